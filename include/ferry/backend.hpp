@@ -1,0 +1,178 @@
+// ferry/backend.hpp — the interface a backend implements (CPU, Vulkan, CUDA,
+// or a third party's plugin). Application code never needs this header.
+//
+// Note [Kernel contract]
+// The core does everything that is the same on every device: shape inference,
+// broadcasting, dtype promotion, output allocation, device checks. A kernel
+// receives an OpCall whose TensorArgs are already broadcast to the output's
+// shape (stride 0 where an input is expanded) and already in the dtypes the op
+// computes in; it writes its outputs and nothing else. Kernels run on the
+// device's in-order stream: they may return before the work is done, and the
+// device's synchronize() waits for everything enqueued before it.
+// Per-op conventions (what attrs mean, which dims reduce) are in
+// docs/kernel-contract.md.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <unordered_map>
+#include <utility>
+#include <variant>
+#include <vector>
+
+#include "ferry/config.hpp"
+#include "ferry/device_info.hpp"
+#include "ferry/dtype.hpp"
+
+namespace ferry {
+
+// A block of device memory. Owned by one Storage; its destructor returns the
+// memory to the device (a caching allocator may keep it). A Buffer must not
+// outlive the DeviceImpl that made it; devices live until the process exits.
+class Buffer {
+ public:
+  explicit Buffer(std::size_t size) : size_(size) {}
+  virtual ~Buffer() = default;
+  Buffer(const Buffer&) = delete;
+  Buffer& operator=(const Buffer&) = delete;
+  std::size_t size() const { return size_; }
+  // The host address of byte 0 when the host can reach the memory directly
+  // (CPU memory, mapped device memory), else nullptr.
+  virtual void* host_ptr() const { return nullptr; }
+
+ private:
+  std::size_t size_;
+};
+
+// A strided view as a kernel sees it. offset and strides count elements.
+struct TensorArg {
+  Buffer* buffer = nullptr;
+  std::int64_t offset = 0;
+  std::vector<std::int64_t> sizes;
+  std::vector<std::int64_t> strides;
+  DType dtype = DType::f32;
+
+  int ndim() const { return int(sizes.size()); }
+  std::int64_t numel() const;
+  bool is_contiguous() const;
+  // Typed host pointer to element 0 of the view (host-visible buffers only).
+  template <typename T> T* data() const {
+    return static_cast<T*>(buffer->host_ptr()) + offset;
+  }
+};
+
+// Named op attributes: dims, scalar operands, flags.
+using AttrValue = std::variant<std::int64_t, double, bool, std::vector<std::int64_t>, std::string>;
+class Attrs {
+ public:
+  Attrs() = default;
+  Attrs(std::initializer_list<std::pair<std::string, AttrValue>> init);
+  Attrs& set(std::string name, AttrValue v);
+  bool has(std::string_view name) const;
+  std::int64_t i(std::string_view name) const;  // throws Error when missing or another type
+  double f(std::string_view name) const;        // accepts an int too
+  bool b(std::string_view name) const;
+  const std::vector<std::int64_t>& ints(std::string_view name) const;
+  const std::string& s(std::string_view name) const;
+  std::string str() const;  // for logs and error messages
+
+ private:
+  const AttrValue& get(std::string_view name) const;
+  std::vector<std::pair<std::string, AttrValue>> items_;
+};
+
+struct OpCall {
+  std::string_view op;
+  std::vector<TensorArg> inputs;
+  std::vector<TensorArg> outputs;
+  Attrs attrs;
+};
+
+class DeviceImpl;
+using KernelFn = std::function<void(DeviceImpl&, const OpCall&)>;
+
+// Completion marker on a device's stream.
+class Event {
+ public:
+  virtual ~Event() = default;
+  virtual void wait() = 0;        // blocks the host until the work before it is done
+  virtual bool query() = 0;       // true when done
+};
+
+// One device. Thread-safety: a device is used from one host thread at a time
+// (the core serialises access); info() may be called from any thread.
+class DeviceImpl {
+ public:
+  virtual ~DeviceImpl() = default;
+
+  // Describes the device now (memory_free is current).
+  virtual DeviceInfo info() = 0;
+  const Device& device() const { return device_; }
+
+  // Allocates `bytes` (may be 0). Throws OutOfMemoryError after the device
+  // has released its caches and retried.
+  virtual std::unique_ptr<Buffer> allocate(std::size_t bytes) = 0;
+
+  // Copies, enqueued on the device's stream. The host memory of
+  // copy_from_host may be reused as soon as the call returns; copy_to_host
+  // returns once `dst` holds the data.
+  virtual void copy_from_host(Buffer& dst, std::size_t dst_offset, const void* src,
+                              std::size_t bytes) = 0;
+  virtual void copy_to_host(void* dst, const Buffer& src, std::size_t src_offset,
+                            std::size_t bytes) = 0;
+  virtual void copy_within(Buffer& dst, std::size_t dst_offset, const Buffer& src,
+                           std::size_t src_offset, std::size_t bytes) = 0;
+
+  // Optional: copy straight from another device (peer copy). Returns false
+  // when the pair is not supported; the core then copies through the host.
+  virtual bool copy_from_peer(Buffer& dst, std::size_t dst_offset, DeviceImpl& src_device,
+                              const Buffer& src, std::size_t src_offset, std::size_t bytes);
+
+  // Waits until everything enqueued so far has finished.
+  virtual void synchronize() = 0;
+  // Default: synchronizes and returns a completed event.
+  virtual std::unique_ptr<Event> record_event();
+
+  // The kernel for `op`, or nullptr when this device does not implement it.
+  // The default looks in the table filled by register_kernel.
+  virtual const KernelFn* find_kernel(std::string_view op) const;
+  std::vector<std::string> kernel_names() const;
+
+ protected:
+  explicit DeviceImpl(Device device) : device_(std::move(device)) {}
+  void register_kernel(std::string op, KernelFn fn);
+
+ private:
+  Device device_;
+  std::unordered_map<std::string, KernelFn> kernels_;
+};
+
+// A backend: a family of devices that one module provides.
+class Backend {
+ public:
+  virtual ~Backend() = default;
+  virtual std::string name() const = 0;  // "cpu", "vulkan", "cuda", "mybackend"
+  // Empty when usable; otherwise why not, starting with the backend name:
+  // "cuda: no CUDA driver found (libcuda.so.1)".
+  virtual std::string unavailable_reason() { return {}; }
+  // The usable devices, index i is "<name>:i". Owned by the backend.
+  virtual std::vector<DeviceImpl*> devices() = 0;
+};
+
+// Version of this interface; a module built against another one is refused.
+inline constexpr int kBackendAbiVersion = 1;
+
+}  // namespace ferry
+
+// A backend module exports this function (see docs/backend-guide.md).
+// It returns nullptr when `abi_version` differs from the one it was built for.
+#define FERRY_BACKEND_ENTRY ferry_create_backend
+#define FERRY_DEFINE_BACKEND(BackendClass)                                               \
+  extern "C" FERRY_EXPORT ferry::Backend* ferry_create_backend(int abi_version) {         \
+    if (abi_version != ferry::kBackendAbiVersion) return nullptr;                        \
+    static BackendClass* instance = new BackendClass();                                  \
+    return instance;                                                                     \
+  }

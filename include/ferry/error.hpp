@@ -1,0 +1,90 @@
+// ferry/error.hpp — the exceptions every public function throws.
+//
+// Contract: a public function either succeeds or throws a subclass of
+// ferry::Error; it never aborts the process on bad input. A message says what
+// was asked, what was found and what to do about it. Vendor error codes become
+// BackendError in exactly one place per backend.
+#pragma once
+
+#include <cstdint>
+#include <stdexcept>
+#include <string>
+
+namespace ferry {
+
+class Error : public std::runtime_error {
+ public:
+  explicit Error(const std::string& message) : std::runtime_error(message) {}
+};
+
+// An unknown, malformed or unavailable device name.
+class DeviceError : public Error {
+  using Error::Error;
+};
+
+// The inputs of one op live on different devices.
+class DeviceMismatchError : public Error {
+  using Error::Error;
+};
+
+// Shapes that do not fit together (broadcast, matmul, reshape, index ranges).
+class ShapeError : public Error {
+  using Error::Error;
+};
+
+// A dtype an op does not accept, or a conversion that is not allowed.
+class DTypeError : public Error {
+  using Error::Error;
+};
+
+// A device could not allocate `requested` bytes; `available` is what it
+// reported free at the time (after its caches were released).
+class OutOfMemoryError : public Error {
+ public:
+  OutOfMemoryError(const std::string& message, std::uint64_t requested,
+                   std::uint64_t available, std::string device)
+      : Error(message), requested_(requested), available_(available),
+        device_(std::move(device)) {}
+  std::uint64_t requested() const { return requested_; }
+  std::uint64_t available() const { return available_; }
+  const std::string& device() const { return device_; }
+
+ private:
+  std::uint64_t requested_;
+  std::uint64_t available_;
+  std::string device_;
+};
+
+// An op, dtype or ability a device does not provide. Nothing falls back to
+// the CPU silently: the caller decides.
+class UnsupportedError : public Error {
+  using Error::Error;
+};
+
+// A driver or runtime call failed; `code` is the vendor's own name for it
+// (VK_ERROR_DEVICE_LOST, cudaErrorIllegalAddress, dlopen's message, ...).
+class BackendError : public Error {
+ public:
+  BackendError(const std::string& message, std::string code)
+      : Error(message), code_(std::move(code)) {}
+  const std::string& code() const { return code_; }
+
+ private:
+  std::string code_;
+};
+
+// A file that is not what it claims to be: `offset` is the byte where the
+// reader found the problem.
+class FormatError : public Error {
+ public:
+  FormatError(const std::string& message, std::string file, std::uint64_t offset)
+      : Error(message), file_(std::move(file)), offset_(offset) {}
+  const std::string& file() const { return file_; }
+  std::uint64_t offset() const { return offset_; }
+
+ private:
+  std::string file_;
+  std::uint64_t offset_;
+};
+
+}  // namespace ferry

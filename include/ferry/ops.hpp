@@ -1,0 +1,122 @@
+// ferry/ops.hpp — the ops, as free functions and operators.
+//
+// Semantics follow PyTorch: NumPy broadcasting, PyTorch's dtype promotion
+// (an int tensor divided by an int tensor is f32; a float scalar makes an int
+// tensor f32), NaN propagation in maximum/minimum/max/min. All tensor inputs
+// of one op must be on one device (DeviceMismatchError); an op the device
+// lacks raises UnsupportedError. Results live on the inputs' device.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string_view>
+#include <vector>
+
+#include "ferry/tensor.hpp"
+
+namespace ferry {
+
+// Unary, element-wise. Floating ops on integer or bool inputs give f32.
+Tensor neg(const Tensor& x);
+Tensor abs(const Tensor& x);
+Tensor exp(const Tensor& x);
+Tensor log(const Tensor& x);
+Tensor sqrt(const Tensor& x);
+Tensor rsqrt(const Tensor& x);
+Tensor sin(const Tensor& x);
+Tensor cos(const Tensor& x);
+Tensor tanh(const Tensor& x);
+Tensor sigmoid(const Tensor& x);
+Tensor relu(const Tensor& x);
+// approximate: "none" (the exact erf form) or "tanh".
+Tensor gelu(const Tensor& x, std::string_view approximate = "none");
+Tensor silu(const Tensor& x);
+
+// Binary, element-wise, broadcasting.
+Tensor add(const Tensor& a, const Tensor& b);
+Tensor sub(const Tensor& a, const Tensor& b);
+Tensor mul(const Tensor& a, const Tensor& b);
+Tensor div(const Tensor& a, const Tensor& b);  // true division
+Tensor pow(const Tensor& a, const Tensor& b);
+Tensor maximum(const Tensor& a, const Tensor& b);
+Tensor minimum(const Tensor& a, const Tensor& b);
+Tensor add(const Tensor& a, const Scalar& b);
+Tensor sub(const Tensor& a, const Scalar& b);
+Tensor sub(const Scalar& a, const Tensor& b);
+Tensor mul(const Tensor& a, const Scalar& b);
+Tensor div(const Tensor& a, const Scalar& b);
+Tensor div(const Scalar& a, const Tensor& b);
+Tensor pow(const Tensor& a, const Scalar& b);
+Tensor pow(const Scalar& a, const Tensor& b);
+Tensor maximum(const Tensor& a, const Scalar& b);
+Tensor minimum(const Tensor& a, const Scalar& b);
+
+// Comparisons -> bool.
+Tensor eq(const Tensor& a, const Tensor& b);
+Tensor ne(const Tensor& a, const Tensor& b);
+Tensor lt(const Tensor& a, const Tensor& b);
+Tensor le(const Tensor& a, const Tensor& b);
+Tensor gt(const Tensor& a, const Tensor& b);
+Tensor ge(const Tensor& a, const Tensor& b);
+Tensor eq(const Tensor& a, const Scalar& b);
+Tensor ne(const Tensor& a, const Scalar& b);
+Tensor lt(const Tensor& a, const Scalar& b);
+Tensor le(const Tensor& a, const Scalar& b);
+Tensor gt(const Tensor& a, const Scalar& b);
+Tensor ge(const Tensor& a, const Scalar& b);
+
+// cond ? a : b, broadcasting all three; cond must be bool.
+Tensor where(const Tensor& cond, const Tensor& a, const Tensor& b);
+Tensor where(const Tensor& cond, const Tensor& a, const Scalar& b);
+Tensor where(const Tensor& cond, const Scalar& a, const Tensor& b);
+
+// Conversion (same as x.to(dtype)). Float -> int truncates toward zero.
+Tensor cast(const Tensor& x, DType dtype);
+
+// Reductions. `dims` empty means every dim. Integer and bool sums are i64;
+// mean and var need a floating input. var uses Bessel's correction by default.
+Tensor sum(const Tensor& x, const std::vector<std::int64_t>& dims = {}, bool keepdim = false);
+Tensor mean(const Tensor& x, const std::vector<std::int64_t>& dims = {}, bool keepdim = false);
+Tensor max(const Tensor& x, const std::vector<std::int64_t>& dims = {}, bool keepdim = false);
+Tensor min(const Tensor& x, const std::vector<std::int64_t>& dims = {}, bool keepdim = false);
+Tensor var(const Tensor& x, const std::vector<std::int64_t>& dims = {}, double correction = 1,
+           bool keepdim = false);
+// i64 index of the first maximum (NaN counts as the maximum); over the
+// flattened tensor when dim is not given.
+Tensor argmax(const Tensor& x, std::optional<std::int64_t> dim = std::nullopt, bool keepdim = false);
+
+// Matrix product, PyTorch's matmul: 1-D, 2-D, and batched with broadcast batch dims.
+Tensor matmul(const Tensor& a, const Tensor& b);
+
+Tensor softmax(const Tensor& x, std::int64_t dim);
+Tensor log_softmax(const Tensor& x, std::int64_t dim);
+// Normalises over the last normalized_shape.size() dims; weight and bias are
+// optional (undefined Tensor).
+Tensor layer_norm(const Tensor& x, const Shape& normalized_shape, const Tensor& weight = {},
+                  const Tensor& bias = {}, double eps = 1e-5);
+// weight[indices]: indices i32 or i64 of any shape -> indices.shape + [dim].
+Tensor embedding(const Tensor& weight, const Tensor& indices);
+Tensor index_select(const Tensor& x, std::int64_t dim, const Tensor& index);
+Tensor gather(const Tensor& x, std::int64_t dim, const Tensor& index);
+Tensor cat(const std::vector<Tensor>& tensors, std::int64_t dim = 0);
+Tensor stack(const std::vector<Tensor>& tensors, std::int64_t dim = 0);
+
+// Operators.
+Tensor operator-(const Tensor& x);
+Tensor operator+(const Tensor& a, const Tensor& b);
+Tensor operator-(const Tensor& a, const Tensor& b);
+Tensor operator*(const Tensor& a, const Tensor& b);
+Tensor operator/(const Tensor& a, const Tensor& b);
+Tensor operator+(const Tensor& a, const Scalar& b);
+Tensor operator-(const Tensor& a, const Scalar& b);
+Tensor operator*(const Tensor& a, const Scalar& b);
+Tensor operator/(const Tensor& a, const Scalar& b);
+Tensor operator+(const Scalar& a, const Tensor& b);
+Tensor operator-(const Scalar& a, const Tensor& b);
+Tensor operator*(const Scalar& a, const Tensor& b);
+Tensor operator/(const Scalar& a, const Tensor& b);
+
+// The shape two shapes broadcast to; ShapeError when they do not.
+Shape broadcast_shapes(const Shape& a, const Shape& b);
+
+}  // namespace ferry

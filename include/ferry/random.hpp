@@ -1,0 +1,30 @@
+// ferry/random.hpp — seeded random tensors, identical on every backend.
+//
+// Note [Counter-based RNG]
+// Random numbers come from Philox-4x32-10 (Salmon et al., 2011): element i of
+// a draw is a pure function of (seed, offset + i), so the numbers do not
+// depend on the device, the thread count or how work is split. manual_seed
+// sets the seed and resets the offset; every draw advances the offset by the
+// number of counters it used. The math is in runtime/math/philox.hpp, shared by
+// every backend.
+#pragma once
+
+#include <cstdint>
+
+#include "ferry/tensor.hpp"
+
+namespace ferry {
+
+void manual_seed(std::uint64_t seed);
+
+// Uniform in [low, high).
+Tensor rand(const Shape& shape, const TensorOptions& options = {});
+Tensor uniform(const Shape& shape, double low, double high, const TensorOptions& options = {});
+// Standard normal (Box-Muller on two uniforms).
+Tensor randn(const Shape& shape, const TensorOptions& options = {});
+Tensor normal(const Shape& shape, double mean, double stddev, const TensorOptions& options = {});
+// Integers uniform in [low, high); i64 unless options say otherwise.
+Tensor randint(std::int64_t low, std::int64_t high, const Shape& shape,
+               const TensorOptions& options = {});
+
+}  // namespace ferry

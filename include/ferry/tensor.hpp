@@ -1,0 +1,184 @@
+// ferry/tensor.hpp — Storage (memory on one device) and Tensor (a view of it).
+//
+// Note [Tensors and storages]
+// A Tensor is a handle to a TensorImpl: sizes, strides, an element offset and
+// a dtype over a reference-counted Storage. Views (reshape of a contiguous
+// tensor, permute, slice, expand, ...) make a new TensorImpl over the same
+// Storage, so writing through one is seen through the other. A Storage keeps
+// its identity when its memory moves to another device (the transfer planner
+// swaps the buffer in place), so views stay views after a migration.
+// Copying a Tensor copies the handle, never the data; clone() copies data.
+#pragma once
+
+#include <cstdint>
+#include <initializer_list>
+#include <iosfwd>
+#include <memory>
+#include <optional>
+#include <type_traits>
+#include <string>
+#include <vector>
+
+#include "ferry/device.hpp"
+#include "ferry/dtype.hpp"
+
+namespace ferry {
+
+class Buffer;
+class DeviceImpl;
+
+using Shape = std::vector<std::int64_t>;
+
+struct TensorOptions {
+  std::optional<DType> dtype;  // f32 for factories, the data's dtype for tensor()
+  Device device = Device::cpu();
+  DType dtype_or(DType fallback) const { return dtype.value_or(fallback); }
+};
+
+// Memory on one device. Thread-compatible: callers serialise mutation.
+class Storage {
+ public:
+  Storage(DeviceImpl& impl, std::unique_ptr<Buffer> buffer);
+  ~Storage();
+  // Allocates `bytes` on `device` (OutOfMemoryError when it cannot).
+  static std::shared_ptr<Storage> allocate(const Device& device, std::size_t bytes);
+
+  const Device& device() const;
+  DeviceImpl& impl() const { return *impl_; }
+  Buffer& buffer() const { return *buffer_; }
+  std::size_t nbytes() const;
+  // Replaces the memory, keeping this Storage's identity (the transfer
+  // planner's commit). The old buffer is returned so the caller decides when
+  // it is freed.
+  std::unique_ptr<Buffer> exchange(DeviceImpl& impl, std::unique_ptr<Buffer> buffer);
+
+ private:
+  DeviceImpl* impl_;
+  std::unique_ptr<Buffer> buffer_;
+};
+
+struct TensorImpl {
+  std::shared_ptr<Storage> storage;
+  Shape sizes;
+  Shape strides;  // in elements
+  std::int64_t offset = 0;  // in elements
+  DType dtype = DType::f32;
+};
+
+class Tensor {
+ public:
+  Tensor() = default;  // undefined: no storage, every accessor but defined() throws
+  explicit Tensor(std::shared_ptr<TensorImpl> impl) : impl_(std::move(impl)) {}
+
+  bool defined() const { return impl_ != nullptr; }
+  const Shape& sizes() const { return impl().sizes; }
+  const Shape& shape() const { return impl().sizes; }
+  std::int64_t size(std::int64_t dim) const;  // negative dims count from the end
+  const Shape& strides() const { return impl().strides; }
+  std::int64_t stride(std::int64_t dim) const;
+  std::int64_t dim() const { return std::int64_t(impl().sizes.size()); }
+  std::int64_t numel() const;
+  std::int64_t storage_offset() const { return impl().offset; }
+  DType dtype() const { return impl().dtype; }
+  std::size_t element_size() const { return dtype_size(dtype()); }
+  const Device& device() const;
+  const std::shared_ptr<Storage>& storage() const { return impl().storage; }
+  const std::shared_ptr<TensorImpl>& impl_ptr() const { return impl_; }
+  bool is_contiguous() const;
+  // Same TensorImpl (not just the same storage).
+  bool is_same(const Tensor& other) const { return impl_ == other.impl_; }
+
+  // Copies to another device and/or dtype; returns *this when nothing changes.
+  Tensor to(const Device& device) const;
+  Tensor to(DType dtype) const;
+  Tensor to(const Device& device, DType dtype) const;
+  Tensor cpu() const { return to(Device::cpu()); }
+  Tensor contiguous() const;  // *this when already contiguous
+  Tensor clone() const;       // always a new storage, contiguous
+
+  // Views (no copy). Dims may be negative. Errors are ShapeError.
+  Tensor view(const Shape& shape) const;     // contiguous-compatible only; one -1 allowed
+  Tensor reshape(const Shape& shape) const;  // a view when possible, else a copy
+  Tensor permute(const Shape& dims) const;
+  Tensor transpose(std::int64_t d0, std::int64_t d1) const;
+  Tensor t() const;  // 2-D transpose
+  Tensor narrow(std::int64_t dim, std::int64_t start, std::int64_t length) const;
+  Tensor slice(std::int64_t dim, std::int64_t start, std::int64_t end, std::int64_t step = 1) const;
+  Tensor select(std::int64_t dim, std::int64_t index) const;
+  Tensor expand(const Shape& shape) const;  // -1 keeps a size
+  Tensor squeeze() const;
+  Tensor squeeze(std::int64_t dim) const;
+  Tensor unsqueeze(std::int64_t dim) const;
+  Tensor flatten(std::int64_t start_dim = 0, std::int64_t end_dim = -1) const;
+
+  // In place. copy_ takes any source device and dtype and broadcasts it.
+  Tensor& fill_(const Scalar& value);
+  Tensor& copy_(const Tensor& src);
+  Tensor& zero_() { return fill_(0); }
+
+  // Synchronizes and copies to the host, converting to T's dtype if needed.
+  template <typename T> std::vector<T> to_vector() const {
+    Tensor c = to(Device::cpu(), dtype_of<T>()).contiguous();
+    if constexpr (std::is_same_v<T, bool>) {  // vector<bool> is packed
+      std::vector<std::uint8_t> bytes(std::size_t(c.numel()));
+      if (!bytes.empty()) c.read_bytes(bytes.data(), bytes.size());
+      return std::vector<bool>(bytes.begin(), bytes.end());
+    } else {
+      std::vector<T> out(std::size_t(c.numel()));
+      if (!out.empty()) c.read_bytes(out.data(), out.size() * sizeof(T));
+      return out;
+    }
+  }
+  // The single element's value; ShapeError unless numel() == 1.
+  template <typename T> T item() const {
+    check_single_element();
+    return to_vector<T>()[0];
+  }
+
+  std::string str() const;  // PyTorch-style printing, elided when large
+
+  // Unary minus and the arithmetic operators live in ops.hpp.
+
+ private:
+  const TensorImpl& impl() const;
+  void read_bytes(void* dst, std::size_t bytes) const;  // contiguous CPU tensor -> host
+  void check_single_element() const;
+  std::shared_ptr<TensorImpl> impl_;
+};
+
+std::ostream& operator<<(std::ostream& os, const Tensor& t);
+std::string shape_str(const Shape& s);  // "[2, 3]"
+
+// Factories. Sizes must be >= 0 (ShapeError).
+Tensor empty(const Shape& shape, const TensorOptions& options = {});
+Tensor zeros(const Shape& shape, const TensorOptions& options = {});
+Tensor ones(const Shape& shape, const TensorOptions& options = {});
+Tensor full(const Shape& shape, const Scalar& value, const TensorOptions& options = {});
+Tensor empty_like(const Tensor& t);
+Tensor zeros_like(const Tensor& t);
+Tensor ones_like(const Tensor& t);
+Tensor full_like(const Tensor& t, const Scalar& value);
+// [start, end) by step; the dtype is f32 unless options say otherwise.
+Tensor arange(double end, const TensorOptions& options = {});
+Tensor arange(double start, double end, double step = 1, const TensorOptions& options = {});
+// A tensor holding host data. shape defaults to {data.size()}.
+template <typename T>
+Tensor tensor(const std::vector<T>& data, const Shape& shape = {}, const TensorOptions& options = {});
+Tensor tensor_from_bytes(const void* data, std::size_t bytes, DType dtype, const Shape& shape,
+                         const Device& device);
+Tensor scalar_tensor(const Scalar& value, const TensorOptions& options = {});
+
+template <typename T>
+Tensor tensor(const std::vector<T>& data, const Shape& shape, const TensorOptions& options) {
+  Shape s = shape.empty() ? Shape{std::int64_t(data.size())} : shape;
+  Tensor t;
+  if constexpr (std::is_same_v<T, bool>) {  // vector<bool> is packed: unpack it
+    std::vector<std::uint8_t> bytes(data.begin(), data.end());
+    t = tensor_from_bytes(bytes.data(), bytes.size(), DType::boolean, s, Device::cpu());
+  } else {
+    t = tensor_from_bytes(data.data(), data.size() * sizeof(T), dtype_of<T>(), s, Device::cpu());
+  }
+  return t.to(options.device, options.dtype_or(dtype_of<T>()));
+}
+
+}  // namespace ferry

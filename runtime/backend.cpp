@@ -1,0 +1,132 @@
+// runtime/backend.cpp — the parts of the backend interface every device shares:
+// attributes, argument helpers, and the defaults of optional abilities.
+#include "ferry/backend.hpp"
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include "ferry/error.hpp"
+
+namespace ferry {
+
+std::int64_t TensorArg::numel() const {
+  std::int64_t n = 1;
+  for (auto s : sizes) n *= s;
+  return n;
+}
+
+bool TensorArg::is_contiguous() const {
+  std::int64_t expected = 1;
+  for (int d = ndim() - 1; d >= 0; --d) {
+    if (sizes[d] != 1 && strides[d] != expected) return false;
+    expected *= sizes[d];
+  }
+  return true;
+}
+
+Attrs::Attrs(std::initializer_list<std::pair<std::string, AttrValue>> init) : items_(init) {}
+
+Attrs& Attrs::set(std::string name, AttrValue v) {
+  for (auto& [k, val] : items_)
+    if (k == name) {
+      val = std::move(v);
+      return *this;
+    }
+  items_.emplace_back(std::move(name), std::move(v));
+  return *this;
+}
+
+bool Attrs::has(std::string_view name) const {
+  for (auto& [k, v] : items_)
+    if (k == name) return true;
+  return false;
+}
+
+const AttrValue& Attrs::get(std::string_view name) const {
+  for (auto& [k, v] : items_)
+    if (k == name) return v;
+  throw Error(fmt::format("kernel attribute '{}' is missing (have: {})", name, str()));
+}
+
+std::int64_t Attrs::i(std::string_view name) const {
+  const AttrValue& v = get(name);
+  if (auto* p = std::get_if<std::int64_t>(&v)) return *p;
+  if (auto* b = std::get_if<bool>(&v)) return *b;
+  throw Error(fmt::format("kernel attribute '{}' is not an integer", name));
+}
+
+double Attrs::f(std::string_view name) const {
+  const AttrValue& v = get(name);
+  if (auto* p = std::get_if<double>(&v)) return *p;
+  if (auto* p = std::get_if<std::int64_t>(&v)) return double(*p);
+  throw Error(fmt::format("kernel attribute '{}' is not a number", name));
+}
+
+bool Attrs::b(std::string_view name) const {
+  const AttrValue& v = get(name);
+  if (auto* p = std::get_if<bool>(&v)) return *p;
+  if (auto* p = std::get_if<std::int64_t>(&v)) return *p != 0;
+  throw Error(fmt::format("kernel attribute '{}' is not a flag", name));
+}
+
+const std::vector<std::int64_t>& Attrs::ints(std::string_view name) const {
+  const AttrValue& v = get(name);
+  if (auto* p = std::get_if<std::vector<std::int64_t>>(&v)) return *p;
+  throw Error(fmt::format("kernel attribute '{}' is not a list of integers", name));
+}
+
+const std::string& Attrs::s(std::string_view name) const {
+  const AttrValue& v = get(name);
+  if (auto* p = std::get_if<std::string>(&v)) return *p;
+  throw Error(fmt::format("kernel attribute '{}' is not a string", name));
+}
+
+std::string Attrs::str() const {
+  std::string out;
+  for (auto& [k, v] : items_) {
+    if (!out.empty()) out += ", ";
+    out += k + "=";
+    std::visit(
+        [&](const auto& x) {
+          using X = std::decay_t<decltype(x)>;
+          if constexpr (std::is_same_v<X, std::vector<std::int64_t>>) out += fmt::format("[{}]", fmt::join(x, ", "));
+          else out += fmt::format("{}", x);
+        },
+        v);
+  }
+  return out;
+}
+
+bool DeviceImpl::copy_from_peer(Buffer&, std::size_t, DeviceImpl&, const Buffer&, std::size_t,
+                                std::size_t) {
+  return false;
+}
+
+namespace {
+class CompletedEvent final : public Event {
+ public:
+  void wait() override {}
+  bool query() override { return true; }
+};
+}  // namespace
+
+std::unique_ptr<Event> DeviceImpl::record_event() {
+  synchronize();
+  return std::make_unique<CompletedEvent>();
+}
+
+const KernelFn* DeviceImpl::find_kernel(std::string_view op) const {
+  auto it = kernels_.find(std::string(op));
+  return it == kernels_.end() ? nullptr : &it->second;
+}
+
+std::vector<std::string> DeviceImpl::kernel_names() const {
+  std::vector<std::string> names;
+  for (auto& [k, v] : kernels_) names.push_back(k);
+  std::sort(names.begin(), names.end());
+  return names;
+}
+
+void DeviceImpl::register_kernel(std::string op, KernelFn fn) { kernels_[std::move(op)] = std::move(fn); }
+
+}  // namespace ferry

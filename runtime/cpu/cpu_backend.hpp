@@ -1,0 +1,26 @@
+// runtime/cpu/cpu_backend.hpp — the CPU backend, built into libferry.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "ferry/backend.hpp"
+
+namespace ferry {
+
+std::unique_ptr<Backend> make_cpu_backend();
+
+namespace cpu {
+// Each kernel file adds its kernels to the table the CPU device registers.
+using KernelTable = std::vector<std::pair<std::string, KernelFn>>;
+void add_elementwise_kernels(KernelTable& table);
+void add_random_kernels(KernelTable& table);
+void add_reduce_kernels(KernelTable& table);
+void add_linalg_kernels(KernelTable& table);
+void add_nn_kernels(KernelTable& table);
+void add_index_kernels(KernelTable& table);
+}  // namespace cpu
+
+}  // namespace ferry

@@ -1,0 +1,133 @@
+// runtime/cpu/cpu_device.cpp — the CPU device: aligned host memory, memcpy
+// copies, synchronous execution, and the kernel table.
+#include <fmt/format.h>
+#include <omp.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <string>
+
+#include "cpu/cpu_backend.hpp"
+#include "cpu/cpu_loops.hpp"
+#include "ferry/error.hpp"
+
+namespace ferry {
+namespace {
+
+constexpr std::size_t kAlignment = 64;  // a cache line; also what AVX-512 loads like
+
+class CpuBuffer final : public Buffer {
+ public:
+  CpuBuffer(void* p, std::size_t size) : Buffer(size), p_(p) {}
+  ~CpuBuffer() override { std::free(p_); }
+  void* host_ptr() const override { return p_; }
+
+ private:
+  void* p_;
+};
+
+// A /proc/meminfo field in bytes (0 when missing).
+std::uint64_t meminfo(const std::string& key) {
+  std::ifstream f("/proc/meminfo");
+  std::string k, unit;
+  std::uint64_t v = 0;
+  while (f >> k >> v >> unit)
+    if (k == key + ":") return v * 1024;
+  return 0;
+}
+
+std::string cpuinfo(const std::string& key) {
+  std::ifstream f("/proc/cpuinfo");
+  std::string line;
+  while (std::getline(f, line))
+    if (line.rfind(key, 0) == 0) {
+      auto colon = line.find(':');
+      if (colon != std::string::npos) return line.substr(line.find_first_not_of(" \t", colon + 1));
+    }
+  return {};
+}
+
+// Large copies are split over threads: one core cannot saturate memory bandwidth.
+void parallel_memcpy(void* dst, const void* src, std::size_t bytes) {
+  constexpr std::int64_t kChunk = 1 << 16;
+  std::int64_t chunks = std::int64_t((bytes + kChunk - 1) / kChunk);
+  cpu::parallel_range(chunks, 64, [&](std::int64_t b, std::int64_t e) {
+    std::size_t begin = std::size_t(b) * kChunk, end = std::min(bytes, std::size_t(e) * kChunk);
+    std::memcpy(static_cast<char*>(dst) + begin, static_cast<const char*>(src) + begin, end - begin);
+  });
+}
+
+class CpuDevice final : public DeviceImpl {
+ public:
+  CpuDevice() : DeviceImpl(Device::cpu()) {
+    cpu::KernelTable table;
+    cpu::add_elementwise_kernels(table);
+    cpu::add_random_kernels(table);
+    cpu::add_reduce_kernels(table);
+    cpu::add_linalg_kernels(table);
+    cpu::add_nn_kernels(table);
+    cpu::add_index_kernels(table);
+    for (auto& [name, fn] : table) register_kernel(name, std::move(fn));
+  }
+
+  DeviceInfo info() override {
+    DeviceInfo d;
+    d.device = "cpu";
+    d.backend = "cpu";
+    d.available = true;
+    d.name = cpuinfo("model name");
+    if (d.name.empty()) d.name = "CPU";
+    d.vendor = cpuinfo("vendor_id");
+    d.driver = fmt::format("ferry cpu backend, {} threads, OpenBLAS", omp_get_max_threads());
+    d.kind = DeviceKind::cpu;
+    d.memory_total = meminfo("MemTotal");
+    d.memory_free = meminfo("MemAvailable");
+    d.max_allocation = d.memory_total;
+    d.caps = {.f16 = true, .bf16 = true, .int64 = true, .host_visible_memory = true, .peer_copy = false};
+    d.properties["threads"] = std::to_string(omp_get_max_threads());
+    return d;
+  }
+
+  std::unique_ptr<Buffer> allocate(std::size_t bytes) override {
+    std::size_t rounded = (std::max<std::size_t>(bytes, 1) + kAlignment - 1) / kAlignment * kAlignment;
+    std::uint64_t total = meminfo("MemTotal") + meminfo("SwapTotal");
+    void* p = (total && rounded > total) ? nullptr : std::aligned_alloc(kAlignment, rounded);
+    if (!p) {
+      std::uint64_t avail = meminfo("MemAvailable");
+      throw OutOfMemoryError(fmt::format("cpu: out of memory allocating {} bytes ({} bytes available); "
+                                         "free tensors or use a smaller batch",
+                                         bytes, avail),
+                             bytes, avail, "cpu");
+    }
+    return std::make_unique<CpuBuffer>(p, bytes);
+  }
+
+  void copy_from_host(Buffer& dst, std::size_t off, const void* src, std::size_t bytes) override {
+    parallel_memcpy(static_cast<char*>(dst.host_ptr()) + off, src, bytes);
+  }
+  void copy_to_host(void* dst, const Buffer& src, std::size_t off, std::size_t bytes) override {
+    parallel_memcpy(dst, static_cast<const char*>(src.host_ptr()) + off, bytes);
+  }
+  void copy_within(Buffer& dst, std::size_t doff, const Buffer& src, std::size_t soff, std::size_t bytes) override {
+    // memmove semantics are not needed: distinct storages never overlap.
+    parallel_memcpy(static_cast<char*>(dst.host_ptr()) + doff, static_cast<const char*>(src.host_ptr()) + soff, bytes);
+  }
+  void synchronize() override {}  // kernels run to completion before they return
+};
+
+class CpuBackend final : public Backend {
+ public:
+  std::string name() const override { return "cpu"; }
+  std::vector<DeviceImpl*> devices() override { return {&device_}; }
+
+ private:
+  CpuDevice device_;
+};
+
+}  // namespace
+
+std::unique_ptr<Backend> make_cpu_backend() { return std::make_unique<CpuBackend>(); }
+
+}  // namespace ferry

@@ -1,0 +1,225 @@
+// runtime/cpu/cpu_kernels_elementwise.cpp — unary, binary, comparison, where,
+// copy/cast, fill and arange on the CPU. Inputs arrive broadcast to the output's
+// shape and in the dtype the op computes in (Note [Kernel contract]); the math
+// of each op is in runtime/math/scalar_ops.hpp.
+#include <cmath>
+#include <cstring>
+
+#include "cpu/cpu_backend.hpp"
+#include "cpu/cpu_loops.hpp"
+#include "math/scalar_ops.hpp"
+
+namespace ferry::cpu {
+namespace {
+
+template <typename T> T load(const char* p) { T v; std::memcpy(&v, p, sizeof(T)); return v; }
+
+// out[i] = f(in[i]) in compute_t<T>.
+template <typename T, typename F> void unary_loop(const OpCall& c, F f) {
+  using C = compute_t<T>;
+  loop_nd<2>({&c.outputs[0], &c.inputs[0]}, [&](const LoopRun<2>& r) {
+    if (r.stride[0] == sizeof(T) && r.stride[1] == sizeof(T)) {
+      T* __restrict o = reinterpret_cast<T*>(r.ptr[0]);
+      const T* __restrict in = reinterpret_cast<const T*>(r.ptr[1]);
+      for (std::int64_t i = 0; i < r.n; ++i) o[i] = T(f(C(in[i])));
+    } else {
+      for (std::int64_t i = 0; i < r.n; ++i)
+        *reinterpret_cast<T*>(r.ptr[0] + i * r.stride[0]) = T(f(C(*reinterpret_cast<const T*>(r.ptr[1] + i * r.stride[1]))));
+    }
+  });
+}
+
+// out[i] = f(a[i], b[i]); Out is T for arithmetic and bool for comparisons.
+// Unit-stride and scalar-operand runs get loops the compiler vectorizes.
+template <typename T, typename Out, typename F> void binary_loop(const OpCall& c, F f) {
+  using C = compute_t<T>;
+  loop_nd<3>({&c.outputs[0], &c.inputs[0], &c.inputs[1]}, [&](const LoopRun<3>& r) {
+    Out* __restrict o = reinterpret_cast<Out*>(r.ptr[0]);
+    const T* __restrict a = reinterpret_cast<const T*>(r.ptr[1]);
+    const T* __restrict b = reinterpret_cast<const T*>(r.ptr[2]);
+    const std::int64_t n = r.n;
+    if (r.stride[0] == sizeof(Out) && r.stride[1] == sizeof(T) && r.stride[2] == sizeof(T)) {
+      for (std::int64_t i = 0; i < n; ++i) o[i] = Out(f(C(a[i]), C(b[i])));
+    } else if (r.stride[0] == sizeof(Out) && r.stride[1] == sizeof(T) && r.stride[2] == 0) {
+      const C bv = C(b[0]);
+      for (std::int64_t i = 0; i < n; ++i) o[i] = Out(f(C(a[i]), bv));
+    } else if (r.stride[0] == sizeof(Out) && r.stride[1] == 0 && r.stride[2] == sizeof(T)) {
+      const C av = C(a[0]);
+      for (std::int64_t i = 0; i < n; ++i) o[i] = Out(f(av, C(b[i])));
+    } else {
+      for (std::int64_t i = 0; i < n; ++i)
+        *reinterpret_cast<Out*>(r.ptr[0] + i * r.stride[0]) =
+            Out(f(C(*reinterpret_cast<const T*>(r.ptr[1] + i * r.stride[1])),
+                  C(*reinterpret_cast<const T*>(r.ptr[2] + i * r.stride[2]))));
+    }
+  });
+}
+
+template <typename F> KernelFn floating_unary(const char* op, F f) {
+  return [op, f](DeviceImpl&, const OpCall& c) {
+    FERRY_DISPATCH_FLOATING(c.outputs[0].dtype, op, unary_loop<scalar_t>(c, f));
+  };
+}
+
+template <typename F> KernelFn numeric_unary(const char* op, F f) {
+  return [op, f](DeviceImpl&, const OpCall& c) {
+    FERRY_DISPATCH_NUMERIC(c.outputs[0].dtype, op, unary_loop<scalar_t>(c, f));
+  };
+}
+
+template <typename F> KernelFn arithmetic(const char* op, F f) {
+  return [op, f](DeviceImpl&, const OpCall& c) {
+    FERRY_DISPATCH_ALL(c.outputs[0].dtype, op, binary_loop<scalar_t, scalar_t>(c, f));
+  };
+}
+
+template <typename F> KernelFn comparison(const char* op, F f) {
+  return [op, f](DeviceImpl&, const OpCall& c) {
+    FERRY_DISPATCH_ALL(c.inputs[0].dtype, op, binary_loop<scalar_t, bool>(c, f));
+  };
+}
+
+template <typename T> constexpr bool kIsInt = std::is_integral_v<T> && !std::is_same_v<T, bool>;
+
+void where_kernel(DeviceImpl&, const OpCall& c) {
+  FERRY_DISPATCH_ALL(c.outputs[0].dtype, "where", {
+    loop_nd<4>({&c.outputs[0], &c.inputs[0], &c.inputs[1], &c.inputs[2]}, [&](const LoopRun<4>& r) {
+      for (std::int64_t i = 0; i < r.n; ++i) {
+        bool cond = *reinterpret_cast<const bool*>(r.ptr[1] + i * r.stride[1]);
+        *reinterpret_cast<scalar_t*>(r.ptr[0] + i * r.stride[0]) =
+            *reinterpret_cast<const scalar_t*>(r.ptr[cond ? 2 : 3] + i * r.stride[cond ? 2 : 3]);
+      }
+    });
+  });
+}
+
+template <typename To, typename From> void copy_loop(const OpCall& c) {
+  loop_nd<2>({&c.outputs[0], &c.inputs[0]}, [&](const LoopRun<2>& r) {
+    if constexpr (std::is_same_v<To, From>) {
+      if (r.stride[0] == sizeof(To) && r.stride[1] == sizeof(From)) {
+        std::memcpy(r.ptr[0], r.ptr[1], std::size_t(r.n) * sizeof(To));
+        return;
+      }
+    }
+    if (r.stride[0] == sizeof(To) && r.stride[1] == sizeof(From)) {
+      To* __restrict o = reinterpret_cast<To*>(r.ptr[0]);
+      const From* __restrict in = reinterpret_cast<const From*>(r.ptr[1]);
+      for (std::int64_t i = 0; i < r.n; ++i) o[i] = math::convert<To>(in[i]);
+    } else {
+      for (std::int64_t i = 0; i < r.n; ++i)
+        *reinterpret_cast<To*>(r.ptr[0] + i * r.stride[0]) =
+            math::convert<To>(load<From>(r.ptr[1] + i * r.stride[1]));
+    }
+  });
+}
+
+// Strided copy with dtype conversion: the one kernel behind contiguous(),
+// clone(), to(dtype) and copy_().
+void copy_kernel(DeviceImpl&, const OpCall& c) {
+  FERRY_DISPATCH_ALL(c.outputs[0].dtype, "copy", {
+    using To = scalar_t;
+    FERRY_DISPATCH_ALL(c.inputs[0].dtype, "copy", copy_loop<To, scalar_t>(c));
+  });
+}
+
+// A double from an attribute as element type T: floats round, integers
+// saturate (the same rule as float -> int casts).
+template <typename T> T from_double(double d, std::int64_t exact) {
+  if constexpr (std::is_same_v<T, bool>) return d != 0.0;
+  else if constexpr (kIsInt<T>) return math::convert<T>(exact);
+  else return T(float(d));
+}
+
+void fill_kernel(DeviceImpl&, const OpCall& c) {
+  const double v = c.attrs.f("value");
+  const std::int64_t iv = c.attrs.i("ivalue");
+  FERRY_DISPATCH_ALL(c.outputs[0].dtype, "fill", {
+    const scalar_t value = from_double<scalar_t>(v, iv);
+    loop_nd<1>({&c.outputs[0]}, [&](const LoopRun<1>& r) {
+      for (std::int64_t i = 0; i < r.n; ++i) *reinterpret_cast<scalar_t*>(r.ptr[0] + i * r.stride[0]) = value;
+    });
+  });
+}
+
+void arange_kernel(DeviceImpl&, const OpCall& c) {
+  const double start = c.attrs.f("start"), step = c.attrs.f("step");
+  const TensorArg& out = c.outputs[0];
+  FERRY_DISPATCH_NUMERIC(out.dtype, "arange", {
+    scalar_t* o = out.data<scalar_t>();
+    parallel_range(out.numel(), kParallelGrain, [&](std::int64_t b, std::int64_t e) {
+      for (std::int64_t i = b; i < e; ++i) {
+        double v = start + double(i) * step;
+        o[i * out.strides[0]] = from_double<scalar_t>(v, std::int64_t(std::llround(v)));
+      }
+    });
+  });
+}
+
+}  // namespace
+
+void add_elementwise_kernels(KernelTable& t) {
+  t.emplace_back("neg", numeric_unary("neg", [](auto x) {
+    if constexpr (kIsInt<decltype(x)>) return math::wrap_neg(x); else return -x;
+  }));
+  t.emplace_back("abs", numeric_unary("abs", [](auto x) {
+    if constexpr (kIsInt<decltype(x)>) return math::int_abs(x); else return std::fabs(x);
+  }));
+  t.emplace_back("relu", numeric_unary("relu", [](auto x) {
+    if constexpr (kIsInt<decltype(x)>) return x > 0 ? x : decltype(x)(0); else return math::relu(x);
+  }));
+  t.emplace_back("exp", floating_unary("exp", [](float x) { return std::exp(x); }));
+  t.emplace_back("log", floating_unary("log", [](float x) { return std::log(x); }));
+  t.emplace_back("sqrt", floating_unary("sqrt", [](float x) { return std::sqrt(x); }));
+  t.emplace_back("rsqrt", floating_unary("rsqrt", [](float x) { return math::rsqrt(x); }));
+  t.emplace_back("sin", floating_unary("sin", [](float x) { return std::sin(x); }));
+  t.emplace_back("cos", floating_unary("cos", [](float x) { return std::cos(x); }));
+  t.emplace_back("tanh", floating_unary("tanh", [](float x) { return std::tanh(x); }));
+  t.emplace_back("sigmoid", floating_unary("sigmoid", [](float x) { return math::sigmoid(x); }));
+  t.emplace_back("gelu", floating_unary("gelu", [](float x) { return math::gelu_erf(x); }));
+  t.emplace_back("gelu_tanh", floating_unary("gelu_tanh", [](float x) { return math::gelu_tanh(x); }));
+  t.emplace_back("silu", floating_unary("silu", [](float x) { return math::silu(x); }));
+
+  t.emplace_back("add", arithmetic("add", [](auto a, auto b) {
+    using T = decltype(a);
+    if constexpr (std::is_same_v<T, bool>) return bool(a || b);
+    else if constexpr (kIsInt<T>) return math::wrap_add(a, b);
+    else return a + b;
+  }));
+  t.emplace_back("sub", arithmetic("sub", [](auto a, auto b) {
+    using T = decltype(a);
+    if constexpr (std::is_same_v<T, bool>) return bool(a != b);  // the front-end refuses bool
+    else if constexpr (kIsInt<T>) return math::wrap_sub(a, b);
+    else return a - b;
+  }));
+  t.emplace_back("mul", arithmetic("mul", [](auto a, auto b) {
+    using T = decltype(a);
+    if constexpr (std::is_same_v<T, bool>) return bool(a && b);
+    else if constexpr (kIsInt<T>) return math::wrap_mul(a, b);
+    else return a * b;
+  }));
+  t.emplace_back("div", [](DeviceImpl&, const OpCall& c) {
+    FERRY_DISPATCH_FLOATING(c.outputs[0].dtype, "div", binary_loop<scalar_t, scalar_t>(c, [](float a, float b) { return a / b; }));
+  });
+  t.emplace_back("pow", arithmetic("pow", [](auto a, auto b) {
+    using T = decltype(a);
+    if constexpr (std::is_same_v<T, bool>) return bool(a || !b);  // the front-end refuses bool
+    else if constexpr (kIsInt<T>) return math::int_pow(a, b);
+    else return std::pow(a, b);
+  }));
+  t.emplace_back("maximum", arithmetic("maximum", [](auto a, auto b) { return math::maximum(a, b); }));
+  t.emplace_back("minimum", arithmetic("minimum", [](auto a, auto b) { return math::minimum(a, b); }));
+
+  t.emplace_back("eq", comparison("eq", [](auto a, auto b) { return a == b; }));
+  t.emplace_back("ne", comparison("ne", [](auto a, auto b) { return a != b; }));
+  t.emplace_back("lt", comparison("lt", [](auto a, auto b) { return a < b; }));
+  t.emplace_back("le", comparison("le", [](auto a, auto b) { return a <= b; }));
+  t.emplace_back("gt", comparison("gt", [](auto a, auto b) { return a > b; }));
+  t.emplace_back("ge", comparison("ge", [](auto a, auto b) { return a >= b; }));
+
+  t.emplace_back("where", where_kernel);
+  t.emplace_back("copy", copy_kernel);
+  t.emplace_back("fill", fill_kernel);
+  t.emplace_back("arange", arange_kernel);
+}
+
+}  // namespace ferry::cpu

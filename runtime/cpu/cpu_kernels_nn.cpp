@@ -1,0 +1,136 @@
+// runtime/cpu/cpu_kernels_nn.cpp — softmax, log_softmax and layer_norm on the CPU
+// (docs/kernel-contract.md). Each row is loaded into a float buffer (widening
+// f16/bf16, gathering a strided row), computed there, and stored; rows are
+// split over threads. Sums accumulate in double.
+#include <cmath>
+#include <limits>
+#include <vector>
+
+#include "cpu/cpu_backend.hpp"
+#include "cpu/cpu_loops.hpp"
+
+namespace ferry::cpu {
+namespace {
+
+// The element offset of row `r` of a tensor whose last dim is the row.
+std::int64_t row_offset(const TensorArg& t, std::int64_t r) {
+  std::int64_t off = t.offset;
+  for (int d = t.ndim() - 2; d >= 0; --d) {
+    off += (r % t.sizes[d]) * t.strides[d];
+    r /= t.sizes[d];
+  }
+  return off;
+}
+
+template <typename T> void load_row(const T* p, std::int64_t n, std::int64_t stride, float* buf) {
+  if (stride == 1) {
+    for (std::int64_t i = 0; i < n; ++i) buf[i] = float(p[i]);
+  } else {
+    for (std::int64_t i = 0; i < n; ++i) buf[i] = float(p[i * stride]);
+  }
+}
+
+template <typename T> void store_row(const float* buf, std::int64_t n, std::int64_t stride, T* p) {
+  if (stride == 1) {
+    for (std::int64_t i = 0; i < n; ++i) p[i] = T(buf[i]);
+  } else {
+    for (std::int64_t i = 0; i < n; ++i) p[i * stride] = T(buf[i]);
+  }
+}
+
+// Splits `rows` rows of `n` elements over threads.
+template <typename Body> void parallel_rows(std::int64_t rows, std::int64_t n, const Body& body) {
+  parallel_range(rows, std::max<std::int64_t>(1, kParallelGrain / std::max<std::int64_t>(n, 1)), body);
+}
+
+// Along the last dim: softmax = exp(x - max) / sum, log_softmax = x - max -
+// log(sum), with max the row's maximum (subtracting it keeps exp from
+// overflowing). A NaN anywhere in a row makes the whole row NaN.
+template <typename T, bool kLog> void softmax_rows(const OpCall& call) {
+  const TensorArg& x = call.inputs.at(0);
+  const TensorArg& y = call.outputs.at(0);
+  const std::int64_t n = x.sizes.back();
+  const std::int64_t rows = n == 0 ? 0 : x.numel() / n;
+  const std::int64_t xs = x.strides.back(), ys = y.strides.back();
+  const T* xb = static_cast<const T*>(x.buffer->host_ptr());
+  T* yb = static_cast<T*>(y.buffer->host_ptr());
+  parallel_rows(rows, n, [&](std::int64_t begin, std::int64_t end) {
+    std::vector<float> buf(static_cast<std::size_t>(n));
+    float* v = buf.data();
+    for (std::int64_t r = begin; r < end; ++r) {
+      load_row(xb + row_offset(x, r), n, xs, v);
+      float m = -std::numeric_limits<float>::infinity();
+      for (std::int64_t i = 0; i < n; ++i) m = (v[i] > m || v[i] != v[i]) ? v[i] : m;
+      double sum = 0;
+      if constexpr (kLog) {
+        for (std::int64_t i = 0; i < n; ++i) sum += double(std::exp(v[i] - m));
+        const float shift = m + float(std::log(sum));
+        for (std::int64_t i = 0; i < n; ++i) v[i] -= shift;
+      } else {
+        for (std::int64_t i = 0; i < n; ++i) {
+          v[i] = std::exp(v[i] - m);
+          sum += double(v[i]);
+        }
+        const float inv = float(1.0 / sum);
+        for (std::int64_t i = 0; i < n; ++i) v[i] *= inv;
+      }
+      store_row(v, n, ys, yb + row_offset(y, r));
+    }
+  });
+}
+
+// y = (x - mean) * rstd * weight + bias over each row of [rows, N]; the
+// variance is biased and computed in a second pass over the row (stable even
+// when the mean is large).
+template <typename T> void layer_norm_rows(const OpCall& call) {
+  const bool has_w = call.attrs.b("has_weight"), has_b = call.attrs.b("has_bias");
+  const double eps = call.attrs.f("eps");
+  const TensorArg& x = call.inputs.at(0);
+  const TensorArg* w = has_w ? &call.inputs.at(1) : nullptr;
+  const TensorArg* b = has_b ? &call.inputs.at(has_w ? 2 : 1) : nullptr;
+  const TensorArg &y = call.outputs.at(0), &mean_out = call.outputs.at(1), &rstd_out = call.outputs.at(2);
+  const std::int64_t rows = x.sizes.at(0), n = x.sizes.at(1);
+  // The affine parameters, widened once.
+  std::vector<float> wf(static_cast<std::size_t>(n), 1.0f), bf(static_cast<std::size_t>(n), 0.0f);
+  if (w) load_row(w->data<T>(), n, w->strides[0], wf.data());
+  if (b) load_row(b->data<T>(), n, b->strides[0], bf.data());
+  float* mean_p = mean_out.data<float>();
+  float* rstd_p = rstd_out.data<float>();
+  parallel_rows(rows, n, [&](std::int64_t begin, std::int64_t end) {
+    std::vector<float> buf(static_cast<std::size_t>(n));
+    float* v = buf.data();
+    for (std::int64_t r = begin; r < end; ++r) {
+      load_row(x.data<T>() + r * x.strides[0], n, x.strides[1], v);
+      double s = 0;
+      for (std::int64_t i = 0; i < n; ++i) s += v[i];
+      const double mean = s / double(n);  // n == 0: NaN, like an empty mean
+      double ss = 0;
+      for (std::int64_t i = 0; i < n; ++i) {
+        const double d = double(v[i]) - mean;
+        ss += d * d;
+      }
+      const double rstd = 1.0 / std::sqrt(ss / double(n) + eps);
+      const float mf = float(mean), rf = float(rstd);
+      for (std::int64_t i = 0; i < n; ++i) v[i] = (v[i] - mf) * rf * wf[std::size_t(i)] + bf[std::size_t(i)];
+      store_row(v, n, y.strides[1], y.data<T>() + r * y.strides[0]);
+      mean_p[r * mean_out.strides[0]] = mf;
+      rstd_p[r * rstd_out.strides[0]] = rf;
+    }
+  });
+}
+
+}  // namespace
+
+void add_nn_kernels(KernelTable& table) {
+  table.emplace_back("softmax", [](DeviceImpl&, const OpCall& c) {
+    FERRY_DISPATCH_FLOATING(c.inputs.at(0).dtype, "softmax", (softmax_rows<scalar_t, false>(c)));
+  });
+  table.emplace_back("log_softmax", [](DeviceImpl&, const OpCall& c) {
+    FERRY_DISPATCH_FLOATING(c.inputs.at(0).dtype, "log_softmax", (softmax_rows<scalar_t, true>(c)));
+  });
+  table.emplace_back("layer_norm", [](DeviceImpl&, const OpCall& c) {
+    FERRY_DISPATCH_FLOATING(c.inputs.at(0).dtype, "layer_norm", layer_norm_rows<scalar_t>(c));
+  });
+}
+
+}  // namespace ferry::cpu

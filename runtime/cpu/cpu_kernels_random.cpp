@@ -1,0 +1,53 @@
+// runtime/cpu/cpu_kernels_random.cpp — Philox draws (runtime/math/philox.hpp).
+// Element i of the output uses counter offset + i, so any thread split gives
+// the numbers every other backend gives.
+#include "cpu/cpu_backend.hpp"
+#include "cpu/cpu_loops.hpp"
+#include "math/philox.hpp"
+#include "math/scalar_ops.hpp"
+
+namespace ferry::cpu {
+namespace {
+
+// Calls gen(i) for each element of the (contiguous, fresh) output.
+template <typename T, typename Gen> void generate(const TensorArg& out, const Gen& gen) {
+  T* o = out.data<T>();
+  parallel_range(out.numel(), 4096, [&](std::int64_t b, std::int64_t e) {
+    for (std::int64_t i = b; i < e; ++i) o[i] = gen(std::uint64_t(i));
+  });
+}
+
+void uniform_kernel(DeviceImpl&, const OpCall& c) {
+  const auto seed = std::uint64_t(c.attrs.i("seed")), offset = std::uint64_t(c.attrs.i("offset"));
+  const auto low = float(c.attrs.f("low")), high = float(c.attrs.f("high"));
+  FERRY_DISPATCH_FLOATING(c.outputs[0].dtype, "random_uniform", generate<scalar_t>(c.outputs[0], [&](std::uint64_t i) {
+    return scalar_t(math::philox_uniform(seed, offset + i, low, high));
+  }));
+}
+
+void normal_kernel(DeviceImpl&, const OpCall& c) {
+  const auto seed = std::uint64_t(c.attrs.i("seed")), offset = std::uint64_t(c.attrs.i("offset"));
+  const auto mean = float(c.attrs.f("mean")), stddev = float(c.attrs.f("std"));
+  FERRY_DISPATCH_FLOATING(c.outputs[0].dtype, "random_normal", generate<scalar_t>(c.outputs[0], [&](std::uint64_t i) {
+    return scalar_t(mean + stddev * math::philox_normal(seed, offset + i));
+  }));
+}
+
+void int_kernel(DeviceImpl&, const OpCall& c) {
+  const auto seed = std::uint64_t(c.attrs.i("seed")), offset = std::uint64_t(c.attrs.i("offset"));
+  const std::int64_t low = c.attrs.i("low");
+  const auto range = std::uint64_t(c.attrs.i("range"));
+  FERRY_DISPATCH_NUMERIC(c.outputs[0].dtype, "random_int", generate<scalar_t>(c.outputs[0], [&](std::uint64_t i) {
+    return math::convert<scalar_t>(math::philox_randint(seed, offset + i, low, range));
+  }));
+}
+
+}  // namespace
+
+void add_random_kernels(KernelTable& t) {
+  t.emplace_back("random_uniform", uniform_kernel);
+  t.emplace_back("random_normal", normal_kernel);
+  t.emplace_back("random_int", int_kernel);
+}
+
+}  // namespace ferry::cpu

@@ -1,0 +1,160 @@
+// runtime/cpu/cpu_loops.hpp — the CPU's strided iteration engine and dtype
+// dispatch, used by every CPU kernel.
+//
+// Note [CPU loops]
+// loop_nd walks N operands of one shape (strides in elements, possibly 0 for
+// broadcast dims): it drops size-1 dims, merges dims that are contiguous in
+// every operand, splits the linear index range over OpenMP threads (only above
+// kParallelGrain elements, where threading pays), and calls `inner` once per
+// run along the innermost dim with byte pointers and byte strides. Kernels
+// special-case unit strides inside `inner` so the compiler vectorizes them.
+#pragma once
+
+#include <omp.h>
+
+#include <algorithm>
+#include <array>
+#include <cstdint>
+#include <vector>
+
+#include "ferry/backend.hpp"
+#include "ferry/error.hpp"
+
+namespace ferry::cpu {
+
+inline constexpr std::int64_t kParallelGrain = 32768;
+
+template <std::size_t N> struct LoopRun {
+  std::array<char*, N> ptr;
+  std::array<std::int64_t, N> stride;  // bytes
+  std::int64_t n;
+};
+
+// Runs body(begin, end) over [0, total) split across threads when total >= grain.
+template <typename Body> void parallel_range(std::int64_t total, std::int64_t grain, const Body& body) {
+  int threads = total >= grain ? omp_get_max_threads() : 1;
+  threads = int(std::min<std::int64_t>(threads, std::max<std::int64_t>(1, total / std::max<std::int64_t>(grain / 4, 1))));
+  if (threads <= 1) {
+    body(std::int64_t(0), total);
+    return;
+  }
+#pragma omp parallel num_threads(threads)
+  {
+    std::int64_t t = omp_get_thread_num(), nt = omp_get_num_threads();
+    std::int64_t chunk = (total + nt - 1) / nt;
+    std::int64_t b = std::min(total, t * chunk), e = std::min(total, b + chunk);
+    if (b < e) body(b, e);
+  }
+}
+
+// `args[i]` describes operand i (outputs first by convention); all share sizes of args[0].
+template <std::size_t N, typename Inner>
+void loop_nd(const std::array<const TensorArg*, N>& args, const Inner& inner) {
+  const auto& sizes0 = args[0]->sizes;
+  std::int64_t total = 1;
+  for (auto s : sizes0) total *= s;
+  if (total == 0) return;
+  // Collapse: drop size-1 dims, merge dims contiguous in every operand.
+  std::vector<std::int64_t> sizes;
+  std::array<std::vector<std::int64_t>, N> strides;
+  for (std::size_t d = 0; d < sizes0.size(); ++d) {
+    if (sizes0[d] == 1) continue;
+    bool merge = !sizes.empty();
+    for (std::size_t k = 0; k < N && merge; ++k)
+      merge = strides[k].back() == args[k]->strides[d] * sizes0[d];
+    if (merge) {
+      sizes.back() *= sizes0[d];
+      for (std::size_t k = 0; k < N; ++k) strides[k].back() = args[k]->strides[d];
+    } else {
+      sizes.push_back(sizes0[d]);
+      for (std::size_t k = 0; k < N; ++k) strides[k].push_back(args[k]->strides[d]);
+    }
+  }
+  if (sizes.empty()) {
+    sizes.push_back(1);
+    for (std::size_t k = 0; k < N; ++k) strides[k].push_back(0);
+  }
+  std::array<char*, N> base;
+  std::array<std::int64_t, N> elsize;
+  for (std::size_t k = 0; k < N; ++k) {
+    elsize[k] = std::int64_t(dtype_size(args[k]->dtype));
+    base[k] = static_cast<char*>(args[k]->buffer->host_ptr()) + args[k]->offset * elsize[k];
+  }
+  const std::size_t nd = sizes.size();
+  const std::int64_t inner_size = sizes[nd - 1];
+  parallel_range(total, kParallelGrain, [&](std::int64_t begin, std::int64_t end) {
+    std::vector<std::int64_t> idx(nd);
+    std::int64_t rem = begin;
+    for (std::size_t d = nd; d-- > 0;) {
+      idx[d] = rem % sizes[d];
+      rem /= sizes[d];
+    }
+    LoopRun<N> run;
+    for (std::size_t k = 0; k < N; ++k) run.stride[k] = strides[k][nd - 1] * elsize[k];
+    while (begin < end) {
+      for (std::size_t k = 0; k < N; ++k) {
+        std::int64_t off = 0;
+        for (std::size_t d = 0; d < nd; ++d) off += idx[d] * strides[k][d];
+        run.ptr[k] = base[k] + off * elsize[k];
+      }
+      run.n = std::min(inner_size - idx[nd - 1], end - begin);
+      inner(run);
+      begin += run.n;
+      idx[nd - 1] += run.n;
+      for (std::size_t d = nd - 1; d > 0 && idx[d] == sizes[d]; --d) {
+        idx[d] = 0;
+        ++idx[d - 1];
+      }
+    }
+  });
+}
+
+// Calls fn.template operator()<T>() with T the host type of `dtype`.
+#define FERRY_CPU_CASE(DT, ...)                 \
+  case DType::DT: {                             \
+    using scalar_t = dtype_cpp_t<DType::DT>;    \
+    __VA_ARGS__;                                \
+    break;                                      \
+  }
+#define FERRY_DISPATCH_ALL(dtype, op, ...)                                                  \
+  switch (dtype) {                                                                          \
+    FERRY_CPU_CASE(f32, __VA_ARGS__)                                                        \
+    FERRY_CPU_CASE(f16, __VA_ARGS__)                                                        \
+    FERRY_CPU_CASE(bf16, __VA_ARGS__)                                                       \
+    FERRY_CPU_CASE(i32, __VA_ARGS__)                                                        \
+    FERRY_CPU_CASE(i64, __VA_ARGS__)                                                        \
+    FERRY_CPU_CASE(u8, __VA_ARGS__)                                                         \
+    FERRY_CPU_CASE(boolean, __VA_ARGS__)                                                    \
+    default:                                                                                \
+      throw UnsupportedError(std::string(op) + ": dtype not supported on cpu");             \
+  }
+#define FERRY_DISPATCH_NUMERIC(dtype, op, ...)                                              \
+  switch (dtype) {                                                                          \
+    FERRY_CPU_CASE(f32, __VA_ARGS__)                                                        \
+    FERRY_CPU_CASE(f16, __VA_ARGS__)                                                        \
+    FERRY_CPU_CASE(bf16, __VA_ARGS__)                                                       \
+    FERRY_CPU_CASE(i32, __VA_ARGS__)                                                        \
+    FERRY_CPU_CASE(i64, __VA_ARGS__)                                                        \
+    FERRY_CPU_CASE(u8, __VA_ARGS__)                                                         \
+    default:                                                                                \
+      throw UnsupportedError(std::string(op) + ": cpu kernel does not take " +              \
+                             std::string(dtype_name(dtype)));                               \
+  }
+#define FERRY_DISPATCH_FLOATING(dtype, op, ...)                                             \
+  switch (dtype) {                                                                          \
+    FERRY_CPU_CASE(f32, __VA_ARGS__)                                                        \
+    FERRY_CPU_CASE(f16, __VA_ARGS__)                                                        \
+    FERRY_CPU_CASE(bf16, __VA_ARGS__)                                                       \
+    default:                                                                                \
+      throw UnsupportedError(std::string(op) + ": cpu kernel expects f32, f16 or bf16, got " + \
+                             std::string(dtype_name(dtype)));                               \
+  }
+
+// The type a kernel computes in for an element type: float for the 16-bit
+// floats, the type itself otherwise.
+template <typename T> struct compute_type { using type = T; };
+template <> struct compute_type<Half> { using type = float; };
+template <> struct compute_type<BFloat16> { using type = float; };
+template <typename T> using compute_t = typename compute_type<T>::type;
+
+}  // namespace ferry::cpu

@@ -1,0 +1,168 @@
+// runtime/dispatch.cpp — device checks, kernel lookup, cross-device copies.
+#include "dispatch.hpp"
+
+#include <fmt/format.h>
+
+#include <cstring>
+
+#include "ferry/error.hpp"
+#include "ferry/registry.hpp"
+#include "log_internal.hpp"
+
+namespace ferry::detail {
+
+TensorArg to_arg(const Tensor& t) {
+  TensorArg a;
+  a.buffer = &t.storage()->buffer();
+  a.offset = t.storage_offset();
+  a.sizes = t.sizes();
+  a.strides = t.strides();
+  a.dtype = t.dtype();
+  return a;
+}
+
+void check_same_device(std::string_view op,
+                       std::initializer_list<std::pair<std::string_view, const Tensor*>> args) {
+  const Tensor* first = nullptr;
+  std::string_view first_name;
+  for (auto& [name, t] : args) {
+    if (!t || !t->defined()) continue;
+    if (!first) {
+      first = t;
+      first_name = name;
+    } else if (t->device() != first->device()) {
+      throw DeviceMismatchError(fmt::format(
+          "{}: argument '{}' is on {} but argument '{}' is on {}; move them to one device first "
+          "(e.g. {}.to({}))",
+          op, name, t->device().str(), first_name, first->device().str(), name, first->device().str()));
+    }
+  }
+}
+
+void check_same_device(std::string_view op, const std::vector<Tensor>& tensors) {
+  for (std::size_t i = 1; i < tensors.size(); ++i)
+    if (tensors[i].defined() && tensors[0].defined() && tensors[i].device() != tensors[0].device())
+      throw DeviceMismatchError(fmt::format(
+          "{}: tensors[{}] is on {} but tensors[0] is on {}; move them to one device first", op, i,
+          tensors[i].device().str(), tensors[0].device().str()));
+}
+
+namespace {
+std::string describe_args(const std::vector<TensorArg>& args) {
+  std::string s;
+  for (const auto& a : args) {
+    if (!s.empty()) s += ", ";
+    s += fmt::format("{}{}", dtype_name(a.dtype), shape_str(a.sizes));
+  }
+  return s;
+}
+}  // namespace
+
+void run_kernel(std::string_view op, const std::vector<Tensor>& inputs,
+                const std::vector<Tensor>& outputs, const Attrs& attrs) {
+  const Tensor* anchor = !outputs.empty() ? &outputs[0] : &inputs.at(0);
+  const Device& device = anchor->device();
+  OpCall call;
+  call.op = op;
+  call.attrs = attrs;
+  for (const Tensor& t : inputs) {
+    if (!t.defined()) continue;
+    if (t.device() != device)
+      throw DeviceMismatchError(fmt::format("{}: an input is on {} but the op runs on {}", op,
+                                            t.device().str(), device.str()));
+    call.inputs.push_back(to_arg(t));
+  }
+  for (const Tensor& t : outputs) {
+    if (t.device() != device)
+      throw DeviceMismatchError(fmt::format("{}: an output is on {} but the op runs on {}", op,
+                                            t.device().str(), device.str()));
+    call.outputs.push_back(to_arg(t));
+  }
+  DeviceImpl& impl = anchor->storage()->impl();
+  const KernelFn* kernel = impl.find_kernel(op);
+  if (!kernel)
+    throw UnsupportedError(fmt::format("op '{}' is not implemented on device {} (inputs: {})", op,
+                                       device.str(), describe_args(call.inputs)));
+  FERRY_DEBUG("op {} on {}: [{}] -> [{}]{}{}", op, device.str(), describe_args(call.inputs),
+              describe_args(call.outputs), attrs.str().empty() ? "" : " ", attrs.str());
+  (*kernel)(impl, call);
+}
+
+void copy_storage_bytes(Storage& dst, std::size_t dst_offset, Storage& src, std::size_t src_offset,
+                        std::size_t bytes) {
+  if (bytes == 0) return;
+  DeviceImpl& di = dst.impl();
+  DeviceImpl& si = src.impl();
+  if (&di == &si) {
+    di.copy_within(dst.buffer(), dst_offset, src.buffer(), src_offset, bytes);
+    FERRY_DEBUG("copy {} -> {}: {} bytes (on device)", si.device().str(), di.device().str(), bytes);
+    return;
+  }
+  if (di.copy_from_peer(dst.buffer(), dst_offset, si, src.buffer(), src_offset, bytes)) {
+    FERRY_DEBUG("copy {} -> {}: {} bytes (peer)", si.device().str(), di.device().str(), bytes);
+    return;
+  }
+  if (auto* p = static_cast<const std::byte*>(src.buffer().host_ptr())) {
+    si.synchronize();  // pending writes to host-visible memory must land first
+    di.copy_from_host(dst.buffer(), dst_offset, p + src_offset, bytes);
+    FERRY_DEBUG("copy {} -> {}: {} bytes (upload)", si.device().str(), di.device().str(), bytes);
+    return;
+  }
+  if (di.device().is_cpu()) {
+    auto* p = static_cast<std::byte*>(dst.buffer().host_ptr());
+    si.copy_to_host(p + dst_offset, src.buffer(), src_offset, bytes);
+    FERRY_DEBUG("copy {} -> {}: {} bytes (download)", si.device().str(), di.device().str(), bytes);
+    return;
+  }
+  std::vector<std::byte> bounce(bytes);  // two devices of different backends: through the host
+  si.copy_to_host(bounce.data(), src.buffer(), src_offset, bytes);
+  di.copy_from_host(dst.buffer(), dst_offset, bounce.data(), bytes);
+  FERRY_DEBUG("copy {} -> {}: {} bytes (through the host)", si.device().str(), di.device().str(), bytes);
+}
+
+std::int64_t wrap_dim(std::int64_t dim, std::int64_t ndim, std::string_view op) {
+  std::int64_t n = ndim == 0 ? 1 : ndim;  // a 0-d tensor accepts dim 0 and -1, like PyTorch
+  if (dim < -n || dim >= n)
+    throw ShapeError(fmt::format("{}: dim {} is out of range for a tensor of {} dims (expected {} to {})",
+                                 op, dim, ndim, -n, n - 1));
+  return dim < 0 ? dim + n : dim;
+}
+
+Shape contiguous_strides(const Shape& sizes) {
+  Shape strides(sizes.size());
+  std::int64_t s = 1;
+  for (std::size_t i = sizes.size(); i-- > 0;) {
+    strides[i] = s;
+    s *= std::max<std::int64_t>(sizes[i], 1);
+  }
+  return strides;
+}
+
+std::int64_t shape_numel(const Shape& sizes) {
+  std::int64_t n = 1;
+  for (auto s : sizes) n *= s;
+  return n;
+}
+
+Tensor new_tensor(const Shape& sizes, DType dtype, const Device& device) {
+  for (auto s : sizes)
+    if (s < 0) throw ShapeError(fmt::format("cannot make a tensor of shape {}: sizes must be >= 0", shape_str(sizes)));
+  auto impl = std::make_shared<TensorImpl>();
+  impl->storage = Storage::allocate(device, std::size_t(shape_numel(sizes)) * dtype_size(dtype));
+  impl->sizes = sizes;
+  impl->strides = contiguous_strides(sizes);
+  impl->dtype = dtype;
+  return Tensor(std::move(impl));
+}
+
+Tensor make_view(const Tensor& base, Shape sizes, Shape strides, std::int64_t offset) {
+  auto impl = std::make_shared<TensorImpl>();
+  impl->storage = base.storage();
+  impl->sizes = std::move(sizes);
+  impl->strides = std::move(strides);
+  impl->offset = offset;
+  impl->dtype = base.dtype();
+  return Tensor(std::move(impl));
+}
+
+}  // namespace ferry::detail

@@ -1,0 +1,45 @@
+// runtime/dispatch.hpp — from a resolved op to the kernel of the inputs' device.
+// Internal to the core: op front-ends (runtime/ops_*.cpp) do shape and dtype
+// work, then call run_kernel (Note [Kernel contract] in ferry/backend.hpp).
+#pragma once
+
+#include <initializer_list>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "ferry/backend.hpp"
+#include "ferry/tensor.hpp"
+
+namespace ferry::detail {
+
+// A kernel's view of a tensor.
+TensorArg to_arg(const Tensor& t);
+
+// DeviceMismatchError unless every defined tensor is on one device; names the
+// op and the arguments.
+void check_same_device(std::string_view op,
+                       std::initializer_list<std::pair<std::string_view, const Tensor*>> args);
+void check_same_device(std::string_view op, const std::vector<Tensor>& tensors);
+
+// Runs `op` on the device of outputs (and inputs). UnsupportedError when the
+// device lacks the kernel. Undefined input tensors are skipped.
+void run_kernel(std::string_view op, const std::vector<Tensor>& inputs,
+                const std::vector<Tensor>& outputs, const Attrs& attrs = {});
+
+// Copies `bytes` from one storage to another on any pair of devices: a
+// same-device copy, a peer copy, or through the host (the core's fallback).
+void copy_storage_bytes(Storage& dst, std::size_t dst_offset, Storage& src, std::size_t src_offset,
+                        std::size_t bytes);
+
+// Normalises a possibly negative dim against `ndim` (ShapeError when out of range).
+std::int64_t wrap_dim(std::int64_t dim, std::int64_t ndim, std::string_view op);
+// Contiguous strides of a shape.
+Shape contiguous_strides(const Shape& sizes);
+std::int64_t shape_numel(const Shape& sizes);
+// A new contiguous tensor of the given shape and dtype on `device`.
+Tensor new_tensor(const Shape& sizes, DType dtype, const Device& device);
+// The same storage viewed with other metadata.
+Tensor make_view(const Tensor& base, Shape sizes, Shape strides, std::int64_t offset);
+
+}  // namespace ferry::detail

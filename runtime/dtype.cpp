@@ -1,0 +1,84 @@
+// runtime/dtype.cpp — dtype names, sizes and PyTorch's promotion rules.
+#include "ferry/dtype.hpp"
+
+#include <fmt/format.h>
+
+#include "ferry/error.hpp"
+
+namespace ferry {
+
+std::size_t dtype_size(DType t) {
+  switch (t) {
+    case DType::f32: case DType::i32: return 4;
+    case DType::f16: case DType::bf16: return 2;
+    case DType::i64: return 8;
+    case DType::u8: case DType::boolean: return 1;
+  }
+  throw DTypeError(fmt::format("dtype_size: invalid dtype value {}", int(t)));
+}
+
+std::string_view dtype_name(DType t) {
+  switch (t) {
+    case DType::f32: return "f32";
+    case DType::f16: return "f16";
+    case DType::bf16: return "bf16";
+    case DType::i32: return "i32";
+    case DType::i64: return "i64";
+    case DType::u8: return "u8";
+    case DType::boolean: return "bool";
+  }
+  return "invalid";
+}
+
+DType dtype_from_name(std::string_view name) {
+  for (DType t : kAllDTypes)
+    if (dtype_name(t) == name) return t;
+  throw DTypeError(fmt::format("unknown dtype '{}'; expected one of f32, f16, bf16, i32, i64, u8, bool",
+                               name));
+}
+
+bool is_floating(DType t) { return t == DType::f32 || t == DType::f16 || t == DType::bf16; }
+bool is_integral(DType t) { return t == DType::i32 || t == DType::i64 || t == DType::u8; }
+
+DType promote_types(DType a, DType b) {
+  if (a == b) return a;
+  if (a == DType::boolean) return b;
+  if (b == DType::boolean) return a;
+  bool fa = is_floating(a), fb = is_floating(b);
+  if (fa && fb) return DType::f32;  // any two different float types: f16+bf16, f16+f32, ...
+  if (fa) return a;
+  if (fb) return b;
+  // Two different integer types among u8, i32, i64: the widest signed one.
+  if (a == DType::i64 || b == DType::i64) return DType::i64;
+  return DType::i32;  // u8 with i32
+}
+
+double Scalar::to_double() const {
+  if (auto* d = std::get_if<double>(&v_)) return *d;
+  if (auto* i = std::get_if<std::int64_t>(&v_)) return double(*i);
+  return std::get<bool>(v_) ? 1.0 : 0.0;
+}
+
+std::int64_t Scalar::to_int64() const {
+  if (auto* i = std::get_if<std::int64_t>(&v_)) return *i;
+  if (auto* b = std::get_if<bool>(&v_)) return *b ? 1 : 0;
+  double d = std::get<double>(v_);
+  if (d != d) return 0;
+  if (d >= 9.2233720368547758e18) return INT64_MAX;
+  if (d <= -9.2233720368547758e18) return INT64_MIN;
+  return std::int64_t(d);
+}
+
+DType Scalar::natural_dtype() const {
+  if (is_floating()) return DType::f32;
+  if (is_integral()) return DType::i64;
+  return DType::boolean;
+}
+
+std::string Scalar::str() const {
+  if (auto* d = std::get_if<double>(&v_)) return fmt::format("{}", *d);
+  if (auto* i = std::get_if<std::int64_t>(&v_)) return fmt::format("{}", *i);
+  return std::get<bool>(v_) ? "true" : "false";
+}
+
+}  // namespace ferry

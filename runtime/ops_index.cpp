@@ -1,0 +1,156 @@
+// runtime/ops_index.cpp — front-ends of index_select, gather, cat and stack.
+// index_select and gather run a kernel (docs/kernel-contract.md); cat and
+// stack are built from views and Tensor::copy_, so every device that can copy
+// has them.
+//
+// Note [Index bounds]
+// An index outside its dim is the caller's error, so the front-end finds it
+// before any kernel runs and raises a ShapeError naming the op, the bad value
+// and the valid range. It does so with the generic min and max reductions and
+// item(), which work on every device (one small read back to the host); the
+// check is skipped for an empty index. Negative indices are refused, as in
+// PyTorch's index_select and gather. Kernels may rely on the check but must
+// still never read outside the tensor.
+#include <fmt/format.h>
+
+#include "dispatch.hpp"
+#include "ferry/error.hpp"
+#include "ferry/ops.hpp"
+#include "ops_internal.hpp"
+
+namespace ferry {
+
+using detail::check_same_device;
+using detail::new_tensor;
+using detail::run_kernel;
+using detail::wrap_dim;
+
+namespace {
+
+// The index as i64 (i32 is widened); any other dtype is a DTypeError.
+Tensor as_index(std::string_view op, const Tensor& index) {
+  if (index.dtype() != DType::i64 && index.dtype() != DType::i32)
+    throw DTypeError(fmt::format("{}: indices must be i64 or i32, got {} (shape {}); convert them with "
+                                 ".to(ferry::DType::i64)",
+                                 op, dtype_name(index.dtype()), shape_str(index.sizes())));
+  return index.to(DType::i64);
+}
+
+// Note [Index bounds].
+void check_bounds(std::string_view op, const Tensor& index, std::int64_t dim, std::int64_t size,
+                  const Shape& x_shape) {
+  if (index.numel() == 0) return;
+  const std::int64_t lo = ferry::min(index).item<std::int64_t>();
+  const std::int64_t hi = ferry::max(index).item<std::int64_t>();
+  if (lo >= 0 && hi < size) return;
+  throw ShapeError(fmt::format("{}: index {} is out of range for dim {} of size {} (input shape {}); valid "
+                               "indices are 0 to {}",
+                               op, lo < 0 ? lo : hi, dim, size, shape_str(x_shape), size - 1));
+}
+
+}  // namespace
+
+namespace detail {
+
+Tensor index_select(std::string_view op, const Tensor& x, std::int64_t dim, const Tensor& index) {
+  check_same_device(op, {{"input", &x}, {"index", &index}});
+  if (index.dim() > 1)
+    throw ShapeError(fmt::format("{}: the index must be 0-D or 1-D, got shape {}", op, shape_str(index.sizes())));
+  Tensor idx = as_index(op, index).reshape({-1}).contiguous();
+  // A 0-d input is treated as [1] (PyTorch accepts dim 0 and -1 for it).
+  Tensor in = x.dim() == 0 ? x.reshape({1}) : x;
+  const std::int64_t d = wrap_dim(dim, in.dim(), op);
+  check_bounds(op, idx, d, in.size(d), x.sizes());
+  Shape shape = in.sizes();
+  shape[std::size_t(d)] = idx.numel();
+  Tensor out = new_tensor(shape, x.dtype(), x.device());
+  if (out.numel() > 0) run_kernel("index_select", {in, idx}, {out}, Attrs{{"dim", d}});
+  return out;
+}
+
+}  // namespace detail
+
+Tensor index_select(const Tensor& x, std::int64_t dim, const Tensor& index) {
+  return detail::index_select("index_select", x, dim, index);
+}
+
+Tensor gather(const Tensor& x, std::int64_t dim, const Tensor& index) {
+  check_same_device("gather", {{"input", &x}, {"index", &index}});
+  Tensor idx = as_index("gather", index);
+  if (idx.dim() != x.dim())
+    throw ShapeError(fmt::format("gather: the index must have as many dims as the input; got index shape {} "
+                                 "and input shape {}",
+                                 shape_str(index.sizes()), shape_str(x.sizes())));
+  const std::int64_t d = wrap_dim(dim, x.dim(), "gather");
+  // 0-d input and index: the same as 1-element vectors.
+  Tensor in = x.dim() == 0 ? x.reshape({1}) : x;
+  Tensor ix = x.dim() == 0 ? idx.reshape({1}) : idx;
+  for (std::int64_t i = 0; i < in.dim(); ++i)
+    if (i != d && ix.size(i) > in.size(i))
+      throw ShapeError(fmt::format("gather: index shape {} is larger than input shape {} in dim {} (only dim {} "
+                                   "may be larger)",
+                                   shape_str(index.sizes()), shape_str(x.sizes()), i, d));
+  check_bounds("gather", ix, d, in.size(d), x.sizes());
+  Tensor out = new_tensor(ix.sizes(), x.dtype(), x.device());
+  if (out.numel() > 0) run_kernel("gather", {in, ix}, {out}, Attrs{{"dim", d}});
+  return out.view(index.sizes());
+}
+
+Tensor cat(const std::vector<Tensor>& tensors, std::int64_t dim) {
+  if (tensors.empty()) throw ShapeError("cat: expects a non-empty list of tensors");
+  for (std::size_t i = 0; i < tensors.size(); ++i)
+    if (!tensors[i].defined()) throw Error(fmt::format("cat: tensors[{}] is undefined", i));
+  check_same_device("cat", tensors);
+  DType dtype = tensors[0].dtype();
+  for (const Tensor& t : tensors) dtype = promote_types(dtype, t.dtype());
+  // Like PyTorch, 1-D tensors of shape [0] are skipped whatever the other shapes.
+  std::vector<std::size_t> used;
+  for (std::size_t i = 0; i < tensors.size(); ++i)
+    if (!(tensors[i].dim() == 1 && tensors[i].size(0) == 0)) used.push_back(i);
+  if (used.empty()) return new_tensor({0}, dtype, tensors[0].device());
+
+  const Tensor& first = tensors[used[0]];
+  if (first.dim() == 0)
+    throw ShapeError(fmt::format("cat: tensors[{}] is 0-d and cannot be concatenated; unsqueeze it or use stack",
+                                 used[0]));
+  const std::int64_t d = wrap_dim(dim, first.dim(), "cat");
+  Shape shape = first.sizes();
+  shape[std::size_t(d)] = 0;
+  for (std::size_t i : used) {
+    const Tensor& t = tensors[i];
+    bool fits = t.dim() == first.dim();
+    for (std::int64_t k = 0; fits && k < t.dim(); ++k) fits = k == d || t.size(k) == first.size(k);
+    if (!fits)
+      throw ShapeError(fmt::format("cat: tensors[{}] has shape {} but tensors[{}] has shape {}; all must match "
+                                   "except in dim {}",
+                                   i, shape_str(t.sizes()), used[0], shape_str(first.sizes()), d));
+    shape[std::size_t(d)] += t.size(d);
+  }
+  Tensor out = new_tensor(shape, dtype, first.device());
+  std::int64_t offset = 0;
+  for (std::size_t i : used) {
+    const Tensor& t = tensors[i];
+    const std::int64_t n = t.size(d);
+    if (n > 0 && t.numel() > 0) out.narrow(d, offset, n).copy_(t);  // copy_ converts the dtype
+    offset += n;
+  }
+  return out;
+}
+
+Tensor stack(const std::vector<Tensor>& tensors, std::int64_t dim) {
+  if (tensors.empty()) throw ShapeError("stack: expects a non-empty list of tensors");
+  for (std::size_t i = 0; i < tensors.size(); ++i) {
+    if (!tensors[i].defined()) throw Error(fmt::format("stack: tensors[{}] is undefined", i));
+    if (tensors[i].sizes() != tensors[0].sizes())
+      throw ShapeError(fmt::format("stack: tensors[{}] has shape {} but tensors[0] has shape {}; all must be equal",
+                                   i, shape_str(tensors[i].sizes()), shape_str(tensors[0].sizes())));
+  }
+  check_same_device("stack", tensors);
+  const std::int64_t d = wrap_dim(dim, tensors[0].dim() + 1, "stack");
+  std::vector<Tensor> parts;
+  parts.reserve(tensors.size());
+  for (const Tensor& t : tensors) parts.push_back(t.unsqueeze(d));
+  return cat(parts, d);
+}
+
+}  // namespace ferry

@@ -1,0 +1,25 @@
+// runtime/ops_internal.hpp — op front-ends other parts of the core reuse with
+// their own name in error messages, or whose extra outputs autograd needs.
+// Internal to the core.
+#pragma once
+
+#include <cstdint>
+#include <string_view>
+
+#include "ferry/tensor.hpp"
+
+namespace ferry::detail {
+
+// index_select with `op` naming the caller in errors (embedding uses it).
+Tensor index_select(std::string_view op, const Tensor& x, std::int64_t dim, const Tensor& index);
+
+// layer_norm's forward with the statistics its backward needs: y has x's
+// shape and dtype; mean and rstd (1 / sqrt(var + eps), biased variance) are
+// f32 of shape [rows], rows = x.numel() / prod(normalized_shape).
+struct LayerNormResult {
+  Tensor y, mean, rstd;
+};
+LayerNormResult layer_norm_forward(const Tensor& x, const Shape& normalized_shape, const Tensor& weight,
+                                   const Tensor& bias, double eps);
+
+}  // namespace ferry::detail

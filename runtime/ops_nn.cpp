@@ -1,0 +1,106 @@
+// runtime/ops_nn.cpp — front-ends of softmax, log_softmax, layer_norm and
+// embedding. The kernels see the work laid out the same way on every device
+// (docs/kernel-contract.md): softmax along the last dim of a (possibly
+// transposed) view, layer_norm over the rows of a contiguous [rows, N].
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include "dispatch.hpp"
+#include "ferry/error.hpp"
+#include "ferry/ops.hpp"
+#include "ops_internal.hpp"
+
+namespace ferry {
+
+using detail::check_same_device;
+using detail::new_tensor;
+using detail::run_kernel;
+using detail::wrap_dim;
+
+namespace {
+
+// The kernel works along the last dim. Rather than moving `dim` there with a
+// copy, both the input and the (contiguous, original-shape) output are
+// viewed transposed; the kernel handles strided rows.
+Tensor softmax_like(std::string_view op, const Tensor& x, std::int64_t dim) {
+  const std::int64_t d = wrap_dim(dim, x.dim(), op);
+  // Integer and bool inputs compute in f32, like PyTorch's softmax(x, dtype=float).
+  Tensor in = is_floating(x.dtype()) ? x : x.to(DType::f32);
+  Tensor out = new_tensor(x.sizes(), in.dtype(), x.device());
+  if (out.numel() == 0) return out;
+  if (x.dim() == 0) {  // one element: a row of length 1
+    run_kernel(op, {in.reshape({1})}, {out.view({1})});
+    return out;
+  }
+  run_kernel(op, {in.transpose(d, -1)}, {out.transpose(d, -1)});
+  return out;
+}
+
+}  // namespace
+
+Tensor softmax(const Tensor& x, std::int64_t dim) { return softmax_like("softmax", x, dim); }
+Tensor log_softmax(const Tensor& x, std::int64_t dim) { return softmax_like("log_softmax", x, dim); }
+
+namespace detail {
+
+LayerNormResult layer_norm_forward(const Tensor& x, const Shape& normalized_shape, const Tensor& weight,
+                                   const Tensor& bias, double eps) {
+  check_same_device("layer_norm", {{"input", &x}, {"weight", &weight}, {"bias", &bias}});
+  if (!is_floating(x.dtype()))
+    throw DTypeError(fmt::format("layer_norm: needs a floating input, got {} (shape {}); cast it first, e.g. "
+                                 "x.to(ferry::DType::f32)",
+                                 dtype_name(x.dtype()), shape_str(x.sizes())));
+  const auto k = std::int64_t(normalized_shape.size());
+  bool fits = k > 0 && k <= x.dim();
+  for (std::int64_t i = 0; fits && i < k; ++i)
+    fits = x.size(x.dim() - k + i) == normalized_shape[std::size_t(i)];
+  if (!fits)
+    throw ShapeError(fmt::format("layer_norm: normalized_shape {} must be non-empty and equal the last dims of "
+                                 "the input, whose shape is {}",
+                                 shape_str(normalized_shape), shape_str(x.sizes())));
+  auto check_param = [&](const Tensor& p, std::string_view name) {
+    if (p.defined() && p.sizes() != normalized_shape)
+      throw ShapeError(fmt::format("layer_norm: {} has shape {} but normalized_shape is {}; they must be equal",
+                                   name, shape_str(p.sizes()), shape_str(normalized_shape)));
+  };
+  check_param(weight, "weight");
+  check_param(bias, "bias");
+
+  const std::int64_t n = shape_numel(normalized_shape);
+  const Shape lead(x.sizes().begin(), x.sizes().end() - k);
+  const std::int64_t rows = shape_numel(lead);
+  const Tensor x2 = x.contiguous().view({rows, n});
+  auto as_param = [&](const Tensor& p) {
+    return p.defined() ? p.to(x.dtype()).contiguous().view({n}) : Tensor();
+  };
+  const Tensor w = as_param(weight), b = as_param(bias);
+
+  LayerNormResult r;
+  r.y = new_tensor({rows, n}, x.dtype(), x.device());
+  r.mean = new_tensor({rows}, DType::f32, x.device());
+  r.rstd = new_tensor({rows}, DType::f32, x.device());
+  if (rows > 0)
+    run_kernel("layer_norm", {x2, w, b}, {r.y, r.mean, r.rstd},
+               Attrs{{"eps", eps}, {"has_weight", weight.defined()}, {"has_bias", bias.defined()}});
+  r.y = r.y.view(x.sizes());
+  return r;
+}
+
+}  // namespace detail
+
+Tensor layer_norm(const Tensor& x, const Shape& normalized_shape, const Tensor& weight, const Tensor& bias,
+                  double eps) {
+  return detail::layer_norm_forward(x, normalized_shape, weight, bias, eps).y;
+}
+
+Tensor embedding(const Tensor& weight, const Tensor& indices) {
+  check_same_device("embedding", {{"weight", &weight}, {"indices", &indices}});
+  if (weight.dim() != 2)
+    throw ShapeError(fmt::format("embedding: weight must be 2-D [num_embeddings, embedding_dim], got shape {}",
+                                 shape_str(weight.sizes())));
+  Shape shape = indices.sizes();
+  shape.push_back(weight.size(1));
+  return detail::index_select("embedding", weight, 0, indices.reshape({-1})).view(shape);
+}
+
+}  // namespace ferry

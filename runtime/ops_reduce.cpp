@@ -1,0 +1,155 @@
+// runtime/ops_reduce.cpp — front-ends of sum, mean, max, min, var and argmax:
+// which dims reduce, the result's shape and dtype, the errors. The kernels
+// ("sum", "max", "min", "argmax") see the input permuted so that the reduced
+// dims come last and write a contiguous output over the kept dims
+// (docs/kernel-contract.md, Note [CPU reductions] in cpu/cpu_kernels_reduce.cpp).
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include <cmath>
+#include <limits>
+
+#include "dispatch.hpp"
+#include "ferry/error.hpp"
+#include "ferry/ops.hpp"
+
+namespace ferry {
+
+using detail::new_tensor;
+using detail::run_kernel;
+using detail::wrap_dim;
+
+namespace {
+
+struct ReducePlan {
+  Tensor permuted;        // kept dims first (in order), then the reduced dims
+  std::int64_t reduce_ndim = 0;
+  Shape out_sizes;        // the kept sizes
+  Shape keepdim_sizes;    // the input's sizes with every reduced dim set to 1
+  std::int64_t count = 1;  // elements per reduced slice
+};
+
+// `dims` empty means every dim. A 0-d input accepts dims {0} and {-1} (as
+// PyTorch does) and reduces nothing.
+ReducePlan plan_reduce(std::string_view op, const Tensor& x, const std::vector<std::int64_t>& dims) {
+  const std::int64_t nd = x.dim();
+  std::vector<bool> reduced(std::size_t(nd), dims.empty());
+  std::vector<bool> seen(std::size_t(std::max<std::int64_t>(nd, 1)), false);
+  for (std::int64_t d : dims) {
+    auto w = std::size_t(wrap_dim(d, nd, op));
+    if (seen[w])
+      throw ShapeError(fmt::format("{}: dim {} appears more than once in dims [{}] (input shape {})", op, w,
+                                   fmt::join(dims, ", "), shape_str(x.sizes())));
+    seen[w] = true;
+    if (nd > 0) reduced[w] = true;
+  }
+  ReducePlan plan;
+  Shape order;
+  for (std::int64_t d = 0; d < nd; ++d)
+    if (!reduced[std::size_t(d)]) {
+      order.push_back(d);
+      plan.out_sizes.push_back(x.size(d));
+    }
+  for (std::int64_t d = 0; d < nd; ++d)
+    if (reduced[std::size_t(d)]) {
+      order.push_back(d);
+      plan.count *= x.size(d);
+      ++plan.reduce_ndim;
+    }
+  plan.permuted = x.permute(order);
+  plan.keepdim_sizes = x.sizes();
+  for (std::int64_t d = 0; d < nd; ++d)
+    if (reduced[std::size_t(d)]) plan.keepdim_sizes[std::size_t(d)] = 1;
+  return plan;
+}
+
+// Runs a reduction kernel whose output dtype is `out_dtype`.
+Tensor run_reduce(std::string_view op, const ReducePlan& plan, DType out_dtype, bool keepdim) {
+  Tensor out = new_tensor(plan.out_sizes, out_dtype, plan.permuted.device());
+  run_kernel(op, {plan.permuted}, {out}, Attrs{{"reduce_ndim", plan.reduce_ndim}});
+  return keepdim ? out.view(plan.keepdim_sizes) : out;
+}
+
+// max, min and argmax have no value for an empty slice (no identity).
+void check_nonempty(std::string_view op, const Tensor& x, const ReducePlan& plan,
+                    const std::vector<std::int64_t>& dims) {
+  if (plan.count == 0)
+    throw ShapeError(fmt::format(
+        "{}: cannot reduce over a dim of size 0 (input shape {}, dims {}); {} of an empty set is undefined",
+        op, shape_str(x.sizes()), dims.empty() ? std::string("all") : fmt::format("[{}]", fmt::join(dims, ", ")),
+        op));
+}
+
+void check_floating(std::string_view op, const Tensor& x) {
+  if (!is_floating(x.dtype()))
+    throw DTypeError(fmt::format("{}: needs a floating input, got {} (shape {}); cast it first, e.g. "
+                                 "{}(x.to(ferry::DType::f32))",
+                                 op, dtype_name(x.dtype()), shape_str(x.sizes()), op));
+}
+
+Tensor extremum(std::string_view op, const Tensor& x, const std::vector<std::int64_t>& dims,
+                bool keepdim) {
+  ReducePlan plan = plan_reduce(op, x, dims);
+  check_nonempty(op, x, plan, dims);
+  return run_reduce(op, plan, x.dtype(), keepdim);
+}
+
+// 16-bit floats are widened for mean and var: their sums overflow easily
+// (f16's largest value is 65504) and rounding the sum before dividing would
+// round twice.
+bool is_half(DType t) { return t == DType::f16 || t == DType::bf16; }
+
+}  // namespace
+
+Tensor sum(const Tensor& x, const std::vector<std::int64_t>& dims, bool keepdim) {
+  ReducePlan plan = plan_reduce("sum", x, dims);
+  DType out = is_floating(x.dtype()) ? x.dtype() : DType::i64;
+  return run_reduce("sum", plan, out, keepdim);
+}
+
+Tensor mean(const Tensor& x, const std::vector<std::int64_t>& dims, bool keepdim) {
+  check_floating("mean", x);
+  if (is_half(x.dtype())) return mean(x.to(DType::f32), dims, keepdim).to(x.dtype());
+  ReducePlan plan = plan_reduce("mean", x, dims);
+  Tensor s = run_reduce("sum", plan, x.dtype(), keepdim);
+  // An empty slice gives 0 / 0 = NaN, like PyTorch.
+  return div(s, Scalar(double(plan.count)));
+}
+
+Tensor max(const Tensor& x, const std::vector<std::int64_t>& dims, bool keepdim) {
+  return extremum("max", x, dims, keepdim);
+}
+
+Tensor min(const Tensor& x, const std::vector<std::int64_t>& dims, bool keepdim) {
+  return extremum("min", x, dims, keepdim);
+}
+
+// Two passes (mean first, then the squared deviations) so that a large mean
+// does not cancel the variance away, as the one-pass E[x^2] - E[x]^2 would.
+Tensor var(const Tensor& x, const std::vector<std::int64_t>& dims, double correction, bool keepdim) {
+  check_floating("var", x);
+  if (is_half(x.dtype())) return var(x.to(DType::f32), dims, correction, keepdim).to(x.dtype());
+  ReducePlan plan = plan_reduce("var", x, dims);
+  Tensor m = mean(x, dims, /*keepdim=*/true);
+  Tensor d = sub(x, m);
+  Tensor ss = run_reduce("sum", plan_reduce("var", mul(d, d), dims), x.dtype(), keepdim);
+  // PyTorch divides by max(0, N - correction): too few elements give inf or NaN.
+  double denom = std::max(0.0, double(plan.count) - correction);
+  return div(ss, Scalar(denom));
+}
+
+Tensor argmax(const Tensor& x, std::optional<std::int64_t> dim, bool keepdim) {
+  if (!dim) {
+    // Over the flattened tensor; keepdim keeps every dim as size 1.
+    Tensor flat = x.reshape({-1});
+    ReducePlan plan = plan_reduce("argmax", flat, {});
+    check_nonempty("argmax", x, plan, {});
+    Tensor out = run_reduce("argmax", plan, DType::i64, false);
+    return keepdim ? out.view(Shape(std::size_t(x.dim()), 1)) : out;
+  }
+  ReducePlan plan = plan_reduce("argmax", x, {*dim});
+  check_nonempty("argmax", x, plan, {*dim});
+  return run_reduce("argmax", plan, DType::i64, keepdim);
+}
+
+}  // namespace ferry

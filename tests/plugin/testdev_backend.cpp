@@ -1,0 +1,248 @@
+// tests/plugin/testdev_backend.cpp — "testdev", a test-only third-party backend
+// module (libferry_backend_testdev.so), built the way an outside author would
+// build one: against the public headers and ferry::ferry only.
+//
+// It has two devices, testdev:0 and testdev:1 (DeviceKind::other). Their
+// memory is ordinary malloc'd host memory, but Buffer::host_ptr() returns
+// nullptr, so the core must treat it as device memory: every transfer goes
+// through copy_from_host / copy_to_host / copy_within, and testdev:0 ->
+// testdev:1 goes through the host (no peer copy). Execution is synchronous.
+//
+// Kernels: "copy" (same dtype, any strides, f32 and i64), "fill" (f32, i64),
+// "add" and "mul" (f32; inputs arrive broadcast to the output's shape, stride
+// 0 where expanded). Anything else is missing on purpose: the dispatcher must
+// raise UnsupportedError, and a kernel given a dtype it lacks raises
+// UnsupportedError naming the op and the dtype.
+//
+// Note [testdev fault switches]
+// The conformance suite's self-test needs a backend that is wrong in known
+// ways, to prove the suite catches them. Two environment variables, read when
+// a kernel runs:
+//   FERRY_TESTDEV_BROKEN=1  "add" adds 1 extra to output element 0 (a wrong
+//                           result the suite must report as a mismatch).
+//   FERRY_TESTDEV_OOB=1     "mul" writes one element past the end of its
+//                           output view (an out-of-bounds write the suite must
+//                           detect, e.g. with guard elements around an output
+//                           view). Every buffer is allocated with kPadding
+//                           extra bytes, so a write past a whole buffer lands
+//                           in that padding and never corrupts the heap.
+#include <ferry/backend.hpp>
+#include <ferry/device.hpp>
+#include <ferry/device_info.hpp>
+#include <ferry/error.hpp>
+
+#include <cstdint>
+#include <cstdlib>
+#include <cstring>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace {
+
+using ferry::DType;
+using ferry::OpCall;
+using ferry::TensorArg;
+
+constexpr std::size_t kPadding = 64;  // bytes after every buffer (Note [testdev fault switches])
+constexpr std::uint64_t kMemoryTotal = std::uint64_t(4) << 30;  // nominal; nothing enforces it
+
+bool env_flag(const char* name) {
+  const char* v = std::getenv(name);
+  return v && std::string_view(v) == "1";
+}
+
+class TestdevBuffer final : public ferry::Buffer {
+ public:
+  explicit TestdevBuffer(std::size_t size)
+      : Buffer(size), p_(static_cast<char*>(std::calloc(size + kPadding, 1))) {}
+  ~TestdevBuffer() override { std::free(p_); }
+  // host_ptr() stays the default nullptr: the core must not touch this memory.
+  char* bytes() const { return p_; }
+  bool ok() const { return p_ != nullptr; }
+
+ private:
+  char* p_;
+};
+
+char* bytes_of(const ferry::Buffer& b) { return static_cast<const TestdevBuffer&>(b).bytes(); }
+
+template <typename T> T* base_of(const TensorArg& a) {
+  return reinterpret_cast<T*>(bytes_of(*a.buffer)) + a.offset;
+}
+
+// Calls f(out_index, in_index...) in elements for every element of args[0]'s
+// shape, walking the N-d index with each operand's own strides (0 allowed).
+template <std::size_t N, typename F> void for_each_index(const TensorArg* const (&args)[N], F f) {
+  const std::vector<std::int64_t>& sizes = args[0]->sizes;
+  std::int64_t total = 1;
+  for (auto s : sizes) total *= s;
+  if (total == 0) return;
+  const std::size_t nd = sizes.size();
+  std::vector<std::int64_t> idx(nd, 0);
+  std::int64_t off[N] = {};
+  for (std::int64_t i = 0; i < total; ++i) {
+    if constexpr (N == 1) f(off[0]);
+    else if constexpr (N == 2) f(off[0], off[1]);
+    else f(off[0], off[1], off[2]);
+    for (std::size_t d = nd; d-- > 0;) {  // odometer increment, innermost dim first
+      ++idx[d];
+      for (std::size_t k = 0; k < N; ++k) off[k] += args[k]->strides[d];
+      if (idx[d] < sizes[d]) break;
+      for (std::size_t k = 0; k < N; ++k) off[k] -= args[k]->strides[d] * sizes[d];
+      idx[d] = 0;
+    }
+  }
+}
+
+// The element offset one past the last element of a view (for the OOB fault).
+std::int64_t one_past_end(const TensorArg& a) {
+  std::int64_t last = 0;
+  for (int d = 0; d < a.ndim(); ++d) last += (a.sizes[std::size_t(d)] - 1) * a.strides[std::size_t(d)];
+  return last + 1;
+}
+
+[[noreturn]] void unsupported(std::string_view op, DType dt, const char* what) {
+  throw ferry::UnsupportedError("testdev: kernel '" + std::string(op) + "' does not support dtype " +
+                                std::string(ferry::dtype_name(dt)) + " (" + what + ")");
+}
+
+template <typename T> void copy_typed(const TensorArg& out, const TensorArg& in) {
+  T* o = base_of<T>(out);
+  const T* s = base_of<T>(in);
+  const TensorArg* args[2] = {&out, &in};
+  for_each_index(args, [&](std::int64_t oi, std::int64_t ii) { o[oi] = s[ii]; });
+}
+
+void copy_kernel(ferry::DeviceImpl&, const OpCall& c) {
+  const TensorArg& out = c.outputs.at(0);
+  const TensorArg& in = c.inputs.at(0);
+  if (in.dtype != out.dtype)
+    throw ferry::UnsupportedError("testdev: kernel 'copy' does not convert dtypes (" +
+                                  std::string(ferry::dtype_name(in.dtype)) + " -> " +
+                                  std::string(ferry::dtype_name(out.dtype)) + ")");
+  switch (out.dtype) {
+    case DType::f32: copy_typed<float>(out, in); break;
+    case DType::i64: copy_typed<std::int64_t>(out, in); break;
+    default: unsupported("copy", out.dtype, "testdev copies f32 and i64");
+  }
+}
+
+template <typename T> void fill_typed(const TensorArg& out, T v) {
+  T* o = base_of<T>(out);
+  const TensorArg* args[1] = {&out};
+  for_each_index(args, [&](std::int64_t oi) { o[oi] = v; });
+}
+
+void fill_kernel(ferry::DeviceImpl&, const OpCall& c) {
+  const TensorArg& out = c.outputs.at(0);
+  switch (out.dtype) {
+    case DType::f32: fill_typed<float>(out, float(c.attrs.f("value"))); break;
+    case DType::i64: fill_typed<std::int64_t>(out, c.attrs.i("ivalue")); break;
+    default: unsupported("fill", out.dtype, "testdev fills f32 and i64");
+  }
+}
+
+template <typename F> void binary_f32(const OpCall& c, std::string_view op, F f) {
+  const TensorArg& out = c.outputs.at(0);
+  const TensorArg& a = c.inputs.at(0);
+  const TensorArg& b = c.inputs.at(1);
+  for (const TensorArg* t : {&out, &a, &b})
+    if (t->dtype != DType::f32) unsupported(op, t->dtype, "testdev computes add and mul in f32 only");
+  float* o = base_of<float>(out);
+  const float* pa = base_of<float>(a);
+  const float* pb = base_of<float>(b);
+  const TensorArg* args[3] = {&out, &a, &b};
+  for_each_index(args, [&](std::int64_t oi, std::int64_t ai, std::int64_t bi) { o[oi] = f(pa[ai], pb[bi]); });
+}
+
+void add_kernel(ferry::DeviceImpl&, const OpCall& c) {
+  binary_f32(c, "add", [](float x, float y) { return x + y; });
+  const TensorArg& out = c.outputs[0];
+  if (env_flag("FERRY_TESTDEV_BROKEN") && out.numel() > 0) base_of<float>(out)[0] += 1.0f;
+}
+
+void mul_kernel(ferry::DeviceImpl&, const OpCall& c) {
+  binary_f32(c, "mul", [](float x, float y) { return x * y; });
+  const TensorArg& out = c.outputs[0];
+  if (env_flag("FERRY_TESTDEV_OOB") && out.numel() > 0) {
+    float* o = base_of<float>(out);
+    o[one_past_end(out)] = o[one_past_end(out) - 1];  // an off-by-one loop bound
+  }
+}
+
+class TestdevDevice final : public ferry::DeviceImpl {
+ public:
+  explicit TestdevDevice(int index) : DeviceImpl(ferry::Device::unchecked("testdev", index)) {
+    register_kernel("copy", copy_kernel);
+    register_kernel("fill", fill_kernel);
+    register_kernel("add", add_kernel);
+    register_kernel("mul", mul_kernel);
+  }
+
+  ferry::DeviceInfo info() override {
+    ferry::DeviceInfo d;
+    d.device = device().str();
+    d.backend = "testdev";
+    d.index = device().index();
+    d.available = true;
+    d.name = "ferry test device " + std::to_string(device().index());
+    d.vendor = "ferry tests";
+    d.driver = "testdev plugin (host memory behind an opaque buffer)";
+    d.kind = ferry::DeviceKind::other;
+    d.memory_total = kMemoryTotal;
+    d.memory_free = allocated_ < kMemoryTotal ? kMemoryTotal - allocated_ : 0;
+    d.max_allocation = kMemoryTotal;
+    d.caps = {.f16 = false, .bf16 = false, .int64 = true, .host_visible_memory = false, .peer_copy = false};
+    return d;
+  }
+
+  std::unique_ptr<ferry::Buffer> allocate(std::size_t bytes) override {
+    auto b = std::make_unique<TestdevBuffer>(bytes);
+    if (!b->ok())
+      throw ferry::OutOfMemoryError("testdev: out of memory allocating " + std::to_string(bytes) + " bytes",
+                                    bytes, 0, device().str());
+    allocated_ += bytes;  // never decremented: a nominal figure for info()
+    return b;
+  }
+
+  void copy_from_host(ferry::Buffer& dst, std::size_t off, const void* src, std::size_t bytes) override {
+    check_range("copy_from_host", dst, off, bytes);
+    std::memcpy(bytes_of(dst) + off, src, bytes);
+  }
+  void copy_to_host(void* dst, const ferry::Buffer& src, std::size_t off, std::size_t bytes) override {
+    check_range("copy_to_host", src, off, bytes);
+    std::memcpy(dst, bytes_of(src) + off, bytes);
+  }
+  void copy_within(ferry::Buffer& dst, std::size_t doff, const ferry::Buffer& src, std::size_t soff,
+                   std::size_t bytes) override {
+    check_range("copy_within (dst)", dst, doff, bytes);
+    check_range("copy_within (src)", src, soff, bytes);
+    std::memmove(bytes_of(dst) + doff, bytes_of(src) + soff, bytes);
+  }
+  void synchronize() override {}  // kernels and copies complete before they return
+
+ private:
+  void check_range(const char* what, const ferry::Buffer& b, std::size_t off, std::size_t bytes) const {
+    if (off > b.size() || bytes > b.size() - off)
+      throw ferry::Error("testdev: " + std::string(what) + " of " + std::to_string(bytes) + " bytes at offset " +
+                         std::to_string(off) + " overruns a buffer of " + std::to_string(b.size()) + " bytes on " +
+                         device().str());
+  }
+  std::uint64_t allocated_ = 0;
+};
+
+class TestdevBackend final : public ferry::Backend {
+ public:
+  TestdevBackend() : dev0_(0), dev1_(1) {}
+  std::string name() const override { return "testdev"; }
+  std::vector<ferry::DeviceImpl*> devices() override { return {&dev0_, &dev1_}; }
+
+ private:
+  TestdevDevice dev0_;
+  TestdevDevice dev1_;
+};
+
+}  // namespace
+
+FERRY_DEFINE_BACKEND(TestdevBackend)

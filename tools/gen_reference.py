@@ -1,0 +1,673 @@
+#!/usr/bin/python3
+"""Generate tests/data/pytorch_reference.json: PyTorch reference results for ferry's ops.
+
+Regenerate (from the repository root):
+
+    apt-get install -y python3-torch        # Debian 12: python3-torch 1.13.1+dfsg-4
+    /usr/bin/python3 tools/gen_reference.py # writes tests/data/pytorch_reference.json
+
+Use Debian's /usr/bin/python3 (the one python3-torch installs into); a pyenv
+`python3` earlier on PATH has no torch. The committed file was made with
+python3-torch 1.13.1+dfsg-4 (torch.__version__ == "1.13.0a0") and numpy 1.24.2,
+on the CPU. The output is deterministic: every case draws its inputs from its own
+torch.Generator seeded with crc32(case name), so adding, removing or reordering
+cases leaves the other cases' numbers alone, and two runs write identical bytes.
+
+The file is read by tests/test_pytorch_reference.cpp. Format:
+
+    {"torch_version": str,
+     "cases": [{"name": unique str, "op": str,
+                "inputs": [{"shape": [...], "dtype": "f32"|"f16"|"bf16"|"i32"|"i64"|"u8"|"bool",
+                            "data": [flat row-major values]}],
+                "attrs": {...},
+                "output": {"shape": [...], "dtype": ..., "data": [...]},
+                "tol": {"rtol": r, "atol": a}}]}
+
+Values are JSON numbers; NaN and the infinities are the strings "nan", "inf"
+and "-inf"; bool data are JSON true/false. f16/bf16 data are the exact values
+of that dtype (written as decimals that read back, through a double, to the same
+f32 value). A value passes when |actual - expected| <= atol + rtol * |expected|;
+NaN must meet NaN and an infinity the same infinity; integer and bool results
+(rtol = atol = 0) must be exact.
+
+f16/bf16 references: PyTorch 1.13's CPU kernels lack many half ops ("exp_vml_cpu
+not implemented for 'Half'"), so a case with f16/bf16 inputs is computed the way
+PyTorch's CUDA kernels do it: inputs upcast to f32, the op in f32, the result
+rounded once to the output dtype (ref_upcast below).
+"""
+
+import json
+import math
+import os
+import sys
+import zlib
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+
+OUT_PATH = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests", "data",
+                        "pytorch_reference.json")
+
+DTYPE_NAMES = {
+    torch.float32: "f32", torch.float16: "f16", torch.bfloat16: "bf16", torch.int32: "i32",
+    torch.int64: "i64", torch.uint8: "u8", torch.bool: "bool",
+}
+f32, f16, bf16 = torch.float32, torch.float16, torch.bfloat16
+i32, i64, u8, boolean = torch.int32, torch.int64, torch.uint8, torch.bool
+NAN, INF = float("nan"), float("inf")
+
+# Tolerances.
+EXACT = {"rtol": 0.0, "atol": 0.0}
+T_F32 = {"rtol": 1e-5, "atol": 1e-6}       # arithmetic, comparisons' float inputs, copies
+T_TRANS = {"rtol": 5e-6, "atol": 1e-6}     # exp log sqrt rsqrt sin cos tanh sigmoid
+T_ACT = {"rtol": 1e-5, "atol": 1e-6}       # gelu silu pow softmax
+T_RED = {"rtol": 1e-5, "atol": 1e-5}       # sum mean log_softmax (summation order)
+T_LOOSE = {"rtol": 1e-4, "atol": 1e-5}     # matmul var layer_norm
+T_F16 = {"rtol": 1e-3, "atol": 1e-5}
+T_BF16 = {"rtol": 1e-2, "atol": 1e-4}
+
+
+def tol_for(dtype, f32_tol):
+    if dtype == f16:
+        return T_F16
+    if dtype == bf16:
+        return T_BF16
+    if dtype in (f32,):
+        return f32_tol
+    return EXACT
+
+
+# ---------------------------------------------------------------- inputs
+
+class Gen:
+    """Per-case random source: seeded from the case name."""
+
+    def __init__(self, name):
+        self.g = torch.Generator().manual_seed(zlib.crc32(name.encode()))
+
+    def uniform(self, shape, lo=-3.0, hi=3.0, dtype=f32, decimals=3):
+        x = torch.rand(shape, generator=self.g, dtype=torch.float64) * (hi - lo) + lo
+        x = torch.round(x * 10**decimals) / 10**decimals  # short decimals keep the file small
+        return x.to(dtype)
+
+    def normal(self, shape, mean=0.0, std=1.0, dtype=f32, decimals=3):
+        x = torch.randn(shape, generator=self.g, dtype=torch.float64) * std + mean
+        x = torch.round(x * 10**decimals) / 10**decimals
+        return x.to(dtype)
+
+    def ints(self, shape, lo, hi, dtype=i64):
+        return torch.randint(lo, hi, shape, generator=self.g, dtype=torch.int64).to(dtype)
+
+    def bools(self, shape):
+        return torch.randint(0, 2, shape, generator=self.g).to(boolean)
+
+
+def T(values, dtype=f32, shape=None):
+    t = torch.tensor(values, dtype=torch.float64 if dtype.is_floating_point else torch.int64)
+    t = t.to(dtype)
+    return t.reshape(shape) if shape is not None else t
+
+
+def ref_upcast(fn, inputs, out_dtype):
+    """f16/bf16 reference: compute in f32 from the (exact) half inputs, round once."""
+    ups = [t.float() if t.dtype in (f16, bf16) else t for t in inputs]
+    return fn(*ups).to(out_dtype)
+
+
+# ---------------------------------------------------------------- serialisation
+
+def fmt_float(v):
+    if math.isnan(v):
+        return '"nan"'
+    if math.isinf(v):
+        return '"inf"' if v > 0 else '"-inf"'
+    f = np.float32(v)
+    s = str(f)  # shortest decimal that reads back as this f32
+    if s.endswith(".0") and s != "-0.0":  # "-0" would read back as the integer 0
+        s = s[:-2]
+    if not (np.float32(float(s)) == f and math.copysign(1, float(s)) == math.copysign(1, v)):
+        s = repr(float(f))  # the exact double: reads back exactly, whatever the reader
+    return s
+
+
+def tensor_json(t):
+    dt = DTYPE_NAMES[t.dtype]
+    flat = t.detach().reshape(-1)
+    if t.dtype in (f32, f16, bf16):
+        vals = [float(np.float32(v)) for v in flat.float().tolist()]
+        data = "[" + ",".join(fmt_float(v) for v in vals) + "]"
+    elif t.dtype == boolean:
+        data = "[" + ",".join("true" if v else "false" for v in flat.tolist()) + "]"
+    else:
+        data = "[" + ",".join(str(int(v)) for v in flat.tolist()) + "]"
+    return '{"shape":%s,"dtype":"%s","data":%s}' % (json.dumps(list(t.shape)), dt, data)
+
+
+CASES = []
+NAMES = set()
+
+
+def add_case(name, op, inputs, out, attrs=None, tol=None):
+    assert name not in NAMES, name
+    NAMES.add(name)
+    if tol is None:
+        tol = tol_for(out.dtype, T_F32)
+    CASES.append((name, op, list(inputs), attrs or {}, out, tol))
+
+
+def dump(path):
+    lines = ['{"torch_version": %s,' % json.dumps(torch.__version__), '"cases": [']
+    for k, (name, op, inputs, attrs, out, tol) in enumerate(CASES):
+        s = ('{"name":%s,"op":%s,"inputs":[%s],"attrs":%s,"output":%s,"tol":{"rtol":%r,"atol":%r}}'
+             % (json.dumps(name), json.dumps(op), ",".join(tensor_json(t) for t in inputs),
+                json.dumps(attrs, sort_keys=True, separators=(",", ":")), tensor_json(out),
+                float(tol["rtol"]), float(tol["atol"])))
+        lines.append(s + ("," if k + 1 < len(CASES) else ""))
+    lines.append("]}")
+    text = "\n".join(lines) + "\n"
+    json.loads(text)  # must parse
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    with open(path, "w") as f:
+        f.write(text)
+    return len(text)
+
+
+# ---------------------------------------------------------------- cases
+
+SPECIAL = [NAN, INF, -INF, 0.0, -0.0, 1.0, -1.0, 0.5, -2.5, 3.0]
+
+UNARY = {
+    "neg": (torch.neg, (-3, 3), T_F32),
+    "abs": (torch.abs, (-3, 3), T_F32),
+    "exp": (torch.exp, (-5, 5), T_TRANS),
+    "log": (torch.log, (0.01, 8), T_TRANS),
+    "sqrt": (torch.sqrt, (0, 9), T_TRANS),
+    "rsqrt": (torch.rsqrt, (0.05, 9), T_TRANS),
+    "sin": (torch.sin, (-6.5, 6.5), T_TRANS),
+    "cos": (torch.cos, (-6.5, 6.5), T_TRANS),
+    "tanh": (torch.tanh, (-4, 4), T_TRANS),
+    "sigmoid": (torch.sigmoid, (-8, 8), T_TRANS),
+    "relu": (torch.relu, (-3, 3), T_F32),
+    "silu": (F.silu, (-6, 6), T_ACT),
+}
+
+
+def unary_cases():
+    shapes = {"neg": [3, 5], "abs": [2, 1, 3], "exp": [4, 6], "log": [7], "sqrt": [3, 4],
+              "rsqrt": [5, 2], "sin": [2, 3, 4], "cos": [11], "tanh": [3, 7], "sigmoid": [6, 5],
+              "relu": [2, 9], "silu": [4, 4]}
+    for op, (fn, (lo, hi), tol) in UNARY.items():
+        name = f"{op}_f32"
+        x = Gen(name).uniform(shapes[op], lo, hi)
+        add_case(name, op, [x], fn(x), tol=tol)
+        name = f"{op}_f32_special"
+        x = T(SPECIAL)
+        add_case(name, op, [x], fn(x), tol=tol)
+    for approx, shape in (("none", [3, 6]), ("tanh", [5, 3])):
+        name = f"gelu_{approx}_f32"
+        x = Gen(name).uniform(shape, -5, 5)
+        add_case(name, "gelu", [x], F.gelu(x, approximate=approx), {"approximate": approx}, T_ACT)
+        name = f"gelu_{approx}_f32_special"
+        x = T(SPECIAL)
+        add_case(name, "gelu", [x], F.gelu(x, approximate=approx), {"approximate": approx}, T_ACT)
+
+    # Half precision.
+    for op, dt, shape in (("exp", f16, [4, 5]), ("sigmoid", f16, [3, 4]), ("tanh", f16, [9]),
+                          ("silu", f16, [2, 2, 3]), ("neg", f16, [6]), ("sqrt", f16, [2, 5]),
+                          ("relu", bf16, [4, 5]), ("sqrt", bf16, [3, 3]), ("log", bf16, [8]),
+                          ("sin", bf16, [2, 6]), ("abs", bf16, [5]), ("exp", bf16, [3, 4])):
+        fn, (lo, hi), _ = UNARY[op]
+        name = f"{op}_{DTYPE_NAMES[dt]}"
+        x = Gen(name).uniform(shape, lo, hi, dtype=dt)
+        add_case(name, op, [x], ref_upcast(fn, [x], dt))
+    for approx, dt in (("none", f16), ("tanh", bf16)):
+        name = f"gelu_{approx}_{DTYPE_NAMES[dt]}"
+        x = Gen(name).uniform([3, 5], -4, 4, dtype=dt)
+        add_case(name, "gelu", [x], ref_upcast(lambda t: F.gelu(t, approximate=approx), [x], dt),
+                 {"approximate": approx})
+    x = T(SPECIAL, f16)
+    add_case("exp_f16_special", "exp", [x], ref_upcast(torch.exp, [x], f16))
+
+    # Integer inputs: abs/neg/relu keep the dtype, floating ops give f32.
+    x = Gen("abs_i32").ints([2, 5], -50, 50, i32)
+    add_case("abs_i32", "abs", [x], torch.abs(x))
+    x = Gen("neg_i64").ints([7], -1000, 1000, i64)
+    add_case("neg_i64", "neg", [x], torch.neg(x))
+    x = Gen("relu_i32").ints([3, 3], -10, 10, i32)
+    add_case("relu_i32", "relu", [x], torch.relu(x))
+    x = Gen("exp_i32").ints([6], -4, 5, i32)
+    add_case("exp_i32", "exp", [x], torch.exp(x), tol=T_TRANS)
+    x = Gen("sqrt_i64").ints([2, 4], 0, 100, i64)
+    add_case("sqrt_i64", "sqrt", [x], torch.sqrt(x), tol=T_TRANS)
+    x = Gen("sigmoid_bool").bools([5])
+    add_case("sigmoid_bool", "sigmoid", [x], torch.sigmoid(x), tol=T_TRANS)
+
+
+BINARY = {
+    "add": torch.add, "sub": torch.sub, "mul": torch.mul, "div": torch.div, "pow": torch.pow,
+    "maximum": torch.maximum, "minimum": torch.minimum,
+}
+
+
+def binary_cases():
+    for op, fn in BINARY.items():
+        tol = T_ACT if op == "pow" else T_F32
+        for tag, sa, sb in (("3x1_1x4", [3, 1], [1, 4]), ("2x3x4_4", [2, 3, 4], [4]),
+                            ("2x5_2x5", [2, 5], [2, 5])):
+            name = f"{op}_f32_{tag}"
+            g = Gen(name)
+            if op == "pow":
+                a, b = g.uniform(sa, 0.1, 3.0), g.uniform(sb, -2.0, 2.0)
+            elif op == "div":
+                a = g.uniform(sa, -3, 3)
+                b = g.uniform(sb, 0.2, 3) * torch.where(g.bools(sb), 1.0, -1.0)
+            else:
+                a, b = g.uniform(sa), g.uniform(sb)
+            add_case(name, op, [a, b], fn(a, b), tol=tol)
+        name = f"{op}_f32_special"
+        a = T([NAN, 1.0, INF, INF, -INF, 0.0, -0.0, 1.0, -1.0, 0.0, 2.0, -3.0])
+        b = T([1.0, NAN, -INF, INF, 2.0, 0.0, 0.0, -0.0, 0.0, 5.0, INF, 0.5])
+        add_case(name, op, [a, b], fn(a, b), tol=tol)
+    a = T([-2.0, -1.5, -3.0, 2.0, 0.0, 0.0, 4.0, -8.0])
+    b = T([2.0, 3.0, 0.5, -1.0, -1.0, 0.0, 0.5, 1.0 / 3.0])
+    add_case("pow_f32_negbase", "pow", [a, b], torch.pow(a, b), tol=T_ACT)
+    g = Gen("add_f32_0d")
+    a, b = g.uniform([2, 3]), T(1.25).reshape([])
+    add_case("add_f32_0d", "add", [a, b], a + b)
+    g = Gen("mul_f32_1x1_odd")
+    a, b = g.uniform([1, 1]), g.uniform([3, 1, 5])
+    add_case("mul_f32_1x1_odd", "mul", [a, b], a * b)
+
+    # Integers.
+    g = Gen("add_i32")
+    a, b = g.ints([2, 3], -1000, 1000, i32), g.ints([3], -1000, 1000, i32)
+    add_case("add_i32", "add", [a, b], a + b)
+    g = Gen("add_i64")
+    a, b = g.ints([3, 1], -10**12, 10**12, i64), g.ints([1, 4], -10**12, 10**12, i64)
+    add_case("add_i64", "add", [a, b], a + b)
+    g = Gen("sub_i32")
+    a, b = g.ints([5], -100, 100, i32), g.ints([5], -100, 100, i32)
+    add_case("sub_i32", "sub", [a, b], a - b)
+    g = Gen("mul_i32")
+    a, b = g.ints([2, 3, 4], -300, 300, i32), g.ints([4], -300, 300, i32)
+    add_case("mul_i32", "mul", [a, b], a * b)
+    g = Gen("mul_i64")
+    a, b = g.ints([3, 1], -10**6, 10**6, i64), g.ints([1, 4], -10**6, 10**6, i64)
+    add_case("mul_i64", "mul", [a, b], a * b)
+    a = T([7, -7, 7, -7, 1, 0, 9, 100, -3], i32)
+    b = T([2, 2, -2, -2, 3, 5, 3, 7, 4], i32)
+    add_case("div_i32_i32", "div", [a, b], torch.div(a, b))
+    a, b = T([1, -1, 0, 4], i32), T([0, 0, 0, 2], i32)
+    add_case("div_i32_by_zero", "div", [a, b], torch.div(a, b))
+    g = Gen("div_i64_bcast")
+    a, b = g.ints([2, 3], -50, 50, i64), T([3, -4, 7], i64)
+    add_case("div_i64_bcast", "div", [a, b], torch.div(a, b))
+    g = Gen("add_i32_f32")
+    a, b = g.ints([3, 4], -20, 20, i32), g.uniform([4])
+    add_case("add_i32_f32", "add", [a, b], a + b)
+    g = Gen("mul_f32_i64")
+    a, b = g.uniform([2, 3]), g.ints([2, 1], -5, 5, i64)
+    add_case("mul_f32_i64", "mul", [a, b], a * b)
+    g = Gen("add_u8_i32")
+    a, b = g.ints([2, 4], 0, 256, u8), g.ints([4], -300, 300, i32)
+    add_case("add_u8_i32", "add", [a, b], a + b)
+    g = Gen("add_u8_u8")
+    a, b = g.ints([6], 0, 128, u8), g.ints([6], 0, 128, u8)
+    add_case("add_u8_u8", "add", [a, b], a + b)
+    g = Gen("sub_i64_u8")
+    a, b = g.ints([5], -100, 100, i64), g.ints([5], 0, 256, u8)
+    add_case("sub_i64_u8", "sub", [a, b], a - b)
+    a, b = T([2, 3, -2, 0, 5, 1, -1], i32), T([3, 2, 3, 0, 1, 10, 5], i32)
+    add_case("pow_i32", "pow", [a, b], torch.pow(a, b))
+    g = Gen("maximum_i32")
+    a, b = g.ints([3, 1], -10, 10, i32), g.ints([1, 4], -10, 10, i32)
+    add_case("maximum_i32", "maximum", [a, b], torch.maximum(a, b))
+    g = Gen("minimum_i64")
+    a, b = g.ints([4], -10, 10, i64), g.ints([4], -10, 10, i64)
+    add_case("minimum_i64", "minimum", [a, b], torch.minimum(a, b))
+    a, b = T([True, True, False, False], boolean), T([1, -2, 3, 4], i32)
+    add_case("add_bool_i32", "add", [a, b], a + b)
+
+    # Half precision and mixed floating.
+    g = Gen("add_f16")
+    a, b = g.uniform([3, 4], dtype=f16), g.uniform([4], dtype=f16)
+    add_case("add_f16", "add", [a, b], ref_upcast(torch.add, [a, b], f16))
+    g = Gen("mul_bf16")
+    a, b = g.uniform([3, 1], dtype=bf16), g.uniform([1, 5], dtype=bf16)
+    add_case("mul_bf16", "mul", [a, b], ref_upcast(torch.mul, [a, b], bf16))
+    g = Gen("div_f16")
+    a, b = g.uniform([6], dtype=f16), g.uniform([6], 0.5, 3, dtype=f16)
+    add_case("div_f16", "div", [a, b], ref_upcast(torch.div, [a, b], f16))
+    g = Gen("add_f16_bf16")
+    a, b = g.uniform([2, 3], dtype=f16), g.uniform([2, 3], dtype=bf16)
+    add_case("add_f16_bf16", "add", [a, b], a.float() + b.float())  # promotes to f32
+    g = Gen("add_f16_f32")
+    a, b = g.uniform([2, 3], dtype=f16), g.uniform([3])
+    add_case("add_f16_f32", "add", [a, b], a.float() + b)
+    g = Gen("mul_i64_f16")
+    a, b = g.ints([2, 3], -5, 5, i64), g.uniform([3], dtype=f16)
+    add_case("mul_i64_f16", "mul", [a, b], ref_upcast(torch.mul, [a, b], f16))  # f16 wins
+    a, b = T([NAN, 1.0, -INF, 2.0], bf16), T([0.5, NAN, 3.0, -0.0], bf16)
+    add_case("maximum_bf16_nan", "maximum", [a, b], ref_upcast(torch.maximum, [a, b], bf16))
+
+
+COMPARE = {"eq": torch.eq, "ne": torch.ne, "lt": torch.lt, "le": torch.le, "gt": torch.gt,
+           "ge": torch.ge}
+
+
+def compare_cases():
+    for op, fn in COMPARE.items():
+        name = f"{op}_f32_3x1_1x4"
+        g = Gen(name)
+        a, b = g.uniform([3, 1], -2, 2, decimals=0), g.uniform([1, 4], -2, 2, decimals=0)
+        add_case(name, op, [a, b], fn(a, b))
+        name = f"{op}_f32_2x3x4_4"
+        g = Gen(name)
+        a, b = g.uniform([2, 3, 4], -1, 1, decimals=1), g.uniform([4], -1, 1, decimals=1)
+        add_case(name, op, [a, b], fn(a, b))
+        name = f"{op}_f32_special"
+        a = T([NAN, NAN, 1.0, INF, -INF, 0.0, INF, 2.0])
+        b = T([NAN, 1.0, NAN, INF, INF, -0.0, 3.0, 2.0])
+        add_case(name, op, [a, b], fn(a, b))
+    g = Gen("eq_i32_f32")
+    a, b = g.ints([2, 4], -2, 3, i32), T([-1.0, 0.0, 0.5, 2.0])
+    add_case("eq_i32_f32", "eq", [a, b], torch.eq(a, b))
+    g = Gen("lt_i64_i32")
+    a, b = g.ints([3, 1], -3, 3, i64), g.ints([1, 3], -3, 3, i32)
+    add_case("lt_i64_i32", "lt", [a, b], torch.lt(a, b))
+    g = Gen("ge_u8_i32")
+    a, b = g.ints([5], 0, 256, u8), g.ints([5], -10, 256, i32)
+    add_case("ge_u8_i32", "ge", [a, b], torch.ge(a, b))
+    g = Gen("gt_f16")
+    a, b = g.uniform([6], -1, 1, dtype=f16, decimals=1), g.uniform([6], -1, 1, dtype=f16, decimals=1)
+    add_case("gt_f16", "gt", [a, b], torch.gt(a.float(), b.float()))
+
+
+def where_cases():
+    g = Gen("where_f32_bcast")
+    c, a, b = g.bools([2, 3, 1]), g.uniform([3, 4]), g.uniform([4])
+    add_case("where_f32_bcast", "where", [c, a, b], torch.where(c, a, b))
+    g = Gen("where_f32_same")
+    c, a, b = g.bools([2, 5]), g.uniform([2, 5]), g.uniform([2, 5])
+    add_case("where_f32_same", "where", [c, a, b], torch.where(c, a, b))
+    g = Gen("where_i32")
+    c, a, b = g.bools([4, 1]), g.ints([1, 3], -100, 100, i32), g.ints([4, 3], -100, 100, i32)
+    add_case("where_i32", "where", [c, a, b], torch.where(c, a, b))
+    g = Gen("where_i64_f32")
+    c, a, b = g.bools([5]), g.ints([5], -9, 9, i64), g.uniform([1])
+    add_case("where_i64_f32", "where", [c, a, b], torch.where(c, a, b))
+    c = T([True, False, True, False], boolean)
+    a, b = T([NAN, 1.0, -INF, 2.0]), T([0.0, INF, 3.0, NAN])
+    add_case("where_f32_special", "where", [c, a, b], torch.where(c, a, b))
+
+
+def reduction_cases():
+    def red(op, fn, x, dims, keepdim, tol, extra=None, tag=""):
+        attrs = {"dims": dims, "keepdim": keepdim}
+        if extra:
+            attrs.update(extra)
+        dname = "all" if not dims else "d" + "_".join(str(d).replace("-", "m") for d in dims)
+        name = f"{op}_{DTYPE_NAMES[x.dtype]}_{dname}{'_keep' if keepdim else ''}{tag}"
+        add_case(name, op, [x], fn(x, dims, keepdim), attrs, tol_for(x.dtype, tol) if
+                 x.dtype in (f32, f16, bf16) else EXACT)
+
+    # dims == [] means every dim (ferry's convention), spelled out for torch.
+    def t_sum(x, dims, k):
+        return x.sum(dim=dims or list(range(x.dim())), keepdim=k)
+
+    def t_mean(x, dims, k):
+        return x.mean(dim=dims or list(range(x.dim())), keepdim=k)
+
+    def t_max(x, dims, k):
+        return x.amax(dim=dims or list(range(x.dim())), keepdim=k)
+
+    def t_min(x, dims, k):
+        return x.amin(dim=dims or list(range(x.dim())), keepdim=k)
+
+    x3 = Gen("reduce_x3").uniform([2, 3, 4])
+    x2 = Gen("reduce_x2").uniform([3, 5])
+    for op, fn, tol in (("sum", t_sum, T_RED), ("mean", t_mean, T_RED), ("max", t_max, T_F32),
+                        ("min", t_min, T_F32)):
+        red(op, fn, x3, [], False, tol)
+        red(op, fn, x3, [], True, tol)
+        red(op, fn, x3, [1], True, tol)
+        red(op, fn, x3, [0, 2], False, tol)
+        red(op, fn, x3, [-1], False, tol)
+        red(op, fn, x2, [0], False, tol)
+    xn = T([1.0, NAN, 3.0, -1.0, 2.0, 0.5, INF, -INF], shape=[2, 4])
+    for op, fn in (("max", t_max), ("min", t_min), ("sum", t_sum), ("mean", t_mean)):
+        red(op, fn, xn, [1], False, T_RED, tag="_nan")
+        red(op, fn, xn, [], False, T_RED, tag="_nan")
+    xi = Gen("reduce_i32").ints([3, 4], -1000, 1000, i32)
+    red("sum", t_sum, xi, [], False, EXACT)  # i32 sums are i64
+    red("sum", t_sum, xi, [1], False, EXACT)
+    red("sum", t_sum, Gen("reduce_i64").ints([2, 5], -10**12, 10**12, i64), [0], True, EXACT)
+    red("sum", t_sum, Gen("reduce_bool").bools([3, 5]), [-1], False, EXACT)
+    red("max", t_max, xi, [1], False, EXACT)
+    red("min", t_min, xi, [0], True, EXACT)
+    red("max", t_max, xi, [], False, EXACT)
+    xh = Gen("reduce_f16").uniform([3, 8], dtype=f16)
+    for op, fn in (("sum", t_sum), ("mean", t_mean), ("max", t_max)):
+        name = f"{op}_f16_dm1"
+        add_case(name, op, [xh], ref_upcast(lambda t: fn(t, [-1], False), [xh], f16),
+                 {"dims": [-1], "keepdim": False})
+    xb = Gen("reduce_bf16").uniform([4, 6], dtype=bf16)
+    add_case("sum_bf16_all", "sum", [xb], ref_upcast(lambda t: t_sum(t, [], False), [xb], bf16),
+             {"dims": [], "keepdim": False})
+
+    # var
+    for x, dims, corr, keep in ((x3, [], 1, False), (x3, [1], 0, True), (x3, [0, 2], 1, False),
+                                (x2, [-1], 1, False), (x2, [0], 0, False), (x3, [], 0, True)):
+        dname = "all" if not dims else "d" + "_".join(str(d).replace("-", "m") for d in dims)
+        name = f"var_f32_{list(x.shape)[0]}d{x.dim()}_{dname}_c{corr}{'_keep' if keep else ''}"
+        out = torch.var(x, dims if dims else None, correction=corr, keepdim=keep)
+        add_case(name, "var", [x], out, {"dims": dims, "keepdim": keep, "correction": corr},
+                 T_LOOSE)
+    xv = Gen("var_offset").normal([4, 6], mean=1000.0, std=1.0)
+    add_case("var_f32_offset1000_dm1", "var", [xv], torch.var(xv, [-1], correction=1),
+             {"dims": [-1], "keepdim": False, "correction": 1}, T_LOOSE)
+    xh = Gen("var_f16").uniform([2, 6], dtype=f16)
+    add_case("var_f16_dm1", "var", [xh], ref_upcast(lambda t: torch.var(t, [-1]), [xh], f16),
+             {"dims": [-1], "keepdim": False, "correction": 1})
+
+    # argmax
+    def am(name, x, dim, keep):
+        out = torch.argmax(x) if dim is None else torch.argmax(x, dim, keepdim=keep)
+        if dim is None and keep:
+            out = torch.argmax(x, keepdim=False).reshape([1] * x.dim())
+        add_case(name, "argmax", [x], out, {"dim": dim, "keepdim": keep}, EXACT)
+
+    am("argmax_f32_flat", x3, None, False)
+    am("argmax_f32_d1", x3, 1, False)
+    am("argmax_f32_dm1_keep", x3, -1, True)
+    am("argmax_f32_d0", x2, 0, False)
+    am("argmax_f32_nan", T([1.0, NAN, 3.0, NAN, 2.0, 0.5, INF, -INF], shape=[2, 4]), 1, False)
+    am("argmax_f32_ties", T([1.0, 3.0, 3.0, 0.0, 2.0, 2.0, 2.0, -1.0, 5.0], shape=[3, 3]), 1, False)
+    am("argmax_f32_ties_flat", T([1.0, 5.0, 3.0, 5.0, 2.0, 5.0]), None, False)
+    am("argmax_i32_d0", Gen("argmax_i32").ints([4, 3], -5, 5, i32), 0, False)
+    am("argmax_f16_dm1", Gen("argmax_f16").uniform([3, 5], dtype=f16, decimals=1), -1, False)
+
+
+def matmul_cases():
+    for name, sa, sb in (("matmul_2d", [3, 5], [5, 4]), ("matmul_batched", [2, 3, 5], [5, 4]),
+                         ("matmul_bcast_batch", [2, 1, 3, 4], [3, 4, 2]),
+                         ("matmul_1d_2d", [5], [5, 4]), ("matmul_2d_1d", [3, 5], [5]),
+                         ("matmul_1d_1d", [6], [6]), ("matmul_2d_batched", [4, 5], [2, 5, 3]),
+                         ("matmul_1d_batched", [3], [2, 3, 2]), ("matmul_batched_1d", [2, 4, 3], [3]),
+                         ("matmul_odd", [1, 7], [7, 1])):
+        g = Gen(name)
+        a, b = g.uniform(sa, -2, 2), g.uniform(sb, -2, 2)
+        add_case(name, "matmul", [a, b], torch.matmul(a, b), tol=T_LOOSE)
+    g = Gen("matmul_f16")
+    a, b = g.uniform([3, 8], -1, 1, dtype=f16), g.uniform([8, 2], -1, 1, dtype=f16)
+    add_case("matmul_f16", "matmul", [a, b], ref_upcast(torch.matmul, [a, b], f16))
+
+
+def softmax_cases():
+    for op, fn, tol in (("softmax", torch.softmax, T_ACT), ("log_softmax", torch.log_softmax, T_RED)):
+        g = Gen(op + "_a")
+        x = g.uniform([3, 5], -4, 4)
+        add_case(f"{op}_f32_dm1", op, [x], fn(x, -1), {"dim": -1}, tol)
+        add_case(f"{op}_f32_d0", op, [x], fn(x, 0), {"dim": 0}, tol)
+        x = Gen(op + "_b").uniform([2, 3, 4], -4, 4)
+        add_case(f"{op}_f32_3d_d1", op, [x], fn(x, 1), {"dim": 1}, tol)
+        x = T([1000.0, 1001.0, 999.0, 1000.5, -1000.0, -999.0, -1001.0, -1000.0,
+               1000.0, -1000.0, 0.0, 1000.0], shape=[3, 4])
+        add_case(f"{op}_f32_large", op, [x], fn(x, -1), {"dim": -1}, tol)
+        x = T([1.0, -INF, 2.0, -INF, 0.5, 0.5, -INF, 3.0], shape=[2, 4])
+        add_case(f"{op}_f32_neginf", op, [x], fn(x, -1), {"dim": -1}, tol)
+        x = Gen(op + "_c").uniform([7], -2, 2)
+        add_case(f"{op}_f32_1d", op, [x], fn(x, 0), {"dim": 0}, tol)
+        x = Gen(op + "_h").uniform([2, 6], -3, 3, dtype=f16)
+        add_case(f"{op}_f16_dm1", op, [x], ref_upcast(lambda t: fn(t, -1), [x], f16), {"dim": -1})
+
+
+def layer_norm_cases():
+    g = Gen("layer_norm_w_b")
+    x, w, b = g.uniform([2, 3, 4]), g.uniform([4], 0.5, 1.5), g.uniform([4], -0.5, 0.5)
+    add_case("layer_norm_w_b", "layer_norm", [x, w, b], F.layer_norm(x, [4], w, b, 1e-5),
+             {"normalized_shape": [4], "eps": 1e-5}, T_LOOSE)
+    g = Gen("layer_norm_2dims")
+    x, w, b = g.uniform([2, 3, 4]), g.uniform([3, 4], 0.5, 1.5), g.uniform([3, 4], -0.5, 0.5)
+    add_case("layer_norm_2dims", "layer_norm", [x, w, b], F.layer_norm(x, [3, 4], w, b, 1e-5),
+             {"normalized_shape": [3, 4], "eps": 1e-5}, T_LOOSE)
+    x = Gen("layer_norm_plain").uniform([3, 5])
+    add_case("layer_norm_plain", "layer_norm", [x], F.layer_norm(x, [5], None, None, 1e-5),
+             {"normalized_shape": [5], "eps": 1e-5}, T_LOOSE)
+    g = Gen("layer_norm_offset")
+    x = g.normal([4, 6], mean=100.0, std=2.0)
+    w, b = g.uniform([6], 0.5, 1.5), g.uniform([6], -0.5, 0.5)
+    add_case("layer_norm_offset", "layer_norm", [x, w, b], F.layer_norm(x, [6], w, b, 1e-5),
+             {"normalized_shape": [6], "eps": 1e-5}, T_LOOSE)
+    x = T([1.0, 1.0, 1.0, 1.0, 2.0, 2.0, 2.0, 2.5], shape=[2, 4])  # constant row: var 0
+    add_case("layer_norm_const_row", "layer_norm", [x], F.layer_norm(x, [4], None, None, 1e-5),
+             {"normalized_shape": [4], "eps": 1e-5}, T_LOOSE)
+    g = Gen("layer_norm_f16")
+    x, w, b = g.uniform([3, 8], dtype=f16), g.uniform([8], 0.5, 1.5, dtype=f16), \
+        g.uniform([8], -0.5, 0.5, dtype=f16)
+    add_case("layer_norm_f16", "layer_norm", [x, w, b],
+             ref_upcast(lambda *t: F.layer_norm(t[0], [8], t[1], t[2], 1e-5), [x, w, b], f16),
+             {"normalized_shape": [8], "eps": 1e-5})
+
+
+def indexing_cases():
+    g = Gen("embedding_2d_idx")
+    w, idx = g.uniform([5, 3]), g.ints([2, 3], 0, 5, i64)
+    add_case("embedding_2d_idx", "embedding", [w, idx], F.embedding(idx, w))
+    g = Gen("embedding_1d_idx")
+    w, idx = g.uniform([6, 4]), T([5, 0, 0, 3], i64)
+    add_case("embedding_1d_idx", "embedding", [w, idx], F.embedding(idx, w))
+    g = Gen("embedding_i32_idx")
+    w, idx = g.uniform([4, 2]), T([3, 1, 2], i32)
+    add_case("embedding_i32_idx", "embedding", [w, idx], F.embedding(idx.long(), w))
+
+    g = Gen("index_select_d0")
+    x, idx = g.uniform([4, 3]), T([3, 0, 3], i64)
+    add_case("index_select_d0", "index_select", [x, idx], torch.index_select(x, 0, idx), {"dim": 0})
+    g = Gen("index_select_d1")
+    x, idx = g.uniform([2, 5, 3]), T([4, 1, 1, 0], i64)
+    add_case("index_select_d1", "index_select", [x, idx], torch.index_select(x, 1, idx), {"dim": 1})
+    g = Gen("index_select_dm1")
+    x, idx = g.ints([3, 4], -9, 9, i32), T([2, 3], i64)
+    add_case("index_select_dm1", "index_select", [x, idx], torch.index_select(x, -1, idx),
+             {"dim": -1})
+
+    g = Gen("gather_d1")
+    x, idx = g.uniform([3, 4]), g.ints([3, 2], 0, 4, i64)
+    add_case("gather_d1", "gather", [x, idx], torch.gather(x, 1, idx), {"dim": 1})
+    g = Gen("gather_d0")
+    x, idx = g.uniform([3, 4]), g.ints([2, 4], 0, 3, i64)
+    add_case("gather_d0", "gather", [x, idx], torch.gather(x, 0, idx), {"dim": 0})
+    g = Gen("gather_3d_dm1")
+    x, idx = g.uniform([2, 3, 4]), g.ints([2, 3, 2], 0, 4, i64)
+    add_case("gather_3d_dm1", "gather", [x, idx], torch.gather(x, -1, idx), {"dim": -1})
+    g = Gen("gather_smaller")  # index smaller than x in a non-gather dim
+    x, idx = g.ints([4, 5], -50, 50, i64), g.ints([2, 3], 0, 4, i64)
+    add_case("gather_smaller", "gather", [x, idx], torch.gather(x, 0, idx), {"dim": 0})
+
+    g = Gen("cat_d0")
+    ts = [g.uniform([2, 3]), g.uniform([1, 3]), g.uniform([3, 3])]
+    add_case("cat_d0", "cat", ts, torch.cat(ts, 0), {"dim": 0})
+    g = Gen("cat_d1")
+    ts = [g.uniform([2, 1]), g.uniform([2, 3])]
+    add_case("cat_d1", "cat", ts, torch.cat(ts, 1), {"dim": 1})
+    g = Gen("cat_dm1_3d")
+    ts = [g.uniform([2, 3, 2]), g.uniform([2, 3, 1]), g.uniform([2, 3, 3])]
+    add_case("cat_dm1_3d", "cat", ts, torch.cat(ts, -1), {"dim": -1})
+    g = Gen("cat_i64")
+    ts = [g.ints([2, 2], -9, 9, i64), g.ints([3, 2], -9, 9, i64)]
+    add_case("cat_i64", "cat", ts, torch.cat(ts, 0), {"dim": 0})
+    g = Gen("cat_single")
+    ts = [g.uniform([2, 3])]
+    add_case("cat_single", "cat", ts, torch.cat(ts, 1), {"dim": 1})
+
+    g = Gen("stack_d0")
+    ts = [g.uniform([2, 3]) for _ in range(3)]
+    add_case("stack_d0", "stack", ts, torch.stack(ts, 0), {"dim": 0})
+    g = Gen("stack_d1")
+    ts = [g.uniform([2, 3]) for _ in range(2)]
+    add_case("stack_d1", "stack", ts, torch.stack(ts, 1), {"dim": 1})
+    g = Gen("stack_dm1")
+    ts = [g.uniform([4]) for _ in range(3)]
+    add_case("stack_dm1", "stack", ts, torch.stack(ts, -1), {"dim": -1})
+    g = Gen("stack_d2_i32")
+    ts = [g.ints([2, 2], -9, 9, i32) for _ in range(2)]
+    add_case("stack_d2_i32", "stack", ts, torch.stack(ts, 2), {"dim": 2})
+
+
+def cast_cases():
+    def cast(name, x, dt):
+        if x.dtype in (f16, bf16) and dt in (f16, bf16):
+            out = x.float().to(dt)
+        else:
+            out = x.to(dt)
+        add_case(name, "cast", [x], out, {"dtype": DTYPE_NAMES[dt]}, EXACT)
+
+    x = T([-2.7, 2.7, -0.5, 0.5, -0.0, 0.0, 100.9, -100.9, 1e6 + 0.5, -1.0, 2147483520.0, -3.99])
+    cast("cast_f32_i32", x, i32)
+    cast("cast_f32_i64", T([-2.7, 2.7, -0.5, 0.5, 1e10 + 0.75, -1e12, 3.999, -3.999]), i64)
+    cast("cast_f32_u8", T([0.0, 0.7, 1.5, 127.9, 200.2, 255.0]), u8)
+    x = T([0.1, 1.0 / 3.0, 65504.0, 65519.0, 65520.0, 70000.0, 1e-8, 3e-6, -2.5e-5, NAN, INF, -INF,
+           1.0 + 2.0**-11, 1.0 + 3.0 * 2.0**-11, -0.0, 6.1e-5, 2.0**-24, 2.0**-25, 1.5 * 2.0**-25])
+    cast("cast_f32_f16", x, f16)
+    x = T([0.1, 1.0 / 3.0, 3.14159265, 1.0 + 2.0**-8, 1.0 + 3.0 * 2.0**-8, 1e-40, 3.4028235e38,
+           -65504.5, NAN, INF, -INF, -0.0, 255.5, 257.0])
+    cast("cast_f32_bf16", x, bf16)
+    cast("cast_i64_f32", T([16777217, -3, 2**31, 123456789, -(2**40) - 1, 0], i64), f32)
+    cast("cast_i32_f32", T([16777217, -7, 2147483647, 0], i32), f32)
+    cast("cast_f32_bool", T([0.0, -0.0, 0.1, NAN, -INF, 2.0, -1e-30]), boolean)
+    cast("cast_bool_f32", T([True, False, True], boolean), f32)
+    cast("cast_bool_i64", T([True, False, True, True], boolean), i64)
+    cast("cast_i32_i64", T([-2147483648, 2147483647, 0, -5], i32), i64)
+    cast("cast_i64_i32", T([-5, 7, 100000, -100000], i64), i32)
+    cast("cast_i32_bool", T([0, 3, -1, 0], i32), boolean)
+    cast("cast_u8_f32", T([0, 1, 128, 255], u8), f32)
+    cast("cast_u8_i32", T([0, 1, 128, 255], u8), i32)
+    cast("cast_f16_f32", Gen("cast_f16_f32").uniform([2, 3], dtype=f16), f32)
+    cast("cast_bf16_f32", T([0.1, -3.5, NAN, INF, 1e-40], bf16), f32)
+    cast("cast_bf16_f16", T([0.1, -3.5, 1e5, 1e-6, 1.0 + 2.0**-7, NAN], bf16), f16)
+    cast("cast_f16_bf16", T([0.1, -3.5, 65504.0, 1e-7, 1.0 + 2.0**-10 + 2.0**-9, INF], f16), bf16)
+    cast("cast_f16_i32", T([-2.7, 2.7, 1000.5, -0.0], f16), i32)
+    cast("cast_f32_f32", T([1.5, -2.25]), f32)
+
+
+def main():
+    unary_cases()
+    binary_cases()
+    compare_cases()
+    where_cases()
+    reduction_cases()
+    matmul_cases()
+    softmax_cases()
+    layer_norm_cases()
+    indexing_cases()
+    cast_cases()
+    size = dump(OUT_PATH)
+    print(f"wrote {len(CASES)} cases, {size} bytes, torch {torch.__version__} -> "
+          f"{os.path.normpath(OUT_PATH)}")
+    assert size < 400_000, "keep the reference file small"
+
+
+if __name__ == "__main__":
+    sys.exit(main())
