@@ -126,14 +126,25 @@ install(FILES ${PROJECT_BINARY_DIR}/cmake/ferryConfig.cmake
 
 # --- backend modules and programs ------------------------------------------
 
-# Every ferry_backend_* MODULE target anywhere in the project.
+# Every ferry_backend_* MODULE target in the project, except those under
+# tests/ and benchmarks/ (test plugins such as ferry_backend_testdev are not
+# shipped) and those with the target property FERRY_NO_INSTALL set.
 function(_ferry_collect_backends dir out)
   set(_found "")
+  foreach(_skip tests benchmarks)
+    set(_skip_dir "${PROJECT_SOURCE_DIR}/${_skip}")
+    cmake_path(IS_PREFIX _skip_dir "${dir}" NORMALIZE _inside)
+    if(_inside)
+      set(${out} "" PARENT_SCOPE)
+      return()
+    endif()
+  endforeach()
   get_property(_targets DIRECTORY ${dir} PROPERTY BUILDSYSTEM_TARGETS)
   foreach(_t IN LISTS _targets)
     if(_t MATCHES "^ferry_backend_")
       get_target_property(_type ${_t} TYPE)
-      if(_type STREQUAL "MODULE_LIBRARY")
+      get_target_property(_no_install ${_t} FERRY_NO_INSTALL)
+      if(_type STREQUAL "MODULE_LIBRARY" AND NOT _no_install)
         list(APPEND _found ${_t})
       endif()
     endif()

@@ -5,8 +5,10 @@
 
 #include <cstring>
 
+#include "ferry/debug.hpp"
 #include "ferry/error.hpp"
 #include "ferry/registry.hpp"
+#include "guard.hpp"
 #include "log_internal.hpp"
 
 namespace ferry::detail {
@@ -85,6 +87,10 @@ void run_kernel(std::string_view op, const std::vector<Tensor>& inputs,
                                        device.str(), describe_args(call.inputs)));
   FERRY_DEBUG("op {} on {}: [{}] -> [{}]{}{}", op, device.str(), describe_args(call.inputs),
               describe_args(call.outputs), attrs.str().empty() ? "" : " ", attrs.str());
+  if (debug::output_guards()) {
+    run_guarded(impl, *kernel, std::move(call));
+    return;
+  }
   (*kernel)(impl, call);
 }
 

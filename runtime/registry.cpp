@@ -295,6 +295,8 @@ DeviceImpl& device_impl(const Device& device) {
                                 device.type(), describe_devices()));
 }
 
+void synchronize(const Device& device) { device_impl(device).synchronize(); }
+
 bool is_available(std::string_view name) {
   Registry& r = discovered_registry();
   std::lock_guard<std::mutex> lock(r.mutex);

@@ -36,6 +36,10 @@ bool is_available(std::string_view name);
 // overrides the choice (DeviceError when it names no available device).
 Device default_device();
 
+// Waits until all work enqueued on `device` has finished (reading a tensor's
+// values on the host does this by itself).
+void synchronize(const Device& device);
+
 // The implementation of an available device; DeviceError otherwise.
 DeviceImpl& device_impl(const Device& device);
 // Adds a backend built into the application (tests, embedders). Throws

@@ -64,8 +64,10 @@ template <typename T, bool kLog> void softmax_rows(const OpCall& call) {
       double sum = 0;
       if constexpr (kLog) {
         for (std::int64_t i = 0; i < n; ++i) sum += double(std::exp(v[i] - m));
-        const float shift = m + float(std::log(sum));
-        for (std::int64_t i = 0; i < n; ++i) v[i] -= shift;
+        // (x - max) - log(sum), in that order: folding max + log(sum) into one
+        // float first would round away log(sum) when max is large.
+        const float log_sum = float(std::log(sum));
+        for (std::int64_t i = 0; i < n; ++i) v[i] = (v[i] - m) - log_sum;
       } else {
         for (std::int64_t i = 0; i < n; ++i) {
           v[i] = std::exp(v[i] - m);

@@ -91,16 +91,24 @@ template <typename T, bool kMax> struct ExtremumOp {
   }
   static void run(acc_t& a, const T* p, std::int64_t n, std::int64_t s, std::int64_t) {
     if (s == 1) {
+      // NaN is tracked in its own lanes so that the comparison loop stays a
+      // plain max/min the compiler vectorizes.
       acc_t lane[kLanes];
+      std::int32_t nan[kLanes] = {};
       for (auto& l : lane) l = identity();
       std::int64_t i = 0;
       for (; i + kLanes <= n; i += kLanes)
         for (int j = 0; j < kLanes; ++j) {
           C c = C(p[i + j]);
-          lane[j] = better(c, lane[j]) ? c : lane[j];
+          lane[j] = (kMax ? c > lane[j] : c < lane[j]) ? c : lane[j];
+          if constexpr (kIsFloat<T>) nan[j] |= std::int32_t(c != c);
         }
       for (; i < n; ++i) step(a, p[i], 0);
-      for (auto l : lane) combine(a, l);
+      for (int j = 0; j < kLanes; ++j) {
+        combine(a, lane[j]);
+        if constexpr (kIsFloat<T>)
+          if (nan[j]) a = std::numeric_limits<C>::quiet_NaN();
+      }
     } else {
       for (std::int64_t i = 0; i < n; ++i) step(a, p[i * s], 0);
     }

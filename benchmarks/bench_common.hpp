@@ -1,0 +1,53 @@
+// benchmarks/bench_common.hpp — what the benchmark files share: the quick
+// switch, and the table of ferry-vs-baseline comparisons that bench_main.cpp
+// prints after Google Benchmark has run everything.
+//
+// Note [Benchmark ratios]
+// Every ferry benchmark is registered beside a baseline that computes the same
+// thing in the same process on the same data (OpenBLAS's cblas_sgemm called
+// directly, std::memcpy, hand-written loops). A Comparison names the two
+// benchmarks and the work one iteration does; the summary divides that work by
+// the measured wall time per iteration (UseRealTime: ferry and OpenBLAS run on
+// several threads) and prints ratio = ferry speed / baseline speed, so 1.00 is
+// parity and 0.50 means ferry takes twice as long.
+#pragma once
+
+#include <benchmark/benchmark.h>
+
+#include <string>
+#include <vector>
+
+namespace bench {
+
+// FERRY_BENCH_QUICK=1 or --quick: small sizes, for a smoke run of a few seconds.
+bool quick();
+void set_quick(bool on);
+
+enum class Metric { gflops, gbps, usec };
+
+struct Comparison {
+  std::string title;           // "gemm f32 1024x1024x1024"
+  std::string ferry;           // benchmark name of the ferry variant
+  std::string ferry_label;     // "ferry"
+  std::string baseline;        // benchmark name of the baseline
+  std::string baseline_label;  // "OpenBLAS"
+  Metric metric;
+  double ferry_work = 0;     // per iteration: flops (gflops) or bytes (gbps); unused for usec
+  double baseline_work = 0;
+};
+
+void add_comparison(Comparison c);
+const std::vector<Comparison>& comparisons();
+
+// Each file registers its benchmarks (sizes depend on quick()).
+void register_gemm();
+void register_elementwise();
+void register_mlp();
+
+// A rate counter in the console output, per second of wall time: counters
+// are named for the unit of work ("GFLOP", "GB"), and the console shows "/s".
+inline benchmark::Counter rate(double per_iteration) {
+  return benchmark::Counter(per_iteration, benchmark::Counter::kIsIterationInvariantRate);
+}
+
+}  // namespace bench

@@ -1,0 +1,25 @@
+// ferry/debug.hpp — switches that make the runtime check itself; for backend
+// authors and the conformance suite, slow by design.
+//
+// Note [Output guards]
+// With output guards on, every kernel writes its outputs into a scratch buffer
+// on the same device that has guard bytes of a known pattern before and after
+// the output's memory span. After the kernel the core reads the guards back;
+// a changed guard raises BackendError (code "out-of-bounds-write") naming the
+// op, the device and the output, and the output span is copied to its real
+// place only when the guards are intact. This catches kernels that write past
+// either end of their output, on any backend, without help from the backend.
+#pragma once
+
+#include <cstddef>
+
+#include "ferry/device.hpp"
+
+namespace ferry::debug {
+
+void set_output_guards(bool enabled);
+bool output_guards();
+// Bytes of guard on each side (a multiple of every element size).
+inline constexpr std::size_t kGuardBytes = 256;
+
+}  // namespace ferry::debug

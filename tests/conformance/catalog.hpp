@@ -1,0 +1,60 @@
+// tests/conformance/catalog.hpp — helpers the case files share.
+#pragma once
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "conformance.hpp"
+
+namespace ferry::conformance {
+
+inline const std::vector<DType> kFloat = {DType::f32, DType::f16, DType::bf16};
+inline const std::vector<DType> kNumeric = {DType::f32, DType::f16, DType::bf16, DType::i32, DType::i64, DType::u8};
+inline const std::vector<DType> kAll = {DType::f32, DType::f16, DType::bf16, DType::i32,
+                                        DType::i64, DType::u8,  DType::boolean};
+
+// The NMSE a result of `dt` may differ by: f32 results differ only by the
+// order of float operations, 16-bit results also by one rounding step.
+inline double threshold(DType dt, double f32) {
+  if (dt == DType::f16) return std::max(f32, 1e-6);
+  if (dt == DType::bf16) return std::max(f32, 1e-4);
+  return f32;
+}
+
+// Inputs of the given shapes and dtype, values in [lo, hi].
+struct InputSpec {
+  std::vector<Shape> shapes;
+  double lo = -3, hi = 3;
+};
+
+inline std::function<Inputs()> inputs_of(InputSpec spec, DType dt) {
+  return [spec, dt] {
+    Inputs in;
+    std::uint64_t seed = 1;
+    for (const Shape& s : spec.shapes) in.push_back(make_input(s, dt, seed++, spec.lo, spec.hi));
+    return in;
+  };
+}
+
+inline std::string shapes_label(const std::vector<Shape>& shapes) {
+  std::vector<std::string> parts;
+  for (const Shape& s : shapes) parts.push_back(shape_str(s));
+  return fmt::format("{}", fmt::join(parts, " x "));
+}
+
+// A family of inputs for element-wise ops: its label, class, shapes and views.
+struct ShapeCase {
+  std::string label;
+  std::string cls;
+  std::vector<Shape> shapes;
+  std::function<Inputs(const Inputs&)> view;  // may be empty
+};
+
+std::vector<ShapeCase> unary_shapes();
+std::vector<ShapeCase> binary_shapes();
+
+}  // namespace ferry::conformance

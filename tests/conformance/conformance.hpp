@@ -1,0 +1,71 @@
+// tests/conformance/conformance.hpp — the backend conformance suite: every op
+// on every device, held to the CPU reference (ggml's test-backend-ops is the
+// model). Written against the public API only, so a third party's backend is
+// checked exactly like ours.
+#pragma once
+
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "ferry/ferry.hpp"
+
+namespace ferry::conformance {
+
+using Inputs = std::vector<Tensor>;
+
+// One op applied to one set of inputs. Inputs are made on the CPU
+// (deterministically), copied to the device under test, then `view` (if any)
+// turns them into the non-contiguous views the case is about, on each side.
+struct Case {
+  std::string op;           // the op as the API names it: "add", "matmul", "cast"
+  DType dtype;              // the dtype under test (of the inputs)
+  std::string shape;        // the inputs' shapes, e.g. "[7, 1] x [1, 13]"
+  std::string shape_class;  // scalar, empty, size-1, odd, broadcast, non-contiguous, large, ...
+  double max_nmse;          // per-op threshold on Σ(a−b)²/Σb²
+  std::function<Inputs()> make_inputs;
+  std::function<Inputs(const Inputs&)> view;  // optional
+  std::function<Tensor(const Inputs&)> run;
+  double flops = 0;         // per call, for --perf (0: report bandwidth only)
+
+  std::string id() const { return op + " " + std::string(dtype_name(dtype)) + " " + shape; }
+};
+
+enum class Status { passed, failed, skipped };
+const char* status_name(Status s);
+
+struct Result {
+  std::string device;
+  std::string op, dtype, shape, shape_class;
+  Status status = Status::passed;
+  std::string detail;     // why it failed or was skipped
+  double nmse = 0;
+  double device_us = -1;  // --perf: µs per call on the device
+  double cpu_us = -1;     //         and on the CPU reference
+  double bytes = 0, flops = 0;
+};
+
+// Every case of every op (the catalog: cases_*.cpp).
+std::vector<Case> all_cases();
+void add_elementwise_cases(std::vector<Case>& out);
+void add_reduction_cases(std::vector<Case>& out);
+void add_other_cases(std::vector<Case>& out);
+
+// Runs one case on `device` (output guards on) and compares with the CPU.
+Result run_case(const Case& c, const Device& device, bool perf);
+// Round trips host->device->host for every dtype, views and offsets, and the
+// same randn on `device` as on the CPU.
+std::vector<Result> run_round_trip_checks(const Device& device);
+// device->device copies, bit for bit, between each tested device and every
+// other available one (the CPU included), both ways, every dtype.
+std::vector<Result> run_pair_checks(const std::vector<Device>& tested, const std::vector<Device>& available);
+
+// Compares a device result (already on the CPU) with the reference: shapes and
+// dtypes exactly, NaN with NaN, ±inf by sign, integers and bools exactly,
+// floats by NMSE. Returns an empty string when they agree, else what differs.
+std::string compare(const Tensor& got, const Tensor& want, double max_nmse, double* nmse);
+
+// Deterministic inputs on the CPU.
+Tensor make_input(const Shape& shape, DType dtype, std::uint64_t seed, double lo = -3, double hi = 3);
+
+}  // namespace ferry::conformance

@@ -1,0 +1,114 @@
+// Tests of the conformance suite itself: it must be able to fail. The
+// test-only plugin (tests/plugin) plants a wrong "add" (FERRY_TESTDEV_BROKEN=1)
+// and an out-of-bounds "mul" (FERRY_TESTDEV_OOB=1); the suite must report each
+// as failed with the op, dtype and shape named, exit non-zero, and report ops
+// the plugin lacks as skipped with a reason, never as passed.
+#include <gtest/gtest.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <string>
+
+#include "conformance.hpp"
+
+namespace {
+
+struct SuiteRun {
+  int status = -1;
+  std::string output;
+  nlohmann::json report;
+};
+
+SuiteRun run_suite(const std::string& env, const std::string& args) {
+  std::string json = ::testing::TempDir() + "conformance_selftest.json";
+  std::remove(json.c_str());
+  std::string cmd = "env FERRY_BACKEND_PATH=" + std::string(FERRY_TEST_PLUGIN_DIR) + " " + env + " " +
+                    FERRY_CONFORMANCE_BIN + " " + args + " --json " + json + " 2>&1";
+  SuiteRun r;
+  FILE* p = popen(cmd.c_str(), "r");
+  if (!p) return r;
+  char buf[4096];
+  while (std::size_t n = std::fread(buf, 1, sizeof buf, p)) r.output.append(buf, n);
+  int raw = pclose(p);
+  r.status = WIFEXITED(raw) ? WEXITSTATUS(raw) : -1;
+  std::ifstream f(json);
+  if (f) r.report = nlohmann::json::parse(f, nullptr, false);
+  return r;
+}
+
+std::vector<nlohmann::json> with_status(const SuiteRun& r, const std::string& status) {
+  std::vector<nlohmann::json> out;
+  if (!r.report.is_object()) return out;
+  for (const auto& res : r.report["results"])
+    if (res["status"] == status) out.push_back(res);
+  return out;
+}
+
+}  // namespace
+
+TEST(ConformanceSelfTest, HonestPluginPassesWhatItClaimsAndSkipsTheRest) {
+  SuiteRun r = run_suite("", "--device testdev:0 --op '^(add|mul|exp)$' --no-transfers");
+  ASSERT_EQ(r.status, 0) << r.output;
+  EXPECT_FALSE(with_status(r, "passed").empty()) << r.output;
+  auto skipped = with_status(r, "skipped");
+  ASSERT_FALSE(skipped.empty()) << "exp is not implemented by testdev and must be skipped";
+  for (const auto& s : skipped) EXPECT_FALSE(s["detail"].get<std::string>().empty()) << s.dump();
+  bool exp_skipped = false;
+  for (const auto& s : skipped) exp_skipped |= s["op"] == "exp";
+  EXPECT_TRUE(exp_skipped);
+  for (const auto& p : with_status(r, "passed")) EXPECT_NE(p["op"], "exp") << p.dump();
+  EXPECT_NE(r.output.find(" passed, 0 failed, "), std::string::npos) << r.output;
+}
+
+TEST(ConformanceSelfTest, AWrongKernelIsReportedWithOpDtypeAndShape) {
+  SuiteRun r = run_suite("FERRY_TESTDEV_BROKEN=1", "--device testdev:0 --op '^add$' --no-transfers");
+  EXPECT_EQ(r.status, 1) << r.output;
+  auto failed = with_status(r, "failed");
+  ASSERT_FALSE(failed.empty()) << r.output;
+  bool named = false;
+  for (const auto& f : failed)
+    named |= f["op"] == "add" && f["dtype"] == "f32" && f["shape"] == "[7] x [7]" &&
+             f["detail"].get<std::string>().find("element 0") != std::string::npos;
+  EXPECT_TRUE(named) << r.report["results"].dump(1);
+  EXPECT_NE(r.output.find("failed  testdev:0  add          f32   [7] x [7]"), std::string::npos) << r.output;
+  EXPECT_EQ(r.report["summary"]["failed"].get<int>(), int(failed.size()));
+}
+
+TEST(ConformanceSelfTest, AnOutOfBoundsWriteIsCaughtByTheGuards) {
+  SuiteRun r = run_suite("FERRY_TESTDEV_OOB=1", "--device testdev:0 --op '^mul$' --no-transfers");
+  EXPECT_EQ(r.status, 1) << r.output;
+  bool caught = false;
+  for (const auto& f : with_status(r, "failed"))
+    caught |= f["op"] == "mul" && f["dtype"] == "f32" &&
+              f["detail"].get<std::string>().find("wrote outside output") != std::string::npos;
+  EXPECT_TRUE(caught) << r.output;
+}
+
+TEST(ConformanceSelfTest, CompareHoldsNaNInfAndIntegersExactly) {
+  using ferry::conformance::compare;
+  double nmse = 0;
+  auto f = [](std::vector<float> v) { return ferry::tensor(v); };
+  EXPECT_EQ(compare(f({1, NAN, INFINITY}), f({1, NAN, INFINITY}), 0, &nmse), "");
+  EXPECT_NE(compare(f({1, 2}), f({1, NAN}), 1, &nmse), "");
+  EXPECT_NE(compare(f({-INFINITY}), f({INFINITY}), 1, &nmse), "");
+  EXPECT_NE(compare(f({1, 2}), f({1, 2, 3}), 1, &nmse), "");
+  EXPECT_EQ(compare(f({1.0f, 2.0f}), f({1.0f, 2.0001f}), 1e-8, &nmse), "");
+  EXPECT_NEAR(nmse, 1e-8 / 5, 1e-9);
+  EXPECT_NE(compare(f({1.0f, 2.0f}), f({1.0f, 2.1f}), 1e-8, &nmse), "");
+  auto i = [](std::vector<std::int64_t> v) { return ferry::tensor(v); };
+  EXPECT_NE(compare(i({1, 2}), i({1, 3}), 1e9, &nmse), "");  // integers: exact, whatever the threshold
+  EXPECT_NE(compare(f({1}), i({1}), 1, &nmse), "");          // dtypes must match
+}
+
+TEST(ConformanceSelfTest, ListNamesEveryOpOfTheCpuBackend) {
+  SuiteRun r = run_suite("", "--list");
+  ASSERT_EQ(r.status, 0);
+  for (const char* op : {"neg", "abs", "exp", "log", "sqrt", "rsqrt", "sin", "cos", "tanh", "sigmoid", "relu", "gelu",
+                         "gelu_tanh", "silu", "add", "sub", "mul", "div", "pow", "maximum", "minimum", "eq", "ne", "lt",
+                         "le", "gt", "ge", "where", "cast", "sum", "mean", "max", "min", "argmax", "var", "matmul",
+                         "softmax", "log_softmax", "layer_norm", "embedding", "index_select", "gather", "cat", "stack",
+                         "full", "fill_", "arange", "randn", "rand", "randint"})
+    EXPECT_NE(r.output.find(std::string("\n") + op + " "), std::string::npos) << op;
+}
