@@ -78,7 +78,7 @@ Tensor matmul(const Tensor& a, const Tensor& b) {
   if (batch_b.empty() && !batch_a.empty()) {
     // [..., M, K] x [K, N]: fold the batch into the rows and run one large
     // product (PyTorch does the same; it is what a Linear layer needs).
-    Tensor A2 = A.reshape({-1, K});
+    Tensor A2 = A.reshape({detail::shape_numel(batch_a) * M, K});  // not -1: K may be 0
     out = new_tensor({1, A2.size(0), N}, dtype, a.device());
     run_kernel("matmul", {A2.unsqueeze(0), B.unsqueeze(0)}, {out});
   } else {

@@ -88,10 +88,11 @@ TEST(IndexSelect, EveryDimMatchesReference) {
 TEST(IndexSelect, StridedInputsAndIndex) {
   Tensor base = sample_tensor({6, 10});
   std::vector<std::int64_t> iv = {4, 1, 1, 0};
-  Tensor index = ferry::tensor(iv);
+  std::vector<std::int64_t> small = {2, 1, 1, 0};
   for (const Tensor& x : {base.t(), base.slice(1, 1, 10, 3), sample_tensor({1, 7}).expand({5, 7})})
     for (std::int64_t dim : {0, 1})
-      expect_close(as_double(ferry::index_select(x, dim, index)), index_select_ref(x, dim, iv), 0, 0, "strided x");
+      expect_close(as_double(ferry::index_select(x, dim, ferry::tensor(small))), index_select_ref(x, dim, small), 0,
+                   0, "strided x");
   // A strided index: every other element of [4, 9, 1, 9, 1, 9, 0].
   Tensor sparse = ferry::tensor(std::vector<std::int64_t>{4, 9, 1, 9, 1, 9, 0}).slice(0, 0, 7, 2);
   expect_close(as_double(ferry::index_select(base, 0, sparse)), index_select_ref(base, 0, iv), 0, 0, "strided index");

@@ -128,6 +128,9 @@ TEST(Matmul, EmptySizes) {
   EXPECT_EQ(ferry::matmul(ferry::ones({2, 3, 5}), ferry::ones({2, 5, 0})).sizes(), (Shape{2, 3, 0}));
   EXPECT_EQ(ferry::matmul(ferry::ones({0, 3, 5}), ferry::ones({5, 2})).sizes(), (Shape{0, 3, 2}));
   EXPECT_EQ(ferry::matmul(ferry::ones({0}), ferry::ones({0})).item<float>(), 0.0f);
+  Tensor zb = ferry::matmul(ferry::ones({2, 3, 0}), ferry::ones({0, 4}));  // folded batch with K = 0
+  EXPECT_EQ(zb.sizes(), (Shape{2, 3, 4}));
+  EXPECT_EQ(zb.to_vector<float>(), std::vector<float>(24, 0.0f));
   Tensor zi = ferry::matmul(ferry::ones({2, 0}, {.dtype = DType::i32}), ferry::ones({0, 2}, {.dtype = DType::i32}));
   EXPECT_EQ(zi.to_vector<std::int32_t>(), std::vector<std::int32_t>(4, 0));
 }

@@ -26,6 +26,7 @@
 #include "ferry/config.hpp"
 #include "ferry/device_info.hpp"
 #include "ferry/dtype.hpp"
+#include "ferry/memory.hpp"
 
 namespace ferry {
 
@@ -130,6 +131,11 @@ class DeviceImpl {
   // when the pair is not supported; the core then copies through the host.
   virtual bool copy_from_peer(Buffer& dst, std::size_t dst_offset, DeviceImpl& src_device,
                               const Buffer& src, std::size_t src_offset, std::size_t bytes);
+
+  // Optional: allocator statistics and releasing cached memory. Defaults:
+  // zeros, and nothing to release.
+  virtual MemoryStats memory_stats() { return {}; }
+  virtual void empty_cache() {}
 
   // Waits until everything enqueued so far has finished.
   virtual void synchronize() = 0;

@@ -6,6 +6,7 @@
 #include "ferry/dtype.hpp"
 #include "ferry/error.hpp"
 #include "ferry/log.hpp"
+#include "ferry/memory.hpp"
 #include "ferry/ops.hpp"
 #include "ferry/random.hpp"
 #include "ferry/registry.hpp"

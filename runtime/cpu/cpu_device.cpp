@@ -9,6 +9,7 @@
 #include <fstream>
 #include <string>
 
+#include "cpu/cpu_allocator.hpp"
 #include "cpu/cpu_backend.hpp"
 #include "cpu/cpu_loops.hpp"
 #include "ferry/error.hpp"
@@ -16,16 +17,17 @@
 namespace ferry {
 namespace {
 
-constexpr std::size_t kAlignment = 64;  // a cache line; also what AVX-512 loads like
-
 class CpuBuffer final : public Buffer {
  public:
-  CpuBuffer(void* p, std::size_t size) : Buffer(size), p_(p) {}
-  ~CpuBuffer() override { std::free(p_); }
+  CpuBuffer(cpu::CachingAllocator& allocator, void* p, std::size_t size, std::size_t capacity)
+      : Buffer(size), allocator_(allocator), p_(p), capacity_(capacity) {}
+  ~CpuBuffer() override { allocator_.release(p_, capacity_); }
   void* host_ptr() const override { return p_; }
 
  private:
+  cpu::CachingAllocator& allocator_;
   void* p_;
+  std::size_t capacity_;
 };
 
 // A /proc/meminfo field in bytes (0 when missing).
@@ -61,7 +63,10 @@ void parallel_memcpy(void* dst, const void* src, std::size_t bytes) {
 
 class CpuDevice final : public DeviceImpl {
  public:
-  CpuDevice() : DeviceImpl(Device::cpu()) {
+  // The cache keeps at most an eighth of RAM.
+  CpuDevice()
+      : DeviceImpl(Device::cpu()),
+        allocator_(meminfo("MemTotal") / 8, meminfo("MemTotal") + meminfo("SwapTotal")) {
     cpu::KernelTable table;
     cpu::add_elementwise_kernels(table);
     cpu::add_random_kernels(table);
@@ -91,9 +96,10 @@ class CpuDevice final : public DeviceImpl {
   }
 
   std::unique_ptr<Buffer> allocate(std::size_t bytes) override {
-    std::size_t rounded = (std::max<std::size_t>(bytes, 1) + kAlignment - 1) / kAlignment * kAlignment;
-    std::uint64_t total = meminfo("MemTotal") + meminfo("SwapTotal");
-    void* p = (total && rounded > total) ? nullptr : std::aligned_alloc(kAlignment, rounded);
+    // A request beyond RAM + swap fails in the allocator rather than in the
+    // kernel's overcommit logic (and without a sanitizer's allocation-size abort).
+    std::size_t capacity = 0;
+    void* p = allocator_.allocate(bytes, &capacity);
     if (!p) {
       std::uint64_t avail = meminfo("MemAvailable");
       throw OutOfMemoryError(fmt::format("cpu: out of memory allocating {} bytes ({} bytes available); "
@@ -101,7 +107,7 @@ class CpuDevice final : public DeviceImpl {
                                          bytes, avail),
                              bytes, avail, "cpu");
     }
-    return std::make_unique<CpuBuffer>(p, bytes);
+    return std::make_unique<CpuBuffer>(allocator_, p, bytes, capacity);
   }
 
   void copy_from_host(Buffer& dst, std::size_t off, const void* src, std::size_t bytes) override {
@@ -115,6 +121,12 @@ class CpuDevice final : public DeviceImpl {
     parallel_memcpy(static_cast<char*>(dst.host_ptr()) + doff, static_cast<const char*>(src.host_ptr()) + soff, bytes);
   }
   void synchronize() override {}  // kernels run to completion before they return
+
+  MemoryStats memory_stats() override { return allocator_.stats(); }
+  void empty_cache() override { allocator_.empty_cache(); }
+
+ private:
+  cpu::CachingAllocator allocator_;
 };
 
 class CpuBackend final : public Backend {

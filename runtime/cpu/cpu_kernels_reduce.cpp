@@ -188,6 +188,10 @@ void walk(const T* base, const Dims& d, std::int64_t begin, std::int64_t end, co
     fn(base, std::int64_t(1), std::int64_t(1), std::int64_t(0));
     return;
   }
+  if (d.sizes.size() == 1) {  // the common case after collapsing: one run
+    fn(base + begin * d.strides[0], end - begin, d.strides[0], begin);
+    return;
+  }
   const std::size_t nd = d.sizes.size();
   const std::int64_t inner = d.sizes[nd - 1];
   std::vector<std::int64_t> idx(nd);
