@@ -166,7 +166,8 @@ void register_elementwise() {
     add_comparison({.title = std::move(title), .ferry = p + f, .ferry_label = std::move(fl), .baseline = p + b,
                     .baseline_label = std::move(bl), .metric = Metric::gbps, .ferry_work = fw, .baseline_work = bw});
   };
-  std::string threads = fmt::format("memcpy {} threads (OpenMP)", omp_get_max_threads());
+  const int nt = omp_get_max_threads();
+  std::string threads = fmt::format("memcpy {} thread{} (OpenMP)", nt, nt == 1 ? "" : "s");
   cmp(t + ", new output", "ferry_new_output", "ferry add", add_bytes, "memcpy_1thread", "memcpy 1 thread", copy_bytes);
   cmp(t + ", new output", "ferry_new_output", "ferry add", add_bytes, "memcpy_omp", threads, copy_bytes);
   cmp(t + ", preallocated output", "ferry_kernel_prealloc", "ferry add kernel", add_bytes, "memcpy_omp", threads,

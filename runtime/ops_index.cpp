@@ -30,9 +30,10 @@ namespace {
 // The index as i64 (i32 is widened); any other dtype is a DTypeError.
 Tensor as_index(std::string_view op, const Tensor& index) {
   if (index.dtype() != DType::i64 && index.dtype() != DType::i32)
-    throw DTypeError(fmt::format("{}: indices must be i64 or i32, got {} (shape {}); convert them with "
-                                 ".to(ferry::DType::i64)",
-                                 op, dtype_name(index.dtype()), shape_str(index.sizes())));
+    throw DTypeError(
+        fmt::format("{}: indices must be i64 or i32, got {} (shape {}); convert them with "
+                    ".to(ferry::DType::i64)",
+                    op, dtype_name(index.dtype()), shape_str(index.sizes())));
   return index.to(DType::i64);
 }
 
@@ -43,9 +44,10 @@ void check_bounds(std::string_view op, const Tensor& index, std::int64_t dim, st
   const std::int64_t lo = ferry::min(index).item<std::int64_t>();
   const std::int64_t hi = ferry::max(index).item<std::int64_t>();
   if (lo >= 0 && hi < size) return;
-  throw ShapeError(fmt::format("{}: index {} is out of range for dim {} of size {} (input shape {}); valid "
-                               "indices are 0 to {}",
-                               op, lo < 0 ? lo : hi, dim, size, shape_str(x_shape), size - 1));
+  throw ShapeError(
+      fmt::format("{}: index {} is out of range for dim {} of size {} (input shape {}); valid "
+                  "indices are 0 to {}",
+                  op, lo < 0 ? lo : hi, dim, size, shape_str(x_shape), size - 1));
 }
 
 }  // namespace
@@ -55,7 +57,8 @@ namespace detail {
 Tensor index_select(std::string_view op, const Tensor& x, std::int64_t dim, const Tensor& index) {
   check_same_device(op, {{"input", &x}, {"index", &index}});
   if (index.dim() > 1)
-    throw ShapeError(fmt::format("{}: the index must be 0-D or 1-D, got shape {}", op, shape_str(index.sizes())));
+    throw ShapeError(fmt::format("{}: the index must be 0-D or 1-D, got shape {}", op,
+                                 shape_str(index.sizes())));
   Tensor idx = as_index(op, index).reshape({-1}).contiguous();
   // A 0-d input is treated as [1] (PyTorch accepts dim 0 and -1 for it).
   Tensor in = x.dim() == 0 ? x.reshape({1}) : x;
@@ -78,18 +81,20 @@ Tensor gather(const Tensor& x, std::int64_t dim, const Tensor& index) {
   check_same_device("gather", {{"input", &x}, {"index", &index}});
   Tensor idx = as_index("gather", index);
   if (idx.dim() != x.dim())
-    throw ShapeError(fmt::format("gather: the index must have as many dims as the input; got index shape {} "
-                                 "and input shape {}",
-                                 shape_str(index.sizes()), shape_str(x.sizes())));
+    throw ShapeError(
+        fmt::format("gather: the index must have as many dims as the input; got index shape {} "
+                    "and input shape {}",
+                    shape_str(index.sizes()), shape_str(x.sizes())));
   const std::int64_t d = wrap_dim(dim, x.dim(), "gather");
   // 0-d input and index: the same as 1-element vectors.
   Tensor in = x.dim() == 0 ? x.reshape({1}) : x;
   Tensor ix = x.dim() == 0 ? idx.reshape({1}) : idx;
   for (std::int64_t i = 0; i < in.dim(); ++i)
     if (i != d && ix.size(i) > in.size(i))
-      throw ShapeError(fmt::format("gather: index shape {} is larger than input shape {} in dim {} (only dim {} "
-                                   "may be larger)",
-                                   shape_str(index.sizes()), shape_str(x.sizes()), i, d));
+      throw ShapeError(
+          fmt::format("gather: index shape {} is larger than input shape {} in dim {} (only dim {} "
+                      "may be larger)",
+                      shape_str(index.sizes()), shape_str(x.sizes()), i, d));
   check_bounds("gather", ix, d, in.size(d), x.sizes());
   Tensor out = new_tensor(ix.sizes(), x.dtype(), x.device());
   if (out.numel() > 0) run_kernel("gather", {in, ix}, {out}, Attrs{{"dim", d}});
@@ -111,8 +116,8 @@ Tensor cat(const std::vector<Tensor>& tensors, std::int64_t dim) {
 
   const Tensor& first = tensors[used[0]];
   if (first.dim() == 0)
-    throw ShapeError(fmt::format("cat: tensors[{}] is 0-d and cannot be concatenated; unsqueeze it or use stack",
-                                 used[0]));
+    throw ShapeError(fmt::format(
+        "cat: tensors[{}] is 0-d and cannot be concatenated; unsqueeze it or use stack", used[0]));
   const std::int64_t d = wrap_dim(dim, first.dim(), "cat");
   Shape shape = first.sizes();
   shape[std::size_t(d)] = 0;
@@ -121,9 +126,10 @@ Tensor cat(const std::vector<Tensor>& tensors, std::int64_t dim) {
     bool fits = t.dim() == first.dim();
     for (std::int64_t k = 0; fits && k < t.dim(); ++k) fits = k == d || t.size(k) == first.size(k);
     if (!fits)
-      throw ShapeError(fmt::format("cat: tensors[{}] has shape {} but tensors[{}] has shape {}; all must match "
-                                   "except in dim {}",
-                                   i, shape_str(t.sizes()), used[0], shape_str(first.sizes()), d));
+      throw ShapeError(
+          fmt::format("cat: tensors[{}] has shape {} but tensors[{}] has shape {}; all must match "
+                      "except in dim {}",
+                      i, shape_str(t.sizes()), used[0], shape_str(first.sizes()), d));
     shape[std::size_t(d)] += t.size(d);
   }
   Tensor out = new_tensor(shape, dtype, first.device());
@@ -142,8 +148,9 @@ Tensor stack(const std::vector<Tensor>& tensors, std::int64_t dim) {
   for (std::size_t i = 0; i < tensors.size(); ++i) {
     if (!tensors[i].defined()) throw Error(fmt::format("stack: tensors[{}] is undefined", i));
     if (tensors[i].sizes() != tensors[0].sizes())
-      throw ShapeError(fmt::format("stack: tensors[{}] has shape {} but tensors[0] has shape {}; all must be equal",
-                                   i, shape_str(tensors[i].sizes()), shape_str(tensors[0].sizes())));
+      throw ShapeError(fmt::format(
+          "stack: tensors[{}] has shape {} but tensors[0] has shape {}; all must be equal", i,
+          shape_str(tensors[i].sizes()), shape_str(tensors[0].sizes())));
   }
   check_same_device("stack", tensors);
   const std::int64_t d = wrap_dim(dim, tensors[0].dim() + 1, "stack");

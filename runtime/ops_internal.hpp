@@ -19,7 +19,7 @@ Tensor index_select(std::string_view op, const Tensor& x, std::int64_t dim, cons
 struct LayerNormResult {
   Tensor y, mean, rstd;
 };
-LayerNormResult layer_norm_forward(const Tensor& x, const Shape& normalized_shape, const Tensor& weight,
-                                   const Tensor& bias, double eps);
+LayerNormResult layer_norm_forward(const Tensor& x, const Shape& normalized_shape,
+                                   const Tensor& weight, const Tensor& bias, double eps);
 
 }  // namespace ferry::detail

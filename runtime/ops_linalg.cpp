@@ -27,10 +27,11 @@ Tensor as_batched(const Tensor& t, const Shape& batch) {
   std::int64_t b = detail::shape_numel(batch);
   // All batch strides 0: one matrix repeated. reshape would copy, a view does not.
   bool all_broadcast = true;
-  for (std::size_t i = 0; i < batch.size(); ++i) all_broadcast = all_broadcast && e.stride(std::int64_t(i)) == 0;
+  for (std::size_t i = 0; i < batch.size(); ++i)
+    all_broadcast = all_broadcast && e.stride(std::int64_t(i)) == 0;
   if (all_broadcast)
-    return detail::make_view(e, {b, full[full.size() - 2], full.back()}, {0, e.stride(-2), e.stride(-1)},
-                             e.storage_offset());
+    return detail::make_view(e, {b, full[full.size() - 2], full.back()},
+                             {0, e.stride(-2), e.stride(-1)}, e.storage_offset());
   return e.reshape({b, full[full.size() - 2], full.back()});
 }
 
@@ -39,23 +40,26 @@ Tensor as_batched(const Tensor& t, const Shape& batch) {
 Tensor matmul(const Tensor& a, const Tensor& b) {
   check_same_device("matmul", {{"self", &a}, {"other", &b}});
   if (a.dim() == 0 || b.dim() == 0)
-    throw ShapeError(fmt::format("matmul: both arguments need at least 1 dim, got shapes {} and {}; use mul() "
-                                 "to scale by a scalar",
-                                 shape_str(a.sizes()), shape_str(b.sizes())));
+    throw ShapeError(
+        fmt::format("matmul: both arguments need at least 1 dim, got shapes {} and {}; use mul() "
+                    "to scale by a scalar",
+                    shape_str(a.sizes()), shape_str(b.sizes())));
   const DType dtype = promote_types(a.dtype(), b.dtype());
   if (dtype == DType::boolean)
-    throw DTypeError(fmt::format("matmul: not defined for bool tensors (shapes {} and {}); cast to a numeric "
-                                 "dtype first",
-                                 shape_str(a.sizes()), shape_str(b.sizes())));
+    throw DTypeError(
+        fmt::format("matmul: not defined for bool tensors (shapes {} and {}); cast to a numeric "
+                    "dtype first",
+                    shape_str(a.sizes()), shape_str(b.sizes())));
   // A vector is a [1, K] row on the left and a [K, 1] column on the right;
   // its unit dim is dropped from the result.
   Tensor A = a.dim() == 1 ? a.unsqueeze(0) : a;
   Tensor B = b.dim() == 1 ? b.unsqueeze(1) : b;
   const std::int64_t M = A.size(-2), K = A.size(-1), N = B.size(-1);
   if (B.size(-2) != K)
-    throw ShapeError(fmt::format("matmul: shapes {} and {} do not fit: the first has {} columns but the second "
-                                 "has {} rows",
-                                 shape_str(a.sizes()), shape_str(b.sizes()), K, B.size(-2)));
+    throw ShapeError(
+        fmt::format("matmul: shapes {} and {} do not fit: the first has {} columns but the second "
+                    "has {} rows",
+                    shape_str(a.sizes()), shape_str(b.sizes()), K, B.size(-2)));
   Shape batch_a(A.sizes().begin(), A.sizes().end() - 2);
   Shape batch_b(B.sizes().begin(), B.sizes().end() - 2);
   Shape batch;

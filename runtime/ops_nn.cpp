@@ -39,29 +39,34 @@ Tensor softmax_like(std::string_view op, const Tensor& x, std::int64_t dim) {
 }  // namespace
 
 Tensor softmax(const Tensor& x, std::int64_t dim) { return softmax_like("softmax", x, dim); }
-Tensor log_softmax(const Tensor& x, std::int64_t dim) { return softmax_like("log_softmax", x, dim); }
+Tensor log_softmax(const Tensor& x, std::int64_t dim) {
+  return softmax_like("log_softmax", x, dim);
+}
 
 namespace detail {
 
-LayerNormResult layer_norm_forward(const Tensor& x, const Shape& normalized_shape, const Tensor& weight,
-                                   const Tensor& bias, double eps) {
+LayerNormResult layer_norm_forward(const Tensor& x, const Shape& normalized_shape,
+                                   const Tensor& weight, const Tensor& bias, double eps) {
   check_same_device("layer_norm", {{"input", &x}, {"weight", &weight}, {"bias", &bias}});
   if (!is_floating(x.dtype()))
-    throw DTypeError(fmt::format("layer_norm: needs a floating input, got {} (shape {}); cast it first, e.g. "
-                                 "x.to(ferry::DType::f32)",
-                                 dtype_name(x.dtype()), shape_str(x.sizes())));
+    throw DTypeError(
+        fmt::format("layer_norm: needs a floating input, got {} (shape {}); cast it first, e.g. "
+                    "x.to(ferry::DType::f32)",
+                    dtype_name(x.dtype()), shape_str(x.sizes())));
   const auto k = std::int64_t(normalized_shape.size());
   bool fits = k > 0 && k <= x.dim();
   for (std::int64_t i = 0; fits && i < k; ++i)
     fits = x.size(x.dim() - k + i) == normalized_shape[std::size_t(i)];
   if (!fits)
-    throw ShapeError(fmt::format("layer_norm: normalized_shape {} must be non-empty and equal the last dims of "
-                                 "the input, whose shape is {}",
-                                 shape_str(normalized_shape), shape_str(x.sizes())));
+    throw ShapeError(
+        fmt::format("layer_norm: normalized_shape {} must be non-empty and equal the last dims of "
+                    "the input, whose shape is {}",
+                    shape_str(normalized_shape), shape_str(x.sizes())));
   auto check_param = [&](const Tensor& p, std::string_view name) {
     if (p.defined() && p.sizes() != normalized_shape)
-      throw ShapeError(fmt::format("layer_norm: {} has shape {} but normalized_shape is {}; they must be equal",
-                                   name, shape_str(p.sizes()), shape_str(normalized_shape)));
+      throw ShapeError(
+          fmt::format("layer_norm: {} has shape {} but normalized_shape is {}; they must be equal",
+                      name, shape_str(p.sizes()), shape_str(normalized_shape)));
   };
   check_param(weight, "weight");
   check_param(bias, "bias");
@@ -88,16 +93,17 @@ LayerNormResult layer_norm_forward(const Tensor& x, const Shape& normalized_shap
 
 }  // namespace detail
 
-Tensor layer_norm(const Tensor& x, const Shape& normalized_shape, const Tensor& weight, const Tensor& bias,
-                  double eps) {
+Tensor layer_norm(const Tensor& x, const Shape& normalized_shape, const Tensor& weight,
+                  const Tensor& bias, double eps) {
   return detail::layer_norm_forward(x, normalized_shape, weight, bias, eps).y;
 }
 
 Tensor embedding(const Tensor& weight, const Tensor& indices) {
   check_same_device("embedding", {{"weight", &weight}, {"indices", &indices}});
   if (weight.dim() != 2)
-    throw ShapeError(fmt::format("embedding: weight must be 2-D [num_embeddings, embedding_dim], got shape {}",
-                                 shape_str(weight.sizes())));
+    throw ShapeError(
+        fmt::format("embedding: weight must be 2-D [num_embeddings, embedding_dim], got shape {}",
+                    shape_str(weight.sizes())));
   Shape shape = indices.sizes();
   shape.push_back(weight.size(1));
   return detail::index_select("embedding", weight, 0, indices.reshape({-1})).view(shape);

@@ -22,24 +22,26 @@ using detail::wrap_dim;
 namespace {
 
 struct ReducePlan {
-  Tensor permuted;        // kept dims first (in order), then the reduced dims
+  Tensor permuted;  // kept dims first (in order), then the reduced dims
   std::int64_t reduce_ndim = 0;
-  Shape out_sizes;        // the kept sizes
-  Shape keepdim_sizes;    // the input's sizes with every reduced dim set to 1
+  Shape out_sizes;         // the kept sizes
+  Shape keepdim_sizes;     // the input's sizes with every reduced dim set to 1
   std::int64_t count = 1;  // elements per reduced slice
 };
 
 // `dims` empty means every dim. A 0-d input accepts dims {0} and {-1} (as
 // PyTorch does) and reduces nothing.
-ReducePlan plan_reduce(std::string_view op, const Tensor& x, const std::vector<std::int64_t>& dims) {
+ReducePlan plan_reduce(std::string_view op, const Tensor& x,
+                       const std::vector<std::int64_t>& dims) {
   const std::int64_t nd = x.dim();
   std::vector<bool> reduced(std::size_t(nd), dims.empty());
   std::vector<bool> seen(std::size_t(std::max<std::int64_t>(nd, 1)), false);
   for (std::int64_t d : dims) {
     auto w = std::size_t(wrap_dim(d, nd, op));
     if (seen[w])
-      throw ShapeError(fmt::format("{}: dim {} appears more than once in dims [{}] (input shape {})", op, w,
-                                   fmt::join(dims, ", "), shape_str(x.sizes())));
+      throw ShapeError(
+          fmt::format("{}: dim {} appears more than once in dims [{}] (input shape {})", op, w,
+                      fmt::join(dims, ", "), shape_str(x.sizes())));
     seen[w] = true;
     if (nd > 0) reduced[w] = true;
   }
@@ -75,16 +77,18 @@ void check_nonempty(std::string_view op, const Tensor& x, const ReducePlan& plan
                     const std::vector<std::int64_t>& dims) {
   if (plan.count == 0)
     throw ShapeError(fmt::format(
-        "{}: cannot reduce over a dim of size 0 (input shape {}, dims {}); {} of an empty set is undefined",
-        op, shape_str(x.sizes()), dims.empty() ? std::string("all") : fmt::format("[{}]", fmt::join(dims, ", ")),
-        op));
+        "{}: cannot reduce over a dim of size 0 (input shape {}, dims {}); {} of an empty set is "
+        "undefined",
+        op, shape_str(x.sizes()),
+        dims.empty() ? std::string("all") : fmt::format("[{}]", fmt::join(dims, ", ")), op));
 }
 
 void check_floating(std::string_view op, const Tensor& x) {
   if (!is_floating(x.dtype()))
-    throw DTypeError(fmt::format("{}: needs a floating input, got {} (shape {}); cast it first, e.g. "
-                                 "{}(x.to(ferry::DType::f32))",
-                                 op, dtype_name(x.dtype()), shape_str(x.sizes()), op));
+    throw DTypeError(
+        fmt::format("{}: needs a floating input, got {} (shape {}); cast it first, e.g. "
+                    "{}(x.to(ferry::DType::f32))",
+                    op, dtype_name(x.dtype()), shape_str(x.sizes()), op));
 }
 
 Tensor extremum(std::string_view op, const Tensor& x, const std::vector<std::int64_t>& dims,
@@ -126,7 +130,8 @@ Tensor min(const Tensor& x, const std::vector<std::int64_t>& dims, bool keepdim)
 
 // Two passes (mean first, then the squared deviations) so that a large mean
 // does not cancel the variance away, as the one-pass E[x^2] - E[x]^2 would.
-Tensor var(const Tensor& x, const std::vector<std::int64_t>& dims, double correction, bool keepdim) {
+Tensor var(const Tensor& x, const std::vector<std::int64_t>& dims, double correction,
+           bool keepdim) {
   check_floating("var", x);
   if (is_half(x.dtype())) return var(x.to(DType::f32), dims, correction, keepdim).to(x.dtype());
   ReducePlan plan = plan_reduce("var", x, dims);

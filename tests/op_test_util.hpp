@@ -21,7 +21,8 @@ inline std::vector<float> sample(std::int64_t n, float lo, float hi, int seed = 
   return v;
 }
 
-inline ferry::Tensor sample_tensor(const ferry::Shape& shape, float lo = -3, float hi = 3, int seed = 0) {
+inline ferry::Tensor sample_tensor(const ferry::Shape& shape, float lo = -3, float hi = 3,
+                                   int seed = 0) {
   std::int64_t n = 1;
   for (auto s : shape) n *= s;
   return ferry::tensor(sample(n, lo, hi, seed), shape);
@@ -33,8 +34,8 @@ inline std::vector<double> as_double(const ferry::Tensor& t) {
 }
 
 // Elementwise |got - want| <= atol + rtol * |want|, NaN only where want is NaN.
-inline void expect_close(const std::vector<double>& got, const std::vector<double>& want, double rtol,
-                         double atol, const std::string& what = "") {
+inline void expect_close(const std::vector<double>& got, const std::vector<double>& want,
+                         double rtol, double atol, const std::string& what = "") {
   ASSERT_EQ(got.size(), want.size()) << what;
   for (std::size_t i = 0; i < got.size(); ++i) {
     if (std::isnan(want[i])) {
@@ -55,7 +56,8 @@ void expect_error(F f, const std::vector<std::string>& needles, const std::strin
   } catch (const E& e) {
     const std::string msg = e.what();
     for (const std::string& n : needles)
-      EXPECT_NE(msg.find(n), std::string::npos) << what << ": message lacks \"" << n << "\": " << msg;
+      EXPECT_NE(msg.find(n), std::string::npos)
+          << what << ": message lacks \"" << n << "\": " << msg;
   } catch (const std::exception& e) {
     ADD_FAILURE() << what << ": threw the wrong type: " << e.what();
   }

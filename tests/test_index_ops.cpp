@@ -40,7 +40,8 @@ std::int64_t ravel(const Shape& idx, const Shape& shape) {
   return off;
 }
 
-std::vector<double> index_select_ref(const Tensor& x, std::int64_t dim, const std::vector<std::int64_t>& index) {
+std::vector<double> index_select_ref(const Tensor& x, std::int64_t dim,
+                                     const std::vector<std::int64_t>& index) {
   std::vector<double> xv = as_double(x);
   Shape out_shape = x.sizes();
   out_shape[std::size_t(dim)] = std::int64_t(index.size());
@@ -80,8 +81,8 @@ TEST(IndexSelect, EveryDimMatchesReference) {
     want[std::size_t(d)] = 4;
     EXPECT_EQ(y.sizes(), want);
     expect_close(as_double(y), index_select_ref(x, d, iv), 0, 0, fmt::format("dim {}", dim));
-    expect_close(as_double(ferry::index_select(x, dim, index.to(DType::i32))), index_select_ref(x, d, iv), 0, 0,
-                 "i32 index");
+    expect_close(as_double(ferry::index_select(x, dim, index.to(DType::i32))),
+                 index_select_ref(x, d, iv), 0, 0, "i32 index");
   }
 }
 
@@ -91,11 +92,12 @@ TEST(IndexSelect, StridedInputsAndIndex) {
   std::vector<std::int64_t> small = {2, 1, 1, 0};
   for (const Tensor& x : {base.t(), base.slice(1, 1, 10, 3), sample_tensor({1, 7}).expand({5, 7})})
     for (std::int64_t dim : {0, 1})
-      expect_close(as_double(ferry::index_select(x, dim, ferry::tensor(small))), index_select_ref(x, dim, small), 0,
-                   0, "strided x");
+      expect_close(as_double(ferry::index_select(x, dim, ferry::tensor(small))),
+                   index_select_ref(x, dim, small), 0, 0, "strided x");
   // A strided index: every other element of [4, 9, 1, 9, 1, 9, 0].
   Tensor sparse = ferry::tensor(std::vector<std::int64_t>{4, 9, 1, 9, 1, 9, 0}).slice(0, 0, 7, 2);
-  expect_close(as_double(ferry::index_select(base, 0, sparse)), index_select_ref(base, 0, iv), 0, 0, "strided index");
+  expect_close(as_double(ferry::index_select(base, 0, sparse)), index_select_ref(base, 0, iv), 0, 0,
+               "strided index");
 }
 
 TEST(IndexSelect, EveryDtype) {
@@ -105,7 +107,8 @@ TEST(IndexSelect, EveryDtype) {
     Tensor xd = x.to(dt);
     Tensor y = ferry::index_select(xd, 1, ferry::tensor(iv));
     EXPECT_EQ(y.dtype(), dt);
-    expect_close(as_double(y), index_select_ref(xd, 1, iv), 0, 0, std::string(ferry::dtype_name(dt)));
+    expect_close(as_double(y), index_select_ref(xd, 1, iv), 0, 0,
+                 std::string(ferry::dtype_name(dt)));
   }
 }
 
@@ -113,8 +116,10 @@ TEST(IndexSelect, EmptyAndZeroDim) {
   Tensor x = sample_tensor({3, 4});
   Tensor none = ferry::zeros({0}, {.dtype = DType::i64});
   EXPECT_EQ(ferry::index_select(x, 1, none).sizes(), (Shape{3, 0}));
-  EXPECT_EQ(ferry::index_select(ferry::zeros({0, 4}), 1, ferry::tensor(std::vector<std::int64_t>{1})).sizes(),
-            (Shape{0, 1}));
+  EXPECT_EQ(
+      ferry::index_select(ferry::zeros({0, 4}), 1, ferry::tensor(std::vector<std::int64_t>{1}))
+          .sizes(),
+      (Shape{0, 1}));
   // A 0-d index selects one slice, keeping the dim.
   Tensor one = ferry::index_select(x, 0, ferry::scalar_tensor(2));
   EXPECT_EQ(one.sizes(), (Shape{1, 4}));
@@ -125,40 +130,48 @@ TEST(IndexSelect, EmptyAndZeroDim) {
 
 TEST(IndexSelect, Errors) {
   Tensor x = ferry::ones({3, 4});
-  EXPECT_FERRY_ERROR(ferry::index_select(x, 1, ferry::tensor(std::vector<std::int64_t>{0, 4})), ferry::ShapeError,
-                     "index_select", "4", "0 to 3");
-  EXPECT_FERRY_ERROR(ferry::index_select(x, 0, ferry::tensor(std::vector<std::int64_t>{-1, 0})), ferry::ShapeError,
-                     "index_select", "-1");
-  EXPECT_FERRY_ERROR(ferry::index_select(ferry::zeros({0, 4}), 0, ferry::tensor(std::vector<std::int64_t>{0})),
+  EXPECT_FERRY_ERROR(ferry::index_select(x, 1, ferry::tensor(std::vector<std::int64_t>{0, 4})),
+                     ferry::ShapeError, "index_select", "4", "0 to 3");
+  EXPECT_FERRY_ERROR(ferry::index_select(x, 0, ferry::tensor(std::vector<std::int64_t>{-1, 0})),
+                     ferry::ShapeError, "index_select", "-1");
+  EXPECT_FERRY_ERROR(
+      ferry::index_select(ferry::zeros({0, 4}), 0, ferry::tensor(std::vector<std::int64_t>{0})),
+      ferry::ShapeError, "index_select");
+  EXPECT_FERRY_ERROR(ferry::index_select(x, 0, ferry::ones({2})), ferry::DTypeError, "index_select",
+                     "f32");
+  EXPECT_FERRY_ERROR(ferry::index_select(x, 0, ferry::ones({2}, {.dtype = DType::u8})),
+                     ferry::DTypeError, "index_select", "u8");
+  EXPECT_FERRY_ERROR(ferry::index_select(x, 0, ferry::zeros({2, 2}, {.dtype = DType::i64})),
+                     ferry::ShapeError, "index_select", "[2, 2]");
+  EXPECT_FERRY_ERROR(ferry::index_select(x, 2, ferry::zeros({1}, {.dtype = DType::i64})),
                      ferry::ShapeError, "index_select");
-  EXPECT_FERRY_ERROR(ferry::index_select(x, 0, ferry::ones({2})), ferry::DTypeError, "index_select", "f32");
-  EXPECT_FERRY_ERROR(ferry::index_select(x, 0, ferry::ones({2}, {.dtype = DType::u8})), ferry::DTypeError,
-                     "index_select", "u8");
-  EXPECT_FERRY_ERROR(ferry::index_select(x, 0, ferry::zeros({2, 2}, {.dtype = DType::i64})), ferry::ShapeError,
-                     "index_select", "[2, 2]");
-  EXPECT_FERRY_ERROR(ferry::index_select(x, 2, ferry::zeros({1}, {.dtype = DType::i64})), ferry::ShapeError,
-                     "index_select");
 }
 
 TEST(Gather, MatchesReference) {
   Tensor x = sample_tensor({3, 5, 4});
   // Index sizes may be smaller than x in the other dims, and larger along dim.
-  Tensor i0 = ferry::tensor(std::vector<std::int64_t>{2, 0, 1, 1, 0, 2, 2, 2, 1, 0, 0, 0}, {4, 3, 1});
-  Tensor i1 = ferry::tensor(std::vector<std::int64_t>{4, 0, 3, 3, 1, 2, 0, 0, 4, 4, 2, 1, 0, 1}, {2, 7, 1});
+  Tensor i0 =
+      ferry::tensor(std::vector<std::int64_t>{2, 0, 1, 1, 0, 2, 2, 2, 1, 0, 0, 0}, {4, 3, 1});
+  Tensor i1 =
+      ferry::tensor(std::vector<std::int64_t>{4, 0, 3, 3, 1, 2, 0, 0, 4, 4, 2, 1, 0, 1}, {2, 7, 1});
   Tensor i2 = ferry::tensor(std::vector<std::int64_t>{3, 0, 1, 2, 3, 3}, {1, 2, 3});
   expect_close(as_double(ferry::gather(x, 0, i0)), gather_ref(x, 0, i0), 0, 0, "dim 0");
   expect_close(as_double(ferry::gather(x, 1, i1)), gather_ref(x, 1, i1), 0, 0, "dim 1");
   expect_close(as_double(ferry::gather(x, -1, i2)), gather_ref(x, 2, i2), 0, 0, "dim -1");
   EXPECT_EQ(ferry::gather(x, 1, i1).sizes(), (Shape{2, 7, 1}));
-  expect_close(as_double(ferry::gather(x, 1, i1.to(DType::i32))), gather_ref(x, 1, i1), 0, 0, "i32 index");
+  expect_close(as_double(ferry::gather(x, 1, i1.to(DType::i32))), gather_ref(x, 1, i1), 0, 0,
+               "i32 index");
   // Strided x and index.
   Tensor xt = x.transpose(0, 2);  // [4, 5, 3]
-  Tensor it = ferry::tensor(std::vector<std::int64_t>{1, 4, 0, 2, 3, 3}, {3, 2, 1}).transpose(0, 1);  // [2, 3, 1]
-  expect_close(as_double(ferry::gather(xt, 1, it)), gather_ref(xt, 1, it.contiguous()), 0, 0, "strided");
+  Tensor it = ferry::tensor(std::vector<std::int64_t>{1, 4, 0, 2, 3, 3}, {3, 2, 1})
+                  .transpose(0, 1);  // [2, 3, 1]
+  expect_close(as_double(ferry::gather(xt, 1, it)), gather_ref(xt, 1, it.contiguous()), 0, 0,
+               "strided");
   // The classic use: picking each row's label.
   Tensor logits = sample_tensor({4, 10});
   Tensor labels = ferry::tensor(std::vector<std::int64_t>{3, 9, 0, 3}, {4, 1});
-  expect_close(as_double(ferry::gather(logits, 1, labels)), gather_ref(logits, 1, labels), 0, 0, "labels");
+  expect_close(as_double(ferry::gather(logits, 1, labels)), gather_ref(logits, 1, labels), 0, 0,
+               "labels");
   for (DType dt : ferry::kAllDTypes) {
     Tensor xd = ferry::arange(12.0).reshape({3, 4}).to(dt);
     Tensor idx = ferry::tensor(std::vector<std::int64_t>{3, 0, 2, 1, 1, 1}, {3, 2});
@@ -169,16 +182,18 @@ TEST(Gather, MatchesReference) {
 
 TEST(Gather, EmptyZeroDimAndErrors) {
   Tensor x = sample_tensor({3, 4});
-  EXPECT_EQ(ferry::gather(x, 1, ferry::zeros({3, 0}, {.dtype = DType::i64})).sizes(), (Shape{3, 0}));
-  EXPECT_EQ(ferry::gather(ferry::scalar_tensor(5.0), 0, ferry::scalar_tensor(0)).item<float>(), 5.0f);
-  EXPECT_FERRY_ERROR(ferry::gather(x, 1, ferry::zeros({3}, {.dtype = DType::i64})), ferry::ShapeError, "gather",
-                     "[3]", "[3, 4]");
-  EXPECT_FERRY_ERROR(ferry::gather(x, 1, ferry::zeros({4, 1}, {.dtype = DType::i64})), ferry::ShapeError, "gather",
-                     "[4, 1]");
-  EXPECT_FERRY_ERROR(ferry::gather(x, 1, ferry::full({1, 1}, 4, {.dtype = DType::i64})), ferry::ShapeError,
-                     "gather", "4");
-  EXPECT_FERRY_ERROR(ferry::gather(x, 0, ferry::full({1, 1}, -3, {.dtype = DType::i32})), ferry::ShapeError,
-                     "gather", "-3");
+  EXPECT_EQ(ferry::gather(x, 1, ferry::zeros({3, 0}, {.dtype = DType::i64})).sizes(),
+            (Shape{3, 0}));
+  EXPECT_EQ(ferry::gather(ferry::scalar_tensor(5.0), 0, ferry::scalar_tensor(0)).item<float>(),
+            5.0f);
+  EXPECT_FERRY_ERROR(ferry::gather(x, 1, ferry::zeros({3}, {.dtype = DType::i64})),
+                     ferry::ShapeError, "gather", "[3]", "[3, 4]");
+  EXPECT_FERRY_ERROR(ferry::gather(x, 1, ferry::zeros({4, 1}, {.dtype = DType::i64})),
+                     ferry::ShapeError, "gather", "[4, 1]");
+  EXPECT_FERRY_ERROR(ferry::gather(x, 1, ferry::full({1, 1}, 4, {.dtype = DType::i64})),
+                     ferry::ShapeError, "gather", "4");
+  EXPECT_FERRY_ERROR(ferry::gather(x, 0, ferry::full({1, 1}, -3, {.dtype = DType::i32})),
+                     ferry::ShapeError, "gather", "-3");
   EXPECT_FERRY_ERROR(ferry::gather(x, 0, ferry::zeros({1, 1})), ferry::DTypeError, "gather", "f32");
 }
 
@@ -196,7 +211,8 @@ TEST(Cat, AlongEveryDim) {
   expect_close(as_double(e.select(0, 2)), std::vector<double>(12, 0.0), 0, 0, "dim 0");
   // Strided inputs and a single tensor.
   Tensor t = sample_tensor({4, 3}).t();  // [3, 4]
-  expect_close(as_double(ferry::cat({t, t.slice(0, 0, 3, 2)}, 0).narrow(0, 0, 3)), as_double(t), 0, 0, "strided");
+  expect_close(as_double(ferry::cat({t, t.slice(0, 0, 3, 2)}, 0).narrow(0, 0, 3)), as_double(t), 0,
+               0, "strided");
   expect_close(as_double(ferry::cat({a})), as_double(a), 0, 0, "one tensor");
 }
 
@@ -216,12 +232,13 @@ TEST(Cat, PromotesAndSkipsEmptyVectors) {
 TEST(Cat, Errors) {
   Tensor m = ferry::ones({2, 3});
   EXPECT_FERRY_ERROR(ferry::cat({}), ferry::ShapeError, "cat");
-  EXPECT_FERRY_ERROR(ferry::cat({m, ferry::ones({2, 4})}, 0), ferry::ShapeError, "cat", "tensors[1]", "[2, 4]",
-                     "[2, 3]");
-  EXPECT_FERRY_ERROR(ferry::cat({m, ferry::ones({2, 3, 1})}), ferry::ShapeError, "cat", "tensors[1]");
+  EXPECT_FERRY_ERROR(ferry::cat({m, ferry::ones({2, 4})}, 0), ferry::ShapeError, "cat",
+                     "tensors[1]", "[2, 4]", "[2, 3]");
+  EXPECT_FERRY_ERROR(ferry::cat({m, ferry::ones({2, 3, 1})}), ferry::ShapeError, "cat",
+                     "tensors[1]");
   EXPECT_FERRY_ERROR(ferry::cat({m, m}, 2), ferry::ShapeError, "cat");
-  EXPECT_FERRY_ERROR(ferry::cat({ferry::scalar_tensor(1.0), ferry::scalar_tensor(2.0)}), ferry::ShapeError, "cat",
-                     "0-d");
+  EXPECT_FERRY_ERROR(ferry::cat({ferry::scalar_tensor(1.0), ferry::scalar_tensor(2.0)}),
+                     ferry::ShapeError, "cat", "0-d");
 }
 
 TEST(Stack, NewDim) {
@@ -239,12 +256,14 @@ TEST(Stack, NewDim) {
   EXPECT_EQ(scalars.sizes(), (Shape{2}));
   EXPECT_EQ(scalars.to_vector<float>(), (std::vector<float>{1, 2}));
   EXPECT_EQ(ferry::stack({ferry::zeros({0}), ferry::zeros({0})}).sizes(), (Shape{2, 0}));
-  EXPECT_EQ(ferry::stack({ferry::ones({2}, {.dtype = DType::u8}), ferry::ones({2})}).dtype(), DType::f32);
+  EXPECT_EQ(ferry::stack({ferry::ones({2}, {.dtype = DType::u8}), ferry::ones({2})}).dtype(),
+            DType::f32);
 }
 
 TEST(Stack, Errors) {
   EXPECT_FERRY_ERROR(ferry::stack({}), ferry::ShapeError, "stack");
-  EXPECT_FERRY_ERROR(ferry::stack({ferry::ones({2, 3}), ferry::ones({3, 2})}), ferry::ShapeError, "stack",
-                     "tensors[1]", "[3, 2]", "[2, 3]");
-  EXPECT_FERRY_ERROR(ferry::stack({ferry::ones({2}), ferry::ones({2})}, 2), ferry::ShapeError, "stack");
+  EXPECT_FERRY_ERROR(ferry::stack({ferry::ones({2, 3}), ferry::ones({3, 2})}), ferry::ShapeError,
+                     "stack", "tensors[1]", "[3, 2]", "[2, 3]");
+  EXPECT_FERRY_ERROR(ferry::stack({ferry::ones({2}), ferry::ones({2})}, 2), ferry::ShapeError,
+                     "stack");
 }

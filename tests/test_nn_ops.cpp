@@ -21,7 +21,8 @@ using ferry_test::sample_tensor;
 namespace {
 
 // softmax (or log_softmax) of row-major `x` of `shape` along `dim`, in double.
-std::vector<double> softmax_ref(const std::vector<double>& x, const Shape& shape, std::int64_t dim, bool log) {
+std::vector<double> softmax_ref(const std::vector<double>& x, const Shape& shape, std::int64_t dim,
+                                bool log) {
   const auto nd = std::int64_t(shape.size());
   if (dim < 0) dim += nd;
   std::int64_t inner = 1;
@@ -35,14 +36,16 @@ std::vector<double> softmax_ref(const std::vector<double>& x, const Shape& shape
       double m = -INFINITY, s = 0;
       for (std::int64_t k = 0; k < n; ++k) m = std::max(m, x[at(k)]);
       for (std::int64_t k = 0; k < n; ++k) s += std::exp(x[at(k)] - m);
-      for (std::int64_t k = 0; k < n; ++k) y[at(k)] = log ? x[at(k)] - m - std::log(s) : std::exp(x[at(k)] - m) / s;
+      for (std::int64_t k = 0; k < n; ++k)
+        y[at(k)] = log ? x[at(k)] - m - std::log(s) : std::exp(x[at(k)] - m) / s;
     }
   return y;
 }
 
 // layer_norm over the last `n` elements of each row, biased variance.
-std::vector<double> layer_norm_ref(const std::vector<double>& x, std::int64_t n, const std::vector<double>& w,
-                                   const std::vector<double>& b, double eps) {
+std::vector<double> layer_norm_ref(const std::vector<double>& x, std::int64_t n,
+                                   const std::vector<double>& w, const std::vector<double>& b,
+                                   double eps) {
   std::vector<double> y(x.size());
   for (std::size_t r = 0; r < x.size() / std::size_t(n); ++r) {
     double mean = 0, var = 0;
@@ -70,8 +73,9 @@ TEST(Softmax, EveryDimMatchesReference) {
     EXPECT_EQ(y.dtype(), DType::f32);
     expect_close(as_double(y), softmax_ref(as_double(x), x.sizes(), dim, false), 1e-5, 1e-7,
                  fmt::format("softmax dim {}", dim));
-    expect_close(as_double(ferry::log_softmax(x, dim)), softmax_ref(as_double(x), x.sizes(), dim, true), 1e-5,
-                 1e-5, fmt::format("log_softmax dim {}", dim));
+    expect_close(as_double(ferry::log_softmax(x, dim)),
+                 softmax_ref(as_double(x), x.sizes(), dim, true), 1e-5, 1e-5,
+                 fmt::format("log_softmax dim {}", dim));
     // Rows sum to 1.
     std::vector<double> sums = as_double(ferry::sum(y, {dim}));
     expect_close(sums, std::vector<double>(sums.size(), 1.0), 0, 1e-5, "row sums");
@@ -81,8 +85,8 @@ TEST(Softmax, EveryDimMatchesReference) {
 TEST(Softmax, OddAndEmptySizes) {
   for (std::int64_t n : {1, 7, 13, 127, 1023}) {
     Tensor x = sample_tensor({3, n}, -10, 10, int(n));
-    expect_close(as_double(ferry::softmax(x, 1)), softmax_ref(as_double(x), x.sizes(), 1, false), 1e-5, 1e-7,
-                 fmt::format("n {}", n));
+    expect_close(as_double(ferry::softmax(x, 1)), softmax_ref(as_double(x), x.sizes(), 1, false),
+                 1e-5, 1e-7, fmt::format("n {}", n));
   }
   Tensor one = ferry::softmax(ferry::ones({4, 1}), 1);
   EXPECT_EQ(one.to_vector<float>(), std::vector<float>(4, 1.0f));
@@ -94,21 +98,24 @@ TEST(Softmax, OddAndEmptySizes) {
 
 TEST(Softmax, StridedInputs) {
   Tensor base = sample_tensor({8, 12});
-  for (const Tensor& x : {base.t(), base.slice(1, 0, 12, 3), sample_tensor({1, 12}).expand({5, 12})})
+  for (const Tensor& x :
+       {base.t(), base.slice(1, 0, 12, 3), sample_tensor({1, 12}).expand({5, 12})})
     for (std::int64_t dim : {0, 1}) {
-      expect_close(as_double(ferry::softmax(x, dim)), softmax_ref(as_double(x), x.sizes(), dim, false), 1e-5,
-                   1e-7, "strided softmax");
-      expect_close(as_double(ferry::log_softmax(x, dim)), softmax_ref(as_double(x), x.sizes(), dim, true), 1e-5,
-                   1e-5, "strided log_softmax");
+      expect_close(as_double(ferry::softmax(x, dim)),
+                   softmax_ref(as_double(x), x.sizes(), dim, false), 1e-5, 1e-7, "strided softmax");
+      expect_close(as_double(ferry::log_softmax(x, dim)),
+                   softmax_ref(as_double(x), x.sizes(), dim, true), 1e-5, 1e-5,
+                   "strided log_softmax");
     }
 }
 
 TEST(Softmax, ExtremeValues) {
   // Large logits: subtracting the row max keeps exp finite.
   Tensor x = ferry::tensor(std::vector<float>{1000, 1001, 1002, -1000, 0, 1000}, {2, 3});
-  expect_close(as_double(ferry::softmax(x, 1)), softmax_ref(as_double(x), {2, 3}, 1, false), 1e-6, 1e-7, "large");
-  expect_close(as_double(ferry::log_softmax(x, 1)), softmax_ref(as_double(x), {2, 3}, 1, true), 1e-6, 1e-5,
-               "large log");
+  expect_close(as_double(ferry::softmax(x, 1)), softmax_ref(as_double(x), {2, 3}, 1, false), 1e-6,
+               1e-7, "large");
+  expect_close(as_double(ferry::log_softmax(x, 1)), softmax_ref(as_double(x), {2, 3}, 1, true),
+               1e-6, 1e-5, "large log");
   // -inf gives probability 0 (log: -inf); a NaN makes its whole row NaN.
   Tensor y = ferry::tensor(std::vector<float>{-INFINITY, 0, 0, 1, NAN, 2}, {2, 3});
   std::vector<float> p = ferry::softmax(y, 1).to_vector<float>();
@@ -124,9 +131,10 @@ TEST(Softmax, Dtypes) {
     Tensor xd = x.to(dt);
     const double tol = dt == DType::f16 ? 2e-3 : 1e-2;
     EXPECT_EQ(ferry::softmax(xd, 1).dtype(), dt);
-    expect_close(as_double(ferry::softmax(xd, 1)), softmax_ref(as_double(xd), {4, 33}, 1, false), tol, 1e-4, "16");
-    expect_close(as_double(ferry::log_softmax(xd, 0)), softmax_ref(as_double(xd), {4, 33}, 0, true), tol, tol,
-                 "16 log");
+    expect_close(as_double(ferry::softmax(xd, 1)), softmax_ref(as_double(xd), {4, 33}, 1, false),
+                 tol, 1e-4, "16");
+    expect_close(as_double(ferry::log_softmax(xd, 0)), softmax_ref(as_double(xd), {4, 33}, 0, true),
+                 tol, tol, "16 log");
   }
   // Integer inputs compute in f32.
   Tensor i = ferry::arange(6.0, {.dtype = DType::i64}).reshape({2, 3});
@@ -146,7 +154,8 @@ TEST(LayerNorm, NormalizesRows) {
     Tensor x = sample_tensor({5, n}, -3, 7, int(n));
     Tensor y = ferry::layer_norm(x, {n});
     EXPECT_EQ(y.sizes(), x.sizes());
-    expect_close(as_double(y), layer_norm_ref(as_double(x), n, {}, {}, 1e-5), 1e-4, 1e-4, fmt::format("n {}", n));
+    expect_close(as_double(y), layer_norm_ref(as_double(x), n, {}, {}, 1e-5), 1e-4, 1e-4,
+                 fmt::format("n {}", n));
     if (n > 1) {
       expect_close(as_double(ferry::mean(y, {1})), std::vector<double>(5, 0.0), 0, 1e-5, "mean 0");
       // var(y) = var / (var + eps): 1 up to eps.
@@ -159,21 +168,22 @@ TEST(LayerNorm, WeightBiasAndTrailingDims) {
   Tensor x = sample_tensor({2, 3, 4, 5});
   Tensor w = sample_tensor({4, 5}, 0.5, 2, 1), b = sample_tensor({4, 5}, -1, 1, 2);
   std::vector<double> wv = as_double(w), bv = as_double(b);
-  expect_close(as_double(ferry::layer_norm(x, {4, 5}, w, b, 1e-3)), layer_norm_ref(as_double(x), 20, wv, bv, 1e-3),
-               1e-4, 1e-4, "weight and bias");
-  expect_close(as_double(ferry::layer_norm(x, {4, 5}, w)), layer_norm_ref(as_double(x), 20, wv, {}, 1e-5), 1e-4,
-               1e-4, "weight only");
-  expect_close(as_double(ferry::layer_norm(x, {4, 5}, {}, b)), layer_norm_ref(as_double(x), 20, {}, bv, 1e-5), 1e-4,
-               1e-4, "bias only");
+  expect_close(as_double(ferry::layer_norm(x, {4, 5}, w, b, 1e-3)),
+               layer_norm_ref(as_double(x), 20, wv, bv, 1e-3), 1e-4, 1e-4, "weight and bias");
+  expect_close(as_double(ferry::layer_norm(x, {4, 5}, w)),
+               layer_norm_ref(as_double(x), 20, wv, {}, 1e-5), 1e-4, 1e-4, "weight only");
+  expect_close(as_double(ferry::layer_norm(x, {4, 5}, {}, b)),
+               layer_norm_ref(as_double(x), 20, {}, bv, 1e-5), 1e-4, 1e-4, "bias only");
   // Strided input and parameters of another dtype (cast to x's).
   Tensor xt = sample_tensor({6, 4}).t();  // [4, 6]
   Tensor w16 = sample_tensor({6}, 0.5, 2, 3).to(DType::f16);
-  expect_close(as_double(ferry::layer_norm(xt, {6}, w16)), layer_norm_ref(as_double(xt), 6, as_double(w16), {}, 1e-5),
-               1e-4, 1e-4, "transposed input");
+  expect_close(as_double(ferry::layer_norm(xt, {6}, w16)),
+               layer_norm_ref(as_double(xt), 6, as_double(w16), {}, 1e-5), 1e-4, 1e-4,
+               "transposed input");
   // Large offsets do not cancel the variance (two passes).
   Tensor shifted = ferry::add(sample_tensor({3, 16}), 1e4);
-  expect_close(as_double(ferry::layer_norm(shifted, {16})), layer_norm_ref(as_double(shifted), 16, {}, {}, 1e-5), 0,
-               5e-3, "offset 1e4");
+  expect_close(as_double(ferry::layer_norm(shifted, {16})),
+               layer_norm_ref(as_double(shifted), 16, {}, {}, 1e-5), 0, 5e-3, "offset 1e4");
 }
 
 TEST(LayerNorm, StatisticsForBackward) {
@@ -205,13 +215,16 @@ TEST(LayerNorm, DtypesAndEmpty) {
 
 TEST(LayerNorm, Errors) {
   Tensor x = ferry::ones({2, 3, 4});
-  EXPECT_FERRY_ERROR(ferry::layer_norm(x, {3}), ferry::ShapeError, "layer_norm", "[3]", "[2, 3, 4]");
+  EXPECT_FERRY_ERROR(ferry::layer_norm(x, {3}), ferry::ShapeError, "layer_norm", "[3]",
+                     "[2, 3, 4]");
   EXPECT_FERRY_ERROR(ferry::layer_norm(x, {}), ferry::ShapeError, "layer_norm");
   EXPECT_FERRY_ERROR(ferry::layer_norm(x, {1, 2, 3, 4}), ferry::ShapeError, "layer_norm");
-  EXPECT_FERRY_ERROR(ferry::layer_norm(x, {4}, ferry::ones({5})), ferry::ShapeError, "layer_norm", "weight", "[5]");
-  EXPECT_FERRY_ERROR(ferry::layer_norm(x, {3, 4}, {}, ferry::ones({4})), ferry::ShapeError, "layer_norm", "bias");
-  EXPECT_FERRY_ERROR(ferry::layer_norm(ferry::ones({2, 4}, {.dtype = DType::i32}), {4}), ferry::DTypeError,
-                     "layer_norm", "i32");
+  EXPECT_FERRY_ERROR(ferry::layer_norm(x, {4}, ferry::ones({5})), ferry::ShapeError, "layer_norm",
+                     "weight", "[5]");
+  EXPECT_FERRY_ERROR(ferry::layer_norm(x, {3, 4}, {}, ferry::ones({4})), ferry::ShapeError,
+                     "layer_norm", "bias");
+  EXPECT_FERRY_ERROR(ferry::layer_norm(ferry::ones({2, 4}, {.dtype = DType::i32}), {4}),
+                     ferry::DTypeError, "layer_norm", "i32");
 }
 
 TEST(Embedding, LooksUpRows) {
@@ -223,26 +236,32 @@ TEST(Embedding, LooksUpRows) {
     std::vector<float> got = e.to_vector<float>();
     std::vector<std::int64_t> iv = {4, 0, 2, 2, 1, 3};
     for (std::size_t k = 0; k < 6; ++k)
-      for (std::size_t j = 0; j < 4; ++j) EXPECT_EQ(got[k * 4 + j], float(iv[k] * 4 + std::int64_t(j)));
+      for (std::size_t j = 0; j < 4; ++j)
+        EXPECT_EQ(got[k * 4 + j], float(iv[k] * 4 + std::int64_t(j)));
   }
   // A 0-d index gives one row; an empty index gives [0, D]; a strided weight works.
-  EXPECT_EQ(ferry::embedding(weight, ferry::scalar_tensor(3)).to_vector<float>(), (std::vector<float>{12, 13, 14, 15}));
-  EXPECT_EQ(ferry::embedding(weight, ferry::zeros({0}, {.dtype = DType::i64})).sizes(), (Shape{0, 4}));
+  EXPECT_EQ(ferry::embedding(weight, ferry::scalar_tensor(3)).to_vector<float>(),
+            (std::vector<float>{12, 13, 14, 15}));
+  EXPECT_EQ(ferry::embedding(weight, ferry::zeros({0}, {.dtype = DType::i64})).sizes(),
+            (Shape{0, 4}));
   Tensor wt = ferry::arange(20.0).reshape({4, 5}).t();  // [5, 4], column-major
-  EXPECT_EQ(ferry::embedding(wt, ferry::scalar_tensor(1)).to_vector<float>(), (std::vector<float>{1, 6, 11, 16}));
+  EXPECT_EQ(ferry::embedding(wt, ferry::scalar_tensor(1)).to_vector<float>(),
+            (std::vector<float>{1, 6, 11, 16}));
   // Many lookups into a wider table (row copies).
   Tensor big = sample_tensor({300, 64});
   Tensor ids = ferry::tensor(std::vector<std::int64_t>{299, 0, 150, 7});
-  expect_close(as_double(ferry::embedding(big, ids).select(0, 2)), as_double(big.select(0, 150)), 0, 0, "row 150");
+  expect_close(as_double(ferry::embedding(big, ids).select(0, 2)), as_double(big.select(0, 150)), 0,
+               0, "row 150");
 }
 
 TEST(Embedding, Errors) {
   Tensor weight = ferry::ones({5, 4});
-  EXPECT_FERRY_ERROR(ferry::embedding(ferry::ones({5}), ferry::scalar_tensor(1)), ferry::ShapeError, "embedding",
-                     "[5]");
-  EXPECT_FERRY_ERROR(ferry::embedding(weight, ferry::ones({2})), ferry::DTypeError, "embedding", "f32");
-  EXPECT_FERRY_ERROR(ferry::embedding(weight, ferry::tensor(std::vector<std::int64_t>{1, 5})), ferry::ShapeError,
-                     "embedding", "5");
-  EXPECT_FERRY_ERROR(ferry::embedding(weight, ferry::tensor(std::vector<std::int64_t>{-1})), ferry::ShapeError,
-                     "embedding", "-1");
+  EXPECT_FERRY_ERROR(ferry::embedding(ferry::ones({5}), ferry::scalar_tensor(1)), ferry::ShapeError,
+                     "embedding", "[5]");
+  EXPECT_FERRY_ERROR(ferry::embedding(weight, ferry::ones({2})), ferry::DTypeError, "embedding",
+                     "f32");
+  EXPECT_FERRY_ERROR(ferry::embedding(weight, ferry::tensor(std::vector<std::int64_t>{1, 5})),
+                     ferry::ShapeError, "embedding", "5");
+  EXPECT_FERRY_ERROR(ferry::embedding(weight, ferry::tensor(std::vector<std::int64_t>{-1})),
+                     ferry::ShapeError, "embedding", "-1");
 }

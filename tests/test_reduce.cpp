@@ -29,8 +29,8 @@ enum class Op { sum, max, min, argmax };
 // Reduces row-major `data` of `shape` over `dims` (empty: all), in double.
 // argmax gives the index of the first maximum within the reduced sub-space,
 // NaN counting as the maximum.
-std::vector<double> reference(const std::vector<double>& data, const Shape& shape, std::vector<std::int64_t> dims,
-                              Op op) {
+std::vector<double> reference(const std::vector<double>& data, const Shape& shape,
+                              std::vector<std::int64_t> dims, Op op) {
   const auto nd = std::int64_t(shape.size());
   std::set<std::int64_t> red;
   if (dims.empty())
@@ -46,8 +46,10 @@ std::vector<double> reference(const std::vector<double>& data, const Shape& shap
   for (std::size_t i = 0; i < data.size(); ++i) {
     std::int64_t o = 0, r = 0;
     for (std::int64_t d = 0; d < nd; ++d) {
-      if (red.count(d)) r = r * shape[std::size_t(d)] + idx[std::size_t(d)];
-      else o = o * shape[std::size_t(d)] + idx[std::size_t(d)];
+      if (red.count(d))
+        r = r * shape[std::size_t(d)] + idx[std::size_t(d)];
+      else
+        o = o * shape[std::size_t(d)] + idx[std::size_t(d)];
     }
     const double v = data[i];
     auto& a = acc[std::size_t(o)];
@@ -55,9 +57,15 @@ std::vector<double> reference(const std::vector<double>& data, const Shape& shap
     const bool first = !seen[std::size_t(o)];
     seen[std::size_t(o)] = true;
     switch (op) {
-      case Op::sum: a += v; break;
-      case Op::max: a = first || std::isnan(v) || (!std::isnan(a) && v > a) ? v : a; break;
-      case Op::min: a = first || std::isnan(v) || (!std::isnan(a) && v < a) ? v : a; break;
+      case Op::sum:
+        a += v;
+        break;
+      case Op::max:
+        a = first || std::isnan(v) || (!std::isnan(a) && v > a) ? v : a;
+        break;
+      case Op::min:
+        a = first || std::isnan(v) || (!std::isnan(a) && v < a) ? v : a;
+        break;
       case Op::argmax:
         if (first || (!std::isnan(b) && (std::isnan(v) || v > b))) {
           b = v;
@@ -81,24 +89,31 @@ Shape kept_shape(const Shape& shape, std::vector<std::int64_t> dims, bool keepdi
   for (auto d : dims) red.insert(d < 0 ? d + nd : d);
   Shape out;
   for (std::int64_t d = 0; d < nd; ++d) {
-    if (!red.count(d)) out.push_back(shape[std::size_t(d)]);
-    else if (keepdim) out.push_back(1);
+    if (!red.count(d))
+      out.push_back(shape[std::size_t(d)]);
+    else if (keepdim)
+      out.push_back(1);
   }
   return out;
 }
 
 Tensor run(Op op, const Tensor& x, const std::vector<std::int64_t>& dims, bool keepdim) {
   switch (op) {
-    case Op::sum: return ferry::sum(x, dims, keepdim);
-    case Op::max: return ferry::max(x, dims, keepdim);
-    case Op::min: return ferry::min(x, dims, keepdim);
-    case Op::argmax: return ferry::argmax(x, dims.empty() ? std::nullopt : std::optional(dims[0]), keepdim);
+    case Op::sum:
+      return ferry::sum(x, dims, keepdim);
+    case Op::max:
+      return ferry::max(x, dims, keepdim);
+    case Op::min:
+      return ferry::min(x, dims, keepdim);
+    case Op::argmax:
+      return ferry::argmax(x, dims.empty() ? std::nullopt : std::optional(dims[0]), keepdim);
   }
   return {};
 }
 
 // Checks op(x, dims, keepdim) against the reference on x's values.
-void check(Op op, const Tensor& x, const std::vector<std::int64_t>& dims, bool keepdim, const std::string& what) {
+void check(Op op, const Tensor& x, const std::vector<std::int64_t>& dims, bool keepdim,
+           const std::string& what) {
   Tensor y = run(op, x, dims, keepdim);
   Shape want_shape = op == Op::argmax && dims.empty()
                          ? (keepdim ? Shape(x.sizes().size(), 1) : Shape{})
@@ -115,20 +130,24 @@ TEST(Reduce, SumOfArangeIsClosedForm) {
   for (std::int64_t n : {1, 7, 13, 127, 1023, 4097}) {
     double want = double(n) * double(n - 1) / 2;
     EXPECT_EQ(ferry::sum(ferry::arange(double(n))).item<float>(), float(want)) << n;
-    EXPECT_EQ(ferry::sum(ferry::arange(double(n), {.dtype = DType::i64})).item<std::int64_t>(), std::int64_t(want));
+    EXPECT_EQ(ferry::sum(ferry::arange(double(n), {.dtype = DType::i64})).item<std::int64_t>(),
+              std::int64_t(want));
     EXPECT_EQ(ferry::sum(ferry::arange(double(n), {.dtype = DType::i32})).dtype(), DType::i64);
   }
 }
 
 TEST(Reduce, EveryDimSetMatchesReference) {
   Tensor x = sample_tensor({3, 5, 7});
-  const std::vector<std::vector<std::int64_t>> dim_sets = {{}, {0}, {1}, {2}, {-1}, {0, 2}, {2, 0}, {-3, -2}, {0, 1, 2}};
+  const std::vector<std::vector<std::int64_t>> dim_sets = {{},     {0},    {1},      {2},      {-1},
+                                                           {0, 2}, {2, 0}, {-3, -2}, {0, 1, 2}};
   for (Op op : {Op::sum, Op::max, Op::min})
     for (const auto& dims : dim_sets)
       for (bool keepdim : {false, true})
-        check(op, x, dims, keepdim, fmt::format("op {} dims [{}] keepdim {}", int(op), fmt::join(dims, ","), keepdim));
+        check(op, x, dims, keepdim,
+              fmt::format("op {} dims [{}] keepdim {}", int(op), fmt::join(dims, ","), keepdim));
   for (std::int64_t d : {0, 1, 2, -1, -2})
-    for (bool keepdim : {false, true}) check(Op::argmax, x, {d}, keepdim, fmt::format("argmax dim {}", d));
+    for (bool keepdim : {false, true})
+      check(Op::argmax, x, {d}, keepdim, fmt::format("argmax dim {}", d));
   check(Op::argmax, x, {}, false, "argmax flat");
   check(Op::argmax, x, {}, true, "argmax flat keepdim");
 }
@@ -147,13 +166,14 @@ TEST(Reduce, OddSizes) {
 
 TEST(Reduce, NonContiguousInputs) {
   Tensor base = sample_tensor({12, 40});
-  Tensor transposed = base.t();                         // [40, 12], strides (1, 40)
-  Tensor stepped = base.slice(1, 1, 40, 3);             // [12, 13], inner stride 3
+  Tensor transposed = base.t();                            // [40, 12], strides (1, 40)
+  Tensor stepped = base.slice(1, 1, 40, 3);                // [12, 13], inner stride 3
   Tensor expanded = sample_tensor({1, 9}).expand({6, 9});  // stride 0
   Tensor permuted = sample_tensor({4, 5, 6}).permute({2, 0, 1});
   for (Op op : {Op::sum, Op::max, Op::min, Op::argmax})
     for (const Tensor& x : {transposed, stepped, expanded})
-      for (std::int64_t d : {0, 1}) check(op, x, {d}, false, fmt::format("op {} dim {} view {}", int(op), d, x.str()));
+      for (std::int64_t d : {0, 1})
+        check(op, x, {d}, false, fmt::format("op {} dim {} view {}", int(op), d, x.str()));
   for (Op op : {Op::sum, Op::max, Op::min}) {
     check(op, transposed, {}, false, "transposed all");
     check(op, permuted, {0, 2}, true, "permuted");
@@ -164,7 +184,8 @@ TEST(Reduce, NonContiguousInputs) {
 // outputs together ("outer" schedule); columns wider than one block.
 TEST(Reduce, LeadingDimOfWideMatrix) {
   Tensor x = sample_tensor({301, 150});
-  for (Op op : {Op::sum, Op::max, Op::min, Op::argmax}) check(op, x, {0}, false, "dim 0 of [301, 150]");
+  for (Op op : {Op::sum, Op::max, Op::min, Op::argmax})
+    check(op, x, {0}, false, "dim 0 of [301, 150]");
   // Ties and NaN in one column: the first maximum, then the first NaN wins.
   std::vector<float> v(64 * 10, 0.0f);
   v[3 * 10 + 2] = 5;
@@ -254,7 +275,8 @@ TEST(Reduce, KeepdimAndNegativeDims) {
   EXPECT_EQ(ferry::max(x, {-1, 0}, true).sizes(), (Shape{1, 3, 1}));
   EXPECT_EQ(ferry::argmax(x, -2, true).sizes(), (Shape{2, 1, 4}));
   EXPECT_EQ(ferry::argmax(x, std::nullopt, true).sizes(), (Shape{1, 1, 1}));
-  expect_close(as_double(ferry::sum(x, {-1})), as_double(ferry::sum(x, {2})), 0, 0, "dim -1 == dim 2");
+  expect_close(as_double(ferry::sum(x, {-1})), as_double(ferry::sum(x, {2})), 0, 0,
+               "dim -1 == dim 2");
 }
 
 TEST(Reduce, ZeroDimInputs) {
@@ -299,7 +321,8 @@ TEST(Reduce, EveryDtype) {
     Tensor x = xf.to(dt);
     const double tol = dt == DType::f16 ? 2e-3 : 1e-2;
     EXPECT_EQ(ferry::sum(x, {1}).dtype(), dt);
-    expect_close(as_double(ferry::sum(x, {1})), reference(as_double(x), {6, 50}, {1}, Op::sum), tol, tol, "sum 16");
+    expect_close(as_double(ferry::sum(x, {1})), reference(as_double(x), {6, 50}, {1}, Op::sum), tol,
+                 tol, "sum 16");
     expect_close(as_double(ferry::sum(x, {1})), want, 2 * tol, 0.3, "sum 16 vs f32");
     check(Op::max, x, {0}, false, "max 16-bit");
     check(Op::min, x, {1}, true, "min 16-bit");
@@ -322,9 +345,10 @@ TEST(Mean, MatchesSumOverCount) {
 }
 
 TEST(Mean, NeedsFloatingInput) {
-  EXPECT_FERRY_ERROR(ferry::mean(ferry::ones({3}, {.dtype = DType::i32})), ferry::DTypeError, "mean", "i32",
-                     "cast");
-  EXPECT_FERRY_ERROR(ferry::mean(ferry::ones({3}, {.dtype = DType::boolean})), ferry::DTypeError, "mean", "bool");
+  EXPECT_FERRY_ERROR(ferry::mean(ferry::ones({3}, {.dtype = DType::i32})), ferry::DTypeError,
+                     "mean", "i32", "cast");
+  EXPECT_FERRY_ERROR(ferry::mean(ferry::ones({3}, {.dtype = DType::boolean})), ferry::DTypeError,
+                     "mean", "bool");
 }
 
 TEST(Var, ClosedForms) {
@@ -345,14 +369,16 @@ TEST(Var, ClosedForms) {
   for (int r = 0; r < 3; ++r) {
     double mean = 0, ss = 0;
     for (int c = 0; c < 8; ++c) mean += v[std::size_t(r * 8 + c)] / 8;
-    for (int c = 0; c < 8; ++c) ss += (v[std::size_t(r * 8 + c)] - mean) * (v[std::size_t(r * 8 + c)] - mean);
+    for (int c = 0; c < 8; ++c)
+      ss += (v[std::size_t(r * 8 + c)] - mean) * (v[std::size_t(r * 8 + c)] - mean);
     EXPECT_NEAR(got[std::size_t(r)], ss / 7, 1e-5);
   }
   // One element with Bessel's correction: 0 / 0.
   EXPECT_TRUE(std::isnan(ferry::var(ferry::ones({1})).item<float>()));
   EXPECT_NEAR(ferry::var(ferry::arange(5.0).to(DType::f16)).item<float>(), 2.5, 1e-2);
   EXPECT_EQ(ferry::var(ferry::arange(5.0).to(DType::bf16)).dtype(), DType::bf16);
-  EXPECT_FERRY_ERROR(ferry::var(ferry::ones({3}, {.dtype = DType::i64})), ferry::DTypeError, "var", "i64");
+  EXPECT_FERRY_ERROR(ferry::var(ferry::ones({3}, {.dtype = DType::i64})), ferry::DTypeError, "var",
+                     "i64");
 }
 
 TEST(Reduce, BadDims) {

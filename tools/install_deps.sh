@@ -11,7 +11,7 @@ packages=(
   # toolchain
   build-essential cmake ninja-build pkg-config git python3
   # libraries the core, tests and benchmarks link
-  libopenblas-dev libfmt-dev nlohmann-json3-dev
+  libopenblas-dev libopenblas-openmp-dev libfmt-dev nlohmann-json3-dev
   libgtest-dev libgmock-dev libbenchmark-dev
   # Vulkan backend: headers, loader, volk, the shader compiler and tools
   libvulkan-dev libvulkan-volk-dev glslang-tools glslang-dev spirv-tools

@@ -21,9 +21,9 @@
 namespace ferry::cpu {
 namespace {
 
-template <typename E>
-void move_run(const LoopRun<3>& r, std::int64_t dim_stride_bytes, std::int64_t dim_size,
-              std::atomic<std::int64_t>& bad, std::atomic<bool>& failed) {
+template <typename E> void move_run(const LoopRun<3>& r, std::int64_t dim_stride_bytes,
+                                    std::int64_t dim_size, std::atomic<std::int64_t>& bad,
+                                    std::atomic<bool>& failed) {
   char* out = r.ptr[0];
   const char* src = r.ptr[1];
   const char* idx = r.ptr[2];
@@ -58,10 +58,11 @@ void move_run(const LoopRun<3>& r, std::int64_t dim_stride_bytes, std::int64_t d
 
 // out[i] = x[i with coordinate `dim` replaced by index[i]]; `index` has the
 // output's shape (strides may be 0).
-void gather_along(std::string_view op, const TensorArg& x, const TensorArg& index, const TensorArg& out,
-                  int dim) {
+void gather_along(std::string_view op, const TensorArg& x, const TensorArg& index,
+                  const TensorArg& out, int dim) {
   if (index.dtype != DType::i64 || x.dtype != out.dtype)
-    throw DTypeError(fmt::format("{}: the cpu kernel expects an i64 index and an output of x's dtype", op));
+    throw DTypeError(
+        fmt::format("{}: the cpu kernel expects an i64 index and an output of x's dtype", op));
   TensorArg src = x;
   src.sizes = out.sizes;
   src.strides[std::size_t(dim)] = 0;
@@ -73,15 +74,24 @@ void gather_along(std::string_view op, const TensorArg& x, const TensorArg& inde
   loop_nd<3>({&out, &src, &index}, [&](const LoopRun<3>& r) {
     if (failed.load(std::memory_order_relaxed)) return;
     switch (elsize) {
-      case 1: move_run<std::uint8_t>(r, dim_stride_bytes, dim_size, bad, failed); break;
-      case 2: move_run<std::uint16_t>(r, dim_stride_bytes, dim_size, bad, failed); break;
-      case 4: move_run<std::uint32_t>(r, dim_stride_bytes, dim_size, bad, failed); break;
-      default: move_run<std::uint64_t>(r, dim_stride_bytes, dim_size, bad, failed); break;
+      case 1:
+        move_run<std::uint8_t>(r, dim_stride_bytes, dim_size, bad, failed);
+        break;
+      case 2:
+        move_run<std::uint16_t>(r, dim_stride_bytes, dim_size, bad, failed);
+        break;
+      case 4:
+        move_run<std::uint32_t>(r, dim_stride_bytes, dim_size, bad, failed);
+        break;
+      default:
+        move_run<std::uint64_t>(r, dim_stride_bytes, dim_size, bad, failed);
+        break;
     }
   });
   if (failed)
-    throw ShapeError(fmt::format("{}: index {} is out of range for dim {} of size {} (valid: 0 to {})", op,
-                                 bad.load(), dim, dim_size, dim_size - 1));
+    throw ShapeError(
+        fmt::format("{}: index {} is out of range for dim {} of size {} (valid: 0 to {})", op,
+                    bad.load(), dim, dim_size, dim_size - 1));
 }
 
 void index_select_kernel(DeviceImpl&, const OpCall& call) {
@@ -89,7 +99,8 @@ void index_select_kernel(DeviceImpl&, const OpCall& call) {
   const int dim = int(call.attrs.i("dim"));
   if (index.ndim() != 1 || dim < 0 || dim >= x.ndim() || out.ndim() != x.ndim() ||
       out.sizes[std::size_t(dim)] != index.sizes[0])
-    throw ShapeError("index_select: the cpu kernel got shapes that do not fit (see docs/kernel-contract.md)");
+    throw ShapeError(
+        "index_select: the cpu kernel got shapes that do not fit (see docs/kernel-contract.md)");
   // The index seen with the output's shape: it varies along `dim` only.
   TensorArg idx = index;
   idx.sizes = out.sizes;
@@ -102,8 +113,11 @@ void gather_kernel(DeviceImpl&, const OpCall& call) {
   const TensorArg &x = call.inputs.at(0), &index = call.inputs.at(1), &out = call.outputs.at(0);
   const int dim = int(call.attrs.i("dim"));
   bool fits = index.ndim() == x.ndim() && out.sizes == index.sizes && dim >= 0 && dim < x.ndim();
-  for (int d = 0; fits && d < x.ndim(); ++d) fits = d == dim || index.sizes[std::size_t(d)] <= x.sizes[std::size_t(d)];
-  if (!fits) throw ShapeError("gather: the cpu kernel got shapes that do not fit (see docs/kernel-contract.md)");
+  for (int d = 0; fits && d < x.ndim(); ++d)
+    fits = d == dim || index.sizes[std::size_t(d)] <= x.sizes[std::size_t(d)];
+  if (!fits)
+    throw ShapeError(
+        "gather: the cpu kernel got shapes that do not fit (see docs/kernel-contract.md)");
   gather_along("gather", x, index, out, dim);
 }
 

@@ -31,16 +31,17 @@ struct Operand {
 Operand operand_of(const TensorArg& t) { return {t.strides[0], t.strides[1], t.strides[2]}; }
 
 // Plain product for one output row: c[0..N) = sum_k a[k] * b[k, :], in Acc.
-template <typename T, typename Acc>
-void naive_row(const T* a, std::int64_t a_col, const T* b, const Operand& bs, T* c, std::int64_t N,
-               std::int64_t K, Acc* acc) {
+template <typename T, typename Acc> void naive_row(const T* a, std::int64_t a_col, const T* b,
+                                                   const Operand& bs, T* c, std::int64_t N,
+                                                   std::int64_t K, Acc* acc) {
   for (std::int64_t j = 0; j < N; ++j) acc[j] = Acc(0);
   for (std::int64_t k = 0; k < K; ++k) {
     const Acc av = Acc(a[k * a_col]);
     const T* brow = b + k * bs.row;
     if constexpr (std::is_integral_v<Acc>) {
       if (bs.col == 1) {
-        for (std::int64_t j = 0; j < N; ++j) acc[j] = math::wrap_add(acc[j], math::wrap_mul(av, Acc(brow[j])));
+        for (std::int64_t j = 0; j < N; ++j)
+          acc[j] = math::wrap_add(acc[j], math::wrap_mul(av, Acc(brow[j])));
       } else {
         for (std::int64_t j = 0; j < N; ++j)
           acc[j] = math::wrap_add(acc[j], math::wrap_mul(av, Acc(brow[j * bs.col])));
@@ -64,13 +65,14 @@ template <typename T> void naive_matmul(const OpCall& call) {
   const T* a = A.data<T>();
   const T* b = B.data<T>();
   T* c = C.data<T>();
-  parallel_range(nb * M, std::max<std::int64_t>(1, kParallelGrain / std::max<std::int64_t>(1, N * K)),
+  parallel_range(nb * M,
+                 std::max<std::int64_t>(1, kParallelGrain / std::max<std::int64_t>(1, N * K)),
                  [&](std::int64_t begin, std::int64_t end) {
                    std::vector<Acc> acc(static_cast<std::size_t>(N));
                    for (std::int64_t r = begin; r < end; ++r) {
                      const std::int64_t bi = r / M, i = r % M;
-                     naive_row<T, Acc>(a + bi * as.batch + i * as.row, as.col, b + bi * bs.batch, bs,
-                                       c + r * N, N, K, acc.data());
+                     naive_row<T, Acc>(a + bi * as.batch + i * as.row, as.col, b + bi * bs.batch,
+                                       bs, c + r * N, N, K, acc.data());
                    }
                  });
 }
@@ -96,8 +98,8 @@ BlasLayout blas_layout(std::int64_t rows, std::int64_t cols, std::int64_t rs, st
 }
 
 // Copies a strided rows x cols matrix of T into a contiguous f32 one.
-template <typename T>
-void pack(const T* src, std::int64_t rows, std::int64_t cols, std::int64_t rs, std::int64_t cs, float* dst) {
+template <typename T> void pack(const T* src, std::int64_t rows, std::int64_t cols, std::int64_t rs,
+                                std::int64_t cs, float* dst) {
   for (std::int64_t i = 0; i < rows; ++i)
     for (std::int64_t j = 0; j < cols; ++j) dst[i * cols + j] = float(src[i * rs + j * cs]);
 }
@@ -130,8 +132,8 @@ void blas_matmul_f32(const OpCall& call) {
   const Operand as = operand_of(A), bs = operand_of(B);
   std::vector<float> sa, sb;
   for (std::int64_t i = 0; i < nb; ++i)
-    sgemm(A.data<float>() + i * as.batch, as.row, as.col, B.data<float>() + i * bs.batch, bs.row, bs.col,
-          C.data<float>() + i * M * N, M, N, K, sa, sb);
+    sgemm(A.data<float>() + i * as.batch, as.row, as.col, B.data<float>() + i * bs.batch, bs.row,
+          bs.col, C.data<float>() + i * M * N, M, N, K, sa, sb);
 }
 
 // f16/bf16: widen both operands of a batch, sgemm, round the result back.
@@ -139,7 +141,8 @@ template <typename T> void widened_matmul(const OpCall& call) {
   const TensorArg &A = call.inputs[0], &B = call.inputs[1], &C = call.outputs[0];
   const std::int64_t nb = C.sizes[0], M = C.sizes[1], N = C.sizes[2], K = A.sizes[2];
   const Operand as = operand_of(A), bs = operand_of(B);
-  std::vector<float> a(std::size_t(M * K)), b(std::size_t(K * N)), c(std::size_t(M * N)), unused_a, unused_b;
+  std::vector<float> a(std::size_t(M * K)), b(std::size_t(K * N)), c(std::size_t(M * N)), unused_a,
+      unused_b;
   T* out = C.data<T>();
   for (std::int64_t i = 0; i < nb; ++i) {
     pack(A.data<T>() + i * as.batch, M, K, as.row, as.col, a.data());
@@ -152,35 +155,50 @@ template <typename T> void widened_matmul(const OpCall& call) {
 void matmul_kernel(DeviceImpl&, const OpCall& call) {
   const TensorArg &A = call.inputs.at(0), &B = call.inputs.at(1), &C = call.outputs.at(0);
   if (A.ndim() != 3 || B.ndim() != 3 || C.ndim() != 3 || A.dtype != B.dtype || A.dtype != C.dtype)
-    throw ShapeError("matmul: the cpu kernel expects [B, M, K] and [B, K, N] inputs and a [B, M, N] output "
-                     "of one dtype");
+    throw ShapeError(
+        "matmul: the cpu kernel expects [B, M, K] and [B, K, N] inputs and a [B, M, N] output "
+        "of one dtype");
   const std::int64_t nb = C.sizes[0], M = C.sizes[1], N = C.sizes[2], K = A.sizes[2];
   if (nb == 0 || M == 0 || N == 0) return;
   if (K == 0) {  // an empty sum: zeros, whatever the dtype
     const std::size_t elsize = dtype_size(C.dtype);
-    std::memset(static_cast<char*>(C.buffer->host_ptr()) + C.offset * elsize, 0, std::size_t(nb * M * N) * elsize);
+    std::memset(static_cast<char*>(C.buffer->host_ptr()) + C.offset * elsize, 0,
+                std::size_t(nb * M * N) * elsize);
     return;
   }
   if (M > INT_MAX || N > INT_MAX || K > INT_MAX)
-    throw ShapeError("matmul: the cpu kernel supports matrices of at most 2^31 - 1 rows and columns");
+    throw ShapeError(
+        "matmul: the cpu kernel supports matrices of at most 2^31 - 1 rows and columns");
   // Many small products: one BLAS call each costs more than the arithmetic.
   const bool small = nb > 1 && M * N * K <= 32 * 32 * 32;
   switch (C.dtype) {
     case DType::f32:
-      if (small) naive_matmul<float>(call);
-      else blas_matmul_f32(call);
+      if (small)
+        naive_matmul<float>(call);
+      else
+        blas_matmul_f32(call);
       break;
     case DType::f16:
-      if (small) naive_matmul<Half>(call);
-      else widened_matmul<Half>(call);
+      if (small)
+        naive_matmul<Half>(call);
+      else
+        widened_matmul<Half>(call);
       break;
     case DType::bf16:
-      if (small) naive_matmul<BFloat16>(call);
-      else widened_matmul<BFloat16>(call);
+      if (small)
+        naive_matmul<BFloat16>(call);
+      else
+        widened_matmul<BFloat16>(call);
       break;
-    case DType::i32: naive_matmul<std::int32_t>(call); break;
-    case DType::i64: naive_matmul<std::int64_t>(call); break;
-    case DType::u8: naive_matmul<std::uint8_t>(call); break;
+    case DType::i32:
+      naive_matmul<std::int32_t>(call);
+      break;
+    case DType::i64:
+      naive_matmul<std::int64_t>(call);
+      break;
+    case DType::u8:
+      naive_matmul<std::uint8_t>(call);
+      break;
     default:
       throw UnsupportedError(std::string("matmul: the cpu kernel does not support ") +
                              std::string(dtype_name(C.dtype)));

@@ -40,7 +40,8 @@ template <typename T> void store_row(const float* buf, std::int64_t n, std::int6
 
 // Splits `rows` rows of `n` elements over threads.
 template <typename Body> void parallel_rows(std::int64_t rows, std::int64_t n, const Body& body) {
-  parallel_range(rows, std::max<std::int64_t>(1, kParallelGrain / std::max<std::int64_t>(n, 1)), body);
+  parallel_range(rows, std::max<std::int64_t>(1, kParallelGrain / std::max<std::int64_t>(n, 1)),
+                 body);
 }
 
 // Along the last dim: softmax = exp(x - max) / sum, log_softmax = x - max -
@@ -90,7 +91,8 @@ template <typename T> void layer_norm_rows(const OpCall& call) {
   const TensorArg& x = call.inputs.at(0);
   const TensorArg* w = has_w ? &call.inputs.at(1) : nullptr;
   const TensorArg* b = has_b ? &call.inputs.at(has_w ? 2 : 1) : nullptr;
-  const TensorArg &y = call.outputs.at(0), &mean_out = call.outputs.at(1), &rstd_out = call.outputs.at(2);
+  const TensorArg &y = call.outputs.at(0), &mean_out = call.outputs.at(1),
+                  &rstd_out = call.outputs.at(2);
   const std::int64_t rows = x.sizes.at(0), n = x.sizes.at(1);
   // The affine parameters, widened once.
   std::vector<float> wf(static_cast<std::size_t>(n), 1.0f), bf(static_cast<std::size_t>(n), 0.0f);
@@ -113,7 +115,8 @@ template <typename T> void layer_norm_rows(const OpCall& call) {
       }
       const double rstd = 1.0 / std::sqrt(ss / double(n) + eps);
       const float mf = float(mean), rf = float(rstd);
-      for (std::int64_t i = 0; i < n; ++i) v[i] = (v[i] - mf) * rf * wf[std::size_t(i)] + bf[std::size_t(i)];
+      for (std::int64_t i = 0; i < n; ++i)
+        v[i] = (v[i] - mf) * rf * wf[std::size_t(i)] + bf[std::size_t(i)];
       store_row(v, n, y.strides[1], y.data<T>() + r * y.strides[0]);
       mean_p[r * mean_out.strides[0]] = mf;
       rstd_p[r * rstd_out.strides[0]] = rf;

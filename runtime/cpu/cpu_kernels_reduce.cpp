@@ -31,9 +31,9 @@
 namespace ferry::cpu {
 namespace {
 
-constexpr std::int64_t kChunk = 1 << 15;   // elements per partial result ("chunked")
-constexpr std::int64_t kOuterBlock = 64;   // outputs accumulated together ("outer")
-constexpr int kLanes = 8;                  // independent accumulators in a contiguous run
+constexpr std::int64_t kChunk = 1 << 15;  // elements per partial result ("chunked")
+constexpr std::int64_t kOuterBlock = 64;  // outputs accumulated together ("outer")
+constexpr int kLanes = 8;                 // independent accumulators in a contiguous run
 
 template <typename T> constexpr bool kIsFloat = !std::is_integral_v<T>;  // f32, Half, BFloat16
 
@@ -46,8 +46,10 @@ template <typename T> struct SumOp {
   using out_t = std::conditional_t<kIsFloat<T>, T, std::int64_t>;
   static acc_t identity() { return 0; }
   static acc_t value(T v) {
-    if constexpr (kIsFloat<T>) return double(float(v));
-    else return acc_t(std::int64_t(v));
+    if constexpr (kIsFloat<T>)
+      return double(float(v));
+    else
+      return acc_t(std::int64_t(v));
   }
   static void step(acc_t& a, T v, std::int64_t) { a += value(v); }
   static void run(acc_t& a, const T* p, std::int64_t n, std::int64_t s, std::int64_t) {
@@ -57,15 +59,18 @@ template <typename T> struct SumOp {
       for (; i + kLanes <= n; i += kLanes)
         for (int j = 0; j < kLanes; ++j) lane[j] += value(p[i + j]);
       for (; i < n; ++i) lane[0] += value(p[i]);
-      a += ((lane[0] + lane[1]) + (lane[2] + lane[3])) + ((lane[4] + lane[5]) + (lane[6] + lane[7]));
+      a +=
+          ((lane[0] + lane[1]) + (lane[2] + lane[3])) + ((lane[4] + lane[5]) + (lane[6] + lane[7]));
     } else {
       for (std::int64_t i = 0; i < n; ++i) a += value(p[i * s]);
     }
   }
   static void combine(acc_t& a, const acc_t& b) { a += b; }
   static out_t result(acc_t a) {
-    if constexpr (kIsFloat<T>) return out_t(float(a));
-    else return out_t(a);  // modular, like PyTorch's int64 sum
+    if constexpr (kIsFloat<T>)
+      return out_t(float(a));
+    else
+      return out_t(a);  // modular, like PyTorch's int64 sum
   }
 };
 
@@ -75,15 +80,20 @@ template <typename T, bool kMax> struct ExtremumOp {
   using acc_t = C;
   using out_t = T;
   static acc_t identity() {
-    if constexpr (kIsFloat<T>) return kMax ? -INFINITY : INFINITY;
-    else if constexpr (std::is_same_v<T, bool>) return !kMax;
-    else return kMax ? std::numeric_limits<T>::lowest() : std::numeric_limits<T>::max();
+    if constexpr (kIsFloat<T>)
+      return kMax ? -INFINITY : INFINITY;
+    else if constexpr (std::is_same_v<T, bool>)
+      return !kMax;
+    else
+      return kMax ? std::numeric_limits<T>::lowest() : std::numeric_limits<T>::max();
   }
   // `v` replaces `a` when it is better, or NaN (a NaN `a` is never replaced:
   // no comparison with it is true).
   static bool better(C v, C a) {
-    if constexpr (kIsFloat<T>) return (kMax ? v > a : v < a) || v != v;
-    else return kMax ? v > a : v < a;
+    if constexpr (kIsFloat<T>)
+      return (kMax ? v > a : v < a) || v != v;
+    else
+      return kMax ? v > a : v < a;
   }
   static void step(acc_t& a, T v, std::int64_t) {
     C c = C(v);
@@ -128,8 +138,10 @@ template <typename T> struct ArgmaxOp {
   static acc_t identity() { return {C(0), -1}; }
   // Strictly better, so that an equal later element never displaces an earlier one.
   static bool better(C v, C a) {
-    if constexpr (kIsFloat<T>) return v > a || (v != v && a == a);
-    else return v > a;
+    if constexpr (kIsFloat<T>)
+      return v > a || (v != v && a == a);
+    else
+      return v > a;
   }
   static void step(acc_t& a, T v, std::int64_t r) {
     C c = C(v);
@@ -215,8 +227,10 @@ void walk(const T* base, const Dims& d, std::int64_t begin, std::int64_t end, co
 }
 
 // Splits [0, tasks) over threads, each task costing about `work` elements.
-template <typename Body> void parallel_tasks(std::int64_t tasks, std::int64_t work, const Body& body) {
-  parallel_range(tasks, std::max<std::int64_t>(1, kParallelGrain / std::max<std::int64_t>(work, 1)), body);
+template <typename Body>
+void parallel_tasks(std::int64_t tasks, std::int64_t work, const Body& body) {
+  parallel_range(tasks, std::max<std::int64_t>(1, kParallelGrain / std::max<std::int64_t>(work, 1)),
+                 body);
 }
 
 template <typename T, typename Op> void reduce(const OpCall& call) {
@@ -231,7 +245,8 @@ template <typename T, typename Op> void reduce(const OpCall& call) {
   const Dims kept = collapse(in.sizes.data(), in.strides.data(), keep_ndim);
   if (out.numel() != kept.numel)
     throw ShapeError(std::string(call.op) + ": the output does not match the input's kept dims");
-  const Dims red = collapse(in.sizes.data() + keep_ndim, in.strides.data() + keep_ndim, reduce_ndim);
+  const Dims red =
+      collapse(in.sizes.data() + keep_ndim, in.strides.data() + keep_ndim, reduce_ndim);
   const T* x = in.data<T>();
   out_t* y = out.data<out_t>();
   const std::int64_t n_out = kept.numel, n_red = red.numel;
@@ -276,7 +291,8 @@ template <typename T, typename Op> void reduce(const OpCall& call) {
       const T* base = x + offset_of(kept, o);
       parallel_range(chunks, 1, [&](std::int64_t b, std::int64_t e) {
         for (std::int64_t c = b; c < e; ++c)
-          partial[std::size_t(c)] = reduce_slice(base, c * kChunk, std::min(n_red, (c + 1) * kChunk));
+          partial[std::size_t(c)] =
+              reduce_slice(base, c * kChunk, std::min(n_red, (c + 1) * kChunk));
       });
       acc_t acc = partial[0];
       for (std::int64_t c = 1; c < chunks; ++c) Op::combine(acc, partial[std::size_t(c)]);
@@ -284,7 +300,8 @@ template <typename T, typename Op> void reduce(const OpCall& call) {
     }
   } else {
     parallel_tasks(n_out, n_red, [&](std::int64_t b, std::int64_t e) {
-      for (std::int64_t o = b; o < e; ++o) y[o] = Op::result(reduce_slice(x + offset_of(kept, o), 0, n_red));
+      for (std::int64_t o = b; o < e; ++o)
+        y[o] = Op::result(reduce_slice(x + offset_of(kept, o), 0, n_red));
     });
   }
 }
@@ -296,10 +313,12 @@ void add_reduce_kernels(KernelTable& table) {
     FERRY_DISPATCH_ALL(c.inputs.at(0).dtype, "sum", reduce<scalar_t, SumOp<scalar_t>>(c));
   });
   table.emplace_back("max", [](DeviceImpl&, const OpCall& c) {
-    FERRY_DISPATCH_ALL(c.inputs.at(0).dtype, "max", reduce<scalar_t, ExtremumOp<scalar_t, true>>(c));
+    FERRY_DISPATCH_ALL(c.inputs.at(0).dtype, "max",
+                       reduce<scalar_t, ExtremumOp<scalar_t, true>>(c));
   });
   table.emplace_back("min", [](DeviceImpl&, const OpCall& c) {
-    FERRY_DISPATCH_ALL(c.inputs.at(0).dtype, "min", reduce<scalar_t, ExtremumOp<scalar_t, false>>(c));
+    FERRY_DISPATCH_ALL(c.inputs.at(0).dtype, "min",
+                       reduce<scalar_t, ExtremumOp<scalar_t, false>>(c));
   });
   table.emplace_back("argmax", [](DeviceImpl&, const OpCall& c) {
     FERRY_DISPATCH_ALL(c.inputs.at(0).dtype, "argmax", reduce<scalar_t, ArgmaxOp<scalar_t>>(c));
