@@ -92,7 +92,8 @@ void adopt_backend(BackendEntry& e, Backend* backend) {
   }
 }
 
-void load_module_locked(Registry& r, const std::string& path, const std::string& expected_name) {
+// Opens one module file; the entry says whether it worked and, if not, why.
+BackendEntry open_module(const std::string& path, const std::string& expected_name) {
   BackendEntry e;
   e.name = expected_name;
   e.module_path = path;
@@ -119,8 +120,14 @@ void load_module_locked(Registry& r, const std::string& path, const std::string&
     }
   }
   FERRY_INFO("backend module {}: {}", path, e.reason.empty() ? "loaded" : e.reason);
+  return e;
+}
+
+// Records a discovered module unless a module of that name was found earlier
+// on the search path (the first one found wins).
+void add_discovered(Registry& r, BackendEntry e) {
   if (BackendEntry* existing = find_entry(r, e.name)) {
-    if (existing->backend || !existing->module_path.empty()) return;  // first found wins
+    if (existing->backend || !existing->module_path.empty()) return;
     *existing = std::move(e);
   } else {
     r.entries.push_back(std::move(e));
@@ -149,7 +156,7 @@ void discover_locked(Registry& r) {
                                      file.size() - std::strlen(kModulePrefix) - std::strlen(kModuleSuffix));
       BackendEntry* existing = find_entry(r, name);
       if (existing && (existing->backend || !existing->module_path.empty())) continue;
-      load_module_locked(r, f.string(), name);
+      add_discovered(r, open_module(f.string(), name));
     }
   }
   for (const char* name : kWellKnown) {
@@ -224,12 +231,32 @@ void load_backend_module(const std::string& path) {
   discover_locked(r);
   std::string file = fs::path(path).filename().string();
   std::string name = file;
-  if (file.starts_with(kModulePrefix) && file.ends_with(kModuleSuffix))
+  bool conventional = file.starts_with(kModulePrefix) && file.ends_with(kModuleSuffix);
+  if (conventional)
     name = file.substr(std::strlen(kModulePrefix), file.size() - std::strlen(kModulePrefix) - std::strlen(kModuleSuffix));
-  load_module_locked(r, path, name);
+  BackendEntry e = open_module(path, name);
+  BackendEntry* existing = find_entry(r, e.name);
+  if (existing && existing->backend) {
+    if (existing->module_path == path) return;  // already loaded from this very file
+    if (e.backend)
+      throw BackendError(fmt::format("load_backend_module: backend '{}' is already loaded from {}; {} was not loaded",
+                                     e.name, existing->module_path.empty() ? "the application" : existing->module_path, path),
+                         "module-duplicate");
+  }
+  if (!e.backend) {
+    std::string reason = e.reason;
+    // A conventionally named module is listed as unavailable with the reason;
+    // any other file leaves no trace beyond the exception.
+    if (conventional && !(existing && existing->backend)) {
+      if (existing) *existing = std::move(e);
+      else r.entries.push_back(std::move(e));
+      sort_entries(r.entries);
+    }
+    throw BackendError(reason, "module-load-failed");
+  }
+  if (existing) *existing = std::move(e);
+  else r.entries.push_back(std::move(e));
   sort_entries(r.entries);
-  BackendEntry* e = find_entry(r, name);
-  if (e && !e->backend && e->module_path == path) throw BackendError(e->reason, "module-load-failed");
 }
 
 std::vector<DeviceInfo> devices() {

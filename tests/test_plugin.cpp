@@ -295,4 +295,29 @@ TEST(PluginLoading, FileThatIsNotABackendIsListedUnavailable) {
   EXPECT_EQ(ferry::add(ferry::ones({2}), ferry::ones({2})).to_vector<float>(), (std::vector<float>{2, 2}));
 }
 
+TEST(PluginLoading, AFailedModuleCanBeRetriedFromAnotherPath) {
+  TempDir dir("retry");
+  std::string bad = (dir.path / "libferry_backend_retrytest.so").string();
+  { std::ofstream(bad).flush(); }
+  EXPECT_THROW(ferry::load_backend_module(bad), ferry::BackendError);
+  // A second bad file under the same name is tried too, and reports its own path.
+  TempDir dir2("retry2");
+  std::string bad2 = (dir2.path / "libferry_backend_retrytest.so").string();
+  { std::ofstream(bad2).flush(); }
+  try {
+    ferry::load_backend_module(bad2);
+    FAIL() << "the second attempt returned silently";
+  } catch (const ferry::BackendError& e) {
+    EXPECT_NE(std::string(e.what()).find(bad2), std::string::npos) << e.what();
+  }
+}
+
+TEST(PluginLoading, AnUnconventionalFileLeavesNoEntryBehind) {
+  TempDir dir("nope");
+  std::string path = (dir.path / "nope.so").string();
+  { std::ofstream(path).flush(); }
+  EXPECT_THROW(ferry::load_backend_module(path), ferry::BackendError);
+  for (const ferry::DeviceInfo& d : ferry::devices()) EXPECT_EQ(d.backend.find("nope"), std::string::npos) << d.backend;
+}
+
 }  // namespace
