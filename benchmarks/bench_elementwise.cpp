@@ -57,16 +57,6 @@ AddData& add_data() {
   return *d;
 }
 
-ferry::TensorArg arg_of(const ferry::Tensor& t) {
-  ferry::TensorArg a;
-  a.buffer = &t.storage()->buffer();
-  a.offset = t.storage_offset();
-  a.sizes = t.sizes();
-  a.strides = t.strides();
-  a.dtype = t.dtype();
-  return a;
-}
-
 bool check_sum(benchmark::State& state, const float* c, const AddData& d) {
   for (std::int64_t i = 0; i < numel(); i += 4097)
     if (c[i] != d.pa[i] + d.pb[i]) {
@@ -96,8 +86,8 @@ void bm_ferry_add_kernel(benchmark::State& state) {
   }
   ferry::OpCall call;
   call.op = "add";
-  call.inputs = {arg_of(d.a), arg_of(d.b)};
-  call.outputs = {arg_of(d.c)};
+  call.inputs = {ferry::tensor_arg(d.a), ferry::tensor_arg(d.b)};
+  call.outputs = {ferry::tensor_arg(d.c)};
   for (auto _ : state) {
     (*add)(cpu, call);
     benchmark::ClobberMemory();

@@ -11,9 +11,9 @@
 #include "guard.hpp"
 #include "log_internal.hpp"
 
-namespace ferry::detail {
+namespace ferry {
 
-TensorArg to_arg(const Tensor& t) {
+TensorArg tensor_arg(const Tensor& t) {
   TensorArg a;
   a.buffer = &t.storage()->buffer();
   a.offset = t.storage_offset();
@@ -22,6 +22,10 @@ TensorArg to_arg(const Tensor& t) {
   a.dtype = t.dtype();
   return a;
 }
+
+}  // namespace ferry
+
+namespace ferry::detail {
 
 void check_same_device(std::string_view op,
                        std::initializer_list<std::pair<std::string_view, const Tensor*>> args) {
@@ -72,13 +76,13 @@ void run_kernel(std::string_view op, const std::vector<Tensor>& inputs,
     if (t.device() != device)
       throw DeviceMismatchError(fmt::format("{}: an input is on {} but the op runs on {}", op,
                                             t.device().str(), device.str()));
-    call.inputs.push_back(to_arg(t));
+    call.inputs.push_back(tensor_arg(t));
   }
   for (const Tensor& t : outputs) {
     if (t.device() != device)
       throw DeviceMismatchError(fmt::format("{}: an output is on {} but the op runs on {}", op,
                                             t.device().str(), device.str()));
-    call.outputs.push_back(to_arg(t));
+    call.outputs.push_back(tensor_arg(t));
   }
   DeviceImpl& impl = anchor->storage()->impl();
   const KernelFn* kernel = impl.find_kernel(op);

@@ -13,9 +13,6 @@
 
 namespace ferry::detail {
 
-// A kernel's view of a tensor.
-TensorArg to_arg(const Tensor& t);
-
 // DeviceMismatchError unless every defined tensor is on one device; names the
 // op and the arguments.
 void check_same_device(std::string_view op,

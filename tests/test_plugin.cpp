@@ -234,12 +234,9 @@ TEST_F(PluginTest, FaultSwitchOutOfBoundsMul) {
   ferry::Tensor guard = ferry::zeros({6}, {.device = dev0()});
   ferry::Tensor x = ferry::full({4}, 3.0, {.device = dev0()});
   auto arg = [](const ferry::Tensor& t, std::vector<std::int64_t> sizes) {
-    ferry::TensorArg a;
-    a.buffer = &t.storage()->buffer();
-    a.offset = t.storage_offset();
-    a.sizes = sizes;
+    ferry::TensorArg a = ferry::tensor_arg(t);
+    a.sizes = std::move(sizes);
     a.strides = {1};
-    a.dtype = t.dtype();
     return a;
   };
   const ferry::KernelFn* mul = impl.find_kernel("mul");

@@ -65,6 +65,11 @@ struct TensorArg {
   }
 };
 
+class Tensor;
+// A kernel's view of a tensor (for tests and benchmarks that call a kernel
+// directly; the dispatcher builds these itself).
+TensorArg tensor_arg(const Tensor& t);
+
 // Named op attributes: dims, scalar operands, flags.
 using AttrValue = std::variant<std::int64_t, double, bool, std::vector<std::int64_t>, std::string>;
 class Attrs {

@@ -65,6 +65,22 @@ std::vector<Result> run_pair_checks(const std::vector<Device>& tested, const std
 // floats by NMSE. Returns an empty string when they agree, else what differs.
 std::string compare(const Tensor& got, const Tensor& want, double max_nmse, double* nmse);
 
+// Runs `body`, which returns what went wrong ("" when all is well), and
+// records the outcome: an UnsupportedError means skipped (with its message as
+// the reason), any other ferry::Error means failed.
+template <typename Body> void classify(Result& r, Body body) {
+  try {
+    r.detail = body();
+    r.status = r.detail.empty() ? Status::passed : Status::failed;
+  } catch (const UnsupportedError& e) {
+    r.status = Status::skipped;
+    r.detail = e.what();
+  } catch (const Error& e) {
+    r.status = Status::failed;
+    r.detail = e.what();
+  }
+}
+
 // Deterministic inputs on the CPU.
 Tensor make_input(const Shape& shape, DType dtype, std::uint64_t seed, double lo = -3, double hi = 3);
 

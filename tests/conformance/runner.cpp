@@ -62,7 +62,7 @@ Result run_case(const Case& c, const Device& device, bool perf) {
     r.detail = fmt::format("the CPU reference itself failed (a bug in the suite): {}", e.what());
     return r;
   }
-  try {
+  classify(r, [&]() -> std::string {
     Inputs dev_view;
     Tensor got;
     {
@@ -71,26 +71,16 @@ Result run_case(const Case& c, const Device& device, bool perf) {
       GuardScope guards;
       got = c.run(dev_view);
     }
-    if (got.device() != device) {
-      r.status = Status::failed;
-      r.detail = fmt::format("the result is on {}, not on {}", got.device().str(), device.str());
-      return r;
-    }
-    r.detail = compare(got.to(Device::cpu()), want, c.max_nmse, &r.nmse);
-    r.status = r.detail.empty() ? Status::passed : Status::failed;
-    if (perf && r.status == Status::passed) {
+    if (got.device() != device) return fmt::format("the result is on {}, not on {}", got.device().str(), device.str());
+    std::string mismatch = compare(got.to(Device::cpu()), want, c.max_nmse, &r.nmse);
+    if (perf && mismatch.empty()) {
       r.bytes = bytes_of(cpu_view, want);
       r.flops = c.flops;
       r.device_us = time_us(c, dev_view, device);
       r.cpu_us = device.is_cpu() ? r.device_us : time_us(c, cpu_view, Device::cpu());
     }
-  } catch (const UnsupportedError& e) {
-    r.status = Status::skipped;
-    r.detail = e.what();
-  } catch (const Error& e) {
-    r.status = Status::failed;
-    r.detail = e.what();
-  }
+    return mismatch;
+  });
   return r;
 }
 

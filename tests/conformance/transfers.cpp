@@ -40,18 +40,6 @@ Result transfer_result(const std::string& device, const std::string& what, DType
   return r;
 }
 
-template <typename F> void check(Result& r, F body) {
-  try {
-    r.detail = body();
-    r.status = r.detail.empty() ? Status::passed : Status::failed;
-  } catch (const UnsupportedError& e) {
-    r.status = Status::skipped;
-    r.detail = e.what();
-  } catch (const Error& e) {
-    r.status = Status::failed;
-    r.detail = e.what();
-  }
-}
 
 }  // namespace
 
@@ -63,7 +51,7 @@ std::vector<Result> run_round_trip_checks(const Device& d) {
     for (DType dt : kAllDTypes) {
       for (const Shape& s : shapes) {
         Result r = transfer_result(d.str(), fmt::format("cpu->{}->cpu", d.str()), dt, shape_str(s));
-        check(r, [&] {
+        classify(r, [&] {
           Tensor x = make_input(s, dt, 11);
           return same_bits(x.to(d).to(Device::cpu()), x);
         });
@@ -72,7 +60,7 @@ std::vector<Result> run_round_trip_checks(const Device& d) {
       // A view with an offset and steps leaves as a compact tensor and comes back equal.
       Result r = transfer_result(d.str(), fmt::format("view cpu->{}->cpu", d.str()), dt,
                                  "[9, 14][2:9:3, 1:14:2]");
-      check(r, [&] {
+      classify(r, [&] {
         Tensor base = make_input({9, 14}, dt, 12);
         Tensor v = base.slice(0, 2, 9, 3).slice(1, 1, 14, 2);
         Tensor back = v.to(d).to(Device::cpu());
@@ -83,14 +71,14 @@ std::vector<Result> run_round_trip_checks(const Device& d) {
       // A view taken on the device (offset into a device storage) leaves correctly too.
       Result rv =
           transfer_result(d.str(), fmt::format("device view {}->cpu", d.str()), dt, "[64][5:64:4]");
-      check(rv, [&] {
+      classify(rv, [&] {
         Tensor base = make_input({64}, dt, 13);
         return same_bits(base.to(d).slice(0, 5, 64, 4).to(Device::cpu()), base.slice(0, 5, 64, 4));
       });
       results.push_back(rv);
     }
     Result rr = transfer_result(d.str(), "randn seed 42", DType::f32, "[4099]");
-    check(rr, [&] {
+    classify(rr, [&] {
       manual_seed(42);
       Tensor want = randn({4099});
       manual_seed(42);
@@ -116,7 +104,7 @@ std::vector<Result> run_pair_checks(const std::vector<Device>& tested,
   for (const auto& [a, b] : pairs)
     for (DType dt : kAllDTypes) {
       Result r = transfer_result(a.str(), fmt::format("{}->{}", a.str(), b.str()), dt, "[127, 3]");
-      check(r, [&] {
+      classify(r, [&] {
         Tensor x = make_input({127, 3}, dt, 14);
         Tensor moved = x.to(a).to(b);
         if (moved.device() != b) return fmt::format("landed on {}", moved.device().str());
