@@ -154,11 +154,24 @@ std::int64_t shape_numel(const Shape& sizes) {
   return n;
 }
 
+std::int64_t checked_numel(const Shape& sizes, std::string_view op) {
+  std::int64_t n = 1;
+  for (auto s : sizes) {
+    if (s < 0) throw ShapeError(fmt::format("{}: shape {} has a negative size", op, shape_str(sizes)));
+    if (__builtin_mul_overflow(n, s, &n))
+      throw ShapeError(fmt::format("{}: shape {} has more elements than 64 bits can count", op, shape_str(sizes)));
+  }
+  return n;
+}
+
 Tensor new_tensor(const Shape& sizes, DType dtype, const Device& device) {
-  for (auto s : sizes)
-    if (s < 0) throw ShapeError(fmt::format("cannot make a tensor of shape {}: sizes must be >= 0", shape_str(sizes)));
+  // Checked once here, so no later numel() or byte offset can overflow.
+  std::int64_t bytes = 0;
+  if (__builtin_mul_overflow(checked_numel(sizes, "new tensor"), std::int64_t(dtype_size(dtype)), &bytes))
+    throw ShapeError(fmt::format("cannot make a tensor of shape {} and dtype {}: its size overflows 64 bits",
+                                 shape_str(sizes), dtype_name(dtype)));
   auto impl = std::make_shared<TensorImpl>();
-  impl->storage = Storage::allocate(device, std::size_t(shape_numel(sizes)) * dtype_size(dtype));
+  impl->storage = Storage::allocate(device, std::size_t(bytes));
   impl->sizes = sizes;
   impl->strides = contiguous_strides(sizes);
   impl->dtype = dtype;

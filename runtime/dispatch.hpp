@@ -34,6 +34,9 @@ std::int64_t wrap_dim(std::int64_t dim, std::int64_t ndim, std::string_view op);
 // Contiguous strides of a shape.
 Shape contiguous_strides(const Shape& sizes);
 std::int64_t shape_numel(const Shape& sizes);
+// shape_numel for sizes a caller gave: ShapeError when a size is negative or
+// the product overflows 63 bits.
+std::int64_t checked_numel(const Shape& sizes, std::string_view op);
 // A new contiguous tensor of the given shape and dtype on `device`.
 Tensor new_tensor(const Shape& sizes, DType dtype, const Device& device);
 // The same storage viewed with other metadata.

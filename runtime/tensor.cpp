@@ -162,8 +162,8 @@ std::optional<Shape> view_strides(const Shape& sizes, const Shape& strides, cons
 
 Shape infer_size(const Shape& shape, std::int64_t numel, std::string_view op) {
   Shape out = shape;
-  std::int64_t known = 1;
   int infer = -1;
+  Shape known_sizes;
   for (std::size_t i = 0; i < out.size(); ++i) {
     if (out[i] == -1) {
       if (infer >= 0) throw ShapeError(fmt::format("{}: only one dim may be -1 in {}", op, shape_str(shape)));
@@ -171,9 +171,10 @@ Shape infer_size(const Shape& shape, std::int64_t numel, std::string_view op) {
     } else if (out[i] < 0) {
       throw ShapeError(fmt::format("{}: invalid size {} in {}", op, out[i], shape_str(shape)));
     } else {
-      known *= out[i];
+      known_sizes.push_back(out[i]);
     }
   }
+  std::int64_t known = detail::checked_numel(known_sizes, op);
   if (infer >= 0) {
     if (known == 0 || numel % known != 0)
       throw ShapeError(fmt::format("{}: shape {} is invalid for a tensor of {} elements", op, shape_str(shape), numel));
@@ -290,6 +291,7 @@ Tensor Tensor::expand(const Shape& shape) const {
                                    have, want, shape_str(sizes()), shape_str(shape)));
     }
   }
+  detail::checked_numel(sz, "expand");  // no negative sizes, and a countable result
   return make_view(*this, sz, st, storage_offset());
 }
 
