@@ -32,7 +32,7 @@ struct Comparison {
   std::string baseline;        // benchmark name of the baseline
   std::string baseline_label;  // "OpenBLAS"
   Metric metric;
-  double ferry_work = 0;     // per iteration: flops (gflops) or bytes (gbps); unused for usec
+  double ferry_work = 0;  // per iteration: flops (gflops) or bytes (gbps); unused for usec
   double baseline_work = 0;
 };
 

@@ -30,7 +30,9 @@
 namespace bench {
 namespace {
 
-std::int64_t numel() { return quick() ? (std::int64_t(1) << 22) : (std::int64_t(64) << 20); }  // 4 Mi / 64 Mi floats
+std::int64_t numel() {
+  return quick() ? (std::int64_t(1) << 22) : (std::int64_t(64) << 20);
+}  // 4 Mi / 64 Mi floats
 double buffer_bytes() { return double(numel()) * sizeof(float); }
 
 struct AddData {
@@ -40,7 +42,9 @@ struct AddData {
   float* pc = nullptr;
 };
 
-float* host(const ferry::Tensor& t) { return static_cast<float*>(t.storage()->buffer().host_ptr()) + t.storage_offset(); }
+float* host(const ferry::Tensor& t) {
+  return static_cast<float*>(t.storage()->buffer().host_ptr()) + t.storage_offset();
+}
 
 AddData& add_data() {
   static std::unique_ptr<AddData> d;
@@ -60,7 +64,8 @@ AddData& add_data() {
 bool check_sum(benchmark::State& state, const float* c, const AddData& d) {
   for (std::int64_t i = 0; i < numel(); i += 4097)
     if (c[i] != d.pa[i] + d.pb[i]) {
-      state.SkipWithError(fmt::format("wrong sum at element {}: {} != {} + {}", i, c[i], d.pa[i], d.pb[i]).c_str());
+      state.SkipWithError(
+          fmt::format("wrong sum at element {}: {} != {} + {}", i, c[i], d.pa[i], d.pb[i]).c_str());
       return false;
     }
   return true;
@@ -123,7 +128,8 @@ void bm_memcpy(benchmark::State& state, bool parallel) {
         std::size_t nt = std::size_t(omp_get_num_threads()), t = std::size_t(omp_get_thread_num());
         std::size_t chunk = (bytes / nt + 63) / 64 * 64;
         std::size_t begin = std::min(bytes, t * chunk), end = std::min(bytes, begin + chunk);
-        std::memcpy(reinterpret_cast<char*>(d.pc) + begin, reinterpret_cast<const char*>(d.pa) + begin, end - begin);
+        std::memcpy(reinterpret_cast<char*>(d.pc) + begin,
+                    reinterpret_cast<const char*>(d.pa) + begin, end - begin);
       }
     }
     benchmark::ClobberMemory();
@@ -141,7 +147,8 @@ void register_elementwise() {
   std::string n = quick() ? "4Mi" : "64Mi";
   const std::string p = "add_f32/" + n + "/";
   auto* ferry_new = benchmark::RegisterBenchmark((p + "ferry_new_output").c_str(), bm_ferry_add);
-  auto* ferry_kernel = benchmark::RegisterBenchmark((p + "ferry_kernel_prealloc").c_str(), bm_ferry_add_kernel);
+  auto* ferry_kernel =
+      benchmark::RegisterBenchmark((p + "ferry_kernel_prealloc").c_str(), bm_ferry_add_kernel);
   auto* hand = benchmark::RegisterBenchmark((p + "hand_omp_loop").c_str(), bm_hand_add);
   auto* mc1 = benchmark::RegisterBenchmark((p + "memcpy_1thread").c_str(), bm_memcpy, false);
   auto* mcp = benchmark::RegisterBenchmark((p + "memcpy_omp").c_str(), bm_memcpy, true);
@@ -151,19 +158,27 @@ void register_elementwise() {
   }
   const double add_bytes = 3 * buffer_bytes(), copy_bytes = 2 * buffer_bytes();
   const std::string t = "add f32 " + n + " elements";
-  auto cmp = [&](std::string title, std::string f, std::string fl, double fw, std::string b, std::string bl,
-                 double bw) {
-    add_comparison({.title = std::move(title), .ferry = p + f, .ferry_label = std::move(fl), .baseline = p + b,
-                    .baseline_label = std::move(bl), .metric = Metric::gbps, .ferry_work = fw, .baseline_work = bw});
+  auto cmp = [&](std::string title, std::string f, std::string fl, double fw, std::string b,
+                 std::string bl, double bw) {
+    add_comparison({.title = std::move(title),
+                    .ferry = p + f,
+                    .ferry_label = std::move(fl),
+                    .baseline = p + b,
+                    .baseline_label = std::move(bl),
+                    .metric = Metric::gbps,
+                    .ferry_work = fw,
+                    .baseline_work = bw});
   };
   const int nt = omp_get_max_threads();
   std::string threads = fmt::format("memcpy {} thread{} (OpenMP)", nt, nt == 1 ? "" : "s");
-  cmp(t + ", new output", "ferry_new_output", "ferry add", add_bytes, "memcpy_1thread", "memcpy 1 thread", copy_bytes);
-  cmp(t + ", new output", "ferry_new_output", "ferry add", add_bytes, "memcpy_omp", threads, copy_bytes);
-  cmp(t + ", preallocated output", "ferry_kernel_prealloc", "ferry add kernel", add_bytes, "memcpy_omp", threads,
+  cmp(t + ", new output", "ferry_new_output", "ferry add", add_bytes, "memcpy_1thread",
+      "memcpy 1 thread", copy_bytes);
+  cmp(t + ", new output", "ferry_new_output", "ferry add", add_bytes, "memcpy_omp", threads,
       copy_bytes);
-  cmp(t + ", preallocated output", "ferry_kernel_prealloc", "ferry add kernel", add_bytes, "hand_omp_loop",
-      "hand OpenMP add loop", add_bytes);
+  cmp(t + ", preallocated output", "ferry_kernel_prealloc", "ferry add kernel", add_bytes,
+      "memcpy_omp", threads, copy_bytes);
+  cmp(t + ", preallocated output", "ferry_kernel_prealloc", "ferry add kernel", add_bytes,
+      "hand_omp_loop", "hand OpenMP add loop", add_bytes);
   cmp(t + ", new output vs hand loop", "ferry_new_output", "ferry add", add_bytes, "hand_omp_loop",
       "hand OpenMP add loop (preallocated)", add_bytes);
 }

@@ -20,16 +20,17 @@ namespace bench {
 namespace {
 
 struct GemmData {
-  ferry::Tensor a, b;               // [M, K] and [K, N] on the CPU
-  std::vector<float> ha, hb, hc;    // the same numbers for the baseline; hc its output
-  std::vector<float> reference;     // cblas_sgemm's result
+  ferry::Tensor a, b;             // [M, K] and [K, N] on the CPU
+  std::vector<float> ha, hb, hc;  // the same numbers for the baseline; hc its output
+  std::vector<float> reference;   // cblas_sgemm's result
 };
 
 using Shape3 = std::tuple<std::int64_t, std::int64_t, std::int64_t>;  // M, N, K
 
-void sgemm(const float* a, const float* b, float* c, std::int64_t M, std::int64_t N, std::int64_t K) {
-  cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, int(M), int(N), int(K), 1.0f, a, int(K), b, int(N),
-              0.0f, c, int(N));
+void sgemm(const float* a, const float* b, float* c, std::int64_t M, std::int64_t N,
+           std::int64_t K) {
+  cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, int(M), int(N), int(K), 1.0f, a, int(K), b,
+              int(N), 0.0f, c, int(N));
 }
 
 // Built once per shape and shared by the two variants; the previous shape's
@@ -52,7 +53,9 @@ GemmData& data_for(std::int64_t M, std::int64_t N, std::int64_t K) {
   return *cache.emplace(key, std::move(d)).first->second;
 }
 
-double flops(std::int64_t M, std::int64_t N, std::int64_t K) { return 2.0 * double(M) * double(N) * double(K); }
+double flops(std::int64_t M, std::int64_t N, std::int64_t K) {
+  return 2.0 * double(M) * double(N) * double(K);
+}
 
 void bm_ferry_matmul(benchmark::State& state, std::int64_t M, std::int64_t N, std::int64_t K) {
   GemmData& d = data_for(M, N, K);
@@ -64,7 +67,8 @@ void bm_ferry_matmul(benchmark::State& state, std::int64_t M, std::int64_t N, st
       max_ref = std::max(max_ref, double(std::fabs(d.reference[i])));
     }
     if (got.size() != d.reference.size() || !(max_err <= 1e-4 * std::max(1.0, max_ref))) {
-      state.SkipWithError(fmt::format("ferry::matmul differs from cblas_sgemm: max abs error {}", max_err).c_str());
+      state.SkipWithError(
+          fmt::format("ferry::matmul differs from cblas_sgemm: max abs error {}", max_err).c_str());
       return;
     }
   }
@@ -109,9 +113,12 @@ void register_gemm() {
       bm->UseRealTime()->Unit(benchmark::kMillisecond);
       if (!quick()) {
         double work = flops(c.M, c.N, c.K);
-        if (work > 1e11) bm->Iterations(2);        // 4096^3: about a second per call on 2 cores
-        else if (work > 1e10) bm->MinTime(0.5);
-        else bm->MinTime(0.3);
+        if (work > 1e11)
+          bm->Iterations(2);  // 4096^3: about a second per call on 2 cores
+        else if (work > 1e10)
+          bm->MinTime(0.5);
+        else
+          bm->MinTime(0.3);
       }
     }
     add_comparison({.title = "gemm f32 " + shape + " (MxNxK)",

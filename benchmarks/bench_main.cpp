@@ -57,17 +57,24 @@ double seconds_per_iteration(const benchmark::BenchmarkReporter::Run& r) {
 std::string figure(Metric m, double work, double seconds) {
   char buf[64];
   switch (m) {
-    case Metric::gflops: std::snprintf(buf, sizeof buf, "%.1f GFLOP/s", work / seconds / 1e9); break;
-    case Metric::gbps: std::snprintf(buf, sizeof buf, "%.2f GB/s", work / seconds / 1e9); break;
-    case Metric::usec: std::snprintf(buf, sizeof buf, "%.0f us", seconds * 1e6); break;
+    case Metric::gflops:
+      std::snprintf(buf, sizeof buf, "%.1f GFLOP/s", work / seconds / 1e9);
+      break;
+    case Metric::gbps:
+      std::snprintf(buf, sizeof buf, "%.2f GB/s", work / seconds / 1e9);
+      break;
+    case Metric::usec:
+      std::snprintf(buf, sizeof buf, "%.0f us", seconds * 1e6);
+      break;
   }
   return buf;
 }
 
 void print_summary(const RecordingReporter& rep) {
-  std::printf("\nferry vs baseline (ratio = ferry speed / baseline speed; 1.00 is parity; wall time; "
-              "%d OpenMP threads)\n",
-              omp_get_max_threads());
+  std::printf(
+      "\nferry vs baseline (ratio = ferry speed / baseline speed; 1.00 is parity; wall time; "
+      "%d OpenMP threads)\n",
+      omp_get_max_threads());
   for (const Comparison& c : g_comparisons) {
     const auto* f = rep.find(c.ferry);
     const auto* b = rep.find(c.baseline);
@@ -80,7 +87,8 @@ void print_summary(const RecordingReporter& rep) {
       continue;  // filtered out
     }
     double fs = seconds_per_iteration(*f), bs = seconds_per_iteration(*b);
-    double ratio = c.metric == Metric::usec ? bs / fs : (c.ferry_work / fs) / (c.baseline_work / bs);
+    double ratio =
+        c.metric == Metric::usec ? bs / fs : (c.ferry_work / fs) / (c.baseline_work / bs);
     std::printf("%s: %s %s, %s %s, ratio %.2f\n", c.title.c_str(), c.ferry_label.c_str(),
                 figure(c.metric, c.ferry_work, fs).c_str(), c.baseline_label.c_str(),
                 figure(c.metric, c.baseline_work, bs).c_str(), ratio);
@@ -101,8 +109,10 @@ int main(int argc, char** argv) {
   bool quick = env && *env && std::string_view(env) != "0";
   std::vector<char*> args;
   for (int i = 0; i < argc; ++i) {
-    if (i > 0 && std::strcmp(argv[i], "--quick") == 0) quick = true;
-    else args.push_back(argv[i]);
+    if (i > 0 && std::strcmp(argv[i], "--quick") == 0)
+      quick = true;
+    else
+      args.push_back(argv[i]);
   }
   int n = int(args.size());
   bench::set_quick(quick);

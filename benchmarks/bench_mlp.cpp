@@ -55,15 +55,15 @@ ferry::Tensor ferry_forward(const MlpData& d) {
 void baseline_forward(MlpData& d) {
   float* h = d.hh.data();
   float* y = d.hy.data();
-  cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, int(kBatch), int(kHidden), int(kIn), 1.0f, d.hx.data(),
-              int(kIn), d.hw1.data(), int(kIn), 0.0f, h, int(kHidden));
+  cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, int(kBatch), int(kHidden), int(kIn), 1.0f,
+              d.hx.data(), int(kIn), d.hw1.data(), int(kIn), 0.0f, h, int(kHidden));
   const float* b1 = d.hb1.data();
   for (std::int64_t i = 0; i < kBatch; ++i) {
     float* row = h + i * kHidden;
     for (std::int64_t j = 0; j < kHidden; ++j) row[j] = std::max(row[j] + b1[j], 0.0f);
   }
-  cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, int(kBatch), int(kOut), int(kHidden), 1.0f, h, int(kHidden),
-              d.hw2.data(), int(kHidden), 0.0f, y, int(kOut));
+  cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, int(kBatch), int(kOut), int(kHidden), 1.0f,
+              h, int(kHidden), d.hw2.data(), int(kHidden), 0.0f, y, int(kOut));
   const float* b2 = d.hb2.data();
   for (std::int64_t i = 0; i < kBatch; ++i)
     for (std::int64_t j = 0; j < kOut; ++j) y[i * kOut + j] += b2[j];
@@ -74,9 +74,12 @@ void bm_ferry_mlp(benchmark::State& state) {
   baseline_forward(d);
   std::vector<float> got = ferry_forward(d).to_vector<float>();
   double max_err = 0;
-  for (std::size_t i = 0; i < got.size(); ++i) max_err = std::max(max_err, double(std::fabs(got[i] - d.hy[i])));
+  for (std::size_t i = 0; i < got.size(); ++i)
+    max_err = std::max(max_err, double(std::fabs(got[i] - d.hy[i])));
   if (got.size() != d.hy.size() || !(max_err <= 1e-3)) {
-    state.SkipWithError(fmt::format("ferry's forward differs from the baseline's: max abs error {}", max_err).c_str());
+    state.SkipWithError(
+        fmt::format("ferry's forward differs from the baseline's: max abs error {}", max_err)
+            .c_str());
     return;
   }
   for (auto _ : state) {
@@ -106,7 +109,8 @@ void register_mlp() {
     bm->UseRealTime()->Unit(benchmark::kMicrosecond);
     if (!quick()) bm->MinTime(1.0);
   }
-  add_comparison({.title = fmt::format("mlp forward {}-{}-{} batch {} (Linear-ReLU-Linear)", kIn, kHidden, kOut, kBatch),
+  add_comparison({.title = fmt::format("mlp forward {}-{}-{} batch {} (Linear-ReLU-Linear)", kIn,
+                                       kHidden, kOut, kBatch),
                   .ferry = p + "ferry",
                   .ferry_label = "ferry",
                   .baseline = p + "openblas_hand",

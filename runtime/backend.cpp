@@ -89,8 +89,10 @@ std::string Attrs::str() const {
     std::visit(
         [&](const auto& x) {
           using X = std::decay_t<decltype(x)>;
-          if constexpr (std::is_same_v<X, std::vector<std::int64_t>>) out += fmt::format("[{}]", fmt::join(x, ", "));
-          else out += fmt::format("{}", x);
+          if constexpr (std::is_same_v<X, std::vector<std::int64_t>>)
+            out += fmt::format("[{}]", fmt::join(x, ", "));
+          else
+            out += fmt::format("{}", x);
         },
         v);
   }
@@ -127,6 +129,8 @@ std::vector<std::string> DeviceImpl::kernel_names() const {
   return names;
 }
 
-void DeviceImpl::register_kernel(std::string op, KernelFn fn) { kernels_[std::move(op)] = std::move(fn); }
+void DeviceImpl::register_kernel(std::string op, KernelFn fn) {
+  kernels_[std::move(op)] = std::move(fn);
+}
 
 }  // namespace ferry

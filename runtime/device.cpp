@@ -20,10 +20,10 @@ Device Device::unchecked(std::string type, int index) {
 
 Device Device::parse_syntax(std::string_view spec) {
   auto fail = [&](std::string_view why) -> Device {
-    throw DeviceError(fmt::format(
-        "invalid device string '{}': {}; write a backend name and an optional index, "
-        "e.g. 'cpu', 'cuda', 'vulkan:1' ({})",
-        spec, why, describe_devices()));
+    throw DeviceError(
+        fmt::format("invalid device string '{}': {}; write a backend name and an optional index, "
+                    "e.g. 'cpu', 'cuda', 'vulkan:1' ({})",
+                    spec, why, describe_devices()));
   };
   std::size_t colon = spec.find(':');
   std::string_view name = spec.substr(0, colon);
@@ -38,7 +38,8 @@ Device Device::parse_syntax(std::string_view spec) {
     if (digits.empty()) return fail("the index after ':' is missing");
     if (digits.size() > 6) return fail("the index is too large");
     for (char c : digits)
-      if (c < '0' || c > '9') return fail(fmt::format("the index '{}' is not a decimal number", digits));
+      if (c < '0' || c > '9')
+        return fail(fmt::format("the index '{}' is not a decimal number", digits));
     if (digits.size() > 1 && digits[0] == '0') return fail("the index has a leading zero");
     index = std::stoi(std::string(digits));
   }
@@ -58,12 +59,18 @@ std::ostream& operator<<(std::ostream& os, const Device& d) { return os << d.str
 
 const char* device_kind_name(DeviceKind k) {
   switch (k) {
-    case DeviceKind::cpu: return "cpu";
-    case DeviceKind::discrete_gpu: return "discrete GPU";
-    case DeviceKind::integrated_gpu: return "integrated GPU";
-    case DeviceKind::virtual_gpu: return "virtual GPU";
-    case DeviceKind::cpu_gpu: return "CPU-type GPU";
-    case DeviceKind::other: return "other";
+    case DeviceKind::cpu:
+      return "cpu";
+    case DeviceKind::discrete_gpu:
+      return "discrete GPU";
+    case DeviceKind::integrated_gpu:
+      return "integrated GPU";
+    case DeviceKind::virtual_gpu:
+      return "virtual GPU";
+    case DeviceKind::cpu_gpu:
+      return "CPU-type GPU";
+    case DeviceKind::other:
+      return "other";
   }
   return "other";
 }

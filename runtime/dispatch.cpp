@@ -40,7 +40,8 @@ void check_same_device(std::string_view op,
       throw DeviceMismatchError(fmt::format(
           "{}: argument '{}' is on {} but argument '{}' is on {}; move them to one device first "
           "(e.g. {}.to({}))",
-          op, name, t->device().str(), first_name, first->device().str(), name, first->device().str()));
+          op, name, t->device().str(), first_name, first->device().str(), name,
+          first->device().str()));
     }
   }
 }
@@ -127,14 +128,16 @@ void copy_storage_bytes(Storage& dst, std::size_t dst_offset, Storage& src, std:
   std::vector<std::byte> bounce(bytes);  // two devices of different backends: through the host
   si.copy_to_host(bounce.data(), src.buffer(), src_offset, bytes);
   di.copy_from_host(dst.buffer(), dst_offset, bounce.data(), bytes);
-  FERRY_DEBUG("copy {} -> {}: {} bytes (through the host)", si.device().str(), di.device().str(), bytes);
+  FERRY_DEBUG("copy {} -> {}: {} bytes (through the host)", si.device().str(), di.device().str(),
+              bytes);
 }
 
 std::int64_t wrap_dim(std::int64_t dim, std::int64_t ndim, std::string_view op) {
   std::int64_t n = ndim == 0 ? 1 : ndim;  // a 0-d tensor accepts dim 0 and -1, like PyTorch
   if (dim < -n || dim >= n)
-    throw ShapeError(fmt::format("{}: dim {} is out of range for a tensor of {} dims (expected {} to {})",
-                                 op, dim, ndim, -n, n - 1));
+    throw ShapeError(
+        fmt::format("{}: dim {} is out of range for a tensor of {} dims (expected {} to {})", op,
+                    dim, ndim, -n, n - 1));
   return dim < 0 ? dim + n : dim;
 }
 
@@ -157,9 +160,11 @@ std::int64_t shape_numel(const Shape& sizes) {
 std::int64_t checked_numel(const Shape& sizes, std::string_view op) {
   std::int64_t n = 1;
   for (auto s : sizes) {
-    if (s < 0) throw ShapeError(fmt::format("{}: shape {} has a negative size", op, shape_str(sizes)));
+    if (s < 0)
+      throw ShapeError(fmt::format("{}: shape {} has a negative size", op, shape_str(sizes)));
     if (__builtin_mul_overflow(n, s, &n))
-      throw ShapeError(fmt::format("{}: shape {} has more elements than 64 bits can count", op, shape_str(sizes)));
+      throw ShapeError(fmt::format("{}: shape {} has more elements than 64 bits can count", op,
+                                   shape_str(sizes)));
   }
   return n;
 }
@@ -167,9 +172,11 @@ std::int64_t checked_numel(const Shape& sizes, std::string_view op) {
 Tensor new_tensor(const Shape& sizes, DType dtype, const Device& device) {
   // Checked once here, so no later numel() or byte offset can overflow.
   std::int64_t bytes = 0;
-  if (__builtin_mul_overflow(checked_numel(sizes, "new tensor"), std::int64_t(dtype_size(dtype)), &bytes))
-    throw ShapeError(fmt::format("cannot make a tensor of shape {} and dtype {}: its size overflows 64 bits",
-                                 shape_str(sizes), dtype_name(dtype)));
+  if (__builtin_mul_overflow(checked_numel(sizes, "new tensor"), std::int64_t(dtype_size(dtype)),
+                             &bytes))
+    throw ShapeError(
+        fmt::format("cannot make a tensor of shape {} and dtype {}: its size overflows 64 bits",
+                    shape_str(sizes), dtype_name(dtype)));
   auto impl = std::make_shared<TensorImpl>();
   impl->storage = Storage::allocate(device, std::size_t(bytes));
   impl->sizes = sizes;

@@ -9,23 +9,37 @@ namespace ferry {
 
 std::size_t dtype_size(DType t) {
   switch (t) {
-    case DType::f32: case DType::i32: return 4;
-    case DType::f16: case DType::bf16: return 2;
-    case DType::i64: return 8;
-    case DType::u8: case DType::boolean: return 1;
+    case DType::f32:
+    case DType::i32:
+      return 4;
+    case DType::f16:
+    case DType::bf16:
+      return 2;
+    case DType::i64:
+      return 8;
+    case DType::u8:
+    case DType::boolean:
+      return 1;
   }
   throw DTypeError(fmt::format("dtype_size: invalid dtype value {}", int(t)));
 }
 
 std::string_view dtype_name(DType t) {
   switch (t) {
-    case DType::f32: return "f32";
-    case DType::f16: return "f16";
-    case DType::bf16: return "bf16";
-    case DType::i32: return "i32";
-    case DType::i64: return "i64";
-    case DType::u8: return "u8";
-    case DType::boolean: return "bool";
+    case DType::f32:
+      return "f32";
+    case DType::f16:
+      return "f16";
+    case DType::bf16:
+      return "bf16";
+    case DType::i32:
+      return "i32";
+    case DType::i64:
+      return "i64";
+    case DType::u8:
+      return "u8";
+    case DType::boolean:
+      return "bool";
   }
   return "invalid";
 }
@@ -33,8 +47,8 @@ std::string_view dtype_name(DType t) {
 DType dtype_from_name(std::string_view name) {
   for (DType t : kAllDTypes)
     if (dtype_name(t) == name) return t;
-  throw DTypeError(fmt::format("unknown dtype '{}'; expected one of f32, f16, bf16, i32, i64, u8, bool",
-                               name));
+  throw DTypeError(
+      fmt::format("unknown dtype '{}'; expected one of f32, f16, bf16, i32, i64, u8, bool", name));
 }
 
 bool is_floating(DType t) { return t == DType::f32 || t == DType::f16 || t == DType::bf16; }

@@ -81,12 +81,14 @@ void run_guarded(DeviceImpl& impl, const KernelFn& kernel, OpCall call) {
     std::size_t nb = changed(before), na = changed(after);
     if (nb || na)
       throw BackendError(
-          fmt::format("kernel '{}' on {} wrote outside output {} ({}{}): {} guard byte(s) before and {} after "
+          fmt::format("kernel '{}' on {} wrote outside output {} ({}{}): {} guard byte(s) before "
+                      "and {} after "
                       "its memory span changed",
                       call.op, impl.device().str(), i, dtype_name(call.outputs[i].dtype),
                       shape_str(call.outputs[i].sizes), nb, na),
           "out-of-bounds-write");
-    if (span_bytes) impl.copy_within(*gd.real, std::size_t(gd.span.first) * gd.el, *gd.scratch, g, span_bytes);
+    if (span_bytes)
+      impl.copy_within(*gd.real, std::size_t(gd.span.first) * gd.el, *gd.scratch, g, span_bytes);
   }
   impl.synchronize();  // scratch buffers are freed on return
 }

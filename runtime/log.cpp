@@ -17,7 +17,9 @@ LogLevel level_from_env() {
   if (!std::strcmp(v, "info")) return LogLevel::info;
   if (!std::strcmp(v, "debug")) return LogLevel::debug;
   if (std::strcmp(v, "warn") != 0)
-    std::fprintf(stderr, "[ferry warn] FERRY_LOG='%s' is not one of error, warn, info, debug; using warn\n", v);
+    std::fprintf(stderr,
+                 "[ferry warn] FERRY_LOG='%s' is not one of error, warn, info, debug; using warn\n",
+                 v);
   return LogLevel::warn;
 }
 
@@ -30,10 +32,14 @@ std::mutex g_write_mutex;
 
 const char* level_name(LogLevel l) {
   switch (l) {
-    case LogLevel::error: return "error";
-    case LogLevel::warn: return "warn";
-    case LogLevel::info: return "info";
-    case LogLevel::debug: return "debug";
+    case LogLevel::error:
+      return "error";
+    case LogLevel::warn:
+      return "warn";
+    case LogLevel::info:
+      return "info";
+    case LogLevel::debug:
+      return "debug";
   }
   return "?";
 }
@@ -42,7 +48,9 @@ const char* level_name(LogLevel l) {
 
 LogLevel log_level() { return LogLevel(level_storage().load(std::memory_order_relaxed)); }
 void set_log_level(LogLevel level) { level_storage().store(int(level)); }
-bool log_enabled(LogLevel level) { return int(level) <= level_storage().load(std::memory_order_relaxed); }
+bool log_enabled(LogLevel level) {
+  return int(level) <= level_storage().load(std::memory_order_relaxed);
+}
 void set_log_sink(LogSink sink) { g_sink.store(sink); }
 
 void log_message(LogLevel level, std::string_view message) {

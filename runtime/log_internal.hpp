@@ -7,10 +7,9 @@
 
 #include "ferry/log.hpp"
 
-#define FERRY_LOG_AT(level, ...)                                        \
-  do {                                                                  \
-    if (::ferry::log_enabled(level))                                    \
-      ::ferry::log_message(level, ::fmt::format(__VA_ARGS__));          \
+#define FERRY_LOG_AT(level, ...)                                                              \
+  do {                                                                                        \
+    if (::ferry::log_enabled(level)) ::ferry::log_message(level, ::fmt::format(__VA_ARGS__)); \
   } while (0)
 #define FERRY_DEBUG(...) FERRY_LOG_AT(::ferry::LogLevel::debug, __VA_ARGS__)
 #define FERRY_INFO(...) FERRY_LOG_AT(::ferry::LogLevel::info, __VA_ARGS__)

@@ -20,8 +20,9 @@ Shape broadcast_shapes(const Shape& a, const Shape& b) {
     std::int64_t da = i < n - a.size() ? 1 : a[i - (n - a.size())];
     std::int64_t db = i < n - b.size() ? 1 : b[i - (n - b.size())];
     if (da != db && da != 1 && db != 1)
-      throw ShapeError(fmt::format("shapes {} and {} do not broadcast: dim {} is {} in one and {} in the other",
-                                   shape_str(a), shape_str(b), i, da, db));
+      throw ShapeError(
+          fmt::format("shapes {} and {} do not broadcast: dim {} is {} in one and {} in the other",
+                      shape_str(a), shape_str(b), i, da, db));
     out[i] = da == 1 ? db : da;
   }
   return out;
@@ -37,8 +38,9 @@ Tensor unary(std::string_view op, const Tensor& x, Kind kind) {
   DType dt = x.dtype();
   if (kind == Kind::floating && !is_floating(dt)) dt = DType::f32;
   if (kind == Kind::keep_numeric && dt == DType::boolean)
-    throw DTypeError(fmt::format("{}: not defined for bool tensors (shape {}); cast to an integer or float dtype first",
-                                 op, shape_str(x.sizes())));
+    throw DTypeError(fmt::format(
+        "{}: not defined for bool tensors (shape {}); cast to an integer or float dtype first", op,
+        shape_str(x.sizes())));
   Tensor in = x.to(dt);
   Tensor out = new_tensor(x.sizes(), dt, x.device());
   run_kernel(op, {in}, {out});
@@ -53,8 +55,9 @@ Tensor binary(std::string_view op, const Tensor& a, const Tensor& b, DType compu
   Shape shape = broadcast_shapes(a.sizes(), b.sizes());
   if (result == Result::floating && !is_floating(compute)) compute = DType::f32;
   if (compute == DType::boolean && (op == "sub" || op == "pow"))
-    throw DTypeError(fmt::format("{}: not defined for two bool tensors ({} and {}); use logical ops or cast first",
-                                 op, shape_str(a.sizes()), shape_str(b.sizes())));
+    throw DTypeError(fmt::format(
+        "{}: not defined for two bool tensors ({} and {}); use logical ops or cast first", op,
+        shape_str(a.sizes()), shape_str(b.sizes())));
   DType out_dtype = result == Result::boolean ? DType::boolean : compute;
   Tensor out = new_tensor(shape, out_dtype, a.device());
   run_kernel(op, {a.to(compute).expand(shape), b.to(compute).expand(shape)}, {out});
@@ -63,7 +66,8 @@ Tensor binary(std::string_view op, const Tensor& a, const Tensor& b, DType compu
 
 Result result_of(std::string_view op) {
   if (op == "div") return Result::floating;
-  if (op == "eq" || op == "ne" || op == "lt" || op == "le" || op == "gt" || op == "ge") return Result::boolean;
+  if (op == "eq" || op == "ne" || op == "lt" || op == "le" || op == "gt" || op == "ge")
+    return Result::boolean;
   return Result::promoted;
 }
 
@@ -108,11 +112,12 @@ Tensor silu(const Tensor& x) { return unary("silu", x, Kind::floating); }
 Tensor gelu(const Tensor& x, std::string_view approximate) {
   if (approximate == "none") return unary("gelu", x, Kind::floating);
   if (approximate == "tanh") return unary("gelu_tanh", x, Kind::floating);
-  throw Error(fmt::format("gelu: approximate must be \"none\" or \"tanh\", got \"{}\"", approximate));
+  throw Error(
+      fmt::format("gelu: approximate must be \"none\" or \"tanh\", got \"{}\"", approximate));
 }
 
-#define FERRY_BINARY(name)                                                                   \
-  Tensor name(const Tensor& a, const Tensor& b) { return binary_tt(#name, a, b); }           \
+#define FERRY_BINARY(name)                                                         \
+  Tensor name(const Tensor& a, const Tensor& b) { return binary_tt(#name, a, b); } \
   Tensor name(const Tensor& a, const Scalar& b) { return binary_ts(#name, a, b); }
 FERRY_BINARY(add)
 FERRY_BINARY(sub)
@@ -135,8 +140,9 @@ Tensor pow(const Scalar& a, const Tensor& b) { return binary_st("pow", a, b); }
 Tensor where(const Tensor& cond, const Tensor& a, const Tensor& b) {
   check_same_device("where", {{"condition", &cond}, {"self", &a}, {"other", &b}});
   if (cond.dtype() != DType::boolean)
-    throw DTypeError(fmt::format("where: the condition must be bool, got {} (shape {}); compare first, e.g. gt(x, 0)",
-                                 dtype_name(cond.dtype()), shape_str(cond.sizes())));
+    throw DTypeError(fmt::format(
+        "where: the condition must be bool, got {} (shape {}); compare first, e.g. gt(x, 0)",
+        dtype_name(cond.dtype()), shape_str(cond.sizes())));
   Shape shape = broadcast_shapes(broadcast_shapes(cond.sizes(), a.sizes()), b.sizes());
   DType dt = promote_types(a.dtype(), b.dtype());
   Tensor out = new_tensor(shape, dt, a.device());
@@ -144,10 +150,14 @@ Tensor where(const Tensor& cond, const Tensor& a, const Tensor& b) {
   return out;
 }
 Tensor where(const Tensor& cond, const Tensor& a, const Scalar& b) {
-  return where(cond, a, scalar_tensor(b, {.dtype = promote_with_scalar(a.dtype(), b), .device = a.device()}));
+  return where(
+      cond, a,
+      scalar_tensor(b, {.dtype = promote_with_scalar(a.dtype(), b), .device = a.device()}));
 }
 Tensor where(const Tensor& cond, const Scalar& a, const Tensor& b) {
-  return where(cond, scalar_tensor(a, {.dtype = promote_with_scalar(b.dtype(), a), .device = b.device()}), b);
+  return where(cond,
+               scalar_tensor(a, {.dtype = promote_with_scalar(b.dtype(), a), .device = b.device()}),
+               b);
 }
 
 Tensor cast(const Tensor& x, DType dtype) { return x.to(dtype); }

@@ -48,8 +48,11 @@ struct Printer {
       }
       row_items(base + i * strides[dim], dim + 1, out, indent);
       if (i + 1 < n) {
-        if (dim + 1 == sizes.size()) out += ", ";
-        else out += "," + std::string(sizes.size() - dim - 1, '\n') + std::string(indent + dim + 1, ' ');
+        if (dim + 1 == sizes.size())
+          out += ", ";
+        else
+          out +=
+              "," + std::string(sizes.size() - dim - 1, '\n') + std::string(indent + dim + 1, ' ');
       }
     }
     out += ']';

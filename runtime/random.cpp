@@ -33,7 +33,8 @@ std::pair<std::uint64_t, std::uint64_t> reserve(std::int64_t count) {
   return {g.seed, first};
 }
 
-Tensor draw(std::string_view op, const Shape& shape, DType dtype, const Device& device, Attrs attrs) {
+Tensor draw(std::string_view op, const Shape& shape, DType dtype, const Device& device,
+            Attrs attrs) {
   Tensor t = detail::new_tensor(shape, dtype, device);
   auto [seed, offset] = reserve(t.numel());
   attrs.set("seed", std::int64_t(seed)).set("offset", std::int64_t(offset));
@@ -44,8 +45,9 @@ Tensor draw(std::string_view op, const Shape& shape, DType dtype, const Device& 
 DType floating_dtype(std::string_view op, const TensorOptions& o) {
   DType dt = o.dtype_or(DType::f32);
   if (!is_floating(dt))
-    throw DTypeError(fmt::format("{}: expects a floating dtype (f32, f16, bf16), got {}; use randint for integers",
-                                 op, dtype_name(dt)));
+    throw DTypeError(fmt::format(
+        "{}: expects a floating dtype (f32, f16, bf16), got {}; use randint for integers", op,
+        dtype_name(dt)));
   return dt;
 }
 
@@ -61,7 +63,8 @@ void manual_seed(std::uint64_t seed) {
 Tensor uniform(const Shape& shape, double low, double high, const TensorOptions& o) {
   if (!(low <= high))
     throw Error(fmt::format("uniform: low ({}) must not exceed high ({})", low, high));
-  return draw("random_uniform", shape, floating_dtype("uniform", o), o.device, Attrs{{"low", low}, {"high", high}});
+  return draw("random_uniform", shape, floating_dtype("uniform", o), o.device,
+              Attrs{{"low", low}, {"high", high}});
 }
 
 Tensor rand(const Shape& shape, const TensorOptions& o) { return uniform(shape, 0.0, 1.0, o); }
@@ -78,9 +81,11 @@ Tensor randint(std::int64_t low, std::int64_t high, const Shape& shape, const Te
   if (low >= high) throw Error(fmt::format("randint: low ({}) must be below high ({})", low, high));
   DType dt = o.dtype_or(DType::i64);
   if (dt == DType::boolean)
-    throw DTypeError("randint: bool is not an integer dtype; use rand(shape) < p for random booleans");
-  return draw("random_int", shape, dt, o.device,
-              Attrs{{"low", low}, {"range", std::int64_t(std::uint64_t(high) - std::uint64_t(low))}});
+    throw DTypeError(
+        "randint: bool is not an integer dtype; use rand(shape) < p for random booleans");
+  return draw(
+      "random_int", shape, dt, o.device,
+      Attrs{{"low", low}, {"range", std::int64_t(std::uint64_t(high) - std::uint64_t(low))}});
 }
 
 }  // namespace ferry

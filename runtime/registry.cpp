@@ -28,10 +28,10 @@ constexpr const char* kWellKnown[] = {"cuda", "vulkan"};
 
 struct BackendEntry {
   std::string name;
-  Backend* backend = nullptr;            // null when unavailable
-  std::unique_ptr<Backend> owned;        // built-in and registered backends
-  std::vector<DeviceImpl*> devices;      // cached at load
-  std::string reason;                    // why unavailable
+  Backend* backend = nullptr;        // null when unavailable
+  std::unique_ptr<Backend> owned;    // built-in and registered backends
+  std::vector<DeviceImpl*> devices;  // cached at load
+  std::string reason;                // why unavailable
   std::string module_path;
 };
 
@@ -61,10 +61,11 @@ int backend_rank(const std::string& name) {
 }
 
 void sort_entries(std::vector<BackendEntry>& entries) {
-  std::stable_sort(entries.begin(), entries.end(), [](const BackendEntry& a, const BackendEntry& b) {
-    int ra = backend_rank(a.name), rb = backend_rank(b.name);
-    return ra != rb ? ra < rb : a.name < b.name;
-  });
+  std::stable_sort(entries.begin(), entries.end(),
+                   [](const BackendEntry& a, const BackendEntry& b) {
+                     int ra = backend_rank(a.name), rb = backend_rank(b.name);
+                     return ra != rb ? ra < rb : a.name < b.name;
+                   });
 }
 
 BackendEntry* find_entry(Registry& r, std::string_view name) {
@@ -100,8 +101,10 @@ BackendEntry open_module(const std::string& path, const std::string& expected_na
   void* handle = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
   if (!handle) {
     const char* err = dlerror();
-    e.reason = fmt::format("{}: could not load module {}: {}", e.name, path, err ? err : "unknown error");
-  } else if (auto create = reinterpret_cast<Backend* (*)(int)>(dlsym(handle, "ferry_create_backend"));
+    e.reason =
+        fmt::format("{}: could not load module {}: {}", e.name, path, err ? err : "unknown error");
+  } else if (auto create =
+                 reinterpret_cast<Backend* (*)(int)>(dlsym(handle, "ferry_create_backend"));
              !create) {
     e.reason = fmt::format("{}: module {} does not export ferry_create_backend", e.name, path);
   } else {
@@ -112,8 +115,8 @@ BackendEntry open_module(const std::string& path, const std::string& expected_na
       e.reason = fmt::format("{}: module {} failed to start: {}", e.name, path, ex.what());
     }
     if (!backend && e.reason.empty()) {
-      e.reason = fmt::format("{}: module {} was built for another ferry backend ABI (this is {})", e.name,
-                             path, kBackendAbiVersion);
+      e.reason = fmt::format("{}: module {} was built for another ferry backend ABI (this is {})",
+                             e.name, path, kBackendAbiVersion);
     } else if (backend) {
       e.name = backend->name();
       adopt_backend(e, backend);
@@ -152,8 +155,9 @@ void discover_locked(Registry& r) {
     for (const fs::path& f : files) {
       std::string file = f.filename().string();
       if (!file.starts_with(kModulePrefix) || !file.ends_with(kModuleSuffix)) continue;
-      std::string name = file.substr(std::strlen(kModulePrefix),
-                                     file.size() - std::strlen(kModulePrefix) - std::strlen(kModuleSuffix));
+      std::string name =
+          file.substr(std::strlen(kModulePrefix),
+                      file.size() - std::strlen(kModulePrefix) - std::strlen(kModuleSuffix));
       BackendEntry* existing = find_entry(r, name);
       if (existing && (existing->backend || !existing->module_path.empty())) continue;
       add_discovered(r, open_module(f.string(), name));
@@ -163,8 +167,9 @@ void discover_locked(Registry& r) {
     if (find_entry(r, name)) continue;
     BackendEntry e;
     e.name = name;
-    e.reason = fmt::format("{}: backend module {}{}{} not found (searched: {}); this build of ferry has no {} backend",
-                           name, kModulePrefix, name, kModuleSuffix, fmt::join(searched, ", "), name);
+    e.reason = fmt::format(
+        "{}: backend module {}{}{} not found (searched: {}); this build of ferry has no {} backend",
+        name, kModulePrefix, name, kModuleSuffix, fmt::join(searched, ", "), name);
     r.entries.push_back(std::move(e));
   }
   sort_entries(r.entries);
@@ -179,10 +184,14 @@ Registry& discovered_registry() {
 
 int default_rank(DeviceKind kind) {
   switch (kind) {
-    case DeviceKind::discrete_gpu: return 0;
-    case DeviceKind::integrated_gpu: return 1;
-    case DeviceKind::virtual_gpu: return 2;
-    default: return -1;  // CPU-type GPUs and others are never the default
+    case DeviceKind::discrete_gpu:
+      return 0;
+    case DeviceKind::integrated_gpu:
+      return 1;
+    case DeviceKind::virtual_gpu:
+      return 2;
+    default:
+      return -1;  // CPU-type GPUs and others are never the default
   }
 }
 
@@ -220,8 +229,10 @@ void register_backend(std::unique_ptr<Backend> backend) {
   e.name = name;
   e.owned = std::move(backend);
   adopt_backend(e, e.owned.get());
-  if (existing) *existing = std::move(e);
-  else r.entries.push_back(std::move(e));
+  if (existing)
+    *existing = std::move(e);
+  else
+    r.entries.push_back(std::move(e));
   sort_entries(r.entries);
 }
 
@@ -233,29 +244,37 @@ void load_backend_module(const std::string& path) {
   std::string name = file;
   bool conventional = file.starts_with(kModulePrefix) && file.ends_with(kModuleSuffix);
   if (conventional)
-    name = file.substr(std::strlen(kModulePrefix), file.size() - std::strlen(kModulePrefix) - std::strlen(kModuleSuffix));
+    name = file.substr(std::strlen(kModulePrefix),
+                       file.size() - std::strlen(kModulePrefix) - std::strlen(kModuleSuffix));
   BackendEntry e = open_module(path, name);
   BackendEntry* existing = find_entry(r, e.name);
   if (existing && existing->backend) {
     if (existing->module_path == path) return;  // already loaded from this very file
     if (e.backend)
-      throw BackendError(fmt::format("load_backend_module: backend '{}' is already loaded from {}; {} was not loaded",
-                                     e.name, existing->module_path.empty() ? "the application" : existing->module_path, path),
-                         "module-duplicate");
+      throw BackendError(
+          fmt::format(
+              "load_backend_module: backend '{}' is already loaded from {}; {} was not loaded",
+              e.name, existing->module_path.empty() ? "the application" : existing->module_path,
+              path),
+          "module-duplicate");
   }
   if (!e.backend) {
     std::string reason = e.reason;
     // A conventionally named module is listed as unavailable with the reason;
     // any other file leaves no trace beyond the exception.
     if (conventional && !(existing && existing->backend)) {
-      if (existing) *existing = std::move(e);
-      else r.entries.push_back(std::move(e));
+      if (existing)
+        *existing = std::move(e);
+      else
+        r.entries.push_back(std::move(e));
       sort_entries(r.entries);
     }
     throw BackendError(reason, "module-load-failed");
   }
-  if (existing) *existing = std::move(e);
-  else r.entries.push_back(std::move(e));
+  if (existing)
+    *existing = std::move(e);
+  else
+    r.entries.push_back(std::move(e));
   sort_entries(r.entries);
 }
 

@@ -48,8 +48,12 @@ const TensorImpl& Tensor::impl() const {
   return *impl_;
 }
 
-std::int64_t Tensor::size(std::int64_t d) const { return sizes()[std::size_t(wrap_dim(d, dim(), "size"))]; }
-std::int64_t Tensor::stride(std::int64_t d) const { return strides()[std::size_t(wrap_dim(d, dim(), "stride"))]; }
+std::int64_t Tensor::size(std::int64_t d) const {
+  return sizes()[std::size_t(wrap_dim(d, dim(), "size"))];
+}
+std::int64_t Tensor::stride(std::int64_t d) const {
+  return strides()[std::size_t(wrap_dim(d, dim(), "stride"))];
+}
 std::int64_t Tensor::numel() const { return shape_numel(sizes()); }
 const Device& Tensor::device() const { return impl().storage->device(); }
 
@@ -68,8 +72,9 @@ std::string shape_str(const Shape& s) { return fmt::format("[{}]", fmt::join(s, 
 
 void Tensor::check_single_element() const {
   if (numel() != 1)
-    throw ShapeError(fmt::format("item(): the tensor has {} elements (shape {}); item() needs exactly one",
-                                 numel(), shape_str(sizes())));
+    throw ShapeError(
+        fmt::format("item(): the tensor has {} elements (shape {}); item() needs exactly one",
+                    numel(), shape_str(sizes())));
 }
 
 void Tensor::read_bytes(void* dst, std::size_t bytes) const {
@@ -122,7 +127,8 @@ Tensor& Tensor::copy_(const Tensor& src) {
 }
 
 Tensor& Tensor::fill_(const Scalar& value) {
-  run_kernel("fill", {}, {*this}, Attrs{{"value", value.to_double()}, {"ivalue", value.to_int64()}});
+  run_kernel("fill", {}, {*this},
+             Attrs{{"value", value.to_double()}, {"ivalue", value.to_int64()}});
   return *this;
 }
 
@@ -132,7 +138,8 @@ namespace {
 
 // The strides that let `new_sizes` view memory laid out as (sizes, strides),
 // or nothing when a copy is needed (PyTorch's computeStride).
-std::optional<Shape> view_strides(const Shape& sizes, const Shape& strides, const Shape& new_sizes) {
+std::optional<Shape> view_strides(const Shape& sizes, const Shape& strides,
+                                  const Shape& new_sizes) {
   if (sizes.empty()) return contiguous_strides(new_sizes);
   Shape out(new_sizes.size());
   if (shape_numel(sizes) == 0) return contiguous_strides(new_sizes);
@@ -166,7 +173,8 @@ Shape infer_size(const Shape& shape, std::int64_t numel, std::string_view op) {
   Shape known_sizes;
   for (std::size_t i = 0; i < out.size(); ++i) {
     if (out[i] == -1) {
-      if (infer >= 0) throw ShapeError(fmt::format("{}: only one dim may be -1 in {}", op, shape_str(shape)));
+      if (infer >= 0)
+        throw ShapeError(fmt::format("{}: only one dim may be -1 in {}", op, shape_str(shape)));
       infer = int(i);
     } else if (out[i] < 0) {
       throw ShapeError(fmt::format("{}: invalid size {} in {}", op, out[i], shape_str(shape)));
@@ -177,10 +185,12 @@ Shape infer_size(const Shape& shape, std::int64_t numel, std::string_view op) {
   std::int64_t known = detail::checked_numel(known_sizes, op);
   if (infer >= 0) {
     if (known == 0 || numel % known != 0)
-      throw ShapeError(fmt::format("{}: shape {} is invalid for a tensor of {} elements", op, shape_str(shape), numel));
+      throw ShapeError(fmt::format("{}: shape {} is invalid for a tensor of {} elements", op,
+                                   shape_str(shape), numel));
     out[std::size_t(infer)] = numel / known;
   } else if (known != numel) {
-    throw ShapeError(fmt::format("{}: shape {} is invalid for a tensor of {} elements", op, shape_str(shape), numel));
+    throw ShapeError(fmt::format("{}: shape {} is invalid for a tensor of {} elements", op,
+                                 shape_str(shape), numel));
   }
   return out;
 }
@@ -191,21 +201,24 @@ Tensor Tensor::view(const Shape& shape) const {
   Shape s = infer_size(shape, numel(), "view");
   auto st = view_strides(sizes(), strides(), s);
   if (!st)
-    throw ShapeError(fmt::format("view: a tensor of shape {} and strides {} cannot be viewed as {} without a "
-                                 "copy; use reshape()",
-                                 shape_str(sizes()), shape_str(strides()), shape_str(s)));
+    throw ShapeError(
+        fmt::format("view: a tensor of shape {} and strides {} cannot be viewed as {} without a "
+                    "copy; use reshape()",
+                    shape_str(sizes()), shape_str(strides()), shape_str(s)));
   return make_view(*this, s, *st, storage_offset());
 }
 
 Tensor Tensor::reshape(const Shape& shape) const {
   Shape s = infer_size(shape, numel(), "reshape");
-  if (auto st = view_strides(sizes(), strides(), s)) return make_view(*this, s, *st, storage_offset());
+  if (auto st = view_strides(sizes(), strides(), s))
+    return make_view(*this, s, *st, storage_offset());
   return contiguous().view(s);
 }
 
 Tensor Tensor::permute(const Shape& dims) const {
   if (std::int64_t(dims.size()) != dim())
-    throw ShapeError(fmt::format("permute: {} dims given for a tensor of {} dims", dims.size(), dim()));
+    throw ShapeError(
+        fmt::format("permute: {} dims given for a tensor of {} dims", dims.size(), dim()));
   Shape sz(dims.size()), st(dims.size());
   std::vector<bool> seen(dims.size(), false);
   for (std::size_t i = 0; i < dims.size(); ++i) {
@@ -220,7 +233,8 @@ Tensor Tensor::permute(const Shape& dims) const {
 
 Tensor Tensor::transpose(std::int64_t d0, std::int64_t d1) const {
   if (dim() == 0) return *this;
-  auto a = std::size_t(wrap_dim(d0, dim(), "transpose")), b = std::size_t(wrap_dim(d1, dim(), "transpose"));
+  auto a = std::size_t(wrap_dim(d0, dim(), "transpose")),
+       b = std::size_t(wrap_dim(d1, dim(), "transpose"));
   Shape sz = sizes(), st = strides();
   std::swap(sz[a], sz[b]);
   std::swap(st[a], st[b]);
@@ -228,11 +242,13 @@ Tensor Tensor::transpose(std::int64_t d0, std::int64_t d1) const {
 }
 
 Tensor Tensor::t() const {
-  if (dim() > 2) throw ShapeError(fmt::format("t(): expects a tensor of at most 2 dims, got {}", dim()));
+  if (dim() > 2)
+    throw ShapeError(fmt::format("t(): expects a tensor of at most 2 dims, got {}", dim()));
   return dim() < 2 ? *this : transpose(0, 1);
 }
 
-Tensor Tensor::slice(std::int64_t d, std::int64_t start, std::int64_t end, std::int64_t step) const {
+Tensor Tensor::slice(std::int64_t d, std::int64_t start, std::int64_t end,
+                     std::int64_t step) const {
   auto dd = std::size_t(wrap_dim(d, dim(), "slice"));
   if (step <= 0) throw ShapeError(fmt::format("slice: step must be positive, got {}", step));
   std::int64_t n = sizes()[dd];
@@ -250,7 +266,8 @@ Tensor Tensor::narrow(std::int64_t d, std::int64_t start, std::int64_t length) c
   std::int64_t n = sizes()[dd];
   if (start < 0) start += n;
   if (start < 0 || length < 0 || start + length > n)
-    throw ShapeError(fmt::format("narrow: start {} and length {} do not fit dim {} of size {}", start, length, dd, n));
+    throw ShapeError(fmt::format("narrow: start {} and length {} do not fit dim {} of size {}",
+                                 start, length, dd, n));
   return slice(std::int64_t(dd), start, start + length);
 }
 
@@ -258,7 +275,8 @@ Tensor Tensor::select(std::int64_t d, std::int64_t index) const {
   auto dd = std::size_t(wrap_dim(d, dim(), "select"));
   std::int64_t n = sizes()[dd];
   if (index < -n || index >= n)
-    throw ShapeError(fmt::format("select: index {} is out of range for dim {} of size {}", index, dd, n));
+    throw ShapeError(
+        fmt::format("select: index {} is out of range for dim {} of size {}", index, dd, n));
   if (index < 0) index += n;
   Shape sz = sizes(), st = strides();
   sz.erase(sz.begin() + std::ptrdiff_t(dd));
@@ -268,12 +286,15 @@ Tensor Tensor::select(std::int64_t d, std::int64_t index) const {
 
 Tensor Tensor::expand(const Shape& shape) const {
   if (std::int64_t(shape.size()) < dim())
-    throw ShapeError(fmt::format("expand: cannot expand shape {} to {} (fewer dims)", shape_str(sizes()), shape_str(shape)));
+    throw ShapeError(fmt::format("expand: cannot expand shape {} to {} (fewer dims)",
+                                 shape_str(sizes()), shape_str(shape)));
   std::size_t lead = shape.size() - sizes().size();
   Shape sz(shape.size()), st(shape.size());
   for (std::size_t i = 0; i < shape.size(); ++i) {
     if (i < lead) {
-      if (shape[i] < 0) throw ShapeError(fmt::format("expand: -1 is not allowed for a new leading dim in {}", shape_str(shape)));
+      if (shape[i] < 0)
+        throw ShapeError(
+            fmt::format("expand: -1 is not allowed for a new leading dim in {}", shape_str(shape)));
       sz[i] = shape[i];
       st[i] = 0;
       continue;
@@ -287,8 +308,8 @@ Tensor Tensor::expand(const Shape& shape) const {
       sz[i] = want;
       st[i] = 0;
     } else {
-      throw ShapeError(fmt::format("expand: dim {} of size {} cannot expand to {} (shape {} to {})", i - lead,
-                                   have, want, shape_str(sizes()), shape_str(shape)));
+      throw ShapeError(fmt::format("expand: dim {} of size {} cannot expand to {} (shape {} to {})",
+                                   i - lead, have, want, shape_str(sizes()), shape_str(shape)));
     }
   }
   detail::checked_numel(sz, "expand");  // no negative sizes, and a countable result
@@ -338,7 +359,9 @@ Tensor Tensor::flatten(std::int64_t start_dim, std::int64_t end_dim) const {
 
 // ---- factories ----
 
-Tensor empty(const Shape& shape, const TensorOptions& o) { return new_tensor(shape, o.dtype_or(DType::f32), o.device); }
+Tensor empty(const Shape& shape, const TensorOptions& o) {
+  return new_tensor(shape, o.dtype_or(DType::f32), o.device);
+}
 Tensor zeros(const Shape& shape, const TensorOptions& o) { return full(shape, 0, o); }
 Tensor ones(const Shape& shape, const TensorOptions& o) { return full(shape, 1, o); }
 Tensor full(const Shape& shape, const Scalar& value, const TensorOptions& o) {
@@ -357,7 +380,8 @@ Tensor scalar_tensor(const Scalar& value, const TensorOptions& o) {
 Tensor arange(double end, const TensorOptions& o) { return arange(0, end, 1, o); }
 Tensor arange(double start, double end, double step, const TensorOptions& o) {
   if (step == 0 || !std::isfinite(start) || !std::isfinite(end) || !std::isfinite(step))
-    throw ShapeError(fmt::format("arange: start {}, end {}, step {} do not describe a finite range", start, end, step));
+    throw ShapeError(fmt::format("arange: start {}, end {}, step {} do not describe a finite range",
+                                 start, end, step));
   double n = std::ceil((end - start) / step);
   if (n > 9e15) throw ShapeError(fmt::format("arange: {} elements is too many", n));
   Tensor t = empty({std::int64_t(std::max(n, 0.0))}, o);
@@ -369,8 +393,8 @@ Tensor tensor_from_bytes(const void* data, std::size_t bytes, DType dtype, const
                          const Device& device) {
   std::size_t want = std::size_t(shape_numel(shape)) * dtype_size(dtype);
   if (bytes != want)
-    throw ShapeError(fmt::format("tensor: {} bytes of data do not fill shape {} of {} ({} bytes)", bytes,
-                                 shape_str(shape), dtype_name(dtype), want));
+    throw ShapeError(fmt::format("tensor: {} bytes of data do not fill shape {} of {} ({} bytes)",
+                                 bytes, shape_str(shape), dtype_name(dtype), want));
   Tensor t = new_tensor(shape, dtype, Device::cpu());
   if (bytes) std::memcpy(t.storage()->buffer().host_ptr(), data, bytes);
   return t.to(device);

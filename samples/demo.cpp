@@ -53,17 +53,20 @@ int main() {
     auto start = std::chrono::steady_clock::now();
     ferry::Tensor probs = forward(x.to(dev), w1.to(dev), b1.to(dev), w2.to(dev), b2.to(dev));
     std::vector<float> got = probs.to_vector<float>();  // synchronizes
-    double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
+    double ms =
+        std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
 
     std::vector<float> ref = forward(x, w1, b1, w2, b2).to_vector<float>();
     double max_err = 0;
-    for (std::size_t i = 0; i < got.size(); ++i) max_err = std::max(max_err, double(std::fabs(got[i] - ref[i])));
+    for (std::size_t i = 0; i < got.size(); ++i)
+      max_err = std::max(max_err, double(std::fabs(got[i] - ref[i])));
     ferry::Tensor predicted = ferry::argmax(probs, 1);
 
     std::printf("MLP forward 256x784 -> 512 -> 10 on %s: %.2f ms\n", dev.str().c_str(), ms);
     std::cout << "first rows of softmax output:\n" << probs.slice(0, 0, 3).slice(1, 0, 5) << "\n";
     std::cout << "predicted classes of the first 8 rows: " << predicted.slice(0, 0, 8) << "\n";
-    std::printf("max |%s - cpu| = %.3g %s\n", dev.str().c_str(), max_err, max_err < 1e-4 ? "(match)" : "(MISMATCH)");
+    std::printf("max |%s - cpu| = %.3g %s\n", dev.str().c_str(), max_err,
+                max_err < 1e-4 ? "(match)" : "(MISMATCH)");
     return max_err < 1e-4 ? 0 : 1;
   } catch (const ferry::Error& e) {
     std::fprintf(stderr, "ferry-demo: %s\n", e.what());

@@ -17,7 +17,8 @@ template <typename E> void expect_typed(const char* what, const std::function<vo
     f();
     ADD_FAILURE() << what << ": no error";
   } catch (const E& e) {
-    EXPECT_GT(std::string(e.what()).size(), 20u) << what << ": the message says too little: " << e.what();
+    EXPECT_GT(std::string(e.what()).size(), 20u)
+        << what << ": the message says too little: " << e.what();
   } catch (const ferry::Error& e) {
     ADD_FAILURE() << what << ": a ferry::Error of the wrong kind: " << e.what();
   } catch (const std::exception& e) {
@@ -40,7 +41,8 @@ TEST(BadInput, ShapesAreShapeErrors) {
   expect_typed<ferry::ShapeError>("max of empty", [&] { ferry::max(ferry::empty({0, 3}), {0}); });
   expect_typed<ferry::ShapeError>("argmax of empty", [&] { ferry::argmax(ferry::empty({0})); });
   expect_typed<ferry::ShapeError>("layer_norm shape", [&] { ferry::layer_norm(a, {4}); });
-  expect_typed<ferry::ShapeError>("layer_norm weight", [&] { ferry::layer_norm(a, {3}, ferry::ones({4})); });
+  expect_typed<ferry::ShapeError>("layer_norm weight",
+                                  [&] { ferry::layer_norm(a, {3}, ferry::ones({4})); });
   expect_typed<ferry::ShapeError>("cat ranks", [&] { ferry::cat({a, ferry::ones({3})}, 0); });
   expect_typed<ferry::ShapeError>("cat sizes", [&] { ferry::cat({a, ferry::ones({2, 4})}, 0); });
   expect_typed<ferry::ShapeError>("cat of nothing", [&] { ferry::cat({}, 0); });
@@ -74,7 +76,9 @@ TEST(BadInput, DtypesAreDTypeErrors) {
   expect_typed<ferry::DTypeError>("var of ints", [&] { ferry::var(i); });
   expect_typed<ferry::DTypeError>("where cond", [&] { ferry::where(f, f, f); });
   expect_typed<ferry::DTypeError>("index dtype", [&] { ferry::index_select(f, 0, f); });
-  expect_typed<ferry::DTypeError>("bool matmul", [&] { ferry::matmul(bl.reshape({1, 3}), bl.reshape({3, 1})); });
+  expect_typed<ferry::DTypeError>("bool matmul", [&] {
+    ferry::matmul(bl.reshape({1, 3}), bl.reshape({3, 1}));
+  });
   expect_typed<ferry::DTypeError>("bool sub", [&] { (void)(bl - bl); });
   expect_typed<ferry::DTypeError>("randn ints", [&] { ferry::randn({2}, {.dtype = DType::i64}); });
   expect_typed<ferry::DTypeError>("dtype name", [&] { ferry::dtype_from_name("f64"); });
@@ -82,16 +86,23 @@ TEST(BadInput, DtypesAreDTypeErrors) {
 
 TEST(BadInput, DevicesAreDeviceErrors) {
   expect_typed<ferry::DeviceError>("device string", [&] { ferry::Device("gpu:0:1"); });
-  expect_typed<ferry::DeviceError>("unknown backend", [&] { ferry::zeros({2}, {.device = ferry::Device::parse_syntax("tpu:0")}); });
-  expect_typed<ferry::DeviceError>("to unknown", [&] { ferry::ones({2}).to(ferry::Device::parse_syntax("vulkan:7")); });
+  expect_typed<ferry::DeviceError>("unknown backend", [&] {
+    ferry::zeros({2}, {.device = ferry::Device::parse_syntax("tpu:0")});
+  });
+  expect_typed<ferry::DeviceError>(
+      "to unknown", [&] { ferry::ones({2}).to(ferry::Device::parse_syntax("vulkan:7")); });
 }
 
 TEST(BadInput, ItemAndUndefinedTensors) {
   expect_typed<ferry::ShapeError>("item of many", [&] { ferry::ones({2}).item<float>(); });
   expect_typed<ferry::ShapeError>("item of none", [&] { ferry::ones({0}).item<float>(); });
   expect_typed<ferry::Error>("undefined", [&] { (void)(Tensor() + ferry::ones({1})); });
-  expect_typed<ferry::OutOfMemoryError>("huge", [&] { ferry::ones({std::int64_t(1) << 40, 1 << 20}); });
-  expect_typed<ferry::ShapeError>("overflowing", [&] { ferry::ones({std::int64_t(1) << 40, std::int64_t(1) << 40}); });
+  expect_typed<ferry::OutOfMemoryError>("huge", [&] {
+    ferry::ones({std::int64_t(1) << 40, 1 << 20});
+  });
+  expect_typed<ferry::ShapeError>("overflowing", [&] {
+    ferry::ones({std::int64_t(1) << 40, std::int64_t(1) << 40});
+  });
   expect_typed<ferry::ShapeError>("overflowing expand", [&] {
     ferry::ones({1}).expand({std::int64_t(1) << 40, std::int64_t(1) << 40});
   });

@@ -10,7 +10,8 @@ TEST(CpuAllocator, RoundsSmallToCacheLinesAndLargeToGranules) {
   EXPECT_EQ(CachingAllocator::round(0), 64u);
   EXPECT_EQ(CachingAllocator::round(65), 128u);
   EXPECT_EQ(CachingAllocator::round(CachingAllocator::kCacheMin), CachingAllocator::kCacheGranule);
-  EXPECT_EQ(CachingAllocator::round(CachingAllocator::kCacheGranule + 1), 2 * CachingAllocator::kCacheGranule);
+  EXPECT_EQ(CachingAllocator::round(CachingAllocator::kCacheGranule + 1),
+            2 * CachingAllocator::kCacheGranule);
 }
 
 TEST(CpuAllocator, ReusesLargeBlocksAndKeepsStats) {

@@ -36,15 +36,16 @@ TEST(Device, ComparesAndHashes) {
 }
 
 TEST(Device, StrictParsingRejectsMalformedStrings) {
-  for (const char* bad : {"", ":0", "cuda:", "cuda:-1", "cuda:1x", "CUDA", "cuda:01", "cu da", "cuda:0:1",
-                          "1cuda", "cuda:9999999", "vulkan: 1"}) {
+  for (const char* bad : {"", ":0", "cuda:", "cuda:-1", "cuda:1x", "CUDA", "cuda:01", "cu da",
+                          "cuda:0:1", "1cuda", "cuda:9999999", "vulkan: 1"}) {
     try {
       Device::parse_syntax(bad);
       ADD_FAILURE() << "accepted '" << bad << "'";
     } catch (const DeviceError& e) {
       std::string msg = e.what();
       EXPECT_NE(msg.find("invalid device string"), std::string::npos) << msg;
-      EXPECT_NE(msg.find("available: cpu"), std::string::npos) << "should list what is available: " << msg;
+      EXPECT_NE(msg.find("available: cpu"), std::string::npos)
+          << "should list what is available: " << msg;
     }
   }
 }
@@ -133,5 +134,6 @@ TEST(Registry, SearchPathStartsWithFerryBackendPath) {
   ASSERT_GE(path.size(), 3u);
   EXPECT_EQ(path[0], "/opt/a");
   EXPECT_EQ(path[1], "/opt/b");
-  EXPECT_NE(path[2].find("lib"), std::string::npos) << "then the folder libferry lives in: " << path[2];
+  EXPECT_NE(path[2].find("lib"), std::string::npos)
+      << "then the folder libferry lives in: " << path[2];
 }

@@ -15,7 +15,8 @@ namespace {
 
 std::vector<float> sample(std::int64_t n, float lo, float hi) {
   std::vector<float> v(static_cast<std::size_t>(n));
-  for (std::int64_t i = 0; i < n; ++i) v[std::size_t(i)] = lo + (hi - lo) * float((i * 7919) % 1000) / 999.0f;
+  for (std::int64_t i = 0; i < n; ++i)
+    v[std::size_t(i)] = lo + (hi - lo) * float((i * 7919) % 1000) / 999.0f;
   return v;
 }
 
@@ -34,24 +35,35 @@ struct UnaryCase {
 std::vector<UnaryCase> unary_cases() {
   return {
       {"neg", [](const Tensor& x) { return ferry::neg(x); }, [](double x) { return -x; }, -5, 5},
-      {"abs", [](const Tensor& x) { return ferry::abs(x); }, [](double x) { return std::fabs(x); }, -5, 5},
-      {"exp", [](const Tensor& x) { return ferry::exp(x); }, [](double x) { return std::exp(x); }, -10, 10},
-      {"log", [](const Tensor& x) { return ferry::log(x); }, [](double x) { return std::log(x); }, 1e-3f, 100},
-      {"sqrt", [](const Tensor& x) { return ferry::sqrt(x); }, [](double x) { return std::sqrt(x); }, 0, 100},
-      {"rsqrt", [](const Tensor& x) { return ferry::rsqrt(x); }, [](double x) { return 1 / std::sqrt(x); }, 1e-2f, 100},
-      {"sin", [](const Tensor& x) { return ferry::sin(x); }, [](double x) { return std::sin(x); }, -6, 6},
-      {"cos", [](const Tensor& x) { return ferry::cos(x); }, [](double x) { return std::cos(x); }, -6, 6},
-      {"tanh", [](const Tensor& x) { return ferry::tanh(x); }, [](double x) { return std::tanh(x); }, -6, 6},
-      {"sigmoid", [](const Tensor& x) { return ferry::sigmoid(x); }, [](double x) { return 1 / (1 + std::exp(-x)); }, -20, 20},
-      {"relu", [](const Tensor& x) { return ferry::relu(x); }, [](double x) { return x > 0 ? x : 0; }, -5, 5},
+      {"abs", [](const Tensor& x) { return ferry::abs(x); }, [](double x) { return std::fabs(x); },
+       -5, 5},
+      {"exp", [](const Tensor& x) { return ferry::exp(x); }, [](double x) { return std::exp(x); },
+       -10, 10},
+      {"log", [](const Tensor& x) { return ferry::log(x); }, [](double x) { return std::log(x); },
+       1e-3f, 100},
+      {"sqrt", [](const Tensor& x) { return ferry::sqrt(x); },
+       [](double x) { return std::sqrt(x); }, 0, 100},
+      {"rsqrt", [](const Tensor& x) { return ferry::rsqrt(x); },
+       [](double x) { return 1 / std::sqrt(x); }, 1e-2f, 100},
+      {"sin", [](const Tensor& x) { return ferry::sin(x); }, [](double x) { return std::sin(x); },
+       -6, 6},
+      {"cos", [](const Tensor& x) { return ferry::cos(x); }, [](double x) { return std::cos(x); },
+       -6, 6},
+      {"tanh", [](const Tensor& x) { return ferry::tanh(x); },
+       [](double x) { return std::tanh(x); }, -6, 6},
+      {"sigmoid", [](const Tensor& x) { return ferry::sigmoid(x); },
+       [](double x) { return 1 / (1 + std::exp(-x)); }, -20, 20},
+      {"relu", [](const Tensor& x) { return ferry::relu(x); },
+       [](double x) { return x > 0 ? x : 0; }, -5, 5},
       {"gelu", [](const Tensor& x) { return ferry::gelu(x); }, gelu_ref, -6, 6},
       {"gelu_tanh", [](const Tensor& x) { return ferry::gelu(x, "tanh"); }, gelu_tanh_ref, -6, 6},
-      {"silu", [](const Tensor& x) { return ferry::silu(x); }, [](double x) { return x / (1 + std::exp(-x)); }, -20, 20},
+      {"silu", [](const Tensor& x) { return ferry::silu(x); },
+       [](double x) { return x / (1 + std::exp(-x)); }, -20, 20},
   };
 }
 
-void expect_close(const std::vector<float>& got, const std::vector<double>& want, double rtol, double atol,
-                  const std::string& what) {
+void expect_close(const std::vector<float>& got, const std::vector<double>& want, double rtol,
+                  double atol, const std::string& what) {
   ASSERT_EQ(got.size(), want.size()) << what;
   for (std::size_t i = 0; i < got.size(); ++i)
     ASSERT_NEAR(got[i], want[i], atol + rtol * std::fabs(want[i])) << what << " at " << i;
@@ -81,7 +93,8 @@ TEST(Unary, HalfAndBFloat16ComputeInFloatAndRound) {
       std::vector<double> want;
       for (float v : xr) want.push_back(c.ref(v));
       double rtol = dt == DType::f16 ? 1e-3 : 8e-3;
-      expect_close(y.to_vector<float>(), want, rtol, rtol * 1e-2, std::string(c.name) + " " + std::string(ferry::dtype_name(dt)));
+      expect_close(y.to_vector<float>(), want, rtol, rtol * 1e-2,
+                   std::string(c.name) + " " + std::string(ferry::dtype_name(dt)));
     }
   }
 }
@@ -113,8 +126,10 @@ TEST(Unary, SpecialValuesPropagate) {
 
 TEST(Unary, IntegerInputsFollowPyTorch) {
   Tensor i = ferry::tensor(std::vector<std::int32_t>{-3, 0, 4, INT32_MIN});
-  EXPECT_EQ(ferry::neg(i).to_vector<std::int32_t>(), (std::vector<std::int32_t>{3, 0, -4, INT32_MIN}));
-  EXPECT_EQ(ferry::abs(i).to_vector<std::int32_t>(), (std::vector<std::int32_t>{3, 0, 4, INT32_MIN}));
+  EXPECT_EQ(ferry::neg(i).to_vector<std::int32_t>(),
+            (std::vector<std::int32_t>{3, 0, -4, INT32_MIN}));
+  EXPECT_EQ(ferry::abs(i).to_vector<std::int32_t>(),
+            (std::vector<std::int32_t>{3, 0, 4, INT32_MIN}));
   EXPECT_EQ(ferry::relu(i).to_vector<std::int32_t>(), (std::vector<std::int32_t>{0, 0, 4, 0}));
   Tensor e = ferry::exp(i.slice(0, 0, 3));
   EXPECT_EQ(e.dtype(), DType::f32);  // floating ops promote integers
@@ -128,7 +143,8 @@ TEST(Binary, BroadcastsInEachOperand) {
   Tensor b = ferry::tensor(std::vector<float>{10, 20, 30, 40}, {1, 4});
   Tensor c = a + b;
   EXPECT_EQ(c.sizes(), (Shape{3, 4}));
-  EXPECT_EQ(c.to_vector<float>(), (std::vector<float>{11, 21, 31, 41, 12, 22, 32, 42, 13, 23, 33, 43}));
+  EXPECT_EQ(c.to_vector<float>(),
+            (std::vector<float>{11, 21, 31, 41, 12, 22, 32, 42, 13, 23, 33, 43}));
   EXPECT_EQ((b - a).to_vector<float>()[4], 8.0f);
   Tensor x = ferry::tensor(sample(24, -2, 2), {2, 3, 4});
   Tensor y = ferry::tensor(std::vector<float>{1, 2, 3, 4});
@@ -153,13 +169,14 @@ TEST(Binary, AllOpsAgainstClosedFormsOnStridedInputs) {
     Tensor got;
     std::function<double(double, double)> ref;
   };
-  std::vector<Case> cases{{"add", a + b, [](double x, double y) { return x + y; }},
-                          {"sub", a - b, [](double x, double y) { return x - y; }},
-                          {"mul", a * b, [](double x, double y) { return x * y; }},
-                          {"div", a / b, [](double x, double y) { return x / y; }},
-                          {"pow", ferry::pow(a, b), [](double x, double y) { return std::pow(x, y); }},
-                          {"maximum", ferry::maximum(a, b), [](double x, double y) { return std::max(x, y); }},
-                          {"minimum", ferry::minimum(a, b), [](double x, double y) { return std::min(x, y); }}};
+  std::vector<Case> cases{
+      {"add", a + b, [](double x, double y) { return x + y; }},
+      {"sub", a - b, [](double x, double y) { return x - y; }},
+      {"mul", a * b, [](double x, double y) { return x * y; }},
+      {"div", a / b, [](double x, double y) { return x / y; }},
+      {"pow", ferry::pow(a, b), [](double x, double y) { return std::pow(x, y); }},
+      {"maximum", ferry::maximum(a, b), [](double x, double y) { return std::max(x, y); }},
+      {"minimum", ferry::minimum(a, b), [](double x, double y) { return std::min(x, y); }}};
   for (auto& c : cases) {
     std::vector<double> want;
     for (std::size_t i = 0; i < av.size(); ++i) want.push_back(c.ref(av[i], bv[i]));
@@ -169,15 +186,16 @@ TEST(Binary, AllOpsAgainstClosedFormsOnStridedInputs) {
 
 TEST(Binary, ScalarOperandsAndPromotion) {
   Tensor i = ferry::tensor(std::vector<std::int32_t>{1, 2, 3});
-  EXPECT_EQ((i + 1).dtype(), DType::i32);      // an int scalar keeps i32
-  EXPECT_EQ((i * 1.5).dtype(), DType::f32);    // a float scalar makes it f32
+  EXPECT_EQ((i + 1).dtype(), DType::i32);    // an int scalar keeps i32
+  EXPECT_EQ((i * 1.5).dtype(), DType::f32);  // a float scalar makes it f32
   EXPECT_EQ((i * 1.5).to_vector<float>(), (std::vector<float>{1.5f, 3, 4.5f}));
-  EXPECT_EQ((i / i).dtype(), DType::f32);      // true division
+  EXPECT_EQ((i / i).dtype(), DType::f32);  // true division
   EXPECT_EQ((1 - i).to_vector<std::int32_t>(), (std::vector<std::int32_t>{0, -1, -2}));
-  EXPECT_EQ((6.0 / ferry::tensor(std::vector<float>{2, 3})).to_vector<float>(), (std::vector<float>{3, 2}));
+  EXPECT_EQ((6.0 / ferry::tensor(std::vector<float>{2, 3})).to_vector<float>(),
+            (std::vector<float>{3, 2}));
   Tensor h = ferry::ones({2}, {.dtype = DType::f16});
   EXPECT_EQ((h + 1).dtype(), DType::f16);
-  EXPECT_EQ((h + 2.5).dtype(), DType::f16);    // same category: the tensor's dtype wins
+  EXPECT_EQ((h + 2.5).dtype(), DType::f16);  // same category: the tensor's dtype wins
   EXPECT_EQ((h + ferry::ones({2}, {.dtype = DType::bf16})).dtype(), DType::f32);
   Tensor u = ferry::tensor(std::vector<std::uint8_t>{250, 3});
   EXPECT_EQ((u + ferry::tensor(std::vector<std::int32_t>{10, -5})).to_vector<std::int32_t>(),
@@ -186,10 +204,12 @@ TEST(Binary, ScalarOperandsAndPromotion) {
   EXPECT_EQ((u + 10).to_vector<std::int64_t>(), (std::vector<std::int64_t>{4, 13}));  // u8 wraps
   Tensor l = ferry::tensor(std::vector<std::int64_t>{INT64_MAX, 3});
   EXPECT_EQ((l + 1).to_vector<std::int64_t>()[0], INT64_MIN);  // wraps, no UB
-  EXPECT_EQ(ferry::pow(ferry::tensor(std::vector<std::int64_t>{3, 2, -1, 5}), ferry::tensor(std::vector<std::int64_t>{4, 10, -3, -1}))
+  EXPECT_EQ(ferry::pow(ferry::tensor(std::vector<std::int64_t>{3, 2, -1, 5}),
+                       ferry::tensor(std::vector<std::int64_t>{4, 10, -3, -1}))
                 .to_vector<std::int64_t>(),
             (std::vector<std::int64_t>{81, 1024, -1, 0}));
-  Tensor bt = ferry::tensor(std::vector<bool>{true, false}), bf = ferry::tensor(std::vector<bool>{true, true});
+  Tensor bt = ferry::tensor(std::vector<bool>{true, false}),
+         bf = ferry::tensor(std::vector<bool>{true, true});
   EXPECT_EQ((bt + bf).dtype(), DType::boolean);
   EXPECT_EQ((bt * bf).to_vector<bool>(), (std::vector<bool>{true, false}));
   EXPECT_THROW(bt - bf, ferry::DTypeError);
@@ -217,9 +237,11 @@ TEST(Compare, GiveBoolAndBroadcast) {
   EXPECT_EQ(ferry::gt(a, 2).to_vector<bool>(), (std::vector<bool>{false, false, true, false}));
   EXPECT_EQ(ferry::ge(a, 2).to_vector<bool>(), (std::vector<bool>{false, true, true, false}));
   EXPECT_EQ(ferry::eq(a, 2).to_vector<bool>(), (std::vector<bool>{false, true, false, false}));
-  EXPECT_EQ(ferry::ne(a, a).to_vector<bool>(), (std::vector<bool>{false, false, false, true}));  // NaN != NaN
+  EXPECT_EQ(ferry::ne(a, a).to_vector<bool>(),
+            (std::vector<bool>{false, false, false, true}));  // NaN != NaN
   EXPECT_EQ(ferry::eq(ferry::tensor(std::vector<std::int32_t>{1, 2}), 1.0).dtype(), DType::boolean);
-  EXPECT_EQ(ferry::lt(ferry::tensor(std::vector<std::int32_t>{1, 2}), 1.5).to_vector<bool>(), (std::vector<bool>{true, false}));
+  EXPECT_EQ(ferry::lt(ferry::tensor(std::vector<std::int32_t>{1, 2}), 1.5).to_vector<bool>(),
+            (std::vector<bool>{true, false}));
 }
 
 TEST(Where, SelectsWithBroadcastingAndPromotion) {
@@ -230,7 +252,8 @@ TEST(Where, SelectsWithBroadcastingAndPromotion) {
   EXPECT_EQ(r.dtype(), DType::f32);
   EXPECT_EQ(r.sizes(), (Shape{3, 2}));
   EXPECT_EQ(r.to_vector<float>(), (std::vector<float>{1, 2, -1, -1, 1, 2}));
-  EXPECT_EQ(ferry::where(cond, a, 0).to_vector<std::int32_t>(), (std::vector<std::int32_t>{1, 2, 0, 0, 1, 2}));
+  EXPECT_EQ(ferry::where(cond, a, 0).to_vector<std::int32_t>(),
+            (std::vector<std::int32_t>{1, 2, 0, 0, 1, 2}));
   EXPECT_THROW(ferry::where(ferry::ones({3}), a.slice(0, 0, 1), b), ferry::DTypeError);
 }
 
@@ -239,7 +262,8 @@ TEST(Elementwise, LargeTensorsBeyond2Pow24) {
   Tensor a = ferry::arange(0, double(n), 1, {.dtype = DType::i32});
   Tensor b = ferry::full({n}, 2, {.dtype = DType::i32});
   auto v = (a * b + 1).to_vector<std::int32_t>();
-  for (std::int64_t i : {std::int64_t(0), std::int64_t(1) << 20, n - 1}) ASSERT_EQ(v[std::size_t(i)], 2 * i + 1);
+  for (std::int64_t i : {std::int64_t(0), std::int64_t(1) << 20, n - 1})
+    ASSERT_EQ(v[std::size_t(i)], 2 * i + 1);
   Tensor f = ferry::full({n}, 1.5);
   auto s = ferry::sqrt(f * f).to_vector<float>();
   for (std::int64_t i : {std::int64_t(0), n / 2, n - 1}) ASSERT_EQ(s[std::size_t(i)], 1.5f);
@@ -251,8 +275,10 @@ TEST(Elementwise, EveryDtypeThroughAddAndCopy) {
     Tensor y = x + x;
     EXPECT_EQ(y.dtype(), dt) << ferry::dtype_name(dt);
     auto v = y.to_vector<float>();
-    if (dt == DType::boolean) EXPECT_EQ(v, (std::vector<float>{0, 1, 1, 1}));
-    else EXPECT_EQ(v, (std::vector<float>{0, 2, 4, 2})) << ferry::dtype_name(dt);
+    if (dt == DType::boolean)
+      EXPECT_EQ(v, (std::vector<float>{0, 1, 1, 1}));
+    else
+      EXPECT_EQ(v, (std::vector<float>{0, 2, 4, 2})) << ferry::dtype_name(dt);
     EXPECT_EQ(x.t().contiguous().to_vector<float>(), x.to_vector<float>());
   }
 }

@@ -43,7 +43,9 @@ class SloppyDevice final : public ferry::DeviceImpl {
     d.name = "sloppy test device";
     return d;
   }
-  std::unique_ptr<ferry::Buffer> allocate(std::size_t n) override { return std::make_unique<HostBuffer>(n); }
+  std::unique_ptr<ferry::Buffer> allocate(std::size_t n) override {
+    return std::make_unique<HostBuffer>(n);
+  }
   void copy_from_host(ferry::Buffer& d, std::size_t o, const void* s, std::size_t n) override {
     std::memcpy(static_cast<char*>(d.host_ptr()) + o, s, n);
   }
@@ -52,7 +54,8 @@ class SloppyDevice final : public ferry::DeviceImpl {
   }
   void copy_within(ferry::Buffer& d, std::size_t doff, const ferry::Buffer& s, std::size_t soff,
                    std::size_t n) override {
-    std::memcpy(static_cast<char*>(d.host_ptr()) + doff, static_cast<const char*>(s.host_ptr()) + soff, n);
+    std::memcpy(static_cast<char*>(d.host_ptr()) + doff,
+                static_cast<const char*>(s.host_ptr()) + soff, n);
   }
   void synchronize() override {}
 };

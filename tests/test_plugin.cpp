@@ -20,7 +20,8 @@ namespace {
 
 namespace fs = std::filesystem;
 
-const std::string kTestdevModule = std::string(FERRY_TEST_PLUGIN_DIR) + "/libferry_backend_testdev.so";
+const std::string kTestdevModule =
+    std::string(FERRY_TEST_PLUGIN_DIR) + "/libferry_backend_testdev.so";
 
 // Loads the module by path: other tests in this binary may have run the
 // registry's discovery already, so FERRY_BACKEND_PATH cannot be relied on.
@@ -55,7 +56,8 @@ std::vector<std::int64_t> iota_i(std::size_t n) {
 struct TempDir {
   fs::path path;
   explicit TempDir(const std::string& tag) {
-    path = fs::temp_directory_path() / ("ferry_test_plugin_" + std::to_string(::getpid()) + "_" + tag);
+    path =
+        fs::temp_directory_path() / ("ferry_test_plugin_" + std::to_string(::getpid()) + "_" + tag);
     fs::create_directories(path);
   }
   ~TempDir() {
@@ -86,7 +88,8 @@ TEST_F(PluginTest, DevicesAreListedWithTheirKernels) {
   EXPECT_TRUE(saw0 && saw1) << ferry::describe_devices();
   EXPECT_EQ(dev0().str(), "testdev:0");
   EXPECT_EQ(ferry::device_impl(dev1()).device(), dev1());
-  EXPECT_EQ(ferry::device_impl(dev0()).kernel_names(), (std::vector<std::string>{"add", "copy", "fill", "mul"}));
+  EXPECT_EQ(ferry::device_impl(dev0()).kernel_names(),
+            (std::vector<std::string>{"add", "copy", "fill", "mul"}));
   EXPECT_THROW(ferry::Device("testdev:2"), ferry::DeviceError);
   EXPECT_FALSE(ferry::is_available("testdev:2"));
 }
@@ -141,7 +144,8 @@ TEST_F(PluginTest, RoundTripOfNonContiguousViews) {
 }
 
 TEST_F(PluginTest, Fill) {
-  EXPECT_EQ(ferry::full({2, 2}, 2.5, {.device = dev0()}).to_vector<float>(), (std::vector<float>{2.5f, 2.5f, 2.5f, 2.5f}));
+  EXPECT_EQ(ferry::full({2, 2}, 2.5, {.device = dev0()}).to_vector<float>(),
+            (std::vector<float>{2.5f, 2.5f, 2.5f, 2.5f}));
   ferry::Tensor i = ferry::zeros({3}, {.dtype = ferry::DType::i64, .device = dev1()});
   i.fill_(std::int64_t(1) << 40);
   EXPECT_EQ(i.to_vector<std::int64_t>(), (std::vector<std::int64_t>(3, std::int64_t(1) << 40)));
@@ -162,7 +166,8 @@ TEST_F(PluginTest, AddAndMulBroadcast) {
   EXPECT_EQ(((da + db) * 2.0).to_vector<float>(), ((a + b) * 2.0).to_vector<float>());
   ferry::Tensor m = ferry::tensor(iota_f(12), {3, 4});
   ferry::Tensor row = ferry::tensor(iota_f(3, 1.0f), {3});
-  EXPECT_EQ(ferry::mul(m.to(dev1()).t(), row.to(dev1())).to_vector<float>(), ferry::mul(m.t(), row).to_vector<float>());
+  EXPECT_EQ(ferry::mul(m.to(dev1()).t(), row.to(dev1())).to_vector<float>(),
+            ferry::mul(m.t(), row).to_vector<float>());
 }
 
 TEST_F(PluginTest, CopyBetweenItsTwoDevicesGoesThroughTheHost) {
@@ -191,7 +196,8 @@ TEST_F(PluginTest, MissingOpIsUnsupportedNamingOpAndDevice) {
     EXPECT_NE(msg.find("testdev:0"), std::string::npos) << msg;
   }
   // A kernel it has, with a dtype it lacks: the kernel names op and dtype.
-  ferry::Tensor h = ferry::ones({3}, {.dtype = ferry::DType::f16}).to(dev0());  // raw bytes move fine
+  ferry::Tensor h =
+      ferry::ones({3}, {.dtype = ferry::DType::f16}).to(dev0());  // raw bytes move fine
   try {
     (void)h.clone();
     FAIL() << "clone of an f16 tensor on testdev:0 should throw UnsupportedError";
@@ -200,7 +206,8 @@ TEST_F(PluginTest, MissingOpIsUnsupportedNamingOpAndDevice) {
     EXPECT_NE(msg.find("copy"), std::string::npos) << msg;
     EXPECT_NE(msg.find("f16"), std::string::npos) << msg;
   }
-  EXPECT_THROW((void)t.to(ferry::DType::i64), ferry::UnsupportedError);  // no dtype conversion there
+  EXPECT_THROW((void)t.to(ferry::DType::i64),
+               ferry::UnsupportedError);  // no dtype conversion there
 }
 
 TEST_F(PluginTest, MixingDevicesIsAMismatchNamingBoth) {
@@ -216,7 +223,8 @@ TEST_F(PluginTest, MixingDevicesIsAMismatchNamingBoth) {
       EXPECT_NE(msg.find("testdev:0"), std::string::npos) << msg;
     }
   }
-  EXPECT_THROW((void)ferry::mul(d, ferry::ones({3}, {.device = dev1()})), ferry::DeviceMismatchError);
+  EXPECT_THROW((void)ferry::mul(d, ferry::ones({3}, {.device = dev1()})),
+               ferry::DeviceMismatchError);
 }
 
 // Note [testdev fault switches] in tests/plugin/testdev_backend.cpp.
@@ -241,7 +249,8 @@ TEST_F(PluginTest, FaultSwitchOutOfBoundsMul) {
   };
   const ferry::KernelFn* mul = impl.find_kernel("mul");
   ASSERT_NE(mul, nullptr);
-  ferry::OpCall call{.op = "mul", .inputs = {arg(x, {4}), arg(x, {4})}, .outputs = {arg(guard, {4})}, .attrs = {}};
+  ferry::OpCall call{
+      .op = "mul", .inputs = {arg(x, {4}), arg(x, {4})}, .outputs = {arg(guard, {4})}, .attrs = {}};
   (*mul)(impl, call);
   EXPECT_EQ(guard.to_vector<float>(), (std::vector<float>{9, 9, 9, 9, 0, 0}));
   ScopedEnv oob("FERRY_TESTDEV_OOB", "1");
@@ -289,7 +298,8 @@ TEST(PluginLoading, FileThatIsNotABackendIsListedUnavailable) {
   EXPECT_FALSE(ferry::is_available("bogus"));
   EXPECT_THROW(ferry::Device("bogus:0"), ferry::DeviceError);
   // The process carries on: the CPU still works.
-  EXPECT_EQ(ferry::add(ferry::ones({2}), ferry::ones({2})).to_vector<float>(), (std::vector<float>{2, 2}));
+  EXPECT_EQ(ferry::add(ferry::ones({2}), ferry::ones({2})).to_vector<float>(),
+            (std::vector<float>{2, 2}));
 }
 
 TEST(PluginLoading, AFailedModuleCanBeRetriedFromAnotherPath) {
@@ -314,7 +324,8 @@ TEST(PluginLoading, AnUnconventionalFileLeavesNoEntryBehind) {
   std::string path = (dir.path / "nope.so").string();
   { std::ofstream(path).flush(); }
   EXPECT_THROW(ferry::load_backend_module(path), ferry::BackendError);
-  for (const ferry::DeviceInfo& d : ferry::devices()) EXPECT_EQ(d.backend.find("nope"), std::string::npos) << d.backend;
+  for (const ferry::DeviceInfo& d : ferry::devices())
+    EXPECT_EQ(d.backend.find("nope"), std::string::npos) << d.backend;
 }
 
 }  // namespace

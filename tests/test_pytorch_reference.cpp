@@ -22,12 +22,11 @@
 #include <limits>
 #include <map>
 #include <memory>
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <sstream>
 #include <string>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 #include "ferry/ferry.hpp"
 
@@ -37,10 +36,10 @@
 
 namespace {
 
-using nlohmann::json;
 using ferry::DType;
 using ferry::Shape;
 using ferry::Tensor;
+using nlohmann::json;
 
 const char* const kReferenceFile = "pytorch_reference.json";
 
@@ -59,7 +58,8 @@ const Loaded& loaded() {
     const std::string path = reference_path();
     std::ifstream in(path);
     if (!in) {
-      l.error = "cannot open " + path + " (regenerate with /usr/bin/python3 tools/gen_reference.py)";
+      l.error =
+          "cannot open " + path + " (regenerate with /usr/bin/python3 tools/gen_reference.py)";
       return l;
     }
     try {
@@ -136,8 +136,7 @@ std::int64_t numel_of(const Shape& s) {
   return n;
 }
 
-template <typename T, typename Conv>
-std::vector<T> data_as(const json& data, Conv conv) {
+template <typename T, typename Conv> std::vector<T> data_as(const json& data, Conv conv) {
   std::vector<T> out;
   out.reserve(data.size());
   for (const json& v : data) out.push_back(T(conv(v)));
@@ -236,7 +235,8 @@ const std::map<std::string, OpFn>& op_table() {
       {"where", [](const Call& c) { return ferry::where(c.at(0), c.at(1), c.at(2)); }},
       {"cast",
        [](const Call& c) {
-         return ferry::cast(c.at(0), ferry::dtype_from_name(c.attrs.at("dtype").get<std::string>()));
+         return ferry::cast(c.at(0),
+                            ferry::dtype_from_name(c.attrs.at("dtype").get<std::string>()));
        }},
       // Reductions.
       {"sum", [](const Call& c) { return ferry::sum(c.at(0), c.dims(), c.keepdim()); }},
@@ -269,7 +269,8 @@ const std::map<std::string, OpFn>& op_table() {
       {"index_select",
        [](const Call& c) { return ferry::index_select(c.at(0), c.dim(), c.at(1)); }},
       {"gather", [](const Call& c) { return ferry::gather(c.at(0), c.dim(), c.at(1)); }},
-      {"cat", [](const Call& c) { return ferry::cat(c.in, c.attrs.value("dim", std::int64_t(0))); }},
+      {"cat",
+       [](const Call& c) { return ferry::cat(c.in, c.attrs.value("dim", std::int64_t(0))); }},
       {"stack",
        [](const Call& c) { return ferry::stack(c.in, c.attrs.value("dim", std::int64_t(0))); }},
   };
@@ -338,7 +339,8 @@ std::string compare_values(const Tensor& out, const json& expected, DType dt, do
   if (bad == 0) return "";
   std::ostringstream head;
   head << bad << " of " << actual.size() << " values differ (rtol " << rtol << ", atol " << atol;
-  if (worst_excess > 0) head << ", worst finite miss " << fmt_value(worst_excess) << "x the tolerance";
+  if (worst_excess > 0)
+    head << ", worst finite miss " << fmt_value(worst_excess) << "x the tolerance";
   head << "):" << report.str();
   if (bad > 12) head << "\n  ...";
   return head.str();
@@ -372,8 +374,8 @@ TEST(PyTorchReferenceData, Loads) {
     auto [it, inserted] = seen.emplace(sanitize(name), name);
     EXPECT_TRUE(inserted) << "cases \"" << it->second << "\" and \"" << name
                           << "\" have the same test name";
-    EXPECT_TRUE(op_table().count(c.value("op", ""))) << name << ": no ferry op \"" << c.value("op", "")
-                                                     << "\" in the dispatch table";
+    EXPECT_TRUE(op_table().count(c.value("op", "")))
+        << name << ": no ferry op \"" << c.value("op", "") << "\" in the dispatch table";
   }
 }
 

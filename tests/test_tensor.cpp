@@ -23,13 +23,18 @@ TEST(Tensor, FactoriesFillShapesAndDtypes) {
   EXPECT_EQ(z.strides(), (Shape{3, 1}));
   EXPECT_EQ(z.dtype(), DType::f32);
   EXPECT_EQ(z.to_vector<float>(), std::vector<float>(6, 0.0f));
-  EXPECT_EQ(ferry::ones({4}, {.dtype = DType::i64}).to_vector<std::int64_t>(), std::vector<std::int64_t>(4, 1));
-  EXPECT_EQ(ferry::full({2}, 2.5, {.dtype = DType::bf16}).to_vector<float>(), (std::vector<float>{2.5f, 2.5f}));
+  EXPECT_EQ(ferry::ones({4}, {.dtype = DType::i64}).to_vector<std::int64_t>(),
+            std::vector<std::int64_t>(4, 1));
+  EXPECT_EQ(ferry::full({2}, 2.5, {.dtype = DType::bf16}).to_vector<float>(),
+            (std::vector<float>{2.5f, 2.5f}));
   EXPECT_EQ(ferry::full({3}, true).dtype(), DType::f32);
-  EXPECT_EQ(ferry::full({3}, true, {.dtype = DType::boolean}).to_vector<bool>(), (std::vector<bool>{true, true, true}));
+  EXPECT_EQ(ferry::full({3}, true, {.dtype = DType::boolean}).to_vector<bool>(),
+            (std::vector<bool>{true, true, true}));
   EXPECT_EQ(ferry::arange(5).to_vector<float>(), (std::vector<float>{0, 1, 2, 3, 4}));
-  EXPECT_EQ(ferry::arange(1, 2, 0.25).to_vector<float>(), (std::vector<float>{1, 1.25f, 1.5f, 1.75f}));
-  EXPECT_EQ(ferry::arange(5, 0, -2, {.dtype = DType::i32}).to_vector<std::int32_t>(), (std::vector<std::int32_t>{5, 3, 1}));
+  EXPECT_EQ(ferry::arange(1, 2, 0.25).to_vector<float>(),
+            (std::vector<float>{1, 1.25f, 1.5f, 1.75f}));
+  EXPECT_EQ(ferry::arange(5, 0, -2, {.dtype = DType::i32}).to_vector<std::int32_t>(),
+            (std::vector<std::int32_t>{5, 3, 1}));
   EXPECT_EQ(ferry::arange(0).numel(), 0);
   Tensor s = ferry::scalar_tensor(3);
   EXPECT_EQ(s.dim(), 0);
@@ -42,8 +47,10 @@ TEST(Tensor, FactoriesFillShapesAndDtypes) {
 
 TEST(Tensor, FromVectorEveryDtype) {
   EXPECT_EQ(ferry::tensor(std::vector<std::int32_t>{1, -2}).dtype(), DType::i32);
-  EXPECT_EQ(ferry::tensor(std::vector<std::uint8_t>{1, 255}).to_vector<std::int64_t>(), (std::vector<std::int64_t>{1, 255}));
-  EXPECT_EQ(ferry::tensor(std::vector<bool>{true, false}).to_vector<bool>(), (std::vector<bool>{true, false}));
+  EXPECT_EQ(ferry::tensor(std::vector<std::uint8_t>{1, 255}).to_vector<std::int64_t>(),
+            (std::vector<std::int64_t>{1, 255}));
+  EXPECT_EQ(ferry::tensor(std::vector<bool>{true, false}).to_vector<bool>(),
+            (std::vector<bool>{true, false}));
   Tensor h = ferry::tensor(std::vector<float>{1, 2, 3, 4, 5, 6}, {2, 3}, {.dtype = DType::f16});
   EXPECT_EQ(h.dtype(), DType::f16);
   EXPECT_EQ(h.to_vector<float>(), (std::vector<float>{1, 2, 3, 4, 5, 6}));
@@ -123,10 +130,13 @@ TEST(Tensor, ConversionsRoundAndSaturate) {
   Tensor f = ferry::tensor(std::vector<float>{-2.7f, 2.7f, NAN, 1e10f, -1e10f, 0.5f});
   EXPECT_EQ(f.to(DType::i32).to_vector<std::int32_t>(),
             (std::vector<std::int32_t>{-2, 2, 0, INT32_MAX, INT32_MIN, 0}));
-  EXPECT_EQ(f.to(DType::boolean).to_vector<bool>(), (std::vector<bool>{true, true, true, true, true, true}));
-  EXPECT_EQ(ferry::tensor(std::vector<std::int64_t>{300, -1}).to(DType::u8).to_vector<std::uint8_t>(),
-            (std::vector<std::uint8_t>{44, 255}));  // integer narrowing wraps like PyTorch
-  EXPECT_EQ(ferry::tensor(std::vector<float>{65520.0f}).to(DType::f16).to_vector<float>()[0], INFINITY);
+  EXPECT_EQ(f.to(DType::boolean).to_vector<bool>(),
+            (std::vector<bool>{true, true, true, true, true, true}));
+  EXPECT_EQ(
+      ferry::tensor(std::vector<std::int64_t>{300, -1}).to(DType::u8).to_vector<std::uint8_t>(),
+      (std::vector<std::uint8_t>{44, 255}));  // integer narrowing wraps like PyTorch
+  EXPECT_EQ(ferry::tensor(std::vector<float>{65520.0f}).to(DType::f16).to_vector<float>()[0],
+            INFINITY);
   Tensor same = f.to(DType::f32);
   EXPECT_TRUE(same.is_same(f));
 }
@@ -161,7 +171,8 @@ TEST(Tensor, PrintsLikePyTorch) {
   EXPECT_EQ(t.str(), "tensor([[ 1.0000,  2.5000],\n        [-3.0000,  4.0000]])");
   EXPECT_EQ(ferry::tensor(std::vector<std::int64_t>{1, 22}).str(), "tensor([ 1, 22])");
   EXPECT_EQ(ferry::tensor(std::vector<bool>{true}).str(), "tensor([True])");
-  EXPECT_EQ(ferry::tensor(std::vector<float>{1}).to(DType::f16).str(), "tensor([1.0000], dtype=f16)");
+  EXPECT_EQ(ferry::tensor(std::vector<float>{1}).to(DType::f16).str(),
+            "tensor([1.0000], dtype=f16)");
   EXPECT_EQ(ferry::empty({0, 3}).str(), "tensor([], size=[0, 3])");
   std::string big = ferry::zeros({2000}).str();
   EXPECT_NE(big.find("..."), std::string::npos);

@@ -60,9 +60,7 @@ struct TensorArg {
   std::int64_t numel() const;
   bool is_contiguous() const;
   // Typed host pointer to element 0 of the view (host-visible buffers only).
-  template <typename T> T* data() const {
-    return static_cast<T*>(buffer->host_ptr()) + offset;
-  }
+  template <typename T> T* data() const { return static_cast<T*>(buffer->host_ptr()) + offset; }
 };
 
 class Tensor;
@@ -104,8 +102,8 @@ using KernelFn = std::function<void(DeviceImpl&, const OpCall&)>;
 class Event {
  public:
   virtual ~Event() = default;
-  virtual void wait() = 0;        // blocks the host until the work before it is done
-  virtual bool query() = 0;       // true when done
+  virtual void wait() = 0;   // blocks the host until the work before it is done
+  virtual bool query() = 0;  // true when done
 };
 
 // One device. Thread-safety: a device is used from one host thread at a time
@@ -181,9 +179,9 @@ inline constexpr int kBackendAbiVersion = 1;
 // A backend module exports this function (see docs/backend-guide.md).
 // It returns nullptr when `abi_version` differs from the one it was built for.
 #define FERRY_BACKEND_ENTRY ferry_create_backend
-#define FERRY_DEFINE_BACKEND(BackendClass)                                               \
-  extern "C" FERRY_EXPORT ferry::Backend* ferry_create_backend(int abi_version) {         \
-    if (abi_version != ferry::kBackendAbiVersion) return nullptr;                        \
-    static BackendClass* instance = new BackendClass();                                  \
-    return instance;                                                                     \
+#define FERRY_DEFINE_BACKEND(BackendClass)                                        \
+  extern "C" FERRY_EXPORT ferry::Backend* ferry_create_backend(int abi_version) { \
+    if (abi_version != ferry::kBackendAbiVersion) return nullptr;                 \
+    static BackendClass* instance = new BackendClass();                           \
+    return instance;                                                              \
   }

@@ -15,9 +15,9 @@ enum class DeviceKind { cpu, discrete_gpu, integrated_gpu, virtual_gpu, cpu_gpu,
 const char* device_kind_name(DeviceKind k);
 
 struct DeviceCapabilities {
-  bool f16 = false;    // f16 arithmetic in kernels (storage alone is always supported)
+  bool f16 = false;  // f16 arithmetic in kernels (storage alone is always supported)
   bool bf16 = false;
-  bool int64 = false;  // 64-bit integer arithmetic in kernels
+  bool int64 = false;                // 64-bit integer arithmetic in kernels
   bool host_visible_memory = false;  // device memory the host can map (CPU, lavapipe, iGPUs)
   bool peer_copy = false;            // direct copies to other devices of its backend
 };
@@ -27,14 +27,15 @@ struct DeviceInfo {
   std::string backend;  // "vulkan"
   int index = 0;
   bool available = false;
-  std::string unavailable_reason;  // why not, when !available, e.g. "cuda: no CUDA driver found (libcuda.so.1)"
-  std::string name;     // "NVIDIA H100 80GB HBM3", "llvmpipe (LLVM 15.0.6, 256 bits)"
-  std::string vendor;   // "NVIDIA", "Mesa", "GenuineIntel"
-  std::string driver;   // driver name and version, when the backend knows them
+  std::string unavailable_reason;  // why not, when !available, e.g. "cuda: no CUDA driver found
+                                   // (libcuda.so.1)"
+  std::string name;                // "NVIDIA H100 80GB HBM3", "llvmpipe (LLVM 15.0.6, 256 bits)"
+  std::string vendor;              // "NVIDIA", "Mesa", "GenuineIntel"
+  std::string driver;              // driver name and version, when the backend knows them
   DeviceKind kind = DeviceKind::other;
-  std::uint64_t memory_total = 0;  // bytes
-  std::uint64_t memory_free = 0;   // bytes, as the driver reports it now
-  std::uint64_t max_allocation = 0;  // largest single buffer, bytes
+  std::uint64_t memory_total = 0;       // bytes
+  std::uint64_t memory_free = 0;        // bytes, as the driver reports it now
+  std::uint64_t max_allocation = 0;     // largest single buffer, bytes
   std::array<std::uint8_t, 16> uuid{};  // same card, same UUID across backends
   DeviceCapabilities caps;
   std::map<std::string, std::string> properties;  // backend-specific extras (subgroup size, ...)

@@ -13,11 +13,11 @@
 namespace ferry {
 
 enum class DType : std::uint8_t { f32, f16, bf16, i32, i64, u8, boolean };
-inline constexpr DType kAllDTypes[] = {DType::f32, DType::f16, DType::bf16, DType::i32,
+inline constexpr DType kAllDTypes[] = {DType::f32, DType::f16, DType::bf16,   DType::i32,
                                        DType::i64, DType::u8,  DType::boolean};
 
 std::size_t dtype_size(DType t);
-std::string_view dtype_name(DType t);  // "f32", "f16", "bf16", "i32", "i64", "u8", "bool"
+std::string_view dtype_name(DType t);          // "f32", "f16", "bf16", "i32", "i64", "u8", "bool"
 DType dtype_from_name(std::string_view name);  // throws DTypeError
 bool is_floating(DType t);
 bool is_integral(DType t);  // i32, i64, u8 (not bool)
@@ -117,14 +117,22 @@ template <DType T> using dtype_cpp_t = typename dtype_cpp<T>::type;
 
 // The dtype of a C++ element type (for tensor(std::vector<T>), to_vector<T>, item<T>).
 template <typename T> constexpr DType dtype_of() {
-  if constexpr (std::is_same_v<T, float>) return DType::f32;
-  else if constexpr (std::is_same_v<T, Half>) return DType::f16;
-  else if constexpr (std::is_same_v<T, BFloat16>) return DType::bf16;
-  else if constexpr (std::is_same_v<T, std::int32_t>) return DType::i32;
-  else if constexpr (std::is_same_v<T, std::int64_t>) return DType::i64;
-  else if constexpr (std::is_same_v<T, std::uint8_t>) return DType::u8;
-  else if constexpr (std::is_same_v<T, bool>) return DType::boolean;
-  else static_assert(sizeof(T) == 0, "no ferry dtype for this C++ type");
+  if constexpr (std::is_same_v<T, float>)
+    return DType::f32;
+  else if constexpr (std::is_same_v<T, Half>)
+    return DType::f16;
+  else if constexpr (std::is_same_v<T, BFloat16>)
+    return DType::bf16;
+  else if constexpr (std::is_same_v<T, std::int32_t>)
+    return DType::i32;
+  else if constexpr (std::is_same_v<T, std::int64_t>)
+    return DType::i64;
+  else if constexpr (std::is_same_v<T, std::uint8_t>)
+    return DType::u8;
+  else if constexpr (std::is_same_v<T, bool>)
+    return DType::boolean;
+  else
+    static_assert(sizeof(T) == 0, "no ferry dtype for this C++ type");
 }
 
 // A number given by the caller (fill values, scalar operands). Keeps integers

@@ -41,10 +41,9 @@ class DTypeError : public Error {
 // reported free at the time (after its caches were released).
 class OutOfMemoryError : public Error {
  public:
-  OutOfMemoryError(const std::string& message, std::uint64_t requested,
-                   std::uint64_t available, std::string device)
-      : Error(message), requested_(requested), available_(available),
-        device_(std::move(device)) {}
+  OutOfMemoryError(const std::string& message, std::uint64_t requested, std::uint64_t available,
+                   std::string device)
+      : Error(message), requested_(requested), available_(available), device_(std::move(device)) {}
   std::uint64_t requested() const { return requested_; }
   std::uint64_t available() const { return available_; }
   const std::string& device() const { return device_; }

@@ -83,7 +83,8 @@ Tensor var(const Tensor& x, const std::vector<std::int64_t>& dims = {}, double c
            bool keepdim = false);
 // i64 index of the first maximum (NaN counts as the maximum); over the
 // flattened tensor when dim is not given.
-Tensor argmax(const Tensor& x, std::optional<std::int64_t> dim = std::nullopt, bool keepdim = false);
+Tensor argmax(const Tensor& x, std::optional<std::int64_t> dim = std::nullopt,
+              bool keepdim = false);
 
 // Matrix product, PyTorch's matmul: 1-D, 2-D, and batched with broadcast batch dims.
 Tensor matmul(const Tensor& a, const Tensor& b);

@@ -15,8 +15,8 @@
 #include <iosfwd>
 #include <memory>
 #include <optional>
-#include <type_traits>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "ferry/device.hpp"
@@ -60,7 +60,7 @@ class Storage {
 struct TensorImpl {
   std::shared_ptr<Storage> storage;
   Shape sizes;
-  Shape strides;  // in elements
+  Shape strides;            // in elements
   std::int64_t offset = 0;  // in elements
   DType dtype = DType::f32;
 };
@@ -162,8 +162,8 @@ Tensor full_like(const Tensor& t, const Scalar& value);
 Tensor arange(double end, const TensorOptions& options = {});
 Tensor arange(double start, double end, double step = 1, const TensorOptions& options = {});
 // A tensor holding host data. shape defaults to {data.size()}.
-template <typename T>
-Tensor tensor(const std::vector<T>& data, const Shape& shape = {}, const TensorOptions& options = {});
+template <typename T> Tensor tensor(const std::vector<T>& data, const Shape& shape = {},
+                                    const TensorOptions& options = {});
 Tensor tensor_from_bytes(const void* data, std::size_t bytes, DType dtype, const Shape& shape,
                          const Device& device);
 Tensor scalar_tensor(const Scalar& value, const TensorOptions& options = {});

@@ -57,7 +57,8 @@ void parallel_memcpy(void* dst, const void* src, std::size_t bytes) {
   std::int64_t chunks = std::int64_t((bytes + kChunk - 1) / kChunk);
   cpu::parallel_range(chunks, 64, [&](std::int64_t b, std::int64_t e) {
     std::size_t begin = std::size_t(b) * kChunk, end = std::min(bytes, std::size_t(e) * kChunk);
-    std::memcpy(static_cast<char*>(dst) + begin, static_cast<const char*>(src) + begin, end - begin);
+    std::memcpy(static_cast<char*>(dst) + begin, static_cast<const char*>(src) + begin,
+                end - begin);
   });
 }
 
@@ -90,7 +91,8 @@ class CpuDevice final : public DeviceImpl {
     d.memory_total = meminfo("MemTotal");
     d.memory_free = meminfo("MemAvailable");
     d.max_allocation = d.memory_total;
-    d.caps = {.f16 = true, .bf16 = true, .int64 = true, .host_visible_memory = true, .peer_copy = false};
+    d.caps = {
+        .f16 = true, .bf16 = true, .int64 = true, .host_visible_memory = true, .peer_copy = false};
     d.properties["threads"] = std::to_string(omp_get_max_threads());
     return d;
   }
@@ -102,10 +104,11 @@ class CpuDevice final : public DeviceImpl {
     void* p = allocator_.allocate(bytes, &capacity);
     if (!p) {
       std::uint64_t avail = meminfo("MemAvailable");
-      throw OutOfMemoryError(fmt::format("cpu: out of memory allocating {} bytes ({} bytes available); "
-                                         "free tensors or use a smaller batch",
-                                         bytes, avail),
-                             bytes, avail, "cpu");
+      throw OutOfMemoryError(
+          fmt::format("cpu: out of memory allocating {} bytes ({} bytes available); "
+                      "free tensors or use a smaller batch",
+                      bytes, avail),
+          bytes, avail, "cpu");
     }
     return std::make_unique<CpuBuffer>(allocator_, p, bytes, capacity);
   }
@@ -116,9 +119,11 @@ class CpuDevice final : public DeviceImpl {
   void copy_to_host(void* dst, const Buffer& src, std::size_t off, std::size_t bytes) override {
     parallel_memcpy(dst, static_cast<const char*>(src.host_ptr()) + off, bytes);
   }
-  void copy_within(Buffer& dst, std::size_t doff, const Buffer& src, std::size_t soff, std::size_t bytes) override {
+  void copy_within(Buffer& dst, std::size_t doff, const Buffer& src, std::size_t soff,
+                   std::size_t bytes) override {
     // memmove semantics are not needed: distinct storages never overlap.
-    parallel_memcpy(static_cast<char*>(dst.host_ptr()) + doff, static_cast<const char*>(src.host_ptr()) + soff, bytes);
+    parallel_memcpy(static_cast<char*>(dst.host_ptr()) + doff,
+                    static_cast<const char*>(src.host_ptr()) + soff, bytes);
   }
   void synchronize() override {}  // kernels run to completion before they return
 

@@ -12,7 +12,11 @@
 namespace ferry::cpu {
 namespace {
 
-template <typename T> T load(const char* p) { T v; std::memcpy(&v, p, sizeof(T)); return v; }
+template <typename T> T load(const char* p) {
+  T v;
+  std::memcpy(&v, p, sizeof(T));
+  return v;
+}
 
 // out[i] = f(in[i]) in compute_t<T>.
 template <typename T, typename F> void unary_loop(const OpCall& c, F f) {
@@ -24,7 +28,8 @@ template <typename T, typename F> void unary_loop(const OpCall& c, F f) {
       for (std::int64_t i = 0; i < r.n; ++i) o[i] = T(f(C(in[i])));
     } else {
       for (std::int64_t i = 0; i < r.n; ++i)
-        *reinterpret_cast<T*>(r.ptr[0] + i * r.stride[0]) = T(f(C(*reinterpret_cast<const T*>(r.ptr[1] + i * r.stride[1]))));
+        *reinterpret_cast<T*>(r.ptr[0] + i * r.stride[0]) =
+            T(f(C(*reinterpret_cast<const T*>(r.ptr[1] + i * r.stride[1]))));
     }
   });
 }
@@ -125,9 +130,12 @@ void copy_kernel(DeviceImpl&, const OpCall& c) {
 // A double from an attribute as element type T: floats round, integers
 // saturate (the same rule as float -> int casts).
 template <typename T> T from_double(double d, std::int64_t exact) {
-  if constexpr (std::is_same_v<T, bool>) return d != 0.0;
-  else if constexpr (kIsInt<T>) return math::convert<T>(exact);
-  else return T(float(d));
+  if constexpr (std::is_same_v<T, bool>)
+    return d != 0.0;
+  else if constexpr (kIsInt<T>)
+    return math::convert<T>(exact);
+  else
+    return T(float(d));
 }
 
 void fill_kernel(DeviceImpl&, const OpCall& c) {
@@ -136,7 +144,8 @@ void fill_kernel(DeviceImpl&, const OpCall& c) {
   FERRY_DISPATCH_ALL(c.outputs[0].dtype, "fill", {
     const scalar_t value = from_double<scalar_t>(v, iv);
     loop_nd<1>({&c.outputs[0]}, [&](const LoopRun<1>& r) {
-      for (std::int64_t i = 0; i < r.n; ++i) *reinterpret_cast<scalar_t*>(r.ptr[0] + i * r.stride[0]) = value;
+      for (std::int64_t i = 0; i < r.n; ++i)
+        *reinterpret_cast<scalar_t*>(r.ptr[0] + i * r.stride[0]) = value;
     });
   });
 }
@@ -159,14 +168,23 @@ void arange_kernel(DeviceImpl&, const OpCall& c) {
 
 void add_elementwise_kernels(KernelTable& t) {
   t.emplace_back("neg", numeric_unary("neg", [](auto x) {
-    if constexpr (kIsInt<decltype(x)>) return math::wrap_neg(x); else return -x;
-  }));
+                   if constexpr (kIsInt<decltype(x)>)
+                     return math::wrap_neg(x);
+                   else
+                     return -x;
+                 }));
   t.emplace_back("abs", numeric_unary("abs", [](auto x) {
-    if constexpr (kIsInt<decltype(x)>) return math::int_abs(x); else return std::fabs(x);
-  }));
+                   if constexpr (kIsInt<decltype(x)>)
+                     return math::int_abs(x);
+                   else
+                     return std::fabs(x);
+                 }));
   t.emplace_back("relu", numeric_unary("relu", [](auto x) {
-    if constexpr (kIsInt<decltype(x)>) return x > 0 ? x : decltype(x)(0); else return math::relu(x);
-  }));
+                   if constexpr (kIsInt<decltype(x)>)
+                     return x > 0 ? x : decltype(x)(0);
+                   else
+                     return math::relu(x);
+                 }));
   t.emplace_back("exp", floating_unary("exp", [](float x) { return std::exp(x); }));
   t.emplace_back("log", floating_unary("log", [](float x) { return std::log(x); }));
   t.emplace_back("sqrt", floating_unary("sqrt", [](float x) { return std::sqrt(x); }));
@@ -176,38 +194,55 @@ void add_elementwise_kernels(KernelTable& t) {
   t.emplace_back("tanh", floating_unary("tanh", [](float x) { return std::tanh(x); }));
   t.emplace_back("sigmoid", floating_unary("sigmoid", [](float x) { return math::sigmoid(x); }));
   t.emplace_back("gelu", floating_unary("gelu", [](float x) { return math::gelu_erf(x); }));
-  t.emplace_back("gelu_tanh", floating_unary("gelu_tanh", [](float x) { return math::gelu_tanh(x); }));
+  t.emplace_back("gelu_tanh",
+                 floating_unary("gelu_tanh", [](float x) { return math::gelu_tanh(x); }));
   t.emplace_back("silu", floating_unary("silu", [](float x) { return math::silu(x); }));
 
   t.emplace_back("add", arithmetic("add", [](auto a, auto b) {
-    using T = decltype(a);
-    if constexpr (std::is_same_v<T, bool>) return bool(a || b);
-    else if constexpr (kIsInt<T>) return math::wrap_add(a, b);
-    else return a + b;
-  }));
+                   using T = decltype(a);
+                   if constexpr (std::is_same_v<T, bool>)
+                     return bool(a || b);
+                   else if constexpr (kIsInt<T>)
+                     return math::wrap_add(a, b);
+                   else
+                     return a + b;
+                 }));
   t.emplace_back("sub", arithmetic("sub", [](auto a, auto b) {
-    using T = decltype(a);
-    if constexpr (std::is_same_v<T, bool>) return bool(a != b);  // the front-end refuses bool
-    else if constexpr (kIsInt<T>) return math::wrap_sub(a, b);
-    else return a - b;
-  }));
+                   using T = decltype(a);
+                   if constexpr (std::is_same_v<T, bool>)
+                     return bool(a != b);  // the front-end refuses bool
+                   else if constexpr (kIsInt<T>)
+                     return math::wrap_sub(a, b);
+                   else
+                     return a - b;
+                 }));
   t.emplace_back("mul", arithmetic("mul", [](auto a, auto b) {
-    using T = decltype(a);
-    if constexpr (std::is_same_v<T, bool>) return bool(a && b);
-    else if constexpr (kIsInt<T>) return math::wrap_mul(a, b);
-    else return a * b;
-  }));
+                   using T = decltype(a);
+                   if constexpr (std::is_same_v<T, bool>)
+                     return bool(a && b);
+                   else if constexpr (kIsInt<T>)
+                     return math::wrap_mul(a, b);
+                   else
+                     return a * b;
+                 }));
   t.emplace_back("div", [](DeviceImpl&, const OpCall& c) {
-    FERRY_DISPATCH_FLOATING(c.outputs[0].dtype, "div", binary_loop<scalar_t, scalar_t>(c, [](float a, float b) { return a / b; }));
+    FERRY_DISPATCH_FLOATING(
+        c.outputs[0].dtype, "div",
+        binary_loop<scalar_t, scalar_t>(c, [](float a, float b) { return a / b; }));
   });
   t.emplace_back("pow", arithmetic("pow", [](auto a, auto b) {
-    using T = decltype(a);
-    if constexpr (std::is_same_v<T, bool>) return bool(a || !b);  // the front-end refuses bool
-    else if constexpr (kIsInt<T>) return math::int_pow(a, b);
-    else return std::pow(a, b);
-  }));
-  t.emplace_back("maximum", arithmetic("maximum", [](auto a, auto b) { return math::maximum(a, b); }));
-  t.emplace_back("minimum", arithmetic("minimum", [](auto a, auto b) { return math::minimum(a, b); }));
+                   using T = decltype(a);
+                   if constexpr (std::is_same_v<T, bool>)
+                     return bool(a || !b);  // the front-end refuses bool
+                   else if constexpr (kIsInt<T>)
+                     return math::int_pow(a, b);
+                   else
+                     return std::pow(a, b);
+                 }));
+  t.emplace_back("maximum",
+                 arithmetic("maximum", [](auto a, auto b) { return math::maximum(a, b); }));
+  t.emplace_back("minimum",
+                 arithmetic("minimum", [](auto a, auto b) { return math::minimum(a, b); }));
 
   t.emplace_back("eq", comparison("eq", [](auto a, auto b) { return a == b; }));
   t.emplace_back("ne", comparison("ne", [](auto a, auto b) { return a != b; }));

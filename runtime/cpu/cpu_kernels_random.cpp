@@ -20,26 +20,29 @@ template <typename T, typename Gen> void generate(const TensorArg& out, const Ge
 void uniform_kernel(DeviceImpl&, const OpCall& c) {
   const auto seed = std::uint64_t(c.attrs.i("seed")), offset = std::uint64_t(c.attrs.i("offset"));
   const auto low = float(c.attrs.f("low")), high = float(c.attrs.f("high"));
-  FERRY_DISPATCH_FLOATING(c.outputs[0].dtype, "random_uniform", generate<scalar_t>(c.outputs[0], [&](std::uint64_t i) {
-    return scalar_t(math::philox_uniform(seed, offset + i, low, high));
-  }));
+  FERRY_DISPATCH_FLOATING(c.outputs[0].dtype, "random_uniform",
+                          generate<scalar_t>(c.outputs[0], [&](std::uint64_t i) {
+                            return scalar_t(math::philox_uniform(seed, offset + i, low, high));
+                          }));
 }
 
 void normal_kernel(DeviceImpl&, const OpCall& c) {
   const auto seed = std::uint64_t(c.attrs.i("seed")), offset = std::uint64_t(c.attrs.i("offset"));
   const auto mean = float(c.attrs.f("mean")), stddev = float(c.attrs.f("std"));
-  FERRY_DISPATCH_FLOATING(c.outputs[0].dtype, "random_normal", generate<scalar_t>(c.outputs[0], [&](std::uint64_t i) {
-    return scalar_t(mean + stddev * math::philox_normal(seed, offset + i));
-  }));
+  FERRY_DISPATCH_FLOATING(c.outputs[0].dtype, "random_normal",
+                          generate<scalar_t>(c.outputs[0], [&](std::uint64_t i) {
+                            return scalar_t(mean + stddev * math::philox_normal(seed, offset + i));
+                          }));
 }
 
 void int_kernel(DeviceImpl&, const OpCall& c) {
   const auto seed = std::uint64_t(c.attrs.i("seed")), offset = std::uint64_t(c.attrs.i("offset"));
   const std::int64_t low = c.attrs.i("low");
   const auto range = std::uint64_t(c.attrs.i("range"));
-  FERRY_DISPATCH_NUMERIC(c.outputs[0].dtype, "random_int", generate<scalar_t>(c.outputs[0], [&](std::uint64_t i) {
-    return math::convert<scalar_t>(math::philox_randint(seed, offset + i, low, range));
-  }));
+  FERRY_DISPATCH_NUMERIC(
+      c.outputs[0].dtype, "random_int", generate<scalar_t>(c.outputs[0], [&](std::uint64_t i) {
+        return math::convert<scalar_t>(math::philox_randint(seed, offset + i, low, range));
+      }));
 }
 
 }  // namespace

@@ -31,9 +31,11 @@ template <std::size_t N> struct LoopRun {
 };
 
 // Runs body(begin, end) over [0, total) split across threads when total >= grain.
-template <typename Body> void parallel_range(std::int64_t total, std::int64_t grain, const Body& body) {
+template <typename Body>
+void parallel_range(std::int64_t total, std::int64_t grain, const Body& body) {
   int threads = total >= grain ? omp_get_max_threads() : 1;
-  threads = int(std::min<std::int64_t>(threads, std::max<std::int64_t>(1, total / std::max<std::int64_t>(grain / 4, 1))));
+  threads = int(std::min<std::int64_t>(
+      threads, std::max<std::int64_t>(1, total / std::max<std::int64_t>(grain / 4, 1))));
   if (threads <= 1) {
     body(std::int64_t(0), total);
     return;
@@ -110,44 +112,44 @@ void loop_nd(const std::array<const TensorArg*, N>& args, const Inner& inner) {
 }
 
 // Calls fn.template operator()<T>() with T the host type of `dtype`.
-#define FERRY_CPU_CASE(DT, ...)                 \
-  case DType::DT: {                             \
-    using scalar_t = dtype_cpp_t<DType::DT>;    \
-    __VA_ARGS__;                                \
-    break;                                      \
+#define FERRY_CPU_CASE(DT, ...)              \
+  case DType::DT: {                          \
+    using scalar_t = dtype_cpp_t<DType::DT>; \
+    __VA_ARGS__;                             \
+    break;                                   \
   }
-#define FERRY_DISPATCH_ALL(dtype, op, ...)                                                  \
-  switch (dtype) {                                                                          \
-    FERRY_CPU_CASE(f32, __VA_ARGS__)                                                        \
-    FERRY_CPU_CASE(f16, __VA_ARGS__)                                                        \
-    FERRY_CPU_CASE(bf16, __VA_ARGS__)                                                       \
-    FERRY_CPU_CASE(i32, __VA_ARGS__)                                                        \
-    FERRY_CPU_CASE(i64, __VA_ARGS__)                                                        \
-    FERRY_CPU_CASE(u8, __VA_ARGS__)                                                         \
-    FERRY_CPU_CASE(boolean, __VA_ARGS__)                                                    \
-    default:                                                                                \
-      throw UnsupportedError(std::string(op) + ": dtype not supported on cpu");             \
+#define FERRY_DISPATCH_ALL(dtype, op, ...)                                      \
+  switch (dtype) {                                                              \
+    FERRY_CPU_CASE(f32, __VA_ARGS__)                                            \
+    FERRY_CPU_CASE(f16, __VA_ARGS__)                                            \
+    FERRY_CPU_CASE(bf16, __VA_ARGS__)                                           \
+    FERRY_CPU_CASE(i32, __VA_ARGS__)                                            \
+    FERRY_CPU_CASE(i64, __VA_ARGS__)                                            \
+    FERRY_CPU_CASE(u8, __VA_ARGS__)                                             \
+    FERRY_CPU_CASE(boolean, __VA_ARGS__)                                        \
+    default:                                                                    \
+      throw UnsupportedError(std::string(op) + ": dtype not supported on cpu"); \
   }
-#define FERRY_DISPATCH_NUMERIC(dtype, op, ...)                                              \
-  switch (dtype) {                                                                          \
-    FERRY_CPU_CASE(f32, __VA_ARGS__)                                                        \
-    FERRY_CPU_CASE(f16, __VA_ARGS__)                                                        \
-    FERRY_CPU_CASE(bf16, __VA_ARGS__)                                                       \
-    FERRY_CPU_CASE(i32, __VA_ARGS__)                                                        \
-    FERRY_CPU_CASE(i64, __VA_ARGS__)                                                        \
-    FERRY_CPU_CASE(u8, __VA_ARGS__)                                                         \
-    default:                                                                                \
-      throw UnsupportedError(std::string(op) + ": cpu kernel does not take " +              \
-                             std::string(dtype_name(dtype)));                               \
+#define FERRY_DISPATCH_NUMERIC(dtype, op, ...)                                 \
+  switch (dtype) {                                                             \
+    FERRY_CPU_CASE(f32, __VA_ARGS__)                                           \
+    FERRY_CPU_CASE(f16, __VA_ARGS__)                                           \
+    FERRY_CPU_CASE(bf16, __VA_ARGS__)                                          \
+    FERRY_CPU_CASE(i32, __VA_ARGS__)                                           \
+    FERRY_CPU_CASE(i64, __VA_ARGS__)                                           \
+    FERRY_CPU_CASE(u8, __VA_ARGS__)                                            \
+    default:                                                                   \
+      throw UnsupportedError(std::string(op) + ": cpu kernel does not take " + \
+                             std::string(dtype_name(dtype)));                  \
   }
-#define FERRY_DISPATCH_FLOATING(dtype, op, ...)                                             \
-  switch (dtype) {                                                                          \
-    FERRY_CPU_CASE(f32, __VA_ARGS__)                                                        \
-    FERRY_CPU_CASE(f16, __VA_ARGS__)                                                        \
-    FERRY_CPU_CASE(bf16, __VA_ARGS__)                                                       \
-    default:                                                                                \
+#define FERRY_DISPATCH_FLOATING(dtype, op, ...)                                                \
+  switch (dtype) {                                                                             \
+    FERRY_CPU_CASE(f32, __VA_ARGS__)                                                           \
+    FERRY_CPU_CASE(f16, __VA_ARGS__)                                                           \
+    FERRY_CPU_CASE(bf16, __VA_ARGS__)                                                          \
+    default:                                                                                   \
       throw UnsupportedError(std::string(op) + ": cpu kernel expects f32, f16 or bf16, got " + \
-                             std::string(dtype_name(dtype)));                               \
+                             std::string(dtype_name(dtype)));                                  \
   }
 
 // The type a kernel computes in for an element type: float for the 16-bit

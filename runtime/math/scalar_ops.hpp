@@ -95,19 +95,25 @@ template <typename I> FERRY_HD I float_to_int(float f) {
 // The value of any element type as float / as int64, and back: the one place
 // element conversions are defined (cast, copy, fill).
 template <typename T> FERRY_HD float to_float(T v) {
-  if constexpr (std::is_same_v<T, Half> || std::is_same_v<T, BFloat16>) return float(v);
-  else return float(v);
+  if constexpr (std::is_same_v<T, Half> || std::is_same_v<T, BFloat16>)
+    return float(v);
+  else
+    return float(v);
 }
 template <typename To, typename From> FERRY_HD To convert(From v) {
   if constexpr (std::is_same_v<To, From>) {
     return v;
   } else if constexpr (std::is_same_v<To, bool>) {
-    if constexpr (std::is_integral_v<From>) return v != 0;
-    else return float(v) != 0.0f;
+    if constexpr (std::is_integral_v<From>)
+      return v != 0;
+    else
+      return float(v) != 0.0f;
   } else if constexpr (std::is_same_v<To, Half> || std::is_same_v<To, BFloat16> ||
                        std::is_same_v<To, float>) {
-    if constexpr (std::is_same_v<From, bool>) return To(v ? 1.0f : 0.0f);
-    else return To(float(v));
+    if constexpr (std::is_same_v<From, bool>)
+      return To(v ? 1.0f : 0.0f);
+    else
+      return To(float(v));
   } else {  // integer destination
     if constexpr (std::is_same_v<From, Half> || std::is_same_v<From, BFloat16> ||
                   std::is_same_v<From, float>) {

@@ -12,9 +12,20 @@ std::vector<ShapeCase> unary_shapes() {
       {"[0]", "empty", {{0}}, {}},
       {"[3, 0]", "empty", {{3, 0}}, {}},
       {"[1, 1, 1]", "size-1", {{1, 1, 1}}, {}},
-      {"[13, 7].t()", "non-contiguous", {{13, 7}}, [](const Inputs& in) { return Inputs{in[0].t()}; }},
-      {"[64][1::3]", "non-contiguous", {{64}}, [](const Inputs& in) { return Inputs{in[0].slice(0, 1, 64, 3)}; }},
-      {"[7, 1].expand(7, 13)", "non-contiguous", {{7, 1}}, [](const Inputs& in) { return Inputs{in[0].expand({7, 13})}; }},
+      {"[13, 7].t()",
+       "non-contiguous",
+       {{13, 7}},
+       [](const Inputs& in) { return Inputs{in[0].t()}; }},
+      {"[64][1::3]",
+       "non-contiguous",
+       {{64}},
+       [](const Inputs& in) { return Inputs{in[0].slice(0, 1, 64, 3)}; }},
+      {"[7, 1].expand(7, 13)",
+       "non-contiguous",
+       {{7, 1}},
+       [](const Inputs& in) {
+         return Inputs{in[0].expand({7, 13})};
+       }},
   };
   for (std::int64_t n : {1, 7, 13, 127, 1023}) s.push_back({shape_str({n}), "odd", {{n}}, {}});
   s.push_back({"[7, 13]", "odd", {{7, 13}}, {}});
@@ -32,14 +43,27 @@ std::vector<ShapeCase> binary_shapes() {
       {"[7, 1] x [1, 13]", "broadcast", {{7, 1}, {1, 13}}, {}},
       {"[] x [7, 13]", "broadcast", {{}, {7, 13}}, {}},
       {"[2, 1, 5] x [3, 1]", "broadcast", {{2, 1, 5}, {3, 1}}, {}},
-      {"[13, 7].t() x [7, 13]", "non-contiguous", {{13, 7}, {7, 13}},
-       [](const Inputs& in) { return Inputs{in[0].t(), in[1]}; }},
-      {"[7, 13] x [7, 39][:, ::3]", "non-contiguous", {{7, 13}, {7, 39}},
-       [](const Inputs& in) { return Inputs{in[0], in[1].slice(1, 0, 39, 3)}; }},
-      {"[7, 1].expand(7, 13) x [13, 7].t()", "non-contiguous", {{7, 1}, {13, 7}},
-       [](const Inputs& in) { return Inputs{in[0].expand({7, 13}), in[1].t()}; }},
+      {"[13, 7].t() x [7, 13]",
+       "non-contiguous",
+       {{13, 7}, {7, 13}},
+       [](const Inputs& in) {
+         return Inputs{in[0].t(), in[1]};
+       }},
+      {"[7, 13] x [7, 39][:, ::3]",
+       "non-contiguous",
+       {{7, 13}, {7, 39}},
+       [](const Inputs& in) {
+         return Inputs{in[0], in[1].slice(1, 0, 39, 3)};
+       }},
+      {"[7, 1].expand(7, 13) x [13, 7].t()",
+       "non-contiguous",
+       {{7, 1}, {13, 7}},
+       [](const Inputs& in) {
+         return Inputs{in[0].expand({7, 13}), in[1].t()};
+       }},
   };
-  for (std::int64_t n : {1, 7, 13, 127, 1023}) s.push_back({shape_str({n}) + " x " + shape_str({n}), "odd", {{n}, {n}}, {}});
+  for (std::int64_t n : {1, 7, 13, 127, 1023})
+    s.push_back({shape_str({n}) + " x " + shape_str({n}), "odd", {{n}, {n}}, {}});
   return s;
 }
 
@@ -114,9 +138,11 @@ Inputs special_values(DType dt, int count) {
   return in;
 }
 
-Case large_case(const char* op, std::int64_t n, const char* cls, std::function<Tensor(const Inputs&)> run, int arity) {
+Case large_case(const char* op, std::int64_t n, const char* cls,
+                std::function<Tensor(const Inputs&)> run, int arity) {
   std::vector<Shape> shapes(std::size_t(arity), Shape{n});
-  return Case{op, DType::f32, shapes_label(shapes), cls, 1e-10, inputs_of({shapes}, DType::f32), {}, std::move(run)};
+  return Case{op, DType::f32,    shapes_label(shapes), cls, 1e-10, inputs_of({shapes}, DType::f32),
+              {}, std::move(run)};
 }
 
 }  // namespace
@@ -129,24 +155,37 @@ void add_elementwise_cases(std::vector<Case>& out) {
     for (DType dt : dts)
       for (const ShapeCase& s : unary_shapes()) {
         double lo = is_floating(dt) ? op.lo : std::max(op.lo, dt == DType::u8 ? 0.0 : -9.0);
-        out.push_back({op.name, dt, s.label, s.cls, threshold(dt, 1e-10), inputs_of({s.shapes, lo, op.hi}, dt), s.view,
+        out.push_back({op.name, dt, s.label, s.cls, threshold(dt, 1e-10),
+                       inputs_of({s.shapes, lo, op.hi}, dt), s.view,
                        [fn = op.fn](const Inputs& in) { return fn(in[0]); }});
       }
     for (DType dt : kFloat)
-      out.push_back({op.name, dt, "[8] NaN/inf/±0", "special", threshold(dt, 1e-10),
-                     [dt] { return special_values(dt, 1); }, {}, [fn = op.fn](const Inputs& in) { return fn(in[0]); }});
+      out.push_back({op.name,
+                     dt,
+                     "[8] NaN/inf/±0",
+                     "special",
+                     threshold(dt, 1e-10),
+                     [dt] { return special_values(dt, 1); },
+                     {},
+                     [fn = op.fn](const Inputs& in) { return fn(in[0]); }});
   }
   for (const BinaryOp& op : binary_ops()) {
     for (DType dt : op.dtypes)
       for (const ShapeCase& s : binary_shapes()) {
         InputSpec spec{s.shapes, op.lo, op.hi};
-        if (std::string(op.name) == "pow" && !is_floating(dt)) spec.lo = 0;  // integer powers need exponents >= 0
-        out.push_back({op.name, dt, s.label, s.cls, threshold(dt, 1e-10), inputs_of(spec, dt), s.view,
-                       [fn = op.fn](const Inputs& in) { return fn(in[0], in[1]); }});
+        if (std::string(op.name) == "pow" && !is_floating(dt))
+          spec.lo = 0;  // integer powers need exponents >= 0
+        out.push_back({op.name, dt, s.label, s.cls, threshold(dt, 1e-10), inputs_of(spec, dt),
+                       s.view, [fn = op.fn](const Inputs& in) { return fn(in[0], in[1]); }});
       }
     for (DType dt : kFloat)
-      out.push_back({op.name, dt, "[8] x [8] NaN/inf/±0", "special", threshold(dt, 1e-10),
-                     [dt] { return special_values(dt, 2); }, {},
+      out.push_back({op.name,
+                     dt,
+                     "[8] x [8] NaN/inf/±0",
+                     "special",
+                     threshold(dt, 1e-10),
+                     [dt] { return special_values(dt, 2); },
+                     {},
                      [fn = op.fn](const Inputs& in) { return fn(in[0], in[1]); }});
   }
   for (DType dt : kAll)
@@ -155,8 +194,8 @@ void add_elementwise_cases(std::vector<Case>& out) {
       std::vector<Shape> shapes = {s.shapes[0], s.shapes[1], s.shapes[1]};
       out.push_back({"where", dt, s.label, s.cls, threshold(dt, 0),
                      [shapes, dt] {
-                       return Inputs{make_input(shapes[0], DType::boolean, 3), make_input(shapes[1], dt, 4),
-                                     make_input(shapes[2], dt, 5)};
+                       return Inputs{make_input(shapes[0], DType::boolean, 3),
+                                     make_input(shapes[1], dt, 4), make_input(shapes[2], dt, 5)};
                      },
                      s.view ? std::function<Inputs(const Inputs&)>([v = s.view](const Inputs& in) {
                        Inputs a = v({in[0], in[1]}), b = v({in[0], in[2]});
@@ -169,15 +208,23 @@ void add_elementwise_cases(std::vector<Case>& out) {
     for (DType to : kAll)
       for (const ShapeCase& s : unary_shapes()) {
         if (s.cls != "odd" && s.cls != "non-contiguous" && s.cls != "empty") continue;
-        out.push_back({"cast", from, s.label + " -> " + std::string(dtype_name(to)), s.cls, threshold(to, 0),
-                       inputs_of({s.shapes, -100, 100}, from), s.view,
+        out.push_back({"cast", from, s.label + " -> " + std::string(dtype_name(to)), s.cls,
+                       threshold(to, 0), inputs_of({s.shapes, -100, 100}, from), s.view,
                        [to](const Inputs& in) { return ferry::cast(in[0], to); }});
       }
   for (DType dt : kAll) {
     // The input only says which device to fill on.
-    out.push_back({"full", dt, "[1023]", "odd", 0, inputs_of({{{1}}}, dt), {},
-                   [dt](const Inputs& in) { return ferry::full({1023}, 3, {.dtype = dt, .device = in[0].device()}); }});
-    out.push_back({"fill_", dt, "[9, 14][::2, 1::3]", "non-contiguous", 0, inputs_of({{{9, 14}}}, dt), {},
+    out.push_back(
+        {"full", dt, "[1023]", "odd", 0, inputs_of({{{1}}}, dt), {}, [dt](const Inputs& in) {
+           return ferry::full({1023}, 3, {.dtype = dt, .device = in[0].device()});
+         }});
+    out.push_back({"fill_",
+                   dt,
+                   "[9, 14][::2, 1::3]",
+                   "non-contiguous",
+                   0,
+                   inputs_of({{{9, 14}}}, dt),
+                   {},
                    [](const Inputs& in) {
                      Tensor t = in[0].clone();
                      t.slice(0, 0, 9, 2).slice(1, 1, 14, 3).fill_(1);
@@ -186,13 +233,18 @@ void add_elementwise_cases(std::vector<Case>& out) {
   }
   // Large tensors: > 2^24 elements, and one over 128 MiB for element-wise ops.
   const std::int64_t big = (std::int64_t(1) << 24) + 1, huge = (std::int64_t(1) << 25) + 7;
-  out.push_back(large_case("add", big, "large", [](const Inputs& in) { return in[0] + in[1]; }, 2));
-  out.push_back(large_case("mul", big, "large", [](const Inputs& in) { return in[0] * in[1]; }, 2));
-  out.push_back(large_case("exp", big, "large", [](const Inputs& in) { return ferry::exp(in[0]); }, 1));
-  out.push_back(large_case("cast", big, "large", [](const Inputs& in) { return in[0].to(DType::f16); }, 1));
+  out.push_back(large_case(
+      "add", big, "large", [](const Inputs& in) { return in[0] + in[1]; }, 2));
+  out.push_back(large_case(
+      "mul", big, "large", [](const Inputs& in) { return in[0] * in[1]; }, 2));
+  out.push_back(large_case(
+      "exp", big, "large", [](const Inputs& in) { return ferry::exp(in[0]); }, 1));
+  out.push_back(large_case(
+      "cast", big, "large", [](const Inputs& in) { return in[0].to(DType::f16); }, 1));
   out.back().dtype = DType::f32;
   out.back().max_nmse = 1e-6;
-  out.push_back(large_case("add", huge, "large > 128 MiB", [](const Inputs& in) { return in[0] + in[1]; }, 2));
+  out.push_back(large_case(
+      "add", huge, "large > 128 MiB", [](const Inputs& in) { return in[0] + in[1]; }, 2));
 }
 
 }  // namespace ferry::conformance

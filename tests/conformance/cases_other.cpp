@@ -31,7 +31,13 @@ void add_matmul(std::vector<Case>& out) {
       {{7, 13}, {13}, "odd", {}, " (matrix·vector)"},
       {{3, 7, 13}, {13, 5}, "batched", {}, ""},
       {{2, 1, 7, 13}, {3, 13, 5}, "broadcast", {}, ""},
-      {{13, 7}, {5, 13}, "non-contiguous", [](const Inputs& in) { return Inputs{in[0].t(), in[1].t()}; }, " .t() .t()"},
+      {{13, 7},
+       {5, 13},
+       "non-contiguous",
+       [](const Inputs& in) {
+         return Inputs{in[0].t(), in[1].t()};
+       },
+       " .t() .t()"},
       {{7, 0}, {0, 5}, "empty", {}, " (K = 0)"},
       {{127, 1023}, {1023, 13}, "odd", {}, ""},
       {{256, 256}, {256, 256}, "square", {}, ""},
@@ -42,7 +48,8 @@ void add_matmul(std::vector<Case>& out) {
       if (!is_floating(dt) && s.a.back() > 100) continue;  // integer GEMMs stay small
       out.push_back({"matmul", dt, shapes_label({s.a, s.b}) + s.label, s.cls, threshold(dt, nmse),
                      inputs_of({{s.a, s.b}, -2, 2}, dt), s.view,
-                     [](const Inputs& in) { return ferry::matmul(in[0], in[1]); }, matmul_flops(s.a, s.b)});
+                     [](const Inputs& in) { return ferry::matmul(in[0], in[1]); },
+                     matmul_flops(s.a, s.b)});
     }
 }
 
@@ -51,9 +58,12 @@ void add_layer_norm(std::vector<Case>& out) {
     for (bool affine : {false, true})
       for (const Shape& s : {Shape{7, 13}, Shape{3, 1023}, Shape{2, 3, 5}}) {
         Shape norm = s.size() == 3 ? Shape{3, 5} : Shape{s.back()};
-        out.push_back({"layer_norm", dt,
-                       fmt::format("{} normalized {}{}", shape_str(s), shape_str(norm), affine ? " affine" : ""),
-                       "odd", threshold(dt, 1e-10),
+        out.push_back({"layer_norm",
+                       dt,
+                       fmt::format("{} normalized {}{}", shape_str(s), shape_str(norm),
+                                   affine ? " affine" : ""),
+                       "odd",
+                       threshold(dt, 1e-10),
                        [s, norm, dt, affine] {
                          Inputs in{make_input(s, dt, 1)};
                          if (affine) {
@@ -64,7 +74,8 @@ void add_layer_norm(std::vector<Case>& out) {
                        },
                        {},
                        [norm, affine](const Inputs& in) {
-                         return affine ? ferry::layer_norm(in[0], norm, in[1], in[2]) : ferry::layer_norm(in[0], norm);
+                         return affine ? ferry::layer_norm(in[0], norm, in[1], in[2])
+                                       : ferry::layer_norm(in[0], norm);
                        }});
       }
 }
@@ -77,30 +88,78 @@ void add_indexing(std::vector<Case>& out) {
         manual_seed(seed);
         return randint(0, n, s, {.dtype = it});
       };
-      out.push_back({"index_select", dt, fmt::format("[7, 13] dim=1 index {}[9]", ix), "odd", 0,
-                     [dt, idx] { return Inputs{make_input({7, 13}, dt, 1), idx({9}, 13, 2)}; }, {},
+      out.push_back({"index_select",
+                     dt,
+                     fmt::format("[7, 13] dim=1 index {}[9]", ix),
+                     "odd",
+                     0,
+                     [dt, idx] {
+                       return Inputs{make_input({7, 13}, dt, 1), idx({9}, 13, 2)};
+                     },
+                     {},
                      [](const Inputs& in) { return ferry::index_select(in[0], 1, in[1]); }});
-      out.push_back({"index_select", dt, fmt::format("[13, 7].t() dim=0 index {}[4]", ix), "non-contiguous", 0,
-                     [dt, idx] { return Inputs{make_input({13, 7}, dt, 1), idx({4}, 7, 2)}; },
-                     [](const Inputs& in) { return Inputs{in[0].t(), in[1]}; },
+      out.push_back({"index_select", dt, fmt::format("[13, 7].t() dim=0 index {}[4]", ix),
+                     "non-contiguous", 0,
+                     [dt, idx] {
+                       return Inputs{make_input({13, 7}, dt, 1), idx({4}, 7, 2)};
+                     },
+                     [](const Inputs& in) {
+                       return Inputs{in[0].t(), in[1]};
+                     },
                      [](const Inputs& in) { return ferry::index_select(in[0], 0, in[1]); }});
-      out.push_back({"gather", dt, fmt::format("[7, 13] dim=1 index {}[7, 5]", ix), "odd", 0,
-                     [dt, idx] { return Inputs{make_input({7, 13}, dt, 1), idx({7, 5}, 13, 2)}; }, {},
+      out.push_back({"gather",
+                     dt,
+                     fmt::format("[7, 13] dim=1 index {}[7, 5]", ix),
+                     "odd",
+                     0,
+                     [dt, idx] {
+                       return Inputs{make_input({7, 13}, dt, 1), idx({7, 5}, 13, 2)};
+                     },
+                     {},
                      [](const Inputs& in) { return ferry::gather(in[0], 1, in[1]); }});
-      out.push_back({"gather", dt, fmt::format("[3, 5, 7] dim=0 index {}[2, 5, 7]", ix), "odd", 0,
-                     [dt, idx] { return Inputs{make_input({3, 5, 7}, dt, 1), idx({2, 5, 7}, 3, 2)}; }, {},
+      out.push_back({"gather",
+                     dt,
+                     fmt::format("[3, 5, 7] dim=0 index {}[2, 5, 7]", ix),
+                     "odd",
+                     0,
+                     [dt, idx] {
+                       return Inputs{make_input({3, 5, 7}, dt, 1), idx({2, 5, 7}, 3, 2)};
+                     },
+                     {},
                      [](const Inputs& in) { return ferry::gather(in[0], 0, in[1]); }});
       if (is_floating(dt))
-        out.push_back({"embedding", dt, fmt::format("weight [50, 16] indices {}[4, 9]", ix), "odd", 0,
-                       [dt, idx] { return Inputs{make_input({50, 16}, dt, 1), idx({4, 9}, 50, 2)}; }, {},
+        out.push_back({"embedding",
+                       dt,
+                       fmt::format("weight [50, 16] indices {}[4, 9]", ix),
+                       "odd",
+                       0,
+                       [dt, idx] {
+                         return Inputs{make_input({50, 16}, dt, 1), idx({4, 9}, 50, 2)};
+                       },
+                       {},
                        [](const Inputs& in) { return ferry::embedding(in[0], in[1]); }});
     }
-    out.push_back({"cat", dt, "[2, 3] x [5, 3] x [0, 3] dim=0", "odd", 0, inputs_of({{{2, 3}, {5, 3}, {0, 3}}}, dt), {},
+    out.push_back({"cat",
+                   dt,
+                   "[2, 3] x [5, 3] x [0, 3] dim=0",
+                   "odd",
+                   0,
+                   inputs_of({{{2, 3}, {5, 3}, {0, 3}}}, dt),
+                   {},
                    [](const Inputs& in) { return ferry::cat(in, 0); }});
-    out.push_back({"cat", dt, "[4, 7].t() x [7, 2] dim=1", "non-contiguous", 0, inputs_of({{{4, 7}, {7, 2}}}, dt),
-                   [](const Inputs& in) { return Inputs{in[0].t(), in[1]}; },
+    out.push_back({"cat", dt, "[4, 7].t() x [7, 2] dim=1", "non-contiguous", 0,
+                   inputs_of({{{4, 7}, {7, 2}}}, dt),
+                   [](const Inputs& in) {
+                     return Inputs{in[0].t(), in[1]};
+                   },
                    [](const Inputs& in) { return ferry::cat(in, 1); }});
-    out.push_back({"stack", dt, "[3, 4] x [3, 4] x [3, 4] dim=1", "odd", 0, inputs_of({{{3, 4}, {3, 4}, {3, 4}}}, dt), {},
+    out.push_back({"stack",
+                   dt,
+                   "[3, 4] x [3, 4] x [3, 4] dim=1",
+                   "odd",
+                   0,
+                   inputs_of({{{3, 4}, {3, 4}, {3, 4}}}, dt),
+                   {},
                    [](const Inputs& in) { return ferry::stack(in, 1); }});
   }
 }
@@ -109,22 +168,48 @@ void add_factories(std::vector<Case>& out) {
   // The input only says which device to make the tensor on.
   auto on = [](const Inputs& in) { return in[0].device(); };
   for (DType dt : {DType::f32, DType::i32, DType::i64})
-    out.push_back({"arange", dt, "arange(-7, 1016, 1)", "odd", 0, inputs_of({{{1}}}, DType::f32), {},
-                   [dt, on](const Inputs& in) { return ferry::arange(-7, 1016, 1, {.dtype = dt, .device = on(in)}); }});
+    out.push_back({"arange",
+                   dt,
+                   "arange(-7, 1016, 1)",
+                   "odd",
+                   0,
+                   inputs_of({{{1}}}, DType::f32),
+                   {},
+                   [dt, on](const Inputs& in) {
+                     return ferry::arange(-7, 1016, 1, {.dtype = dt, .device = on(in)});
+                   }});
   for (DType dt : kFloat) {
-    out.push_back({"randn", dt, "[4099] seed 5", "odd", threshold(dt, 1e-12), inputs_of({{{1}}}, DType::f32), {},
+    out.push_back({"randn",
+                   dt,
+                   "[4099] seed 5",
+                   "odd",
+                   threshold(dt, 1e-12),
+                   inputs_of({{{1}}}, DType::f32),
+                   {},
                    [dt, on](const Inputs& in) {
                      manual_seed(5);
                      return ferry::randn({4099}, {.dtype = dt, .device = on(in)});
                    }});
-    out.push_back({"rand", dt, "[4099] seed 6", "odd", threshold(dt, 1e-12), inputs_of({{{1}}}, DType::f32), {},
+    out.push_back({"rand",
+                   dt,
+                   "[4099] seed 6",
+                   "odd",
+                   threshold(dt, 1e-12),
+                   inputs_of({{{1}}}, DType::f32),
+                   {},
                    [dt, on](const Inputs& in) {
                      manual_seed(6);
                      return ferry::rand({4099}, {.dtype = dt, .device = on(in)});
                    }});
   }
   for (DType dt : {DType::i32, DType::i64, DType::u8})
-    out.push_back({"randint", dt, "[4099] in [0, 100) seed 7", "odd", 0, inputs_of({{{1}}}, DType::f32), {},
+    out.push_back({"randint",
+                   dt,
+                   "[4099] in [0, 100) seed 7",
+                   "odd",
+                   0,
+                   inputs_of({{{1}}}, DType::f32),
+                   {},
                    [dt, on](const Inputs& in) {
                      manual_seed(7);
                      return ferry::randint(0, 100, {4099}, {.dtype = dt, .device = on(in)});

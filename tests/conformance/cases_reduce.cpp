@@ -24,7 +24,11 @@ std::vector<ReduceShape> reduce_shapes() {
       {{1, 1, 1}, {1}, "size-1", {}, ""},
       {{127, 13}, {0}, "odd", {}, ""},
       {{13, 7}, {1}, "non-contiguous", [](const Inputs& in) { return Inputs{in[0].t()}; }, ".t()"},
-      {{9, 40}, {0}, "non-contiguous", [](const Inputs& in) { return Inputs{in[0].slice(1, 1, 40, 3)}; }, "[:, 1::3]"},
+      {{9, 40},
+       {0},
+       "non-contiguous",
+       [](const Inputs& in) { return Inputs{in[0].slice(1, 1, 40, 3)}; },
+       "[:, 1::3]"},
       {{0, 5}, {1}, "empty", {}, ""},
       {{(std::int64_t(1) << 24) + 5}, {}, "large", {}, ""},
   };
@@ -40,11 +44,16 @@ struct ReduceOp {
 
 std::vector<ReduceOp> reduce_ops() {
   return {
-      {"sum", kAll, true, [](const Tensor& x, const auto& d, bool k) { return ferry::sum(x, d, k); }, 1e-12},
-      {"mean", kFloat, true, [](const Tensor& x, const auto& d, bool k) { return ferry::mean(x, d, k); }, 1e-12},
-      {"max", kAll, false, [](const Tensor& x, const auto& d, bool k) { return ferry::max(x, d, k); }, 0},
-      {"min", kAll, false, [](const Tensor& x, const auto& d, bool k) { return ferry::min(x, d, k); }, 0},
-      {"var", kFloat, true, [](const Tensor& x, const auto& d, bool k) { return ferry::var(x, d, 1, k); }, 1e-10},
+      {"sum", kAll, true,
+       [](const Tensor& x, const auto& d, bool k) { return ferry::sum(x, d, k); }, 1e-12},
+      {"mean", kFloat, true,
+       [](const Tensor& x, const auto& d, bool k) { return ferry::mean(x, d, k); }, 1e-12},
+      {"max", kAll, false,
+       [](const Tensor& x, const auto& d, bool k) { return ferry::max(x, d, k); }, 0},
+      {"min", kAll, false,
+       [](const Tensor& x, const auto& d, bool k) { return ferry::min(x, d, k); }, 0},
+      {"var", kFloat, true,
+       [](const Tensor& x, const auto& d, bool k) { return ferry::var(x, d, 1, k); }, 1e-10},
       {"argmax", kNumeric, false,
        [](const Tensor& x, const auto& d, bool k) {
          return d.empty() ? ferry::argmax(x, std::nullopt, k) : ferry::argmax(x, d[0], k);
@@ -66,8 +75,11 @@ void add_reduction_cases(std::vector<Case>& out) {
           if (rs.cls == "large" && keepdim) continue;
           std::string label = fmt::format("{}{} dims={}{}", shape_str(rs.shape), rs.view_label,
                                           shape_str(rs.dims), keepdim ? " keepdim" : "");
-          out.push_back({op.name, dt, label, rs.cls, threshold(dt, op.nmse), inputs_of({{rs.shape}}, dt), rs.view,
-                         [fn = op.fn, dims = rs.dims, keepdim](const Inputs& in) { return fn(in[0], dims, keepdim); }});
+          out.push_back({op.name, dt, label, rs.cls, threshold(dt, op.nmse),
+                         inputs_of({{rs.shape}}, dt), rs.view,
+                         [fn = op.fn, dims = rs.dims, keepdim](const Inputs& in) {
+                           return fn(in[0], dims, keepdim);
+                         }});
         }
       }
   // softmax / log_softmax along each dim, with rows of large values.
@@ -77,13 +89,26 @@ void add_reduction_cases(std::vector<Case>& out) {
         auto run = [name = std::string(name), dim](const Inputs& in) {
           return name == "softmax" ? ferry::softmax(in[0], dim) : ferry::log_softmax(in[0], dim);
         };
-        out.push_back({name, dt, fmt::format("[7, 13] dim={}", dim), "odd", threshold(dt, 1e-10),
-                       inputs_of({{{7, 13}}, -5, 5}, dt), {}, run});
-        out.push_back({name, dt, fmt::format("[13, 7].t() dim={} values ~1000", dim), "non-contiguous",
-                       threshold(dt, 1e-10), inputs_of({{{13, 7}}, 990, 1010}, dt),
+        out.push_back({name,
+                       dt,
+                       fmt::format("[7, 13] dim={}", dim),
+                       "odd",
+                       threshold(dt, 1e-10),
+                       inputs_of({{{7, 13}}, -5, 5}, dt),
+                       {},
+                       run});
+        out.push_back({name, dt, fmt::format("[13, 7].t() dim={} values ~1000", dim),
+                       "non-contiguous", threshold(dt, 1e-10),
+                       inputs_of({{{13, 7}}, 990, 1010}, dt),
                        [](const Inputs& in) { return Inputs{in[0].t()}; }, run});
-        out.push_back({name, dt, fmt::format("[3, 1023] dim={}", dim), "odd", threshold(dt, 1e-10),
-                       inputs_of({{{3, 1023}}, -5, 5}, dt), {}, run});
+        out.push_back({name,
+                       dt,
+                       fmt::format("[3, 1023] dim={}", dim),
+                       "odd",
+                       threshold(dt, 1e-10),
+                       inputs_of({{{3, 1023}}, -5, 5}, dt),
+                       {},
+                       run});
       }
 }
 

@@ -13,8 +13,9 @@
 namespace ferry::conformance {
 
 inline const std::vector<DType> kFloat = {DType::f32, DType::f16, DType::bf16};
-inline const std::vector<DType> kNumeric = {DType::f32, DType::f16, DType::bf16, DType::i32, DType::i64, DType::u8};
-inline const std::vector<DType> kAll = {DType::f32, DType::f16, DType::bf16, DType::i32,
+inline const std::vector<DType> kNumeric = {DType::f32, DType::f16, DType::bf16,
+                                            DType::i32, DType::i64, DType::u8};
+inline const std::vector<DType> kAll = {DType::f32, DType::f16, DType::bf16,   DType::i32,
                                         DType::i64, DType::u8,  DType::boolean};
 
 // The NMSE a result of `dt` may differ by: f32 results differ only by the

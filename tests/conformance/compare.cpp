@@ -10,15 +10,18 @@ namespace ferry::conformance {
 std::string compare(const Tensor& got, const Tensor& want, double max_nmse, double* nmse) {
   *nmse = 0;
   if (got.sizes() != want.sizes())
-    return fmt::format("shape {} but the CPU gives {}", shape_str(got.sizes()), shape_str(want.sizes()));
+    return fmt::format("shape {} but the CPU gives {}", shape_str(got.sizes()),
+                       shape_str(want.sizes()));
   if (got.dtype() != want.dtype())
-    return fmt::format("dtype {} but the CPU gives {}", dtype_name(got.dtype()), dtype_name(want.dtype()));
+    return fmt::format("dtype {} but the CPU gives {}", dtype_name(got.dtype()),
+                       dtype_name(want.dtype()));
   if (!is_floating(want.dtype())) {
     auto g = got.to_vector<std::int64_t>(), w = want.to_vector<std::int64_t>();
     for (std::size_t i = 0; i < g.size(); ++i)
       if (g[i] != w[i]) {
         *nmse = INFINITY;
-        return fmt::format("element {} is {} but the CPU gives {} (integers must match exactly)", i, g[i], w[i]);
+        return fmt::format("element {} is {} but the CPU gives {} (integers must match exactly)", i,
+                           g[i], w[i]);
       }
     return {};
   }
@@ -29,14 +32,16 @@ std::string compare(const Tensor& got, const Tensor& want, double max_nmse, doub
     if (gn || wn) {
       if (gn != wn) {
         *nmse = INFINITY;
-        return fmt::format("element {} is {} but the CPU gives {} (NaN must match NaN)", i, g[i], w[i]);
+        return fmt::format("element {} is {} but the CPU gives {} (NaN must match NaN)", i, g[i],
+                           w[i]);
       }
       continue;
     }
     if (std::isinf(g[i]) || std::isinf(w[i])) {
       if (g[i] != w[i]) {
         *nmse = INFINITY;
-        return fmt::format("element {} is {} but the CPU gives {} (infinities must match in sign)", i, g[i], w[i]);
+        return fmt::format("element {} is {} but the CPU gives {} (infinities must match in sign)",
+                           i, g[i], w[i]);
       }
       continue;
     }
@@ -52,8 +57,9 @@ std::string compare(const Tensor& got, const Tensor& want, double max_nmse, doub
       double d = std::fabs(double(g[i]) - double(w[i]));
       if (d > worst_d) worst_d = d, worst = i;
     }
-    return fmt::format("NMSE {:.3g} above the threshold {:.3g}; worst element {} is {} but the CPU gives {}",
-                       *nmse, max_nmse, worst, g[worst], w[worst]);
+    return fmt::format(
+        "NMSE {:.3g} above the threshold {:.3g}; worst element {} is {} but the CPU gives {}",
+        *nmse, max_nmse, worst, g[worst], w[worst]);
   }
   return {};
 }
@@ -61,19 +67,27 @@ std::string compare(const Tensor& got, const Tensor& want, double max_nmse, doub
 Tensor make_input(const Shape& shape, DType dtype, std::uint64_t seed, double lo, double hi) {
   manual_seed(seed);
   switch (dtype) {
-    case DType::boolean: return lt(rand(shape), 0.5);
-    case DType::u8: return randint(std::int64_t(std::max(lo, 0.0)), std::int64_t(hi) + 1, shape, {.dtype = dtype});
+    case DType::boolean:
+      return lt(rand(shape), 0.5);
+    case DType::u8:
+      return randint(std::int64_t(std::max(lo, 0.0)), std::int64_t(hi) + 1, shape,
+                     {.dtype = dtype});
     case DType::i32:
-    case DType::i64: return randint(std::int64_t(lo), std::int64_t(hi) + 1, shape, {.dtype = dtype});
-    default: return uniform(shape, lo, hi, {.dtype = dtype});
+    case DType::i64:
+      return randint(std::int64_t(lo), std::int64_t(hi) + 1, shape, {.dtype = dtype});
+    default:
+      return uniform(shape, lo, hi, {.dtype = dtype});
   }
 }
 
 const char* status_name(Status s) {
   switch (s) {
-    case Status::passed: return "passed";
-    case Status::failed: return "failed";
-    case Status::skipped: return "skipped";
+    case Status::passed:
+      return "passed";
+    case Status::failed:
+      return "failed";
+    case Status::skipped:
+      return "skipped";
   }
   return "?";
 }

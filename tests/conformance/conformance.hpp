@@ -26,7 +26,7 @@ struct Case {
   std::function<Inputs()> make_inputs;
   std::function<Inputs(const Inputs&)> view;  // optional
   std::function<Tensor(const Inputs&)> run;
-  double flops = 0;         // per call, for --perf (0: report bandwidth only)
+  double flops = 0;  // per call, for --perf (0: report bandwidth only)
 
   std::string id() const { return op + " " + std::string(dtype_name(dtype)) + " " + shape; }
 };
@@ -38,7 +38,7 @@ struct Result {
   std::string device;
   std::string op, dtype, shape, shape_class;
   Status status = Status::passed;
-  std::string detail;     // why it failed or was skipped
+  std::string detail;  // why it failed or was skipped
   double nmse = 0;
   double device_us = -1;  // --perf: µs per call on the device
   double cpu_us = -1;     //         and on the CPU reference
@@ -58,7 +58,8 @@ Result run_case(const Case& c, const Device& device, bool perf);
 std::vector<Result> run_round_trip_checks(const Device& device);
 // device->device copies, bit for bit, between each tested device and every
 // other available one (the CPU included), both ways, every dtype.
-std::vector<Result> run_pair_checks(const std::vector<Device>& tested, const std::vector<Device>& available);
+std::vector<Result> run_pair_checks(const std::vector<Device>& tested,
+                                    const std::vector<Device>& available);
 
 // Compares a device result (already on the CPU) with the reference: shapes and
 // dtypes exactly, NaN with NaN, ±inf by sign, integers and bools exactly,
@@ -82,6 +83,7 @@ template <typename Body> void classify(Result& r, Body body) {
 }
 
 // Deterministic inputs on the CPU.
-Tensor make_input(const Shape& shape, DType dtype, std::uint64_t seed, double lo = -3, double hi = 3);
+Tensor make_input(const Shape& shape, DType dtype, std::uint64_t seed, double lo = -3,
+                  double hi = 3);
 
 }  // namespace ferry::conformance

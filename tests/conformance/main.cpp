@@ -24,9 +24,11 @@ struct Options {
 
 void usage() {
   std::puts(
-      "usage: ferry-conformance [--device DEV]... [--op REGEX] [--list] [--json FILE] [--perf] [--verbose]\n"
+      "usage: ferry-conformance [--device DEV]... [--op REGEX] [--list] [--json FILE] [--perf] "
+      "[--verbose]\n"
       "                         [--no-transfers]\n"
-      "  --device DEV   a device to test, e.g. vulkan:0 (repeatable; default: every available device)\n"
+      "  --device DEV   a device to test, e.g. vulkan:0 (repeatable; default: every available "
+      "device)\n"
       "  --op REGEX     only ops whose name matches (std::regex_search), e.g. 'matmul|softmax'\n"
       "  --list         list the cases and exit\n"
       "  --json FILE    write every result (and device info) to FILE\n"
@@ -43,13 +45,20 @@ Options parse(int argc, char** argv) {
       if (i + 1 >= argc) throw ferry::Error("ferry-conformance: " + a + " needs a value");
       return argv[++i];
     };
-    if (a == "--device") o.devices.push_back(value());
-    else if (a == "--op") o.op_filter = value();
-    else if (a == "--json") o.json = value();
-    else if (a == "--list") o.list = true;
-    else if (a == "--perf") o.perf = true;
-    else if (a == "--verbose") o.verbose = true;
-    else if (a == "--no-transfers") o.transfers = false;
+    if (a == "--device")
+      o.devices.push_back(value());
+    else if (a == "--op")
+      o.op_filter = value();
+    else if (a == "--json")
+      o.json = value();
+    else if (a == "--list")
+      o.list = true;
+    else if (a == "--perf")
+      o.perf = true;
+    else if (a == "--verbose")
+      o.verbose = true;
+    else if (a == "--no-transfers")
+      o.transfers = false;
     else if (a == "--help" || a == "-h") {
       usage();
       std::exit(0);
@@ -74,19 +83,25 @@ void print_table(const std::string& device, const std::vector<fc::Result>& resul
     if (r.status == fc::Status::passed) ++row.passed;
     if (r.status == fc::Status::failed) ++row.failed;
     if (r.status == fc::Status::skipped) ++row.skipped;
-    if (r.status != fc::Status::skipped && std::isfinite(r.nmse)) row.worst = std::max(row.worst, r.nmse);
-    if (r.device_us > 0 && (!row.timed || r.bytes + r.flops > row.timed->bytes + row.timed->flops)) row.timed = &r;
+    if (r.status != fc::Status::skipped && std::isfinite(r.nmse))
+      row.worst = std::max(row.worst, r.nmse);
+    if (r.device_us > 0 && (!row.timed || r.bytes + r.flops > row.timed->bytes + row.timed->flops))
+      row.timed = &r;
   }
   fmt::print("\n== {} ==\n", device);
-  fmt::print("{:<14} {:<5} {:>6} {:>6} {:>7} {:>10}", "op", "dtype", "passed", "failed", "skipped", "worst NMSE");
-  if (perf) fmt::print("  {:>10} {:>10} {:>9}  {}", "us/call", "cpu us", "GB/s", "GFLOP/s  (largest timed case)");
+  fmt::print("{:<14} {:<5} {:>6} {:>6} {:>7} {:>10}", "op", "dtype", "passed", "failed", "skipped",
+             "worst NMSE");
+  if (perf)
+    fmt::print("  {:>10} {:>10} {:>9}  {}", "us/call", "cpu us", "GB/s",
+               "GFLOP/s  (largest timed case)");
   fmt::print("\n");
   for (const auto& [key, row] : rows) {
-    fmt::print("{:<14} {:<5} {:>6} {:>6} {:>7} {:>10.2g}", key.first, key.second, row.passed, row.failed, row.skipped,
-               row.worst);
+    fmt::print("{:<14} {:<5} {:>6} {:>6} {:>7} {:>10.2g}", key.first, key.second, row.passed,
+               row.failed, row.skipped, row.worst);
     if (perf && row.timed) {
       const fc::Result& t = *row.timed;
-      fmt::print("  {:>10.1f} {:>10.1f} {:>9.2f}", t.device_us, t.cpu_us, t.bytes / t.device_us / 1e3);
+      fmt::print("  {:>10.1f} {:>10.1f} {:>9.2f}", t.device_us, t.cpu_us,
+                 t.bytes / t.device_us / 1e3);
       if (t.flops > 0) fmt::print("  {:.2f}", t.flops / t.device_us / 1e3);
       fmt::print("  {}", t.shape);
     }
@@ -95,8 +110,9 @@ void print_table(const std::string& device, const std::vector<fc::Result>& resul
 }
 
 nlohmann::json to_json(const fc::Result& r) {
-  nlohmann::json j = {{"device", r.device}, {"op", r.op},       {"dtype", r.dtype},
-                      {"shape", r.shape},   {"class", r.shape_class}, {"status", fc::status_name(r.status)},
+  nlohmann::json j = {{"device", r.device},     {"op", r.op},
+                      {"dtype", r.dtype},       {"shape", r.shape},
+                      {"class", r.shape_class}, {"status", fc::status_name(r.status)},
                       {"detail", r.detail}};
   if (std::isfinite(r.nmse)) j["nmse"] = r.nmse;
   if (r.device_us > 0) {
@@ -118,7 +134,9 @@ int main(int argc, char** argv) {
     for (auto& c : fc::all_cases())
       if (std::regex_search(c.op, filter)) cases.push_back(std::move(c));
     if (opt.list) {
-      for (const auto& c : cases) fmt::print("{:<14} {:<5} {:<16} {}\n", c.op, ferry::dtype_name(c.dtype), c.shape_class, c.shape);
+      for (const auto& c : cases)
+        fmt::print("{:<14} {:<5} {:<16} {}\n", c.op, ferry::dtype_name(c.dtype), c.shape_class,
+                   c.shape);
       fmt::print("{} cases\n", cases.size());
       return 0;
     }
@@ -129,7 +147,8 @@ int main(int argc, char** argv) {
     } else {
       for (const auto& d : opt.devices) devices.push_back(ferry::Device(d));
     }
-    nlohmann::json report = {{"devices", nlohmann::json::array()}, {"results", nlohmann::json::array()}};
+    nlohmann::json report = {{"devices", nlohmann::json::array()},
+                             {"results", nlohmann::json::array()}};
     int passed = 0, failed = 0, skipped = 0;
     std::vector<const fc::Result*> listed;
     std::vector<fc::Result> all;
@@ -138,10 +157,14 @@ int main(int argc, char** argv) {
       ferry::DeviceInfo info;
       for (const auto& i : ferry::devices())
         if (i.device == dev.str()) info = i;
-      fmt::print("testing {} — {} ({}), {} cases\n", dev.str(), info.name, ferry::device_kind_name(info.kind), cases.size());
+      fmt::print("testing {} — {} ({}), {} cases\n", dev.str(), info.name,
+                 ferry::device_kind_name(info.kind), cases.size());
       std::fflush(stdout);
-      report["devices"].push_back({{"device", dev.str()}, {"name", info.name}, {"vendor", info.vendor},
-                                   {"driver", info.driver}, {"kind", ferry::device_kind_name(info.kind)}});
+      report["devices"].push_back({{"device", dev.str()},
+                                   {"name", info.name},
+                                   {"vendor", info.vendor},
+                                   {"driver", info.driver},
+                                   {"kind", ferry::device_kind_name(info.kind)}});
       std::size_t first = all.size();
       for (const auto& c : cases) all.push_back(fc::run_case(c, dev, opt.perf));
       if (opt.transfers && std::regex_search(std::string("transfer"), filter))
@@ -162,8 +185,8 @@ int main(int argc, char** argv) {
       if (r.status == fc::Status::failed) ++failed;
       if (r.status == fc::Status::skipped) ++skipped;
       if (r.status != fc::Status::passed || opt.verbose)
-        fmt::print("{:<7} {:<10} {:<12} {:<5} {}: {}\n", fc::status_name(r.status), r.device, r.op, r.dtype, r.shape,
-                   r.detail.empty() ? "ok" : r.detail);
+        fmt::print("{:<7} {:<10} {:<12} {:<5} {}: {}\n", fc::status_name(r.status), r.device, r.op,
+                   r.dtype, r.shape, r.detail.empty() ? "ok" : r.detail);
       report["results"].push_back(to_json(r));
     }
     report["summary"] = {{"passed", passed}, {"failed", failed}, {"skipped", skipped}};

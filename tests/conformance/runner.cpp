@@ -38,7 +38,8 @@ double time_us(const Case& c, const Inputs& in, const Device& d) {
     (void)c.run(in);
     ++n;
     synchronize(d);
-    elapsed = std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - start).count();
+    elapsed =
+        std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - start).count();
   } while (elapsed < 20000 && n < 200);
   return elapsed / n;
 }
@@ -71,7 +72,8 @@ Result run_case(const Case& c, const Device& device, bool perf) {
       GuardScope guards;
       got = c.run(dev_view);
     }
-    if (got.device() != device) return fmt::format("the result is on {}, not on {}", got.device().str(), device.str());
+    if (got.device() != device)
+      return fmt::format("the result is on {}, not on {}", got.device().str(), device.str());
     std::string mismatch = compare(got.to(Device::cpu()), want, c.max_nmse, &r.nmse);
     if (perf && mismatch.empty()) {
       r.bytes = bytes_of(cpu_view, want);

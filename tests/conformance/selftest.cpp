@@ -24,8 +24,8 @@ struct SuiteRun {
 SuiteRun run_suite(const std::string& env, const std::string& args) {
   std::string json = ::testing::TempDir() + "conformance_selftest.json";
   std::remove(json.c_str());
-  std::string cmd = "env FERRY_BACKEND_PATH=" + std::string(FERRY_TEST_PLUGIN_DIR) + " " + env + " " +
-                    FERRY_CONFORMANCE_BIN + " " + args + " --json " + json + " 2>&1";
+  std::string cmd = "env FERRY_BACKEND_PATH=" + std::string(FERRY_TEST_PLUGIN_DIR) + " " + env +
+                    " " + FERRY_CONFORMANCE_BIN + " " + args + " --json " + json + " 2>&1";
   SuiteRun r;
   FILE* p = popen(cmd.c_str(), "r");
   if (!p) return r;
@@ -63,7 +63,8 @@ TEST(ConformanceSelfTest, HonestPluginPassesWhatItClaimsAndSkipsTheRest) {
 }
 
 TEST(ConformanceSelfTest, AWrongKernelIsReportedWithOpDtypeAndShape) {
-  SuiteRun r = run_suite("FERRY_TESTDEV_BROKEN=1", "--device testdev:0 --op '^add$' --no-transfers");
+  SuiteRun r =
+      run_suite("FERRY_TESTDEV_BROKEN=1", "--device testdev:0 --op '^add$' --no-transfers");
   EXPECT_EQ(r.status, 1) << r.output;
   auto failed = with_status(r, "failed");
   ASSERT_FALSE(failed.empty()) << r.output;
@@ -72,7 +73,8 @@ TEST(ConformanceSelfTest, AWrongKernelIsReportedWithOpDtypeAndShape) {
     named |= f["op"] == "add" && f["dtype"] == "f32" && f["shape"] == "[7] x [7]" &&
              f["detail"].get<std::string>().find("element 0") != std::string::npos;
   EXPECT_TRUE(named) << r.report["results"].dump(1);
-  EXPECT_NE(r.output.find("failed  testdev:0  add          f32   [7] x [7]"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("failed  testdev:0  add          f32   [7] x [7]"), std::string::npos)
+      << r.output;
   EXPECT_EQ(r.report["summary"]["failed"].get<int>(), int(failed.size()));
 }
 
@@ -98,17 +100,22 @@ TEST(ConformanceSelfTest, CompareHoldsNaNInfAndIntegersExactly) {
   EXPECT_NEAR(nmse, 1e-8 / 5, 1e-9);
   EXPECT_NE(compare(f({1.0f, 2.0f}), f({1.0f, 2.1f}), 1e-8, &nmse), "");
   auto i = [](std::vector<std::int64_t> v) { return ferry::tensor(v); };
-  EXPECT_NE(compare(i({1, 2}), i({1, 3}), 1e9, &nmse), "");  // integers: exact, whatever the threshold
-  EXPECT_NE(compare(f({1}), i({1}), 1, &nmse), "");          // dtypes must match
+  EXPECT_NE(compare(i({1, 2}), i({1, 3}), 1e9, &nmse),
+            "");                                     // integers: exact, whatever the threshold
+  EXPECT_NE(compare(f({1}), i({1}), 1, &nmse), "");  // dtypes must match
 }
 
 TEST(ConformanceSelfTest, ListNamesEveryOpOfTheCpuBackend) {
   SuiteRun r = run_suite("", "--list");
   ASSERT_EQ(r.status, 0);
-  for (const char* op : {"neg", "abs", "exp", "log", "sqrt", "rsqrt", "sin", "cos", "tanh", "sigmoid", "relu", "gelu",
-                         "gelu_tanh", "silu", "add", "sub", "mul", "div", "pow", "maximum", "minimum", "eq", "ne", "lt",
-                         "le", "gt", "ge", "where", "cast", "sum", "mean", "max", "min", "argmax", "var", "matmul",
-                         "softmax", "log_softmax", "layer_norm", "embedding", "index_select", "gather", "cat", "stack",
-                         "full", "fill_", "arange", "randn", "rand", "randint"})
+  for (const char* op :
+       {"neg",    "abs",     "exp",         "log",        "sqrt",      "rsqrt",        "sin",
+        "cos",    "tanh",    "sigmoid",     "relu",       "gelu",      "gelu_tanh",    "silu",
+        "add",    "sub",     "mul",         "div",        "pow",       "maximum",      "minimum",
+        "eq",     "ne",      "lt",          "le",         "gt",        "ge",           "where",
+        "cast",   "sum",     "mean",        "max",        "min",       "argmax",       "var",
+        "matmul", "softmax", "log_softmax", "layer_norm", "embedding", "index_select", "gather",
+        "cat",    "stack",   "full",        "fill_",      "arange",    "randn",        "rand",
+        "randint"})
     EXPECT_NE(r.output.find(std::string("\n") + op + " "), std::string::npos) << op;
 }

@@ -40,7 +40,6 @@ Result transfer_result(const std::string& device, const std::string& what, DType
   return r;
 }
 
-
 }  // namespace
 
 std::vector<Result> run_round_trip_checks(const Device& d) {

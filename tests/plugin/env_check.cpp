@@ -2,14 +2,14 @@
 // folder holding libferry_backend_testdev.so: checks that the registry
 // discovers a third party's module from the environment alone and that ops
 // run on it. Prints every failed check; exits non-zero when any failed.
-#include <ferry/ferry.hpp>
-
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <exception>
 #include <string>
 #include <vector>
+
+#include <ferry/ferry.hpp>
 
 namespace {
 
@@ -65,6 +65,7 @@ int main() {
     return 1;
   }
   if (failures) std::fprintf(stderr, "devices: %s\n", ferry::describe_devices().c_str());
-  std::printf("%s\n", failures ? "plugin_env_check: FAILED" : "plugin_env_check: all checks passed");
+  std::printf("%s\n",
+              failures ? "plugin_env_check: FAILED" : "plugin_env_check: all checks passed");
   return failures ? 1 : 0;
 }

@@ -26,17 +26,17 @@
 //                           view). Every buffer is allocated with kPadding
 //                           extra bytes, so a write past a whole buffer lands
 //                           in that padding and never corrupts the heap.
-#include <ferry/backend.hpp>
-#include <ferry/device.hpp>
-#include <ferry/device_info.hpp>
-#include <ferry/error.hpp>
-
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
 #include <memory>
 #include <string>
 #include <vector>
+
+#include <ferry/backend.hpp>
+#include <ferry/device.hpp>
+#include <ferry/device_info.hpp>
+#include <ferry/error.hpp>
 
 namespace {
 
@@ -82,9 +82,12 @@ template <std::size_t N, typename F> void for_each_index(const TensorArg* const 
   std::vector<std::int64_t> idx(nd, 0);
   std::int64_t off[N] = {};
   for (std::int64_t i = 0; i < total; ++i) {
-    if constexpr (N == 1) f(off[0]);
-    else if constexpr (N == 2) f(off[0], off[1]);
-    else f(off[0], off[1], off[2]);
+    if constexpr (N == 1)
+      f(off[0]);
+    else if constexpr (N == 2)
+      f(off[0], off[1]);
+    else
+      f(off[0], off[1], off[2]);
     for (std::size_t d = nd; d-- > 0;) {  // odometer increment, innermost dim first
       ++idx[d];
       for (std::size_t k = 0; k < N; ++k) off[k] += args[k]->strides[d];
@@ -98,13 +101,15 @@ template <std::size_t N, typename F> void for_each_index(const TensorArg* const 
 // The element offset one past the last element of a view (for the OOB fault).
 std::int64_t one_past_end(const TensorArg& a) {
   std::int64_t last = 0;
-  for (int d = 0; d < a.ndim(); ++d) last += (a.sizes[std::size_t(d)] - 1) * a.strides[std::size_t(d)];
+  for (int d = 0; d < a.ndim(); ++d)
+    last += (a.sizes[std::size_t(d)] - 1) * a.strides[std::size_t(d)];
   return last + 1;
 }
 
 [[noreturn]] void unsupported(std::string_view op, DType dt, const char* what) {
-  throw ferry::UnsupportedError("testdev: kernel '" + std::string(op) + "' does not support dtype " +
-                                std::string(ferry::dtype_name(dt)) + " (" + what + ")");
+  throw ferry::UnsupportedError("testdev: kernel '" + std::string(op) +
+                                "' does not support dtype " + std::string(ferry::dtype_name(dt)) +
+                                " (" + what + ")");
 }
 
 template <typename T> void copy_typed(const TensorArg& out, const TensorArg& in) {
@@ -122,9 +127,14 @@ void copy_kernel(ferry::DeviceImpl&, const OpCall& c) {
                                   std::string(ferry::dtype_name(in.dtype)) + " -> " +
                                   std::string(ferry::dtype_name(out.dtype)) + ")");
   switch (out.dtype) {
-    case DType::f32: copy_typed<float>(out, in); break;
-    case DType::i64: copy_typed<std::int64_t>(out, in); break;
-    default: unsupported("copy", out.dtype, "testdev copies f32 and i64");
+    case DType::f32:
+      copy_typed<float>(out, in);
+      break;
+    case DType::i64:
+      copy_typed<std::int64_t>(out, in);
+      break;
+    default:
+      unsupported("copy", out.dtype, "testdev copies f32 and i64");
   }
 }
 
@@ -137,9 +147,14 @@ template <typename T> void fill_typed(const TensorArg& out, T v) {
 void fill_kernel(ferry::DeviceImpl&, const OpCall& c) {
   const TensorArg& out = c.outputs.at(0);
   switch (out.dtype) {
-    case DType::f32: fill_typed<float>(out, float(c.attrs.f("value"))); break;
-    case DType::i64: fill_typed<std::int64_t>(out, c.attrs.i("ivalue")); break;
-    default: unsupported("fill", out.dtype, "testdev fills f32 and i64");
+    case DType::f32:
+      fill_typed<float>(out, float(c.attrs.f("value")));
+      break;
+    case DType::i64:
+      fill_typed<std::int64_t>(out, c.attrs.i("ivalue"));
+      break;
+    default:
+      unsupported("fill", out.dtype, "testdev fills f32 and i64");
   }
 }
 
@@ -148,12 +163,14 @@ template <typename F> void binary_f32(const OpCall& c, std::string_view op, F f)
   const TensorArg& a = c.inputs.at(0);
   const TensorArg& b = c.inputs.at(1);
   for (const TensorArg* t : {&out, &a, &b})
-    if (t->dtype != DType::f32) unsupported(op, t->dtype, "testdev computes add and mul in f32 only");
+    if (t->dtype != DType::f32)
+      unsupported(op, t->dtype, "testdev computes add and mul in f32 only");
   float* o = base_of<float>(out);
   const float* pa = base_of<float>(a);
   const float* pb = base_of<float>(b);
   const TensorArg* args[3] = {&out, &a, &b};
-  for_each_index(args, [&](std::int64_t oi, std::int64_t ai, std::int64_t bi) { o[oi] = f(pa[ai], pb[bi]); });
+  for_each_index(
+      args, [&](std::int64_t oi, std::int64_t ai, std::int64_t bi) { o[oi] = f(pa[ai], pb[bi]); });
 }
 
 void add_kernel(ferry::DeviceImpl&, const OpCall& c) {
@@ -193,24 +210,31 @@ class TestdevDevice final : public ferry::DeviceImpl {
     d.memory_total = kMemoryTotal;
     d.memory_free = allocated_ < kMemoryTotal ? kMemoryTotal - allocated_ : 0;
     d.max_allocation = kMemoryTotal;
-    d.caps = {.f16 = false, .bf16 = false, .int64 = true, .host_visible_memory = false, .peer_copy = false};
+    d.caps = {.f16 = false,
+              .bf16 = false,
+              .int64 = true,
+              .host_visible_memory = false,
+              .peer_copy = false};
     return d;
   }
 
   std::unique_ptr<ferry::Buffer> allocate(std::size_t bytes) override {
     auto b = std::make_unique<TestdevBuffer>(bytes);
     if (!b->ok())
-      throw ferry::OutOfMemoryError("testdev: out of memory allocating " + std::to_string(bytes) + " bytes",
-                                    bytes, 0, device().str());
+      throw ferry::OutOfMemoryError(
+          "testdev: out of memory allocating " + std::to_string(bytes) + " bytes", bytes, 0,
+          device().str());
     allocated_ += bytes;  // never decremented: a nominal figure for info()
     return b;
   }
 
-  void copy_from_host(ferry::Buffer& dst, std::size_t off, const void* src, std::size_t bytes) override {
+  void copy_from_host(ferry::Buffer& dst, std::size_t off, const void* src,
+                      std::size_t bytes) override {
     check_range("copy_from_host", dst, off, bytes);
     std::memcpy(bytes_of(dst) + off, src, bytes);
   }
-  void copy_to_host(void* dst, const ferry::Buffer& src, std::size_t off, std::size_t bytes) override {
+  void copy_to_host(void* dst, const ferry::Buffer& src, std::size_t off,
+                    std::size_t bytes) override {
     check_range("copy_to_host", src, off, bytes);
     std::memcpy(dst, bytes_of(src) + off, bytes);
   }
@@ -223,11 +247,12 @@ class TestdevDevice final : public ferry::DeviceImpl {
   void synchronize() override {}  // kernels and copies complete before they return
 
  private:
-  void check_range(const char* what, const ferry::Buffer& b, std::size_t off, std::size_t bytes) const {
+  void check_range(const char* what, const ferry::Buffer& b, std::size_t off,
+                   std::size_t bytes) const {
     if (off > b.size() || bytes > b.size() - off)
-      throw ferry::Error("testdev: " + std::string(what) + " of " + std::to_string(bytes) + " bytes at offset " +
-                         std::to_string(off) + " overruns a buffer of " + std::to_string(b.size()) + " bytes on " +
-                         device().str());
+      throw ferry::Error("testdev: " + std::string(what) + " of " + std::to_string(bytes) +
+                         " bytes at offset " + std::to_string(off) + " overruns a buffer of " +
+                         std::to_string(b.size()) + " bytes on " + device().str());
   }
   std::uint64_t allocated_ = 0;
 };
