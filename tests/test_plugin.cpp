@@ -94,6 +94,32 @@ TEST_F(PluginTest, DevicesAreListedWithTheirKernels) {
   EXPECT_FALSE(ferry::is_available("testdev:2"));
 }
 
+std::vector<std::string>* g_log = nullptr;
+void capture_log(ferry::LogLevel, std::string_view msg) { g_log->emplace_back(msg); }
+
+TEST_F(PluginTest, DebugLogShowsEveryCopyWithItsPath) {
+  std::vector<std::string> lines;
+  g_log = &lines;
+  ferry::LogLevel saved = ferry::log_level();
+  ferry::set_log_sink(capture_log);
+  ferry::set_log_level(ferry::LogLevel::debug);
+  ferry::Tensor x = ferry::ones({8}).to(dev0());
+  ferry::Tensor y = (x + x).to(dev1()).to(ferry::Device::cpu());
+  ferry::set_log_level(saved);
+  ferry::set_log_sink(nullptr);
+  g_log = nullptr;
+  auto seen = [&](const std::string& s) {
+    for (const auto& l : lines)
+      if (l.find(s) != std::string::npos) return true;
+    return false;
+  };
+  EXPECT_TRUE(seen("copy cpu -> testdev:0: 32 bytes (upload)"));
+  EXPECT_TRUE(seen("op add on testdev:0"));
+  EXPECT_TRUE(seen("copy testdev:0 -> testdev:1: 32 bytes (through the host)"));
+  EXPECT_TRUE(seen("copy testdev:1 -> cpu: 32 bytes (download)"));
+  EXPECT_EQ(y.to_vector<float>(), std::vector<float>(8, 2.0f));
+}
+
 TEST_F(PluginTest, BuffersAreNotHostVisible) {
   ferry::Tensor t = ferry::zeros({4}, {.device = dev0()});
   EXPECT_EQ(t.storage()->buffer().host_ptr(), nullptr);
