@@ -3,6 +3,7 @@
 
 #include <cmath>
 
+#include "ferry/backend.hpp"
 #include "ferry/ferry.hpp"
 
 using ferry::DType;
@@ -177,4 +178,19 @@ TEST(Tensor, PrintsLikePyTorch) {
   std::string big = ferry::zeros({2000}).str();
   EXPECT_NE(big.find("..."), std::string::npos);
   EXPECT_LT(big.size(), 200u);
+}
+
+TEST(Tensor, StorageExchangeKeepsViewsOfTheSameStorage) {
+  // Note [Tensors and storages]: the transfer planner commits a move by
+  // swapping a Storage's memory in place; every view of it follows.
+  Tensor t = ferry::arange(6).view({2, 3});
+  Tensor col = t.select(1, 1);           // elements 1 and 4
+  Tensor donor = ferry::arange(10, 16);  // memory that already holds the "moved" bytes
+  ferry::DeviceImpl& cpu = ferry::device_impl(ferry::Device::cpu());
+  std::unique_ptr<ferry::Buffer> moved = donor.storage()->exchange(cpu, cpu.allocate(0));
+  std::unique_ptr<ferry::Buffer> old = t.storage()->exchange(cpu, std::move(moved));
+  EXPECT_EQ(old->size(), 24u);
+  EXPECT_EQ(col.storage(), t.storage());
+  EXPECT_EQ(col.to_vector<float>(), (std::vector<float>{11, 14}));
+  EXPECT_EQ(t.to_vector<float>(), (std::vector<float>{10, 11, 12, 13, 14, 15}));
 }
