@@ -4,6 +4,7 @@
 #include <cstdlib>
 #include <unordered_set>
 
+#include "ferry/backend.hpp"
 #include "ferry/ferry.hpp"
 
 using ferry::Device;
@@ -136,4 +137,14 @@ TEST(Registry, SearchPathStartsWithFerryBackendPath) {
   EXPECT_EQ(path[1], "/opt/b");
   EXPECT_NE(path[2].find("lib"), std::string::npos)
       << "then the folder libferry lives in: " << path[2];
+}
+
+TEST(Registry, EventsAndSynchronizeHaveCoreDefaults) {
+  // The CPU runs ops to completion, so the core's default event is already done.
+  ferry::DeviceImpl& cpu = ferry::device_impl(ferry::Device::cpu());
+  std::unique_ptr<ferry::Event> e = cpu.record_event();
+  EXPECT_TRUE(e->query());
+  e->wait();
+  ferry::synchronize(ferry::Device::cpu());
+  EXPECT_THROW(ferry::synchronize(ferry::Device::parse_syntax("cpu:4")), ferry::DeviceError);
 }
