@@ -4,6 +4,7 @@
 // as failed with the op, dtype and shape named, exit non-zero, and report ops
 // the plugin lacks as skipped with a reason, never as passed.
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <cstdio>
 #include <cstdlib>
@@ -22,7 +23,10 @@ struct SuiteRun {
 };
 
 SuiteRun run_suite(const std::string& env, const std::string& args) {
-  std::string json = ::testing::TempDir() + "conformance_selftest.json";
+  // One file per test process: ctest runs these tests in parallel.
+  std::string json = ::testing::TempDir() + "conformance_selftest_" +
+                     ::testing::UnitTest::GetInstance()->current_test_info()->name() + "_" +
+                     std::to_string(::getpid()) + ".json";
   std::remove(json.c_str());
   std::string cmd = "env FERRY_BACKEND_PATH=" + std::string(FERRY_TEST_PLUGIN_DIR) + " " + env +
                     " " + FERRY_CONFORMANCE_BIN + " " + args + " --json " + json + " 2>&1";
@@ -35,6 +39,7 @@ SuiteRun run_suite(const std::string& env, const std::string& args) {
   r.status = WIFEXITED(raw) ? WEXITSTATUS(raw) : -1;
   std::ifstream f(json);
   if (f) r.report = nlohmann::json::parse(f, nullptr, false);
+  std::remove(json.c_str());
   return r;
 }
 
