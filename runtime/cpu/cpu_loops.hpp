@@ -111,46 +111,40 @@ void loop_nd(const std::array<const TensorArg*, N>& args, const Inner& inner) {
   });
 }
 
-// Calls fn.template operator()<T>() with T the host type of `dtype`.
+// Runs the statement(s) given with `scalar_t` bound to the host type of
+// `dtype`; a dtype outside the case list is an UnsupportedError naming the op.
 #define FERRY_CPU_CASE(DT, ...)              \
   case DType::DT: {                          \
     using scalar_t = dtype_cpp_t<DType::DT>; \
     __VA_ARGS__;                             \
     break;                                   \
   }
-#define FERRY_DISPATCH_ALL(dtype, op, ...)                                      \
-  switch (dtype) {                                                              \
-    FERRY_CPU_CASE(f32, __VA_ARGS__)                                            \
-    FERRY_CPU_CASE(f16, __VA_ARGS__)                                            \
-    FERRY_CPU_CASE(bf16, __VA_ARGS__)                                           \
-    FERRY_CPU_CASE(i32, __VA_ARGS__)                                            \
-    FERRY_CPU_CASE(i64, __VA_ARGS__)                                            \
-    FERRY_CPU_CASE(u8, __VA_ARGS__)                                             \
-    FERRY_CPU_CASE(boolean, __VA_ARGS__)                                        \
-    default:                                                                    \
-      throw UnsupportedError(std::string(op) + ": dtype not supported on cpu"); \
+#define FERRY_CPU_FLOAT_CASES(...) \
+  FERRY_CPU_CASE(f32, __VA_ARGS__) \
+  FERRY_CPU_CASE(f16, __VA_ARGS__) \
+  FERRY_CPU_CASE(bf16, __VA_ARGS__)
+#define FERRY_CPU_NUMERIC_CASES(...) \
+  FERRY_CPU_FLOAT_CASES(__VA_ARGS__) \
+  FERRY_CPU_CASE(i32, __VA_ARGS__)   \
+  FERRY_CPU_CASE(i64, __VA_ARGS__)   \
+  FERRY_CPU_CASE(u8, __VA_ARGS__)
+#define FERRY_CPU_ALL_CASES(...)       \
+  FERRY_CPU_NUMERIC_CASES(__VA_ARGS__) \
+  FERRY_CPU_CASE(boolean, __VA_ARGS__)
+#define FERRY_CPU_DISPATCH(dtype, op, CASES, ...)                                        \
+  switch (dtype) {                                                                       \
+    CASES(__VA_ARGS__)                                                                   \
+    default:                                                                             \
+      throw UnsupportedError(std::string(op) + ": the cpu kernel does not take dtype " + \
+                             std::string(dtype_name(dtype)));                            \
   }
-#define FERRY_DISPATCH_NUMERIC(dtype, op, ...)                                 \
-  switch (dtype) {                                                             \
-    FERRY_CPU_CASE(f32, __VA_ARGS__)                                           \
-    FERRY_CPU_CASE(f16, __VA_ARGS__)                                           \
-    FERRY_CPU_CASE(bf16, __VA_ARGS__)                                          \
-    FERRY_CPU_CASE(i32, __VA_ARGS__)                                           \
-    FERRY_CPU_CASE(i64, __VA_ARGS__)                                           \
-    FERRY_CPU_CASE(u8, __VA_ARGS__)                                            \
-    default:                                                                   \
-      throw UnsupportedError(std::string(op) + ": cpu kernel does not take " + \
-                             std::string(dtype_name(dtype)));                  \
-  }
-#define FERRY_DISPATCH_FLOATING(dtype, op, ...)                                                \
-  switch (dtype) {                                                                             \
-    FERRY_CPU_CASE(f32, __VA_ARGS__)                                                           \
-    FERRY_CPU_CASE(f16, __VA_ARGS__)                                                           \
-    FERRY_CPU_CASE(bf16, __VA_ARGS__)                                                          \
-    default:                                                                                   \
-      throw UnsupportedError(std::string(op) + ": cpu kernel expects f32, f16 or bf16, got " + \
-                             std::string(dtype_name(dtype)));                                  \
-  }
+// Every dtype; every dtype but bool; f32, f16 and bf16.
+#define FERRY_DISPATCH_ALL(dtype, op, ...) \
+  FERRY_CPU_DISPATCH(dtype, op, FERRY_CPU_ALL_CASES, __VA_ARGS__)
+#define FERRY_DISPATCH_NUMERIC(dtype, op, ...) \
+  FERRY_CPU_DISPATCH(dtype, op, FERRY_CPU_NUMERIC_CASES, __VA_ARGS__)
+#define FERRY_DISPATCH_FLOATING(dtype, op, ...) \
+  FERRY_CPU_DISPATCH(dtype, op, FERRY_CPU_FLOAT_CASES, __VA_ARGS__)
 
 // The type a kernel computes in for an element type: float for the 16-bit
 // floats, the type itself otherwise.
