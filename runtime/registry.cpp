@@ -15,6 +15,7 @@
 #include "ferry/backend.hpp"
 #include "ferry/error.hpp"
 #include "log_internal.hpp"
+#include "registry_internal.hpp"
 
 namespace ferry {
 namespace {
@@ -180,19 +181,6 @@ Registry& discovered_registry() {
   std::lock_guard<std::mutex> lock(r.mutex);
   discover_locked(r);
   return r;
-}
-
-int default_rank(DeviceKind kind) {
-  switch (kind) {
-    case DeviceKind::discrete_gpu:
-      return 0;
-    case DeviceKind::integrated_gpu:
-      return 1;
-    case DeviceKind::virtual_gpu:
-      return 2;
-    default:
-      return -1;  // CPU-type GPUs and others are never the default
-  }
 }
 
 }  // namespace
@@ -361,6 +349,32 @@ bool is_available(std::string_view name) {
   }
 }
 
+namespace detail {
+
+Device choose_default_device(const std::vector<DeviceInfo>& infos) {
+  auto rank = [](const DeviceInfo& d) {
+    if (!d.available) return -1;
+    if (d.backend == "cuda") return 10;
+    if (d.backend != "vulkan") return -1;  // the CPU is the fallback; plugins are chosen by name
+    switch (d.kind) {
+      case DeviceKind::discrete_gpu:
+        return 9;
+      case DeviceKind::integrated_gpu:
+        return 8;
+      case DeviceKind::virtual_gpu:
+        return 7;
+      default:
+        return -1;  // CPU-type GPUs (lavapipe) and others: the CPU backend is faster
+    }
+  };
+  const DeviceInfo* best = nullptr;
+  for (const DeviceInfo& d : infos)  // the first of the best rank: cuda:0 before cuda:1
+    if (rank(d) >= 0 && (!best || rank(d) > rank(*best))) best = &d;
+  return best ? Device::unchecked(best->backend, best->index) : Device::cpu();
+}
+
+}  // namespace detail
+
 Device default_device() {
   if (const char* env = std::getenv("FERRY_DEVICE"); env && *env) {
     try {
@@ -369,23 +383,7 @@ Device default_device() {
       throw DeviceError(fmt::format("FERRY_DEVICE='{}' names no usable device: {}", env, e.what()));
     }
   }
-  Registry& r = discovered_registry();
-  std::lock_guard<std::mutex> lock(r.mutex);
-  if (BackendEntry* cuda = find_entry(r, "cuda"); cuda && cuda->backend && !cuda->devices.empty())
-    return cuda->devices.front()->device();
-  if (BackendEntry* vk = find_entry(r, "vulkan"); vk && vk->backend) {
-    DeviceImpl* best = nullptr;
-    int best_rank = 99;
-    for (DeviceImpl* d : vk->devices) {
-      int rank = default_rank(d->info().kind);
-      if (rank >= 0 && rank < best_rank) {
-        best = d;
-        best_rank = rank;
-      }
-    }
-    if (best) return best->device();
-  }
-  return Device::cpu();
+  return detail::choose_default_device(devices());
 }
 
 }  // namespace ferry

@@ -2,10 +2,12 @@
 #include <gtest/gtest.h>
 
 #include <cstdlib>
+#include <fstream>
 #include <unordered_set>
 
 #include "ferry/backend.hpp"
 #include "ferry/ferry.hpp"
+#include "registry_internal.hpp"
 
 using ferry::Device;
 using ferry::DeviceError;
@@ -147,4 +149,51 @@ TEST(Registry, EventsAndSynchronizeHaveCoreDefaults) {
   e->wait();
   ferry::synchronize(ferry::Device::cpu());
   EXPECT_THROW(ferry::synchronize(ferry::Device::parse_syntax("cpu:4")), ferry::DeviceError);
+}
+
+namespace {
+ferry::DeviceInfo info(const char* backend, int index, ferry::DeviceKind kind,
+                       bool available = true) {
+  ferry::DeviceInfo d;
+  d.backend = backend;
+  d.index = index;
+  d.device = std::string(backend) + ":" + std::to_string(index);
+  d.kind = kind;
+  d.available = available;
+  return d;
+}
+}  // namespace
+
+TEST(Registry, DefaultDeviceRanking) {
+  using K = ferry::DeviceKind;
+  using ferry::detail::choose_default_device;
+  auto cpu = info("cpu", 0, K::cpu);
+  EXPECT_TRUE(choose_default_device({cpu}).is_cpu());
+  // lavapipe is listed but never the default.
+  EXPECT_TRUE(choose_default_device({cpu, info("vulkan", 0, K::cpu_gpu)}).is_cpu());
+  EXPECT_EQ(
+      choose_default_device({cpu, info("vulkan", 0, K::cpu_gpu), info("vulkan", 1, K::virtual_gpu)})
+          .str(),
+      "vulkan:1");
+  EXPECT_EQ(choose_default_device(
+                {cpu, info("vulkan", 0, K::integrated_gpu), info("vulkan", 1, K::discrete_gpu)})
+                .str(),
+            "vulkan:1");
+  EXPECT_EQ(
+      choose_default_device({cpu, info("vulkan", 0, K::discrete_gpu),
+                             info("cuda", 0, K::discrete_gpu), info("cuda", 1, K::discrete_gpu)})
+          .str(),
+      "cuda:0");
+  // Unavailable entries and third-party plugins are not chosen.
+  EXPECT_TRUE(choose_default_device({cpu, info("cuda", 0, K::discrete_gpu, false)}).is_cpu());
+  EXPECT_TRUE(choose_default_device({cpu, info("testdev", 0, K::discrete_gpu)}).is_cpu());
+}
+
+TEST(Registry, CpuUuidIsTheMachineId) {
+  std::ifstream f("/etc/machine-id");
+  std::string id;
+  if (!(f >> id) || id.size() != 32) GTEST_SKIP() << "no /etc/machine-id on this machine";
+  std::string want = id.substr(0, 8) + "-" + id.substr(8, 4) + "-" + id.substr(12, 4) + "-" +
+                     id.substr(16, 4) + "-" + id.substr(20);
+  EXPECT_EQ(ferry::devices()[0].uuid_str(), want);
 }

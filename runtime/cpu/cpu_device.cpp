@@ -4,6 +4,8 @@
 #include <omp.h>
 #include <unistd.h>
 
+#include <array>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
@@ -51,6 +53,21 @@ std::string cpuinfo(const std::string& key) {
   return {};
 }
 
+// The machine's identity as a UUID: systemd's /etc/machine-id is 128 random
+// bits written as 32 hex digits (all zeros when it is missing).
+std::array<std::uint8_t, 16> machine_uuid() {
+  std::array<std::uint8_t, 16> uuid{};
+  std::ifstream f("/etc/machine-id");
+  std::string hex;
+  if (!(f >> hex) || hex.size() != 32) return uuid;
+  for (std::size_t i = 0; i < 16; ++i) {
+    unsigned byte = 0;
+    if (std::sscanf(hex.c_str() + 2 * i, "%2x", &byte) != 1) return {};
+    uuid[i] = std::uint8_t(byte);
+  }
+  return uuid;
+}
+
 // Large copies are split over threads: one core cannot saturate memory bandwidth.
 void parallel_memcpy(void* dst, const void* src, std::size_t bytes) {
   constexpr std::int64_t kChunk = 1 << 16;
@@ -91,6 +108,7 @@ class CpuDevice final : public DeviceImpl {
     d.memory_total = meminfo("MemTotal");
     d.memory_free = meminfo("MemAvailable");
     d.max_allocation = d.memory_total;
+    d.uuid = machine_uuid();
     d.caps = {
         .f16 = true, .bf16 = true, .int64 = true, .host_visible_memory = true, .peer_copy = false};
     d.properties["threads"] = std::to_string(omp_get_max_threads());
