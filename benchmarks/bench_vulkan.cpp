@@ -1,0 +1,127 @@
+// benchmarks/bench_vulkan.cpp — the Vulkan backend on its first device
+// (lavapipe on a machine without a GPU), each figure beside a baseline run in
+// the same process:
+//   dispatch overhead   10,000 small adds recorded and submitted in batches,
+//                       against the same adds with a synchronize after each
+//                       (one submit-and-wait per op); reported as µs per
+//                       10,000 ops and as ops/s.
+//   add f32             ferry::add on vulkan:0 against ferry::add on the CPU.
+//   matmul f32          ferry::matmul on vulkan:0 against the CPU (OpenBLAS).
+// On a GPU, compare the element-wise figure with the device's copy bandwidth
+// (docs/gpu-results.md); on lavapipe both sides run on the same CPU cores.
+#include <fmt/format.h>
+
+#include "bench_common.hpp"
+#include "ferry/ferry.hpp"
+
+namespace bench {
+namespace {
+
+int small_ops() { return quick() ? 1000 : 10000; }
+
+const ferry::Device& vk() {
+  static ferry::Device d("vulkan:0");
+  return d;
+}
+
+void bm_dispatch(benchmark::State& state, bool sync_each) {
+  ferry::Tensor x = ferry::zeros({64}, {.device = vk()});
+  ferry::Tensor one = ferry::ones({64}, {.device = vk()});
+  for (auto _ : state) {
+    for (int i = 0; i < small_ops(); ++i) {
+      x = x + one;
+      if (sync_each) ferry::synchronize(vk());
+    }
+    ferry::synchronize(vk());
+  }
+  if (x.to(ferry::Device::cpu()).to_vector<float>()[0] != float(small_ops() * state.iterations()))
+    state.SkipWithError("wrong result after the adds");
+  state.counters["ops"] = rate(small_ops());
+}
+
+std::int64_t add_numel() { return quick() ? (std::int64_t(1) << 20) : (std::int64_t(16) << 20); }
+
+void bm_add(benchmark::State& state, bool on_vulkan) {
+  ferry::Device d = on_vulkan ? vk() : ferry::Device::cpu();
+  ferry::manual_seed(3);
+  ferry::Tensor a = ferry::rand({add_numel()}).to(d), b = ferry::rand({add_numel()}).to(d);
+  ferry::synchronize(d);
+  for (auto _ : state) {
+    ferry::Tensor c = a + b;
+    ferry::synchronize(d);
+  }
+  state.counters["GB"] = rate(3.0 * double(add_numel()) * 4 / 1e9);
+}
+
+std::int64_t mm_n() { return quick() ? 256 : 1024; }
+
+void bm_matmul(benchmark::State& state, bool on_vulkan) {
+  ferry::Device d = on_vulkan ? vk() : ferry::Device::cpu();
+  const std::int64_t n = mm_n();
+  ferry::manual_seed(4);
+  ferry::Tensor a = ferry::rand({n, n}), b = ferry::rand({n, n});
+  ferry::Tensor want = ferry::matmul(a, b);
+  ferry::Tensor ad = a.to(d), bd = b.to(d);
+  ferry::Tensor got = ferry::matmul(ad, bd).to(ferry::Device::cpu());
+  double err = ferry::max(ferry::abs(got - want)).item<float>();
+  if (!(err < 1e-2)) {
+    state.SkipWithError(fmt::format("matmul differs from the CPU by {}", err).c_str());
+    return;
+  }
+  for (auto _ : state) {
+    ferry::Tensor c = ferry::matmul(ad, bd);
+    ferry::synchronize(d);
+  }
+  state.counters["GFLOP"] = rate(2.0 * double(n * n * n) / 1e9);
+}
+
+}  // namespace
+
+void register_vulkan() {
+  if (!ferry::is_available("vulkan:0")) {
+    std::printf("vulkan benchmarks skipped: no Vulkan device\n");
+    return;
+  }
+  auto reg = [](const std::string& name, auto fn, bool flag) {
+    auto* bm = benchmark::RegisterBenchmark(name.c_str(), fn, flag);
+    bm->UseRealTime()->Unit(benchmark::kMillisecond);
+    if (!quick()) bm->MinTime(1.0);
+    return bm;
+  };
+  const std::string d = fmt::format("vulkan/dispatch_{}_small_adds/", small_ops());
+  reg(d + "batched", bm_dispatch, false);
+  reg(d + "sync_each_op", bm_dispatch, true);
+  add_comparison(
+      {.title = fmt::format("vulkan:0 {} small adds (time per {} ops)", small_ops(), small_ops()),
+       .ferry = d + "batched",
+       .ferry_label = "batched",
+       .baseline = d + "sync_each_op",
+       .baseline_label = "submit+wait per op",
+       .metric = Metric::usec});
+  const std::string n = fmt::format("{}Mi", add_numel() >> 20);
+  reg("vulkan/add_f32/" + n + "/vulkan0", bm_add, true);
+  reg("vulkan/add_f32/" + n + "/cpu", bm_add, false);
+  const double bytes = 3.0 * double(add_numel()) * 4;
+  add_comparison({.title = "add f32 " + n + " elements",
+                  .ferry = "vulkan/add_f32/" + n + "/vulkan0",
+                  .ferry_label = "vulkan:0",
+                  .baseline = "vulkan/add_f32/" + n + "/cpu",
+                  .baseline_label = "cpu",
+                  .metric = Metric::gbps,
+                  .ferry_work = bytes,
+                  .baseline_work = bytes});
+  const std::string m = fmt::format("{0}x{0}x{0}", mm_n());
+  reg("vulkan/matmul_f32/" + m + "/vulkan0", bm_matmul, true);
+  reg("vulkan/matmul_f32/" + m + "/cpu", bm_matmul, false);
+  const double flops = 2.0 * double(mm_n() * mm_n() * mm_n());
+  add_comparison({.title = "matmul f32 " + m,
+                  .ferry = "vulkan/matmul_f32/" + m + "/vulkan0",
+                  .ferry_label = "vulkan:0",
+                  .baseline = "vulkan/matmul_f32/" + m + "/cpu",
+                  .baseline_label = "cpu (OpenBLAS)",
+                  .metric = Metric::gflops,
+                  .ferry_work = flops,
+                  .baseline_work = flops});
+}
+
+}  // namespace bench

@@ -1,0 +1,228 @@
+// runtime/vulkan/vk_device.hpp — one Vulkan physical device as a ferry device:
+// its logical device and compute queue, memory pools, pipelines and the
+// recorder that batches dispatches and copies into command buffers.
+//
+// Note [Vulkan execution]
+// Everything a kernel or copy enqueues goes into the open command buffer (the
+// batch); the batch is submitted when the host needs a result (a host read,
+// synchronize(), a staging download), or when it holds kBatchCommands
+// commands so the GPU starts early. Each submission gets a serial and a fence.
+// A buffer remembers the serial of the last batch that used it; freeing it
+// while that batch is unfinished defers the free until its fence has
+// signalled, so the allocator never hands out memory the GPU still uses. The
+// host writes mapped memory only after the batches using it have finished, and
+// every submission ends with a barrier that makes its writes visible to the
+// host, so a host read after the fence is safe (Note [Barrier placement] does
+// the device-side barriers inside a batch).
+#pragma once
+
+#ifndef VK_NO_PROTOTYPES
+#define VK_NO_PROTOTYPES  // volk loads every entry point at run time
+#endif
+#include <volk.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <deque>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <string_view>
+#include <unordered_map>
+#include <vector>
+
+#include "block_allocator.hpp"
+#include "vulkan/barrier_tracker.hpp"
+#include "vulkan/vk_kernels.hpp"
+
+namespace ferry::vulkan {
+
+// ---- errors ----
+const char* result_name(VkResult r);
+// BackendError "vulkan: <what> failed: VK_ERROR_..." with the result's name as its code.
+[[noreturn]] void throw_result(VkResult r, std::string_view what);
+inline void check(VkResult r, std::string_view what) {
+  if (r != VK_SUCCESS) throw_result(r, what);
+}
+
+// What the backend learned about a physical device before opening it.
+struct PhysicalDevice {
+  VkPhysicalDevice handle = VK_NULL_HANDLE;
+  std::uint32_t enumeration_index = 0;  // as the loader lists it (vulkaninfo's GPU id)
+  VkPhysicalDeviceProperties props{};
+  std::uint32_t api_version = 0;
+};
+
+class VulkanDevice;
+
+// A range of one VkBuffer (a memory block's buffer) holding a tensor's storage.
+class VulkanBuffer final : public Buffer {
+ public:
+  VulkanBuffer(VulkanDevice& device, int pool, detail::Allocation a, VkBuffer buffer,
+               std::byte* mapped, std::size_t size)
+      : Buffer(size), device_(device), pool_(pool), alloc_(a), buffer_(buffer), mapped_(mapped) {}
+  ~VulkanBuffer() override;
+  void* host_ptr() const override { return mapped_; }
+
+  VkBuffer handle() const { return buffer_; }
+  std::uint64_t offset() const { return alloc_.offset; }  // within handle()
+  const detail::Allocation& allocation() const { return alloc_; }
+  int pool() const { return pool_; }
+  VulkanDevice& device() const { return device_; }
+
+  // The serial of the last batch that used this buffer (Note [Vulkan execution]).
+  mutable std::uint64_t last_use = 0;
+
+ private:
+  VulkanDevice& device_;
+  int pool_;
+  detail::Allocation alloc_;
+  VkBuffer buffer_;
+  std::byte* mapped_;
+};
+
+class VulkanDevice final : public DeviceImpl {
+ public:
+  VulkanDevice(Device device, VkInstance instance, const PhysicalDevice& physical);
+  ~VulkanDevice() override;
+
+  // ---- DeviceImpl ----
+  DeviceInfo info() override;
+  std::unique_ptr<Buffer> allocate(std::size_t bytes) override;
+  void copy_from_host(Buffer& dst, std::size_t dst_offset, const void* src,
+                      std::size_t bytes) override;
+  void copy_to_host(void* dst, const Buffer& src, std::size_t src_offset,
+                    std::size_t bytes) override;
+  void copy_within(Buffer& dst, std::size_t dst_offset, const Buffer& src, std::size_t src_offset,
+                   std::size_t bytes) override;
+  MemoryStats memory_stats() override;
+  void empty_cache() override;
+  void synchronize() override;
+
+  // ---- for kernels (vk_kernels.hpp) ----
+  // The bytes of `t`'s buffer its elements can reach, as a descriptor binding.
+  // UnsupportedError when that span exceeds the device's storage-buffer range
+  // or 2^32 elements (kernels split such tensors first).
+  Binding bind(const TensorArg& t, Access access) const;
+  void dispatch(const DispatchDesc& d);
+  // Whether kernels can use `dt` on this device (f32 and i32 always; the rest
+  // need the full shader variant); require() throws UnsupportedError if not.
+  bool supports(DType dt) const;
+  void require(DType dt, std::string_view op) const;
+  const KernelLimits& limits() const { return limits_; }
+  bool full_variant() const { return full_variant_; }
+
+  // ---- for the backend and the tests ----
+  void release(VulkanBuffer& b);  // from ~VulkanBuffer
+  void save_pipeline_cache();
+  const PhysicalDevice& physical() const { return physical_; }
+  // Batches submitted and barriers recorded so far.
+  std::uint64_t submissions() const { return completed_target_; }
+  const BarrierStats& barrier_stats() const { return tracker_.stats(); }
+  bool uses_push_descriptors() const { return push_descriptors_; }
+  bool memory_is_mapped() const;
+
+ private:
+  struct Block {
+    VkDeviceMemory memory = VK_NULL_HANDLE;
+    VkBuffer buffer = VK_NULL_HANDLE;
+    std::byte* mapped = nullptr;
+  };
+  struct Pool {
+    std::uint32_t type_index = 0;
+    std::uint32_t heap_index = 0;
+    bool mapped = false;  // blocks are mapped persistently
+    std::unique_ptr<detail::BlockAllocator> allocator;
+    std::unordered_map<std::uint64_t, Block> blocks;
+    std::uint64_t next_block = 1;
+  };
+  struct Submission {
+    std::uint64_t serial = 0;
+    VkFence fence = VK_NULL_HANDLE;
+    VkCommandBuffer cb = VK_NULL_HANDLE;
+    std::vector<VkDescriptorPool> descriptor_pools;
+  };
+  struct DeferredFree {
+    int pool;
+    detail::Allocation allocation;
+  };
+  enum { kDevicePool = 0, kStagingPool = 1 };
+
+  void create_device();
+  void choose_memory();
+  std::optional<std::uint64_t> acquire_block(int pool, std::uint64_t bytes);
+  void release_block(int pool, std::uint64_t id);
+  std::unique_ptr<VulkanBuffer> allocate_in(int pool, std::size_t bytes);
+
+  // Recorder.
+  VkCommandBuffer open_batch();
+  // Records a barrier if `uses` conflict with the batch so far, and marks the buffers used.
+  void before_command(Stage stage, std::span<const Use> uses,
+                      std::initializer_list<const VulkanBuffer*> buffers);
+  void before_command(Stage stage, std::span<const Use> uses);
+  // Counts the command just recorded; submits when the batch is large.
+  void after_command(bool writes);
+  void flush();                         // submits the open batch, if any
+  void wait_for(std::uint64_t serial);  // waits until `serial` has completed, then retires
+  void retire(bool wait_all);
+  void free_now(int pool, const detail::Allocation& a);
+  VkDescriptorSet allocate_descriptor_set(VkDescriptorSetLayout layout);
+  void check_alive() const;
+
+  // Pipelines (vk_pipelines.cpp).
+  struct Layout {
+    VkDescriptorSetLayout set_layout = VK_NULL_HANDLE;
+    VkPipelineLayout pipeline_layout = VK_NULL_HANDLE;
+  };
+  const Layout& layout_for(std::size_t bindings);
+  VkPipeline pipeline_for(const DispatchDesc& d, const Layout& layout);
+  VkShaderModule shader_module(std::string_view name);
+  void load_pipeline_cache();
+  std::string pipeline_cache_path() const;
+  void destroy_pipelines();
+
+  VkInstance instance_;
+  PhysicalDevice physical_;
+  VkDevice device_ = VK_NULL_HANDLE;
+  VolkDeviceTable vk_{};
+  VkQueue queue_ = VK_NULL_HANDLE;
+  std::uint32_t queue_family_ = 0;
+  VkCommandPool command_pool_ = VK_NULL_HANDLE;
+  bool full_variant_ = false;
+  bool push_descriptors_ = false;
+  bool memory_budget_ = false;
+  bool serialize_ = false;
+  bool lost_ = false;
+  std::string lost_reason_;
+  KernelLimits limits_;
+  std::uint64_t storage_alignment_ = 256;
+  VkPhysicalDeviceMemoryProperties memory_props_{};
+  Pool pools_[2];
+
+  BarrierTracker tracker_;
+  VkCommandBuffer batch_cb_ = VK_NULL_HANDLE;
+  std::uint32_t batch_commands_ = 0;
+  bool batch_writes_ = false;
+  std::vector<VkDescriptorPool> batch_pools_;
+  std::uint64_t batch_serial_ = 1;      // serial of the open (or next) batch
+  std::uint64_t completed_serial_ = 0;  // every batch up to this one has finished
+  std::uint64_t completed_target_ = 0;  // batches submitted
+  std::deque<Submission> in_flight_;
+  std::vector<VkFence> free_fences_;
+  std::vector<VkCommandBuffer> free_cbs_;
+  std::vector<VkDescriptorPool> free_descriptor_pools_;
+  std::multimap<std::uint64_t, DeferredFree> deferred_;
+
+  std::unordered_map<std::size_t, Layout> layouts_;
+  std::unordered_map<std::string, VkShaderModule> modules_;
+  std::unordered_map<std::string, VkPipeline> pipelines_;
+  VkPipelineCache pipeline_cache_ = VK_NULL_HANDLE;
+  bool pipeline_cache_dirty_ = false;
+  std::string driver_name_;
+};
+
+// Submit once a batch holds this many commands.
+inline constexpr std::uint32_t kBatchCommands = 512;
+
+}  // namespace ferry::vulkan

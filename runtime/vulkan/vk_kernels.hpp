@@ -1,0 +1,72 @@
+// runtime/vulkan/vk_kernels.hpp — what a Vulkan kernel file sees: binding
+// tensors as storage buffers and recording a dispatch of an embedded shader.
+//
+// A kernel (vk_kernels_*.cpp) turns an OpCall into one or more dispatches:
+//   Binding x = dev.bind(call.inputs[0], Access::read);
+//   Binding y = dev.bind(call.outputs[0], Access::write);
+//   Params p{...; x.element_offset; y.element_offset; ...};   // push constants
+//   dev.dispatch({"myshader", {256, spec...}, {y, x}, &p, sizeof p, {groups, 1, 1}});
+// The device batches dispatches into command buffers, places the barriers the
+// bindings' ranges call for (Note [Barrier placement]) and keeps every buffer
+// alive until the GPU is done with it. Conventions shared with the shaders are
+// in shaders/common.glsl.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <string_view>
+#include <vector>
+
+#include "ferry/backend.hpp"
+#include "vulkan/barrier_tracker.hpp"
+
+namespace ferry::vulkan {
+
+class VulkanDevice;
+
+// The code shaders/common.glsl gives a dtype (DT_F32 ...).
+std::uint32_t dtype_code(DType dt);
+
+// A buffer range bound to one descriptor binding.
+struct Binding {
+  const Buffer* buffer = nullptr;  // a VulkanBuffer of the dispatching device
+  std::uint64_t offset = 0;        // bytes from the buffer's start (aligned for a descriptor)
+  std::uint64_t size = 0;          // bytes, at least 4
+  Access access = Access::read;
+  std::uint32_t element_offset = 0;  // the tensor's first element, counted from `offset`
+};
+
+struct DispatchDesc {
+  std::string_view shader;          // "elementwise" is shaders/elementwise.comp
+  std::vector<std::uint32_t> spec;  // constant_id 0 = workgroup size x, then the shader's own
+  std::vector<Binding> bindings;    // binding i of set 0; exactly the shader's binding count
+  const void* push = nullptr;       // push constants, at most kMaxPushBytes
+  std::uint32_t push_size = 0;
+  std::array<std::uint32_t, 3> groups{1, 1, 1};
+};
+
+inline constexpr std::uint32_t kMaxPushBytes = 128;  // the limit every device guarantees
+
+// Limits a kernel chooses tile and workgroup sizes by.
+struct KernelLimits {
+  std::uint32_t subgroup_size = 32;
+  std::uint32_t shared_memory = 16384;  // bytes per workgroup
+  std::uint32_t max_workgroup_invocations = 128;
+  std::uint32_t max_groups_x = 65535;          // per dispatch, each dim
+  std::uint64_t max_storage_range = 1u << 27;  // bytes one binding may span
+  bool cooperative_matrix_f16 = false;         // VK_KHR_cooperative_matrix, 16x16x16 f16 -> f32
+};
+
+// Each kernel file registers its kernels through one of these.
+using KernelTable = std::vector<std::pair<std::string, KernelFn>>;
+void add_elementwise_kernels(KernelTable& table);
+void add_random_kernels(KernelTable& table);
+void add_reduce_kernels(KernelTable& table);
+void add_nn_kernels(KernelTable& table);
+void add_linalg_kernels(KernelTable& table);
+void add_index_kernels(KernelTable& table);
+
+// The device a kernel was called on.
+VulkanDevice& vulkan_device(DeviceImpl& d);
+
+}  // namespace ferry::vulkan

@@ -1,0 +1,237 @@
+// runtime/vulkan/vk_kernels_nn.cpp — softmax and log_softmax through
+// shaders/softmax.comp, layer_norm through shaders/layer_norm.comp
+// (docs/kernel-contract.md).
+//
+// softmax: the rows lie along the last dim of the input and of the output,
+// both possibly transposed views. The dims that index the rows are coalesced
+// for both tensors together; those beyond the shader's 4 are looped over on
+// the host. As in vk_kernels_reduce.cpp, rows that are strided while their
+// neighbours are contiguous get the thread index along the rows, and a few
+// long rows are split over workgroups: a statistics pass writes (max, sum of
+// exp) per piece into a scratch buffer, then the writing pass merges them.
+// layer_norm: x is a [rows, N] matrix; a group of threads per row.
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <memory>
+#include <span>
+#include <vector>
+
+#include "ferry/error.hpp"
+#include "vulkan/vk_device.hpp"
+#include "vulkan/vk_policy.hpp"
+
+namespace ferry::vulkan {
+namespace {
+
+enum SoftmaxMode : std::uint32_t { kFull = 0, kStats = 1, kWrite = 2 };
+
+constexpr std::size_t kMaxOuterDims = 4;           // softmax.comp's limit
+constexpr std::uint64_t kTargetThreads = 1 << 17;  // enough to fill a large GPU
+constexpr std::uint64_t kMinPerThread = 64;        // elements per thread that make a split pay
+constexpr std::uint64_t kMaxSplits = 256;
+constexpr std::uint64_t kMaxCount = std::uint64_t(1) << 31;  // rows, row length: 32-bit in shaders
+
+// Must match the push constants of shaders/softmax.comp.
+struct SoftmaxParams {
+  std::uint32_t osize[4], xstride[4], ystride[4];
+  std::uint32_t n, xs, ys;
+  std::uint32_t x_off, y_off, r_off;
+  std::uint32_t n_rows, splits, chunk;
+};
+static_assert(sizeof(SoftmaxParams) <= kMaxPushBytes);
+
+// Must match the push constants of shaders/layer_norm.comp.
+struct LayerNormParams {
+  std::uint32_t x_off, y_off, m_off, r_off, w_off, b_off;
+  std::uint32_t rows, n;
+  std::uint32_t xs0, xs1, ys0, ys1;
+  std::uint32_t ms, rs, ws, bs;
+  float eps;
+};
+static_assert(sizeof(LayerNormParams) <= kMaxPushBytes);
+
+std::uint32_t workgroup_size(const VulkanDevice& dev) {
+  std::uint32_t wg = 256;  // the shaders' shared arrays hold 256 slots
+  while (wg > dev.limits().max_workgroup_invocations) wg /= 2;
+  return wg;
+}
+
+std::uint32_t pow2_at_least(std::uint64_t n, std::uint32_t cap) {
+  std::uint32_t p = 1;
+  while (p < n && p < cap) p *= 2;
+  return p;
+}
+
+std::uint32_t groups_for(const VulkanDevice& dev, std::uint64_t rows, std::uint32_t per_group) {
+  return std::uint32_t(
+      std::min<std::uint64_t>((rows + per_group - 1) / per_group, dev.limits().max_groups_x));
+}
+
+// One dispatch group over rows indexed by at most 4 outer dims.
+void softmax_rows(VulkanDevice& dev, bool log, const TensorArg& x, const TensorArg& y,
+                  std::span<const std::int64_t> osize, std::span<const std::int64_t> xstride,
+                  std::span<const std::int64_t> ystride) {
+  const std::int64_t n = x.sizes.back();
+  SoftmaxParams p{};
+  std::uint64_t rows = 1;
+  for (std::size_t d = 0; d < osize.size(); ++d) {
+    p.osize[d] = std::uint32_t(osize[d]);
+    p.xstride[d] = std::uint32_t(xstride[d]);
+    p.ystride[d] = std::uint32_t(ystride[d]);
+    rows *= std::uint64_t(osize[d]);
+  }
+  if (rows >= kMaxCount || std::uint64_t(n) >= kMaxCount)
+    throw UnsupportedError(
+        fmt::format("{}: {} rows of {} elements exceed the Vulkan kernel's 2^31 limit",
+                    log ? "log_softmax" : "softmax", rows, n));
+  // The exact views the shader touches, so that the bindings span only those.
+  auto view = [&](const TensorArg& t, std::span<const std::int64_t> st) {
+    TensorArg v{t.buffer, t.offset, {osize.begin(), osize.end()}, {st.begin(), st.end()}, t.dtype};
+    v.sizes.push_back(n);
+    v.strides.push_back(t.strides.back());
+    return v;
+  };
+  const Binding xb = dev.bind(view(x, xstride), Access::read);
+  const Binding yb = dev.bind(view(y, ystride), Access::write);
+  p.n = std::uint32_t(n);
+  p.xs = std::uint32_t(x.strides.back());
+  p.ys = std::uint32_t(y.strides.back());
+  p.x_off = xb.element_offset;
+  p.y_off = yb.element_offset;
+  p.n_rows = std::uint32_t(rows);
+  p.splits = 1;
+  p.chunk = p.n;
+
+  const std::uint32_t wg = workgroup_size(dev);
+  std::uint32_t lanes = pow2_at_least(std::uint64_t(n), wg);
+  bool row_fast = false;
+  if (p.xs != 1 && !osize.empty() && xstride.back() == 1 && osize.back() >= 8) {
+    row_fast = true;  // e.g. softmax over dim 0 of a row-major matrix
+    lanes = std::min(wg / pow2_at_least(std::uint64_t(osize.back()), wg), lanes);
+  }
+  std::uint64_t splits = 1;
+  if (rows * lanes < kTargetThreads && std::uint64_t(n) >= 2 * lanes * kMinPerThread)
+    splits = std::min({(kTargetThreads + rows * lanes - 1) / (rows * lanes),
+                       std::uint64_t(n) / (lanes * kMinPerThread), kMaxSplits});
+  auto run = [&](SoftmaxMode mode, Binding out, Binding rec, std::uint64_t virtual_rows) {
+    dev.dispatch({"softmax",
+                  {wg, log ? 1u : 0u, dtype_code(x.dtype), mode, std::uint32_t(osize.size()), lanes,
+                   row_fast ? 1u : 0u},
+                  {out, xb, rec},
+                  &p,
+                  sizeof p,
+                  {groups_for(dev, virtual_rows, wg / lanes), 1, 1}});
+  };
+  if (splits <= 1) return run(kFull, yb, yb, rows);  // binding 2 unused
+
+  p.chunk = std::uint32_t((std::uint64_t(n) + splits - 1) / splits);
+  p.splits = std::uint32_t((std::uint64_t(n) + p.chunk - 1) / p.chunk);
+  const std::uint64_t floats = 2 * rows * p.splits;  // (max, sum) per piece
+  std::unique_ptr<Buffer> scratch = dev.allocate(floats * 4);
+  TensorArg pairs{scratch.get(), 0, {std::int64_t(floats)}, {1}, DType::f32};
+  const Binding rw = dev.bind(pairs, Access::write);
+  p.r_off = rw.element_offset;
+  run(kStats, rw, rw, rows * p.splits);
+  run(kWrite, yb, dev.bind(pairs, Access::read), rows * p.splits);
+  // `scratch` may go now: the device keeps its memory until the GPU is done with it.
+}
+
+void softmax_kernel(DeviceImpl& d, const OpCall& c, bool log) {
+  VulkanDevice& dev = vulkan_device(d);
+  const TensorArg& x = c.inputs.at(0);
+  const TensorArg& y = c.outputs.at(0);
+  if (!is_floating(x.dtype) || y.dtype != x.dtype)
+    throw UnsupportedError(
+        fmt::format("{}: takes a floating input, not {}", c.op, dtype_name(x.dtype)));
+  dev.require(x.dtype, c.op);
+  if (y.numel() == 0 || x.ndim() == 0) return;  // the core never sends these
+
+  const std::size_t nd = std::size_t(x.ndim()) - 1;  // the dims that index rows
+  Coalesced o =
+      coalesce(std::span(x.sizes).first(nd), {std::vector(x.strides.begin(), x.strides.end() - 1),
+                                              std::vector(y.strides.begin(), y.strides.end() - 1)});
+  if (nd == 0) o = {{}, {{}, {}}};  // a single row
+  const std::size_t outer = o.sizes.size() > kMaxOuterDims ? o.sizes.size() - kMaxOuterDims : 0;
+  auto inner = [&](const std::vector<std::int64_t>& v) { return std::span(v).subspan(outer); };
+  std::vector<std::int64_t> idx(outer, 0);
+  for (;;) {
+    TensorArg xi = x, yi = y;
+    for (std::size_t k = 0; k < outer; ++k) {
+      xi.offset += idx[k] * o.strides[0][k];
+      yi.offset += idx[k] * o.strides[1][k];
+    }
+    softmax_rows(dev, log, xi, yi, inner(o.sizes), inner(o.strides[0]), inner(o.strides[1]));
+    std::size_t k = outer;
+    while (k > 0 && ++idx[k - 1] == o.sizes[k - 1]) idx[--k] = 0;
+    if (k == 0) break;
+  }
+}
+
+void layer_norm_kernel(DeviceImpl& d, const OpCall& c) {
+  VulkanDevice& dev = vulkan_device(d);
+  const bool has_w = c.attrs.b("has_weight"), has_b = c.attrs.b("has_bias");
+  const TensorArg& x = c.inputs.at(0);
+  if (!is_floating(x.dtype))
+    throw UnsupportedError(
+        fmt::format("layer_norm: takes a floating input, not {}", dtype_name(x.dtype)));
+  dev.require(x.dtype, "layer_norm");
+  const TensorArg &y = c.outputs.at(0), &mean = c.outputs.at(1), &rstd = c.outputs.at(2);
+  const std::int64_t rows = x.sizes.at(0), n = x.sizes.at(1);
+  if (rows == 0) return;
+  if (std::uint64_t(rows) >= kMaxCount || std::uint64_t(n) >= kMaxCount)
+    throw UnsupportedError(fmt::format(
+        "layer_norm: {} rows of {} elements exceed the Vulkan kernel's 2^31 limit", rows, n));
+
+  LayerNormParams p{};
+  const Binding yb = dev.bind(y, Access::write), mb = dev.bind(mean, Access::write),
+                rb = dev.bind(rstd, Access::write), xb = dev.bind(x, Access::read);
+  // Absent parameters: the output's binding again (the shader never reads it).
+  Binding wb = yb, bb = yb;
+  if (has_w) {
+    const TensorArg& w = c.inputs.at(1);
+    wb = dev.bind(w, Access::read);
+    p.w_off = wb.element_offset;
+    p.ws = std::uint32_t(w.strides[0]);
+  }
+  if (has_b) {
+    const TensorArg& b = c.inputs.at(has_w ? 2 : 1);
+    bb = dev.bind(b, Access::read);
+    p.b_off = bb.element_offset;
+    p.bs = std::uint32_t(b.strides[0]);
+  }
+  p.x_off = xb.element_offset;
+  p.y_off = yb.element_offset;
+  p.m_off = mb.element_offset;
+  p.r_off = rb.element_offset;
+  p.rows = std::uint32_t(rows);
+  p.n = std::uint32_t(n);
+  p.xs0 = std::uint32_t(x.strides[0]);
+  p.xs1 = std::uint32_t(x.strides[1]);
+  p.ys0 = std::uint32_t(y.strides[0]);
+  p.ys1 = std::uint32_t(y.strides[1]);
+  p.ms = std::uint32_t(mean.strides[0]);
+  p.rs = std::uint32_t(rstd.strides[0]);
+  p.eps = float(c.attrs.f("eps"));
+
+  const std::uint32_t wg = workgroup_size(dev);
+  const std::uint32_t lanes = pow2_at_least(std::uint64_t(n), wg);
+  dev.dispatch({"layer_norm",
+                {wg, dtype_code(x.dtype), has_w ? 1u : 0u, has_b ? 1u : 0u, lanes},
+                {yb, mb, rb, xb, wb, bb},
+                &p,
+                sizeof p,
+                {groups_for(dev, std::uint64_t(rows), wg / lanes), 1, 1}});
+}
+
+}  // namespace
+
+void add_nn_kernels(KernelTable& table) {
+  table.emplace_back("softmax",
+                     [](DeviceImpl& d, const OpCall& c) { softmax_kernel(d, c, false); });
+  table.emplace_back("log_softmax",
+                     [](DeviceImpl& d, const OpCall& c) { softmax_kernel(d, c, true); });
+  table.emplace_back("layer_norm", layer_norm_kernel);
+}
+
+}  // namespace ferry::vulkan

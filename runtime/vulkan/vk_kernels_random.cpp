@@ -1,0 +1,90 @@
+// runtime/vulkan/vk_kernels_random.cpp — random_uniform, random_normal and random_int through
+// shaders/random.comp: Philox-4x32-10 with counter offset + i for element i, the same numbers
+// the CPU draws (runtime/math/philox.hpp, docs/kernel-contract.md).
+//
+// The 64-bit seed, offset, low and range travel as pairs of 32-bit words, so the base shader
+// variant needs no int64; only random_int with a range of 2^32 or more does (its 64-bit
+// remainder), and is refused on devices without it.
+#include <fmt/format.h>
+
+#include <algorithm>
+
+#include "ferry/error.hpp"
+#include "vulkan/vk_device.hpp"
+
+namespace ferry::vulkan {
+namespace {
+
+constexpr std::uint32_t kWorkgroup = 256;
+
+enum RandomOp : std::uint32_t { kUniform = 0, kNormal = 1, kInt = 2 };
+
+// The push constants of shaders/random.comp.
+struct Params {
+  std::uint32_t n, o_off;
+  std::uint32_t offset[2];  // lo, hi
+  std::uint32_t seed[2];
+  float p0, p1;
+  std::uint32_t low[2];
+  std::uint32_t range[2];
+};
+static_assert(sizeof(Params) <= kMaxPushBytes);
+
+void split(std::uint64_t v, std::uint32_t (&words)[2]) {
+  words[0] = std::uint32_t(v);
+  words[1] = std::uint32_t(v >> 32);
+}
+
+void draw(DeviceImpl& d, const OpCall& c, RandomOp op, const char* name) {
+  VulkanDevice& dev = vulkan_device(d);
+  const TensorArg& out = c.outputs.at(0);
+  const DType dt = out.dtype;
+  if (op == kInt ? dt == DType::boolean : !is_floating(dt))
+    throw UnsupportedError(
+        fmt::format("{}: the vulkan kernel does not take {}", name, dtype_name(dt)));
+  dev.require(dt, name);
+  if (out.numel() == 0) return;
+  if (!out.is_contiguous())
+    throw ShapeError(fmt::format("{}: the vulkan kernel expects a contiguous output", name));
+
+  Params p{};
+  split(std::uint64_t(c.attrs.i("seed")), p.seed);
+  split(std::uint64_t(c.attrs.i("offset")), p.offset);
+  if (op == kUniform) {
+    p.p0 = float(c.attrs.f("low"));
+    p.p1 = float(c.attrs.f("high"));
+  } else if (op == kNormal) {
+    p.p0 = float(c.attrs.f("mean"));
+    p.p1 = float(c.attrs.f("std"));
+  } else {
+    const auto range = std::uint64_t(c.attrs.i("range"));
+    if (range == 0) throw Error(fmt::format("{}: empty range", name));
+    if (range >> 32 != 0 && !dev.full_variant())
+      throw UnsupportedError(
+          fmt::format("{}: a range of 2^32 or more needs 64-bit integers, which {} lacks", name,
+                      dev.device().str()));
+    split(std::uint64_t(c.attrs.i("low")), p.low);
+    split(range, p.range);
+  }
+  const std::uint64_t n = std::uint64_t(out.numel());
+  Binding b = dev.bind(out, Access::write);  // refuses more than 2^32 elements
+  p.n = std::uint32_t(n);
+  p.o_off = b.element_offset;
+  const std::uint32_t wg = std::min(kWorkgroup, dev.limits().max_workgroup_invocations);
+  const std::uint32_t groups =
+      std::uint32_t(std::min<std::uint64_t>((n + wg - 1) / wg, dev.limits().max_groups_x));
+  dev.dispatch({"random", {wg, op, dtype_code(dt)}, {b}, &p, sizeof p, {groups, 1, 1}});
+}
+
+}  // namespace
+
+void add_random_kernels(KernelTable& t) {
+  t.emplace_back("random_uniform",
+                 [](DeviceImpl& d, const OpCall& c) { draw(d, c, kUniform, "random_uniform"); });
+  t.emplace_back("random_normal",
+                 [](DeviceImpl& d, const OpCall& c) { draw(d, c, kNormal, "random_normal"); });
+  t.emplace_back("random_int",
+                 [](DeviceImpl& d, const OpCall& c) { draw(d, c, kInt, "random_int"); });
+}
+
+}  // namespace ferry::vulkan

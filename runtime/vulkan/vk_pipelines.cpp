@@ -1,0 +1,181 @@
+// runtime/vulkan/vk_pipelines.cpp — shader modules, pipeline layouts and
+// compute pipelines, created once per (shader, specialization constants) and
+// kept; the driver's pipeline cache persists on disk between runs.
+//
+// Note [Pipeline cache]
+// Compiling SPIR-V to machine code is the slow part of a first run (tens of
+// ms per pipeline on some drivers). The VkPipelineCache is saved at exit to
+// $FERRY_CACHE_DIR (default $XDG_CACHE_HOME/ferry, else ~/.cache/ferry) in a
+// file named after the device's vendor, device id, pipelineCacheUUID and
+// driver version, wrapped with a hash (vk_policy.hpp). A missing, truncated,
+// corrupt or foreign file is ignored and the cache starts empty.
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <iterator>
+
+#include "ferry/error.hpp"
+#include "log_internal.hpp"
+#include "vulkan/vk_device.hpp"
+#include "vulkan/vk_policy.hpp"
+#include "vulkan/vk_shaders.hpp"
+
+namespace ferry::vulkan {
+
+const VulkanDevice::Layout& VulkanDevice::layout_for(std::size_t bindings) {
+  auto it = layouts_.find(bindings);
+  if (it != layouts_.end()) return it->second;
+  std::vector<VkDescriptorSetLayoutBinding> b(bindings);
+  for (std::size_t i = 0; i < bindings; ++i)
+    b[i] = {std::uint32_t(i), VK_DESCRIPTOR_TYPE_STORAGE_BUFFER, 1, VK_SHADER_STAGE_COMPUTE_BIT,
+            nullptr};
+  VkDescriptorSetLayoutCreateInfo sli{VK_STRUCTURE_TYPE_DESCRIPTOR_SET_LAYOUT_CREATE_INFO};
+  if (push_descriptors_) sli.flags = VK_DESCRIPTOR_SET_LAYOUT_CREATE_PUSH_DESCRIPTOR_BIT_KHR;
+  sli.bindingCount = std::uint32_t(bindings);
+  sli.pBindings = b.data();
+  Layout l;
+  check(vk_.vkCreateDescriptorSetLayout(device_, &sli, nullptr, &l.set_layout),
+        "vkCreateDescriptorSetLayout");
+  VkPushConstantRange range{VK_SHADER_STAGE_COMPUTE_BIT, 0, kMaxPushBytes};
+  VkPipelineLayoutCreateInfo pli{VK_STRUCTURE_TYPE_PIPELINE_LAYOUT_CREATE_INFO};
+  pli.setLayoutCount = 1;
+  pli.pSetLayouts = &l.set_layout;
+  pli.pushConstantRangeCount = 1;
+  pli.pPushConstantRanges = &range;
+  check(vk_.vkCreatePipelineLayout(device_, &pli, nullptr, &l.pipeline_layout),
+        "vkCreatePipelineLayout");
+  return layouts_.emplace(bindings, l).first->second;
+}
+
+VkShaderModule VulkanDevice::shader_module(std::string_view name) {
+  auto it = modules_.find(std::string(name));
+  if (it != modules_.end()) return it->second;
+  const EmbeddedShader* found = nullptr;
+  for (std::size_t i = 0; i < kEmbeddedShaderCount; ++i)
+    if (name == kEmbeddedShaders[i].name) found = &kEmbeddedShaders[i];
+  if (!found) throw Error(fmt::format("vulkan: no embedded shader named '{}'", name));
+  VkShaderModuleCreateInfo ci{VK_STRUCTURE_TYPE_SHADER_MODULE_CREATE_INFO};
+  ci.codeSize = (full_variant_ ? found->full_words : found->base_words) * 4;
+  ci.pCode = full_variant_ ? found->full : found->base;
+  VkShaderModule m;
+  check(vk_.vkCreateShaderModule(device_, &ci, nullptr, &m), "vkCreateShaderModule");
+  return modules_.emplace(std::string(name), m).first->second;
+}
+
+VkPipeline VulkanDevice::pipeline_for(const DispatchDesc& d, const Layout& layout) {
+  std::string key = fmt::format("{}/{}/{}", d.shader, d.bindings.size(), fmt::join(d.spec, ","));
+  auto it = pipelines_.find(key);
+  if (it != pipelines_.end()) return it->second;
+  std::vector<VkSpecializationMapEntry> entries(d.spec.size());
+  for (std::size_t i = 0; i < d.spec.size(); ++i)
+    entries[i] = {std::uint32_t(i), std::uint32_t(i * 4), 4};
+  VkSpecializationInfo si{std::uint32_t(entries.size()), entries.data(), d.spec.size() * 4,
+                          d.spec.data()};
+  VkComputePipelineCreateInfo ci{VK_STRUCTURE_TYPE_COMPUTE_PIPELINE_CREATE_INFO};
+  ci.stage = {VK_STRUCTURE_TYPE_PIPELINE_SHADER_STAGE_CREATE_INFO};
+  ci.stage.stage = VK_SHADER_STAGE_COMPUTE_BIT;
+  ci.stage.module = shader_module(d.shader);
+  ci.stage.pName = "main";
+  ci.stage.pSpecializationInfo = d.spec.empty() ? nullptr : &si;
+  ci.layout = layout.pipeline_layout;
+  VkPipeline p;
+  check(vk_.vkCreateComputePipelines(device_, pipeline_cache_, 1, &ci, nullptr, &p),
+        fmt::format("creating the '{}' pipeline", key));
+  FERRY_DEBUG("{}: pipeline {}", device().str(), key);
+  pipeline_cache_dirty_ = true;
+  return pipelines_.emplace(std::move(key), p).first->second;
+}
+
+std::string VulkanDevice::pipeline_cache_path() const {
+  std::filesystem::path dir;
+  if (const char* d = std::getenv("FERRY_CACHE_DIR"); d && *d)
+    dir = d;
+  else if (const char* x = std::getenv("XDG_CACHE_HOME"); x && *x)
+    dir = std::filesystem::path(x) / "ferry";
+  else if (const char* h = std::getenv("HOME"); h && *h)
+    dir = std::filesystem::path(h) / ".cache" / "ferry";
+  else
+    return {};
+  const auto& p = physical_.props;
+  std::string uuid;
+  for (std::uint8_t b : p.pipelineCacheUUID) uuid += fmt::format("{:02x}", b);
+  return (dir / fmt::format("vulkan-{:04x}-{:04x}-{}-{}{}.bin", p.vendorID, p.deviceID, uuid,
+                            p.driverVersion, full_variant_ ? "" : "-base"))
+      .string();
+}
+
+void VulkanDevice::load_pipeline_cache() {
+  std::vector<std::uint8_t> data;
+  std::string path = pipeline_cache_path();
+  if (!path.empty()) {
+    std::ifstream f(path, std::ios::binary);
+    std::vector<std::uint8_t> file((std::istreambuf_iterator<char>(f)), {});
+    CacheIdentity id{physical_.props.vendorID, physical_.props.deviceID, {}};
+    std::memcpy(id.uuid, physical_.props.pipelineCacheUUID, 16);
+    if (auto d = unwrap_pipeline_cache(file, id))
+      data = std::move(*d);
+    else if (!file.empty())
+      FERRY_WARN("{}: ignoring the pipeline cache {} (corrupt, or from another driver)",
+                 device().str(), path);
+  }
+  VkPipelineCacheCreateInfo ci{VK_STRUCTURE_TYPE_PIPELINE_CACHE_CREATE_INFO};
+  ci.initialDataSize = data.size();
+  ci.pInitialData = data.empty() ? nullptr : data.data();
+  if (vk_.vkCreatePipelineCache(device_, &ci, nullptr, &pipeline_cache_) != VK_SUCCESS) {
+    ci.initialDataSize = 0;  // the driver refused the data: start empty
+    ci.pInitialData = nullptr;
+    check(vk_.vkCreatePipelineCache(device_, &ci, nullptr, &pipeline_cache_),
+          "vkCreatePipelineCache");
+  }
+  FERRY_DEBUG("{}: pipeline cache {} ({} bytes loaded)", device().str(), path, data.size());
+}
+
+void VulkanDevice::save_pipeline_cache() {
+  if (!pipeline_cache_ || !pipeline_cache_dirty_) return;
+  std::string path = pipeline_cache_path();
+  if (path.empty()) return;
+  std::size_t size = 0;
+  if (vk_.vkGetPipelineCacheData(device_, pipeline_cache_, &size, nullptr) != VK_SUCCESS) return;
+  std::vector<std::uint8_t> data(size);
+  if (vk_.vkGetPipelineCacheData(device_, pipeline_cache_, &size, data.data()) != VK_SUCCESS)
+    return;
+  data.resize(size);
+  std::vector<std::uint8_t> file = wrap_pipeline_cache(data);
+  // Written to a temporary file and renamed, so a concurrent reader sees the old file or the
+  // new one, never half of one.
+  std::error_code ec;
+  std::filesystem::create_directories(std::filesystem::path(path).parent_path(), ec);
+  std::string tmp = fmt::format("{}.{}.tmp", path, ::getpid());
+  {
+    std::ofstream f(tmp, std::ios::binary | std::ios::trunc);
+    f.write(reinterpret_cast<const char*>(file.data()), std::streamsize(file.size()));
+    if (!f) {
+      std::remove(tmp.c_str());
+      return;
+    }
+  }
+  std::filesystem::rename(tmp, path, ec);
+  if (ec) std::remove(tmp.c_str());
+  pipeline_cache_dirty_ = false;
+}
+
+void VulkanDevice::destroy_pipelines() {
+  for (auto& [k, p] : pipelines_) vk_.vkDestroyPipeline(device_, p, nullptr);
+  for (auto& [k, m] : modules_) vk_.vkDestroyShaderModule(device_, m, nullptr);
+  for (auto& [k, l] : layouts_) {
+    vk_.vkDestroyPipelineLayout(device_, l.pipeline_layout, nullptr);
+    vk_.vkDestroyDescriptorSetLayout(device_, l.set_layout, nullptr);
+  }
+  if (pipeline_cache_) vk_.vkDestroyPipelineCache(device_, pipeline_cache_, nullptr);
+  pipelines_.clear();
+  modules_.clear();
+  layouts_.clear();
+  pipeline_cache_ = VK_NULL_HANDLE;
+}
+
+}  // namespace ferry::vulkan

@@ -1,0 +1,46 @@
+// runtime/vulkan/vk_policy.hpp — the Vulkan backend's decisions that need no
+// driver: device order and FERRY_VULKAN_DEVICES, the pipeline-cache file
+// format, and dim coalescing for strided kernels. Kept apart so that
+// ferry_tests checks them on any machine (tests/test_vulkan_policy.cpp).
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "ferry/device_info.hpp"
+
+namespace ferry::vulkan {
+
+// The order devices become vulkan:0, vulkan:1, ...: by kind (discrete,
+// integrated, virtual, CPU-type, other), ties in enumeration order. With
+// `selection` (FERRY_VULKAN_DEVICES, comma-separated enumeration indices, e.g.
+// "1,0"), exactly those devices in that order. Throws ferry::Error naming the
+// variable when an entry is not an index of `kinds` or appears twice.
+std::vector<std::size_t> order_devices(const std::vector<DeviceKind>& kinds, const char* selection);
+
+// Pipeline-cache files: "FERRYPC1", a 64-bit FNV-1a hash of the driver's data,
+// then the data. A file whose magic, hash or Vulkan header (header version
+// one, vendor, device, pipelineCacheUUID) does not match is ignored, so a
+// truncated or corrupt file, or one from another driver, never reaches it.
+struct CacheIdentity {
+  std::uint32_t vendor_id = 0, device_id = 0;
+  std::uint8_t uuid[16] = {};
+};
+std::vector<std::uint8_t> wrap_pipeline_cache(std::span<const std::uint8_t> driver_data);
+std::optional<std::vector<std::uint8_t>> unwrap_pipeline_cache(std::span<const std::uint8_t> file,
+                                                               const CacheIdentity& id);
+
+// Dims merged where every tensor's strides allow it, size-1 dims dropped:
+// a contiguous [a, b, c] becomes [a*b*c]. strides[t][d] is tensor t's stride
+// of dim d. A 0-d shape becomes [1].
+struct Coalesced {
+  std::vector<std::int64_t> sizes;
+  std::vector<std::vector<std::int64_t>> strides;  // [tensor][dim]
+};
+Coalesced coalesce(std::span<const std::int64_t> sizes,
+                   const std::vector<std::vector<std::int64_t>>& strides);
+
+}  // namespace ferry::vulkan

@@ -1,0 +1,380 @@
+// runtime/vulkan/vk_recorder.cpp — batching commands into command buffers,
+// barriers, descriptors, submission, completion and deferred frees
+// (Note [Vulkan execution] in vk_device.hpp).
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cstring>
+
+#include "ferry/error.hpp"
+#include "log_internal.hpp"
+#include "vulkan/vk_device.hpp"
+
+namespace ferry::vulkan {
+
+static_assert(mask(Stage::compute) == VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT);
+static_assert(mask(Stage::transfer) == VK_PIPELINE_STAGE_TRANSFER_BIT);
+static_assert(mask(Stage::host) == VK_PIPELINE_STAGE_HOST_BIT);
+static_assert(mask(AccessBit::shader_read) == VK_ACCESS_SHADER_READ_BIT);
+static_assert(mask(AccessBit::shader_write) == VK_ACCESS_SHADER_WRITE_BIT);
+static_assert(mask(AccessBit::transfer_read) == VK_ACCESS_TRANSFER_READ_BIT);
+static_assert(mask(AccessBit::transfer_write) == VK_ACCESS_TRANSFER_WRITE_BIT);
+static_assert(mask(AccessBit::host_read) == VK_ACCESS_HOST_READ_BIT);
+
+const char* result_name(VkResult r) {
+  switch (r) {
+#define FERRY_VK_RESULT(name) \
+  case name:                  \
+    return #name;
+    FERRY_VK_RESULT(VK_SUCCESS)
+    FERRY_VK_RESULT(VK_NOT_READY)
+    FERRY_VK_RESULT(VK_TIMEOUT)
+    FERRY_VK_RESULT(VK_INCOMPLETE)
+    FERRY_VK_RESULT(VK_ERROR_OUT_OF_HOST_MEMORY)
+    FERRY_VK_RESULT(VK_ERROR_OUT_OF_DEVICE_MEMORY)
+    FERRY_VK_RESULT(VK_ERROR_INITIALIZATION_FAILED)
+    FERRY_VK_RESULT(VK_ERROR_DEVICE_LOST)
+    FERRY_VK_RESULT(VK_ERROR_MEMORY_MAP_FAILED)
+    FERRY_VK_RESULT(VK_ERROR_LAYER_NOT_PRESENT)
+    FERRY_VK_RESULT(VK_ERROR_EXTENSION_NOT_PRESENT)
+    FERRY_VK_RESULT(VK_ERROR_FEATURE_NOT_PRESENT)
+    FERRY_VK_RESULT(VK_ERROR_INCOMPATIBLE_DRIVER)
+    FERRY_VK_RESULT(VK_ERROR_TOO_MANY_OBJECTS)
+    FERRY_VK_RESULT(VK_ERROR_FORMAT_NOT_SUPPORTED)
+    FERRY_VK_RESULT(VK_ERROR_FRAGMENTED_POOL)
+    FERRY_VK_RESULT(VK_ERROR_UNKNOWN)
+    FERRY_VK_RESULT(VK_ERROR_OUT_OF_POOL_MEMORY)
+    FERRY_VK_RESULT(VK_ERROR_INVALID_EXTERNAL_HANDLE)
+    FERRY_VK_RESULT(VK_ERROR_FRAGMENTATION)
+    FERRY_VK_RESULT(VK_ERROR_INVALID_OPAQUE_CAPTURE_ADDRESS)
+    FERRY_VK_RESULT(VK_PIPELINE_COMPILE_REQUIRED)
+#undef FERRY_VK_RESULT
+    default:
+      return "VK_ERROR_(unknown)";
+  }
+}
+
+void throw_result(VkResult r, std::string_view what) {
+  throw BackendError(fmt::format("vulkan: {} failed: {}", what, result_name(r)), result_name(r));
+}
+
+std::uint32_t dtype_code(DType dt) {
+  switch (dt) {
+    case DType::f32:
+      return 0;
+    case DType::f16:
+      return 1;
+    case DType::bf16:
+      return 2;
+    case DType::i32:
+      return 3;
+    case DType::i64:
+      return 4;
+    case DType::u8:
+      return 5;
+    case DType::boolean:
+      return 6;
+  }
+  return 0;
+}
+
+VulkanDevice& vulkan_device(DeviceImpl& d) { return static_cast<VulkanDevice&>(d); }
+
+VulkanBuffer::~VulkanBuffer() { device_.release(*this); }
+
+bool VulkanDevice::supports(DType dt) const {
+  return full_variant_ || dt == DType::f32 || dt == DType::i32;
+}
+
+void VulkanDevice::require(DType dt, std::string_view op) const {
+  if (!supports(dt))
+    throw UnsupportedError(fmt::format(
+        "{}: {} on {} needs 64-bit integers and 8/16-bit storage buffers, which this device ({}) "
+        "lacks; it computes f32 and i32 only",
+        device().str(), op, dtype_name(dt), physical_.props.deviceName));
+}
+
+void VulkanDevice::check_alive() const {
+  if (lost_)
+    throw BackendError(fmt::format("{}: the device was lost earlier ({}); restart the process to "
+                                   "use it again",
+                                   device().str(), lost_reason_),
+                       "VK_ERROR_DEVICE_LOST");
+}
+
+// ---- memory lifetime ----
+
+void VulkanDevice::release(VulkanBuffer& b) {
+  if (b.last_use > completed_serial_ && !lost_) {
+    deferred_.emplace(b.last_use, DeferredFree{b.pool(), b.allocation()});
+    return;
+  }
+  free_now(b.pool(), b.allocation());
+}
+
+void VulkanDevice::free_now(int pool, const detail::Allocation& a) {
+  pools_[pool].allocator->free(a);
+}
+
+// ---- recording ----
+
+VkCommandBuffer VulkanDevice::open_batch() {
+  if (batch_cb_) return batch_cb_;
+  check_alive();
+  if (!free_cbs_.empty()) {
+    batch_cb_ = free_cbs_.back();
+    free_cbs_.pop_back();
+  } else {
+    VkCommandBufferAllocateInfo ai{VK_STRUCTURE_TYPE_COMMAND_BUFFER_ALLOCATE_INFO};
+    ai.commandPool = command_pool_;
+    ai.level = VK_COMMAND_BUFFER_LEVEL_PRIMARY;
+    ai.commandBufferCount = 1;
+    check(vk_.vkAllocateCommandBuffers(device_, &ai, &batch_cb_), "vkAllocateCommandBuffers");
+  }
+  VkCommandBufferBeginInfo bi{VK_STRUCTURE_TYPE_COMMAND_BUFFER_BEGIN_INFO};
+  bi.flags = VK_COMMAND_BUFFER_USAGE_ONE_TIME_SUBMIT_BIT;
+  check(vk_.vkBeginCommandBuffer(batch_cb_, &bi), "vkBeginCommandBuffer");
+  batch_commands_ = 0;
+  batch_writes_ = false;
+  return batch_cb_;
+}
+
+void VulkanDevice::before_command(Stage stage, std::span<const Use> uses,
+                                  std::initializer_list<const VulkanBuffer*> buffers) {
+  before_command(stage, uses);
+  for (const VulkanBuffer* vb : buffers) vb->last_use = batch_serial_;
+}
+
+void VulkanDevice::before_command(Stage stage, std::span<const Use> uses) {
+  open_batch();
+  if (auto b = tracker_.before(stage, uses)) {
+    VkMemoryBarrier mb{VK_STRUCTURE_TYPE_MEMORY_BARRIER};
+    mb.srcAccessMask = b->src_access;
+    mb.dstAccessMask = b->dst_access;
+    vk_.vkCmdPipelineBarrier(batch_cb_, b->src_stages, b->dst_stages, 0, 1, &mb, 0, nullptr, 0,
+                             nullptr);
+  }
+  ++batch_commands_;
+}
+
+void VulkanDevice::after_command(bool writes) {
+  batch_writes_ = batch_writes_ || writes;
+  if (batch_commands_ >= kBatchCommands) flush();
+}
+
+void VulkanDevice::flush() {
+  if (!batch_cb_) return;
+  if (batch_writes_) {
+    // Makes this batch's writes visible to the host once its fence has signalled.
+    VkMemoryBarrier mb{VK_STRUCTURE_TYPE_MEMORY_BARRIER};
+    mb.srcAccessMask = VK_ACCESS_SHADER_WRITE_BIT | VK_ACCESS_TRANSFER_WRITE_BIT;
+    mb.dstAccessMask = VK_ACCESS_HOST_READ_BIT;
+    vk_.vkCmdPipelineBarrier(batch_cb_,
+                             VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT | VK_PIPELINE_STAGE_TRANSFER_BIT,
+                             VK_PIPELINE_STAGE_HOST_BIT, 0, 1, &mb, 0, nullptr, 0, nullptr);
+  }
+  check(vk_.vkEndCommandBuffer(batch_cb_), "vkEndCommandBuffer");
+  Submission s;
+  s.serial = batch_serial_;
+  s.cb = batch_cb_;
+  s.descriptor_pools = std::move(batch_pools_);
+  batch_pools_.clear();
+  batch_cb_ = VK_NULL_HANDLE;
+  if (!free_fences_.empty()) {
+    s.fence = free_fences_.back();
+    free_fences_.pop_back();
+  } else {
+    VkFenceCreateInfo fi{VK_STRUCTURE_TYPE_FENCE_CREATE_INFO};
+    check(vk_.vkCreateFence(device_, &fi, nullptr, &s.fence), "vkCreateFence");
+  }
+  VkSubmitInfo si{VK_STRUCTURE_TYPE_SUBMIT_INFO};
+  si.commandBufferCount = 1;
+  si.pCommandBuffers = &s.cb;
+  VkResult r = vk_.vkQueueSubmit(queue_, 1, &si, s.fence);
+  ++batch_serial_;
+  if (r != VK_SUCCESS) {
+    free_fences_.push_back(s.fence);
+    free_cbs_.push_back(s.cb);
+    if (r == VK_ERROR_DEVICE_LOST) lost_ = true, lost_reason_ = "vkQueueSubmit";
+    throw_result(r, "vkQueueSubmit");
+  }
+  completed_target_ = s.serial;
+  FERRY_DEBUG("{}: submitted batch {} ({} commands)", device().str(), s.serial, batch_commands_);
+  in_flight_.push_back(std::move(s));
+}
+
+void VulkanDevice::wait_for(std::uint64_t serial) {
+  if (serial == 0 || serial <= completed_serial_) return;
+  if (serial >= batch_serial_) flush();
+  while (!in_flight_.empty() && in_flight_.front().serial <= serial) {
+    VkResult r = vk_.vkWaitForFences(device_, 1, &in_flight_.front().fence, VK_TRUE, UINT64_MAX);
+    if (r != VK_SUCCESS) {
+      if (r == VK_ERROR_DEVICE_LOST) lost_ = true, lost_reason_ = "vkWaitForFences";
+      throw_result(r, "vkWaitForFences");
+    }
+    retire(false);
+  }
+}
+
+void VulkanDevice::retire(bool wait_all) {
+  while (!in_flight_.empty()) {
+    Submission& s = in_flight_.front();
+    VkResult r = wait_all ? vk_.vkWaitForFences(device_, 1, &s.fence, VK_TRUE, UINT64_MAX)
+                          : vk_.vkGetFenceStatus(device_, s.fence);
+    if (r == VK_NOT_READY) break;
+    if (r != VK_SUCCESS) {
+      if (r == VK_ERROR_DEVICE_LOST) lost_ = true, lost_reason_ = "vkGetFenceStatus";
+      throw_result(r, "waiting for a batch");
+    }
+    check(vk_.vkResetFences(device_, 1, &s.fence), "vkResetFences");
+    free_fences_.push_back(s.fence);
+    check(vk_.vkResetCommandBuffer(s.cb, 0), "vkResetCommandBuffer");
+    free_cbs_.push_back(s.cb);
+    for (VkDescriptorPool p : s.descriptor_pools) {
+      check(vk_.vkResetDescriptorPool(device_, p, 0), "vkResetDescriptorPool");
+      free_descriptor_pools_.push_back(p);
+    }
+    completed_serial_ = s.serial;
+    in_flight_.pop_front();
+  }
+  while (!deferred_.empty() && deferred_.begin()->first <= completed_serial_) {
+    free_now(deferred_.begin()->second.pool, deferred_.begin()->second.allocation);
+    deferred_.erase(deferred_.begin());
+  }
+}
+
+void VulkanDevice::synchronize() {
+  check_alive();
+  flush();
+  wait_for(batch_serial_ - 1);
+}
+
+// ---- dispatch ----
+
+Binding VulkanDevice::bind(const TensorArg& t, Access access) const {
+  auto* vb = dynamic_cast<const VulkanBuffer*>(t.buffer);
+  if (!vb || &vb->device() != this)
+    throw DeviceError(
+        fmt::format("{}: a kernel argument is not a buffer of this device", device().str()));
+  const std::uint64_t esize = dtype_size(t.dtype);
+  // Elements the view can reach: offset + sum((size - 1) * stride); strides are >= 0.
+  std::uint64_t last = std::uint64_t(t.offset);
+  bool empty = false;
+  for (int d = 0; d < t.ndim(); ++d) {
+    if (t.sizes[d] == 0)
+      empty = true;
+    else
+      last += std::uint64_t(t.sizes[d] - 1) * std::uint64_t(t.strides[d]);
+  }
+  const std::uint64_t alloc_size = vb->allocation().size;
+  std::uint64_t first_byte = std::uint64_t(t.offset) * esize;
+  std::uint64_t end_byte = empty ? first_byte : (last + 1) * esize;
+  std::uint64_t begin = first_byte / storage_alignment_ * storage_alignment_;
+  // Round the end up to 16 bytes (the widest alias a shader declares is 8), within the range.
+  std::uint64_t end = std::min(alloc_size, (end_byte + 15) / 16 * 16);
+  if (end <= begin) end = std::min(alloc_size, begin + 16);
+  if (end - begin > limits_.max_storage_range)
+    throw UnsupportedError(fmt::format(
+        "{}: a tensor view spanning {} bytes exceeds the device's storage-buffer range ({} "
+        "bytes); this op does not split such tensors yet",
+        device().str(), end - begin, limits_.max_storage_range));
+  if ((end_byte - begin) / esize > 0xffffffffull)
+    throw UnsupportedError(
+        fmt::format("{}: a tensor view spanning more than 2^32 elements is not "
+                    "supported by this op",
+                    device().str()));
+  Binding b;
+  b.buffer = vb;
+  b.offset = vb->offset() + begin;
+  b.size = end - begin;
+  b.access = access;
+  b.element_offset = std::uint32_t((first_byte - begin) / esize);
+  return b;
+}
+
+void VulkanDevice::dispatch(const DispatchDesc& d) {
+  check_alive();
+  if (d.push_size > kMaxPushBytes)
+    throw Error(fmt::format("vulkan: {}: {} bytes of push constants (at most {})", d.shader,
+                            d.push_size, kMaxPushBytes));
+  const Layout& layout = layout_for(d.bindings.size());
+  VkPipeline pipeline = pipeline_for(d, layout);
+
+  std::vector<Use> uses;
+  uses.reserve(d.bindings.size());
+  bool writes = false;
+  for (const Binding& b : d.bindings) {
+    auto* vb = static_cast<const VulkanBuffer*>(b.buffer);
+    uses.push_back({{std::uint64_t(vb->handle()), b.offset, b.size}, b.access});
+    writes = writes || b.access == Access::write;
+  }
+  before_command(Stage::compute, uses);
+  for (const Binding& b : d.bindings)
+    static_cast<const VulkanBuffer*>(b.buffer)->last_use = batch_serial_;
+
+  std::vector<VkDescriptorBufferInfo> infos(d.bindings.size());
+  std::vector<VkWriteDescriptorSet> writes_ds(d.bindings.size());
+  for (std::size_t i = 0; i < d.bindings.size(); ++i) {
+    const Binding& b = d.bindings[i];
+    infos[i] = {static_cast<const VulkanBuffer*>(b.buffer)->handle(), b.offset, b.size};
+    VkWriteDescriptorSet& w = writes_ds[i];
+    w = {VK_STRUCTURE_TYPE_WRITE_DESCRIPTOR_SET};
+    w.dstBinding = std::uint32_t(i);
+    w.descriptorCount = 1;
+    w.descriptorType = VK_DESCRIPTOR_TYPE_STORAGE_BUFFER;
+    w.pBufferInfo = &infos[i];
+  }
+  vk_.vkCmdBindPipeline(batch_cb_, VK_PIPELINE_BIND_POINT_COMPUTE, pipeline);
+  if (push_descriptors_) {
+    vk_.vkCmdPushDescriptorSetKHR(batch_cb_, VK_PIPELINE_BIND_POINT_COMPUTE, layout.pipeline_layout,
+                                  0, std::uint32_t(writes_ds.size()), writes_ds.data());
+  } else {
+    VkDescriptorSet set = allocate_descriptor_set(layout.set_layout);
+    for (auto& w : writes_ds) w.dstSet = set;
+    vk_.vkUpdateDescriptorSets(device_, std::uint32_t(writes_ds.size()), writes_ds.data(), 0,
+                               nullptr);
+    vk_.vkCmdBindDescriptorSets(batch_cb_, VK_PIPELINE_BIND_POINT_COMPUTE, layout.pipeline_layout,
+                                0, 1, &set, 0, nullptr);
+  }
+  // The whole range is pushed, zero-padded, so no byte a shader may read is undefined.
+  std::uint8_t push[kMaxPushBytes] = {};
+  if (d.push_size) std::memcpy(push, d.push, d.push_size);
+  vk_.vkCmdPushConstants(batch_cb_, layout.pipeline_layout, VK_SHADER_STAGE_COMPUTE_BIT, 0,
+                         kMaxPushBytes, push);
+  vk_.vkCmdDispatch(batch_cb_, d.groups[0], d.groups[1], d.groups[2]);
+  after_command(writes);
+}
+
+VkDescriptorSet VulkanDevice::allocate_descriptor_set(VkDescriptorSetLayout set_layout) {
+  // Pools belong to the open batch and are reset when it has completed.
+  for (int attempt = 0; attempt < 2; ++attempt) {
+    if (!batch_pools_.empty()) {
+      VkDescriptorSetAllocateInfo ai{VK_STRUCTURE_TYPE_DESCRIPTOR_SET_ALLOCATE_INFO};
+      ai.descriptorPool = batch_pools_.back();
+      ai.descriptorSetCount = 1;
+      ai.pSetLayouts = &set_layout;
+      VkDescriptorSet set;
+      VkResult r = vk_.vkAllocateDescriptorSets(device_, &ai, &set);
+      if (r == VK_SUCCESS) return set;
+      if (r != VK_ERROR_OUT_OF_POOL_MEMORY && r != VK_ERROR_FRAGMENTED_POOL)
+        throw_result(r, "vkAllocateDescriptorSets");
+    }
+    VkDescriptorPool pool;
+    if (!free_descriptor_pools_.empty()) {
+      pool = free_descriptor_pools_.back();
+      free_descriptor_pools_.pop_back();
+    } else {
+      VkDescriptorPoolSize size{VK_DESCRIPTOR_TYPE_STORAGE_BUFFER, kBatchCommands * 8};
+      VkDescriptorPoolCreateInfo pi{VK_STRUCTURE_TYPE_DESCRIPTOR_POOL_CREATE_INFO};
+      pi.maxSets = kBatchCommands;
+      pi.poolSizeCount = 1;
+      pi.pPoolSizes = &size;
+      check(vk_.vkCreateDescriptorPool(device_, &pi, nullptr, &pool), "vkCreateDescriptorPool");
+    }
+    batch_pools_.push_back(pool);
+  }
+  throw BackendError("vulkan: could not allocate a descriptor set from a fresh pool",
+                     "VK_ERROR_OUT_OF_POOL_MEMORY");
+}
+
+}  // namespace ferry::vulkan

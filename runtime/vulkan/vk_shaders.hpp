@@ -1,0 +1,22 @@
+// runtime/vulkan/vk_shaders.hpp — the SPIR-V of shaders/*.comp, compiled at
+// build time (shaders/CMakeLists.txt) and embedded in the module, so only the
+// build machine needs glslang.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+namespace ferry::vulkan {
+
+struct EmbeddedShader {
+  const char* name;           // "elementwise" for shaders/elementwise.comp
+  const std::uint32_t* full;  // compiled with FERRY_FULL (i64, 8/16-bit storage)
+  std::size_t full_words;
+  const std::uint32_t* base;  // f32/i32 only
+  std::size_t base_words;
+};
+
+extern const EmbeddedShader kEmbeddedShaders[];
+extern const std::size_t kEmbeddedShaderCount;
+
+}  // namespace ferry::vulkan

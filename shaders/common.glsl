@@ -1,0 +1,287 @@
+// shaders/common.glsl — what every ferry compute shader shares: dtype codes,
+// tensors bound as storage buffers under several element types, loads and
+// stores of any dtype, and the float math GLSL leaves undefined.
+//
+// Every shader is compiled twice (shaders/CMakeLists.txt): with FERRY_FULL
+// (i64, f16/bf16 as 16-bit storage, u8/bool as 8-bit storage; the device needs
+// shaderInt64 and 8/16-bit storage-buffer access) and without (f32 and i32
+// only, for devices that lack those). The backend picks the variant per device.
+//
+// Conventions (runtime/vulkan/vk_kernels.hpp): descriptor set 0, binding i is
+// the i-th buffer the kernel binds; constant_id 0 is the workgroup size; push
+// constants hold shapes, strides and each tensor's element offset within its
+// binding (binding offsets are aligned down to minStorageBufferOffsetAlignment,
+// so a tensor rarely starts at element 0 of its binding).
+#extension GL_EXT_shader_16bit_storage : enable
+#extension GL_EXT_shader_8bit_storage : enable
+#ifdef FERRY_FULL
+#extension GL_EXT_shader_explicit_arithmetic_types_int64 : require
+#endif
+
+// Dtype codes: ferry::vulkan::dtype_code() maps ferry::DType onto these.
+#define DT_F32 0u
+#define DT_F16 1u
+#define DT_BF16 2u
+#define DT_I32 3u
+#define DT_I64 4u
+#define DT_U8 5u
+#define DT_BOOL 6u
+#define IS_FLOAT_DT(dt) ((dt) <= DT_BF16)
+
+// The integer type integer ops compute in: 64-bit where the device has it, so
+// one code path serves i32, i64, u8 and bool (narrower results wrap on store).
+#ifdef FERRY_FULL
+#define ITYPE int64_t
+#else
+#define ITYPE int
+#endif
+
+// A tensor at binding B, visible as N_f32[], N_u32[] (and, in the full
+// variant, N_u16[], N_u8[], N_i64[]): aliases of one buffer.
+#ifdef FERRY_FULL
+#define FERRY_TENSOR(B, N)                                                           \
+  layout(set = 0, binding = B, std430) buffer N##_f32_t { float N##_f32[]; };       \
+  layout(set = 0, binding = B, std430) buffer N##_u32_t { uint N##_u32[]; };        \
+  layout(set = 0, binding = B, std430) buffer N##_u16_t { uint16_t N##_u16[]; };    \
+  layout(set = 0, binding = B, std430) buffer N##_u8_t { uint8_t N##_u8[]; };       \
+  layout(set = 0, binding = B, std430) buffer N##_i64_t { int64_t N##_i64[]; };
+#else
+#define FERRY_TENSOR(B, N)                                                           \
+  layout(set = 0, binding = B, std430) buffer N##_f32_t { float N##_f32[]; };       \
+  layout(set = 0, binding = B, std430) buffer N##_u32_t { uint N##_u32[]; };
+#endif
+
+// ---- conversions (the same rules as runtime/math/scalar_ops.hpp) ----
+float bf16_to_float(uint b) { return uintBitsToFloat(b << 16); }
+uint float_to_bf16(float f) {
+  uint x = floatBitsToUint(f);
+  if ((x & 0x7fffffffu) > 0x7f800000u) return (x >> 16) | 0x40u;  // quiet NaN
+  return (x + 0x7fffu + ((x >> 16) & 1u)) >> 16;
+}
+uint float_to_f16(float f) { return packHalf2x16(vec2(f, 0.0)) & 0xffffu; }
+float f16_to_float(uint h) { return unpackHalf2x16(h).x; }
+
+// float -> integer: truncate toward zero, NaN gives 0, saturate out of range.
+ITYPE float_to_itype(float f, uint dt) {
+  if (isnan(f)) return ITYPE(0);
+  if (dt == DT_U8) return ITYPE(clamp(f, 0.0, 255.0));
+  if (dt == DT_BOOL) return ITYPE(f != 0.0 ? 1 : 0);
+#ifdef FERRY_FULL
+  if (dt == DT_I64) {
+    if (f <= -9223372036854775808.0) return ITYPE(0x8000000000000000l);
+    if (f >= 9223372036854775808.0) return ITYPE(0x7fffffffffffffffl);
+    return ITYPE(f);
+  }
+#endif
+  if (f <= -2147483648.0) return ITYPE(-2147483647 - 1);
+  if (f >= 2147483648.0) return ITYPE(2147483647);
+  return ITYPE(int(f));
+}
+
+// Loads element i of tensor N as float / as ITYPE. DT is a specialization
+// constant, so the driver keeps one branch.
+#ifdef FERRY_FULL
+#define LOAD_F(N, DT, i)                                                                    \
+  ((DT) == DT_F32    ? N##_f32[i]                                                           \
+   : (DT) == DT_F16  ? f16_to_float(uint(N##_u16[i]))                                       \
+   : (DT) == DT_BF16 ? bf16_to_float(uint(N##_u16[i]))                                      \
+   : (DT) == DT_I32  ? float(int(N##_u32[i]))                                               \
+   : (DT) == DT_I64  ? float(N##_i64[i])                                                    \
+                     : float(uint(N##_u8[i])))
+#define LOAD_I(N, DT, i)                                                                    \
+  ((DT) == DT_I64    ? N##_i64[i]                                                           \
+   : (DT) == DT_I32  ? int64_t(int(N##_u32[i]))                                             \
+   : (DT) == DT_U8 || (DT) == DT_BOOL ? int64_t(uint(N##_u8[i]))                            \
+                     : float_to_itype(LOAD_F(N, DT, i), DT_I64))
+#define STORE_F(N, DT, i, v)                                                                \
+  {                                                                                         \
+    float v_ = (v);                                                                         \
+    uint i_ = (i);                                                                          \
+    if ((DT) == DT_F32) N##_f32[i_] = v_;                                                   \
+    else if ((DT) == DT_F16) N##_u16[i_] = uint16_t(float_to_f16(v_));                      \
+    else if ((DT) == DT_BF16) N##_u16[i_] = uint16_t(float_to_bf16(v_));                    \
+    else if ((DT) == DT_I32) N##_u32[i_] = uint(int(float_to_itype(v_, DT_I32)));           \
+    else if ((DT) == DT_I64) N##_i64[i_] = float_to_itype(v_, DT_I64);                      \
+    else N##_u8[i_] = uint8_t(uint(float_to_itype(v_, DT)));                                \
+  }
+#define STORE_I(N, DT, i, v)                                                                \
+  {                                                                                         \
+    int64_t v_ = (v);                                                                       \
+    uint i_ = (i);                                                                          \
+    if ((DT) == DT_I64) N##_i64[i_] = v_;                                                   \
+    else if ((DT) == DT_I32) N##_u32[i_] = uint(v_);                                        \
+    else if ((DT) == DT_U8) N##_u8[i_] = uint8_t(uint(v_) & 0xffu);                         \
+    else if ((DT) == DT_BOOL) N##_u8[i_] = uint8_t(v_ != 0 ? 1u : 0u);                      \
+    else STORE_F(N, DT, i_, float(v_))                                                      \
+  }
+#else
+#define LOAD_F(N, DT, i) ((DT) == DT_F32 ? N##_f32[i] : float(int(N##_u32[i])))
+#define LOAD_I(N, DT, i) ((DT) == DT_I32 ? int(N##_u32[i]) : float_to_itype(N##_f32[i], DT_I32))
+#define STORE_F(N, DT, i, v)                                                                \
+  {                                                                                         \
+    float v_ = (v);                                                                         \
+    if ((DT) == DT_F32) N##_f32[i] = v_;                                                    \
+    else N##_u32[i] = uint(float_to_itype(v_, DT_I32));                                     \
+  }
+#define STORE_I(N, DT, i, v)                                                                \
+  {                                                                                         \
+    int v_ = (v);                                                                           \
+    if ((DT) == DT_I32) N##_u32[i] = uint(v_);                                              \
+    else N##_f32[i] = float(v_);                                                            \
+  }
+#endif
+
+// ---- float math with the edge cases GLSL leaves undefined ----
+#define F_NAN uintBitsToFloat(0x7fc00000u)
+#define F_INF uintBitsToFloat(0x7f800000u)
+
+float safe_log(float x) { return x < 0.0 || isnan(x) ? F_NAN : (x == 0.0 ? -F_INF : log(x)); }
+float safe_sqrt(float x) { return x < 0.0 || isnan(x) ? F_NAN : sqrt(x); }
+float safe_exp(float x) { return x > 88.8 ? F_INF : (x < -104.0 ? 0.0 : exp(x)); }
+// tanh through exp overflows for |x| > 44; tanh(x) is +-1 in float beyond 9.1.
+float safe_tanh(float x) {
+  if (isnan(x)) return x;
+  if (abs(x) > 9.1) return sign(x);
+  if (abs(x) < 0.0004) return x;  // keeps tiny values accurate
+  float e = exp(2.0 * x);
+  return (e - 1.0) / (e + 1.0);
+}
+// erf: Abramowitz & Stegun 7.1.26 is only 1.5e-7 absolute; this is W. J. Cody's
+// rational form as used by many GPU math libraries, accurate to ~1 ulp in float.
+float safe_erf(float x) {
+  if (isnan(x)) return x;
+  float a = abs(x);
+  float r;
+  if (a < 0.84375) {
+    float z = x * x;
+    float p = 1.28379166e-01 + z * (-3.25042108e-01 + z * (-2.84817495e-02 + z * (-5.77027029e-03 + z * -2.37630166e-05)));
+    float q = 1.0 + z * (3.97917223e-01 + z * (6.50222499e-02 + z * (5.08130628e-03 + z * (1.32494738e-04 + z * -3.96022827e-06))));
+    return x + x * (p / q);
+  } else if (a < 1.25) {
+    float s = a - 1.0;
+    float p = -2.36211856e-03 + s * (4.14856118e-01 + s * (-3.72207874e-01 + s * (3.18346619e-01 + s * (-1.10894694e-01 + s * (3.54783043e-02 + s * -2.16637559e-03)))));
+    float q = 1.0 + s * (1.06420880e-01 + s * (5.40397918e-01 + s * (7.18286544e-02 + s * (1.26171219e-01 + s * (1.36370839e-02 + s * 1.19844998e-02)))));
+    r = 8.45062911e-01 + p / q;
+  } else if (a < 6.0) {
+    float s = 1.0 / (a * a);
+    float ra, sa;
+    if (a < 2.85714285) {
+      ra = -9.86494403e-03 + s * (-6.93858572e-01 + s * (-1.05586262e+01 + s * (-6.23753324e+01 + s * (-1.62396669e+02 + s * (-1.84605092e+02 + s * (-8.12874355e+01 + s * -9.81432934e+00))))));
+      sa = 1.0 + s * (1.96512716e+01 + s * (1.37657754e+02 + s * (4.34565877e+02 + s * (6.45387271e+02 + s * (4.29008140e+02 + s * (1.08635005e+02 + s * (6.57024977e+00 + s * -6.04244152e-02)))))));
+    } else {
+      ra = -9.86494292e-03 + s * (-7.99283237e-01 + s * (-1.77579549e+01 + s * (-1.60636384e+02 + s * (-6.37566443e+02 + s * (-1.02509513e+03 + s * -4.83519191e+02)))));
+      sa = 1.0 + s * (3.03380607e+01 + s * (3.25792512e+02 + s * (1.53672958e+03 + s * (3.19985821e+03 + s * (2.55305040e+03 + s * (4.74528541e+02 + s * -2.24409524e+01))))));
+    }
+    float z = uintBitsToFloat(floatBitsToUint(a) & 0xfffff000u);
+    float e = exp(-z * z - 0.5625) * exp((z - a) * (z + a) + ra / sa);
+    r = 1.0 - e / a;
+  } else {
+    r = 1.0;
+  }
+  return x < 0.0 ? -r : r;
+}
+// sin and cos: GPU sin/cos are accurate only near [-pi, pi], so the argument
+// is reduced exactly (Payne-Hanek, 96 bits of 2/pi, integer arithmetic only)
+// to r in [-pi/4, pi/4] and a quadrant, then evaluated with fdlibm's float
+// kernels (k_sinf.c, k_cosf.c; error below 1e-10 on that interval).
+const uint TWO_OVER_PI[8] = uint[8](0xa2f9836eu, 0x4e441529u, 0xfc2757d1u, 0xf534ddc0u,
+                                    0xdb629599u, 0x3c439041u, 0xfe5163abu, 0xdebbc561u);
+// 32 bits of 2/pi starting at bit `pos` (0 = the first bit after the point; bits before are 0).
+uint two_over_pi_bits(int pos) {
+  if (pos <= -32) return 0u;
+  if (pos < 0) return TWO_OVER_PI[0] >> uint(-pos);
+  int i = pos >> 5, e = pos & 31;
+  return e == 0 ? TWO_OVER_PI[i] : (TWO_OVER_PI[i] << uint(e)) | (TWO_OVER_PI[i + 1] >> uint(32 - e));
+}
+// x = r + q * pi/2 with |r| <= pi/4, for finite x.
+float reduce_pio2(float x, out int q) {
+  float ax = abs(x);
+  q = 0;
+  if (ax <= 0.78539816) return x;
+  uint bits = floatBitsToUint(ax);
+  uint m = (bits & 0x7fffffu) | 0x800000u;  // ax = m * 2^e
+  int e = int(bits >> 23) - 150;
+  // x * 2/pi mod 4 = m * W / 2^94, W = the 96 bits of 2/pi from bit e - 2.
+  uint w0 = two_over_pi_bits(e - 2), w1 = two_over_pi_bits(e + 30), w2 = two_over_pi_bits(e + 62);
+  uint hi1, lo1, hi2, lo2;
+  umulExtended(m, w1, hi1, lo1);
+  umulExtended(m, w2, hi2, lo2);
+  uint mid = lo1 + hi2;
+  uint top = m * w0 + hi1 + (mid < lo1 ? 1u : 0u);
+  q = int(top >> 30);
+  uint fhi = top & 0x3fffffffu, flo = mid;  // the fraction, in units of 2^-62
+  float f;
+  if ((fhi & 0x20000000u) != 0u) {  // fraction >= 1/2: take the next quadrant, r < 0
+    q += 1;
+    flo = ~flo + 1u;
+    fhi = (~fhi & 0x3fffffffu) + (flo == 0u ? 1u : 0u);
+    f = -(float(fhi) * 9.3132257e-10 + float(flo) * 2.1684043e-19);
+  } else {
+    f = float(fhi) * 9.3132257e-10 + float(flo) * 2.1684043e-19;
+  }
+  float r = f * 1.5707963267948966;
+  if (x < 0.0) {
+    r = -r;
+    q = -q;
+  }
+  return r;
+}
+float sin_kernel(float x) {
+  float z = x * x;
+  return x + x * z * (-0.166666666416265235595 + z * (0.0083333293858894631756 +
+                      z * (-0.000198393348360966317347 + z * 0.0000027183114939898219064)));
+}
+float cos_kernel(float x) {
+  float z = x * x, w = z * z;
+  float r = -0.00138867637746099294692 + z * 0.0000243904487962774090654;
+  return ((1.0 + z * -0.499999997251031003120) + w * 0.0416666233237390631894) + (w * z) * r;
+}
+float sin_f(float x) {
+  if (isinf(x) || isnan(x)) return F_NAN;
+  int q;
+  float r = reduce_pio2(x, q);
+  switch (q & 3) {
+    case 0: return sin_kernel(r);
+    case 1: return cos_kernel(r);
+    case 2: return -sin_kernel(r);
+  }
+  return -cos_kernel(r);
+}
+float cos_f(float x) {
+  if (isinf(x) || isnan(x)) return F_NAN;
+  int q;
+  float r = reduce_pio2(x, q);
+  switch (q & 3) {
+    case 0: return cos_kernel(r);
+    case 1: return -sin_kernel(r);
+    case 2: return -cos_kernel(r);
+  }
+  return sin_kernel(r);
+}
+float sigmoid_f(float x) { return 1.0 / (1.0 + safe_exp(-x)); }
+float relu_f(float x) { return x > 0.0 ? x : (isnan(x) ? x : 0.0); }
+float max_f(float a, float b) { return isnan(a) ? a : (isnan(b) ? b : (a > b ? a : b)); }
+float min_f(float a, float b) { return isnan(a) ? a : (isnan(b) ? b : (a < b ? a : b)); }
+
+// C's pow: the special cases (0, +-inf, NaN, negative bases with integral
+// exponents) defined as in C99 Annex F, the rest through exp2(y log2 |x|).
+float pow_f(float x, float y) {
+  if (y == 0.0 || x == 1.0) return 1.0;
+  if (isnan(x) || isnan(y)) return F_NAN;
+  bool y_int = floor(y) == y;
+  bool y_odd = y_int && abs(y) < 16777216.0 && (int(abs(y)) & 1) == 1;
+  if (x == 0.0) {
+    bool neg_zero = (floatBitsToUint(x) & 0x80000000u) != 0u;
+    float r = y > 0.0 ? 0.0 : F_INF;
+    return (neg_zero && y_odd) ? -r : r;
+  }
+  if (isinf(y)) {
+    float ax = abs(x);
+    if (ax == 1.0) return 1.0;
+    return (ax > 1.0) == (y > 0.0) ? F_INF : 0.0;
+  }
+  if (x < 0.0 && !y_int) return F_NAN;
+  float ax = abs(x);
+  float r = isinf(ax) ? (y > 0.0 ? F_INF : 0.0) : exp2(y * log2(ax));
+  return (x < 0.0 && y_odd) ? -r : r;
+}

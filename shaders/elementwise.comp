@@ -1,0 +1,278 @@
+// shaders/elementwise.comp — every element-wise op over strided tensors of up
+// to 4 (coalesced) dims: unary, binary, comparisons, where, copy/cast, fill and
+// arange. OP, the dtypes and the dim count are specialization constants, so
+// each pipeline holds one op's code. The host (vk_kernels_elementwise.cpp)
+// coalesces dims, loops over dims beyond 4 and splits huge tensors.
+#version 450
+#extension GL_GOOGLE_include_directive : require
+#include "common.glsl"
+
+layout(local_size_x_id = 0) in;
+layout(constant_id = 1) const uint OP = 0;
+layout(constant_id = 2) const uint IN_DT = 0;   // the inputs' dtype (the values', for where)
+layout(constant_id = 3) const uint OUT_DT = 0;
+layout(constant_id = 4) const uint NDIM = 1;    // 1..4 coalesced dims
+
+// Op codes: ferry::vulkan::ElementwiseOp in vk_kernels_elementwise.cpp.
+#define OP_NEG 1u
+#define OP_ABS 2u
+#define OP_RELU 3u
+#define OP_EXP 4u
+#define OP_LOG 5u
+#define OP_SQRT 6u
+#define OP_RSQRT 7u
+#define OP_SIN 8u
+#define OP_COS 9u
+#define OP_TANH 10u
+#define OP_SIGMOID 11u
+#define OP_GELU 12u
+#define OP_GELU_TANH 13u
+#define OP_SILU 14u
+#define OP_ADD 20u
+#define OP_SUB 21u
+#define OP_MUL 22u
+#define OP_DIV 23u
+#define OP_POW 24u
+#define OP_MAXIMUM 25u
+#define OP_MINIMUM 26u
+#define OP_EQ 30u
+#define OP_NE 31u
+#define OP_LT 32u
+#define OP_LE 33u
+#define OP_GT 34u
+#define OP_GE 35u
+#define OP_WHERE 40u
+#define OP_COPY 41u
+#define OP_FILL 42u
+#define OP_ARANGE 43u
+
+FERRY_TENSOR(0, o)
+FERRY_TENSOR(1, a)
+FERRY_TENSOR(2, b)
+FERRY_TENSOR(3, c)
+
+layout(push_constant) uniform Params {
+  uvec4 size;       // dims, outermost first; unused dims are 1
+  uvec4 stride[4];  // stride[t][d]: tensor t (0 = output, then the inputs), dim d
+  uvec4 off;        // each tensor's first element within its binding
+  uint n;           // elements
+  uint s0, s1, s2;  // op scalars: fill value bits; arange start, step
+} p;
+
+bool is_unary() { return OP >= OP_NEG && OP <= OP_SILU; }
+bool is_binary() { return OP >= OP_ADD && OP <= OP_MINIMUM; }
+bool is_compare() { return OP >= OP_EQ && OP <= OP_GE; }
+
+float unary_f(float x) {
+  switch (OP) {
+    case OP_NEG: return -x;
+    case OP_ABS: return abs(x);
+    case OP_RELU: return relu_f(x);
+    case OP_EXP: return safe_exp(x);
+    case OP_LOG: return safe_log(x);
+    case OP_SQRT: return safe_sqrt(x);
+    case OP_RSQRT: return 1.0 / safe_sqrt(x);
+    case OP_SIN: return sin_f(x);
+    case OP_COS: return cos_f(x);
+    case OP_TANH: return safe_tanh(x);
+    case OP_SIGMOID: return sigmoid_f(x);
+    case OP_GELU: return 0.5 * x * (1.0 + safe_erf(x * 0.70710678118654752));
+    case OP_GELU_TANH: return 0.5 * x * (1.0 + safe_tanh(0.79788456080286536 * (x + 0.044715 * x * x * x)));
+    case OP_SILU: return x / (1.0 + safe_exp(-x));
+  }
+  return x;
+}
+
+ITYPE ipow(ITYPE base, ITYPE e) {
+  if (e < 0) {
+    if (base == 1) return ITYPE(1);
+    if (base == -1) return (e & 1) != 0 ? ITYPE(-1) : ITYPE(1);
+    return ITYPE(0);
+  }
+  ITYPE r = ITYPE(1);
+  while (e != 0) {
+    if ((e & 1) != 0) r *= base;
+    base *= base;
+    e >>= 1;
+  }
+  return r;
+}
+
+ITYPE unary_i(ITYPE x) {
+  switch (OP) {
+    case OP_NEG: return -x;
+    case OP_ABS: {
+#ifdef FERRY_FULL
+      // Narrow types take abs in 32 bits: llvmpipe (LLVM 15) miscompiles the 64-bit select of a
+      // sign-extended i32 into the unchanged value.
+      if (IN_DT != DT_I64) {
+        int v = int(x);
+        return ITYPE(v < 0 ? -v : v);
+      }
+#endif
+      return x < ITYPE(0) ? -x : x;
+    }
+    case OP_RELU: return x > 0 ? x : ITYPE(0);
+  }
+  return x;
+}
+
+float binary_f(float x, float y) {
+  switch (OP) {
+    case OP_ADD: return x + y;
+    case OP_SUB: return x - y;
+    case OP_MUL: return x * y;
+    case OP_DIV: return x / y;
+    case OP_POW: return pow_f(x, y);
+    case OP_MAXIMUM: return max_f(x, y);
+    case OP_MINIMUM: return min_f(x, y);
+  }
+  return x;
+}
+
+ITYPE binary_i(ITYPE x, ITYPE y) {
+  bool bool_out = OUT_DT == DT_BOOL;
+  switch (OP) {
+    case OP_ADD: return bool_out ? ITYPE((x | y) != 0 ? 1 : 0) : x + y;
+    case OP_SUB: return bool_out ? ITYPE(x != y ? 1 : 0) : x - y;
+    case OP_MUL: return bool_out ? ITYPE((x & y) != 0 ? 1 : 0) : x * y;
+    case OP_POW: return bool_out ? ITYPE((x != 0 || y == 0) ? 1 : 0) : ipow(x, y);
+    case OP_MAXIMUM: return max(x, y);
+    case OP_MINIMUM: return min(x, y);
+  }
+  return x;
+}
+
+bool compare_f(float x, float y) {
+  switch (OP) {
+    case OP_EQ: return x == y;
+    case OP_NE: return x != y;  // true when either is NaN
+    case OP_LT: return x < y;
+    case OP_LE: return x <= y;
+    case OP_GT: return x > y;
+    case OP_GE: return x >= y;
+  }
+  return false;
+}
+
+bool compare_i(ITYPE x, ITYPE y) {
+  switch (OP) {
+    case OP_EQ: return x == y;
+    case OP_NE: return x != y;
+    case OP_LT: return x < y;
+    case OP_LE: return x <= y;
+    case OP_GT: return x > y;
+    case OP_GE: return x >= y;
+  }
+  return false;
+}
+
+uint offset_of(uint t, uvec4 coord) {
+  uvec4 s = p.stride[t];
+  uint r = p.off[t];
+  if (NDIM >= 1) r += coord.x * s.x;
+  if (NDIM >= 2) r += coord.y * s.y;
+  if (NDIM >= 3) r += coord.z * s.z;
+  if (NDIM >= 4) r += coord.w * s.w;
+  return r;
+}
+
+// Linear index -> coordinates over the first NDIM dims (row-major).
+uvec4 coords_of(uint i) {
+  uvec4 c = uvec4(0);
+  if (NDIM == 1) {
+    c.x = i;
+  } else if (NDIM == 2) {
+    c.y = i % p.size.y;
+    c.x = i / p.size.y;
+  } else if (NDIM == 3) {
+    c.z = i % p.size.z;
+    i /= p.size.z;
+    c.y = i % p.size.y;
+    c.x = i / p.size.y;
+  } else {
+    c.w = i % p.size.w;
+    i /= p.size.w;
+    c.z = i % p.size.z;
+    i /= p.size.z;
+    c.y = i % p.size.y;
+    c.x = i / p.size.y;
+  }
+  return c;
+}
+
+void main() {
+  const uint step = gl_NumWorkGroups.x * gl_WorkGroupSize.x;
+  for (uint i = gl_GlobalInvocationID.x; i < p.n; i += step) {
+    uvec4 coord = coords_of(i);
+    uint oi = offset_of(0, coord);
+    if (OP == OP_FILL) {
+      // s0: the value as float bits; s1, s2: the exact integer value (lo, hi).
+      if (IS_FLOAT_DT(OUT_DT)) {
+        STORE_F(o, OUT_DT, oi, uintBitsToFloat(p.s0))
+      } else {
+#ifdef FERRY_FULL
+        STORE_I(o, OUT_DT, oi, int64_t(p.s1) | (int64_t(p.s2) << 32))
+#else
+        STORE_I(o, OUT_DT, oi, int(p.s1))
+#endif
+      }
+    } else if (OP == OP_ARANGE) {
+      // s0: start, s1: step as floats; s2 != 0: both are integers (exact for ints).
+      if (p.s2 != 0u && !IS_FLOAT_DT(OUT_DT)) {
+        STORE_I(o, OUT_DT, oi, ITYPE(int(uintBitsToFloat(p.s0))) + ITYPE(i) * ITYPE(int(uintBitsToFloat(p.s1))))
+      } else {
+        float v = uintBitsToFloat(p.s0) + float(i) * uintBitsToFloat(p.s1);
+        if (IS_FLOAT_DT(OUT_DT)) {
+          STORE_F(o, OUT_DT, oi, v)
+        } else {
+          STORE_I(o, OUT_DT, oi, float_to_itype(roundEven(v), OUT_DT))
+        }
+      }
+    } else if (OP == OP_COPY) {
+      uint ai = offset_of(1, coord);
+      if (IS_FLOAT_DT(IN_DT)) {
+        float v = LOAD_F(a, IN_DT, ai);
+        if (IS_FLOAT_DT(OUT_DT)) {
+          STORE_F(o, OUT_DT, oi, v)
+        } else {
+          STORE_I(o, OUT_DT, oi, float_to_itype(v, OUT_DT))
+        }
+      } else {
+        ITYPE v = LOAD_I(a, IN_DT, ai);
+        if (OUT_DT == DT_BOOL) v = ITYPE(v != 0 ? 1 : 0);
+        STORE_I(o, OUT_DT, oi, v)
+      }
+    } else if (OP == OP_WHERE) {
+      uint ci = offset_of(1, coord), ai = offset_of(2, coord), bi = offset_of(3, coord);
+#ifdef FERRY_FULL
+      bool cond = uint(a_u8[ci]) != 0u;
+#else
+      bool cond = a_u32[ci] != 0u;
+#endif
+      if (IS_FLOAT_DT(OUT_DT)) {
+        STORE_F(o, OUT_DT, oi, cond ? LOAD_F(b, IN_DT, ai) : LOAD_F(c, IN_DT, bi))
+      } else {
+        STORE_I(o, OUT_DT, oi, cond ? LOAD_I(b, IN_DT, ai) : LOAD_I(c, IN_DT, bi))
+      }
+    } else if (is_unary()) {
+      uint ai = offset_of(1, coord);
+      if (IS_FLOAT_DT(IN_DT)) {
+        STORE_F(o, OUT_DT, oi, unary_f(LOAD_F(a, IN_DT, ai)))
+      } else {
+        STORE_I(o, OUT_DT, oi, unary_i(LOAD_I(a, IN_DT, ai)))
+      }
+    } else {
+      uint ai = offset_of(1, coord), bi = offset_of(2, coord);
+      if (is_compare()) {
+        bool r = IS_FLOAT_DT(IN_DT) ? compare_f(LOAD_F(a, IN_DT, ai), LOAD_F(b, IN_DT, bi))
+                                    : compare_i(LOAD_I(a, IN_DT, ai), LOAD_I(b, IN_DT, bi));
+        STORE_I(o, OUT_DT, oi, ITYPE(r ? 1 : 0))
+      } else if (IS_FLOAT_DT(IN_DT)) {
+        STORE_F(o, OUT_DT, oi, binary_f(LOAD_F(a, IN_DT, ai), LOAD_F(b, IN_DT, bi)))
+      } else {
+        STORE_I(o, OUT_DT, oi, binary_i(LOAD_I(a, IN_DT, ai), LOAD_I(b, IN_DT, bi)))
+      }
+    }
+  }
+}

@@ -1,0 +1,148 @@
+// shaders/layer_norm.comp — layer_norm over the rows of x [rows, N]
+// (docs/kernel-contract.md): y = (x - mean) * rstd * weight + bias, and each
+// row's mean and rstd = 1 / sqrt(biased variance + eps) as f32.
+//
+// LANES threads share a row (WG / LANES rows per workgroup). Each thread runs
+// Welford's update over its strided share of the row and the threads' (count,
+// mean, M2) triples meet in a shared-memory tree with Chan's formula: stable
+// like the CPU's two passes, but reading the row once for the statistics and
+// once more for the output. Float Welford loses accuracy when |mean| >> std
+// (its running means carry errors of ulp(mean)), so it runs on x - K, K the
+// row's first element, and the mean comes from a compensated sum of x - K:
+// mean = K + sum / N is then within about an ulp of the CPU's double mean.
+// Host side: runtime/vulkan/vk_kernels_nn.cpp.
+#version 450
+#extension GL_GOOGLE_include_directive : require
+#include "common.glsl"
+
+layout(local_size_x_id = 0) in;
+layout(constant_id = 1) const uint DT = 0;  // x, y, weight and bias (floating)
+layout(constant_id = 2) const bool HAS_W = false;
+layout(constant_id = 3) const bool HAS_B = false;
+layout(constant_id = 4) const uint LANES = 1;  // threads per row, a power of two <= WG
+
+FERRY_TENSOR(0, y)
+FERRY_TENSOR(1, mo)  // mean, f32
+FERRY_TENSOR(2, ro)  // rstd, f32
+FERRY_TENSOR(3, x)
+FERRY_TENSOR(4, w)   // when absent the host binds y here (never read)
+FERRY_TENSOR(5, b)
+
+// Must match LayerNormParams in vk_kernels_nn.cpp.
+layout(push_constant) uniform Params {
+  uint x_off, y_off, m_off, r_off, w_off, b_off;  // first element in each binding
+  uint rows, n;
+  uint xs0, xs1, ys0, ys1;  // row and element strides of x and y
+  uint ms, rs, ws, bs;      // strides of mean, rstd, weight, bias
+  float eps;
+} p;
+
+struct Stats {
+  float count, mean, m2;  // m2: sum of squared deviations from mean
+  float hi, lo;           // the sum of the values is hi + lo
+};
+
+// hi += v with the rounding error kept in lo (TwoSum; `precise` keeps the
+// compiler from simplifying it away).
+void add_exact(inout Stats a, float v) {
+  precise float s = a.hi + v;
+  precise float bv = s - a.hi;
+  precise float err = (a.hi - (s - bv)) + (v - bv);
+  a.hi = s;
+  a.lo += err;
+}
+
+void merge(inout Stats a, Stats b) {
+  if (b.count == 0.0) return;
+  if (a.count == 0.0) {
+    a = b;
+    return;
+  }
+  add_exact(a, b.hi);
+  a.lo += b.lo;
+  float n = a.count + b.count;
+  float d = b.mean - a.mean;
+  a.mean += d * (b.count / n);
+  a.m2 += b.m2 + d * d * (a.count * (b.count / n));
+  a.count = n;
+}
+
+shared float s_count[256];
+shared float s_mean[256];
+shared float s_m2[256];
+shared float s_hi[256];
+shared float s_lo[256];
+
+void put(uint i, Stats st) {
+  s_count[i] = st.count;
+  s_mean[i] = st.mean;
+  s_m2[i] = st.m2;
+  s_hi[i] = st.hi;
+  s_lo[i] = st.lo;
+}
+Stats get(uint i) { return Stats(s_count[i], s_mean[i], s_m2[i], s_hi[i], s_lo[i]); }
+
+void main() {
+  const uint ROWS = gl_WorkGroupSize.x / LANES;
+  const uint lane = gl_LocalInvocationID.x % LANES;
+  const uint row = gl_LocalInvocationID.x / LANES;
+  const uint head = row * LANES;
+  const uint n_blocks = (p.rows + ROWS - 1u) / ROWS;
+  for (uint blk = gl_WorkGroupID.x; blk < n_blocks; blk += gl_NumWorkGroups.x) {
+    const uint ri = blk * ROWS + row;
+    const bool valid = ri < p.rows;
+    const uint xo = p.x_off + ri * p.xs0;
+
+    Stats st = Stats(0.0, 0.0, 0.0, 0.0, 0.0);
+    float shift = 0.0;
+    if (valid && p.n > 0u) {
+      shift = LOAD_F(x, DT, xo);
+      if (isinf(shift) || isnan(shift)) shift = 0.0;  // an inf or NaN poisons the row anyway
+    }
+    if (valid) {
+      for (uint k = lane; k < p.n; k += LANES) {
+        float v = LOAD_F(x, DT, xo + k * p.xs1) - shift;
+        st.count += 1.0;
+        float d = v - st.mean;
+        st.mean += d / st.count;
+        st.m2 += d * (v - st.mean);
+        add_exact(st, v);
+      }
+    }
+    if (LANES > 1u) {
+      put(head + lane, st);
+      for (uint h = LANES / 2u; h > 0u; h >>= 1u) {
+        memoryBarrierShared();
+        barrier();
+        if (lane < h) {
+          merge(st, get(head + lane + h));
+          put(head + lane, st);
+        }
+      }
+      memoryBarrierShared();
+      barrier();
+      st = get(head);  // every lane takes the row's result
+    }
+
+    if (valid) {
+      // N = 0: the mean of nothing is NaN, as on the CPU. An infinite or NaN
+      // value makes lo NaN; hi is then the sum.
+      const float sum = isinf(st.hi) || isnan(st.hi) ? st.hi : st.hi + st.lo;
+      const float mean = p.n == 0u ? F_NAN : shift + sum / float(p.n);
+      const float rstd = 1.0 / safe_sqrt(st.m2 / float(p.n) + p.eps);
+      if (lane == 0u) {
+        mo_f32[p.m_off + ri * p.ms] = mean;
+        ro_f32[p.r_off + ri * p.rs] = rstd;
+      }
+      const uint yo = p.y_off + ri * p.ys0;
+      for (uint k = lane; k < p.n; k += LANES) {
+        float v = (LOAD_F(x, DT, xo + k * p.xs1) - mean) * rstd;
+        if (HAS_W) v *= LOAD_F(w, DT, p.w_off + k * p.ws);
+        if (HAS_B) v += LOAD_F(b, DT, p.b_off + k * p.bs);
+        STORE_F(y, DT, yo + k * p.ys1, v)
+      }
+    }
+    memoryBarrierShared();
+    barrier();  // the next block reuses the slots
+  }
+}

@@ -1,0 +1,255 @@
+// shaders/reduce.comp — sum, max, min and argmax over the trailing (reduced)
+// dims of a strided tensor (docs/kernel-contract.md, "Reductions").
+//
+// A workgroup of WG threads works on WG / LANES rows (outputs) at a time, LANES
+// threads per row: each thread folds a strided subset of its row into an
+// accumulator, then the row's threads combine theirs in a shared-memory tree.
+// With ROW_FAST the thread index runs along the rows, so when the outputs are
+// contiguous in memory and the rows are not (sum over dim 0), neighbouring
+// threads still load neighbouring elements.
+// Few long rows are split over several workgroups (MODE_PARTIAL writes one
+// record per (split, output) into a scratch buffer, MODE_FINAL combines the
+// records of each output); MODE_DIRECT does a row in one go. The host side is
+// runtime/vulkan/vk_kernels_reduce.cpp.
+//
+// Float sums keep a compensated (TwoSum) pair per accumulator, so they match
+// the CPU's double accumulation to about float rounding, even for 2^24 terms.
+#version 450
+#extension GL_GOOGLE_include_directive : require
+#include "common.glsl"
+
+layout(local_size_x_id = 0) in;
+layout(constant_id = 1) const uint OP = 0;      // OP_* below
+layout(constant_id = 2) const uint IN_DT = 0;   // the input's dtype (also in MODE_FINAL)
+layout(constant_id = 3) const uint OUT_DT = 0;  // the output's dtype (unused by MODE_PARTIAL)
+layout(constant_id = 4) const uint MODE = 0;    // MODE_* below
+layout(constant_id = 5) const uint KDIM = 0;    // 0..4 kept (output) dims
+layout(constant_id = 6) const uint RDIM = 1;    // 1..8 reduced dims
+layout(constant_id = 7) const uint LANES = 1;   // threads per row, a power of two <= WG
+layout(constant_id = 8) const bool ROW_FAST = false;
+
+#define OP_SUM 0u
+#define OP_MAX 1u
+#define OP_MIN 2u
+#define OP_ARGMAX 3u
+#define MODE_DIRECT 0u
+#define MODE_PARTIAL 1u
+#define MODE_FINAL 2u
+
+// Binding 0: the output, or the records (4 words each) in MODE_PARTIAL.
+// Binding 1: the input, or the records in MODE_FINAL.
+FERRY_TENSOR(0, o)
+FERRY_TENSOR(1, x)
+
+// Must match ReduceParams in vk_kernels_reduce.cpp.
+layout(push_constant) uniform Params {
+  uint ksize[4], kstride[4];  // kept dims, outermost first
+  uint rsize[8], rstride[8];  // reduced dims, outermost first
+  uint in_off, out_off;       // first element in its binding (word, for records)
+  uint n_out;                 // outputs
+  uint n_red;                 // elements per row (records per output in MODE_FINAL)
+  uint splits;                // pieces a row is cut into (MODE_PARTIAL; else 1)
+  uint chunk;                 // elements per piece
+} p;
+
+#ifdef FERRY_FULL
+#define ITYPE_MAX int64_t(0x7fffffffffffffffl)
+#define ITYPE_MIN int64_t(0x8000000000000000l)
+#else
+#define ITYPE_MAX 2147483647
+#define ITYPE_MIN (-2147483647 - 1)
+#endif
+#define NO_INDEX 0xffffffffu
+
+// hi + lo is the float sum (lo holds the rounding errors of hi), or hi the float
+// max/min/argmax value; iv the integer value; idx the argmax position.
+struct Acc {
+  float hi, lo;
+  ITYPE iv;
+  uint idx;
+};
+
+Acc identity() {
+  Acc a;
+  a.hi = OP == OP_MAX ? -F_INF : (OP == OP_MIN ? F_INF : 0.0);
+  a.lo = 0.0;
+  a.iv = OP == OP_MAX ? ITYPE_MIN : (OP == OP_MIN ? ITYPE_MAX : ITYPE(0));
+  a.idx = NO_INDEX;
+  return a;
+}
+
+// hi += v exactly: Knuth's TwoSum puts the rounding error into lo. `precise`
+// stops the compiler from contracting or reassociating it away.
+void two_sum(inout Acc a, float v) {
+  precise float s = a.hi + v;
+  precise float bv = s - a.hi;
+  precise float err = (a.hi - (s - bv)) + (v - bv);
+  a.hi = s;
+  a.lo += err;
+}
+
+// Whether (v, i) beats (a.hi/a.iv, a.idx) for argmax: larger, or NaN (the
+// maximum), or equal (NaN included) at a smaller index: the first maximum wins.
+bool arg_better_f(float v, uint i, Acc a) {
+  if (i == NO_INDEX) return false;
+  if (a.idx == NO_INDEX) return true;
+  bool vn = isnan(v), an = isnan(a.hi);
+  if (vn || an) return vn && (!an || i < a.idx);
+  return v > a.hi || (v == a.hi && i < a.idx);
+}
+bool arg_better_i(ITYPE v, uint i, Acc a) {
+  if (i == NO_INDEX) return false;
+  return a.idx == NO_INDEX || v > a.iv || (v == a.iv && i < a.idx);
+}
+
+// Folds element `e` of x, at position k of its row, into a.
+void step(inout Acc a, uint e, uint k) {
+  if (IS_FLOAT_DT(IN_DT)) {
+    float v = LOAD_F(x, IN_DT, e);
+    if (OP == OP_SUM) two_sum(a, v);
+    else if (OP == OP_MAX) a.hi = max_f(a.hi, v);
+    else if (OP == OP_MIN) a.hi = min_f(a.hi, v);
+    else if (arg_better_f(v, k, a)) { a.hi = v; a.idx = k; }
+  } else {
+    ITYPE v = LOAD_I(x, IN_DT, e);
+    if (OP == OP_SUM) a.iv += v;  // wraps, like the CPU's int64 sum
+    else if (OP == OP_MAX) a.iv = max(a.iv, v);
+    else if (OP == OP_MIN) a.iv = min(a.iv, v);
+    else if (arg_better_i(v, k, a)) { a.iv = v; a.idx = k; }
+  }
+}
+
+void combine(inout Acc a, Acc b) {
+  if (IS_FLOAT_DT(IN_DT)) {
+    if (OP == OP_SUM) { two_sum(a, b.hi); a.lo += b.lo; }
+    else if (OP == OP_MAX) a.hi = max_f(a.hi, b.hi);
+    else if (OP == OP_MIN) a.hi = min_f(a.hi, b.hi);
+    else if (arg_better_f(b.hi, b.idx, a)) a = b;
+  } else {
+    if (OP == OP_SUM) a.iv += b.iv;
+    else if (OP == OP_MAX) a.iv = max(a.iv, b.iv);
+    else if (OP == OP_MIN) a.iv = min(a.iv, b.iv);
+    else if (arg_better_i(b.iv, b.idx, a)) a = b;
+  }
+}
+
+// ---- records: an Acc as 4 words (hi or the integer's low word, lo or its high word, idx) ----
+void store_record(uint w, Acc a) {
+  if (IS_FLOAT_DT(IN_DT)) {
+    o_u32[w] = floatBitsToUint(a.hi);
+    o_u32[w + 1u] = floatBitsToUint(a.lo);
+  } else {
+#ifdef FERRY_FULL
+    o_u32[w] = uint(a.iv);
+    o_u32[w + 1u] = uint(a.iv >> 32);
+#else
+    o_u32[w] = uint(a.iv);
+    o_u32[w + 1u] = a.iv < 0 ? 0xffffffffu : 0u;
+#endif
+  }
+  o_u32[w + 2u] = a.idx;
+}
+Acc load_record(uint w) {
+  Acc a;
+  a.hi = uintBitsToFloat(x_u32[w]);
+  a.lo = uintBitsToFloat(x_u32[w + 1u]);
+#ifdef FERRY_FULL
+  a.iv = int64_t(uint64_t(x_u32[w]) | (uint64_t(x_u32[w + 1u]) << 32));
+#else
+  a.iv = int(x_u32[w]);
+#endif
+  a.idx = x_u32[w + 2u];
+  return a;
+}
+
+void store_result(uint i, Acc a) {
+  if (OP == OP_ARGMAX) {
+    // i64 output as two words, so argmax needs no 64-bit integer support.
+    o_u32[2u * i] = a.idx;
+    o_u32[2u * i + 1u] = 0u;
+  } else if (IS_FLOAT_DT(IN_DT)) {
+    // An infinite or NaN hi makes lo NaN (inf - inf); hi is then the answer.
+    float v = OP == OP_SUM && !isinf(a.hi) && !isnan(a.hi) ? a.hi + a.lo : a.hi;
+    STORE_F(o, OUT_DT, i, v)
+  } else {
+    STORE_I(o, OUT_DT, i, a.iv)
+  }
+}
+
+// ---- geometry ----
+uint kept_offset(uint i) {
+  uint off = 0u;
+  for (int d = int(KDIM) - 1; d >= 0; --d) {
+    off += (i % p.ksize[d]) * p.kstride[d];
+    i /= p.ksize[d];
+  }
+  return off;
+}
+uint red_offset(uint k) {
+  if (RDIM == 1u) return k * p.rstride[0];
+  uint off = 0u;
+  for (int d = int(RDIM) - 1; d >= 0; --d) {
+    off += (k % p.rsize[d]) * p.rstride[d];
+    k /= p.rsize[d];
+  }
+  return off;
+}
+
+shared float s_hi[256];
+shared float s_lo[256];
+shared ITYPE s_iv[256];
+shared uint s_idx[256];
+
+void put(uint s, Acc a) {
+  s_hi[s] = a.hi;
+  s_lo[s] = a.lo;
+  s_iv[s] = a.iv;
+  s_idx[s] = a.idx;
+}
+Acc get(uint s) { return Acc(s_hi[s], s_lo[s], s_iv[s], s_idx[s]); }
+
+void main() {
+  const uint ROWS = gl_WorkGroupSize.x / LANES;
+  const uint t = gl_LocalInvocationID.x;
+  const uint lane = ROW_FAST ? t / ROWS : t % LANES;
+  const uint row = ROW_FAST ? t % ROWS : t / LANES;
+  const uint slot = row * LANES + lane;
+  // Virtual row v = piece * n_out + output, so that neighbouring rows are
+  // neighbouring outputs in every mode (coalesced with ROW_FAST).
+  const uint n_rows = p.n_out * (MODE == MODE_PARTIAL ? p.splits : 1u);
+  const uint n_blocks = (n_rows + ROWS - 1u) / ROWS;
+  // The trip count is the same for the whole workgroup, so the barriers are uniform.
+  for (uint blk = gl_WorkGroupID.x; blk < n_blocks; blk += gl_NumWorkGroups.x) {
+    const uint v = blk * ROWS + row;
+    Acc a = identity();
+    if (v < n_rows) {
+      const uint oi = v % p.n_out;
+      if (MODE == MODE_FINAL) {
+        for (uint k = lane; k < p.n_red; k += LANES)
+          combine(a, load_record(p.in_off + 4u * (k * p.n_out + oi)));
+      } else {
+        const uint begin = (v / p.n_out) * p.chunk;
+        const uint end = p.n_red - begin > p.chunk ? begin + p.chunk : p.n_red;
+        const uint base = p.in_off + kept_offset(oi);
+        for (uint k = begin + lane; k < end; k += LANES) step(a, base + red_offset(k), k);
+      }
+    }
+    if (LANES > 1u) {
+      put(slot, a);
+      for (uint s = LANES / 2u; s > 0u; s >>= 1u) {
+        memoryBarrierShared();
+        barrier();
+        if (lane < s) {
+          combine(a, get(slot + s));
+          put(slot, a);
+        }
+      }
+    }
+    if (lane == 0u && v < n_rows) {
+      if (MODE == MODE_PARTIAL) store_record(p.out_off + 4u * v, a);
+      else store_result(p.out_off + v, a);
+    }
+    memoryBarrierShared();
+    barrier();  // the next block reuses the slots
+  }
+}

@@ -1,0 +1,143 @@
+// shaders/softmax.comp — softmax and log_softmax along the last dim of strided
+// rows (docs/kernel-contract.md): the input and the output may both be
+// transposed views, so every row has its own offset in each.
+//
+// LANES threads share a row (WG / LANES rows per workgroup; ROW_FAST runs the
+// thread index along the rows, for rows that are strided while neighbouring
+// rows are contiguous). Each thread keeps an "online" pair: the maximum m of
+// what it saw and s = sum exp(v - m), rescaled when m grows, so the row is
+// read twice (statistics, then output) instead of three times. The pairs meet
+// in a shared-memory tree.
+// Few long rows are cut into `splits` pieces: MODE_STATS writes each piece's
+// pair to a scratch buffer; MODE_WRITE merges a row's pairs and writes the
+// piece. MODE_FULL does a whole row in one dispatch. Host side:
+// runtime/vulkan/vk_kernels_nn.cpp.
+#version 450
+#extension GL_GOOGLE_include_directive : require
+#include "common.glsl"
+
+layout(local_size_x_id = 0) in;
+layout(constant_id = 1) const bool LOG = false;  // log_softmax
+layout(constant_id = 2) const uint DT = 0;       // x's and y's dtype (floating)
+layout(constant_id = 3) const uint MODE = 0;     // MODE_* below
+layout(constant_id = 4) const uint ODIM = 0;     // 0..4 outer (row-indexing) dims
+layout(constant_id = 5) const uint LANES = 1;    // threads per row, a power of two <= WG
+layout(constant_id = 6) const bool ROW_FAST = false;
+
+#define MODE_FULL 0u
+#define MODE_STATS 1u
+#define MODE_WRITE 2u
+
+FERRY_TENSOR(0, y)  // the output (the scratch buffer again in MODE_STATS)
+FERRY_TENSOR(1, x)
+FERRY_TENSOR(2, r)  // (m, s) pairs of the pieces: written by MODE_STATS, read by MODE_WRITE
+
+// Must match SoftmaxParams in vk_kernels_nn.cpp.
+layout(push_constant) uniform Params {
+  uint osize[4], xstride[4], ystride[4];  // outer dims, outermost first
+  uint n, xs, ys;                         // row length, element stride in x and in y
+  uint x_off, y_off, r_off;               // first element (float) in each binding
+  uint n_rows, splits, chunk;             // rows; pieces per row; elements per piece
+} p;
+
+void outer_offsets(uint i, out uint xo, out uint yo) {
+  xo = p.x_off;
+  yo = p.y_off;
+  for (int d = int(ODIM) - 1; d >= 0; --d) {
+    uint c = i % p.osize[d];
+    xo += c * p.xstride[d];
+    yo += c * p.ystride[d];
+    i /= p.osize[d];
+  }
+}
+
+// Adds v to (m, s). -inf adds nothing (exp(-inf) = 0; m = -inf would make
+// v - m NaN); NaN poisons s, which turns the whole row NaN, as on the CPU.
+void push(inout float m, inout float s, float v) {
+  if (isnan(v)) {
+    s = F_NAN;
+  } else if (v > m) {
+    s = s * safe_exp(m - v) + 1.0;
+    m = v;
+  } else if (v != -F_INF) {
+    s += safe_exp(v - m);
+  }
+}
+
+void merge(inout float m, inout float s, float m2, float s2) {
+  float mm = max(m, m2);
+  // A zero (empty) side adds nothing, even when its m is -inf.
+  s = (s == 0.0 ? 0.0 : s * safe_exp(m - mm)) + (s2 == 0.0 ? 0.0 : s2 * safe_exp(m2 - mm));
+  m = mm;
+}
+
+shared float s_m[256];
+shared float s_s[256];
+
+void main() {
+  const uint ROWS = gl_WorkGroupSize.x / LANES;
+  const uint t = gl_LocalInvocationID.x;
+  const uint lane = ROW_FAST ? t / ROWS : t % LANES;
+  const uint row = ROW_FAST ? t % ROWS : t / LANES;
+  const uint head = row * LANES;  // the row's first slot
+  const uint splits = MODE == MODE_FULL ? 1u : p.splits;
+  // Virtual row v = piece * n_rows + row: neighbouring threads get neighbouring rows.
+  const uint n_virtual = p.n_rows * splits;
+  const uint n_blocks = (n_virtual + ROWS - 1u) / ROWS;
+  for (uint blk = gl_WorkGroupID.x; blk < n_blocks; blk += gl_NumWorkGroups.x) {
+    const uint v = blk * ROWS + row;
+    const bool valid = v < n_virtual;
+    const uint ri = v % p.n_rows;
+    const uint begin = (v / p.n_rows) * p.chunk;
+    const uint end = p.n - begin > p.chunk ? begin + p.chunk : p.n;
+    uint xo, yo;
+    outer_offsets(ri, xo, yo);
+
+    float m = -F_INF, s = 0.0;
+    if (valid) {
+      if (MODE == MODE_WRITE) {
+        for (uint k = lane; k < splits; k += LANES) {
+          uint w = p.r_off + 2u * (k * p.n_rows + ri);
+          merge(m, s, r_f32[w], r_f32[w + 1u]);
+        }
+      } else {
+        for (uint k = begin + lane; k < end; k += LANES) push(m, s, LOAD_F(x, DT, xo + k * p.xs));
+      }
+    }
+    if (LANES > 1u) {
+      s_m[head + lane] = m;
+      s_s[head + lane] = s;
+      for (uint h = LANES / 2u; h > 0u; h >>= 1u) {
+        memoryBarrierShared();
+        barrier();
+        if (lane < h) {
+          merge(m, s, s_m[head + lane + h], s_s[head + lane + h]);
+          s_m[head + lane] = m;
+          s_s[head + lane] = s;
+        }
+      }
+      memoryBarrierShared();
+      barrier();
+      m = s_m[head];  // every lane takes the row's result
+      s = s_s[head];
+    }
+
+    if (MODE == MODE_STATS) {
+      if (valid && lane == 0u) {
+        r_f32[p.r_off + 2u * v] = m;
+        r_f32[p.r_off + 2u * v + 1u] = s;
+      }
+    } else if (valid) {
+      // m = +inf (an infinite element) or -inf (all -inf) gives NaN on the CPU.
+      if (isinf(m)) s = F_NAN;
+      const float log_s = safe_log(s), inv = 1.0 / s;
+      for (uint k = begin + lane; k < end; k += LANES) {
+        float d = LOAD_F(x, DT, xo + k * p.xs) - m;
+        // (x - max) - log(sum), in this order, as the contract asks.
+        STORE_F(y, DT, yo + k * p.ys, LOG ? d - log_s : safe_exp(d) * inv)
+      }
+    }
+    memoryBarrierShared();
+    barrier();  // the next block reuses the slots
+  }
+}

@@ -1,0 +1,89 @@
+// Tests of the Vulkan backend's driver-free decisions (runtime/vulkan/vk_policy.hpp).
+#include <gtest/gtest.h>
+
+#include <cstring>
+
+#include "ferry/error.hpp"
+#include "vulkan/vk_policy.hpp"
+
+namespace fv = ferry::vulkan;
+using ferry::DeviceKind;
+
+TEST(VulkanPolicy, DevicesOrderedByKindThenEnumeration) {
+  std::vector<DeviceKind> kinds = {DeviceKind::cpu_gpu,      DeviceKind::integrated_gpu,
+                                   DeviceKind::discrete_gpu, DeviceKind::other,
+                                   DeviceKind::virtual_gpu,  DeviceKind::discrete_gpu};
+  EXPECT_EQ(fv::order_devices(kinds, nullptr), (std::vector<std::size_t>{2, 5, 1, 4, 0, 3}));
+  EXPECT_EQ(fv::order_devices(kinds, ""), (std::vector<std::size_t>{2, 5, 1, 4, 0, 3}));
+}
+
+TEST(VulkanPolicy, SelectionPicksAndOrders) {
+  std::vector<DeviceKind> kinds = {DeviceKind::cpu_gpu, DeviceKind::discrete_gpu};
+  EXPECT_EQ(fv::order_devices(kinds, "0"), (std::vector<std::size_t>{0}));
+  EXPECT_EQ(fv::order_devices(kinds, "0,1"), (std::vector<std::size_t>{0, 1}));
+  for (const char* bad : {"2", "x", "0,", "-1", "1,1", "0;1"}) {
+    try {
+      fv::order_devices(kinds, bad);
+      ADD_FAILURE() << "accepted FERRY_VULKAN_DEVICES=" << bad;
+    } catch (const ferry::Error& e) {
+      EXPECT_NE(std::string(e.what()).find("FERRY_VULKAN_DEVICES"), std::string::npos) << e.what();
+    }
+  }
+}
+
+namespace {
+std::vector<std::uint8_t> fake_driver_cache(const fv::CacheIdentity& id, std::size_t body) {
+  std::vector<std::uint8_t> d(32 + body, 0xab);
+  std::uint32_t h[4] = {32, 1, id.vendor_id, id.device_id};
+  std::memcpy(d.data(), h, 16);
+  std::memcpy(d.data() + 16, id.uuid, 16);
+  return d;
+}
+}  // namespace
+
+TEST(VulkanPolicy, PipelineCacheRoundTrip) {
+  fv::CacheIdentity id{0x10de, 0x2330, {1, 2, 3}};
+  auto data = fake_driver_cache(id, 100);
+  auto file = fv::wrap_pipeline_cache(data);
+  auto back = fv::unwrap_pipeline_cache(file, id);
+  ASSERT_TRUE(back.has_value());
+  EXPECT_EQ(*back, data);
+}
+
+TEST(VulkanPolicy, CorruptOrForeignPipelineCacheIsIgnored) {
+  fv::CacheIdentity id{0x10de, 0x2330, {1, 2, 3}};
+  auto file = fv::wrap_pipeline_cache(fake_driver_cache(id, 100));
+  EXPECT_FALSE(fv::unwrap_pipeline_cache({}, id));
+  // Truncated at every length, one flipped bit anywhere.
+  for (std::size_t n = 0; n < file.size(); ++n)
+    EXPECT_FALSE(fv::unwrap_pipeline_cache(std::span(file.data(), n), id)) << "length " << n;
+  for (std::size_t i = 0; i < file.size(); ++i) {
+    auto bad = file;
+    bad[i] ^= 0x10;
+    EXPECT_FALSE(fv::unwrap_pipeline_cache(bad, id)) << "byte " << i;
+  }
+  // Another device, vendor or driver build (pipelineCacheUUID).
+  fv::CacheIdentity other = id;
+  other.device_id = 0x2331;
+  EXPECT_FALSE(fv::unwrap_pipeline_cache(file, other));
+  other = id;
+  other.uuid[15] = 9;
+  EXPECT_FALSE(fv::unwrap_pipeline_cache(file, other));
+}
+
+TEST(VulkanPolicy, CoalesceMergesWhatEveryTensorAllows) {
+  // Contiguous [2, 3, 4] with a broadcast [1, 3, 4] input: everything merges.
+  auto c = fv::coalesce(std::vector<std::int64_t>{2, 3, 4}, {{12, 4, 1}, {0, 4, 1}});
+  EXPECT_EQ(c.sizes, (std::vector<std::int64_t>{2, 12}));
+  EXPECT_EQ(c.strides, (std::vector<std::vector<std::int64_t>>{{12, 1}, {0, 1}}));
+  // A transposed input keeps both dims.
+  c = fv::coalesce(std::vector<std::int64_t>{3, 5}, {{5, 1}, {1, 3}});
+  EXPECT_EQ(c.sizes, (std::vector<std::int64_t>{3, 5}));
+  // Size-1 dims vanish; a 0-d tensor becomes one element.
+  c = fv::coalesce(std::vector<std::int64_t>{1, 7, 1}, {{7, 1, 1}});
+  EXPECT_EQ(c.sizes, (std::vector<std::int64_t>{7}));
+  EXPECT_EQ(c.strides[0], (std::vector<std::int64_t>{1}));
+  c = fv::coalesce(std::vector<std::int64_t>{}, {{}, {}});
+  EXPECT_EQ(c.sizes, (std::vector<std::int64_t>{1}));
+  EXPECT_EQ(c.strides, (std::vector<std::vector<std::int64_t>>{{0}, {0}}));
+}
