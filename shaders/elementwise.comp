@@ -12,6 +12,7 @@ layout(constant_id = 1) const uint OP = 0;
 layout(constant_id = 2) const uint IN_DT = 0;   // the inputs' dtype (the values', for where)
 layout(constant_id = 3) const uint OUT_DT = 0;
 layout(constant_id = 4) const uint NDIM = 1;    // 1..4 coalesced dims
+layout(constant_id = 5) const bool CONTIGUOUS = false;  // one dim, every stride 1: no index math
 
 // Op codes: ferry::vulkan::ElementwiseOp in vk_kernels_elementwise.cpp.
 #define OP_NEG 1u
@@ -168,6 +169,7 @@ bool compare_i(ITYPE x, ITYPE y) {
 }
 
 uint offset_of(uint t, uvec4 coord) {
+  if (CONTIGUOUS) return p.off[t] + coord.x;
   uvec4 s = p.stride[t];
   uint r = p.off[t];
   if (NDIM >= 1) r += coord.x * s.x;

@@ -18,11 +18,6 @@
 namespace ferry::vulkan {
 namespace {
 
-bool validation_requested() {
-  const char* v = std::getenv("FERRY_VULKAN_VALIDATION");
-  return v && *v && std::string_view(v) != "0";
-}
-
 // Note [Validation messages are failures]
 // With FERRY_VULKAN_VALIDATION=1 (every Vulkan test sets it) each warning or
 // error of the validation layer, synchronization validation included, is
@@ -73,7 +68,7 @@ class VulkanBackend final : public Backend {
       open();
     } catch (const Error& e) {
       reason_ = e.what();
-      if (reason_.rfind("vulkan", 0) != 0) reason_ = "vulkan: " + reason_;
+      if (reason_.rfind("vulkan", 0) != 0) reason_.insert(0, "vulkan: ");
     }
     g_backend = this;
     // Devices live until the process exits; their pipeline caches are saved then.
@@ -125,7 +120,7 @@ class VulkanBackend final : public Backend {
                       VK_DEBUG_UTILS_MESSAGE_TYPE_VALIDATION_BIT_EXT |
                       VK_DEBUG_UTILS_MESSAGE_TYPE_PERFORMANCE_BIT_EXT;
     mci.pfnUserCallback = on_validation_message;
-    const bool validate = validation_requested();
+    const bool validate = env_flag("FERRY_VULKAN_VALIDATION");
     if (validate) {
       if (!has_layer("VK_LAYER_KHRONOS_validation"))
         throw BackendError(

@@ -38,6 +38,9 @@
 
 namespace ferry::vulkan {
 
+// Whether environment variable `name` is set to something other than "" or "0".
+bool env_flag(const char* name);
+
 // ---- errors ----
 const char* result_name(VkResult r);
 // BackendError "vulkan: <what> failed: VK_ERROR_..." with the result's name as its code.

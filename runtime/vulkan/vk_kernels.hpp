@@ -57,6 +57,21 @@ struct KernelLimits {
   bool cooperative_matrix_f16 = false;         // VK_KHR_cooperative_matrix, 16x16x16 f16 -> f32
 };
 
+// The largest power of two up to `preferred` that the device allows in one workgroup (shaders
+// with shared arrays sized for `preferred` slots need a power of two for their trees).
+inline std::uint32_t workgroup_size(const KernelLimits& lim, std::uint32_t preferred = 256) {
+  std::uint32_t wg = preferred;
+  while (wg > lim.max_workgroup_invocations) wg /= 2;
+  return wg;
+}
+
+// The smallest power of two >= n, at most cap.
+inline std::uint32_t pow2_at_least(std::uint64_t n, std::uint32_t cap) {
+  std::uint32_t p = 1;
+  while (p < n && p < cap) p *= 2;
+  return p;
+}
+
 // Each kernel file registers its kernels through one of these.
 using KernelTable = std::vector<std::pair<std::string, KernelFn>>;
 void add_elementwise_kernels(KernelTable& table);

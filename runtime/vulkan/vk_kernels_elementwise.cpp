@@ -52,7 +52,6 @@ enum ElementwiseOp : std::uint32_t {
 
 constexpr int kMaxDims = 4;     // dims the shader indexes
 constexpr int kMaxTensors = 4;  // output + up to 3 inputs
-constexpr std::uint32_t kWorkgroup = 256;
 
 struct Params {
   std::uint32_t size[4];
@@ -86,11 +85,13 @@ void dispatch_chunk(VulkanDevice& dev, const Launch& l, const std::vector<Tensor
   while (bindings.size() < kMaxTensors) bindings.push_back(bindings[0]);  // unused by this op
   p.n = std::uint32_t(n);
   std::memcpy(p.s, l.s, sizeof p.s);
-  const std::uint32_t wg = std::min(kWorkgroup, dev.limits().max_workgroup_invocations);
+  const std::uint32_t wg = workgroup_size(dev.limits());
   const std::uint32_t groups =
       std::uint32_t(std::min<std::uint64_t>((n + wg - 1) / wg, dev.limits().max_groups_x));
+  bool contiguous = nd == 1;
+  for (const TensorArg& a : t) contiguous = contiguous && a.strides[0] == 1;
   dev.dispatch({"elementwise",
-                {wg, l.op, l.in_dt, l.out_dt, std::uint32_t(std::max(nd, 1))},
+                {wg, l.op, l.in_dt, l.out_dt, std::uint32_t(std::max(nd, 1)), contiguous},
                 std::move(bindings),
                 &p,
                 sizeof p,

@@ -51,18 +51,6 @@ struct LayerNormParams {
 };
 static_assert(sizeof(LayerNormParams) <= kMaxPushBytes);
 
-std::uint32_t workgroup_size(const VulkanDevice& dev) {
-  std::uint32_t wg = 256;  // the shaders' shared arrays hold 256 slots
-  while (wg > dev.limits().max_workgroup_invocations) wg /= 2;
-  return wg;
-}
-
-std::uint32_t pow2_at_least(std::uint64_t n, std::uint32_t cap) {
-  std::uint32_t p = 1;
-  while (p < n && p < cap) p *= 2;
-  return p;
-}
-
 std::uint32_t groups_for(const VulkanDevice& dev, std::uint64_t rows, std::uint32_t per_group) {
   return std::uint32_t(
       std::min<std::uint64_t>((rows + per_group - 1) / per_group, dev.limits().max_groups_x));
@@ -103,7 +91,7 @@ void softmax_rows(VulkanDevice& dev, bool log, const TensorArg& x, const TensorA
   p.splits = 1;
   p.chunk = p.n;
 
-  const std::uint32_t wg = workgroup_size(dev);
+  const std::uint32_t wg = workgroup_size(dev.limits());
   std::uint32_t lanes = pow2_at_least(std::uint64_t(n), wg);
   bool row_fast = false;
   if (p.xs != 1 && !osize.empty() && xstride.back() == 1 && osize.back() >= 8) {
@@ -214,7 +202,7 @@ void layer_norm_kernel(DeviceImpl& d, const OpCall& c) {
   p.rs = std::uint32_t(rstd.strides[0]);
   p.eps = float(c.attrs.f("eps"));
 
-  const std::uint32_t wg = workgroup_size(dev);
+  const std::uint32_t wg = workgroup_size(dev.limits());
   const std::uint32_t lanes = pow2_at_least(std::uint64_t(n), wg);
   dev.dispatch({"layer_norm",
                 {wg, dtype_code(x.dtype), has_w ? 1u : 0u, has_b ? 1u : 0u, lanes},

@@ -45,18 +45,6 @@ struct ReduceParams {
 };
 static_assert(sizeof(ReduceParams) <= kMaxPushBytes);
 
-std::uint32_t workgroup_size(const VulkanDevice& dev) {
-  std::uint32_t wg = 256;  // the shader's shared arrays hold 256 slots
-  while (wg > dev.limits().max_workgroup_invocations) wg /= 2;
-  return wg;
-}
-
-std::uint32_t pow2_at_least(std::uint64_t n, std::uint32_t cap) {
-  std::uint32_t p = 1;
-  while (p < n && p < cap) p *= 2;
-  return p;
-}
-
 // Threads per row, and whether the thread index runs along the rows.
 struct Layout {
   std::uint32_t lanes = 1;
@@ -86,7 +74,7 @@ struct Kind {
 
 void dispatch(VulkanDevice& dev, const Kind& k, Mode mode, std::uint32_t kdim, std::uint32_t rdim,
               Layout l, Binding out, Binding in, const ReduceParams& p, std::uint64_t n_rows) {
-  const std::uint32_t wg = workgroup_size(dev);
+  const std::uint32_t wg = workgroup_size(dev.limits());
   const std::uint64_t blocks = (n_rows + wg / l.lanes - 1) / (wg / l.lanes);
   const auto groups = std::uint32_t(std::min<std::uint64_t>(blocks, dev.limits().max_groups_x));
   dev.dispatch({"reduce",
@@ -121,7 +109,7 @@ void reduce(VulkanDevice& dev, const Kind& k, const TensorArg& in, const TensorA
   p.splits = 1;
   p.chunk = p.n_red;
 
-  const std::uint32_t wg = workgroup_size(dev);
+  const std::uint32_t wg = workgroup_size(dev.limits());
   const bool columns = kdim > 0 && g.kstride.back() == 1 && g.rstride.back() != 1;
   const Layout l = choose_layout(wg, g.n_red, columns ? std::uint64_t(g.ksize.back()) : 0);
   std::uint64_t splits = 1;

@@ -1,0 +1,244 @@
+// runtime/vulkan/vk_memory.cpp — the device's memory pools (device-local and
+// host-visible staging, each a detail::BlockAllocator over VkDeviceMemory
+// blocks) and the copies between host and device (docs/vulkan.md, Memory).
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cstring>
+
+#include "ferry/error.hpp"
+#include "log_internal.hpp"
+#include "vulkan/vk_device.hpp"
+
+namespace ferry::vulkan {
+namespace {
+
+constexpr VkBufferUsageFlags kBufferUsage = VK_BUFFER_USAGE_STORAGE_BUFFER_BIT |
+                                            VK_BUFFER_USAGE_TRANSFER_SRC_BIT |
+                                            VK_BUFFER_USAGE_TRANSFER_DST_BIT;
+
+// Copies larger than this go through staging in pieces, so staging stays bounded.
+constexpr std::uint64_t kStagingChunk = std::uint64_t(64) << 20;
+
+}  // namespace
+
+void VulkanDevice::choose_memory() {
+  VkPhysicalDevice pd = physical_.handle;
+  vkGetPhysicalDeviceMemoryProperties(pd, &memory_props_);
+  // Which memory types can back our buffers.
+  VkBufferCreateInfo bci{VK_STRUCTURE_TYPE_BUFFER_CREATE_INFO};
+  bci.size = 4096;
+  bci.usage = kBufferUsage;
+  VkBuffer probe;
+  check(vk_.vkCreateBuffer(device_, &bci, nullptr, &probe), "vkCreateBuffer");
+  VkMemoryRequirements req;
+  vk_.vkGetBufferMemoryRequirements(device_, probe, &req);
+  vk_.vkDestroyBuffer(device_, probe, nullptr);
+
+  const auto& mp = memory_props_;
+  auto flags = [&](std::uint32_t t) { return mp.memoryTypes[t].propertyFlags; };
+  auto heap_size = [&](std::uint32_t t) {
+    return mp.memoryHeaps[mp.memoryTypes[t].heapIndex].size;
+  };
+  constexpr VkMemoryPropertyFlags kMappable =
+      VK_MEMORY_PROPERTY_HOST_VISIBLE_BIT | VK_MEMORY_PROPERTY_HOST_COHERENT_BIT;
+  std::optional<std::uint32_t> device_type, mapped_device_type, staging_type;
+  for (std::uint32_t t = 0; t < mp.memoryTypeCount; ++t) {
+    if (!(req.memoryTypeBits & (1u << t))) continue;
+    const VkMemoryPropertyFlags f = flags(t);
+    if (f & VK_MEMORY_PROPERTY_DEVICE_LOCAL_BIT) {
+      if (!device_type || heap_size(t) > heap_size(*device_type)) device_type = t;
+      if ((f & kMappable) == kMappable &&
+          (!mapped_device_type || heap_size(t) > heap_size(*mapped_device_type)))
+        mapped_device_type = t;
+    }
+    if ((f & kMappable) == kMappable &&
+        (!staging_type || ((f & VK_MEMORY_PROPERTY_HOST_CACHED_BIT) &&
+                           !(flags(*staging_type) & VK_MEMORY_PROPERTY_HOST_CACHED_BIT))))
+      staging_type = t;
+  }
+  if (!device_type) device_type = staging_type;
+  if (!device_type || !staging_type)
+    throw BackendError("vulkan: the device has no memory type for storage buffers",
+                       "no_memory_type");
+  // Device-local memory the host can map directly (integrated GPUs, lavapipe, resizable BAR)
+  // is used for everything when its heap is as large as the largest device-local heap: then
+  // transfers need no staging copy. A small BAR window (256 MiB) is not worth it.
+  bool direct = mapped_device_type && heap_size(*mapped_device_type) >= heap_size(*device_type) &&
+                !env_flag("FERRY_VULKAN_FORCE_STAGING");
+  if (direct) device_type = mapped_device_type;
+
+  VkPhysicalDeviceMaintenance3Properties m3{
+      VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_MAINTENANCE_3_PROPERTIES};
+  VkPhysicalDeviceProperties2 p2{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PROPERTIES_2};
+  p2.pNext = &m3;
+  vkGetPhysicalDeviceProperties2(pd, &p2);
+
+  for (int p : {int(kDevicePool), int(kStagingPool)}) {
+    Pool& pool = pools_[p];
+    pool.type_index = p == kDevicePool ? *device_type : *staging_type;
+    pool.heap_index = mp.memoryTypes[pool.type_index].heapIndex;
+    pool.mapped = p == kStagingPool || direct;
+    detail::BlockAllocatorConfig cfg;
+    cfg.alignment = std::max<std::uint64_t>({256, req.alignment, storage_alignment_});
+    cfg.max_allocation = m3.maxMemoryAllocationSize ? m3.maxMemoryAllocationSize : UINT64_MAX;
+    cfg.block_size = std::min<std::uint64_t>(cfg.block_size, cfg.max_allocation);
+    cfg.large_threshold = std::min(cfg.large_threshold, cfg.block_size);
+    pool.allocator = std::make_unique<detail::BlockAllocator>(
+        cfg, [this, p](std::uint64_t bytes) { return acquire_block(p, bytes); },
+        [this, p](std::uint64_t id) { release_block(p, id); });
+  }
+}
+
+bool VulkanDevice::memory_is_mapped() const { return pools_[kDevicePool].mapped; }
+
+std::optional<std::uint64_t> VulkanDevice::acquire_block(int p, std::uint64_t bytes) {
+  Pool& pool = pools_[p];
+  Block b;
+  VkMemoryAllocateInfo mai{VK_STRUCTURE_TYPE_MEMORY_ALLOCATE_INFO};
+  mai.allocationSize = bytes;
+  mai.memoryTypeIndex = pool.type_index;
+  VkResult r = vk_.vkAllocateMemory(device_, &mai, nullptr, &b.memory);
+  if (r == VK_ERROR_OUT_OF_DEVICE_MEMORY || r == VK_ERROR_OUT_OF_HOST_MEMORY) return std::nullopt;
+  check(r, "vkAllocateMemory");
+  VkBufferCreateInfo bci{VK_STRUCTURE_TYPE_BUFFER_CREATE_INFO};
+  bci.size = bytes;
+  bci.usage = kBufferUsage;
+  r = vk_.vkCreateBuffer(device_, &bci, nullptr, &b.buffer);
+  if (r == VK_SUCCESS) r = vk_.vkBindBufferMemory(device_, b.buffer, b.memory, 0);
+  void* mapped = nullptr;
+  if (r == VK_SUCCESS && pool.mapped)
+    r = vk_.vkMapMemory(device_, b.memory, 0, VK_WHOLE_SIZE, 0, &mapped);
+  if (r != VK_SUCCESS) {
+    if (b.buffer) vk_.vkDestroyBuffer(device_, b.buffer, nullptr);
+    vk_.vkFreeMemory(device_, b.memory, nullptr);
+    if (r == VK_ERROR_OUT_OF_DEVICE_MEMORY || r == VK_ERROR_OUT_OF_HOST_MEMORY) return std::nullopt;
+    throw_result(r, "creating a buffer");
+  }
+  b.mapped = static_cast<std::byte*>(mapped);
+  std::uint64_t id = pool.next_block++;
+  pool.blocks.emplace(id, b);
+  FERRY_DEBUG("{}: new memory block {} of {} bytes (memory type {})", device().str(), id, bytes,
+              pool.type_index);
+  return id;
+}
+
+void VulkanDevice::release_block(int p, std::uint64_t id) {
+  Pool& pool = pools_[p];
+  auto it = pool.blocks.find(id);
+  if (it == pool.blocks.end()) return;
+  vk_.vkDestroyBuffer(device_, it->second.buffer, nullptr);
+  vk_.vkFreeMemory(device_, it->second.memory, nullptr);  // unmaps too
+  pool.blocks.erase(it);
+}
+
+std::unique_ptr<VulkanBuffer> VulkanDevice::allocate_in(int p, std::size_t bytes) {
+  check_alive();
+  Pool& pool = pools_[p];
+  detail::AllocResult r = pool.allocator->allocate(bytes);
+  if (r.status == detail::AllocStatus::out_of_memory) {
+    // Memory the GPU is done with may still wait in the deferred list, and
+    // the cache may hold free blocks: release both, then try once more.
+    synchronize();
+    empty_cache();
+    r = pool.allocator->allocate(bytes);
+  }
+  if (!r.ok()) {
+    DeviceInfo i = info();
+    std::string why = r.status == detail::AllocStatus::exceeds_max_allocation
+                          ? fmt::format("more than the device's largest allocation ({} bytes)",
+                                        pool.allocator->effective_config().max_allocation)
+                          : fmt::format("{} bytes free", i.memory_free);
+    throw OutOfMemoryError(fmt::format("{}: out of memory allocating {} bytes ({}); free tensors "
+                                       "or use a smaller batch",
+                                       device().str(), bytes, why),
+                           bytes, i.memory_free, device().str());
+  }
+  const Block& b = pool.blocks.at(r.allocation.block);
+  std::byte* mapped = b.mapped ? b.mapped + r.allocation.offset : nullptr;
+  return std::make_unique<VulkanBuffer>(*this, p, r.allocation, b.buffer, mapped, bytes);
+}
+
+std::unique_ptr<Buffer> VulkanDevice::allocate(std::size_t bytes) {
+  return allocate_in(kDevicePool, bytes);
+}
+
+MemoryStats VulkanDevice::memory_stats() { return pools_[kDevicePool].allocator->stats(); }
+
+void VulkanDevice::empty_cache() {
+  retire(false);
+  for (auto& pool : pools_) pool.allocator->empty_cache();
+}
+
+// ---- copies ----
+
+namespace {
+VulkanBuffer& as_vk(const Buffer& b, const VulkanDevice& d, const char* what) {
+  auto* vb = dynamic_cast<const VulkanBuffer*>(&b);
+  if (!vb || &vb->device() != &d)
+    throw DeviceError(fmt::format("{}: {} is not a buffer of this device", d.device().str(), what));
+  return const_cast<VulkanBuffer&>(*vb);
+}
+}  // namespace
+
+void VulkanDevice::copy_from_host(Buffer& dst, std::size_t dst_offset, const void* src,
+                                  std::size_t bytes) {
+  VulkanBuffer& d = as_vk(dst, *this, "copy destination");
+  if (bytes == 0) return;
+  if (d.host_ptr()) {
+    wait_for(d.last_use);  // the GPU must be done with the bytes the host overwrites
+    std::memcpy(static_cast<std::byte*>(d.host_ptr()) + dst_offset, src, bytes);
+    return;
+  }
+  for (std::size_t done = 0; done < bytes;) {
+    std::size_t n = std::min<std::size_t>(bytes - done, kStagingChunk);
+    auto staging = allocate_in(kStagingPool, n);
+    std::memcpy(staging->host_ptr(), static_cast<const std::byte*>(src) + done, n);
+    VkBufferCopy region{staging->offset(), d.offset() + dst_offset + done, n};
+    const Use uses[] = {{{std::uint64_t(staging->handle()), region.srcOffset, n}, Access::read},
+                        {{std::uint64_t(d.handle()), region.dstOffset, n}, Access::write}};
+    before_command(Stage::transfer, uses, {staging.get(), &d});
+    vk_.vkCmdCopyBuffer(batch_cb_, staging->handle(), d.handle(), 1, &region);
+    after_command(true);
+    done += n;
+  }  // each staging range is freed once its batch has completed
+}
+
+void VulkanDevice::copy_to_host(void* dst, const Buffer& src, std::size_t src_offset,
+                                std::size_t bytes) {
+  VulkanBuffer& s = as_vk(src, *this, "copy source");
+  if (bytes == 0) return;
+  if (s.host_ptr()) {
+    wait_for(s.last_use);
+    std::memcpy(dst, static_cast<const std::byte*>(s.host_ptr()) + src_offset, bytes);
+    return;
+  }
+  for (std::size_t done = 0; done < bytes;) {
+    std::size_t n = std::min<std::size_t>(bytes - done, kStagingChunk);
+    auto staging = allocate_in(kStagingPool, n);
+    VkBufferCopy region{s.offset() + src_offset + done, staging->offset(), n};
+    const Use uses[] = {{{std::uint64_t(s.handle()), region.srcOffset, n}, Access::read},
+                        {{std::uint64_t(staging->handle()), region.dstOffset, n}, Access::write}};
+    before_command(Stage::transfer, uses, {&s, staging.get()});
+    vk_.vkCmdCopyBuffer(batch_cb_, s.handle(), staging->handle(), 1, &region);
+    after_command(true);
+    wait_for(staging->last_use);
+    std::memcpy(static_cast<std::byte*>(dst) + done, staging->host_ptr(), n);
+    done += n;
+  }
+}
+
+void VulkanDevice::copy_within(Buffer& dst, std::size_t dst_offset, const Buffer& src,
+                               std::size_t src_offset, std::size_t bytes) {
+  VulkanBuffer& d = as_vk(dst, *this, "copy destination");
+  VulkanBuffer& s = as_vk(src, *this, "copy source");
+  if (bytes == 0) return;
+  VkBufferCopy region{s.offset() + src_offset, d.offset() + dst_offset, bytes};
+  const Use uses[] = {{{std::uint64_t(s.handle()), region.srcOffset, bytes}, Access::read},
+                      {{std::uint64_t(d.handle()), region.dstOffset, bytes}, Access::write}};
+  before_command(Stage::transfer, uses, {&s, &d});
+  vk_.vkCmdCopyBuffer(batch_cb_, s.handle(), d.handle(), 1, &region);
+  after_command(true);
+}
+
+}  // namespace ferry::vulkan
