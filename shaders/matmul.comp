@@ -19,7 +19,9 @@
 // stride is 1: loader threads walk K rather than N). The layout flags only change which
 // thread loads which element, never the result. Grid: x = N tiles, y = M tiles, z = batches,
 // each offset by the push constants' bases (the host splits grids beyond the device limit).
-// K = 0 writes zeros.
+// K = 0 writes zeros. 9 ACCUMULATE: C += A x B, the old C read through binding 3 (the same
+// range as binding 0, bound for reading so that the host's barriers see the read), for a K
+// cut into pieces that each fit a storage-buffer binding; otherwise binding 3 is unused.
 #version 450
 #extension GL_GOOGLE_include_directive : require
 #extension GL_EXT_control_flow_attributes : enable
@@ -34,6 +36,7 @@ layout(constant_id = 5) const uint TM = 4;
 layout(constant_id = 6) const uint TN = 4;
 layout(constant_id = 7) const bool A_MFAST = false;
 layout(constant_id = 8) const bool B_KFAST = false;
+layout(constant_id = 9) const bool ACCUMULATE = false;
 
 const uint WG_X = BN / TN;  // threads along N
 const uint WG_Y = BM / TM;  // threads along M
@@ -46,6 +49,7 @@ const uint LOADS_B = (BN * BK / 4 + WG - 1) / WG;
 FERRY_TENSOR(0, c)
 FERRY_TENSOR(1, a)
 FERRY_TENSOR(2, b)
+FERRY_TENSOR(3, cin)
 
 layout(push_constant) uniform Params {
   uint M, N, K;
@@ -151,7 +155,9 @@ void main() {
         uint n = n0 + (j / 4) * WG_X * 4 + tx * 4 + j % 4;
         if (m < p.M && n < p.N) {
           uint ci = c_base + m * p.sc_m + n;
-          STORE_I(c, DT, ci, acc[r * TN + j])
+          ITYPE v = acc[r * TN + j];
+          if (ACCUMULATE) v += LOAD_I(cin, DT, ci);
+          STORE_I(c, DT, ci, v)
         }
       }
     }
@@ -208,7 +214,9 @@ void main() {
       [[unroll]] for (uint j = 0; j < 4; ++j) {
         if (n + j < p.N) {
           uint cj = ci + j;
-          STORE_F(c, DT, cj, v[j])
+          float x = v[j];
+          if (ACCUMULATE) x += LOAD_F(cin, DT, cj);
+          STORE_F(c, DT, cj, x)
         }
       }
     }

@@ -9,7 +9,11 @@
 // threads still load neighbouring elements.
 // Few long rows are split over several workgroups (MODE_PARTIAL writes one
 // record per (split, output) into a scratch buffer, MODE_FINAL combines the
-// records of each output); MODE_DIRECT does a row in one go. The host side is
+// records of each output); MODE_DIRECT does a row in one go. Rows longer than
+// one storage-buffer binding are cut by the host into pieces, each bound and
+// reduced to records on its own (`first` counts argmax positions from the
+// row's start); MODE_COMBINE merges groups of records into records when there
+// are more than one binding holds. The host side is
 // runtime/vulkan/vk_kernels_reduce.cpp.
 //
 // Float sums keep a compensated (TwoSum) pair per accumulator, so they match
@@ -35,9 +39,10 @@ layout(constant_id = 8) const bool ROW_FAST = false;
 #define MODE_DIRECT 0u
 #define MODE_PARTIAL 1u
 #define MODE_FINAL 2u
+#define MODE_COMBINE 3u
 
-// Binding 0: the output, or the records (4 words each) in MODE_PARTIAL.
-// Binding 1: the input, or the records in MODE_FINAL.
+// Binding 0: the output, or the records (4 words each) in MODE_PARTIAL and MODE_COMBINE.
+// Binding 1: the input, or the records in MODE_FINAL and MODE_COMBINE.
 FERRY_TENSOR(0, o)
 FERRY_TENSOR(1, x)
 
@@ -47,9 +52,10 @@ layout(push_constant) uniform Params {
   uint rsize[8], rstride[8];  // reduced dims, outermost first
   uint in_off, out_off;       // first element in its binding (word, for records)
   uint n_out;                 // outputs
-  uint n_red;                 // elements per row (records per output in MODE_FINAL)
+  uint n_red;                 // elements per row (records per output in MODE_FINAL/COMBINE)
   uint splits;                // pieces a row is cut into (MODE_PARTIAL; else 1)
   uint chunk;                 // elements per piece
+  uint first;                 // position of the view's first element in its row (argmax)
 } p;
 
 #ifdef FERRY_FULL
@@ -224,14 +230,14 @@ void main() {
     Acc a = identity();
     if (v < n_rows) {
       const uint oi = v % p.n_out;
-      if (MODE == MODE_FINAL) {
+      if (MODE == MODE_FINAL || MODE == MODE_COMBINE) {
         for (uint k = lane; k < p.n_red; k += LANES)
           combine(a, load_record(p.in_off + 4u * (k * p.n_out + oi)));
       } else {
         const uint begin = (v / p.n_out) * p.chunk;
         const uint end = p.n_red - begin > p.chunk ? begin + p.chunk : p.n_red;
         const uint base = p.in_off + kept_offset(oi);
-        for (uint k = begin + lane; k < end; k += LANES) step(a, base + red_offset(k), k);
+        for (uint k = begin + lane; k < end; k += LANES) step(a, base + red_offset(k), p.first + k);
       }
     }
     if (LANES > 1u) {
@@ -246,7 +252,7 @@ void main() {
       }
     }
     if (lane == 0u && v < n_rows) {
-      if (MODE == MODE_PARTIAL) store_record(p.out_off + 4u * v, a);
+      if (MODE == MODE_PARTIAL || MODE == MODE_COMBINE) store_record(p.out_off + 4u * v, a);
       else store_result(p.out_off + v, a);
     }
     memoryBarrierShared();

@@ -153,6 +153,7 @@ void VulkanDevice::create_device() {
     limits_.max_storage_range =
         std::min<std::uint64_t>(limits_.max_storage_range, std::strtoull(r, nullptr, 10));
   storage_alignment_ = std::max<std::uint64_t>(16, l.minStorageBufferOffsetAlignment);
+  limits_.storage_alignment = storage_alignment_;
   driver_name_ = api12 ? fmt::format("{} {}", drv.driverName, drv.driverInfo)
                        : fmt::format("driver version {}", physical_.props.driverVersion);
 }

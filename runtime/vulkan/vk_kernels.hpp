@@ -54,6 +54,7 @@ struct KernelLimits {
   std::uint32_t max_workgroup_invocations = 128;
   std::uint32_t max_groups_x = 65535;          // per dispatch, each dim
   std::uint64_t max_storage_range = 1u << 27;  // bytes one binding may span
+  std::uint64_t storage_alignment = 256;       // bind() aligns a view's start down to this
   bool cooperative_matrix_f16 = false;         // VK_KHR_cooperative_matrix, 16x16x16 f16 -> f32
 };
 

@@ -2,7 +2,7 @@
 // where, copy/cast, fill and arange through shaders/elementwise.comp. The host
 // coalesces dims, loops over dims beyond the shader's 4, and splits tensors
 // whose span exceeds the storage-buffer range (or 2^31 elements) into chunks
-// along their outermost dim.
+// along their outer dims (vk_split.hpp).
 #include <fmt/format.h>
 
 #include <cmath>
@@ -11,6 +11,7 @@
 #include "ferry/error.hpp"
 #include "vulkan/vk_device.hpp"
 #include "vulkan/vk_policy.hpp"
+#include "vulkan/vk_split.hpp"
 
 namespace ferry::vulkan {
 namespace {
@@ -98,40 +99,18 @@ void dispatch_chunk(VulkanDevice& dev, const Launch& l, const std::vector<Tensor
                 {groups, 1, 1}});
 }
 
-// Elements (from the first) a view of these sizes and strides reaches.
-std::uint64_t span_elements(const std::vector<std::int64_t>& sizes,
-                            const std::vector<std::int64_t>& strides, int from_dim) {
-  std::uint64_t s = 1;
-  for (std::size_t d = std::size_t(from_dim); d < sizes.size(); ++d)
-    s += std::uint64_t(sizes[d] - 1) * std::uint64_t(strides[d]);
-  return s;
-}
-
-// Splits along dim 0 so that every tensor fits a binding and the count fits 31 bits.
+// Cuts the tensors along their outer dims so that each fits a binding (vk_split.hpp), in
+// parts of at most 2^31 elements (the shader counts them in 32 bits).
 void dispatch_split(VulkanDevice& dev, const Launch& l, const std::vector<TensorArg>& t) {
-  const std::uint64_t range = dev.limits().max_storage_range - 256;  // slack for alignment
-  std::int64_t rows = t[0].sizes[0];
+  const std::int64_t rows = t[0].sizes[0];
   std::uint64_t row_numel = 1;
   for (int d = 1; d < t[0].ndim(); ++d) row_numel *= std::uint64_t(t[0].sizes[d]);
-  std::int64_t chunk =
-      std::max<std::int64_t>(1, std::int64_t((std::uint64_t(1) << 31) / row_numel));
-  for (const TensorArg& a : t) {
-    std::uint64_t esize = dtype_size(a.dtype);
-    std::uint64_t inner = span_elements(a.sizes, a.strides, 1);
-    std::uint64_t stride0 = std::uint64_t(a.strides[0]);
-    if (inner * esize > range) continue;  // bind() reports it
-    if (stride0 > 0)
-      chunk = std::min<std::int64_t>(chunk, std::int64_t((range / esize - inner) / stride0 + 1));
-  }
-  chunk = std::max<std::int64_t>(chunk, 1);
-  if (chunk >= rows) return dispatch_chunk(dev, l, t);
-  for (std::int64_t r0 = 0; r0 < rows; r0 += chunk) {
+  const auto step = std::max<std::int64_t>(1, std::int64_t((std::uint64_t(1) << 31) / row_numel));
+  for (std::int64_t r0 = 0; r0 < rows; r0 += step) {
     std::vector<TensorArg> part = t;
-    for (TensorArg& a : part) {
-      a.offset += r0 * a.strides[0];
-      a.sizes[0] = std::min(chunk, rows - r0);
-    }
-    dispatch_chunk(dev, l, part);
+    for (TensorArg& a : part) a = narrow(std::move(a), 0, r0, std::min(step, rows - r0));
+    for_each_part(dev.limits(), part, 0, t[0].ndim(),
+                  [&](const auto& p, const auto&) { dispatch_chunk(dev, l, p); });
   }
 }
 

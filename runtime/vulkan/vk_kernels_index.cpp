@@ -7,6 +7,9 @@
 // coalesces the three views, loops over dims beyond the shader's 4, and binds x with its
 // whole extent along `dim`. The shader moves elements by size and reads the i64 indices as
 // 32-bit words, so only x's dtype needs the device's full shader variant.
+// Tensors larger than one storage-buffer binding are cut along the output's outer dims
+// (vk_split.hpp), x along with them where it varies along those dims (its dims other than
+// `dim`); x's extent along `dim` alone exceeding a binding raises UnsupportedError.
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -15,6 +18,7 @@
 #include "ferry/error.hpp"
 #include "vulkan/vk_device.hpp"
 #include "vulkan/vk_policy.hpp"
+#include "vulkan/vk_split.hpp"
 
 namespace ferry::vulkan {
 namespace {
@@ -33,20 +37,18 @@ struct Params {
 };
 static_assert(sizeof(Params) <= kMaxPushBytes);
 
-// One dispatch: out, src and idx share sizes of at most 4 dims; dim_size and dim_stride are
-// x's along the gathered dim.
-void dispatch_part(VulkanDevice& dev, const TensorArg& out, const TensorArg& src,
-                   const TensorArg& idx, std::int64_t dim_size, std::int64_t dim_stride) {
-  // x as the shader reaches it: src plus the gathered dim.
-  TensorArg x = src;
-  x.sizes.push_back(dim_size);
-  x.strides.push_back(dim_stride);
+// One dispatch: out and idx have the same sizes of at most 4 dims, x those and then the
+// gathered dim, which the shader indexes (its stride along the others is 0 where they stand
+// for `dim`).
+void dispatch_part(VulkanDevice& dev, const TensorArg& out, const TensorArg& x,
+                   const TensorArg& idx) {
+  const std::int64_t dim_size = x.sizes.back(), dim_stride = x.strides.back();
   Binding bo = dev.bind(out, Access::write), bx = dev.bind(x, Access::read),
           bi = dev.bind(idx, Access::read);
   Params p{};
   const int nd = out.ndim();
   std::uint64_t n = 1;
-  const TensorArg* views[3] = {&out, &src, &idx};
+  const TensorArg* views[3] = {&out, &x, &idx};
   for (int d = 0; d < kMaxDims; ++d) {
     p.size[d] = d < nd ? std::uint32_t(out.sizes[d]) : 1;
     n *= p.size[d];
@@ -102,7 +104,18 @@ void gather_along(DeviceImpl& d, std::string_view op, const TensorArg& x, const 
       for (int k = 0; k < outer; ++k)
         part[t].offset += at[std::size_t(k)] * c.strides[std::size_t(t)][std::size_t(k)];
     }
-    dispatch_part(dev, part[0], part[1], part[2], dim_size, dim_stride);
+    part[1].sizes.push_back(dim_size);  // x as the shader reaches it
+    part[1].strides.push_back(dim_stride);
+    for_each_part(
+        dev.limits(), {part[0], part[1], part[2]}, 0, nd - outer, [&](const auto& p, const auto&) {
+          if (!fits(dev.limits(), p[1]))
+            throw UnsupportedError(
+                fmt::format("{}: x along dim {} ({} elements, stride {}) spans more than the "
+                            "device's storage-buffer range ({} bytes); the Vulkan kernel cuts x "
+                            "only along its other dims",
+                            op, dim, dim_size, dim_stride, dev.limits().max_storage_range));
+          dispatch_part(dev, p[0], p[1], p[2]);
+        });
     int k = outer - 1;
     while (k >= 0 && ++at[std::size_t(k)] == c.sizes[std::size_t(k)]) at[std::size_t(k--)] = 0;
     if (k < 0) break;

@@ -5,16 +5,17 @@
 // (big tiles keep the arithmetic fed on large products, small ones keep enough workgroups
 // busy on small ones), tells the shader along which dim each operand is contiguous (so its
 // loader threads read coalesced runs), splits grids beyond the device's group-count limit,
-// and splits the operands into batch (or row) chunks when a view spans more than one
-// storage-buffer binding can reach.
+// and splits the operands into batch chunks, or blocks of B (along K and N) and row chunks
+// of A and C, when a view spans more than one storage-buffer binding can reach
+// (vk_split.hpp); the products of a K cut into pieces add up in C.
 #include <fmt/format.h>
 
 #include <algorithm>
 #include <array>
-#include <limits>
 
 #include "ferry/error.hpp"
 #include "vulkan/vk_device.hpp"
+#include "vulkan/vk_split.hpp"
 
 namespace ferry::vulkan {
 namespace {
@@ -73,8 +74,9 @@ Tile choose_tile(const KernelLimits& lim, std::uint64_t nb, std::uint64_t M, std
 }
 
 // One dispatch group per tile; grids beyond the device's limit go in several dispatches.
+// `accumulate`: C += A x B.
 void dispatch_part(VulkanDevice& dev, const TensorArg& A, const TensorArg& B, const TensorArg& C,
-                   const Tile& t) {
+                   const Tile& t, bool accumulate = false) {
   const std::uint32_t nb = std::uint32_t(C.sizes[0]), M = std::uint32_t(C.sizes[1]),
                       N = std::uint32_t(C.sizes[2]), K = std::uint32_t(A.sizes[2]);
   Binding c = dev.bind(C, Access::write);
@@ -83,6 +85,8 @@ void dispatch_part(VulkanDevice& dev, const TensorArg& A, const TensorArg& B, co
   Binding a = K == 0 ? c : dev.bind(A, Access::read);
   Binding b = K == 0 ? c : dev.bind(B, Access::read);
   if (K == 0) a.access = b.access = Access::read;
+  Binding c_old = accumulate ? c : a;  // binding 3: C's old values, or unused
+  c_old.access = Access::read;
   Params p{};
   p.M = M;
   p.N = N;
@@ -102,8 +106,9 @@ void dispatch_part(VulkanDevice& dev, const TensorArg& A, const TensorArg& B, co
   // B's N, right for row-major operands).
   const std::uint32_t a_mfast = p.sa_m == 1 && p.sa_k != 1 ? 1 : 0;
   const std::uint32_t b_kfast = p.sb_k == 1 && p.sb_n != 1 ? 1 : 0;
+  const std::uint32_t acc = accumulate ? 1 : 0;
   const std::vector<std::uint32_t> spec = {
-      t.threads(), dtype_code(C.dtype), t.bm, t.bn, t.bk, t.tm, t.tn, a_mfast, b_kfast};
+      t.threads(), dtype_code(C.dtype), t.bm, t.bn, t.bk, t.tm, t.tn, a_mfast, b_kfast, acc};
 
   const std::uint32_t max_groups = dev.limits().max_groups_x;
   const std::uint32_t gx = std::uint32_t(ceil_div(N, t.bn)), gy = std::uint32_t(ceil_div(M, t.bm));
@@ -115,33 +120,12 @@ void dispatch_part(VulkanDevice& dev, const TensorArg& A, const TensorArg& B, co
         p.n_tile0 = x;
         dev.dispatch({"matmul",
                       spec,
-                      {c, a, b},
+                      {c, a, b, c_old},
                       &p,
                       sizeof p,
                       {std::min(max_groups, gx - x), std::min(max_groups, gy - y),
                        std::min(max_groups, nb - z)}});
       }
-}
-
-// How many indices along `dim` of `t` one binding can hold: the view's span over its other
-// dims plus that many steps must stay within `range` bytes and 2^32 elements. 0 when even
-// one does not fit; "unlimited" for a broadcast (stride 0) dim.
-std::int64_t max_chunk(const TensorArg& t, int dim, std::uint64_t range) {
-  const std::uint64_t esize = dtype_size(t.dtype);
-  const std::uint64_t cap = std::min<std::uint64_t>(range / esize, 0xffffffffull);
-  std::uint64_t inner = 1;
-  for (int d = 0; d < t.ndim(); ++d)
-    if (d != dim && t.sizes[d] > 0)
-      inner += std::uint64_t(t.sizes[d] - 1) * std::uint64_t(t.strides[d]);
-  if (inner > cap) return 0;
-  if (t.strides[dim] == 0) return std::numeric_limits<std::int64_t>::max();
-  return std::int64_t((cap - inner) / std::uint64_t(t.strides[dim]) + 1);
-}
-
-TensorArg narrow(TensorArg t, int dim, std::int64_t start, std::int64_t length) {
-  t.offset += start * t.strides[dim];
-  t.sizes[dim] = length;
-  return t;
 }
 
 void matmul_kernel(DeviceImpl& d, const OpCall& call) {
@@ -164,11 +148,9 @@ void matmul_kernel(DeviceImpl& d, const OpCall& call) {
   const Tile t = is_floating(dt) ? choose_tile(dev.limits(), std::uint64_t(nb), std::uint64_t(M),
                                                std::uint64_t(N))
                                  : Tile{32, 32, 8, 4, 4};  // integers: a plain loop per thread
-  // bind() aligns a view's start down by up to 256 bytes and its end up by 16.
-  const std::uint64_t limit = dev.limits().max_storage_range;
-  const std::uint64_t range = limit > 1024 ? limit - 512 : limit / 2;
+  const KernelLimits& lim = dev.limits();
   const std::int64_t batches =
-      std::min({max_chunk(A, 0, range), max_chunk(B, 0, range), max_chunk(C, 0, range)});
+      std::min({max_chunk(lim, A, 0), max_chunk(lim, B, 0), max_chunk(lim, C, 0)});
   if (batches >= 1) {
     for (std::int64_t b0 = 0; b0 < nb; b0 += batches) {
       const std::int64_t n = std::min(batches, nb - b0);
@@ -176,16 +158,28 @@ void matmul_kernel(DeviceImpl& d, const OpCall& call) {
     }
     return;
   }
-  // One batch is already too big: row chunks of A and C against the whole of B (bind()
-  // reports a B that does not fit).
-  for (std::int64_t b0 = 0; b0 < nb; ++b0) {
-    const TensorArg a1 = narrow(A, 0, b0, 1), b1 = narrow(B, 0, b0, 1), c1 = narrow(C, 0, b0, 1);
-    const std::int64_t rows =
-        std::max<std::int64_t>(1, std::min(max_chunk(a1, 1, range), max_chunk(c1, 1, range)));
-    for (std::int64_t m0 = 0; m0 < M; m0 += rows) {
-      const std::int64_t n = std::min(rows, M - m0);
-      dispatch_part(dev, narrow(a1, 1, m0, n), b1, narrow(c1, 1, m0, n), t);
+  // One batch is already too big: B is cut into blocks that fit (vk_split.hpp), along its outer
+  // dim in memory first (K for a row-major B, N for a transposed weight); each block multiplies
+  // the matching columns of A into the matching columns of C, in chunks of rows of A and C, and
+  // blocks after the first along K add to what the earlier ones left in C.
+  const bool k_outer = B.strides[1] >= B.strides[2];
+  auto swap_kn = [&](TensorArg v) {
+    if (!k_outer) {
+      std::swap(v.sizes[1], v.sizes[2]);
+      std::swap(v.strides[1], v.strides[2]);
     }
+    return v;
+  };
+  for (std::int64_t b0 = 0; b0 < nb; ++b0) {
+    const TensorArg a1 = narrow(A, 0, b0, 1), c1 = narrow(C, 0, b0, 1);
+    for_each_part(lim, {swap_kn(narrow(B, 0, b0, 1))}, 1, 3, [&](const auto& bp, const auto& at) {
+      const TensorArg b2 = swap_kn(bp[0]);
+      const std::int64_t k0 = at[k_outer ? 1 : 2], n0 = at[k_outer ? 2 : 1];
+      const TensorArg a2 = narrow(a1, 2, k0, b2.sizes[1]), c2 = narrow(c1, 2, n0, b2.sizes[2]);
+      for_each_part(lim, {a2, c2}, 1, 2, [&](const auto& ac, const auto&) {
+        dispatch_part(dev, ac[0], b2, ac[1], t, k0 > 0);
+      });
+    });
   }
 }
 

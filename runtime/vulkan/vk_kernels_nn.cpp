@@ -10,6 +10,9 @@
 // long rows are split over workgroups: a statistics pass writes (max, sum of
 // exp) per piece into a scratch buffer, then the writing pass merges them.
 // layer_norm: x is a [rows, N] matrix; a group of threads per row.
+// Both cut tensors larger than one storage-buffer binding into chunks of rows
+// (vk_split.hpp); a single row larger than a binding raises UnsupportedError
+// (row_too_long says why).
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -20,6 +23,7 @@
 #include "ferry/error.hpp"
 #include "vulkan/vk_device.hpp"
 #include "vulkan/vk_policy.hpp"
+#include "vulkan/vk_split.hpp"
 
 namespace ferry::vulkan {
 namespace {
@@ -56,32 +60,37 @@ std::uint32_t groups_for(const VulkanDevice& dev, std::uint64_t rows, std::uint3
       std::min<std::uint64_t>((rows + per_group - 1) / per_group, dev.limits().max_groups_x));
 }
 
-// One dispatch group over rows indexed by at most 4 outer dims.
-void softmax_rows(VulkanDevice& dev, bool log, const TensorArg& x, const TensorArg& y,
-                  std::span<const std::int64_t> osize, std::span<const std::int64_t> xstride,
-                  std::span<const std::int64_t> ystride) {
+// Rows are cut apart when a tensor exceeds one binding, but a single row is not cut into
+// pieces: softmax's would need their statistics merged across separately bound pieces, and
+// rows (a hidden size, a vocabulary) are far shorter than any device's storage-buffer range.
+[[noreturn]] void row_too_long(std::string_view op, const TensorArg& t, int dim,
+                               const KernelLimits& lim) {
+  throw UnsupportedError(fmt::format(
+      "{}: one row ({} elements at stride {}) spans more than the device's storage-buffer "
+      "range ({} bytes); the Vulkan kernel splits tensors between rows, not within one",
+      op, t.sizes[std::size_t(dim)], t.strides[std::size_t(dim)], lim.max_storage_range));
+}
+
+// One dispatch group over the rows of x and y, [osize..., n] with at most 4 outer dims, each
+// within one binding.
+void softmax_rows(VulkanDevice& dev, bool log, const TensorArg& x, const TensorArg& y) {
   const std::int64_t n = x.sizes.back();
+  const std::span<const std::int64_t> osize = std::span(x.sizes).first(x.sizes.size() - 1);
+  const std::span<const std::int64_t> xstride = std::span(x.strides).first(osize.size());
   SoftmaxParams p{};
   std::uint64_t rows = 1;
   for (std::size_t d = 0; d < osize.size(); ++d) {
     p.osize[d] = std::uint32_t(osize[d]);
     p.xstride[d] = std::uint32_t(xstride[d]);
-    p.ystride[d] = std::uint32_t(ystride[d]);
+    p.ystride[d] = std::uint32_t(y.strides[d]);
     rows *= std::uint64_t(osize[d]);
   }
   if (rows >= kMaxCount || std::uint64_t(n) >= kMaxCount)
     throw UnsupportedError(
         fmt::format("{}: {} rows of {} elements exceed the Vulkan kernel's 2^31 limit",
                     log ? "log_softmax" : "softmax", rows, n));
-  // The exact views the shader touches, so that the bindings span only those.
-  auto view = [&](const TensorArg& t, std::span<const std::int64_t> st) {
-    TensorArg v{t.buffer, t.offset, {osize.begin(), osize.end()}, {st.begin(), st.end()}, t.dtype};
-    v.sizes.push_back(n);
-    v.strides.push_back(t.strides.back());
-    return v;
-  };
-  const Binding xb = dev.bind(view(x, xstride), Access::read);
-  const Binding yb = dev.bind(view(y, ystride), Access::write);
+  const Binding xb = dev.bind(x, Access::read);
+  const Binding yb = dev.bind(y, Access::write);
   p.n = std::uint32_t(n);
   p.xs = std::uint32_t(x.strides.back());
   p.ys = std::uint32_t(y.strides.back());
@@ -141,36 +150,39 @@ void softmax_kernel(DeviceImpl& d, const OpCall& c, bool log) {
                                               std::vector(y.strides.begin(), y.strides.end() - 1)});
   if (nd == 0) o = {{}, {{}, {}}};  // a single row
   const std::size_t outer = o.sizes.size() > kMaxOuterDims ? o.sizes.size() - kMaxOuterDims : 0;
-  auto inner = [&](const std::vector<std::int64_t>& v) { return std::span(v).subspan(outer); };
+  // The views the shader reads and writes: the inner outer dims, then the row.
+  auto view = [&](const TensorArg& t, const std::vector<std::int64_t>& st) {
+    TensorArg v{t.buffer, t.offset, {}, {}, t.dtype};
+    v.sizes.assign(o.sizes.begin() + std::ptrdiff_t(outer), o.sizes.end());
+    v.strides.assign(st.begin() + std::ptrdiff_t(outer), st.end());
+    v.sizes.push_back(x.sizes.back());
+    v.strides.push_back(t.strides.back());
+    return v;
+  };
+  const TensorArg xv = view(x, o.strides[0]), yv = view(y, o.strides[1]);
   std::vector<std::int64_t> idx(outer, 0);
   for (;;) {
-    TensorArg xi = x, yi = y;
+    TensorArg xi = xv, yi = yv;
     for (std::size_t k = 0; k < outer; ++k) {
       xi.offset += idx[k] * o.strides[0][k];
       yi.offset += idx[k] * o.strides[1][k];
     }
-    softmax_rows(dev, log, xi, yi, inner(o.sizes), inner(o.strides[0]), inner(o.strides[1]));
+    for_each_part(dev.limits(), {xi, yi}, 0, xi.ndim() - 1, [&](const auto& part, const auto&) {
+      for (const TensorArg& t : part)
+        if (!fits(dev.limits(), t)) row_too_long(c.op, t, t.ndim() - 1, dev.limits());
+      softmax_rows(dev, log, part[0], part[1]);
+    });
     std::size_t k = outer;
     while (k > 0 && ++idx[k - 1] == o.sizes[k - 1]) idx[--k] = 0;
     if (k == 0) break;
   }
 }
 
-void layer_norm_kernel(DeviceImpl& d, const OpCall& c) {
-  VulkanDevice& dev = vulkan_device(d);
+// One dispatch over rows of x, y, mean and rstd, each within one binding.
+void layer_norm_rows(VulkanDevice& dev, const OpCall& c, const TensorArg& x, const TensorArg& y,
+                     const TensorArg& mean, const TensorArg& rstd) {
   const bool has_w = c.attrs.b("has_weight"), has_b = c.attrs.b("has_bias");
-  const TensorArg& x = c.inputs.at(0);
-  if (!is_floating(x.dtype))
-    throw UnsupportedError(
-        fmt::format("layer_norm: takes a floating input, not {}", dtype_name(x.dtype)));
-  dev.require(x.dtype, "layer_norm");
-  const TensorArg &y = c.outputs.at(0), &mean = c.outputs.at(1), &rstd = c.outputs.at(2);
-  const std::int64_t rows = x.sizes.at(0), n = x.sizes.at(1);
-  if (rows == 0) return;
-  if (std::uint64_t(rows) >= kMaxCount || std::uint64_t(n) >= kMaxCount)
-    throw UnsupportedError(fmt::format(
-        "layer_norm: {} rows of {} elements exceed the Vulkan kernel's 2^31 limit", rows, n));
-
+  const std::int64_t rows = x.sizes[0], n = x.sizes[1];
   LayerNormParams p{};
   const Binding yb = dev.bind(y, Access::write), mb = dev.bind(mean, Access::write),
                 rb = dev.bind(rstd, Access::write), xb = dev.bind(x, Access::read);
@@ -210,6 +222,27 @@ void layer_norm_kernel(DeviceImpl& d, const OpCall& c) {
                 &p,
                 sizeof p,
                 {groups_for(dev, std::uint64_t(rows), wg / lanes), 1, 1}});
+}
+
+void layer_norm_kernel(DeviceImpl& d, const OpCall& c) {
+  VulkanDevice& dev = vulkan_device(d);
+  const TensorArg& x = c.inputs.at(0);
+  if (!is_floating(x.dtype))
+    throw UnsupportedError(
+        fmt::format("layer_norm: takes a floating input, not {}", dtype_name(x.dtype)));
+  dev.require(x.dtype, "layer_norm");
+  const TensorArg &y = c.outputs.at(0), &mean = c.outputs.at(1), &rstd = c.outputs.at(2);
+  const std::int64_t rows = x.sizes.at(0), n = x.sizes.at(1);
+  if (rows == 0) return;
+  if (std::uint64_t(rows) >= kMaxCount || std::uint64_t(n) >= kMaxCount)
+    throw UnsupportedError(fmt::format(
+        "layer_norm: {} rows of {} elements exceed the Vulkan kernel's 2^31 limit", rows, n));
+  // Chunks of rows that fit a binding each; weight and bias are bound whole every time.
+  for_each_part(dev.limits(), {x, y, mean, rstd}, 0, 1, [&](const auto& part, const auto&) {
+    for (const TensorArg& t : {part[0], part[1]})
+      if (!fits(dev.limits(), t)) row_too_long("layer_norm", t, 1, dev.limits());
+    layer_norm_rows(dev, c, part[0], part[1], part[2], part[3]);
+  });
 }
 
 }  // namespace

@@ -276,7 +276,7 @@ Binding VulkanDevice::bind(const TensorArg& t, Access access) const {
   if (end - begin > limits_.max_storage_range)
     throw UnsupportedError(fmt::format(
         "{}: a tensor view spanning {} bytes exceeds the device's storage-buffer range ({} "
-        "bytes); this op does not split such tensors yet",
+        "bytes), and this op could not split it into parts that fit",
         device().str(), end - begin, limits_.max_storage_range));
   if ((end_byte - begin) / esize > 0xffffffffull)
     throw UnsupportedError(
