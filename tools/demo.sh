@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # tools/demo.sh — installs the system packages (as root, when missing), builds
-# the ferry-demo sample in build/release and runs it. Works from any folder.
+# the ferry-demo sample (and the backend modules it opens) in build/release and
+# runs it. Works from any folder.
 #
 # Environment: FERRY_JOBS (parallel build jobs, default: all cores),
 # FERRY_SKIP_DEPS=1 (skip the package check). Arguments go to ferry-demo.
@@ -20,7 +21,7 @@ stage "configure $build (Release)"
 configure "$build" -DCMAKE_BUILD_TYPE=Release -DFERRY_SANITIZE= -DFERRY_BUILD_SAMPLES=ON \
   -DFERRY_BUILD_TESTS=OFF -DFERRY_BUILD_BENCHMARKS=OFF
 
-stage "build ferry-demo (-j$JOBS)"
+stage "build ferry-demo and the backend modules (-j$JOBS)"
 cmake --build "$build" --target ferry-demo -j "$JOBS"
 
 stage "run ferry-demo"
