@@ -25,8 +25,8 @@ const ferry::Device& vk() {
 }
 
 void bm_dispatch(benchmark::State& state, bool sync_each) {
-  ferry::Tensor x = ferry::zeros({64}, {.device = vk()});
-  ferry::Tensor one = ferry::ones({64}, {.device = vk()});
+  ferry::Tensor x = ferry::zeros({64}, {.dtype = ferry::DType::f32, .device = vk()});
+  ferry::Tensor one = ferry::ones({64}, {.dtype = ferry::DType::f32, .device = vk()});
   for (auto _ : state) {
     for (int i = 0; i < small_ops(); ++i) {
       x = x + one;
@@ -98,30 +98,26 @@ void register_vulkan() {
        .baseline = d + "sync_each_op",
        .baseline_label = "submit+wait per op",
        .metric = Metric::usec});
+  // The same benchmark on vulkan:0 and on the CPU, compared by `work` per iteration.
+  auto versus_cpu = [&](const std::string& name, const std::string& title, auto fn,
+                        const char* cpu_label, Metric metric, double work) {
+    reg(name + "/vulkan0", fn, true);
+    reg(name + "/cpu", fn, false);
+    add_comparison({.title = title,
+                    .ferry = name + "/vulkan0",
+                    .ferry_label = "vulkan:0",
+                    .baseline = name + "/cpu",
+                    .baseline_label = cpu_label,
+                    .metric = metric,
+                    .ferry_work = work,
+                    .baseline_work = work});
+  };
   const std::string n = fmt::format("{}Mi", add_numel() >> 20);
-  reg("vulkan/add_f32/" + n + "/vulkan0", bm_add, true);
-  reg("vulkan/add_f32/" + n + "/cpu", bm_add, false);
-  const double bytes = 3.0 * double(add_numel()) * 4;
-  add_comparison({.title = "add f32 " + n + " elements",
-                  .ferry = "vulkan/add_f32/" + n + "/vulkan0",
-                  .ferry_label = "vulkan:0",
-                  .baseline = "vulkan/add_f32/" + n + "/cpu",
-                  .baseline_label = "cpu",
-                  .metric = Metric::gbps,
-                  .ferry_work = bytes,
-                  .baseline_work = bytes});
+  versus_cpu("vulkan/add_f32/" + n, "add f32 " + n + " elements", bm_add, "cpu", Metric::gbps,
+             3.0 * double(add_numel()) * 4);
   const std::string m = fmt::format("{0}x{0}x{0}", mm_n());
-  reg("vulkan/matmul_f32/" + m + "/vulkan0", bm_matmul, true);
-  reg("vulkan/matmul_f32/" + m + "/cpu", bm_matmul, false);
-  const double flops = 2.0 * double(mm_n() * mm_n() * mm_n());
-  add_comparison({.title = "matmul f32 " + m,
-                  .ferry = "vulkan/matmul_f32/" + m + "/vulkan0",
-                  .ferry_label = "vulkan:0",
-                  .baseline = "vulkan/matmul_f32/" + m + "/cpu",
-                  .baseline_label = "cpu (OpenBLAS)",
-                  .metric = Metric::gflops,
-                  .ferry_work = flops,
-                  .baseline_work = flops});
+  versus_cpu("vulkan/matmul_f32/" + m, "matmul f32 " + m, bm_matmul, "cpu (OpenBLAS)",
+             Metric::gflops, 2.0 * double(mm_n() * mm_n() * mm_n()));
 }
 
 }  // namespace bench

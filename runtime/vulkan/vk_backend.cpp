@@ -173,7 +173,7 @@ class VulkanBackend final : public Backend {
       }
       try {
         Device dev = Device::unchecked("vulkan", int(devices_.size()));
-        devices_.push_back(std::make_unique<VulkanDevice>(dev, instance_, pd));
+        devices_.push_back(std::make_unique<VulkanDevice>(dev, pd));
       } catch (const Error& e) {
         skipped.push_back(fmt::format("{}: {}", pd.props.deviceName, e.what()));
       }

@@ -27,12 +27,10 @@ bool has_extension(const std::vector<VkExtensionProperties>& exts, const char* n
 }
 }  // namespace
 
-VulkanDevice::VulkanDevice(Device device, VkInstance instance, const PhysicalDevice& physical)
+VulkanDevice::VulkanDevice(Device device, const PhysicalDevice& physical)
     : DeviceImpl(std::move(device)),
-      instance_(instance),
       physical_(physical),
       tracker_(env_flag("FERRY_VULKAN_SERIALIZE")) {
-  serialize_ = tracker_.serialize();
   create_device();
   choose_memory();
   load_pipeline_cache();
@@ -251,7 +249,7 @@ DeviceInfo VulkanDevice::info() {
   pr["push_descriptors"] = push_descriptors_ ? "yes" : "no";
   pr["direct_host_access"] = memory_is_mapped() ? "yes" : "no (staging copies)";
   pr["enumeration_index"] = std::to_string(physical_.enumeration_index);
-  pr["batches_submitted"] = std::to_string(completed_target_);
+  pr["batches_submitted"] = std::to_string(batch_serial_ - 1);  // serials count from 1
   pr["barriers_recorded"] = std::to_string(tracker_.stats().barriers());
   return d;
 }

@@ -87,7 +87,7 @@ class VulkanBuffer final : public Buffer {
 
 class VulkanDevice final : public DeviceImpl {
  public:
-  VulkanDevice(Device device, VkInstance instance, const PhysicalDevice& physical);
+  VulkanDevice(Device device, const PhysicalDevice& physical);
   ~VulkanDevice() override;
 
   // ---- DeviceImpl ----
@@ -120,10 +120,6 @@ class VulkanDevice final : public DeviceImpl {
   void release(VulkanBuffer& b);  // from ~VulkanBuffer
   void save_pipeline_cache();
   const PhysicalDevice& physical() const { return physical_; }
-  // Batches submitted and barriers recorded so far.
-  std::uint64_t submissions() const { return completed_target_; }
-  const BarrierStats& barrier_stats() const { return tracker_.stats(); }
-  bool uses_push_descriptors() const { return push_descriptors_; }
   bool memory_is_mapped() const;
 
  private:
@@ -185,7 +181,6 @@ class VulkanDevice final : public DeviceImpl {
   std::string pipeline_cache_path() const;
   void destroy_pipelines();
 
-  VkInstance instance_;
   PhysicalDevice physical_;
   VkDevice device_ = VK_NULL_HANDLE;
   VolkDeviceTable vk_{};
@@ -195,7 +190,6 @@ class VulkanDevice final : public DeviceImpl {
   bool full_variant_ = false;
   bool push_descriptors_ = false;
   bool memory_budget_ = false;
-  bool serialize_ = false;
   bool lost_ = false;
   std::string lost_reason_;
   KernelLimits limits_;
@@ -210,7 +204,6 @@ class VulkanDevice final : public DeviceImpl {
   std::vector<VkDescriptorPool> batch_pools_;
   std::uint64_t batch_serial_ = 1;      // serial of the open (or next) batch
   std::uint64_t completed_serial_ = 0;  // every batch up to this one has finished
-  std::uint64_t completed_target_ = 0;  // batches submitted
   std::deque<Submission> in_flight_;
   std::vector<VkFence> free_fences_;
   std::vector<VkCommandBuffer> free_cbs_;
@@ -219,7 +212,13 @@ class VulkanDevice final : public DeviceImpl {
 
   std::unordered_map<std::size_t, Layout> layouts_;
   std::unordered_map<std::string, VkShaderModule> modules_;
-  std::unordered_map<std::string, VkPipeline> pipelines_;
+  struct CachedPipeline {
+    std::string shader;
+    std::size_t bindings;
+    std::vector<std::uint32_t> spec;
+    VkPipeline pipeline;
+  };
+  std::unordered_map<std::uint64_t, std::vector<CachedPipeline>> pipelines_;  // by key hash
   VkPipelineCache pipeline_cache_ = VK_NULL_HANDLE;
   bool pipeline_cache_dirty_ = false;
   std::string driver_name_;

@@ -46,6 +46,7 @@ struct DispatchDesc {
 };
 
 inline constexpr std::uint32_t kMaxPushBytes = 128;  // the limit every device guarantees
+inline constexpr std::size_t kMaxBindings = 8;       // storage buffers one dispatch binds
 
 // Limits a kernel chooses tile and workgroup sizes by.
 struct KernelLimits {

@@ -68,9 +68,17 @@ VkShaderModule VulkanDevice::shader_module(std::string_view name) {
 }
 
 VkPipeline VulkanDevice::pipeline_for(const DispatchDesc& d, const Layout& layout) {
-  std::string key = fmt::format("{}/{}/{}", d.shader, d.bindings.size(), fmt::join(d.spec, ","));
-  auto it = pipelines_.find(key);
-  if (it != pipelines_.end()) return it->second;
+  // Looked up on every dispatch: hash the key's parts rather than format a string.
+  std::uint64_t h = 0xcbf29ce484222325ull;
+  auto mix = [&h](std::uint64_t v) { h = (h ^ v) * 0x100000001b3ull; };
+  for (char c : d.shader) mix(std::uint8_t(c));
+  mix(d.bindings.size());
+  for (std::uint32_t v : d.spec) mix(v);
+  std::vector<CachedPipeline>& bucket = pipelines_[h];
+  for (const CachedPipeline& c : bucket)
+    if (c.shader == d.shader && c.bindings == d.bindings.size() && c.spec == d.spec)
+      return c.pipeline;
+
   std::vector<VkSpecializationMapEntry> entries(d.spec.size());
   for (std::size_t i = 0; i < d.spec.size(); ++i)
     entries[i] = {std::uint32_t(i), std::uint32_t(i * 4), 4};
@@ -83,12 +91,15 @@ VkPipeline VulkanDevice::pipeline_for(const DispatchDesc& d, const Layout& layou
   ci.stage.pName = "main";
   ci.stage.pSpecializationInfo = d.spec.empty() ? nullptr : &si;
   ci.layout = layout.pipeline_layout;
+  const std::string key =
+      fmt::format("{}/{}/{}", d.shader, d.bindings.size(), fmt::join(d.spec, ","));
   VkPipeline p;
   check(vk_.vkCreateComputePipelines(device_, pipeline_cache_, 1, &ci, nullptr, &p),
         fmt::format("creating the '{}' pipeline", key));
   FERRY_DEBUG("{}: pipeline {}", device().str(), key);
   pipeline_cache_dirty_ = true;
-  return pipelines_.emplace(std::move(key), p).first->second;
+  bucket.push_back({std::string(d.shader), d.bindings.size(), d.spec, p});
+  return p;
 }
 
 std::string VulkanDevice::pipeline_cache_path() const {
@@ -165,7 +176,8 @@ void VulkanDevice::save_pipeline_cache() {
 }
 
 void VulkanDevice::destroy_pipelines() {
-  for (auto& [k, p] : pipelines_) vk_.vkDestroyPipeline(device_, p, nullptr);
+  for (auto& [h, bucket] : pipelines_)
+    for (auto& c : bucket) vk_.vkDestroyPipeline(device_, c.pipeline, nullptr);
   for (auto& [k, m] : modules_) vk_.vkDestroyShaderModule(device_, m, nullptr);
   for (auto& [k, l] : layouts_) {
     vk_.vkDestroyPipelineLayout(device_, l.pipeline_layout, nullptr);

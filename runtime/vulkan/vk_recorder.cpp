@@ -4,6 +4,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <array>
 #include <cstring>
 
 #include "ferry/error.hpp"
@@ -198,7 +199,6 @@ void VulkanDevice::flush() {
     if (r == VK_ERROR_DEVICE_LOST) lost_ = true, lost_reason_ = "vkQueueSubmit";
     throw_result(r, "vkQueueSubmit");
   }
-  completed_target_ = s.serial;
   FERRY_DEBUG("{}: submitted batch {} ({} commands)", device().str(), s.serial, batch_commands_);
   in_flight_.push_back(std::move(s));
 }
@@ -300,23 +300,20 @@ void VulkanDevice::dispatch(const DispatchDesc& d) {
   const Layout& layout = layout_for(d.bindings.size());
   VkPipeline pipeline = pipeline_for(d, layout);
 
-  std::vector<Use> uses;
-  uses.reserve(d.bindings.size());
+  // Fixed arrays: this runs for every op, and a shader binds a handful of tensors.
+  const std::size_t n = d.bindings.size();
+  if (n > kMaxBindings)
+    throw Error(fmt::format("vulkan: {}: {} bindings (at most {})", d.shader, n, kMaxBindings));
+  std::array<Use, kMaxBindings> uses;
+  std::array<VkDescriptorBufferInfo, kMaxBindings> infos;
+  std::array<VkWriteDescriptorSet, kMaxBindings> writes_ds;
   bool writes = false;
-  for (const Binding& b : d.bindings) {
-    auto* vb = static_cast<const VulkanBuffer*>(b.buffer);
-    uses.push_back({{std::uint64_t(vb->handle()), b.offset, b.size}, b.access});
-    writes = writes || b.access == Access::write;
-  }
-  before_command(Stage::compute, uses);
-  for (const Binding& b : d.bindings)
-    static_cast<const VulkanBuffer*>(b.buffer)->last_use = batch_serial_;
-
-  std::vector<VkDescriptorBufferInfo> infos(d.bindings.size());
-  std::vector<VkWriteDescriptorSet> writes_ds(d.bindings.size());
-  for (std::size_t i = 0; i < d.bindings.size(); ++i) {
+  for (std::size_t i = 0; i < n; ++i) {
     const Binding& b = d.bindings[i];
-    infos[i] = {static_cast<const VulkanBuffer*>(b.buffer)->handle(), b.offset, b.size};
+    auto* vb = static_cast<const VulkanBuffer*>(b.buffer);
+    uses[i] = {{std::uint64_t(vb->handle()), b.offset, b.size}, b.access};
+    writes = writes || b.access == Access::write;
+    infos[i] = {vb->handle(), b.offset, b.size};
     VkWriteDescriptorSet& w = writes_ds[i];
     w = {VK_STRUCTURE_TYPE_WRITE_DESCRIPTOR_SET};
     w.dstBinding = std::uint32_t(i);
@@ -324,15 +321,18 @@ void VulkanDevice::dispatch(const DispatchDesc& d) {
     w.descriptorType = VK_DESCRIPTOR_TYPE_STORAGE_BUFFER;
     w.pBufferInfo = &infos[i];
   }
+  before_command(Stage::compute, std::span<const Use>(uses.data(), n));
+  for (std::size_t i = 0; i < n; ++i)
+    static_cast<const VulkanBuffer*>(d.bindings[i].buffer)->last_use = batch_serial_;
+
   vk_.vkCmdBindPipeline(batch_cb_, VK_PIPELINE_BIND_POINT_COMPUTE, pipeline);
   if (push_descriptors_) {
     vk_.vkCmdPushDescriptorSetKHR(batch_cb_, VK_PIPELINE_BIND_POINT_COMPUTE, layout.pipeline_layout,
-                                  0, std::uint32_t(writes_ds.size()), writes_ds.data());
+                                  0, std::uint32_t(n), writes_ds.data());
   } else {
     VkDescriptorSet set = allocate_descriptor_set(layout.set_layout);
-    for (auto& w : writes_ds) w.dstSet = set;
-    vk_.vkUpdateDescriptorSets(device_, std::uint32_t(writes_ds.size()), writes_ds.data(), 0,
-                               nullptr);
+    for (std::size_t i = 0; i < n; ++i) writes_ds[i].dstSet = set;
+    vk_.vkUpdateDescriptorSets(device_, std::uint32_t(n), writes_ds.data(), 0, nullptr);
     vk_.vkCmdBindDescriptorSets(batch_cb_, VK_PIPELINE_BIND_POINT_COMPUTE, layout.pipeline_layout,
                                 0, 1, &set, 0, nullptr);
   }
