@@ -16,6 +16,7 @@ std::size_t dtype_size(DType t) {
     case DType::bf16:
       return 2;
     case DType::i64:
+    case DType::f64:
       return 8;
     case DType::u8:
     case DType::boolean:
@@ -40,6 +41,8 @@ std::string_view dtype_name(DType t) {
       return "u8";
     case DType::boolean:
       return "bool";
+    case DType::f64:
+      return "f64";
   }
   return "invalid";
 }
@@ -47,11 +50,13 @@ std::string_view dtype_name(DType t) {
 DType dtype_from_name(std::string_view name) {
   for (DType t : kAllDTypes)
     if (dtype_name(t) == name) return t;
-  throw DTypeError(
-      fmt::format("unknown dtype '{}'; expected one of f32, f16, bf16, i32, i64, u8, bool", name));
+  throw DTypeError(fmt::format(
+      "unknown dtype '{}'; expected one of f32, f16, bf16, f64, i32, i64, u8, bool", name));
 }
 
-bool is_floating(DType t) { return t == DType::f32 || t == DType::f16 || t == DType::bf16; }
+bool is_floating(DType t) {
+  return t == DType::f32 || t == DType::f16 || t == DType::bf16 || t == DType::f64;
+}
 bool is_integral(DType t) { return t == DType::i32 || t == DType::i64 || t == DType::u8; }
 
 DType promote_types(DType a, DType b) {
@@ -59,7 +64,10 @@ DType promote_types(DType a, DType b) {
   if (a == DType::boolean) return b;
   if (b == DType::boolean) return a;
   bool fa = is_floating(a), fb = is_floating(b);
-  if (fa && fb) return DType::f32;  // any two different float types: f16+bf16, f16+f32, ...
+  if (fa && fb) {
+    if (a == DType::f64 || b == DType::f64) return DType::f64;
+    return DType::f32;  // two different narrower float types: f16+bf16, f16+f32, ...
+  }
   if (fa) return a;
   if (fb) return b;
   // Two different integer types among u8, i32, i64: the widest signed one.

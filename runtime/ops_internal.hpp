@@ -15,7 +15,7 @@ Tensor index_select(std::string_view op, const Tensor& x, std::int64_t dim, cons
 
 // layer_norm's forward with the statistics its backward needs: y has x's
 // shape and dtype; mean and rstd (1 / sqrt(var + eps), biased variance) are
-// f32 of shape [rows], rows = x.numel() / prod(normalized_shape).
+// f32 (f64 when x is f64) of shape [rows], rows = x.numel() / prod(normalized_shape).
 struct LayerNormResult {
   Tensor y, mean, rstd;
 };

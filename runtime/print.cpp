@@ -63,11 +63,14 @@ struct Printer {
 
 std::string Tensor::str() const {
   if (!defined()) return "tensor(undefined)";
+  // Values are read on the host, where every dtype converts (a GPU may not
+  // compute f64); floats as double, which holds f64 and every narrower float.
+  const Tensor host = cpu();
   std::vector<double> values;
   if (is_floating(dtype())) {
-    for (float v : to_vector<float>()) values.push_back(v);
+    values = host.to_vector<double>();
   } else {
-    for (std::int64_t v : to_vector<std::int64_t>()) values.push_back(double(v));
+    for (std::int64_t v : host.to_vector<std::int64_t>()) values.push_back(double(v));
   }
   std::string suffix;
   if (!device().is_cpu()) suffix += fmt::format(", device='{}'", device().str());

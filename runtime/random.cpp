@@ -46,7 +46,7 @@ DType floating_dtype(std::string_view op, const TensorOptions& o) {
   DType dt = o.dtype_or(DType::f32);
   if (!is_floating(dt))
     throw DTypeError(fmt::format(
-        "{}: expects a floating dtype (f32, f16, bf16), got {}; use randint for integers", op,
+        "{}: expects a floating dtype (f32, f16, bf16, f64), got {}; use randint for integers", op,
         dtype_name(dt)));
   return dt;
 }

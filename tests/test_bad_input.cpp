@@ -81,7 +81,7 @@ TEST(BadInput, DtypesAreDTypeErrors) {
   });
   expect_typed<ferry::DTypeError>("bool sub", [&] { (void)(bl - bl); });
   expect_typed<ferry::DTypeError>("randn ints", [&] { ferry::randn({2}, {.dtype = DType::i64}); });
-  expect_typed<ferry::DTypeError>("dtype name", [&] { ferry::dtype_from_name("f64"); });
+  expect_typed<ferry::DTypeError>("dtype name", [&] { ferry::dtype_from_name("f128"); });
 }
 
 TEST(BadInput, DevicesAreDeviceErrors) {

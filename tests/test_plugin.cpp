@@ -236,6 +236,32 @@ TEST_F(PluginTest, MissingOpIsUnsupportedNamingOpAndDevice) {
                ferry::UnsupportedError);  // no dtype conversion there
 }
 
+// f64 is a CPU dtype: its bytes move to a plugin's device and back unchanged,
+// and a kernel there refuses it with UnsupportedError naming op and dtype.
+TEST_F(PluginTest, F64MovesAsBytesAndKernelsRefuseIt) {
+  const std::vector<double> v = {0.1, -1e300, 4.9e-324, -0.0, 1.0 / 3.0, 2.5};
+  ferry::Tensor t = ferry::tensor(v, {2, 3}).to(dev0());
+  EXPECT_EQ(t.dtype(), ferry::DType::f64);
+  EXPECT_EQ(t.cpu().to_vector<double>(), v);
+  EXPECT_EQ(t.to(dev1()).to_vector<double>(), v);
+  EXPECT_EQ(t.to_vector<float>(), ferry::tensor(v).to_vector<float>());  // converted on the host
+  auto expect_refused = [](auto call, const char* op) {
+    try {
+      call();
+      ADD_FAILURE() << op << " on an f64 tensor on testdev should throw UnsupportedError";
+    } catch (const ferry::UnsupportedError& e) {
+      const std::string msg = e.what();
+      EXPECT_NE(msg.find(op), std::string::npos) << msg;
+      EXPECT_NE(msg.find("f64"), std::string::npos) << msg;
+    }
+  };
+  expect_refused([&] { (void)t.clone(); }, "copy");
+  expect_refused([&] { (void)t.t().contiguous(); }, "copy");
+  expect_refused([&] { (void)ferry::zeros({2}, {.dtype = ferry::DType::f64, .device = dev0()}); },
+                 "fill");
+  expect_refused([&] { (void)ferry::add(t, t); }, "add");
+}
+
 TEST_F(PluginTest, MixingDevicesIsAMismatchNamingBoth) {
   ferry::Tensor c = ferry::ones({3});
   ferry::Tensor d = ferry::ones({3}, {.device = dev0()});

@@ -173,6 +173,9 @@ Tensor make_tensor(const json& t, const ferry::Device& device) {
     case DType::boolean:
       x = ferry::tensor(data_as<bool>(data, to_int64), build_shape);
       break;
+    case DType::f64:
+      x = ferry::tensor(data_as<double>(data, to_double), build_shape);
+      break;
   }
   if (shape.empty()) x = x.reshape(Shape{});
   return device.is_cpu() ? x : x.to(device);

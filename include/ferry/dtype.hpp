@@ -12,19 +12,24 @@
 
 namespace ferry {
 
-enum class DType : std::uint8_t { f32, f16, bf16, i32, i64, u8, boolean };
-inline constexpr DType kAllDTypes[] = {DType::f32, DType::f16, DType::bf16,   DType::i32,
-                                       DType::i64, DType::u8,  DType::boolean};
+// f64 comes last so that the values of the others (which backend modules and
+// files may have stored) stay what they were. It is a CPU dtype: it exists for
+// double-precision references (gradient checks) and F64 checkpoints, and GPU
+// backends report it unsupported.
+enum class DType : std::uint8_t { f32, f16, bf16, i32, i64, u8, boolean, f64 };
+inline constexpr DType kAllDTypes[] = {DType::f32, DType::f16, DType::bf16,    DType::i32,
+                                       DType::i64, DType::u8,  DType::boolean, DType::f64};
 
 std::size_t dtype_size(DType t);
-std::string_view dtype_name(DType t);          // "f32", "f16", "bf16", "i32", "i64", "u8", "bool"
+std::string_view dtype_name(DType t);  // "f32", "f16", "bf16", "i32", "i64", "u8", "bool", "f64"
 DType dtype_from_name(std::string_view name);  // throws DTypeError
-bool is_floating(DType t);
-bool is_integral(DType t);  // i32, i64, u8 (not bool)
+bool is_floating(DType t);                     // f32, f16, bf16, f64
+bool is_integral(DType t);                     // i32, i64, u8 (not bool)
 
 // PyTorch's promotion lattice: bool < integers < floating; within a category
 // the wider type wins; u8 with a signed type gives the signed type (or i32 when
-// the signed type is narrower); f16 with bf16 gives f32.
+// the signed type is narrower); f64 with any other type gives f64; f16 with
+// bf16 gives f32.
 DType promote_types(DType a, DType b);
 
 // IEEE binary16 stored as bits. Conversions round to nearest even and keep
@@ -113,6 +118,7 @@ template <> struct dtype_cpp<DType::i32> { using type = std::int32_t; };
 template <> struct dtype_cpp<DType::i64> { using type = std::int64_t; };
 template <> struct dtype_cpp<DType::u8> { using type = std::uint8_t; };
 template <> struct dtype_cpp<DType::boolean> { using type = bool; };
+template <> struct dtype_cpp<DType::f64> { using type = double; };
 template <DType T> using dtype_cpp_t = typename dtype_cpp<T>::type;
 
 // The dtype of a C++ element type (for tensor(std::vector<T>), to_vector<T>, item<T>).
@@ -131,6 +137,8 @@ template <typename T> constexpr DType dtype_of() {
     return DType::u8;
   else if constexpr (std::is_same_v<T, bool>)
     return DType::boolean;
+  else if constexpr (std::is_same_v<T, double>)
+    return DType::f64;
   else
     static_assert(sizeof(T) == 0, "no ferry dtype for this C++ type");
 }
@@ -138,7 +146,9 @@ template <typename T> constexpr DType dtype_of() {
 // A number given by the caller (fill values, scalar operands). Keeps integers
 // exact (an i64 beyond 2^53 survives) and remembers its category, which
 // promotion needs: a float scalar makes an integer tensor floating, an
-// integer scalar leaves a float16 tensor float16.
+// integer scalar leaves a float16 tensor float16. A float scalar is a Python
+// float: alone it makes f32 (PyTorch's default dtype), even though it is held
+// as a double, and beside an f64 tensor it keeps all of its precision.
 class Scalar {
  public:
   Scalar(double v) : v_(v) {}

@@ -60,6 +60,7 @@ template <typename T, typename Out, typename F> void binary_loop(const OpCall& c
   });
 }
 
+// `f` takes and returns compute_t<scalar_t>: float, or double for f64.
 template <typename F> KernelFn floating_unary(const char* op, F f) {
   return [op, f](DeviceImpl&, const OpCall& c) {
     FERRY_DISPATCH_FLOATING(c.outputs[0].dtype, op, unary_loop<scalar_t>(c, f));
@@ -127,13 +128,15 @@ void copy_kernel(DeviceImpl&, const OpCall& c) {
   });
 }
 
-// A double from an attribute as element type T: floats round, integers
-// saturate (the same rule as float -> int casts).
+// A double from an attribute as element type T: f64 keeps it, the narrower
+// floats round, integers saturate (the same rule as float -> int casts).
 template <typename T> T from_double(double d, std::int64_t exact) {
   if constexpr (std::is_same_v<T, bool>)
     return d != 0.0;
   else if constexpr (kIsInt<T>)
     return math::convert<T>(exact);
+  else if constexpr (std::is_same_v<T, double>)
+    return d;
   else
     return T(float(d));
 }
@@ -185,18 +188,18 @@ void add_elementwise_kernels(KernelTable& t) {
                    else
                      return math::relu(x);
                  }));
-  t.emplace_back("exp", floating_unary("exp", [](float x) { return std::exp(x); }));
-  t.emplace_back("log", floating_unary("log", [](float x) { return std::log(x); }));
-  t.emplace_back("sqrt", floating_unary("sqrt", [](float x) { return std::sqrt(x); }));
-  t.emplace_back("rsqrt", floating_unary("rsqrt", [](float x) { return math::rsqrt(x); }));
-  t.emplace_back("sin", floating_unary("sin", [](float x) { return std::sin(x); }));
-  t.emplace_back("cos", floating_unary("cos", [](float x) { return std::cos(x); }));
-  t.emplace_back("tanh", floating_unary("tanh", [](float x) { return std::tanh(x); }));
-  t.emplace_back("sigmoid", floating_unary("sigmoid", [](float x) { return math::sigmoid(x); }));
-  t.emplace_back("gelu", floating_unary("gelu", [](float x) { return math::gelu_erf(x); }));
+  t.emplace_back("exp", floating_unary("exp", [](auto x) { return std::exp(x); }));
+  t.emplace_back("log", floating_unary("log", [](auto x) { return std::log(x); }));
+  t.emplace_back("sqrt", floating_unary("sqrt", [](auto x) { return std::sqrt(x); }));
+  t.emplace_back("rsqrt", floating_unary("rsqrt", [](auto x) { return math::rsqrt(x); }));
+  t.emplace_back("sin", floating_unary("sin", [](auto x) { return std::sin(x); }));
+  t.emplace_back("cos", floating_unary("cos", [](auto x) { return std::cos(x); }));
+  t.emplace_back("tanh", floating_unary("tanh", [](auto x) { return std::tanh(x); }));
+  t.emplace_back("sigmoid", floating_unary("sigmoid", [](auto x) { return math::sigmoid(x); }));
+  t.emplace_back("gelu", floating_unary("gelu", [](auto x) { return math::gelu_erf(x); }));
   t.emplace_back("gelu_tanh",
-                 floating_unary("gelu_tanh", [](float x) { return math::gelu_tanh(x); }));
-  t.emplace_back("silu", floating_unary("silu", [](float x) { return math::silu(x); }));
+                 floating_unary("gelu_tanh", [](auto x) { return math::gelu_tanh(x); }));
+  t.emplace_back("silu", floating_unary("silu", [](auto x) { return math::silu(x); }));
 
   t.emplace_back("add", arithmetic("add", [](auto a, auto b) {
                    using T = decltype(a);
@@ -228,7 +231,7 @@ void add_elementwise_kernels(KernelTable& t) {
   t.emplace_back("div", [](DeviceImpl&, const OpCall& c) {
     FERRY_DISPATCH_FLOATING(
         c.outputs[0].dtype, "div",
-        binary_loop<scalar_t, scalar_t>(c, [](float a, float b) { return a / b; }));
+        binary_loop<scalar_t, scalar_t>(c, [](auto a, auto b) { return a / b; }));
   });
   t.emplace_back("pow", arithmetic("pow", [](auto a, auto b) {
                    using T = decltype(a);

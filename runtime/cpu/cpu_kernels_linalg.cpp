@@ -2,13 +2,13 @@
 // -> [B, M, N], the inputs strided views (a batch stride may be 0), the output
 // contiguous (docs/kernel-contract.md).
 //
-// f32 goes to OpenBLAS's sgemm, one call per batch, straight on the caller's
-// memory when each matrix has a unit stride in one of its two dims (a
-// transposed view becomes CblasTrans); otherwise the matrix is packed first.
-// f16/bf16 are widened to f32, multiplied by sgemm and rounded back. Integers,
-// and many small float matrices (where a BLAS call costs more than the work),
-// use a plain loop parallel over output rows; integer products wrap like
-// PyTorch's.
+// f32 goes to OpenBLAS's sgemm and f64 to its dgemm, one call per batch,
+// straight on the caller's memory when each matrix has a unit stride in one of
+// its two dims (a transposed view becomes CblasTrans); otherwise the matrix is
+// packed first. f16/bf16 are widened to f32, multiplied by sgemm and rounded
+// back. Integers, and many small float matrices (where a BLAS call costs more
+// than the work), use a plain loop parallel over output rows (accumulating in
+// float, or double for f64); integer products wrap like PyTorch's.
 #include <cblas.h>
 
 #include <climits>
@@ -97,18 +97,20 @@ BlasLayout blas_layout(std::int64_t rows, std::int64_t cols, std::int64_t rs, st
   return l;
 }
 
-// Copies a strided rows x cols matrix of T into a contiguous f32 one.
-template <typename T> void pack(const T* src, std::int64_t rows, std::int64_t cols, std::int64_t rs,
-                                std::int64_t cs, float* dst) {
+// Copies a strided rows x cols matrix of T into a contiguous one of D (f32
+// for the 16-bit floats, T itself otherwise).
+template <typename T, typename D> void pack(const T* src, std::int64_t rows, std::int64_t cols,
+                                            std::int64_t rs, std::int64_t cs, D* dst) {
   for (std::int64_t i = 0; i < rows; ++i)
-    for (std::int64_t j = 0; j < cols; ++j) dst[i * cols + j] = float(src[i * rs + j * cs]);
+    for (std::int64_t j = 0; j < cols; ++j) dst[i * cols + j] = D(src[i * rs + j * cs]);
 }
 
-// C (contiguous, M x N) = A (M x K) * B (K x N) through sgemm; `scratch`
-// holds packed copies when a layout does not fit.
-void sgemm(const float* a, std::int64_t a_rs, std::int64_t a_cs, const float* b, std::int64_t b_rs,
-           std::int64_t b_cs, float* c, std::int64_t M, std::int64_t N, std::int64_t K,
-           std::vector<float>& scratch_a, std::vector<float>& scratch_b) {
+// C (contiguous, M x N) = A (M x K) * B (K x N) through sgemm (F = float) or
+// dgemm (F = double); `scratch` holds packed copies when a layout does not fit.
+template <typename F> void gemm(const F* a, std::int64_t a_rs, std::int64_t a_cs, const F* b,
+                                std::int64_t b_rs, std::int64_t b_cs, F* c, std::int64_t M,
+                                std::int64_t N, std::int64_t K, std::vector<F>& scratch_a,
+                                std::vector<F>& scratch_b) {
   BlasLayout la = blas_layout(M, K, a_rs, a_cs), lb = blas_layout(K, N, b_rs, b_cs);
   if (!la.ok) {
     scratch_a.resize(std::size_t(M * K));
@@ -122,18 +124,24 @@ void sgemm(const float* a, std::int64_t a_rs, std::int64_t a_cs, const float* b,
     b = scratch_b.data();
     lb = {true, CblasNoTrans, N};
   }
-  cblas_sgemm(CblasRowMajor, la.trans, lb.trans, int(M), int(N), int(K), 1.0f, a, int(la.ld), b,
-              int(lb.ld), 0.0f, c, int(std::max<std::int64_t>(1, N)));
+  const int ldc = int(std::max<std::int64_t>(1, N));
+  if constexpr (std::is_same_v<F, double>)
+    cblas_dgemm(CblasRowMajor, la.trans, lb.trans, int(M), int(N), int(K), 1.0, a, int(la.ld), b,
+                int(lb.ld), 0.0, c, ldc);
+  else
+    cblas_sgemm(CblasRowMajor, la.trans, lb.trans, int(M), int(N), int(K), 1.0f, a, int(la.ld), b,
+                int(lb.ld), 0.0f, c, ldc);
 }
 
-void blas_matmul_f32(const OpCall& call) {
+// f32 through sgemm, f64 through dgemm, on the caller's memory where it can.
+template <typename F> void blas_matmul(const OpCall& call) {
   const TensorArg &A = call.inputs[0], &B = call.inputs[1], &C = call.outputs[0];
   const std::int64_t nb = C.sizes[0], M = C.sizes[1], N = C.sizes[2], K = A.sizes[2];
   const Operand as = operand_of(A), bs = operand_of(B);
-  std::vector<float> sa, sb;
+  std::vector<F> sa, sb;
   for (std::int64_t i = 0; i < nb; ++i)
-    sgemm(A.data<float>() + i * as.batch, as.row, as.col, B.data<float>() + i * bs.batch, bs.row,
-          bs.col, C.data<float>() + i * M * N, M, N, K, sa, sb);
+    gemm<F>(A.data<F>() + i * as.batch, as.row, as.col, B.data<F>() + i * bs.batch, bs.row, bs.col,
+            C.data<F>() + i * M * N, M, N, K, sa, sb);
 }
 
 // f16/bf16: widen both operands of a batch, sgemm, round the result back.
@@ -147,7 +155,7 @@ template <typename T> void widened_matmul(const OpCall& call) {
   for (std::int64_t i = 0; i < nb; ++i) {
     pack(A.data<T>() + i * as.batch, M, K, as.row, as.col, a.data());
     pack(B.data<T>() + i * bs.batch, K, N, bs.row, bs.col, b.data());
-    sgemm(a.data(), K, 1, b.data(), N, 1, c.data(), M, N, K, unused_a, unused_b);
+    gemm<float>(a.data(), K, 1, b.data(), N, 1, c.data(), M, N, K, unused_a, unused_b);
     for (std::int64_t j = 0; j < M * N; ++j) out[i * M * N + j] = T(c[std::size_t(j)]);
   }
 }
@@ -176,7 +184,13 @@ void matmul_kernel(DeviceImpl&, const OpCall& call) {
       if (small)
         naive_matmul<float>(call);
       else
-        blas_matmul_f32(call);
+        blas_matmul<float>(call);
+      break;
+    case DType::f64:
+      if (small)
+        naive_matmul<double>(call);
+      else
+        blas_matmul<double>(call);
       break;
     case DType::f16:
       if (small)

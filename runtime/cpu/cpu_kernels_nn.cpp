@@ -1,7 +1,10 @@
 // runtime/cpu/cpu_kernels_nn.cpp — softmax, log_softmax and layer_norm on the CPU
-// (docs/kernel-contract.md). Each row is loaded into a float buffer (widening
-// f16/bf16, gathering a strided row), computed there, and stored; rows are
-// split over threads. Sums accumulate in double.
+// (docs/kernel-contract.md). Each row is loaded into a buffer of the compute
+// type (float, widening f16/bf16; double for f64), gathering a strided row,
+// computed there, and stored; rows are split over threads. Sums accumulate in
+// double.
+#include <fmt/format.h>
+
 #include <cmath>
 #include <limits>
 #include <vector>
@@ -22,15 +25,17 @@ std::int64_t row_offset(const TensorArg& t, std::int64_t r) {
   return off;
 }
 
-template <typename T> void load_row(const T* p, std::int64_t n, std::int64_t stride, float* buf) {
+template <typename T, typename C>
+void load_row(const T* p, std::int64_t n, std::int64_t stride, C* buf) {
   if (stride == 1) {
-    for (std::int64_t i = 0; i < n; ++i) buf[i] = float(p[i]);
+    for (std::int64_t i = 0; i < n; ++i) buf[i] = C(p[i]);
   } else {
-    for (std::int64_t i = 0; i < n; ++i) buf[i] = float(p[i * stride]);
+    for (std::int64_t i = 0; i < n; ++i) buf[i] = C(p[i * stride]);
   }
 }
 
-template <typename T> void store_row(const float* buf, std::int64_t n, std::int64_t stride, T* p) {
+template <typename T, typename C>
+void store_row(const C* buf, std::int64_t n, std::int64_t stride, T* p) {
   if (stride == 1) {
     for (std::int64_t i = 0; i < n; ++i) p[i] = T(buf[i]);
   } else {
@@ -48,6 +53,7 @@ template <typename Body> void parallel_rows(std::int64_t rows, std::int64_t n, c
 // log(sum), with max the row's maximum (subtracting it keeps exp from
 // overflowing). A NaN anywhere in a row makes the whole row NaN.
 template <typename T, bool kLog> void softmax_rows(const OpCall& call) {
+  using C = compute_t<T>;
   const TensorArg& x = call.inputs.at(0);
   const TensorArg& y = call.outputs.at(0);
   const std::int64_t n = x.sizes.back();
@@ -56,25 +62,25 @@ template <typename T, bool kLog> void softmax_rows(const OpCall& call) {
   const T* xb = static_cast<const T*>(x.buffer->host_ptr());
   T* yb = static_cast<T*>(y.buffer->host_ptr());
   parallel_rows(rows, n, [&](std::int64_t begin, std::int64_t end) {
-    std::vector<float> buf(static_cast<std::size_t>(n));
-    float* v = buf.data();
+    std::vector<C> buf(static_cast<std::size_t>(n));
+    C* v = buf.data();
     for (std::int64_t r = begin; r < end; ++r) {
       load_row(xb + row_offset(x, r), n, xs, v);
-      float m = -std::numeric_limits<float>::infinity();
+      C m = -std::numeric_limits<C>::infinity();
       for (std::int64_t i = 0; i < n; ++i) m = (v[i] > m || v[i] != v[i]) ? v[i] : m;
       double sum = 0;
       if constexpr (kLog) {
         for (std::int64_t i = 0; i < n; ++i) sum += double(std::exp(v[i] - m));
         // (x - max) - log(sum), in that order: folding max + log(sum) into one
-        // float first would round away log(sum) when max is large.
-        const float log_sum = float(std::log(sum));
+        // value first would round away log(sum) when max is large.
+        const C log_sum = C(std::log(sum));
         for (std::int64_t i = 0; i < n; ++i) v[i] = (v[i] - m) - log_sum;
       } else {
         for (std::int64_t i = 0; i < n; ++i) {
           v[i] = std::exp(v[i] - m);
           sum += double(v[i]);
         }
-        const float inv = float(1.0 / sum);
+        const C inv = C(1.0 / sum);
         for (std::int64_t i = 0; i < n; ++i) v[i] *= inv;
       }
       store_row(v, n, ys, yb + row_offset(y, r));
@@ -84,8 +90,10 @@ template <typename T, bool kLog> void softmax_rows(const OpCall& call) {
 
 // y = (x - mean) * rstd * weight + bias over each row of [rows, N]; the
 // variance is biased and computed in a second pass over the row (stable even
-// when the mean is large).
+// when the mean is large). mean and rstd are written in the compute type: f32,
+// or f64 for an f64 x.
 template <typename T> void layer_norm_rows(const OpCall& call) {
+  using C = compute_t<T>;
   const bool has_w = call.attrs.b("has_weight"), has_b = call.attrs.b("has_bias");
   const double eps = call.attrs.f("eps");
   const TensorArg& x = call.inputs.at(0);
@@ -94,15 +102,20 @@ template <typename T> void layer_norm_rows(const OpCall& call) {
   const TensorArg &y = call.outputs.at(0), &mean_out = call.outputs.at(1),
                   &rstd_out = call.outputs.at(2);
   const std::int64_t rows = x.sizes.at(0), n = x.sizes.at(1);
+  if (mean_out.dtype != dtype_of<C>() || rstd_out.dtype != dtype_of<C>())
+    throw DTypeError(fmt::format(
+        "layer_norm: the cpu kernel writes mean and rstd as {} for a {} input, got {} and {}",
+        dtype_name(dtype_of<C>()), dtype_name(x.dtype), dtype_name(mean_out.dtype),
+        dtype_name(rstd_out.dtype)));
   // The affine parameters, widened once.
-  std::vector<float> wf(static_cast<std::size_t>(n), 1.0f), bf(static_cast<std::size_t>(n), 0.0f);
+  std::vector<C> wf(static_cast<std::size_t>(n), C(1)), bf(static_cast<std::size_t>(n), C(0));
   if (w) load_row(w->data<T>(), n, w->strides[0], wf.data());
   if (b) load_row(b->data<T>(), n, b->strides[0], bf.data());
-  float* mean_p = mean_out.data<float>();
-  float* rstd_p = rstd_out.data<float>();
+  C* mean_p = mean_out.data<C>();
+  C* rstd_p = rstd_out.data<C>();
   parallel_rows(rows, n, [&](std::int64_t begin, std::int64_t end) {
-    std::vector<float> buf(static_cast<std::size_t>(n));
-    float* v = buf.data();
+    std::vector<C> buf(static_cast<std::size_t>(n));
+    C* v = buf.data();
     for (std::int64_t r = begin; r < end; ++r) {
       load_row(x.data<T>() + r * x.strides[0], n, x.strides[1], v);
       double s = 0;
@@ -114,7 +127,7 @@ template <typename T> void layer_norm_rows(const OpCall& call) {
         ss += d * d;
       }
       const double rstd = 1.0 / std::sqrt(ss / double(n) + eps);
-      const float mf = float(mean), rf = float(rstd);
+      const C mf = C(mean), rf = C(rstd);
       for (std::int64_t i = 0; i < n; ++i)
         v[i] = (v[i] - mf) * rf * wf[std::size_t(i)] + bf[std::size_t(i)];
       store_row(v, n, y.strides[1], y.data<T>() + r * y.strides[0]);

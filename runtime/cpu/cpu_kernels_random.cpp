@@ -1,6 +1,8 @@
 // runtime/cpu/cpu_kernels_random.cpp — Philox draws (runtime/math/philox.hpp).
 // Element i of the output uses counter offset + i, so any thread split gives
 // the numbers every other backend gives.
+#include <type_traits>
+
 #include "cpu/cpu_backend.hpp"
 #include "cpu/cpu_loops.hpp"
 #include "math/philox.hpp"
@@ -17,22 +19,32 @@ template <typename T, typename Gen> void generate(const TensorArg& out, const Ge
   });
 }
 
+// f32, f16 and bf16 draw in float; f64 draws 53-bit values in double (Note
+// [f64 draws] in math/philox.hpp).
 void uniform_kernel(DeviceImpl&, const OpCall& c) {
   const auto seed = std::uint64_t(c.attrs.i("seed")), offset = std::uint64_t(c.attrs.i("offset"));
-  const auto low = float(c.attrs.f("low")), high = float(c.attrs.f("high"));
-  FERRY_DISPATCH_FLOATING(c.outputs[0].dtype, "random_uniform",
-                          generate<scalar_t>(c.outputs[0], [&](std::uint64_t i) {
-                            return scalar_t(math::philox_uniform(seed, offset + i, low, high));
-                          }));
+  const double low = c.attrs.f("low"), high = c.attrs.f("high");
+  const auto low_f = float(low), high_f = float(high);
+  FERRY_DISPATCH_FLOATING(
+      c.outputs[0].dtype, "random_uniform", generate<scalar_t>(c.outputs[0], [&](std::uint64_t i) {
+        if constexpr (std::is_same_v<scalar_t, double>)
+          return math::philox_uniform_f64(seed, offset + i, low, high);
+        else
+          return scalar_t(math::philox_uniform(seed, offset + i, low_f, high_f));
+      }));
 }
 
 void normal_kernel(DeviceImpl&, const OpCall& c) {
   const auto seed = std::uint64_t(c.attrs.i("seed")), offset = std::uint64_t(c.attrs.i("offset"));
-  const auto mean = float(c.attrs.f("mean")), stddev = float(c.attrs.f("std"));
-  FERRY_DISPATCH_FLOATING(c.outputs[0].dtype, "random_normal",
-                          generate<scalar_t>(c.outputs[0], [&](std::uint64_t i) {
-                            return scalar_t(mean + stddev * math::philox_normal(seed, offset + i));
-                          }));
+  const double mean = c.attrs.f("mean"), stddev = c.attrs.f("std");
+  const auto mean_f = float(mean), stddev_f = float(stddev);
+  FERRY_DISPATCH_FLOATING(
+      c.outputs[0].dtype, "random_normal", generate<scalar_t>(c.outputs[0], [&](std::uint64_t i) {
+        if constexpr (std::is_same_v<scalar_t, double>)
+          return mean + stddev * math::philox_normal_f64(seed, offset + i);
+        else
+          return scalar_t(mean_f + stddev_f * math::philox_normal(seed, offset + i));
+      }));
 }
 
 void int_kernel(DeviceImpl&, const OpCall& c) {

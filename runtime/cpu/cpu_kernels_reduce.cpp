@@ -35,18 +35,21 @@ constexpr std::int64_t kChunk = 1 << 15;  // elements per partial result ("chunk
 constexpr std::int64_t kOuterBlock = 64;  // outputs accumulated together ("outer")
 constexpr int kLanes = 8;                 // independent accumulators in a contiguous run
 
-template <typename T> constexpr bool kIsFloat = !std::is_integral_v<T>;  // f32, Half, BFloat16
+template <typename T> constexpr bool kIsFloat = !std::is_integral_v<T>;  // f32, f16, bf16, f64
 
 // ---- the operations: identity, a run, one step, combine, store ----
 
 // Sum: double for the floating types (the contract asks for an obviously exact
-// reference), wrapping 64-bit arithmetic for integers and bool.
+// reference; f64 values enter it unrounded), wrapping 64-bit arithmetic for
+// integers and bool.
 template <typename T> struct SumOp {
   using acc_t = std::conditional_t<kIsFloat<T>, double, std::uint64_t>;
   using out_t = std::conditional_t<kIsFloat<T>, T, std::int64_t>;
   static acc_t identity() { return 0; }
   static acc_t value(T v) {
-    if constexpr (kIsFloat<T>)
+    if constexpr (std::is_same_v<T, double>)
+      return v;
+    else if constexpr (kIsFloat<T>)
       return double(float(v));
     else
       return acc_t(std::int64_t(v));
@@ -67,7 +70,9 @@ template <typename T> struct SumOp {
   }
   static void combine(acc_t& a, const acc_t& b) { a += b; }
   static out_t result(acc_t a) {
-    if constexpr (kIsFloat<T>)
+    if constexpr (std::is_same_v<T, double>)
+      return a;
+    else if constexpr (kIsFloat<T>)
       return out_t(float(a));
     else
       return out_t(a);  // modular, like PyTorch's int64 sum

@@ -119,10 +119,11 @@ void loop_nd(const std::array<const TensorArg*, N>& args, const Inner& inner) {
     __VA_ARGS__;                             \
     break;                                   \
   }
-#define FERRY_CPU_FLOAT_CASES(...) \
-  FERRY_CPU_CASE(f32, __VA_ARGS__) \
-  FERRY_CPU_CASE(f16, __VA_ARGS__) \
-  FERRY_CPU_CASE(bf16, __VA_ARGS__)
+#define FERRY_CPU_FLOAT_CASES(...)  \
+  FERRY_CPU_CASE(f32, __VA_ARGS__)  \
+  FERRY_CPU_CASE(f16, __VA_ARGS__)  \
+  FERRY_CPU_CASE(bf16, __VA_ARGS__) \
+  FERRY_CPU_CASE(f64, __VA_ARGS__)
 #define FERRY_CPU_NUMERIC_CASES(...) \
   FERRY_CPU_FLOAT_CASES(__VA_ARGS__) \
   FERRY_CPU_CASE(i32, __VA_ARGS__)   \
@@ -138,7 +139,7 @@ void loop_nd(const std::array<const TensorArg*, N>& args, const Inner& inner) {
       throw UnsupportedError(std::string(op) + ": the cpu kernel does not take dtype " + \
                              std::string(dtype_name(dtype)));                            \
   }
-// Every dtype; every dtype but bool; f32, f16 and bf16.
+// Every dtype; every dtype but bool; f32, f16, bf16 and f64.
 #define FERRY_DISPATCH_ALL(dtype, op, ...) \
   FERRY_CPU_DISPATCH(dtype, op, FERRY_CPU_ALL_CASES, __VA_ARGS__)
 #define FERRY_DISPATCH_NUMERIC(dtype, op, ...) \
@@ -147,7 +148,8 @@ void loop_nd(const std::array<const TensorArg*, N>& args, const Inner& inner) {
   FERRY_CPU_DISPATCH(dtype, op, FERRY_CPU_FLOAT_CASES, __VA_ARGS__)
 
 // The type a kernel computes in for an element type: float for the 16-bit
-// floats, the type itself otherwise.
+// floats, the type itself otherwise (float for f32, double for f64: an f64
+// kernel never rounds through float).
 template <typename T> struct compute_type { using type = T; };
 template <> struct compute_type<Half> { using type = float; };
 template <> struct compute_type<BFloat16> { using type = float; };

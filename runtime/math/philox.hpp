@@ -6,6 +6,14 @@
 // and the key {lo(seed), hi(seed)}; a uniform takes the first output word, a
 // normal takes the first two (Box-Muller, cosine branch). One element, one
 // counter: any split of the work gives the same numbers.
+//
+// Note [f64 draws]
+// f64 draws use the same counter per element but all four output words, for
+// 53 random bits where f32 has 24. The f64 uniform's bits are the top 53 of
+// (word0 << 32 | word1), so its leading 24 bits are the f32 uniform's: an f64
+// draw is the f32 draw with 29 more bits. The f64 normal is the same
+// Box-Muller (cosine branch) in double, u1 from words 0 and 2 and u2 from
+// words 1 and 3, so its leading bits again extend the f32 normal's inputs.
 #pragma once
 
 #include <cmath>
@@ -66,6 +74,30 @@ FERRY_HD float philox_normal(std::uint64_t seed, std::uint64_t counter) {
   float u1 = (float(r.v[0] >> 8) + 1.0f) * (1.0f / 16777216.0f);
   float u2 = philox_uniform01(r.v[1]);
   return std::sqrt(-2.0f * std::log(u1)) * std::cos(6.2831853071795864f * u2);
+}
+
+// Note [f64 draws]: 53 random bits, high word first.
+FERRY_HD double philox_bits53(std::uint32_t hi, std::uint32_t lo) {
+  return double(((std::uint64_t(hi) << 32) | lo) >> 11);
+}
+inline constexpr double kTwoPowMinus53 = 1.0 / 9007199254740992.0;
+
+// Uniform in [low, high) in double (Note [f64 draws]).
+FERRY_HD double philox_uniform_f64(std::uint64_t seed, std::uint64_t counter, double low,
+                                   double high) {
+  Philox4 r = philox4x32_10(counter, seed);
+  double u = philox_bits53(r.v[0], r.v[1]) * kTwoPowMinus53;
+  double x = low + (high - low) * u;
+  return x < high ? x : low;  // rounding must not reach `high`
+}
+
+// Standard normal in double (Note [f64 draws]).
+FERRY_HD double philox_normal_f64(std::uint64_t seed, std::uint64_t counter) {
+  Philox4 r = philox4x32_10(counter, seed);
+  // u1 in (0, 1] so log(u1) is finite.
+  double u1 = (philox_bits53(r.v[0], r.v[2]) + 1.0) * kTwoPowMinus53;
+  double u2 = philox_bits53(r.v[1], r.v[3]) * kTwoPowMinus53;
+  return std::sqrt(-2.0 * std::log(u1)) * std::cos(6.283185307179586477 * u2);
 }
 
 // Uniform integer in [low, low + range) from 64 random bits; the modulo bias

@@ -2,8 +2,13 @@
 // written once for the host and (under nvcc) the GPU.
 //
 // Floating ops compute in float for f32, f16 and bf16 (the 16-bit types are
-// widened on load and rounded on store). Integer arithmetic wraps modulo 2^n
-// like PyTorch's, through unsigned arithmetic so that overflow is defined.
+// widened on load and rounded on store) and in double for f64: each formula is
+// a template over its compute type F, instantiated with float or double. Every
+// constant is written as a double literal and converted with F(...); the
+// static_asserts below check that the conversion gives exactly the float
+// literal the float-only code used, so f32 results did not change. Integer
+// arithmetic wraps modulo 2^n like PyTorch's, through unsigned arithmetic so
+// that overflow is defined.
 #pragma once
 
 #include <cmath>
@@ -16,18 +21,29 @@
 
 namespace ferry::math {
 
-// ---- unary (float) ----
-FERRY_HD float sigmoid(float x) { return 1.0f / (1.0f + std::exp(-x)); }
+// ---- unary (F is float or double) ----
+inline constexpr double kSqrtHalf = 0.70710678118654752;     // 1 / sqrt(2)
+inline constexpr double kSqrt2OverPi = 0.79788456080286536;  // sqrt(2 / pi)
+inline constexpr double kGeluTanhCubic = 0.044715;
+static_assert(float(kSqrtHalf) == 0.70710678118654752f &&
+                  float(kSqrt2OverPi) == 0.79788456080286536f && float(kGeluTanhCubic) == 0.044715f,
+              "the float instantiations must use the constants the f32 kernels always used");
+
+template <typename F> FERRY_HD F sigmoid(F x) { return F(1) / (F(1) + std::exp(-x)); }
 // Exact GELU: x * Phi(x), Phi the standard normal CDF.
-FERRY_HD float gelu_erf(float x) { return 0.5f * x * (1.0f + std::erf(x * 0.70710678118654752f)); }
-// PyTorch's approximate="tanh" form.
-FERRY_HD float gelu_tanh(float x) {
-  const float k = 0.79788456080286536f;  // sqrt(2/pi)
-  return 0.5f * x * (1.0f + std::tanh(k * (x + 0.044715f * x * x * x)));
+template <typename F> FERRY_HD F gelu_erf(F x) {
+  return F(0.5) * x * (F(1) + std::erf(x * F(kSqrtHalf)));
 }
-FERRY_HD float silu(float x) { return x / (1.0f + std::exp(-x)); }
-FERRY_HD float rsqrt(float x) { return 1.0f / std::sqrt(x); }
-FERRY_HD float relu(float x) { return x > 0.0f ? x : (x != x ? x : 0.0f); }  // NaN stays NaN
+// PyTorch's approximate="tanh" form.
+template <typename F> FERRY_HD F gelu_tanh(F x) {
+  const F k = F(kSqrt2OverPi);
+  return F(0.5) * x * (F(1) + std::tanh(k * (x + F(kGeluTanhCubic) * x * x * x)));
+}
+template <typename F> FERRY_HD F silu(F x) { return x / (F(1) + std::exp(-x)); }
+template <typename F> FERRY_HD F rsqrt(F x) { return F(1) / std::sqrt(x); }
+template <typename F> FERRY_HD F relu(F x) {
+  return x > F(0) ? x : (x != x ? x : F(0));  // NaN stays NaN
+}
 
 // ---- binary helpers ----
 // maximum/minimum propagate NaN (IEEE fmax would drop it).
@@ -81,12 +97,14 @@ template <typename T> FERRY_HD T int_pow(T base, T exp) {
   return result;
 }
 
-// float -> integer: truncates toward zero, NaN gives 0, out-of-range values
-// saturate (C++ leaves those undefined; GPUs saturate).
-template <typename I> FERRY_HD I float_to_int(float f) {
+// float or double -> integer: truncates toward zero, NaN gives 0, out-of-range
+// values saturate (C++ leaves those undefined; GPUs saturate). The bounds are
+// the integer limits rounded to F; a value at or beyond them saturates, and
+// every value strictly inside converts exactly by truncation.
+template <typename I, typename F> FERRY_HD I float_to_int(F f) {
   if (f != f) return 0;
-  const float lo = float(std::numeric_limits<I>::min());
-  const float hi = float(std::numeric_limits<I>::max());
+  const F lo = F(std::numeric_limits<I>::min());
+  const F hi = F(std::numeric_limits<I>::max());
   if (f <= lo) return std::numeric_limits<I>::min();
   if (f >= hi) return std::numeric_limits<I>::max();
   return I(f);
@@ -100,23 +118,37 @@ template <typename T> FERRY_HD float to_float(T v) {
   else
     return float(v);
 }
+template <typename T> inline constexpr bool kIsNarrowFloat =
+    std::is_same_v<T, Half> || std::is_same_v<T, BFloat16> || std::is_same_v<T, float>;
+
+// double -> f16/bf16 goes through float (two roundings), as PyTorch's
+// c10::Half(double) and c10::BFloat16(double) do.
 template <typename To, typename From> FERRY_HD To convert(From v) {
   if constexpr (std::is_same_v<To, From>) {
     return v;
   } else if constexpr (std::is_same_v<To, bool>) {
     if constexpr (std::is_integral_v<From>)
       return v != 0;
+    else if constexpr (std::is_same_v<From, double>)
+      return v != 0.0;  // not through float: 1e-300 is true
     else
       return float(v) != 0.0f;
-  } else if constexpr (std::is_same_v<To, Half> || std::is_same_v<To, BFloat16> ||
-                       std::is_same_v<To, float>) {
+  } else if constexpr (std::is_same_v<To, double>) {
+    if constexpr (std::is_same_v<From, bool>)
+      return v ? 1.0 : 0.0;
+    else if constexpr (std::is_same_v<From, Half> || std::is_same_v<From, BFloat16>)
+      return double(float(v));
+    else
+      return double(v);  // exact from float and the 32-bit integers; i64 rounds to nearest
+  } else if constexpr (kIsNarrowFloat<To>) {
     if constexpr (std::is_same_v<From, bool>)
       return To(v ? 1.0f : 0.0f);
     else
       return To(float(v));
   } else {  // integer destination
-    if constexpr (std::is_same_v<From, Half> || std::is_same_v<From, BFloat16> ||
-                  std::is_same_v<From, float>) {
+    if constexpr (std::is_same_v<From, double>) {
+      return float_to_int<To>(v);  // in double: 2^24 + 1 stays exact
+    } else if constexpr (kIsNarrowFloat<From>) {
       return float_to_int<To>(float(v));
     } else {
       return To(std::make_unsigned_t<To>(v));  // modular, like a C cast, but defined

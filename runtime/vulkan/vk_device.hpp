@@ -110,7 +110,8 @@ class VulkanDevice final : public DeviceImpl {
   Binding bind(const TensorArg& t, Access access) const;
   void dispatch(const DispatchDesc& d);
   // Whether kernels can use `dt` on this device (f32 and i32 always; the rest
-  // need the full shader variant); require() throws UnsupportedError if not.
+  // but f64 need the full shader variant; f64 never); require() throws
+  // UnsupportedError if not.
   bool supports(DType dt) const;
   void require(DType dt, std::string_view op) const;
   const KernelLimits& limits() const { return limits_; }

@@ -75,19 +75,32 @@ std::uint32_t dtype_code(DType dt) {
       return 5;
     case DType::boolean:
       return 6;
+    case DType::f64:
+      break;  // no shader computes f64; require() refuses it before this is reached
   }
-  return 0;
+  throw UnsupportedError(
+      fmt::format("vulkan: no shader takes dtype {}; cast to f32 first, or compute it on the cpu",
+                  dtype_name(dt)));
 }
 
 VulkanDevice& vulkan_device(DeviceImpl& d) { return static_cast<VulkanDevice&>(d); }
 
 VulkanBuffer::~VulkanBuffer() { device_.release(*this); }
 
+// f64 is a CPU dtype (double-precision references, F64 checkpoints): no shader
+// computes it, and GPUs that have f64 at all run it at a small fraction of f32.
 bool VulkanDevice::supports(DType dt) const {
+  if (dt == DType::f64) return false;
   return full_variant_ || dt == DType::f32 || dt == DType::i32;
 }
 
 void VulkanDevice::require(DType dt, std::string_view op) const {
+  if (dt == DType::f64)
+    throw UnsupportedError(
+        fmt::format("{}: {} on f64 is not supported by the vulkan backend (f64 is a cpu dtype, for "
+                    "double-precision references); move the tensor with .cpu(), or cast it with "
+                    ".to(ferry::DType::f32) on the cpu first",
+                    device().str(), op));
   if (!supports(dt))
     throw UnsupportedError(fmt::format(
         "{}: {} on {} needs 64-bit integers and 8/16-bit storage buffers, which this device ({}) "

@@ -1,6 +1,9 @@
 // tests/conformance/transfers.cpp — moving data: every dtype host->device->host
 // and device->device for every pair, views and offsets, bit for bit; and the
-// same seed giving the same randn on every device.
+// same seed giving the same randn on every device. f64 is among them (a CPU
+// dtype that GPU backends store but do not compute): its copies move bytes
+// only, and a check that needs a kernel on the device (a view taken there
+// leaving as a compact tensor) is reported skipped where the device lacks it.
 #include <fmt/format.h>
 
 #include <cstring>
