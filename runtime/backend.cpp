@@ -75,6 +75,12 @@ const std::vector<std::int64_t>& Attrs::ints(std::string_view name) const {
   throw Error(fmt::format("kernel attribute '{}' is not a list of integers", name));
 }
 
+const std::vector<double>& Attrs::floats(std::string_view name) const {
+  const AttrValue& v = get(name);
+  if (auto* p = std::get_if<std::vector<double>>(&v)) return *p;
+  throw Error(fmt::format("kernel attribute '{}' is not a list of numbers", name));
+}
+
 const std::string& Attrs::s(std::string_view name) const {
   const AttrValue& v = get(name);
   if (auto* p = std::get_if<std::string>(&v)) return *p;
@@ -89,7 +95,8 @@ std::string Attrs::str() const {
     std::visit(
         [&](const auto& x) {
           using X = std::decay_t<decltype(x)>;
-          if constexpr (std::is_same_v<X, std::vector<std::int64_t>>)
+          if constexpr (std::is_same_v<X, std::vector<std::int64_t>> ||
+                        std::is_same_v<X, std::vector<double>>)
             out += fmt::format("[{}]", fmt::join(x, ", "));
           else
             out += fmt::format("{}", x);

@@ -1,6 +1,6 @@
 // shaders/elementwise.comp — every element-wise op over strided tensors of up
-// to 4 (coalesced) dims: unary, binary, comparisons, where, copy/cast, fill and
-// arange. OP, the dtypes and the dim count are specialization constants, so
+// to 4 (coalesced) dims: unary, binary, comparisons, activation backward, where,
+// copy/cast, fill and arange. OP, the dtypes and the dim count are specialization constants, so
 // each pipeline holds one op's code. The host (vk_kernels_elementwise.cpp)
 // coalesces dims, loops over dims beyond 4 and splits huge tensors.
 #version 450
@@ -42,6 +42,12 @@ layout(constant_id = 5) const bool CONTIGUOUS = false;  // one dim, every stride
 #define OP_LE 33u
 #define OP_GT 34u
 #define OP_GE 35u
+#define OP_RELU_BACKWARD 50u  // activation backward: (grad, z) -> out, z as in grad_f
+#define OP_GELU_BACKWARD 51u
+#define OP_GELU_TANH_BACKWARD 52u
+#define OP_SILU_BACKWARD 53u
+#define OP_SIGMOID_BACKWARD 54u
+#define OP_TANH_BACKWARD 55u
 #define OP_WHERE 40u
 #define OP_COPY 41u
 #define OP_FILL 42u
@@ -63,6 +69,7 @@ layout(push_constant) uniform Params {
 bool is_unary() { return OP >= OP_NEG && OP <= OP_SILU; }
 bool is_binary() { return OP >= OP_ADD && OP <= OP_MINIMUM; }
 bool is_compare() { return OP >= OP_EQ && OP <= OP_GE; }
+bool is_grad() { return OP >= OP_RELU_BACKWARD && OP <= OP_TANH_BACKWARD; }
 
 float unary_f(float x) {
   switch (OP) {
@@ -129,6 +136,34 @@ float binary_f(float x, float y) {
     case OP_MINIMUM: return min_f(x, y);
   }
   return x;
+}
+
+// The derivative of an activation times g, the gradient of its output; z is the forward
+// output y for relu, sigmoid and tanh, the forward input x for the gelus and silu. The
+// formulas and their operation order are runtime/math/grad_ops.hpp's (PyTorch's).
+float grad_f(float g, float z) {
+  switch (OP) {
+    case OP_RELU_BACKWARD: return z <= 0.0 ? 0.0 : g;  // a NaN z passes the gradient
+    case OP_SIGMOID_BACKWARD: return g * (1.0 - z) * z;
+    case OP_TANH_BACKWARD: return g * (1.0 - z * z);
+    case OP_GELU_BACKWARD: {
+      float cdf = 0.5 * (1.0 + safe_erf(z * 0.70710678118654752));
+      float pdf = 0.39894228040143268 * safe_exp(z * z * -0.5);  // 1/sqrt(2 pi) exp(-z^2/2)
+      return g * (cdf + z * pdf);
+    }
+    case OP_GELU_TANH_BACKWARD: {
+      const float k = 0.79788456080286536, c = 0.044715;  // sqrt(2/pi), the cubic term
+      float z_sq = z * z;
+      float t = safe_tanh(k * (z + c * (z_sq * z)));
+      float inner_derivative = k * (1.0 + 3.0 * c * z_sq);
+      return g * (0.5 * (1.0 + t) + 0.5 * z * (1.0 - t * t) * inner_derivative);
+    }
+    case OP_SILU_BACKWARD: {
+      float s = sigmoid_f(z);
+      return g * s * (1.0 + z * (1.0 - s));
+    }
+  }
+  return g;
 }
 
 ITYPE binary_i(ITYPE x, ITYPE y) {
@@ -270,6 +305,8 @@ void main() {
         bool r = IS_FLOAT_DT(IN_DT) ? compare_f(LOAD_F(a, IN_DT, ai), LOAD_F(b, IN_DT, bi))
                                     : compare_i(LOAD_I(a, IN_DT, ai), LOAD_I(b, IN_DT, bi));
         STORE_I(o, OUT_DT, oi, ITYPE(r ? 1 : 0))
+      } else if (is_grad()) {
+        STORE_F(o, OUT_DT, oi, grad_f(LOAD_F(a, IN_DT, ai), LOAD_F(b, IN_DT, bi)))
       } else if (IS_FLOAT_DT(IN_DT)) {
         STORE_F(o, OUT_DT, oi, binary_f(LOAD_F(a, IN_DT, ai), LOAD_F(b, IN_DT, bi)))
       } else {

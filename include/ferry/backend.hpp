@@ -69,7 +69,8 @@ class Tensor;
 TensorArg tensor_arg(const Tensor& t);
 
 // Named op attributes: dims, scalar operands, flags.
-using AttrValue = std::variant<std::int64_t, double, bool, std::vector<std::int64_t>, std::string>;
+using AttrValue = std::variant<std::int64_t, double, bool, std::vector<std::int64_t>,
+                               std::vector<double>, std::string>;
 class Attrs {
  public:
   Attrs() = default;
@@ -80,6 +81,7 @@ class Attrs {
   double f(std::string_view name) const;        // accepts an int too
   bool b(std::string_view name) const;
   const std::vector<std::int64_t>& ints(std::string_view name) const;
+  const std::vector<double>& floats(std::string_view name) const;  // per-tensor scalars
   const std::string& s(std::string_view name) const;
   std::string str() const;  // for logs and error messages
 
@@ -172,7 +174,8 @@ class Backend {
 };
 
 // Version of this interface; a module built against another one is refused.
-inline constexpr int kBackendAbiVersion = 1;
+// 2: AttrValue gained std::vector<double> (per-tensor scalars of multi-tensor ops).
+inline constexpr int kBackendAbiVersion = 2;
 
 }  // namespace ferry
 

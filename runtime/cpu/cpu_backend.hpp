@@ -21,6 +21,8 @@ void add_reduce_kernels(KernelTable& table);
 void add_linalg_kernels(KernelTable& table);
 void add_nn_kernels(KernelTable& table);
 void add_index_kernels(KernelTable& table);
+void add_grad_kernels(KernelTable& table);   // activation backward, index_add, scatter_add
+void add_optim_kernels(KernelTable& table);  // adam_step, sgd_step
 }  // namespace cpu
 
 }  // namespace ferry

@@ -92,6 +92,8 @@ class CpuDevice final : public DeviceImpl {
     cpu::add_linalg_kernels(table);
     cpu::add_nn_kernels(table);
     cpu::add_index_kernels(table);
+    cpu::add_grad_kernels(table);
+    cpu::add_optim_kernels(table);
     for (auto& [name, fn] : table) register_kernel(name, std::move(fn));
   }
 

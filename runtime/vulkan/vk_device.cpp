@@ -41,6 +41,7 @@ VulkanDevice::VulkanDevice(Device device, const PhysicalDevice& physical)
   add_nn_kernels(table);
   add_linalg_kernels(table);
   add_index_kernels(table);
+  add_optim_kernels(table);
   for (auto& [name, fn] : table) register_kernel(name, std::move(fn));
 }
 

@@ -81,7 +81,8 @@ void add_random_kernels(KernelTable& table);
 void add_reduce_kernels(KernelTable& table);
 void add_nn_kernels(KernelTable& table);
 void add_linalg_kernels(KernelTable& table);
-void add_index_kernels(KernelTable& table);
+void add_index_kernels(KernelTable& table);  // index_select, gather, index_add, scatter_add
+void add_optim_kernels(KernelTable& table);  // adam_step, sgd_step
 
 // The device a kernel was called on.
 VulkanDevice& vulkan_device(DeviceImpl& d);

@@ -1,5 +1,6 @@
 // runtime/vulkan/vk_kernels_elementwise.cpp — unary, binary, comparison,
-// where, copy/cast, fill and arange through shaders/elementwise.comp. The host
+// activation backward, where, copy/cast, fill and arange through
+// shaders/elementwise.comp. The host
 // coalesces dims, loops over dims beyond the shader's 4, and splits tensors
 // whose span exceeds the storage-buffer range (or 2^31 elements) into chunks
 // along their outer dims (vk_split.hpp).
@@ -49,6 +50,12 @@ enum ElementwiseOp : std::uint32_t {
   kCopy,
   kFill,
   kArange,
+  kReluBackward = 50,
+  kGeluBackward,
+  kGeluTanhBackward,
+  kSiluBackward,
+  kSigmoidBackward,
+  kTanhBackward,
 };
 
 constexpr int kMaxDims = 4;     // dims the shader indexes
@@ -168,6 +175,20 @@ KernelFn binary(std::uint32_t op, const char* name) {
   };
 }
 
+// (grad, z) -> out, every one of the output's floating dtype (docs/kernel-contract.md).
+KernelFn activation_backward(std::uint32_t op, const char* name) {
+  return [op, name](DeviceImpl& d, const OpCall& c) {
+    const DType dt = c.outputs[0].dtype;
+    if (!is_floating(dt))
+      throw UnsupportedError(fmt::format("{} does not take {}", name, dtype_name(dt)));
+    if (c.inputs.size() != 2 || c.inputs[0].dtype != dt || c.inputs[1].dtype != dt)
+      throw DTypeError(fmt::format(
+          "{}: the vulkan kernel takes grad and z of the output's dtype {}", name, dtype_name(dt)));
+    vulkan_device(d).require(dt, name);
+    run(d, {op, dtype_code(dt), dtype_code(dt)}, c.outputs[0], {c.inputs[0], c.inputs[1]});
+  };
+}
+
 void where_kernel(DeviceImpl& d, const OpCall& c) {
   DType dt = c.outputs[0].dtype;
   vulkan_device(d).require(DType::boolean, "where");
@@ -230,6 +251,10 @@ void add_elementwise_kernels(KernelTable& t) {
                      B{"maximum", kMaximum}, B{"minimum", kMinimum}, B{"eq", kEq}, B{"ne", kNe},
                      B{"lt", kLt}, B{"le", kLe}, B{"gt", kGt}, B{"ge", kGe}})
     t.emplace_back(b.name, binary(b.op, b.name));
+  for (const B& b : {B{"relu_backward", kReluBackward}, B{"gelu_backward", kGeluBackward},
+                     B{"gelu_tanh_backward", kGeluTanhBackward}, B{"silu_backward", kSiluBackward},
+                     B{"sigmoid_backward", kSigmoidBackward}, B{"tanh_backward", kTanhBackward}})
+    t.emplace_back(b.name, activation_backward(b.op, b.name));
   t.emplace_back("where", where_kernel);
   t.emplace_back("copy", copy_kernel);
   t.emplace_back("fill", fill_kernel);

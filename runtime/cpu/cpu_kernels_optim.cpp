@@ -1,0 +1,207 @@
+// runtime/cpu/cpu_kernels_optim.cpp — adam_step and sgd_step: one parameter
+// group's update, in place, fused over every tensor of every parameter
+// (docs/kernel-contract.md, "Ops for training"). The per-element math is in
+// runtime/math/grad_ops.hpp.
+//
+// Note [One loop over every parameter]
+// A group's parameters are laid end to end as one range of elements and that
+// range is split across threads (parallel_range), so one huge embedding table
+// is shared by every thread rather than serialising behind the thread that got
+// it, and a thousand small biases cost one parallel region, not a thousand.
+// Each thread walks the parameters its sub-range overlaps and dispatches on
+// each one's dtype. Everything is checked before any element is touched, so a
+// bad call leaves every parameter as it was.
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cmath>
+#include <type_traits>
+
+#include "cpu/cpu_backend.hpp"
+#include "cpu/cpu_loops.hpp"
+#include "math/grad_ops.hpp"
+
+namespace ferry::cpu {
+namespace {
+
+// Checks the layout of one multi-tensor call: `n` grads; outputs `per` tensors per
+// parameter; all of one parameter of its grad's numel and dtype, floating, contiguous.
+// Returns the number of parameters.
+std::size_t check_group(const OpCall& c, std::size_t per, std::string_view op) {
+  const std::size_t n = c.inputs.size();
+  if (c.outputs.size() != n * per)
+    throw ShapeError(fmt::format(
+        "{}: {} grads need {} outputs ({} per parameter, see docs/kernel-contract.md), got {}", op,
+        n, n * per, per, c.outputs.size()));
+  for (std::size_t i = 0; i < n; ++i) {
+    const TensorArg& g = c.inputs[i];
+    if (!is_floating(g.dtype))
+      throw DTypeError(fmt::format("{}: parameter {} is {}; optimizers update floating tensors", op,
+                                   i, dtype_name(g.dtype)));
+    for (std::size_t k = 0; k < per; ++k) {
+      const TensorArg& t = c.outputs[i * per + k];
+      if (t.dtype != g.dtype)
+        throw DTypeError(fmt::format(
+            "{}: parameter {}: every tensor must have the grad's dtype {}, tensor {} is {}", op, i,
+            dtype_name(g.dtype), k, dtype_name(t.dtype)));
+      if (t.numel() != g.numel())
+        throw ShapeError(fmt::format("{}: parameter {}: tensor {} has {} elements, the grad {}", op,
+                                     i, k, t.numel(), g.numel()));
+      if (!t.is_contiguous())
+        throw ShapeError(fmt::format("{}: parameter {}: tensor {} is not contiguous", op, i, k));
+    }
+    if (!g.is_contiguous())
+      throw ShapeError(fmt::format("{}: parameter {}: the grad is not contiguous", op, i));
+  }
+  return n;
+}
+
+const std::vector<double>& per_param_floats(const OpCall& c, const char* name, std::size_t n,
+                                            std::string_view op) {
+  const std::vector<double>& v = c.attrs.floats(name);
+  if (v.size() != n)
+    throw ShapeError(
+        fmt::format("{}: attr {} has {} entries for {} parameters", op, name, v.size(), n));
+  return v;
+}
+
+// Runs body(param, begin, end) over every parameter's element sub-range, the group's
+// elements split across threads as one range (Note [One loop over every parameter]).
+template <typename Body>
+void for_each_element_range(const OpCall& c, std::size_t n, const Body& body) {
+  std::vector<std::int64_t> start(n + 1, 0);
+  for (std::size_t i = 0; i < n; ++i) start[i + 1] = start[i] + c.inputs[i].numel();
+  parallel_range(start[n], kParallelGrain, [&](std::int64_t b, std::int64_t e) {
+    // The last parameter starting at or before b (skipping empty ones).
+    std::size_t i =
+        std::size_t(std::upper_bound(start.begin(), start.end(), b) - start.begin()) - 1;
+    for (; i < n && start[i] < e; ++i) {
+      const std::int64_t lo = std::max(b, start[i]) - start[i];
+      const std::int64_t hi = std::min(e, start[i + 1]) - start[i];
+      if (lo < hi) body(i, lo, hi);
+    }
+  });
+}
+
+// A group's scalars in both compute types, read from the attrs once, before any work.
+template <template <typename> class S> struct BothComputeTypes {
+  S<float> f;
+  S<double> d;
+  template <typename C> S<C> get() const {
+    if constexpr (std::is_same_v<C, float>)
+      return f;
+    else
+      return d;
+  }
+};
+
+template <typename T> void adam_range(const math::AdamScalars<compute_t<T>>& s, const T* grad, T* p,
+                                      T* m, T* v, T* vmax, std::int64_t lo, std::int64_t hi) {
+  using C = compute_t<T>;
+  for (std::int64_t k = lo; k < hi; ++k) {
+    C pc = C(p[k]), mc = C(m[k]), vc = C(v[k]), vmaxc = vmax ? C(vmax[k]) : C(0);
+    math::adam_update<C>(s, C(grad[k]), pc, mc, vc, vmaxc);
+    p[k] = T(pc);
+    m[k] = T(mc);
+    v[k] = T(vc);
+    if (vmax) vmax[k] = T(vmaxc);
+  }
+}
+
+template <typename C> math::AdamScalars<C> adam_scalars(const Attrs& a) {
+  const double lr = a.f("lr"), beta1 = a.f("beta1"), beta2 = a.f("beta2"),
+               weight_decay = a.f("weight_decay");
+  math::AdamScalars<C> s{};
+  s.beta1 = C(beta1);
+  s.beta2 = C(beta2);
+  s.one_minus_beta1 = C(1 - beta1);
+  s.one_minus_beta2 = C(1 - beta2);
+  s.eps = C(a.f("eps"));
+  s.weight_decay = C(weight_decay);
+  s.decay_factor = C(1 - lr * weight_decay);
+  s.amsgrad = a.b("amsgrad");
+  s.maximize = a.b("maximize");
+  s.decoupled = a.b("decoupled_weight_decay");
+  s.has_weight_decay = weight_decay != 0;
+  return s;
+}
+
+void adam_step_kernel(DeviceImpl&, const OpCall& c) {
+  const bool amsgrad = c.attrs.b("amsgrad");
+  const std::size_t per = amsgrad ? 4 : 3;
+  const std::size_t n = check_group(c, per, "adam_step");
+  const auto& step_size = per_param_floats(c, "step_size", n, "adam_step");
+  const auto& bc2 = per_param_floats(c, "bias_correction2_sqrt", n, "adam_step");
+  const BothComputeTypes<math::AdamScalars> group{adam_scalars<float>(c.attrs),
+                                                  adam_scalars<double>(c.attrs)};
+  for_each_element_range(c, n, [&](std::size_t i, std::int64_t lo, std::int64_t hi) {
+    const TensorArg* t = &c.outputs[i * per];
+    FERRY_DISPATCH_FLOATING(c.inputs[i].dtype, "adam_step", {
+      using C = compute_t<scalar_t>;
+      auto s = group.get<C>();
+      s.step_size = C(step_size[i]);
+      s.bias_correction2_sqrt = C(bc2[i]);
+      adam_range<scalar_t>(s, c.inputs[i].data<scalar_t>(), t[0].data<scalar_t>(),
+                           t[1].data<scalar_t>(), t[2].data<scalar_t>(),
+                           amsgrad ? t[3].data<scalar_t>() : nullptr, lo, hi);
+    });
+  });
+}
+
+template <typename T> void sgd_range(const math::SgdScalars<compute_t<T>>& s, const T* grad, T* p,
+                                     T* buf, std::int64_t lo, std::int64_t hi) {
+  using C = compute_t<T>;
+  for (std::int64_t k = lo; k < hi; ++k) {
+    C pc = C(p[k]), bc = buf ? C(buf[k]) : C(0);
+    math::sgd_update<C>(s, C(grad[k]), pc, bc);
+    p[k] = T(pc);
+    if (buf) buf[k] = T(bc);
+  }
+}
+
+template <typename C> math::SgdScalars<C> sgd_scalars(const Attrs& a) {
+  const double momentum = a.f("momentum"), weight_decay = a.f("weight_decay");
+  math::SgdScalars<C> s{};
+  s.lr = C(a.f("lr"));
+  s.momentum = C(momentum);
+  s.one_minus_dampening = C(1 - a.f("dampening"));
+  s.weight_decay = C(weight_decay);
+  s.has_momentum = momentum != 0;
+  s.has_weight_decay = weight_decay != 0;
+  s.nesterov = a.b("nesterov");
+  s.maximize = a.b("maximize");
+  return s;
+}
+
+void sgd_step_kernel(DeviceImpl&, const OpCall& c) {
+  const bool momentum = c.attrs.f("momentum") != 0;
+  const std::size_t per = momentum ? 2 : 1;
+  const std::size_t n = check_group(c, per, "sgd_step");
+  std::vector<std::int64_t> init(n, 0);
+  if (momentum) {
+    init = c.attrs.ints("init_buffer");
+    if (init.size() != n)
+      throw ShapeError(fmt::format("sgd_step: attr init_buffer has {} entries for {} parameters",
+                                   init.size(), n));
+  }
+  const BothComputeTypes<math::SgdScalars> group{sgd_scalars<float>(c.attrs),
+                                                 sgd_scalars<double>(c.attrs)};
+  for_each_element_range(c, n, [&](std::size_t i, std::int64_t lo, std::int64_t hi) {
+    const TensorArg* t = &c.outputs[i * per];
+    FERRY_DISPATCH_FLOATING(c.inputs[i].dtype, "sgd_step", {
+      auto s = group.get<compute_t<scalar_t>>();
+      s.init_buffer = init[i] != 0;
+      sgd_range<scalar_t>(s, c.inputs[i].data<scalar_t>(), t[0].data<scalar_t>(),
+                          momentum ? t[1].data<scalar_t>() : nullptr, lo, hi);
+    });
+  });
+}
+
+}  // namespace
+
+void add_optim_kernels(KernelTable& t) {
+  t.emplace_back("adam_step", adam_step_kernel);
+  t.emplace_back("sgd_step", sgd_step_kernel);
+}
+
+}  // namespace ferry::cpu

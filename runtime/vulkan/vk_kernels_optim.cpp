@@ -1,0 +1,187 @@
+// runtime/vulkan/vk_kernels_optim.cpp — adam_step and sgd_step through shaders/optim.comp
+// (docs/kernel-contract.md, "Ops for training").
+//
+// One dispatch per parameter, all recorded into the open command buffer: a group's
+// parameters and their states are distinct tensors, so the barrier tracker finds no
+// conflict between the dispatches and places no barrier (a barrier before the first one
+// orders it after whatever wrote the gradients). A parameter larger than one storage-buffer
+// binding is cut into parts that fit (vk_split.hpp), one dispatch each. Every tensor is
+// checked before anything is recorded, so a bad call leaves every parameter as it was.
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cstring>
+
+#include "ferry/error.hpp"
+#include "vulkan/vk_device.hpp"
+#include "vulkan/vk_split.hpp"
+
+namespace ferry::vulkan {
+namespace {
+
+constexpr std::uint32_t kWorkgroup = 256;
+enum OptimOp : std::uint32_t { kAdam = 0, kSgd = 1 };
+
+// The flag bits of shaders/optim.comp.
+constexpr std::uint32_t kAmsgrad = 1, kMaximize = 2, kDecoupled = 4, kWeightDecay = 8,
+                        kMomentum = 16, kNesterov = 32, kInitBuffer = 64;
+
+// The push constants of shaders/optim.comp.
+struct Params {
+  std::uint32_t off[5];
+  std::uint32_t n;
+  std::uint32_t flags;
+  float lr;
+  float beta1, beta2, one_minus_beta1, one_minus_beta2, eps;
+  float weight_decay;
+  float decay_factor;
+  float step_size;
+  float bias_correction2_sqrt;
+  float momentum, one_minus_dampening;
+};
+static_assert(sizeof(Params) <= kMaxPushBytes);
+constexpr std::size_t kBindings = 5;
+
+// Checks the layout of the call (docs/kernel-contract.md): `per` outputs per grad, each of
+// the grad's dtype and element count, contiguous, in a dtype this device computes.
+std::size_t check_group(VulkanDevice& dev, const OpCall& c, std::size_t per, std::string_view op) {
+  const std::size_t n = c.inputs.size();
+  if (c.outputs.size() != n * per)
+    throw ShapeError(fmt::format(
+        "{}: {} grads need {} outputs ({} per parameter, see docs/kernel-contract.md), got {}", op,
+        n, n * per, per, c.outputs.size()));
+  for (std::size_t i = 0; i < n; ++i) {
+    const TensorArg& g = c.inputs[i];
+    if (!is_floating(g.dtype))
+      throw DTypeError(fmt::format("{}: parameter {} is {}; optimizers update floating tensors", op,
+                                   i, dtype_name(g.dtype)));
+    dev.require(g.dtype, op);
+    if (!g.is_contiguous())
+      throw ShapeError(fmt::format("{}: parameter {}: the grad is not contiguous", op, i));
+    for (std::size_t k = 0; k < per; ++k) {
+      const TensorArg& t = c.outputs[i * per + k];
+      if (t.dtype != g.dtype)
+        throw DTypeError(fmt::format(
+            "{}: parameter {}: every tensor must have the grad's dtype {}, tensor {} is {}", op, i,
+            dtype_name(g.dtype), k, dtype_name(t.dtype)));
+      if (t.numel() != g.numel() || !t.is_contiguous())
+        throw ShapeError(fmt::format(
+            "{}: parameter {}: tensor {} must be contiguous with the grad's {} elements", op, i, k,
+            g.numel()));
+    }
+  }
+  return n;
+}
+
+const std::vector<double>& per_param_floats(const OpCall& c, const char* name, std::size_t n,
+                                            std::string_view op) {
+  const std::vector<double>& v = c.attrs.floats(name);
+  if (v.size() != n)
+    throw ShapeError(
+        fmt::format("{}: attr {} has {} entries for {} parameters", op, name, v.size(), n));
+  return v;
+}
+
+TensorArg flat(const TensorArg& t) {
+  TensorArg f = t;
+  f.sizes = {t.numel()};
+  f.strides = {1};
+  return f;
+}
+
+// Dispatches one parameter: views = grad, param, then its state tensors.
+void dispatch_param(VulkanDevice& dev, std::uint32_t op, const std::vector<TensorArg>& views,
+                    Params p) {
+  if (views[0].numel() == 0) return;
+  std::vector<TensorArg> flat_views;
+  for (const TensorArg& v : views) flat_views.push_back(flat(v));
+  for_each_part(
+      dev.limits(), flat_views, 0, 1, [&](const std::vector<TensorArg>& part, const auto&) {
+        std::vector<Binding> bindings;
+        for (std::size_t i = 0; i < part.size(); ++i) {
+          // The parameter and its state are read and written: bound as writes, the barrier
+          // tracker orders each dispatch after earlier reads and writes of those bytes.
+          bindings.push_back(dev.bind(part[i], i == 0 ? Access::read : Access::write));
+          p.off[i] = bindings.back().element_offset;
+        }
+        while (bindings.size() < kBindings) bindings.push_back(bindings[1]);  // unused by this call
+        p.n = std::uint32_t(part[0].sizes[0]);
+        const std::uint32_t wg = std::min(kWorkgroup, dev.limits().max_workgroup_invocations);
+        const std::uint32_t groups =
+            std::uint32_t(std::min<std::uint64_t>((p.n + wg - 1) / wg, dev.limits().max_groups_x));
+        dev.dispatch({"optim",
+                      {wg, op, dtype_code(part[0].dtype)},
+                      std::move(bindings),
+                      &p,
+                      sizeof p,
+                      {groups, 1, 1}});
+      });
+}
+
+void adam_step_kernel(DeviceImpl& d, const OpCall& c) {
+  VulkanDevice& dev = vulkan_device(d);
+  const bool amsgrad = c.attrs.b("amsgrad");
+  const std::size_t per = amsgrad ? 4 : 3;
+  const std::size_t n = check_group(dev, c, per, "adam_step");
+  const auto& step_size = per_param_floats(c, "step_size", n, "adam_step");
+  const auto& bc2 = per_param_floats(c, "bias_correction2_sqrt", n, "adam_step");
+  const double lr = c.attrs.f("lr"), beta1 = c.attrs.f("beta1"), beta2 = c.attrs.f("beta2"),
+               weight_decay = c.attrs.f("weight_decay");
+  Params p{};
+  p.flags = (amsgrad ? kAmsgrad : 0u) | (c.attrs.b("maximize") ? kMaximize : 0u) |
+            (c.attrs.b("decoupled_weight_decay") ? kDecoupled : 0u) |
+            (weight_decay != 0 ? kWeightDecay : 0u);
+  // Combinations in double, each rounded once, as the CPU kernel and PyTorch do.
+  p.lr = float(lr);
+  p.beta1 = float(beta1);
+  p.beta2 = float(beta2);
+  p.one_minus_beta1 = float(1 - beta1);
+  p.one_minus_beta2 = float(1 - beta2);
+  p.eps = float(c.attrs.f("eps"));
+  p.weight_decay = float(weight_decay);
+  p.decay_factor = float(1 - lr * weight_decay);
+  for (std::size_t i = 0; i < n; ++i) {
+    p.step_size = float(step_size[i]);
+    p.bias_correction2_sqrt = float(bc2[i]);
+    std::vector<TensorArg> views{c.inputs[i]};
+    for (std::size_t k = 0; k < per; ++k) views.push_back(c.outputs[i * per + k]);
+    dispatch_param(dev, kAdam, views, p);
+  }
+}
+
+void sgd_step_kernel(DeviceImpl& d, const OpCall& c) {
+  VulkanDevice& dev = vulkan_device(d);
+  const double momentum = c.attrs.f("momentum"), weight_decay = c.attrs.f("weight_decay");
+  const std::size_t per = momentum != 0 ? 2 : 1;
+  const std::size_t n = check_group(dev, c, per, "sgd_step");
+  std::vector<std::int64_t> init(n, 0);
+  if (momentum != 0) {
+    init = c.attrs.ints("init_buffer");
+    if (init.size() != n)
+      throw ShapeError(fmt::format("sgd_step: attr init_buffer has {} entries for {} parameters",
+                                   init.size(), n));
+  }
+  Params p{};
+  const std::uint32_t flags =
+      (momentum != 0 ? kMomentum : 0u) | (weight_decay != 0 ? kWeightDecay : 0u) |
+      (c.attrs.b("nesterov") ? kNesterov : 0u) | (c.attrs.b("maximize") ? kMaximize : 0u);
+  p.lr = float(c.attrs.f("lr"));
+  p.momentum = float(momentum);
+  p.one_minus_dampening = float(1 - c.attrs.f("dampening"));
+  p.weight_decay = float(weight_decay);
+  for (std::size_t i = 0; i < n; ++i) {
+    p.flags = flags | (init[i] != 0 ? kInitBuffer : 0u);
+    std::vector<TensorArg> views{c.inputs[i]};
+    for (std::size_t k = 0; k < per; ++k) views.push_back(c.outputs[i * per + k]);
+    dispatch_param(dev, kSgd, views, p);
+  }
+}
+
+}  // namespace
+
+void add_optim_kernels(KernelTable& table) {
+  table.emplace_back("adam_step", adam_step_kernel);
+  table.emplace_back("sgd_step", sgd_step_kernel);
+}
+
+}  // namespace ferry::vulkan

@@ -1,0 +1,106 @@
+// shaders/index_add.comp — index_add and scatter_add: out[o, index[o, j]] += src[o, j], the
+// CPU's one loop (Note [Deterministic accumulation] in runtime/cpu/cpu_kernels_grad.cpp).
+// o runs over the coordinates other than `dim` (the lines); j over src's extent along `dim`.
+// The host (vk_kernels_index.cpp) gives every view src's shape — out with its own strides,
+// the index with stride 0 along the other dims for index_add — coalesces the other dims to at
+// most 4 and passes the steps along `dim` separately.
+//
+// One invocation owns one output line and adds its contributions in increasing j, so each
+// element's sum is formed in the same order as on the CPU and on every run: no atomics, and
+// f32 results are bit-identical to the CPU's (one correctly rounded add at a time). Floats add
+// in f32 and round on every store (f16/bf16 as the CPU does); integers wrap.
+//
+// An output larger than a binding comes in ranges of rows along dim: the binding holds rows
+// [index_base, index_base + out_size), and a contribution whose index falls outside them is
+// skipped (another dispatch adds it). The core checked every index (Note [Index bounds]); an
+// index outside the output all the same adds nothing rather than writing outside it. Indices
+// are i64, read as two 32-bit words in the base variant (which has no int64).
+//
+// Specialization constants: 0 workgroup size, 1 the dtype of out and src (DT_*), 2 the number
+// of other dims (1..4). Grid-stride loop over the lines.
+#version 450
+#extension GL_GOOGLE_include_directive : require
+#include "common.glsl"
+
+layout(local_size_x_id = 0) in;
+layout(constant_id = 1) const uint DT = 0;
+layout(constant_id = 2) const uint NDIM = 1;
+
+FERRY_TENSOR(0, o)    // read and written
+FERRY_TENSOR(1, s)
+FERRY_TENSOR(2, idx)
+
+layout(push_constant) uniform Params {
+  uvec4 size;       // the other dims, outermost first; unused dims are 1
+  uvec4 stride[3];  // stride[t][d]: t = 0 out, 1 src, 2 index; in elements
+  uvec4 off;        // out, src, index: first element within the binding
+  uint lines;       // output lines: the product of size
+  uint count;       // contributions per line: src's size along dim
+  uint out_size;    // out's size along dim (rows bound, from index_base)
+  uint out_step;    // out's stride along dim
+  uint src_step;    // src's stride along dim
+  uint index_step;  // the index's stride along dim
+  uint index_base;  // the index of out's first bound row
+} p;
+
+uint offset_of(uint t, uvec4 c) {
+  uvec4 st = p.stride[t];
+  uint r = p.off[t];
+  if (NDIM >= 1) r += c.x * st.x;
+  if (NDIM >= 2) r += c.y * st.y;
+  if (NDIM >= 3) r += c.z * st.z;
+  if (NDIM >= 4) r += c.w * st.w;
+  return r;
+}
+
+// Linear line index -> coordinates over the first NDIM dims (row-major).
+uvec4 coords_of(uint i) {
+  uvec4 c = uvec4(0);
+  if (NDIM == 1) {
+    c.x = i;
+  } else if (NDIM == 2) {
+    c.y = i % p.size.y;
+    c.x = i / p.size.y;
+  } else if (NDIM == 3) {
+    c.z = i % p.size.z;
+    i /= p.size.z;
+    c.y = i % p.size.y;
+    c.x = i / p.size.y;
+  } else {
+    c.w = i % p.size.w;
+    i /= p.size.w;
+    c.z = i % p.size.z;
+    i /= p.size.z;
+    c.y = i % p.size.y;
+    c.x = i / p.size.y;
+  }
+  return c;
+}
+
+void main() {
+  const uint grid = gl_NumWorkGroups.x * gl_WorkGroupSize.x;
+  for (uint line = gl_GlobalInvocationID.x; line < p.lines; line += grid) {
+    uvec4 c = coords_of(line);
+    uint ob = offset_of(0, c), sb = offset_of(1, c), ib = offset_of(2, c);
+    for (uint j = 0u; j < p.count; ++j) {
+      uint ii = ib + j * p.index_step;
+#ifdef FERRY_FULL
+      int64_t v64 = idx_i64[ii] - int64_t(p.index_base);
+      if (v64 < 0 || v64 >= int64_t(p.out_size)) continue;
+      uint v = uint(v64);
+#else
+      // The i64 as two words, low first (little-endian); a valid index has a zero high word.
+      uint lo = idx_u32[2u * ii];
+      if (idx_u32[2u * ii + 1u] != 0u || lo < p.index_base || lo - p.index_base >= p.out_size)
+        continue;
+      uint v = lo - p.index_base;
+#endif
+      uint oi = ob + v * p.out_step, si = sb + j * p.src_step;
+      if (IS_FLOAT_DT(DT)) {
+        STORE_F(o, DT, oi, LOAD_F(o, DT, oi) + LOAD_F(s, DT, si))
+      } else {
+        STORE_I(o, DT, oi, LOAD_I(o, DT, oi) + LOAD_I(s, DT, si))
+      }
+    }
+  }
+}
