@@ -3,6 +3,7 @@
 // (Note [Kernel contract] in ferry/backend.hpp).
 #include <fmt/format.h>
 
+#include "autograd/formulas.hpp"
 #include "dispatch.hpp"
 #include "ferry/error.hpp"
 #include "ferry/ops.hpp"
@@ -44,6 +45,7 @@ Tensor unary(std::string_view op, const Tensor& x, Kind kind) {
   Tensor in = x.to(dt);
   Tensor out = new_tensor(x.sizes(), dt, x.device());
   run_kernel(op, {in}, {out});
+  autograd::record_unary(op, x, out);
   return out;
 }
 
@@ -60,7 +62,11 @@ Tensor binary(std::string_view op, const Tensor& a, const Tensor& b, DType compu
         shape_str(a.sizes()), shape_str(b.sizes())));
   DType out_dtype = result == Result::boolean ? DType::boolean : compute;
   Tensor out = new_tensor(shape, out_dtype, a.device());
-  run_kernel(op, {a.to(compute).expand(shape), b.to(compute).expand(shape)}, {out});
+  autograd::untracked([&] {  // the casts and expands that feed the kernel are not in the graph
+    run_kernel(op, {a.to(compute).expand(shape), b.to(compute).expand(shape)}, {out});
+    return out;
+  });
+  if (result != Result::boolean) autograd::record_binary(op, a, b, out);
   return out;
 }
 
@@ -146,7 +152,12 @@ Tensor where(const Tensor& cond, const Tensor& a, const Tensor& b) {
   Shape shape = broadcast_shapes(broadcast_shapes(cond.sizes(), a.sizes()), b.sizes());
   DType dt = promote_types(a.dtype(), b.dtype());
   Tensor out = new_tensor(shape, dt, a.device());
-  run_kernel("where", {cond.expand(shape), a.to(dt).expand(shape), b.to(dt).expand(shape)}, {out});
+  autograd::untracked([&] {
+    run_kernel("where", {cond.expand(shape), a.to(dt).expand(shape), b.to(dt).expand(shape)},
+               {out});
+    return out;
+  });
+  autograd::record_where(cond, a, b, out);
   return out;
 }
 Tensor where(const Tensor& cond, const Tensor& a, const Scalar& b) {

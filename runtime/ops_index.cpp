@@ -13,6 +13,7 @@
 // still never read outside the tensor.
 #include <fmt/format.h>
 
+#include "autograd/formulas.hpp"
 #include "dispatch.hpp"
 #include "ferry/error.hpp"
 #include "ferry/ops.hpp"
@@ -74,10 +75,15 @@ Tensor index_select(std::string_view op, const Tensor& x, std::int64_t dim, cons
 }  // namespace detail
 
 Tensor index_select(const Tensor& x, std::int64_t dim, const Tensor& index) {
-  return detail::index_select("index_select", x, dim, index);
+  Tensor out =
+      autograd::untracked([&] { return detail::index_select("index_select", x, dim, index); });
+  autograd::record_index_select(x, dim, index, out);
+  return out;
 }
 
-Tensor gather(const Tensor& x, std::int64_t dim, const Tensor& index) {
+namespace {
+
+Tensor gather_forward(const Tensor& x, std::int64_t dim, const Tensor& index) {
   check_same_device("gather", {{"input", &x}, {"index", &index}});
   Tensor idx = as_index("gather", index);
   if (idx.dim() != x.dim())
@@ -101,7 +107,7 @@ Tensor gather(const Tensor& x, std::int64_t dim, const Tensor& index) {
   return out.view(index.sizes());
 }
 
-Tensor cat(const std::vector<Tensor>& tensors, std::int64_t dim) {
+Tensor cat_forward(const std::vector<Tensor>& tensors, std::int64_t dim) {
   if (tensors.empty()) throw ShapeError("cat: expects a non-empty list of tensors");
   for (std::size_t i = 0; i < tensors.size(); ++i)
     if (!tensors[i].defined()) throw Error(fmt::format("cat: tensors[{}] is undefined", i));
@@ -143,6 +149,20 @@ Tensor cat(const std::vector<Tensor>& tensors, std::int64_t dim) {
   return out;
 }
 
+}  // namespace
+
+Tensor gather(const Tensor& x, std::int64_t dim, const Tensor& index) {
+  Tensor out = autograd::untracked([&] { return gather_forward(x, dim, index); });
+  autograd::record_gather(x, dim, index, out);
+  return out;
+}
+
+Tensor cat(const std::vector<Tensor>& tensors, std::int64_t dim) {
+  Tensor out = autograd::untracked([&] { return cat_forward(tensors, dim); });
+  autograd::record_cat(tensors, dim, out);
+  return out;
+}
+
 Tensor stack(const std::vector<Tensor>& tensors, std::int64_t dim) {
   if (tensors.empty()) throw ShapeError("stack: expects a non-empty list of tensors");
   for (std::size_t i = 0; i < tensors.size(); ++i) {
@@ -154,10 +174,14 @@ Tensor stack(const std::vector<Tensor>& tensors, std::int64_t dim) {
   }
   check_same_device("stack", tensors);
   const std::int64_t d = wrap_dim(dim, tensors[0].dim() + 1, "stack");
-  std::vector<Tensor> parts;
-  parts.reserve(tensors.size());
-  for (const Tensor& t : tensors) parts.push_back(t.unsqueeze(d));
-  return cat(parts, d);
+  Tensor out = autograd::untracked([&] {
+    std::vector<Tensor> parts;
+    parts.reserve(tensors.size());
+    for (const Tensor& t : tensors) parts.push_back(t.unsqueeze(d));
+    return cat(parts, d);
+  });
+  autograd::record_stack(tensors, d, out);
+  return out;
 }
 
 }  // namespace ferry

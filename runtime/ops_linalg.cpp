@@ -4,6 +4,7 @@
 // (docs/kernel-contract.md).
 #include <fmt/format.h>
 
+#include "autograd/formulas.hpp"
 #include "dispatch.hpp"
 #include "ferry/error.hpp"
 #include "ferry/ops.hpp"
@@ -35,9 +36,7 @@ Tensor as_batched(const Tensor& t, const Shape& batch) {
   return e.reshape({b, full[full.size() - 2], full.back()});
 }
 
-}  // namespace
-
-Tensor matmul(const Tensor& a, const Tensor& b) {
+Tensor matmul_forward(const Tensor& a, const Tensor& b) {
   check_same_device("matmul", {{"self", &a}, {"other", &b}});
   if (a.dim() == 0 || b.dim() == 0)
     throw ShapeError(
@@ -91,6 +90,14 @@ Tensor matmul(const Tensor& a, const Tensor& b) {
     run_kernel("matmul", {as_batched(A, batch), as_batched(B, batch)}, {out});
   }
   return out.view(result);
+}
+
+}  // namespace
+
+Tensor matmul(const Tensor& a, const Tensor& b) {
+  Tensor out = autograd::untracked([&] { return matmul_forward(a, b); });
+  autograd::record_matmul(a, b, out);
+  return out;
 }
 
 }  // namespace ferry

@@ -5,6 +5,7 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include "autograd/formulas.hpp"
 #include "dispatch.hpp"
 #include "ferry/error.hpp"
 #include "ferry/ops.hpp"
@@ -38,9 +39,16 @@ Tensor softmax_like(std::string_view op, const Tensor& x, std::int64_t dim) {
 
 }  // namespace
 
-Tensor softmax(const Tensor& x, std::int64_t dim) { return softmax_like("softmax", x, dim); }
+Tensor softmax(const Tensor& x, std::int64_t dim) {
+  Tensor y = autograd::untracked([&] { return softmax_like("softmax", x, dim); });
+  autograd::record_softmax("softmax", x, dim, y);
+  return y;
+}
+
 Tensor log_softmax(const Tensor& x, std::int64_t dim) {
-  return softmax_like("log_softmax", x, dim);
+  Tensor y = autograd::untracked([&] { return softmax_like("log_softmax", x, dim); });
+  autograd::record_softmax("log_softmax", x, dim, y);
+  return y;
 }
 
 namespace detail {
@@ -82,8 +90,10 @@ LayerNormResult layer_norm_forward(const Tensor& x, const Shape& normalized_shap
 
   LayerNormResult r;
   r.y = new_tensor({rows, n}, x.dtype(), x.device());
-  r.mean = new_tensor({rows}, DType::f32, x.device());
-  r.rstd = new_tensor({rows}, DType::f32, x.device());
+  // The statistics are f32 (the 16-bit types compute in f32), f64 for f64.
+  const DType stats = x.dtype() == DType::f64 ? DType::f64 : DType::f32;
+  r.mean = new_tensor({rows}, stats, x.device());
+  r.rstd = new_tensor({rows}, stats, x.device());
   if (rows > 0)
     run_kernel("layer_norm", {x2, w, b}, {r.y, r.mean, r.rstd},
                Attrs{{"eps", eps}, {"has_weight", weight.defined()}, {"has_bias", bias.defined()}});
@@ -95,7 +105,13 @@ LayerNormResult layer_norm_forward(const Tensor& x, const Shape& normalized_shap
 
 Tensor layer_norm(const Tensor& x, const Shape& normalized_shape, const Tensor& weight,
                   const Tensor& bias, double eps) {
-  return detail::layer_norm_forward(x, normalized_shape, weight, bias, eps).y;
+  detail::LayerNormResult r;
+  {
+    NoGradGuard no_grad;
+    r = detail::layer_norm_forward(x, normalized_shape, weight, bias, eps);
+  }
+  autograd::record_layer_norm(x, normalized_shape, weight, bias, r.mean, r.rstd, r.y);
+  return r.y;
 }
 
 Tensor embedding(const Tensor& weight, const Tensor& indices) {
@@ -104,9 +120,13 @@ Tensor embedding(const Tensor& weight, const Tensor& indices) {
     throw ShapeError(
         fmt::format("embedding: weight must be 2-D [num_embeddings, embedding_dim], got shape {}",
                     shape_str(weight.sizes())));
-  Shape shape = indices.sizes();
-  shape.push_back(weight.size(1));
-  return detail::index_select("embedding", weight, 0, indices.reshape({-1})).view(shape);
+  Tensor out = autograd::untracked([&] {
+    Shape shape = indices.sizes();
+    shape.push_back(weight.size(1));
+    return detail::index_select("embedding", weight, 0, indices.reshape({-1})).view(shape);
+  });
+  autograd::record_embedding(weight, indices, out);
+  return out;
 }
 
 }  // namespace ferry

@@ -9,6 +9,8 @@
 #include <cmath>
 #include <limits>
 
+#include "autograd/formulas.hpp"
+#include "ferry/autograd.hpp"
 #include "dispatch.hpp"
 #include "ferry/error.hpp"
 #include "ferry/ops.hpp"
@@ -105,37 +107,38 @@ bool is_half(DType t) { return t == DType::f16 || t == DType::bf16; }
 
 }  // namespace
 
+// Each public reduction computes under NoGradGuard (its permutes and inner
+// ops are not part of the graph) and records one node for the whole op.
+
 Tensor sum(const Tensor& x, const std::vector<std::int64_t>& dims, bool keepdim) {
-  ReducePlan plan = plan_reduce("sum", x, dims);
-  DType out = is_floating(x.dtype()) ? x.dtype() : DType::i64;
-  return run_reduce("sum", plan, out, keepdim);
+  Tensor out = autograd::untracked([&] {
+    DType dt = is_floating(x.dtype()) ? x.dtype() : DType::i64;
+    return run_reduce("sum", plan_reduce("sum", x, dims), dt, keepdim);
+  });
+  autograd::record_sum(x, dims, keepdim, out);
+  return out;
 }
 
-Tensor mean(const Tensor& x, const std::vector<std::int64_t>& dims, bool keepdim) {
+namespace {
+
+Tensor mean_forward(const Tensor& x, const std::vector<std::int64_t>& dims, bool keepdim) {
   check_floating("mean", x);
-  if (is_half(x.dtype())) return mean(x.to(DType::f32), dims, keepdim).to(x.dtype());
+  if (is_half(x.dtype())) return mean_forward(x.to(DType::f32), dims, keepdim).to(x.dtype());
   ReducePlan plan = plan_reduce("mean", x, dims);
   Tensor s = run_reduce("sum", plan, x.dtype(), keepdim);
   // An empty slice gives 0 / 0 = NaN, like PyTorch.
   return div(s, Scalar(double(plan.count)));
 }
 
-Tensor max(const Tensor& x, const std::vector<std::int64_t>& dims, bool keepdim) {
-  return extremum("max", x, dims, keepdim);
-}
-
-Tensor min(const Tensor& x, const std::vector<std::int64_t>& dims, bool keepdim) {
-  return extremum("min", x, dims, keepdim);
-}
-
 // Two passes (mean first, then the squared deviations) so that a large mean
 // does not cancel the variance away, as the one-pass E[x^2] - E[x]^2 would.
-Tensor var(const Tensor& x, const std::vector<std::int64_t>& dims, double correction,
-           bool keepdim) {
+Tensor var_forward(const Tensor& x, const std::vector<std::int64_t>& dims, double correction,
+                   bool keepdim) {
   check_floating("var", x);
-  if (is_half(x.dtype())) return var(x.to(DType::f32), dims, correction, keepdim).to(x.dtype());
+  if (is_half(x.dtype()))
+    return var_forward(x.to(DType::f32), dims, correction, keepdim).to(x.dtype());
   ReducePlan plan = plan_reduce("var", x, dims);
-  Tensor m = mean(x, dims, /*keepdim=*/true);
+  Tensor m = mean_forward(x, dims, /*keepdim=*/true);
   Tensor d = sub(x, m);
   Tensor ss = run_reduce("sum", plan_reduce("var", mul(d, d), dims), x.dtype(), keepdim);
   // PyTorch divides by max(0, N - correction): too few elements give inf or NaN.
@@ -143,7 +146,35 @@ Tensor var(const Tensor& x, const std::vector<std::int64_t>& dims, double correc
   return div(ss, Scalar(denom));
 }
 
+}  // namespace
+
+Tensor mean(const Tensor& x, const std::vector<std::int64_t>& dims, bool keepdim) {
+  Tensor out = autograd::untracked([&] { return mean_forward(x, dims, keepdim); });
+  autograd::record_mean(x, dims, keepdim, out);
+  return out;
+}
+
+Tensor max(const Tensor& x, const std::vector<std::int64_t>& dims, bool keepdim) {
+  Tensor out = autograd::untracked([&] { return extremum("max", x, dims, keepdim); });
+  autograd::record_extremum("max", x, dims, keepdim, out);
+  return out;
+}
+
+Tensor min(const Tensor& x, const std::vector<std::int64_t>& dims, bool keepdim) {
+  Tensor out = autograd::untracked([&] { return extremum("min", x, dims, keepdim); });
+  autograd::record_extremum("min", x, dims, keepdim, out);
+  return out;
+}
+
+Tensor var(const Tensor& x, const std::vector<std::int64_t>& dims, double correction,
+           bool keepdim) {
+  Tensor out = autograd::untracked([&] { return var_forward(x, dims, correction, keepdim); });
+  autograd::record_var(x, dims, correction, keepdim, out);
+  return out;
+}
+
 Tensor argmax(const Tensor& x, std::optional<std::int64_t> dim, bool keepdim) {
+  NoGradGuard no_grad;  // an index is not differentiable; nothing here is recorded
   if (!dim) {
     // Over the flattened tensor; keepdim keeps every dim as size 1.
     Tensor flat = x.reshape({-1});

@@ -6,7 +6,9 @@
 
 #include <cstring>
 
+#include "autograd/formulas.hpp"
 #include "dispatch.hpp"
+#include "ferry/autograd.hpp"
 #include "ferry/backend.hpp"
 #include "ferry/error.hpp"
 #include "ferry/ops.hpp"
@@ -88,12 +90,14 @@ Tensor Tensor::contiguous() const {
   if (is_contiguous()) return *this;
   Tensor out = new_tensor(sizes(), dtype(), device());
   run_kernel("copy", {*this}, {out});
+  autograd::record_identity("contiguous", *this, out);
   return out;
 }
 
 Tensor Tensor::clone() const {
   Tensor out = new_tensor(sizes(), dtype(), device());
   run_kernel("copy", {*this}, {out});
+  autograd::record_identity("clone", *this, out);
   return out;
 }
 
@@ -101,34 +105,71 @@ Tensor Tensor::to(DType dt) const {
   if (dt == dtype()) return *this;
   Tensor out = new_tensor(sizes(), dt, device());
   run_kernel("copy", {*this}, {out});
+  autograd::record_cast(*this, out);
   return out;
 }
 
 Tensor Tensor::to(const Device& dev) const {
   if (dev == device()) return *this;
-  Tensor src = contiguous();
-  Tensor out = new_tensor(sizes(), dtype(), dev);
-  detail::copy_storage_bytes(*out.storage(), 0, *src.storage(),
-                             std::size_t(src.storage_offset()) * element_size(),
-                             std::size_t(numel()) * element_size());
+  Tensor out = autograd::untracked([&] {
+    Tensor src = contiguous();
+    Tensor o = new_tensor(sizes(), dtype(), dev);
+    detail::copy_storage_bytes(*o.storage(), 0, *src.storage(),
+                               std::size_t(src.storage_offset()) * element_size(),
+                               std::size_t(numel()) * element_size());
+    return o;
+  });
+  autograd::record_to_device(*this, out);
   return out;
 }
 
 Tensor Tensor::to(const Device& dev, DType dt) const {
-  // Convert on whichever side moves fewer bytes.
-  if (dtype_size(dt) < element_size()) return to(dt).to(dev);
+  // Convert on whichever side moves fewer bytes; on the destination when the
+  // source device cannot convert (a GPU holding f64: vk_f64.to(cpu, f32)).
+  if (dtype_size(dt) < element_size() && dev != device()) {
+    try {
+      return to(dt).to(dev);
+    } catch (const UnsupportedError&) {
+    }
+  }
   return to(dev).to(dt);
 }
 
+namespace {
+
+// In-place writes are not recorded by autograd (Note [Autograd]): while grad
+// mode is on they are refused on a tensor that requires grad, and from a
+// source that does, rather than silently losing the gradient.
+void check_in_place(std::string_view op, const Tensor& self, const Tensor* src) {
+  if (!is_grad_enabled()) return;
+  if (self.requires_grad())
+    throw Error(fmt::format(
+        "{}: this tensor requires grad{}, and in-place writes are not recorded by autograd; "
+        "modify it under a ferry::NoGradGuard (as optimizers do), or use an out-of-place op",
+        op, self.is_leaf() ? " (a leaf, e.g. a parameter)" : ""));
+  if (src && src->requires_grad())
+    throw Error(fmt::format(
+        "{}: the source requires grad, and an in-place copy is not recorded by autograd, so no "
+        "gradient would reach it; use clone() or to() to get a tracked copy, or copy "
+        "src.detach()",
+        op));
+}
+
+}  // namespace
+
 Tensor& Tensor::copy_(const Tensor& src) {
+  check_in_place("copy_", *this, &src);
   Tensor s = src.device() == device() ? src : src.to(device());
   run_kernel("copy", {s.expand(sizes())}, {*this});
+  storage()->bump_version();
   return *this;
 }
 
 Tensor& Tensor::fill_(const Scalar& value) {
+  check_in_place("fill_", *this, nullptr);
   run_kernel("fill", {}, {*this},
              Attrs{{"value", value.to_double()}, {"ivalue", value.to_int64()}});
+  storage()->bump_version();
   return *this;
 }
 
@@ -205,14 +246,20 @@ Tensor Tensor::view(const Shape& shape) const {
         fmt::format("view: a tensor of shape {} and strides {} cannot be viewed as {} without a "
                     "copy; use reshape()",
                     shape_str(sizes()), shape_str(strides()), shape_str(s)));
-  return make_view(*this, s, *st, storage_offset());
+  Tensor y = make_view(*this, s, *st, storage_offset());
+  autograd::record_reshape("view", *this, y);
+  return y;
 }
 
 Tensor Tensor::reshape(const Shape& shape) const {
   Shape s = infer_size(shape, numel(), "reshape");
-  if (auto st = view_strides(sizes(), strides(), s))
-    return make_view(*this, s, *st, storage_offset());
-  return contiguous().view(s);
+  Tensor y = autograd::untracked([&] {
+    if (auto st = view_strides(sizes(), strides(), s))
+      return make_view(*this, s, *st, storage_offset());
+    return contiguous().view(s);
+  });
+  autograd::record_reshape("reshape", *this, y);
+  return y;
 }
 
 Tensor Tensor::permute(const Shape& dims) const {
@@ -228,7 +275,9 @@ Tensor Tensor::permute(const Shape& dims) const {
     sz[i] = sizes()[d];
     st[i] = strides()[d];
   }
-  return make_view(*this, sz, st, storage_offset());
+  Tensor y = make_view(*this, sz, st, storage_offset());
+  autograd::record_permute(*this, dims, y);
+  return y;
 }
 
 Tensor Tensor::transpose(std::int64_t d0, std::int64_t d1) const {
@@ -238,7 +287,9 @@ Tensor Tensor::transpose(std::int64_t d0, std::int64_t d1) const {
   Shape sz = sizes(), st = strides();
   std::swap(sz[a], sz[b]);
   std::swap(st[a], st[b]);
-  return make_view(*this, sz, st, storage_offset());
+  Tensor y = make_view(*this, sz, st, storage_offset());
+  autograd::record_transpose(*this, std::int64_t(a), std::int64_t(b), y);
+  return y;
 }
 
 Tensor Tensor::t() const {
@@ -258,7 +309,9 @@ Tensor Tensor::slice(std::int64_t d, std::int64_t start, std::int64_t end,
   Shape sz = sizes(), st = strides();
   sz[dd] = (end - start + step - 1) / step;
   st[dd] = strides()[dd] * step;
-  return make_view(*this, sz, st, storage_offset() + start * strides()[dd]);
+  Tensor y = make_view(*this, sz, st, storage_offset() + start * strides()[dd]);
+  autograd::record_slice(*this, std::int64_t(dd), start, end, step, y);
+  return y;
 }
 
 Tensor Tensor::narrow(std::int64_t d, std::int64_t start, std::int64_t length) const {
@@ -281,7 +334,9 @@ Tensor Tensor::select(std::int64_t d, std::int64_t index) const {
   Shape sz = sizes(), st = strides();
   sz.erase(sz.begin() + std::ptrdiff_t(dd));
   st.erase(st.begin() + std::ptrdiff_t(dd));
-  return make_view(*this, sz, st, storage_offset() + index * strides()[dd]);
+  Tensor y = make_view(*this, sz, st, storage_offset() + index * strides()[dd]);
+  autograd::record_select(*this, std::int64_t(dd), index, y);
+  return y;
 }
 
 Tensor Tensor::expand(const Shape& shape) const {
@@ -313,7 +368,9 @@ Tensor Tensor::expand(const Shape& shape) const {
     }
   }
   detail::checked_numel(sz, "expand");  // no negative sizes, and a countable result
-  return make_view(*this, sz, st, storage_offset());
+  Tensor y = make_view(*this, sz, st, storage_offset());
+  autograd::record_expand(*this, y);
+  return y;
 }
 
 Tensor Tensor::squeeze() const {
@@ -323,7 +380,9 @@ Tensor Tensor::squeeze() const {
       sz.push_back(sizes()[i]);
       st.push_back(strides()[i]);
     }
-  return make_view(*this, sz, st, storage_offset());
+  Tensor y = make_view(*this, sz, st, storage_offset());
+  autograd::record_reshape("squeeze", *this, y);
+  return y;
 }
 
 Tensor Tensor::squeeze(std::int64_t d) const {
@@ -333,7 +392,9 @@ Tensor Tensor::squeeze(std::int64_t d) const {
   Shape sz = sizes(), st = strides();
   sz.erase(sz.begin() + std::ptrdiff_t(dd));
   st.erase(st.begin() + std::ptrdiff_t(dd));
-  return make_view(*this, sz, st, storage_offset());
+  Tensor y = make_view(*this, sz, st, storage_offset());
+  autograd::record_reshape("squeeze", *this, y);
+  return y;
 }
 
 Tensor Tensor::unsqueeze(std::int64_t d) const {
@@ -342,7 +403,9 @@ Tensor Tensor::unsqueeze(std::int64_t d) const {
   std::int64_t stride = dd < sz.size() ? sz[dd] * st[dd] : 1;
   sz.insert(sz.begin() + std::ptrdiff_t(dd), 1);
   st.insert(st.begin() + std::ptrdiff_t(dd), stride);
-  return make_view(*this, sz, st, storage_offset());
+  Tensor y = make_view(*this, sz, st, storage_offset());
+  autograd::record_reshape("unsqueeze", *this, y);
+  return y;
 }
 
 Tensor Tensor::flatten(std::int64_t start_dim, std::int64_t end_dim) const {

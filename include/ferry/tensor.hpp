@@ -26,6 +26,9 @@ namespace ferry {
 
 class Buffer;
 class DeviceImpl;
+namespace autograd {
+struct AutogradMeta;
+}
 
 using Shape = std::vector<std::int64_t>;
 
@@ -52,9 +55,15 @@ class Storage {
   // it is freed.
   std::unique_ptr<Buffer> exchange(DeviceImpl& impl, std::unique_ptr<Buffer> buffer);
 
+  // Counts in-place writes to this memory (copy_, fill_, optimizer steps), so
+  // that autograd can tell a tensor it saved was changed (Note [Autograd]).
+  std::uint64_t version() const { return version_; }
+  void bump_version() { ++version_; }
+
  private:
   DeviceImpl* impl_;
   std::unique_ptr<Buffer> buffer_;
+  std::uint64_t version_ = 0;
 };
 
 struct TensorImpl {
@@ -63,6 +72,8 @@ struct TensorImpl {
   Shape strides;            // in elements
   std::int64_t offset = 0;  // in elements
   DType dtype = DType::f32;
+  // Gradient bookkeeping; null for tensors that never took part in autograd.
+  std::shared_ptr<autograd::AutogradMeta> autograd;
 };
 
 class Tensor {
@@ -137,10 +148,33 @@ class Tensor {
 
   std::string str() const;  // PyTorch-style printing, elided when large
 
+  // Autograd (Note [Autograd] in ferry/autograd.hpp).
+  // Marks a leaf as needing gradients (DTypeError unless floating; Error to
+  // turn it off on a non-leaf).
+  Tensor& requires_grad_(bool requires_grad = true);
+  bool requires_grad() const;
+  bool is_leaf() const;  // true unless the result of a recorded op
+  // The gradient accumulated by backward() (leaves, and tensors that
+  // retain_grad()); undefined when there is none.
+  Tensor grad() const;
+  // Replaces the gradient (an undefined tensor clears it). It must have this
+  // tensor's shape, dtype and device.
+  void set_grad(const Tensor& grad) const;
+  // Backpropagates from this tensor: `gradient` is d(loss)/d(this) and may be
+  // left out for a one-element tensor. See autograd::backward.
+  void backward(const Tensor& gradient = {}, bool retain_graph = false) const;
+  // The same memory and view, without history: never requires grad.
+  Tensor detach() const;
+  // Makes backward() keep this non-leaf tensor's gradient in grad().
+  void retain_grad() const;
+  // The backward node's name ("MatmulBackward"), or "" for a leaf.
+  std::string grad_fn_name() const;
+
   // Unary minus and the arithmetic operators live in ops.hpp.
 
  private:
   const TensorImpl& impl() const;
+  const std::shared_ptr<TensorImpl>& checked_impl() const;  // impl_; Error when undefined
   void read_bytes(void* dst, std::size_t bytes) const;  // contiguous CPU tensor -> host
   void check_single_element() const;
   std::shared_ptr<TensorImpl> impl_;

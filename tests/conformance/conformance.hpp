@@ -50,6 +50,10 @@ std::vector<Case> all_cases();
 void add_elementwise_cases(std::vector<Case>& out);
 void add_reduction_cases(std::vector<Case>& out);
 void add_other_cases(std::vector<Case>& out);
+// The gradient mode: each differentiable op's backward ("<op>.grad" cases,
+// cases_grad.cpp), whose result is every input's gradient.
+std::vector<Case> grad_cases();
+void add_grad_cases(std::vector<Case>& out);
 
 // Runs one case on `device` (output guards on) and compares with the CPU.
 Result run_case(const Case& c, const Device& device, bool perf);

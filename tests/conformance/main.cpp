@@ -19,6 +19,7 @@ struct Options {
   std::vector<std::string> devices;
   std::string op_filter = ".*";
   std::string json;
+  std::string mode = "all";  // forward, grad or all
   bool list = false, perf = false, verbose = false, transfers = true;
 };
 
@@ -26,10 +27,13 @@ void usage() {
   std::puts(
       "usage: ferry-conformance [--device DEV]... [--op REGEX] [--list] [--json FILE] [--perf] "
       "[--verbose]\n"
-      "                         [--no-transfers]\n"
+      "                         [--mode forward|grad|all] [--no-transfers]\n"
       "  --device DEV   a device to test, e.g. vulkan:0 (repeatable; default: every available "
       "device)\n"
       "  --op REGEX     only ops whose name matches (std::regex_search), e.g. 'matmul|softmax'\n"
+      "  --mode MODE    forward: the ops' results; grad: their gradients (cases named\n"
+      "                 '<op>.grad': each op's backward on the device, held to the CPU's);\n"
+      "                 all (default): both\n"
       "  --list         list the cases and exit\n"
       "  --json FILE    write every result (and device info) to FILE\n"
       "  --perf         time each op on the device (us per call, GB/s, GFLOP/s) beside the CPU\n"
@@ -51,6 +55,11 @@ Options parse(int argc, char** argv) {
       o.op_filter = value();
     else if (a == "--json")
       o.json = value();
+    else if (a == "--mode") {
+      o.mode = value();
+      if (o.mode != "forward" && o.mode != "grad" && o.mode != "all")
+        throw ferry::Error("ferry-conformance: --mode takes forward, grad or all, not " + o.mode);
+    }
     else if (a == "--list")
       o.list = true;
     else if (a == "--perf")
@@ -131,8 +140,12 @@ int main(int argc, char** argv) {
     Options opt = parse(argc, argv);
     std::regex filter(opt.op_filter);
     std::vector<fc::Case> cases;
-    for (auto& c : fc::all_cases())
-      if (std::regex_search(c.op, filter)) cases.push_back(std::move(c));
+    if (opt.mode != "grad")
+      for (auto& c : fc::all_cases())
+        if (std::regex_search(c.op, filter)) cases.push_back(std::move(c));
+    if (opt.mode != "forward")
+      for (auto& c : fc::grad_cases())
+        if (std::regex_search(c.op, filter)) cases.push_back(std::move(c));
     if (opt.list) {
       for (const auto& c : cases)
         fmt::print("{:<14} {:<5} {:<16} {}\n", c.op, ferry::dtype_name(c.dtype), c.shape_class,
@@ -167,12 +180,12 @@ int main(int argc, char** argv) {
                                    {"kind", ferry::device_kind_name(info.kind)}});
       std::size_t first = all.size();
       for (const auto& c : cases) all.push_back(fc::run_case(c, dev, opt.perf));
-      if (opt.transfers && std::regex_search(std::string("transfer"), filter))
+      if (opt.transfers && opt.mode != "grad" && std::regex_search(std::string("transfer"), filter))
         for (auto& r : fc::run_round_trip_checks(dev)) all.push_back(std::move(r));
       std::vector<fc::Result> mine(all.begin() + std::ptrdiff_t(first), all.end());
       print_table(dev.str(), mine, opt.perf);
     }
-    if (opt.transfers && std::regex_search(std::string("transfer"), filter)) {
+    if (opt.transfers && opt.mode != "grad" && std::regex_search(std::string("transfer"), filter)) {
       std::vector<ferry::Device> available;
       for (const auto& info : ferry::devices())
         if (info.available) available.push_back(ferry::Device(info.device));

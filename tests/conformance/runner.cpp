@@ -94,4 +94,10 @@ std::vector<Case> all_cases() {
   return cases;
 }
 
+std::vector<Case> grad_cases() {
+  std::vector<Case> cases;
+  add_grad_cases(cases);
+  return cases;
+}
+
 }  // namespace ferry::conformance

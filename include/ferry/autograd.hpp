@@ -1,0 +1,85 @@
+// ferry/autograd.hpp — reverse-mode automatic differentiation.
+//
+// Note [Autograd]
+// A tensor that requires grad is either a leaf (made by the user, then
+// requires_grad_() — a model's parameters) or the result of an op on such
+// tensors. While grad mode is on (the default; NoGradGuard turns it off for a
+// scope, per thread), every differentiable op whose inputs require grad
+// attaches a node to its result: the op's backward formula, the tensors it
+// saved, and edges to the nodes of its inputs. backward() walks that graph
+// from the result back to the leaves and adds each leaf's gradient into its
+// grad(), on the leaf's own device: the formulas are ops like any other, so
+// they run wherever the tensors live, with no copy through the host.
+//
+// Semantics follow PyTorch: only floating tensors can require grad; outputs
+// of integer or bool dtype (comparisons, argmax, casts to int) never do;
+// broadcasting is undone by summing a gradient back to its input's shape; a
+// leaf's gradient accumulates across backward() calls until zeroed; the graph
+// is freed by backward() unless retain_graph is set, and a second backward()
+// through a freed graph raises Error. A tensor saved for backward that is
+// modified in place before backward() runs (an optimizer step, copy_, fill_)
+// makes backward() raise Error instead of computing a wrong gradient: every
+// storage carries a version counter that in-place writes bump. In-place ops on
+// a tensor that requires grad are refused while grad mode is on (update
+// parameters under NoGradGuard, as the optimizers do). Higher-order gradients
+// (create_graph) are not supported: backward runs with grad mode off.
+//
+// Thread-safety: grad mode is per thread; one graph must not be differentiated
+// from two threads at once.
+#pragma once
+
+#include <vector>
+
+#include "ferry/tensor.hpp"
+
+namespace ferry {
+
+// Grad mode for the current thread.
+bool is_grad_enabled();
+void set_grad_enabled(bool enabled);
+
+// Turns grad mode off for a scope (inference, parameter updates); restores
+// the previous mode on exit.
+class NoGradGuard {
+ public:
+  NoGradGuard() : previous_(is_grad_enabled()) { set_grad_enabled(false); }
+  ~NoGradGuard() { set_grad_enabled(previous_); }
+  NoGradGuard(const NoGradGuard&) = delete;
+  NoGradGuard& operator=(const NoGradGuard&) = delete;
+
+ private:
+  bool previous_;
+};
+
+// Turns grad mode on for a scope (inside a NoGradGuard).
+class EnableGradGuard {
+ public:
+  EnableGradGuard() : previous_(is_grad_enabled()) { set_grad_enabled(true); }
+  ~EnableGradGuard() { set_grad_enabled(previous_); }
+  EnableGradGuard(const EnableGradGuard&) = delete;
+  EnableGradGuard& operator=(const EnableGradGuard&) = delete;
+
+ private:
+  bool previous_;
+};
+
+namespace autograd {
+
+// Backpropagates from several results at once (their gradients add up).
+// grad_tensors[i] is d(loss)/d(tensors[i]); it may be left out (empty vector,
+// or an undefined tensor) for one-element results, meaning 1. Errors: a result
+// that does not require grad, a missing gradient for a result of more than one
+// element, a gradient of another shape (ShapeError) or device.
+void backward(const std::vector<Tensor>& tensors, const std::vector<Tensor>& grad_tensors = {},
+              bool retain_graph = false);
+
+// The gradients of `outputs` with respect to `inputs`, returned instead of
+// accumulated into any grad(): result[i] has inputs[i]'s shape. An input the
+// outputs do not depend on gives an undefined tensor when allow_unused,
+// else Error.
+std::vector<Tensor> grad(const std::vector<Tensor>& outputs, const std::vector<Tensor>& inputs,
+                         const std::vector<Tensor>& grad_outputs = {}, bool retain_graph = false,
+                         bool allow_unused = false);
+
+}  // namespace autograd
+}  // namespace ferry

@@ -1,0 +1,246 @@
+// runtime/autograd/engine.cpp — runs the backward graph (Note [Autograd] in
+// ferry/autograd.hpp).
+//
+// Note [Backward order]
+// A node runs once every node that feeds it a gradient has run, so its
+// gradient is complete (the sum over all uses of its output) before its
+// formula sees it. The engine first counts, for each node reachable from the
+// roots, how many edges point at it; a node is ready when that count drops to
+// zero. Among ready nodes the most recently created runs first (PyTorch's
+// order), which frees a layer's activations soon after its backward. Graphs
+// are walked with explicit stacks, so a deep graph (a long unrolled loop)
+// cannot overflow the call stack.
+#include <fmt/format.h>
+
+#include <queue>
+#include <unordered_map>
+#include <unordered_set>
+
+#include "autograd/graph.hpp"
+#include "ferry/autograd.hpp"
+#include "ferry/error.hpp"
+#include "ferry/ops.hpp"
+
+namespace ferry::autograd {
+namespace {
+
+struct Task {
+  bool retain_graph = false;
+  bool accumulate = true;  // false for grad(): leaves' grad() are left alone
+  std::unordered_map<Node*, std::size_t> capture;  // grad(): node -> index of its input
+  std::vector<Tensor> captured;
+};
+
+// Every node reachable from `roots`, with how many edges point at it.
+std::unordered_map<Node*, int> count_dependencies(const std::vector<std::shared_ptr<Node>>& roots) {
+  std::unordered_map<Node*, int> deps;
+  std::unordered_set<Node*> seen;
+  std::vector<Node*> stack;
+  for (const auto& r : roots)
+    if (seen.insert(r.get()).second) stack.push_back(r.get());
+  while (!stack.empty()) {
+    Node* n = stack.back();
+    stack.pop_back();
+    deps.try_emplace(n, 0);
+    for (const auto& child : n->next) {
+      if (!child) continue;
+      ++deps[child.get()];
+      if (seen.insert(child.get()).second) stack.push_back(child.get());
+    }
+  }
+  return deps;
+}
+
+// grad(): the nodes worth running — those from which a captured node can be
+// reached through at least one edge (post-order walk).
+std::unordered_set<Node*> nodes_to_run(const std::vector<std::shared_ptr<Node>>& roots,
+                                       const std::unordered_map<Node*, std::size_t>& capture) {
+  std::unordered_map<Node*, bool> leads;  // finished nodes: does a captured node lie below?
+  std::unordered_set<Node*> run;
+  struct Frame {
+    Node* node;
+    std::size_t child;
+  };
+  std::vector<Frame> stack;
+  for (const auto& r : roots) {
+    if (leads.count(r.get())) continue;
+    stack.push_back({r.get(), 0});
+    leads.emplace(r.get(), false);
+    while (!stack.empty()) {
+      Frame& f = stack.back();
+      if (f.child < f.node->next.size()) {
+        Node* c = f.node->next[f.child++].get();
+        if (c && leads.emplace(c, false).second) stack.push_back({c, 0});
+        continue;
+      }
+      bool below = false;
+      for (const auto& c : f.node->next)
+        if (c && (capture.count(c.get()) || leads[c.get()])) below = true;
+      leads[f.node] = below;
+      if (below) run.insert(f.node);
+      stack.pop_back();
+    }
+  }
+  return run;
+}
+
+void add_into(Tensor& slot, const Tensor& g) { slot = slot.defined() ? add(slot, g) : g; }
+
+// A formula's result must fit the input it is for; a mismatch is a bug in a
+// formula, reported by name rather than as a confusing later error.
+void check_gradient(const Node& n, std::size_t i, const Tensor& g) {
+  const InputInfo& want = n.inputs[i];
+  if (g.sizes() != want.sizes || g.dtype() != want.dtype || g.device() != want.device)
+    throw Error(fmt::format(
+        "autograd: {} gave input {} a gradient of shape {} ({}, on {}) but the input is {} ({}, "
+        "on {}) (a bug in ferry's backward formula)",
+        n.name(), i, shape_str(g.sizes()), dtype_name(g.dtype()), g.device().str(),
+        shape_str(want.sizes), dtype_name(want.dtype), want.device.str()));
+}
+
+void keep_retained(Node& n, const Tensor& g) {
+  auto meta = n.retained.lock();
+  if (!meta) return;
+  meta->grad = meta->grad.defined() ? add(meta->grad, g) : g.clone();
+}
+
+void execute(const std::vector<std::shared_ptr<Node>>& roots, const std::vector<Tensor>& grads,
+             Task& task) {
+  NoGradGuard no_grad;  // formulas are ops like any other; nothing here is recorded
+  std::unordered_map<Node*, int> deps = count_dependencies(roots);
+  std::unordered_set<Node*> run;
+  if (!task.accumulate) run = nodes_to_run(roots, task.capture);
+  std::unordered_map<Node*, Tensor> buffers;
+  std::unordered_map<Node*, std::shared_ptr<Node>> owners;  // keeps queued nodes alive
+  auto by_sequence = [](const std::shared_ptr<Node>& a, const std::shared_ptr<Node>& b) {
+    return a->sequence() < b->sequence();
+  };
+  std::priority_queue<std::shared_ptr<Node>, std::vector<std::shared_ptr<Node>>,
+                      decltype(by_sequence)>
+      ready(by_sequence);
+  for (std::size_t i = 0; i < roots.size(); ++i) {
+    add_into(buffers[roots[i].get()], grads[i]);
+    if (deps[roots[i].get()] == 0 && owners.emplace(roots[i].get(), roots[i]).second)
+      ready.push(roots[i]);
+  }
+  while (!ready.empty()) {
+    std::shared_ptr<Node> node = ready.top();
+    ready.pop();
+    Tensor grad;
+    if (auto it = buffers.find(node.get()); it != buffers.end()) {
+      grad = std::move(it->second);
+      buffers.erase(it);
+    }
+    if (auto c = task.capture.find(node.get()); c != task.capture.end() && grad.defined())
+      add_into(task.captured[c->second], grad);
+    const bool is_leaf = dynamic_cast<AccumulateGrad*>(node.get()) != nullptr;
+    const bool apply = grad.defined() && (task.accumulate ? true : !is_leaf && run.count(node.get()));
+    if (apply) {
+      if (task.accumulate) keep_retained(*node, grad);
+      std::vector<Tensor> in_grads = node->apply(std::move(grad));
+      for (std::size_t i = 0; i < in_grads.size() && i < node->next.size(); ++i) {
+        if (!node->next[i] || !in_grads[i].defined()) continue;
+        check_gradient(*node, i, in_grads[i]);
+        add_into(buffers[node->next[i].get()], in_grads[i]);
+      }
+      if (!task.retain_graph) node->release();
+    }
+    for (const auto& child : node->next) {
+      if (!child) continue;
+      if (--deps[child.get()] == 0 && owners.emplace(child.get(), child).second) ready.push(child);
+    }
+    owners.erase(node.get());
+  }
+}
+
+// The gradients to start from: given ones, checked against their results, or
+// 1 for one-element results.
+std::vector<Tensor> root_gradients(std::string_view who, const std::vector<Tensor>& tensors,
+                                   const std::vector<Tensor>& grads) {
+  if (!grads.empty() && grads.size() != tensors.size())
+    throw Error(fmt::format("{}: {} tensors but {} gradients; give one gradient per tensor", who,
+                            tensors.size(), grads.size()));
+  std::vector<Tensor> out;
+  for (std::size_t i = 0; i < tensors.size(); ++i) {
+    const Tensor& t = tensors[i];
+    if (!t.defined()) throw Error(fmt::format("{}: tensors[{}] is undefined", who, i));
+    Tensor g = grads.empty() ? Tensor() : grads[i];
+    if (!g.defined()) {
+      if (t.numel() != 1)
+        throw Error(fmt::format(
+            "{}: tensors[{}] has {} elements (shape {}); a gradient can only be implied for a "
+            "one-element result, so pass d(loss)/d(result), e.g. ferry::ones_like(result)",
+            who, i, t.numel(), shape_str(t.sizes())));
+      out.push_back(ones_like(t.detach()));
+      continue;
+    }
+    if (g.sizes() != t.sizes())
+      throw ShapeError(fmt::format("{}: the gradient of tensors[{}] has shape {} but the tensor "
+                                   "has shape {}; they must be equal",
+                                   who, i, shape_str(g.sizes()), shape_str(t.sizes())));
+    if (g.device() != t.device())
+      throw DeviceMismatchError(fmt::format(
+          "{}: the gradient of tensors[{}] is on {} but the tensor is on {}; move it first", who,
+          i, g.device().str(), t.device().str()));
+    out.push_back(g.detach().to(t.dtype()));
+  }
+  return out;
+}
+
+std::vector<std::shared_ptr<Node>> root_nodes(std::string_view who,
+                                              const std::vector<Tensor>& tensors) {
+  std::vector<std::shared_ptr<Node>> roots;
+  for (std::size_t i = 0; i < tensors.size(); ++i) {
+    auto node = gradient_edge(tensors[i]);
+    if (!node)
+      throw Error(fmt::format(
+          "{}: tensors[{}] does not require grad and has no backward graph; call "
+          "requires_grad_() on the inputs before the ops, outside any NoGradGuard",
+          who, i));
+    roots.push_back(std::move(node));
+  }
+  return roots;
+}
+
+}  // namespace
+
+void backward(const std::vector<Tensor>& tensors, const std::vector<Tensor>& grad_tensors,
+              bool retain_graph) {
+  std::vector<Tensor> grads = root_gradients("backward", tensors, grad_tensors);
+  Task task;
+  task.retain_graph = retain_graph;
+  execute(root_nodes("backward", tensors), grads, task);
+}
+
+std::vector<Tensor> grad(const std::vector<Tensor>& outputs, const std::vector<Tensor>& inputs,
+                         const std::vector<Tensor>& grad_outputs, bool retain_graph,
+                         bool allow_unused) {
+  std::vector<Tensor> grads = root_gradients("grad", outputs, grad_outputs);
+  Task task;
+  task.retain_graph = retain_graph;
+  task.accumulate = false;
+  task.captured.resize(inputs.size());
+  std::vector<std::shared_ptr<Node>> input_nodes;  // kept alive while the task runs
+  for (std::size_t i = 0; i < inputs.size(); ++i) {
+    auto node = inputs[i].defined() ? gradient_edge(inputs[i]) : nullptr;
+    if (!node)
+      throw Error(fmt::format("grad: inputs[{}] does not require grad; call requires_grad_() on it "
+                              "before the ops",
+                              i));
+    if (!task.capture.emplace(node.get(), i).second)
+      throw Error(fmt::format("grad: inputs[{}] appears twice", i));
+    input_nodes.push_back(std::move(node));
+  }
+  execute(root_nodes("grad", outputs), grads, task);
+  for (std::size_t i = 0; i < inputs.size(); ++i) {
+    if (task.captured[i].defined()) continue;
+    if (!allow_unused)
+      throw Error(fmt::format(
+          "grad: the outputs do not depend on inputs[{}] (shape {}); pass allow_unused = true to "
+          "get an undefined tensor for it",
+          i, shape_str(inputs[i].sizes())));
+  }
+  return task.captured;
+}
+
+}  // namespace ferry::autograd

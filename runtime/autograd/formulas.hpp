@@ -1,0 +1,86 @@
+// runtime/autograd/formulas.hpp — one recorder per differentiable op: the op's
+// front-end calls it with its inputs and result, and it attaches the op's
+// backward formula to the result when autograd needs one (graph.hpp's
+// record()). The formulas live together here, by op family, the way PyTorch
+// keeps its derivatives apart from its kernels: a formula is built from ops,
+// so it runs on any device that runs the ops. Internal to the core.
+//
+// Every recorder returns at once unless grad mode is on and an input requires
+// grad, so front-ends call them unconditionally.
+#pragma once
+
+#include <cstdint>
+#include <string_view>
+#include <vector>
+
+#include "ferry/autograd.hpp"
+#include "ferry/tensor.hpp"
+
+namespace ferry::autograd {
+
+// Runs a front-end's forward with grad mode off: its inner views, casts and
+// ops are not part of the graph, and the recorder then adds one node for the
+// whole op.
+template <typename F> Tensor untracked(F&& forward) {
+  NoGradGuard no_grad;
+  return forward();
+}
+
+// Sums a broadcast gradient back to `shape` (over the leading dims it lacks
+// and the dims where it has size 1).
+Tensor sum_to(const Tensor& grad, const Shape& shape);
+
+// ---- element-wise (formulas_elementwise.cpp) ----
+void record_unary(std::string_view op, const Tensor& x, const Tensor& y);
+// Binary ops, also for a scalar operand (passed as the 0-d tensor the op used).
+void record_binary(std::string_view op, const Tensor& a, const Tensor& b, const Tensor& out);
+void record_where(const Tensor& cond, const Tensor& a, const Tensor& b, const Tensor& out);
+void record_cast(const Tensor& x, const Tensor& y);       // Tensor::to(dtype)
+void record_to_device(const Tensor& x, const Tensor& y);  // Tensor::to(device)
+
+// ---- views (formulas_views.cpp); sizes, dims and bounds as the view used them ----
+void record_reshape(std::string_view op, const Tensor& x, const Tensor& y);  // same elements, new shape
+void record_identity(std::string_view op, const Tensor& x, const Tensor& y);  // contiguous, clone
+void record_permute(const Tensor& x, const Shape& dims, const Tensor& y);
+void record_transpose(const Tensor& x, std::int64_t d0, std::int64_t d1, const Tensor& y);
+void record_slice(const Tensor& x, std::int64_t dim, std::int64_t start, std::int64_t end,
+                  std::int64_t step, const Tensor& y);
+void record_select(const Tensor& x, std::int64_t dim, std::int64_t index, const Tensor& y);
+void record_expand(const Tensor& x, const Tensor& y);
+
+// ---- reductions (formulas_reduce.cpp); dims as the caller gave them ----
+void record_sum(const Tensor& x, const std::vector<std::int64_t>& dims, bool keepdim,
+                const Tensor& out);
+void record_mean(const Tensor& x, const std::vector<std::int64_t>& dims, bool keepdim,
+                 const Tensor& out);
+void record_extremum(std::string_view op, const Tensor& x, const std::vector<std::int64_t>& dims,
+                     bool keepdim, const Tensor& out);  // max, min
+void record_var(const Tensor& x, const std::vector<std::int64_t>& dims, double correction,
+                bool keepdim, const Tensor& out);
+
+// ---- linear algebra and nn (formulas_nn.cpp) ----
+void record_matmul(const Tensor& a, const Tensor& b, const Tensor& out);
+void record_softmax(std::string_view op, const Tensor& x, std::int64_t dim, const Tensor& y);
+// mean and rstd are layer_norm's saved statistics ([rows]).
+void record_layer_norm(const Tensor& x, const Shape& normalized_shape, const Tensor& weight,
+                       const Tensor& bias, const Tensor& mean, const Tensor& rstd,
+                       const Tensor& y);
+void record_embedding(const Tensor& weight, const Tensor& indices, const Tensor& out);
+void record_index_select(const Tensor& x, std::int64_t dim, const Tensor& index,
+                         const Tensor& out);
+void record_gather(const Tensor& x, std::int64_t dim, const Tensor& index, const Tensor& out);
+void record_cat(const std::vector<Tensor>& tensors, std::int64_t dim, const Tensor& out);
+void record_stack(const std::vector<Tensor>& tensors, std::int64_t dim, const Tensor& out);
+
+}  // namespace ferry::autograd
+
+namespace ferry::detail {
+
+// The kernels only backward passes use (docs/kernel-contract.md, "Ops for
+// training"): activation gradients from (grad, z), and accumulation of `src`
+// into a new zero tensor of `shape` along `dim`.
+Tensor activation_backward(std::string_view op, const Tensor& grad, const Tensor& z);
+Tensor index_add(const Shape& shape, std::int64_t dim, const Tensor& index, const Tensor& src);
+Tensor scatter_add(const Shape& shape, std::int64_t dim, const Tensor& index, const Tensor& src);
+
+}  // namespace ferry::detail

@@ -1,0 +1,190 @@
+// runtime/autograd/formulas_nn.cpp — backward of matmul, softmax, log_softmax,
+// layer_norm and the indexing ops (formulas.hpp).
+#include <fmt/format.h>
+
+#include "autograd/formulas.hpp"
+#include "autograd/graph.hpp"
+#include "dispatch.hpp"
+#include "ferry/ops.hpp"
+
+namespace ferry::autograd {
+namespace {
+
+bool is_half(DType t) { return t == DType::f16 || t == DType::bf16; }
+
+// Note [Matmul gradient layout]
+// For a 2-D operand stored transposed (a Linear layer's weight.t(): stride 1
+// along its rows) the gradient is computed transposed as well, (Gᵀ·A)ᵀ rather
+// than Aᵀ·G: the same GEMM, but its result lands in the operand's own memory
+// order, so the transpose's backward hands the weight a contiguous gradient
+// and no copy is made (PyTorch's mm_mat2_backward does the same).
+bool stored_transposed(const Tensor& m) {
+  return m.dim() == 2 && m.stride(0) == 1 && m.stride(1) != 1;
+}
+
+}  // namespace
+
+void record_matmul(const Tensor& a, const Tensor& b, const Tensor& out) {
+  if (!should_record({&a, &b})) return;
+  record("matmulBackward", {a, b}, out,
+         [a = Saved(a), b = Saved(b)](const Tensor& g, const Needs& n) -> std::vector<Tensor> {
+           const Tensor av = a.get(), bv = b.get();
+           const DType dt = g.dtype();
+           // As the forward saw them: A [..., M, K], B [..., K, N], G [..., M, N].
+           const Tensor A = (av.dim() == 1 ? av.unsqueeze(0) : av).to(dt);
+           const Tensor B = (bv.dim() == 1 ? bv.unsqueeze(1) : bv).to(dt);
+           const std::int64_t M = A.size(-2), K = A.size(-1), N = B.size(-1);
+           Shape batch = broadcast_shapes(Shape(A.sizes().begin(), A.sizes().end() - 2),
+                                          Shape(B.sizes().begin(), B.sizes().end() - 2));
+           Shape gshape = batch;
+           gshape.push_back(M);
+           gshape.push_back(N);
+           const Tensor G = g.reshape(gshape);
+           std::vector<Tensor> r(2);
+           if (n[0]) {
+             Tensor gA = B.dim() == 2 && stored_transposed(A)
+                             ? matmul(B, G.transpose(-1, -2)).transpose(-1, -2)
+                             : matmul(G, B.transpose(-1, -2));
+             r[0] = sum_to(gA, A.sizes()).reshape(av.sizes()).to(av.dtype());
+           }
+           if (n[1]) {
+             Tensor gB;
+             if (B.dim() == 2) {
+               // B has no batch dims, so A is exactly batch + [M, K]: every batch
+               // folds into one [rows, K]ᵀ·[rows, N] product.
+               const Tensor A2 = A.reshape({-1, K}), G2 = G.reshape({-1, N});
+               gB = stored_transposed(B) ? matmul(G2.t(), A2).t() : matmul(A2.t(), G2);
+             } else {
+               gB = sum_to(matmul(A.transpose(-1, -2), G), B.sizes());
+             }
+             r[1] = gB.reshape(bv.sizes()).to(bv.dtype());
+           }
+           return r;
+         });
+}
+
+// softmax: dx = y (g - Σ g y); log_softmax: dx = g - exp(y) Σ g, sums along dim.
+void record_softmax(std::string_view op, const Tensor& x, std::int64_t dim, const Tensor& y) {
+  if (!should_record({&x})) return;
+  record(fmt::format("{}Backward", op), {x}, y,
+         [log = op == "log_softmax", y = Saved(y), dim](const Tensor& g, const Needs&) -> std::vector<Tensor> {
+           Tensor yv = y.get();
+           const std::vector<std::int64_t> d = {yv.dim() == 0 ? 0 : dim};
+           if (log) return {g - exp(yv) * sum(g, d, /*keepdim=*/true)};
+           return {yv * (g - sum(g * yv, d, /*keepdim=*/true))};
+         });
+}
+
+// With x̂ = (x - mean) · rstd over each row of N = prod(normalized_shape):
+//   dweight = Σ_rows g x̂,  dbias = Σ_rows g,
+//   dx = rstd · (ĝ - mean(ĝ) - x̂ · mean(ĝ x̂)),  ĝ = g · weight.
+// 16-bit inputs are differentiated in f32 and rounded once at the end.
+void record_layer_norm(const Tensor& x, const Shape& normalized_shape, const Tensor& weight,
+                       const Tensor& bias, const Tensor& mean_t, const Tensor& rstd_t,
+                       const Tensor& y) {
+  if (!should_record({&x, &weight, &bias})) return;
+  record("layer_normBackward", {x, weight, bias}, y,
+         [x = Saved(x), w = Saved(weight), mu = Saved(mean_t), rs = Saved(rstd_t),
+          normalized_shape](const Tensor& g, const Needs& n) -> std::vector<Tensor> {
+           const Tensor xv = x.get(), wv = w.get();
+           const DType dt = is_half(xv.dtype()) ? DType::f32 : xv.dtype();
+           const std::int64_t cols = detail::shape_numel(normalized_shape);
+           const std::int64_t rows = cols == 0 ? 0 : xv.numel() / cols;
+           const Tensor x2 = xv.reshape({rows, cols}).to(dt);
+           const Tensor g2 = g.reshape({rows, cols}).to(dt);
+           const Tensor rstd = rs.get().reshape({rows, 1}).to(dt);
+           const Tensor xhat = (x2 - mu.get().reshape({rows, 1}).to(dt)) * rstd;
+           std::vector<Tensor> r(3);
+           if (n[1]) r[1] = sum(g2 * xhat, {0}).reshape(normalized_shape).to(wv.dtype());
+           if (n[2]) r[2] = sum(g2, {0}).reshape(normalized_shape).to(g.dtype());
+           if (n[0]) {
+             const Tensor gh = wv.defined() ? g2 * wv.reshape({cols}).to(dt) : g2;
+             const Tensor c1 = mean(gh, {1}, /*keepdim=*/true);
+             const Tensor c2 = mean(gh * xhat, {1}, /*keepdim=*/true);
+             r[0] = ((gh - c1 - xhat * c2) * rstd).reshape(xv.sizes()).to(xv.dtype());
+           }
+           return r;
+         });
+}
+
+void record_embedding(const Tensor& weight, const Tensor& indices, const Tensor& out) {
+  if (!should_record({&weight})) return;
+  record("embeddingBackward", {weight}, out,
+         [shape = weight.sizes(), idx = Saved(indices)](const Tensor& g, const Needs&) -> std::vector<Tensor> {
+           Tensor flat = idx.get().reshape({-1}).to(DType::i64).contiguous();
+           return {detail::index_add(shape, 0, flat, g.reshape({-1, shape[1]}))};
+         });
+}
+
+void record_index_select(const Tensor& x, std::int64_t dim, const Tensor& index,
+                         const Tensor& out) {
+  if (!should_record({&x})) return;
+  record("index_selectBackward", {x}, out,
+         [shape = x.sizes(), dim, idx = Saved(index)](const Tensor& g, const Needs&) -> std::vector<Tensor> {
+           // A 0-d input was indexed as [1] (ops_index.cpp).
+           const Shape as = shape.empty() ? Shape{1} : shape;
+           Tensor flat = idx.get().reshape({-1}).to(DType::i64).contiguous();
+           const std::int64_t d = detail::wrap_dim(dim, std::int64_t(as.size()), "index_select");
+           return {detail::index_add(as, d, flat, g).reshape(shape)};
+         });
+}
+
+void record_gather(const Tensor& x, std::int64_t dim, const Tensor& index, const Tensor& out) {
+  if (!should_record({&x})) return;
+  record("gatherBackward", {x}, out,
+         [shape = x.sizes(), dim, idx = Saved(index)](const Tensor& g, const Needs&) -> std::vector<Tensor> {
+           // A 0-d input and index were gathered as [1] (ops_index.cpp).
+           const Shape as = shape.empty() ? Shape{1} : shape;
+           Tensor ix = idx.get().to(DType::i64);
+           if (shape.empty()) ix = ix.reshape({1});
+           const std::int64_t d = detail::wrap_dim(dim, std::int64_t(as.size()), "gather");
+           return {detail::scatter_add(as, d, ix, g.reshape(ix.sizes())).reshape(shape)};
+         });
+}
+
+void record_cat(const std::vector<Tensor>& tensors, std::int64_t dim, const Tensor& out) {
+  if (!should_record(tensors)) return;
+  // Where each input lies along dim in the output. cat skips 1-D empty inputs
+  // whatever the other shapes; their gradient is empty too.
+  struct Part {
+    std::int64_t offset, length;
+    Shape shape;
+    DType dtype;
+  };
+  std::vector<Part> parts;
+  const bool skipped_all = out.dim() == 1 && out.size(0) == 0;
+  const std::int64_t d = skipped_all ? 0 : detail::wrap_dim(dim, out.dim(), "cat");
+  std::int64_t offset = 0;
+  for (const Tensor& t : tensors) {
+    const bool skipped = t.dim() == 1 && t.size(0) == 0;
+    const std::int64_t len = skipped ? 0 : t.size(d);
+    parts.push_back({skipped ? -1 : offset, len, t.sizes(), t.dtype()});
+    offset += len;
+  }
+  record("catBackward", tensors, out, [parts, d](const Tensor& g, const Needs& n) -> std::vector<Tensor> {
+    std::vector<Tensor> r(parts.size());
+    for (std::size_t i = 0; i < parts.size(); ++i) {
+      const Part& p = parts[i];
+      if (!n[i]) continue;
+      r[i] = p.offset < 0 ? zeros(p.shape, {.dtype = p.dtype, .device = g.device()})
+                          : g.narrow(d, p.offset, p.length).to(p.dtype);
+    }
+    return r;
+  });
+}
+
+void record_stack(const std::vector<Tensor>& tensors, std::int64_t dim, const Tensor& out) {
+  if (!should_record(tensors)) return;
+  std::vector<DType> dtypes;
+  for (const Tensor& t : tensors) dtypes.push_back(t.dtype());
+  const std::int64_t d = detail::wrap_dim(dim, out.dim(), "stack");
+  record("stackBackward", tensors, out,
+         [dtypes, d](const Tensor& g, const Needs& n) -> std::vector<Tensor> {
+           std::vector<Tensor> r(dtypes.size());
+           for (std::size_t i = 0; i < dtypes.size(); ++i)
+             if (n[i]) r[i] = g.select(d, std::int64_t(i)).to(dtypes[i]);
+           return r;
+         });
+}
+
+}  // namespace ferry::autograd

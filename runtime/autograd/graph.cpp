@@ -1,0 +1,147 @@
+// runtime/autograd/graph.cpp — grad mode, recording, saved tensors and leaf
+// accumulation (Note [Autograd] in ferry/autograd.hpp, Note [Backward graph
+// ownership] in graph.hpp).
+#include "autograd/graph.hpp"
+
+#include <fmt/format.h>
+
+#include <atomic>
+
+#include "dispatch.hpp"
+#include "ferry/autograd.hpp"
+#include "ferry/error.hpp"
+
+namespace ferry {
+namespace {
+thread_local bool t_grad_enabled = true;
+}  // namespace
+
+bool is_grad_enabled() { return t_grad_enabled; }
+void set_grad_enabled(bool enabled) { t_grad_enabled = enabled; }
+
+namespace autograd {
+namespace {
+
+bool needs_grad(const Tensor& t) {
+  if (!t.defined()) return false;
+  const auto& m = t.impl_ptr()->autograd;
+  return m && (m->requires_grad || m->grad_fn);
+}
+
+// A node whose backward is a formula (a lambda holding Saved tensors).
+class FunctionNode final : public Node {
+ public:
+  FunctionNode(std::string name, BackwardFn fn) : Node(std::move(name)), fn_(std::move(fn)) {}
+
+  std::vector<Tensor> apply(const Tensor& grad) override {
+    if (!fn_)
+      throw Error(fmt::format(
+          "backward: tried to go through the graph a second time, but {} already freed the "
+          "tensors it saved; pass retain_graph = true to the first backward() if you need to "
+          "backward twice",
+          name()));
+    std::vector<bool> needs(next.size());
+    for (std::size_t i = 0; i < next.size(); ++i) needs[i] = next[i] != nullptr;
+    return fn_(grad, Needs(std::move(needs)));
+  }
+  void release() override { fn_ = nullptr; }
+
+ private:
+  BackwardFn fn_;
+};
+
+}  // namespace
+
+std::uint64_t Node::next_sequence() {
+  static std::atomic<std::uint64_t> counter{0};
+  return counter.fetch_add(1, std::memory_order_relaxed);
+}
+
+Saved::Saved(const Tensor& t) {
+  if (!t.defined()) return;
+  tensor_ = t.detach();
+  version_ = t.storage()->version();
+}
+
+Tensor Saved::get() const {
+  if (tensor_.defined() && tensor_.storage()->version() != version_)
+    throw Error(fmt::format(
+        "backward: a tensor saved for the gradient (shape {}, {}, on {}) was modified in place "
+        "after it was used (version {} now, {} when saved), so its gradient would be wrong; "
+        "clone() it before modifying it, or modify it after backward()",
+        shape_str(tensor_.sizes()), dtype_name(tensor_.dtype()), tensor_.device().str(),
+        tensor_.storage()->version(), version_));
+  return tensor_;
+}
+
+AutogradMeta& meta_of(const Tensor& t) {
+  auto& m = t.impl_ptr()->autograd;
+  if (!m) m = std::make_shared<AutogradMeta>();
+  return *m;
+}
+
+std::shared_ptr<Node> gradient_edge(const Tensor& t) {
+  if (!needs_grad(t)) return nullptr;
+  AutogradMeta& m = meta_of(t);
+  if (m.grad_fn) return m.grad_fn;
+  std::shared_ptr<Node> acc = m.grad_accumulator.lock();
+  if (!acc) {
+    acc = std::make_shared<AccumulateGrad>(t.impl_ptr());
+    m.grad_accumulator = acc;
+  }
+  return acc;
+}
+
+bool should_record(std::initializer_list<const Tensor*> tensors) {
+  if (!t_grad_enabled) return false;
+  for (const Tensor* t : tensors)
+    if (t && needs_grad(*t)) return true;
+  return false;
+}
+
+bool should_record(const std::vector<Tensor>& tensors) {
+  if (!t_grad_enabled) return false;
+  for (const Tensor& t : tensors)
+    if (needs_grad(t)) return true;
+  return false;
+}
+
+void record(std::string name, const std::vector<Tensor>& inputs, const Tensor& output,
+            BackwardFn backward) {
+  if (!should_record(inputs) || !is_floating(output.dtype())) return;
+  auto node = std::make_shared<FunctionNode>(std::move(name), std::move(backward));
+  node->next.reserve(inputs.size());
+  node->inputs.reserve(inputs.size());
+  for (const Tensor& in : inputs) {
+    if (in.defined() && in.is_same(output))
+      throw Error(fmt::format("autograd: {} returned one of its inputs as its result; "
+                              "a recorded op must make a new tensor (a bug in ferry)",
+                              node->name()));
+    node->next.push_back(gradient_edge(in));
+    node->inputs.push_back(in.defined() ? InputInfo{in.sizes(), in.dtype(), in.device()}
+                                        : InputInfo{});
+  }
+  meta_of(output).grad_fn = std::move(node);
+}
+
+std::vector<Tensor> AccumulateGrad::apply(const Tensor& grad) {
+  AutogradMeta& m = *leaf_->autograd;
+  if (!m.requires_grad) return {};  // requires_grad_(false) after the graph was built
+  if (!m.grad.defined()) {
+    // Keep the gradient itself when nothing else can see its memory (the
+    // engine hands over its only handle); otherwise keep a copy, so that two
+    // leaves never share one grad tensor.
+    const bool owned = grad.impl_ptr().use_count() == 1 && grad.storage().use_count() == 1 &&
+                       grad.storage_offset() == 0 && grad.is_contiguous() &&
+                       grad.storage()->nbytes() == std::size_t(grad.numel()) * grad.element_size();
+    m.grad = owned ? grad : grad.clone();
+    return {};
+  }
+  // Later gradients add in place, so grad() keeps its identity (and memory).
+  detail::run_kernel("add", {m.grad, grad}, {m.grad});
+  m.grad.storage()->bump_version();
+  return {};
+}
+
+}  // namespace autograd
+}  // namespace ferry

@@ -1,0 +1,129 @@
+// runtime/autograd/graph.hpp — the backward graph: nodes, edges, saved tensors,
+// and the per-tensor metadata (Note [Autograd] in ferry/autograd.hpp).
+// Internal to the core.
+//
+// Note [Backward graph ownership]
+// A result owns its node (AutogradMeta::grad_fn); a node owns the nodes of its
+// inputs through its edges, so a graph lives exactly as long as some result of
+// it does. Nothing points back up the graph: saved tensors are kept as
+// detached handles (no autograd metadata, so a node that saves its own output
+// does not own itself), a leaf's AccumulateGrad node is shared through a weak
+// pointer in the leaf's metadata, and a node that must fill a result's grad()
+// (retain_grad) reaches that metadata through a weak pointer.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "ferry/tensor.hpp"
+
+namespace ferry::autograd {
+
+class Node;
+
+struct AutogradMeta {
+  bool requires_grad = false;  // leaves: the user asked for gradients
+  Tensor grad;                 // leaves, and results that retain_grad()
+  std::shared_ptr<Node> grad_fn;               // results of recorded ops
+  std::weak_ptr<Node> grad_accumulator;        // leaves: their one AccumulateGrad
+};
+
+// What a node knows of one forward input, to check the gradient it returns.
+struct InputInfo {
+  Shape sizes;
+  DType dtype = DType::f32;
+  Device device = Device::cpu();
+};
+
+class Node {
+ public:
+  explicit Node(std::string name) : name_(std::move(name)), sequence_(next_sequence()) {}
+  virtual ~Node() = default;
+  Node(const Node&) = delete;
+  Node& operator=(const Node&) = delete;
+
+  // The gradients of the forward inputs (one per edge; undefined where an
+  // input needs none) from the gradient of the forward output.
+  virtual std::vector<Tensor> apply(const Tensor& grad) = 0;
+  // Frees what apply() needed (backward without retain_graph).
+  virtual void release() {}
+
+  const std::string& name() const { return name_; }
+  // Nodes made later run first when several are ready (as in PyTorch).
+  std::uint64_t sequence() const { return sequence_; }
+  // The node of each forward input; null where that input needs no gradient.
+  std::vector<std::shared_ptr<Node>> next;
+  std::vector<InputInfo> inputs;  // parallel to next
+  // The output's metadata when the output retains its gradient.
+  std::weak_ptr<AutogradMeta> retained;
+
+ private:
+  static std::uint64_t next_sequence();
+  std::string name_;
+  std::uint64_t sequence_;
+};
+
+// The node of a leaf: adds the gradient into the leaf's grad().
+class AccumulateGrad final : public Node {
+ public:
+  explicit AccumulateGrad(std::shared_ptr<TensorImpl> leaf)
+      : Node("AccumulateGrad"), leaf_(std::move(leaf)) {}
+  std::vector<Tensor> apply(const Tensor& grad) override;
+  const std::shared_ptr<TensorImpl>& leaf() const { return leaf_; }
+
+ private:
+  std::shared_ptr<TensorImpl> leaf_;
+};
+
+// Which inputs of a node want a gradient (a formula skips the others).
+class Needs {
+ public:
+  explicit Needs(std::vector<bool> needs) : needs_(std::move(needs)) {}
+  bool operator[](std::size_t i) const { return i < needs_.size() && needs_[i]; }
+
+ private:
+  std::vector<bool> needs_;
+};
+
+// A backward formula: input gradients from the output gradient.
+using BackwardFn = std::function<std::vector<Tensor>(const Tensor& grad, const Needs& needs)>;
+
+// A tensor kept for backward: a detached handle plus the version of its
+// storage when it was saved; get() raises Error if it was written in place
+// since. An undefined tensor saves as undefined.
+class Saved {
+ public:
+  Saved() = default;
+  Saved(const Tensor& t);  // NOLINT(google-explicit-constructor): saving reads as assignment
+  Tensor get() const;
+
+ private:
+  Tensor tensor_;
+  std::uint64_t version_ = 0;
+};
+
+// ---- recording (what op front-ends call) ----
+
+// True when grad mode is on and a defined tensor among `tensors` requires grad.
+bool should_record(std::initializer_list<const Tensor*> tensors);
+bool should_record(const std::vector<Tensor>& tensors);
+
+// Makes `output` the result of a node named `name` with edges to `inputs`
+// (undefined inputs and those that need no gradient get none). Does nothing
+// unless should_record(inputs) or when `output` is not floating (integer and
+// bool results never require grad). `output` must be a new tensor, not one of
+// the inputs.
+void record(std::string name, const std::vector<Tensor>& inputs, const Tensor& output,
+            BackwardFn backward);
+
+// The metadata of a tensor, made on first use.
+AutogradMeta& meta_of(const Tensor& t);
+// The node a gradient for `t` flows into: its grad_fn, or its leaf's
+// AccumulateGrad (made on first use); null when it needs no gradient.
+std::shared_ptr<Node> gradient_edge(const Tensor& t);
+
+}  // namespace ferry::autograd

@@ -1,0 +1,99 @@
+// runtime/autograd/tensor_autograd.cpp — Tensor's autograd methods
+// (Note [Autograd] in ferry/autograd.hpp).
+#include <fmt/format.h>
+
+#include "autograd/graph.hpp"
+#include "ferry/autograd.hpp"
+#include "ferry/error.hpp"
+
+namespace ferry {
+
+using autograd::meta_of;
+
+const std::shared_ptr<TensorImpl>& Tensor::checked_impl() const {
+  impl();  // throws for an undefined tensor
+  return impl_;
+}
+
+Tensor& Tensor::requires_grad_(bool requires_grad) {
+  const auto& m = checked_impl()->autograd;
+  if (m && m->grad_fn) {
+    if (!requires_grad)
+      throw Error(fmt::format(
+          "requires_grad_(false): this tensor is the result of {}, not a leaf; use detach() to "
+          "get a tensor without history",
+          m->grad_fn->name()));
+    return *this;  // a result of recorded ops already requires grad
+  }
+  if (requires_grad && !is_floating(dtype()))
+    throw DTypeError(fmt::format(
+        "requires_grad_: only floating tensors can require gradients, this one is {} (shape {}); "
+        "convert it first, e.g. x.to(ferry::DType::f32)",
+        dtype_name(dtype()), shape_str(sizes())));
+  if (requires_grad || m) meta_of(*this).requires_grad = requires_grad;
+  return *this;
+}
+
+bool Tensor::requires_grad() const {
+  const auto& m = checked_impl()->autograd;
+  return m && (m->requires_grad || m->grad_fn);
+}
+
+bool Tensor::is_leaf() const {
+  const auto& m = checked_impl()->autograd;
+  return !m || !m->grad_fn;
+}
+
+Tensor Tensor::grad() const {
+  const auto& m = checked_impl()->autograd;
+  return m ? m->grad : Tensor();
+}
+
+void Tensor::set_grad(const Tensor& grad) const {
+  checked_impl();
+  if (grad.defined()) {
+    if (grad.sizes() != sizes() || grad.dtype() != dtype())
+      throw ShapeError(fmt::format(
+          "set_grad: the gradient is {} {} but the tensor is {} {}; they must be the same",
+          dtype_name(grad.dtype()), shape_str(grad.sizes()), dtype_name(dtype()),
+          shape_str(sizes())));
+    if (grad.device() != device())
+      throw DeviceMismatchError(fmt::format(
+          "set_grad: the gradient is on {} but the tensor is on {}; move it first",
+          grad.device().str(), device().str()));
+  } else if (!impl_->autograd) {
+    return;  // nothing to clear
+  }
+  meta_of(*this).grad = grad.defined() ? grad.detach() : Tensor();
+}
+
+void Tensor::backward(const Tensor& gradient, bool retain_graph) const {
+  autograd::backward({*this}, gradient.defined() ? std::vector<Tensor>{gradient}
+                                                 : std::vector<Tensor>{},
+                     retain_graph);
+}
+
+Tensor Tensor::detach() const {
+  const TensorImpl& me = *checked_impl();
+  auto impl = std::make_shared<TensorImpl>();
+  impl->storage = me.storage;
+  impl->sizes = me.sizes;
+  impl->strides = me.strides;
+  impl->offset = me.offset;
+  impl->dtype = me.dtype;
+  return Tensor(std::move(impl));
+}
+
+void Tensor::retain_grad() const {
+  const auto& m = checked_impl()->autograd;
+  if (!m || (!m->requires_grad && !m->grad_fn))
+    throw Error("retain_grad: this tensor does not require grad, so it gets no gradient");
+  if (m->grad_fn) m->grad_fn->retained = m;  // a leaf keeps its gradient anyway
+}
+
+std::string Tensor::grad_fn_name() const {
+  const auto& m = checked_impl()->autograd;
+  return m && m->grad_fn ? m->grad_fn->name() : std::string();
+}
+
+}  // namespace ferry

@@ -1,0 +1,206 @@
+// tests/conformance/cases_grad.cpp — the gradient mode: every differentiable
+// op's backward on the device under test, held to the CPU's.
+//
+// A case runs the op on leaves made from its floating inputs, backpropagates a
+// fixed upstream gradient (the same numbers on every device), and returns all
+// the leaves' gradients flattened into one tensor, which the runner compares
+// with the CPU's like any op result. So the backward kernels (activation
+// gradients, index_add, scatter_add) and every composite formula run on the
+// device, under the output guards, through the public API only.
+#include "catalog.hpp"
+
+namespace ferry::conformance {
+namespace {
+
+using Fn = std::function<Tensor(const Inputs&)>;
+
+// The gradients of fn at `in` for the upstream gradient r (seeded, in [-1, 1]).
+Tensor gradients(const Fn& fn, const Inputs& in) {
+  Inputs leaves;
+  for (const Tensor& t : in)
+    leaves.push_back(t.defined() && is_floating(t.dtype()) ? t.detach().requires_grad_() : t);
+  Tensor y = fn(leaves);
+  y.backward(make_input(y.sizes(), y.dtype(), 97, -1, 1).to(y.device()));
+  std::vector<Tensor> parts;
+  for (const Tensor& l : leaves) {
+    if (!l.defined() || !l.requires_grad()) continue;
+    parts.push_back(l.grad().defined()
+                        ? l.grad().reshape({-1})
+                        : zeros({l.numel()}, {.dtype = l.dtype(), .device = l.device()}));
+  }
+  return cat(parts);
+}
+
+struct GradShape {
+  std::vector<Shape> shapes;
+  std::string cls;
+  std::function<Inputs(const Inputs&)> view;
+  std::string view_label;
+};
+
+// Adds one case per floating dtype. lo/hi bound the floating inputs (integer
+// inputs such as indices come from `extra`, appended after them).
+void add(std::vector<Case>& out, const std::string& op, const GradShape& s, double nmse,
+         Fn fn, double lo = -3, double hi = 3, std::function<Inputs()> extra = {}) {
+  for (DType dt : kFloat) {
+    auto make = [shapes = s.shapes, dt, lo, hi, extra] {
+      Inputs in = inputs_of({shapes, lo, hi}, dt)();
+      if (extra)
+        for (Tensor& t : extra()) in.push_back(t);
+      return in;
+    };
+    out.push_back({op + ".grad", dt, shapes_label(s.shapes) + s.view_label, s.cls,
+                   threshold(dt, nmse), make, s.view,
+                   [fn](const Inputs& in) { return gradients(fn, in); }});
+  }
+}
+
+Inputs t_first(const Inputs& in) {
+  Inputs v = in;
+  v[0] = v[0].t();
+  return v;
+}
+
+void add_elementwise(std::vector<Case>& out) {
+  const std::vector<GradShape> unary = {
+      {{{7, 13}}, "odd", {}, ""},
+      {{{1023}}, "odd", {}, ""},
+      {{{13, 7}}, "non-contiguous", t_first, ".t()"},
+  };
+  struct U {
+    const char* name;
+    Tensor (*fn)(const Tensor&);
+    double lo, hi;
+  };
+  const U ops[] = {{"neg", ferry::neg, -3, 3},        {"abs", ferry::abs, -3, 3},
+                   {"exp", ferry::exp, -3, 3},        {"log", ferry::log, 0.25, 3},
+                   {"sqrt", ferry::sqrt, 0.25, 3},    {"rsqrt", ferry::rsqrt, 0.25, 3},
+                   {"sin", ferry::sin, -3, 3},        {"cos", ferry::cos, -3, 3},
+                   {"tanh", ferry::tanh, -3, 3},      {"sigmoid", ferry::sigmoid, -3, 3},
+                   {"relu", ferry::relu, -3, 3},      {"silu", ferry::silu, -3, 3}};
+  for (const U& u : ops)
+    for (const GradShape& s : unary)
+      add(out, u.name, s, 1e-10, [fn = u.fn](const Inputs& in) { return fn(in[0]); }, u.lo, u.hi);
+  for (const GradShape& s : unary) {
+    add(out, "gelu", s, 1e-10, [](const Inputs& in) { return ferry::gelu(in[0]); });
+    add(out, "gelu_tanh", s, 1e-10, [](const Inputs& in) { return ferry::gelu(in[0], "tanh"); });
+  }
+
+  const std::vector<GradShape> binary = {
+      {{{7, 13}, {7, 13}}, "odd", {}, ""},
+      {{{7, 1}, {1, 13}}, "broadcast", {}, ""},
+      {{{2, 3, 5}, {5}}, "broadcast", {}, ""},
+      {{{}, {7, 13}}, "scalar", {}, ""},
+      {{{13, 7}, {7, 13}}, "non-contiguous", t_first, " (first .t())"},
+  };
+  struct B {
+    const char* name;
+    Tensor (*fn)(const Tensor&, const Tensor&);
+    double lo, hi;  // div and pow stay where they are smooth
+  };
+  const B bops[] = {{"add", ferry::add, -3, 3},         {"sub", ferry::sub, -3, 3},
+                    {"mul", ferry::mul, -3, 3},         {"div", ferry::div, 0.5, 3},
+                    {"pow", ferry::pow, 0.5, 2},        {"maximum", ferry::maximum, -3, 3},
+                    {"minimum", ferry::minimum, -3, 3}};
+  for (const B& b : bops)
+    for (const GradShape& s : binary)
+      add(out, b.name, s, 1e-10, [fn = b.fn](const Inputs& in) { return fn(in[0], in[1]); },
+          b.lo, b.hi);
+  add(out, "where", {{{7, 13}, {13}}, "broadcast", {}, ""}, 1e-10,
+      [](const Inputs& in) { return ferry::where(gt(in[0], 0), in[0], in[1]); });
+  add(out, "scalar ops", {{{7, 13}}, "odd", {}, ""}, 1e-10, [](const Inputs& in) {
+    return pow(in[0], 2.0) * 3.0 - 1.5 / (in[0] * in[0] + 1.0) + maximum(in[0], 0.5);
+  });
+  add(out, "cast", {{{7, 13}}, "odd", {}, ""}, 1e-10,
+      [](const Inputs& in) { return in[0].to(DType::f32) * in[0].to(DType::f32); });
+}
+
+void add_reductions(std::vector<Case>& out) {
+  struct Reduce {
+    GradShape shape;
+    std::vector<std::int64_t> dims;
+  };
+  const std::vector<Reduce> shapes = {
+      {GradShape{{{7, 13}}, "odd", {}, ""}, {}},
+      {GradShape{{{7, 13}}, "odd", {}, ""}, {1}},
+      {GradShape{{{3, 5, 7}}, "odd", {}, ""}, {0, 2}},
+      {GradShape{{{13, 7}}, "non-contiguous", t_first, ".t()"}, {0}},
+  };
+  for (const Reduce& r : shapes) {
+    const std::vector<std::int64_t> dims = r.dims;
+    GradShape s = r.shape;
+    s.view_label += " dims=" + shape_str(dims);
+    add(out, "sum", s, 1e-12, [dims](const Inputs& in) { return ferry::sum(in[0], dims); });
+    add(out, "mean", s, 1e-12, [dims](const Inputs& in) { return ferry::mean(in[0], dims, true); });
+    add(out, "max", s, 1e-12, [dims](const Inputs& in) { return ferry::max(in[0], dims); });
+    add(out, "min", s, 1e-12, [dims](const Inputs& in) { return ferry::min(in[0], dims, true); });
+    add(out, "var", s, 1e-9, [dims](const Inputs& in) { return ferry::var(in[0], dims); });
+  }
+  for (std::int64_t dim : {0, -1}) {
+    GradShape s{{{7, 13}}, "odd", {}, fmt::format(" dim={}", dim)};
+    add(out, "softmax", s, 1e-9, [dim](const Inputs& in) { return ferry::softmax(in[0], dim); });
+    add(out, "log_softmax", s, 1e-9,
+        [dim](const Inputs& in) { return ferry::log_softmax(in[0], dim); });
+  }
+}
+
+void add_nn(std::vector<Case>& out) {
+  const std::vector<GradShape> mm = {
+      {{{7, 13}, {13, 5}}, "odd", {}, ""},
+      {{{13}, {13, 5}}, "odd", {}, ""},
+      {{{2, 1, 7, 13}, {3, 13, 5}}, "broadcast", {}, ""},
+      {{{3, 7, 13}, {5, 13}}, "batched", [](const Inputs& in) { return Inputs{in[0], in[1].t()}; },
+       " (x · w.t())"},
+  };
+  for (const GradShape& s : mm)
+    add(out, "matmul", s, 1e-10, [](const Inputs& in) { return ferry::matmul(in[0], in[1]); },
+        -2, 2);
+  add(out, "layer_norm", {{{7, 13}, {13}, {13}}, "odd", {}, " affine"}, 1e-9,
+      [](const Inputs& in) { return ferry::layer_norm(in[0], {13}, in[1], in[2]); });
+  add(out, "layer_norm", {{{3, 5, 7}}, "odd", {}, " normalized [5, 7]"}, 1e-9,
+      [](const Inputs& in) { return ferry::layer_norm(in[0], {5, 7}); });
+
+  // Indices repeat, so the accumulation order matters (docs/kernel-contract.md).
+  auto index = [](const Shape& s, std::int64_t n) {
+    return [s, n] {
+      manual_seed(11);
+      return Inputs{randint(0, n, s)};
+    };
+  };
+  add(out, "embedding", {{{50, 16}}, "odd", {}, " indices i64[4, 9]"}, 1e-12,
+      [](const Inputs& in) { return ferry::embedding(in[0], in[1]); }, -3, 3, index({4, 9}, 50));
+  add(out, "index_select", {{{7, 13}}, "odd", {}, " dim=1 index[20]"}, 1e-12,
+      [](const Inputs& in) { return ferry::index_select(in[0], 1, in[1]); }, -3, 3,
+      index({20}, 13));
+  add(out, "gather", {{{7, 13}}, "odd", {}, " dim=1 index[7, 20]"}, 1e-12,
+      [](const Inputs& in) { return ferry::gather(in[0], 1, in[1]); }, -3, 3,
+      index({7, 20}, 13));
+  add(out, "gather", {{{7, 13}}, "odd", {}, " dim=0 index[9, 13]"}, 1e-12,
+      [](const Inputs& in) { return ferry::gather(in[0], 0, in[1]); }, -3, 3,
+      index({9, 13}, 7));
+}
+
+void add_shape_ops(std::vector<Case>& out) {
+  add(out, "cat", {{{2, 3}, {5, 3}}, "odd", {}, " dim=0"}, 0,
+      [](const Inputs& in) { return ferry::cat({in[0], in[1]}, 0) * 2.0; });
+  add(out, "stack", {{{3, 4}, {3, 4}}, "odd", {}, " dim=1"}, 0,
+      [](const Inputs& in) { return ferry::stack({in[0], in[1]}, 1) * 2.0; });
+  add(out, "views", {{{4, 6}}, "non-contiguous", {}, " permute/slice/select/expand"}, 1e-12,
+      [](const Inputs& in) {
+        Tensor x = in[0];
+        return x.view({2, 2, 6}).permute({2, 0, 1}).slice(0, 1, 6, 2).reshape({3, 4}) *
+                   x.select(0, 1).narrow(0, 0, 4).unsqueeze(0).expand({3, 4}) +
+               x.t().contiguous().flatten().narrow(0, 0, 12).view({3, 4});
+      });
+}
+
+}  // namespace
+
+void add_grad_cases(std::vector<Case>& out) {
+  add_elementwise(out);
+  add_reductions(out);
+  add_nn(out);
+  add_shape_ops(out);
+}
+
+}  // namespace ferry::conformance
