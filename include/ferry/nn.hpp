@@ -1,0 +1,10 @@
+// ferry/nn.hpp — the model graph: nn::Module, the layers and containers, the
+// losses, their functional forms and parameter initialisation.
+#pragma once
+
+#include "ferry/nn/container.hpp"
+#include "ferry/nn/functional.hpp"
+#include "ferry/nn/init.hpp"
+#include "ferry/nn/layers.hpp"
+#include "ferry/nn/loss.hpp"
+#include "ferry/nn/module.hpp"

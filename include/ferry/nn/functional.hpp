@@ -1,0 +1,75 @@
+// ferry/nn/functional.hpp — the stateless forms of the layers and the losses
+// (PyTorch's torch.nn.functional). Every function is built from ferry's
+// differentiable ops, so autograd differentiates it and it runs on every
+// device that has those ops. Errors are typed (ShapeError, DTypeError, Error)
+// and name the function.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string_view>
+
+#include "ferry/tensor.hpp"
+
+namespace ferry::nn {
+
+// How a loss reduces its per-element values.
+enum class Reduction { none, mean, sum };
+
+}  // namespace ferry::nn
+
+namespace ferry::nn::functional {
+
+// x · weightᵀ + bias over the last dim: x [..., in], weight [out, in], bias
+// [out] or undefined. ShapeError when the sizes do not fit.
+Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias = {});
+
+// Training: zeroes each element with probability p and scales the others by
+// 1 / (1 - p); the mask comes from ferry's seeded generator, so a seed gives
+// the same mask on every device. p = 0 or !training returns x; p = 1 gives
+// zeros. Error unless 0 <= p <= 1.
+Tensor dropout(const Tensor& x, double p = 0.5, bool training = true);
+
+// Batch normalisation over dim 1 of x [N, C] or [N, C, L] (PyTorch's
+// F.batch_norm). With `training`, normalises with the batch's statistics
+// (biased variance) and, when running_mean / running_var are defined, updates
+// them in place as (1 - momentum) · running + momentum · batch, with the
+// unbiased batch variance. Otherwise normalises with the running statistics.
+// weight and bias ([C]) are optional.
+Tensor batch_norm(const Tensor& x, const Tensor& running_mean, const Tensor& running_var,
+                  const Tensor& weight = {}, const Tensor& bias = {}, bool training = false,
+                  double momentum = 0.1, double eps = 1e-5);
+
+// ferry::layer_norm, here for symmetry with PyTorch's functional.
+Tensor layer_norm(const Tensor& x, const Shape& normalized_shape, const Tensor& weight = {},
+                  const Tensor& bias = {}, double eps = 1e-5);
+Tensor relu(const Tensor& x);
+// approximate: "none" (exact, erf) or "tanh".
+Tensor gelu(const Tensor& x, std::string_view approximate = "none");
+
+struct CrossEntropyOptions {
+  Tensor weight;  // per-class rescaling weights [C]; undefined: all 1
+  std::int64_t ignore_index = -100;
+  Reduction reduction = Reduction::mean;
+  double label_smoothing = 0.0;  // in [0, 1]
+};
+
+// PyTorch's cross_entropy with class-index targets. input: [N, C],
+// [N, C, d1, ...] or [C] (unbatched) logits, floating; target: class indices
+// (i64 or i32) of shape [N], [N, d1, ...] or [] respectively. Per element,
+//   l = -w[t] · log_softmax(input)[t]                 (0 where t == ignore_index)
+// and with label smoothing ε over C classes
+//   l = (1 - ε) · l + ε / C · (-Σ_c w[c] · log_softmax(input)[c])   (0 where ignored)
+// mean divides the sum by Σ w[t] over the targets not ignored (NaN when every
+// target is ignored, as in PyTorch); sum sums; none keeps the target's shape.
+// Errors: a target out of [0, C) that is not ignore_index is a ShapeError
+// naming it; a floating target is a DTypeError (probability targets are not
+// supported); mismatched shapes are ShapeErrors.
+Tensor cross_entropy(const Tensor& input, const Tensor& target,
+                     const CrossEntropyOptions& options = {});
+
+// (input - target)², reduced. The shapes must be equal (ShapeError): PyTorch
+// broadcasts them with a warning that it is likely a bug; ferry refuses.
+Tensor mse_loss(const Tensor& input, const Tensor& target, Reduction reduction = Reduction::mean);
+
+}  // namespace ferry::nn::functional

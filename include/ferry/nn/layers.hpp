@@ -1,0 +1,128 @@
+// ferry/nn/layers.hpp — the built-in layers: Linear, Embedding, LayerNorm,
+// BatchNorm1d, Dropout and the activations.
+//
+// Semantics, defaults and initial distributions are PyTorch's (the numbers
+// are drawn from ferry's generator, so they differ from PyTorch's but a
+// manual_seed makes them reproducible on every device). Each layer's tensors
+// are public fields, as in libtorch, and registered under PyTorch's names, so
+// a PyTorch state_dict loads as is. `options` places the tensors on a device
+// and in a floating dtype (f32 by default) from the start.
+//
+// forward() checks the input's shape and raises ShapeError naming the layer,
+// what it expects and what it got.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+
+#include "ferry/nn/module.hpp"
+#include "ferry/tensor.hpp"
+
+namespace ferry::nn {
+
+// y = x · weightᵀ + bias. weight [out, in] and bias [out] are both drawn
+// from U(-1/√in, 1/√in) (PyTorch's kaiming_uniform_(a=√5) and its bias rule).
+class Linear : public Module {
+ public:
+  Linear(std::int64_t in_features, std::int64_t out_features, bool bias = true,
+         const TensorOptions& options = {});
+  Tensor forward(const Tensor& x) override;  // [..., in] -> [..., out]
+  std::string extra_repr() const override;
+
+  std::int64_t in_features, out_features;
+  Tensor weight, bias;  // bias undefined when built without one
+};
+
+// A lookup table: indices (i64 or i32, any shape) -> rows of weight
+// [num_embeddings, embedding_dim], drawn from N(0, 1).
+class Embedding : public Module {
+ public:
+  Embedding(std::int64_t num_embeddings, std::int64_t embedding_dim,
+            const TensorOptions& options = {});
+  Tensor forward(const Tensor& indices) override;  // shape -> shape + [embedding_dim]
+  std::string extra_repr() const override;
+
+  std::int64_t num_embeddings, embedding_dim;
+  Tensor weight;
+};
+
+// Normalises over the last normalized_shape.size() dims; weight (ones) and
+// bias (zeros) when elementwise_affine (bias only when `bias`).
+class LayerNorm : public Module {
+ public:
+  explicit LayerNorm(Shape normalized_shape, double eps = 1e-5, bool elementwise_affine = true,
+                     bool bias = true, const TensorOptions& options = {});
+  Tensor forward(const Tensor& x) override;
+  std::string extra_repr() const override;
+
+  Shape normalized_shape;
+  double eps;
+  bool elementwise_affine;
+  Tensor weight, bias;
+};
+
+// Batch normalisation of [N, C] or [N, C, L] over N (and L) per channel C.
+// Training normalises with the batch's statistics (biased variance) and, with
+// track_running_stats, updates the buffers running_mean (zeros), running_var
+// (ones) — with the unbiased variance — in place, and num_batches_tracked (an
+// i64 0-d count). momentum nullopt uses the cumulative average 1 / count.
+// Evaluation normalises with the running statistics (with the batch's when
+// they are not tracked). weight (ones) and bias (zeros) when affine.
+class BatchNorm1d : public Module {
+ public:
+  explicit BatchNorm1d(std::int64_t num_features, double eps = 1e-5,
+                       std::optional<double> momentum = 0.1, bool affine = true,
+                       bool track_running_stats = true, const TensorOptions& options = {});
+  Tensor forward(const Tensor& x) override;
+  std::string extra_repr() const override;
+
+  std::int64_t num_features;
+  double eps;
+  std::optional<double> momentum;
+  bool affine, track_running_stats;
+  Tensor weight, bias;                                    // when affine
+  Tensor running_mean, running_var, num_batches_tracked;  // when track_running_stats
+};
+
+// functional::dropout(x, p, is_training()). Error unless 0 <= p <= 1.
+class Dropout : public Module {
+ public:
+  explicit Dropout(double p = 0.5);
+  Tensor forward(const Tensor& x) override;
+  std::string extra_repr() const override;
+
+  double p;
+};
+
+class ReLU : public Module {
+ public:
+  Tensor forward(const Tensor& x) override;
+};
+
+// approximate: "none" (exact, erf) or "tanh"; Error for anything else.
+class GELU : public Module {
+ public:
+  explicit GELU(std::string approximate = "none");
+  Tensor forward(const Tensor& x) override;
+  std::string extra_repr() const override;
+
+  std::string approximate;
+};
+
+class SiLU : public Module {
+ public:
+  Tensor forward(const Tensor& x) override;
+};
+
+class Tanh : public Module {
+ public:
+  Tensor forward(const Tensor& x) override;
+};
+
+class Sigmoid : public Module {
+ public:
+  Tensor forward(const Tensor& x) override;
+};
+
+}  // namespace ferry::nn

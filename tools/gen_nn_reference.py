@@ -1,0 +1,307 @@
+#!/usr/bin/python3
+"""Generate tests/data/pytorch_nn_reference.json: PyTorch reference results for ferry's nn layers
+and losses, forward and backward.
+
+Regenerate (from the repository root):
+
+    apt-get install -y python3-torch           # Debian 12: python3-torch 1.13.1+dfsg-4
+    /usr/bin/python3 tools/gen_nn_reference.py # writes tests/data/pytorch_nn_reference.json
+
+Use Debian's /usr/bin/python3 (the one python3-torch installs into); a pyenv `python3`
+earlier on PATH has no torch. The committed file was made with python3-torch 1.13.1+dfsg-4
+(torch.__version__ == "1.13.0a0") on the CPU. The inputs are deterministic (each case draws
+from its own torch.Generator seeded with crc32(case name), through tools/gen_reference.py's
+Gen, and values are rounded to a few decimals to keep the file small), so two runs write
+identical bytes and adding a case leaves the others alone.
+
+The file is read by tests/test_nn_reference.cpp. Each case builds one layer or loss in
+PyTorch, copies the inputs and parameters into it, runs the forward, and then the backward
+of sum(output * R) for a fixed R of the output's shape (a 0-d R for a reduced loss).
+Format:
+
+    {"torch_version": str,
+     "cases": [{"name": unique str,
+                "kind": "linear" | "layer_norm" | "batch_norm" | "embedding" | "activation" |
+                        "cross_entropy" | "mse_loss",
+                "attrs": {...},             # the layer's or loss's options, per kind below
+                "tensors": {name: {"shape": [...], "dtype": "f32"|"i64"|"i32", "data": [...]}},
+                "tol": {"rtol": r, "atol": a}}]}
+
+Tensor names: "x" (input), "target", "R", the parameters under their state_dict names
+("weight", "bias", "running_mean", ...), "out", and "grad_<name>" for the gradient of
+sum(out * R) with respect to an input or parameter. batch_norm cases run two training steps
+(or one evaluation step) and name per-step tensors with a suffix: x1, out1, grad_x1, ... and
+the running statistics after both steps. Values are JSON numbers; NaN and the infinities are
+the strings "nan", "inf" and "-inf" (tools/gen_reference.py's encoding). A value passes when
+|actual - expected| <= atol + rtol * |expected|.
+"""
+
+import json
+import os
+import sys
+
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from gen_reference import Gen, tensor_json  # noqa: E402  (shared encoding and inputs)
+
+OUT_PATH = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests", "data",
+                        "pytorch_nn_reference.json")
+
+T_F32 = {"rtol": 1e-5, "atol": 1e-6}   # a single op and its backward
+T_COMP = {"rtol": 1e-5, "atol": 1e-5}  # composed of reductions (summation order differs)
+
+CASES = []
+NAMES = set()
+
+
+def add_case(name, kind, attrs, tensors, tol=T_F32):
+    assert name not in NAMES, name
+    NAMES.add(name)
+    CASES.append((name, kind, attrs, tensors, tol))
+
+
+def dump(path):
+    lines = ['{"torch_version": %s,' % json.dumps(torch.__version__), '"cases": [']
+    for k, (name, kind, attrs, tensors, tol) in enumerate(CASES):
+        ts = ",".join("%s:%s" % (json.dumps(n), tensor_json(t)) for n, t in tensors.items())
+        s = ('{"name":%s,"kind":%s,"attrs":%s,"tensors":{%s},"tol":{"rtol":%r,"atol":%r}}'
+             % (json.dumps(name), json.dumps(kind),
+                json.dumps(attrs, sort_keys=True, separators=(",", ":")), ts,
+                float(tol["rtol"]), float(tol["atol"])))
+        lines.append(s + ("," if k + 1 < len(CASES) else ""))
+    lines.append("]}")
+    text = "\n".join(lines) + "\n"
+    json.loads(text)  # must parse
+    with open(path, "w") as f:
+        f.write(text)
+    return len(text)
+
+
+def backward(out, g, leaves):
+    """Gradients of sum(out * R) with R drawn from g; returns (R, {name: grad})."""
+    R = g.uniform(list(out.shape), -1, 1, decimals=2)
+    (out * R).sum().backward()
+    return R, {"grad_" + n: t.grad.detach().clone() for n, t in leaves.items() if t.grad is not None}
+
+
+def leaf(t):
+    return t.clone().requires_grad_()
+
+
+# ---------------------------------------------------------------- layers
+
+def linear_cases():
+    for name, shape, i, o, bias in (("linear_bias", [5, 4], 4, 3, True),
+                                    ("linear_nobias_3d", [2, 3, 6], 6, 2, False),
+                                    ("linear_1d", [4], 4, 5, True)):
+        g = Gen(name)
+        m = nn.Linear(i, o, bias=bias)
+        with torch.no_grad():
+            m.weight.copy_(g.uniform([o, i], -1, 1))
+            if bias:
+                m.bias.copy_(g.uniform([o], -1, 1))
+        x = leaf(g.uniform(shape))
+        out = m(x)
+        leaves = {"x": x, "weight": m.weight}
+        if bias:
+            leaves["bias"] = m.bias
+        R, grads = backward(out, g, leaves)
+        tensors = {"x": x, "weight": m.weight}
+        if bias:
+            tensors["bias"] = m.bias
+        tensors.update({"R": R, "out": out, **grads})
+        add_case(name, "linear", {"in_features": i, "out_features": o, "bias": bias}, tensors,
+                 T_COMP)
+
+
+def layer_norm_cases():
+    for name, shape, ns, affine in (("layer_norm_last", [4, 6], [6], True),
+                                    ("layer_norm_2d", [2, 3, 4], [3, 4], True),
+                                    ("layer_norm_no_affine", [3, 5], [5], False)):
+        g = Gen(name)
+        m = nn.LayerNorm(ns, eps=1e-5, elementwise_affine=affine)
+        if affine:
+            with torch.no_grad():
+                m.weight.copy_(g.uniform(ns, 0.5, 1.5))
+                m.bias.copy_(g.uniform(ns, -0.5, 0.5))
+        x = leaf(g.uniform(shape))
+        out = m(x)
+        leaves = {"x": x}
+        tensors = {"x": x}
+        if affine:
+            leaves.update({"weight": m.weight, "bias": m.bias})
+            tensors.update({"weight": m.weight, "bias": m.bias})
+        R, grads = backward(out, g, leaves)
+        tensors.update({"R": R, "out": out, **grads})
+        add_case(name, "layer_norm",
+                 {"normalized_shape": ns, "eps": 1e-5, "elementwise_affine": affine}, tensors,
+                 T_COMP)
+
+
+def batch_norm_cases():
+    """Two training steps (output, gradients and running statistics after each), or one
+    evaluation step from given running statistics."""
+    for name, shape, momentum, affine, train in (
+            ("batch_norm_2d_train", [6, 3], 0.1, True, True),
+            ("batch_norm_3d_train", [4, 3, 5], 0.1, True, True),
+            ("batch_norm_cumulative_train", [5, 2], None, True, True),
+            ("batch_norm_no_affine_train", [4, 2, 3], 0.3, False, True),
+            ("batch_norm_2d_eval", [4, 3], 0.1, True, False),
+            ("batch_norm_3d_eval", [3, 2, 4], 0.1, True, False)):
+        g = Gen(name)
+        C = shape[1]
+        m = nn.BatchNorm1d(C, eps=1e-5, momentum=momentum, affine=affine)
+        tensors = {}
+        if affine:
+            with torch.no_grad():
+                m.weight.copy_(g.uniform([C], 0.5, 1.5))
+                m.bias.copy_(g.uniform([C], -0.5, 0.5))
+            tensors.update({"weight": m.weight.detach().clone(), "bias": m.bias.detach().clone()})
+        if not train:
+            with torch.no_grad():
+                m.running_mean.copy_(g.uniform([C], -1, 1))
+                m.running_var.copy_(g.uniform([C], 0.5, 2))
+                m.num_batches_tracked.fill_(7)
+            tensors.update({"running_mean_in": m.running_mean.clone(),
+                            "running_var_in": m.running_var.clone()})
+            m.eval()
+        for step in (1, 2) if train else (1,):
+            m.zero_grad()
+            x = leaf(g.uniform(shape) * step)  # a second batch of another scale
+            out = m(x)
+            leaves = {"x": x}
+            if affine:
+                leaves.update({"weight": m.weight, "bias": m.bias})
+            R, grads = backward(out, g, leaves)
+            tensors.update({f"x{step}": x, f"R{step}": R, f"out{step}": out})
+            tensors.update({f"{k}{step}": v for k, v in grads.items()})
+        tensors.update({"running_mean": m.running_mean, "running_var": m.running_var,
+                        "num_batches_tracked": m.num_batches_tracked})
+        add_case(name, "batch_norm",
+                 {"num_features": C, "eps": 1e-5, "momentum": momentum, "affine": affine,
+                  "train": train}, tensors, T_COMP)
+
+
+def embedding_cases():
+    for name, idx_dtype in (("embedding_i64", torch.int64), ("embedding_i32", torch.int32)):
+        g = Gen(name)
+        m = nn.Embedding(7, 3)
+        with torch.no_grad():
+            m.weight.copy_(g.uniform([7, 3], -1, 1))
+        idx = g.ints([2, 4], 0, 7)
+        idx[0, 0] = idx[1, 3] = 5  # a repeated index: its gradient rows add up
+        out = m(idx)
+        R, grads = backward(out, g, {"weight": m.weight})
+        add_case(name, "embedding", {"num_embeddings": 7, "embedding_dim": 3},
+                 {"x": idx.to(idx_dtype), "weight": m.weight, "R": R, "out": out, **grads})
+
+
+def activation_cases():
+    specs = (("gelu_none", nn.GELU("none"), {"fn": "gelu", "approximate": "none"}),
+             ("gelu_tanh", nn.GELU("tanh"), {"fn": "gelu", "approximate": "tanh"}),
+             ("silu", nn.SiLU(), {"fn": "silu"}),
+             ("tanh", nn.Tanh(), {"fn": "tanh"}),
+             ("sigmoid", nn.Sigmoid(), {"fn": "sigmoid"}),
+             ("relu", nn.ReLU(), {"fn": "relu"}))
+    for name, m, attrs in specs:
+        g = Gen(name)
+        x = leaf(g.uniform([3, 5], -4, 4))
+        out = m(x)
+        R, grads = backward(out, g, {"x": x})
+        add_case("act_" + name, "activation", attrs, {"x": x, "R": R, "out": out, **grads})
+
+
+# ---------------------------------------------------------------- losses
+
+def cross_entropy_case(name, shape, weighted, ignore, smoothing, reduction, all_ignored=False,
+                       target_dtype=torch.int64):
+    g = Gen(name)
+    class_dim = 0 if len(shape) == 1 else 1
+    C = shape[class_dim]
+    tshape = shape[:class_dim] + shape[class_dim + 1:]
+    x = leaf(g.uniform(shape))
+    target = g.ints(tshape, 0, C)
+    ignore_index = -100
+    if ignore:
+        ignore_index = 1  # a real class: its targets are ignored, its logits still count
+        if all_ignored:
+            target.fill_(ignore_index)
+        elif target.dim() > 0:
+            flat = target.view(-1)
+            flat[0] = ignore_index
+            flat[-1] = ignore_index
+    weight = g.uniform([C], 0.2, 2.0) if weighted else None
+    out = F.cross_entropy(x, target, weight=weight, ignore_index=ignore_index,
+                          reduction=reduction, label_smoothing=smoothing)
+    R, grads = backward(out, g, {"x": x})
+    tensors = {"x": x, "target": target.to(target_dtype)}
+    if weighted:
+        tensors["weight"] = weight
+    tensors.update({"R": R, "out": out, **grads})
+    add_case(name, "cross_entropy",
+             {"ignore_index": ignore_index, "reduction": reduction, "label_smoothing": smoothing},
+             tensors, T_COMP)
+
+
+def cross_entropy_cases():
+    for weighted in (False, True):
+        for ignore in (False, True):
+            for smoothing in (0.0, 0.1):
+                for reduction in ("mean", "sum", "none"):
+                    name = "ce_2d_%s_%s_ls%s_%s" % ("w" if weighted else "now",
+                                                   "ign" if ignore else "noign",
+                                                   smoothing, reduction)
+                    cross_entropy_case(name, [6, 4], weighted, ignore, smoothing, reduction)
+    # The [N, C, d1, d2] form, and the unbatched [C] form.
+    for weighted, ignore, smoothing, reduction in ((False, False, 0.0, "mean"),
+                                                   (True, True, 0.2, "mean"),
+                                                   (True, True, 0.0, "none"),
+                                                   (False, True, 0.1, "sum")):
+        name = "ce_4d_%s_%s_ls%s_%s" % ("w" if weighted else "now", "ign" if ignore else "noign",
+                                        smoothing, reduction)
+        cross_entropy_case(name, [2, 3, 2, 2], weighted, ignore, smoothing, reduction)
+    for weighted, smoothing, reduction in ((False, 0.0, "mean"), (True, 0.1, "mean"),
+                                           (True, 0.0, "none")):
+        name = "ce_1d_%s_ls%s_%s" % ("w" if weighted else "now", smoothing, reduction)
+        cross_entropy_case(name, [5], weighted, False, smoothing, reduction)
+    # Every target ignored: the mean is 0/0 = NaN.
+    cross_entropy_case("ce_all_ignored_mean", [3, 4], False, True, 0.0, "mean", all_ignored=True)
+    cross_entropy_case("ce_all_ignored_w_ls_mean", [3, 4], True, True, 0.1, "mean",
+                       all_ignored=True)
+    cross_entropy_case("ce_all_ignored_sum", [3, 4], True, True, 0.1, "sum", all_ignored=True)
+    # i32 targets (PyTorch needs i64; the values are the same).
+    cross_entropy_case("ce_2d_i32_target", [4, 5], True, True, 0.05, "mean",
+                       target_dtype=torch.int32)
+
+
+def mse_cases():
+    for reduction, shape in (("mean", [3, 4]), ("sum", [5]), ("none", [2, 3, 2])):
+        name = "mse_" + reduction
+        g = Gen(name)
+        x, t = leaf(g.uniform(shape)), leaf(g.uniform(shape))
+        out = F.mse_loss(x, t, reduction=reduction)
+        R, grads = backward(out, g, {"x": x, "target": t})
+        add_case(name, "mse_loss", {"reduction": reduction},
+                 {"x": x, "target": t, "R": R, "out": out, **grads}, T_COMP)
+
+
+def main():
+    torch.set_default_dtype(torch.float32)
+    linear_cases()
+    layer_norm_cases()
+    batch_norm_cases()
+    embedding_cases()
+    activation_cases()
+    cross_entropy_cases()
+    mse_cases()
+    size = dump(OUT_PATH)
+    print(f"wrote {len(CASES)} cases, {size} bytes, torch {torch.__version__} -> "
+          f"{os.path.normpath(OUT_PATH)}")
+    assert size < 200_000, "keep the reference file small"
+
+
+if __name__ == "__main__":
+    sys.exit(main())
