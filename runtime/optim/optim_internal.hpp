@@ -1,0 +1,41 @@
+// runtime/optim/optim_internal.hpp — what the optimizers' rules share:
+// the fused-call helper, the dtype updates compute in, and reading options
+// back from JSON. Internal to the core.
+#pragma once
+
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "ferry/backend.hpp"
+#include "ferry/tensor.hpp"
+
+namespace ferry::optim::detail {
+
+// Insertion-ordered, so saved options read in the order they were written.
+using json = nlohmann::ordered_json;
+
+// Runs a fused optimizer kernel (outputs are read and written in place) and
+// bumps the outputs' storage versions, as copy_ does for element-wise updates.
+void run_fused(std::string_view op, const std::vector<Tensor>& inputs,
+               const std::vector<Tensor>& outputs, const Attrs& attrs);
+
+// Note [16-bit optimizer math] (runtime/optim/optimizer.cpp): f16 and bf16
+// updates compute in f32.
+DType work_dtype(DType dtype);
+
+// Options read back from load_state_dict's JSON. `where` names the group in
+// errors ("param_groups[1]"). Error when the key is missing or of another type.
+double json_number(const json& o, const char* key, const std::string& where);
+bool json_bool(const json& o, const char* key, const std::string& where);
+std::optional<bool> json_optional_bool(const json& o, const char* key, const std::string& where);
+
+// `params`; Error when it is empty (PyTorch's "empty parameter list").
+const std::vector<Tensor>& require_params(const std::vector<Tensor>& params, std::string_view who);
+
+// Messages for option checks: "SGD (group 1)" or "SGD (defaults)".
+std::string who(std::string_view optimizer, std::optional<std::size_t> group);
+
+}  // namespace ferry::optim::detail
