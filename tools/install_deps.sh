@@ -17,6 +17,8 @@ packages=(
   libvulkan-dev libvulkan-volk-dev glslang-tools glslang-dev spirv-tools
   # a Vulkan device with no GPU (lavapipe) and the validation layers for tests
   mesa-vulkan-drivers vulkan-validationlayers
+  # the fuzz targets (tests/fuzz): clang and its runtimes (libFuzzer, ASan, UBSan)
+  clang libclang-rt-14-dev
 )
 
 say() { echo "install_deps: $*"; }

@@ -1,16 +1,19 @@
 #!/usr/bin/env bash
 # tools/test.sh — installs the system packages (as root, when missing), then
-# builds ferry and runs every test twice:
+# builds ferry and runs every test twice, with a fuzzing run in between:
 #   release  build/release, Release
+#   fuzz     build/fuzz: the libFuzzer targets (tests/fuzz, built with clang,
+#            ASan + UBSan) run on their seed corpus for a bounded time
 #   asan     build/asan, RelWithDebInfo with AddressSanitizer + UBSan
 # Exits non-zero on the first failure. Works from any folder.
 #
-# Usage: tools/test.sh [release] [asan]      (default: both, in that order)
+# Usage: tools/test.sh [release] [fuzz] [asan]   (default: all, in that order)
 # Environment:
-#   FERRY_JOBS=N        parallel build jobs (default: all cores)
-#   FERRY_CTEST_JOBS=N  parallel tests (default: 2)
-#   FERRY_CTEST_ARGS    extra ctest arguments, e.g. "-R tensor"
-#   FERRY_SKIP_DEPS=1   skip the package check
+#   FERRY_JOBS=N          parallel build jobs (default: all cores)
+#   FERRY_CTEST_JOBS=N    parallel tests (default: 2)
+#   FERRY_CTEST_ARGS      extra ctest arguments, e.g. "-R tensor"
+#   FERRY_FUZZ_SECONDS=N  how long each fuzz target runs (default: 60)
+#   FERRY_SKIP_DEPS=1     skip the package check
 set -euo pipefail
 # shellcheck source-path=SCRIPTDIR source=common.sh
 source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
@@ -18,15 +21,20 @@ cd "$ROOT"
 
 CTEST_JOBS=${FERRY_CTEST_JOBS:-2}
 read -r -a CTEST_EXTRA <<<"${FERRY_CTEST_ARGS:-}"
+FUZZ_SECONDS=${FERRY_FUZZ_SECONDS:-60}
+if ! [[ "$FUZZ_SECONDS" =~ ^[1-9][0-9]*$ ]]; then
+  echo "FERRY_FUZZ_SECONDS must be a positive integer, not '$FUZZ_SECONDS'" >&2
+  exit 2
+fi
 
 variants=("$@")
 if [[ ${#variants[@]} -eq 0 ]]; then
-  variants=(release asan)
+  variants=(release fuzz asan)
 fi
 for v in "${variants[@]}"; do
   case "$v" in
-    release | asan) ;;
-    *) echo "unknown variant '$v' (expected: release, asan)" >&2; exit 2 ;;
+    release | fuzz | asan) ;;
+    *) echo "unknown variant '$v' (expected: release, fuzz, asan)" >&2; exit 2 ;;
   esac
 done
 
@@ -75,6 +83,40 @@ run_asan_ctest() {
     --no-tests=error -j "$CTEST_JOBS" "${CTEST_EXTRA[@]}"
 }
 
+# The fuzz targets are a CMake project of their own (clang, while ferry builds
+# with g++); a cache from another checkout or generator starts afresh, as in
+# configure().
+configure_fuzz() {
+  local dir=$1 lib=$2
+  local cache=$dir/CMakeCache.txt
+  if [[ -f "$cache" ]]; then
+    local gen home
+    gen=$(sed -n 's/^CMAKE_GENERATOR:INTERNAL=//p' "$cache")
+    home=$(sed -n 's/^CMAKE_HOME_DIRECTORY:INTERNAL=//p' "$cache")
+    if [[ "$gen" != Ninja || "$home" != "$ROOT/tests/fuzz" ]]; then
+      echo "$dir was configured with '$gen' from '$home': starting a fresh cache"
+      rm -rf "$cache" "$dir/CMakeFiles"
+    fi
+  fi
+  cmake -S "$ROOT/tests/fuzz" -B "$dir" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+    -DCMAKE_CXX_COMPILER=clang++ -DFERRY_LIBRARY="$lib"
+}
+
+# Runs the target on a scratch copy of its seed corpus (the committed seeds
+# stay as they are) for FUZZ_SECONDS. A crash, a sanitizer report, a leak, a
+# timeout or a failed check in the target ends libFuzzer with a non-zero
+# status and leaves the input under $dir/artifacts/.
+run_fuzz() {
+  local dir=$1
+  rm -rf "$dir/corpus" "$dir/artifacts"
+  mkdir -p "$dir/corpus" "$dir/artifacts"
+  env ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 \
+    UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
+    "$dir/fuzz_safetensors" -max_total_time="$FUZZ_SECONDS" -max_len=4096 -timeout=10 \
+    -rss_limit_mb=2048 -print_final_stats=1 -dict="$ROOT/tests/fuzz/safetensors.dict" \
+    -artifact_prefix="$dir/artifacts/" "$dir/corpus" "$ROOT/tests/fuzz/corpus/safetensors"
+}
+
 run_stage "dependencies" ensure_deps
 
 for v in "${variants[@]}"; do
@@ -85,6 +127,17 @@ for v in "${variants[@]}"; do
         -DFERRY_SANITIZE= -DFERRY_BUILD_BENCHMARKS=ON "${common_opts[@]}"
       run_stage "release: build (-j$JOBS)" cmake --build "$dir" -j "$JOBS"
       run_stage "release: ctest (-j$CTEST_JOBS)" run_ctest "$dir"
+      ;;
+    fuzz)
+      # libferry as the release variant builds it (a no-op after that variant).
+      rel=$ROOT/build/release
+      run_stage "fuzz: configure $rel" configure "$rel" -DCMAKE_BUILD_TYPE=Release \
+        -DFERRY_SANITIZE= -DFERRY_BUILD_BENCHMARKS=ON "${common_opts[@]}"
+      run_stage "fuzz: build libferry (-j$JOBS)" cmake --build "$rel" -j "$JOBS" --target ferry
+      dir=$ROOT/build/fuzz
+      run_stage "fuzz: configure $dir (clang)" configure_fuzz "$dir" "$rel/lib/libferry.so"
+      run_stage "fuzz: build (-j$JOBS)" cmake --build "$dir" -j "$JOBS"
+      run_stage "fuzz: fuzz_safetensors for $FUZZ_SECONDS s (ASan + UBSan)" run_fuzz "$dir"
       ;;
     asan)
       dir=$ROOT/build/asan
