@@ -43,6 +43,7 @@ const std::vector<Comparison>& comparisons();
 void register_gemm();
 void register_elementwise();
 void register_mlp();
+void register_train();  // a training step; beside PyTorch when libtorch was found
 void register_vulkan();  // skipped when no Vulkan device is available
 
 // A rate counter in the console output, per second of wall time: counters

@@ -127,6 +127,7 @@ int main(int argc, char** argv) {
   bench::register_gemm();
   bench::register_elementwise();
   bench::register_mlp();
+  bench::register_train();
   bench::register_vulkan();
 
   bench::RecordingReporter reporter;

@@ -1,0 +1,62 @@
+// benchmarks/bench_train_torch.cpp — the PyTorch (libtorch) side of the
+// training-step benchmark: the same MLP, loss and optimizer through PyTorch's
+// C++ API, in ferry-bench's process. Built only when CMake finds libtorch
+// (Debian: libtorch-dev); the BLAS both frameworks call is then the same
+// library (one libopenblas.so.0 per process), so the comparison measures the
+// frameworks, not two GEMMs.
+#include <torch/torch.h>
+#include <torch/version.h>
+
+#include "bench_train.hpp"
+
+namespace bench::train {
+namespace {
+
+struct TorchModel {
+  torch::nn::Sequential net{nullptr};
+  std::unique_ptr<torch::optim::Adam> opt;
+  torch::Tensor x, y;
+};
+
+TorchModel& model() {
+  static TorchModel m;
+  return m;
+}
+
+torch::Tensor from(const std::vector<float>& v, std::vector<std::int64_t> shape) {
+  return torch::from_blob(const_cast<float*>(v.data()), shape, torch::kFloat32).clone();
+}
+
+}  // namespace
+
+void torch_setup(const InitialState& s, int threads) {
+  torch::set_num_threads(threads);
+  TorchModel& m = model();
+  m.net = torch::nn::Sequential(torch::nn::Linear(kIn, kHidden), torch::nn::ReLU(),
+                                torch::nn::Linear(kHidden, kHidden), torch::nn::ReLU(),
+                                torch::nn::Linear(kHidden, kOut));
+  const std::vector<std::pair<const std::vector<float>*, std::vector<std::int64_t>>> init = {
+      {&s.w1, {kHidden, kIn}}, {&s.b1, {kHidden}}, {&s.w2, {kHidden, kHidden}},
+      {&s.b2, {kHidden}},      {&s.w3, {kOut, kHidden}}, {&s.b3, {kOut}}};
+  {
+    torch::NoGradGuard no_grad;
+    auto params = m.net->parameters();
+    for (std::size_t i = 0; i < params.size(); ++i) params[i].copy_(from(*init[i].first, init[i].second));
+  }
+  m.opt = std::make_unique<torch::optim::Adam>(m.net->parameters(), torch::optim::AdamOptions(kLr));
+  m.x = from(s.x, {kBatch, kIn});
+  m.y = torch::from_blob(const_cast<std::int64_t*>(s.y.data()), {kBatch}, torch::kInt64).clone();
+}
+
+float torch_step() {
+  TorchModel& m = model();
+  m.opt->zero_grad();
+  torch::Tensor loss = torch::nn::functional::cross_entropy(m.net->forward(m.x), m.y);
+  loss.backward();
+  m.opt->step();
+  return loss.item<float>();
+}
+
+const char* torch_version() { return TORCH_VERSION; }
+
+}  // namespace bench::train
