@@ -101,34 +101,38 @@ void check_against_reference(const Config& c, DType dtype, const Device& device,
 
 // ---------------------------------------------------------------- the rules
 
-using RuleParam = std::tuple<Config, DType, std::string, bool /*element-wise*/>;
+// One test process per configuration and device (each opens the device once);
+// the dtypes it computes and both paths (default, element-wise) run inside.
+using RuleParam = std::tuple<Config, std::string>;
 
 class OptimRule : public ::testing::TestWithParam<RuleParam> {};
 
 TEST_P(OptimRule, MatchesDoubleReference) {
-  const auto& [config, dtype, device_name, elementwise] = GetParam();
+  const auto& [config, device_name] = GetParam();
   FERRY_SKIP_UNLESS_DEVICE(device_name);
   const Device device(device_name);
-  if (!device_computes(device, dtype))
-    GTEST_SKIP() << device.str() << " does not compute " << ferry::dtype_name(dtype);
-  check_against_reference(config, dtype, device,
-                          elementwise ? std::optional<bool>(false) : std::nullopt);
+  for (DType dtype : {DType::f32, DType::f16, DType::bf16, DType::f64}) {
+    if (!device_computes(device, dtype)) continue;  // f64 is a CPU dtype
+    for (bool elementwise : {false, true}) {
+      SCOPED_TRACE(std::string(ferry::dtype_name(dtype)) +
+                   (elementwise ? ", element-wise path" : ", default path"));
+      check_against_reference(config, dtype, device,
+                              elementwise ? std::optional<bool>(false) : std::nullopt);
+      if (::testing::Test::HasFatalFailure()) return;
+    }
+  }
 }
 
-std::string rule_name(const ::testing::TestParamInfo<RuleParam>& info) {
-  const auto& [config, dtype, device, elementwise] = info.param;
-  std::string d = device == "cpu" ? "cpu" : "vulkan";
-  return config.name + "_" + std::string(ferry::dtype_name(dtype)) + "_" + d +
-         (elementwise ? "_elementwise" : "_default");
+std::string config_device_name(const ::testing::TestParamInfo<RuleParam>& info) {
+  const auto& [config, device] = info.param;
+  return config.name + "_" + (device == "cpu" ? "cpu" : "vulkan");
 }
 
-INSTANTIATE_TEST_SUITE_P(
-    AllOptions, OptimRule,
-    ::testing::Combine(::testing::ValuesIn(ferry_optim_test::all_configs()),
-                       ::testing::Values(DType::f32, DType::f16, DType::bf16, DType::f64),
-                       ::testing::Values(std::string("cpu"), std::string("vulkan:0")),
-                       ::testing::Bool()),
-    rule_name);
+INSTANTIATE_TEST_SUITE_P(AllOptions, OptimRule,
+                         ::testing::Combine(::testing::ValuesIn(ferry_optim_test::all_configs()),
+                                            ::testing::Values(std::string("cpu"),
+                                                              std::string("vulkan:0"))),
+                         config_device_name);
 
 // ---------------------------------------------------------------- groups
 
@@ -225,19 +229,9 @@ TEST(Optim, LearningRateChangesBetweenSteps) {
 // The fused kernels (`adam_step`, `sgd_step`: docs/kernel-contract.md) and the
 // element-wise path compute the same update; they differ only in the rounding
 // order of an expression or two (PyTorch's addcdiv multiplies before it divides).
-using FusedParam = std::tuple<Config, DType, std::string>;
-class OptimFused : public ::testing::TestWithParam<FusedParam> {};
+class OptimFused : public ::testing::TestWithParam<RuleParam> {};
 
-TEST_P(OptimFused, MatchesElementwise) {
-  const auto& [config, dtype, device_name] = GetParam();
-  FERRY_SKIP_UNLESS_DEVICE(device_name);
-  const Device device(device_name);
-  if (!device_computes(device, dtype))
-    GTEST_SKIP() << device.str() << " does not compute " << ferry::dtype_name(dtype);
-  const char* op = config.kind == ferry_optim_test::Kind::sgd ? "sgd_step" : "adam_step";
-  ASSERT_TRUE(ferry_optim_test::has_kernel(device, op))
-      << device.str() << " has no '" << op
-      << "' kernel (docs/kernel-contract.md lists it for every first-party backend)";
+void check_fused_matches_elementwise(const Config& config, DType dtype, const Device& device) {
   Scenario fused(config, dtype, device, true);
   Scenario elementwise(config, dtype, device, false);
   const Tol tol = dtype == DType::f32 ? Tol{2e-6, 1e-6} : tol_for(dtype);
@@ -259,18 +253,27 @@ TEST_P(OptimFused, MatchesElementwise) {
   }
 }
 
-std::string fused_name(const ::testing::TestParamInfo<FusedParam>& info) {
-  const auto& [config, dtype, device] = info.param;
-  return config.name + "_" + std::string(ferry::dtype_name(dtype)) + "_" +
-         (device == "cpu" ? "cpu" : "vulkan");
+TEST_P(OptimFused, MatchesElementwise) {
+  const auto& [config, device_name] = GetParam();
+  FERRY_SKIP_UNLESS_DEVICE(device_name);
+  const Device device(device_name);
+  const char* op = config.kind == ferry_optim_test::Kind::sgd ? "sgd_step" : "adam_step";
+  ASSERT_TRUE(ferry_optim_test::has_kernel(device, op))
+      << device.str() << " has no '" << op
+      << "' kernel (docs/kernel-contract.md lists it for every first-party backend)";
+  for (DType dtype : {DType::f32, DType::f16, DType::bf16}) {
+    if (!device_computes(device, dtype)) continue;
+    SCOPED_TRACE(std::string(ferry::dtype_name(dtype)));
+    check_fused_matches_elementwise(config, dtype, device);
+    if (::testing::Test::HasFatalFailure()) return;
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(AllOptions, OptimFused,
                          ::testing::Combine(::testing::ValuesIn(ferry_optim_test::all_configs()),
-                                            ::testing::Values(DType::f32, DType::f16, DType::bf16),
                                             ::testing::Values(std::string("cpu"),
                                                               std::string("vulkan:0"))),
-                         fused_name);
+                         config_device_name);
 
 // ---------------------------------------------------------------- in place
 
