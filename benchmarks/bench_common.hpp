@@ -43,8 +43,9 @@ const std::vector<Comparison>& comparisons();
 void register_gemm();
 void register_elementwise();
 void register_mlp();
-void register_train();  // a training step; beside PyTorch when libtorch was found
-void register_vulkan();  // skipped when no Vulkan device is available
+void register_train();     // a training step; beside PyTorch when libtorch was found
+void register_vulkan();    // skipped when no Vulkan device is available
+void register_transfer();  // the transfer planner; skipped without a Vulkan device
 
 // A rate counter in the console output, per second of wall time: counters
 // are named for the unit of work ("GFLOP", "GB"), and the console shows "/s".

@@ -129,6 +129,7 @@ int main(int argc, char** argv) {
   bench::register_mlp();
   bench::register_train();
   bench::register_vulkan();
+  bench::register_transfer();
 
   bench::RecordingReporter reporter;
   benchmark::RunSpecifiedBenchmarks(&reporter);

@@ -111,6 +111,12 @@ bool DeviceImpl::copy_from_peer(Buffer&, std::size_t, DeviceImpl&, const Buffer&
   return false;
 }
 
+std::unique_ptr<Buffer> DeviceImpl::sub_buffer(std::shared_ptr<Buffer>, std::size_t, std::size_t) {
+  return nullptr;
+}
+
+std::unique_ptr<Buffer> DeviceImpl::allocate_staging(std::size_t) { return nullptr; }
+
 namespace {
 class CompletedEvent final : public Event {
  public:

@@ -37,7 +37,8 @@ std::shared_ptr<Storage> Storage::allocate(const Device& device, std::size_t byt
 const Device& Storage::device() const { return impl_->device(); }
 std::size_t Storage::nbytes() const { return buffer_->size(); }
 
-std::unique_ptr<Buffer> Storage::exchange(DeviceImpl& impl, std::unique_ptr<Buffer> buffer) {
+std::unique_ptr<Buffer> Storage::exchange(DeviceImpl& impl,
+                                          std::unique_ptr<Buffer> buffer) noexcept {
   impl_ = &impl;
   std::swap(buffer_, buffer);
   return buffer;

@@ -137,6 +137,26 @@ class DeviceImpl {
   virtual bool copy_from_peer(Buffer& dst, std::size_t dst_offset, DeviceImpl& src_device,
                               const Buffer& src, std::size_t src_offset, std::size_t bytes);
 
+  // Optional: a Buffer for bytes [offset, offset + bytes) of `parent` (a
+  // buffer of this device), sharing its memory and keeping it alive; the
+  // parent's memory is released when the parent and every sub-buffer are
+  // gone. The transfer planner places many storages in one allocation this
+  // way (Note [Transfer arenas] in ferry/transfer.hpp); `offset` is a multiple
+  // of kSubBufferAlignment. Default: nullptr, the device cannot, and the
+  // planner allocates each storage on its own. A device that overrides it
+  // says so in has_sub_buffers(), which the planner asks before it lays out.
+  virtual std::unique_ptr<Buffer> sub_buffer(std::shared_ptr<Buffer> parent, std::size_t offset,
+                                             std::size_t bytes);
+  virtual bool has_sub_buffers() const { return false; }
+  // Optional: host memory the device copies to and from without an extra
+  // host copy (pinned or host-visible staging memory), as a Buffer of this
+  // device whose host_ptr() is set, used with copy_within. Default: nullptr;
+  // the planner then stages through ordinary host memory and
+  // copy_from_host / copy_to_host. A device that overrides it says so in
+  // has_staging().
+  virtual std::unique_ptr<Buffer> allocate_staging(std::size_t bytes);
+  virtual bool has_staging() const { return false; }
+
   // Optional: allocator statistics and releasing cached memory. Defaults:
   // zeros, and nothing to release.
   virtual MemoryStats memory_stats() { return {}; }
@@ -173,9 +193,15 @@ class Backend {
   virtual std::vector<DeviceImpl*> devices() = 0;
 };
 
+// The alignment, in bytes, of every sub_buffer offset: Vulkan's largest
+// minStorageBufferOffsetAlignment, and CUDA's allocation alignment.
+inline constexpr std::size_t kSubBufferAlignment = 256;
+
 // Version of this interface; a module built against another one is refused.
 // 2: AttrValue gained std::vector<double> (per-tensor scalars of multi-tensor ops).
-inline constexpr int kBackendAbiVersion = 2;
+// 3: DeviceImpl gained sub_buffer, allocate_staging, has_sub_buffers and
+//    has_staging (the transfer planner).
+inline constexpr int kBackendAbiVersion = 3;
 
 }  // namespace ferry
 

@@ -2,6 +2,7 @@
 #pragma once
 
 #include "ferry/autograd.hpp"
+#include "ferry/data.hpp"
 #include "ferry/device.hpp"
 #include "ferry/device_info.hpp"
 #include "ferry/dtype.hpp"
@@ -16,4 +17,5 @@
 #include "ferry/safetensors.hpp"
 #include "ferry/state_dict.hpp"
 #include "ferry/tensor.hpp"
+#include "ferry/transfer.hpp"
 #include "ferry/version.hpp"

@@ -53,7 +53,7 @@ class Storage {
   // Replaces the memory, keeping this Storage's identity (the transfer
   // planner's commit). The old buffer is returned so the caller decides when
   // it is freed.
-  std::unique_ptr<Buffer> exchange(DeviceImpl& impl, std::unique_ptr<Buffer> buffer);
+  std::unique_ptr<Buffer> exchange(DeviceImpl& impl, std::unique_ptr<Buffer> buffer) noexcept;
 
   // Counts in-place writes to this memory (copy_, fill_, optimizer steps), so
   // that autograd can tell a tensor it saved was changed (Note [Autograd]).
@@ -175,7 +175,7 @@ class Tensor {
  private:
   const TensorImpl& impl() const;
   const std::shared_ptr<TensorImpl>& checked_impl() const;  // impl_; Error when undefined
-  void read_bytes(void* dst, std::size_t bytes) const;  // contiguous CPU tensor -> host
+  void read_bytes(void* dst, std::size_t bytes) const;      // contiguous CPU tensor -> host
   void check_single_element() const;
   std::shared_ptr<TensorImpl> impl_;
 };

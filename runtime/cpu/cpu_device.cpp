@@ -32,6 +32,18 @@ class CpuBuffer final : public Buffer {
   std::size_t capacity_;
 };
 
+// Bytes [offset, offset + size) of another buffer (a transfer arena's slot).
+class CpuSubBuffer final : public Buffer {
+ public:
+  CpuSubBuffer(std::shared_ptr<Buffer> parent, std::size_t offset, std::size_t size)
+      : Buffer(size), parent_(std::move(parent)), offset_(offset) {}
+  void* host_ptr() const override { return static_cast<char*>(parent_->host_ptr()) + offset_; }
+
+ private:
+  std::shared_ptr<Buffer> parent_;
+  std::size_t offset_;
+};
+
 // A /proc/meminfo field in bytes (0 when missing).
 std::uint64_t meminfo(const std::string& key) {
   std::ifstream f("/proc/meminfo");
@@ -132,6 +144,15 @@ class CpuDevice final : public DeviceImpl {
     }
     return std::make_unique<CpuBuffer>(allocator_, p, bytes, capacity);
   }
+
+  std::unique_ptr<Buffer> sub_buffer(std::shared_ptr<Buffer> parent, std::size_t offset,
+                                     std::size_t bytes) override {
+    if (!parent || !parent->host_ptr() || offset + bytes > parent->size())
+      throw Error(fmt::format("cpu: sub_buffer [{}, {}) is not inside a cpu buffer of {} bytes",
+                              offset, offset + bytes, parent ? parent->size() : 0));
+    return std::make_unique<CpuSubBuffer>(std::move(parent), offset, bytes);
+  }
+  bool has_sub_buffers() const override { return true; }
 
   void copy_from_host(Buffer& dst, std::size_t off, const void* src, std::size_t bytes) override {
     parallel_memcpy(static_cast<char*>(dst.host_ptr()) + off, src, bytes);

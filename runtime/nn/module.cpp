@@ -14,6 +14,8 @@
 
 #include "ferry/autograd.hpp"
 #include "ferry/error.hpp"
+#include "ferry/transfer.hpp"
+#include "transfer/plan_state.hpp"
 
 namespace ferry::nn {
 namespace {
@@ -249,6 +251,25 @@ std::shared_ptr<Module> Module::child(std::string_view name) const {
 }
 
 // ---------------------------------------------------------------- modes
+
+Module& Module::to(const Device& device) {
+  migrate(*this, device);
+  return *this;
+}
+
+Module& Module::to(DType dtype) {
+  TransferOptions options;
+  options.dtype = dtype;
+  plan_migration(module_tensors(*this, options), std::nullopt, options).execute();
+  return *this;
+}
+
+Module& Module::to(const Device& device, DType dtype) {
+  TransferOptions options;
+  options.dtype = dtype;
+  migrate(*this, device, options);
+  return *this;
+}
 
 Module& Module::train(bool on) {
   training_ = on;

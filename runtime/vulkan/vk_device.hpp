@@ -60,11 +60,20 @@ struct PhysicalDevice {
 class VulkanDevice;
 
 // A range of one VkBuffer (a memory block's buffer) holding a tensor's storage.
+// A sub-buffer (sub_buffer: a slot of a transfer arena) is a range of its
+// parent's range: it keeps the parent alive, frees nothing itself, and hands
+// its last_use on to the parent so the parent's free waits for it too.
 class VulkanBuffer final : public Buffer {
  public:
   VulkanBuffer(VulkanDevice& device, int pool, detail::Allocation a, VkBuffer buffer,
-               std::byte* mapped, std::size_t size)
-      : Buffer(size), device_(device), pool_(pool), alloc_(a), buffer_(buffer), mapped_(mapped) {}
+               std::byte* mapped, std::size_t size, std::shared_ptr<Buffer> parent = nullptr)
+      : Buffer(size),
+        device_(device),
+        pool_(pool),
+        alloc_(a),
+        buffer_(buffer),
+        mapped_(mapped),
+        parent_(std::move(parent)) {}
   ~VulkanBuffer() override;
   void* host_ptr() const override { return mapped_; }
 
@@ -83,6 +92,7 @@ class VulkanBuffer final : public Buffer {
   detail::Allocation alloc_;
   VkBuffer buffer_;
   std::byte* mapped_;
+  std::shared_ptr<Buffer> parent_;  // set for a sub-buffer
 };
 
 class VulkanDevice final : public DeviceImpl {
@@ -99,9 +109,16 @@ class VulkanDevice final : public DeviceImpl {
                     std::size_t bytes) override;
   void copy_within(Buffer& dst, std::size_t dst_offset, const Buffer& src, std::size_t src_offset,
                    std::size_t bytes) override;
+  std::unique_ptr<Buffer> sub_buffer(std::shared_ptr<Buffer> parent, std::size_t offset,
+                                     std::size_t bytes) override;
+  std::unique_ptr<Buffer> allocate_staging(std::size_t bytes) override;
+  bool has_sub_buffers() const override { return true; }
+  bool has_staging() const override { return true; }
   MemoryStats memory_stats() override;
   void empty_cache() override;
   void synchronize() override;
+  // Flushes the open batch; the event is its serial's fence.
+  std::unique_ptr<Event> record_event() override;
 
   // ---- for kernels (vk_kernels.hpp) ----
   // The bytes of `t`'s buffer its elements can reach, as a descriptor binding.
@@ -118,7 +135,9 @@ class VulkanDevice final : public DeviceImpl {
   bool full_variant() const { return full_variant_; }
 
   // ---- for the backend and the tests ----
-  void release(VulkanBuffer& b);  // from ~VulkanBuffer
+  void release(VulkanBuffer& b);           // from ~VulkanBuffer
+  bool is_complete(std::uint64_t serial);  // without waiting
+  void wait_for_serial(std::uint64_t serial) { wait_for(serial); }
   void save_pipeline_cache();
   const PhysicalDevice& physical() const { return physical_; }
   bool memory_is_mapped() const;

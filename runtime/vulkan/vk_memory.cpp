@@ -163,6 +163,27 @@ std::unique_ptr<Buffer> VulkanDevice::allocate(std::size_t bytes) {
   return allocate_in(kDevicePool, bytes);
 }
 
+std::unique_ptr<Buffer> VulkanDevice::sub_buffer(std::shared_ptr<Buffer> parent, std::size_t offset,
+                                                 std::size_t bytes) {
+  auto* p = dynamic_cast<VulkanBuffer*>(parent.get());
+  if (!p || &p->device() != this || offset + bytes > p->size() ||
+      (p->offset() + offset) % storage_alignment_ != 0)
+    throw Error(
+        fmt::format("{}: sub_buffer [{}, {}) is not an aligned range of a buffer of this "
+                    "device",
+                    device().str(), offset, offset + bytes));
+  detail::Allocation a = p->allocation();
+  a.offset += offset;
+  a.size = bytes;
+  std::byte* mapped = p->host_ptr() ? static_cast<std::byte*>(p->host_ptr()) + offset : nullptr;
+  return std::make_unique<VulkanBuffer>(*this, p->pool(), a, p->handle(), mapped, bytes,
+                                        std::move(parent));
+}
+
+std::unique_ptr<Buffer> VulkanDevice::allocate_staging(std::size_t bytes) {
+  return allocate_in(kStagingPool, bytes);
+}
+
 MemoryStats VulkanDevice::memory_stats() { return pools_[kDevicePool].allocator->stats(); }
 
 void VulkanDevice::empty_cache() {

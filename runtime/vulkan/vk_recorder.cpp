@@ -85,7 +85,14 @@ std::uint32_t dtype_code(DType dt) {
 
 VulkanDevice& vulkan_device(DeviceImpl& d) { return static_cast<VulkanDevice&>(d); }
 
-VulkanBuffer::~VulkanBuffer() { device_.release(*this); }
+VulkanBuffer::~VulkanBuffer() {
+  if (parent_) {
+    auto& parent = static_cast<VulkanBuffer&>(*parent_);
+    parent.last_use = std::max(parent.last_use, last_use);
+    return;  // the parent frees the memory
+  }
+  device_.release(*this);
+}
 
 // f64 is a CPU dtype (double-precision references, F64 checkpoints): no shader
 // computes it, and GPUs that have f64 at all run it at a small fraction of f32.
@@ -254,6 +261,31 @@ void VulkanDevice::retire(bool wait_all) {
     free_now(deferred_.begin()->second.pool, deferred_.begin()->second.allocation);
     deferred_.erase(deferred_.begin());
   }
+}
+
+namespace {
+class VulkanEvent final : public Event {
+ public:
+  VulkanEvent(VulkanDevice& d, std::uint64_t serial) : device_(d), serial_(serial) {}
+  void wait() override { device_.wait_for_serial(serial_); }
+  bool query() override { return device_.is_complete(serial_); }
+
+ private:
+  VulkanDevice& device_;
+  std::uint64_t serial_;
+};
+}  // namespace
+
+std::unique_ptr<Event> VulkanDevice::record_event() {
+  check_alive();
+  const std::uint64_t serial = batch_cb_ ? batch_serial_ : batch_serial_ - 1;
+  flush();  // the GPU starts on it now; the event waits for this batch's fence
+  return std::make_unique<VulkanEvent>(*this, serial);
+}
+
+bool VulkanDevice::is_complete(std::uint64_t serial) {
+  retire(false);
+  return serial <= completed_serial_;
 }
 
 void VulkanDevice::synchronize() {

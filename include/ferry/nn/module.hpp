@@ -115,6 +115,20 @@ class Module : public std::enable_shared_from_this<Module> {
   // Clears every parameter's gradient (set_to_none), or zeroes it in place.
   void zero_grad(bool set_to_none = true);
 
+  // ---- moving
+  // Moves every parameter, gradient and buffer (persistent or not) to
+  // `device` through the transfer planner (ferry/transfer.hpp): one batched,
+  // all-or-nothing hop in which tied weights stay tied and views stay views.
+  // Tensors keep their identity, so an optimizer holding the parameters keeps
+  // updating them; its state moves only with ferry::migrate(module,
+  // optimizer, device). Returns *this.
+  Module& to(const Device& device);
+  // Converts floating parameters, gradients and buffers to `dtype` where they
+  // are (integer buffers keep theirs). The tensors are rebound to memory of
+  // the new dtype (Note [All or nothing] in ferry/transfer.hpp).
+  Module& to(DType dtype);
+  Module& to(const Device& device, DType dtype);
+
   // ---- state
   // Parameters and persistent buffers under dotted names: each module's own
   // parameters, then its own buffers, then its children's, recursively. A
