@@ -5,6 +5,9 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include <atomic>
+#include <mutex>
+
 #include "ferry/error.hpp"
 
 namespace ferry {
@@ -116,6 +119,35 @@ std::unique_ptr<Buffer> DeviceImpl::sub_buffer(std::shared_ptr<Buffer>, std::siz
 }
 
 std::unique_ptr<Buffer> DeviceImpl::allocate_staging(std::size_t) { return nullptr; }
+
+// ---- Note [Failure injection]
+
+namespace {
+std::atomic<bool> failure_armed{false};
+std::mutex failure_mutex;
+long failure_countdown = -1;  // under failure_mutex
+long failure_calls = 0;       // under failure_mutex
+}  // namespace
+
+void failure_point(const DeviceImpl& device, const char* what) {
+  if (!failure_armed.load(std::memory_order_relaxed)) return;
+  std::lock_guard<std::mutex> lock(failure_mutex);
+  ++failure_calls;
+  if (failure_countdown < 0 || failure_countdown-- > 0) return;
+  throw BackendError(fmt::format("{}: injected failure in {} (call {} since testing::fail_at)",
+                                 device.device().str(), what, failure_calls - 1),
+                     kInjectedFailureCode);
+}
+
+long testing::fail_at(long n) {
+  std::lock_guard<std::mutex> lock(failure_mutex);
+  const long counted = failure_calls;
+  failure_countdown = n;
+  failure_calls = 0;
+  // Stays armed after the failure fired, so the calls after it are counted.
+  failure_armed.store(n >= 0, std::memory_order_relaxed);
+  return counted;
+}
 
 namespace {
 class CompletedEvent final : public Event {

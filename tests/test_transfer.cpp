@@ -263,72 +263,123 @@ INSTANTIATE_TEST_SUITE_P(Devices, TransferTo, ::testing::Values("vulkan:0", "tes
 
 // ---------------------------------------------------------------- all or nothing
 
-// Fails the k-th allocation or copy of a migration, for every k, and checks
-// that every tensor is where it was, bit for bit, and usable; then the same
-// migration without a failure succeeds.
-// `min_steps`: the testdev calls the migration makes at least (each storage
-// costs an allocation on testdev and a copy on each testdev side).
+// Runs plan.execute() with the k-th failure point armed (Note [Failure
+// injection] in ferry/backend.hpp). Returns -1 when the injected failure
+// fired, else how many failure points the migration passed.
+long execute_failing_at(ferry::TransferPlan& plan, long k) {
+  ferry::testing::fail_at(k);
+  try {
+    plan.execute();
+  } catch (const ferry::BackendError& e) {
+    ferry::testing::fail_at(-1);
+    EXPECT_EQ(e.code(), ferry::kInjectedFailureCode) << e.what();
+    return -1;
+  } catch (...) {
+    ferry::testing::fail_at(-1);
+    throw;
+  }
+  return ferry::testing::fail_at(-1);
+}
+
+// Fails the k-th allocation or copy of a migration, for k = 0, 1, ... until
+// the migration has no k-th step, and checks after each failure that every
+// tensor is where it was, bit for bit, with its storage, and readable; then
+// that the migration that did not fail took exactly k steps (so each one was
+// failed once) and moved everything. `min_steps`: the allocations and copies
+// the migration makes at least.
 void fail_every_step(std::vector<std::pair<std::string, Tensor>>& tensors, const Device& to,
-                     const ferry::TransferOptions& options, int min_steps) {
+                     const ferry::TransferOptions& options, long min_steps) {
   const Snapshot before = snapshot(tensors);
-  for (int k = 0;; ++k) {
-    ASSERT_LT(k, 1000) << "the migration never completed";
+  for (long k = 0;; ++k) {
+    ASSERT_LT(k, 10000) << "the migration never completed";
     auto plan = ferry::plan_migration(tensors, to, options);
-    bool failed = false;
-    {
-      ScopedEnv fail("FERRY_TESTDEV_FAIL_AT", std::to_string(k));
-      try {
-        plan.execute();
-      } catch (const ferry::BackendError& e) {
-        EXPECT_EQ(e.code(), "TESTDEV_INJECTED") << e.what();
-        failed = true;
-      }
-    }
-    if (!failed) {
+    const long steps = execute_failing_at(plan, k);
+    if (steps >= 0) {
+      EXPECT_EQ(steps, k) << "a migration of " << steps << " steps completed with step " << k
+                          << " armed to fail";
+      EXPECT_GE(steps, min_steps);
       for (const auto& [n, x] : tensors) EXPECT_EQ(x.device(), to) << n;
-      EXPECT_GE(k, min_steps) << "too few steps of this migration failed";
       return;
     }
     expect_same(before, snapshot(tensors), true);  // nothing moved, nothing changed
     if (::testing::Test::HasFailure()) return;
-    // Usable: the moved-from tensors still compute.
-    Tensor s = tensors[0].second.clone();
-    EXPECT_EQ(s.device(), tensors[0].second.device());
   }
 }
 
-TEST(TransferAllOrNothing, AFailureAtAnyStepLeavesEveryTensorInPlace) {
-  ASSERT_TRUE(load_testdev()) << kTestdevModule;
+// Three storages (one with a view of it) that need more than one 32 KiB chunk.
+std::vector<std::pair<std::string, Tensor>> failure_tensors() {
   ferry::manual_seed(11);
   std::vector<std::pair<std::string, Tensor>> tensors = {
       {"w", ferry::randn({64, 300})},  // larger than one 32 KiB chunk
       {"b", ferry::randn({64})},
       {"steps", ferry::tensor(std::vector<std::int64_t>{1, 2, 3})}};
   tensors.emplace_back("w_view", tensors[0].second.narrow(0, 3, 5));
-  const ferry::TransferOptions small{.staging_bytes = 64 << 10};
-  SCOPED_TRACE("cpu -> testdev:0");
-  fail_every_step(tensors, Device("testdev:0"), small, 6);
-  SCOPED_TRACE("testdev:0 -> testdev:1 (through the host)");
-  fail_every_step(tensors, Device("testdev:1"), small, 9);
-  SCOPED_TRACE("testdev:1 -> cpu");
-  fail_every_step(tensors, Device::cpu(), small, 3);
-  SCOPED_TRACE("cpu -> testdev:0 as f16");
-  const Snapshot f32 = snapshot(tensors);
-  ferry::TransferOptions half = small;
-  half.dtype = DType::f16;
-  for (int k = 0; k < 50; ++k) {
-    auto plan = ferry::plan_migration(tensors, Device("testdev:0"), half);
-    ScopedEnv fail("FERRY_TESTDEV_FAIL_AT", std::to_string(k));
-    try {
-      plan.execute();
-      break;
-    } catch (const ferry::BackendError&) {
-    }
-    ::unsetenv("FERRY_TESTDEV_FAIL_AT");
-    expect_same(f32, snapshot(tensors), true);
+  return tensors;
+}
+
+const ferry::TransferOptions kSmallStaging{.staging_bytes = 64 << 10};
+
+TEST(TransferAllOrNothing, AFailureAtAnyStepLeavesEveryTensorInPlace) {
+  ASSERT_TRUE(load_testdev()) << kTestdevModule;
+  auto tensors = failure_tensors();
+  {
+    SCOPED_TRACE("cpu -> testdev:0");  // 3 allocations, 3 copies at least
+    fail_every_step(tensors, Device("testdev:0"), kSmallStaging, 6);
+  }
+  {
+    SCOPED_TRACE("testdev:0 -> testdev:1 (through the host)");
+    fail_every_step(tensors, Device("testdev:1"), kSmallStaging, 9);
+  }
+  {
+    SCOPED_TRACE("testdev:1 -> cpu");  // an arena, and a copy per storage
+    fail_every_step(tensors, Device::cpu(), kSmallStaging, 4);
+  }
+  {
+    SCOPED_TRACE("cpu -> testdev:0 as f16");
+    ferry::TransferOptions half = kSmallStaging;
+    half.dtype = DType::f16;
+    fail_every_step(tensors, Device("testdev:0"), half, 6);
   }
   EXPECT_EQ(tensors[0].second.dtype(), DType::f16);
-  EXPECT_EQ(tensors[0].second.device(), Device("testdev:0"));
+  EXPECT_EQ(tensors[3].second.dtype(), DType::f16) << "the listed view follows";
+  EXPECT_EQ(tensors[2].second.dtype(), DType::i64);
+}
+
+// The same on the Vulkan backend: arenas and mapped memory here, the staging
+// pipeline (staging buffers, events, two chunks in flight) under ctest's
+// transfer_vulkan_staging (FERRY_VULKAN_FORCE_STAGING=1); and between Vulkan
+// and another backend, through host chunks.
+TEST(TransferAllOrNothing, VulkanAFailureAtAnyStepLeavesEveryTensorInPlace) {
+  FERRY_SKIP_UNLESS_DEVICE("vulkan:0");
+  ASSERT_TRUE(load_testdev()) << kTestdevModule;
+  const Device vk("vulkan:0");
+  auto tensors = failure_tensors();
+  for (bool separate : {false, true}) {
+    ferry::TransferOptions o = kSmallStaging;
+    o.separate_allocations = separate;
+    SCOPED_TRACE(separate ? "separate allocations" : "arenas");
+    {
+      SCOPED_TRACE("cpu -> vulkan:0");
+      fail_every_step(tensors, vk, o, 4);
+    }
+    {
+      SCOPED_TRACE("vulkan:0 -> testdev:0");
+      fail_every_step(tensors, Device("testdev:0"), o, 6);
+    }
+    {
+      SCOPED_TRACE("testdev:0 -> vulkan:0");
+      fail_every_step(tensors, vk, o, 4);
+    }
+    {
+      SCOPED_TRACE("vulkan:0 -> cpu");
+      fail_every_step(tensors, Device::cpu(), o, 4);
+    }
+  }
+  SCOPED_TRACE("cpu -> vulkan:0 as f16");
+  ferry::TransferOptions half = kSmallStaging;
+  half.dtype = DType::f16;
+  fail_every_step(tensors, vk, half, 3);
+  EXPECT_EQ(tensors[0].second.dtype(), DType::f16);
   EXPECT_EQ(tensors[2].second.dtype(), DType::i64);
 }
 
@@ -337,15 +388,16 @@ TEST(TransferAllOrNothing, CapacityIsCheckedBeforeAnyAllocation) {
   Tensor w = ferry::randn({1000});
   auto plan = ferry::plan_migration({{"w", w}}, Device("testdev:0"));
   ScopedEnv low("FERRY_TESTDEV_MEMORY_FREE", "1000");
-  ScopedEnv fail("FERRY_TESTDEV_FAIL_AT", "0");  // any allocation would throw BackendError
+  ferry::testing::fail_at(1000);  // counts the allocations and copies made
   try {
     plan.execute();
-    FAIL() << "expected OutOfMemoryError";
+    ADD_FAILURE() << "expected OutOfMemoryError";
   } catch (const ferry::OutOfMemoryError& e) {
     EXPECT_EQ(e.requested(), 4000u);
     EXPECT_EQ(e.available(), 1000u);
     EXPECT_EQ(e.device(), "testdev:0");
   }
+  EXPECT_EQ(ferry::testing::fail_at(-1), 0) << "nothing was allocated or copied";
   EXPECT_EQ(w.device(), Device::cpu());
 }
 

@@ -193,6 +193,23 @@ class Backend {
   virtual std::vector<DeviceImpl*> devices() = 0;
 };
 
+// Note [Failure injection]
+// An all-or-nothing promise (the transfer planner's) is only tested when each
+// step it takes can be made to fail in turn. A backend calls failure_point at
+// the start of every allocation and every copy, before it changes anything;
+// a test arms it with testing::fail_at(n) and the n-th call from then on, on
+// any device, throws BackendError with code kInjectedFailureCode, exactly as a
+// driver error there would. Disarmed (the default) it costs one relaxed
+// atomic load. Thread-safe.
+inline constexpr const char* kInjectedFailureCode = "FERRY_INJECTED_FAILURE";
+FERRY_EXPORT void failure_point(const DeviceImpl& device, const char* what);
+namespace testing {
+// Arms failure_point: the n-th call from now (counting from 0) throws, once;
+// a negative n disarms it. Returns how many calls were counted since the
+// previous fail_at (a test learns how many steps an operation took).
+FERRY_EXPORT long fail_at(long n);
+}  // namespace testing
+
 // The alignment, in bytes, of every sub_buffer offset: Vulkan's largest
 // minStorageBufferOffsetAlignment, and CUDA's allocation alignment.
 inline constexpr std::size_t kSubBufferAlignment = 256;

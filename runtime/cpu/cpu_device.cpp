@@ -132,6 +132,7 @@ class CpuDevice final : public DeviceImpl {
   std::unique_ptr<Buffer> allocate(std::size_t bytes) override {
     // A request beyond RAM + swap fails in the allocator rather than in the
     // kernel's overcommit logic (and without a sanitizer's allocation-size abort).
+    failure_point(*this, "allocate");
     std::size_t capacity = 0;
     void* p = allocator_.allocate(bytes, &capacity);
     if (!p) {
@@ -155,14 +156,17 @@ class CpuDevice final : public DeviceImpl {
   bool has_sub_buffers() const override { return true; }
 
   void copy_from_host(Buffer& dst, std::size_t off, const void* src, std::size_t bytes) override {
+    failure_point(*this, "copy_from_host");
     parallel_memcpy(static_cast<char*>(dst.host_ptr()) + off, src, bytes);
   }
   void copy_to_host(void* dst, const Buffer& src, std::size_t off, std::size_t bytes) override {
+    failure_point(*this, "copy_to_host");
     parallel_memcpy(dst, static_cast<const char*>(src.host_ptr()) + off, bytes);
   }
   void copy_within(Buffer& dst, std::size_t doff, const Buffer& src, std::size_t soff,
                    std::size_t bytes) override {
     // memmove semantics are not needed: distinct storages never overlap.
+    failure_point(*this, "copy_within");
     parallel_memcpy(static_cast<char*>(dst.host_ptr()) + doff,
                     static_cast<const char*>(src.host_ptr()) + soff, bytes);
   }

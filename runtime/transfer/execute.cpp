@@ -55,8 +55,15 @@ void check_capacity(const TransferPlan::State& s) {
     needed[g.dst] += n;
   }
   for (const auto& [impl, bytes] : needed) {
-    const DeviceInfo info = impl->info();
+    DeviceInfo info = impl->info();
     if (info.memory_total == 0 || bytes <= info.memory_free) continue;  // 0: the device cannot tell
+    // Memory the device's allocator caches, or frees once its work completes,
+    // is not free yet but would be given up by an allocation: so give it up
+    // now (as allocate would) and ask again.
+    impl->synchronize();
+    impl->empty_cache();
+    info = impl->info();
+    if (bytes <= info.memory_free) continue;
     throw OutOfMemoryError(
         fmt::format("migration to {} needs {} bytes there but {} bytes are free; nothing was "
                     "moved. Free memory on {} (empty_cache, drop unused tensors) or move fewer "

@@ -134,6 +134,7 @@ void VulkanDevice::release_block(int p, std::uint64_t id) {
 
 std::unique_ptr<VulkanBuffer> VulkanDevice::allocate_in(int p, std::size_t bytes) {
   check_alive();
+  failure_point(*this, p == kStagingPool ? "allocate (staging)" : "allocate");
   Pool& pool = pools_[p];
   detail::AllocResult r = pool.allocator->allocate(bytes);
   if (r.status == detail::AllocStatus::out_of_memory) {
@@ -206,6 +207,7 @@ void VulkanDevice::copy_from_host(Buffer& dst, std::size_t dst_offset, const voi
                                   std::size_t bytes) {
   VulkanBuffer& d = as_vk(dst, *this, "copy destination");
   if (bytes == 0) return;
+  failure_point(*this, "copy_from_host");
   if (d.host_ptr()) {
     wait_for(d.last_use);  // the GPU must be done with the bytes the host overwrites
     std::memcpy(static_cast<std::byte*>(d.host_ptr()) + dst_offset, src, bytes);
@@ -229,6 +231,7 @@ void VulkanDevice::copy_to_host(void* dst, const Buffer& src, std::size_t src_of
                                 std::size_t bytes) {
   VulkanBuffer& s = as_vk(src, *this, "copy source");
   if (bytes == 0) return;
+  failure_point(*this, "copy_to_host");
   if (s.host_ptr()) {
     wait_for(s.last_use);
     std::memcpy(dst, static_cast<const std::byte*>(s.host_ptr()) + src_offset, bytes);
@@ -254,6 +257,7 @@ void VulkanDevice::copy_within(Buffer& dst, std::size_t dst_offset, const Buffer
   VulkanBuffer& d = as_vk(dst, *this, "copy destination");
   VulkanBuffer& s = as_vk(src, *this, "copy source");
   if (bytes == 0) return;
+  failure_point(*this, "copy_within");
   VkBufferCopy region{s.offset() + src_offset, d.offset() + dst_offset, bytes};
   const Use uses[] = {{{std::uint64_t(s.handle()), region.srcOffset, bytes}, Access::read},
                       {{std::uint64_t(d.handle()), region.dstOffset, bytes}, Access::write}};

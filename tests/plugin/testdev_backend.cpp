@@ -27,14 +27,8 @@
 //                           extra bytes, so a write past a whole buffer lands
 //                           in that padding and never corrupts the heap.
 //
-// Note [testdev failure injection]
-// The transfer planner's all-or-nothing promise is tested by failing each
-// step of a migration in turn. Read at every allocate and copy call:
-//   FERRY_TESTDEV_FAIL_AT=N       the N-th such call (counting from 0, over
-//                                 both devices, from the moment the variable
-//                                 first has this value) throws BackendError
-//                                 with code "TESTDEV_INJECTED"; later calls
-//                                 succeed. Setting another N restarts the count.
+// Every allocate and copy is a failure point (Note [Failure injection] in
+// ferry/backend.hpp), so tests can fail each step of a migration in turn.
 //   FERRY_TESTDEV_MEMORY_FREE=B   info() reports B bytes free.
 #include <cstdint>
 #include <cstdlib>
@@ -60,22 +54,6 @@ constexpr std::uint64_t kMemoryTotal = std::uint64_t(4) << 30;  // nominal; noth
 bool env_flag(const char* name) {
   const char* v = std::getenv(name);
   return v && std::string_view(v) == "1";
-}
-
-// Throws on the call FERRY_TESTDEV_FAIL_AT names (Note [testdev failure injection]).
-void maybe_fail(const char* what) {
-  static std::string armed;
-  static long count = 0;
-  const char* v = std::getenv("FERRY_TESTDEV_FAIL_AT");
-  if (!v || !*v) {
-    armed.clear();
-    return;
-  }
-  if (armed != v) armed = v, count = 0;
-  if (count++ == std::strtol(v, nullptr, 10))
-    throw ferry::BackendError("testdev: injected failure in " + std::string(what) + " (call " +
-                                  std::to_string(count - 1) + ")",
-                              "TESTDEV_INJECTED");
 }
 
 class TestdevBuffer final : public ferry::Buffer {
@@ -247,7 +225,7 @@ class TestdevDevice final : public ferry::DeviceImpl {
   }
 
   std::unique_ptr<ferry::Buffer> allocate(std::size_t bytes) override {
-    maybe_fail("allocate");
+    ferry::failure_point(*this, "allocate");
     auto b = std::make_unique<TestdevBuffer>(bytes);
     if (!b->ok())
       throw ferry::OutOfMemoryError(
@@ -259,19 +237,19 @@ class TestdevDevice final : public ferry::DeviceImpl {
 
   void copy_from_host(ferry::Buffer& dst, std::size_t off, const void* src,
                       std::size_t bytes) override {
-    maybe_fail("copy_from_host");
+    ferry::failure_point(*this, "copy_from_host");
     check_range("copy_from_host", dst, off, bytes);
     std::memcpy(bytes_of(dst) + off, src, bytes);
   }
   void copy_to_host(void* dst, const ferry::Buffer& src, std::size_t off,
                     std::size_t bytes) override {
-    maybe_fail("copy_to_host");
+    ferry::failure_point(*this, "copy_to_host");
     check_range("copy_to_host", src, off, bytes);
     std::memcpy(dst, bytes_of(src) + off, bytes);
   }
   void copy_within(ferry::Buffer& dst, std::size_t doff, const ferry::Buffer& src, std::size_t soff,
                    std::size_t bytes) override {
-    maybe_fail("copy_within");
+    ferry::failure_point(*this, "copy_within");
     check_range("copy_within (dst)", dst, doff, bytes);
     check_range("copy_within (src)", src, soff, bytes);
     std::memmove(bytes_of(dst) + doff, bytes_of(src) + soff, bytes);
