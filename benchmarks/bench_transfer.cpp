@@ -10,8 +10,12 @@
 //                          new memory, and so pays its first-touch page
 //                          faults) and into warm, already-touched memory.
 //   1 GiB single tensor    the same comparison for one large tensor.
-// The move back to the CPU between iterations of the one-way benchmarks is
-// not timed. On a GPU, the baseline that matters is a pinned cudaMemcpy
+// Each benchmark runs once untimed first (first-touch page faults cost this
+// VM about 1 s per GB, which would swamp the first iteration), and the move
+// back to the CPU between iterations of the one-way benchmarks is not timed.
+// Run it with FERRY_VULKAN_FORCE_STAGING=1 too: device memory the host cannot
+// map, as on a discrete GPU, where each per-tensor copy back waits for the
+// device. On a GPU, the baseline that matters is a pinned cudaMemcpy
 // (docs/gpu-results.md); on lavapipe both sides are the CPU's memory.
 #include <fmt/format.h>
 
@@ -97,6 +101,8 @@ bool on(const Named& ts, const ferry::Device& d) {
 
 void bm_planned_round_trip(benchmark::State& state) {
   Named& ts = small_tensors();
+  ferry::plan_migration(ts, vk()).execute();  // warm-up: first-touch page faults
+  ferry::plan_migration(ts, ferry::Device::cpu()).execute();
   for (auto _ : state) {
     ferry::plan_migration(ts, vk()).execute();
     ferry::plan_migration(ts, ferry::Device::cpu()).execute();
@@ -110,6 +116,8 @@ void bm_planned_round_trip(benchmark::State& state) {
 void bm_per_tensor_round_trip(benchmark::State& state) {
   Named& ts = small_tensors();
   std::vector<ferry::Tensor> moved(ts.size()), back(ts.size());
+  for (std::size_t i = 0; i < ts.size(); ++i) moved[i] = ts[i].second.to(vk());  // warm-up
+  for (std::size_t i = 0; i < ts.size(); ++i) back[i] = moved[i].to(ferry::Device::cpu());
   for (auto _ : state) {
     for (std::size_t i = 0; i < ts.size(); ++i) moved[i] = ts[i].second.to(vk());
     for (std::size_t i = 0; i < ts.size(); ++i) back[i] = moved[i].to(ferry::Device::cpu());
@@ -121,6 +129,8 @@ void bm_per_tensor_round_trip(benchmark::State& state) {
 
 void bm_planned_one_way(benchmark::State& state, Named* (*which)()) {
   Named& ts = *which();
+  ferry::plan_migration(ts, vk()).execute();  // warm-up: first-touch page faults
+  ferry::plan_migration(ts, ferry::Device::cpu()).execute();
   for (auto _ : state) {
     ferry::plan_migration(ts, vk()).execute();
     state.PauseTiming();

@@ -193,6 +193,11 @@ class Backend {
   virtual std::vector<DeviceImpl*> devices() = 0;
 };
 
+// Copies host memory (or host-visible device memory) with the CPU backend's
+// threads when it is large: one core cannot saturate memory bandwidth. For
+// backends' host copies; the ranges must not overlap.
+FERRY_EXPORT void host_memcpy(void* dst, const void* src, std::size_t bytes);
+
 // Note [Failure injection]
 // An all-or-nothing promise (the transfer planner's) is only tested when each
 // step it takes can be made to fail in turn. A backend calls failure_point at

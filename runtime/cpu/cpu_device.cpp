@@ -80,17 +80,6 @@ std::array<std::uint8_t, 16> machine_uuid() {
   return uuid;
 }
 
-// Large copies are split over threads: one core cannot saturate memory bandwidth.
-void parallel_memcpy(void* dst, const void* src, std::size_t bytes) {
-  constexpr std::int64_t kChunk = 1 << 16;
-  std::int64_t chunks = std::int64_t((bytes + kChunk - 1) / kChunk);
-  cpu::parallel_range(chunks, 64, [&](std::int64_t b, std::int64_t e) {
-    std::size_t begin = std::size_t(b) * kChunk, end = std::min(bytes, std::size_t(e) * kChunk);
-    std::memcpy(static_cast<char*>(dst) + begin, static_cast<const char*>(src) + begin,
-                end - begin);
-  });
-}
-
 class CpuDevice final : public DeviceImpl {
  public:
   // The cache keeps at most an eighth of RAM.
@@ -157,18 +146,18 @@ class CpuDevice final : public DeviceImpl {
 
   void copy_from_host(Buffer& dst, std::size_t off, const void* src, std::size_t bytes) override {
     failure_point(*this, "copy_from_host");
-    parallel_memcpy(static_cast<char*>(dst.host_ptr()) + off, src, bytes);
+    host_memcpy(static_cast<char*>(dst.host_ptr()) + off, src, bytes);
   }
   void copy_to_host(void* dst, const Buffer& src, std::size_t off, std::size_t bytes) override {
     failure_point(*this, "copy_to_host");
-    parallel_memcpy(dst, static_cast<const char*>(src.host_ptr()) + off, bytes);
+    host_memcpy(dst, static_cast<const char*>(src.host_ptr()) + off, bytes);
   }
   void copy_within(Buffer& dst, std::size_t doff, const Buffer& src, std::size_t soff,
                    std::size_t bytes) override {
     // memmove semantics are not needed: distinct storages never overlap.
     failure_point(*this, "copy_within");
-    parallel_memcpy(static_cast<char*>(dst.host_ptr()) + doff,
-                    static_cast<const char*>(src.host_ptr()) + soff, bytes);
+    host_memcpy(static_cast<char*>(dst.host_ptr()) + doff,
+                static_cast<const char*>(src.host_ptr()) + soff, bytes);
   }
   void synchronize() override {}  // kernels run to completion before they return
 

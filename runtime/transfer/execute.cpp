@@ -243,7 +243,7 @@ std::size_t copy_group(const TransferPlan::State& s, const TransferGroup& g,
     for (const Piece& pc : chunks[c].pieces) {
       const Buffer& from = s.storages[pc.storage].storage->buffer();
       if (const auto* sp = static_cast<const std::byte*>(from.host_ptr()))
-        std::memcpy(h + pc.at, sp + pc.src_off, pc.len);
+        host_memcpy(h + pc.at, sp + pc.src_off, pc.len);
       else
         src.copy_to_host(h + pc.at, from, pc.src_off, pc.len), ++copies;
     }

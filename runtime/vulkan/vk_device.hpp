@@ -182,6 +182,11 @@ class VulkanDevice final : public DeviceImpl {
   void before_command(Stage stage, std::span<const Use> uses);
   // Counts the command just recorded; submits when the batch is large.
   void after_command(bool writes);
+  // Records a copy of `region` from s to d, joined to the open copy run when
+  // it can be (Note [Copy runs] in vk_recorder.cpp).
+  void record_copy(const VulkanBuffer& s, const VulkanBuffer& d, const VkBufferCopy& region);
+  void end_copy_run();  // records the open copy run, if any
+  void record_barrier(const std::optional<Barrier>& b);
   void flush();                         // submits the open batch, if any
   void wait_for(std::uint64_t serial);  // waits until `serial` has completed, then retires
   void retire(bool wait_all);
@@ -219,6 +224,12 @@ class VulkanDevice final : public DeviceImpl {
 
   BarrierTracker tracker_;
   VkCommandBuffer batch_cb_ = VK_NULL_HANDLE;
+  // Copies not yet recorded: one vkCmdCopyBuffer from src to dst (Note [Copy runs]).
+  struct CopyRun {
+    VkBuffer src = VK_NULL_HANDLE, dst = VK_NULL_HANDLE;
+    std::vector<VkBufferCopy> regions;
+  };
+  CopyRun copy_run_;
   std::uint32_t batch_commands_ = 0;
   bool batch_writes_ = false;
   std::vector<VkDescriptorPool> batch_pools_;

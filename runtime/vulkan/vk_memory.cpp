@@ -210,19 +210,14 @@ void VulkanDevice::copy_from_host(Buffer& dst, std::size_t dst_offset, const voi
   failure_point(*this, "copy_from_host");
   if (d.host_ptr()) {
     wait_for(d.last_use);  // the GPU must be done with the bytes the host overwrites
-    std::memcpy(static_cast<std::byte*>(d.host_ptr()) + dst_offset, src, bytes);
+    host_memcpy(static_cast<std::byte*>(d.host_ptr()) + dst_offset, src, bytes);
     return;
   }
   for (std::size_t done = 0; done < bytes;) {
     std::size_t n = std::min<std::size_t>(bytes - done, kStagingChunk);
     auto staging = allocate_in(kStagingPool, n);
-    std::memcpy(staging->host_ptr(), static_cast<const std::byte*>(src) + done, n);
-    VkBufferCopy region{staging->offset(), d.offset() + dst_offset + done, n};
-    const Use uses[] = {{{std::uint64_t(staging->handle()), region.srcOffset, n}, Access::read},
-                        {{std::uint64_t(d.handle()), region.dstOffset, n}, Access::write}};
-    before_command(Stage::transfer, uses, {staging.get(), &d});
-    vk_.vkCmdCopyBuffer(batch_cb_, staging->handle(), d.handle(), 1, &region);
-    after_command(true);
+    host_memcpy(staging->host_ptr(), static_cast<const std::byte*>(src) + done, n);
+    record_copy(*staging, d, {staging->offset(), d.offset() + dst_offset + done, n});
     done += n;
   }  // each staging range is freed once its batch has completed
 }
@@ -234,20 +229,15 @@ void VulkanDevice::copy_to_host(void* dst, const Buffer& src, std::size_t src_of
   failure_point(*this, "copy_to_host");
   if (s.host_ptr()) {
     wait_for(s.last_use);
-    std::memcpy(dst, static_cast<const std::byte*>(s.host_ptr()) + src_offset, bytes);
+    host_memcpy(dst, static_cast<const std::byte*>(s.host_ptr()) + src_offset, bytes);
     return;
   }
   for (std::size_t done = 0; done < bytes;) {
     std::size_t n = std::min<std::size_t>(bytes - done, kStagingChunk);
     auto staging = allocate_in(kStagingPool, n);
-    VkBufferCopy region{s.offset() + src_offset + done, staging->offset(), n};
-    const Use uses[] = {{{std::uint64_t(s.handle()), region.srcOffset, n}, Access::read},
-                        {{std::uint64_t(staging->handle()), region.dstOffset, n}, Access::write}};
-    before_command(Stage::transfer, uses, {&s, staging.get()});
-    vk_.vkCmdCopyBuffer(batch_cb_, s.handle(), staging->handle(), 1, &region);
-    after_command(true);
+    record_copy(s, *staging, {s.offset() + src_offset + done, staging->offset(), n});
     wait_for(staging->last_use);
-    std::memcpy(static_cast<std::byte*>(dst) + done, staging->host_ptr(), n);
+    host_memcpy(static_cast<std::byte*>(dst) + done, staging->host_ptr(), n);
     done += n;
   }
 }
@@ -258,12 +248,7 @@ void VulkanDevice::copy_within(Buffer& dst, std::size_t dst_offset, const Buffer
   VulkanBuffer& s = as_vk(src, *this, "copy source");
   if (bytes == 0) return;
   failure_point(*this, "copy_within");
-  VkBufferCopy region{s.offset() + src_offset, d.offset() + dst_offset, bytes};
-  const Use uses[] = {{{std::uint64_t(s.handle()), region.srcOffset, bytes}, Access::read},
-                      {{std::uint64_t(d.handle()), region.dstOffset, bytes}, Access::write}};
-  before_command(Stage::transfer, uses, {&s, &d});
-  vk_.vkCmdCopyBuffer(batch_cb_, s.handle(), d.handle(), 1, &region);
-  after_command(true);
+  record_copy(s, d, {s.offset() + src_offset, d.offset() + dst_offset, bytes});
 }
 
 }  // namespace ferry::vulkan

@@ -168,14 +168,63 @@ void VulkanDevice::before_command(Stage stage, std::span<const Use> uses,
 
 void VulkanDevice::before_command(Stage stage, std::span<const Use> uses) {
   open_batch();
-  if (auto b = tracker_.before(stage, uses)) {
-    VkMemoryBarrier mb{VK_STRUCTURE_TYPE_MEMORY_BARRIER};
-    mb.srcAccessMask = b->src_access;
-    mb.dstAccessMask = b->dst_access;
-    vk_.vkCmdPipelineBarrier(batch_cb_, b->src_stages, b->dst_stages, 0, 1, &mb, 0, nullptr, 0,
-                             nullptr);
-  }
+  end_copy_run();  // the copies recorded so far come first
+  record_barrier(tracker_.before(stage, uses));
   ++batch_commands_;
+}
+
+void VulkanDevice::record_barrier(const std::optional<Barrier>& b) {
+  if (!b) return;
+  VkMemoryBarrier mb{VK_STRUCTURE_TYPE_MEMORY_BARRIER};
+  mb.srcAccessMask = b->src_access;
+  mb.dstAccessMask = b->dst_access;
+  vk_.vkCmdPipelineBarrier(batch_cb_, b->src_stages, b->dst_stages, 0, 1, &mb, 0, nullptr, 0,
+                           nullptr);
+}
+
+// Note [Copy runs]
+// A migration of many small tensors makes thousands of buffer copies in a
+// row (the transfer planner's gathers into staging memory), and most of them
+// go between the same two VkBuffers: a memory block holds many tensors, and a
+// transfer arena or a staging chunk is one range of one block. Such a copy
+// that needs no barrier before it (the tracker found no hazard with anything
+// recorded since the last barrier, the run's copies included) joins the open
+// run, and the run is recorded as one vkCmdCopyBuffer with many regions
+// (adjacent regions merged) when anything else is recorded, a barrier is
+// needed, or the batch is submitted. Within a run no two regions conflict,
+// so the union rule of vkCmdCopyBuffer for src == dst holds. Each copy still
+// counts as a command towards the batch size, so barrier-tracker work per
+// batch stays bounded.
+void VulkanDevice::record_copy(const VulkanBuffer& s, const VulkanBuffer& d,
+                               const VkBufferCopy& region) {
+  const Use uses[] = {{{std::uint64_t(s.handle()), region.srcOffset, region.size}, Access::read},
+                      {{std::uint64_t(d.handle()), region.dstOffset, region.size}, Access::write}};
+  open_batch();
+  const std::optional<Barrier> barrier = tracker_.before(Stage::transfer, uses);
+  if (barrier || copy_run_.src != s.handle() || copy_run_.dst != d.handle()) {
+    end_copy_run();
+    record_barrier(barrier);
+    copy_run_.src = s.handle();
+    copy_run_.dst = d.handle();
+  }
+  std::vector<VkBufferCopy>& r = copy_run_.regions;
+  if (!r.empty() && r.back().srcOffset + r.back().size == region.srcOffset &&
+      r.back().dstOffset + r.back().size == region.dstOffset)
+    r.back().size += region.size;
+  else
+    r.push_back(region);
+  s.last_use = batch_serial_;
+  d.last_use = batch_serial_;
+  ++batch_commands_;
+  after_command(true);
+}
+
+void VulkanDevice::end_copy_run() {
+  if (!copy_run_.regions.empty())
+    vk_.vkCmdCopyBuffer(batch_cb_, copy_run_.src, copy_run_.dst,
+                        std::uint32_t(copy_run_.regions.size()), copy_run_.regions.data());
+  copy_run_.regions.clear();
+  copy_run_.src = copy_run_.dst = VK_NULL_HANDLE;
 }
 
 void VulkanDevice::after_command(bool writes) {
@@ -185,6 +234,7 @@ void VulkanDevice::after_command(bool writes) {
 
 void VulkanDevice::flush() {
   if (!batch_cb_) return;
+  end_copy_run();
   if (batch_writes_) {
     // Makes this batch's writes visible to the host once its fence has signalled.
     VkMemoryBarrier mb{VK_STRUCTURE_TYPE_MEMORY_BARRIER};
