@@ -1,8 +1,9 @@
 // tests/test_transfer.cpp — the transfer planner (ferry/transfer.hpp): unique
 // storages, ties and views, arenas, dtype conversion, the capacity check,
 // all-or-nothing under an injected failure at every allocation and copy
-// (testdev, Note [testdev failure injection]), and training that goes on
-// after a migration, compared step by step with a twin that never moved.
+// (Note [Failure injection] in ferry/backend.hpp: CPU, Vulkan, testdev), and
+// training that goes on after a migration, compared step by step with a twin
+// that never moved.
 #include <gtest/gtest.h>
 
 #include <cstdlib>
