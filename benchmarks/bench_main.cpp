@@ -130,6 +130,9 @@ int main(int argc, char** argv) {
   bench::register_train();
   bench::register_vulkan();
   bench::register_transfer();
+#ifdef FERRY_BENCH_HAVE_CUDA
+  bench::register_cuda();
+#endif
 
   bench::RecordingReporter reporter;
   benchmark::RunSpecifiedBenchmarks(&reporter);

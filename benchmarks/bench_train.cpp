@@ -8,9 +8,13 @@
 //             products, fused loops for bias, ReLU, softmax, their gradients
 //             and Adam, into preallocated buffers (a lower bound for any
 //             framework on this BLAS).
+// and on cuda:0, where the CUDA backend is built and a GPU is there: ferry
+// against libtorch's CUDA build in the same process (when CMake found one).
 // All three start from the same weights and data; the losses of their first
 // three steps are compared before anything is timed. Every variant trains as it is timed
 // (each iteration is a real step), and reads the loss back each step.
+#include "bench_train.hpp"
+
 #include <cblas.h>
 #include <fmt/format.h>
 #include <omp.h>
@@ -19,7 +23,6 @@
 #include <memory>
 
 #include "bench_common.hpp"
-#include "bench_train.hpp"
 #include "ferry/ferry.hpp"
 
 namespace bench::train {
@@ -53,38 +56,52 @@ struct FerryModel {
   ferry::Tensor x, y;
 };
 
-FerryModel& ferry_model() {
-  static FerryModel m = [] {
-    const InitialState& s = initial_state();
-    FerryModel f;
-    f.net = std::make_shared<ferry::nn::Sequential>(
-        std::make_shared<ferry::nn::Linear>(kIn, kHidden), std::make_shared<ferry::nn::ReLU>(),
-        std::make_shared<ferry::nn::Linear>(kHidden, kHidden), std::make_shared<ferry::nn::ReLU>(),
-        std::make_shared<ferry::nn::Linear>(kHidden, kOut));
-    ferry::StateDict sd;
-    sd.insert("0.weight", ferry::tensor(s.w1, {kHidden, kIn}));
-    sd.insert("0.bias", ferry::tensor(s.b1));
-    sd.insert("2.weight", ferry::tensor(s.w2, {kHidden, kHidden}));
-    sd.insert("2.bias", ferry::tensor(s.b2));
-    sd.insert("4.weight", ferry::tensor(s.w3, {kOut, kHidden}));
-    sd.insert("4.bias", ferry::tensor(s.b3));
-    f.net->load_state_dict(sd);
-    f.opt = std::make_unique<ferry::optim::Adam>(f.net->parameters(),
-                                                 ferry::optim::AdamOptions{.lr = kLr});
-    f.x = ferry::tensor(s.x, {kBatch, kIn});
-    f.y = ferry::tensor(s.y);
-    return f;
-  }();
-  return m;
+FerryModel make_ferry_model(const ferry::Device& device) {
+  const InitialState& s = initial_state();
+  FerryModel f;
+  f.net = std::make_shared<ferry::nn::Sequential>(
+      std::make_shared<ferry::nn::Linear>(kIn, kHidden), std::make_shared<ferry::nn::ReLU>(),
+      std::make_shared<ferry::nn::Linear>(kHidden, kHidden), std::make_shared<ferry::nn::ReLU>(),
+      std::make_shared<ferry::nn::Linear>(kHidden, kOut));
+  ferry::StateDict sd;
+  sd.insert("0.weight", ferry::tensor(s.w1, {kHidden, kIn}));
+  sd.insert("0.bias", ferry::tensor(s.b1));
+  sd.insert("2.weight", ferry::tensor(s.w2, {kHidden, kHidden}));
+  sd.insert("2.bias", ferry::tensor(s.b2));
+  sd.insert("4.weight", ferry::tensor(s.w3, {kOut, kHidden}));
+  sd.insert("4.bias", ferry::tensor(s.b3));
+  f.net->load_state_dict(sd);
+  f.net->to(device);
+  f.opt = std::make_unique<ferry::optim::Adam>(f.net->parameters(),
+                                               ferry::optim::AdamOptions{.lr = kLr});
+  f.x = ferry::tensor(s.x, {kBatch, kIn}).to(device);
+  f.y = ferry::tensor(s.y).to(device);
+  return f;
 }
 
-float ferry_step() {
-  FerryModel& m = ferry_model();
+float ferry_step_of(FerryModel& m) {
   m.opt->zero_grad();
   ferry::Tensor loss = ferry::nn::functional::cross_entropy(m.net->forward(m.x), m.y);
   loss.backward();
   m.opt->step();
   return loss.item<float>();
+}
+
+float ferry_step() {
+  static FerryModel m = make_ferry_model(ferry::Device::cpu());
+  return ferry_step_of(m);
+}
+
+float ferry_cuda_step() {
+  static FerryModel m = make_ferry_model(ferry::Device("cuda:0"));
+  return ferry_step_of(m);
+}
+
+// A CPU model of its own for checking the GPU runs, so that the timed CPU
+// model's steps stay in step with the other CPU variants'.
+float ferry_cpu_reference_step() {
+  static FerryModel m = make_ferry_model(ferry::Device::cpu());
+  return ferry_step_of(m);
 }
 
 // ---- the same step by hand on OpenBLAS ----
@@ -100,9 +117,18 @@ struct HandModel {
   std::vector<float> z1, z2, z3, d1, d2, d3;  // pre-activations and their gradients
   std::int64_t step = 0;
   explicit HandModel(const InitialState& s)
-      : w1(s.w1), b1(s.b1), w2(s.w2), b2(s.b2), w3(s.w3), b3(s.b3),
-        z1(kBatch * kHidden), z2(kBatch * kHidden), z3(kBatch * kOut), d1(kBatch * kHidden),
-        d2(kBatch * kHidden), d3(kBatch * kOut) {}
+      : w1(s.w1),
+        b1(s.b1),
+        w2(s.w2),
+        b2(s.b2),
+        w3(s.w3),
+        b3(s.b3),
+        z1(kBatch * kHidden),
+        z2(kBatch * kHidden),
+        z3(kBatch * kOut),
+        d1(kBatch * kHidden),
+        d2(kBatch * kHidden),
+        d3(kBatch * kOut) {}
 };
 
 HandModel& hand_model() {
@@ -112,8 +138,8 @@ HandModel& hand_model() {
 
 // out[B, N] = in[B, K] · W[N, K]ᵀ + b, then ReLU when asked (kept as z for backward).
 void linear(const float* in, const Param& w, const Param& b, float* out, int n, int k, bool relu) {
-  cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, int(kBatch), n, k, 1.0f, in, k,
-              w.w.data(), k, 0.0f, out, n);
+  cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, int(kBatch), n, k, 1.0f, in, k, w.w.data(),
+              k, 0.0f, out, n);
 #pragma omp parallel for
   for (std::int64_t i = 0; i < kBatch; ++i)
     for (int j = 0; j < n; ++j) {
@@ -125,16 +151,16 @@ void linear(const float* in, const Param& w, const Param& b, float* out, int n, 
 // dW = dzᵀ · in, db = Σ dz; din = (dz · W) masked by in > 0 (in is a ReLU output).
 void linear_backward(const float* in, const float* dz, Param& w, Param& b, float* din, int n,
                      int k) {
-  cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, n, k, int(kBatch), 1.0f, dz, n, in, k,
-              0.0f, w.g.data(), k);
+  cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, n, k, int(kBatch), 1.0f, dz, n, in, k, 0.0f,
+              w.g.data(), k);
   for (int j = 0; j < n; ++j) {
     float s = 0;
     for (std::int64_t i = 0; i < kBatch; ++i) s += dz[i * n + j];
     b.g[std::size_t(j)] = s;
   }
   if (!din) return;
-  cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, int(kBatch), k, n, 1.0f, dz, n,
-              w.w.data(), k, 0.0f, din, k);
+  cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, int(kBatch), k, n, 1.0f, dz, n, w.w.data(),
+              k, 0.0f, din, k);
 #pragma omp parallel for
   for (std::int64_t i = 0; i < kBatch * k; ++i)
     if (in[i] <= 0) din[i] = 0;
@@ -184,33 +210,60 @@ float hand_step() {
   return float(loss / double(kBatch));
 }
 
+using Variants = std::vector<std::pair<std::string, float (*)()>>;
+
 // Every variant starts from the same state; their losses over the first
-// steps must agree before anything is timed.
-std::string early_steps_mismatch() {
+// steps must agree (to `rtol`) before anything is timed.
+std::string early_steps_mismatch(const Variants& variants, float rtol) {
+  constexpr int kChecked = 3;
+  std::vector<std::vector<float>> losses(variants.size());
+  for (std::size_t v = 0; v < variants.size(); ++v)
+    for (int k = 0; k < kChecked; ++k) losses[v].push_back(variants[v].second());
+  for (std::size_t v = 1; v < variants.size(); ++v)
+    for (int k = 0; k < kChecked; ++k) {
+      const float f = losses[0][std::size_t(k)], b = losses[v][std::size_t(k)];
+      if (!(std::fabs(f - b) <= rtol * std::fabs(b)))
+        return fmt::format("step {} loss: {} {} but {} {}", k, variants[0].first, f,
+                           variants[v].first, b);
+    }
+  return std::string();
+}
+
+const std::string& cpu_mismatch() {
   static const std::string result = [] {
-    constexpr int kChecked = 3;
-    std::vector<std::pair<std::string, float (*)()>> variants = {{"ferry", ferry_step},
-                                                                 {"the hand-written step", hand_step}};
+    Variants variants = {{"ferry", ferry_step}, {"the hand-written step", hand_step}};
 #ifdef FERRY_BENCH_HAVE_TORCH
     torch_setup(initial_state(), omp_get_max_threads());
     variants.emplace_back("PyTorch", torch_step);
 #endif
-    std::vector<std::vector<float>> losses(variants.size());
-    for (std::size_t v = 0; v < variants.size(); ++v)
-      for (int k = 0; k < kChecked; ++k) losses[v].push_back(variants[v].second());
-    for (std::size_t v = 1; v < variants.size(); ++v)
-      for (int k = 0; k < kChecked; ++k) {
-        const float f = losses[0][std::size_t(k)], b = losses[v][std::size_t(k)];
-        if (!(std::fabs(f - b) <= 1e-4f * std::fabs(b)))
-          return fmt::format("step {} loss: ferry {} but {} {}", k, f, variants[v].first, b);
-      }
-    return std::string();
+    return early_steps_mismatch(variants, 1e-4f);
   }();
   return result;
 }
 
-template <float (*Step)()> void bm_step(benchmark::State& state) {
-  if (std::string e = early_steps_mismatch(); !e.empty()) {
+#ifdef FERRY_BENCH_HAVE_TORCH
+bool torch_on_cuda() {
+  static const bool ok = torch_cuda_setup(initial_state());
+  return ok;
+}
+#endif
+
+// cuBLAS picks its own algorithms in each framework, so the GPU runs agree
+// to a looser bound than the CPU's shared OpenBLAS.
+const std::string& cuda_mismatch() {
+  static const std::string result = [] {
+    Variants variants = {{"ferry on cuda:0", ferry_cuda_step}};
+#ifdef FERRY_BENCH_HAVE_TORCH
+    if (torch_on_cuda()) variants.emplace_back("PyTorch on cuda:0", torch_cuda_step);
+#endif
+    variants.emplace_back("ferry on the CPU", ferry_cpu_reference_step);
+    return early_steps_mismatch(variants, 1e-3f);
+  }();
+  return result;
+}
+
+template <float (*Step)(), const std::string& (*Mismatch)()> void bm_step(benchmark::State& state) {
+  if (const std::string& e = Mismatch(); !e.empty()) {
     state.SkipWithError(e.c_str());
     return;
   }
@@ -228,13 +281,24 @@ namespace bench {
 
 void register_train() {
   using namespace train;
-  const std::string p = fmt::format("train_step/mlp{}-{}-{}-{}/batch{}/adam/", kIn, kHidden,
-                                    kHidden, kOut, kBatch);
+  const std::string p =
+      fmt::format("train_step/mlp{}-{}-{}-{}/batch{}/adam/", kIn, kHidden, kHidden, kOut, kBatch);
   std::vector<benchmark::internal::Benchmark*> bms = {
-      benchmark::RegisterBenchmark((p + "ferry").c_str(), bm_step<ferry_step>),
-      benchmark::RegisterBenchmark((p + "openblas_hand").c_str(), bm_step<hand_step>)};
+      benchmark::RegisterBenchmark((p + "ferry").c_str(), bm_step<ferry_step, cpu_mismatch>),
+      benchmark::RegisterBenchmark((p + "openblas_hand").c_str(),
+                                   bm_step<hand_step, cpu_mismatch>)};
 #ifdef FERRY_BENCH_HAVE_TORCH
-  bms.push_back(benchmark::RegisterBenchmark((p + "pytorch").c_str(), bm_step<torch_step>));
+  bms.push_back(
+      benchmark::RegisterBenchmark((p + "pytorch").c_str(), bm_step<torch_step, cpu_mismatch>));
+#endif
+  const bool cuda = ferry::is_available("cuda:0");
+  if (cuda)
+    bms.push_back(benchmark::RegisterBenchmark((p + "cuda/ferry").c_str(),
+                                               bm_step<ferry_cuda_step, cuda_mismatch>));
+#ifdef FERRY_BENCH_HAVE_TORCH
+  if (cuda && torch_on_cuda())
+    bms.push_back(benchmark::RegisterBenchmark((p + "cuda/pytorch").c_str(),
+                                               bm_step<torch_cuda_step, cuda_mismatch>));
 #endif
   for (auto* bm : bms) {
     bm->UseRealTime()->Unit(benchmark::kMillisecond);
@@ -243,12 +307,20 @@ void register_train() {
   const std::string title = fmt::format("train step mlp {}-{}-{}-{} batch {} (fwd+bwd+Adam)", kIn,
                                         kHidden, kHidden, kOut, kBatch);
 #ifdef FERRY_BENCH_HAVE_TORCH
+  const std::string torch_label = fmt::format("PyTorch {} (libtorch)", torch_version());
   add_comparison({.title = title,
                   .ferry = p + "ferry",
                   .ferry_label = "ferry",
                   .baseline = p + "pytorch",
-                  .baseline_label = fmt::format("PyTorch {} (libtorch)", torch_version()),
+                  .baseline_label = torch_label,
                   .metric = Metric::usec});
+  if (cuda && torch_on_cuda())
+    add_comparison({.title = "cuda:0 " + title,
+                    .ferry = p + "cuda/ferry",
+                    .ferry_label = "ferry",
+                    .baseline = p + "cuda/pytorch",
+                    .baseline_label = torch_label,
+                    .metric = Metric::usec});
 #endif
   add_comparison({.title = title,
                   .ferry = p + "ferry",

@@ -4,6 +4,10 @@
 // (docs/kernel-contract.md).
 #include <fmt/format.h>
 
+#include <atomic>
+#include <cstdlib>
+#include <cstring>
+
 #include "autograd/formulas.hpp"
 #include "dispatch.hpp"
 #include "ferry/error.hpp"
@@ -92,7 +96,24 @@ Tensor matmul_forward(const Tensor& a, const Tensor& b) {
   return out.view(result);
 }
 
+// Note [TF32] in ferry/ops.hpp: off unless FERRY_ALLOW_TF32=1 (or the program
+// opts in). A function-local static so the environment is read exactly once,
+// whichever of the two functions runs first.
+std::atomic<bool>& allow_tf32_storage() {
+  static std::atomic<bool> allow{[] {
+    const char* v = std::getenv("FERRY_ALLOW_TF32");
+    return v != nullptr && std::strcmp(v, "1") == 0;
+  }()};
+  return allow;
+}
+
 }  // namespace
+
+void set_matmul_allow_tf32(bool allow) {
+  allow_tf32_storage().store(allow, std::memory_order_relaxed);
+}
+
+bool matmul_allow_tf32() { return allow_tf32_storage().load(std::memory_order_relaxed); }
 
 Tensor matmul(const Tensor& a, const Tensor& b) {
   Tensor out = autograd::untracked([&] { return matmul_forward(a, b); });

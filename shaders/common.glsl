@@ -62,10 +62,13 @@ uint float_to_f16(float f) { return packHalf2x16(vec2(f, 0.0)) & 0xffffu; }
 float f16_to_float(uint h) { return unpackHalf2x16(h).x; }
 
 // float -> integer: truncate toward zero, NaN gives 0, saturate out of range.
+// float -> bool: anything but zero is true, NaN too (as in PyTorch and C++);
+// `f == 0.0` is false for NaN, so the test cannot depend on how the compiler
+// orders a NaN comparison.
 ITYPE float_to_itype(float f, uint dt) {
+  if (dt == DT_BOOL) return ITYPE(f == 0.0 ? 0 : 1);
   if (isnan(f)) return ITYPE(0);
   if (dt == DT_U8) return ITYPE(clamp(f, 0.0, 255.0));
-  if (dt == DT_BOOL) return ITYPE(f != 0.0 ? 1 : 0);
 #ifdef FERRY_FULL
   if (dt == DT_I64) {
     if (f <= -9223372036854775808.0) return ITYPE(0x8000000000000000l);

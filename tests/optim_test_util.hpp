@@ -18,6 +18,7 @@
 #include "ferry/backend.hpp"
 #include "ferry/ferry.hpp"
 #include "op_test_util.hpp"
+#include "test_devices.hpp"
 
 namespace ferry_optim_test {
 
@@ -108,20 +109,8 @@ inline void ref_adam_step(const RefAdamOptions& o, RefParam& s, const std::vecto
   }
 }
 
-// The devices the tests run on: the CPU, and vulkan:0 when there is one.
-inline std::vector<std::string> test_devices() {
-  std::vector<std::string> d{"cpu"};
-  if (ferry::is_available("vulkan")) d.push_back("vulkan:0");
-  return d;
-}
-
-// Skips the current test (with the reason) when `device` is not usable here.
-#define FERRY_SKIP_UNLESS_DEVICE(device)                                                   \
-  do {                                                                                     \
-    if (std::string(device) != "cpu" && !ferry::is_available("vulkan"))                    \
-      GTEST_SKIP() << "no Vulkan device here (ferry::is_available(\"vulkan\") is false): " \
-                   << ferry::describe_devices();                                           \
-  } while (0)
+// The devices the tests run on: the CPU and each accelerator this machine has.
+inline std::vector<std::string> test_devices() { return ferry_test::available_device_names(); }
 
 // Elements of `t` as doubles (any floating dtype, any device).
 inline std::vector<double> values(const ferry::Tensor& t) { return t.to_vector<double>(); }

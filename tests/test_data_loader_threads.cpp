@@ -52,8 +52,7 @@ class FailingDataset : public Dataset {
 
 TEST(DataLoader, WorkerExceptionArrivesAtItsBatch) {
   for (std::size_t workers : {0u, 1u, 3u}) {
-    for (const char* device : {"cpu", "vulkan:0"}) {
-      if (std::string(device) != "cpu" && !ferry::is_available("vulkan")) continue;
+    for (const std::string& device : ferry_optim_test::test_devices()) {
       DataLoader loader(std::make_shared<FailingDataset>(40, 17),
                         {.batch_size = 4, .num_workers = workers, .prefetch = 3, .device = device});
       std::size_t received = 0;
@@ -207,8 +206,7 @@ TEST_P(DataTraining, LossDecreasesOverEpochs) {
     EXPECT_LT(epoch_loss[e], epoch_loss[e - 1]) << "epoch " << e;
 }
 
-INSTANTIATE_TEST_SUITE_P(Devices, DataTraining,
-                         ::testing::Values(std::string("cpu"), std::string("vulkan:0")),
+INSTANTIATE_TEST_SUITE_P(Devices, DataTraining, ::testing::ValuesIn(ferry_test::all_device_names()),
                          [](const auto& info) {
                            std::string s = info.param;
                            std::replace(s.begin(), s.end(), ':', '_');

@@ -27,8 +27,7 @@ Tensor from_json(const json& j) {
   // (tensor() reads an empty shape as [n], so 0-d tensors are reshaped after.)
   const ferry::Shape shape = j["shape"].get<ferry::Shape>();
   const std::string dt = j["dtype"];
-  if (dt == "i64")
-    return ferry::tensor(j["data"].get<std::vector<std::int64_t>>()).reshape(shape);
+  if (dt == "i64") return ferry::tensor(j["data"].get<std::vector<std::int64_t>>()).reshape(shape);
   EXPECT_EQ(dt, "f32");
   std::vector<float> v;
   for (const json& x : j["data"]) v.push_back(x.get<float>());
@@ -49,7 +48,8 @@ const std::map<std::string, std::function<Tensor(const In&)>>& cases() {
        }},
       {"attention",
        [](const In& in) {
-         Tensor s = ferry::softmax(ferry::matmul(in[0], in[1].transpose(-1, -2)) / std::sqrt(8.0), -1);
+         Tensor s =
+             ferry::softmax(ferry::matmul(in[0], in[1].transpose(-1, -2)) / std::sqrt(8.0), -1);
          return ferry::matmul(s, in[2]);
        }},
       {"layer_norm_residual",
@@ -66,7 +66,8 @@ const std::map<std::string, std::function<Tensor(const In&)>>& cases() {
       {"pow_where_max",
        [](const In& in) {
          const Tensor &a = in[0], &b = in[1];
-         return ferry::where(ferry::gt(a, 0), ferry::pow(ferry::abs(a) + 1.0, b), ferry::maximum(a, b)) +
+         return ferry::where(ferry::gt(a, 0), ferry::pow(ferry::abs(a) + 1.0, b),
+                             ferry::maximum(a, b)) +
                 ferry::max(a * b, {1}, true);
        }},
       {"gather_cat_stack",
@@ -100,7 +101,8 @@ const std::map<std::string, std::function<Tensor(const In&)>>& cases() {
   return m;
 }
 
-void expect_close(const Tensor& got, const Tensor& want, double rtol, double atol, const std::string& what) {
+void expect_close(const Tensor& got, const Tensor& want, double rtol, double atol,
+                  const std::string& what) {
   ASSERT_TRUE(got.defined()) << what << ": no gradient";
   ASSERT_EQ(got.sizes(), want.sizes()) << what;
   auto g = got.to_vector<float>(), w = want.to_vector<float>();
@@ -130,7 +132,8 @@ void run(const ferry::Device& dev) {
     for (std::size_t i = 0; i < in.size(); ++i) {
       if (c["grads"][i].is_null()) continue;
       ASSERT_EQ(in[i].grad().device(), dev);
-      expect_close(in[i].grad(), from_json(c["grads"][i]), rtol, atol, "grad of input " + std::to_string(i));
+      expect_close(in[i].grad(), from_json(c["grads"][i]), rtol, atol,
+                   "grad of input " + std::to_string(i));
     }
   }
 }
@@ -138,8 +141,15 @@ void run(const ferry::Device& dev) {
 TEST(PyTorchGradReference, Cpu) { run(ferry::Device::cpu()); }
 
 TEST(PyTorchGradReference, Vulkan) {
-  if (!ferry::is_available("vulkan")) GTEST_SKIP() << "no Vulkan device: " << ferry::describe_devices();
+  if (!ferry::is_available("vulkan"))
+    GTEST_SKIP() << "no Vulkan device: " << ferry::describe_devices();
   run(ferry::Device("vulkan:0"));
+}
+
+TEST(PyTorchGradReference, Cuda) {
+  if (!ferry::is_available("cuda:0"))
+    GTEST_SKIP() << "no CUDA device: " << ferry::describe_devices();
+  run(ferry::Device("cuda:0"));
 }
 
 }  // namespace

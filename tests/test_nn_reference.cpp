@@ -332,6 +332,12 @@ TEST_P(NnReference, Vulkan) {
   run_case(GetParam().index, Device("vulkan:0"));
 }
 
+TEST_P(NnReference, Cuda) {
+  if (!ferry::is_available("cuda:0"))
+    GTEST_SKIP() << "no CUDA device: " << ferry::describe_devices();
+  run_case(GetParam().index, Device("cuda:0"));
+}
+
 INSTANTIATE_TEST_SUITE_P(Cases, NnReference, ::testing::ValuesIn(case_refs()),
                          [](const ::testing::TestParamInfo<CaseRef>& info) {
                            std::string out;

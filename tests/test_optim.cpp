@@ -125,13 +125,12 @@ TEST_P(OptimRule, MatchesDoubleReference) {
 
 std::string config_device_name(const ::testing::TestParamInfo<RuleParam>& info) {
   const auto& [config, device] = info.param;
-  return config.name + "_" + (device == "cpu" ? "cpu" : "vulkan");
+  return config.name + "_" + ferry_test::backend_of(device);
 }
 
 INSTANTIATE_TEST_SUITE_P(AllOptions, OptimRule,
                          ::testing::Combine(::testing::ValuesIn(ferry_optim_test::all_configs()),
-                                            ::testing::Values(std::string("cpu"),
-                                                              std::string("vulkan:0"))),
+                                            ::testing::ValuesIn(ferry_test::all_device_names())),
                          config_device_name);
 
 // ---------------------------------------------------------------- groups
@@ -271,8 +270,7 @@ TEST_P(OptimFused, MatchesElementwise) {
 
 INSTANTIATE_TEST_SUITE_P(AllOptions, OptimFused,
                          ::testing::Combine(::testing::ValuesIn(ferry_optim_test::all_configs()),
-                                            ::testing::Values(std::string("cpu"),
-                                                              std::string("vulkan:0"))),
+                                            ::testing::ValuesIn(ferry_test::all_device_names())),
                          config_device_name);
 
 // ---------------------------------------------------------------- in place

@@ -167,14 +167,12 @@ std::vector<std::string> case_names() {
 
 std::string param_name(const ::testing::TestParamInfo<Param>& info) {
   const auto& [name, device, elementwise] = info.param;
-  return name + (device == "cpu" ? "_cpu" : "_vulkan") +
-         (elementwise ? "_elementwise" : "_default");
+  return name + "_" + ferry_test::backend_of(device) + (elementwise ? "_elementwise" : "_default");
 }
 
 INSTANTIATE_TEST_SUITE_P(Cases, PyTorchOptimReference,
                          ::testing::Combine(::testing::ValuesIn(case_names()),
-                                            ::testing::Values(std::string("cpu"),
-                                                              std::string("vulkan:0")),
+                                            ::testing::ValuesIn(ferry_test::all_device_names()),
                                             ::testing::Bool()),
                          param_name);
 

@@ -71,12 +71,13 @@ TEST_P(OptimStateDict, ResumesBitForBit) {
   for (int s = 0; s < ferry_optim_test::kSteps; ++s) straight.step(s);
 
   std::vector<std::string> routes{"cpu", "file"};
-  if (ferry::is_available("vulkan")) routes.push_back("vulkan:0");
+  for (const std::string& d : ferry_optim_test::test_devices())
+    if (d != "cpu") routes.push_back(d);
   for (const std::string& route : routes) {
     Scenario first(config, DType::f32, cpu, std::nullopt);
     for (int s = 0; s < 3; ++s) first.step(s);
     StateDict sd = first.opt->state_dict();
-    if (route == "vulkan:0") {
+    if (route != "cpu" && route != "file") {
       sd = moved(sd, Device(route));
     } else if (route == "file") {
       const std::string path = ::testing::TempDir() + "ferry_optim_" + config.name +
@@ -98,13 +99,20 @@ TEST_P(OptimStateDict, ResumesBitForBit) {
   }
 }
 
-// A checkpoint saved on the CPU resumes on vulkan:0 (the state is copied onto
-// each parameter's device), matching the CPU's run to rounding.
+void resume_on(const Config& config, const Device& gpu);
+
+// A checkpoint saved on the CPU resumes on each accelerator (the state is
+// copied onto each parameter's device), matching the CPU's run to rounding.
 TEST_P(OptimStateDict, ResumesOnAnotherDevice) {
-  if (!ferry::is_available("vulkan"))
-    GTEST_SKIP() << "no Vulkan device here: " << ferry::describe_devices();
-  const Config& config = GetParam();
-  const Device cpu = Device::cpu(), gpu("vulkan:0");
+  std::vector<std::string> gpus = ferry_optim_test::test_devices();
+  gpus.erase(gpus.begin());  // the CPU
+  if (gpus.empty()) GTEST_SKIP() << "no accelerator here: " << ferry::describe_devices();
+  for (const std::string& gpu_name : gpus) resume_on(GetParam(), Device(gpu_name));
+}
+
+void resume_on(const Config& config, const Device& gpu) {
+  SCOPED_TRACE(gpu.str());
+  const Device cpu = Device::cpu();
   Scenario straight(config, DType::f32, cpu, std::nullopt);
   for (int s = 0; s < ferry_optim_test::kSteps; ++s) straight.step(s);
   Scenario first(config, DType::f32, cpu, std::nullopt);
@@ -290,8 +298,7 @@ void move_storage(const Tensor& t, const Device& device) {
 // gradients and state move (to a new buffer, or to another device), step()
 // keeps working, where the memory now is.
 TEST(OptimMovedState, KeepsWorkingAfterStorageExchange) {
-  std::vector<std::string> targets{"cpu"};
-  if (ferry::is_available("vulkan")) targets.push_back("vulkan:0");
+  const std::vector<std::string> targets = ferry_optim_test::test_devices();
   for (const auto& config : ferry_optim_test::all_configs()) {
     for (const std::string& target : targets) {
       Scenario straight(config, DType::f32, Device::cpu(), std::nullopt);
@@ -310,7 +317,7 @@ TEST(OptimMovedState, KeepsWorkingAfterStorageExchange) {
         move_storage(moving.params[1].grad(), Device::cpu());
         const Snapshot before = snapshot(*moving.opt);
         EXPECT_FERRY_ERROR(moving.opt->step(), ferry::DeviceMismatchError,
-                           "gradient of parameter 1", "is on cpu", "vulkan:0");
+                           "gradient of parameter 1", "is on cpu", target);
         EXPECT_EQ(snapshot(*moving.opt), before);
       }
       for (int s = 3; s < ferry_optim_test::kSteps; ++s) {

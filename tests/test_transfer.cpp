@@ -201,8 +201,8 @@ struct ScopedEnv {
   ~ScopedEnv() { ::unsetenv(name.c_str()); }
 };
 
-// Destinations: vulkan:0 (an arena per move) and testdev:0 (no sub-buffers,
-// no host access: separate allocations through host staging).
+// Destinations: vulkan:0 and cuda:0 (an arena per move) and testdev:0 (no
+// sub-buffers, no host access: separate allocations through host staging).
 class TransferTo : public ::testing::TestWithParam<std::string> {
  protected:
   void SetUp() override {
@@ -257,7 +257,7 @@ TEST_P(TransferTo, LargeAndSmallTensorsThroughSmallStaging) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(Devices, TransferTo, ::testing::Values("vulkan:0", "testdev:0"),
+INSTANTIATE_TEST_SUITE_P(Devices, TransferTo, ::testing::Values("vulkan:0", "cuda:0", "testdev:0"),
                          [](const auto& info) {
                            return info.param.substr(0, info.param.find(':'));
                          });

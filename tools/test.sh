@@ -14,6 +14,9 @@
 #   FERRY_CTEST_ARGS      extra ctest arguments, e.g. "-R tensor"
 #   FERRY_FUZZ_SECONDS=N  how long each fuzz target runs (default: 60)
 #   FERRY_SKIP_DEPS=1     skip the package check
+#   FERRY_CUDA_ARCHITECTURES  GPU generations the CUDA backend is compiled for
+#                         (default here: 75, i.e. sm_75 code plus PTX that newer GPUs
+#                         compile at load; the build's own default is 75;80;86;89;90)
 set -euo pipefail
 # shellcheck source-path=SCRIPTDIR source=common.sh
 source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
@@ -60,6 +63,14 @@ run_stage() {
 # Options every variant sets explicitly, so that a folder configured earlier
 # (by demo.sh, or by hand) cannot silently drop the tests.
 common_opts=(-DFERRY_BUILD_TESTS=ON -DFERRY_BUILD_SAMPLES=ON)
+# Note [CUDA in the test command]
+# The CUDA backend is built (where the toolkit is) in the release variant, for
+# one architecture: nvcc compiles every kernel once per architecture, and five
+# of them would take most of the test command's time on a small machine. PTX
+# for sm_75 runs on every newer GPU. The asan variant leaves the module out:
+# device code cannot run under ASan, and the module's host logic is compiled
+# into ferry_tests (tests/test_cuda_host.cpp), which that variant runs.
+cuda_arch=${FERRY_CUDA_ARCHITECTURES:-75}
 
 run_ctest() {
   local dir=$1
@@ -124,7 +135,8 @@ for v in "${variants[@]}"; do
     release)
       dir=$ROOT/build/release
       run_stage "release: configure $dir" configure "$dir" -DCMAKE_BUILD_TYPE=Release \
-        -DFERRY_SANITIZE= -DFERRY_BUILD_BENCHMARKS=ON "${common_opts[@]}"
+        -DFERRY_SANITIZE= -DFERRY_BUILD_BENCHMARKS=ON -DFERRY_ENABLE_CUDA=ON \
+        "-DFERRY_CUDA_ARCHITECTURES=$cuda_arch" "${common_opts[@]}"
       run_stage "release: build (-j$JOBS)" cmake --build "$dir" -j "$JOBS"
       run_stage "release: ctest (-j$CTEST_JOBS)" run_ctest "$dir"
       ;;
@@ -132,7 +144,8 @@ for v in "${variants[@]}"; do
       # libferry as the release variant builds it (a no-op after that variant).
       rel=$ROOT/build/release
       run_stage "fuzz: configure $rel" configure "$rel" -DCMAKE_BUILD_TYPE=Release \
-        -DFERRY_SANITIZE= -DFERRY_BUILD_BENCHMARKS=ON "${common_opts[@]}"
+        -DFERRY_SANITIZE= -DFERRY_BUILD_BENCHMARKS=ON -DFERRY_ENABLE_CUDA=ON \
+        "-DFERRY_CUDA_ARCHITECTURES=$cuda_arch" "${common_opts[@]}"
       run_stage "fuzz: build libferry (-j$JOBS)" cmake --build "$rel" -j "$JOBS" --target ferry
       dir=$ROOT/build/fuzz
       run_stage "fuzz: configure $dir (clang)" configure_fuzz "$dir" "$rel/lib/libferry.so"
@@ -142,7 +155,8 @@ for v in "${variants[@]}"; do
     asan)
       dir=$ROOT/build/asan
       run_stage "asan: configure $dir" configure "$dir" -DCMAKE_BUILD_TYPE=RelWithDebInfo \
-        -DFERRY_SANITIZE=address,undefined -DFERRY_BUILD_BENCHMARKS=OFF "${common_opts[@]}"
+        -DFERRY_SANITIZE=address,undefined -DFERRY_BUILD_BENCHMARKS=OFF -DFERRY_ENABLE_CUDA=OFF \
+        "${common_opts[@]}"
       run_stage "asan: build (-j$JOBS)" cmake --build "$dir" -j "$JOBS"
       run_stage "asan: ctest (-j$CTEST_JOBS, ASan + UBSan)" run_asan_ctest
       ;;

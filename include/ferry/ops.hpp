@@ -12,6 +12,7 @@
 #include <string_view>
 #include <vector>
 
+#include "ferry/config.hpp"
 #include "ferry/tensor.hpp"
 
 namespace ferry {
@@ -88,6 +89,18 @@ Tensor argmax(const Tensor& x, std::optional<std::int64_t> dim = std::nullopt,
 
 // Matrix product, PyTorch's matmul: 1-D, 2-D, and batched with broadcast batch dims.
 Tensor matmul(const Tensor& a, const Tensor& b);
+
+// Note [TF32]
+// Ampere and later NVIDIA GPUs can run f32 matrix products on tensor cores in
+// TF32: the inputs are rounded to 10 mantissa bits (f32 keeps 23), so results
+// carry about 1e-3 relative error, for several times the throughput. Like
+// PyTorch since 1.12 (torch.backends.cuda.matmul.allow_tf32), ferry leaves it
+// off: an f32 matmul computes in f32 unless the program opts in, with
+// set_matmul_allow_tf32(true) or FERRY_ALLOW_TF32=1 in the environment (read
+// once, at the first query). Backends without TF32 ignore the switch; 16-bit
+// products are unaffected. Thread-safe; it applies to matmuls issued after it.
+FERRY_EXPORT void set_matmul_allow_tf32(bool allow);
+FERRY_EXPORT bool matmul_allow_tf32();
 
 Tensor softmax(const Tensor& x, std::int64_t dim);
 Tensor log_softmax(const Tensor& x, std::int64_t dim);

@@ -1,12 +1,13 @@
 // runtime/cpu/cpu_kernels_elementwise.cpp — unary, binary, comparison, where,
 // copy/cast, fill and arange on the CPU. Inputs arrive broadcast to the output's
 // shape and in the dtype the op computes in (Note [Kernel contract]); the math
-// of each op is in runtime/math/scalar_ops.hpp.
-#include <cmath>
+// of each op is a functor of runtime/math/elementwise_ops.hpp, shared with the
+// CUDA backend (Note [Element-wise functors]).
 #include <cstring>
 
 #include "cpu/cpu_backend.hpp"
 #include "cpu/cpu_loops.hpp"
+#include "math/elementwise_ops.hpp"
 #include "math/scalar_ops.hpp"
 
 namespace ferry::cpu {
@@ -85,8 +86,6 @@ template <typename F> KernelFn comparison(const char* op, F f) {
   };
 }
 
-template <typename T> constexpr bool kIsInt = std::is_integral_v<T> && !std::is_same_v<T, bool>;
-
 void where_kernel(DeviceImpl&, const OpCall& c) {
   FERRY_DISPATCH_ALL(c.outputs[0].dtype, "where", {
     loop_nd<4>({&c.outputs[0], &c.inputs[0], &c.inputs[1], &c.inputs[2]}, [&](const LoopRun<4>& r) {
@@ -128,24 +127,11 @@ void copy_kernel(DeviceImpl&, const OpCall& c) {
   });
 }
 
-// A double from an attribute as element type T: f64 keeps it, the narrower
-// floats round, integers saturate (the same rule as float -> int casts).
-template <typename T> T from_double(double d, std::int64_t exact) {
-  if constexpr (std::is_same_v<T, bool>)
-    return d != 0.0;
-  else if constexpr (kIsInt<T>)
-    return math::convert<T>(exact);
-  else if constexpr (std::is_same_v<T, double>)
-    return d;
-  else
-    return T(float(d));
-}
-
 void fill_kernel(DeviceImpl&, const OpCall& c) {
   const double v = c.attrs.f("value");
   const std::int64_t iv = c.attrs.i("ivalue");
   FERRY_DISPATCH_ALL(c.outputs[0].dtype, "fill", {
-    const scalar_t value = from_double<scalar_t>(v, iv);
+    const scalar_t value = math::from_double<scalar_t>(v, iv);
     loop_nd<1>({&c.outputs[0]}, [&](const LoopRun<1>& r) {
       for (std::int64_t i = 0; i < r.n; ++i)
         *reinterpret_cast<scalar_t*>(r.ptr[0] + i * r.stride[0]) = value;
@@ -159,10 +145,8 @@ void arange_kernel(DeviceImpl&, const OpCall& c) {
   FERRY_DISPATCH_NUMERIC(out.dtype, "arange", {
     scalar_t* o = out.data<scalar_t>();
     parallel_range(out.numel(), kParallelGrain, [&](std::int64_t b, std::int64_t e) {
-      for (std::int64_t i = b; i < e; ++i) {
-        double v = start + double(i) * step;
-        o[i * out.strides[0]] = from_double<scalar_t>(v, std::int64_t(std::llround(v)));
-      }
+      for (std::int64_t i = b; i < e; ++i)
+        o[i * out.strides[0]] = math::arange_element<scalar_t>(start, step, i);
     });
   });
 }
@@ -170,89 +154,39 @@ void arange_kernel(DeviceImpl&, const OpCall& c) {
 }  // namespace
 
 void add_elementwise_kernels(KernelTable& t) {
-  t.emplace_back("neg", numeric_unary("neg", [](auto x) {
-                   if constexpr (kIsInt<decltype(x)>)
-                     return math::wrap_neg(x);
-                   else
-                     return -x;
-                 }));
-  t.emplace_back("abs", numeric_unary("abs", [](auto x) {
-                   if constexpr (kIsInt<decltype(x)>)
-                     return math::int_abs(x);
-                   else
-                     return std::fabs(x);
-                 }));
-  t.emplace_back("relu", numeric_unary("relu", [](auto x) {
-                   if constexpr (kIsInt<decltype(x)>)
-                     return x > 0 ? x : decltype(x)(0);
-                   else
-                     return math::relu(x);
-                 }));
-  t.emplace_back("exp", floating_unary("exp", [](auto x) { return std::exp(x); }));
-  t.emplace_back("log", floating_unary("log", [](auto x) { return std::log(x); }));
-  t.emplace_back("sqrt", floating_unary("sqrt", [](auto x) { return std::sqrt(x); }));
-  t.emplace_back("rsqrt", floating_unary("rsqrt", [](auto x) { return math::rsqrt(x); }));
-  t.emplace_back("sin", floating_unary("sin", [](auto x) { return std::sin(x); }));
-  t.emplace_back("cos", floating_unary("cos", [](auto x) { return std::cos(x); }));
-  t.emplace_back("tanh", floating_unary("tanh", [](auto x) { return std::tanh(x); }));
-  t.emplace_back("sigmoid", floating_unary("sigmoid", [](auto x) { return math::sigmoid(x); }));
-  t.emplace_back("gelu", floating_unary("gelu", [](auto x) { return math::gelu_erf(x); }));
-  t.emplace_back("gelu_tanh",
-                 floating_unary("gelu_tanh", [](auto x) { return math::gelu_tanh(x); }));
-  t.emplace_back("silu", floating_unary("silu", [](auto x) { return math::silu(x); }));
+  namespace ops = math::ops;
+  t.emplace_back("neg", numeric_unary("neg", ops::Neg{}));
+  t.emplace_back("abs", numeric_unary("abs", ops::Abs{}));
+  t.emplace_back("relu", numeric_unary("relu", ops::Relu{}));
+  t.emplace_back("exp", floating_unary("exp", ops::Exp{}));
+  t.emplace_back("log", floating_unary("log", ops::Log{}));
+  t.emplace_back("sqrt", floating_unary("sqrt", ops::Sqrt{}));
+  t.emplace_back("rsqrt", floating_unary("rsqrt", ops::Rsqrt{}));
+  t.emplace_back("sin", floating_unary("sin", ops::Sin{}));
+  t.emplace_back("cos", floating_unary("cos", ops::Cos{}));
+  t.emplace_back("tanh", floating_unary("tanh", ops::Tanh{}));
+  t.emplace_back("sigmoid", floating_unary("sigmoid", ops::Sigmoid{}));
+  t.emplace_back("gelu", floating_unary("gelu", ops::Gelu{}));
+  t.emplace_back("gelu_tanh", floating_unary("gelu_tanh", ops::GeluTanh{}));
+  t.emplace_back("silu", floating_unary("silu", ops::Silu{}));
 
-  t.emplace_back("add", arithmetic("add", [](auto a, auto b) {
-                   using T = decltype(a);
-                   if constexpr (std::is_same_v<T, bool>)
-                     return bool(a || b);
-                   else if constexpr (kIsInt<T>)
-                     return math::wrap_add(a, b);
-                   else
-                     return a + b;
-                 }));
-  t.emplace_back("sub", arithmetic("sub", [](auto a, auto b) {
-                   using T = decltype(a);
-                   if constexpr (std::is_same_v<T, bool>)
-                     return bool(a != b);  // the front-end refuses bool
-                   else if constexpr (kIsInt<T>)
-                     return math::wrap_sub(a, b);
-                   else
-                     return a - b;
-                 }));
-  t.emplace_back("mul", arithmetic("mul", [](auto a, auto b) {
-                   using T = decltype(a);
-                   if constexpr (std::is_same_v<T, bool>)
-                     return bool(a && b);
-                   else if constexpr (kIsInt<T>)
-                     return math::wrap_mul(a, b);
-                   else
-                     return a * b;
-                 }));
+  t.emplace_back("add", arithmetic("add", ops::Add{}));
+  t.emplace_back("sub", arithmetic("sub", ops::Sub{}));
+  t.emplace_back("mul", arithmetic("mul", ops::Mul{}));
   t.emplace_back("div", [](DeviceImpl&, const OpCall& c) {
-    FERRY_DISPATCH_FLOATING(
-        c.outputs[0].dtype, "div",
-        binary_loop<scalar_t, scalar_t>(c, [](auto a, auto b) { return a / b; }));
+    FERRY_DISPATCH_FLOATING(c.outputs[0].dtype, "div",
+                            binary_loop<scalar_t, scalar_t>(c, math::ops::Div{}));
   });
-  t.emplace_back("pow", arithmetic("pow", [](auto a, auto b) {
-                   using T = decltype(a);
-                   if constexpr (std::is_same_v<T, bool>)
-                     return bool(a || !b);  // the front-end refuses bool
-                   else if constexpr (kIsInt<T>)
-                     return math::int_pow(a, b);
-                   else
-                     return std::pow(a, b);
-                 }));
-  t.emplace_back("maximum",
-                 arithmetic("maximum", [](auto a, auto b) { return math::maximum(a, b); }));
-  t.emplace_back("minimum",
-                 arithmetic("minimum", [](auto a, auto b) { return math::minimum(a, b); }));
+  t.emplace_back("pow", arithmetic("pow", ops::Pow{}));
+  t.emplace_back("maximum", arithmetic("maximum", ops::Maximum{}));
+  t.emplace_back("minimum", arithmetic("minimum", ops::Minimum{}));
 
-  t.emplace_back("eq", comparison("eq", [](auto a, auto b) { return a == b; }));
-  t.emplace_back("ne", comparison("ne", [](auto a, auto b) { return a != b; }));
-  t.emplace_back("lt", comparison("lt", [](auto a, auto b) { return a < b; }));
-  t.emplace_back("le", comparison("le", [](auto a, auto b) { return a <= b; }));
-  t.emplace_back("gt", comparison("gt", [](auto a, auto b) { return a > b; }));
-  t.emplace_back("ge", comparison("ge", [](auto a, auto b) { return a >= b; }));
+  t.emplace_back("eq", comparison("eq", ops::Eq{}));
+  t.emplace_back("ne", comparison("ne", ops::Ne{}));
+  t.emplace_back("lt", comparison("lt", ops::Lt{}));
+  t.emplace_back("le", comparison("le", ops::Le{}));
+  t.emplace_back("gt", comparison("gt", ops::Gt{}));
+  t.emplace_back("ge", comparison("ge", ops::Ge{}));
 
   t.emplace_back("where", where_kernel);
   t.emplace_back("copy", copy_kernel);

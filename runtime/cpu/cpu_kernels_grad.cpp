@@ -19,9 +19,10 @@
 #include <atomic>
 #include <cstring>
 
+#include "accumulate_args.hpp"
 #include "cpu/cpu_backend.hpp"
 #include "cpu/cpu_loops.hpp"
-#include "math/grad_ops.hpp"
+#include "math/elementwise_ops.hpp"
 #include "math/scalar_ops.hpp"
 
 namespace ferry::cpu {
@@ -46,7 +47,8 @@ template <typename T, typename F> void grad_loop(const OpCall& c, F f) {
   });
 }
 
-// `f` takes and returns compute_t<scalar_t>: float, or double for f64.
+// `f` is a functor of math/elementwise_ops.hpp: it takes and returns
+// compute_t<scalar_t>, float or double for f64.
 template <typename F> KernelFn activation_backward(const char* op, F f) {
   return [op, f](DeviceImpl&, const OpCall& c) {
     if (c.inputs.size() != 2 || c.outputs.size() != 1)
@@ -178,57 +180,27 @@ void accumulate_along(std::string_view op, const TensorArg& src, const TensorArg
 }
 
 void index_add_kernel(DeviceImpl&, const OpCall& call) {
-  const TensorArg &src = call.inputs.at(0), &index = call.inputs.at(1), &out = call.outputs.at(0);
-  const int dim = int(call.attrs.i("dim"));
-  bool fits = index.ndim() == 1 && dim >= 0 && dim < src.ndim() && out.ndim() == src.ndim() &&
-              index.sizes[0] == src.sizes[std::size_t(dim)];
-  for (int d = 0; fits && d < src.ndim(); ++d)
-    fits = d == dim || out.sizes[std::size_t(d)] == src.sizes[std::size_t(d)];
-  if (!fits)
-    throw ShapeError(
-        "index_add: the cpu kernel got shapes that do not fit (see docs/kernel-contract.md)");
-  // The index seen with src's shape: it varies along `dim` only.
-  TensorArg idx = index;
-  idx.sizes = src.sizes;
-  idx.strides.assign(src.sizes.size(), 0);
-  idx.strides[std::size_t(dim)] = index.strides[0];
-  accumulate_along("index_add", src, idx, out, dim);
+  const AccumulateOperands a = index_add_args(call, "cpu");
+  accumulate_along("index_add", a.src, a.index, a.out, a.dim);
 }
 
 void scatter_add_kernel(DeviceImpl&, const OpCall& call) {
-  const TensorArg &src = call.inputs.at(0), &index = call.inputs.at(1), &out = call.outputs.at(0);
-  const int dim = int(call.attrs.i("dim"));
-  bool fits = index.sizes == src.sizes && out.ndim() == src.ndim() && dim >= 0 && dim < src.ndim();
-  for (int d = 0; fits && d < src.ndim(); ++d)
-    fits = d == dim || index.sizes[std::size_t(d)] <= out.sizes[std::size_t(d)];
-  if (!fits)
-    throw ShapeError(
-        "scatter_add: the cpu kernel got shapes that do not fit (see docs/kernel-contract.md)");
-  accumulate_along("scatter_add", src, index, out, dim);
+  const AccumulateOperands a = scatter_add_args(call, "cpu");
+  accumulate_along("scatter_add", a.src, a.index, a.out, a.dim);
 }
 
 }  // namespace
 
 void add_grad_kernels(KernelTable& t) {
-  t.emplace_back("relu_backward", activation_backward("relu_backward", [](auto g, auto z) {
-                   return math::relu_backward(g, z);
-                 }));
-  t.emplace_back("gelu_backward", activation_backward("gelu_backward", [](auto g, auto z) {
-                   return math::gelu_backward(g, z);
-                 }));
+  namespace ops = math::ops;
+  t.emplace_back("relu_backward", activation_backward("relu_backward", ops::ReluBackward{}));
+  t.emplace_back("gelu_backward", activation_backward("gelu_backward", ops::GeluBackward{}));
   t.emplace_back("gelu_tanh_backward",
-                 activation_backward("gelu_tanh_backward", [](auto g, auto z) {
-                   return math::gelu_tanh_backward(g, z);
-                 }));
-  t.emplace_back("silu_backward", activation_backward("silu_backward", [](auto g, auto z) {
-                   return math::silu_backward(g, z);
-                 }));
-  t.emplace_back("sigmoid_backward", activation_backward("sigmoid_backward", [](auto g, auto z) {
-                   return math::sigmoid_backward(g, z);
-                 }));
-  t.emplace_back("tanh_backward", activation_backward("tanh_backward", [](auto g, auto z) {
-                   return math::tanh_backward(g, z);
-                 }));
+                 activation_backward("gelu_tanh_backward", ops::GeluTanhBackward{}));
+  t.emplace_back("silu_backward", activation_backward("silu_backward", ops::SiluBackward{}));
+  t.emplace_back("sigmoid_backward",
+                 activation_backward("sigmoid_backward", ops::SigmoidBackward{}));
+  t.emplace_back("tanh_backward", activation_backward("tanh_backward", ops::TanhBackward{}));
   t.emplace_back("index_add", index_add_kernel);
   t.emplace_back("scatter_add", scatter_add_kernel);
 }

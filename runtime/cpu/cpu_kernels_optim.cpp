@@ -20,6 +20,7 @@
 #include "cpu/cpu_backend.hpp"
 #include "cpu/cpu_loops.hpp"
 #include "math/grad_ops.hpp"
+#include "optim_args.hpp"
 
 namespace ferry::cpu {
 namespace {
@@ -108,32 +109,14 @@ template <typename T> void adam_range(const math::AdamScalars<compute_t<T>>& s, 
   }
 }
 
-template <typename C> math::AdamScalars<C> adam_scalars(const Attrs& a) {
-  const double lr = a.f("lr"), beta1 = a.f("beta1"), beta2 = a.f("beta2"),
-               weight_decay = a.f("weight_decay");
-  math::AdamScalars<C> s{};
-  s.beta1 = C(beta1);
-  s.beta2 = C(beta2);
-  s.one_minus_beta1 = C(1 - beta1);
-  s.one_minus_beta2 = C(1 - beta2);
-  s.eps = C(a.f("eps"));
-  s.weight_decay = C(weight_decay);
-  s.decay_factor = C(1 - lr * weight_decay);
-  s.amsgrad = a.b("amsgrad");
-  s.maximize = a.b("maximize");
-  s.decoupled = a.b("decoupled_weight_decay");
-  s.has_weight_decay = weight_decay != 0;
-  return s;
-}
-
 void adam_step_kernel(DeviceImpl&, const OpCall& c) {
   const bool amsgrad = c.attrs.b("amsgrad");
   const std::size_t per = amsgrad ? 4 : 3;
   const std::size_t n = check_group(c, per, "adam_step");
   const auto& step_size = per_param_floats(c, "step_size", n, "adam_step");
   const auto& bc2 = per_param_floats(c, "bias_correction2_sqrt", n, "adam_step");
-  const BothComputeTypes<math::AdamScalars> group{adam_scalars<float>(c.attrs),
-                                                  adam_scalars<double>(c.attrs)};
+  const BothComputeTypes<math::AdamScalars> group{optim_args::adam_scalars<float>(c.attrs),
+                                                  optim_args::adam_scalars<double>(c.attrs)};
   for_each_element_range(c, n, [&](std::size_t i, std::int64_t lo, std::int64_t hi) {
     const TensorArg* t = &c.outputs[i * per];
     FERRY_DISPATCH_FLOATING(c.inputs[i].dtype, "adam_step", {
@@ -159,20 +142,6 @@ template <typename T> void sgd_range(const math::SgdScalars<compute_t<T>>& s, co
   }
 }
 
-template <typename C> math::SgdScalars<C> sgd_scalars(const Attrs& a) {
-  const double momentum = a.f("momentum"), weight_decay = a.f("weight_decay");
-  math::SgdScalars<C> s{};
-  s.lr = C(a.f("lr"));
-  s.momentum = C(momentum);
-  s.one_minus_dampening = C(1 - a.f("dampening"));
-  s.weight_decay = C(weight_decay);
-  s.has_momentum = momentum != 0;
-  s.has_weight_decay = weight_decay != 0;
-  s.nesterov = a.b("nesterov");
-  s.maximize = a.b("maximize");
-  return s;
-}
-
 void sgd_step_kernel(DeviceImpl&, const OpCall& c) {
   const bool momentum = c.attrs.f("momentum") != 0;
   const std::size_t per = momentum ? 2 : 1;
@@ -184,8 +153,8 @@ void sgd_step_kernel(DeviceImpl&, const OpCall& c) {
       throw ShapeError(fmt::format("sgd_step: attr init_buffer has {} entries for {} parameters",
                                    init.size(), n));
   }
-  const BothComputeTypes<math::SgdScalars> group{sgd_scalars<float>(c.attrs),
-                                                 sgd_scalars<double>(c.attrs)};
+  const BothComputeTypes<math::SgdScalars> group{optim_args::sgd_scalars<float>(c.attrs),
+                                                 optim_args::sgd_scalars<double>(c.attrs)};
   for_each_element_range(c, n, [&](std::size_t i, std::int64_t lo, std::int64_t hi) {
     const TensorArg* t = &c.outputs[i * per];
     FERRY_DISPATCH_FLOATING(c.inputs[i].dtype, "sgd_step", {

@@ -43,7 +43,8 @@ void normal_kernel(DeviceImpl&, const OpCall& c) {
         if constexpr (std::is_same_v<scalar_t, double>)
           return mean + stddev * math::philox_normal_f64(seed, offset + i);
         else
-          return scalar_t(mean_f + stddev_f * math::philox_normal(seed, offset + i));
+          return scalar_t(
+              math::add_mul_unfused(mean_f, stddev_f, math::philox_normal(seed, offset + i)));
       }));
 }
 

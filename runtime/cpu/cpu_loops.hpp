@@ -19,6 +19,7 @@
 
 #include "ferry/backend.hpp"
 #include "ferry/error.hpp"
+#include "math/scalar_ops.hpp"
 
 namespace ferry::cpu {
 
@@ -147,12 +148,7 @@ void loop_nd(const std::array<const TensorArg*, N>& args, const Inner& inner) {
 #define FERRY_DISPATCH_FLOATING(dtype, op, ...) \
   FERRY_CPU_DISPATCH(dtype, op, FERRY_CPU_FLOAT_CASES, __VA_ARGS__)
 
-// The type a kernel computes in for an element type: float for the 16-bit
-// floats, the type itself otherwise (float for f32, double for f64: an f64
-// kernel never rounds through float).
-template <typename T> struct compute_type { using type = T; };
-template <> struct compute_type<Half> { using type = float; };
-template <> struct compute_type<BFloat16> { using type = float; };
-template <typename T> using compute_t = typename compute_type<T>::type;
+// The type a kernel computes in (runtime/math/scalar_ops.hpp, shared with CUDA).
+using math::compute_t;
 
 }  // namespace ferry::cpu

@@ -20,6 +20,7 @@
 #include <cstdint>
 
 #include "ferry/config.hpp"
+#include "math/scalar_ops.hpp"
 
 namespace ferry::math {
 
@@ -64,8 +65,8 @@ FERRY_HD float philox_uniform01(std::uint32_t bits) {
 
 FERRY_HD float philox_uniform(std::uint64_t seed, std::uint64_t counter, float low, float high) {
   float u = philox_uniform01(philox4x32_10(counter, seed).v[0]);
-  float r = low + (high - low) * u;
-  return r < high ? r : low;  // rounding must not reach `high`
+  float r = add_mul_unfused(low, high - low, u);  // never an FMA: every backend rounds twice
+  return r < high ? r : low;                      // rounding must not reach `high`
 }
 
 FERRY_HD float philox_normal(std::uint64_t seed, std::uint64_t counter) {
@@ -87,7 +88,7 @@ FERRY_HD double philox_uniform_f64(std::uint64_t seed, std::uint64_t counter, do
                                    double high) {
   Philox4 r = philox4x32_10(counter, seed);
   double u = philox_bits53(r.v[0], r.v[1]) * kTwoPowMinus53;
-  double x = low + (high - low) * u;
+  double x = add_mul_unfused(low, high - low, u);
   return x < high ? x : low;  // rounding must not reach `high`
 }
 

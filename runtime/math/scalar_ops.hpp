@@ -21,6 +21,14 @@
 
 namespace ferry::math {
 
+// The type a kernel computes in for an element type: float for the 16-bit
+// floats, the type itself otherwise (float for f32, double for f64: an f64
+// kernel never rounds through float). Every backend uses this one rule.
+template <typename T> struct compute_type { using type = T; };
+template <> struct compute_type<Half> { using type = float; };
+template <> struct compute_type<BFloat16> { using type = float; };
+template <typename T> using compute_t = typename compute_type<T>::type;
+
 // ---- unary (F is float or double) ----
 inline constexpr double kSqrtHalf = 0.70710678118654752;     // 1 / sqrt(2)
 inline constexpr double kSqrt2OverPi = 0.79788456080286536;  // sqrt(2 / pi)
@@ -43,6 +51,25 @@ template <typename F> FERRY_HD F silu(F x) { return x / (F(1) + std::exp(-x)); }
 template <typename F> FERRY_HD F rsqrt(F x) { return F(1) / std::sqrt(x); }
 template <typename F> FERRY_HD F relu(F x) {
   return x > F(0) ? x : (x != x ? x : F(0));  // NaN stays NaN
+}
+
+// a + b * c with two roundings, as the CPU backend computes it. nvcc fuses a
+// multiply and an add into one FMA (one rounding) by default; where every
+// backend must give the same bits (random draws, arange), device code uses the
+// round-to-nearest intrinsics, which are never fused.
+FERRY_HD float add_mul_unfused(float a, float b, float c) {
+#ifdef __CUDA_ARCH__
+  return __fadd_rn(a, __fmul_rn(b, c));
+#else
+  return a + b * c;
+#endif
+}
+FERRY_HD double add_mul_unfused(double a, double b, double c) {
+#ifdef __CUDA_ARCH__
+  return __dadd_rn(a, __dmul_rn(b, c));
+#else
+  return a + b * c;
+#endif
 }
 
 // ---- binary helpers ----
@@ -79,14 +106,21 @@ template <typename T> FERRY_HD T wrap_mul(T a, T b) {
   }
 }
 template <typename T> FERRY_HD T wrap_neg(T a) { return wrap_sub(T(0), a); }
-template <typename T> FERRY_HD T int_abs(T a) { return a < 0 ? wrap_neg(a) : a; }
+template <typename T> FERRY_HD T int_abs(T a) {
+  if constexpr (std::is_signed_v<T>)
+    return a < 0 ? wrap_neg(a) : a;
+  else
+    return a;  // u8 (nvcc warns of `a < 0` on an unsigned type)
+}
 
 // Integer power by squaring; negative exponents give 0 except for bases 1 and -1.
 template <typename T> FERRY_HD T int_pow(T base, T exp) {
-  if (exp < 0) {
-    if (base == 1) return 1;
-    if (base == T(-1)) return (exp & 1) ? T(-1) : T(1);
-    return 0;
+  if constexpr (std::is_signed_v<T>) {
+    if (exp < 0) {
+      if (base == 1) return 1;
+      if (base == T(-1)) return (exp & 1) ? T(-1) : T(1);
+      return 0;
+    }
   }
   T result = 1;
   while (exp) {

@@ -15,6 +15,7 @@
 #include <algorithm>
 #include <cstring>
 
+#include "accumulate_args.hpp"
 #include "ferry/error.hpp"
 #include "vulkan/vk_device.hpp"
 #include "vulkan/vk_policy.hpp"
@@ -313,33 +314,13 @@ void accumulate_along(DeviceImpl& d, std::string_view op, const TensorArg& src,
 }
 
 void index_add_kernel(DeviceImpl& d, const OpCall& call) {
-  const TensorArg &src = call.inputs.at(0), &index = call.inputs.at(1), &out = call.outputs.at(0);
-  const int dim = int(call.attrs.i("dim"));
-  bool fits = index.ndim() == 1 && dim >= 0 && dim < src.ndim() && out.ndim() == src.ndim() &&
-              index.sizes[0] == src.sizes[std::size_t(dim)];
-  for (int k = 0; fits && k < src.ndim(); ++k)
-    fits = k == dim || out.sizes[std::size_t(k)] == src.sizes[std::size_t(k)];
-  if (!fits)
-    throw ShapeError(
-        "index_add: the vulkan kernel got shapes that do not fit (see docs/kernel-contract.md)");
-  // The index seen with src's shape: it varies along `dim` only.
-  TensorArg idx = index;
-  idx.sizes = src.sizes;
-  idx.strides.assign(src.sizes.size(), 0);
-  idx.strides[std::size_t(dim)] = index.strides[0];
-  accumulate_along(d, "index_add", src, idx, out, dim);
+  const AccumulateOperands a = index_add_args(call, "vulkan");
+  accumulate_along(d, "index_add", a.src, a.index, a.out, a.dim);
 }
 
 void scatter_add_kernel(DeviceImpl& d, const OpCall& call) {
-  const TensorArg &src = call.inputs.at(0), &index = call.inputs.at(1), &out = call.outputs.at(0);
-  const int dim = int(call.attrs.i("dim"));
-  bool fits = index.sizes == src.sizes && out.ndim() == src.ndim() && dim >= 0 && dim < src.ndim();
-  for (int k = 0; fits && k < src.ndim(); ++k)
-    fits = k == dim || index.sizes[std::size_t(k)] <= out.sizes[std::size_t(k)];
-  if (!fits)
-    throw ShapeError(
-        "scatter_add: the vulkan kernel got shapes that do not fit (see docs/kernel-contract.md)");
-  accumulate_along(d, "scatter_add", src, index, out, dim);
+  const AccumulateOperands a = scatter_add_args(call, "vulkan");
+  accumulate_along(d, "scatter_add", a.src, a.index, a.out, a.dim);
 }
 
 }  // namespace

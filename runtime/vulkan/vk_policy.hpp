@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "coalesce.hpp"
 #include "ferry/device_info.hpp"
 
 namespace ferry::vulkan {
@@ -33,14 +34,8 @@ std::vector<std::uint8_t> wrap_pipeline_cache(std::span<const std::uint8_t> driv
 std::optional<std::vector<std::uint8_t>> unwrap_pipeline_cache(std::span<const std::uint8_t> file,
                                                                const CacheIdentity& id);
 
-// Dims merged where every tensor's strides allow it, size-1 dims dropped:
-// a contiguous [a, b, c] becomes [a*b*c]. strides[t][d] is tensor t's stride
-// of dim d. A 0-d shape becomes [1].
-struct Coalesced {
-  std::vector<std::int64_t> sizes;
-  std::vector<std::vector<std::int64_t>> strides;  // [tensor][dim]
-};
-Coalesced coalesce(std::span<const std::int64_t> sizes,
-                   const std::vector<std::vector<std::int64_t>>& strides);
+// Dim coalescing lives in the core (runtime/coalesce.hpp), shared with CUDA.
+using detail::coalesce;
+using detail::Coalesced;
 
 }  // namespace ferry::vulkan

@@ -212,6 +212,18 @@ void add_elementwise_cases(std::vector<Case>& out) {
                        threshold(to, 0), inputs_of({s.shapes, -100, 100}, from), s.view,
                        [to](const Inputs& in) { return ferry::cast(in[0], to); }});
       }
+  // NaN, ±inf, ±0 and 1e30 into every dtype: NaN is true as a bool and 0 as an
+  // integer, the infinities and 1e30 saturate an integer, overflow a 16-bit float.
+  for (DType from : kFloat)
+    for (DType to : kAll)
+      out.push_back({"cast",
+                     from,
+                     "[8] NaN/inf/±0 -> " + std::string(dtype_name(to)),
+                     "special",
+                     threshold(to, 0),
+                     [from] { return special_values(from, 1); },
+                     {},
+                     [to](const Inputs& in) { return ferry::cast(in[0], to); }});
   for (DType dt : kAll) {
     // The input only says which device to fill on.
     out.push_back(

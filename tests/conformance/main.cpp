@@ -21,13 +21,17 @@ struct Options {
   std::string json;
   std::string mode = "all";  // forward, grad or all
   bool list = false, perf = false, verbose = false, transfers = true;
+  bool skip_unavailable = false;
 };
+
+// Exit status for "nothing to test here" (CTest's SKIP_RETURN_CODE).
+constexpr int kSkippedExit = 77;
 
 void usage() {
   std::puts(
       "usage: ferry-conformance [--device DEV]... [--op REGEX] [--list] [--json FILE] [--perf] "
       "[--verbose]\n"
-      "                         [--mode forward|grad|all] [--no-transfers]\n"
+      "                         [--mode forward|grad|all] [--no-transfers] [--skip-unavailable]\n"
       "  --device DEV   a device to test, e.g. vulkan:0 (repeatable; default: every available "
       "device)\n"
       "  --op REGEX     only ops whose name matches (std::regex_search), e.g. 'matmul|softmax'\n"
@@ -38,6 +42,8 @@ void usage() {
       "  --json FILE    write every result (and device info) to FILE\n"
       "  --perf         time each op on the device (us per call, GB/s, GFLOP/s) beside the CPU\n"
       "  --verbose      print every case, not only failures and skips\n"
+      "  --skip-unavailable  when a --device's backend is unavailable here, print the\n"
+      "                 reason and exit with status 77 (skipped) instead of failing\n"
       "Backends in third-party modules are found through FERRY_BACKEND_PATH.");
 }
 
@@ -59,8 +65,7 @@ Options parse(int argc, char** argv) {
       o.mode = value();
       if (o.mode != "forward" && o.mode != "grad" && o.mode != "all")
         throw ferry::Error("ferry-conformance: --mode takes forward, grad or all, not " + o.mode);
-    }
-    else if (a == "--list")
+    } else if (a == "--list")
       o.list = true;
     else if (a == "--perf")
       o.perf = true;
@@ -68,6 +73,8 @@ Options parse(int argc, char** argv) {
       o.verbose = true;
     else if (a == "--no-transfers")
       o.transfers = false;
+    else if (a == "--skip-unavailable")
+      o.skip_unavailable = true;
     else if (a == "--help" || a == "-h") {
       usage();
       std::exit(0);
@@ -158,7 +165,18 @@ int main(int argc, char** argv) {
       for (const auto& info : ferry::devices())
         if (info.available) devices.push_back(ferry::Device(info.device));
     } else {
-      for (const auto& d : opt.devices) devices.push_back(ferry::Device(d));
+      for (const auto& d : opt.devices) {
+        if (opt.skip_unavailable) {
+          // A backend this machine cannot run (no driver, no GPU) is a skip with its reason.
+          const std::string backend = d.substr(0, d.find(':'));
+          for (const auto& info : ferry::devices())
+            if (info.backend == backend && !info.available) {
+              fmt::print("SKIPPED: {}: {}\n", d, info.unavailable_reason);
+              return kSkippedExit;
+            }
+        }
+        devices.push_back(ferry::Device(d));
+      }
     }
     nlohmann::json report = {{"devices", nlohmann::json::array()},
                              {"results", nlohmann::json::array()}};
@@ -177,6 +195,7 @@ int main(int argc, char** argv) {
                                    {"name", info.name},
                                    {"vendor", info.vendor},
                                    {"driver", info.driver},
+                                   {"uuid", info.uuid_str()},
                                    {"kind", ferry::device_kind_name(info.kind)}});
       std::size_t first = all.size();
       for (const auto& c : cases) all.push_back(fc::run_case(c, dev, opt.perf));

@@ -1,0 +1,113 @@
+// cuda/cuda_device.hpp — one CUDA GPU: its stream, memory pools, copies and
+// kernel table (docs/cuda.md has the design).
+#pragma once
+
+#include <cublas_v2.h>
+#include <cuda_runtime_api.h>
+
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "block_allocator.hpp"
+#include "cuda_deferred.hpp"
+#include "ferry/backend.hpp"
+
+namespace ferry::cuda {
+
+class CudaDevice;
+
+// Device memory (a range of the caching allocator, or a sub-buffer of one), or
+// pinned host memory (staging): then host_ptr() is set too.
+class CudaBuffer final : public Buffer {
+ public:
+  CudaBuffer(CudaDevice& device, std::size_t size, void* ptr, bool pinned,
+             detail::Allocation allocation, std::shared_ptr<Buffer> parent = nullptr)
+      : Buffer(size),
+        device_(&device),
+        ptr_(ptr),
+        pinned_(pinned),
+        allocation_(allocation),
+        parent_(std::move(parent)) {}
+  ~CudaBuffer() override;
+  void* host_ptr() const override { return pinned_ ? ptr_ : nullptr; }
+  void* ptr() const { return ptr_; }
+  bool pinned() const { return pinned_; }
+  CudaDevice& device() const { return *device_; }
+
+ private:
+  friend class CudaDevice;
+  CudaDevice* device_;
+  void* ptr_;
+  bool pinned_;
+  detail::Allocation allocation_;   // unused for sub-buffers
+  std::shared_ptr<Buffer> parent_;  // set for sub-buffers: the parent owns the memory
+};
+
+class CudaDevice final : public DeviceImpl {
+ public:
+  CudaDevice(int index, int ordinal);
+  ~CudaDevice() override;
+
+  DeviceInfo info() override;
+  std::unique_ptr<Buffer> allocate(std::size_t bytes) override;
+  void copy_from_host(Buffer& dst, std::size_t dst_offset, const void* src,
+                      std::size_t bytes) override;
+  void copy_to_host(void* dst, const Buffer& src, std::size_t src_offset,
+                    std::size_t bytes) override;
+  void copy_within(Buffer& dst, std::size_t dst_offset, const Buffer& src, std::size_t src_offset,
+                   std::size_t bytes) override;
+  bool copy_from_peer(Buffer& dst, std::size_t dst_offset, DeviceImpl& src_device,
+                      const Buffer& src, std::size_t src_offset, std::size_t bytes) override;
+  std::unique_ptr<Buffer> sub_buffer(std::shared_ptr<Buffer> parent, std::size_t offset,
+                                     std::size_t bytes) override;
+  bool has_sub_buffers() const override { return true; }
+  std::unique_ptr<Buffer> allocate_staging(std::size_t bytes) override;
+  bool has_staging() const override { return true; }
+  MemoryStats memory_stats() override;
+  void empty_cache() override;
+  void synchronize() override;
+  std::unique_ptr<Event> record_event() override;
+
+  // For kernels (cuda_kernels.hpp).
+  int ordinal() const { return ordinal_; }
+  cudaStream_t stream() const { return stream_; }
+  int sm_count() const { return sm_count_; }
+  int compute_capability() const { return cc_major_ * 10 + cc_minor_; }
+  std::size_t shared_memory_per_block() const { return smem_per_block_; }
+  // Makes this device current on the calling thread (cheap when it already is).
+  void make_current() const;
+  cublasHandle_t cublas();
+  // Throws BackendError for a failed call, naming this device.
+  void check(cudaError_t err, const char* call) const;
+  // An event recorded on this device's stream now, as a Fence.
+  std::shared_ptr<Fence> fence();
+
+ private:
+  friend class CudaBuffer;
+  void init_memory();
+  void release(CudaBuffer& buffer) noexcept;
+  // Pinned staging of at least `bytes`, waiting for in-flight staging when the
+  // bound is reached.
+  detail::Allocation allocate_pinned_range(std::size_t bytes);
+  std::size_t free_memory() const;
+
+  int ordinal_;
+  int cc_major_ = 0, cc_minor_ = 0, sm_count_ = 0;
+  std::size_t smem_per_block_ = 0;
+  std::string name_;
+  cudaStream_t stream_ = nullptr;
+  cublasHandle_t cublas_ = nullptr;
+  std::unique_ptr<detail::BlockAllocator> device_pool_;  // cudaMalloc blocks
+  std::unique_ptr<detail::BlockAllocator> pinned_pool_;  // cudaHostAlloc blocks
+  DeferredReleases deferred_;                            // pinned ranges whose copies are in flight
+  std::mutex deferred_mutex_;  // buffers may be freed on another host thread
+};
+
+// The device a kernel was called on.
+CudaDevice& cuda_device(DeviceImpl& d);
+// The device pointer of element 0 of a view.
+void* data_ptr(const TensorArg& a);
+
+}  // namespace ferry::cuda

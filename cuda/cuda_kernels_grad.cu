@@ -1,0 +1,39 @@
+// cuda/cuda_kernels_grad.cu — the fused activation derivatives on CUDA
+// (docs/kernel-contract.md, "Activation backward"): out = f(grad, z) element by
+// element, f32, f16 and bf16, with the functors of runtime/math/elementwise_ops.hpp
+// the CPU runs (runtime/cpu/cpu_kernels_grad.cpp). index_add and scatter_add,
+// the other training kernels there, are in cuda_kernels_index.cu.
+#include "cuda_elementwise.cuh"
+
+namespace ferry::cuda {
+namespace {
+
+namespace ops = math::ops;
+
+// grad and z: the output's floating dtype and shape, any strides (0 included).
+template <typename Op> KernelFn activation_backward(const char* op) {
+  return [op](DeviceImpl& d, const OpCall& c) {
+    const TensorArg& out = check_operands(c, 2, op);
+    check_dtype(c.inputs[0], out.dtype, "grad", op);
+    check_dtype(c.inputs[1], out.dtype, "z", op);
+    CudaDevice& dev = cuda_device(d);
+    FERRY_CUDA_DISPATCH_FLOATING(
+        out.dtype, op,
+        launch_elementwise<scalar_t, scalar_t, 2>(dev, out, {&c.inputs[0], &c.inputs[1]},
+                                                  BinaryFn<scalar_t, scalar_t, Op>{}, op));
+  };
+}
+
+}  // namespace
+
+void add_grad_kernels(KernelTable& t) {
+  t.emplace_back("relu_backward", activation_backward<ops::ReluBackward>("relu_backward"));
+  t.emplace_back("gelu_backward", activation_backward<ops::GeluBackward>("gelu_backward"));
+  t.emplace_back("gelu_tanh_backward",
+                 activation_backward<ops::GeluTanhBackward>("gelu_tanh_backward"));
+  t.emplace_back("silu_backward", activation_backward<ops::SiluBackward>("silu_backward"));
+  t.emplace_back("sigmoid_backward", activation_backward<ops::SigmoidBackward>("sigmoid_backward"));
+  t.emplace_back("tanh_backward", activation_backward<ops::TanhBackward>("tanh_backward"));
+}
+
+}  // namespace ferry::cuda

@@ -1,0 +1,262 @@
+// cuda/cuda_kernels_optim.cu — adam_step and sgd_step on CUDA: one parameter
+// group's update, in place, fused over every tensor of every parameter
+// (docs/kernel-contract.md, "Ops for training"). The per-element math is
+// runtime/math/grad_ops.hpp's adam_update and sgd_update, the CPU's own
+// (runtime/cpu/cpu_kernels_optim.cpp), in float for f32, f16 and bf16, the
+// 16-bit values rounded once on store. f64 is refused (Note [f64 is a CPU
+// dtype]).
+//
+// Note [Multi-tensor launches]
+// A model has hundreds of parameters, most of them small (biases, norms); one
+// launch each would cost more in launch overhead than the arithmetic. As in
+// PyTorch's multi_tensor_apply, the pointers and sizes of up to kMaxTensors
+// parameters of one dtype travel by value in the kernel's parameter struct
+// (under the 4 KB kernel-parameter limit), each parameter is cut into chunks
+// of kChunk elements, and the blocks grid-stride over the (parameter, chunk)
+// pairs of the launch, so a group costs a few launches and a huge embedding
+// table is shared by every block. Parameters touch disjoint memory, so the
+// order of the chunks does not matter.
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "cuda_loops.cuh"
+#include "math/grad_ops.hpp"
+#include "optim_args.hpp"
+
+namespace ferry::cuda {
+namespace {
+
+constexpr int kMaxTensors = 48;
+constexpr std::int64_t kChunk = std::int64_t(kThreads) * 16;
+
+// The chunks of a launch: parameter t owns chunks [first_chunk[t], first_chunk[t + 1]).
+struct ChunkMap {
+  std::int64_t numel[kMaxTensors];
+  std::int64_t first_chunk[kMaxTensors + 1];
+  int count;
+
+  // Adds a parameter of n > 0 elements; returns its slot. Starts value-initialized.
+  int add(std::int64_t n) {
+    numel[count] = n;
+    first_chunk[count + 1] = first_chunk[count] + (n + kChunk - 1) / kChunk;
+    return count++;
+  }
+  __host__ __device__ std::int64_t chunks() const { return first_chunk[count]; }
+
+  // The parameter and element range of chunk c (first_chunk strictly increases:
+  // empty parameters are never added).
+  __device__ int locate(std::int64_t c, std::int64_t& lo, std::int64_t& hi) const {
+    int t = 0;
+    while (first_chunk[t + 1] <= c) ++t;
+    lo = (c - first_chunk[t]) * kChunk;
+    hi = lo + kChunk < numel[t] ? lo + kChunk : numel[t];
+    return t;
+  }
+};
+
+template <typename T> struct AdamPack {
+  ChunkMap map;
+  const T* grad[kMaxTensors];
+  T* param[kMaxTensors];
+  T* exp_avg[kMaxTensors];
+  T* exp_avg_sq[kMaxTensors];
+  T* max_exp_avg_sq[kMaxTensors];  // nullptr without amsgrad
+  float step_size[kMaxTensors];
+  float bias_correction2_sqrt[kMaxTensors];
+};
+
+template <typename T> struct SgdPack {
+  ChunkMap map;
+  const T* grad[kMaxTensors];
+  T* param[kMaxTensors];
+  T* buf[kMaxTensors];  // nullptr without momentum
+  bool init_buffer[kMaxTensors];
+};
+
+static_assert(sizeof(AdamPack<float>) + sizeof(math::AdamScalars<float>) <= 4000 &&
+                  sizeof(SgdPack<float>) + sizeof(math::SgdScalars<float>) <= 4000,
+              "kernel parameters are limited to 4 KB");
+
+template <typename T> __global__ void __launch_bounds__(kThreads)
+    adam_kernel(const AdamPack<T> pack, const math::AdamScalars<float> group) {
+  for (std::int64_t c = blockIdx.x; c < pack.map.chunks(); c += gridDim.x) {
+    std::int64_t lo, hi;
+    const int t = pack.map.locate(c, lo, hi);
+    math::AdamScalars<float> s = group;
+    s.step_size = pack.step_size[t];
+    s.bias_correction2_sqrt = pack.bias_correction2_sqrt[t];
+    const T* g = pack.grad[t];
+    T *p = pack.param[t], *m = pack.exp_avg[t], *v = pack.exp_avg_sq[t],
+      *vmax = pack.max_exp_avg_sq[t];
+    for (std::int64_t k = lo + threadIdx.x; k < hi; k += blockDim.x) {
+      float pc = float(p[k]), mc = float(m[k]), vc = float(v[k]);
+      float vmaxc = vmax ? float(vmax[k]) : 0.0f;
+      math::adam_update<float>(s, float(g[k]), pc, mc, vc, vmaxc);
+      p[k] = T(pc);
+      m[k] = T(mc);
+      v[k] = T(vc);
+      if (vmax) vmax[k] = T(vmaxc);
+    }
+  }
+}
+
+template <typename T> __global__ void __launch_bounds__(kThreads)
+    sgd_kernel(const SgdPack<T> pack, const math::SgdScalars<float> group) {
+  for (std::int64_t c = blockIdx.x; c < pack.map.chunks(); c += gridDim.x) {
+    std::int64_t lo, hi;
+    const int t = pack.map.locate(c, lo, hi);
+    math::SgdScalars<float> s = group;
+    s.init_buffer = pack.init_buffer[t];
+    const T* g = pack.grad[t];
+    T *p = pack.param[t], *buf = pack.buf[t];
+    for (std::int64_t k = lo + threadIdx.x; k < hi; k += blockDim.x) {
+      float pc = float(p[k]), bc = buf ? float(buf[k]) : 0.0f;
+      math::sgd_update<float>(s, float(g[k]), pc, bc);
+      p[k] = T(pc);
+      if (buf) buf[k] = T(bc);
+    }
+  }
+}
+
+// ---- validation, before any launch: a bad call changes nothing ----
+
+// Checks the layout of one multi-tensor call as the CPU does: `n` grads; outputs
+// `per` tensors per parameter; all of one parameter of its grad's numel and dtype,
+// floating, contiguous. f64 is refused. Returns the number of parameters.
+std::size_t check_group(const OpCall& c, std::size_t per, const char* op) {
+  const std::string o(op);
+  const std::size_t n = c.inputs.size();
+  if (c.outputs.size() != n * per)
+    throw ShapeError(o + ": " + std::to_string(n) + " grads need " + std::to_string(n * per) +
+                     " outputs (" + std::to_string(per) +
+                     " per parameter, see docs/kernel-contract.md), got " +
+                     std::to_string(c.outputs.size()));
+  for (std::size_t i = 0; i < n; ++i) {
+    const TensorArg& g = c.inputs[i];
+    const std::string param = o + ": parameter " + std::to_string(i);
+    if (!is_floating(g.dtype))
+      throw DTypeError(param + " is " + std::string(dtype_name(g.dtype)) +
+                       "; optimizers update floating tensors");
+    for (std::size_t k = 0; k < per; ++k) {
+      const TensorArg& t = c.outputs[i * per + k];
+      const std::string tensor = param + ": tensor " + std::to_string(k);
+      if (t.dtype != g.dtype)
+        throw DTypeError(param + ": every tensor must have the grad's dtype " +
+                         std::string(dtype_name(g.dtype)) + ", tensor " + std::to_string(k) +
+                         " is " + std::string(dtype_name(t.dtype)));
+      if (t.numel() != g.numel())
+        throw ShapeError(tensor + " has " + std::to_string(t.numel()) + " elements, the grad " +
+                         std::to_string(g.numel()));
+      if (!t.is_contiguous()) throw ShapeError(tensor + " is not contiguous");
+    }
+    if (!g.is_contiguous()) throw ShapeError(param + ": the grad is not contiguous");
+  }
+  for (std::size_t i = 0; i < n; ++i)
+    if (c.inputs[i].dtype == DType::f64) unsupported_dtype(op, DType::f64);
+  return n;
+}
+
+const std::vector<double>& per_param_floats(const OpCall& c, const char* name, std::size_t n,
+                                            const char* op) {
+  const std::vector<double>& v = c.attrs.floats(name);
+  if (v.size() != n)
+    throw ShapeError(std::string(op) + ": attr " + name + " has " + std::to_string(v.size()) +
+                     " entries for " + std::to_string(n) + " parameters");
+  return v;
+}
+
+// Calls launch(params) for each run of at most kMaxTensors non-empty parameters
+// of dtype `dt`, in order (Note [Multi-tensor launches]).
+template <typename Launch>
+void for_each_pack(const OpCall& c, std::size_t n, DType dt, const Launch& launch) {
+  std::vector<std::size_t> params;
+  for (std::size_t i = 0; i < n; ++i) {
+    if (c.inputs[i].dtype != dt || c.inputs[i].numel() == 0) continue;
+    params.push_back(i);
+    if (params.size() == std::size_t(kMaxTensors)) {
+      launch(params);
+      params.clear();
+    }
+  }
+  if (!params.empty()) launch(params);
+}
+
+template <typename T> T* ptr(const TensorArg& t) { return static_cast<T*>(data_ptr(t)); }
+
+void adam_step_kernel(DeviceImpl& d, const OpCall& c) {
+  const bool amsgrad = c.attrs.b("amsgrad");
+  const std::size_t per = amsgrad ? 4 : 3;
+  const std::size_t n = check_group(c, per, "adam_step");
+  const auto& step_size = per_param_floats(c, "step_size", n, "adam_step");
+  const auto& bc2 = per_param_floats(c, "bias_correction2_sqrt", n, "adam_step");
+  const math::AdamScalars<float> group = optim_args::adam_scalars<float>(c.attrs);
+  CudaDevice& dev = cuda_device(d);
+  auto run = [&]<typename T>(DType dt, T*) {
+    for_each_pack(c, n, dt, [&](const std::vector<std::size_t>& params) {
+      AdamPack<T> pack{};
+      for (std::size_t i : params) {
+        const TensorArg* t = &c.outputs[i * per];
+        const int k = pack.map.add(c.inputs[i].numel());
+        pack.grad[k] = ptr<const T>(c.inputs[i]);
+        pack.param[k] = ptr<T>(t[0]);
+        pack.exp_avg[k] = ptr<T>(t[1]);
+        pack.exp_avg_sq[k] = ptr<T>(t[2]);
+        pack.max_exp_avg_sq[k] = amsgrad ? ptr<T>(t[3]) : nullptr;
+        pack.step_size[k] = float(step_size[i]);
+        pack.bias_correction2_sqrt[k] = float(bc2[i]);
+      }
+      dev.make_current();
+      adam_kernel<T>
+          <<<grid_for(dev, pack.map.chunks(), 1), kThreads, 0, dev.stream()>>>(pack, group);
+      check_launch(dev, "adam_step");
+    });
+  };
+  run(DType::f32, static_cast<float*>(nullptr));
+  run(DType::f16, static_cast<Half*>(nullptr));
+  run(DType::bf16, static_cast<BFloat16*>(nullptr));
+}
+
+void sgd_step_kernel(DeviceImpl& d, const OpCall& c) {
+  const bool momentum = c.attrs.f("momentum") != 0;
+  const std::size_t per = momentum ? 2 : 1;
+  const std::size_t n = check_group(c, per, "sgd_step");
+  std::vector<std::int64_t> init(n, 0);
+  if (momentum) {
+    init = c.attrs.ints("init_buffer");
+    if (init.size() != n)
+      throw ShapeError("sgd_step: attr init_buffer has " + std::to_string(init.size()) +
+                       " entries for " + std::to_string(n) + " parameters");
+  }
+  const math::SgdScalars<float> group = optim_args::sgd_scalars<float>(c.attrs);
+  CudaDevice& dev = cuda_device(d);
+  auto run = [&]<typename T>(DType dt, T*) {
+    for_each_pack(c, n, dt, [&](const std::vector<std::size_t>& params) {
+      SgdPack<T> pack{};
+      for (std::size_t i : params) {
+        const TensorArg* t = &c.outputs[i * per];
+        const int k = pack.map.add(c.inputs[i].numel());
+        pack.grad[k] = ptr<const T>(c.inputs[i]);
+        pack.param[k] = ptr<T>(t[0]);
+        pack.buf[k] = momentum ? ptr<T>(t[1]) : nullptr;
+        pack.init_buffer[k] = init[i] != 0;
+      }
+      dev.make_current();
+      sgd_kernel<T>
+          <<<grid_for(dev, pack.map.chunks(), 1), kThreads, 0, dev.stream()>>>(pack, group);
+      check_launch(dev, "sgd_step");
+    });
+  };
+  run(DType::f32, static_cast<float*>(nullptr));
+  run(DType::f16, static_cast<Half*>(nullptr));
+  run(DType::bf16, static_cast<BFloat16*>(nullptr));
+}
+
+}  // namespace
+
+void add_optim_kernels(KernelTable& t) {
+  t.emplace_back("adam_step", adam_step_kernel);
+  t.emplace_back("sgd_step", sgd_step_kernel);
+}
+
+}  // namespace ferry::cuda

@@ -1,0 +1,211 @@
+// runtime/math/elementwise_ops.hpp — every element-wise op as a functor, the
+// one definition the CPU kernels (runtime/cpu/cpu_kernels_{elementwise,grad}.cpp)
+// and the CUDA kernels (cuda/cuda_kernels_{elementwise,grad}.cu) both call.
+//
+// Note [Element-wise functors]
+// A functor takes values of the op's compute type, math::compute_t<T>: float
+// for f32, f16 and bf16 (the kernel widens on load and rounds on store), double
+// for f64, and the integer or bool type itself otherwise, and returns the result
+// in that type (bool for comparisons). The formulas are in scalar_ops.hpp and
+// grad_ops.hpp; here each op picks the right one for integers, bools and
+// floats. The functors are empty structs with a templated operator(), so a
+// kernel instantiates one per dtype, inlines it, and (on CUDA) passes it to a
+// __global__ function by value.
+#pragma once
+
+#include <cmath>
+#include <cstdint>
+#include <type_traits>
+
+#include "ferry/config.hpp"
+#include "math/grad_ops.hpp"
+#include "math/scalar_ops.hpp"
+
+namespace ferry::math {
+
+// i32, i64 and u8 (bool is neither an integer nor a float here).
+template <typename T> inline constexpr bool kIsInteger =
+    std::is_integral_v<T> && !std::is_same_v<T, bool>;
+
+// A double from an attribute (fill's value, arange's element) as element type
+// T: f64 keeps it, the narrower floats round (through float), integers take
+// `exact` and wrap (the same rule as int64 -> int casts), bool is d != 0.
+template <typename T> FERRY_HD T from_double(double d, std::int64_t exact) {
+  if constexpr (std::is_same_v<T, bool>)
+    return d != 0.0;
+  else if constexpr (kIsInteger<T>)
+    return convert<T>(exact);
+  else if constexpr (std::is_same_v<T, double>)
+    return d;
+  else
+    return T(float(d));
+}
+
+// Element i of arange(start, step): start + i * step in double, two roundings
+// (add_mul_unfused), integers from the value rounded to nearest.
+template <typename T> FERRY_HD T arange_element(double start, double step, std::int64_t i) {
+  const double v = add_mul_unfused(start, double(i), step);
+#ifdef __CUDA_ARCH__
+  return from_double<T>(v, std::int64_t(::llround(v)));
+#else
+  return from_double<T>(v, std::int64_t(std::llround(v)));
+#endif
+}
+
+namespace ops {
+
+// ---- unary: neg, abs and relu take every numeric type, the rest floats ----
+struct Neg {
+  template <typename T> FERRY_HD T operator()(T x) const {
+    if constexpr (kIsInteger<T>)
+      return wrap_neg(x);
+    else
+      return -x;
+  }
+};
+struct Abs {
+  template <typename T> FERRY_HD T operator()(T x) const {
+    if constexpr (kIsInteger<T>)
+      return int_abs(x);
+    else
+      return std::fabs(x);
+  }
+};
+struct Relu {
+  template <typename T> FERRY_HD T operator()(T x) const {
+    if constexpr (kIsInteger<T>)
+      return x > 0 ? x : T(0);
+    else
+      return relu(x);
+  }
+};
+struct Exp {
+  template <typename T> FERRY_HD T operator()(T x) const { return std::exp(x); }
+};
+struct Log {
+  template <typename T> FERRY_HD T operator()(T x) const { return std::log(x); }
+};
+struct Sqrt {
+  template <typename T> FERRY_HD T operator()(T x) const { return std::sqrt(x); }
+};
+struct Rsqrt {
+  template <typename T> FERRY_HD T operator()(T x) const { return rsqrt(x); }
+};
+struct Sin {
+  template <typename T> FERRY_HD T operator()(T x) const { return std::sin(x); }
+};
+struct Cos {
+  template <typename T> FERRY_HD T operator()(T x) const { return std::cos(x); }
+};
+struct Tanh {
+  template <typename T> FERRY_HD T operator()(T x) const { return std::tanh(x); }
+};
+struct Sigmoid {
+  template <typename T> FERRY_HD T operator()(T x) const { return sigmoid(x); }
+};
+struct Gelu {
+  template <typename T> FERRY_HD T operator()(T x) const { return gelu_erf(x); }
+};
+struct GeluTanh {
+  template <typename T> FERRY_HD T operator()(T x) const { return gelu_tanh(x); }
+};
+struct Silu {
+  template <typename T> FERRY_HD T operator()(T x) const { return silu(x); }
+};
+
+// ---- binary arithmetic: every dtype but div (floats only). Integers wrap;
+// the front-end refuses bool for sub and pow, which still get a defined answer.
+struct Add {
+  template <typename T> FERRY_HD T operator()(T a, T b) const {
+    if constexpr (std::is_same_v<T, bool>)
+      return a || b;
+    else if constexpr (kIsInteger<T>)
+      return wrap_add(a, b);
+    else
+      return a + b;
+  }
+};
+struct Sub {
+  template <typename T> FERRY_HD T operator()(T a, T b) const {
+    if constexpr (std::is_same_v<T, bool>)
+      return a != b;
+    else if constexpr (kIsInteger<T>)
+      return wrap_sub(a, b);
+    else
+      return a - b;
+  }
+};
+struct Mul {
+  template <typename T> FERRY_HD T operator()(T a, T b) const {
+    if constexpr (std::is_same_v<T, bool>)
+      return a && b;
+    else if constexpr (kIsInteger<T>)
+      return wrap_mul(a, b);
+    else
+      return a * b;
+  }
+};
+struct Div {
+  template <typename T> FERRY_HD T operator()(T a, T b) const { return a / b; }
+};
+struct Pow {
+  template <typename T> FERRY_HD T operator()(T a, T b) const {
+    if constexpr (std::is_same_v<T, bool>)
+      return a || !b;
+    else if constexpr (kIsInteger<T>)
+      return int_pow(a, b);
+    else
+      return std::pow(a, b);
+  }
+};
+struct Maximum {
+  template <typename T> FERRY_HD T operator()(T a, T b) const { return maximum(a, b); }
+};
+struct Minimum {
+  template <typename T> FERRY_HD T operator()(T a, T b) const { return minimum(a, b); }
+};
+
+// ---- comparisons: every dtype, a bool result ----
+struct Eq {
+  template <typename T> FERRY_HD bool operator()(T a, T b) const { return a == b; }
+};
+struct Ne {
+  template <typename T> FERRY_HD bool operator()(T a, T b) const { return a != b; }
+};
+struct Lt {
+  template <typename T> FERRY_HD bool operator()(T a, T b) const { return a < b; }
+};
+struct Le {
+  template <typename T> FERRY_HD bool operator()(T a, T b) const { return a <= b; }
+};
+struct Gt {
+  template <typename T> FERRY_HD bool operator()(T a, T b) const { return a > b; }
+};
+struct Ge {
+  template <typename T> FERRY_HD bool operator()(T a, T b) const { return a >= b; }
+};
+
+// ---- activation backward (grad, z) -> grad_in, floats only: z is the
+// forward output for relu, sigmoid and tanh, the forward input for the others
+// (docs/kernel-contract.md, "Activation backward").
+struct ReluBackward {
+  template <typename T> FERRY_HD T operator()(T g, T z) const { return relu_backward(g, z); }
+};
+struct GeluBackward {
+  template <typename T> FERRY_HD T operator()(T g, T z) const { return gelu_backward(g, z); }
+};
+struct GeluTanhBackward {
+  template <typename T> FERRY_HD T operator()(T g, T z) const { return gelu_tanh_backward(g, z); }
+};
+struct SiluBackward {
+  template <typename T> FERRY_HD T operator()(T g, T z) const { return silu_backward(g, z); }
+};
+struct SigmoidBackward {
+  template <typename T> FERRY_HD T operator()(T g, T z) const { return sigmoid_backward(g, z); }
+};
+struct TanhBackward {
+  template <typename T> FERRY_HD T operator()(T g, T z) const { return tanh_backward(g, z); }
+};
+
+}  // namespace ops
+}  // namespace ferry::math

@@ -1,0 +1,98 @@
+#!/usr/bin/env bash
+# tools/gpu_check.sh — the checks that need a real GPU, on a machine that has
+# one: the GPU's description, every unit test (ctest), the conformance suite
+# on cuda:0 and on each Vulkan GPU, the CUDA unit tests under compute-sanitizer
+# (memcheck, racecheck), and the CUDA benchmarks. Each step's log goes to
+# OUT_DIR; a summary table is printed last. docs/gpu-results.md records what
+# it printed on each GPU it ran on.
+#
+# Usage: tools/gpu_check.sh [BUILD_DIR] [OUT_DIR] [STEP...]
+#   BUILD_DIR  a Release build with the CUDA backend for this GPU's
+#              architecture (default build/release), e.g.
+#              cmake -S . -B build/gpu -G Ninja -DFERRY_CUDA_ARCHITECTURES=90
+#   OUT_DIR    where the logs go (default gpu-check-<date>)
+#   STEP       any of: info ctest conformance sanitizer bench (default: all)
+# Environment: FERRY_GPU_CHECK_JOBS (parallel tests, default: all cores),
+# FERRY_GPU_CHECK_TIMEOUT (seconds per step, default 900).
+set -uo pipefail
+# shellcheck source-path=SCRIPTDIR source=common.sh
+source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
+cd "$ROOT"
+
+build=$(realpath "${1:-build/release}")
+out=${2:-gpu-check-$(date +%Y%m%d-%H%M%S)}
+shift $(($# < 2 ? $# : 2))
+steps=("$@")
+[[ ${#steps[@]} -eq 0 ]] && steps=(info ctest conformance sanitizer bench)
+mkdir -p "$out"
+out=$(realpath "$out")
+jobs=${FERRY_GPU_CHECK_JOBS:-$(nproc)}
+limit=${FERRY_GPU_CHECK_TIMEOUT:-900}
+bin=$build/bin
+summary=()
+
+# run NAME CMD...: runs CMD with the step's time limit, its output in
+# OUT_DIR/NAME.log (and on the console), and records its exit status.
+run() {
+  local name=$1
+  shift
+  stage "$name"
+  local t0=$SECONDS
+  timeout "$limit" "$@" 2>&1 | tee "$out/$name.log"
+  local rc=${PIPESTATUS[0]}
+  summary+=("$(printf '%-28s exit %3d  %4d s' "$name" "$rc" $((SECONDS - t0)))")
+}
+
+# The Vulkan devices that are GPUs (the same cards as cuda:N, for NVIDIA's),
+# from ferry-demo's device list.
+vulkan_gpus() {
+  "$bin/ferry-demo" 2>/dev/null | awk '$1 ~ /^vulkan:[0-9]+$/ && /(discrete|integrated) GPU/ {print $1}'
+}
+
+for step in "${steps[@]}"; do
+  case "$step" in
+    info)
+      run gpu_info nvidia-smi
+      run demo "$bin/ferry-demo"
+      ;;
+    ctest)
+      # install_package builds an app against an installed ferry: a build-machine check.
+      run ctest ctest --test-dir "$build" --output-on-failure -j "$jobs" -E '^install_package$'
+      ;;
+    conformance)
+      run conformance_cuda "$bin/ferry-conformance" --device cuda:0 --json "$out/conformance_cuda.json"
+      for v in $(vulkan_gpus); do
+        run "conformance_${v/:/_}" env FERRY_VULKAN_VALIDATION=1 "$bin/ferry-conformance" \
+          --device "$v" --json "$out/conformance_${v/:/_}.json"
+      done
+      ;;
+    sanitizer)
+      # memcheck: the tests that run CUDA kernels and copies, the device's own
+      # and the device-generic ones (optimizers, training, the planner) on
+      # cuda:0. The out-of-memory test is left out: its 256 TiB cudaMalloc is
+      # an API error by design, which compute-sanitizer reports as one.
+      oom=CudaDevice.OutOfMemoryIsTypedAndTheDeviceStaysUsable
+      run sanitizer_memcheck compute-sanitizer --tool memcheck --error-exitcode 1 \
+        "$bin/ferry_tests" --gtest_filter="CudaDevice.*:*cuda*:*Cuda*:-$oom"
+      # racecheck looks at shared memory, which only the reductions, the row
+      # kernels (softmax, log_softmax, layer_norm) and the tiled matmul use:
+      # every case of those ops, forward and gradient, and the device tests.
+      run sanitizer_racecheck compute-sanitizer --tool racecheck --error-exitcode 1 \
+        "$bin/ferry_tests" --gtest_filter="CudaDevice.*:*NnReference*Cuda*:*GradReference.Cuda*:-$oom"
+      run sanitizer_racecheck_ops compute-sanitizer --tool racecheck --error-exitcode 1 \
+        "$bin/ferry-conformance" --device cuda:0 --no-transfers \
+        --op '^(sum|mean|var|max|min|argmax|softmax|log_softmax|layer_norm|matmul)(\.grad)?$'
+      ;;
+    bench)
+      run bench "$bin/ferry-bench" --benchmark_filter='cuda|train_step|vulkan|transfer'
+      ;;
+    *)
+      echo "unknown step '$step' (expected: info ctest conformance sanitizer bench)" >&2
+      exit 2
+      ;;
+  esac
+done
+
+stage "summary ($out)"
+printf '%s\n' "${summary[@]}" | tee "$out/summary.txt"
+! grep -qv 'exit   0' "$out/summary.txt"
