@@ -45,6 +45,10 @@ constexpr std::int64_t kLongRow = 8192;     // rows beyond this get a block of 1
 constexpr std::int64_t kThreadRows = 8192;  // rows a thread-per-row launch needs to fill a GPU
 constexpr int kMaxBlock = 1024;
 constexpr std::int64_t kCachedRow = 12288;  // floats of the row cache: 48 KiB, no opt-in needed
+// Independent loads a thread issues before using them in a row's first pass
+// (Note [Loads in flight] in cuda_kernels_reduce.cu): a block of 256 threads
+// on a 4096-wide row has 16 elements a thread, two rounds of 8.
+constexpr int kLoadsInFlight = 8;
 
 // ---- softmax ----
 
@@ -61,15 +65,14 @@ __global__ void __launch_bounds__(kMaxBlock)
     const T* xr = x + off[0];
     T* yr = y + off[1];
     float m = -std::numeric_limits<float>::infinity();  // a NaN stays (MaxOp)
-    // Four independent loads in flight per thread (Note [Loads in flight] in
-    // cuda_kernels_reduce.cu): this pass is the one that reads global memory.
+    // kLoadsInFlight loads at a time: this pass is the one that reads global memory.
     std::int64_t i = lane;
-    for (; i + 3 * lanes < n; i += 4 * lanes) {
-      float v[4];
+    for (; i + (kLoadsInFlight - 1) * lanes < n; i += kLoadsInFlight * lanes) {
+      float v[kLoadsInFlight];
 #pragma unroll
-      for (int k = 0; k < 4; ++k) v[k] = float(xr[(i + k * lanes) * xs]);
+      for (int k = 0; k < kLoadsInFlight; ++k) v[k] = float(xr[(i + k * lanes) * xs]);
 #pragma unroll
-      for (int k = 0; k < 4; ++k) {
+      for (int k = 0; k < kLoadsInFlight; ++k) {
         if constexpr (kCached) cache[i + k * lanes] = v[k];
         m = MaxOp{}(m, v[k]);
       }
@@ -182,13 +185,13 @@ __global__ void __launch_bounds__(kMaxBlock)
     T* yr = y + r * p.ys0;
     auto at = [&](std::int64_t i) { return kCached ? cache[i] : float(xr[i * p.xs1]); };
     double s = 0;
-    std::int64_t i = lane;  // four loads in flight, as softmax_rows does
-    for (; i + 3 * lanes < p.n; i += 4 * lanes) {
-      float v[4];
+    std::int64_t i = lane;  // kLoadsInFlight loads at a time, as in softmax_rows
+    for (; i + (kLoadsInFlight - 1) * lanes < p.n; i += kLoadsInFlight * lanes) {
+      float v[kLoadsInFlight];
 #pragma unroll
-      for (int k = 0; k < 4; ++k) v[k] = float(xr[(i + k * lanes) * p.xs1]);
+      for (int k = 0; k < kLoadsInFlight; ++k) v[k] = float(xr[(i + k * lanes) * p.xs1]);
 #pragma unroll
-      for (int k = 0; k < 4; ++k) {
+      for (int k = 0; k < kLoadsInFlight; ++k) {
         if constexpr (kCached) cache[i + k * lanes] = v[k];
         s += double(v[k]);
       }
