@@ -7,7 +7,7 @@
 #   <prefix>/<libdir>/libferry.so*                the core (CPU backend built in)
 #   <prefix>/<libdir>/libferry_backend_<name>.so  runtime-loaded backend modules
 #   <prefix>/<libdir>/cmake/ferry/                ferryConfig.cmake & co.
-#   <prefix>/bin/ferry-demo                       when samples are built
+#   <prefix>/bin/ferry-demo, ferry-devices, ...   the samples, when built
 #
 # Note [Backend modules sit next to libferry]
 # The registry looks for libferry_backend_<name>.so in the folder libferry was
@@ -165,6 +165,7 @@ if(_ferry_backends)
   message(STATUS "ferry: installing backend modules: ${_ferry_backends}")
 endif()
 
-if(TARGET ferry-demo)
-  install(TARGETS ferry-demo RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR} COMPONENT runtime)
+if(FERRY_SAMPLE_TARGETS)
+  install(TARGETS ${FERRY_SAMPLE_TARGETS} RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR}
+          COMPONENT runtime)
 endif()

@@ -69,6 +69,8 @@ class CudaDevice final : public DeviceImpl {
   void empty_cache() override;
   void synchronize() override;
   std::unique_ptr<Event> record_event() override;
+  // CUDA C++ through NVRTC (cuda_custom_kernel.cpp).
+  std::unique_ptr<CompiledKernel> compile_kernel(const KernelSource& source) override;
 
   // For kernels (cuda_kernels.hpp).
   int ordinal() const { return ordinal_; }

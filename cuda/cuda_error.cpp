@@ -4,7 +4,10 @@
 #include <fmt/format.h>
 
 #include <array>
+#include <regex>
+#include <string>
 
+#include "compile_error.hpp"
 #include "ferry/error.hpp"
 
 namespace ferry::cuda {
@@ -63,6 +66,19 @@ std::string unavailable_reason(std::string_view name, std::string_view descripti
     default:
       return fmt::format("cuda: the CUDA runtime could not start ({}: {})", name, description);
   }
+}
+
+void throw_compile_error(std::string_view kernel, std::string_view code, std::string_view log) {
+  static const std::regex re(R"(\((\d+)\): (?:catastrophic )?error[^:]*: ([^\n]*))");
+  const std::string text(log);
+  std::smatch m;
+  int line = 0;
+  std::string message = text.substr(0, text.find('\n'));
+  if (std::regex_search(text, m, re)) {
+    line = std::stoi(m[1].str());
+    message = m[2].str();
+  }
+  detail::throw_kernel_compile_error(kernel, "CUDA C++", code, line, message, text);
 }
 
 }  // namespace ferry::cuda

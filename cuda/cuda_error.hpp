@@ -33,6 +33,12 @@ std::string error_message(std::string_view where, std::string_view call, std::st
 // found (cudaErrorInsufficientDriver: ...)", "cuda: no CUDA-capable GPU found (...)".
 std::string unavailable_reason(std::string_view name, std::string_view description);
 
+// NVRTC's log of a failed compile ("name.cu(12): error: identifier \"x\" is
+// undefined") as CompileError: the first error's line and message, the
+// offending source line, and the whole log. `kernel` names the kernel.
+[[noreturn]] void throw_compile_error(std::string_view kernel, std::string_view code,
+                                      std::string_view log);
+
 // cuBLAS status names (cublasGetStatusName) go through the same path.
 inline constexpr std::string_view kCublasAllocFailed = "CUBLAS_STATUS_ALLOC_FAILED";
 

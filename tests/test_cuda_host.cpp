@@ -8,6 +8,7 @@
 #include <map>
 #include <memory>
 #include <random>
+#include <string>
 #include <vector>
 
 #include "cuda_deferred.hpp"
@@ -57,6 +58,40 @@ TEST(CudaErrors, UnavailableReasonsStartWithTheBackendName) {
   r = fc::unavailable_reason("cudaErrorUnknown", "unknown error");
   EXPECT_EQ(r.rfind("cuda: ", 0), 0u) << r;
   EXPECT_NE(r.find("cudaErrorUnknown"), std::string::npos) << r;
+}
+
+// NVRTC's log of a failed custom kernel becomes CompileError with the first
+// error's line, its message and the offending source line.
+TEST(CudaErrors, NvrtcLogsBecomeCompileErrors) {
+  const std::string code = "extern \"C\" __global__ void f(float* x) {\n  x[0] = nope;\n}\n";
+  const std::string log =
+      "bad.cu(2): error: identifier \"nope\" is undefined\n    x[0] = nope;\n           ^\n\n"
+      "1 error detected in the compilation of \"bad.cu\".\n";
+  try {
+    fc::throw_compile_error("bad", code, log);
+    FAIL() << "throw_compile_error returned";
+  } catch (const ferry::CompileError& e) {
+    EXPECT_EQ(e.line(), 2);
+    EXPECT_EQ(e.log(), log);
+    EXPECT_STREQ(e.what(),
+                 "custom kernel 'bad' (CUDA C++) does not compile: line 2: identifier \"nope\" is "
+                 "undefined\n  2 |   x[0] = nope;");
+  }
+  // Newer NVRTCs number their diagnostics ("error #20-D: ..."); a log with no
+  // line keeps its first line as the message.
+  try {
+    fc::throw_compile_error("k", code, "k.cu(1): error #20-D: identifier \"y\" is undefined\n");
+  } catch (const ferry::CompileError& e) {
+    EXPECT_EQ(e.line(), 1);
+    EXPECT_NE(std::string(e.what()).find("identifier \"y\" is undefined"), std::string::npos)
+        << e.what();
+  }
+  try {
+    fc::throw_compile_error("k", code, "nvrtc: error: invalid value for --gpu-architecture\n");
+  } catch (const ferry::CompileError& e) {
+    EXPECT_EQ(e.line(), 0);
+    EXPECT_NE(std::string(e.what()).find("--gpu-architecture"), std::string::npos) << e.what();
+  }
 }
 
 // A fence the test completes by hand; wait() completes it (as the GPU would).

@@ -13,6 +13,7 @@
 // docs/kernel-contract.md.
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -24,6 +25,7 @@
 #include <vector>
 
 #include "ferry/config.hpp"
+#include "ferry/custom_kernel.hpp"
 #include "ferry/device_info.hpp"
 #include "ferry/dtype.hpp"
 #include "ferry/memory.hpp"
@@ -108,6 +110,22 @@ class Event {
   virtual bool query() = 0;  // true when done
 };
 
+// A user's kernel compiled for one device (Note [Custom kernels] in
+// ferry/custom_kernel.hpp), made by DeviceImpl::compile_kernel.
+class CompiledKernel {
+ public:
+  virtual ~CompiledKernel() = default;
+  // The workgroup (block) size a launch with `grid` uses.
+  virtual std::array<std::uint32_t, 3> group_size(const LaunchGrid& grid) const = 0;
+  // Enqueues the kernel with `groups` workgroups along x, y, z (each at least
+  // 1): tensors[0, first_output) are its inputs, the rest its outputs, bound
+  // in order; the scalars follow. The core has checked that every tensor is
+  // on this device and contiguous from its element 0.
+  virtual void launch(const std::vector<TensorArg>& tensors, std::size_t first_output,
+                      const std::vector<KernelScalar>& scalars, const LaunchGrid& grid,
+                      const std::array<std::uint32_t, 3>& groups) = 0;
+};
+
 // One device. Thread-safety: a device is used from one host thread at a time
 // (the core serialises access); info() may be called from any thread.
 class DeviceImpl {
@@ -167,6 +185,11 @@ class DeviceImpl {
   // Default: synchronizes and returns a completed event.
   virtual std::unique_ptr<Event> record_event();
 
+  // Optional: compiles a user's kernel for this device (Note [Custom
+  // kernels]); CompileError when it does not compile. Default:
+  // UnsupportedError naming the device and the language.
+  virtual std::unique_ptr<CompiledKernel> compile_kernel(const KernelSource& source);
+
   // The kernel for `op`, or nullptr when this device does not implement it.
   // The default looks in the table filled by register_kernel.
   virtual const KernelFn* find_kernel(std::string_view op) const;
@@ -223,7 +246,8 @@ inline constexpr std::size_t kSubBufferAlignment = 256;
 // 2: AttrValue gained std::vector<double> (per-tensor scalars of multi-tensor ops).
 // 3: DeviceImpl gained sub_buffer, allocate_staging, has_sub_buffers and
 //    has_staging (the transfer planner).
-inline constexpr int kBackendAbiVersion = 3;
+// 4: DeviceImpl gained compile_kernel (custom kernels).
+inline constexpr int kBackendAbiVersion = 4;
 
 }  // namespace ferry
 

@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <stdexcept>
 #include <string>
+#include <utility>
 
 namespace ferry {
 
@@ -84,6 +85,21 @@ class FormatError : public Error {
  private:
   std::string file_;
   std::uint64_t offset_;
+};
+
+// Code handed to a compiler at run time (a custom kernel: GLSL or CUDA C++)
+// that does not compile. `line` is the first error's line in that code (0
+// when the compiler named none); `log` is the compiler's whole output.
+class CompileError : public Error {
+ public:
+  CompileError(const std::string& message, int line, std::string log)
+      : Error(message), line_(line), log_(std::move(log)) {}
+  int line() const { return line_; }
+  const std::string& log() const { return log_; }
+
+ private:
+  int line_;
+  std::string log_;
 };
 
 }  // namespace ferry

@@ -2,6 +2,8 @@
 #pragma once
 
 #include "ferry/autograd.hpp"
+#include "ferry/custom_kernel.hpp"
+#include "ferry/custom_op.hpp"
 #include "ferry/data.hpp"
 #include "ferry/device.hpp"
 #include "ferry/device_info.hpp"

@@ -119,6 +119,8 @@ class VulkanDevice final : public DeviceImpl {
   void synchronize() override;
   // Flushes the open batch; the event is its serial's fence.
   std::unique_ptr<Event> record_event() override;
+  // GLSL through glslang (vk_custom_kernel.cpp, Note [Custom GLSL kernels]).
+  std::unique_ptr<CompiledKernel> compile_kernel(const KernelSource& source) override;
 
   // ---- for kernels (vk_kernels.hpp) ----
   // The bytes of `t`'s buffer its elements can reach, as a descriptor binding.
@@ -133,6 +135,9 @@ class VulkanDevice final : public DeviceImpl {
   void require(DType dt, std::string_view op) const;
   const KernelLimits& limits() const { return limits_; }
   bool full_variant() const { return full_variant_; }
+  // Makes SPIR-V a shader that DispatchDesc::shader can name (a user's kernel);
+  // does nothing when `name` is taken.
+  void add_shader(const std::string& name, const std::vector<std::uint32_t>& spirv);
 
   // ---- for the backend and the tests ----
   void release(VulkanBuffer& b);           // from ~VulkanBuffer
