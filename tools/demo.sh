@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # tools/demo.sh — installs the system packages (as root, when missing), builds
-# the ferry-demo sample (and the backend modules it opens) in build/release and
-# runs it. Works from any folder.
+# ferry, its backend modules and the samples in build/release, and runs
+# ferry-demo. Works from any folder.
 #
 # Environment: FERRY_JOBS (parallel build jobs, default: all cores),
 # FERRY_SKIP_DEPS=1 (skip the package check). Arguments go to ferry-demo.
@@ -24,8 +24,10 @@ configure "$build" -DCMAKE_BUILD_TYPE=Release -DFERRY_SANITIZE= -DFERRY_BUILD_SA
   -DFERRY_BUILD_TESTS=OFF -DFERRY_BUILD_BENCHMARKS=OFF -DFERRY_ENABLE_CUDA=ON \
   "-DFERRY_CUDA_ARCHITECTURES=${FERRY_CUDA_ARCHITECTURES:-75}"
 
-stage "build ferry-demo and the backend modules (-j$JOBS)"
-cmake --build "$build" --target ferry-demo -j "$JOBS"
+# Without tests and benchmarks, "all" is libferry, the backend modules and the
+# samples: the demo, and the five others it points to (docs/getting-started.md).
+stage "build ferry, the backend modules and the samples (-j$JOBS)"
+cmake --build "$build" -j "$JOBS"
 
 stage "run ferry-demo"
 exec "$build/bin/ferry-demo" "$@"
