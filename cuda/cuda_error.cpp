@@ -4,7 +4,6 @@
 #include <fmt/format.h>
 
 #include <array>
-#include <regex>
 #include <string>
 
 #include "compile_error.hpp"
@@ -68,17 +67,24 @@ std::string unavailable_reason(std::string_view name, std::string_view descripti
   }
 }
 
+// NVRTC's first "<file>(<line>): [catastrophic ]error[ #N-D]: <message>".
 void throw_compile_error(std::string_view kernel, std::string_view code, std::string_view log) {
-  static const std::regex re(R"(\((\d+)\): (?:catastrophic )?error[^:]*: ([^\n]*))");
-  const std::string text(log);
-  std::smatch m;
   int line = 0;
-  std::string message = text.substr(0, text.find('\n'));
-  if (std::regex_search(text, m, re)) {
-    line = std::stoi(m[1].str());
-    message = m[2].str();
+  std::string_view message = log.substr(0, log.find('\n'));
+  for (std::string_view l : detail::log_lines(log)) {
+    const std::size_t close = l.find("): ");
+    const std::size_t open = l.rfind('(', close);
+    if (close == std::string_view::npos || open == std::string_view::npos) continue;
+    const auto number = detail::parse_line_number(l.substr(open + 1, close - open - 1));
+    std::string_view rest = l.substr(close + 3);
+    if (rest.starts_with("catastrophic ")) rest.remove_prefix(13);
+    const std::size_t colon = rest.find(": ");
+    if (!number || !rest.starts_with("error") || colon == std::string_view::npos) continue;
+    line = *number;
+    message = rest.substr(colon + 2);
+    break;
   }
-  detail::throw_kernel_compile_error(kernel, "CUDA C++", code, line, message, text);
+  detail::throw_kernel_compile_error(kernel, "CUDA C++", code, line, message, std::string(log));
 }
 
 }  // namespace ferry::cuda

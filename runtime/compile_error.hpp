@@ -7,13 +7,38 @@
 
 #include <fmt/format.h>
 
+#include <optional>
 #include <sstream>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "ferry/error.hpp"
 
 namespace ferry::detail {
+
+// The log's lines. (The logs are parsed by hand: GCC 12 warns inside
+// <regex> at -O2, and the formats are simple.)
+inline std::vector<std::string_view> log_lines(std::string_view log) {
+  std::vector<std::string_view> lines;
+  while (!log.empty()) {
+    const std::size_t nl = log.find('\n');
+    lines.push_back(log.substr(0, nl));
+    log = nl == std::string_view::npos ? std::string_view{} : log.substr(nl + 1);
+  }
+  return lines;
+}
+
+// `s` as a line number: 1 to 9 decimal digits and nothing else.
+inline std::optional<int> parse_line_number(std::string_view s) {
+  if (s.empty() || s.size() > 9) return std::nullopt;
+  int n = 0;
+  for (char c : s) {
+    if (c < '0' || c > '9') return std::nullopt;
+    n = n * 10 + (c - '0');
+  }
+  return n;
+}
 
 [[noreturn]] inline void throw_kernel_compile_error(std::string_view kernel,
                                                     std::string_view language,

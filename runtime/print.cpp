@@ -43,16 +43,25 @@ struct Printer {
     std::int64_t n = sizes[dim];
     for (std::int64_t i = 0; i < n; ++i) {
       if (elide && n > 2 * kEdge && i == kEdge) {
-        out += dim + 1 == sizes.size() ? "..., " : "...,\n" + std::string(indent + dim + 1, ' ');
+        if (dim + 1 == sizes.size()) {
+          out += "..., ";
+        } else {
+          out += "...,\n";
+          out.append(indent + dim + 1, ' ');
+        }
         i = n - kEdge;
       }
       row_items(base + i * strides[dim], dim + 1, out, indent);
       if (i + 1 < n) {
-        if (dim + 1 == sizes.size())
+        if (dim + 1 == sizes.size()) {
           out += ", ";
-        else
-          out +=
-              "," + std::string(sizes.size() - dim - 1, '\n') + std::string(indent + dim + 1, ' ');
+        } else {
+          // Appended piece by piece: `"," + std::string(...)` trips a false
+          // -Wrestrict in GCC 12's inlined std::string insert.
+          out += ',';
+          out.append(sizes.size() - dim - 1, '\n');
+          out.append(indent + dim + 1, ' ');
+        }
       }
     }
     out += ']';

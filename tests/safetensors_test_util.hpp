@@ -32,10 +32,10 @@ inline void write_file(const fs::path& p, const Bytes& b) {
 
 // A file whose header is `header` (exactly, no padding added) followed by `data`.
 inline Bytes make_file(const std::string& header, const Bytes& data = {}) {
-  Bytes out(8);
+  Bytes out(8 + header.size());
   std::uint64_t n = header.size();
   std::memcpy(out.data(), &n, 8);
-  out.insert(out.end(), header.begin(), header.end());
+  std::memcpy(out.data() + 8, header.data(), header.size());
   out.insert(out.end(), data.begin(), data.end());
   return out;
 }

@@ -86,6 +86,18 @@ TEST(CudaErrors, NvrtcLogsBecomeCompileErrors) {
     EXPECT_NE(std::string(e.what()).find("identifier \"y\" is undefined"), std::string::npos)
         << e.what();
   }
+  // A warning before the error is passed over; "catastrophic error" is an error.
+  try {
+    fc::throw_compile_error("k", code,
+                            "k.cu(1): warning #177-D: variable \"v\" was declared but never "
+                            "referenced\nk.cu(2): catastrophic error: cannot open source file "
+                            "\"x.h\"\n");
+  } catch (const ferry::CompileError& e) {
+    EXPECT_EQ(e.line(), 2);
+    EXPECT_NE(std::string(e.what()).find("line 2: cannot open source file \"x.h\"\n  2 |"),
+              std::string::npos)
+        << e.what();
+  }
   try {
     fc::throw_compile_error("k", code, "nvrtc: error: invalid value for --gpu-architecture\n");
   } catch (const ferry::CompileError& e) {

@@ -178,6 +178,13 @@ TEST(Tensor, PrintsLikePyTorch) {
   std::string big = ferry::zeros({2000}).str();
   EXPECT_NE(big.find("..."), std::string::npos);
   EXPECT_LT(big.size(), 200u);
+  // Nested dims: a blank line between blocks, rows aligned under the first.
+  EXPECT_EQ(ferry::arange(8).to(DType::i64).view({2, 2, 2}).str(),
+            "tensor([[[0, 1],\n         [2, 3]],\n\n        [[4, 5],\n         [6, 7]]])");
+  // Rows elided past 1000 elements, three at each end, as torch.zeros(2000, 2, dtype=int64).
+  EXPECT_EQ(ferry::zeros({2000, 2}, {.dtype = DType::i64}).str(),
+            "tensor([[0, 0],\n        [0, 0],\n        [0, 0],\n        ...,\n        [0, 0],\n"
+            "        [0, 0],\n        [0, 0]])");
 }
 
 TEST(Tensor, StorageExchangeKeepsViewsOfTheSameStorage) {

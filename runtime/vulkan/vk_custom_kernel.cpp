@@ -21,7 +21,6 @@
 
 #include <cstring>
 #include <mutex>
-#include <regex>
 
 #include "compile_error.hpp"
 #include "ferry/error.hpp"
@@ -32,11 +31,16 @@ namespace {
 
 // The first "ERROR: <file>:<line>: <message>" of glslang's log, and its line.
 std::pair<int, std::string> first_error(const std::string& log) {
-  static const std::regex re(R"(ERROR: [^:]*:(\d+): ([^\n]*))");
-  std::smatch m;
-  if (std::regex_search(log, m, re)) return {std::stoi(m[1].str()), m[2].str()};
-  const std::size_t nl = log.find('\n');
-  return {0, log.substr(0, nl)};
+  constexpr std::string_view kTag = "ERROR: ";
+  for (std::string_view l : detail::log_lines(log)) {
+    if (!l.starts_with(kTag)) continue;
+    const std::size_t colon = l.find(':', kTag.size());
+    const std::size_t end = l.find(": ", colon + 1);
+    if (colon == std::string_view::npos || end == std::string_view::npos) continue;
+    if (auto line = detail::parse_line_number(l.substr(colon + 1, end - colon - 1)))
+      return {*line, std::string(l.substr(end + 2))};
+  }
+  return {0, log.substr(0, log.find('\n'))};
 }
 
 [[noreturn]] void throw_compile_error(const KernelSource& src, const std::string& log) {
