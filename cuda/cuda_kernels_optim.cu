@@ -121,50 +121,15 @@ template <typename T> __global__ void __launch_bounds__(kThreads)
 
 // ---- validation, before any launch: a bad call changes nothing ----
 
-// Checks the layout of one multi-tensor call as the CPU does: `n` grads; outputs
-// `per` tensors per parameter; all of one parameter of its grad's numel and dtype,
-// floating, contiguous. f64 is refused. Returns the number of parameters.
+// optim_args::check_group, and f64 refused: no CUDA optimizer kernel takes it.
 std::size_t check_group(const OpCall& c, std::size_t per, const char* op) {
-  const std::string o(op);
-  const std::size_t n = c.inputs.size();
-  if (c.outputs.size() != n * per)
-    throw ShapeError(o + ": " + std::to_string(n) + " grads need " + std::to_string(n * per) +
-                     " outputs (" + std::to_string(per) +
-                     " per parameter, see docs/kernel-contract.md), got " +
-                     std::to_string(c.outputs.size()));
-  for (std::size_t i = 0; i < n; ++i) {
-    const TensorArg& g = c.inputs[i];
-    const std::string param = o + ": parameter " + std::to_string(i);
-    if (!is_floating(g.dtype))
-      throw DTypeError(param + " is " + std::string(dtype_name(g.dtype)) +
-                       "; optimizers update floating tensors");
-    for (std::size_t k = 0; k < per; ++k) {
-      const TensorArg& t = c.outputs[i * per + k];
-      const std::string tensor = param + ": tensor " + std::to_string(k);
-      if (t.dtype != g.dtype)
-        throw DTypeError(param + ": every tensor must have the grad's dtype " +
-                         std::string(dtype_name(g.dtype)) + ", tensor " + std::to_string(k) +
-                         " is " + std::string(dtype_name(t.dtype)));
-      if (t.numel() != g.numel())
-        throw ShapeError(tensor + " has " + std::to_string(t.numel()) + " elements, the grad " +
-                         std::to_string(g.numel()));
-      if (!t.is_contiguous()) throw ShapeError(tensor + " is not contiguous");
-    }
-    if (!g.is_contiguous()) throw ShapeError(param + ": the grad is not contiguous");
-  }
+  const std::size_t n = optim_args::check_group(c, per, op);
   for (std::size_t i = 0; i < n; ++i)
     if (c.inputs[i].dtype == DType::f64) unsupported_dtype(op, DType::f64);
   return n;
 }
 
-const std::vector<double>& per_param_floats(const OpCall& c, const char* name, std::size_t n,
-                                            const char* op) {
-  const std::vector<double>& v = c.attrs.floats(name);
-  if (v.size() != n)
-    throw ShapeError(std::string(op) + ": attr " + name + " has " + std::to_string(v.size()) +
-                     " entries for " + std::to_string(n) + " parameters");
-  return v;
-}
+using optim_args::per_param_floats;
 
 // Calls launch(params) for each run of at most kMaxTensors non-empty parameters
 // of dtype `dt`, in order (Note [Multi-tensor launches]).
@@ -221,13 +186,7 @@ void sgd_step_kernel(DeviceImpl& d, const OpCall& c) {
   const bool momentum = c.attrs.f("momentum") != 0;
   const std::size_t per = momentum ? 2 : 1;
   const std::size_t n = check_group(c, per, "sgd_step");
-  std::vector<std::int64_t> init(n, 0);
-  if (momentum) {
-    init = c.attrs.ints("init_buffer");
-    if (init.size() != n)
-      throw ShapeError("sgd_step: attr init_buffer has " + std::to_string(init.size()) +
-                       " entries for " + std::to_string(n) + " parameters");
-  }
+  const std::vector<std::int64_t> init = optim_args::sgd_init_buffer(c, n);
   const math::SgdScalars<float> group = optim_args::sgd_scalars<float>(c.attrs);
   CudaDevice& dev = cuda_device(d);
   auto run = [&]<typename T>(DType dt, T*) {

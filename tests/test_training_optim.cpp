@@ -249,6 +249,7 @@ TEST(TrainingKernels, VulkanSplitOptimizer) {
 TEST(TrainingKernels, BadInputToOptimizerKernelsRaisesTypedErrors) {
   std::vector<ferry::Device> devs{cpu()};
   if (ferry::is_available("vulkan")) devs.push_back(vulkan());
+  if (ferry::is_available("cuda:0")) devs.push_back(ferry::Device("cuda:0"));
   for (const ferry::Device& dev : devs) {
     // Made on the CPU and moved: the base shader variant fills no f16.
     auto ones = [&](std::int64_t n, DType dt) { return ferry::ones({n}, {.dtype = dt}).to(dev); };

@@ -25,46 +25,8 @@
 namespace ferry::cpu {
 namespace {
 
-// Checks the layout of one multi-tensor call: `n` grads; outputs `per` tensors per
-// parameter; all of one parameter of its grad's numel and dtype, floating, contiguous.
-// Returns the number of parameters.
-std::size_t check_group(const OpCall& c, std::size_t per, std::string_view op) {
-  const std::size_t n = c.inputs.size();
-  if (c.outputs.size() != n * per)
-    throw ShapeError(fmt::format(
-        "{}: {} grads need {} outputs ({} per parameter, see docs/kernel-contract.md), got {}", op,
-        n, n * per, per, c.outputs.size()));
-  for (std::size_t i = 0; i < n; ++i) {
-    const TensorArg& g = c.inputs[i];
-    if (!is_floating(g.dtype))
-      throw DTypeError(fmt::format("{}: parameter {} is {}; optimizers update floating tensors", op,
-                                   i, dtype_name(g.dtype)));
-    for (std::size_t k = 0; k < per; ++k) {
-      const TensorArg& t = c.outputs[i * per + k];
-      if (t.dtype != g.dtype)
-        throw DTypeError(fmt::format(
-            "{}: parameter {}: every tensor must have the grad's dtype {}, tensor {} is {}", op, i,
-            dtype_name(g.dtype), k, dtype_name(t.dtype)));
-      if (t.numel() != g.numel())
-        throw ShapeError(fmt::format("{}: parameter {}: tensor {} has {} elements, the grad {}", op,
-                                     i, k, t.numel(), g.numel()));
-      if (!t.is_contiguous())
-        throw ShapeError(fmt::format("{}: parameter {}: tensor {} is not contiguous", op, i, k));
-    }
-    if (!g.is_contiguous())
-      throw ShapeError(fmt::format("{}: parameter {}: the grad is not contiguous", op, i));
-  }
-  return n;
-}
-
-const std::vector<double>& per_param_floats(const OpCall& c, const char* name, std::size_t n,
-                                            std::string_view op) {
-  const std::vector<double>& v = c.attrs.floats(name);
-  if (v.size() != n)
-    throw ShapeError(
-        fmt::format("{}: attr {} has {} entries for {} parameters", op, name, v.size(), n));
-  return v;
-}
+using optim_args::check_group;
+using optim_args::per_param_floats;
 
 // Runs body(param, begin, end) over every parameter's element sub-range, the group's
 // elements split across threads as one range (Note [One loop over every parameter]).
@@ -146,13 +108,7 @@ void sgd_step_kernel(DeviceImpl&, const OpCall& c) {
   const bool momentum = c.attrs.f("momentum") != 0;
   const std::size_t per = momentum ? 2 : 1;
   const std::size_t n = check_group(c, per, "sgd_step");
-  std::vector<std::int64_t> init(n, 0);
-  if (momentum) {
-    init = c.attrs.ints("init_buffer");
-    if (init.size() != n)
-      throw ShapeError(fmt::format("sgd_step: attr init_buffer has {} entries for {} parameters",
-                                   init.size(), n));
-  }
+  const std::vector<std::int64_t> init = optim_args::sgd_init_buffer(c, n);
   const BothComputeTypes<math::SgdScalars> group{optim_args::sgd_scalars<float>(c.attrs),
                                                  optim_args::sgd_scalars<double>(c.attrs)};
   for_each_element_range(c, n, [&](std::size_t i, std::int64_t lo, std::int64_t hi) {

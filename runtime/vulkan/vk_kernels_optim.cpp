@@ -13,6 +13,7 @@
 #include <cstring>
 
 #include "ferry/error.hpp"
+#include "optim_args.hpp"
 #include "vulkan/vk_device.hpp"
 #include "vulkan/vk_split.hpp"
 
@@ -42,45 +43,14 @@ struct Params {
 static_assert(sizeof(Params) <= kMaxPushBytes);
 constexpr std::size_t kBindings = 5;
 
-// Checks the layout of the call (docs/kernel-contract.md): `per` outputs per grad, each of
-// the grad's dtype and element count, contiguous, in a dtype this device computes.
+// optim_args::check_group, and each parameter in a dtype this device computes.
 std::size_t check_group(VulkanDevice& dev, const OpCall& c, std::size_t per, std::string_view op) {
-  const std::size_t n = c.inputs.size();
-  if (c.outputs.size() != n * per)
-    throw ShapeError(fmt::format(
-        "{}: {} grads need {} outputs ({} per parameter, see docs/kernel-contract.md), got {}", op,
-        n, n * per, per, c.outputs.size()));
-  for (std::size_t i = 0; i < n; ++i) {
-    const TensorArg& g = c.inputs[i];
-    if (!is_floating(g.dtype))
-      throw DTypeError(fmt::format("{}: parameter {} is {}; optimizers update floating tensors", op,
-                                   i, dtype_name(g.dtype)));
-    dev.require(g.dtype, op);
-    if (!g.is_contiguous())
-      throw ShapeError(fmt::format("{}: parameter {}: the grad is not contiguous", op, i));
-    for (std::size_t k = 0; k < per; ++k) {
-      const TensorArg& t = c.outputs[i * per + k];
-      if (t.dtype != g.dtype)
-        throw DTypeError(fmt::format(
-            "{}: parameter {}: every tensor must have the grad's dtype {}, tensor {} is {}", op, i,
-            dtype_name(g.dtype), k, dtype_name(t.dtype)));
-      if (t.numel() != g.numel() || !t.is_contiguous())
-        throw ShapeError(fmt::format(
-            "{}: parameter {}: tensor {} must be contiguous with the grad's {} elements", op, i, k,
-            g.numel()));
-    }
-  }
+  const std::size_t n = optim_args::check_group(c, per, op);
+  for (std::size_t i = 0; i < n; ++i) dev.require(c.inputs[i].dtype, op);
   return n;
 }
 
-const std::vector<double>& per_param_floats(const OpCall& c, const char* name, std::size_t n,
-                                            std::string_view op) {
-  const std::vector<double>& v = c.attrs.floats(name);
-  if (v.size() != n)
-    throw ShapeError(
-        fmt::format("{}: attr {} has {} entries for {} parameters", op, name, v.size(), n));
-  return v;
-}
+using optim_args::per_param_floats;
 
 TensorArg flat(const TensorArg& t) {
   TensorArg f = t;
@@ -154,13 +124,7 @@ void sgd_step_kernel(DeviceImpl& d, const OpCall& c) {
   const double momentum = c.attrs.f("momentum"), weight_decay = c.attrs.f("weight_decay");
   const std::size_t per = momentum != 0 ? 2 : 1;
   const std::size_t n = check_group(dev, c, per, "sgd_step");
-  std::vector<std::int64_t> init(n, 0);
-  if (momentum != 0) {
-    init = c.attrs.ints("init_buffer");
-    if (init.size() != n)
-      throw ShapeError(fmt::format("sgd_step: attr init_buffer has {} entries for {} parameters",
-                                   init.size(), n));
-  }
+  const std::vector<std::int64_t> init = optim_args::sgd_init_buffer(c, n);
   Params p{};
   const std::uint32_t flags =
       (momentum != 0 ? kMomentum : 0u) | (weight_decay != 0 ? kWeightDecay : 0u) |
