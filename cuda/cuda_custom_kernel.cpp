@@ -20,43 +20,69 @@
 namespace ferry::cuda {
 namespace {
 
-void check_nvrtc(CudaDevice& dev, nvrtcResult r, const char* call) {
-  if (r != NVRTC_SUCCESS)
-    throw BackendError(
-        fmt::format("{}: {} failed: {}", dev.device().str(), call, nvrtcGetErrorString(r)),
-        nvrtcGetErrorString(r));
+// BackendError for a failed NVRTC call, with NVRTC's version and its log
+// (which names a refused option, say) when there is one.
+void check_nvrtc(const std::string& device, nvrtcResult r, const char* call,
+                 const std::string& log = {}) {
+  if (r == NVRTC_SUCCESS) return;
+  int major = 0, minor = 0;
+  nvrtcVersion(&major, &minor);
+  throw BackendError(fmt::format("{}: {} (NVRTC {}.{}) failed: {}{}{}", device, call, major, minor,
+                                 nvrtcGetErrorString(r), log.empty() ? "" : ": ", log),
+                     nvrtcGetErrorString(r));
 }
 
-// CUBIN for the device's compute capability; CompileError with NVRTC's log.
-std::vector<char> compile(CudaDevice& dev, const KernelSource& src) {
+}  // namespace
+
+std::vector<char> nvrtc_compile(const std::string& device, int compute_capability,
+                                const KernelSource& src) {
   nvrtcProgram prog = nullptr;
   const std::string file = src.name + ".cu";
-  check_nvrtc(dev, nvrtcCreateProgram(&prog, src.code.c_str(), file.c_str(), 0, nullptr, nullptr),
+  check_nvrtc(device,
+              nvrtcCreateProgram(&prog, src.code.c_str(), file.c_str(), 0, nullptr, nullptr),
               "nvrtcCreateProgram");
   struct Destroy {
     nvrtcProgram* p;
     ~Destroy() { nvrtcDestroyProgram(p); }
   } destroy{&prog};
-  const std::string arch = fmt::format("--gpu-architecture=sm_{}", dev.compute_capability());
+  const std::string arch = fmt::format("--gpu-architecture=sm_{}", compute_capability);
   const char* options[] = {arch.c_str(), "--std=c++17"};
   const nvrtcResult r = nvrtcCompileProgram(prog, 2, options);
   std::size_t log_size = 0;
   nvrtcGetProgramLogSize(prog, &log_size);
   std::string log(log_size, '\0');
   if (log_size) nvrtcGetProgramLog(prog, log.data());
+  log.resize(std::strlen(log.c_str()));  // without the terminating NUL
+  while (!log.empty() && (log.back() == '\n' || log.back() == ' ')) log.pop_back();
   if (r == NVRTC_ERROR_COMPILATION) throw_compile_error(src.name, src.code, log);
-  check_nvrtc(dev, r, "nvrtcCompileProgram");
+  if (r != NVRTC_SUCCESS) {
+    // Most likely a GPU newer than this NVRTC: say which architectures it has.
+    int count = 0;
+    std::vector<int> archs;
+    if (nvrtcGetNumSupportedArchs(&count) == NVRTC_SUCCESS && count > 0) {
+      archs.resize(std::size_t(count));
+      if (nvrtcGetSupportedArchs(archs.data()) != NVRTC_SUCCESS) archs.clear();
+    }
+    const std::string call = fmt::format("nvrtcCompileProgram for sm_{}", compute_capability);
+    check_nvrtc(device, r, call.c_str(),
+                archs.empty() ? log
+                              : fmt::format("{} (it targets sm_{} to sm_{})", log, archs.front(),
+                                            archs.back()));
+  }
   std::size_t size = 0;
-  check_nvrtc(dev, nvrtcGetCUBINSize(prog, &size), "nvrtcGetCUBINSize");
+  check_nvrtc(device, nvrtcGetCUBINSize(prog, &size), "nvrtcGetCUBINSize");
   std::vector<char> cubin(size);
-  check_nvrtc(dev, nvrtcGetCUBIN(prog, cubin.data()), "nvrtcGetCUBIN");
+  check_nvrtc(device, nvrtcGetCUBIN(prog, cubin.data()), "nvrtcGetCUBIN");
   return cubin;
 }
+
+namespace {
 
 class CudaCompiledKernel final : public CompiledKernel {
  public:
   CudaCompiledKernel(CudaDevice& dev, const KernelSource& src) : dev_(dev), name_(src.name) {
-    const std::vector<char> cubin = compile(dev, src);
+    const std::vector<char> cubin =
+        nvrtc_compile(dev.device().str(), dev.compute_capability(), src);
     dev.make_current();
     dev.check(
         cudaLibraryLoadData(&library_, cubin.data(), nullptr, nullptr, 0, nullptr, nullptr, 0),

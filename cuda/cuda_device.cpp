@@ -55,6 +55,19 @@ class CudaEvent final : public Event {
 
 }  // namespace
 
+KernelTable kernel_table() {
+  KernelTable table;
+  add_elementwise_kernels(table);
+  add_random_kernels(table);
+  add_reduce_kernels(table);
+  add_nn_kernels(table);
+  add_linalg_kernels(table);
+  add_index_kernels(table);
+  add_grad_kernels(table);
+  add_optim_kernels(table);
+  return table;
+}
+
 CudaDevice::CudaDevice(int index, int ordinal)
     : DeviceImpl(Device::unchecked("cuda", index)), ordinal_(ordinal) {
   make_current();
@@ -67,16 +80,7 @@ CudaDevice::CudaDevice(int index, int ordinal)
   smem_per_block_ = p.sharedMemPerBlock;
   check(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking), "cudaStreamCreate");
   init_memory();
-  KernelTable table;
-  add_elementwise_kernels(table);
-  add_random_kernels(table);
-  add_reduce_kernels(table);
-  add_nn_kernels(table);
-  add_linalg_kernels(table);
-  add_index_kernels(table);
-  add_grad_kernels(table);
-  add_optim_kernels(table);
-  for (auto& [op, fn] : table) register_kernel(op, std::move(fn));
+  for (auto& [op, fn] : kernel_table()) register_kernel(op, std::move(fn));
 }
 
 // Devices live until the process exits (Note in ferry/backend.hpp): this runs

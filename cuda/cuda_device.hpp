@@ -45,6 +45,14 @@ class CudaBuffer final : public Buffer {
   std::shared_ptr<Buffer> parent_;  // set for sub-buffers: the parent owns the memory
 };
 
+// A user's CUDA C++ kernel compiled by NVRTC to machine code (CUBIN) for
+// sm_<compute_capability>: CompileError with NVRTC's log when the code does
+// not compile, BackendError naming `device` when NVRTC fails otherwise (an
+// architecture newer than this NVRTC, say). Needs no GPU and no driver, so it
+// is tested where neither is (tests/cuda_module_tests.cpp).
+std::vector<char> nvrtc_compile(const std::string& device, int compute_capability,
+                                const KernelSource& source);
+
 class CudaDevice final : public DeviceImpl {
  public:
   CudaDevice(int index, int ordinal);

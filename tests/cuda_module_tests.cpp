@@ -1,0 +1,110 @@
+// tests/cuda_module_tests.cpp — the CUDA backend module's own code that needs
+// no GPU and no driver, linked from the module's objects (cuda/CMakeLists.txt)
+// and so built wherever the CUDA toolkit is, CI's machines included:
+// - its kernel table implements every op of the CPU backend. The conformance
+//   suite counts an op a device lacks as skipped, not failed, and runs on
+//   cuda:0 only where a GPU is, so an op added to the CPU backend alone would
+//   otherwise go unnoticed until a GPU session.
+// - users' kernels compile with the real NVRTC (the launch itself, in
+//   test_custom_kernel.cpp, needs a GPU): machine code for the architecture
+//   asked for, compile errors with NVRTC's own log, refusals named.
+// test_cuda_host.cpp tests the module's plain C++ parts; test_kernel_coverage.cpp
+// the tables of the devices a machine has.
+#include <gtest/gtest.h>
+
+#include <cstdint>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "cuda_device.hpp"
+#include "cuda_kernels.hpp"
+#include "ferry/backend.hpp"
+#include "ferry/error.hpp"
+#include "ferry/registry.hpp"
+
+namespace {
+
+TEST(CudaKernelTable, ImplementsEveryOpOfTheCpuBackendOnce) {
+  std::set<std::string> cuda_ops;
+  for (const auto& [op, fn] : ferry::cuda::kernel_table()) {
+    EXPECT_TRUE(cuda_ops.insert(op).second) << "'" << op << "' is in the CUDA table twice";
+    EXPECT_TRUE(bool(fn)) << "'" << op << "' has an empty kernel";
+  }
+  const std::vector<std::string> cpu_ops = ferry::device_impl(ferry::Device("cpu")).kernel_names();
+  ASSERT_FALSE(cpu_ops.empty());
+  for (const std::string& op : cpu_ops)
+    EXPECT_TRUE(cuda_ops.count(op)) << "'" << op << "' has a CPU kernel but no CUDA kernel";
+  // The CPU backend is every op's reference: a CUDA-only op could not be tested.
+  const std::set<std::string> cpu_set(cpu_ops.begin(), cpu_ops.end());
+  for (const std::string& op : cuda_ops)
+    EXPECT_TRUE(cpu_set.count(op)) << "'" << op << "' has a CUDA kernel but no CPU kernel";
+}
+
+const char* kAxpy = R"(
+extern "C" __global__ void axpy(const float* x, const float* y, float* out, float a, unsigned n) {
+  unsigned i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i < n) out[i] = a * x[i] + y[i];
+}
+)";
+
+ferry::KernelSource cuda_source(const char* code, const char* name) {
+  return {.language = ferry::KernelLanguage::cuda, .code = code, .entry = name, .name = name};
+}
+
+// The ELF header of a CUBIN: "\x7f" "ELF", 64-bit, and machine EM_CUDA (190).
+void expect_cubin(const std::vector<char>& bin) {
+  ASSERT_GT(bin.size(), 64u);
+  EXPECT_EQ(std::string(bin.data(), 4),
+            "\x7f"
+            "ELF");
+  EXPECT_EQ(bin[4], 2) << "not a 64-bit ELF file";
+  const unsigned machine = unsigned(std::uint8_t(bin[18])) | unsigned(std::uint8_t(bin[19])) << 8;
+  EXPECT_EQ(machine, 190u) << "not CUDA machine code (EM_CUDA)";
+}
+
+TEST(Nvrtc, CompilesMachineCodeForTheArchitectureAskedFor) {
+  const std::vector<char> turing =
+      ferry::cuda::nvrtc_compile("cuda:0", 75, cuda_source(kAxpy, "axpy"));
+  const std::vector<char> hopper =
+      ferry::cuda::nvrtc_compile("cuda:0", 90, cuda_source(kAxpy, "axpy"));
+  expect_cubin(turing);
+  expect_cubin(hopper);
+  EXPECT_NE(turing, hopper);
+  // A warning alone (an unused variable) is no error.
+  expect_cubin(ferry::cuda::nvrtc_compile(
+      "cuda:0", 75,
+      cuda_source("extern \"C\" __global__ void f(float* x) { int unused = 1; x[0] = 1.0f; }\n",
+                  "f")));
+}
+
+TEST(Nvrtc, ACompileErrorCarriesTheLineAndNvrtcsLog) {
+  try {
+    ferry::cuda::nvrtc_compile(
+        "cuda:0", 75,
+        cuda_source("extern \"C\" __global__ void f(float* x) {\n  x[0] = nope;\n}\n", "bad"));
+    FAIL() << "compiled";
+  } catch (const ferry::CompileError& e) {
+    EXPECT_EQ(e.line(), 2) << e.what();
+    const std::string what = e.what();
+    EXPECT_NE(what.find("bad"), std::string::npos) << what;
+    EXPECT_NE(what.find("nope"), std::string::npos) << what;
+    EXPECT_NE(e.log().find("nope"), std::string::npos) << e.log();
+  }
+}
+
+TEST(Nvrtc, AnArchitectureItCannotTargetIsABackendErrorSayingSo) {
+  try {
+    ferry::cuda::nvrtc_compile("cuda:3", 999, cuda_source(kAxpy, "axpy"));
+    FAIL() << "compiled for sm_999";
+  } catch (const ferry::BackendError& e) {
+    const std::string what = e.what();
+    EXPECT_NE(what.find("cuda:3"), std::string::npos) << what;
+    EXPECT_NE(what.find("NVRTC_ERROR_INVALID_OPTION"), std::string::npos) << what;
+    EXPECT_EQ(e.code(), "NVRTC_ERROR_INVALID_OPTION");
+    EXPECT_NE(what.find("sm_999"), std::string::npos) << what;
+    EXPECT_NE(what.find("it targets sm_"), std::string::npos) << what;
+  }
+}
+
+}  // namespace
