@@ -1,14 +1,15 @@
 // cuda/cuda_custom_kernel.cpp — users' CUDA C++ kernels on a CUDA device
 // (Note [Custom kernels] in ferry/custom_kernel.hpp): compiled by NVRTC to
 // machine code for the device's own architecture when the CustomKernel is
-// made, loaded with the runtime's library API (cudaLibraryLoadData, so the
-// module still links no driver library: Note [CUDA is optional at build
-// time]), and launched on the device's op stream with the tensors' pointers
-// and the scalars as the entry function's parameters, in order.
+// made (to PTX the driver compiles, for a GPU newer than NVRTC), loaded with the runtime's library
+// API (cudaLibraryLoadData, so the module still links no driver library: Note [CUDA is optional at
+// build time]), and launched on the device's op stream with the tensors' pointers and the scalars
+// as the entry function's parameters, in order.
 #include <cuda_runtime_api.h>
 #include <fmt/format.h>
 #include <nvrtc.h>
 
+#include <algorithm>
 #include <cstring>
 #include <string>
 #include <vector>
@@ -16,6 +17,7 @@
 #include "cuda_device.hpp"
 #include "cuda_error.hpp"
 #include "ferry/error.hpp"
+#include "log_internal.hpp"
 
 namespace ferry::cuda {
 namespace {
@@ -34,8 +36,28 @@ void check_nvrtc(const std::string& device, nvrtcResult r, const char* call,
 
 }  // namespace
 
-std::vector<char> nvrtc_compile(const std::string& device, int compute_capability,
-                                const KernelSource& src) {
+NvrtcImage nvrtc_compile(const std::string& device, int cc, const KernelSource& src) {
+  // The newest architecture this NVRTC targets up to cc.
+  int count = 0;
+  check_nvrtc(device, nvrtcGetNumSupportedArchs(&count), "nvrtcGetNumSupportedArchs");
+  std::vector<int> archs(std::size_t(count > 0 ? count : 0));
+  if (count > 0)
+    check_nvrtc(device, nvrtcGetSupportedArchs(archs.data()), "nvrtcGetSupportedArchs");
+  NvrtcImage image;
+  for (int a : archs)
+    if (a <= cc && a > image.arch) image.arch = a;
+  if (image.arch == 0) {
+    int major = 0, minor = 0;
+    nvrtcVersion(&major, &minor);
+    const auto [lo, hi] = std::minmax_element(archs.begin(), archs.end());
+    throw BackendError(fmt::format("{}: NVRTC {}.{} cannot compile for sm_{}: it targets sm_{} to "
+                                   "sm_{}",
+                                   device, major, minor, cc, lo == archs.end() ? 0 : *lo,
+                                   hi == archs.end() ? 0 : *hi),
+                       "NVRTC_ERROR_INVALID_OPTION");
+  }
+  image.ptx = image.arch != cc;
+
   nvrtcProgram prog = nullptr;
   const std::string file = src.name + ".cu";
   check_nvrtc(device,
@@ -45,7 +67,8 @@ std::vector<char> nvrtc_compile(const std::string& device, int compute_capabilit
     nvrtcProgram* p;
     ~Destroy() { nvrtcDestroyProgram(p); }
   } destroy{&prog};
-  const std::string arch = fmt::format("--gpu-architecture=sm_{}", compute_capability);
+  const std::string arch =
+      fmt::format("--gpu-architecture={}_{}", image.ptx ? "compute" : "sm", image.arch);
   const char* options[] = {arch.c_str(), "--std=c++17"};
   const nvrtcResult r = nvrtcCompileProgram(prog, 2, options);
   std::size_t log_size = 0;
@@ -55,25 +78,18 @@ std::vector<char> nvrtc_compile(const std::string& device, int compute_capabilit
   log.resize(std::strlen(log.c_str()));  // without the terminating NUL
   while (!log.empty() && (log.back() == '\n' || log.back() == ' ')) log.pop_back();
   if (r == NVRTC_ERROR_COMPILATION) throw_compile_error(src.name, src.code, log);
-  if (r != NVRTC_SUCCESS) {
-    // Most likely a GPU newer than this NVRTC: say which architectures it has.
-    int count = 0;
-    std::vector<int> archs;
-    if (nvrtcGetNumSupportedArchs(&count) == NVRTC_SUCCESS && count > 0) {
-      archs.resize(std::size_t(count));
-      if (nvrtcGetSupportedArchs(archs.data()) != NVRTC_SUCCESS) archs.clear();
-    }
-    const std::string call = fmt::format("nvrtcCompileProgram for sm_{}", compute_capability);
-    check_nvrtc(device, r, call.c_str(),
-                archs.empty() ? log
-                              : fmt::format("{} (it targets sm_{} to sm_{})", log, archs.front(),
-                                            archs.back()));
-  }
+  check_nvrtc(device, r, fmt::format("nvrtcCompileProgram ({})", arch).c_str(), log);
   std::size_t size = 0;
-  check_nvrtc(device, nvrtcGetCUBINSize(prog, &size), "nvrtcGetCUBINSize");
-  std::vector<char> cubin(size);
-  check_nvrtc(device, nvrtcGetCUBIN(prog, cubin.data()), "nvrtcGetCUBIN");
-  return cubin;
+  if (image.ptx) {
+    check_nvrtc(device, nvrtcGetPTXSize(prog, &size), "nvrtcGetPTXSize");
+    image.bytes.resize(size);
+    check_nvrtc(device, nvrtcGetPTX(prog, image.bytes.data()), "nvrtcGetPTX");
+  } else {
+    check_nvrtc(device, nvrtcGetCUBINSize(prog, &size), "nvrtcGetCUBINSize");
+    image.bytes.resize(size);
+    check_nvrtc(device, nvrtcGetCUBIN(prog, image.bytes.data()), "nvrtcGetCUBIN");
+  }
+  return image;
 }
 
 namespace {
@@ -81,12 +97,16 @@ namespace {
 class CudaCompiledKernel final : public CompiledKernel {
  public:
   CudaCompiledKernel(CudaDevice& dev, const KernelSource& src) : dev_(dev), name_(src.name) {
-    const std::vector<char> cubin =
-        nvrtc_compile(dev.device().str(), dev.compute_capability(), src);
+    const NvrtcImage image = nvrtc_compile(dev.device().str(), dev.compute_capability(), src);
+    if (image.ptx)
+      FERRY_INFO(
+          "custom kernel '{}': NVRTC has no sm_{}; the driver compiles its PTX for "
+          "compute_{}",
+          name_, dev.compute_capability(), image.arch);
     dev.make_current();
-    dev.check(
-        cudaLibraryLoadData(&library_, cubin.data(), nullptr, nullptr, 0, nullptr, nullptr, 0),
-        "cudaLibraryLoadData");
+    dev.check(cudaLibraryLoadData(&library_, image.bytes.data(), nullptr, nullptr, 0, nullptr,
+                                  nullptr, 0),
+              "cudaLibraryLoadData");
     const cudaError_t err = cudaLibraryGetKernel(&kernel_, library_, src.entry.c_str());
     if (err != cudaSuccess) {
       cudaGetLastError();

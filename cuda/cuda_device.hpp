@@ -45,13 +45,20 @@ class CudaBuffer final : public Buffer {
   std::shared_ptr<Buffer> parent_;  // set for sub-buffers: the parent owns the memory
 };
 
-// A user's CUDA C++ kernel compiled by NVRTC to machine code (CUBIN) for
-// sm_<compute_capability>: CompileError with NVRTC's log when the code does
-// not compile, BackendError naming `device` when NVRTC fails otherwise (an
-// architecture newer than this NVRTC, say). Needs no GPU and no driver, so it
-// is tested where neither is (tests/cuda_module_tests.cpp).
-std::vector<char> nvrtc_compile(const std::string& device, int compute_capability,
-                                const KernelSource& source);
+// A user's CUDA C++ kernel compiled by NVRTC for a GPU of compute capability
+// `cc` (75 for sm_75): machine code (CUBIN) for sm_<cc> when this NVRTC
+// targets it; otherwise PTX for the newest architecture it targets below cc,
+// which the driver compiles for the GPU when the image is loaded (a GPU newer
+// than the toolkit, as PyTorch's run-time compiled kernels do). Needs no GPU
+// and no driver, so it is tested where neither is (tests/cuda_module_tests.cpp).
+// CompileError with NVRTC's log when the code does not compile; BackendError
+// naming `device` when NVRTC fails otherwise or targets nothing up to cc.
+struct NvrtcImage {
+  std::vector<char> bytes;  // PTX ends with its NUL, as cudaLibraryLoadData takes it
+  bool ptx = false;
+  int arch = 0;  // the architecture compiled for (cc itself for CUBIN)
+};
+NvrtcImage nvrtc_compile(const std::string& device, int cc, const KernelSource& source);
 
 class CudaDevice final : public DeviceImpl {
  public:
