@@ -1,10 +1,11 @@
 // cuda/cuda_custom_kernel.cpp — users' CUDA C++ kernels on a CUDA device
-// (Note [Custom kernels] in ferry/custom_kernel.hpp): compiled by NVRTC to
-// machine code for the device's own architecture when the CustomKernel is
-// made (to PTX the driver compiles, for a GPU newer than NVRTC), loaded with the runtime's library
-// API (cudaLibraryLoadData, so the module still links no driver library: Note [CUDA is optional at
-// build time]), and launched on the device's op stream with the tensors' pointers and the scalars
-// as the entry function's parameters, in order.
+// (Note [Custom kernels] in ferry/custom_kernel.hpp): compiled by NVRTC when
+// the CustomKernel is made, to machine code for the device's own architecture
+// (or to PTX the driver compiles, on a GPU newer than NVRTC), loaded with the
+// runtime's library API (cudaLibraryLoadData, so the module still links no
+// driver library: Note [CUDA is optional at build time]), and launched on the
+// device's op stream with the tensors' pointers and the scalars as the entry
+// function's parameters, in order.
 #include <cuda_runtime_api.h>
 #include <fmt/format.h>
 #include <nvrtc.h>

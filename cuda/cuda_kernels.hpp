@@ -29,7 +29,7 @@ void add_index_kernels(KernelTable& table);   // index_select, gather, index_add
 void add_grad_kernels(KernelTable& table);    // activation backward
 void add_optim_kernels(KernelTable& table);   // adam_step, sgd_step (multi-tensor)
 // Every kernel above, as a CudaDevice registers them. Making the table needs
-// no GPU, so tests/cuda_kernel_table.cpp checks it against the CPU backend's
+// no GPU, so tests/cuda_module_tests.cpp checks it against the CPU backend's
 // ops on machines without one.
 KernelTable kernel_table();
 

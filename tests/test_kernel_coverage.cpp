@@ -2,7 +2,7 @@
 // lavapipe in CI, cuda:N and NVIDIA's Vulkan device on a GPU machine)
 // implements every op of the CPU backend, and nothing the CPU lacks. The
 // conformance suite reports an op a device lacks as a skip, which a run
-// passes with, so coverage is checked here. cuda_kernel_table.cpp checks the
+// passes with, so coverage is checked here. cuda_module_tests.cpp checks the
 // CUDA table where no GPU is.
 #include <gtest/gtest.h>
 
