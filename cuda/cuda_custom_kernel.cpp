@@ -23,14 +23,19 @@
 namespace ferry::cuda {
 namespace {
 
+// "NVRTC 13.0": errors name the compiler, whose targets vary by version.
+std::string nvrtc_version() {
+  int major = 0, minor = 0;
+  nvrtcVersion(&major, &minor);
+  return fmt::format("NVRTC {}.{}", major, minor);
+}
+
 // BackendError for a failed NVRTC call, with NVRTC's version and its log
 // (which names a refused option, say) when there is one.
 void check_nvrtc(const std::string& device, nvrtcResult r, const char* call,
                  const std::string& log = {}) {
   if (r == NVRTC_SUCCESS) return;
-  int major = 0, minor = 0;
-  nvrtcVersion(&major, &minor);
-  throw BackendError(fmt::format("{}: {} (NVRTC {}.{}) failed: {}{}{}", device, call, major, minor,
+  throw BackendError(fmt::format("{}: {} ({}) failed: {}{}{}", device, call, nvrtc_version(),
                                  nvrtcGetErrorString(r), log.empty() ? "" : ": ", log),
                      nvrtcGetErrorString(r));
 }
@@ -48,14 +53,11 @@ NvrtcImage nvrtc_compile(const std::string& device, int cc, const KernelSource& 
   for (int a : archs)
     if (a <= cc && a > image.arch) image.arch = a;
   if (image.arch == 0) {
-    int major = 0, minor = 0;
-    nvrtcVersion(&major, &minor);
     const auto [lo, hi] = std::minmax_element(archs.begin(), archs.end());
-    throw BackendError(fmt::format("{}: NVRTC {}.{} cannot compile for sm_{}: it targets sm_{} to "
-                                   "sm_{}",
-                                   device, major, minor, cc, lo == archs.end() ? 0 : *lo,
-                                   hi == archs.end() ? 0 : *hi),
-                       "NVRTC_ERROR_INVALID_OPTION");
+    throw BackendError(
+        fmt::format("{}: {} cannot compile for sm_{}: it targets sm_{} to sm_{}", device,
+                    nvrtc_version(), cc, lo == archs.end() ? 0 : *lo, hi == archs.end() ? 0 : *hi),
+        "NVRTC_ERROR_INVALID_OPTION");
   }
   image.ptx = image.arch != cc;
 
