@@ -81,6 +81,7 @@ class CudaDevice final : public DeviceImpl {
   std::unique_ptr<Buffer> allocate_staging(std::size_t bytes) override;
   bool has_staging() const override { return true; }
   MemoryStats memory_stats() override;
+  void reset_peak_memory_stats() override;
   void empty_cache() override;
   void synchronize() override;
   std::unique_ptr<Event> record_event() override;
@@ -95,7 +96,12 @@ class CudaDevice final : public DeviceImpl {
   std::size_t shared_memory_per_block() const { return smem_per_block_; }
   // Makes this device current on the calling thread (cheap when it already is).
   void make_current() const;
+  // The device's cuBLAS handle, made on first use. Call with cublas_mutex()
+  // held, and hold it until the cuBLAS calls are enqueued: threads share the
+  // handle (its pointer mode, its workspace), and cuBLAS leaves sharing one
+  // across threads to the caller (Note [Device thread-safety]).
   cublasHandle_t cublas();
+  std::mutex& cublas_mutex() { return cublas_mutex_; }
   // Throws BackendError for a failed call, naming this device.
   void check(cudaError_t err, const char* call) const;
   // An event recorded on this device's stream now, as a Fence.
@@ -115,7 +121,8 @@ class CudaDevice final : public DeviceImpl {
   std::size_t smem_per_block_ = 0;
   std::string name_;
   cudaStream_t stream_ = nullptr;
-  cublasHandle_t cublas_ = nullptr;
+  cublasHandle_t cublas_ = nullptr;  // under cublas_mutex_
+  std::mutex cublas_mutex_;
   std::unique_ptr<detail::BlockAllocator> device_pool_;  // cudaMalloc blocks
   std::unique_ptr<detail::BlockAllocator> pinned_pool_;  // cudaHostAlloc blocks
   DeferredReleases deferred_;                            // pinned ranges whose copies are in flight

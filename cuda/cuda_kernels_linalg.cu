@@ -10,6 +10,7 @@
 #include <cublas_v2.h>
 
 #include <climits>
+#include <mutex>
 #include <cstdint>
 #include <memory>
 #include <type_traits>
@@ -175,6 +176,7 @@ template <typename T> void cublas_matmul(CudaDevice& dev, const TensorArg& A, co
   const cublasComputeType_t compute =
       type == CUDA_R_32F && matmul_allow_tf32() ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F;
   const float alpha = 1.0f, beta = 0.0f;
+  std::lock_guard<std::mutex> lock(dev.cublas_mutex());
   cublasHandle_t h = dev.cublas();
   check_cublas(dev, cublasSetPointerMode(h, CUBLAS_POINTER_MODE_HOST), "cublasSetPointerMode");
   check_cublas(dev,

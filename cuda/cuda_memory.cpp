@@ -161,6 +161,8 @@ void CudaDevice::release(CudaBuffer& b) noexcept {
 
 MemoryStats CudaDevice::memory_stats() { return device_pool_->stats(); }
 
+void CudaDevice::reset_peak_memory_stats() { device_pool_->reset_peak(); }
+
 void CudaDevice::empty_cache() {
   synchronize();
   {

@@ -74,26 +74,27 @@ std::uint64_t BlockAllocator::rounded_size(std::uint64_t bytes) const {
   return std::min(round_up(bytes, config_.large_granule), config_.max_allocation);
 }
 
-AllocResult BlockAllocator::allocate(std::uint64_t bytes) {
+AllocResult BlockAllocator::allocate(std::uint64_t bytes, std::uint64_t completed) {
   std::uint64_t rounded = rounded_size(bytes);
   if (rounded == 0) return {AllocStatus::exceeds_max_allocation, {}};
   std::lock_guard<std::mutex> lock(mutex_);
-  std::optional<Allocation> a = take_cached(rounded);
+  std::uint64_t tag = 0;
+  std::optional<Allocation> a = take_cached(rounded, &tag);
   bool hit = a.has_value();
   if (!a) a = take_new_block(rounded);
   // Blocks cached for other sizes may be what stands in the way: give them
   // back and try once more. Without any to give back the retry would only ask
   // the driver the same question again.
-  if (!a && release_free_blocks_locked() > 0) a = take_new_block(rounded);
+  if (!a && release_free_blocks_locked(completed) > 0) a = take_new_block(rounded);
   if (!a) return {AllocStatus::out_of_memory, {}};
   ++stats_.allocations;
   if (hit) ++stats_.cache_hits;
   stats_.allocated += a->size;
   stats_.peak_allocated = std::max(stats_.peak_allocated, stats_.allocated);
-  return {AllocStatus::ok, *a};
+  return {AllocStatus::ok, *a, tag};
 }
 
-std::optional<Allocation> BlockAllocator::take_cached(std::uint64_t rounded) {
+std::optional<Allocation> BlockAllocator::take_cached(std::uint64_t rounded, std::uint64_t* tag) {
   FreeIndex& index = is_large(rounded) ? large_free_ : small_free_;
   auto it = index.lower_bound({rounded, 0, 0});
   if (it == index.end()) return std::nullopt;
@@ -103,6 +104,7 @@ std::optional<Allocation> BlockAllocator::take_cached(std::uint64_t rounded) {
   if (is_large(rounded) && size - rounded > rounded / 8) return std::nullopt;
   index.erase(it);
   Block& block = blocks_.at(id);
+  *tag = block.ranges.at(offset).tag;
   return carve(id, block, offset, block.dedicated ? size : rounded);
 }
 
@@ -123,21 +125,24 @@ std::optional<Allocation> BlockAllocator::take_new_block(std::uint64_t rounded) 
 }
 
 // Turns the free range at `offset` (already out of the free index) into a live
-// range of `size` bytes; the rest stays free as a range of its own.
+// range of `size` bytes; the rest stays free as a range of its own, with the
+// range's tag (the tag is per range, so the rest may keep a tag some of its
+// bytes never had: waiting longer than needed, never shorter).
 Allocation BlockAllocator::carve(std::uint64_t block_id, Block& block, std::uint64_t offset,
                                  std::uint64_t size) {
   Range& range = block.ranges.at(offset);
   std::uint64_t rest = range.size - size;
-  range = Range{size, false};
+  const std::uint64_t tag = range.tag;
+  range = Range{size, false, 0};
   ++block.live;
   if (rest > 0) {
-    block.ranges.emplace(offset + size, Range{rest, true});
+    block.ranges.emplace(offset + size, Range{rest, true, tag});
     index_of(block).insert({rest, block_id, offset + size});
   }
   return Allocation{block_id, offset, size};
 }
 
-void BlockAllocator::free(std::uint64_t block_id, std::uint64_t offset) {
+void BlockAllocator::free(std::uint64_t block_id, std::uint64_t offset, std::uint64_t tag) {
   std::lock_guard<std::mutex> lock(mutex_);
   auto b = blocks_.find(block_id);
   if (b == blocks_.end()) throw_bad_free(block_id, offset);
@@ -145,6 +150,7 @@ void BlockAllocator::free(std::uint64_t block_id, std::uint64_t offset) {
   if (it == b->second.ranges.end() || it->second.free) throw_bad_free(block_id, offset);
   Block& block = b->second;
   it->second.free = true;
+  it->second.tag = tag;
   --block.live;
   stats_.allocated -= it->second.size;
   if (block.dedicated) {  // one range, nothing to merge
@@ -156,12 +162,14 @@ void BlockAllocator::free(std::uint64_t block_id, std::uint64_t offset) {
   if (auto next = std::next(it); next != block.ranges.end() && next->second.free) {
     small_free_.erase({next->second.size, block_id, next->first});
     it->second.size += next->second.size;
+    it->second.tag = std::max(it->second.tag, next->second.tag);
     block.ranges.erase(next);
   }
   if (it != block.ranges.begin()) {
     if (auto prev = std::prev(it); prev->second.free) {
       small_free_.erase({prev->second.size, block_id, prev->first});
       prev->second.size += it->second.size;
+      prev->second.tag = std::max(prev->second.tag, it->second.tag);
       block.ranges.erase(it);
       it = prev;
     }
@@ -169,16 +177,18 @@ void BlockAllocator::free(std::uint64_t block_id, std::uint64_t offset) {
   small_free_.insert({it->second.size, block_id, it->first});
 }
 
-void BlockAllocator::empty_cache() {
+void BlockAllocator::empty_cache(std::uint64_t completed) {
   std::lock_guard<std::mutex> lock(mutex_);
-  release_free_blocks_locked();
+  release_free_blocks_locked(completed);
 }
 
-std::size_t BlockAllocator::release_free_blocks_locked() {
+std::size_t BlockAllocator::release_free_blocks_locked(std::uint64_t completed) {
   std::size_t released = 0;
   for (auto b = blocks_.begin(); b != blocks_.end();) {
     Block& block = b->second;
-    if (block.live > 0) {
+    // With nothing live, merging has left a single free range [0, size); its
+    // tag says whether the device may still use the block.
+    if (block.live > 0 || block.ranges.begin()->second.tag > completed) {
       ++b;
       continue;
     }
@@ -197,6 +207,11 @@ std::size_t BlockAllocator::release_free_blocks_locked() {
 MemoryStats BlockAllocator::stats() const {
   std::lock_guard<std::mutex> lock(mutex_);
   return stats_;
+}
+
+void BlockAllocator::reset_peak() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  stats_.peak_allocated = stats_.allocated;
 }
 
 bool BlockAllocator::owns(std::uint64_t block_id, std::uint64_t offset) const {

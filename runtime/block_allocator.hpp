@@ -33,11 +33,21 @@
 //   shared blocks are never larger than it either.
 //
 // What stays with the backend: the allocator reuses a range as soon as it is
-// freed, so the backend frees a range only once the device no longer uses it.
-// CUDA frees at once for work on the allocating stream (stream order makes
-// reuse safe) and defers a range used on other streams until an event recorded
-// there has completed; Vulkan defers every free until the timeline semaphore or
-// fence of the last submission that used the range has signalled. A backend
+// freed, so the backend decides when a range may be freed, and whether its
+// next owner must wait. Note [Reuse tags]: a free may carry a tag, the
+// backend's completion serial of the last device work that used the range (0:
+// nothing pending). A free range keeps the largest tag of the ranges merged
+// into it, and allocate() reports the largest tag of the bytes it hands out
+// (AllocResult::reuse_tag), so the new owner knows which work it follows:
+// device work on the same queue is ordered after it by the backend (CUDA's
+// stream order, Vulkan's barrier tracker), and only the host, writing mapped
+// memory, must wait for that serial first. A block is given back to the
+// driver (empty_cache, or the release-and-retry on a failed acquire) only
+// when every tag in it is at most `completed`, the serial the backend knows
+// to have finished: the device may still read a block nobody owns. CUDA frees
+// at once with tag 0 (stream order) and defers ranges used on other streams
+// until an event recorded there has completed; Vulkan frees at once with the
+// serial of the range's last batch (Note [Vulkan execution]). A backend
 // keeps one BlockAllocator per memory kind it allocates from (device-local,
 // host-visible staging) and sets `alignment` to the largest alignment any
 // buffer needs (minStorageBufferOffsetAlignment, VkMemoryRequirements).
@@ -85,7 +95,8 @@ enum class AllocStatus { ok, exceeds_max_allocation, out_of_memory };
 
 struct AllocResult {
   AllocStatus status = AllocStatus::out_of_memory;
-  Allocation allocation;  // valid only when status == ok
+  Allocation allocation;       // valid only when status == ok
+  std::uint64_t reuse_tag = 0;  // the largest tag its bytes were freed with (Note [Reuse tags])
   bool ok() const { return status == AllocStatus::ok; }
   explicit operator bool() const { return ok(); }
 };
@@ -105,18 +116,22 @@ class BlockAllocator {
   BlockAllocator& operator=(const BlockAllocator&) = delete;
 
   // A range of at least `bytes` bytes (0 counts as 1), aligned to `alignment`.
-  AllocResult allocate(std::uint64_t bytes);
-  // Returns a range to the cache. Throws ferry::Error when (block, offset) is
-  // not the start of a live range (a double free, or a range of another
-  // allocator), leaving the allocator unchanged.
-  void free(std::uint64_t block, std::uint64_t offset);
-  void free(const Allocation& a) { free(a.block, a.offset); }
+  // Blocks released to make room are only those whose tags are all at most
+  // `completed` (Note [Reuse tags]).
+  AllocResult allocate(std::uint64_t bytes, std::uint64_t completed = UINT64_MAX);
+  // Returns a range to the cache, tagged with `tag`. Throws ferry::Error when
+  // (block, offset) is not the start of a live range (a double free, or a
+  // range of another allocator), leaving the allocator unchanged.
+  void free(std::uint64_t block, std::uint64_t offset, std::uint64_t tag = 0);
+  void free(const Allocation& a, std::uint64_t tag = 0) { free(a.block, a.offset, tag); }
 
-  // Releases every block that holds no live range.
-  void empty_cache();
+  // Releases every block that holds no live range and no tag above `completed`.
+  void empty_cache(std::uint64_t completed = UINT64_MAX);
   // allocated: bytes in live ranges (rounded sizes); reserved: bytes of every
   // block held; cache_hits: allocations served without acquiring a block.
   MemoryStats stats() const;
+  // Starts peak_allocated afresh from what is allocated now.
+  void reset_peak();
   // Whether a live range starts at (block, offset).
   bool owns(std::uint64_t block, std::uint64_t offset) const;
   std::size_t block_count() const;
@@ -136,6 +151,7 @@ class BlockAllocator {
   struct Range {
     std::uint64_t size;
     bool free;
+    std::uint64_t tag = 0;  // free ranges: Note [Reuse tags]
   };
   struct Block {
     std::uint64_t size;
@@ -149,14 +165,14 @@ class BlockAllocator {
   using FreeIndex = std::set<std::tuple<std::uint64_t, std::uint64_t, std::uint64_t>>;
 
   bool is_large(std::uint64_t rounded) const { return rounded > config_.large_threshold; }
-  std::optional<Allocation> take_cached(std::uint64_t rounded);
+  std::optional<Allocation> take_cached(std::uint64_t rounded, std::uint64_t* tag);
   std::optional<Allocation> take_new_block(std::uint64_t rounded);
   Allocation carve(std::uint64_t block_id, Block& block, std::uint64_t offset, std::uint64_t size);
   FreeIndex& index_of(const Block& block) { return block.dedicated ? large_free_ : small_free_; }
   const FreeIndex& index_of(const Block& block) const {
     return block.dedicated ? large_free_ : small_free_;
   }
-  std::size_t release_free_blocks_locked();
+  std::size_t release_free_blocks_locked(std::uint64_t completed);
 
   mutable std::mutex mutex_;
   BlockAllocatorConfig config_;

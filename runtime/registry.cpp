@@ -332,6 +332,9 @@ DeviceImpl& device_impl(const Device& device) {
 void synchronize(const Device& device) { device_impl(device).synchronize(); }
 MemoryStats memory_stats(const Device& device) { return device_impl(device).memory_stats(); }
 void empty_cache(const Device& device) { device_impl(device).empty_cache(); }
+void reset_peak_memory_stats(const Device& device) {
+  device_impl(device).reset_peak_memory_stats();
+}
 
 bool is_available(std::string_view name) {
   Registry& r = discovered_registry();

@@ -361,3 +361,61 @@ TEST(BlockAllocator, ConcurrentUseKeepsTheBooksStraight) {
   EXPECT_EQ(a->check_invariants(), "");
   EXPECT_EQ(a->stats().allocated, 0u);
 }
+
+// Note [Reuse tags]: a range freed with a tag hands that tag to its next
+// owner; merged ranges keep the largest; the rest of a carved range keeps it.
+TEST(BlockAllocator, ReuseTagsFollowTheBytes) {
+  FakeDevice dev;
+  auto a = dev.make();
+  Allocation x = must_allocate(*a, 256), y = must_allocate(*a, 256);
+  must_allocate(*a, 64);  // keeps y's neighbour on the right live
+  a->free(x, 7);
+  AllocResult r = a->allocate(256);
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(r.allocation, x) << "the freed range is reused at once";
+  EXPECT_EQ(r.reuse_tag, 7u) << "and its next owner learns what it follows";
+  a->free(r.allocation, 3);
+  a->free(y, 9);  // merges with x's range
+  EXPECT_EQ(a->check_invariants(), "");
+  r = a->allocate(64);
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(r.allocation.offset, x.offset);
+  EXPECT_EQ(r.reuse_tag, 9u) << "a merged range keeps the largest tag";
+  r = a->allocate(128);
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(r.reuse_tag, 9u) << "the rest of a carved range keeps its tag";
+  EXPECT_EQ(a->allocate(2000).reuse_tag, 0u) << "bytes never freed carry no tag";
+}
+
+// A block whose bytes the device may still use (a tag above `completed`) is
+// never given back to the driver, not by empty_cache nor by the release that
+// a failed acquire triggers.
+TEST(BlockAllocator, BlocksWithPendingTagsStayUntilCompleted) {
+  FakeDevice dev;
+  auto a = dev.make();
+  Allocation x = must_allocate(*a, 256);
+  a->free(x, 5);
+  a->empty_cache(4);
+  EXPECT_EQ(a->block_count(), 1u) << "serial 5 has not completed";
+  dev.capacity = dev.used();  // no room for another block
+  EXPECT_EQ(a->allocate(3000, 4).status, ferry::detail::AllocStatus::out_of_memory);
+  EXPECT_EQ(a->block_count(), 1u) << "a failed acquire must not release it either";
+  EXPECT_TRUE(dev.released.empty());
+  a->empty_cache(5);
+  EXPECT_EQ(a->block_count(), 0u);
+  EXPECT_EQ(dev.released.size(), 1u);
+  EXPECT_EQ(a->check_invariants(), "");
+}
+
+TEST(BlockAllocator, ResetPeakStartsFromWhatIsAllocated) {
+  FakeDevice dev;
+  auto a = dev.make();
+  Allocation x = must_allocate(*a, 1024);
+  must_allocate(*a, 512);
+  a->free(x);
+  EXPECT_EQ(a->stats().peak_allocated, 1536u);
+  a->reset_peak();
+  EXPECT_EQ(a->stats().peak_allocated, 512u);
+  must_allocate(*a, 64);
+  EXPECT_EQ(a->stats().peak_allocated, 576u);
+}

@@ -24,8 +24,12 @@
 // parameters under NoGradGuard, as the optimizers do). Higher-order gradients
 // (create_graph) are not supported: backward runs with grad mode off.
 //
-// Thread-safety: grad mode is per thread; one graph must not be differentiated
-// from two threads at once.
+// Thread-safety: grad mode is per thread (a NoGradGuard on one thread leaves
+// the others recording, as in PyTorch). Threads may run backward() and
+// grad() at the same time on graphs that share no node; a pass that reaches
+// a node another pass is running through (the same graph, or a leaf that
+// both graphs accumulate into) raises Error naming the node and changes
+// nothing (Note [One backward at a time] in runtime/autograd/graph.hpp).
 #pragma once
 
 #include <vector>

@@ -126,8 +126,33 @@ class CompiledKernel {
                       const std::array<std::uint32_t, 3>& groups) = 0;
 };
 
-// One device. Thread-safety: a device is used from one host thread at a time
-// (the core serialises access); info() may be called from any thread.
+// One device.
+//
+// Note [Device thread-safety]
+// The core does not serialise calls into a device: any number of host
+// threads call any member of one DeviceImpl (and of its Buffers, Events and
+// CompiledKernels, and its kernels) at the same time, as PyTorch lets any
+// thread use any device. A backend protects its own shared state (its
+// stream or command recorder, its allocator, its caches) with the
+// narrowest lock that is correct, and keeps these promises:
+//  - Order: what one thread enqueues runs in that thread's issue order, and
+//    a result is what a serial run of the same calls gives. One in-order
+//    stream per device, shared by every thread, is the simple way to get it;
+//    work from several threads may then interleave, never reorder.
+//  - Waiting: a call that waits for the device (copy_to_host, synchronize,
+//    Event::wait) lets other threads keep enqueueing meanwhile; never hold a
+//    lock across the wait that other threads need to enqueue.
+//  - Memory: a Buffer freed on one thread may have work in flight enqueued
+//    by another; its memory must not be handed to the host or another queue
+//    before that work is done. It may be handed at once to later work on the
+//    same in-order stream (stream-ordered reuse: Note [Reuse tags] in the
+//    core's block allocator).
+//  - Bounded run-ahead: the host may enqueue only a bounded amount of
+//    unfinished work; past it, enqueueing blocks until the device catches up.
+// A backend whose work completes before each call returns (the CPU, the
+// testdev plugin) keeps them by having no shared mutable state beyond a
+// locked allocator. `ferry-conformance --threads N` checks a backend against
+// this contract (docs/backend-guide.md).
 class DeviceImpl {
  public:
   virtual ~DeviceImpl() = default;
@@ -176,8 +201,10 @@ class DeviceImpl {
   virtual bool has_staging() const { return false; }
 
   // Optional: allocator statistics and releasing cached memory. Defaults:
-  // zeros, and nothing to release.
+  // zeros, and nothing to release. reset_peak_memory_stats starts
+  // MemoryStats::peak_allocated afresh from what is allocated now.
   virtual MemoryStats memory_stats() { return {}; }
+  virtual void reset_peak_memory_stats() {}
   virtual void empty_cache() {}
 
   // Waits until everything enqueued so far has finished.
@@ -247,7 +274,9 @@ inline constexpr std::size_t kSubBufferAlignment = 256;
 // 3: DeviceImpl gained sub_buffer, allocate_staging, has_sub_buffers and
 //    has_staging (the transfer planner).
 // 4: DeviceImpl gained compile_kernel (custom kernels).
-inline constexpr int kBackendAbiVersion = 4;
+// 5: DeviceImpl gained reset_peak_memory_stats, and the core no longer
+//    serialises calls into a device (Note [Device thread-safety]).
+inline constexpr int kBackendAbiVersion = 5;
 
 }  // namespace ferry
 

@@ -9,15 +9,17 @@
 //    number, and the consumer receives them strictly in order (batch k is the
 //    k-th whatever thread finished first). At most N * max(prefetch, 1)
 //    batches are built or waiting ahead of the consumer, so memory is bounded.
-//  - Moving batches to options.device: always on the iterating thread, with
-//    Tensor::to(device), never from a worker (a device is used from one host
-//    thread at a time). When batch k is handed out, batches k+1 .. k+prefetch
-//    have already been sent: their host-to-device copies are enqueued on the
-//    device's stream (the Vulkan backend stages them through host-visible
-//    memory and records the copy; the host does not wait for it). The stream
-//    is in order, so the copy of batch k+1 runs on the device before the work
-//    the user then enqueues for batch k; what prefetch saves is the host's
-//    wait for staging and submission, not a second copy engine.
+//  - Moving batches to options.device: with workers, each worker moves the
+//    batch it built, with Tensor::to(device), so the host-to-device copies
+//    are enqueued from the worker threads while the consumer trains (devices
+//    take work from any thread: Note [Device thread-safety] in
+//    ferry/backend.hpp); the window above then counts batches already on the
+//    device. With num_workers = 0 the iterating thread moves them: when batch
+//    k is handed out, batches k+1 .. k+prefetch have already been sent. Either
+//    way the copies go on the device's in-order stream and the host does not
+//    wait for them (the Vulkan backend stages them through host-visible
+//    memory and records the copy); a batch's copy is enqueued before the
+//    consumer can see the batch, so the consumer's work on it runs after it.
 //  - Errors: an exception thrown while batch k is built or moved is kept with
 //    batch k and rethrown (the same exception object, via std::exception_ptr)
 //    by the begin() or operator++ that would have handed out batch k; the

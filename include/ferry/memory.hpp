@@ -17,7 +17,11 @@ struct MemoryStats {
 };
 
 // Stats of a device's allocator (zeros for a backend that keeps none).
+// Thread-safe, like everything in this header.
 MemoryStats memory_stats(const Device& device);
+// Starts the device's peak_allocated afresh from what is allocated now (as
+// torch.cuda.reset_peak_memory_stats), to measure the peak of one piece of work.
+void reset_peak_memory_stats(const Device& device);
 // Returns cached, unused memory to the system (a no-op where nothing is cached).
 void empty_cache(const Device& device);
 

@@ -7,6 +7,13 @@
 // sets the seed and resets the offset; every draw advances the offset by the
 // number of counters it used. The math is in runtime/math/philox.hpp, shared by
 // every backend.
+//
+// Thread-safety: there is one generator per process, as PyTorch's default
+// generator, behind a mutex. manual_seed on any thread reseeds it for every
+// thread; each draw reserves its own range of counters under the mutex, so
+// draws on different threads never overlap or repeat, and the numbers a draw
+// gets depend only on the seed and how many counters were reserved before it
+// (its order among the draws of all threads).
 #pragma once
 
 #include <cstdint>

@@ -10,6 +10,7 @@
 // Copying a Tensor copies the handle, never the data; clone() copies data.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <initializer_list>
 #include <iosfwd>
@@ -38,7 +39,9 @@ struct TensorOptions {
   DType dtype_or(DType fallback) const { return dtype.value_or(fallback); }
 };
 
-// Memory on one device. Thread-compatible: callers serialise mutation.
+// Memory on one device. Thread-compatible: callers serialise mutation (one
+// thread writes a tensor while no other reads or writes it, as in PyTorch);
+// any number of threads may read one tensor and run ops on it at once.
 class Storage {
  public:
   Storage(DeviceImpl& impl, std::unique_ptr<Buffer> buffer);
@@ -57,13 +60,15 @@ class Storage {
 
   // Counts in-place writes to this memory (copy_, fill_, optimizer steps), so
   // that autograd can tell a tensor it saved was changed (Note [Autograd]).
-  std::uint64_t version() const { return version_; }
-  void bump_version() { ++version_; }
+  // Atomic, as PyTorch's version counter: threads may write views of one
+  // storage (each its own elements) at once.
+  std::uint64_t version() const { return version_.load(std::memory_order_relaxed); }
+  void bump_version() { version_.fetch_add(1, std::memory_order_relaxed); }
 
  private:
   DeviceImpl* impl_;
   std::unique_ptr<Buffer> buffer_;
-  std::uint64_t version_ = 0;
+  std::atomic<std::uint64_t> version_{0};
 };
 
 struct TensorImpl {

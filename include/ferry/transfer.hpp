@@ -37,8 +37,10 @@
 // allocation; TransferOptions::separate_allocations, or a device without
 // sub-buffers, gives every storage its own allocation instead.
 //
-// Thread-compatibility: planning and executing must not race with other use
-// of the tensors or devices involved.
+// Thread-safety: planning and executing must not race with other use of the
+// tensors being moved (a model is moved by one thread while no other uses
+// it). Other threads may keep using the devices involved meanwhile, on other
+// tensors: allocating, freeing, running ops (Note [Device thread-safety]).
 #pragma once
 
 #include <cstddef>

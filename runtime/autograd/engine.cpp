@@ -104,10 +104,42 @@ void keep_retained(Node& n, const Tensor& g) {
   meta->grad = meta->grad.defined() ? add(meta->grad, g) : g.clone();
 }
 
+// Note [One backward at a time] (graph.hpp): holds the claim on every node of
+// a pass, released when the pass ends however it ends.
+class Claims {
+ public:
+  explicit Claims(const std::unordered_map<Node*, int>& nodes) {
+    held_.reserve(nodes.size());
+    for (const auto& [node, count] : nodes) {
+      if (!node->claim()) {
+        release();
+        throw Error(fmt::format(
+            "backward: the graph's {} node is already being differentiated by another "
+            "backward() or grad() running at the same time (on another thread); a graph, and "
+            "every leaf in it, takes one backward pass at a time: give each thread its own "
+            "graph and its own parameters, or wait for the other pass to finish",
+            node->name()));
+      }
+      held_.push_back(node);
+    }
+  }
+  ~Claims() { release(); }
+  Claims(const Claims&) = delete;
+  Claims& operator=(const Claims&) = delete;
+
+ private:
+  void release() {
+    for (Node* n : held_) n->unclaim();
+    held_.clear();
+  }
+  std::vector<Node*> held_;
+};
+
 void execute(const std::vector<std::shared_ptr<Node>>& roots, const std::vector<Tensor>& grads,
              Task& task) {
   NoGradGuard no_grad;  // formulas are ops like any other; nothing here is recorded
   std::unordered_map<Node*, int> deps = count_dependencies(roots);
+  Claims claims(deps);
   std::unordered_set<Node*> run;
   if (!task.accumulate) run = nodes_to_run(roots, task.capture);
   std::unordered_map<Node*, Tensor> buffers;

@@ -12,6 +12,7 @@
 // (retain_grad) reaches that metadata through a weak pointer.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -61,7 +62,15 @@ class Node {
   // The output's metadata when the output retains its gradient.
   std::weak_ptr<AutogradMeta> retained;
 
+  // Note [One backward at a time]: a backward pass claims every node it will
+  // visit, so two threads differentiating one graph (or two graphs that share
+  // nodes, such as one leaf's AccumulateGrad) get an Error instead of racing
+  // on the node's buffers and the leaf's grad(). False when already claimed.
+  bool claim() { return !claimed_.exchange(true, std::memory_order_acquire); }
+  void unclaim() { claimed_.store(false, std::memory_order_release); }
+
  private:
+  std::atomic<bool> claimed_{false};
   static std::uint64_t next_sequence();
   std::string name_;
   std::uint64_t sequence_;

@@ -83,6 +83,11 @@ void CachingAllocator::empty_cache_locked() {
   stats_.reserved = stats_.allocated;
 }
 
+void CachingAllocator::reset_peak() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  stats_.peak_allocated = stats_.allocated;
+}
+
 MemoryStats CachingAllocator::stats() const {
   std::lock_guard<std::mutex> lock(mutex_);
   return stats_;

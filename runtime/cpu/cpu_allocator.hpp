@@ -38,6 +38,7 @@ class CachingAllocator {
   void release(void* p, std::size_t capacity);
   void empty_cache();
   MemoryStats stats() const;
+  void reset_peak();
 
   static std::size_t round(std::size_t bytes);
 

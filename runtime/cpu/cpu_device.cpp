@@ -162,6 +162,7 @@ class CpuDevice final : public DeviceImpl {
   void synchronize() override {}  // kernels run to completion before they return
 
   MemoryStats memory_stats() override { return allocator_.stats(); }
+  void reset_peak_memory_stats() override { allocator_.reset_peak(); }
   void empty_cache() override { allocator_.empty_cache(); }
 
  private:

@@ -133,6 +133,9 @@ struct DataLoader::Epoch {
       slot.ready = true;
       try {
         slot.batch = build(k);
+        NoGradGuard no_grad;
+        // Enqueued on the device's stream from this thread (Note [DataLoader threading]).
+        for (Tensor& t : slot.batch) t = t.to(options.device);
       } catch (...) {
         slot.error = std::current_exception();
       }
@@ -167,9 +170,13 @@ struct DataLoader::Epoch {
     Fetched f;
     try {
       NoGradGuard no_grad;
-      Batch batch = options.num_workers > 0 ? take(k) : build(k);
-      for (Tensor& t : batch) t = t.to(options.device);  // enqueued on the device's stream
-      f.batch = std::move(batch);
+      if (options.num_workers > 0) {
+        f.batch = take(k);  // the worker has moved it
+      } else {
+        Batch batch = build(k);
+        for (Tensor& t : batch) t = t.to(options.device);  // enqueued on the device's stream
+        f.batch = std::move(batch);
+      }
     } catch (...) {
       f.error = std::current_exception();
     }
@@ -177,11 +184,12 @@ struct DataLoader::Epoch {
   }
 
   // Hands out batch k, first sending batches k+1 .. k+prefetch to a non-CPU
-  // device (Note [DataLoader threading]).
+  // device when there are no workers to do it (Note [DataLoader threading]).
   void hand_out(std::size_t k) {
     current.clear();  // the previous batch's memory goes back first
     position = k;
-    const std::size_t lookahead = options.device.is_cpu() ? 0 : options.prefetch;
+    const std::size_t lookahead =
+        options.device.is_cpu() || options.num_workers > 0 ? 0 : options.prefetch;
     const std::size_t until = std::min(k + 1 + lookahead, num_batches);
     while (next_fetch < until) fetched.push_back(fetch(next_fetch++));
     Fetched f = std::move(fetched.front());

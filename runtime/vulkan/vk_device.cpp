@@ -31,6 +31,15 @@ VulkanDevice::VulkanDevice(Device device, const PhysicalDevice& physical)
     : DeviceImpl(std::move(device)),
       physical_(physical),
       tracker_(env_flag("FERRY_VULKAN_SERIALIZE")) {
+  if (const char* v = std::getenv("FERRY_VULKAN_MAX_BATCHES_IN_FLIGHT"); v && *v) {
+    char* end = nullptr;
+    const unsigned long n = std::strtoul(v, &end, 10);
+    if (*end || n == 0)
+      throw Error(fmt::format("FERRY_VULKAN_MAX_BATCHES_IN_FLIGHT must be a positive number of "
+                              "batches, not '{}'",
+                              v));
+    max_in_flight_ = n;
+  }
   create_device();
   choose_memory();
   load_pipeline_cache();
@@ -57,6 +66,7 @@ VulkanDevice::~VulkanDevice() {
       pool.allocator.reset();
     }
   for (VkFence f : free_fences_) vk_.vkDestroyFence(device_, f, nullptr);
+  for (VkFence f : parked_fences_) vk_.vkDestroyFence(device_, f, nullptr);
   for (auto& s : in_flight_) vk_.vkDestroyFence(device_, s.fence, nullptr);
   for (VkDescriptorPool p : free_descriptor_pools_)
     vk_.vkDestroyDescriptorPool(device_, p, nullptr);
@@ -250,8 +260,11 @@ DeviceInfo VulkanDevice::info() {
   pr["push_descriptors"] = push_descriptors_ ? "yes" : "no";
   pr["direct_host_access"] = memory_is_mapped() ? "yes" : "no (staging copies)";
   pr["enumeration_index"] = std::to_string(physical_.enumeration_index);
+  pr["max_batches_in_flight"] = std::to_string(max_in_flight_);
+  std::lock_guard lock(mutex_);
   pr["batches_submitted"] = std::to_string(batch_serial_ - 1);  // serials count from 1
   pr["barriers_recorded"] = std::to_string(tracker_.stats().barriers());
+  pr["batches_in_flight"] = std::to_string(in_flight_.size());
   return d;
 }
 

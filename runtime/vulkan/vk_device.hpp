@@ -7,13 +7,48 @@
 // batch); the batch is submitted when the host needs a result (a host read,
 // synchronize(), a staging download), or when it holds kBatchCommands
 // commands so the GPU starts early. Each submission gets a serial and a fence.
-// A buffer remembers the serial of the last batch that used it; freeing it
-// while that batch is unfinished defers the free until its fence has
-// signalled, so the allocator never hands out memory the GPU still uses. The
-// host writes mapped memory only after the batches using it have finished, and
-// every submission ends with a barrier that makes its writes visible to the
-// host, so a host read after the fence is safe (Note [Barrier placement] does
-// the device-side barriers inside a batch).
+// A buffer remembers the serial of the last batch that used it (last_use).
+// - Device memory is reusable at once (PyTorch's stream-ordered reuse): a
+//   freed range goes straight back to the allocator, tagged with its
+//   last_use (Note [Reuse tags] in block_allocator.hpp). Later commands on
+//   this queue that get the range are ordered after the old ones by the
+//   barrier tracker, whose pending state spans submissions and is kept per
+//   byte range of each block's VkBuffer, so a write into reused bytes waits
+//   for the reads and writes before it (Note [Barrier placement]). The one
+//   party outside queue order is the host: a new buffer's last_use starts at
+//   its range's tag, and the host writes mapped memory only after last_use
+//   has completed. Blocks whose tags have not completed are never given back
+//   to the driver. So a loop that drops its results holds the memory of one
+//   iteration, however far the host runs ahead.
+// - Staging memory is written by the host, so a staging range is freed only
+//   once its batch has completed (a deferred free), and at most
+//   kMaxStagingInFlight bytes wait that way: the next staging allocation
+//   waits for the oldest batch first.
+// - The host runs at most max_batches_in_flight() submitted, unfinished
+//   batches ahead (FERRY_VULKAN_MAX_BATCHES_IN_FLIGHT, default 4, i.e. about
+//   2,000 commands, like CUDA's launch queue); a submission beyond that
+//   waits for the oldest batch first.
+// The host reads mapped memory only after the batches that wrote it have
+// finished, and every submission ends with a barrier that makes its writes
+// visible to the host, so a host read after the fence is safe.
+//
+// Note [Vulkan threading]
+// Any number of host threads may use one VulkanDevice at once. One mutex
+// (mutex_) guards the recorder (the open command buffer, the barrier tracker,
+// the copy run, descriptor pools), the submission queue and its fences, the
+// deferred staging frees, the block tables and the pipeline maps: recording
+// is a few microseconds of host work, a queue and a command pool must be
+// externally synchronized anyway, and one in-order queue per device keeps
+// every thread's commands in its issue order with no cross-thread event
+// juggling (a tensor made on one thread is used on another with no sync).
+// The lock is never held while the host waits for the GPU: a waiter notes
+// itself in waiters_, drops the lock around vkWaitForFences, and retire()
+// recycles no fence while anyone waits (they are parked instead), so a wait
+// never sees its fence reset. Host copies into and out of mapped memory run
+// unlocked too. Kernels hold no lock between their dispatches; each
+// dispatch is atomic, and the tracker orders whatever another thread puts
+// between them. Members only read after construction (limits, physical
+// properties, the kernel table) need no lock.
 #pragma once
 
 #ifndef VK_NO_PROTOTYPES
@@ -83,7 +118,9 @@ class VulkanBuffer final : public Buffer {
   int pool() const { return pool_; }
   VulkanDevice& device() const { return device_; }
 
-  // The serial of the last batch that used this buffer (Note [Vulkan execution]).
+  // The serial of the last batch that used this buffer, or that used its
+  // bytes before it was allocated (Note [Vulkan execution]). Under the
+  // device's mutex.
   mutable std::uint64_t last_use = 0;
 
  private:
@@ -115,6 +152,7 @@ class VulkanDevice final : public DeviceImpl {
   bool has_sub_buffers() const override { return true; }
   bool has_staging() const override { return true; }
   MemoryStats memory_stats() override;
+  void reset_peak_memory_stats() override;
   void empty_cache() override;
   void synchronize() override;
   // Flushes the open batch; the event is its serial's fence.
@@ -140,9 +178,13 @@ class VulkanDevice final : public DeviceImpl {
   void add_shader(const std::string& name, const std::vector<std::uint32_t>& spirv);
 
   // ---- for the backend and the tests ----
-  void release(VulkanBuffer& b);           // from ~VulkanBuffer
+  void release(VulkanBuffer& b);  // from ~VulkanBuffer
+  // From a sub-buffer's destructor: the parent's free waits for its uses too.
+  void hand_on_last_use(const VulkanBuffer& sub, VulkanBuffer& parent);
   bool is_complete(std::uint64_t serial);  // without waiting
-  void wait_for_serial(std::uint64_t serial) { wait_for(serial); }
+  void wait_for_serial(std::uint64_t serial);
+  // Submitted batches the host may run ahead of the GPU (Note [Vulkan execution]).
+  std::size_t max_batches_in_flight() const { return max_in_flight_; }
   void save_pipeline_cache();
   const PhysicalDevice& physical() const { return physical_; }
   bool memory_is_mapped() const;
@@ -172,12 +214,16 @@ class VulkanDevice final : public DeviceImpl {
     detail::Allocation allocation;
   };
   enum { kDevicePool = 0, kStagingPool = 1 };
+  // Note [Vulkan threading]: functions taking a Lock (or named *_locked, or
+  // called only from those) run with mutex_ held; a Lock& one may release it
+  // while it waits for the GPU.
+  using Lock = std::unique_lock<std::mutex>;
 
   void create_device();
   void choose_memory();
   std::optional<std::uint64_t> acquire_block(int pool, std::uint64_t bytes);
   void release_block(int pool, std::uint64_t id);
-  std::unique_ptr<VulkanBuffer> allocate_in(int pool, std::size_t bytes);
+  std::unique_ptr<VulkanBuffer> allocate_in(Lock& lock, int pool, std::size_t bytes);
 
   // Recorder.
   VkCommandBuffer open_batch();
@@ -192,10 +238,14 @@ class VulkanDevice final : public DeviceImpl {
   void record_copy(const VulkanBuffer& s, const VulkanBuffer& d, const VkBufferCopy& region);
   void end_copy_run();  // records the open copy run, if any
   void record_barrier(const std::optional<Barrier>& b);
-  void flush();                         // submits the open batch, if any
-  void wait_for(std::uint64_t serial);  // waits until `serial` has completed, then retires
-  void retire(bool wait_all);
-  void free_now(int pool, const detail::Allocation& a);
+  void flush();  // submits the open batch, if any
+  // Waits until `serial` has completed, then retires; releases `lock` while it waits.
+  void wait_for(Lock& lock, std::uint64_t serial);
+  // Waits while more than max_in_flight_ batches are in flight.
+  void throttle(Lock& lock);
+  void synchronize_locked(Lock& lock);
+  void retire();  // retires the batches whose fences have signalled, without waiting
+  void recycle_fence(VkFence f);
   VkDescriptorSet allocate_descriptor_set(VkDescriptorSetLayout layout);
   void check_alive() const;
 
@@ -241,10 +291,14 @@ class VulkanDevice final : public DeviceImpl {
   std::uint64_t batch_serial_ = 1;      // serial of the open (or next) batch
   std::uint64_t completed_serial_ = 0;  // every batch up to this one has finished
   std::deque<Submission> in_flight_;
+  std::size_t max_in_flight_ = 4;
+  std::uint32_t waiters_ = 0;          // threads in vkWaitForFences (Note [Vulkan threading])
+  std::vector<VkFence> parked_fences_;  // signalled, to be reset once waiters_ is 0
   std::vector<VkFence> free_fences_;
   std::vector<VkCommandBuffer> free_cbs_;
   std::vector<VkDescriptorPool> free_descriptor_pools_;
-  std::multimap<std::uint64_t, DeferredFree> deferred_;
+  std::multimap<std::uint64_t, DeferredFree> deferred_;  // staging ranges, by batch serial
+  std::uint64_t deferred_bytes_ = 0;
 
   std::unordered_map<std::size_t, Layout> layouts_;
   std::unordered_map<std::string, VkShaderModule> modules_;
@@ -258,9 +312,12 @@ class VulkanDevice final : public DeviceImpl {
   VkPipelineCache pipeline_cache_ = VK_NULL_HANDLE;
   bool pipeline_cache_dirty_ = false;
   std::string driver_name_;
+  mutable std::mutex mutex_;  // Note [Vulkan threading]
 };
 
 // Submit once a batch holds this many commands.
 inline constexpr std::uint32_t kBatchCommands = 512;
+// Staging bytes whose frees may wait for their batches (Note [Vulkan execution]).
+inline constexpr std::uint64_t kMaxStagingInFlight = std::uint64_t(256) << 20;
 
 }  // namespace ferry::vulkan

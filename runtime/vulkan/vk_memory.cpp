@@ -132,36 +132,48 @@ void VulkanDevice::release_block(int p, std::uint64_t id) {
   pool.blocks.erase(it);
 }
 
-std::unique_ptr<VulkanBuffer> VulkanDevice::allocate_in(int p, std::size_t bytes) {
+std::unique_ptr<VulkanBuffer> VulkanDevice::allocate_in(Lock& lock, int p, std::size_t bytes) {
   check_alive();
   failure_point(*this, p == kStagingPool ? "allocate (staging)" : "allocate");
   Pool& pool = pools_[p];
-  detail::AllocResult r = pool.allocator->allocate(bytes);
+  if (p == kStagingPool) {
+    // The bound on staging memory waiting for its batches (Note [Vulkan execution]).
+    retire();
+    while (!deferred_.empty() && deferred_bytes_ + bytes > kMaxStagingInFlight)
+      wait_for(lock, deferred_.begin()->first);
+  }
+  detail::AllocResult r = pool.allocator->allocate(bytes, completed_serial_);
   if (r.status == detail::AllocStatus::out_of_memory) {
-    // Memory the GPU is done with may still wait in the deferred list, and
-    // the cache may hold free blocks: release both, then try once more.
-    synchronize();
-    empty_cache();
-    r = pool.allocator->allocate(bytes);
+    // Staging memory may wait in the deferred list, and the cache may hold
+    // blocks the GPU was still using: finish the queue, release both, then
+    // try once more.
+    synchronize_locked(lock);
+    for (auto& each : pools_) each.allocator->empty_cache(completed_serial_);
+    r = pool.allocator->allocate(bytes, completed_serial_);
   }
   if (!r.ok()) {
-    DeviceInfo i = info();
+    const std::uint64_t total = memory_props_.memoryHeaps[pool.heap_index].size;
+    const std::uint64_t reserved = pool.allocator->stats().reserved;
+    const std::uint64_t free = total > reserved ? total - reserved : 0;
     std::string why = r.status == detail::AllocStatus::exceeds_max_allocation
                           ? fmt::format("more than the device's largest allocation ({} bytes)",
                                         pool.allocator->effective_config().max_allocation)
-                          : fmt::format("{} bytes free", i.memory_free);
+                          : fmt::format("{} bytes free", free);
     throw OutOfMemoryError(fmt::format("{}: out of memory allocating {} bytes ({}); free tensors "
                                        "or use a smaller batch",
                                        device().str(), bytes, why),
-                           bytes, i.memory_free, device().str());
+                           bytes, free, device().str());
   }
   const Block& b = pool.blocks.at(r.allocation.block);
   std::byte* mapped = b.mapped ? b.mapped + r.allocation.offset : nullptr;
-  return std::make_unique<VulkanBuffer>(*this, p, r.allocation, b.buffer, mapped, bytes);
+  auto buffer = std::make_unique<VulkanBuffer>(*this, p, r.allocation, b.buffer, mapped, bytes);
+  buffer->last_use = r.reuse_tag;  // the host waits for the range's earlier users
+  return buffer;
 }
 
 std::unique_ptr<Buffer> VulkanDevice::allocate(std::size_t bytes) {
-  return allocate_in(kDevicePool, bytes);
+  Lock lock(mutex_);
+  return allocate_in(lock, kDevicePool, bytes);
 }
 
 std::unique_ptr<Buffer> VulkanDevice::sub_buffer(std::shared_ptr<Buffer> parent, std::size_t offset,
@@ -182,14 +194,18 @@ std::unique_ptr<Buffer> VulkanDevice::sub_buffer(std::shared_ptr<Buffer> parent,
 }
 
 std::unique_ptr<Buffer> VulkanDevice::allocate_staging(std::size_t bytes) {
-  return allocate_in(kStagingPool, bytes);
+  Lock lock(mutex_);
+  return allocate_in(lock, kStagingPool, bytes);
 }
 
 MemoryStats VulkanDevice::memory_stats() { return pools_[kDevicePool].allocator->stats(); }
 
+void VulkanDevice::reset_peak_memory_stats() { pools_[kDevicePool].allocator->reset_peak(); }
+
 void VulkanDevice::empty_cache() {
-  retire(false);
-  for (auto& pool : pools_) pool.allocator->empty_cache();
+  Lock lock(mutex_);
+  retire();
+  for (auto& pool : pools_) pool.allocator->empty_cache(completed_serial_);
 }
 
 // ---- copies ----
@@ -209,15 +225,23 @@ void VulkanDevice::copy_from_host(Buffer& dst, std::size_t dst_offset, const voi
   if (bytes == 0) return;
   failure_point(*this, "copy_from_host");
   if (d.host_ptr()) {
-    wait_for(d.last_use);  // the GPU must be done with the bytes the host overwrites
+    {
+      Lock lock(mutex_);
+      wait_for(lock, d.last_use);  // the GPU must be done with the bytes the host overwrites
+    }
     host_memcpy(static_cast<std::byte*>(d.host_ptr()) + dst_offset, src, bytes);
     return;
   }
   for (std::size_t done = 0; done < bytes;) {
     std::size_t n = std::min<std::size_t>(bytes - done, kStagingChunk);
-    auto staging = allocate_in(kStagingPool, n);
+    std::unique_ptr<VulkanBuffer> staging;  // before the lock: freed after it is released
+    Lock lock(mutex_);
+    staging = allocate_in(lock, kStagingPool, n);
+    lock.unlock();  // a fresh staging range: nothing else touches it
     host_memcpy(staging->host_ptr(), static_cast<const std::byte*>(src) + done, n);
+    lock.lock();
     record_copy(*staging, d, {staging->offset(), d.offset() + dst_offset + done, n});
+    throttle(lock);
     done += n;
   }  // each staging range is freed once its batch has completed
 }
@@ -228,15 +252,21 @@ void VulkanDevice::copy_to_host(void* dst, const Buffer& src, std::size_t src_of
   if (bytes == 0) return;
   failure_point(*this, "copy_to_host");
   if (s.host_ptr()) {
-    wait_for(s.last_use);
+    {
+      Lock lock(mutex_);
+      wait_for(lock, s.last_use);
+    }
     host_memcpy(dst, static_cast<const std::byte*>(s.host_ptr()) + src_offset, bytes);
     return;
   }
   for (std::size_t done = 0; done < bytes;) {
     std::size_t n = std::min<std::size_t>(bytes - done, kStagingChunk);
-    auto staging = allocate_in(kStagingPool, n);
+    std::unique_ptr<VulkanBuffer> staging;  // before the lock: freed after it is released
+    Lock lock(mutex_);
+    staging = allocate_in(lock, kStagingPool, n);
     record_copy(s, *staging, {s.offset() + src_offset + done, staging->offset(), n});
-    wait_for(staging->last_use);
+    wait_for(lock, staging->last_use);
+    lock.unlock();
     host_memcpy(static_cast<std::byte*>(dst) + done, staging->host_ptr(), n);
     done += n;
   }
@@ -248,7 +278,9 @@ void VulkanDevice::copy_within(Buffer& dst, std::size_t dst_offset, const Buffer
   VulkanBuffer& s = as_vk(src, *this, "copy source");
   if (bytes == 0) return;
   failure_point(*this, "copy_within");
+  Lock lock(mutex_);
   record_copy(s, d, {s.offset() + src_offset, d.offset() + dst_offset, bytes});
+  throttle(lock);
 }
 
 }  // namespace ferry::vulkan

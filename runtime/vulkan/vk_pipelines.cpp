@@ -147,6 +147,7 @@ void VulkanDevice::load_pipeline_cache() {
 }
 
 void VulkanDevice::save_pipeline_cache() {
+  std::lock_guard lock(mutex_);
   if (!pipeline_cache_ || !pipeline_cache_dirty_) return;
   std::string path = pipeline_cache_path();
   if (path.empty()) return;

@@ -87,8 +87,7 @@ VulkanDevice& vulkan_device(DeviceImpl& d) { return static_cast<VulkanDevice&>(d
 
 VulkanBuffer::~VulkanBuffer() {
   if (parent_) {
-    auto& parent = static_cast<VulkanBuffer&>(*parent_);
-    parent.last_use = std::max(parent.last_use, last_use);
+    device_.hand_on_last_use(*this, static_cast<VulkanBuffer&>(*parent_));
     return;  // the parent frees the memory
   }
   device_.release(*this);
@@ -125,16 +124,23 @@ void VulkanDevice::check_alive() const {
 
 // ---- memory lifetime ----
 
-void VulkanDevice::release(VulkanBuffer& b) {
-  if (b.last_use > completed_serial_ && !lost_) {
-    deferred_.emplace(b.last_use, DeferredFree{b.pool(), b.allocation()});
-    return;
-  }
-  free_now(b.pool(), b.allocation());
+void VulkanDevice::hand_on_last_use(const VulkanBuffer& sub, VulkanBuffer& parent) {
+  std::lock_guard lock(mutex_);
+  parent.last_use = std::max(parent.last_use, sub.last_use);
 }
 
-void VulkanDevice::free_now(int pool, const detail::Allocation& a) {
-  pools_[pool].allocator->free(a);
+// Note [Vulkan execution]: device memory goes back at once, tagged with the
+// batch that used it last; staging memory, which the host writes, only once
+// that batch has finished.
+void VulkanDevice::release(VulkanBuffer& b) {
+  std::lock_guard lock(mutex_);
+  const bool pending = b.last_use > completed_serial_ && !lost_;
+  if (pending && b.pool() == kStagingPool) {
+    deferred_.emplace(b.last_use, DeferredFree{b.pool(), b.allocation()});
+    deferred_bytes_ += b.allocation().size;
+    return;
+  }
+  pools_[b.pool()].allocator->free(b.allocation(), pending ? b.last_use : 0);
 }
 
 // ---- recording ----
@@ -273,31 +279,49 @@ void VulkanDevice::flush() {
   in_flight_.push_back(std::move(s));
 }
 
-void VulkanDevice::wait_for(std::uint64_t serial) {
+// Note [Vulkan threading]: the lock is released around vkWaitForFences, so
+// other threads keep recording while this one waits; waiters_ keeps retire()
+// from resetting the fence under it.
+void VulkanDevice::wait_for(Lock& lock, std::uint64_t serial) {
   if (serial == 0 || serial <= completed_serial_) return;
   if (serial >= batch_serial_) flush();
-  while (!in_flight_.empty() && in_flight_.front().serial <= serial) {
-    VkResult r = vk_.vkWaitForFences(device_, 1, &in_flight_.front().fence, VK_TRUE, UINT64_MAX);
+  while (serial > completed_serial_ && !in_flight_.empty()) {
+    VkFence fence = in_flight_.front().fence;
+    ++waiters_;
+    lock.unlock();
+    VkResult r = vk_.vkWaitForFences(device_, 1, &fence, VK_TRUE, UINT64_MAX);
+    lock.lock();
+    --waiters_;
     if (r != VK_SUCCESS) {
       if (r == VK_ERROR_DEVICE_LOST) lost_ = true, lost_reason_ = "vkWaitForFences";
       throw_result(r, "vkWaitForFences");
     }
-    retire(false);
+    retire();
   }
 }
 
-void VulkanDevice::retire(bool wait_all) {
+void VulkanDevice::throttle(Lock& lock) {
+  while (in_flight_.size() > max_in_flight_) wait_for(lock, in_flight_.front().serial);
+}
+
+void VulkanDevice::recycle_fence(VkFence f) {
+  check(vk_.vkResetFences(device_, 1, &f), "vkResetFences");
+  free_fences_.push_back(f);
+}
+
+void VulkanDevice::retire() {
   while (!in_flight_.empty()) {
     Submission& s = in_flight_.front();
-    VkResult r = wait_all ? vk_.vkWaitForFences(device_, 1, &s.fence, VK_TRUE, UINT64_MAX)
-                          : vk_.vkGetFenceStatus(device_, s.fence);
+    VkResult r = vk_.vkGetFenceStatus(device_, s.fence);
     if (r == VK_NOT_READY) break;
     if (r != VK_SUCCESS) {
       if (r == VK_ERROR_DEVICE_LOST) lost_ = true, lost_reason_ = "vkGetFenceStatus";
       throw_result(r, "waiting for a batch");
     }
-    check(vk_.vkResetFences(device_, 1, &s.fence), "vkResetFences");
-    free_fences_.push_back(s.fence);
+    if (waiters_ > 0)
+      parked_fences_.push_back(s.fence);  // another thread may be waiting on it
+    else
+      recycle_fence(s.fence);
     check(vk_.vkResetCommandBuffer(s.cb, 0), "vkResetCommandBuffer");
     free_cbs_.push_back(s.cb);
     for (VkDescriptorPool p : s.descriptor_pools) {
@@ -307,8 +331,14 @@ void VulkanDevice::retire(bool wait_all) {
     completed_serial_ = s.serial;
     in_flight_.pop_front();
   }
+  if (waiters_ == 0) {
+    for (VkFence f : parked_fences_) recycle_fence(f);
+    parked_fences_.clear();
+  }
   while (!deferred_.empty() && deferred_.begin()->first <= completed_serial_) {
-    free_now(deferred_.begin()->second.pool, deferred_.begin()->second.allocation);
+    const DeferredFree& d = deferred_.begin()->second;
+    pools_[d.pool].allocator->free(d.allocation);
+    deferred_bytes_ -= d.allocation.size;
     deferred_.erase(deferred_.begin());
   }
 }
@@ -327,21 +357,34 @@ class VulkanEvent final : public Event {
 }  // namespace
 
 std::unique_ptr<Event> VulkanDevice::record_event() {
+  Lock lock(mutex_);
   check_alive();
   const std::uint64_t serial = batch_cb_ ? batch_serial_ : batch_serial_ - 1;
   flush();  // the GPU starts on it now; the event waits for this batch's fence
+  throttle(lock);
   return std::make_unique<VulkanEvent>(*this, serial);
 }
 
 bool VulkanDevice::is_complete(std::uint64_t serial) {
-  retire(false);
+  Lock lock(mutex_);
+  retire();
   return serial <= completed_serial_;
 }
 
+void VulkanDevice::wait_for_serial(std::uint64_t serial) {
+  Lock lock(mutex_);
+  wait_for(lock, serial);
+}
+
 void VulkanDevice::synchronize() {
+  Lock lock(mutex_);
+  synchronize_locked(lock);
+}
+
+void VulkanDevice::synchronize_locked(Lock& lock) {
   check_alive();
   flush();
-  wait_for(batch_serial_ - 1);
+  wait_for(lock, batch_serial_ - 1);
 }
 
 // ---- dispatch ----
@@ -388,6 +431,7 @@ Binding VulkanDevice::bind(const TensorArg& t, Access access) const {
 }
 
 void VulkanDevice::dispatch(const DispatchDesc& d) {
+  Lock lock(mutex_);
   check_alive();
   if (d.push_size > kMaxPushBytes)
     throw Error(fmt::format("vulkan: {}: {} bytes of push constants (at most {})", d.shader,
@@ -438,6 +482,7 @@ void VulkanDevice::dispatch(const DispatchDesc& d) {
                          kMaxPushBytes, push);
   vk_.vkCmdDispatch(batch_cb_, d.groups[0], d.groups[1], d.groups[2]);
   after_command(writes);
+  throttle(lock);
 }
 
 VkDescriptorSet VulkanDevice::allocate_descriptor_set(VkDescriptorSetLayout set_layout) {

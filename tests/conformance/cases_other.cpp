@@ -190,6 +190,7 @@ void add_factories(std::vector<Case>& out) {
                      manual_seed(5);
                      return ferry::randn({4099}, {.dtype = dt, .device = on(in)});
                    }});
+    out.back().global_rng = true;
     out.push_back({"rand",
                    dt,
                    "[4099] seed 6",
@@ -201,8 +202,9 @@ void add_factories(std::vector<Case>& out) {
                      manual_seed(6);
                      return ferry::rand({4099}, {.dtype = dt, .device = on(in)});
                    }});
+    out.back().global_rng = true;
   }
-  for (DType dt : {DType::i32, DType::i64, DType::u8})
+  for (DType dt : {DType::i32, DType::i64, DType::u8}) {
     out.push_back({"randint",
                    dt,
                    "[4099] in [0, 100) seed 7",
@@ -214,6 +216,8 @@ void add_factories(std::vector<Case>& out) {
                      manual_seed(7);
                      return ferry::randint(0, 100, {4099}, {.dtype = dt, .device = on(in)});
                    }});
+    out.back().global_rng = true;
+  }
 }
 
 }  // namespace

@@ -27,6 +27,9 @@ struct Case {
   std::function<Inputs(const Inputs&)> view;  // optional
   std::function<Tensor(const Inputs&)> run;
   double flops = 0;  // per call, for --perf (0: report bandwidth only)
+  // `run` reseeds the process's one generator (random ops): threads running it
+  // at once would interleave their draws, so --threads checks it serially only.
+  bool global_rng = false;
 
   std::string id() const { return op + " " + std::string(dtype_name(dtype)) + " " + shape; }
 };
@@ -56,7 +59,11 @@ std::vector<Case> grad_cases();
 void add_grad_cases(std::vector<Case>& out);
 
 // Runs one case on `device` (output guards on) and compares with the CPU.
-Result run_case(const Case& c, const Device& device, bool perf);
+// With threads > 1 (--threads N), a case that passed is then run by N
+// threads at once, each on its own copy of the inputs on `device`, several
+// times each, and every result must equal the serial run's bit for bit
+// (Note [Device thread-safety] in ferry/backend.hpp).
+Result run_case(const Case& c, const Device& device, bool perf, int threads = 1);
 // Round trips host->device->host for every dtype, views and offsets, and the
 // same randn on `device` as on the CPU.
 std::vector<Result> run_round_trip_checks(const Device& device);

@@ -22,6 +22,7 @@ struct Options {
   std::string mode = "all";  // forward, grad or all
   bool list = false, perf = false, verbose = false, transfers = true;
   bool skip_unavailable = false;
+  int threads = 1;
 };
 
 // Exit status for "nothing to test here" (CTest's SKIP_RETURN_CODE).
@@ -31,13 +32,17 @@ void usage() {
   std::puts(
       "usage: ferry-conformance [--device DEV]... [--op REGEX] [--list] [--json FILE] [--perf] "
       "[--verbose]\n"
-      "                         [--mode forward|grad|all] [--no-transfers] [--skip-unavailable]\n"
+      "                         [--mode forward|grad|all] [--threads N] [--no-transfers]\n"
+      "                         [--skip-unavailable]\n"
       "  --device DEV   a device to test, e.g. vulkan:0 (repeatable; default: every available "
       "device)\n"
       "  --op REGEX     only ops whose name matches (std::regex_search), e.g. 'matmul|softmax'\n"
       "  --mode MODE    forward: the ops' results; grad: their gradients (cases named\n"
       "                 '<op>.grad': each op's backward on the device, held to the CPU's);\n"
       "                 all (default): both\n"
+      "  --threads N    also run each case that passed from N threads at once, each on its\n"
+      "                 own inputs, and require every result to equal the serial run's bit\n"
+      "                 for bit (the thread-safety contract, docs/backend-guide.md)\n"
       "  --list         list the cases and exit\n"
       "  --json FILE    write every result (and device info) to FILE\n"
       "  --perf         time each op on the device (us per call, GB/s, GFLOP/s) beside the CPU\n"
@@ -65,6 +70,13 @@ Options parse(int argc, char** argv) {
       o.mode = value();
       if (o.mode != "forward" && o.mode != "grad" && o.mode != "all")
         throw ferry::Error("ferry-conformance: --mode takes forward, grad or all, not " + o.mode);
+    } else if (a == "--threads") {
+      const std::string v = value();
+      char* end = nullptr;
+      const long n = std::strtol(v.c_str(), &end, 10);
+      if (v.empty() || *end || n < 1 || n > 64)
+        throw ferry::Error("ferry-conformance: --threads takes a number from 1 to 64, not " + v);
+      o.threads = int(n);
     } else if (a == "--list")
       o.list = true;
     else if (a == "--perf")
@@ -198,7 +210,7 @@ int main(int argc, char** argv) {
                                    {"uuid", info.uuid_str()},
                                    {"kind", ferry::device_kind_name(info.kind)}});
       std::size_t first = all.size();
-      for (const auto& c : cases) all.push_back(fc::run_case(c, dev, opt.perf));
+      for (const auto& c : cases) all.push_back(fc::run_case(c, dev, opt.perf, opt.threads));
       if (opt.transfers && opt.mode != "grad" && std::regex_search(std::string("transfer"), filter))
         for (auto& r : fc::run_round_trip_checks(dev)) all.push_back(std::move(r));
       std::vector<fc::Result> mine(all.begin() + std::ptrdiff_t(first), all.end());

@@ -1,7 +1,9 @@
 // tests/conformance/runner.cpp — runs a case on a device and on the CPU.
 #include <fmt/format.h>
 
+#include <barrier>
 #include <chrono>
+#include <thread>
 
 #include "conformance.hpp"
 #include "ferry/debug.hpp"
@@ -44,9 +46,46 @@ double time_us(const Case& c, const Inputs& in, const Device& d) {
   return elapsed / n;
 }
 
+// Each of `threads` threads runs the case kThreadRuns times at once on its
+// own inputs; "" when every result equals `serial` (on the CPU) exactly.
+constexpr int kThreadRuns = 3;
+std::string check_threads(const Case& c, const Device& device, const Tensor& serial, int threads) {
+  // Inputs are made here, one thread at a time: a case may seed the process's
+  // generator to make them.
+  std::vector<Inputs> inputs;
+  for (int t = 0; t < threads; ++t) inputs.push_back(c.make_inputs());
+  std::vector<std::string> errors(static_cast<std::size_t>(threads));
+  std::barrier start(threads);
+  {
+    std::vector<std::jthread> pool;
+    for (int t = 0; t < threads; ++t)
+      pool.emplace_back([&, t] {
+        std::string& error = errors[std::size_t(t)];
+        try {
+          Inputs in = to_device(inputs[std::size_t(t)], device);
+          Inputs view = c.view ? c.view(in) : in;
+          start.arrive_and_wait();
+          for (int run = 0; run < kThreadRuns && error.empty(); ++run) {
+            double nmse = 0;
+            std::string m = compare(c.run(view).to(Device::cpu()), serial, 0.0, &nmse);
+            if (!m.empty())
+              error = fmt::format("thread {} of {}, run {}: not the serial run's result: {}", t + 1,
+                                  threads, run + 1, m);
+          }
+        } catch (const std::exception& e) {
+          error = fmt::format("thread {} of {}: {}", t + 1, threads, e.what());
+          start.arrive_and_drop();  // harmless when it already arrived: then nobody waits
+        }
+      });
+  }
+  for (const std::string& e : errors)
+    if (!e.empty()) return e;
+  return {};
+}
+
 }  // namespace
 
-Result run_case(const Case& c, const Device& device, bool perf) {
+Result run_case(const Case& c, const Device& device, bool perf, int threads) {
   Result r;
   r.device = device.str();
   r.op = c.op;
@@ -74,7 +113,12 @@ Result run_case(const Case& c, const Device& device, bool perf) {
     }
     if (got.device() != device)
       return fmt::format("the result is on {}, not on {}", got.device().str(), device.str());
-    std::string mismatch = compare(got.to(Device::cpu()), want, c.max_nmse, &r.nmse);
+    Tensor got_cpu = got.to(Device::cpu());
+    std::string mismatch = compare(got_cpu, want, c.max_nmse, &r.nmse);
+    if (mismatch.empty() && threads > 1 && !c.global_rng) {
+      GuardScope guards;
+      mismatch = check_threads(c, device, got_cpu, threads);
+    }
     if (perf && mismatch.empty()) {
       r.bytes = bytes_of(cpu_view, want);
       r.flops = c.flops;

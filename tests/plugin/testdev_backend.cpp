@@ -29,7 +29,13 @@
 //
 // Every allocate and copy is a failure point (Note [Failure injection] in
 // ferry/backend.hpp), so tests can fail each step of a migration in turn.
+//
+// Threads (Note [Device thread-safety] in ferry/backend.hpp): kernels and
+// copies finish before they return and touch only their own arguments, so the
+// only shared state, the memory counters, is atomic.
 //   FERRY_TESTDEV_MEMORY_FREE=B   info() reports B bytes free.
+#include <algorithm>
+#include <atomic>
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
@@ -56,17 +62,35 @@ bool env_flag(const char* name) {
   return v && std::string_view(v) == "1";
 }
 
+// Bytes in live buffers, and their peak, for memory_stats().
+struct MemoryCounters {
+  std::atomic<std::uint64_t> allocated{0};
+  std::atomic<std::uint64_t> peak{0};
+  std::atomic<std::uint64_t> allocations{0};
+};
+
 class TestdevBuffer final : public ferry::Buffer {
  public:
-  explicit TestdevBuffer(std::size_t size)
-      : Buffer(size), p_(static_cast<char*>(std::calloc(size + kPadding, 1))) {}
-  ~TestdevBuffer() override { std::free(p_); }
+  TestdevBuffer(std::size_t size, MemoryCounters& counters)
+      : Buffer(size), p_(static_cast<char*>(std::calloc(size + kPadding, 1))), counters_(counters) {
+    if (!p_) return;
+    const std::uint64_t now = counters_.allocated.fetch_add(size) + size;
+    std::uint64_t peak = counters_.peak.load();
+    while (now > peak && !counters_.peak.compare_exchange_weak(peak, now)) {
+    }
+    ++counters_.allocations;
+  }
+  ~TestdevBuffer() override {
+    if (p_) counters_.allocated.fetch_sub(size());
+    std::free(p_);
+  }
   // host_ptr() stays the default nullptr: the core must not touch this memory.
   char* bytes() const { return p_; }
   bool ok() const { return p_ != nullptr; }
 
  private:
   char* p_;
+  MemoryCounters& counters_;
 };
 
 char* bytes_of(const ferry::Buffer& b) { return static_cast<const TestdevBuffer&>(b).bytes(); }
@@ -212,7 +236,8 @@ class TestdevDevice final : public ferry::DeviceImpl {
     d.driver = "testdev plugin (host memory behind an opaque buffer)";
     d.kind = ferry::DeviceKind::other;
     d.memory_total = kMemoryTotal;
-    d.memory_free = allocated_ < kMemoryTotal ? kMemoryTotal - allocated_ : 0;
+    const std::uint64_t allocated = counters_.allocated.load();
+    d.memory_free = allocated < kMemoryTotal ? kMemoryTotal - allocated : 0;
     if (const char* f = std::getenv("FERRY_TESTDEV_MEMORY_FREE"); f && *f)
       d.memory_free = std::strtoull(f, nullptr, 10);
     d.max_allocation = kMemoryTotal;
@@ -226,14 +251,23 @@ class TestdevDevice final : public ferry::DeviceImpl {
 
   std::unique_ptr<ferry::Buffer> allocate(std::size_t bytes) override {
     ferry::failure_point(*this, "allocate");
-    auto b = std::make_unique<TestdevBuffer>(bytes);
+    auto b = std::make_unique<TestdevBuffer>(bytes, counters_);
     if (!b->ok())
       throw ferry::OutOfMemoryError(
           "testdev: out of memory allocating " + std::to_string(bytes) + " bytes", bytes, 0,
           device().str());
-    allocated_ += bytes;  // never decremented: a nominal figure for info()
     return b;
   }
+
+  ferry::MemoryStats memory_stats() override {
+    ferry::MemoryStats s;
+    s.allocated = counters_.allocated.load();
+    s.reserved = s.allocated;  // nothing is cached
+    s.peak_allocated = std::max(counters_.peak.load(), s.allocated);
+    s.allocations = counters_.allocations.load();
+    return s;
+  }
+  void reset_peak_memory_stats() override { counters_.peak = counters_.allocated.load(); }
 
   void copy_from_host(ferry::Buffer& dst, std::size_t off, const void* src,
                       std::size_t bytes) override {
@@ -264,7 +298,7 @@ class TestdevDevice final : public ferry::DeviceImpl {
                          " bytes at offset " + std::to_string(off) + " overruns a buffer of " +
                          std::to_string(b.size()) + " bytes on " + device().str());
   }
-  std::uint64_t allocated_ = 0;
+  MemoryCounters counters_;
 };
 
 class TestdevBackend final : public ferry::Backend {
