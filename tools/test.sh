@@ -5,9 +5,12 @@
 #   fuzz     build/fuzz: the libFuzzer targets (tests/fuzz, built with clang,
 #            ASan + UBSan) run on their seed corpus for a bounded time
 #   asan     build/asan, RelWithDebInfo with AddressSanitizer + UBSan
+#   tsan     build/tsan: libferry, the Vulkan and testdev modules and the
+#            concurrency tests with ThreadSanitizer (Note [Thread sanitizer
+#            variant] in tests/CMakeLists.txt)
 # Exits non-zero on the first failure. Works from any folder.
 #
-# Usage: tools/test.sh [release] [fuzz] [asan]   (default: all, in that order)
+# Usage: tools/test.sh [release] [fuzz] [asan] [tsan]   (default: all, in that order)
 # Environment:
 #   FERRY_JOBS=N          parallel build jobs (default: all cores)
 #   FERRY_CTEST_JOBS=N    parallel tests (default: 2)
@@ -32,12 +35,12 @@ fi
 
 variants=("$@")
 if [[ ${#variants[@]} -eq 0 ]]; then
-  variants=(release fuzz asan)
+  variants=(release fuzz asan tsan)
 fi
 for v in "${variants[@]}"; do
   case "$v" in
-    release | fuzz | asan) ;;
-    *) echo "unknown variant '$v' (expected: release, fuzz, asan)" >&2; exit 2 ;;
+    release | fuzz | asan | tsan) ;;
+    *) echo "unknown variant '$v' (expected: release, fuzz, asan, tsan)" >&2; exit 2 ;;
   esac
 done
 
@@ -163,6 +166,17 @@ for v in "${variants[@]}"; do
         "${common_opts[@]}"
       run_stage "asan: build (-j$JOBS)" cmake --build "$dir" -j "$JOBS"
       run_stage "asan: ctest (-j$CTEST_JOBS, ASan + UBSan)" run_asan_ctest
+      ;;
+    tsan)
+      dir=$ROOT/build/tsan
+      run_stage "tsan: configure $dir" configure "$dir" -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+        "-DCMAKE_CXX_FLAGS_RELWITHDEBINFO=-O1 -g1 -DNDEBUG" \
+        -DFERRY_SANITIZE=thread -DFERRY_BUILD_BENCHMARKS=OFF -DFERRY_ENABLE_CUDA=OFF \
+        "${common_opts[@]}"
+      run_stage "tsan: build the concurrency tests (-j$JOBS)" cmake --build "$dir" -j "$JOBS" \
+        --target ferry_thread_tests
+      run_stage "tsan: ctest (ThreadSanitizer)" ctest --test-dir "$dir" --output-on-failure \
+        --no-tests=error -L threads "${CTEST_EXTRA[@]}"
       ;;
   esac
 done

@@ -189,8 +189,15 @@ std::unique_ptr<Buffer> VulkanDevice::sub_buffer(std::shared_ptr<Buffer> parent,
   a.offset += offset;
   a.size = bytes;
   std::byte* mapped = p->host_ptr() ? static_cast<std::byte*>(p->host_ptr()) + offset : nullptr;
-  return std::make_unique<VulkanBuffer>(*this, p->pool(), a, p->handle(), mapped, bytes,
-                                        std::move(parent));
+  std::uint64_t last_use = 0;
+  {
+    std::lock_guard lock(mutex_);
+    last_use = p->last_use;  // the parent's reuse tag: the host waits for it too
+  }
+  auto sub = std::make_unique<VulkanBuffer>(*this, p->pool(), a, p->handle(), mapped, bytes,
+                                            std::move(parent));
+  sub->last_use = last_use;  // not shared yet: no lock needed
+  return sub;
 }
 
 std::unique_ptr<Buffer> VulkanDevice::allocate_staging(std::size_t bytes) {
