@@ -94,6 +94,27 @@ std::vector<float> chain(const Device& dev, int seed, int ops) {
   return x.to_vector<float>();
 }
 
+// Runs body(t) on `threads` threads that start together; returns each
+// thread's result, or the message of what it threw in errors[t].
+template <typename Body>
+auto run_at_once(int threads, Body body, std::vector<std::string>& errors) {
+  std::vector<decltype(body(0))> got(static_cast<std::size_t>(threads));
+  errors.assign(static_cast<std::size_t>(threads), "");
+  std::barrier start(threads);
+  std::vector<std::jthread> pool;
+  for (int t = 0; t < threads; ++t)
+    pool.emplace_back([&, t] {
+      start.arrive_and_wait();
+      try {
+        got[std::size_t(t)] = body(t);
+      } catch (const std::exception& e) {
+        errors[std::size_t(t)] = e.what();
+      }
+    });
+  pool.clear();  // joins
+  return got;
+}
+
 class DeviceThreads : public ::testing::TestWithParam<std::string> {};
 
 // Six threads, each its own chain of 200 ops, at once; each result equals
@@ -105,21 +126,8 @@ TEST_P(DeviceThreads, SixThreadChainsEqualSerialRuns) {
   std::vector<std::vector<float>> serial;
   for (int t = 0; t < kThreads; ++t) serial.push_back(chain(dev, t, kOps));
   for (int round = 0; round < rounds(); ++round) {
-    std::vector<std::vector<float>> got(kThreads);
-    std::vector<std::string> errors(kThreads);
-    std::barrier start(kThreads);
-    {
-      std::vector<std::jthread> pool;
-      for (int t = 0; t < kThreads; ++t)
-        pool.emplace_back([&, t] {
-          start.arrive_and_wait();
-          try {
-            got[t] = chain(dev, t, kOps);
-          } catch (const std::exception& e) {
-            errors[t] = e.what();
-          }
-        });
-    }
+    std::vector<std::string> errors;
+    auto got = run_at_once(kThreads, [&](int t) { return chain(dev, t, kOps); }, errors);
     for (int t = 0; t < kThreads; ++t) {
       ASSERT_EQ(errors[t], "") << "round " << round << ", thread " << t;
       ASSERT_EQ(got[t], serial[t]) << "round " << round << ", thread " << t;
@@ -206,21 +214,8 @@ TEST_P(TrainingThreads, SeparateModelsTrainAtOnceAsTheyTrainAlone) {
   constexpr int kThreads = 4, kSteps = 6;
   std::vector<std::vector<float>> serial;
   for (int t = 0; t < kThreads; ++t) serial.push_back(train(dev, t, kSteps));
-  std::vector<std::vector<float>> got(kThreads);
-  std::vector<std::string> errors(kThreads);
-  std::barrier start(kThreads);
-  {
-    std::vector<std::jthread> pool;
-    for (int t = 0; t < kThreads; ++t)
-      pool.emplace_back([&, t] {
-        start.arrive_and_wait();
-        try {
-          got[t] = train(dev, t, kSteps);
-        } catch (const std::exception& e) {
-          errors[t] = e.what();
-        }
-      });
-  }
+  std::vector<std::string> errors;
+  auto got = run_at_once(kThreads, [&](int t) { return train(dev, t, kSteps); }, errors);
   for (int t = 0; t < kThreads; ++t) {
     EXPECT_EQ(errors[t], "") << "thread " << t;
     EXPECT_EQ(got[t], serial[t]) << "thread " << t;

@@ -14,13 +14,21 @@ namespace {
 
 using Fn = std::function<Tensor(const Inputs&)>;
 
-// The gradients of fn at `in` for the upstream gradient r (seeded, in [-1, 1]).
+// The gradients of fn at `in` for a fixed upstream gradient r in [-1, 1).
 Tensor gradients(const Fn& fn, const Inputs& in) {
   Inputs leaves;
   for (const Tensor& t : in)
     leaves.push_back(t.defined() && is_floating(t.dtype()) ? t.detach().requires_grad_() : t);
   Tensor y = fn(leaves);
-  y.backward(make_input(y.sizes(), y.dtype(), 97, -1, 1).to(y.device()));
+  // Fixed values in [-1, 1) made on the host, not with the process's one
+  // generator: --threads runs this on several threads at once.
+  std::vector<float> r(static_cast<std::size_t>(y.numel()));
+  std::uint32_t state = 97;
+  for (float& x : r) {
+    state = state * 1664525u + 1013904223u;
+    x = float(state >> 8) / float(1 << 23) - 1.0f;
+  }
+  y.backward(tensor(r).reshape(y.sizes()).to(y.dtype()).to(y.device()));
   std::vector<Tensor> parts;
   for (const Tensor& l : leaves) {
     if (!l.defined() || !l.requires_grad()) continue;
