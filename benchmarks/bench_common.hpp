@@ -32,7 +32,8 @@ struct Comparison {
   std::string baseline;        // benchmark name of the baseline
   std::string baseline_label;  // "OpenBLAS"
   Metric metric;
-  double ferry_work = 0;  // per iteration: flops (gflops) or bytes (gbps); unused for usec
+  double ferry_work =
+      0;  // per iteration: flops (gflops), bytes (gbps), ops (usec; 0: per iteration)
   double baseline_work = 0;
 };
 
@@ -47,6 +48,7 @@ void register_train();     // a training step; beside PyTorch when libtorch was 
 void register_vulkan();    // skipped when no Vulkan device is available
 void register_transfer();  // the transfer planner; skipped without a Vulkan device
 void register_cuda();      // built with the CUDA toolkit; skipped without a CUDA device
+void register_overhead();  // per-op host overhead; beside PyTorch when libtorch was found
 
 // A rate counter in the console output, per second of wall time: counters
 // are named for the unit of work ("GFLOP", "GB"), and the console shows "/s".

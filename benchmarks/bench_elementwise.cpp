@@ -84,13 +84,13 @@ void bm_ferry_add(benchmark::State& state) {
 void bm_ferry_add_kernel(benchmark::State& state) {
   AddData& d = add_data();
   ferry::DeviceImpl& cpu = ferry::device_impl(ferry::Device::cpu());
-  const ferry::KernelFn* add = cpu.find_kernel("add");
+  const ferry::KernelFn* add = cpu.find_kernel(ferry::OpId::add);
   if (!add) {
     state.SkipWithError("the cpu device has no add kernel");
     return;
   }
   ferry::OpCall call;
-  call.op = "add";
+  call.op = ferry::OpId::add;
   call.inputs = {ferry::tensor_arg(d.a), ferry::tensor_arg(d.b)};
   call.outputs = {ferry::tensor_arg(d.c)};
   for (auto _ : state) {

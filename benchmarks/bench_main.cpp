@@ -63,8 +63,11 @@ std::string figure(Metric m, double work, double seconds) {
     case Metric::gbps:
       std::snprintf(buf, sizeof buf, "%.2f GB/s", work / seconds / 1e9);
       break;
-    case Metric::usec:
-      std::snprintf(buf, sizeof buf, "%.0f us", seconds * 1e6);
+    case Metric::usec:  // per iteration, or per op when the work counts ops
+      if (work > 0)
+        std::snprintf(buf, sizeof buf, "%.2f us per op", seconds * 1e6 / work);
+      else
+        std::snprintf(buf, sizeof buf, "%.0f us", seconds * 1e6);
       break;
   }
   return buf;
@@ -128,6 +131,7 @@ int main(int argc, char** argv) {
   bench::register_elementwise();
   bench::register_mlp();
   bench::register_train();
+  bench::register_overhead();
   bench::register_vulkan();
   bench::register_transfer();
 #ifdef FERRY_BENCH_HAVE_CUDA

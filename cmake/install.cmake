@@ -77,6 +77,8 @@ install(DIRECTORY ${PROJECT_SOURCE_DIR}/include/ferry
         DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}
         COMPONENT development
         FILES_MATCHING PATTERN "*.hpp" PATTERN "*.h")
+install(FILES ${FERRY_GENERATED_DIR}/include/ferry/op_ids.hpp  # from ops/ops.table
+        DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/ferry COMPONENT development)
 
 install(EXPORT ferryTargets
         NAMESPACE ferry::

@@ -167,11 +167,7 @@ DeviceInfo CudaDevice::info() {
   // The UUID NVIDIA's Vulkan driver reports as deviceUUID and nvidia-smi as
   // GPU-<uuid>: one card, one UUID, whichever backend describes it.
   for (int i = 0; i < 16; ++i) d.uuid[std::size_t(i)] = std::uint8_t(p.uuid.bytes[i]);
-  d.caps.f16 = true;
-  d.caps.bf16 = true;
-  d.caps.int64 = true;
-  d.caps.host_visible_memory = false;
-  d.caps.peer_copy = true;
+  d.caps = capabilities();
   d.properties["compute_capability"] = fmt::format("{}.{}", p.major, p.minor);
   d.properties["sm_count"] = std::to_string(p.multiProcessorCount);
   d.properties["warp_size"] = std::to_string(p.warpSize);

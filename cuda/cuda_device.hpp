@@ -77,9 +77,22 @@ class CudaDevice final : public DeviceImpl {
                       const Buffer& src, std::size_t src_offset, std::size_t bytes) override;
   std::unique_ptr<Buffer> sub_buffer(std::shared_ptr<Buffer> parent, std::size_t offset,
                                      std::size_t bytes) override;
-  bool has_sub_buffers() const override { return true; }
+  DeviceCapabilities capabilities() const override {
+    return {.f16 = true,
+            .bf16 = true,
+            .int64 = true,
+            .host_visible_memory = false,
+            .peer_copy = true,
+            .sub_buffers = true,
+            .staging = true};
+  }
+  // f64 is a CPU dtype here (Note [f64 is a CPU dtype]): only copy and fill
+  // move and convert it.
+  bool supports(OpId op, DType dtype) const override {
+    if (dtype == DType::f64 && op != OpId::copy && op != OpId::fill) return false;
+    return DeviceImpl::supports(op, dtype);
+  }
   std::unique_ptr<Buffer> allocate_staging(std::size_t bytes) override;
-  bool has_staging() const override { return true; }
   MemoryStats memory_stats() override;
   void reset_peak_memory_stats() override;
   void empty_cache() override;

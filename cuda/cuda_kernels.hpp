@@ -18,7 +18,7 @@
 
 namespace ferry::cuda {
 
-using KernelTable = std::vector<std::pair<std::string, KernelFn>>;
+using KernelTable = std::vector<std::pair<OpId, KernelFn>>;
 void add_elementwise_kernels(
     KernelTable& table);  // unary, binary, compare, where, copy, fill, arange
 void add_random_kernels(KernelTable& table);

@@ -32,6 +32,7 @@ void binary(CudaDevice& dev, const OpCall& c, const char* op) {
 enum class Set { floating, numeric, all };
 
 template <Set S, typename Op> KernelFn unary_kernel(const char* op) {
+  static_assert(S != Set::all, "unary ops take numeric or floating dtypes");
   return [op](DeviceImpl& d, const OpCall& c) {
     const TensorArg& out = check_operands(c, 1, op);
     check_dtype(c.inputs[0], out.dtype, "the input", op);
@@ -52,6 +53,8 @@ template <Set S, typename Op> KernelFn binary_kernel(const char* op) {
     CudaDevice& dev = cuda_device(d);
     if constexpr (S == Set::floating) {
       FERRY_CUDA_DISPATCH_FLOATING(out.dtype, op, binary<scalar_t, scalar_t, Op>(dev, c, op));
+    } else if constexpr (S == Set::numeric) {
+      FERRY_CUDA_DISPATCH_NUMERIC(out.dtype, op, binary<scalar_t, scalar_t, Op>(dev, c, op));
     } else {
       FERRY_CUDA_DISPATCH_ALL(out.dtype, op, binary<scalar_t, scalar_t, Op>(dev, c, op));
     }
@@ -189,41 +192,29 @@ void arange_kernel(DeviceImpl& d, const OpCall& c) {
 
 }  // namespace
 
+// The dtype sets of the op table's functor lists (FERRY_<KIND>_OPS).
+#define FERRY_CUDA_SET_all Set::all
+#define FERRY_CUDA_SET_numeric Set::numeric
+#define FERRY_CUDA_SET_float Set::floating
+
 void add_elementwise_kernels(KernelTable& t) {
-  t.emplace_back("neg", unary_kernel<Set::numeric, ops::Neg>("neg"));
-  t.emplace_back("abs", unary_kernel<Set::numeric, ops::Abs>("abs"));
-  t.emplace_back("relu", unary_kernel<Set::numeric, ops::Relu>("relu"));
-  t.emplace_back("exp", unary_kernel<Set::floating, ops::Exp>("exp"));
-  t.emplace_back("log", unary_kernel<Set::floating, ops::Log>("log"));
-  t.emplace_back("sqrt", unary_kernel<Set::floating, ops::Sqrt>("sqrt"));
-  t.emplace_back("rsqrt", unary_kernel<Set::floating, ops::Rsqrt>("rsqrt"));
-  t.emplace_back("sin", unary_kernel<Set::floating, ops::Sin>("sin"));
-  t.emplace_back("cos", unary_kernel<Set::floating, ops::Cos>("cos"));
-  t.emplace_back("tanh", unary_kernel<Set::floating, ops::Tanh>("tanh"));
-  t.emplace_back("sigmoid", unary_kernel<Set::floating, ops::Sigmoid>("sigmoid"));
-  t.emplace_back("gelu", unary_kernel<Set::floating, ops::Gelu>("gelu"));
-  t.emplace_back("gelu_tanh", unary_kernel<Set::floating, ops::GeluTanh>("gelu_tanh"));
-  t.emplace_back("silu", unary_kernel<Set::floating, ops::Silu>("silu"));
+  // One kernel per row of the op table's functor kinds.
+#define FERRY_UNARY(name, F, set) \
+  t.emplace_back(OpId::name, unary_kernel<FERRY_CUDA_SET_##set, ops::F>(#name));
+#define FERRY_BINARY(name, F, set) \
+  t.emplace_back(OpId::name, binary_kernel<FERRY_CUDA_SET_##set, ops::F>(#name));
+#define FERRY_COMPARE(name, F, set) t.emplace_back(OpId::name, comparison_kernel<ops::F>(#name));
+  FERRY_UNARY_OPS(FERRY_UNARY)
+  FERRY_BINARY_OPS(FERRY_BINARY)
+  FERRY_COMPARE_OPS(FERRY_COMPARE)
+#undef FERRY_UNARY
+#undef FERRY_BINARY
+#undef FERRY_COMPARE
 
-  t.emplace_back("add", binary_kernel<Set::all, ops::Add>("add"));
-  t.emplace_back("sub", binary_kernel<Set::all, ops::Sub>("sub"));
-  t.emplace_back("mul", binary_kernel<Set::all, ops::Mul>("mul"));
-  t.emplace_back("div", binary_kernel<Set::floating, ops::Div>("div"));
-  t.emplace_back("pow", binary_kernel<Set::all, ops::Pow>("pow"));
-  t.emplace_back("maximum", binary_kernel<Set::all, ops::Maximum>("maximum"));
-  t.emplace_back("minimum", binary_kernel<Set::all, ops::Minimum>("minimum"));
-
-  t.emplace_back("eq", comparison_kernel<ops::Eq>("eq"));
-  t.emplace_back("ne", comparison_kernel<ops::Ne>("ne"));
-  t.emplace_back("lt", comparison_kernel<ops::Lt>("lt"));
-  t.emplace_back("le", comparison_kernel<ops::Le>("le"));
-  t.emplace_back("gt", comparison_kernel<ops::Gt>("gt"));
-  t.emplace_back("ge", comparison_kernel<ops::Ge>("ge"));
-
-  t.emplace_back("where", where_kernel);
-  t.emplace_back("copy", copy_kernel);
-  t.emplace_back("fill", fill_kernel);
-  t.emplace_back("arange", arange_kernel);
+  t.emplace_back(OpId::where, where_kernel);
+  t.emplace_back(OpId::copy, copy_kernel);
+  t.emplace_back(OpId::fill, fill_kernel);
+  t.emplace_back(OpId::arange, arange_kernel);
 }
 
 }  // namespace ferry::cuda

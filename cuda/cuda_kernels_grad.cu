@@ -27,13 +27,10 @@ template <typename Op> KernelFn activation_backward(const char* op) {
 }  // namespace
 
 void add_grad_kernels(KernelTable& t) {
-  t.emplace_back("relu_backward", activation_backward<ops::ReluBackward>("relu_backward"));
-  t.emplace_back("gelu_backward", activation_backward<ops::GeluBackward>("gelu_backward"));
-  t.emplace_back("gelu_tanh_backward",
-                 activation_backward<ops::GeluTanhBackward>("gelu_tanh_backward"));
-  t.emplace_back("silu_backward", activation_backward<ops::SiluBackward>("silu_backward"));
-  t.emplace_back("sigmoid_backward", activation_backward<ops::SigmoidBackward>("sigmoid_backward"));
-  t.emplace_back("tanh_backward", activation_backward<ops::TanhBackward>("tanh_backward"));
+#define FERRY_ACTIVATION_BACKWARD(name, F, set) \
+  t.emplace_back(OpId::name, activation_backward<ops::F>(#name));
+  FERRY_ACTIVATION_BACKWARD_OPS(FERRY_ACTIVATION_BACKWARD)
+#undef FERRY_ACTIVATION_BACKWARD
 }
 
 }  // namespace ferry::cuda

@@ -10,9 +10,9 @@
 #include <cublas_v2.h>
 
 #include <climits>
-#include <mutex>
 #include <cstdint>
 #include <memory>
+#include <mutex>
 #include <type_traits>
 
 #include "cuda_error.hpp"
@@ -232,6 +232,6 @@ void matmul_kernel(DeviceImpl& d, const OpCall& call) {
 
 }  // namespace
 
-void add_linalg_kernels(KernelTable& table) { table.emplace_back("matmul", matmul_kernel); }
+void add_linalg_kernels(KernelTable& table) { table.emplace_back(OpId::matmul, matmul_kernel); }
 
 }  // namespace ferry::cuda

@@ -135,7 +135,7 @@ void launch_softmax(CudaDevice& dev, const char* op, const TensorArg& x, const T
 }
 
 template <typename T, bool kLog> void softmax(DeviceImpl& d, const OpCall& call) {
-  const std::string op(call.op);
+  const std::string op(call.name());
   const TensorArg& x = call.inputs.at(0);
   const TensorArg& y = call.outputs.at(0);
   if (y.dtype != x.dtype || y.sizes != x.sizes)
@@ -276,14 +276,14 @@ template <typename T> void layer_norm(DeviceImpl& d, const OpCall& call) {
 }  // namespace
 
 void add_nn_kernels(KernelTable& table) {
-  table.emplace_back("softmax", [](DeviceImpl& d, const OpCall& c) {
+  table.emplace_back(OpId::softmax, [](DeviceImpl& d, const OpCall& c) {
     FERRY_CUDA_DISPATCH_FLOATING(c.inputs.at(0).dtype, "softmax", (softmax<scalar_t, false>(d, c)));
   });
-  table.emplace_back("log_softmax", [](DeviceImpl& d, const OpCall& c) {
+  table.emplace_back(OpId::log_softmax, [](DeviceImpl& d, const OpCall& c) {
     FERRY_CUDA_DISPATCH_FLOATING(c.inputs.at(0).dtype, "log_softmax",
                                  (softmax<scalar_t, true>(d, c)));
   });
-  table.emplace_back("layer_norm", [](DeviceImpl& d, const OpCall& c) {
+  table.emplace_back(OpId::layer_norm, [](DeviceImpl& d, const OpCall& c) {
     FERRY_CUDA_DISPATCH_FLOATING(c.inputs.at(0).dtype, "layer_norm", layer_norm<scalar_t>(d, c));
   });
 }

@@ -214,8 +214,8 @@ void sgd_step_kernel(DeviceImpl& d, const OpCall& c) {
 }  // namespace
 
 void add_optim_kernels(KernelTable& t) {
-  t.emplace_back("adam_step", adam_step_kernel);
-  t.emplace_back("sgd_step", sgd_step_kernel);
+  t.emplace_back(OpId::adam_step, adam_step_kernel);
+  t.emplace_back(OpId::sgd_step, sgd_step_kernel);
 }
 
 }  // namespace ferry::cuda

@@ -333,7 +333,7 @@ void launch(CudaDevice& dev, const char* op, const OpCall& call, const TensorArg
 
 template <typename T, typename Op> void reduce(DeviceImpl& d, const OpCall& call) {
   using out_t = typename Op::out_t;
-  const std::string op(call.op);
+  const std::string op(call.name());
   const TensorArg& in = call.inputs.at(0);
   const TensorArg& out = call.outputs.at(0);
   const int reduce_ndim = int(call.attrs.i("reduce_ndim"));
@@ -364,18 +364,18 @@ template <typename T, typename Op> void reduce(DeviceImpl& d, const OpCall& call
 }  // namespace
 
 void add_reduce_kernels(KernelTable& table) {
-  table.emplace_back("sum", [](DeviceImpl& d, const OpCall& c) {
+  table.emplace_back(OpId::sum, [](DeviceImpl& d, const OpCall& c) {
     FERRY_CUDA_DISPATCH_ALL(c.inputs.at(0).dtype, "sum", (reduce<scalar_t, SumOp<scalar_t>>(d, c)));
   });
-  table.emplace_back("max", [](DeviceImpl& d, const OpCall& c) {
+  table.emplace_back(OpId::max, [](DeviceImpl& d, const OpCall& c) {
     FERRY_CUDA_DISPATCH_ALL(c.inputs.at(0).dtype, "max",
                             (reduce<scalar_t, ExtremumOp<scalar_t, true>>(d, c)));
   });
-  table.emplace_back("min", [](DeviceImpl& d, const OpCall& c) {
+  table.emplace_back(OpId::min, [](DeviceImpl& d, const OpCall& c) {
     FERRY_CUDA_DISPATCH_ALL(c.inputs.at(0).dtype, "min",
                             (reduce<scalar_t, ExtremumOp<scalar_t, false>>(d, c)));
   });
-  table.emplace_back("argmax", [](DeviceImpl& d, const OpCall& c) {
+  table.emplace_back(OpId::argmax, [](DeviceImpl& d, const OpCall& c) {
     FERRY_CUDA_DISPATCH_ALL(c.inputs.at(0).dtype, "argmax",
                             (reduce<scalar_t, ArgmaxOp<scalar_t>>(d, c)));
   });

@@ -175,20 +175,40 @@ std::unique_ptr<Event> DeviceImpl::record_event() {
   return std::make_unique<CompletedEvent>();
 }
 
-const KernelFn* DeviceImpl::find_kernel(std::string_view op) const {
-  auto it = kernels_.find(std::string(op));
-  return it == kernels_.end() ? nullptr : &it->second;
+bool DeviceImpl::supports(OpId op, DType dtype) const {
+  return find_kernel(op) != nullptr && op_info(op).kernel_dtypes().has(dtype);
+}
+
+std::vector<OpId> DeviceImpl::kernel_ops() const {
+  std::vector<OpId> ops;
+  for (std::size_t i = 0; i < kOpCount; ++i)
+    if (kernels_[i]) ops.push_back(OpId(i));
+  return ops;
 }
 
 std::vector<std::string> DeviceImpl::kernel_names() const {
   std::vector<std::string> names;
-  for (auto& [k, v] : kernels_) names.push_back(k);
+  for (OpId op : kernel_ops()) names.emplace_back(op_name(op));
   std::sort(names.begin(), names.end());
   return names;
 }
 
-void DeviceImpl::register_kernel(std::string op, KernelFn fn) {
-  kernels_[std::move(op)] = std::move(fn);
+void DeviceImpl::register_kernel(OpId op, KernelFn fn) {
+  KernelFn& slot = kernels_[std::size_t(op)];
+  if (slot)
+    throw Error(fmt::format("{}: a second kernel for op '{}' (each op has one per device)",
+                            device_.str(), op_name(op)));
+  slot = std::move(fn);
+}
+
+void DeviceImpl::register_kernel(std::string_view op, KernelFn fn) {
+  const std::optional<OpId> id = op_from_name(op);
+  if (!id)
+    throw Error(
+        fmt::format("{}: '{}' is not an op of ferry's op table (ops/ops.table); a "
+                    "device registers kernels for the table's ops only",
+                    device_.str(), op));
+  register_kernel(*id, std::move(fn));
 }
 
 }  // namespace ferry

@@ -65,8 +65,8 @@ std::string describe_args(const std::vector<TensorArg>& args) {
 }
 }  // namespace
 
-void run_kernel(std::string_view op, const std::vector<Tensor>& inputs,
-                const std::vector<Tensor>& outputs, const Attrs& attrs) {
+void run_kernel(OpId op, const std::vector<Tensor>& inputs, const std::vector<Tensor>& outputs,
+                const Attrs& attrs) {
   const Tensor* anchor = !outputs.empty() ? &outputs[0] : &inputs.at(0);
   const Device& device = anchor->device();
   OpCall call;
@@ -75,23 +75,24 @@ void run_kernel(std::string_view op, const std::vector<Tensor>& inputs,
   for (const Tensor& t : inputs) {
     if (!t.defined()) continue;
     if (t.device() != device)
-      throw DeviceMismatchError(fmt::format("{}: an input is on {} but the op runs on {}", op,
-                                            t.device().str(), device.str()));
+      throw DeviceMismatchError(fmt::format("{}: an input is on {} but the op runs on {}",
+                                            op_name(op), t.device().str(), device.str()));
     call.inputs.push_back(tensor_arg(t));
   }
   for (const Tensor& t : outputs) {
     if (t.device() != device)
-      throw DeviceMismatchError(fmt::format("{}: an output is on {} but the op runs on {}", op,
-                                            t.device().str(), device.str()));
+      throw DeviceMismatchError(fmt::format("{}: an output is on {} but the op runs on {}",
+                                            op_name(op), t.device().str(), device.str()));
     call.outputs.push_back(tensor_arg(t));
   }
   DeviceImpl& impl = anchor->storage()->impl();
   const KernelFn* kernel = impl.find_kernel(op);
   if (!kernel)
-    throw UnsupportedError(fmt::format("op '{}' is not implemented on device {} (inputs: {})", op,
-                                       device.str(), describe_args(call.inputs)));
-  FERRY_DEBUG("op {} on {}: [{}] -> [{}]{}{}", op, device.str(), describe_args(call.inputs),
-              describe_args(call.outputs), attrs.str().empty() ? "" : " ", attrs.str());
+    throw UnsupportedError(fmt::format("op '{}' is not implemented on device {} (inputs: {})",
+                                       op_name(op), device.str(), describe_args(call.inputs)));
+  FERRY_DEBUG("op {} on {}: [{}] -> [{}]{}{}", op_name(op), device.str(),
+              describe_args(call.inputs), describe_args(call.outputs),
+              attrs.str().empty() ? "" : " ", attrs.str());
   if (debug::output_guards()) {
     run_guarded(impl, *kernel, std::move(call));
     return;

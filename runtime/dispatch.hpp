@@ -21,8 +21,13 @@ void check_same_device(std::string_view op, const std::vector<Tensor>& tensors);
 
 // Runs `op` on the device of outputs (and inputs). UnsupportedError when the
 // device lacks the kernel. Undefined input tensors are skipped.
-void run_kernel(std::string_view op, const std::vector<Tensor>& inputs,
-                const std::vector<Tensor>& outputs, const Attrs& attrs = {});
+void run_kernel(OpId op, const std::vector<Tensor>& inputs, const std::vector<Tensor>& outputs,
+                const Attrs& attrs = {});
+
+// Whether `device` converts `from` to `to` (its copy kernel takes both).
+inline bool can_convert(const DeviceImpl& device, DType from, DType to) {
+  return device.supports(OpId::copy, from) && device.supports(OpId::copy, to);
+}
 
 // Copies `bytes` from one storage to another on any pair of devices: a
 // same-device copy, a peer copy, or through the host (the core's fallback).

@@ -84,7 +84,7 @@ void run_guarded(DeviceImpl& impl, const KernelFn& kernel, OpCall call) {
           fmt::format("kernel '{}' on {} wrote outside output {} ({}{}): {} guard byte(s) before "
                       "and {} after "
                       "its memory span changed",
-                      call.op, impl.device().str(), i, dtype_name(call.outputs[i].dtype),
+                      call.name(), impl.device().str(), i, dtype_name(call.outputs[i].dtype),
                       shape_str(call.outputs[i].sizes), nb, na),
           "out-of-bounds-write");
     if (span_bytes)

@@ -31,100 +31,85 @@ Shape broadcast_shapes(const Shape& a, const Shape& b) {
 
 namespace {
 
-enum class Kind { floating, keep, keep_numeric };
-
-// Unary ops: `floating` ops give f32 for integer and bool inputs; `keep` ops
-// keep the dtype (bool refused where meaningless).
-Tensor unary(std::string_view op, const Tensor& x, Kind kind) {
-  DType dt = x.dtype();
-  if (kind == Kind::floating && !is_floating(dt)) dt = DType::f32;
-  if (kind == Kind::keep_numeric && dt == DType::boolean)
-    throw DTypeError(fmt::format(
-        "{}: not defined for bool tensors (shape {}); cast to an integer or float dtype first", op,
-        shape_str(x.sizes())));
+// The op's row decides the dtypes (Note [The op table] in ferry/op.hpp):
+// which it takes, which its kernel computes in, which it returns.
+Tensor unary(OpId op, const Tensor& x) {
+  check_op_dtype(op, x.dtype(), fmt::format("a tensor of shape {}", shape_str(x.sizes())));
+  const DType dt = op_compute_dtype(op, x.dtype());
   Tensor in = x.to(dt);
-  Tensor out = new_tensor(x.sizes(), dt, x.device());
+  Tensor out = new_tensor(x.sizes(), op_result_dtype(op, dt), x.device());
   run_kernel(op, {in}, {out});
   autograd::record_unary(op, x, out);
   return out;
 }
 
-enum class Result { promoted, floating, boolean };
-
-// Binary ops on two tensors of promoted dtype `compute`, broadcast to one shape.
-Tensor binary(std::string_view op, const Tensor& a, const Tensor& b, DType compute, Result result) {
-  check_same_device(op, {{"self", &a}, {"other", &b}});
+// Binary ops on two tensors of promoted dtype `promoted`, broadcast to one shape.
+Tensor binary(OpId op, const Tensor& a, const Tensor& b, DType promoted) {
+  check_same_device(op_name(op), {{"self", &a}, {"other", &b}});
   Shape shape = broadcast_shapes(a.sizes(), b.sizes());
-  if (result == Result::floating && !is_floating(compute)) compute = DType::f32;
-  if (compute == DType::boolean && (op == "sub" || op == "pow"))
-    throw DTypeError(fmt::format(
-        "{}: not defined for two bool tensors ({} and {}); use logical ops or cast first", op,
-        shape_str(a.sizes()), shape_str(b.sizes())));
-  DType out_dtype = result == Result::boolean ? DType::boolean : compute;
-  Tensor out = new_tensor(shape, out_dtype, a.device());
+  check_op_dtype(
+      op, promoted,
+      fmt::format("operands of shapes {} and {}", shape_str(a.sizes()), shape_str(b.sizes())));
+  const DType compute = op_compute_dtype(op, promoted);
+  Tensor out = new_tensor(shape, op_result_dtype(op, compute), a.device());
   autograd::untracked([&] {  // the casts and expands that feed the kernel are not in the graph
     run_kernel(op, {a.to(compute).expand(shape), b.to(compute).expand(shape)}, {out});
     return out;
   });
-  if (result != Result::boolean) autograd::record_binary(op, a, b, out);
+  if (op_info(op).grad == OpGrad::formula) autograd::record_binary(op, a, b, out);
   return out;
 }
 
-Result result_of(std::string_view op) {
-  if (op == "div") return Result::floating;
-  if (op == "eq" || op == "ne" || op == "lt" || op == "le" || op == "gt" || op == "ge")
-    return Result::boolean;
-  return Result::promoted;
+Tensor binary_tt(OpId op, const Tensor& a, const Tensor& b) {
+  return binary(op, a, b, result_type(a, b));
 }
 
-Tensor binary_tt(std::string_view op, const Tensor& a, const Tensor& b) {
-  return binary(op, a, b, promote_types(a.dtype(), b.dtype()), result_of(op));
+Tensor binary_ts(OpId op, const Tensor& a, const Scalar& s) {
+  DType promoted = result_type(a, s);
+  Tensor b = scalar_tensor(s, {.dtype = promoted, .device = a.device()});
+  return binary(op, a, b, promoted);
 }
 
-// PyTorch's rule for a Python number beside a tensor: it only changes the
-// dtype when it is of a higher category (bool < integer < floating).
-DType promote_with_scalar(DType t, const Scalar& s) {
-  int tc = is_floating(t) ? 2 : t == DType::boolean ? 0 : 1;
-  int sc = s.is_floating() ? 2 : s.is_bool() ? 0 : 1;
-  return sc > tc ? s.natural_dtype() : t;
+Tensor binary_st(OpId op, const Scalar& s, const Tensor& b) {
+  DType promoted = result_type(b, s);
+  Tensor a = scalar_tensor(s, {.dtype = promoted, .device = b.device()});
+  return binary(op, a, b, promoted);
 }
 
-Tensor binary_ts(std::string_view op, const Tensor& a, const Scalar& s) {
-  DType compute = promote_with_scalar(a.dtype(), s);
-  Tensor b = scalar_tensor(s, {.dtype = compute, .device = a.device()});
-  return binary(op, a, b, compute, result_of(op));
-}
+int category(DType t) { return is_floating(t) ? 2 : t == DType::boolean ? 0 : 1; }
 
-Tensor binary_st(std::string_view op, const Scalar& s, const Tensor& b) {
-  DType compute = promote_with_scalar(b.dtype(), s);
-  Tensor a = scalar_tensor(s, {.dtype = compute, .device = b.device()});
-  return binary(op, a, b, compute, result_of(op));
+// PyTorch's combine_categories: `lower` (a 0-d tensor's or a number's dtype)
+// only counts when it is of a higher category than `higher` (the dimensioned
+// operands' dtype), and then the two promote.
+DType combine_categories(DType higher, DType lower) {
+  if (category(lower) > category(higher)) return promote_types(higher, lower);
+  return higher;
 }
 
 }  // namespace
 
-Tensor neg(const Tensor& x) { return unary("neg", x, Kind::keep_numeric); }
-Tensor abs(const Tensor& x) { return unary("abs", x, Kind::keep_numeric); }
-Tensor relu(const Tensor& x) { return unary("relu", x, Kind::keep_numeric); }
-Tensor exp(const Tensor& x) { return unary("exp", x, Kind::floating); }
-Tensor log(const Tensor& x) { return unary("log", x, Kind::floating); }
-Tensor sqrt(const Tensor& x) { return unary("sqrt", x, Kind::floating); }
-Tensor rsqrt(const Tensor& x) { return unary("rsqrt", x, Kind::floating); }
-Tensor sin(const Tensor& x) { return unary("sin", x, Kind::floating); }
-Tensor cos(const Tensor& x) { return unary("cos", x, Kind::floating); }
-Tensor tanh(const Tensor& x) { return unary("tanh", x, Kind::floating); }
-Tensor sigmoid(const Tensor& x) { return unary("sigmoid", x, Kind::floating); }
-Tensor silu(const Tensor& x) { return unary("silu", x, Kind::floating); }
+Tensor neg(const Tensor& x) { return unary(OpId::neg, x); }
+Tensor abs(const Tensor& x) { return unary(OpId::abs, x); }
+Tensor relu(const Tensor& x) { return unary(OpId::relu, x); }
+Tensor exp(const Tensor& x) { return unary(OpId::exp, x); }
+Tensor log(const Tensor& x) { return unary(OpId::log, x); }
+Tensor sqrt(const Tensor& x) { return unary(OpId::sqrt, x); }
+Tensor rsqrt(const Tensor& x) { return unary(OpId::rsqrt, x); }
+Tensor sin(const Tensor& x) { return unary(OpId::sin, x); }
+Tensor cos(const Tensor& x) { return unary(OpId::cos, x); }
+Tensor tanh(const Tensor& x) { return unary(OpId::tanh, x); }
+Tensor sigmoid(const Tensor& x) { return unary(OpId::sigmoid, x); }
+Tensor silu(const Tensor& x) { return unary(OpId::silu, x); }
 Tensor gelu(const Tensor& x, std::string_view approximate) {
-  if (approximate == "none") return unary("gelu", x, Kind::floating);
-  if (approximate == "tanh") return unary("gelu_tanh", x, Kind::floating);
+  if (approximate == "none") return unary(OpId::gelu, x);
+  if (approximate == "tanh") return unary(OpId::gelu_tanh, x);
   throw Error(
       fmt::format("gelu: approximate must be \"none\" or \"tanh\", got \"{}\"", approximate));
 }
 
-#define FERRY_BINARY(name)                                                         \
-  Tensor name(const Tensor& a, const Tensor& b) { return binary_tt(#name, a, b); } \
-  Tensor name(const Tensor& a, const Scalar& b) { return binary_ts(#name, a, b); }
+#define FERRY_BINARY(name)                                                              \
+  Tensor name(const Tensor& a, const Tensor& b) { return binary_tt(OpId::name, a, b); } \
+  Tensor name(const Tensor& a, const Scalar& b) { return binary_ts(OpId::name, a, b); }
 FERRY_BINARY(add)
 FERRY_BINARY(sub)
 FERRY_BINARY(mul)
@@ -139,9 +124,19 @@ FERRY_BINARY(le)
 FERRY_BINARY(gt)
 FERRY_BINARY(ge)
 #undef FERRY_BINARY
-Tensor sub(const Scalar& a, const Tensor& b) { return binary_st("sub", a, b); }
-Tensor div(const Scalar& a, const Tensor& b) { return binary_st("div", a, b); }
-Tensor pow(const Scalar& a, const Tensor& b) { return binary_st("pow", a, b); }
+Tensor sub(const Scalar& a, const Tensor& b) { return binary_st(OpId::sub, a, b); }
+Tensor div(const Scalar& a, const Tensor& b) { return binary_st(OpId::div, a, b); }
+Tensor pow(const Scalar& a, const Tensor& b) { return binary_st(OpId::pow, a, b); }
+
+DType result_type(const Tensor& a, const Tensor& b) {
+  const bool a0 = a.dim() == 0, b0 = b.dim() == 0;
+  if (a0 == b0) return promote_types(a.dtype(), b.dtype());
+  return a0 ? combine_categories(b.dtype(), a.dtype()) : combine_categories(a.dtype(), b.dtype());
+}
+
+DType result_type(const Tensor& t, const Scalar& s) {
+  return combine_categories(t.dtype(), s.natural_dtype());
+}
 
 Tensor where(const Tensor& cond, const Tensor& a, const Tensor& b) {
   check_same_device("where", {{"condition", &cond}, {"self", &a}, {"other", &b}});
@@ -150,10 +145,10 @@ Tensor where(const Tensor& cond, const Tensor& a, const Tensor& b) {
         "where: the condition must be bool, got {} (shape {}); compare first, e.g. gt(x, 0)",
         dtype_name(cond.dtype()), shape_str(cond.sizes())));
   Shape shape = broadcast_shapes(broadcast_shapes(cond.sizes(), a.sizes()), b.sizes());
-  DType dt = promote_types(a.dtype(), b.dtype());
+  DType dt = result_type(a, b);
   Tensor out = new_tensor(shape, dt, a.device());
   autograd::untracked([&] {
-    run_kernel("where", {cond.expand(shape), a.to(dt).expand(shape), b.to(dt).expand(shape)},
+    run_kernel(OpId::where, {cond.expand(shape), a.to(dt).expand(shape), b.to(dt).expand(shape)},
                {out});
     return out;
   });
@@ -161,14 +156,23 @@ Tensor where(const Tensor& cond, const Tensor& a, const Tensor& b) {
   return out;
 }
 Tensor where(const Tensor& cond, const Tensor& a, const Scalar& b) {
-  return where(
-      cond, a,
-      scalar_tensor(b, {.dtype = promote_with_scalar(a.dtype(), b), .device = a.device()}));
+  return where(cond, a, scalar_tensor(b, {.dtype = result_type(a, b), .device = a.device()}));
 }
 Tensor where(const Tensor& cond, const Scalar& a, const Tensor& b) {
-  return where(cond,
-               scalar_tensor(a, {.dtype = promote_with_scalar(b.dtype(), a), .device = b.device()}),
-               b);
+  return where(cond, scalar_tensor(a, {.dtype = result_type(b, a), .device = b.device()}), b);
+}
+
+Tensor unary_op(OpId op, const Tensor& x) {
+  if (op_info(op).kind != OpKind::unary)
+    throw Error(fmt::format("unary_op: '{}' is not a unary op", op_name(op)));
+  return unary(op, x);
+}
+
+Tensor binary_op(OpId op, const Tensor& a, const Tensor& b) {
+  const OpKind k = op_info(op).kind;
+  if (k != OpKind::binary && k != OpKind::compare)
+    throw Error(fmt::format("binary_op: '{}' is not a binary or comparison op", op_name(op)));
+  return binary_tt(op, a, b);
 }
 
 Tensor cast(const Tensor& x, DType dtype) { return x.to(dtype); }

@@ -68,7 +68,7 @@ Tensor index_select(std::string_view op, const Tensor& x, std::int64_t dim, cons
   Shape shape = in.sizes();
   shape[std::size_t(d)] = idx.numel();
   Tensor out = new_tensor(shape, x.dtype(), x.device());
-  if (out.numel() > 0) run_kernel("index_select", {in, idx}, {out}, Attrs{{"dim", d}});
+  if (out.numel() > 0) run_kernel(OpId::index_select, {in, idx}, {out}, Attrs{{"dim", d}});
   return out;
 }
 
@@ -103,7 +103,7 @@ Tensor gather_forward(const Tensor& x, std::int64_t dim, const Tensor& index) {
                       shape_str(index.sizes()), shape_str(x.sizes()), i, d));
   check_bounds("gather", ix, d, in.size(d), x.sizes());
   Tensor out = new_tensor(ix.sizes(), x.dtype(), x.device());
-  if (out.numel() > 0) run_kernel("gather", {in, ix}, {out}, Attrs{{"dim", d}});
+  if (out.numel() > 0) run_kernel(OpId::gather, {in, ix}, {out}, Attrs{{"dim", d}});
   return out.view(index.sizes());
 }
 

@@ -87,11 +87,11 @@ Tensor matmul_forward(const Tensor& a, const Tensor& b) {
     // product (PyTorch does the same; it is what a Linear layer needs).
     Tensor A2 = A.reshape({detail::shape_numel(batch_a) * M, K});  // not -1: K may be 0
     out = new_tensor({1, A2.size(0), N}, dtype, a.device());
-    run_kernel("matmul", {A2.unsqueeze(0), B.unsqueeze(0)}, {out});
+    run_kernel(OpId::matmul, {A2.unsqueeze(0), B.unsqueeze(0)}, {out});
   } else {
     std::int64_t nb = detail::shape_numel(batch);
     out = new_tensor({nb, M, N}, dtype, a.device());
-    run_kernel("matmul", {as_batched(A, batch), as_batched(B, batch)}, {out});
+    run_kernel(OpId::matmul, {as_batched(A, batch), as_batched(B, batch)}, {out});
   }
   return out.view(result);
 }

@@ -23,8 +23,8 @@ namespace {
 // The kernel works along the last dim. Rather than moving `dim` there with a
 // copy, both the input and the (contiguous, original-shape) output are
 // viewed transposed; the kernel handles strided rows.
-Tensor softmax_like(std::string_view op, const Tensor& x, std::int64_t dim) {
-  const std::int64_t d = wrap_dim(dim, x.dim(), op);
+Tensor softmax_like(OpId op, const Tensor& x, std::int64_t dim) {
+  const std::int64_t d = wrap_dim(dim, x.dim(), op_name(op));
   // Integer and bool inputs compute in f32, like PyTorch's softmax(x, dtype=float).
   Tensor in = is_floating(x.dtype()) ? x : x.to(DType::f32);
   Tensor out = new_tensor(x.sizes(), in.dtype(), x.device());
@@ -40,13 +40,13 @@ Tensor softmax_like(std::string_view op, const Tensor& x, std::int64_t dim) {
 }  // namespace
 
 Tensor softmax(const Tensor& x, std::int64_t dim) {
-  Tensor y = autograd::untracked([&] { return softmax_like("softmax", x, dim); });
+  Tensor y = autograd::untracked([&] { return softmax_like(OpId::softmax, x, dim); });
   autograd::record_softmax("softmax", x, dim, y);
   return y;
 }
 
 Tensor log_softmax(const Tensor& x, std::int64_t dim) {
-  Tensor y = autograd::untracked([&] { return softmax_like("log_softmax", x, dim); });
+  Tensor y = autograd::untracked([&] { return softmax_like(OpId::log_softmax, x, dim); });
   autograd::record_softmax("log_softmax", x, dim, y);
   return y;
 }
@@ -95,7 +95,7 @@ LayerNormResult layer_norm_forward(const Tensor& x, const Shape& normalized_shap
   r.mean = new_tensor({rows}, stats, x.device());
   r.rstd = new_tensor({rows}, stats, x.device());
   if (rows > 0)
-    run_kernel("layer_norm", {x2, w, b}, {r.y, r.mean, r.rstd},
+    run_kernel(OpId::layer_norm, {x2, w, b}, {r.y, r.mean, r.rstd},
                Attrs{{"eps", eps}, {"has_weight", weight.defined()}, {"has_bias", bias.defined()}});
   r.y = r.y.view(x.sizes());
   return r;

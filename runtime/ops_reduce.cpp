@@ -10,8 +10,8 @@
 #include <limits>
 
 #include "autograd/formulas.hpp"
-#include "ferry/autograd.hpp"
 #include "dispatch.hpp"
+#include "ferry/autograd.hpp"
 #include "ferry/error.hpp"
 #include "ferry/ops.hpp"
 
@@ -68,7 +68,7 @@ ReducePlan plan_reduce(std::string_view op, const Tensor& x,
 }
 
 // Runs a reduction kernel whose output dtype is `out_dtype`.
-Tensor run_reduce(std::string_view op, const ReducePlan& plan, DType out_dtype, bool keepdim) {
+Tensor run_reduce(OpId op, const ReducePlan& plan, DType out_dtype, bool keepdim) {
   Tensor out = new_tensor(plan.out_sizes, out_dtype, plan.permuted.device());
   run_kernel(op, {plan.permuted}, {out}, Attrs{{"reduce_ndim", plan.reduce_ndim}});
   return keepdim ? out.view(plan.keepdim_sizes) : out;
@@ -93,11 +93,11 @@ void check_floating(std::string_view op, const Tensor& x) {
                     op, dtype_name(x.dtype()), shape_str(x.sizes()), op));
 }
 
-Tensor extremum(std::string_view op, const Tensor& x, const std::vector<std::int64_t>& dims,
-                bool keepdim) {
+Tensor extremum(OpId id, const Tensor& x, const std::vector<std::int64_t>& dims, bool keepdim) {
+  const std::string_view op = op_name(id);
   ReducePlan plan = plan_reduce(op, x, dims);
   check_nonempty(op, x, plan, dims);
-  return run_reduce(op, plan, x.dtype(), keepdim);
+  return run_reduce(id, plan, x.dtype(), keepdim);
 }
 
 // 16-bit floats are widened for mean and var: their sums overflow easily
@@ -113,7 +113,7 @@ bool is_half(DType t) { return t == DType::f16 || t == DType::bf16; }
 Tensor sum(const Tensor& x, const std::vector<std::int64_t>& dims, bool keepdim) {
   Tensor out = autograd::untracked([&] {
     DType dt = is_floating(x.dtype()) ? x.dtype() : DType::i64;
-    return run_reduce("sum", plan_reduce("sum", x, dims), dt, keepdim);
+    return run_reduce(OpId::sum, plan_reduce("sum", x, dims), dt, keepdim);
   });
   autograd::record_sum(x, dims, keepdim, out);
   return out;
@@ -125,7 +125,7 @@ Tensor mean_forward(const Tensor& x, const std::vector<std::int64_t>& dims, bool
   check_floating("mean", x);
   if (is_half(x.dtype())) return mean_forward(x.to(DType::f32), dims, keepdim).to(x.dtype());
   ReducePlan plan = plan_reduce("mean", x, dims);
-  Tensor s = run_reduce("sum", plan, x.dtype(), keepdim);
+  Tensor s = run_reduce(OpId::sum, plan, x.dtype(), keepdim);
   // An empty slice gives 0 / 0 = NaN, like PyTorch.
   return div(s, Scalar(double(plan.count)));
 }
@@ -140,7 +140,7 @@ Tensor var_forward(const Tensor& x, const std::vector<std::int64_t>& dims, doubl
   ReducePlan plan = plan_reduce("var", x, dims);
   Tensor m = mean_forward(x, dims, /*keepdim=*/true);
   Tensor d = sub(x, m);
-  Tensor ss = run_reduce("sum", plan_reduce("var", mul(d, d), dims), x.dtype(), keepdim);
+  Tensor ss = run_reduce(OpId::sum, plan_reduce("var", mul(d, d), dims), x.dtype(), keepdim);
   // PyTorch divides by max(0, N - correction): too few elements give inf or NaN.
   double denom = std::max(0.0, double(plan.count) - correction);
   return div(ss, Scalar(denom));
@@ -155,13 +155,13 @@ Tensor mean(const Tensor& x, const std::vector<std::int64_t>& dims, bool keepdim
 }
 
 Tensor max(const Tensor& x, const std::vector<std::int64_t>& dims, bool keepdim) {
-  Tensor out = autograd::untracked([&] { return extremum("max", x, dims, keepdim); });
+  Tensor out = autograd::untracked([&] { return extremum(OpId::max, x, dims, keepdim); });
   autograd::record_extremum("max", x, dims, keepdim, out);
   return out;
 }
 
 Tensor min(const Tensor& x, const std::vector<std::int64_t>& dims, bool keepdim) {
-  Tensor out = autograd::untracked([&] { return extremum("min", x, dims, keepdim); });
+  Tensor out = autograd::untracked([&] { return extremum(OpId::min, x, dims, keepdim); });
   autograd::record_extremum("min", x, dims, keepdim, out);
   return out;
 }
@@ -180,12 +180,12 @@ Tensor argmax(const Tensor& x, std::optional<std::int64_t> dim, bool keepdim) {
     Tensor flat = x.reshape({-1});
     ReducePlan plan = plan_reduce("argmax", flat, {});
     check_nonempty("argmax", x, plan, {});
-    Tensor out = run_reduce("argmax", plan, DType::i64, false);
+    Tensor out = run_reduce(OpId::argmax, plan, DType::i64, false);
     return keepdim ? out.view(Shape(std::size_t(x.dim()), 1)) : out;
   }
   ReducePlan plan = plan_reduce("argmax", x, {*dim});
   check_nonempty("argmax", x, plan, {*dim});
-  return run_reduce("argmax", plan, DType::i64, keepdim);
+  return run_reduce(OpId::argmax, plan, DType::i64, keepdim);
 }
 
 }  // namespace ferry

@@ -33,8 +33,7 @@ std::pair<std::uint64_t, std::uint64_t> reserve(std::int64_t count) {
   return {g.seed, first};
 }
 
-Tensor draw(std::string_view op, const Shape& shape, DType dtype, const Device& device,
-            Attrs attrs) {
+Tensor draw(OpId op, const Shape& shape, DType dtype, const Device& device, Attrs attrs) {
   Tensor t = detail::new_tensor(shape, dtype, device);
   auto [seed, offset] = reserve(t.numel());
   attrs.set("seed", std::int64_t(seed)).set("offset", std::int64_t(offset));
@@ -63,7 +62,7 @@ void manual_seed(std::uint64_t seed) {
 Tensor uniform(const Shape& shape, double low, double high, const TensorOptions& o) {
   if (!(low <= high))
     throw Error(fmt::format("uniform: low ({}) must not exceed high ({})", low, high));
-  return draw("random_uniform", shape, floating_dtype("uniform", o), o.device,
+  return draw(OpId::random_uniform, shape, floating_dtype("uniform", o), o.device,
               Attrs{{"low", low}, {"high", high}});
 }
 
@@ -71,7 +70,7 @@ Tensor rand(const Shape& shape, const TensorOptions& o) { return uniform(shape, 
 
 Tensor normal(const Shape& shape, double mean, double stddev, const TensorOptions& o) {
   if (!(stddev >= 0)) throw Error(fmt::format("normal: stddev must be >= 0, got {}", stddev));
-  return draw("random_normal", shape, floating_dtype("normal", o), o.device,
+  return draw(OpId::random_normal, shape, floating_dtype("normal", o), o.device,
               Attrs{{"mean", mean}, {"std", stddev}});
 }
 
@@ -84,7 +83,7 @@ Tensor randint(std::int64_t low, std::int64_t high, const Shape& shape, const Te
     throw DTypeError(
         "randint: bool is not an integer dtype; use rand(shape) < p for random booleans");
   return draw(
-      "random_int", shape, dt, o.device,
+      OpId::random_int, shape, dt, o.device,
       Attrs{{"low", low}, {"range", std::int64_t(std::uint64_t(high) - std::uint64_t(low))}});
 }
 

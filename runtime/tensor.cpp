@@ -90,14 +90,14 @@ void Tensor::read_bytes(void* dst, std::size_t bytes) const {
 Tensor Tensor::contiguous() const {
   if (is_contiguous()) return *this;
   Tensor out = new_tensor(sizes(), dtype(), device());
-  run_kernel("copy", {*this}, {out});
+  run_kernel(OpId::copy, {*this}, {out});
   autograd::record_identity("contiguous", *this, out);
   return out;
 }
 
 Tensor Tensor::clone() const {
   Tensor out = new_tensor(sizes(), dtype(), device());
-  run_kernel("copy", {*this}, {out});
+  run_kernel(OpId::copy, {*this}, {out});
   autograd::record_identity("clone", *this, out);
   return out;
 }
@@ -105,7 +105,7 @@ Tensor Tensor::clone() const {
 Tensor Tensor::to(DType dt) const {
   if (dt == dtype()) return *this;
   Tensor out = new_tensor(sizes(), dt, device());
-  run_kernel("copy", {*this}, {out});
+  run_kernel(OpId::copy, {*this}, {out});
   autograd::record_cast(*this, out);
   return out;
 }
@@ -127,12 +127,9 @@ Tensor Tensor::to(const Device& dev) const {
 Tensor Tensor::to(const Device& dev, DType dt) const {
   // Convert on whichever side moves fewer bytes; on the destination when the
   // source device cannot convert (a GPU holding f64: vk_f64.to(cpu, f32)).
-  if (dtype_size(dt) < element_size() && dev != device()) {
-    try {
-      return to(dt).to(dev);
-    } catch (const UnsupportedError&) {
-    }
-  }
+  if (dtype_size(dt) < element_size() && dev != device() &&
+      detail::can_convert(storage()->impl(), dtype(), dt))
+    return to(dt).to(dev);
   return to(dev).to(dt);
 }
 
@@ -161,14 +158,14 @@ void check_in_place(std::string_view op, const Tensor& self, const Tensor* src) 
 Tensor& Tensor::copy_(const Tensor& src) {
   check_in_place("copy_", *this, &src);
   Tensor s = src.device() == device() ? src : src.to(device());
-  run_kernel("copy", {s.expand(sizes())}, {*this});
+  run_kernel(OpId::copy, {s.expand(sizes())}, {*this});
   storage()->bump_version();
   return *this;
 }
 
 Tensor& Tensor::fill_(const Scalar& value) {
   check_in_place("fill_", *this, nullptr);
-  run_kernel("fill", {}, {*this},
+  run_kernel(OpId::fill, {}, {*this},
              Attrs{{"value", value.to_double()}, {"ivalue", value.to_int64()}});
   storage()->bump_version();
   return *this;
@@ -449,7 +446,7 @@ Tensor arange(double start, double end, double step, const TensorOptions& o) {
   double n = std::ceil((end - start) / step);
   if (n > 9e15) throw ShapeError(fmt::format("arange: {} elements is too many", n));
   Tensor t = empty({std::int64_t(std::max(n, 0.0))}, o);
-  run_kernel("arange", {}, {t}, Attrs{{"start", start}, {"step", step}});
+  run_kernel(OpId::arange, {}, {t}, Attrs{{"start", start}, {"step", step}});
   return t;
 }
 

@@ -14,44 +14,7 @@ layout(constant_id = 3) const uint OUT_DT = 0;
 layout(constant_id = 4) const uint NDIM = 1;    // 1..4 coalesced dims
 layout(constant_id = 5) const bool CONTIGUOUS = false;  // one dim, every stride 1: no index math
 
-// Op codes: ferry::vulkan::ElementwiseOp in vk_kernels_elementwise.cpp.
-#define OP_NEG 1u
-#define OP_ABS 2u
-#define OP_RELU 3u
-#define OP_EXP 4u
-#define OP_LOG 5u
-#define OP_SQRT 6u
-#define OP_RSQRT 7u
-#define OP_SIN 8u
-#define OP_COS 9u
-#define OP_TANH 10u
-#define OP_SIGMOID 11u
-#define OP_GELU 12u
-#define OP_GELU_TANH 13u
-#define OP_SILU 14u
-#define OP_ADD 20u
-#define OP_SUB 21u
-#define OP_MUL 22u
-#define OP_DIV 23u
-#define OP_POW 24u
-#define OP_MAXIMUM 25u
-#define OP_MINIMUM 26u
-#define OP_EQ 30u
-#define OP_NE 31u
-#define OP_LT 32u
-#define OP_LE 33u
-#define OP_GT 34u
-#define OP_GE 35u
-#define OP_RELU_BACKWARD 50u  // activation backward: (grad, z) -> out, z as in grad_f
-#define OP_GELU_BACKWARD 51u
-#define OP_GELU_TANH_BACKWARD 52u
-#define OP_SILU_BACKWARD 53u
-#define OP_SIGMOID_BACKWARD 54u
-#define OP_TANH_BACKWARD 55u
-#define OP_WHERE 40u
-#define OP_COPY 41u
-#define OP_FILL 42u
-#define OP_ARANGE 43u
+#include "ferry_ops.glsl"  // OP_<NAME> = ferry::OpId, generated from ops/ops.table
 
 FERRY_TENSOR(0, o)
 FERRY_TENSOR(1, a)
@@ -66,10 +29,10 @@ layout(push_constant) uniform Params {
   uint s0, s1, s2;  // op scalars: fill value bits; arange start, step
 } p;
 
-bool is_unary() { return OP >= OP_NEG && OP <= OP_SILU; }
-bool is_binary() { return OP >= OP_ADD && OP <= OP_MINIMUM; }
-bool is_compare() { return OP >= OP_EQ && OP <= OP_GE; }
-bool is_grad() { return OP >= OP_RELU_BACKWARD && OP <= OP_TANH_BACKWARD; }
+bool is_unary() { return op_is_unary(OP); }
+bool is_binary() { return op_is_binary(OP); }
+bool is_compare() { return op_is_compare(OP); }
+bool is_grad() { return op_is_activation_backward(OP); }
 
 float unary_f(float x) {
   switch (OP) {

@@ -10,7 +10,7 @@
 // `precise` keeps the driver from fusing a multiply and an add into an fma, so the GPU rounds
 // where the CPU does.
 //
-// Specialization constants: 0 workgroup size, 1 OP (OPTIM_ADAM, OPTIM_SGD), 2 the dtype.
+// Specialization constants: 0 workgroup size, 1 OP (OP_ADAM_STEP, OP_SGD_STEP), 2 the dtype.
 // Grid-stride loop over the parameter's elements.
 #version 450
 #extension GL_GOOGLE_include_directive : require
@@ -20,8 +20,7 @@ layout(local_size_x_id = 0) in;
 layout(constant_id = 1) const uint OP = 0;
 layout(constant_id = 2) const uint DT = 0;
 
-#define OPTIM_ADAM 0u
-#define OPTIM_SGD 1u
+#include "ferry_ops.glsl"  // OP_ADAM_STEP, OP_SGD_STEP: ferry::OpId
 
 // Flag bits: the k* flags in runtime/vulkan/vk_kernels_optim.cpp.
 #define F_AMSGRAD 1u
@@ -100,7 +99,7 @@ void sgd(uint i) {
 void main() {
   const uint grid = gl_NumWorkGroups.x * gl_WorkGroupSize.x;
   for (uint i = gl_GlobalInvocationID.x; i < p.n; i += grid) {
-    if (OP == OPTIM_ADAM)
+    if (OP == OP_ADAM_STEP)
       adam(i);
     else
       sgd(i);

@@ -23,9 +23,7 @@ layout(local_size_x_id = 0) in;
 layout(constant_id = 1) const uint OP = 0;
 layout(constant_id = 2) const uint DT = DT_F32;
 
-#define OP_UNIFORM 0u
-#define OP_NORMAL 1u
-#define OP_INT 2u
+#include "ferry_ops.glsl"  // OP_RANDOM_*: ferry::OpId
 
 FERRY_TENSOR(0, o)
 
@@ -133,10 +131,10 @@ void main() {
     uint ctr_lo = uaddCarry(p.offset.x, i, carry);
     uvec4 r = philox(uvec2(ctr_lo, p.offset.y + carry), p.seed);
     uint oi = p.o_off + i;
-    if (OP == OP_UNIFORM) {
+    if (OP == OP_RANDOM_UNIFORM) {
       precise float v = p.p0 + (p.p1 - p.p0) * uniform01(r.x);
       STORE_F(o, DT, oi, v < p.p1 ? v : p.p0)
-    } else if (OP == OP_NORMAL) {
+    } else if (OP == OP_RANDOM_NORMAL) {
       float u1 = (float(r.x >> 8) + 1.0) * (1.0 / 16777216.0);  // (0, 1]: log(u1) is finite
       precise float angle = 6.2831853071795864 * uniform01(r.y);
       precise float z = sqrt(-2.0 * log_accurate(u1)) * cos_accurate(angle);

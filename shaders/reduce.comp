@@ -32,10 +32,7 @@ layout(constant_id = 6) const uint RDIM = 1;    // 1..8 reduced dims
 layout(constant_id = 7) const uint LANES = 1;   // threads per row, a power of two <= WG
 layout(constant_id = 8) const bool ROW_FAST = false;
 
-#define OP_SUM 0u
-#define OP_MAX 1u
-#define OP_MIN 2u
-#define OP_ARGMAX 3u
+#include "ferry_ops.glsl"  // OP_SUM, OP_MAX, OP_MIN, OP_ARGMAX: ferry::OpId
 #define MODE_DIRECT 0u
 #define MODE_PARTIAL 1u
 #define MODE_FINAL 2u

@@ -10,6 +10,8 @@ find_program(FERRY_SPIRV_VAL spirv-val REQUIRED)
 
 file(GLOB FERRY_SHADER_SOURCES CONFIGURE_DEPENDS ${FERRY_SHADER_DIR}/*.comp)
 file(GLOB FERRY_SHADER_HEADERS CONFIGURE_DEPENDS ${FERRY_SHADER_DIR}/*.glsl)
+# The ops' codes, generated from ops/ops.table (ops/generate.cmake).
+list(APPEND FERRY_SHADER_HEADERS ${FERRY_GENERATED_DIR}/shaders/ferry_ops.glsl)
 set(FERRY_SPV_DIR ${FERRY_SHADER_BUILD_DIR}/spv)
 set(FERRY_SPV_FILES)
 set(FERRY_SHADER_NAMES)
@@ -27,7 +29,7 @@ foreach(src ${FERRY_SHADER_SOURCES})
       OUTPUT ${spv}
       COMMAND ${CMAKE_COMMAND} -E make_directory ${FERRY_SPV_DIR}
       COMMAND ${FERRY_GLSLANG} -V --target-env vulkan1.1 ${defs} -I${FERRY_SHADER_DIR}
-              -o ${spv} ${src}
+              -I${FERRY_GENERATED_DIR}/shaders -o ${spv} ${src}
       COMMAND ${FERRY_SPIRV_VAL} --target-env vulkan1.1 ${spv}
       DEPENDS ${src} ${FERRY_SHADER_HEADERS}
       COMMENT "glslang: ${name}.comp (${variant})"

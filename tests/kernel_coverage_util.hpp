@@ -1,8 +1,8 @@
-// tests/kernel_coverage_util.hpp — a backend's kernel table against the CPU
-// backend's ops, for test_kernel_coverage.cpp (available devices) and
-// cuda_module_tests.cpp (the CUDA table, where no GPU is). The CPU backend is
-// every op's reference, so the table must hold each of its ops, once, and
-// nothing else (an op the CPU lacks could not be tested).
+// tests/kernel_coverage_util.hpp — a backend's kernels against the op table's
+// backends column (Note [The op table] in ferry/op.hpp), for
+// test_kernel_coverage.cpp (the CPU and every available GPU device) and
+// cuda_module_tests.cpp (the CUDA table, where no GPU is). Each op the table
+// gives the backend must have exactly one kernel, and no other op may.
 #pragma once
 
 #include <gtest/gtest.h>
@@ -11,22 +11,24 @@
 #include <string>
 #include <vector>
 
-#include "ferry/backend.hpp"
-#include "ferry/registry.hpp"
+#include "ferry/op.hpp"
 
 namespace ferry_test {
 
-inline void expect_cpu_ops(const std::vector<std::string>& ops, const std::string& where) {
-  const std::vector<std::string> cpu_ops = ferry::device_impl(ferry::Device("cpu")).kernel_names();
-  ASSERT_FALSE(cpu_ops.empty());
-  const std::set<std::string> cpu(cpu_ops.begin(), cpu_ops.end());
-  std::set<std::string> have;
-  for (const std::string& op : ops) {
-    EXPECT_TRUE(have.insert(op).second) << "'" << op << "' is in the " << where << " table twice";
-    EXPECT_TRUE(cpu.count(op)) << "'" << op << "' has a " << where << " kernel but no CPU kernel";
+inline void expect_table_ops(const std::vector<ferry::OpId>& ops, const std::string& backend) {
+  std::set<ferry::OpId> have;
+  for (ferry::OpId op : ops) {
+    const ferry::OpInfo& info = ferry::op_info(op);
+    EXPECT_TRUE(have.insert(op).second)
+        << "'" << info.name << "' has two " << backend << " kernels";
+    EXPECT_TRUE(info.builtin_kernel(backend))
+        << "'" << info.name << "' has a " << backend << " kernel but ops/ops.table does not list "
+        << backend << " in its backends column";
   }
-  for (const std::string& op : cpu_ops)
-    EXPECT_TRUE(have.count(op)) << "'" << op << "' has a CPU kernel but no " << where << " kernel";
+  for (const ferry::OpInfo& info : ferry::op_table())
+    if (info.builtin_kernel(backend))
+      EXPECT_TRUE(have.count(info.id)) << "ops/ops.table gives '" << info.name << "' a " << backend
+                                       << " kernel, which is missing";
 }
 
 }  // namespace ferry_test

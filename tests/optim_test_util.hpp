@@ -130,7 +130,7 @@ inline ferry::Tensor make_grad(const std::vector<float>& data, const ferry::Shap
 // Whether `device` has the fused kernel `op` (the other engineer's adam_step /
 // sgd_step).
 inline bool has_kernel(const ferry::Device& device, const char* op) {
-  return ferry::device_impl(device).find_kernel(op) != nullptr;
+  return ferry::device_impl(device).find_kernel(ferry::op_from_name(op).value()) != nullptr;
 }
 
 // ---------------------------------------------------------------- scenarios

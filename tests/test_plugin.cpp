@@ -232,8 +232,14 @@ TEST_F(PluginTest, MissingOpIsUnsupportedNamingOpAndDevice) {
     EXPECT_NE(msg.find("copy"), std::string::npos) << msg;
     EXPECT_NE(msg.find("f16"), std::string::npos) << msg;
   }
-  EXPECT_THROW((void)t.to(ferry::DType::i64),
-               ferry::UnsupportedError);  // no dtype conversion there
+  // What it says it supports is what its kernels take (Note [Capabilities]).
+  const ferry::DeviceImpl& impl = ferry::device_impl(dev0());
+  EXPECT_FALSE(impl.supports(ferry::OpId::copy, ferry::DType::f16));
+  EXPECT_TRUE(impl.supports(ferry::OpId::copy, ferry::DType::i64));
+  EXPECT_FALSE(impl.supports(ferry::OpId::add, ferry::DType::i64));
+  EXPECT_FALSE(impl.supports(ferry::OpId::sub, ferry::DType::f32));  // no kernel
+  EXPECT_EQ(t.to(ferry::DType::i64).to_vector<std::int64_t>(),
+            (std::vector<std::int64_t>{1, 1, 1}));
 }
 
 // f64 is a CPU dtype: its bytes move to a plugin's device and back unchanged,
@@ -299,10 +305,12 @@ TEST_F(PluginTest, FaultSwitchOutOfBoundsMul) {
     a.strides = {1};
     return a;
   };
-  const ferry::KernelFn* mul = impl.find_kernel("mul");
+  const ferry::KernelFn* mul = impl.find_kernel(ferry::OpId::mul);
   ASSERT_NE(mul, nullptr);
-  ferry::OpCall call{
-      .op = "mul", .inputs = {arg(x, {4}), arg(x, {4})}, .outputs = {arg(guard, {4})}, .attrs = {}};
+  ferry::OpCall call{.op = ferry::OpId::mul,
+                     .inputs = {arg(x, {4}), arg(x, {4})},
+                     .outputs = {arg(guard, {4})},
+                     .attrs = {}};
   (*mul)(impl, call);
   EXPECT_EQ(guard.to_vector<float>(), (std::vector<float>{9, 9, 9, 9, 0, 0}));
   ScopedEnv oob("FERRY_TESTDEV_OOB", "1");

@@ -63,9 +63,10 @@ inline bool vulkan_takes(DType dt) {
 inline void call(const ferry::Device& dev, std::string_view op, const std::vector<Tensor>& in,
                  const std::vector<Tensor>& out, ferry::Attrs attrs = {}) {
   ferry::DeviceImpl& impl = ferry::device_impl(dev);
-  const ferry::KernelFn* kernel = impl.find_kernel(op);
+  const ferry::OpId id = ferry::op_from_name(op).value();
+  const ferry::KernelFn* kernel = impl.find_kernel(id);
   if (!kernel) throw ferry::UnsupportedError(std::string(op) + " has no kernel on " + dev.str());
-  ferry::OpCall c{.op = op, .inputs = {}, .outputs = {}, .attrs = std::move(attrs)};
+  ferry::OpCall c{.op = id, .inputs = {}, .outputs = {}, .attrs = std::move(attrs)};
   for (const Tensor& t : in) c.inputs.push_back(ferry::tensor_arg(t));
   for (const Tensor& t : out) c.outputs.push_back(ferry::tensor_arg(t));
   (*kernel)(impl, c);

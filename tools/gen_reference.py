@@ -616,6 +616,51 @@ def indexing_cases():
     add_case("stack_d2_i32", "stack", ts, torch.stack(ts, 2), {"dim": 2})
 
 
+def promotion_cases():
+    """PyTorch's result_type for a 0-d tensor beside a tensor with dims (Note [Type
+    promotion] in include/ferry/ops.hpp): every pair of dtypes from every category,
+    in each arrangement of dims, for add, eq and where."""
+    dts = {"bool": boolean, "u8": u8, "i32": i32, "i64": i64, "f16": f16, "bf16": bf16,
+           "f32": f32}
+    dims = {"1d_1d": ([3], [3]), "1d_0d": ([3], []), "0d_1d": ([], [3]), "0d_0d": ([], [])}
+
+    def make(g, shape, dt):
+        if dt == boolean:
+            return g.bools(shape)
+        if not dt.is_floating_point:
+            return g.ints(shape, 0 if dt == u8 else -5, 6, dt)
+        return g.uniform(shape, -3, 3, dt, decimals=2)
+
+    for an, adt in dts.items():
+        for bn, bdt in dts.items():
+            for dn, (sa, sb) in dims.items():
+                name = "promote_add_%s_%s_%s" % (an, bn, dn)
+                g = Gen(name)
+                a, b = make(g, sa, adt), make(g, sb, bdt)
+                rt = torch.result_type(a, b)
+                # Both operands cast to the result's dtype first, as PyTorch's CPU
+                # does (ferry too); then one rounding of the f32 sum.
+                add_case(name, "add", [a, b], ref_upcast(torch.add, [a.to(rt), b.to(rt)], rt),
+                         tol=tol_for(rt, T_F32))
+    # Comparisons and where promote by the same rule (the comparison in the
+    # promoted dtype, where's result in it).
+    for an, bn in (("i32", "i64"), ("f16", "f32"), ("i32", "f32"), ("bool", "i64"),
+                   ("u8", "i32"), ("bf16", "f16")):
+        adt, bdt = dts[an], dts[bn]
+        for dn in ("1d_0d", "0d_1d"):
+            sa, sb = dims[dn]
+            name = "promote_eq_%s_%s_%s" % (an, bn, dn)
+            g = Gen(name)
+            a, b = make(g, sa, adt), make(g, sb, bdt)
+            add_case(name, "eq", [a, b], torch.eq(a, b))
+            name = "promote_where_%s_%s_%s" % (an, bn, dn)
+            g = Gen(name)
+            a, b = make(g, sa, adt), make(g, sb, bdt)
+            c = g.bools([3])
+            rt = torch.result_type(a, b)
+            add_case(name, "where", [c, a, b], torch.where(c, a.to(rt), b.to(rt)))
+
+
 def cast_cases():
     def cast(name, x, dt):
         if x.dtype in (f16, bf16) and dt in (f16, bf16):
@@ -663,6 +708,7 @@ def main():
     layer_norm_cases()
     indexing_cases()
     cast_cases()
+    promotion_cases()
     size = dump(OUT_PATH)
     print(f"wrote {len(CASES)} cases, {size} bytes, torch {torch.__version__} -> "
           f"{os.path.normpath(OUT_PATH)}")

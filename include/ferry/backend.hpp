@@ -29,6 +29,7 @@
 #include "ferry/device_info.hpp"
 #include "ferry/dtype.hpp"
 #include "ferry/memory.hpp"
+#include "ferry/op.hpp"
 
 namespace ferry {
 
@@ -93,7 +94,8 @@ class Attrs {
 };
 
 struct OpCall {
-  std::string_view op;
+  OpId op;
+  std::string_view name() const { return op_name(op); }  // for messages
   std::vector<TensorArg> inputs;
   std::vector<TensorArg> outputs;
   Attrs attrs;
@@ -175,30 +177,41 @@ class DeviceImpl {
   virtual void copy_within(Buffer& dst, std::size_t dst_offset, const Buffer& src,
                            std::size_t src_offset, std::size_t bytes) = 0;
 
-  // Optional: copy straight from another device (peer copy). Returns false
-  // when the pair is not supported; the core then copies through the host.
+  // Note [Capabilities]
+  // What a device can do is said in two places only, both asked, never probed:
+  // capabilities() for its copies and memory (the transfer planner and the
+  // core's copy routes read it), supports() for its ops. A member below that
+  // a capability names is only called when the device claims it.
+  virtual DeviceCapabilities capabilities() const { return {}; }
+
+  // Whether this device runs `op` with `dtype` as its compute dtype
+  // (OpInfo::compute; the values' dtype for index ops, each side's for copy).
+  // The default: a kernel is registered and the op's row takes the dtype
+  // (OpInfo::kernel_dtypes). A device that computes fewer dtypes (f64 on a
+  // GPU, 16-bit types without the hardware) narrows it; a kernel refuses with
+  // UnsupportedError exactly where this says false.
+  virtual bool supports(OpId op, DType dtype) const;
+
+  // Peer copy (caps.peer_copy): copy straight from another device. Returns
+  // false when this pair is not supported; the core then copies through the
+  // host.
   virtual bool copy_from_peer(Buffer& dst, std::size_t dst_offset, DeviceImpl& src_device,
                               const Buffer& src, std::size_t src_offset, std::size_t bytes);
 
-  // Optional: a Buffer for bytes [offset, offset + bytes) of `parent` (a
-  // buffer of this device), sharing its memory and keeping it alive; the
-  // parent's memory is released when the parent and every sub-buffer are
-  // gone. The transfer planner places many storages in one allocation this
-  // way (Note [Transfer arenas] in ferry/transfer.hpp); `offset` is a multiple
-  // of kSubBufferAlignment. Default: nullptr, the device cannot, and the
-  // planner allocates each storage on its own. A device that overrides it
-  // says so in has_sub_buffers(), which the planner asks before it lays out.
+  // Sub-buffers (caps.sub_buffers): a Buffer for bytes [offset, offset + bytes)
+  // of `parent` (a buffer of this device), sharing its memory and keeping it
+  // alive; the parent's memory is released when the parent and every
+  // sub-buffer are gone. The transfer planner places many storages in one
+  // allocation this way (Note [Transfer arenas] in ferry/transfer.hpp);
+  // `offset` is a multiple of kSubBufferAlignment.
   virtual std::unique_ptr<Buffer> sub_buffer(std::shared_ptr<Buffer> parent, std::size_t offset,
                                              std::size_t bytes);
-  virtual bool has_sub_buffers() const { return false; }
-  // Optional: host memory the device copies to and from without an extra
-  // host copy (pinned or host-visible staging memory), as a Buffer of this
-  // device whose host_ptr() is set, used with copy_within. Default: nullptr;
-  // the planner then stages through ordinary host memory and
-  // copy_from_host / copy_to_host. A device that overrides it says so in
-  // has_staging().
+  // Staging (caps.staging): host memory the device copies to and from without
+  // an extra host copy (pinned or host-visible staging memory), as a Buffer of
+  // this device whose host_ptr() is set, used with copy_within. Without it the
+  // planner stages through ordinary host memory and copy_from_host /
+  // copy_to_host.
   virtual std::unique_ptr<Buffer> allocate_staging(std::size_t bytes);
-  virtual bool has_staging() const { return false; }
 
   // Optional: allocator statistics and releasing cached memory. Defaults:
   // zeros, and nothing to release. reset_peak_memory_stats starts
@@ -217,18 +230,25 @@ class DeviceImpl {
   // UnsupportedError naming the device and the language.
   virtual std::unique_ptr<CompiledKernel> compile_kernel(const KernelSource& source);
 
-  // The kernel for `op`, or nullptr when this device does not implement it.
-  // The default looks in the table filled by register_kernel.
-  virtual const KernelFn* find_kernel(std::string_view op) const;
+  // The kernel for `op`, or nullptr when this device does not implement it:
+  // an array lookup, on every op's path.
+  const KernelFn* find_kernel(OpId op) const {
+    const KernelFn& k = kernels_[std::size_t(op)];
+    return k ? &k : nullptr;
+  }
+  std::vector<OpId> kernel_ops() const;  // in OpId order
   std::vector<std::string> kernel_names() const;
 
  protected:
   explicit DeviceImpl(Device device) : device_(std::move(device)) {}
-  void register_kernel(std::string op, KernelFn fn);
+  // Error when the op already has a kernel here.
+  void register_kernel(OpId op, KernelFn fn);
+  // The same by the op's name in ops/ops.table; Error for a name not in it.
+  void register_kernel(std::string_view op, KernelFn fn);
 
  private:
   Device device_;
-  std::unordered_map<std::string, KernelFn> kernels_;
+  std::array<KernelFn, kOpCount> kernels_;
 };
 
 // A backend: a family of devices that one module provides.
@@ -276,7 +296,10 @@ inline constexpr std::size_t kSubBufferAlignment = 256;
 // 4: DeviceImpl gained compile_kernel (custom kernels).
 // 5: DeviceImpl gained reset_peak_memory_stats, and the core no longer
 //    serialises calls into a device (Note [Device thread-safety]).
-inline constexpr int kBackendAbiVersion = 5;
+// 6: ops are OpIds of the op table (OpCall::op, register_kernel,
+//    find_kernel); DeviceImpl gained supports() and capabilities(), which
+//    replace has_sub_buffers() and has_staging().
+inline constexpr int kBackendAbiVersion = 6;
 
 }  // namespace ferry
 

@@ -14,12 +14,17 @@ enum class DeviceKind { cpu, discrete_gpu, integrated_gpu, virtual_gpu, cpu_gpu,
 // "cpu", "discrete GPU", "integrated GPU", "virtual GPU", "CPU-type GPU", "other".
 const char* device_kind_name(DeviceKind k);
 
+// What a device can do beyond the ops (DeviceImpl::capabilities(), Note
+// [Capabilities] in ferry/backend.hpp); which ops and dtypes it computes is
+// DeviceImpl::supports(op, dtype).
 struct DeviceCapabilities {
   bool f16 = false;  // f16 arithmetic in kernels (storage alone is always supported)
   bool bf16 = false;
   bool int64 = false;                // 64-bit integer arithmetic in kernels
   bool host_visible_memory = false;  // device memory the host can map (CPU, lavapipe, iGPUs)
-  bool peer_copy = false;            // direct copies to other devices of its backend
+  bool peer_copy = false;            // direct copies from other devices (copy_from_peer)
+  bool sub_buffers = false;          // buffers inside a buffer (sub_buffer)
+  bool staging = false;              // host memory the device copies with (allocate_staging)
 };
 
 struct DeviceInfo {

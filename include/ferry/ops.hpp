@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "ferry/config.hpp"
+#include "ferry/op.hpp"
 #include "ferry/tensor.hpp"
 
 namespace ferry {
@@ -70,6 +71,24 @@ Tensor ge(const Tensor& a, const Scalar& b);
 Tensor where(const Tensor& cond, const Tensor& a, const Tensor& b);
 Tensor where(const Tensor& cond, const Tensor& a, const Scalar& b);
 Tensor where(const Tensor& cond, const Scalar& a, const Tensor& b);
+
+// Note [Type promotion]
+// PyTorch's torch.result_type for two operands of an element-wise op: the
+// categories are bool < integer < floating. Operands with dims promote with
+// each other by promote_types. A 0-d tensor beside a tensor with dims counts
+// like a Python number: only when its category is higher, and then with its
+// own dtype (f16[2] + f32 0-d -> f16, i32[2] + i64 0-d -> i32, i32[2] + f64
+// 0-d -> f64). A Scalar counts as f32, i64 or bool (its natural dtype) the
+// same way. Two 0-d tensors promote like tensors with dims. Binary ops,
+// comparisons and where promote by this rule on every device.
+DType result_type(const Tensor& a, const Tensor& b);
+DType result_type(const Tensor& t, const Scalar& s);
+
+// An element-wise op by its id in the op table (ferry/op.hpp): unary_op
+// takes a unary row (neg(x) is unary_op(OpId::neg, x)), binary_op a binary or
+// compare row. For code that walks the table, such as the conformance suite.
+Tensor unary_op(OpId op, const Tensor& x);
+Tensor binary_op(OpId op, const Tensor& a, const Tensor& b);
 
 // Conversion (same as x.to(dtype)). Float -> int truncates toward zero.
 Tensor cast(const Tensor& x, DType dtype);

@@ -39,6 +39,7 @@
 #include <utility>
 #include <vector>
 
+#include "ferry/op.hpp"
 #include "ferry/state_dict.hpp"
 #include "ferry/tensor.hpp"
 
@@ -175,7 +176,7 @@ class Optimizer {
   // What each optimizer's rule provides.
   virtual void check_options(std::size_t group) const = 0;  // Error on a bad value
   virtual std::optional<bool> fused_option(std::size_t group) const = 0;
-  virtual std::string_view fused_kernel() const = 0;
+  virtual OpId fused_kernel() const = 0;
   // Updates the parameters `params` (global indices, one device, each with a
   // gradient) of `group`: one fused call when `fused`, else element-wise.
   virtual void update(std::size_t group, const std::vector<std::size_t>& params, bool fused) = 0;
@@ -214,7 +215,7 @@ class SGD : public Optimizer {
  private:
   void check_options(std::size_t group) const override;
   std::optional<bool> fused_option(std::size_t group) const override;
-  std::string_view fused_kernel() const override { return "sgd_step"; }
+  OpId fused_kernel() const override { return OpId::sgd_step; }
   void update(std::size_t group, const std::vector<std::size_t>& params, bool fused) override;
   std::vector<std::string> state_names() const override;
   std::string check_saved_state(const std::vector<std::string>& names,
@@ -247,7 +248,7 @@ class AdamBase : public Optimizer {
  private:
   void check_options(std::size_t group) const override;
   std::optional<bool> fused_option(std::size_t group) const override;
-  std::string_view fused_kernel() const override { return "adam_step"; }
+  OpId fused_kernel() const override { return OpId::adam_step; }
   void update(std::size_t group, const std::vector<std::size_t>& params, bool fused) override;
   std::vector<std::string> state_names() const override;
   std::string check_saved_state(const std::vector<std::string>& names,

@@ -8,7 +8,7 @@
 
 namespace ferry::detail {
 
-Tensor activation_backward(std::string_view op, const Tensor& grad, const Tensor& z) {
+Tensor activation_backward(OpId op, const Tensor& grad, const Tensor& z) {
   Tensor out = new_tensor(grad.sizes(), grad.dtype(), grad.device());
   run_kernel(op, {grad, z.to(grad.dtype()).expand(grad.sizes())}, {out});
   return out;
@@ -17,13 +17,13 @@ Tensor activation_backward(std::string_view op, const Tensor& grad, const Tensor
 // Both accumulate into a zero tensor the kernel reads and writes.
 Tensor index_add(const Shape& shape, std::int64_t dim, const Tensor& index, const Tensor& src) {
   Tensor out = zeros(shape, {.dtype = src.dtype(), .device = src.device()});
-  if (src.numel() > 0) run_kernel("index_add", {src, index}, {out}, Attrs{{"dim", dim}});
+  if (src.numel() > 0) run_kernel(OpId::index_add, {src, index}, {out}, Attrs{{"dim", dim}});
   return out;
 }
 
 Tensor scatter_add(const Shape& shape, std::int64_t dim, const Tensor& index, const Tensor& src) {
   Tensor out = zeros(shape, {.dtype = src.dtype(), .device = src.device()});
-  if (src.numel() > 0) run_kernel("scatter_add", {src, index}, {out}, Attrs{{"dim", dim}});
+  if (src.numel() > 0) run_kernel(OpId::scatter_add, {src, index}, {out}, Attrs{{"dim", dim}});
   return out;
 }
 

@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "ferry/autograd.hpp"
+#include "ferry/op.hpp"
 #include "ferry/tensor.hpp"
 
 namespace ferry::autograd {
@@ -31,15 +32,16 @@ template <typename F> Tensor untracked(F&& forward) {
 Tensor sum_to(const Tensor& grad, const Shape& shape);
 
 // ---- element-wise (formulas_elementwise.cpp) ----
-void record_unary(std::string_view op, const Tensor& x, const Tensor& y);
+void record_unary(OpId op, const Tensor& x, const Tensor& y);
 // Binary ops, also for a scalar operand (passed as the 0-d tensor the op used).
-void record_binary(std::string_view op, const Tensor& a, const Tensor& b, const Tensor& out);
+void record_binary(OpId op, const Tensor& a, const Tensor& b, const Tensor& out);
 void record_where(const Tensor& cond, const Tensor& a, const Tensor& b, const Tensor& out);
 void record_cast(const Tensor& x, const Tensor& y);       // Tensor::to(dtype)
 void record_to_device(const Tensor& x, const Tensor& y);  // Tensor::to(device)
 
 // ---- views (formulas_views.cpp); sizes, dims and bounds as the view used them ----
-void record_reshape(std::string_view op, const Tensor& x, const Tensor& y);  // same elements, new shape
+void record_reshape(std::string_view op, const Tensor& x,
+                    const Tensor& y);  // same elements, new shape
 void record_identity(std::string_view op, const Tensor& x, const Tensor& y);  // contiguous, clone
 void record_permute(const Tensor& x, const Shape& dims, const Tensor& y);
 void record_transpose(const Tensor& x, std::int64_t d0, std::int64_t d1, const Tensor& y);
@@ -63,11 +65,9 @@ void record_matmul(const Tensor& a, const Tensor& b, const Tensor& out);
 void record_softmax(std::string_view op, const Tensor& x, std::int64_t dim, const Tensor& y);
 // mean and rstd are layer_norm's saved statistics ([rows]).
 void record_layer_norm(const Tensor& x, const Shape& normalized_shape, const Tensor& weight,
-                       const Tensor& bias, const Tensor& mean, const Tensor& rstd,
-                       const Tensor& y);
+                       const Tensor& bias, const Tensor& mean, const Tensor& rstd, const Tensor& y);
 void record_embedding(const Tensor& weight, const Tensor& indices, const Tensor& out);
-void record_index_select(const Tensor& x, std::int64_t dim, const Tensor& index,
-                         const Tensor& out);
+void record_index_select(const Tensor& x, std::int64_t dim, const Tensor& index, const Tensor& out);
 void record_gather(const Tensor& x, std::int64_t dim, const Tensor& index, const Tensor& out);
 void record_cat(const std::vector<Tensor>& tensors, std::int64_t dim, const Tensor& out);
 void record_stack(const std::vector<Tensor>& tensors, std::int64_t dim, const Tensor& out);
@@ -79,7 +79,7 @@ namespace ferry::detail {
 // The kernels only backward passes use (docs/kernel-contract.md, "Ops for
 // training"): activation gradients from (grad, z), and accumulation of `src`
 // into a new zero tensor of `shape` along `dim`.
-Tensor activation_backward(std::string_view op, const Tensor& grad, const Tensor& z);
+Tensor activation_backward(OpId op, const Tensor& grad, const Tensor& z);
 Tensor index_add(const Shape& shape, std::int64_t dim, const Tensor& index, const Tensor& src);
 Tensor scatter_add(const Shape& shape, std::int64_t dim, const Tensor& index, const Tensor& src);
 

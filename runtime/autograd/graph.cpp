@@ -114,9 +114,10 @@ void record(std::string name, const std::vector<Tensor>& inputs, const Tensor& o
   node->inputs.reserve(inputs.size());
   for (const Tensor& in : inputs) {
     if (in.defined() && in.is_same(output))
-      throw Error(fmt::format("autograd: {} returned one of its inputs as its result; "
-                              "a recorded op must make a new tensor (a bug in ferry)",
-                              node->name()));
+      throw Error(
+          fmt::format("autograd: {} returned one of its inputs as its result; "
+                      "a recorded op must make a new tensor (a bug in ferry)",
+                      node->name()));
     node->next.push_back(gradient_edge(in));
     node->inputs.push_back(in.defined() ? InputInfo{in.sizes(), in.dtype(), in.device()}
                                         : InputInfo{});
@@ -138,7 +139,7 @@ std::vector<Tensor> AccumulateGrad::apply(const Tensor& grad) {
     return {};
   }
   // Later gradients add in place, so grad() keeps its identity (and memory).
-  detail::run_kernel("add", {m.grad, grad}, {m.grad});
+  detail::run_kernel(OpId::add, {m.grad, grad}, {m.grad});
   m.grad.storage()->bump_version();
   return {};
 }

@@ -14,7 +14,7 @@ std::unique_ptr<Backend> make_cpu_backend();
 
 namespace cpu {
 // Each kernel file adds its kernels to the table the CPU device registers.
-using KernelTable = std::vector<std::pair<std::string, KernelFn>>;
+using KernelTable = std::vector<std::pair<OpId, KernelFn>>;
 void add_elementwise_kernels(KernelTable& table);
 void add_random_kernels(KernelTable& table);
 void add_reduce_kernels(KernelTable& table);

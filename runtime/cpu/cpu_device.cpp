@@ -112,8 +112,7 @@ class CpuDevice final : public DeviceImpl {
     d.memory_free = meminfo("MemAvailable");
     d.max_allocation = d.memory_total;
     d.uuid = machine_uuid();
-    d.caps = {
-        .f16 = true, .bf16 = true, .int64 = true, .host_visible_memory = true, .peer_copy = false};
+    d.caps = capabilities();
     d.properties["threads"] = std::to_string(omp_get_max_threads());
     return d;
   }
@@ -142,7 +141,15 @@ class CpuDevice final : public DeviceImpl {
                               offset, offset + bytes, parent ? parent->size() : 0));
     return std::make_unique<CpuSubBuffer>(std::move(parent), offset, bytes);
   }
-  bool has_sub_buffers() const override { return true; }
+  DeviceCapabilities capabilities() const override {
+    return {.f16 = true,
+            .bf16 = true,
+            .int64 = true,
+            .host_visible_memory = true,
+            .peer_copy = false,
+            .sub_buffers = true,
+            .staging = false};
+  }
 
   void copy_from_host(Buffer& dst, std::size_t off, const void* src, std::size_t bytes) override {
     failure_point(*this, "copy_from_host");

@@ -61,30 +61,11 @@ template <typename T, typename Out, typename F> void binary_loop(const OpCall& c
   });
 }
 
-// `f` takes and returns compute_t<scalar_t>: float, or double for f64.
-template <typename F> KernelFn floating_unary(const char* op, F f) {
-  return [op, f](DeviceImpl&, const OpCall& c) {
-    FERRY_DISPATCH_FLOATING(c.outputs[0].dtype, op, unary_loop<scalar_t>(c, f));
-  };
-}
-
-template <typename F> KernelFn numeric_unary(const char* op, F f) {
-  return [op, f](DeviceImpl&, const OpCall& c) {
-    FERRY_DISPATCH_NUMERIC(c.outputs[0].dtype, op, unary_loop<scalar_t>(c, f));
-  };
-}
-
-template <typename F> KernelFn arithmetic(const char* op, F f) {
-  return [op, f](DeviceImpl&, const OpCall& c) {
-    FERRY_DISPATCH_ALL(c.outputs[0].dtype, op, binary_loop<scalar_t, scalar_t>(c, f));
-  };
-}
-
-template <typename F> KernelFn comparison(const char* op, F f) {
-  return [op, f](DeviceImpl&, const OpCall& c) {
-    FERRY_DISPATCH_ALL(c.inputs[0].dtype, op, binary_loop<scalar_t, bool>(c, f));
-  };
-}
+// The dispatch of each dtype set of the op table's functor lists
+// (FERRY_<KIND>_OPS in ferry/op_ids.hpp).
+#define FERRY_CPU_DISPATCH_SET_all FERRY_DISPATCH_ALL
+#define FERRY_CPU_DISPATCH_SET_numeric FERRY_DISPATCH_NUMERIC
+#define FERRY_CPU_DISPATCH_SET_float FERRY_DISPATCH_FLOATING
 
 void where_kernel(DeviceImpl&, const OpCall& c) {
   FERRY_DISPATCH_ALL(c.outputs[0].dtype, "where", {
@@ -155,43 +136,33 @@ void arange_kernel(DeviceImpl&, const OpCall& c) {
 
 void add_elementwise_kernels(KernelTable& t) {
   namespace ops = math::ops;
-  t.emplace_back("neg", numeric_unary("neg", ops::Neg{}));
-  t.emplace_back("abs", numeric_unary("abs", ops::Abs{}));
-  t.emplace_back("relu", numeric_unary("relu", ops::Relu{}));
-  t.emplace_back("exp", floating_unary("exp", ops::Exp{}));
-  t.emplace_back("log", floating_unary("log", ops::Log{}));
-  t.emplace_back("sqrt", floating_unary("sqrt", ops::Sqrt{}));
-  t.emplace_back("rsqrt", floating_unary("rsqrt", ops::Rsqrt{}));
-  t.emplace_back("sin", floating_unary("sin", ops::Sin{}));
-  t.emplace_back("cos", floating_unary("cos", ops::Cos{}));
-  t.emplace_back("tanh", floating_unary("tanh", ops::Tanh{}));
-  t.emplace_back("sigmoid", floating_unary("sigmoid", ops::Sigmoid{}));
-  t.emplace_back("gelu", floating_unary("gelu", ops::Gelu{}));
-  t.emplace_back("gelu_tanh", floating_unary("gelu_tanh", ops::GeluTanh{}));
-  t.emplace_back("silu", floating_unary("silu", ops::Silu{}));
-
-  t.emplace_back("add", arithmetic("add", ops::Add{}));
-  t.emplace_back("sub", arithmetic("sub", ops::Sub{}));
-  t.emplace_back("mul", arithmetic("mul", ops::Mul{}));
-  t.emplace_back("div", [](DeviceImpl&, const OpCall& c) {
-    FERRY_DISPATCH_FLOATING(c.outputs[0].dtype, "div",
-                            binary_loop<scalar_t, scalar_t>(c, math::ops::Div{}));
+  // One kernel per row of the op table's functor kinds; the functor computes
+  // in compute_t<scalar_t> (float, or double for f64).
+#define FERRY_UNARY(name, F, set)                                                               \
+  t.emplace_back(OpId::name, [](DeviceImpl&, const OpCall& c) {                                 \
+    FERRY_CPU_DISPATCH_SET_##set(c.outputs[0].dtype, #name, unary_loop<scalar_t>(c, ops::F{})); \
   });
-  t.emplace_back("pow", arithmetic("pow", ops::Pow{}));
-  t.emplace_back("maximum", arithmetic("maximum", ops::Maximum{}));
-  t.emplace_back("minimum", arithmetic("minimum", ops::Minimum{}));
+#define FERRY_BINARY(name, F, set)                                                \
+  t.emplace_back(OpId::name, [](DeviceImpl&, const OpCall& c) {                   \
+    FERRY_CPU_DISPATCH_SET_##set(c.outputs[0].dtype, #name,                       \
+                                 (binary_loop<scalar_t, scalar_t>(c, ops::F{}))); \
+  });
+#define FERRY_COMPARE(name, F, set)                                           \
+  t.emplace_back(OpId::name, [](DeviceImpl&, const OpCall& c) {               \
+    FERRY_CPU_DISPATCH_SET_##set(c.inputs[0].dtype, #name,                    \
+                                 (binary_loop<scalar_t, bool>(c, ops::F{}))); \
+  });
+  FERRY_UNARY_OPS(FERRY_UNARY)
+  FERRY_BINARY_OPS(FERRY_BINARY)
+  FERRY_COMPARE_OPS(FERRY_COMPARE)
+#undef FERRY_UNARY
+#undef FERRY_BINARY
+#undef FERRY_COMPARE
 
-  t.emplace_back("eq", comparison("eq", ops::Eq{}));
-  t.emplace_back("ne", comparison("ne", ops::Ne{}));
-  t.emplace_back("lt", comparison("lt", ops::Lt{}));
-  t.emplace_back("le", comparison("le", ops::Le{}));
-  t.emplace_back("gt", comparison("gt", ops::Gt{}));
-  t.emplace_back("ge", comparison("ge", ops::Ge{}));
-
-  t.emplace_back("where", where_kernel);
-  t.emplace_back("copy", copy_kernel);
-  t.emplace_back("fill", fill_kernel);
-  t.emplace_back("arange", arange_kernel);
+  t.emplace_back(OpId::where, where_kernel);
+  t.emplace_back(OpId::copy, copy_kernel);
+  t.emplace_back(OpId::fill, fill_kernel);
+  t.emplace_back(OpId::arange, arange_kernel);
 }
 
 }  // namespace ferry::cpu

@@ -49,8 +49,9 @@ template <typename T, typename F> void grad_loop(const OpCall& c, F f) {
 
 // `f` is a functor of math/elementwise_ops.hpp: it takes and returns
 // compute_t<scalar_t>, float or double for f64.
-template <typename F> KernelFn activation_backward(const char* op, F f) {
-  return [op, f](DeviceImpl&, const OpCall& c) {
+template <typename F> KernelFn activation_backward(OpId id, F f) {
+  return [id, f](DeviceImpl&, const OpCall& c) {
+    const std::string_view op = op_name(id);
     if (c.inputs.size() != 2 || c.outputs.size() != 1)
       throw ShapeError(fmt::format("{}: the cpu kernel takes (grad, z) -> out", op));
     const DType dt = c.outputs[0].dtype;
@@ -193,16 +194,12 @@ void scatter_add_kernel(DeviceImpl&, const OpCall& call) {
 
 void add_grad_kernels(KernelTable& t) {
   namespace ops = math::ops;
-  t.emplace_back("relu_backward", activation_backward("relu_backward", ops::ReluBackward{}));
-  t.emplace_back("gelu_backward", activation_backward("gelu_backward", ops::GeluBackward{}));
-  t.emplace_back("gelu_tanh_backward",
-                 activation_backward("gelu_tanh_backward", ops::GeluTanhBackward{}));
-  t.emplace_back("silu_backward", activation_backward("silu_backward", ops::SiluBackward{}));
-  t.emplace_back("sigmoid_backward",
-                 activation_backward("sigmoid_backward", ops::SigmoidBackward{}));
-  t.emplace_back("tanh_backward", activation_backward("tanh_backward", ops::TanhBackward{}));
-  t.emplace_back("index_add", index_add_kernel);
-  t.emplace_back("scatter_add", scatter_add_kernel);
+#define FERRY_ACTIVATION_BACKWARD(name, F, set) \
+  t.emplace_back(OpId::name, activation_backward(OpId::name, ops::F{}));
+  FERRY_ACTIVATION_BACKWARD_OPS(FERRY_ACTIVATION_BACKWARD)
+#undef FERRY_ACTIVATION_BACKWARD
+  t.emplace_back(OpId::index_add, index_add_kernel);
+  t.emplace_back(OpId::scatter_add, scatter_add_kernel);
 }
 
 }  // namespace ferry::cpu

@@ -124,8 +124,8 @@ void gather_kernel(DeviceImpl&, const OpCall& call) {
 }  // namespace
 
 void add_index_kernels(KernelTable& table) {
-  table.emplace_back("index_select", index_select_kernel);
-  table.emplace_back("gather", gather_kernel);
+  table.emplace_back(OpId::index_select, index_select_kernel);
+  table.emplace_back(OpId::gather, gather_kernel);
 }
 
 }  // namespace ferry::cpu

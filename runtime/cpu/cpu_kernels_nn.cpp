@@ -140,13 +140,13 @@ template <typename T> void layer_norm_rows(const OpCall& call) {
 }  // namespace
 
 void add_nn_kernels(KernelTable& table) {
-  table.emplace_back("softmax", [](DeviceImpl&, const OpCall& c) {
+  table.emplace_back(OpId::softmax, [](DeviceImpl&, const OpCall& c) {
     FERRY_DISPATCH_FLOATING(c.inputs.at(0).dtype, "softmax", (softmax_rows<scalar_t, false>(c)));
   });
-  table.emplace_back("log_softmax", [](DeviceImpl&, const OpCall& c) {
+  table.emplace_back(OpId::log_softmax, [](DeviceImpl&, const OpCall& c) {
     FERRY_DISPATCH_FLOATING(c.inputs.at(0).dtype, "log_softmax", (softmax_rows<scalar_t, true>(c)));
   });
-  table.emplace_back("layer_norm", [](DeviceImpl&, const OpCall& c) {
+  table.emplace_back(OpId::layer_norm, [](DeviceImpl&, const OpCall& c) {
     FERRY_DISPATCH_FLOATING(c.inputs.at(0).dtype, "layer_norm", layer_norm_rows<scalar_t>(c));
   });
 }

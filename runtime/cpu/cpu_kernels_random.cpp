@@ -61,9 +61,9 @@ void int_kernel(DeviceImpl&, const OpCall& c) {
 }  // namespace
 
 void add_random_kernels(KernelTable& t) {
-  t.emplace_back("random_uniform", uniform_kernel);
-  t.emplace_back("random_normal", normal_kernel);
-  t.emplace_back("random_int", int_kernel);
+  t.emplace_back(OpId::random_uniform, uniform_kernel);
+  t.emplace_back(OpId::random_normal, normal_kernel);
+  t.emplace_back(OpId::random_int, int_kernel);
 }
 
 }  // namespace ferry::cpu

@@ -246,10 +246,11 @@ template <typename T, typename Op> void reduce(const OpCall& call) {
   const int reduce_ndim = int(call.attrs.i("reduce_ndim"));
   const int keep_ndim = in.ndim() - reduce_ndim;
   if (reduce_ndim < 0 || keep_ndim < 0)
-    throw ShapeError(std::string(call.op) + ": reduce_ndim is out of range for the input");
+    throw ShapeError(std::string(call.name()) + ": reduce_ndim is out of range for the input");
   const Dims kept = collapse(in.sizes.data(), in.strides.data(), keep_ndim);
   if (out.numel() != kept.numel)
-    throw ShapeError(std::string(call.op) + ": the output does not match the input's kept dims");
+    throw ShapeError(std::string(call.name()) +
+                     ": the output does not match the input's kept dims");
   const Dims red =
       collapse(in.sizes.data() + keep_ndim, in.strides.data() + keep_ndim, reduce_ndim);
   const T* x = in.data<T>();
@@ -314,18 +315,18 @@ template <typename T, typename Op> void reduce(const OpCall& call) {
 }  // namespace
 
 void add_reduce_kernels(KernelTable& table) {
-  table.emplace_back("sum", [](DeviceImpl&, const OpCall& c) {
+  table.emplace_back(OpId::sum, [](DeviceImpl&, const OpCall& c) {
     FERRY_DISPATCH_ALL(c.inputs.at(0).dtype, "sum", reduce<scalar_t, SumOp<scalar_t>>(c));
   });
-  table.emplace_back("max", [](DeviceImpl&, const OpCall& c) {
+  table.emplace_back(OpId::max, [](DeviceImpl&, const OpCall& c) {
     FERRY_DISPATCH_ALL(c.inputs.at(0).dtype, "max",
                        reduce<scalar_t, ExtremumOp<scalar_t, true>>(c));
   });
-  table.emplace_back("min", [](DeviceImpl&, const OpCall& c) {
+  table.emplace_back(OpId::min, [](DeviceImpl&, const OpCall& c) {
     FERRY_DISPATCH_ALL(c.inputs.at(0).dtype, "min",
                        reduce<scalar_t, ExtremumOp<scalar_t, false>>(c));
   });
-  table.emplace_back("argmax", [](DeviceImpl&, const OpCall& c) {
+  table.emplace_back(OpId::argmax, [](DeviceImpl&, const OpCall& c) {
     FERRY_DISPATCH_ALL(c.inputs.at(0).dtype, "argmax", reduce<scalar_t, ArgmaxOp<scalar_t>>(c));
   });
 }

@@ -25,6 +25,7 @@
 #include <unordered_map>
 #include <unordered_set>
 
+#include "dispatch.hpp"
 #include "ferry/autograd.hpp"
 #include "ferry/error.hpp"
 #include "ferry/nn/module.hpp"
@@ -136,13 +137,11 @@ IncompatibleKeys Module::load_state_dict(const StateDict& state, bool strict) {
         src->strides() == t.strides() && src->dtype() == t.dtype())
       continue;
     Tensor value = *src;
-    if (value.dtype() != t.dtype()) {
-      try {
-        value = value.to(t.dtype());
-      } catch (const UnsupportedError&) {
-        value = value.to(t.device(), t.dtype());
-      }
-    }
+    // Converted where the value is when its device can, else on t's.
+    if (value.dtype() != t.dtype())
+      value = detail::can_convert(value.storage()->impl(), value.dtype(), t.dtype())
+                  ? value.to(t.dtype())
+                  : value.to(t.device(), t.dtype());
     copies.emplace_back(&t, std::move(value));
   }
   for (auto& [t, value] : copies) t->copy_(value);

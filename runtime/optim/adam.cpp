@@ -126,7 +126,7 @@ void AdamBase::update(std::size_t group, const std::vector<std::size_t>& params,
               {"decoupled_weight_decay", decoupled_}};
   attrs.set("step_size", std::move(step_sizes));
   attrs.set("bias_correction2_sqrt", std::move(bias_corrections2_sqrt));
-  detail::run_fused("adam_step", grads, outputs, attrs);
+  detail::run_fused(OpId::adam_step, grads, outputs, attrs);
 }
 
 std::vector<std::string> AdamBase::state_names() const {

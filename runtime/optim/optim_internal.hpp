@@ -19,8 +19,8 @@ using json = nlohmann::ordered_json;
 
 // Runs a fused optimizer kernel (outputs are read and written in place) and
 // bumps the outputs' storage versions, as copy_ does for element-wise updates.
-void run_fused(std::string_view op, const std::vector<Tensor>& inputs,
-               const std::vector<Tensor>& outputs, const Attrs& attrs);
+void run_fused(OpId op, const std::vector<Tensor>& inputs, const std::vector<Tensor>& outputs,
+               const Attrs& attrs);
 
 // Note [16-bit optimizer math] (runtime/optim/optimizer.cpp): f16 and bf16
 // updates compute in f32.

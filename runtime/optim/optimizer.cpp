@@ -32,8 +32,8 @@ namespace ferry::optim {
 
 namespace detail {
 
-void run_fused(std::string_view op, const std::vector<Tensor>& inputs,
-               const std::vector<Tensor>& outputs, const Attrs& attrs) {
+void run_fused(OpId op, const std::vector<Tensor>& inputs, const std::vector<Tensor>& outputs,
+               const Attrs& attrs) {
   ferry::detail::run_kernel(op, inputs, outputs, attrs);
   for (const Tensor& t : outputs) t.storage()->bump_version();
 }
@@ -286,10 +286,10 @@ void Optimizer::step() {
     for (std::size_t b = first; b < buckets.size(); ++b) {
       Bucket& bucket = buckets[b];
       const Tensor& p0 = params_[bucket.params[0]];
-      const bool has_kernel = p0.storage()->impl().find_kernel(fused_kernel()) != nullptr;
       std::string why_not;
-      if (!has_kernel)
-        why_not = fmt::format("{} has no '{}' kernel", bucket.device.str(), fused_kernel());
+      if (!p0.storage()->impl().supports(fused_kernel(), p0.dtype()))
+        why_not = fmt::format("{} has no '{}' kernel for {}", bucket.device.str(),
+                              op_name(fused_kernel()), dtype_name(p0.dtype()));
       for (std::size_t i : bucket.params) {
         if (!why_not.empty()) break;
         const Tensor& p = params_[i];

@@ -116,7 +116,7 @@ void SGD::update(std::size_t group, const std::vector<std::size_t>& params, bool
               {"nesterov", o.nesterov},
               {"maximize", o.maximize}};
   attrs.set("init_buffer", std::move(init));
-  detail::run_fused("sgd_step", grads, outputs, attrs);
+  detail::run_fused(OpId::sgd_step, grads, outputs, attrs);
 }
 
 std::vector<std::string> SGD::state_names() const { return {"momentum_buffer"}; }

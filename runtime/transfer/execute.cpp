@@ -205,7 +205,7 @@ std::size_t copy_group(const TransferPlan::State& s, const TransferGroup& g,
     const Buffer& from = p.storage->buffer();
     const auto* src_ptr = static_cast<const std::byte*>(from.host_ptr());
     auto* dst_ptr = static_cast<std::byte*>(buffers[i]->host_ptr());
-    if (dst_ptr && !src_ptr && src.has_staging()) {
+    if (dst_ptr && !src_ptr && src.capabilities().staging) {
       gathered.push_back(i);
     } else if (dst_ptr) {  // straight into host-visible destination memory
       if (src_ptr)

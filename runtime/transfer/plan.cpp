@@ -33,7 +33,7 @@ std::size_t chunk_bytes(const TransferOptions& o) { return o.staging_bytes / 2; 
 
 // Lays out one group: arenas of at most the device's largest allocation.
 void lay_out(TransferPlan::State& s, TransferGroup& g) {
-  g.arenas = !s.options.separate_allocations && g.dst->has_sub_buffers();
+  g.arenas = !s.options.separate_allocations && g.dst->capabilities().sub_buffers;
   const DeviceInfo dst_info = g.dst->info();
   g.host_reaches_both = dst_info.caps.host_visible_memory && g.src->info().caps.host_visible_memory;
   std::uint64_t max_alloc = dst_info.max_allocation;

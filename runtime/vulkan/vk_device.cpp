@@ -35,9 +35,10 @@ VulkanDevice::VulkanDevice(Device device, const PhysicalDevice& physical)
     char* end = nullptr;
     const unsigned long n = std::strtoul(v, &end, 10);
     if (*end || n == 0)
-      throw Error(fmt::format("FERRY_VULKAN_MAX_BATCHES_IN_FLIGHT must be a positive number of "
-                              "batches, not '{}'",
-                              v));
+      throw Error(
+          fmt::format("FERRY_VULKAN_MAX_BATCHES_IN_FLIGHT must be a positive number of "
+                      "batches, not '{}'",
+                      v));
     max_in_flight_ = n;
   }
   create_device();
@@ -239,11 +240,7 @@ DeviceInfo VulkanDevice::info() {
   p2.pNext = &ids;
   vkGetPhysicalDeviceProperties2(physical_.handle, &p2);
   std::memcpy(d.uuid.data(), ids.deviceUUID, 16);
-  d.caps.f16 = full_variant_;
-  d.caps.bf16 = full_variant_;
-  d.caps.int64 = full_variant_;
-  d.caps.host_visible_memory = memory_is_mapped();
-  d.caps.peer_copy = false;
+  d.caps = capabilities();
   auto& pr = d.properties;
   pr["api_version"] = fmt::format("{}.{}.{}", VK_API_VERSION_MAJOR(physical_.api_version),
                                   VK_API_VERSION_MINOR(physical_.api_version),

@@ -149,8 +149,9 @@ class VulkanDevice final : public DeviceImpl {
   std::unique_ptr<Buffer> sub_buffer(std::shared_ptr<Buffer> parent, std::size_t offset,
                                      std::size_t bytes) override;
   std::unique_ptr<Buffer> allocate_staging(std::size_t bytes) override;
-  bool has_sub_buffers() const override { return true; }
-  bool has_staging() const override { return true; }
+  DeviceCapabilities capabilities() const override;
+  // The table's answer narrowed to the dtypes this device computes (computes()).
+  bool supports(OpId op, DType dtype) const override;
   MemoryStats memory_stats() override;
   void reset_peak_memory_stats() override;
   void empty_cache() override;
@@ -169,7 +170,7 @@ class VulkanDevice final : public DeviceImpl {
   // Whether kernels can use `dt` on this device (f32 and i32 always; the rest
   // but f64 need the full shader variant; f64 never); require() throws
   // UnsupportedError if not.
-  bool supports(DType dt) const;
+  bool computes(DType dt) const;
   void require(DType dt, std::string_view op) const;
   const KernelLimits& limits() const { return limits_; }
   bool full_variant() const { return full_variant_; }
@@ -292,7 +293,7 @@ class VulkanDevice final : public DeviceImpl {
   std::uint64_t completed_serial_ = 0;  // every batch up to this one has finished
   std::deque<Submission> in_flight_;
   std::size_t max_in_flight_ = 4;
-  std::uint32_t waiters_ = 0;          // threads in vkWaitForFences (Note [Vulkan threading])
+  std::uint32_t waiters_ = 0;           // threads in vkWaitForFences (Note [Vulkan threading])
   std::vector<VkFence> parked_fences_;  // signalled, to be reset once waiters_ is 0
   std::vector<VkFence> free_fences_;
   std::vector<VkCommandBuffer> free_cbs_;

@@ -75,7 +75,7 @@ inline std::uint32_t pow2_at_least(std::uint64_t n, std::uint32_t cap) {
 }
 
 // Each kernel file registers its kernels through one of these.
-using KernelTable = std::vector<std::pair<std::string, KernelFn>>;
+using KernelTable = std::vector<std::pair<OpId, KernelFn>>;
 void add_elementwise_kernels(KernelTable& table);
 void add_random_kernels(KernelTable& table);
 void add_reduce_kernels(KernelTable& table);

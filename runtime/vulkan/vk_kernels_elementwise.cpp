@@ -17,46 +17,9 @@
 namespace ferry::vulkan {
 namespace {
 
-// The op codes of shaders/elementwise.comp.
-enum ElementwiseOp : std::uint32_t {
-  kNeg = 1,
-  kAbs,
-  kRelu,
-  kExp,
-  kLog,
-  kSqrt,
-  kRsqrt,
-  kSin,
-  kCos,
-  kTanh,
-  kSigmoid,
-  kGelu,
-  kGeluTanh,
-  kSilu,
-  kAdd = 20,
-  kSub,
-  kMul,
-  kDiv,
-  kPow,
-  kMaximum,
-  kMinimum,
-  kEq = 30,
-  kNe,
-  kLt,
-  kLe,
-  kGt,
-  kGe,
-  kWhere = 40,
-  kCopy,
-  kFill,
-  kArange,
-  kReluBackward = 50,
-  kGeluBackward,
-  kGeluTanhBackward,
-  kSiluBackward,
-  kSigmoidBackward,
-  kTanhBackward,
-};
+// The shader's OP specialization constant is the op's OpId (ferry_ops.glsl is
+// generated from the same table, Note [The op table]).
+constexpr std::uint32_t code(OpId op) { return std::uint32_t(op); }
 
 constexpr int kMaxDims = 4;     // dims the shader indexes
 constexpr int kMaxTensors = 4;  // output + up to 3 inputs
@@ -154,38 +117,42 @@ std::uint32_t float_bits(float f) {
   return u;
 }
 
-KernelFn unary(std::uint32_t op, const char* name, bool integers) {
-  return [op, name, integers](DeviceImpl& d, const OpCall& c) {
-    DType dt = c.outputs[0].dtype;
-    if (dt == DType::boolean || (!integers && !is_floating(dt)))
-      throw UnsupportedError(fmt::format("{} does not take {}", name, dtype_name(dt)));
-    vulkan_device(d).require(dt, name);
-    run(d, {op, dtype_code(dt), dtype_code(dt)}, c.outputs[0], {c.inputs[0]});
+// The functor kinds: the op's row says which dtypes its kernel takes
+// (DeviceImpl::supports is the same question, asked before a call).
+void require_op(VulkanDevice& dev, OpId op, DType dt) {
+  if (!op_info(op).kernel_dtypes().has(dt))
+    throw UnsupportedError(fmt::format("{} does not take {}", op_name(op), dtype_name(dt)));
+  dev.require(dt, op_name(op));
+}
+
+KernelFn unary(OpId op) {
+  return [op](DeviceImpl& d, const OpCall& c) {
+    const DType dt = c.outputs[0].dtype;
+    require_op(vulkan_device(d), op, dt);
+    run(d, {code(op), dtype_code(dt), dtype_code(dt)}, c.outputs[0], {c.inputs[0]});
   };
 }
 
-KernelFn binary(std::uint32_t op, const char* name) {
-  return [op, name](DeviceImpl& d, const OpCall& c) {
-    DType in = c.inputs[0].dtype, out = c.outputs[0].dtype;
-    if (op == kDiv && !is_floating(out))
-      throw UnsupportedError(fmt::format("{} does not take {}", name, dtype_name(out)));
-    vulkan_device(d).require(in, name);
-    vulkan_device(d).require(out, name);
-    run(d, {op, dtype_code(in), dtype_code(out)}, c.outputs[0], {c.inputs[0], c.inputs[1]});
+// binary and compare: inputs of the compute dtype, output of the result's.
+KernelFn binary(OpId op) {
+  return [op](DeviceImpl& d, const OpCall& c) {
+    const DType in = c.inputs[0].dtype, out = c.outputs[0].dtype;
+    require_op(vulkan_device(d), op, in);
+    vulkan_device(d).require(out, op_name(op));
+    run(d, {code(op), dtype_code(in), dtype_code(out)}, c.outputs[0], {c.inputs[0], c.inputs[1]});
   };
 }
 
 // (grad, z) -> out, every one of the output's floating dtype (docs/kernel-contract.md).
-KernelFn activation_backward(std::uint32_t op, const char* name) {
-  return [op, name](DeviceImpl& d, const OpCall& c) {
+KernelFn activation_backward(OpId op) {
+  return [op](DeviceImpl& d, const OpCall& c) {
     const DType dt = c.outputs[0].dtype;
-    if (!is_floating(dt))
-      throw UnsupportedError(fmt::format("{} does not take {}", name, dtype_name(dt)));
+    require_op(vulkan_device(d), op, dt);
     if (c.inputs.size() != 2 || c.inputs[0].dtype != dt || c.inputs[1].dtype != dt)
-      throw DTypeError(fmt::format(
-          "{}: the vulkan kernel takes grad and z of the output's dtype {}", name, dtype_name(dt)));
-    vulkan_device(d).require(dt, name);
-    run(d, {op, dtype_code(dt), dtype_code(dt)}, c.outputs[0], {c.inputs[0], c.inputs[1]});
+      throw DTypeError(
+          fmt::format("{}: the vulkan kernel takes grad and z of the output's dtype {}",
+                      op_name(op), dtype_name(dt)));
+    run(d, {code(op), dtype_code(dt), dtype_code(dt)}, c.outputs[0], {c.inputs[0], c.inputs[1]});
   };
 }
 
@@ -193,7 +160,7 @@ void where_kernel(DeviceImpl& d, const OpCall& c) {
   DType dt = c.outputs[0].dtype;
   vulkan_device(d).require(DType::boolean, "where");
   vulkan_device(d).require(dt, "where");
-  run(d, {kWhere, dtype_code(dt), dtype_code(dt)}, c.outputs[0],
+  run(d, {code(OpId::where), dtype_code(dt), dtype_code(dt)}, c.outputs[0],
       {c.inputs[0], c.inputs[1], c.inputs[2]});
 }
 
@@ -201,13 +168,13 @@ void copy_kernel(DeviceImpl& d, const OpCall& c) {
   DType in = c.inputs[0].dtype, out = c.outputs[0].dtype;
   vulkan_device(d).require(in, "copy");
   vulkan_device(d).require(out, "copy");
-  run(d, {kCopy, dtype_code(in), dtype_code(out)}, c.outputs[0], {c.inputs[0]});
+  run(d, {code(OpId::copy), dtype_code(in), dtype_code(out)}, c.outputs[0], {c.inputs[0]});
 }
 
 void fill_kernel(DeviceImpl& d, const OpCall& c) {
   DType dt = c.outputs[0].dtype;
   vulkan_device(d).require(dt, "fill");
-  Launch l{kFill, dtype_code(dt), dtype_code(dt)};
+  Launch l{code(OpId::fill), dtype_code(dt), dtype_code(dt)};
   const std::int64_t iv = c.attrs.i("ivalue");
   l.s[0] = float_bits(float(c.attrs.f("value")));
   l.s[1] = std::uint32_t(std::uint64_t(iv));
@@ -219,7 +186,7 @@ void arange_kernel(DeviceImpl& d, const OpCall& c) {
   DType dt = c.outputs[0].dtype;
   vulkan_device(d).require(dt, "arange");
   const double start = c.attrs.f("start"), step = c.attrs.f("step");
-  Launch l{kArange, dtype_code(dt), dtype_code(dt)};
+  Launch l{code(OpId::arange), dtype_code(dt), dtype_code(dt)};
   l.s[0] = float_bits(float(start));
   l.s[1] = float_bits(float(step));
   // Integer outputs of integral start and step are computed exactly in integers.
@@ -231,34 +198,27 @@ void arange_kernel(DeviceImpl& d, const OpCall& c) {
 }  // namespace
 
 void add_elementwise_kernels(KernelTable& t) {
-  struct U {
-    const char* name;
-    std::uint32_t op;
-    bool integers;
-  };
-  for (const U& u :
-       {U{"neg", kNeg, true}, U{"abs", kAbs, true}, U{"relu", kRelu, true}, U{"exp", kExp, false},
-        U{"log", kLog, false}, U{"sqrt", kSqrt, false}, U{"rsqrt", kRsqrt, false},
-        U{"sin", kSin, false}, U{"cos", kCos, false}, U{"tanh", kTanh, false},
-        U{"sigmoid", kSigmoid, false}, U{"gelu", kGelu, false}, U{"gelu_tanh", kGeluTanh, false},
-        U{"silu", kSilu, false}})
-    t.emplace_back(u.name, unary(u.op, u.name, u.integers));
-  struct B {
-    const char* name;
-    std::uint32_t op;
-  };
-  for (const B& b : {B{"add", kAdd}, B{"sub", kSub}, B{"mul", kMul}, B{"div", kDiv}, B{"pow", kPow},
-                     B{"maximum", kMaximum}, B{"minimum", kMinimum}, B{"eq", kEq}, B{"ne", kNe},
-                     B{"lt", kLt}, B{"le", kLe}, B{"gt", kGt}, B{"ge", kGe}})
-    t.emplace_back(b.name, binary(b.op, b.name));
-  for (const B& b : {B{"relu_backward", kReluBackward}, B{"gelu_backward", kGeluBackward},
-                     B{"gelu_tanh_backward", kGeluTanhBackward}, B{"silu_backward", kSiluBackward},
-                     B{"sigmoid_backward", kSigmoidBackward}, B{"tanh_backward", kTanhBackward}})
-    t.emplace_back(b.name, activation_backward(b.op, b.name));
-  t.emplace_back("where", where_kernel);
-  t.emplace_back("copy", copy_kernel);
-  t.emplace_back("fill", fill_kernel);
-  t.emplace_back("arange", arange_kernel);
+  for (const OpInfo& info : op_table()) {
+    if (!(info.builtin_backends & kOpOn_vulkan)) continue;
+    switch (info.kind) {
+      case OpKind::unary:
+        t.emplace_back(info.id, unary(info.id));
+        break;
+      case OpKind::binary:
+      case OpKind::compare:
+        t.emplace_back(info.id, binary(info.id));
+        break;
+      case OpKind::activation_backward:
+        t.emplace_back(info.id, activation_backward(info.id));
+        break;
+      default:
+        break;
+    }
+  }
+  t.emplace_back(OpId::where, where_kernel);
+  t.emplace_back(OpId::copy, copy_kernel);
+  t.emplace_back(OpId::fill, fill_kernel);
+  t.emplace_back(OpId::arange, arange_kernel);
 }
 
 }  // namespace ferry::vulkan

@@ -326,10 +326,10 @@ void scatter_add_kernel(DeviceImpl& d, const OpCall& call) {
 }  // namespace
 
 void add_index_kernels(KernelTable& table) {
-  table.emplace_back("index_select", index_select_kernel);
-  table.emplace_back("gather", gather_kernel);
-  table.emplace_back("index_add", index_add_kernel);
-  table.emplace_back("scatter_add", scatter_add_kernel);
+  table.emplace_back(OpId::index_select, index_select_kernel);
+  table.emplace_back(OpId::gather, gather_kernel);
+  table.emplace_back(OpId::index_add, index_add_kernel);
+  table.emplace_back(OpId::scatter_add, scatter_add_kernel);
 }
 
 }  // namespace ferry::vulkan

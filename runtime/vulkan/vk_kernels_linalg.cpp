@@ -185,6 +185,6 @@ void matmul_kernel(DeviceImpl& d, const OpCall& call) {
 
 }  // namespace
 
-void add_linalg_kernels(KernelTable& table) { table.emplace_back("matmul", matmul_kernel); }
+void add_linalg_kernels(KernelTable& table) { table.emplace_back(OpId::matmul, matmul_kernel); }
 
 }  // namespace ferry::vulkan

@@ -140,8 +140,8 @@ void softmax_kernel(DeviceImpl& d, const OpCall& c, bool log) {
   const TensorArg& y = c.outputs.at(0);
   if (!is_floating(x.dtype) || y.dtype != x.dtype)
     throw UnsupportedError(
-        fmt::format("{}: takes a floating input, not {}", c.op, dtype_name(x.dtype)));
-  dev.require(x.dtype, c.op);
+        fmt::format("{}: takes a floating input, not {}", c.name(), dtype_name(x.dtype)));
+  dev.require(x.dtype, c.name());
   if (y.numel() == 0 || x.ndim() == 0) return;  // the core never sends these
 
   const std::size_t nd = std::size_t(x.ndim()) - 1;  // the dims that index rows
@@ -169,7 +169,7 @@ void softmax_kernel(DeviceImpl& d, const OpCall& c, bool log) {
     }
     for_each_part(dev.limits(), {xi, yi}, 0, xi.ndim() - 1, [&](const auto& part, const auto&) {
       for (const TensorArg& t : part)
-        if (!fits(dev.limits(), t)) row_too_long(c.op, t, t.ndim() - 1, dev.limits());
+        if (!fits(dev.limits(), t)) row_too_long(c.name(), t, t.ndim() - 1, dev.limits());
       softmax_rows(dev, log, part[0], part[1]);
     });
     std::size_t k = outer;
@@ -248,11 +248,11 @@ void layer_norm_kernel(DeviceImpl& d, const OpCall& c) {
 }  // namespace
 
 void add_nn_kernels(KernelTable& table) {
-  table.emplace_back("softmax",
+  table.emplace_back(OpId::softmax,
                      [](DeviceImpl& d, const OpCall& c) { softmax_kernel(d, c, false); });
-  table.emplace_back("log_softmax",
+  table.emplace_back(OpId::log_softmax,
                      [](DeviceImpl& d, const OpCall& c) { softmax_kernel(d, c, true); });
-  table.emplace_back("layer_norm", layer_norm_kernel);
+  table.emplace_back(OpId::layer_norm, layer_norm_kernel);
 }
 
 }  // namespace ferry::vulkan

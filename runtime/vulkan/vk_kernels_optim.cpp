@@ -21,7 +21,9 @@ namespace ferry::vulkan {
 namespace {
 
 constexpr std::uint32_t kWorkgroup = 256;
-enum OptimOp : std::uint32_t { kAdam = 0, kSgd = 1 };
+// The shader's OP is the OpId (ferry_ops.glsl).
+constexpr std::uint32_t kAdam = std::uint32_t(OpId::adam_step),
+                        kSgd = std::uint32_t(OpId::sgd_step);
 
 // The flag bits of shaders/optim.comp.
 constexpr std::uint32_t kAmsgrad = 1, kMaximize = 2, kDecoupled = 4, kWeightDecay = 8,
@@ -144,8 +146,8 @@ void sgd_step_kernel(DeviceImpl& d, const OpCall& c) {
 }  // namespace
 
 void add_optim_kernels(KernelTable& table) {
-  table.emplace_back("adam_step", adam_step_kernel);
-  table.emplace_back("sgd_step", sgd_step_kernel);
+  table.emplace_back(OpId::adam_step, adam_step_kernel);
+  table.emplace_back(OpId::sgd_step, sgd_step_kernel);
 }
 
 }  // namespace ferry::vulkan

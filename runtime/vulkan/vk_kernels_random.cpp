@@ -17,8 +17,6 @@ namespace {
 
 constexpr std::uint32_t kWorkgroup = 256;
 
-enum RandomOp : std::uint32_t { kUniform = 0, kNormal = 1, kInt = 2 };
-
 // The push constants of shaders/random.comp.
 struct Params {
   std::uint32_t n, o_off;
@@ -35,11 +33,14 @@ void split(std::uint64_t v, std::uint32_t (&words)[2]) {
   words[1] = std::uint32_t(v >> 32);
 }
 
-void draw(DeviceImpl& d, const OpCall& c, RandomOp op, const char* name) {
+// The shader's OP is the OpId (ferry_ops.glsl).
+void draw(DeviceImpl& d, const OpCall& c) {
+  const OpId op = c.op;
+  const std::string_view name = c.name();
   VulkanDevice& dev = vulkan_device(d);
   const TensorArg& out = c.outputs.at(0);
   const DType dt = out.dtype;
-  if (op == kInt ? dt == DType::boolean : !is_floating(dt))
+  if (!op_info(op).kernel_dtypes().has(dt))
     throw UnsupportedError(
         fmt::format("{}: the vulkan kernel does not take {}", name, dtype_name(dt)));
   dev.require(dt, name);
@@ -50,10 +51,10 @@ void draw(DeviceImpl& d, const OpCall& c, RandomOp op, const char* name) {
   Params p{};
   split(std::uint64_t(c.attrs.i("seed")), p.seed);
   split(std::uint64_t(c.attrs.i("offset")), p.offset);
-  if (op == kUniform) {
+  if (op == OpId::random_uniform) {
     p.p0 = float(c.attrs.f("low"));
     p.p1 = float(c.attrs.f("high"));
-  } else if (op == kNormal) {
+  } else if (op == OpId::random_normal) {
     p.p0 = float(c.attrs.f("mean"));
     p.p1 = float(c.attrs.f("std"));
   } else {
@@ -73,18 +74,15 @@ void draw(DeviceImpl& d, const OpCall& c, RandomOp op, const char* name) {
   const std::uint32_t wg = std::min(kWorkgroup, dev.limits().max_workgroup_invocations);
   const std::uint32_t groups =
       std::uint32_t(std::min<std::uint64_t>((n + wg - 1) / wg, dev.limits().max_groups_x));
-  dev.dispatch({"random", {wg, op, dtype_code(dt)}, {b}, &p, sizeof p, {groups, 1, 1}});
+  dev.dispatch(
+      {"random", {wg, std::uint32_t(op), dtype_code(dt)}, {b}, &p, sizeof p, {groups, 1, 1}});
 }
 
 }  // namespace
 
 void add_random_kernels(KernelTable& t) {
-  t.emplace_back("random_uniform",
-                 [](DeviceImpl& d, const OpCall& c) { draw(d, c, kUniform, "random_uniform"); });
-  t.emplace_back("random_normal",
-                 [](DeviceImpl& d, const OpCall& c) { draw(d, c, kNormal, "random_normal"); });
-  t.emplace_back("random_int",
-                 [](DeviceImpl& d, const OpCall& c) { draw(d, c, kInt, "random_int"); });
+  for (OpId op : {OpId::random_uniform, OpId::random_normal, OpId::random_int})
+    t.emplace_back(op, draw);
 }
 
 }  // namespace ferry::vulkan

@@ -31,7 +31,6 @@
 namespace ferry::vulkan {
 namespace {
 
-enum ReduceOp : std::uint32_t { kSum = 0, kMax = 1, kMin = 2, kArgmax = 3 };
 enum Mode : std::uint32_t { kDirect = 0, kPartial = 1, kFinal = 2, kCombine = 3 };
 
 constexpr int kMaxKeptDims = 4;  // the shader's limits
@@ -122,7 +121,7 @@ TensorArg records(Buffer* scratch, std::uint64_t row0, std::uint64_t rows, std::
 }
 
 struct Kind {
-  ReduceOp op;
+  std::uint32_t op;  // the OpId: the shader's OP (ferry_ops.glsl)
   std::uint32_t in_dt, out_dt;
 };
 
@@ -238,19 +237,20 @@ void reduce_any(VulkanDevice& dev, const Kind& k, const TensorArg& x, int kdim,
   for_each_part(lim, {kept, y, rec}, 0, kdim, [&](const auto& p, const auto&) { one(p); });
 }
 
-void run(DeviceImpl& d, const OpCall& c, ReduceOp op) {
+void run(DeviceImpl& d, const OpCall& c) {
+  const OpId op = c.op;
   VulkanDevice& dev = vulkan_device(d);
   const TensorArg& in = c.inputs.at(0);
   const TensorArg& out = c.outputs.at(0);
   const int rnd = int(c.attrs.i("reduce_ndim"));
   const int knd = in.ndim() - rnd;
   if (rnd < 0 || knd < 0)
-    throw ShapeError(
-        fmt::format("{}: reduce_ndim {} is out of range for a {}-d input", c.op, rnd, in.ndim()));
-  dev.require(in.dtype, c.op);
+    throw ShapeError(fmt::format("{}: reduce_ndim {} is out of range for a {}-d input", c.name(),
+                                 rnd, in.ndim()));
+  dev.require(in.dtype, c.name());
   // Integer sums are i64; argmax writes its i64 as two 32-bit words, which
   // every device can, so only the integer sums need 64-bit integer support.
-  if (op != kArgmax) dev.require(out.dtype, c.op);
+  if (op != OpId::argmax) dev.require(out.dtype, c.name());
   if (out.numel() == 0) return;
 
   std::span<const std::int64_t> sizes(in.sizes), strides(in.strides);
@@ -261,7 +261,7 @@ void run(DeviceImpl& d, const OpCall& c, ReduceOp op) {
     throw UnsupportedError(fmt::format(
         "{}: the reduced dims of this view ({} after merging) exceed the Vulkan kernel's {}; "
         "make the input contiguous first",
-        c.op, red.sizes.size(), kMaxReducedDims));
+        c.name(), red.sizes.size(), kMaxReducedDims));
   if (knd == 0) kept = {{}, {{}}};  // a full reduction: no kept dims at all
 
   // The shader indexes the innermost 4 kept dims; the host loops over the others.
@@ -286,8 +286,8 @@ void run(DeviceImpl& d, const OpCall& c, ReduceOp op) {
   if (n_out >= kMaxCount || n_red >= kMaxCount)
     throw UnsupportedError(
         fmt::format("{}: {} outputs of {} elements each exceed the Vulkan kernel's 2^31 limit",
-                    c.op, n_out, n_red));
-  const Kind k{op, dtype_code(in.dtype), dtype_code(out.dtype)};
+                    c.name(), n_out, n_red));
+  const Kind k{std::uint32_t(op), dtype_code(in.dtype), dtype_code(out.dtype)};
   std::vector<std::int64_t> idx(std::size_t(outer), 0);
   for (std::int64_t o0 = 0;; o0 += std::int64_t(n_out)) {
     TensorArg xi = x, yi = y;
@@ -303,10 +303,7 @@ void run(DeviceImpl& d, const OpCall& c, ReduceOp op) {
 }  // namespace
 
 void add_reduce_kernels(KernelTable& table) {
-  table.emplace_back("sum", [](DeviceImpl& d, const OpCall& c) { run(d, c, kSum); });
-  table.emplace_back("max", [](DeviceImpl& d, const OpCall& c) { run(d, c, kMax); });
-  table.emplace_back("min", [](DeviceImpl& d, const OpCall& c) { run(d, c, kMin); });
-  table.emplace_back("argmax", [](DeviceImpl& d, const OpCall& c) { run(d, c, kArgmax); });
+  for (OpId op : {OpId::sum, OpId::max, OpId::min, OpId::argmax}) table.emplace_back(op, run);
 }
 
 }  // namespace ferry::vulkan

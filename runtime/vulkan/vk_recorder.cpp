@@ -95,9 +95,25 @@ VulkanBuffer::~VulkanBuffer() {
 
 // f64 is a CPU dtype (double-precision references, F64 checkpoints): no shader
 // computes it, and GPUs that have f64 at all run it at a small fraction of f32.
-bool VulkanDevice::supports(DType dt) const {
+bool VulkanDevice::computes(DType dt) const {
   if (dt == DType::f64) return false;
   return full_variant_ || dt == DType::f32 || dt == DType::i32;
+}
+
+bool VulkanDevice::supports(OpId op, DType dtype) const {
+  // Comparisons also write a bool, which the f32/i32 shader variant lacks.
+  if (op_info(op).result == OpResult::bool_ && !computes(DType::boolean)) return false;
+  return computes(dtype) && DeviceImpl::supports(op, dtype);
+}
+
+DeviceCapabilities VulkanDevice::capabilities() const {
+  return {.f16 = full_variant_,
+          .bf16 = full_variant_,
+          .int64 = full_variant_,
+          .host_visible_memory = memory_is_mapped(),
+          .peer_copy = false,
+          .sub_buffers = true,
+          .staging = true};
 }
 
 void VulkanDevice::require(DType dt, std::string_view op) const {
@@ -107,7 +123,7 @@ void VulkanDevice::require(DType dt, std::string_view op) const {
                     "double-precision references); move the tensor with .cpu(), or cast it with "
                     ".to(ferry::DType::f32) on the cpu first",
                     device().str(), op));
-  if (!supports(dt))
+  if (!computes(dt))
     throw UnsupportedError(fmt::format(
         "{}: {} on {} needs 64-bit integers and 8/16-bit storage buffers, which this device ({}) "
         "lacks; it computes f32 and i32 only",

@@ -69,62 +69,15 @@ std::vector<ShapeCase> binary_shapes() {
 
 namespace {
 
-using UnaryFn = Tensor (*)(const Tensor&);
-
-struct UnaryOp {
-  const char* name;
-  std::function<Tensor(const Tensor&)> fn;
-  double lo, hi;
-  bool integer_inputs;  // also run on integer dtypes (which floating ops promote)
-  bool keeps_dtype;     // neg/abs/relu: integers stay integers
-};
-
-std::vector<UnaryOp> unary_ops() {
-  auto f = [](UnaryFn fn) { return std::function<Tensor(const Tensor&)>(fn); };
-  return {
-      {"neg", f(ferry::neg), -3, 3, true, true},
-      {"abs", f(ferry::abs), -3, 3, true, true},
-      {"relu", f(ferry::relu), -3, 3, true, true},
-      {"exp", f(ferry::exp), -5, 5, true, false},
-      {"log", f(ferry::log), 0.1, 10, true, false},
-      {"sqrt", f(ferry::sqrt), 0, 10, true, false},
-      {"rsqrt", f(ferry::rsqrt), 0.1, 10, true, false},
-      {"sin", f(ferry::sin), -6, 6, true, false},
-      {"cos", f(ferry::cos), -6, 6, true, false},
-      {"tanh", f(ferry::tanh), -4, 4, true, false},
-      {"sigmoid", f(ferry::sigmoid), -8, 8, true, false},
-      {"silu", f(ferry::silu), -8, 8, true, false},
-      {"gelu", [](const Tensor& x) { return ferry::gelu(x); }, -5, 5, true, false},
-      {"gelu_tanh", [](const Tensor& x) { return ferry::gelu(x, "tanh"); }, -5, 5, true, false},
-  };
-}
-
-struct BinaryOp {
-  const char* name;
-  std::function<Tensor(const Tensor&, const Tensor&)> fn;
-  std::vector<DType> dtypes;
-  double lo, hi;
-};
-
-std::vector<BinaryOp> binary_ops() {
-  using BinFn = Tensor (*)(const Tensor&, const Tensor&);
-  auto f = [](BinFn fn) { return std::function<Tensor(const Tensor&, const Tensor&)>(fn); };
-  std::vector<DType> no_bool = kNumeric;
-  return {
-      {"add", f(ferry::add), kAll, -3, 3},
-      {"sub", f(ferry::sub), no_bool, -3, 3},
-      {"mul", f(ferry::mul), kAll, -3, 3},
-      {"div", f(ferry::div), {DType::f32, DType::f16, DType::bf16, DType::i32, DType::i64}, 1, 5},
-      {"pow", f(ferry::pow), {DType::f32, DType::f16, DType::bf16, DType::i32, DType::i64}, 0, 3},
-      {"maximum", f(ferry::maximum), kAll, -3, 3},
-      {"minimum", f(ferry::minimum), kAll, -3, 3},
-      {"eq", f(ferry::eq), kAll, -2, 2},
-      {"ne", f(ferry::ne), kAll, -2, 2},
-      {"lt", f(ferry::lt), kAll, -2, 2},
-      {"le", f(ferry::le), kAll, -2, 2},
-      {"gt", f(ferry::gt), kAll, -2, 2},
-      {"ge", f(ferry::ge), kAll, -2, 2},
-  };
+// The element-wise ops are the op table's unary, binary and compare rows,
+// each called through unary_op/binary_op, on the dtypes its row takes (of
+// those a device is tested in), drawing inputs from its row's range.
+std::vector<const OpInfo*> rows_of(std::initializer_list<OpKind> kinds) {
+  std::vector<const OpInfo*> rows;
+  for (const OpInfo& info : op_table())
+    for (OpKind k : kinds)
+      if (info.kind == k) rows.push_back(&info);
+  return rows;
 }
 
 // Inputs holding NaN, ±inf and ±0 next to ordinary numbers.
@@ -148,45 +101,53 @@ Case large_case(const char* op, std::int64_t n, const char* cls,
 }  // namespace
 
 void add_elementwise_cases(std::vector<Case>& out) {
-  for (const UnaryOp& op : unary_ops()) {
-    std::vector<DType> dts = kFloat;
-    if (op.integer_inputs) dts.push_back(DType::i32);
-    if (op.keeps_dtype) dts.push_back(DType::i64);
+  for (const OpInfo* op : rows_of({OpKind::unary})) {
+    // Floats, and the integers that show the rule: i32 (which floating ops
+    // promote) and i64 where the op keeps the dtype.
+    std::vector<DType> dts;
+    for (DType dt : kFloat)
+      if (op->dtypes.has(dt)) dts.push_back(dt);
+    if (op->dtypes.has(DType::i32)) dts.push_back(DType::i32);
+    if (op->dtypes.has(DType::i64) && op->compute == OpCompute::same) dts.push_back(DType::i64);
+    auto run = [id = op->id](const Inputs& in) { return unary_op(id, in[0]); };
+    const std::string name(op->name);
     for (DType dt : dts)
       for (const ShapeCase& s : unary_shapes()) {
-        double lo = is_floating(dt) ? op.lo : std::max(op.lo, dt == DType::u8 ? 0.0 : -9.0);
-        out.push_back({op.name, dt, s.label, s.cls, threshold(dt, 1e-10),
-                       inputs_of({s.shapes, lo, op.hi}, dt), s.view,
-                       [fn = op.fn](const Inputs& in) { return fn(in[0]); }});
+        double lo =
+            is_floating(dt) ? op->test_lo : std::max(op->test_lo, dt == DType::u8 ? 0.0 : -9.0);
+        out.push_back({name, dt, s.label, s.cls, threshold(dt, 1e-10),
+                       inputs_of({s.shapes, lo, op->test_hi}, dt), s.view, run});
       }
     for (DType dt : kFloat)
-      out.push_back({op.name,
+      out.push_back({name,
                      dt,
                      "[8] NaN/inf/±0",
                      "special",
                      threshold(dt, 1e-10),
                      [dt] { return special_values(dt, 1); },
                      {},
-                     [fn = op.fn](const Inputs& in) { return fn(in[0]); }});
+                     run});
   }
-  for (const BinaryOp& op : binary_ops()) {
-    for (DType dt : op.dtypes)
+  for (const OpInfo* op : rows_of({OpKind::binary, OpKind::compare})) {
+    auto run = [id = op->id](const Inputs& in) { return binary_op(id, in[0], in[1]); };
+    const std::string name(op->name);
+    for (DType dt : kAll) {
+      if (!op->dtypes.has(dt)) continue;
       for (const ShapeCase& s : binary_shapes()) {
-        InputSpec spec{s.shapes, op.lo, op.hi};
-        if (std::string(op.name) == "pow" && !is_floating(dt))
-          spec.lo = 0;  // integer powers need exponents >= 0
-        out.push_back({op.name, dt, s.label, s.cls, threshold(dt, 1e-10), inputs_of(spec, dt),
-                       s.view, [fn = op.fn](const Inputs& in) { return fn(in[0], in[1]); }});
+        InputSpec spec{s.shapes, op->test_lo, op->test_hi};
+        out.push_back(
+            {name, dt, s.label, s.cls, threshold(dt, 1e-10), inputs_of(spec, dt), s.view, run});
       }
+    }
     for (DType dt : kFloat)
-      out.push_back({op.name,
+      out.push_back({name,
                      dt,
                      "[8] x [8] NaN/inf/±0",
                      "special",
                      threshold(dt, 1e-10),
                      [dt] { return special_values(dt, 2); },
                      {},
-                     [fn = op.fn](const Inputs& in) { return fn(in[0], in[1]); }});
+                     run});
   }
   for (DType dt : kAll)
     for (const ShapeCase& s : binary_shapes()) {
@@ -257,6 +218,11 @@ void add_elementwise_cases(std::vector<Case>& out) {
   out.back().max_nmse = 1e-6;
   out.push_back(large_case(
       "add", huge, "large > 128 MiB", [](const Inputs& in) { return in[0] + in[1]; }, 2));
+  // The cases whose API name is not their kernel's (Case::kernels).
+  for (Case& c : out) {
+    if (c.op == "cast") c.kernels = {OpId::copy};
+    if (c.op == "full" || c.op == "fill_") c.kernels = {OpId::fill};
+  }
 }
 
 }  // namespace ferry::conformance

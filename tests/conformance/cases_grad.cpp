@@ -48,8 +48,8 @@ struct GradShape {
 
 // Adds one case per floating dtype. lo/hi bound the floating inputs (integer
 // inputs such as indices come from `extra`, appended after them).
-void add(std::vector<Case>& out, const std::string& op, const GradShape& s, double nmse,
-         Fn fn, double lo = -3, double hi = 3, std::function<Inputs()> extra = {}) {
+void add(std::vector<Case>& out, const std::string& op, const GradShape& s, double nmse, Fn fn,
+         double lo = -3, double hi = 3, std::function<Inputs()> extra = {}) {
   for (DType dt : kFloat) {
     auto make = [shapes = s.shapes, dt, lo, hi, extra] {
       Inputs in = inputs_of({shapes, lo, hi}, dt)();
@@ -75,23 +75,19 @@ void add_elementwise(std::vector<Case>& out) {
       {{{1023}}, "odd", {}, ""},
       {{{13, 7}}, "non-contiguous", t_first, ".t()"},
   };
-  struct U {
-    const char* name;
-    Tensor (*fn)(const Tensor&);
-    double lo, hi;
+  // Every differentiable unary and binary row of the op table, on its row's
+  // input range; where the op's domain starts at 0 (log, sqrt, div, pow),
+  // the gradient cases stay a quarter away from it.
+  auto grad_range = [](const OpInfo& op) {
+    return std::pair{op.test_lo >= 0 ? std::max(op.test_lo, 0.25) : op.test_lo, op.test_hi};
   };
-  const U ops[] = {{"neg", ferry::neg, -3, 3},        {"abs", ferry::abs, -3, 3},
-                   {"exp", ferry::exp, -3, 3},        {"log", ferry::log, 0.25, 3},
-                   {"sqrt", ferry::sqrt, 0.25, 3},    {"rsqrt", ferry::rsqrt, 0.25, 3},
-                   {"sin", ferry::sin, -3, 3},        {"cos", ferry::cos, -3, 3},
-                   {"tanh", ferry::tanh, -3, 3},      {"sigmoid", ferry::sigmoid, -3, 3},
-                   {"relu", ferry::relu, -3, 3},      {"silu", ferry::silu, -3, 3}};
-  for (const U& u : ops)
+  for (const OpInfo& op : op_table()) {
+    if (op.kind != OpKind::unary || op.grad != OpGrad::formula) continue;
+    const auto [lo, hi] = grad_range(op);
     for (const GradShape& s : unary)
-      add(out, u.name, s, 1e-10, [fn = u.fn](const Inputs& in) { return fn(in[0]); }, u.lo, u.hi);
-  for (const GradShape& s : unary) {
-    add(out, "gelu", s, 1e-10, [](const Inputs& in) { return ferry::gelu(in[0]); });
-    add(out, "gelu_tanh", s, 1e-10, [](const Inputs& in) { return ferry::gelu(in[0], "tanh"); });
+      add(
+          out, std::string(op.name), s, 1e-10,
+          [id = op.id](const Inputs& in) { return unary_op(id, in[0]); }, lo, hi);
   }
 
   const std::vector<GradShape> binary = {
@@ -101,19 +97,14 @@ void add_elementwise(std::vector<Case>& out) {
       {{{}, {7, 13}}, "scalar", {}, ""},
       {{{13, 7}, {7, 13}}, "non-contiguous", t_first, " (first .t())"},
   };
-  struct B {
-    const char* name;
-    Tensor (*fn)(const Tensor&, const Tensor&);
-    double lo, hi;  // div and pow stay where they are smooth
-  };
-  const B bops[] = {{"add", ferry::add, -3, 3},         {"sub", ferry::sub, -3, 3},
-                    {"mul", ferry::mul, -3, 3},         {"div", ferry::div, 0.5, 3},
-                    {"pow", ferry::pow, 0.5, 2},        {"maximum", ferry::maximum, -3, 3},
-                    {"minimum", ferry::minimum, -3, 3}};
-  for (const B& b : bops)
+  for (const OpInfo& op : op_table()) {
+    if (op.kind != OpKind::binary || op.grad != OpGrad::formula) continue;
+    const auto [lo, hi] = grad_range(op);
     for (const GradShape& s : binary)
-      add(out, b.name, s, 1e-10, [fn = b.fn](const Inputs& in) { return fn(in[0], in[1]); },
-          b.lo, b.hi);
+      add(
+          out, std::string(op.name), s, 1e-10,
+          [id = op.id](const Inputs& in) { return binary_op(id, in[0], in[1]); }, lo, hi);
+  }
   add(out, "where", {{{7, 13}, {13}}, "broadcast", {}, ""}, 1e-10,
       [](const Inputs& in) { return ferry::where(gt(in[0], 0), in[0], in[1]); });
   add(out, "scalar ops", {{{7, 13}}, "odd", {}, ""}, 1e-10, [](const Inputs& in) {
@@ -157,16 +148,23 @@ void add_nn(std::vector<Case>& out) {
       {{{7, 13}, {13, 5}}, "odd", {}, ""},
       {{{13}, {13, 5}}, "odd", {}, ""},
       {{{2, 1, 7, 13}, {3, 13, 5}}, "broadcast", {}, ""},
-      {{{3, 7, 13}, {5, 13}}, "batched", [](const Inputs& in) { return Inputs{in[0], in[1].t()}; },
+      {{{3, 7, 13}, {5, 13}},
+       "batched",
+       [](const Inputs& in) {
+         return Inputs{in[0], in[1].t()};
+       },
        " (x · w.t())"},
   };
   for (const GradShape& s : mm)
-    add(out, "matmul", s, 1e-10, [](const Inputs& in) { return ferry::matmul(in[0], in[1]); },
-        -2, 2);
+    add(
+        out, "matmul", s, 1e-10, [](const Inputs& in) { return ferry::matmul(in[0], in[1]); }, -2,
+        2);
   add(out, "layer_norm", {{{7, 13}, {13}, {13}}, "odd", {}, " affine"}, 1e-9,
       [](const Inputs& in) { return ferry::layer_norm(in[0], {13}, in[1], in[2]); });
   add(out, "layer_norm", {{{3, 5, 7}}, "odd", {}, " normalized [5, 7]"}, 1e-9,
-      [](const Inputs& in) { return ferry::layer_norm(in[0], {5, 7}); });
+      [](const Inputs& in) {
+        return ferry::layer_norm(in[0], {5, 7});
+      });
 
   // Indices repeat, so the accumulation order matters (docs/kernel-contract.md).
   auto index = [](const Shape& s, std::int64_t n) {
@@ -175,24 +173,28 @@ void add_nn(std::vector<Case>& out) {
       return Inputs{randint(0, n, s)};
     };
   };
-  add(out, "embedding", {{{50, 16}}, "odd", {}, " indices i64[4, 9]"}, 1e-12,
+  add(
+      out, "embedding", {{{50, 16}}, "odd", {}, " indices i64[4, 9]"}, 1e-12,
       [](const Inputs& in) { return ferry::embedding(in[0], in[1]); }, -3, 3, index({4, 9}, 50));
-  add(out, "index_select", {{{7, 13}}, "odd", {}, " dim=1 index[20]"}, 1e-12,
+  add(
+      out, "index_select", {{{7, 13}}, "odd", {}, " dim=1 index[20]"}, 1e-12,
       [](const Inputs& in) { return ferry::index_select(in[0], 1, in[1]); }, -3, 3,
       index({20}, 13));
-  add(out, "gather", {{{7, 13}}, "odd", {}, " dim=1 index[7, 20]"}, 1e-12,
-      [](const Inputs& in) { return ferry::gather(in[0], 1, in[1]); }, -3, 3,
-      index({7, 20}, 13));
-  add(out, "gather", {{{7, 13}}, "odd", {}, " dim=0 index[9, 13]"}, 1e-12,
-      [](const Inputs& in) { return ferry::gather(in[0], 0, in[1]); }, -3, 3,
-      index({9, 13}, 7));
+  add(
+      out, "gather", {{{7, 13}}, "odd", {}, " dim=1 index[7, 20]"}, 1e-12,
+      [](const Inputs& in) { return ferry::gather(in[0], 1, in[1]); }, -3, 3, index({7, 20}, 13));
+  add(
+      out, "gather", {{{7, 13}}, "odd", {}, " dim=0 index[9, 13]"}, 1e-12,
+      [](const Inputs& in) { return ferry::gather(in[0], 0, in[1]); }, -3, 3, index({9, 13}, 7));
 }
 
 void add_shape_ops(std::vector<Case>& out) {
-  add(out, "cat", {{{2, 3}, {5, 3}}, "odd", {}, " dim=0"}, 0,
-      [](const Inputs& in) { return ferry::cat({in[0], in[1]}, 0) * 2.0; });
-  add(out, "stack", {{{3, 4}, {3, 4}}, "odd", {}, " dim=1"}, 0,
-      [](const Inputs& in) { return ferry::stack({in[0], in[1]}, 1) * 2.0; });
+  add(out, "cat", {{{2, 3}, {5, 3}}, "odd", {}, " dim=0"}, 0, [](const Inputs& in) {
+    return ferry::cat({in[0], in[1]}, 0) * 2.0;
+  });
+  add(out, "stack", {{{3, 4}, {3, 4}}, "odd", {}, " dim=1"}, 0, [](const Inputs& in) {
+    return ferry::stack({in[0], in[1]}, 1) * 2.0;
+  });
   add(out, "views", {{{4, 6}}, "non-contiguous", {}, " permute/slice/select/expand"}, 1e-12,
       [](const Inputs& in) {
         Tensor x = in[0];
@@ -209,6 +211,11 @@ void add_grad_cases(std::vector<Case>& out) {
   add_reductions(out);
   add_nn(out);
   add_shape_ops(out);
+  // Backward kernels of other names than <op>_backward (Case::kernels).
+  for (Case& c : out) {
+    if (c.op == "embedding.grad" || c.op == "index_select.grad") c.kernels = {OpId::index_add};
+    if (c.op == "gather.grad") c.kernels = {OpId::scatter_add};
+  }
 }
 
 }  // namespace ferry::conformance

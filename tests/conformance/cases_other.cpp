@@ -227,6 +227,12 @@ void add_other_cases(std::vector<Case>& out) {
   add_layer_norm(out);
   add_indexing(out);
   add_factories(out);
+  // The cases whose API name is not their kernel's (Case::kernels).
+  for (Case& c : out) {
+    if (c.op == "rand") c.kernels = {OpId::random_uniform};
+    if (c.op == "randn") c.kernels = {OpId::random_normal};
+    if (c.op == "randint") c.kernels = {OpId::random_int};
+  }
 }
 
 }  // namespace ferry::conformance

@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "ferry/backend.hpp"  // DeviceImpl::supports, for a third party's backend too
 #include "ferry/ferry.hpp"
 
 namespace ferry::conformance {
@@ -30,6 +31,11 @@ struct Case {
   // `run` reseeds the process's one generator (random ops): threads running it
   // at once would interleave their draws, so --threads checks it serially only.
   bool global_rng = false;
+  // The op-table ops this case exercises (Note [The op table] in ferry/op.hpp),
+  // when not the op named `op` (or, for "<op>.grad", <op>_backward or <op>):
+  // cast -> copy, rand -> random_uniform, ... kernel_ops() resolves it.
+  std::vector<OpId> kernels = {};
+  std::vector<OpId> kernel_ops() const;
 
   std::string id() const { return op + " " + std::string(dtype_name(dtype)) + " " + shape; }
 };

@@ -43,7 +43,8 @@ void usage() {
       "  --threads N    also run each case that passed from N threads at once, each on its\n"
       "                 own inputs, and require every result to equal the serial run's bit\n"
       "                 for bit (the thread-safety contract, docs/backend-guide.md)\n"
-      "  --list         list the cases and exit\n"
+      "  --list         list the cases and exit; with --device, the op table as that\n"
+      "                 device supports it (dtypes per op) and each op's case count\n"
       "  --json FILE    write every result (and device info) to FILE\n"
       "  --perf         time each op on the device (us per call, GB/s, GFLOP/s) beside the CPU\n"
       "  --verbose      print every case, not only failures and skips\n"
@@ -165,6 +166,24 @@ int main(int argc, char** argv) {
     if (opt.mode != "forward")
       for (auto& c : fc::grad_cases())
         if (std::regex_search(c.op, filter)) cases.push_back(std::move(c));
+    if (opt.list && !opt.devices.empty()) {
+      // The op table as each device answers supports(op, dtype).
+      for (const std::string& d : opt.devices) {
+        const ferry::DeviceImpl& impl = ferry::device_impl(ferry::Device(d));
+        fmt::print("{}: the ops of ops/ops.table it runs, and in which dtypes\n", d);
+        for (const ferry::OpInfo& info : ferry::op_table()) {
+          std::string dts;
+          for (ferry::DType dt : ferry::kAllDTypes)
+            if (impl.supports(info.id, dt)) dts += fmt::format(" {}", ferry::dtype_name(dt));
+          std::size_t n = 0;
+          for (const auto& c : cases)
+            for (ferry::OpId k : c.kernel_ops()) n += k == info.id;
+          fmt::print("  {:<20} {:<20} {:>5} cases  {}\n", info.name, dts.empty() ? " -" : dts, n,
+                     impl.find_kernel(info.id) ? "" : "(no kernel)");
+        }
+      }
+      return 0;
+    }
     if (opt.list) {
       for (const auto& c : cases)
         fmt::print("{:<14} {:<5} {:<16} {}\n", c.op, ferry::dtype_name(c.dtype), c.shape_class,

@@ -130,6 +130,18 @@ Result run_case(const Case& c, const Device& device, bool perf, int threads) {
   return r;
 }
 
+std::vector<OpId> Case::kernel_ops() const {
+  if (!kernels.empty()) return kernels;
+  if (auto id = op_from_name(op)) return {*id};
+  const std::string grad = ".grad";
+  if (op.size() > grad.size() && op.ends_with(grad)) {
+    const std::string base = op.substr(0, op.size() - grad.size());
+    if (auto id = op_from_name(base + "_backward")) return {*id};
+    if (auto id = op_from_name(base)) return {*id};
+  }
+  return {};
+}
+
 std::vector<Case> all_cases() {
   std::vector<Case> cases;
   add_elementwise_cases(cases);

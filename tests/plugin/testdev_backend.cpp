@@ -39,8 +39,10 @@
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
+#include <limits>
 #include <memory>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include <ferry/backend.hpp>
@@ -140,26 +142,46 @@ std::int64_t one_past_end(const TensorArg& a) {
                                 " (" + what + ")");
 }
 
-template <typename T> void copy_typed(const TensorArg& out, const TensorArg& in) {
-  T* o = base_of<T>(out);
-  const T* s = base_of<T>(in);
+// ferry's conversion rule (docs/kernel-contract.md): float -> integer
+// truncates toward zero, NaN gives 0, out-of-range values saturate.
+template <typename To, typename From> To convert(From v) {
+  if constexpr (std::is_same_v<To, std::int64_t> && std::is_same_v<From, float>) {
+    if (v != v) return 0;
+    if (v <= -9.2233720368547758e18f) return std::numeric_limits<std::int64_t>::min();
+    if (v >= 9.2233720368547758e18f) return std::numeric_limits<std::int64_t>::max();
+  }
+  return static_cast<To>(v);
+}
+
+template <typename To, typename From> void copy_typed(const TensorArg& out, const TensorArg& in) {
+  To* o = base_of<To>(out);
+  const From* s = base_of<From>(in);
   const TensorArg* args[2] = {&out, &in};
-  for_each_index(args, [&](std::int64_t oi, std::int64_t ii) { o[oi] = s[ii]; });
+  for_each_index(args, [&](std::int64_t oi, std::int64_t ii) { o[oi] = convert<To, From>(s[ii]); });
+}
+
+template <typename To> void copy_to(const TensorArg& out, const TensorArg& in) {
+  switch (in.dtype) {
+    case DType::f32:
+      copy_typed<To, float>(out, in);
+      break;
+    case DType::i64:
+      copy_typed<To, std::int64_t>(out, in);
+      break;
+    default:
+      unsupported("copy", in.dtype, "testdev copies f32 and i64");
+  }
 }
 
 void copy_kernel(ferry::DeviceImpl&, const OpCall& c) {
   const TensorArg& out = c.outputs.at(0);
   const TensorArg& in = c.inputs.at(0);
-  if (in.dtype != out.dtype)
-    throw ferry::UnsupportedError("testdev: kernel 'copy' does not convert dtypes (" +
-                                  std::string(ferry::dtype_name(in.dtype)) + " -> " +
-                                  std::string(ferry::dtype_name(out.dtype)) + ")");
   switch (out.dtype) {
     case DType::f32:
-      copy_typed<float>(out, in);
+      copy_to<float>(out, in);
       break;
     case DType::i64:
-      copy_typed<std::int64_t>(out, in);
+      copy_to<std::int64_t>(out, in);
       break;
     default:
       unsupported("copy", out.dtype, "testdev copies f32 and i64");
@@ -241,12 +263,19 @@ class TestdevDevice final : public ferry::DeviceImpl {
     if (const char* f = std::getenv("FERRY_TESTDEV_MEMORY_FREE"); f && *f)
       d.memory_free = std::strtoull(f, nullptr, 10);
     d.max_allocation = kMemoryTotal;
-    d.caps = {.f16 = false,
-              .bf16 = false,
-              .int64 = true,
-              .host_visible_memory = false,
-              .peer_copy = false};
+    d.caps = capabilities();
     return d;
+  }
+
+  ferry::DeviceCapabilities capabilities() const override {
+    return {.f16 = false, .bf16 = false, .int64 = true, .host_visible_memory = false};
+  }
+
+  // What the kernels above take: copy and fill f32 and i64, add and mul f32.
+  bool supports(ferry::OpId op, DType dt) const override {
+    if (!DeviceImpl::supports(op, dt)) return false;
+    if (op == ferry::OpId::add || op == ferry::OpId::mul) return dt == DType::f32;
+    return dt == DType::f32 || dt == DType::i64;
   }
 
   std::unique_ptr<ferry::Buffer> allocate(std::size_t bytes) override {

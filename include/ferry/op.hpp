@@ -1,0 +1,142 @@
+// ferry/op.hpp — what ferry knows about each kernel op: its id, name, arity,
+// dtype rule, attributes, differentiability and which built-in backends have
+// a kernel for it. For backends (register_kernel, supports) and tools; an
+// application calls the ops of ferry/ops.hpp instead.
+//
+// Note [The op table]
+// Every kernel op is one row of ops/ops.table, ferry's native_functions.yaml.
+// CMake (ops/generate.cmake) turns the table into OpId and the functor-kind
+// lists (ferry/op_ids.hpp), the rows op_info() returns, and the Vulkan
+// shaders' op codes (ferry_ops.glsl: OP_<NAME> is the OpId's number), so no
+// list of ops is kept by hand anywhere else:
+//  - front-ends take an op's dtype rule from its row (op_compute_dtype,
+//    op_result_dtype, check_op_dtype) instead of deciding it themselves;
+//  - the CPU and CUDA backends register their functor kernels from the
+//    FERRY_<KIND>_OPS lists, the Vulkan backend loops over the rows;
+//  - the kernel-coverage test holds each backend's registered kernels to the
+//    table's backends column, and the conformance suite takes its op list
+//    and dtypes from the rows;
+//  - a device answers supports(op, dtype) from the row and what it can
+//    compute (Note [Capabilities] in ferry/backend.hpp).
+// An op that is a composition of others (ops.hpp's clamp-like helpers) has no
+// row: it needs no kernel.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <span>
+#include <string_view>
+
+#include "ferry/config.hpp"
+#include "ferry/dtype.hpp"
+#include "ferry/op_ids.hpp"  // generated: OpId, kOpCount, FERRY_<KIND>_OPS
+
+namespace ferry {
+
+// A set of dtypes, one bit per DType.
+class DTypeSet {
+ public:
+  constexpr DTypeSet() = default;
+  constexpr DTypeSet(std::initializer_list<DType> dts) {
+    for (DType d : dts) bits_ |= bit(d);
+  }
+  static constexpr DTypeSet all() {
+    return {DType::f32, DType::f16, DType::bf16, DType::f64,
+            DType::i32, DType::i64, DType::u8,   DType::boolean};
+  }
+  static constexpr DTypeSet numeric() { return all().without(DType::boolean); }
+  static constexpr DTypeSet floating() { return {DType::f32, DType::f16, DType::bf16, DType::f64}; }
+  static constexpr DTypeSet float_() { return floating(); }  // the table's name: "float"
+  static constexpr DTypeSet integer() { return {DType::i32, DType::i64, DType::u8}; }
+  static constexpr DTypeSet int_() { return integer(); }  // the table's name: "int"
+
+  constexpr bool has(DType d) const { return (bits_ & bit(d)) != 0; }
+  constexpr DTypeSet without(DType d) const { return from_bits(std::uint16_t(bits_ & ~bit(d))); }
+  constexpr DTypeSet operator&(DTypeSet o) const {
+    return from_bits(std::uint16_t(bits_ & o.bits_));
+  }
+  constexpr bool operator==(const DTypeSet&) const = default;
+  constexpr bool empty() const { return bits_ == 0; }
+
+ private:
+  static constexpr std::uint16_t bit(DType d) { return std::uint16_t(1u << unsigned(d)); }
+  static constexpr DTypeSet from_bits(std::uint16_t b) {
+    DTypeSet s;
+    s.bits_ = b;
+    return s;
+  }
+  std::uint16_t bits_ = 0;
+};
+
+enum class OpKind : std::uint8_t {
+  unary,
+  binary,
+  compare,
+  activation_backward,  // the functor kinds
+  where,
+  copy,
+  fill,
+  arange,
+  random,
+  reduce,
+  nn,
+  linalg,
+  index,
+  index_backward,
+  optim
+};
+// The dtype the kernel computes in (and supports() is asked about).
+enum class OpCompute : std::uint8_t {
+  same,   // the inputs' (promoted) dtype
+  float_  // integer and bool inputs become f32 first
+};
+// The output's dtype.
+enum class OpResult : std::uint8_t { same, bool_, i64, widen, given };
+enum class OpPromote : std::uint8_t { common, none };
+enum class OpGrad : std::uint8_t { formula, none, backward };
+
+inline constexpr std::uint8_t kOpOn_cpu = 1, kOpOn_cuda = 2, kOpOn_vulkan = 4;
+
+struct OpInfo {
+  OpId id;
+  std::string_view name;           // "gelu_tanh"
+  std::string_view backward_name;  // its autograd node's name, "gelu_tanhBackward"
+  OpKind kind;
+  int inputs;   // -1: any number
+  int outputs;  // -1: any number
+  DTypeSet dtypes;
+  OpCompute compute;
+  OpResult result;
+  OpPromote promote;
+  OpGrad grad;
+  std::uint8_t builtin_backends;  // kOpOn_* bits
+  std::string_view attrs;         // "dim", "eps,has_weight,has_bias", or empty
+  double test_lo, test_hi;        // the inputs the conformance suite draws (its domain)
+
+  // The dtypes a kernel of this op is dispatched on: `dtypes`, narrowed to the
+  // floating ones when the op computes in a float.
+  DTypeSet kernel_dtypes() const {
+    return compute == OpCompute::float_ ? dtypes & DTypeSet::floating() : dtypes;
+  }
+  // Whether the built-in backend `backend` ("cpu", "cuda", "vulkan") has a kernel.
+  bool builtin_kernel(std::string_view backend) const;
+};
+
+// The row of `op`.
+FERRY_EXPORT const OpInfo& op_info(OpId op);
+inline std::string_view op_name(OpId op) { return op_info(op).name; }
+// Every row, in OpId order.
+FERRY_EXPORT std::span<const OpInfo> op_table();
+// The op named `name`, or nullopt.
+FERRY_EXPORT std::optional<OpId> op_from_name(std::string_view name);
+
+// ---- an op's dtype rule, for front-ends and backends alike ----
+// DTypeError unless the op takes `dt` (its `dtypes` column); `what` describes
+// the operand for the message ("a tensor of shape [2, 3]").
+FERRY_EXPORT void check_op_dtype(OpId op, DType dt, std::string_view what);
+// The dtype the op's kernel computes in, from the inputs' promoted dtype.
+FERRY_EXPORT DType op_compute_dtype(OpId op, DType promoted);
+// The output's dtype from the compute dtype (`given` ops: the compute dtype).
+FERRY_EXPORT DType op_result_dtype(OpId op, DType compute);
+
+}  // namespace ferry
