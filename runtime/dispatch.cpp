@@ -171,6 +171,10 @@ std::int64_t checked_numel(const Shape& sizes, std::string_view op) {
 }
 
 Tensor new_tensor(const Shape& sizes, DType dtype, const Device& device) {
+  return new_tensor(sizes, dtype, device_impl(device));
+}
+
+Tensor new_tensor(const Shape& sizes, DType dtype, DeviceImpl& device) {
   // Checked once here, so no later numel() or byte offset can overflow.
   std::int64_t bytes = 0;
   if (__builtin_mul_overflow(checked_numel(sizes, "new tensor"), std::int64_t(dtype_size(dtype)),
@@ -179,7 +183,7 @@ Tensor new_tensor(const Shape& sizes, DType dtype, const Device& device) {
         fmt::format("cannot make a tensor of shape {} and dtype {}: its size overflows 64 bits",
                     shape_str(sizes), dtype_name(dtype)));
   auto impl = std::make_shared<TensorImpl>();
-  impl->storage = Storage::allocate(device, std::size_t(bytes));
+  impl->storage = std::make_shared<Storage>(device, device.allocate(std::size_t(bytes)));
   impl->sizes = sizes;
   impl->strides = contiguous_strides(sizes);
   impl->dtype = dtype;

@@ -42,8 +42,12 @@ std::int64_t shape_numel(const Shape& sizes);
 // shape_numel for sizes a caller gave: ShapeError when a size is negative or
 // the product overflows 63 bits.
 std::int64_t checked_numel(const Shape& sizes, std::string_view op);
-// A new contiguous tensor of the given shape and dtype on `device`.
+// A new contiguous tensor of the given shape and dtype on `device`. Front-ends
+// pass the DeviceImpl of an input they hold (impl_of): every op output is made
+// here, and naming the device by its Device would look it up in the registry.
+Tensor new_tensor(const Shape& sizes, DType dtype, DeviceImpl& device);
 Tensor new_tensor(const Shape& sizes, DType dtype, const Device& device);
+inline DeviceImpl& impl_of(const Tensor& t) { return t.storage()->impl(); }
 // The same storage viewed with other metadata.
 Tensor make_view(const Tensor& base, Shape sizes, Shape strides, std::int64_t offset);
 

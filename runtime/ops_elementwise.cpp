@@ -11,6 +11,7 @@
 namespace ferry {
 
 using detail::check_same_device;
+using detail::impl_of;
 using detail::new_tensor;
 using detail::run_kernel;
 
@@ -37,7 +38,7 @@ Tensor unary(OpId op, const Tensor& x) {
   check_op_dtype(op, x.dtype(), fmt::format("a tensor of shape {}", shape_str(x.sizes())));
   const DType dt = op_compute_dtype(op, x.dtype());
   Tensor in = x.to(dt);
-  Tensor out = new_tensor(x.sizes(), op_result_dtype(op, dt), x.device());
+  Tensor out = new_tensor(x.sizes(), op_result_dtype(op, dt), impl_of(x));
   run_kernel(op, {in}, {out});
   autograd::record_unary(op, x, out);
   return out;
@@ -51,7 +52,7 @@ Tensor binary(OpId op, const Tensor& a, const Tensor& b, DType promoted) {
       op, promoted,
       fmt::format("operands of shapes {} and {}", shape_str(a.sizes()), shape_str(b.sizes())));
   const DType compute = op_compute_dtype(op, promoted);
-  Tensor out = new_tensor(shape, op_result_dtype(op, compute), a.device());
+  Tensor out = new_tensor(shape, op_result_dtype(op, compute), impl_of(a));
   autograd::untracked([&] {  // the casts and expands that feed the kernel are not in the graph
     run_kernel(op, {a.to(compute).expand(shape), b.to(compute).expand(shape)}, {out});
     return out;
@@ -146,7 +147,7 @@ Tensor where(const Tensor& cond, const Tensor& a, const Tensor& b) {
         dtype_name(cond.dtype()), shape_str(cond.sizes())));
   Shape shape = broadcast_shapes(broadcast_shapes(cond.sizes(), a.sizes()), b.sizes());
   DType dt = result_type(a, b);
-  Tensor out = new_tensor(shape, dt, a.device());
+  Tensor out = new_tensor(shape, dt, impl_of(a));
   autograd::untracked([&] {
     run_kernel(OpId::where, {cond.expand(shape), a.to(dt).expand(shape), b.to(dt).expand(shape)},
                {out});

@@ -22,6 +22,7 @@
 namespace ferry {
 
 using detail::check_same_device;
+using detail::impl_of;
 using detail::new_tensor;
 using detail::run_kernel;
 using detail::wrap_dim;
@@ -67,7 +68,7 @@ Tensor index_select(std::string_view op, const Tensor& x, std::int64_t dim, cons
   check_bounds(op, idx, d, in.size(d), x.sizes());
   Shape shape = in.sizes();
   shape[std::size_t(d)] = idx.numel();
-  Tensor out = new_tensor(shape, x.dtype(), x.device());
+  Tensor out = new_tensor(shape, x.dtype(), impl_of(x));
   if (out.numel() > 0) run_kernel(OpId::index_select, {in, idx}, {out}, Attrs{{"dim", d}});
   return out;
 }
@@ -102,7 +103,7 @@ Tensor gather_forward(const Tensor& x, std::int64_t dim, const Tensor& index) {
                       "may be larger)",
                       shape_str(index.sizes()), shape_str(x.sizes()), i, d));
   check_bounds("gather", ix, d, in.size(d), x.sizes());
-  Tensor out = new_tensor(ix.sizes(), x.dtype(), x.device());
+  Tensor out = new_tensor(ix.sizes(), x.dtype(), impl_of(x));
   if (out.numel() > 0) run_kernel(OpId::gather, {in, ix}, {out}, Attrs{{"dim", d}});
   return out.view(index.sizes());
 }
@@ -118,7 +119,7 @@ Tensor cat_forward(const std::vector<Tensor>& tensors, std::int64_t dim) {
   std::vector<std::size_t> used;
   for (std::size_t i = 0; i < tensors.size(); ++i)
     if (!(tensors[i].dim() == 1 && tensors[i].size(0) == 0)) used.push_back(i);
-  if (used.empty()) return new_tensor({0}, dtype, tensors[0].device());
+  if (used.empty()) return new_tensor({0}, dtype, impl_of(tensors[0]));
 
   const Tensor& first = tensors[used[0]];
   if (first.dim() == 0)
@@ -138,7 +139,7 @@ Tensor cat_forward(const std::vector<Tensor>& tensors, std::int64_t dim) {
                       i, shape_str(t.sizes()), used[0], shape_str(first.sizes()), d));
     shape[std::size_t(d)] += t.size(d);
   }
-  Tensor out = new_tensor(shape, dtype, first.device());
+  Tensor out = new_tensor(shape, dtype, impl_of(first));
   std::int64_t offset = 0;
   for (std::size_t i : used) {
     const Tensor& t = tensors[i];

@@ -16,6 +16,7 @@
 namespace ferry {
 
 using detail::check_same_device;
+using detail::impl_of;
 using detail::new_tensor;
 using detail::run_kernel;
 
@@ -86,11 +87,11 @@ Tensor matmul_forward(const Tensor& a, const Tensor& b) {
     // [..., M, K] x [K, N]: fold the batch into the rows and run one large
     // product (PyTorch does the same; it is what a Linear layer needs).
     Tensor A2 = A.reshape({detail::shape_numel(batch_a) * M, K});  // not -1: K may be 0
-    out = new_tensor({1, A2.size(0), N}, dtype, a.device());
+    out = new_tensor({1, A2.size(0), N}, dtype, impl_of(a));
     run_kernel(OpId::matmul, {A2.unsqueeze(0), B.unsqueeze(0)}, {out});
   } else {
     std::int64_t nb = detail::shape_numel(batch);
-    out = new_tensor({nb, M, N}, dtype, a.device());
+    out = new_tensor({nb, M, N}, dtype, impl_of(a));
     run_kernel(OpId::matmul, {as_batched(A, batch), as_batched(B, batch)}, {out});
   }
   return out.view(result);

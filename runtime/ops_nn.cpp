@@ -14,6 +14,7 @@
 namespace ferry {
 
 using detail::check_same_device;
+using detail::impl_of;
 using detail::new_tensor;
 using detail::run_kernel;
 using detail::wrap_dim;
@@ -27,7 +28,7 @@ Tensor softmax_like(OpId op, const Tensor& x, std::int64_t dim) {
   const std::int64_t d = wrap_dim(dim, x.dim(), op_name(op));
   // Integer and bool inputs compute in f32, like PyTorch's softmax(x, dtype=float).
   Tensor in = is_floating(x.dtype()) ? x : x.to(DType::f32);
-  Tensor out = new_tensor(x.sizes(), in.dtype(), x.device());
+  Tensor out = new_tensor(x.sizes(), in.dtype(), impl_of(x));
   if (out.numel() == 0) return out;
   if (x.dim() == 0) {  // one element: a row of length 1
     run_kernel(op, {in.reshape({1})}, {out.view({1})});
@@ -89,11 +90,11 @@ LayerNormResult layer_norm_forward(const Tensor& x, const Shape& normalized_shap
   const Tensor w = as_param(weight), b = as_param(bias);
 
   LayerNormResult r;
-  r.y = new_tensor({rows, n}, x.dtype(), x.device());
+  r.y = new_tensor({rows, n}, x.dtype(), impl_of(x));
   // The statistics are f32 (the 16-bit types compute in f32), f64 for f64.
   const DType stats = x.dtype() == DType::f64 ? DType::f64 : DType::f32;
-  r.mean = new_tensor({rows}, stats, x.device());
-  r.rstd = new_tensor({rows}, stats, x.device());
+  r.mean = new_tensor({rows}, stats, impl_of(x));
+  r.rstd = new_tensor({rows}, stats, impl_of(x));
   if (rows > 0)
     run_kernel(OpId::layer_norm, {x2, w, b}, {r.y, r.mean, r.rstd},
                Attrs{{"eps", eps}, {"has_weight", weight.defined()}, {"has_bias", bias.defined()}});

@@ -17,6 +17,7 @@
 
 namespace ferry {
 
+using detail::impl_of;
 using detail::new_tensor;
 using detail::run_kernel;
 using detail::wrap_dim;
@@ -69,7 +70,7 @@ ReducePlan plan_reduce(std::string_view op, const Tensor& x,
 
 // Runs a reduction kernel whose output dtype is `out_dtype`.
 Tensor run_reduce(OpId op, const ReducePlan& plan, DType out_dtype, bool keepdim) {
-  Tensor out = new_tensor(plan.out_sizes, out_dtype, plan.permuted.device());
+  Tensor out = new_tensor(plan.out_sizes, out_dtype, impl_of(plan.permuted));
   run_kernel(op, {plan.permuted}, {out}, Attrs{{"reduce_ndim", plan.reduce_ndim}});
   return keepdim ? out.view(plan.keepdim_sizes) : out;
 }

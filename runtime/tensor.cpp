@@ -18,6 +18,7 @@ namespace ferry {
 
 using detail::contiguous_strides;
 using detail::make_view;
+using detail::impl_of;
 using detail::new_tensor;
 using detail::run_kernel;
 using detail::shape_numel;
@@ -89,14 +90,14 @@ void Tensor::read_bytes(void* dst, std::size_t bytes) const {
 
 Tensor Tensor::contiguous() const {
   if (is_contiguous()) return *this;
-  Tensor out = new_tensor(sizes(), dtype(), device());
+  Tensor out = new_tensor(sizes(), dtype(), storage()->impl());
   run_kernel(OpId::copy, {*this}, {out});
   autograd::record_identity("contiguous", *this, out);
   return out;
 }
 
 Tensor Tensor::clone() const {
-  Tensor out = new_tensor(sizes(), dtype(), device());
+  Tensor out = new_tensor(sizes(), dtype(), storage()->impl());
   run_kernel(OpId::copy, {*this}, {out});
   autograd::record_identity("clone", *this, out);
   return out;
@@ -104,7 +105,7 @@ Tensor Tensor::clone() const {
 
 Tensor Tensor::to(DType dt) const {
   if (dt == dtype()) return *this;
-  Tensor out = new_tensor(sizes(), dt, device());
+  Tensor out = new_tensor(sizes(), dt, storage()->impl());
   run_kernel(OpId::copy, {*this}, {out});
   autograd::record_cast(*this, out);
   return out;
@@ -430,7 +431,7 @@ Tensor full(const Shape& shape, const Scalar& value, const TensorOptions& o) {
   t.fill_(value);
   return t;
 }
-Tensor empty_like(const Tensor& t) { return new_tensor(t.sizes(), t.dtype(), t.device()); }
+Tensor empty_like(const Tensor& t) { return new_tensor(t.sizes(), t.dtype(), impl_of(t)); }
 Tensor zeros_like(const Tensor& t) { return full_like(t, 0); }
 Tensor ones_like(const Tensor& t) { return full_like(t, 1); }
 Tensor full_like(const Tensor& t, const Scalar& value) { return empty_like(t).fill_(value); }

@@ -9,7 +9,7 @@
 namespace ferry::detail {
 
 Tensor activation_backward(OpId op, const Tensor& grad, const Tensor& z) {
-  Tensor out = new_tensor(grad.sizes(), grad.dtype(), grad.device());
+  Tensor out = new_tensor(grad.sizes(), grad.dtype(), impl_of(grad));
   run_kernel(op, {grad, z.to(grad.dtype()).expand(grad.sizes())}, {out});
   return out;
 }
