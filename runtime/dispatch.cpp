@@ -72,6 +72,8 @@ void run_kernel(OpId op, const std::vector<Tensor>& inputs, const std::vector<Te
   OpCall call;
   call.op = op;
   call.attrs = attrs;
+  call.inputs.reserve(inputs.size());
+  call.outputs.reserve(outputs.size());
   for (const Tensor& t : inputs) {
     if (!t.defined()) continue;
     if (t.device() != device)

@@ -34,8 +34,11 @@ namespace {
 
 // The op's row decides the dtypes (Note [The op table] in ferry/op.hpp):
 // which it takes, which its kernel computes in, which it returns.
+// (The error messages are only formatted on the error path: these run for
+// every op.)
 Tensor unary(OpId op, const Tensor& x) {
-  check_op_dtype(op, x.dtype(), fmt::format("a tensor of shape {}", shape_str(x.sizes())));
+  if (!op_info(op).dtypes.has(x.dtype()))
+    check_op_dtype(op, x.dtype(), fmt::format("a tensor of shape {}", shape_str(x.sizes())));
   const DType dt = op_compute_dtype(op, x.dtype());
   Tensor in = x.to(dt);
   Tensor out = new_tensor(x.sizes(), op_result_dtype(op, dt), impl_of(x));
@@ -48,13 +51,18 @@ Tensor unary(OpId op, const Tensor& x) {
 Tensor binary(OpId op, const Tensor& a, const Tensor& b, DType promoted) {
   check_same_device(op_name(op), {{"self", &a}, {"other", &b}});
   Shape shape = broadcast_shapes(a.sizes(), b.sizes());
-  check_op_dtype(
-      op, promoted,
-      fmt::format("operands of shapes {} and {}", shape_str(a.sizes()), shape_str(b.sizes())));
+  if (!op_info(op).dtypes.has(promoted))
+    check_op_dtype(
+        op, promoted,
+        fmt::format("operands of shapes {} and {}", shape_str(a.sizes()), shape_str(b.sizes())));
   const DType compute = op_compute_dtype(op, promoted);
   Tensor out = new_tensor(shape, op_result_dtype(op, compute), impl_of(a));
   autograd::untracked([&] {  // the casts and expands that feed the kernel are not in the graph
-    run_kernel(op, {a.to(compute).expand(shape), b.to(compute).expand(shape)}, {out});
+    auto operand = [&](const Tensor& t) {
+      Tensor c = t.to(compute);
+      return c.sizes() == shape ? c : c.expand(shape);
+    };
+    run_kernel(op, {operand(a), operand(b)}, {out});
     return out;
   });
   if (op_info(op).grad == OpGrad::formula) autograd::record_binary(op, a, b, out);

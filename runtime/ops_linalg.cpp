@@ -89,6 +89,9 @@ Tensor matmul_forward(const Tensor& a, const Tensor& b) {
     Tensor A2 = A.reshape({detail::shape_numel(batch_a) * M, K});  // not -1: K may be 0
     out = new_tensor({1, A2.size(0), N}, dtype, impl_of(a));
     run_kernel(OpId::matmul, {A2.unsqueeze(0), B.unsqueeze(0)}, {out});
+  } else if (batch.empty()) {  // [M, K] x [K, N]: one product, no batch views to make
+    out = new_tensor({1, M, N}, dtype, impl_of(a));
+    run_kernel(OpId::matmul, {A.unsqueeze(0), B.unsqueeze(0)}, {out});
   } else {
     std::int64_t nb = detail::shape_numel(batch);
     out = new_tensor({nb, M, N}, dtype, impl_of(a));
