@@ -101,6 +101,7 @@ Tensor neg(const Tensor& x) { return unary(OpId::neg, x); }
 Tensor abs(const Tensor& x) { return unary(OpId::abs, x); }
 Tensor relu(const Tensor& x) { return unary(OpId::relu, x); }
 Tensor exp(const Tensor& x) { return unary(OpId::exp, x); }
+Tensor expm1(const Tensor& x) { return unary(OpId::expm1, x); }
 Tensor log(const Tensor& x) { return unary(OpId::log, x); }
 Tensor sqrt(const Tensor& x) { return unary(OpId::sqrt, x); }
 Tensor rsqrt(const Tensor& x) { return unary(OpId::rsqrt, x); }

@@ -261,6 +261,21 @@ float cos_f(float x) {
   }
   return sin_kernel(r);
 }
+// exp(x) - 1: a polynomial where exp(x) - 1 would cancel (|x| < 0.5; the
+// Taylor terms to x^9/9! leave less than 2^-26 relative), else from exp.
+float expm1_f(float x) {
+  if (isnan(x)) return x;
+  if (abs(x) >= 0.5) return x > 88.8 ? F_INF : (x < -20.0 ? -1.0 : exp(x) - 1.0);
+  float p = 1.0 / 362880.0;
+  p = p * x + 1.0 / 40320.0;
+  p = p * x + 1.0 / 5040.0;
+  p = p * x + 1.0 / 720.0;
+  p = p * x + 1.0 / 120.0;
+  p = p * x + 1.0 / 24.0;
+  p = p * x + 1.0 / 6.0;
+  p = p * x + 0.5;
+  return x + x * x * p;
+}
 float sigmoid_f(float x) { return 1.0 / (1.0 + safe_exp(-x)); }
 float relu_f(float x) { return x > 0.0 ? x : (isnan(x) ? x : 0.0); }
 float max_f(float a, float b) { return isnan(a) ? a : (isnan(b) ? b : (a > b ? a : b)); }

@@ -181,6 +181,7 @@ UNARY = {
     "neg": (torch.neg, (-3, 3), T_F32),
     "abs": (torch.abs, (-3, 3), T_F32),
     "exp": (torch.exp, (-5, 5), T_TRANS),
+    "expm1": (torch.expm1, (-3, 3), T_TRANS),
     "log": (torch.log, (0.01, 8), T_TRANS),
     "sqrt": (torch.sqrt, (0, 9), T_TRANS),
     "rsqrt": (torch.rsqrt, (0.05, 9), T_TRANS),
@@ -194,7 +195,7 @@ UNARY = {
 
 
 def unary_cases():
-    shapes = {"neg": [3, 5], "abs": [2, 1, 3], "exp": [4, 6], "log": [7], "sqrt": [3, 4],
+    shapes = {"neg": [3, 5], "abs": [2, 1, 3], "exp": [4, 6], "expm1": [5, 7], "log": [7], "sqrt": [3, 4],
               "rsqrt": [5, 2], "sin": [2, 3, 4], "cos": [11], "tanh": [3, 7], "sigmoid": [6, 5],
               "relu": [2, 9], "silu": [4, 4]}
     for op, (fn, (lo, hi), tol) in UNARY.items():
@@ -228,6 +229,10 @@ def unary_cases():
                  {"approximate": approx})
     x = T(SPECIAL, f16)
     add_case("exp_f16_special", "exp", [x], ref_upcast(torch.exp, [x], f16))
+    # expm1 near 0, where exp(x) - 1 would cancel to few correct digits: held
+    # to relative error alone.
+    x = T([1e-7, -1e-7, 3e-5, -2e-4, 1e-3, -0.01, 0.1, -0.3, 0.49, -0.51, 1e-30, -20.0])
+    add_case("expm1_f32_tiny", "expm1", [x], torch.expm1(x), tol={"rtol": 1e-6, "atol": 0.0})
 
     # Integer inputs: abs/neg/relu keep the dtype, floating ops give f32.
     x = Gen("abs_i32").ints([2, 5], -50, 50, i32)

@@ -22,6 +22,7 @@ namespace ferry {
 Tensor neg(const Tensor& x);
 Tensor abs(const Tensor& x);
 Tensor exp(const Tensor& x);
+Tensor expm1(const Tensor& x);  // exp(x) - 1, accurate near 0
 Tensor log(const Tensor& x);
 Tensor sqrt(const Tensor& x);
 Tensor rsqrt(const Tensor& x);

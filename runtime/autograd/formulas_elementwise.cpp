@@ -53,6 +53,8 @@ BackwardFn unary_formula(OpId op, const Tensor& x, const Tensor& y) {
       };
     case OpId::exp:
       return [y = Saved(y)](const Tensor& g, const Needs&) -> Grads { return {g * y.get()}; };
+    case OpId::expm1:  // d(e^x - 1) = e^x = y + 1
+      return [y = Saved(y)](const Tensor& g, const Needs&) -> Grads { return {g * (y.get() + 1)}; };
     case OpId::log:
       return [x = Saved(x)](const Tensor& g, const Needs&) -> Grads { return {g / x.get()}; };
     case OpId::sqrt:  // d sqrt(x) = 1 / (2 sqrt(x)), from the result

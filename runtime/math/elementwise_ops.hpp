@@ -82,6 +82,9 @@ struct Relu {
 struct Exp {
   template <typename T> FERRY_HD T operator()(T x) const { return std::exp(x); }
 };
+struct Expm1 {  // exp(x) - 1 without the cancellation near 0
+  template <typename T> FERRY_HD T operator()(T x) const { return std::expm1(x); }
+};
 struct Log {
   template <typename T> FERRY_HD T operator()(T x) const { return std::log(x); }
 };
