@@ -138,16 +138,136 @@ ITYPE float_to_itype(float f, uint dt) {
 #define F_NAN uintBitsToFloat(0x7fc00000u)
 #define F_INF uintBitsToFloat(0x7f800000u)
 
-float safe_log(float x) { return x < 0.0 || isnan(x) ? F_NAN : (x == 0.0 ? -F_INF : log(x)); }
+// Note [Transcendentals in GLSL]
+// GLSL's exp, log, pow and tanh have implementation-defined precision (the
+// Vulkan spec allows exp 3 + 2|x| ulp, log 3 ulp only outside [0.5, 2]) and
+// pow is undefined for x < 0 and for x = 0, y <= 0; on lavapipe exp was ~30
+// ulp off for large inputs and log of a denormal gave -88.03. So these are
+// written out, within 4 ulp of the CPU's libm (the conformance suite's
+// special-value grids check it on every device), from arithmetic and bit
+// manipulation only:
+//  - exp_f: x = k ln2 + r (Cody-Waite, ln2 in two parts, |r| <= ln2/2), exp(r)
+//    by its Taylor series to r^7 (truncation < 0.1 ulp), scaled by 2^k;
+//  - no fma: lavapipe does not fuse it, and rewrote an unobserved chain of
+//    them into a 67-ulp exp; `precise` keeps the evaluation order;
+//  - log_f: x = 2^k m, m in [sqrt(2)/2, sqrt(2)), log(m) by fdlibm's logf
+//    kernel; denormal inputs are normalised in integer arithmetic, so a
+//    device that flushes denormal operands still gets their logarithm;
+//  - log_f2: the same as an unevaluated sum hi + lo, for pow;
+//  - pow_f: exp(y log|x|) with y log|x| carried in two floats, after C99's
+//    special cases.
+// Denormal results (exp(x) for x < -87.3) are made by multiplication and
+// survive where the device preserves denormals (shaderDenormPreserveFloat32);
+// a device that flushes them gives 0 there (docs/kernel-contract.md).
+float exp_f(float x) {
+  if (isnan(x)) return x;
+  if (x > 88.72283935546875) return F_INF;
+  if (x < -103.97208404541015625) return 0.0;
+  precise float k = roundEven(x * 1.44269504088896341);
+  precise float hi = x - k * 0.693145751953125;  // ln2's high part has 16 bits: exact
+  precise float r = hi - k * 1.428606765330187045e-06;
+  precise float p = (((((1.0 / 5040.0) * r + 1.0 / 720.0) * r + 1.0 / 120.0) * r + 1.0 / 24.0) * r +
+                     1.0 / 6.0) * r + 0.5;
+  precise float y = 1.0 + (p * r * r + r);
+  int ki = int(k);
+  // 2^k as one or two normal powers of two (k runs from -150 to 128).
+  if (ki > 127) return y * 2.0 * uintBitsToFloat(uint(ki - 1 + 127) << 23);
+  if (ki < -126) return y * uintBitsToFloat(uint(ki + 64 + 127) << 23) * 5.42101086242752217e-20;
+  return y * uintBitsToFloat(uint(ki + 127) << 23);
+}
+
+// a * b = p + e exactly (Dekker's product with Veltkamp's split): without
+// fma, which lavapipe does not fuse (and rewrites when unobserved).
+vec2 two_prod(float a, float b) {
+  precise float p = a * b;
+  precise float ca = 4097.0 * a;
+  precise float ah = ca - (ca - a);
+  precise float al = a - ah;
+  precise float cb = 4097.0 * b;
+  precise float bh = cb - (cb - b);
+  precise float bl = b - bh;
+  precise float e = ((ah * bh - p) + ah * bl + al * bh) + al * bl;
+  return vec2(p, e);
+}
+
+// log(x) = hi + lo (|lo| well below ulp(hi)), for finite x > 0.
+vec2 log_f2(float x) {
+  uint b = floatBitsToUint(x);
+  int k = 0;
+  if ((b & 0x7f800000u) == 0u) {  // denormal: normalise the mantissa in integers
+    int msb = findMSB(b);
+    b = (b << uint(23 - msb)) & 0x007fffffu | 0x3f800000u;
+    k = msb - 149;
+  } else {
+    k = int(b >> 23) - 127;
+    b = (b & 0x007fffffu) | 0x3f800000u;
+  }
+  if (b > 0x3fb504f3u) {  // m > sqrt(2): use m / 2
+    b -= 0x00800000u;
+    k += 1;
+  }
+  precise float f = uintBitsToFloat(b) - 1.0;  // exact: m in [sqrt(2)/2, sqrt(2))
+  precise float s = f / (2.0 + f);
+  precise float z = s * s;
+  precise float w = z * z;
+  precise float t1 = w * (0.40000972152 + w * 0.24279078841);
+  precise float t2 = z * (0.66666662693 + w * 0.28498786688);
+  vec2 hf = two_prod(0.5 * f, f);  // f^2 / 2 and its rounding error
+  precise float hfsq = hf.x;
+  precise float dk = float(k);
+  // log = dk ln2_hi + f - hfsq + (s (hfsq + R) + dk ln2_lo): the first
+  // product is exact (ln2_hi has 16 bits), the two sums and hfsq carry their
+  // rounding errors into lo (two-sum, two_prod), the bracket is small.
+  precise float a = dk * 6.9313812256e-01;
+  precise float h1 = a + f;
+  precise float e1 = abs(a) >= abs(f) ? (a - h1) + f : (f - h1) + a;
+  precise float hi = h1 - hfsq;
+  precise float e2 = abs(h1) >= hfsq ? (h1 - hi) - hfsq : (-hfsq - hi) + h1;
+  precise float lo = e1 + e2 - hf.y + (s * (hfsq + t2 + t1) + dk * 9.0580006145e-06);
+  precise float h2 = hi + lo;
+  return vec2(h2, lo - (h2 - hi));
+}
+
+float log_f(float x) {
+  if (isnan(x) || x < 0.0) return F_NAN;
+  if (x == 0.0) return -F_INF;
+  if (isinf(x)) return x;
+  if (x == 1.0) return 0.0;
+  vec2 l = log_f2(x);
+  return l.x + l.y;
+}
+
+float safe_log(float x) { return log_f(x); }
 float safe_sqrt(float x) { return x < 0.0 || isnan(x) ? F_NAN : sqrt(x); }
-float safe_exp(float x) { return x > 88.8 ? F_INF : (x < -104.0 ? 0.0 : exp(x)); }
-// tanh through exp overflows for |x| > 44; tanh(x) is +-1 in float beyond 9.1.
+float safe_exp(float x) { return exp_f(x); }
+
+// exp(x) - 1: a polynomial where exp(x) - 1 would cancel (|x| < 0.5; the
+// Taylor terms to x^9/9! leave less than 2^-26 relative), else from exp_f.
+float expm1_f(float x) {
+  if (isnan(x)) return x;
+  if (abs(x) >= 0.5) return x < -20.0 ? -1.0 : exp_f(x) - 1.0;
+  precise float p = ((((((((1.0 / 362880.0) * x + 1.0 / 40320.0) * x + 1.0 / 5040.0) * x +
+                          1.0 / 720.0) * x + 1.0 / 120.0) * x + 1.0 / 24.0) * x + 1.0 / 6.0) * x +
+                     0.5);
+  return x * p * x + x;
+}
+
+// tanh(|x|): -expm1(-2|x|) / (expm1(-2|x|) + 2) below 0.55 (no cancellation
+// at small |x|), 1 - 2 / (exp(2|x|) + 1) above (the subtracted term is small,
+// so its error is), +-1 in float beyond 9.1; then the sign.
 float safe_tanh(float x) {
   if (isnan(x)) return x;
-  if (abs(x) > 9.1) return sign(x);
-  if (abs(x) < 0.0004) return x;  // keeps tiny values accurate
-  float e = exp(2.0 * x);
-  return (e - 1.0) / (e + 1.0);
+  float a = abs(x);
+  if (a > 9.1) return sign(x);
+  if (a < 1e-30) return x;
+  float r;
+  if (a < 0.55) {
+    float t = expm1_f(-2.0 * a);
+    r = -t / (t + 2.0);
+  } else {
+    r = 1.0 - 2.0 / (exp_f(2.0 * a) + 1.0);
+  }
+  return x < 0.0 ? -r : r;
 }
 // erf: Abramowitz & Stegun 7.1.26 is only 1.5e-7 absolute; this is W. J. Cody's
 // rational form as used by many GPU math libraries, accurate to ~1 ulp in float.
@@ -176,7 +296,7 @@ float safe_erf(float x) {
       sa = 1.0 + s * (3.03380607e+01 + s * (3.25792512e+02 + s * (1.53672958e+03 + s * (3.19985821e+03 + s * (2.55305040e+03 + s * (4.74528541e+02 + s * -2.24409524e+01))))));
     }
     float z = uintBitsToFloat(floatBitsToUint(a) & 0xfffff000u);
-    float e = exp(-z * z - 0.5625) * exp((z - a) * (z + a) + ra / sa);
+    float e = exp_f(-z * z - 0.5625) * exp_f((z - a) * (z + a) + ra / sa);
     r = 1.0 - e / a;
   } else {
     r = 1.0;
@@ -261,28 +381,14 @@ float cos_f(float x) {
   }
   return sin_kernel(r);
 }
-// exp(x) - 1: a polynomial where exp(x) - 1 would cancel (|x| < 0.5; the
-// Taylor terms to x^9/9! leave less than 2^-26 relative), else from exp.
-float expm1_f(float x) {
-  if (isnan(x)) return x;
-  if (abs(x) >= 0.5) return x > 88.8 ? F_INF : (x < -20.0 ? -1.0 : exp(x) - 1.0);
-  float p = 1.0 / 362880.0;
-  p = p * x + 1.0 / 40320.0;
-  p = p * x + 1.0 / 5040.0;
-  p = p * x + 1.0 / 720.0;
-  p = p * x + 1.0 / 120.0;
-  p = p * x + 1.0 / 24.0;
-  p = p * x + 1.0 / 6.0;
-  p = p * x + 0.5;
-  return x + x * x * p;
-}
 float sigmoid_f(float x) { return 1.0 / (1.0 + safe_exp(-x)); }
 float relu_f(float x) { return x > 0.0 ? x : (isnan(x) ? x : 0.0); }
 float max_f(float a, float b) { return isnan(a) ? a : (isnan(b) ? b : (a > b ? a : b)); }
 float min_f(float a, float b) { return isnan(a) ? a : (isnan(b) ? b : (a < b ? a : b)); }
 
 // C's pow: the special cases (0, +-inf, NaN, negative bases with integral
-// exponents) defined as in C99 Annex F, the rest through exp2(y log2 |x|).
+// exponents) defined as in C99 Annex F, the rest as exp(y log|x|) with
+// y log|x| in two floats (Note [Transcendentals in GLSL]).
 float pow_f(float x, float y) {
   if (y == 0.0 || x == 1.0) return 1.0;
   if (isnan(x) || isnan(y)) return F_NAN;
@@ -298,8 +404,19 @@ float pow_f(float x, float y) {
     if (ax == 1.0) return 1.0;
     return (ax > 1.0) == (y > 0.0) ? F_INF : 0.0;
   }
+  if (isinf(x)) {  // +-inf: inf or 0 by y's sign, negative for -inf and an odd y
+    float r = y > 0.0 ? F_INF : 0.0;
+    return (x < 0.0 && y_odd) ? -r : r;
+  }
   if (x < 0.0 && !y_int) return F_NAN;
-  float ax = abs(x);
-  float r = isinf(ax) ? (y > 0.0 ? F_INF : 0.0) : exp2(y * log2(ax));
+  if (x == -1.0) return y_odd ? -1.0 : 1.0;  // (and log|x| = 0 below would meet a huge y)
+  vec2 l = log_f2(abs(x));
+  vec2 t = two_prod(y, l.x);
+  precise float th = t.x;
+  precise float tl = t.y + y * l.y;
+  float r;
+  if (th > 88.72283935546875) r = F_INF;
+  else if (th < -103.97208404541015625) r = 0.0;
+  else r = exp_f(th) * (1.0 + tl);  // exp(th + tl), |tl| tiny
   return (x < 0.0 && y_odd) ? -r : r;
 }

@@ -49,7 +49,7 @@ float unary_f(float x) {
     case OP_TANH: return safe_tanh(x);
     case OP_SIGMOID: return sigmoid_f(x);
     case OP_GELU: return 0.5 * x * (1.0 + safe_erf(x * 0.70710678118654752));
-    case OP_GELU_TANH: return 0.5 * x * (1.0 + safe_tanh(0.79788456080286536 * (x + 0.044715 * x * x * x)));
+    case OP_GELU_TANH: return x / (1.0 + safe_exp(-2.0 * (0.79788456080286536 * (x + 0.044715 * x * x * x))));
     case OP_SILU: return x / (1.0 + safe_exp(-x));
   }
   return x;

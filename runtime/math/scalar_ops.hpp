@@ -42,10 +42,12 @@ template <typename F> FERRY_HD F sigmoid(F x) { return F(1) / (F(1) + std::exp(-
 template <typename F> FERRY_HD F gelu_erf(F x) {
   return F(0.5) * x * (F(1) + std::erf(x * F(kSqrtHalf)));
 }
-// PyTorch's approximate="tanh" form.
+// PyTorch's approximate="tanh" form, 0.5 x (1 + tanh(u)), evaluated as
+// x / (1 + exp(-2u)), the same function: 1 + tanh(u) cancels to few correct
+// bits for u < -4 (gelu_tanh(-5) would be off by a factor of 2 in f32).
 template <typename F> FERRY_HD F gelu_tanh(F x) {
-  const F k = F(kSqrt2OverPi);
-  return F(0.5) * x * (F(1) + std::tanh(k * (x + F(kGeluTanhCubic) * x * x * x)));
+  const F u = F(kSqrt2OverPi) * (x + F(kGeluTanhCubic) * x * x * x);
+  return x / (F(1) + std::exp(F(-2) * u));
 }
 template <typename F> FERRY_HD F silu(F x) { return x / (F(1) + std::exp(-x)); }
 template <typename F> FERRY_HD F rsqrt(F x) { return F(1) / std::sqrt(x); }

@@ -236,9 +236,20 @@ DeviceInfo VulkanDevice::info() {
   }
   d.max_allocation = pools_[kDevicePool].allocator->effective_config().max_allocation;
   VkPhysicalDeviceIDProperties ids{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_ID_PROPERTIES};
+  VkPhysicalDeviceFloatControlsProperties fc{
+      VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FLOAT_CONTROLS_PROPERTIES};
   VkPhysicalDeviceProperties2 p2{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PROPERTIES_2};
   p2.pNext = &ids;
+  const bool float_controls = physical_.api_version >= VK_API_VERSION_1_2;
+  if (float_controls) ids.pNext = &fc;  // core in Vulkan 1.2
   vkGetPhysicalDeviceProperties2(physical_.handle, &p2);
+  // Whether f32 denormals survive the shaders (docs/kernel-contract.md,
+  // "Denormals"): the shaders declare no float mode, so the driver's default
+  // applies; these say what the device can guarantee.
+  if (float_controls) {
+    d.properties["denorm_preserve_f32"] = fc.shaderDenormPreserveFloat32 ? "yes" : "no";
+    d.properties["denorm_flush_to_zero_f32"] = fc.shaderDenormFlushToZeroFloat32 ? "yes" : "no";
+  }
   std::memcpy(d.uuid.data(), ids.deviceUUID, 16);
   d.caps = capabilities();
   auto& pr = d.properties;

@@ -72,12 +72,36 @@ namespace {
 // The element-wise ops are the op table's unary, binary and compare rows,
 // each called through unary_op/binary_op, on the dtypes its row takes (of
 // those a device is tested in), drawing inputs from its row's range.
+// How far a transcendental may be from the CPU's libm, in ulps (Note
+// [Transcendentals in GLSL] in shaders/common.glsl).
+constexpr double kMaxUlp = 4;
+
 std::vector<const OpInfo*> rows_of(std::initializer_list<OpKind> kinds) {
   std::vector<const OpInfo*> rows;
   for (const OpInfo& info : op_table())
     for (OpKind k : kinds)
       if (info.kind == k) rows.push_back(&info);
   return rows;
+}
+
+// f32 values where transcendental functions go wrong: ±0, ±inf, NaN,
+// denormals, the ends of the normal range, the inputs whose results overflow
+// or underflow (exp's ±88.7 and -87.3 to -104), tiny values, and a sweep of
+// magnitudes from 1e-30 to 1e30 of both signs.
+std::vector<float> special_grid() {
+  std::vector<float> v = {
+      0.0f,    -0.0f,    INFINITY, -INFINITY,      NAN,        1e-45f,  -1e-45f,
+      1e-40f,  -1e-40f,  5.9e-39f, 1.1754942e-38f, 1.2e-38f,   3.4e38f, -3.4e38f,
+      88.72f,  88.7228f, 89.0f,    -87.33f,        -87.34f,    -100.0f, -103.9f,
+      -104.0f, -110.0f,  1e-7f,    -1e-7f,         1e-20f,     0.5f,    -0.5f,
+      1.0f,    -1.0f,    2.0f,     -2.0f,          0.6931472f, 9.1f,    -9.1f};
+  for (int e = -30; e <= 30; e += 3)
+    for (float m : {1.0f, 2.7f, 7.3f}) {
+      v.push_back(m * std::pow(10.0f, float(e)));
+      v.push_back(-m * std::pow(10.0f, float(e)));
+    }
+  for (int i = 0; i <= 80; ++i) v.push_back(-10.0f + 0.25f * float(i) + 0.0137f);
+  return v;
 }
 
 // Inputs holding NaN, ±inf and ±0 next to ordinary numbers.
@@ -127,6 +151,17 @@ void add_elementwise_cases(std::vector<Case>& out) {
                      [dt] { return special_values(dt, 1); },
                      {},
                      run});
+    if (op->compute == OpCompute::float_) {  // the transcendentals: a few ulp of libm
+      out.push_back({name,
+                     DType::f32,
+                     "special-value grid",
+                     "ulp",
+                     threshold(DType::f32, 1e-10),
+                     [] { return Inputs{ferry::tensor(special_grid())}; },
+                     {},
+                     run});
+      out.back().max_ulp = kMaxUlp;
+    }
   }
   for (const OpInfo* op : rows_of({OpKind::binary, OpKind::compare})) {
     auto run = [id = op->id](const Inputs& in) { return binary_op(id, in[0], in[1]); };
@@ -148,6 +183,22 @@ void add_elementwise_cases(std::vector<Case>& out) {
                      [dt] { return special_values(dt, 2); },
                      {},
                      run});
+    if (op->id == OpId::pow) {  // every pair of the grid: C99's special cases and accuracy
+      out.push_back({name,
+                     DType::f32,
+                     "special-value grid squared",
+                     "ulp",
+                     threshold(DType::f32, 1e-10),
+                     [] {
+                       std::vector<float> g = special_grid(), a, b;
+                       for (float x : g)
+                         for (float y : g) a.push_back(x), b.push_back(y);
+                       return Inputs{ferry::tensor(a), ferry::tensor(b)};
+                     },
+                     {},
+                     run});
+      out.back().max_ulp = kMaxUlp;
+    }
   }
   for (DType dt : kAll)
     for (const ShapeCase& s : binary_shapes()) {

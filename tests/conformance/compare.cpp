@@ -2,10 +2,37 @@
 #include <fmt/format.h>
 
 #include <cmath>
+#include <cstring>
 
 #include "conformance.hpp"
 
 namespace ferry::conformance {
+
+namespace {
+// f32 bits as an integer line on which adjacent floats differ by 1 (-0 = +0).
+std::int64_t ulp_line(float f) {
+  std::int32_t i;
+  std::memcpy(&i, &f, 4);
+  return i < 0 ? std::int64_t(INT32_MIN) - i : i;
+}
+}  // namespace
+
+std::string compare_ulp(const Tensor& got, const Tensor& want, double max_ulp) {
+  if (got.dtype() != DType::f32 || want.dtype() != DType::f32) return {};
+  auto g = got.to_vector<float>(), w = want.to_vector<float>();
+  double worst = 0;
+  std::size_t at = 0;
+  for (std::size_t i = 0; i < g.size() && i < w.size(); ++i) {
+    if (std::isnan(g[i]) && std::isnan(w[i])) continue;
+    const double d = std::isnan(g[i]) || std::isnan(w[i])
+                         ? INFINITY
+                         : double(std::llabs(ulp_line(g[i]) - ulp_line(w[i])));
+    if (d > worst) worst = d, at = i;
+  }
+  if (worst <= max_ulp) return {};
+  return fmt::format("element {} is {:.9g} but the CPU gives {:.9g}: {} ulp apart (at most {})", at,
+                     g[at], w[at], worst, max_ulp);
+}
 
 std::string compare(const Tensor& got, const Tensor& want, double max_nmse, double* nmse) {
   *nmse = 0;

@@ -31,6 +31,10 @@ struct Case {
   // `run` reseeds the process's one generator (random ops): threads running it
   // at once would interleave their draws, so --threads checks it serially only.
   bool global_rng = false;
+  // When >= 0, also every element within this many ulps of the CPU's (f32
+  // results): the special-value grids of the transcendental ops, where a
+  // relative error that NMSE averages away is what matters.
+  double max_ulp = -1;
   // The op-table ops this case exercises (Note [The op table] in ferry/op.hpp),
   // when not the op named `op` (or, for "<op>.grad", <op>_backward or <op>):
   // cast -> copy, rand -> random_uniform, ... kernel_ops() resolves it.
@@ -82,6 +86,10 @@ std::vector<Result> run_pair_checks(const std::vector<Device>& tested,
 // dtypes exactly, NaN with NaN, ±inf by sign, integers and bools exactly,
 // floats by NMSE. Returns an empty string when they agree, else what differs.
 std::string compare(const Tensor& got, const Tensor& want, double max_nmse, double* nmse);
+// Every element of two f32 tensors within `max_ulp` units in the last place
+// (NaN with NaN, ±inf and ±0 exactly; denormals count as the values they are).
+// Returns an empty string when they agree, else the worst element.
+std::string compare_ulp(const Tensor& got, const Tensor& want, double max_ulp);
 
 // Runs `body`, which returns what went wrong ("" when all is well), and
 // records the outcome: an UnsupportedError means skipped (with its message as

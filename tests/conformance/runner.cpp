@@ -115,6 +115,7 @@ Result run_case(const Case& c, const Device& device, bool perf, int threads) {
       return fmt::format("the result is on {}, not on {}", got.device().str(), device.str());
     Tensor got_cpu = got.to(Device::cpu());
     std::string mismatch = compare(got_cpu, want, c.max_nmse, &r.nmse);
+    if (mismatch.empty() && c.max_ulp >= 0) mismatch = compare_ulp(got_cpu, want, c.max_ulp);
     if (mismatch.empty() && threads > 1 && !c.global_rng) {
       GuardScope guards;
       mismatch = check_threads(c, device, got_cpu, threads);
