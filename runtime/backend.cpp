@@ -194,6 +194,11 @@ std::vector<std::string> DeviceImpl::kernel_names() const {
 }
 
 void DeviceImpl::register_kernel(OpId op, KernelFn fn) {
+  if (op_info(op).kind == OpKind::composite)
+    throw Error(fmt::format(
+        "{}: op '{}' has no kernel interface: it is only a composition of other ops (Note "
+        "[Composite ops] in ferry/op.hpp)",
+        device_.str(), op_name(op)));
   KernelFn& slot = kernels_[std::size_t(op)];
   if (slot)
     throw Error(fmt::format("{}: a second kernel for op '{}' (each op has one per device)",

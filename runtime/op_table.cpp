@@ -31,6 +31,18 @@ std::string dtype_list(DTypeSet s) {
 
 }  // namespace
 
+std::string_view op_kind_name(OpKind kind) {
+  static constexpr std::string_view kNames[] = {
+#define FERRY_OP_KIND_NAME(k) #k,
+      FERRY_OP_KINDS(FERRY_OP_KIND_NAME)
+#undef FERRY_OP_KIND_NAME
+  };
+  const auto i = std::size_t(kind);
+  if (i >= std::size(kNames))
+    throw Error(fmt::format("op kind {} is not a kind of the op table", i));
+  return kNames[i];
+}
+
 bool OpInfo::builtin_kernel(std::string_view backend) const {
   if (backend == "cpu") return builtin_backends & kOpOn_cpu;
   if (backend == "cuda") return builtin_backends & kOpOn_cuda;

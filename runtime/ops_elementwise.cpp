@@ -7,6 +7,7 @@
 #include "dispatch.hpp"
 #include "ferry/error.hpp"
 #include "ferry/ops.hpp"
+#include "ops_internal.hpp"
 
 namespace ferry {
 
@@ -97,6 +98,8 @@ DType combine_categories(DType higher, DType lower) {
 
 }  // namespace
 
+Tensor detail::unary_kernel(OpId op, const Tensor& x) { return unary(op, x); }
+
 Tensor neg(const Tensor& x) { return unary(OpId::neg, x); }
 Tensor abs(const Tensor& x) { return unary(OpId::abs, x); }
 Tensor relu(const Tensor& x) { return unary(OpId::relu, x); }
@@ -175,6 +178,7 @@ Tensor where(const Tensor& cond, const Scalar& a, const Tensor& b) {
 Tensor unary_op(OpId op, const Tensor& x) {
   if (op_info(op).kind != OpKind::unary)
     throw Error(fmt::format("unary_op: '{}' is not a unary op", op_name(op)));
+  if (op_info(op).impl == OpImpl::composite) return detail::composite_unary(op, x);
   return unary(op, x);
 }
 

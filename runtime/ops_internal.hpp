@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <string_view>
 
+#include "ferry/op.hpp"
 #include "ferry/tensor.hpp"
 
 namespace ferry::detail {
@@ -21,5 +22,15 @@ struct LayerNormResult {
 };
 LayerNormResult layer_norm_forward(const Tensor& x, const Shape& normalized_shape,
                                    const Tensor& weight, const Tensor& bias, double eps);
+
+// A unary or activation row's kernel on x, with the row's dtype rule and
+// autograd formula (ops_elementwise.cpp).
+Tensor unary_kernel(OpId op, const Tensor& x);
+
+// Note [Composite ops] in ferry/op.hpp (ops_composite.cpp): whether composite
+// op `op` runs as x's device's fused kernel, computing in `compute`; and the
+// unary composite ops by id (unary_op's way to them).
+bool use_fused_kernel(OpId op, const Tensor& x, DType compute);
+Tensor composite_unary(OpId op, const Tensor& x);
 
 }  // namespace ferry::detail

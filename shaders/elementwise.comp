@@ -39,6 +39,7 @@ float unary_f(float x) {
     case OP_NEG: return -x;
     case OP_ABS: return abs(x);
     case OP_RELU: return relu_f(x);
+    case OP_SQUARE: return x * x;
     case OP_EXP: return safe_exp(x);
     case OP_EXPM1: return expm1_f(x);
     case OP_LOG: return safe_log(x);
@@ -85,6 +86,7 @@ ITYPE unary_i(ITYPE x) {
       return x < ITYPE(0) ? -x : x;
     }
     case OP_RELU: return x > 0 ? x : ITYPE(0);
+    case OP_SQUARE: return x * x;
   }
   return x;
 }

@@ -231,6 +231,20 @@ const std::map<std::string, OpFn>& api_table() {
            dim = c.attrs["dim"].get<std::int64_t>();
          return ferry::argmax(c.at(0), dim, c.keepdim());
        }},
+      {"logsumexp", [](const Call& c) { return ferry::logsumexp(c.at(0), c.dims(), c.keepdim()); }},
+      // Composite ops with their own signatures.
+      {"clamp",
+       [](const Call& c) {
+         if (c.in.size() > 1)
+           return ferry::clamp(c.at(0), c.in[1], c.in.size() > 2 ? c.in[2] : Tensor());
+         auto bound = [&](const char* k) -> std::optional<ferry::Scalar> {
+           if (!c.attrs.contains(k) || c.attrs[k].is_null()) return std::nullopt;
+           const json& v = c.attrs[k];
+           if (v.is_number_integer()) return ferry::Scalar(v.get<std::int64_t>());
+           return ferry::Scalar(v.get<double>());
+         };
+         return ferry::clamp(c.at(0), bound("min"), bound("max"));
+       }},
       // The rest.
       {"matmul", [](const Call& c) { return ferry::matmul(c.at(0), c.at(1)); }},
       {"softmax", [](const Call& c) { return ferry::softmax(c.at(0), c.dim()); }},

@@ -702,6 +702,78 @@ def cast_cases():
     cast("cast_f32_f32", T([1.5, -2.25]), f32)
 
 
+def composite_cases():
+    """The composite ops (Note [Composite ops] in include/ferry/op.hpp)."""
+    # square: x * x; bool counts as i64 (torch.square is pow(x, 2)); u8 wraps.
+    x = Gen("square_f32").uniform([4, 6])
+    add_case("square_f32", "square", [x], torch.square(x))
+    add_case("square_f32_special", "square", [T(SPECIAL + [1e20, -1e20])],
+             torch.square(T(SPECIAL + [1e20, -1e20])))
+    x = Gen("square_f16").uniform([3, 5], dtype=f16)
+    add_case("square_f16", "square", [x], ref_upcast(torch.square, [x], f16))
+    x = Gen("square_i32").ints([2, 5], -50000, 50000, i32)  # some products wrap
+    add_case("square_i32", "square", [x], torch.square(x))
+    x = T([0, 3, 15, 16, 200, 255], u8)
+    add_case("square_u8", "square", [x], torch.square(x))
+    x = Gen("square_bool").bools([6])
+    add_case("square_bool", "square", [x], torch.square(x))
+
+    # clamp: scalar bounds (either, both, crossed), promotion by the bounds,
+    # tensor bounds that broadcast, a 0-d bound, NaN and infinities.
+    def clamp(name, inputs, lo=None, hi=None):
+        x = inputs[0]
+        # torch 1.13's CPU clamp has no f16 kernel: clamping is exact, so the
+        # f16 cases clamp in f32 and round to the dtype torch would return.
+        if len(inputs) == 1:
+            dt = torch.result_type(x, lo if lo is not None else hi)
+            out = torch.clamp(x.float() if x.dtype == f16 else x, min=lo, max=hi).to(dt)
+        else:
+            hi_t = inputs[2] if len(inputs) > 2 else None
+            dt = torch.result_type(x, inputs[1])
+            up = (lambda t: t.float() if t is not None and t.dtype == f16 else t)
+            out = torch.clamp(up(x), min=up(inputs[1]), max=up(hi_t)).to(dt)
+        add_case(name, "clamp", inputs, out, {"min": lo, "max": hi})
+
+    x = Gen("clamp_f32").uniform([4, 5])
+    clamp("clamp_f32_both", [x], -1.0, 1.5)
+    clamp("clamp_f32_min", [x], 0.25, None)
+    clamp("clamp_f32_max", [x], None, -0.5)
+    clamp("clamp_f32_crossed", [x], 1.0, -1.0)
+    clamp("clamp_f32_special", [T(SPECIAL)], -1.0, 2.0)
+    clamp("clamp_f16_both", [Gen("clamp_f16").uniform([6], dtype=f16)], -0.5, 0.5)
+    xi = Gen("clamp_i32").ints([3, 4], -10, 10, i32)
+    clamp("clamp_i32_int", [xi], -3, 4)
+    clamp("clamp_i32_float", [xi], -2.5, None)  # an int tensor with a float bound is f32
+    clamp("clamp_bool_int", [Gen("clamp_bool").bools([5])], 0, None)  # bool with an int: i64
+    g = Gen("clamp_tensor")
+    clamp("clamp_f32_tensor", [g.uniform([3, 4]), g.uniform([4], -1, 0), g.uniform([3, 1], 0, 1)])
+    clamp("clamp_f32_tensor_min", [g.uniform([2, 3]), g.uniform([2, 1])])
+    clamp("clamp_i32_tensor_f32", [g.ints([2, 3], -5, 5, i32), g.uniform([3], -2, 2)])
+    # A 0-d f32 bound takes part like a number: an f16 input stays f16.
+    clamp("clamp_f16_0d_f32", [g.uniform([5], dtype=f16), T([0.3]).reshape([])])
+
+    # logsumexp over dim sets, rows of ±inf and NaN, large values, integers.
+    def lse(name, x, dims, keep, tol=T_TRANS):
+        out = torch.logsumexp(x, dims or list(range(x.dim())), keepdim=keep)
+        add_case(name, "logsumexp", [x], out, {"dims": dims, "keepdim": keep}, tol_for(x.dtype, tol)
+                 if x.dtype in (f32, f16, bf16) else tol)
+
+    x3 = Gen("logsumexp_x3").uniform([2, 3, 4])
+    lse("logsumexp_f32_all", x3, [], False)
+    lse("logsumexp_f32_d1_keep", x3, [1], True)
+    lse("logsumexp_f32_d0_2", x3, [0, 2], False)
+    lse("logsumexp_f32_dm1", x3, [-1], False)
+    lse("logsumexp_f32_large", Gen("logsumexp_large").uniform([3, 5], 990, 1010), [1], False)
+    lse("logsumexp_f32_special", T([-INF, -INF, -INF, INF, 1.0, -INF, NAN, 0.0, 1.0, INF, INF, 2.0],
+                                   shape=[4, 3]), [1], False)
+    lse("logsumexp_f32_empty", torch.zeros(0, 3), [0], False)
+    lse("logsumexp_i32", Gen("logsumexp_i32").ints([3, 4], -5, 5, i32), [1], False, T_TRANS)
+    xh = Gen("logsumexp_f16").uniform([3, 8], dtype=f16)
+    add_case("logsumexp_f16_dm1", "logsumexp", [xh],
+             ref_upcast(lambda t: torch.logsumexp(t, [-1]), [xh], f16),
+             {"dims": [-1], "keepdim": False})
+
+
 def main():
     unary_cases()
     binary_cases()
@@ -714,6 +786,7 @@ def main():
     indexing_cases()
     cast_cases()
     promotion_cases()
+    composite_cases()
     size = dump(OUT_PATH)
     print(f"wrote {len(CASES)} cases, {size} bytes, torch {torch.__version__} -> "
           f"{os.path.normpath(OUT_PATH)}")

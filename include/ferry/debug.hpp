@@ -13,6 +13,7 @@
 
 #include <cstddef>
 
+#include "ferry/config.hpp"
 #include "ferry/device.hpp"
 
 namespace ferry::debug {
@@ -21,5 +22,20 @@ void set_output_guards(bool enabled);
 bool output_guards();
 // Bytes of guard on each side (a multiple of every element size).
 inline constexpr std::size_t kGuardBytes = 256;
+
+// While one lives, composite ops on this thread run their composition even
+// where the device has a fused kernel (Note [Composite ops] in ferry/op.hpp):
+// the conformance suite's reference for a fused kernel. Scopes nest.
+class FERRY_EXPORT CompositesOnly {
+ public:
+  CompositesOnly();
+  ~CompositesOnly();
+  CompositesOnly(const CompositesOnly&) = delete;
+  CompositesOnly& operator=(const CompositesOnly&) = delete;
+
+ private:
+  bool previous_;
+};
+FERRY_EXPORT bool composites_only();
 
 }  // namespace ferry::debug

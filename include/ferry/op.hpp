@@ -1,10 +1,10 @@
-// ferry/op.hpp — what ferry knows about each kernel op: its id, name, arity,
+// ferry/op.hpp — what ferry knows about each op: its id, name, arity,
 // dtype rule, attributes, differentiability and which built-in backends have
 // a kernel for it. For backends (register_kernel, supports) and tools; an
 // application calls the ops of ferry/ops.hpp instead.
 //
 // Note [The op table]
-// Every kernel op is one row of ops/ops.table, ferry's native_functions.yaml.
+// Every op, kernel or composite, is one row of ops/ops.table, ferry's native_functions.yaml.
 // CMake (ops/generate.cmake) turns the table into OpId and the functor-kind
 // lists (ferry/op_ids.hpp), the rows op_info() returns, and the Vulkan
 // shaders' op codes (ferry_ops.glsl: OP_<NAME> is the OpId's number), so no
@@ -18,8 +18,20 @@
 //    and dtypes from the rows;
 //  - a device answers supports(op, dtype) from the row and what it can
 //    compute (Note [Capabilities] in ferry/backend.hpp).
-// An op that is a composition of others (ops.hpp's clamp-like helpers) has no
-// row: it needs no kernel.
+//
+// Note [Composite ops]
+// A composite op (impl "composite" in its row: square, clamp, logsumexp) is
+// written once, in runtime/ops_composite.cpp, as a composition of other ops,
+// so it runs on every device that runs its parts and needs no kernel. It is
+// differentiable through its parts (grad "parts": autograd records the ops
+// it is made of, as PyTorch's CompositeImplicitAutograd does). A backend may
+// still have a fused kernel for one (the row's backends, or a plugin that
+// registers it): the fused kernel runs when the device supports the op in
+// the dtype and no gradient is being recorded for the call, the composition
+// otherwise. debug::CompositesOnly turns fused kernels off on a thread, which
+// is how the conformance suite holds each fused kernel to its composition.
+// Kind "composite" marks an op without a kernel interface (the arguments do
+// not fit one of the kernel kinds), which no backend can register.
 #pragma once
 
 #include <cstdint>
@@ -68,23 +80,17 @@ class DTypeSet {
   std::uint16_t bits_ = 0;
 };
 
+// The table's kinds (its kind column; FERRY_OP_KINDS is generated from
+// ops/generate.cmake's list): the functor kinds unary, binary, compare and
+// activation_backward, the kernel kinds, and composite (no kernel interface,
+// only its composition: Note [Composite ops]).
 enum class OpKind : std::uint8_t {
-  unary,
-  binary,
-  compare,
-  activation_backward,  // the functor kinds
-  where,
-  copy,
-  fill,
-  arange,
-  random,
-  reduce,
-  nn,
-  linalg,
-  index,
-  index_backward,
-  optim
+#define FERRY_OP_KIND_ENUM(k) k,
+  FERRY_OP_KINDS(FERRY_OP_KIND_ENUM)
+#undef FERRY_OP_KIND_ENUM
 };
+// "unary", "index_backward", ...: the kind as the table spells it.
+FERRY_EXPORT std::string_view op_kind_name(OpKind kind);
 // The dtype the kernel computes in (and supports() is asked about).
 enum class OpCompute : std::uint8_t {
   same,   // the inputs' (promoted) dtype
@@ -93,7 +99,12 @@ enum class OpCompute : std::uint8_t {
 // The output's dtype.
 enum class OpResult : std::uint8_t { same, bool_, i64, widen, given };
 enum class OpPromote : std::uint8_t { common, none };
-enum class OpGrad : std::uint8_t { formula, none, backward };
+// formula: a backward formula in runtime/autograd/; parts: differentiable
+// through the ops a composite op is made of.
+enum class OpGrad : std::uint8_t { formula, parts, none, backward };
+// kernel: every device runs it as a kernel; composite: the core composes it
+// (Note [Composite ops]).
+enum class OpImpl : std::uint8_t { kernel, composite };
 
 inline constexpr std::uint8_t kOpOn_cpu = 1, kOpOn_cuda = 2, kOpOn_vulkan = 4;
 
@@ -109,6 +120,7 @@ struct OpInfo {
   OpResult result;
   OpPromote promote;
   OpGrad grad;
+  OpImpl impl;
   std::uint8_t builtin_backends;  // kOpOn_* bits
   std::string_view attrs;         // "dim", "eps,has_weight,has_bias", or empty
   double test_lo, test_hi;        // the inputs the conformance suite draws (its domain)

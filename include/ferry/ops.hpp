@@ -35,6 +35,20 @@ Tensor relu(const Tensor& x);
 Tensor gelu(const Tensor& x, std::string_view approximate = "none");
 Tensor silu(const Tensor& x);
 
+// Composite ops (Note [Composite ops] in ferry/op.hpp): made of the ops above
+// on every device, and differentiable through them.
+// x * x; a bool x counts as i64 (PyTorch's pow(x, 2)).
+Tensor square(const Tensor& x);
+// min(max(x, min), max), either bound optional (not both); the result's dtype
+// is x's promoted with the bounds' (an integer x with a float bound gives a
+// float), as in PyTorch; min > max gives max. The gradient goes to x where
+// min <= x <= max, else to the bound taken. A bool result is refused.
+Tensor clamp(const Tensor& x, std::optional<Scalar> min, std::optional<Scalar> max = std::nullopt);
+// Tensor bounds broadcast with x; an undefined Tensor is no bound.
+Tensor clamp(const Tensor& x, const Tensor& min, const Tensor& max = {});
+Tensor clamp_min(const Tensor& x, const Scalar& min);
+Tensor clamp_max(const Tensor& x, const Scalar& max);
+
 // Binary, element-wise, broadcasting.
 Tensor add(const Tensor& a, const Tensor& b);
 Tensor sub(const Tensor& a, const Tensor& b);
@@ -102,6 +116,9 @@ Tensor max(const Tensor& x, const std::vector<std::int64_t>& dims = {}, bool kee
 Tensor min(const Tensor& x, const std::vector<std::int64_t>& dims = {}, bool keepdim = false);
 Tensor var(const Tensor& x, const std::vector<std::int64_t>& dims = {}, double correction = 1,
            bool keepdim = false);
+// log(sum(exp(x))) over `dims` (empty: every dim), computed without overflow;
+// integer and bool inputs give f32. An empty slice gives -inf.
+Tensor logsumexp(const Tensor& x, const std::vector<std::int64_t>& dims = {}, bool keepdim = false);
 // i64 index of the first maximum (NaN counts as the maximum); over the
 // flattened tensor when dim is not given.
 Tensor argmax(const Tensor& x, std::optional<std::int64_t> dim = std::nullopt,

@@ -148,6 +148,9 @@ struct Mul {
       return a * b;
   }
 };
+struct Square {  // the fused kernel of the composite op square (x * x)
+  template <typename T> FERRY_HD T operator()(T x) const { return Mul{}(x, x); }
+};
 struct Div {
   template <typename T> FERRY_HD T operator()(T a, T b) const { return a / b; }
 };

@@ -3,6 +3,7 @@
 #include <cmath>
 
 #include "catalog.hpp"
+#include "ferry/debug.hpp"
 
 namespace ferry::conformance {
 
@@ -122,6 +123,43 @@ Case large_case(const char* op, std::int64_t n, const char* cls,
               {}, std::move(run)};
 }
 
+// clamp, a composite op: scalar bounds (both, either, crossed), bounds that
+// promote the input, tensor bounds that broadcast, NaN and infinities.
+void add_clamp_cases(std::vector<Case>& out) {
+  auto clamp_case = [&](DType dt, const std::string& label, const std::string& cls,
+                        std::function<Inputs()> make, std::function<Inputs(const Inputs&)> view,
+                        std::function<Tensor(const Inputs&)> run) {
+    out.push_back({"clamp", dt, label, cls, threshold(dt, 0), std::move(make), std::move(view),
+                   std::move(run)});
+  };
+  for (DType dt : kNumeric) {
+    const double lo = dt == DType::u8 ? 0 : -3;
+    for (const ShapeCase& s : unary_shapes())
+      clamp_case(dt, s.label + " min=-1 max=2", s.cls, inputs_of({s.shapes, lo, 3}, dt), s.view,
+                 [](const Inputs& in) { return clamp(in[0], -1, 2); });
+    const Shape odd = {7, 13};
+    clamp_case(dt, "[7, 13] min=0.5", "odd", inputs_of({{odd}, lo, 3}, dt), {},
+               [](const Inputs& in) { return clamp_min(in[0], 0.5); });
+    clamp_case(dt, "[7, 13] max=1", "odd", inputs_of({{odd}, lo, 3}, dt), {},
+               [](const Inputs& in) { return clamp(in[0], std::nullopt, 1); });
+    clamp_case(dt, "[7, 13] min=2 max=-1 (crossed)", "odd", inputs_of({{odd}, lo, 3}, dt), {},
+               [](const Inputs& in) { return clamp(in[0], 2, -1); });
+    clamp_case(dt, "[7, 13] min=[13] max=[7, 1]", "broadcast",
+               inputs_of({{odd, {13}, {7, 1}}, lo, 3}, dt), {},
+               [](const Inputs& in) { return clamp(in[0], in[1], in[2]); });
+    clamp_case(
+        dt, "[13, 7].t() max=[7, 13]", "non-contiguous", inputs_of({{{13, 7}, odd}, lo, 3}, dt),
+        [](const Inputs& in) {
+          return Inputs{in[0].t(), in[1]};
+        },
+        [](const Inputs& in) { return clamp(in[0], Tensor(), in[1]); });
+  }
+  for (DType dt : kFloat)
+    clamp_case(
+        dt, "[8] NaN/inf/±0 min=-1 max=1", "special", [dt] { return special_values(dt, 1); }, {},
+        [](const Inputs& in) { return clamp(in[0], -1, 1); });
+}
+
 }  // namespace
 
 void add_elementwise_cases(std::vector<Case>& out) {
@@ -163,6 +201,13 @@ void add_elementwise_cases(std::vector<Case>& out) {
       out.back().max_ulp = kMaxUlp;
     }
   }
+  // A composite op's fused kernels are held to its composition (Case::reference).
+  for (Case& c : out)
+    if (auto id = op_from_name(c.op); id && op_info(*id).impl == OpImpl::composite)
+      c.reference = [id = *id](const Inputs& in) {
+        debug::CompositesOnly composition;
+        return unary_op(id, in[0]);
+      };
   for (const OpInfo* op : rows_of({OpKind::binary, OpKind::compare})) {
     auto run = [id = op->id](const Inputs& in) { return binary_op(id, in[0], in[1]); };
     const std::string name(op->name);
@@ -200,6 +245,7 @@ void add_elementwise_cases(std::vector<Case>& out) {
       out.back().max_ulp = kMaxUlp;
     }
   }
+  add_clamp_cases(out);
   for (DType dt : kAll)
     for (const ShapeCase& s : binary_shapes()) {
       // where(cond, a, b): the condition takes the first shape, a and b the second.

@@ -82,7 +82,8 @@ void add_elementwise(std::vector<Case>& out) {
     return std::pair{op.test_lo >= 0 ? std::max(op.test_lo, 0.25) : op.test_lo, op.test_hi};
   };
   for (const OpInfo& op : op_table()) {
-    if (op.kind != OpKind::unary || op.grad != OpGrad::formula) continue;
+    if (op.kind != OpKind::unary || (op.grad != OpGrad::formula && op.grad != OpGrad::parts))
+      continue;
     const auto [lo, hi] = grad_range(op);
     for (const GradShape& s : unary)
       add(
@@ -105,6 +106,10 @@ void add_elementwise(std::vector<Case>& out) {
           out, std::string(op.name), s, 1e-10,
           [id = op.id](const Inputs& in) { return binary_op(id, in[0], in[1]); }, lo, hi);
   }
+  add(out, "clamp", {{{7, 13}}, "odd", {}, " min=-1 max=1.5"}, 1e-10,
+      [](const Inputs& in) { return ferry::clamp(in[0], -1, 1.5); });
+  add(out, "clamp", {{{7, 13}, {13}, {7, 1}}, "broadcast", {}, " tensor bounds"}, 1e-10,
+      [](const Inputs& in) { return ferry::clamp(in[0], in[1] - 1.0, in[2] + 1.0); });
   add(out, "where", {{{7, 13}, {13}}, "broadcast", {}, ""}, 1e-10,
       [](const Inputs& in) { return ferry::where(gt(in[0], 0), in[0], in[1]); });
   add(out, "scalar ops", {{{7, 13}}, "odd", {}, ""}, 1e-10, [](const Inputs& in) {
@@ -134,6 +139,8 @@ void add_reductions(std::vector<Case>& out) {
     add(out, "max", s, 1e-12, [dims](const Inputs& in) { return ferry::max(in[0], dims); });
     add(out, "min", s, 1e-12, [dims](const Inputs& in) { return ferry::min(in[0], dims, true); });
     add(out, "var", s, 1e-9, [dims](const Inputs& in) { return ferry::var(in[0], dims); });
+    add(out, "logsumexp", s, 1e-10,
+        [dims](const Inputs& in) { return ferry::logsumexp(in[0], dims); });
   }
   for (std::int64_t dim : {0, -1}) {
     GradShape s{{{7, 13}}, "odd", {}, fmt::format(" dim={}", dim)};

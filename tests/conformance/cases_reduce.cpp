@@ -1,5 +1,7 @@
 // tests/conformance/cases_reduce.cpp — sum, mean, max, min, var, argmax over
 // dim sets with and without keepdim, softmax and log_softmax.
+#include <cmath>
+
 #include "catalog.hpp"
 
 namespace ferry::conformance {
@@ -54,6 +56,11 @@ std::vector<ReduceOp> reduce_ops() {
        [](const Tensor& x, const auto& d, bool k) { return ferry::min(x, d, k); }, 0},
       {"var", kFloat, true,
        [](const Tensor& x, const auto& d, bool k) { return ferry::var(x, d, 1, k); }, 1e-10},
+      {"logsumexp",
+       {DType::f32, DType::f16, DType::bf16, DType::i32},
+       true,
+       [](const Tensor& x, const auto& d, bool k) { return ferry::logsumexp(x, d, k); },
+       1e-10},
       {"argmax", kNumeric, false,
        [](const Tensor& x, const auto& d, bool k) {
          return d.empty() ? ferry::argmax(x, std::nullopt, k) : ferry::argmax(x, d[0], k);
@@ -69,7 +76,9 @@ void add_reduction_cases(std::vector<Case>& out) {
     for (DType dt : op.dtypes)
       for (const ReduceShape& rs : reduce_shapes()) {
         if (rs.cls == "empty" && !op.empty_ok) continue;
-        if (rs.cls == "large" && (dt != DType::f32 || std::string(op.name) == "var")) continue;
+        if (rs.cls == "large" && (dt != DType::f32 || std::string(op.name) == "var" ||
+                                  std::string(op.name) == "logsumexp"))
+          continue;
         if (std::string(op.name) == "argmax" && rs.dims.size() > 1) continue;
         for (bool keepdim : {false, true}) {
           if (rs.cls == "large" && keepdim) continue;
@@ -82,6 +91,30 @@ void add_reduction_cases(std::vector<Case>& out) {
                          }});
         }
       }
+  // logsumexp over rows holding ±inf and NaN, and over large values.
+  for (DType dt : kFloat) {
+    out.push_back({"logsumexp",
+                   dt,
+                   "[4, 3] dims=[1] ±inf/NaN rows",
+                   "special",
+                   threshold(dt, 1e-10),
+                   [dt] {
+                     const float inf = INFINITY;
+                     std::vector<float> v = {-inf, -inf, -inf, inf, 1,   -inf,
+                                             NAN,  0,    1,    inf, inf, 2};
+                     return Inputs{tensor(v, {4, 3}).to(dt)};
+                   },
+                   {},
+                   [](const Inputs& in) { return ferry::logsumexp(in[0], {1}); }});
+    out.push_back({"logsumexp",
+                   dt,
+                   "[7, 13] dims=[0] values ~1000",
+                   "odd",
+                   threshold(dt, 1e-10),
+                   inputs_of({{{7, 13}}, 990, 1010}, dt),
+                   {},
+                   [](const Inputs& in) { return ferry::logsumexp(in[0], {0}, true); }});
+  }
   // softmax / log_softmax along each dim, with rows of large values.
   for (const char* name : {"softmax", "log_softmax"})
     for (DType dt : kFloat)

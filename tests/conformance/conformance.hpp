@@ -40,6 +40,11 @@ struct Case {
   // cast -> copy, rand -> random_uniform, ... kernel_ops() resolves it.
   std::vector<OpId> kernels = {};
   std::vector<OpId> kernel_ops() const;
+  // When set, the CPU reference runs this instead of `run`: a composite op's
+  // cases run its composition there, under debug::CompositesOnly, so that a
+  // device's fused kernel (the CPU's too) is held to the composition (Note
+  // [Composite ops] in ferry/op.hpp).
+  std::function<Tensor(const Inputs&)> reference = {};
 
   std::string id() const { return op + " " + std::string(dtype_name(dtype)) + " " + shape; }
 };

@@ -178,8 +178,14 @@ int main(int argc, char** argv) {
           std::size_t n = 0;
           for (const auto& c : cases)
             for (ferry::OpId k : c.kernel_ops()) n += k == info.id;
+          // A composite op runs wherever its parts do; supports() says where it
+          // has a fused kernel.
+          const bool composite = info.impl == ferry::OpImpl::composite;
+          const char* how = impl.find_kernel(info.id)
+                                ? (composite ? "(composite; fused kernel)" : "")
+                                : (composite ? "(composite)" : "(no kernel)");
           fmt::print("  {:<20} {:<20} {:>5} cases  {}\n", info.name, dts.empty() ? " -" : dts, n,
-                     impl.find_kernel(info.id) ? "" : "(no kernel)");
+                     how);
         }
       }
       return 0;

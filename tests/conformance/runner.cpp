@@ -96,7 +96,7 @@ Result run_case(const Case& c, const Device& device, bool perf, int threads) {
   Inputs cpu_view = c.view ? c.view(cpu_in) : cpu_in;
   Tensor want;
   try {
-    want = c.run(cpu_view);
+    want = c.reference ? c.reference(cpu_view) : c.run(cpu_view);
   } catch (const Error& e) {
     r.status = Status::failed;
     r.detail = fmt::format("the CPU reference itself failed (a bug in the suite): {}", e.what());
