@@ -15,7 +15,6 @@
 #include "ferry/autograd.hpp"
 #include "ferry/error.hpp"
 #include "ferry/transfer.hpp"
-#include "transfer/plan_state.hpp"
 
 namespace ferry::nn {
 namespace {
@@ -172,6 +171,19 @@ std::vector<NamedTensor> Module::named_buffers(bool recurse) const {
   return out;
 }
 
+std::vector<NamedTensor> Module::named_tensors() const {
+  std::vector<NamedTensor> out;
+  for (const auto& [prefix, m] : all_modules(*this)) {
+    for (const Slot& s : m->parameters_) {
+      out.emplace_back(join(prefix, s.name), s.tensor);
+      if (Tensor g = s.tensor.grad(); g.defined())
+        out.emplace_back(join(prefix, s.name) + ".grad", g);
+    }
+    for (const Slot& s : m->buffers_) out.emplace_back(join(prefix, s.name), s.tensor);
+  }
+  return out;
+}
+
 std::vector<Tensor> Module::buffers(bool recurse) const {
   std::vector<Tensor> out;
   for (auto& [name, t] : named_buffers(recurse)) out.push_back(std::move(t));
@@ -260,7 +272,7 @@ Module& Module::to(const Device& device) {
 Module& Module::to(DType dtype) {
   TransferOptions options;
   options.dtype = dtype;
-  plan_migration(module_tensors(*this, options), std::nullopt, options).execute();
+  plan_migration(named_tensors(), std::nullopt, options).execute();
   return *this;
 }
 

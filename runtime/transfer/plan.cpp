@@ -138,24 +138,15 @@ TransferPlan plan_migration(const std::vector<std::pair<std::string, Tensor>>& t
   return TransferPlan(std::move(s));
 }
 
+namespace {
+
+// What a module's migration lists: Module::named_tensors() and options.extra.
 std::vector<std::pair<std::string, Tensor>> module_tensors(nn::Module& module,
                                                            const TransferOptions& options) {
-  // Every module's own tensors under their dotted names: a tied parameter
-  // appears under each of its names, so explain() reports the tie.
-  std::vector<std::pair<std::string, Tensor>> out;
-  for (auto& [prefix, m] : module.named_modules()) {
-    const std::string dot = prefix.empty() ? "" : prefix + ".";
-    for (auto& [name, p] : m->named_parameters(false)) {
-      out.emplace_back(dot + name, p);
-      if (Tensor g = p.grad(); g.defined()) out.emplace_back(dot + name + ".grad", g);
-    }
-    for (auto& [name, b] : m->named_buffers(false)) out.emplace_back(dot + name, b);
-  }
+  std::vector<std::pair<std::string, Tensor>> out = module.named_tensors();
   for (const auto& e : options.extra) out.push_back(e);
   return out;
 }
-
-namespace {
 
 // The optimizer's parameters the module does not hold, and all its state.
 void add_optimizer(std::vector<std::pair<std::string, Tensor>>& out, optim::Optimizer& opt) {

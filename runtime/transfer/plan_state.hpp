@@ -57,10 +57,6 @@ struct TransferPlan::State {
   bool executed = false;
 };
 
-// A module's parameters, their gradients, its buffers and options.extra.
-std::vector<std::pair<std::string, Tensor>> module_tensors(nn::Module& module,
-                                                           const TransferOptions& options);
-
 MigrationReport execute_plan(TransferPlan::State& s);
 
 }  // namespace ferry

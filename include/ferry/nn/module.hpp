@@ -94,6 +94,12 @@ class Module : public std::enable_shared_from_this<Module> {
   // Persistent and non-persistent buffers.
   std::vector<NamedTensor> named_buffers(bool recurse = true) const;
   std::vector<Tensor> buffers(bool recurse = true) const;
+  // Every tensor the module tree holds, as a migration moves them
+  // (ferry/transfer.hpp): each module's parameters, each parameter's gradient
+  // as "<name>.grad" when it has one, and its buffers. Unlike the listings
+  // above, a tensor held under two names (a tied weight) appears under each,
+  // so that a plan's explain() can report the tie.
+  std::vector<NamedTensor> named_tensors() const;
   // This module first, as "". A module not owned by a shared_ptr (one on the
   // stack) is listed through a non-owning shared_ptr, valid while it lives.
   std::vector<NamedModule> named_modules();
