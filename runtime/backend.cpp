@@ -9,8 +9,8 @@
 #include <cstring>
 #include <mutex>
 
-#include "cpu/cpu_loops.hpp"
 #include "ferry/error.hpp"
+#include "parallel.hpp"
 
 namespace ferry {
 
@@ -126,7 +126,7 @@ std::unique_ptr<Buffer> DeviceImpl::allocate_staging(std::size_t) { return nullp
 void host_memcpy(void* dst, const void* src, std::size_t bytes) {
   constexpr std::int64_t kChunk = 1 << 16;
   std::int64_t chunks = std::int64_t((bytes + kChunk - 1) / kChunk);
-  cpu::parallel_range(chunks, 64, [&](std::int64_t b, std::int64_t e) {
+  detail::parallel_range(chunks, 64, [&](std::int64_t b, std::int64_t e) {
     std::size_t begin = std::size_t(b) * kChunk, end = std::min(bytes, std::size_t(e) * kChunk);
     std::memcpy(static_cast<char*>(dst) + begin, static_cast<const char*>(src) + begin,
                 end - begin);

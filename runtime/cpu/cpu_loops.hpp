@@ -10,8 +10,6 @@
 // special-case unit strides inside `inner` so the compiler vectorizes them.
 #pragma once
 
-#include <omp.h>
-
 #include <algorithm>
 #include <array>
 #include <cstdint>
@@ -20,6 +18,7 @@
 #include "ferry/backend.hpp"
 #include "ferry/error.hpp"
 #include "math/scalar_ops.hpp"
+#include "parallel.hpp"
 
 namespace ferry::cpu {
 
@@ -31,24 +30,7 @@ template <std::size_t N> struct LoopRun {
   std::int64_t n;
 };
 
-// Runs body(begin, end) over [0, total) split across threads when total >= grain.
-template <typename Body>
-void parallel_range(std::int64_t total, std::int64_t grain, const Body& body) {
-  int threads = total >= grain ? omp_get_max_threads() : 1;
-  threads = int(std::min<std::int64_t>(
-      threads, std::max<std::int64_t>(1, total / std::max<std::int64_t>(grain / 4, 1))));
-  if (threads <= 1) {
-    body(std::int64_t(0), total);
-    return;
-  }
-#pragma omp parallel num_threads(threads)
-  {
-    std::int64_t t = omp_get_thread_num(), nt = omp_get_num_threads();
-    std::int64_t chunk = (total + nt - 1) / nt;
-    std::int64_t b = std::min(total, t * chunk), e = std::min(total, b + chunk);
-    if (b < e) body(b, e);
-  }
-}
+using detail::parallel_range;  // the core's (parallel.hpp)
 
 // `args[i]` describes operand i (outputs first by convention); all share sizes of args[0].
 template <std::size_t N, typename Inner>
