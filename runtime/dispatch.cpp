@@ -5,6 +5,7 @@
 
 #include <cstring>
 
+#include "copy_route.hpp"
 #include "ferry/debug.hpp"
 #include "ferry/error.hpp"
 #include "ferry/registry.hpp"
@@ -107,32 +108,38 @@ void copy_storage_bytes(Storage& dst, std::size_t dst_offset, Storage& src, std:
   if (bytes == 0) return;
   DeviceImpl& di = dst.impl();
   DeviceImpl& si = src.impl();
-  if (&di == &si) {
-    di.copy_within(dst.buffer(), dst_offset, src.buffer(), src_offset, bytes);
-    FERRY_DEBUG("copy {} -> {}: {} bytes (on device)", si.device().str(), di.device().str(), bytes);
-    return;
+  const auto* src_ptr = static_cast<const std::byte*>(src.buffer().host_ptr());
+  auto* dst_ptr = static_cast<std::byte*>(dst.buffer().host_ptr());
+  auto done = [&](const char* how) {
+    FERRY_DEBUG("copy {} -> {}: {} bytes ({})", si.device().str(), di.device().str(), bytes, how);
+  };
+  // Note [Copy routes]: the one decision, shared with the transfer planner.
+  switch (copy_route(si, src_ptr != nullptr, di, dst_ptr != nullptr)) {
+    case CopyRoute::on_device:
+      di.copy_within(dst.buffer(), dst_offset, src.buffer(), src_offset, bytes);
+      return done("on device");
+    case CopyRoute::upload:
+    case CopyRoute::host:
+    case CopyRoute::gather:  // one copy: read back straight into place
+      if (src_ptr) {
+        si.synchronize();  // pending writes to host-visible memory must land first
+        di.copy_from_host(dst.buffer(), dst_offset, src_ptr + src_offset, bytes);
+        return done("upload");
+      }
+      di.synchronize();  // the host writes dst's memory itself: dst's own uses must end first
+      si.copy_to_host(dst_ptr + dst_offset, src.buffer(), src_offset, bytes);
+      return done("download");
+    case CopyRoute::peer:
+      if (di.copy_from_peer(dst.buffer(), dst_offset, si, src.buffer(), src_offset, bytes))
+        return done("peer");
+      break;  // this pair refused: through the host
+    case CopyRoute::staged:
+      break;
   }
-  if (di.copy_from_peer(dst.buffer(), dst_offset, si, src.buffer(), src_offset, bytes)) {
-    FERRY_DEBUG("copy {} -> {}: {} bytes (peer)", si.device().str(), di.device().str(), bytes);
-    return;
-  }
-  if (auto* p = static_cast<const std::byte*>(src.buffer().host_ptr())) {
-    si.synchronize();  // pending writes to host-visible memory must land first
-    di.copy_from_host(dst.buffer(), dst_offset, p + src_offset, bytes);
-    FERRY_DEBUG("copy {} -> {}: {} bytes (upload)", si.device().str(), di.device().str(), bytes);
-    return;
-  }
-  if (di.device().is_cpu()) {
-    auto* p = static_cast<std::byte*>(dst.buffer().host_ptr());
-    si.copy_to_host(p + dst_offset, src.buffer(), src_offset, bytes);
-    FERRY_DEBUG("copy {} -> {}: {} bytes (download)", si.device().str(), di.device().str(), bytes);
-    return;
-  }
-  std::vector<std::byte> bounce(bytes);  // two devices of different backends: through the host
+  std::vector<std::byte> bounce(bytes);
   si.copy_to_host(bounce.data(), src.buffer(), src_offset, bytes);
   di.copy_from_host(dst.buffer(), dst_offset, bounce.data(), bytes);
-  FERRY_DEBUG("copy {} -> {}: {} bytes (through the host)", si.device().str(), di.device().str(),
-              bytes);
+  done("through the host");
 }
 
 std::int64_t wrap_dim(std::int64_t dim, std::int64_t ndim, std::string_view op) {

@@ -7,7 +7,9 @@
 #include <chrono>
 #include <cstring>
 #include <map>
+#include <utility>
 
+#include "copy_route.hpp"
 #include "dispatch.hpp"
 #include "ferry/autograd.hpp"
 #include "ferry/error.hpp"
@@ -16,6 +18,9 @@
 #include "transfer/plan_state.hpp"
 
 namespace ferry {
+
+using detail::copy_route;
+using detail::CopyRoute;
 
 namespace {
 
@@ -198,27 +203,44 @@ std::size_t copy_group(const TransferPlan::State& s, const TransferGroup& g,
   src.synchronize();  // pending writes to the sources must land first
   std::size_t copies = 0;
   std::vector<std::size_t> staged, gathered;
-  bool peer = true;  // until the destination refuses a peer copy
+  bool peer = true;       // until the destination refuses a peer copy
+  bool dst_idle = false;  // the host writes the destination's memory once dst has synchronized
   for (std::size_t i : g.storages) {
     const PlannedStorage& p = s.storages[i];
     if (p.convert || p.src_bytes == 0) continue;
     const Buffer& from = p.storage->buffer();
     const auto* src_ptr = static_cast<const std::byte*>(from.host_ptr());
     auto* dst_ptr = static_cast<std::byte*>(buffers[i]->host_ptr());
-    if (dst_ptr && !src_ptr && src.capabilities().staging) {
-      gathered.push_back(i);
-    } else if (dst_ptr) {  // straight into host-visible destination memory
-      if (src_ptr)
-        dst.copy_from_host(*buffers[i], 0, src_ptr, p.src_bytes);
-      else
-        src.copy_to_host(dst_ptr, from, 0, p.src_bytes);
-      ++copies;
-    } else if (!src_ptr && peer && &src != &dst &&
-               dst.copy_from_peer(*buffers[i], 0, src, from, 0, p.src_bytes)) {
-      ++copies;
-    } else {
-      peer = false;  // once refused, stage the rest
-      staged.push_back(i);
+    // Note [Copy routes]: the route the plan reported (explain()).
+    switch (copy_route(src, src_ptr != nullptr, dst, dst_ptr != nullptr)) {
+      case CopyRoute::gather:
+        gathered.push_back(i);
+        break;
+      case CopyRoute::host:
+        if (src_ptr) {
+          dst.copy_from_host(*buffers[i], 0, src_ptr, p.src_bytes);
+        } else {
+          if (!std::exchange(dst_idle, true)) dst.synchronize();
+          src.copy_to_host(dst_ptr, from, 0, p.src_bytes);
+        }
+        ++copies;
+        break;
+      case CopyRoute::peer:
+        if (peer && dst.copy_from_peer(*buffers[i], 0, src, from, 0, p.src_bytes)) {
+          ++copies;
+          break;
+        }
+        peer = false;  // once refused, stage the rest
+        staged.push_back(i);
+        break;
+      case CopyRoute::on_device:
+        dst.copy_within(*buffers[i], 0, from, 0, p.src_bytes);
+        ++copies;
+        break;
+      case CopyRoute::upload:  // pipelined through staging chunks
+      case CopyRoute::staged:
+        staged.push_back(i);
+        break;
     }
   }
   if (!gathered.empty()) copies += gather_through_source_staging(s, g, gathered, arenas, buffers);

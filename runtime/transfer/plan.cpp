@@ -35,7 +35,7 @@ std::size_t chunk_bytes(const TransferOptions& o) { return o.staging_bytes / 2; 
 void lay_out(TransferPlan::State& s, TransferGroup& g) {
   g.arenas = !s.options.separate_allocations && g.dst->capabilities().sub_buffers;
   const DeviceInfo dst_info = g.dst->info();
-  g.host_reaches_both = dst_info.caps.host_visible_memory && g.src->info().caps.host_visible_memory;
+  g.route = detail::copy_route(*g.src, *g.dst);
   std::uint64_t max_alloc = dst_info.max_allocation;
   if (max_alloc == 0) max_alloc = ~std::uint64_t(0);
   for (std::size_t i : g.storages) {
@@ -214,10 +214,12 @@ std::uint64_t TransferPlan::peak_bytes(const Device& device) const {
       peak += arena + g.largest_conversion;
     }
     if (g.src->device() == device) peak += g.largest_conversion;
-    // Staging chunks (host memory, pinned or host-visible) unless the host
-    // copies straight from source to destination.
-    if (device.is_cpu() && g.src != g.dst && !g.host_reaches_both)
-      peak += std::min<std::uint64_t>(staging, g.bytes);
+    // Staging chunks (host memory, pinned or host-visible) on the routes
+    // that stage (Note [Copy routes]).
+    const bool stages = g.route == detail::CopyRoute::staged ||
+                        g.route == detail::CopyRoute::upload ||
+                        g.route == detail::CopyRoute::gather;
+    if (device.is_cpu() && stages) peak += std::min<std::uint64_t>(staging, g.bytes);
   }
   return peak;
 }
@@ -239,14 +241,16 @@ std::string TransferPlan::explain() const {
     std::size_t conversions = 0;
     for (std::size_t i : g.storages) conversions += s.storages[i].convert ? 1 : 0;
     const std::size_t chunks = std::size_t((g.bytes + chunk - 1) / chunk);
-    out += fmt::format(
-        "  {} -> {}: {} storages ({} converted), {}, {}, {}\n", g.src->device().str(),
-        g.dst->device().str(), g.storages.size(), conversions, human_bytes(g.bytes),
-        g.arenas ? fmt::format("{} arena allocation(s)", g.arena_bytes.size())
-                 : fmt::format("{} separate allocations", g.storages.size()),
-        g.host_reaches_both
-            ? std::string("copied by the host straight into place")
-            : fmt::format("{} staging chunk(s) of up to {}", chunks, human_bytes(chunk)));
+    out +=
+        fmt::format("  {} -> {}: {} storages ({} converted), {}, {}, {}\n", g.src->device().str(),
+                    g.dst->device().str(), g.storages.size(), conversions, human_bytes(g.bytes),
+                    g.arenas ? fmt::format("{} arena allocation(s)", g.arena_bytes.size())
+                             : fmt::format("{} separate allocations", g.storages.size()),
+                    g.route == detail::CopyRoute::staged || g.route == detail::CopyRoute::upload ||
+                            g.route == detail::CopyRoute::gather
+                        ? fmt::format("{}, {} chunk(s) of up to {}",
+                                      detail::copy_route_name(g.route), chunks, human_bytes(chunk))
+                        : std::string(detail::copy_route_name(g.route)));
     for (DeviceImpl* d : {g.src, g.dst})
       if (std::find(touched.begin(), touched.end(), d->device()) == touched.end())
         touched.push_back(d->device());

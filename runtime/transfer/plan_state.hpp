@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "copy_route.hpp"
 #include "ferry/backend.hpp"
 #include "ferry/transfer.hpp"
 
@@ -33,12 +34,12 @@ struct PlannedStorage {
 struct TransferGroup {
   DeviceImpl* src = nullptr;
   DeviceImpl* dst = nullptr;
-  bool arenas = false;                   // one arena per (split of the) group
-  bool host_reaches_both = false;        // no staging: the host copies directly
-  std::vector<std::size_t> arena_bytes;  // when `arenas`
-  std::vector<std::size_t> storages;     // indices into State::storages, in layout order
-  std::uint64_t bytes = 0;               // destination bytes
-  std::size_t largest_conversion = 0;    // the biggest temporary a conversion makes
+  bool arenas = false;                                  // one arena per (split of the) group
+  detail::CopyRoute route = detail::CopyRoute::staged;  // Note [Copy routes]
+  std::vector<std::size_t> arena_bytes;                 // when `arenas`
+  std::vector<std::size_t> storages;   // indices into State::storages, in layout order
+  std::uint64_t bytes = 0;             // destination bytes
+  std::size_t largest_conversion = 0;  // the biggest temporary a conversion makes
 };
 
 struct ListedTensor {
