@@ -200,13 +200,7 @@ std::unique_ptr<CompiledKernel> VulkanDevice::compile_kernel(const KernelSource&
 
 void VulkanDevice::add_shader(const std::string& name, const std::vector<std::uint32_t>& spirv) {
   std::lock_guard lock(mutex_);
-  if (modules_.count(name)) return;
-  VkShaderModuleCreateInfo ci{VK_STRUCTURE_TYPE_SHADER_MODULE_CREATE_INFO};
-  ci.codeSize = spirv.size() * 4;
-  ci.pCode = spirv.data();
-  VkShaderModule m;
-  check(vk_.vkCreateShaderModule(device_, &ci, nullptr, &m), "vkCreateShaderModule");
-  modules_.emplace(name, m);
+  pipelines_->add_shader(name, spirv);
 }
 
 }  // namespace ferry::vulkan

@@ -43,7 +43,8 @@ VulkanDevice::VulkanDevice(Device device, const PhysicalDevice& physical)
   }
   create_device();
   choose_memory();
-  load_pipeline_cache();
+  pipelines_ = std::make_unique<Pipelines>(device_, vk_, physical_, this->device().str(),
+                                           full_variant_, push_descriptors_);
   KernelTable table;
   add_elementwise_kernels(table);
   add_random_kernels(table);
@@ -55,12 +56,17 @@ VulkanDevice::VulkanDevice(Device device, const PhysicalDevice& physical)
   for (auto& [name, fn] : table) register_kernel(name, std::move(fn));
 }
 
+void VulkanDevice::save_pipeline_cache() {
+  std::lock_guard lock(mutex_);
+  if (pipelines_) pipelines_->save_cache();
+}
+
 VulkanDevice::~VulkanDevice() {
   // Devices live until the process exits (backend.hpp); this runs only when
   // opening failed half-way, or in tests that own a device.
   if (!device_) return;
   vk_.vkDeviceWaitIdle(device_);
-  destroy_pipelines();
+  pipelines_.reset();
   for (auto& pool : pools_)
     if (pool.allocator) {
       pool.allocator->empty_cache();

@@ -69,28 +69,14 @@
 
 #include "block_allocator.hpp"
 #include "vulkan/barrier_tracker.hpp"
+#include "vulkan/vk_error.hpp"
 #include "vulkan/vk_kernels.hpp"
+#include "vulkan/vk_pipelines.hpp"
 
 namespace ferry::vulkan {
 
 // Whether environment variable `name` is set to something other than "" or "0".
 bool env_flag(const char* name);
-
-// ---- errors ----
-const char* result_name(VkResult r);
-// BackendError "vulkan: <what> failed: VK_ERROR_..." with the result's name as its code.
-[[noreturn]] void throw_result(VkResult r, std::string_view what);
-inline void check(VkResult r, std::string_view what) {
-  if (r != VK_SUCCESS) throw_result(r, what);
-}
-
-// What the backend learned about a physical device before opening it.
-struct PhysicalDevice {
-  VkPhysicalDevice handle = VK_NULL_HANDLE;
-  std::uint32_t enumeration_index = 0;  // as the loader lists it (vulkaninfo's GPU id)
-  VkPhysicalDeviceProperties props{};
-  std::uint32_t api_version = 0;
-};
 
 class VulkanDevice;
 
@@ -250,18 +236,6 @@ class VulkanDevice final : public DeviceImpl {
   VkDescriptorSet allocate_descriptor_set(VkDescriptorSetLayout layout);
   void check_alive() const;
 
-  // Pipelines (vk_pipelines.cpp).
-  struct Layout {
-    VkDescriptorSetLayout set_layout = VK_NULL_HANDLE;
-    VkPipelineLayout pipeline_layout = VK_NULL_HANDLE;
-  };
-  const Layout& layout_for(std::size_t bindings);
-  VkPipeline pipeline_for(const DispatchDesc& d, const Layout& layout);
-  VkShaderModule shader_module(std::string_view name);
-  void load_pipeline_cache();
-  std::string pipeline_cache_path() const;
-  void destroy_pipelines();
-
   PhysicalDevice physical_;
   VkDevice device_ = VK_NULL_HANDLE;
   VolkDeviceTable vk_{};
@@ -301,17 +275,7 @@ class VulkanDevice final : public DeviceImpl {
   std::multimap<std::uint64_t, DeferredFree> deferred_;  // staging ranges, by batch serial
   std::uint64_t deferred_bytes_ = 0;
 
-  std::unordered_map<std::size_t, Layout> layouts_;
-  std::unordered_map<std::string, VkShaderModule> modules_;
-  struct CachedPipeline {
-    std::string shader;
-    std::size_t bindings;
-    std::vector<std::uint32_t> spec;
-    VkPipeline pipeline;
-  };
-  std::unordered_map<std::uint64_t, std::vector<CachedPipeline>> pipelines_;  // by key hash
-  VkPipelineCache pipeline_cache_ = VK_NULL_HANDLE;
-  bool pipeline_cache_dirty_ = false;
+  std::unique_ptr<Pipelines> pipelines_;  // made once the VkDevice exists; under mutex_
   std::string driver_name_;
   mutable std::mutex mutex_;  // Note [Vulkan threading]
 };

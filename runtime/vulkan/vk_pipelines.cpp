@@ -9,25 +9,50 @@
 // file named after the device's vendor, device id, pipelineCacheUUID and
 // driver version, wrapped with a hash (vk_policy.hpp). A missing, truncated,
 // corrupt or foreign file is ignored and the cache starts empty.
+#include "vulkan/vk_pipelines.hpp"
+
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 #include <unistd.h>
 
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <iterator>
 
 #include "ferry/error.hpp"
 #include "log_internal.hpp"
-#include "vulkan/vk_device.hpp"
+#include "vulkan/vk_error.hpp"
 #include "vulkan/vk_policy.hpp"
 #include "vulkan/vk_shaders.hpp"
 
 namespace ferry::vulkan {
 
-const VulkanDevice::Layout& VulkanDevice::layout_for(std::size_t bindings) {
+Pipelines::Pipelines(VkDevice device, const VolkDeviceTable& vk, const PhysicalDevice& physical,
+                     std::string device_name, bool full_variant, bool push_descriptors)
+    : device_(device),
+      vk_(vk),
+      physical_(physical),
+      device_name_(std::move(device_name)),
+      full_variant_(full_variant),
+      push_descriptors_(push_descriptors) {
+  load_cache();
+}
+
+Pipelines::~Pipelines() {
+  for (auto& [h, bucket] : pipelines_)
+    for (auto& c : bucket) vk_.vkDestroyPipeline(device_, c.pipeline, nullptr);
+  for (auto& [k, m] : modules_) vk_.vkDestroyShaderModule(device_, m, nullptr);
+  for (auto& [k, l] : layouts_) {
+    vk_.vkDestroyPipelineLayout(device_, l.pipeline_layout, nullptr);
+    vk_.vkDestroyDescriptorSetLayout(device_, l.set_layout, nullptr);
+  }
+  if (pipeline_cache_) vk_.vkDestroyPipelineCache(device_, pipeline_cache_, nullptr);
+}
+
+const Pipelines::Layout& Pipelines::layout_for(std::size_t bindings) {
   auto it = layouts_.find(bindings);
   if (it != layouts_.end()) return it->second;
   std::vector<VkDescriptorSetLayoutBinding> b(bindings);
@@ -52,7 +77,7 @@ const VulkanDevice::Layout& VulkanDevice::layout_for(std::size_t bindings) {
   return layouts_.emplace(bindings, l).first->second;
 }
 
-VkShaderModule VulkanDevice::shader_module(std::string_view name) {
+VkShaderModule Pipelines::shader_module(std::string_view name) {
   auto it = modules_.find(std::string(name));
   if (it != modules_.end()) return it->second;
   const EmbeddedShader* found = nullptr;
@@ -67,7 +92,7 @@ VkShaderModule VulkanDevice::shader_module(std::string_view name) {
   return modules_.emplace(std::string(name), m).first->second;
 }
 
-VkPipeline VulkanDevice::pipeline_for(const DispatchDesc& d, const Layout& layout) {
+VkPipeline Pipelines::pipeline_for(const DispatchDesc& d, const Layout& layout) {
   // Looked up on every dispatch: hash the key's parts rather than format a string.
   std::uint64_t h = 0xcbf29ce484222325ull;
   auto mix = [&h](std::uint64_t v) { h = (h ^ v) * 0x100000001b3ull; };
@@ -96,13 +121,13 @@ VkPipeline VulkanDevice::pipeline_for(const DispatchDesc& d, const Layout& layou
   VkPipeline p;
   check(vk_.vkCreateComputePipelines(device_, pipeline_cache_, 1, &ci, nullptr, &p),
         fmt::format("creating the '{}' pipeline", key));
-  FERRY_DEBUG("{}: pipeline {}", device().str(), key);
-  pipeline_cache_dirty_ = true;
+  FERRY_DEBUG("{}: pipeline {}", device_name_, key);
+  cache_dirty_ = true;
   bucket.push_back({std::string(d.shader), d.bindings.size(), d.spec, p});
   return p;
 }
 
-std::string VulkanDevice::pipeline_cache_path() const {
+std::string Pipelines::cache_path() const {
   std::filesystem::path dir;
   if (const char* d = std::getenv("FERRY_CACHE_DIR"); d && *d)
     dir = d;
@@ -120,9 +145,9 @@ std::string VulkanDevice::pipeline_cache_path() const {
       .string();
 }
 
-void VulkanDevice::load_pipeline_cache() {
+void Pipelines::load_cache() {
   std::vector<std::uint8_t> data;
-  std::string path = pipeline_cache_path();
+  std::string path = cache_path();
   if (!path.empty()) {
     std::ifstream f(path, std::ios::binary);
     std::vector<std::uint8_t> file((std::istreambuf_iterator<char>(f)), {});
@@ -132,7 +157,7 @@ void VulkanDevice::load_pipeline_cache() {
       data = std::move(*d);
     else if (!file.empty())
       FERRY_WARN("{}: ignoring the pipeline cache {} (corrupt, or from another driver)",
-                 device().str(), path);
+                 device_name_, path);
   }
   VkPipelineCacheCreateInfo ci{VK_STRUCTURE_TYPE_PIPELINE_CACHE_CREATE_INFO};
   ci.initialDataSize = data.size();
@@ -143,13 +168,12 @@ void VulkanDevice::load_pipeline_cache() {
     check(vk_.vkCreatePipelineCache(device_, &ci, nullptr, &pipeline_cache_),
           "vkCreatePipelineCache");
   }
-  FERRY_DEBUG("{}: pipeline cache {} ({} bytes loaded)", device().str(), path, data.size());
+  FERRY_DEBUG("{}: pipeline cache {} ({} bytes loaded)", device_name_, path, data.size());
 }
 
-void VulkanDevice::save_pipeline_cache() {
-  std::lock_guard lock(mutex_);
-  if (!pipeline_cache_ || !pipeline_cache_dirty_) return;
-  std::string path = pipeline_cache_path();
+void Pipelines::save_cache() {
+  if (!pipeline_cache_ || !cache_dirty_) return;
+  std::string path = cache_path();
   if (path.empty()) return;
   std::size_t size = 0;
   if (vk_.vkGetPipelineCacheData(device_, pipeline_cache_, &size, nullptr) != VK_SUCCESS) return;
@@ -173,22 +197,17 @@ void VulkanDevice::save_pipeline_cache() {
   }
   std::filesystem::rename(tmp, path, ec);
   if (ec) std::remove(tmp.c_str());
-  pipeline_cache_dirty_ = false;
+  cache_dirty_ = false;
 }
 
-void VulkanDevice::destroy_pipelines() {
-  for (auto& [h, bucket] : pipelines_)
-    for (auto& c : bucket) vk_.vkDestroyPipeline(device_, c.pipeline, nullptr);
-  for (auto& [k, m] : modules_) vk_.vkDestroyShaderModule(device_, m, nullptr);
-  for (auto& [k, l] : layouts_) {
-    vk_.vkDestroyPipelineLayout(device_, l.pipeline_layout, nullptr);
-    vk_.vkDestroyDescriptorSetLayout(device_, l.set_layout, nullptr);
-  }
-  if (pipeline_cache_) vk_.vkDestroyPipelineCache(device_, pipeline_cache_, nullptr);
-  pipelines_.clear();
-  modules_.clear();
-  layouts_.clear();
-  pipeline_cache_ = VK_NULL_HANDLE;
+void Pipelines::add_shader(const std::string& name, const std::vector<std::uint32_t>& spirv) {
+  if (modules_.count(name)) return;
+  VkShaderModuleCreateInfo ci{VK_STRUCTURE_TYPE_SHADER_MODULE_CREATE_INFO};
+  ci.codeSize = spirv.size() * 4;
+  ci.pCode = spirv.data();
+  VkShaderModule m;
+  check(vk_.vkCreateShaderModule(device_, &ci, nullptr, &m), "vkCreateShaderModule");
+  modules_.emplace(name, m);
 }
 
 }  // namespace ferry::vulkan

@@ -22,43 +22,6 @@ static_assert(mask(AccessBit::transfer_read) == VK_ACCESS_TRANSFER_READ_BIT);
 static_assert(mask(AccessBit::transfer_write) == VK_ACCESS_TRANSFER_WRITE_BIT);
 static_assert(mask(AccessBit::host_read) == VK_ACCESS_HOST_READ_BIT);
 
-const char* result_name(VkResult r) {
-  switch (r) {
-#define FERRY_VK_RESULT(name) \
-  case name:                  \
-    return #name;
-    FERRY_VK_RESULT(VK_SUCCESS)
-    FERRY_VK_RESULT(VK_NOT_READY)
-    FERRY_VK_RESULT(VK_TIMEOUT)
-    FERRY_VK_RESULT(VK_INCOMPLETE)
-    FERRY_VK_RESULT(VK_ERROR_OUT_OF_HOST_MEMORY)
-    FERRY_VK_RESULT(VK_ERROR_OUT_OF_DEVICE_MEMORY)
-    FERRY_VK_RESULT(VK_ERROR_INITIALIZATION_FAILED)
-    FERRY_VK_RESULT(VK_ERROR_DEVICE_LOST)
-    FERRY_VK_RESULT(VK_ERROR_MEMORY_MAP_FAILED)
-    FERRY_VK_RESULT(VK_ERROR_LAYER_NOT_PRESENT)
-    FERRY_VK_RESULT(VK_ERROR_EXTENSION_NOT_PRESENT)
-    FERRY_VK_RESULT(VK_ERROR_FEATURE_NOT_PRESENT)
-    FERRY_VK_RESULT(VK_ERROR_INCOMPATIBLE_DRIVER)
-    FERRY_VK_RESULT(VK_ERROR_TOO_MANY_OBJECTS)
-    FERRY_VK_RESULT(VK_ERROR_FORMAT_NOT_SUPPORTED)
-    FERRY_VK_RESULT(VK_ERROR_FRAGMENTED_POOL)
-    FERRY_VK_RESULT(VK_ERROR_UNKNOWN)
-    FERRY_VK_RESULT(VK_ERROR_OUT_OF_POOL_MEMORY)
-    FERRY_VK_RESULT(VK_ERROR_INVALID_EXTERNAL_HANDLE)
-    FERRY_VK_RESULT(VK_ERROR_FRAGMENTATION)
-    FERRY_VK_RESULT(VK_ERROR_INVALID_OPAQUE_CAPTURE_ADDRESS)
-    FERRY_VK_RESULT(VK_PIPELINE_COMPILE_REQUIRED)
-#undef FERRY_VK_RESULT
-    default:
-      return "VK_ERROR_(unknown)";
-  }
-}
-
-void throw_result(VkResult r, std::string_view what) {
-  throw BackendError(fmt::format("vulkan: {} failed: {}", what, result_name(r)), result_name(r));
-}
-
 std::uint32_t dtype_code(DType dt) {
   switch (dt) {
     case DType::f32:
@@ -452,8 +415,8 @@ void VulkanDevice::dispatch(const DispatchDesc& d) {
   if (d.push_size > kMaxPushBytes)
     throw Error(fmt::format("vulkan: {}: {} bytes of push constants (at most {})", d.shader,
                             d.push_size, kMaxPushBytes));
-  const Layout& layout = layout_for(d.bindings.size());
-  VkPipeline pipeline = pipeline_for(d, layout);
+  const Pipelines::Layout& layout = pipelines_->layout_for(d.bindings.size());
+  VkPipeline pipeline = pipelines_->pipeline_for(d, layout);
 
   // Fixed arrays: this runs for every op, and a shader binds a handful of tensors.
   const std::size_t n = d.bindings.size();

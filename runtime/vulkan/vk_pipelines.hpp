@@ -1,0 +1,83 @@
+// runtime/vulkan/vk_pipelines.hpp — one device's shader modules, pipeline
+// layouts and compute pipelines, made once per (shader, bindings,
+// specialization constants) and kept, and the driver's pipeline cache, kept
+// on disk between runs (Note [Pipeline cache] in vk_pipelines.cpp).
+//
+// Not thread-safe by itself: the device calls it with its mutex held (Note
+// [Vulkan threading] in vk_device.hpp).
+#pragma once
+
+#ifndef VK_NO_PROTOTYPES
+#define VK_NO_PROTOTYPES
+#endif
+#include <volk.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <unordered_map>
+#include <vector>
+
+#include "vulkan/vk_kernels.hpp"
+
+namespace ferry::vulkan {
+
+// What the backend learned about a physical device before opening it.
+struct PhysicalDevice {
+  VkPhysicalDevice handle = VK_NULL_HANDLE;
+  std::uint32_t enumeration_index = 0;  // as the loader lists it (vulkaninfo's GPU id)
+  VkPhysicalDeviceProperties props{};
+  std::uint32_t api_version = 0;
+};
+
+class Pipelines {
+ public:
+  // Loads the on-disk cache. `device_name` ("vulkan:0") names it in logs;
+  // `full_variant` picks the shaders' full or base SPIR-V;
+  // `push_descriptors`: set layouts for vkCmdPushDescriptorSetKHR.
+  Pipelines(VkDevice device, const VolkDeviceTable& vk, const PhysicalDevice& physical,
+            std::string device_name, bool full_variant, bool push_descriptors);
+  // Destroys every object it made (before the VkDevice goes).
+  ~Pipelines();
+  Pipelines(const Pipelines&) = delete;
+  Pipelines& operator=(const Pipelines&) = delete;
+
+  struct Layout {
+    VkDescriptorSetLayout set_layout = VK_NULL_HANDLE;
+    VkPipelineLayout pipeline_layout = VK_NULL_HANDLE;
+  };
+  // `bindings` storage buffers and kMaxPushBytes of push constants.
+  const Layout& layout_for(std::size_t bindings);
+  VkPipeline pipeline_for(const DispatchDesc& d, const Layout& layout);
+  // Makes SPIR-V a shader that DispatchDesc::shader can name (a user's
+  // kernel); does nothing when `name` is taken.
+  void add_shader(const std::string& name, const std::vector<std::uint32_t>& spirv);
+  // Writes the cache file when pipelines were made since it was read.
+  void save_cache();
+
+ private:
+  VkShaderModule shader_module(std::string_view name);
+  void load_cache();
+  std::string cache_path() const;
+
+  VkDevice device_;
+  const VolkDeviceTable& vk_;
+  PhysicalDevice physical_;
+  std::string device_name_;
+  bool full_variant_;
+  bool push_descriptors_;
+  std::unordered_map<std::size_t, Layout> layouts_;
+  std::unordered_map<std::string, VkShaderModule> modules_;
+  struct CachedPipeline {
+    std::string shader;
+    std::size_t bindings;
+    std::vector<std::uint32_t> spec;
+    VkPipeline pipeline;
+  };
+  std::unordered_map<std::uint64_t, std::vector<CachedPipeline>> pipelines_;  // by key hash
+  VkPipelineCache pipeline_cache_ = VK_NULL_HANDLE;
+  bool cache_dirty_ = false;
+};
+
+}  // namespace ferry::vulkan
