@@ -67,10 +67,12 @@ std::optional<OpId> op_from_name(std::string_view name) {
 void check_op_dtype(OpId op, DType dt, std::string_view what) {
   const OpInfo& r = op_info(op);
   if (r.dtypes.has(dt)) return;
-  throw DTypeError(
-      fmt::format("{}: not defined for {} ({}); it takes {}{}", r.name, dtype_name(dt), what,
-                  dtype_list(r.dtypes),
-                  dt == DType::boolean ? "; cast to an integer or float dtype first" : ""));
+  const bool floats_only = (r.dtypes & DTypeSet::integer()).empty();
+  throw DTypeError(fmt::format("{}: not defined for {} ({}); it takes {}{}", r.name, dtype_name(dt),
+                               what, dtype_list(r.dtypes),
+                               floats_only            ? "; cast to a floating dtype first"
+                               : dt == DType::boolean ? "; cast to an integer or float dtype first"
+                                                      : ""));
 }
 
 DType op_compute_dtype(OpId op, DType promoted) {

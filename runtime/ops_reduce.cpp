@@ -86,12 +86,10 @@ void check_nonempty(std::string_view op, const Tensor& x, const ReducePlan& plan
         dims.empty() ? std::string("all") : fmt::format("[{}]", fmt::join(dims, ", ")), op));
 }
 
-void check_floating(std::string_view op, const Tensor& x) {
-  if (!is_floating(x.dtype()))
-    throw DTypeError(
-        fmt::format("{}: needs a floating input, got {} (shape {}); cast it first, e.g. "
-                    "{}(x.to(ferry::DType::f32))",
-                    op, dtype_name(x.dtype()), shape_str(x.sizes()), op));
+// The op's row decides the dtypes it takes (Note [The op table]).
+void check_dtype(OpId op, const Tensor& x) {
+  if (!op_info(op).dtypes.has(x.dtype()))
+    check_op_dtype(op, x.dtype(), fmt::format("a tensor of shape {}", shape_str(x.sizes())));
 }
 
 Tensor extremum(OpId id, const Tensor& x, const std::vector<std::int64_t>& dims, bool keepdim) {
@@ -123,7 +121,7 @@ Tensor sum(const Tensor& x, const std::vector<std::int64_t>& dims, bool keepdim)
 namespace {
 
 Tensor mean_forward(const Tensor& x, const std::vector<std::int64_t>& dims, bool keepdim) {
-  check_floating("mean", x);
+  check_dtype(OpId::mean, x);
   if (is_half(x.dtype())) return mean_forward(x.to(DType::f32), dims, keepdim).to(x.dtype());
   ReducePlan plan = plan_reduce("mean", x, dims);
   Tensor s = run_reduce(OpId::sum, plan, x.dtype(), keepdim);
@@ -135,7 +133,7 @@ Tensor mean_forward(const Tensor& x, const std::vector<std::int64_t>& dims, bool
 // does not cancel the variance away, as the one-pass E[x^2] - E[x]^2 would.
 Tensor var_forward(const Tensor& x, const std::vector<std::int64_t>& dims, double correction,
                    bool keepdim) {
-  check_floating("var", x);
+  check_dtype(OpId::var, x);
   if (is_half(x.dtype()))
     return var_forward(x.to(DType::f32), dims, correction, keepdim).to(x.dtype());
   ReducePlan plan = plan_reduce("var", x, dims);

@@ -24,7 +24,8 @@
 // written once, in runtime/ops_composite.cpp, as a composition of other ops,
 // so it runs on every device that runs its parts and needs no kernel. It is
 // differentiable through its parts (grad "parts": autograd records the ops
-// it is made of, as PyTorch's CompositeImplicitAutograd does). A backend may
+// it is made of, as PyTorch's CompositeImplicitAutograd does) or by its own
+// formula (grad "formula": mean and var record one node each). A backend may
 // still have a fused kernel for one (the row's backends, or a plugin that
 // registers it): the fused kernel runs when the device supports the op in
 // the dtype and no gradient is being recorded for the call, the composition

@@ -36,32 +36,36 @@ std::vector<ReduceShape> reduce_shapes() {
   };
 }
 
+// A reduction's API call; the dtypes it is tested in are those of the
+// suite's dtypes its op-table row takes.
 struct ReduceOp {
-  const char* name;
-  std::vector<DType> dtypes;
+  OpId op;
   bool empty_ok;  // max/min/argmax of an empty slice is an error
   std::function<Tensor(const Tensor&, const std::vector<std::int64_t>&, bool)> fn;
   double nmse;
+  std::vector<DType> dtypes() const {
+    std::vector<DType> v;
+    for (DType dt : kAll)
+      if (op_info(op).dtypes.has(dt)) v.push_back(dt);
+    return v;
+  }
 };
 
 std::vector<ReduceOp> reduce_ops() {
   return {
-      {"sum", kAll, true,
-       [](const Tensor& x, const auto& d, bool k) { return ferry::sum(x, d, k); }, 1e-12},
-      {"mean", kFloat, true,
+      {OpId::sum, true, [](const Tensor& x, const auto& d, bool k) { return ferry::sum(x, d, k); },
+       1e-12},
+      {OpId::mean, true,
        [](const Tensor& x, const auto& d, bool k) { return ferry::mean(x, d, k); }, 1e-12},
-      {"max", kAll, false,
-       [](const Tensor& x, const auto& d, bool k) { return ferry::max(x, d, k); }, 0},
-      {"min", kAll, false,
-       [](const Tensor& x, const auto& d, bool k) { return ferry::min(x, d, k); }, 0},
-      {"var", kFloat, true,
+      {OpId::max, false, [](const Tensor& x, const auto& d, bool k) { return ferry::max(x, d, k); },
+       0},
+      {OpId::min, false, [](const Tensor& x, const auto& d, bool k) { return ferry::min(x, d, k); },
+       0},
+      {OpId::var, true,
        [](const Tensor& x, const auto& d, bool k) { return ferry::var(x, d, 1, k); }, 1e-10},
-      {"logsumexp",
-       {DType::f32, DType::f16, DType::bf16, DType::i32},
-       true,
-       [](const Tensor& x, const auto& d, bool k) { return ferry::logsumexp(x, d, k); },
-       1e-10},
-      {"argmax", kNumeric, false,
+      {OpId::logsumexp, true,
+       [](const Tensor& x, const auto& d, bool k) { return ferry::logsumexp(x, d, k); }, 1e-10},
+      {OpId::argmax, false,
        [](const Tensor& x, const auto& d, bool k) {
          return d.empty() ? ferry::argmax(x, std::nullopt, k) : ferry::argmax(x, d[0], k);
        },
@@ -73,18 +77,19 @@ std::vector<ReduceOp> reduce_ops() {
 
 void add_reduction_cases(std::vector<Case>& out) {
   for (const ReduceOp& op : reduce_ops())
-    for (DType dt : op.dtypes)
+    for (DType dt : op.dtypes())
       for (const ReduceShape& rs : reduce_shapes()) {
         if (rs.cls == "empty" && !op.empty_ok) continue;
-        if (rs.cls == "large" && (dt != DType::f32 || std::string(op.name) == "var" ||
-                                  std::string(op.name) == "logsumexp"))
+        // One large case per kernel: var and logsumexp are compositions of them.
+        if (rs.cls == "large" &&
+            (dt != DType::f32 || op.op == OpId::var || op.op == OpId::logsumexp))
           continue;
-        if (std::string(op.name) == "argmax" && rs.dims.size() > 1) continue;
+        if (op.op == OpId::argmax && rs.dims.size() > 1) continue;
         for (bool keepdim : {false, true}) {
           if (rs.cls == "large" && keepdim) continue;
           std::string label = fmt::format("{}{} dims={}{}", shape_str(rs.shape), rs.view_label,
                                           shape_str(rs.dims), keepdim ? " keepdim" : "");
-          out.push_back({op.name, dt, label, rs.cls, threshold(dt, op.nmse),
+          out.push_back({std::string(op_name(op.op)), dt, label, rs.cls, threshold(dt, op.nmse),
                          inputs_of({{rs.shape}}, dt), rs.view,
                          [fn = op.fn, dims = rs.dims, keepdim](const Inputs& in) {
                            return fn(in[0], dims, keepdim);
