@@ -42,7 +42,9 @@ VulkanDevice::VulkanDevice(Device device, const PhysicalDevice& physical)
     max_in_flight_ = n;
   }
   create_device();
-  choose_memory();
+  memory_ =
+      std::make_unique<MemoryPools>(device_, vk_, physical_.handle, this->device().str(),
+                                    storage_alignment_, env_flag("FERRY_VULKAN_FORCE_STAGING"));
   pipelines_ = std::make_unique<Pipelines>(device_, vk_, physical_, this->device().str(),
                                            full_variant_, push_descriptors_);
   KernelTable table;
@@ -67,11 +69,7 @@ VulkanDevice::~VulkanDevice() {
   if (!device_) return;
   vk_.vkDeviceWaitIdle(device_);
   pipelines_.reset();
-  for (auto& pool : pools_)
-    if (pool.allocator) {
-      pool.allocator->empty_cache();
-      pool.allocator.reset();
-    }
+  memory_.reset();
   for (VkFence f : free_fences_) vk_.vkDestroyFence(device_, f, nullptr);
   for (VkFence f : parked_fences_) vk_.vkDestroyFence(device_, f, nullptr);
   for (auto& s : in_flight_) vk_.vkDestroyFence(device_, s.fence, nullptr);
@@ -225,9 +223,9 @@ DeviceInfo VulkanDevice::info() {
       d.kind = DeviceKind::other;
   }
   // Memory: the device pool's heap; its budget (VK_EXT_memory_budget) when known.
-  const std::uint32_t heap = pools_[kDevicePool].heap_index;
-  d.memory_total = memory_props_.memoryHeaps[heap].size;
-  std::uint64_t used = pools_[kDevicePool].allocator->stats().reserved;
+  const std::uint32_t heap = memory_->heap_index(kDevicePool);
+  d.memory_total = memory_->heap_size(kDevicePool);
+  std::uint64_t used = memory_->allocator(kDevicePool).stats().reserved;
   d.memory_free = d.memory_total > used ? d.memory_total - used : 0;
   if (memory_budget_) {
     VkPhysicalDeviceMemoryBudgetPropertiesEXT budget{
@@ -240,7 +238,7 @@ DeviceInfo VulkanDevice::info() {
                         : 0;
     d.properties["memory_budget"] = std::to_string(budget.heapBudget[heap]);
   }
-  d.max_allocation = pools_[kDevicePool].allocator->effective_config().max_allocation;
+  d.max_allocation = memory_->allocator(kDevicePool).effective_config().max_allocation;
   VkPhysicalDeviceIDProperties ids{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_ID_PROPERTIES};
   VkPhysicalDeviceFloatControlsProperties fc{
       VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FLOAT_CONTROLS_PROPERTIES};

@@ -1,6 +1,8 @@
 // runtime/vulkan/vk_device.hpp — one Vulkan physical device as a ferry device:
-// its logical device and compute queue, memory pools, pipelines and the
-// recorder that batches dispatches and copies into command buffers.
+// its logical device and compute queue, and the recorder that batches
+// dispatches and copies into command buffers (vk_recorder.cpp). Its memory
+// pools (vk_memory_pools.hpp) and pipelines (vk_pipelines.hpp) are objects of
+// their own that it holds; Vulkan errors are translated in vk_error.hpp.
 //
 // Note [Vulkan execution]
 // Everything a kernel or copy enqueues goes into the open command buffer (the
@@ -71,6 +73,7 @@
 #include "vulkan/barrier_tracker.hpp"
 #include "vulkan/vk_error.hpp"
 #include "vulkan/vk_kernels.hpp"
+#include "vulkan/vk_memory_pools.hpp"
 #include "vulkan/vk_pipelines.hpp"
 
 namespace ferry::vulkan {
@@ -177,19 +180,6 @@ class VulkanDevice final : public DeviceImpl {
   bool memory_is_mapped() const;
 
  private:
-  struct Block {
-    VkDeviceMemory memory = VK_NULL_HANDLE;
-    VkBuffer buffer = VK_NULL_HANDLE;
-    std::byte* mapped = nullptr;
-  };
-  struct Pool {
-    std::uint32_t type_index = 0;
-    std::uint32_t heap_index = 0;
-    bool mapped = false;  // blocks are mapped persistently
-    std::unique_ptr<detail::BlockAllocator> allocator;
-    std::unordered_map<std::uint64_t, Block> blocks;
-    std::uint64_t next_block = 1;
-  };
   struct Submission {
     std::uint64_t serial = 0;
     VkFence fence = VK_NULL_HANDLE;
@@ -200,16 +190,13 @@ class VulkanDevice final : public DeviceImpl {
     int pool;
     detail::Allocation allocation;
   };
-  enum { kDevicePool = 0, kStagingPool = 1 };
+  enum { kDevicePool = MemoryPools::kDevice, kStagingPool = MemoryPools::kStaging };
   // Note [Vulkan threading]: functions taking a Lock (or named *_locked, or
   // called only from those) run with mutex_ held; a Lock& one may release it
   // while it waits for the GPU.
   using Lock = std::unique_lock<std::mutex>;
 
   void create_device();
-  void choose_memory();
-  std::optional<std::uint64_t> acquire_block(int pool, std::uint64_t bytes);
-  void release_block(int pool, std::uint64_t id);
   std::unique_ptr<VulkanBuffer> allocate_in(Lock& lock, int pool, std::size_t bytes);
 
   // Recorder.
@@ -249,8 +236,7 @@ class VulkanDevice final : public DeviceImpl {
   std::string lost_reason_;
   KernelLimits limits_;
   std::uint64_t storage_alignment_ = 256;
-  VkPhysicalDeviceMemoryProperties memory_props_{};
-  Pool pools_[2];
+  std::unique_ptr<MemoryPools> memory_;  // made once the VkDevice exists; under mutex_
 
   BarrierTracker tracker_;
   VkCommandBuffer batch_cb_ = VK_NULL_HANDLE;

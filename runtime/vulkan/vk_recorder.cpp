@@ -119,7 +119,7 @@ void VulkanDevice::release(VulkanBuffer& b) {
     deferred_bytes_ += b.allocation().size;
     return;
   }
-  pools_[b.pool()].allocator->free(b.allocation(), pending ? b.last_use : 0);
+  memory_->allocator(b.pool()).free(b.allocation(), pending ? b.last_use : 0);
 }
 
 // ---- recording ----
@@ -316,7 +316,7 @@ void VulkanDevice::retire() {
   }
   while (!deferred_.empty() && deferred_.begin()->first <= completed_serial_) {
     const DeferredFree& d = deferred_.begin()->second;
-    pools_[d.pool].allocator->free(d.allocation);
+    memory_->allocator(d.pool).free(d.allocation);
     deferred_bytes_ -= d.allocation.size;
     deferred_.erase(deferred_.begin());
   }
