@@ -9,25 +9,14 @@
 
 #include <atomic>
 #include <cmath>
-#include <cstdlib>
-#include <cstring>
 
 #include "ferry/autograd.hpp"
 #include "ferry/backend.hpp"
 #include "ferry/debug.hpp"
 #include "ferry/ferry.hpp"
+#include "host_test_device.hpp"
 
 namespace {
-
-class HostBuffer final : public ferry::Buffer {
- public:
-  explicit HostBuffer(std::size_t n) : Buffer(n), p_(std::calloc(n + 1, 1)) {}
-  ~HostBuffer() override { std::free(p_); }
-  void* host_ptr() const override { return p_; }
-
- private:
-  void* p_;
-};
 
 std::atomic<int> g_square_calls{0}, g_mul_calls{0};
 
@@ -40,10 +29,10 @@ void require_f32(const ferry::OpCall& c) {
 // f32 contiguous kernels that count their calls: mul always, square (the
 // fused kernel of the composite op) when `fused`; `extra` names one more op
 // to register (to see it refused).
-class CountingDevice final : public ferry::DeviceImpl {
+class CountingDevice final : public ferry_test::HostTestDevice {
  public:
   CountingDevice(int index, bool fused, const char* extra = nullptr)
-      : DeviceImpl(ferry::Device::unchecked("composer", index)) {
+      : HostTestDevice("composer", index) {
     register_kernel(ferry::OpId::mul, [](ferry::DeviceImpl&, const ferry::OpCall& c) {
       require_f32(c);
       ++g_mul_calls;
@@ -64,26 +53,6 @@ class CountingDevice final : public ferry::DeviceImpl {
   bool supports(ferry::OpId op, ferry::DType dt) const override {
     return dt == ferry::DType::f32 && DeviceImpl::supports(op, dt);
   }
-  ferry::DeviceInfo info() override {
-    ferry::DeviceInfo d;
-    d.name = "counting test device";
-    return d;
-  }
-  std::unique_ptr<ferry::Buffer> allocate(std::size_t n) override {
-    return std::make_unique<HostBuffer>(n);
-  }
-  void copy_from_host(ferry::Buffer& d, std::size_t o, const void* s, std::size_t n) override {
-    std::memcpy(static_cast<char*>(d.host_ptr()) + o, s, n);
-  }
-  void copy_to_host(void* d, const ferry::Buffer& s, std::size_t o, std::size_t n) override {
-    std::memcpy(d, static_cast<const char*>(s.host_ptr()) + o, n);
-  }
-  void copy_within(ferry::Buffer& d, std::size_t doff, const ferry::Buffer& s, std::size_t soff,
-                   std::size_t n) override {
-    std::memcpy(static_cast<char*>(d.host_ptr()) + doff,
-                static_cast<const char*>(s.host_ptr()) + soff, n);
-  }
-  void synchronize() override {}
 };
 
 // composer:0 has the fused square kernel, composer:1 does not.

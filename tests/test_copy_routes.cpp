@@ -13,21 +13,11 @@
 #include "ferry/backend.hpp"
 #include "ferry/ferry.hpp"
 #include "ferry/transfer.hpp"
+#include "host_test_device.hpp"
 
 namespace {
 
 using ferry::detail::CopyRoute;
-
-// Host memory the core must treat as device memory (host_ptr() is null).
-class HiddenBuffer final : public ferry::Buffer {
- public:
-  explicit HiddenBuffer(std::size_t n) : Buffer(n), bytes_(n) {}
-  std::byte* bytes() const { return const_cast<std::byte*>(bytes_.data()); }
-
- private:
-  std::vector<std::byte> bytes_;
-};
-std::byte* bytes_of(const ferry::Buffer& b) { return static_cast<const HiddenBuffer&>(b).bytes(); }
 
 struct Counts {
   std::atomic<int> peer{0}, to_host{0}, from_host{0};
@@ -35,42 +25,28 @@ struct Counts {
 
 // Claims peer copies; copies from a device of its own backend unless
 // `refuse_peer`, like a GPU without peer access to the other.
-class PeerDevice final : public ferry::DeviceImpl {
+class PeerDevice final : public ferry_test::HostTestDevice {
  public:
   PeerDevice(std::string type, int index, bool refuse_peer)
-      : DeviceImpl(ferry::Device::unchecked(type, index)), refuse_peer_(refuse_peer) {}
+      : HostTestDevice(type, index, /*host_visible=*/false), refuse_peer_(refuse_peer) {}
   Counts counts;
 
-  ferry::DeviceInfo info() override {
-    ferry::DeviceInfo d;
-    d.name = "peer-copy test device";
-    d.caps = capabilities();
-    return d;
-  }
   ferry::DeviceCapabilities capabilities() const override { return {.peer_copy = true}; }
-  std::unique_ptr<ferry::Buffer> allocate(std::size_t n) override {
-    return std::make_unique<HiddenBuffer>(n);
-  }
   void copy_from_host(ferry::Buffer& d, std::size_t o, const void* s, std::size_t n) override {
     ++counts.from_host;
-    std::memcpy(bytes_of(d) + o, s, n);
+    HostTestDevice::copy_from_host(d, o, s, n);
   }
   void copy_to_host(void* d, const ferry::Buffer& s, std::size_t o, std::size_t n) override {
     ++counts.to_host;
-    std::memcpy(d, bytes_of(s) + o, n);
-  }
-  void copy_within(ferry::Buffer& d, std::size_t doff, const ferry::Buffer& s, std::size_t soff,
-                   std::size_t n) override {
-    std::memcpy(bytes_of(d) + doff, bytes_of(s) + soff, n);
+    HostTestDevice::copy_to_host(d, s, o, n);
   }
   bool copy_from_peer(ferry::Buffer& d, std::size_t doff, ferry::DeviceImpl& src,
                       const ferry::Buffer& s, std::size_t soff, std::size_t n) override {
     if (refuse_peer_ || !dynamic_cast<PeerDevice*>(&src)) return false;
     ++counts.peer;
-    std::memcpy(bytes_of(d) + doff, bytes_of(s) + soff, n);
+    std::memcpy(ferry_test::bytes_of(d) + doff, ferry_test::bytes_of(s) + soff, n);
     return true;
   }
-  void synchronize() override {}
 
  private:
   bool refuse_peer_;

@@ -9,24 +9,13 @@
 #include "ferry/backend.hpp"
 #include "ferry/debug.hpp"
 #include "ferry/ferry.hpp"
+#include "host_test_device.hpp"
 
 namespace {
 
-class HostBuffer final : public ferry::Buffer {
+class SloppyDevice final : public ferry_test::HostTestDevice {
  public:
-  explicit HostBuffer(std::size_t n) : Buffer(n), p_(std::calloc(n + 64, 1)) {}
-  ~HostBuffer() override { std::free(p_); }
-  void* host_ptr() const override { return p_; }
-
- private:
-  void* p_;
-};
-
-// A device whose "fill" writes one element past the end (f32 only) and whose
-// "neg" writes one element before the start.
-class SloppyDevice final : public ferry::DeviceImpl {
- public:
-  SloppyDevice() : DeviceImpl(ferry::Device::unchecked("sloppy", 0)) {
+  SloppyDevice() : HostTestDevice("sloppy", 0) {
     register_kernel("fill", [](ferry::DeviceImpl&, const ferry::OpCall& c) {
       float* p = c.outputs[0].data<float>();
       for (std::int64_t i = 0; i <= c.outputs[0].numel(); ++i) p[i] = float(c.attrs.f("value"));
@@ -38,26 +27,6 @@ class SloppyDevice final : public ferry::DeviceImpl {
       o[-1] = 42.0f;
     });
   }
-  ferry::DeviceInfo info() override {
-    ferry::DeviceInfo d;
-    d.name = "sloppy test device";
-    return d;
-  }
-  std::unique_ptr<ferry::Buffer> allocate(std::size_t n) override {
-    return std::make_unique<HostBuffer>(n);
-  }
-  void copy_from_host(ferry::Buffer& d, std::size_t o, const void* s, std::size_t n) override {
-    std::memcpy(static_cast<char*>(d.host_ptr()) + o, s, n);
-  }
-  void copy_to_host(void* d, const ferry::Buffer& s, std::size_t o, std::size_t n) override {
-    std::memcpy(d, static_cast<const char*>(s.host_ptr()) + o, n);
-  }
-  void copy_within(ferry::Buffer& d, std::size_t doff, const ferry::Buffer& s, std::size_t soff,
-                   std::size_t n) override {
-    std::memcpy(static_cast<char*>(d.host_ptr()) + doff,
-                static_cast<const char*>(s.host_ptr()) + soff, n);
-  }
-  void synchronize() override {}
 };
 
 class SloppyBackend final : public ferry::Backend {
