@@ -252,6 +252,20 @@ float expm1_f(float x) {
   return x * p * x + x;
 }
 
+// log(1 + x) as log(u) * (x / (u - 1)) with u = 1 + x rounded (Goldberg's
+// trick): u - 1 is exact, so the ratio undoes the rounding of 1 + x and the
+// result keeps log_f's few ulp, down to the x whose 1 + x rounds to 1.
+float log1p_f(float x) {
+  if (isnan(x) || x < -1.0) return F_NAN;
+  if (x == -1.0) return -F_INF;
+  if (isinf(x)) return x;
+  precise float u = 1.0 + x;
+  if (u == 1.0) return x;  // |x| below half an ulp of 1: log1p(x) is x in float
+  vec2 l = log_f2(u);
+  precise float r = x / (u - 1.0);
+  return (l.x + l.y) * r;
+}
+
 // tanh(|x|): -expm1(-2|x|) / (expm1(-2|x|) + 2) below 0.55 (no cancellation
 // at small |x|), 1 - 2 / (exp(2|x|) + 1) above (the subtracted term is small,
 // so its error is), +-1 in float beyond 9.1; then the sign.

@@ -43,6 +43,7 @@ float unary_f(float x) {
     case OP_EXP: return safe_exp(x);
     case OP_EXPM1: return expm1_f(x);
     case OP_LOG: return safe_log(x);
+    case OP_LOG1P: return log1p_f(x);
     case OP_SQRT: return safe_sqrt(x);
     case OP_RSQRT: return 1.0 / safe_sqrt(x);
     case OP_SIN: return sin_f(x);

@@ -774,6 +774,23 @@ def composite_cases():
              {"dims": [-1], "keepdim": False})
 
 
+def log1p_cases():
+    """log1p, the op added last through the op table."""
+    x = Gen("log1p_f32").uniform([4, 6], -0.9, 8)
+    add_case("log1p_f32", "log1p", [x], torch.log1p(x), tol=T_TRANS)
+    # Up to 1e38: torch 1.13's CPU log1p overflows to inf near 3e38 (the
+    # answer is 88.6), which is not a number to hold a device to.
+    x = T(SPECIAL + [-1.5, 1e-30, -1e-7, 1e38])
+    add_case("log1p_f32_special", "log1p", [x], torch.log1p(x), tol=T_TRANS)
+    # Near 0, where log(1 + x) would lose x's low digits: relative error alone.
+    x = T([1e-7, -1e-7, 3e-5, -2e-4, 1e-3, -0.01, 0.1, -0.3, 0.49, -0.51, 1e-30, -0.999])
+    add_case("log1p_f32_tiny", "log1p", [x], torch.log1p(x), tol={"rtol": 1e-6, "atol": 0.0})
+    x = Gen("log1p_bf16").uniform([3, 5], -0.5, 4, dtype=bf16)
+    add_case("log1p_bf16", "log1p", [x], ref_upcast(torch.log1p, [x], bf16))
+    x = Gen("log1p_i32").ints([6], 0, 100, i32)
+    add_case("log1p_i32", "log1p", [x], torch.log1p(x), tol=T_TRANS)
+
+
 def main():
     unary_cases()
     binary_cases()
@@ -787,6 +804,7 @@ def main():
     cast_cases()
     promotion_cases()
     composite_cases()
+    log1p_cases()
     size = dump(OUT_PATH)
     print(f"wrote {len(CASES)} cases, {size} bytes, torch {torch.__version__} -> "
           f"{os.path.normpath(OUT_PATH)}")

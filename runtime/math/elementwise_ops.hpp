@@ -88,6 +88,9 @@ struct Expm1 {  // exp(x) - 1 without the cancellation near 0
 struct Log {
   template <typename T> FERRY_HD T operator()(T x) const { return std::log(x); }
 };
+struct Log1p {  // log(1 + x) without the rounding of 1 + x near 0
+  template <typename T> FERRY_HD T operator()(T x) const { return std::log1p(x); }
+};
 struct Sqrt {
   template <typename T> FERRY_HD T operator()(T x) const { return std::sqrt(x); }
 };
