@@ -56,8 +56,7 @@ Tensor square(const Tensor& x) {
   if (x.dtype() == DType::boolean) return square(x.to(DType::i64));
   if (detail::use_fused_kernel(OpId::square, x, x.dtype()))
     return detail::unary_kernel(OpId::square, x);  // checks the dtype
-  check_op_dtype(OpId::square, x.dtype(),
-                 fmt::format("a tensor of shape {}", shape_str(x.sizes())));
+  detail::check_dtype(OpId::square, x);
   return mul(x, x);
 }
 
@@ -103,8 +102,7 @@ Tensor clamp_max(const Tensor& x, const Scalar& max) { return clamp(x, std::null
 // gives -inf, any +inf gives +inf), PyTorch's scheme. The gradient through
 // the parts is softmax(x) over the dims: m carries none.
 Tensor logsumexp(const Tensor& x, const std::vector<std::int64_t>& dims, bool keepdim) {
-  check_op_dtype(OpId::logsumexp, x.dtype(),
-                 fmt::format("a tensor of shape {}", shape_str(x.sizes())));
+  detail::check_dtype(OpId::logsumexp, x);
   const Tensor xf = x.to(op_compute_dtype(OpId::logsumexp, x.dtype()));
   if (xf.numel() == 0) return log(sum(exp(xf), dims, keepdim));  // sums of nothing: -inf
   Tensor m = max(xf.detach(), dims, /*keepdim=*/true);

@@ -38,8 +38,7 @@ namespace {
 // (The error messages are only formatted on the error path: these run for
 // every op.)
 Tensor unary(OpId op, const Tensor& x) {
-  if (!op_info(op).dtypes.has(x.dtype()))
-    check_op_dtype(op, x.dtype(), fmt::format("a tensor of shape {}", shape_str(x.sizes())));
+  detail::check_dtype(op, x);
   const DType dt = op_compute_dtype(op, x.dtype());
   Tensor in = x.to(dt);
   Tensor out = new_tensor(x.sizes(), op_result_dtype(op, dt), impl_of(x));
@@ -97,6 +96,11 @@ DType combine_categories(DType higher, DType lower) {
 }
 
 }  // namespace
+
+void detail::check_dtype(OpId op, const Tensor& x) {
+  if (!op_info(op).dtypes.has(x.dtype()))
+    check_op_dtype(op, x.dtype(), fmt::format("a tensor of shape {}", shape_str(x.sizes())));
+}
 
 Tensor detail::unary_kernel(OpId op, const Tensor& x) { return unary(op, x); }
 

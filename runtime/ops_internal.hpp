@@ -23,6 +23,11 @@ struct LayerNormResult {
 LayerNormResult layer_norm_forward(const Tensor& x, const Shape& normalized_shape,
                                    const Tensor& weight, const Tensor& bias, double eps);
 
+// DTypeError unless op's row takes x's dtype (Note [The op table] in
+// ferry/op.hpp). Every front-end calls it on every op, so the message is
+// only formatted when the check fails.
+void check_dtype(OpId op, const Tensor& x);
+
 // A unary or activation row's kernel on x, with the row's dtype rule and
 // autograd formula (ops_elementwise.cpp).
 Tensor unary_kernel(OpId op, const Tensor& x);

@@ -14,9 +14,11 @@
 #include "ferry/autograd.hpp"
 #include "ferry/error.hpp"
 #include "ferry/ops.hpp"
+#include "ops_internal.hpp"
 
 namespace ferry {
 
+using detail::check_dtype;
 using detail::impl_of;
 using detail::new_tensor;
 using detail::run_kernel;
@@ -84,12 +86,6 @@ void check_nonempty(std::string_view op, const Tensor& x, const ReducePlan& plan
         "undefined",
         op, shape_str(x.sizes()),
         dims.empty() ? std::string("all") : fmt::format("[{}]", fmt::join(dims, ", ")), op));
-}
-
-// The op's row decides the dtypes it takes (Note [The op table]).
-void check_dtype(OpId op, const Tensor& x) {
-  if (!op_info(op).dtypes.has(x.dtype()))
-    check_op_dtype(op, x.dtype(), fmt::format("a tensor of shape {}", shape_str(x.sizes())));
 }
 
 Tensor extremum(OpId id, const Tensor& x, const std::vector<std::int64_t>& dims, bool keepdim) {
