@@ -7,7 +7,9 @@
 // shaderInt64 and 8/16-bit storage-buffer access) and without (f32 and i32
 // only, for devices that lack those). The backend picks the variant per device.
 //
-// Conventions (runtime/vulkan/vk_kernels.hpp): descriptor set 0, binding i is
+// Conventions (runtime/vulkan/vk_kernels.hpp; what a shader shares with its
+// host code is declared once, in shaders/abi/<name>.h, Note [Shader interfaces]
+// in abi/abi.h): descriptor set 0, binding i is
 // the i-th buffer the kernel binds; constant_id 0 is the workgroup size; push
 // constants hold shapes, strides and each tensor's element offset within its
 // binding (binding offsets are aligned down to minStorageBufferOffsetAlignment,
@@ -18,14 +20,7 @@
 #extension GL_EXT_shader_explicit_arithmetic_types_int64 : require
 #endif
 
-// Dtype codes: ferry::vulkan::dtype_code() maps ferry::DType onto these.
-#define DT_F32 0u
-#define DT_F16 1u
-#define DT_BF16 2u
-#define DT_I32 3u
-#define DT_I64 4u
-#define DT_U8 5u
-#define DT_BOOL 6u
+#include "abi/abi.h"  // the dtype codes DT_*, shared with the host
 #define IS_FLOAT_DT(dt) ((dt) <= DT_BF16)
 
 // The integer type integer ops compute in: 64-bit where the device has it, so

@@ -6,13 +6,7 @@
 #version 450
 #extension GL_GOOGLE_include_directive : require
 #include "common.glsl"
-
-layout(local_size_x_id = 0) in;
-layout(constant_id = 1) const uint OP = 0;
-layout(constant_id = 2) const uint IN_DT = 0;   // the inputs' dtype (the values', for where)
-layout(constant_id = 3) const uint OUT_DT = 0;
-layout(constant_id = 4) const uint NDIM = 1;    // 1..4 coalesced dims
-layout(constant_id = 5) const bool CONTIGUOUS = false;  // one dim, every stride 1: no index math
+#include "abi/elementwise.h"  // spec and push constants, codes: shared with the host
 
 #include "ferry_ops.glsl"  // OP_<NAME> = ferry::OpId, generated from ops/ops.table
 
@@ -20,14 +14,6 @@ FERRY_TENSOR(0, o)
 FERRY_TENSOR(1, a)
 FERRY_TENSOR(2, b)
 FERRY_TENSOR(3, c)
-
-layout(push_constant) uniform Params {
-  uvec4 size;       // dims, outermost first; unused dims are 1
-  uvec4 stride[4];  // stride[t][d]: tensor t (0 = output, then the inputs), dim d
-  uvec4 off;        // each tensor's first element within its binding
-  uint n;           // elements
-  uint s0, s1, s2;  // op scalars: fill value bits; arange start, step
-} p;
 
 bool is_unary() { return op_is_unary(OP); }
 bool is_binary() { return op_is_binary(OP); }
@@ -213,20 +199,20 @@ void main() {
     if (OP == OP_FILL) {
       // s0: the value as float bits; s1, s2: the exact integer value (lo, hi).
       if (IS_FLOAT_DT(OUT_DT)) {
-        STORE_F(o, OUT_DT, oi, uintBitsToFloat(p.s0))
+        STORE_F(o, OUT_DT, oi, uintBitsToFloat(p.s[0]))
       } else {
 #ifdef FERRY_FULL
-        STORE_I(o, OUT_DT, oi, int64_t(p.s1) | (int64_t(p.s2) << 32))
+        STORE_I(o, OUT_DT, oi, int64_t(p.s[1]) | (int64_t(p.s[2]) << 32))
 #else
-        STORE_I(o, OUT_DT, oi, int(p.s1))
+        STORE_I(o, OUT_DT, oi, int(p.s[1]))
 #endif
       }
     } else if (OP == OP_ARANGE) {
       // s0: start, s1: step as floats; s2 != 0: both are integers (exact for ints).
-      if (p.s2 != 0u && !IS_FLOAT_DT(OUT_DT)) {
-        STORE_I(o, OUT_DT, oi, ITYPE(int(uintBitsToFloat(p.s0))) + ITYPE(i) * ITYPE(int(uintBitsToFloat(p.s1))))
+      if (p.s[2] != 0u && !IS_FLOAT_DT(OUT_DT)) {
+        STORE_I(o, OUT_DT, oi, ITYPE(int(uintBitsToFloat(p.s[0]))) + ITYPE(i) * ITYPE(int(uintBitsToFloat(p.s[1]))))
       } else {
-        float v = uintBitsToFloat(p.s0) + float(i) * uintBitsToFloat(p.s1);
+        float v = uintBitsToFloat(p.s[0]) + float(i) * uintBitsToFloat(p.s[1]);
         if (IS_FLOAT_DT(OUT_DT)) {
           STORE_F(o, OUT_DT, oi, v)
         } else {

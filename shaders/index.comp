@@ -10,28 +10,16 @@
 // (Note [Index bounds] in runtime/ops_index.cpp); an index outside [0, dim_size) all the same
 // writes 0 rather than reading outside x.
 //
-// Specialization constants: 0 workgroup size, 1 element size in bytes (1, 2, 4, 8), 2 the
-// number of dims (1..4). Grid-stride loop over the output's elements.
+// Specialization and push constants: shaders/abi/index.h. Grid-stride loop over the output's
+// elements.
 #version 450
 #extension GL_GOOGLE_include_directive : require
 #include "common.glsl"
-
-layout(local_size_x_id = 0) in;
-layout(constant_id = 1) const uint ELSIZE = 4;
-layout(constant_id = 2) const uint NDIM = 1;
+#include "abi/index.h"  // spec and push constants, codes: shared with the host
 
 FERRY_TENSOR(0, o)
 FERRY_TENSOR(1, x)
 FERRY_TENSOR(2, idx)
-
-layout(push_constant) uniform Params {
-  uvec4 size;       // dims, outermost first; unused dims are 1
-  uvec4 stride[3];  // stride[t][d]: t = 0 output, 1 x (0 along dim), 2 index; in elements
-  uvec4 off;        // output, x, index: first element within the binding
-  uint n;           // output elements
-  uint dim_stride;  // x's stride along dim
-  uint dim_size;    // x's size along dim
-} p;
 
 uint offset_of(uint t, uvec4 c) {
   uvec4 s = p.stride[t];

@@ -16,32 +16,15 @@
 // index outside the output all the same adds nothing rather than writing outside it. Indices
 // are i64, read as two 32-bit words in the base variant (which has no int64).
 //
-// Specialization constants: 0 workgroup size, 1 the dtype of out and src (DT_*), 2 the number
-// of other dims (1..4). Grid-stride loop over the lines.
+// Specialization and push constants: shaders/abi/index_add.h. Grid-stride loop over the lines.
 #version 450
 #extension GL_GOOGLE_include_directive : require
 #include "common.glsl"
-
-layout(local_size_x_id = 0) in;
-layout(constant_id = 1) const uint DT = 0;
-layout(constant_id = 2) const uint NDIM = 1;
+#include "abi/index_add.h"  // spec and push constants, codes: shared with the host
 
 FERRY_TENSOR(0, o)    // read and written
 FERRY_TENSOR(1, s)
 FERRY_TENSOR(2, idx)
-
-layout(push_constant) uniform Params {
-  uvec4 size;       // the other dims, outermost first; unused dims are 1
-  uvec4 stride[3];  // stride[t][d]: t = 0 out, 1 src, 2 index; in elements
-  uvec4 off;        // out, src, index: first element within the binding
-  uint lines;       // output lines: the product of size
-  uint count;       // contributions per line: src's size along dim
-  uint out_size;    // out's size along dim (rows bound, from index_base)
-  uint out_step;    // out's stride along dim
-  uint src_step;    // src's stride along dim
-  uint index_step;  // the index's stride along dim
-  uint index_base;  // the index of out's first bound row
-} p;
 
 uint offset_of(uint t, uvec4 c) {
   uvec4 st = p.stride[t];

@@ -14,12 +14,7 @@
 #version 450
 #extension GL_GOOGLE_include_directive : require
 #include "common.glsl"
-
-layout(local_size_x_id = 0) in;
-layout(constant_id = 1) const uint DT = 0;  // x, y, weight and bias (floating)
-layout(constant_id = 2) const bool HAS_W = false;
-layout(constant_id = 3) const bool HAS_B = false;
-layout(constant_id = 4) const uint LANES = 1;  // threads per row, a power of two <= WG
+#include "abi/layer_norm.h"  // spec and push constants, codes: shared with the host
 
 FERRY_TENSOR(0, y)
 FERRY_TENSOR(1, mo)  // mean, f32
@@ -27,15 +22,6 @@ FERRY_TENSOR(2, ro)  // rstd, f32
 FERRY_TENSOR(3, x)
 FERRY_TENSOR(4, w)   // when absent the host binds y here (never read)
 FERRY_TENSOR(5, b)
-
-// Must match LayerNormParams in vk_kernels_nn.cpp.
-layout(push_constant) uniform Params {
-  uint x_off, y_off, m_off, r_off, w_off, b_off;  // first element in each binding
-  uint rows, n;
-  uint xs0, xs1, ys0, ys1;  // row and element strides of x and y
-  uint ms, rs, ws, bs;      // strides of mean, rstd, weight, bias
-  float eps;
-} p;
 
 struct Stats {
   float count, mean, m2;  // m2: sum of squared deviations from mean

@@ -13,30 +13,21 @@
 // banks too. Integer dtypes (i32, i64, u8: products wrap) take a plain loop over K from
 // global memory with the same thread layout; they are rare and small.
 //
-// Specialization constants: 0 workgroup size (= (BM/TM) * (BN/TN), 1-D), 1 dtype, 2..6 BM,
-// BN, BK, TM, TN (TM, TN multiples of 4; BM = TM * WG_Y, BN = TN * WG_X), 7 A_MFAST (A's M
-// stride is 1: loader threads walk M rather than K, for coalesced reads), 8 B_KFAST (B's K
-// stride is 1: loader threads walk K rather than N). The layout flags only change which
-// thread loads which element, never the result. Grid: x = N tiles, y = M tiles, z = batches,
-// each offset by the push constants' bases (the host splits grids beyond the device limit).
-// K = 0 writes zeros. 9 ACCUMULATE: C += A x B, the old C read through binding 3 (the same
-// range as binding 0, bound for reading so that the host's barriers see the read), for a K
-// cut into pieces that each fit a storage-buffer binding; otherwise binding 3 is unused.
+// Specialization and push constants: shaders/abi/matmul.h. The workgroup is 1-D,
+// (BM/TM) * (BN/TN) threads (TM, TN multiples of 4; BM = TM * WG_Y, BN = TN * WG_X).
+// A_MFAST (A's M stride is 1) makes loader threads walk M rather than K, for coalesced
+// reads, and B_KFAST (B's K stride is 1) walk K rather than N; the layout flags only change
+// which thread loads which element, never the result. Grid: x = N tiles, y = M tiles,
+// z = batches, each offset by the push constants' bases (the host splits grids beyond the
+// device limit). K = 0 writes zeros. ACCUMULATE: C += A x B, the old C read through binding
+// 3 (the same range as binding 0, bound for reading so that the host's barriers see the
+// read), for a K cut into pieces that each fit a storage-buffer binding; otherwise binding 3
+// is unused.
 #version 450
 #extension GL_GOOGLE_include_directive : require
 #extension GL_EXT_control_flow_attributes : enable
 #include "common.glsl"
-
-layout(local_size_x_id = 0) in;
-layout(constant_id = 1) const uint DT = DT_F32;
-layout(constant_id = 2) const uint BM = 64;
-layout(constant_id = 3) const uint BN = 64;
-layout(constant_id = 4) const uint BK = 8;
-layout(constant_id = 5) const uint TM = 4;
-layout(constant_id = 6) const uint TN = 4;
-layout(constant_id = 7) const bool A_MFAST = false;
-layout(constant_id = 8) const bool B_KFAST = false;
-layout(constant_id = 9) const bool ACCUMULATE = false;
+#include "abi/matmul.h"  // spec and push constants, codes: shared with the host
 
 const uint WG_X = BN / TN;  // threads along N
 const uint WG_Y = BM / TM;  // threads along M
@@ -50,15 +41,6 @@ FERRY_TENSOR(0, c)
 FERRY_TENSOR(1, a)
 FERRY_TENSOR(2, b)
 FERRY_TENSOR(3, cin)
-
-layout(push_constant) uniform Params {
-  uint M, N, K;
-  uint c_off, a_off, b_off;  // each tensor's element 0 within its binding
-  uint sc_b, sc_m;           // C's batch and row strides (its column stride is 1)
-  uint sa_b, sa_m, sa_k;
-  uint sb_b, sb_k, sb_n;
-  uint m_tile0, n_tile0, batch0;  // added to gl_WorkGroupID (y, x, z)
-} p;
 
 // Two buffers of BK rows each; element (k, m) of buffer s is sA[(s*BK + k)*SA_ROW + m/4][m%4].
 shared vec4 sA[2 * BK * SA_ROW];

@@ -10,26 +10,14 @@
 // `precise` keeps the driver from fusing a multiply and an add into an fma, so the GPU rounds
 // where the CPU does.
 //
-// Specialization constants: 0 workgroup size, 1 OP (OP_ADAM_STEP, OP_SGD_STEP), 2 the dtype.
-// Grid-stride loop over the parameter's elements.
+// Specialization and push constants, flag bits: shaders/abi/optim.h. Grid-stride loop over
+// the parameter's elements.
 #version 450
 #extension GL_GOOGLE_include_directive : require
 #include "common.glsl"
-
-layout(local_size_x_id = 0) in;
-layout(constant_id = 1) const uint OP = 0;
-layout(constant_id = 2) const uint DT = 0;
+#include "abi/optim.h"  // spec and push constants, codes: shared with the host
 
 #include "ferry_ops.glsl"  // OP_ADAM_STEP, OP_SGD_STEP: ferry::OpId
-
-// Flag bits: the k* flags in runtime/vulkan/vk_kernels_optim.cpp.
-#define F_AMSGRAD 1u
-#define F_MAXIMIZE 2u
-#define F_DECOUPLED 4u       // AdamW: p *= 1 - lr * weight_decay
-#define F_WEIGHT_DECAY 8u    // weight_decay != 0
-#define F_MOMENTUM 16u       // momentum != 0: binding 2 is the momentum buffer
-#define F_NESTEROV 32u
-#define F_INIT_BUFFER 64u    // the momentum buffer's first step
 
 // Bindings: the gradient (read), the parameter, then its state, all read and written:
 // adam: exp_avg, exp_avg_sq, max_exp_avg_sq (amsgrad); sgd: the momentum buffer. A binding
@@ -39,19 +27,6 @@ FERRY_TENSOR(1, w)
 FERRY_TENSOR(2, s1)
 FERRY_TENSOR(3, s2)
 FERRY_TENSOR(4, s3)
-
-layout(push_constant) uniform Params {
-  uint off[5];  // each binding's first element
-  uint n;       // elements
-  uint flags;
-  float lr;
-  float beta1, beta2, one_minus_beta1, one_minus_beta2, eps;
-  float weight_decay;
-  float decay_factor;           // 1 - lr * weight_decay
-  float step_size;              // lr / (1 - beta1^step)
-  float bias_correction2_sqrt;  // sqrt(1 - beta2^step)
-  float momentum, one_minus_dampening;
-} p;
 
 bool flag(uint f) { return (p.flags & f) != 0u; }
 

@@ -13,29 +13,16 @@
 // int64; the base variant only supports ranges below 2^32 (the host checks), doing the
 // 64-by-32-bit remainder by shift-and-subtract.
 //
-// Specialization constants: 0 workgroup size, 1 OP (0 uniform, 1 normal, 2 int), 2 output
-// dtype. Grid-stride loop over the output's elements (the output is contiguous).
+// Specialization and push constants: shaders/abi/random.h. Grid-stride loop over the
+// output's elements (the output is contiguous).
 #version 450
 #extension GL_GOOGLE_include_directive : require
 #include "common.glsl"
-
-layout(local_size_x_id = 0) in;
-layout(constant_id = 1) const uint OP = 0;
-layout(constant_id = 2) const uint DT = DT_F32;
+#include "abi/random.h"  // spec and push constants, codes: shared with the host
 
 #include "ferry_ops.glsl"  // OP_RANDOM_*: ferry::OpId
 
 FERRY_TENSOR(0, o)
-
-layout(push_constant) uniform Params {
-  uint n;       // elements
-  uint o_off;   // the output's first element within its binding
-  uvec2 offset;  // counter of element 0: lo, hi
-  uvec2 seed;    // key: lo, hi
-  float p0, p1;  // uniform: low, high; normal: mean, std
-  uvec2 low;     // random_int: low as int64 (lo, hi words)
-  uvec2 range;   // random_int: range as uint64
-} p;
 
 // Philox-4x32-10 of the 128-bit counter {ctr.x, ctr.y, 0, 0} under key {key.x, key.y}.
 uvec4 philox(uvec2 ctr, uvec2 key) {

@@ -7,12 +7,12 @@
 // With ROW_FAST the thread index runs along the rows, so when the outputs are
 // contiguous in memory and the rows are not (sum over dim 0), neighbouring
 // threads still load neighbouring elements.
-// Few long rows are split over several workgroups (MODE_PARTIAL writes one
-// record per (split, output) into a scratch buffer, MODE_FINAL combines the
-// records of each output); MODE_DIRECT does a row in one go. Rows longer than
+// Few long rows are split over several workgroups (REDUCE_MODE_PARTIAL writes one
+// record per (split, output) into a scratch buffer, REDUCE_MODE_FINAL combines the
+// records of each output); REDUCE_MODE_DIRECT does a row in one go. Rows longer than
 // one storage-buffer binding are cut by the host into pieces, each bound and
 // reduced to records on its own (`first` counts argmax positions from the
-// row's start); MODE_COMBINE merges groups of records into records when there
+// row's start); REDUCE_MODE_COMBINE merges groups of records into records when there
 // are more than one binding holds. The host side is
 // runtime/vulkan/vk_kernels_reduce.cpp.
 //
@@ -21,39 +21,14 @@
 #version 450
 #extension GL_GOOGLE_include_directive : require
 #include "common.glsl"
-
-layout(local_size_x_id = 0) in;
-layout(constant_id = 1) const uint OP = 0;      // OP_* below
-layout(constant_id = 2) const uint IN_DT = 0;   // the input's dtype (also in MODE_FINAL)
-layout(constant_id = 3) const uint OUT_DT = 0;  // the output's dtype (unused by MODE_PARTIAL)
-layout(constant_id = 4) const uint MODE = 0;    // MODE_* below
-layout(constant_id = 5) const uint KDIM = 0;    // 0..4 kept (output) dims
-layout(constant_id = 6) const uint RDIM = 1;    // 1..8 reduced dims
-layout(constant_id = 7) const uint LANES = 1;   // threads per row, a power of two <= WG
-layout(constant_id = 8) const bool ROW_FAST = false;
+#include "abi/reduce.h"  // spec and push constants, codes: shared with the host
 
 #include "ferry_ops.glsl"  // OP_SUM, OP_MAX, OP_MIN, OP_ARGMAX: ferry::OpId
-#define MODE_DIRECT 0u
-#define MODE_PARTIAL 1u
-#define MODE_FINAL 2u
-#define MODE_COMBINE 3u
 
-// Binding 0: the output, or the records (4 words each) in MODE_PARTIAL and MODE_COMBINE.
-// Binding 1: the input, or the records in MODE_FINAL and MODE_COMBINE.
+// Binding 0: the output, or the records (4 words each) in REDUCE_MODE_PARTIAL and REDUCE_MODE_COMBINE.
+// Binding 1: the input, or the records in REDUCE_MODE_FINAL and REDUCE_MODE_COMBINE.
 FERRY_TENSOR(0, o)
 FERRY_TENSOR(1, x)
-
-// Must match ReduceParams in vk_kernels_reduce.cpp.
-layout(push_constant) uniform Params {
-  uint ksize[4], kstride[4];  // kept dims, outermost first
-  uint rsize[8], rstride[8];  // reduced dims, outermost first
-  uint in_off, out_off;       // first element in its binding (word, for records)
-  uint n_out;                 // outputs
-  uint n_red;                 // elements per row (records per output in MODE_FINAL/COMBINE)
-  uint splits;                // pieces a row is cut into (MODE_PARTIAL; else 1)
-  uint chunk;                 // elements per piece
-  uint first;                 // position of the view's first element in its row (argmax)
-} p;
 
 #ifdef FERRY_FULL
 #define ITYPE_MAX int64_t(0x7fffffffffffffffl)
@@ -219,7 +194,7 @@ void main() {
   const uint slot = row * LANES + lane;
   // Virtual row v = piece * n_out + output, so that neighbouring rows are
   // neighbouring outputs in every mode (coalesced with ROW_FAST).
-  const uint n_rows = p.n_out * (MODE == MODE_PARTIAL ? p.splits : 1u);
+  const uint n_rows = p.n_out * (MODE == REDUCE_MODE_PARTIAL ? p.splits : 1u);
   const uint n_blocks = (n_rows + ROWS - 1u) / ROWS;
   // The trip count is the same for the whole workgroup, so the barriers are uniform.
   for (uint blk = gl_WorkGroupID.x; blk < n_blocks; blk += gl_NumWorkGroups.x) {
@@ -227,7 +202,7 @@ void main() {
     Acc a = identity();
     if (v < n_rows) {
       const uint oi = v % p.n_out;
-      if (MODE == MODE_FINAL || MODE == MODE_COMBINE) {
+      if (MODE == REDUCE_MODE_FINAL || MODE == REDUCE_MODE_COMBINE) {
         for (uint k = lane; k < p.n_red; k += LANES)
           combine(a, load_record(p.in_off + 4u * (k * p.n_out + oi)));
       } else {
@@ -249,7 +224,7 @@ void main() {
       }
     }
     if (lane == 0u && v < n_rows) {
-      if (MODE == MODE_PARTIAL || MODE == MODE_COMBINE) store_record(p.out_off + 4u * v, a);
+      if (MODE == REDUCE_MODE_PARTIAL || MODE == REDUCE_MODE_COMBINE) store_record(p.out_off + 4u * v, a);
       else store_result(p.out_off + v, a);
     }
     memoryBarrierShared();

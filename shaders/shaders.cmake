@@ -9,7 +9,9 @@ find_program(FERRY_GLSLANG glslangValidator REQUIRED)
 find_program(FERRY_SPIRV_VAL spirv-val REQUIRED)
 
 file(GLOB FERRY_SHADER_SOURCES CONFIGURE_DEPENDS ${FERRY_SHADER_DIR}/*.comp)
-file(GLOB FERRY_SHADER_HEADERS CONFIGURE_DEPENDS ${FERRY_SHADER_DIR}/*.glsl)
+# The interfaces each shader shares with its host code (shaders/abi/abi.h).
+file(GLOB FERRY_SHADER_HEADERS CONFIGURE_DEPENDS ${FERRY_SHADER_DIR}/*.glsl
+     ${FERRY_SHADER_DIR}/abi/*.h)
 # The ops' codes, generated from ops/ops.table (ops/generate.cmake).
 list(APPEND FERRY_SHADER_HEADERS ${FERRY_GENERATED_DIR}/shaders/ferry_ops.glsl)
 set(FERRY_SPV_DIR ${FERRY_SHADER_BUILD_DIR}/spv)

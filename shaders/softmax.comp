@@ -8,37 +8,18 @@
 // what it saw and s = sum exp(v - m), rescaled when m grows, so the row is
 // read twice (statistics, then output) instead of three times. The pairs meet
 // in a shared-memory tree.
-// Few long rows are cut into `splits` pieces: MODE_STATS writes each piece's
-// pair to a scratch buffer; MODE_WRITE merges a row's pairs and writes the
-// piece. MODE_FULL does a whole row in one dispatch. Host side:
+// Few long rows are cut into `splits` pieces: SOFTMAX_MODE_STATS writes each piece's
+// pair to a scratch buffer; SOFTMAX_MODE_WRITE merges a row's pairs and writes the
+// piece. SOFTMAX_MODE_FULL does a whole row in one dispatch. Host side:
 // runtime/vulkan/vk_kernels_nn.cpp.
 #version 450
 #extension GL_GOOGLE_include_directive : require
 #include "common.glsl"
+#include "abi/softmax.h"  // spec and push constants, codes: shared with the host
 
-layout(local_size_x_id = 0) in;
-layout(constant_id = 1) const bool LOG = false;  // log_softmax
-layout(constant_id = 2) const uint DT = 0;       // x's and y's dtype (floating)
-layout(constant_id = 3) const uint MODE = 0;     // MODE_* below
-layout(constant_id = 4) const uint ODIM = 0;     // 0..4 outer (row-indexing) dims
-layout(constant_id = 5) const uint LANES = 1;    // threads per row, a power of two <= WG
-layout(constant_id = 6) const bool ROW_FAST = false;
-
-#define MODE_FULL 0u
-#define MODE_STATS 1u
-#define MODE_WRITE 2u
-
-FERRY_TENSOR(0, y)  // the output (the scratch buffer again in MODE_STATS)
+FERRY_TENSOR(0, y)  // the output (the scratch buffer again in SOFTMAX_MODE_STATS)
 FERRY_TENSOR(1, x)
-FERRY_TENSOR(2, r)  // (m, s) pairs of the pieces: written by MODE_STATS, read by MODE_WRITE
-
-// Must match SoftmaxParams in vk_kernels_nn.cpp.
-layout(push_constant) uniform Params {
-  uint osize[4], xstride[4], ystride[4];  // outer dims, outermost first
-  uint n, xs, ys;                         // row length, element stride in x and in y
-  uint x_off, y_off, r_off;               // first element (float) in each binding
-  uint n_rows, splits, chunk;             // rows; pieces per row; elements per piece
-} p;
+FERRY_TENSOR(2, r)  // (m, s) pairs of the pieces: written by SOFTMAX_MODE_STATS, read by SOFTMAX_MODE_WRITE
 
 void outer_offsets(uint i, out uint xo, out uint yo) {
   xo = p.x_off;
@@ -80,7 +61,7 @@ void main() {
   const uint lane = ROW_FAST ? t / ROWS : t % LANES;
   const uint row = ROW_FAST ? t % ROWS : t / LANES;
   const uint head = row * LANES;  // the row's first slot
-  const uint splits = MODE == MODE_FULL ? 1u : p.splits;
+  const uint splits = MODE == SOFTMAX_MODE_FULL ? 1u : p.splits;
   // Virtual row v = piece * n_rows + row: neighbouring threads get neighbouring rows.
   const uint n_virtual = p.n_rows * splits;
   const uint n_blocks = (n_virtual + ROWS - 1u) / ROWS;
@@ -95,7 +76,7 @@ void main() {
 
     float m = -F_INF, s = 0.0;
     if (valid) {
-      if (MODE == MODE_WRITE) {
+      if (MODE == SOFTMAX_MODE_WRITE) {
         for (uint k = lane; k < splits; k += LANES) {
           uint w = p.r_off + 2u * (k * p.n_rows + ri);
           merge(m, s, r_f32[w], r_f32[w + 1u]);
@@ -122,7 +103,7 @@ void main() {
       s = s_s[head];
     }
 
-    if (MODE == MODE_STATS) {
+    if (MODE == SOFTMAX_MODE_STATS) {
       if (valid && lane == 0u) {
         r_f32[p.r_off + 2u * v] = m;
         r_f32[p.r_off + 2u * v + 1u] = s;

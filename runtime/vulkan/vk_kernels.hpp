@@ -4,12 +4,15 @@
 // A kernel (vk_kernels_*.cpp) turns an OpCall into one or more dispatches:
 //   Binding x = dev.bind(call.inputs[0], Access::read);
 //   Binding y = dev.bind(call.outputs[0], Access::write);
-//   Params p{...; x.element_offset; y.element_offset; ...};   // push constants
-//   dev.dispatch({"myshader", {256, spec...}, {y, x}, &p, sizeof p, {groups, 1, 1}});
+//   abi::MyParams p{...; x.element_offset; y.element_offset; ...};   // push constants
+//   abi::MySpec spec{.WG = 256, ...};                                // spec constants
+//   dev.dispatch({"myshader", spec.values(), {y, x}, &p, sizeof p, {groups, 1, 1}});
 // The device batches dispatches into command buffers, places the barriers the
 // bindings' ranges call for (Note [Barrier placement]) and keeps every buffer
-// alive until the GPU is done with it. Conventions shared with the shaders are
-// in shaders/common.glsl.
+// alive until the GPU is done with it. What a kernel shares with its shader
+// (push constants, spec constants, codes) is declared once, in the shader's
+// interface file shaders/abi/<name>.h (Note [Shader interfaces]); the
+// conventions every shader follows are in shaders/common.glsl.
 #pragma once
 
 #include <array>
@@ -17,6 +20,7 @@
 #include <string_view>
 #include <vector>
 
+#include "abi/abi.h"
 #include "ferry/backend.hpp"
 #include "vulkan/barrier_tracker.hpp"
 
@@ -24,7 +28,7 @@ namespace ferry::vulkan {
 
 class VulkanDevice;
 
-// The code shaders/common.glsl gives a dtype (DT_F32 ...).
+// The code the shaders give a dtype (abi::DT_F32 ...).
 std::uint32_t dtype_code(DType dt);
 
 // A buffer range bound to one descriptor binding.
@@ -45,8 +49,8 @@ struct DispatchDesc {
   std::array<std::uint32_t, 3> groups{1, 1, 1};
 };
 
-inline constexpr std::uint32_t kMaxPushBytes = 128;  // the limit every device guarantees
-inline constexpr std::size_t kMaxBindings = 8;       // storage buffers one dispatch binds
+using abi::kMaxPushBytes;  // push-constant bytes: the limit every device guarantees
+inline constexpr std::size_t kMaxBindings = 8;  // storage buffers one dispatch binds
 
 // Limits a kernel chooses tile and workgroup sizes by.
 struct KernelLimits {

@@ -9,6 +9,7 @@
 #include <cmath>
 #include <cstring>
 
+#include "abi/elementwise.h"
 #include "ferry/error.hpp"
 #include "vulkan/vk_device.hpp"
 #include "vulkan/vk_policy.hpp"
@@ -24,15 +25,6 @@ constexpr std::uint32_t code(OpId op) { return std::uint32_t(op); }
 constexpr int kMaxDims = 4;     // dims the shader indexes
 constexpr int kMaxTensors = 4;  // output + up to 3 inputs
 
-struct Params {
-  std::uint32_t size[4];
-  std::uint32_t stride[kMaxTensors][4];
-  std::uint32_t off[4];
-  std::uint32_t n;
-  std::uint32_t s[3];
-};
-static_assert(sizeof(Params) <= kMaxPushBytes);
-
 struct Launch {
   std::uint32_t op, in_dt, out_dt;
   std::uint32_t s[3] = {0, 0, 0};
@@ -40,7 +32,7 @@ struct Launch {
 
 // One dispatch over tensors of at most 4 dims, each within one binding.
 void dispatch_chunk(VulkanDevice& dev, const Launch& l, const std::vector<TensorArg>& t) {
-  Params p{};
+  abi::ElementwiseParams p{};
   const int nd = t[0].ndim();
   std::uint64_t n = 1;
   for (int d = 0; d < kMaxDims; ++d) {
@@ -61,12 +53,13 @@ void dispatch_chunk(VulkanDevice& dev, const Launch& l, const std::vector<Tensor
       std::uint32_t(std::min<std::uint64_t>((n + wg - 1) / wg, dev.limits().max_groups_x));
   bool contiguous = nd == 1;
   for (const TensorArg& a : t) contiguous = contiguous && a.strides[0] == 1;
-  dev.dispatch({"elementwise",
-                {wg, l.op, l.in_dt, l.out_dt, std::uint32_t(std::max(nd, 1)), contiguous},
-                std::move(bindings),
-                &p,
-                sizeof p,
-                {groups, 1, 1}});
+  const abi::ElementwiseSpec spec{.WG = wg,
+                                  .OP = l.op,
+                                  .IN_DT = l.in_dt,
+                                  .OUT_DT = l.out_dt,
+                                  .NDIM = std::uint32_t(std::max(nd, 1)),
+                                  .CONTIGUOUS = contiguous};
+  dev.dispatch({"elementwise", spec.values(), std::move(bindings), &p, sizeof p, {groups, 1, 1}});
 }
 
 // Cuts the tensors along their outer dims so that each fits a binding (vk_split.hpp), in

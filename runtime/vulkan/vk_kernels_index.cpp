@@ -15,6 +15,8 @@
 #include <algorithm>
 #include <cstring>
 
+#include "abi/index.h"
+#include "abi/index_add.h"
 #include "accumulate_args.hpp"
 #include "ferry/error.hpp"
 #include "vulkan/vk_device.hpp"
@@ -27,17 +29,6 @@ namespace {
 constexpr int kMaxDims = 4;  // dims the shader indexes
 constexpr std::uint32_t kWorkgroup = 256;
 
-// The push constants of shaders/index.comp.
-struct Params {
-  std::uint32_t size[4];
-  std::uint32_t stride[3][4];  // output, x (0 along dim), index
-  std::uint32_t off[4];        // output, x, index
-  std::uint32_t n;
-  std::uint32_t dim_stride;
-  std::uint32_t dim_size;
-};
-static_assert(sizeof(Params) <= kMaxPushBytes);
-
 // One dispatch: out and idx have the same sizes of at most 4 dims, x those and then the
 // gathered dim, which the shader indexes (its stride along the others is 0 where they stand
 // for `dim`).
@@ -46,7 +37,7 @@ void dispatch_part(VulkanDevice& dev, const TensorArg& out, const TensorArg& x,
   const std::int64_t dim_size = x.sizes.back(), dim_stride = x.strides.back();
   Binding bo = dev.bind(out, Access::write), bx = dev.bind(x, Access::read),
           bi = dev.bind(idx, Access::read);
-  Params p{};
+  abi::IndexParams p{};
   const int nd = out.ndim();
   std::uint64_t n = 1;
   const TensorArg* views[3] = {&out, &x, &idx};
@@ -66,12 +57,10 @@ void dispatch_part(VulkanDevice& dev, const TensorArg& out, const TensorArg& x,
   const std::uint32_t wg = std::min(kWorkgroup, dev.limits().max_workgroup_invocations);
   const std::uint32_t groups =
       std::uint32_t(std::min<std::uint64_t>((n + wg - 1) / wg, dev.limits().max_groups_x));
-  dev.dispatch({"index",
-                {wg, std::uint32_t(dtype_size(out.dtype)), std::uint32_t(std::max(nd, 1))},
-                {bo, bx, bi},
-                &p,
-                sizeof p,
-                {groups, 1, 1}});
+  const abi::IndexSpec spec{.WG = wg,
+                            .ELSIZE = std::uint32_t(dtype_size(out.dtype)),
+                            .NDIM = std::uint32_t(std::max(nd, 1))};
+  dev.dispatch({"index", spec.values(), {bo, bx, bi}, &p, sizeof p, {groups, 1, 1}});
 }
 
 // out[i] = x[i with coordinate `dim` replaced by index[i]]; `index` has the output's shape.
@@ -164,15 +153,6 @@ void gather_kernel(DeviceImpl& d, const OpCall& call) {
 //  - src and the index along `dim`: chunks of contributions, dispatched in order (the barrier
 //    tracker puts a barrier between two that write the same bytes).
 
-// The push constants of shaders/index_add.comp.
-struct AccumulateParams {
-  std::uint32_t size[4];
-  std::uint32_t stride[3][4];  // out, src, index along the other dims
-  std::uint32_t off[4];        // out, src, index
-  std::uint32_t lines, count, out_size, out_step, src_step, index_step, index_base;
-};
-static_assert(sizeof(AccumulateParams) <= kMaxPushBytes);
-
 // One dispatch over views of at most 4 other dims, then `dim`; out holds the rows from `base`.
 void dispatch_accumulate(VulkanDevice& dev, const TensorArg& out, const TensorArg& src,
                          const TensorArg& idx, std::int64_t base) {
@@ -181,7 +161,7 @@ void dispatch_accumulate(VulkanDevice& dev, const TensorArg& out, const TensorAr
   Binding bo = dev.bind(out, Access::write), bs = dev.bind(src, Access::read),
           bi = dev.bind(idx, Access::read);
   const int nd = out.ndim() - 1, last = nd;
-  AccumulateParams p{};
+  abi::IndexAddParams p{};
   std::uint64_t lines = 1;
   const TensorArg* views[3] = {&out, &src, &idx};
   for (int d = 0; d < kMaxDims; ++d) {
@@ -202,12 +182,9 @@ void dispatch_accumulate(VulkanDevice& dev, const TensorArg& out, const TensorAr
   const std::uint32_t wg = std::min(kWorkgroup, dev.limits().max_workgroup_invocations);
   const std::uint32_t groups =
       std::uint32_t(std::min<std::uint64_t>((lines + wg - 1) / wg, dev.limits().max_groups_x));
-  dev.dispatch({"index_add",
-                {wg, dtype_code(out.dtype), std::uint32_t(std::max(nd, 1))},
-                {bo, bs, bi},
-                &p,
-                sizeof p,
-                {groups, 1, 1}});
+  const abi::IndexAddSpec spec{
+      .WG = wg, .DT = dtype_code(out.dtype), .NDIM = std::uint32_t(std::max(nd, 1))};
+  dev.dispatch({"index_add", spec.values(), {bo, bs, bi}, &p, sizeof p, {groups, 1, 1}});
 }
 
 // Dispatches views (other dims first, `dim` last) in parts that fit a binding.

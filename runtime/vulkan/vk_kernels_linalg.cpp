@@ -13,23 +13,13 @@
 #include <algorithm>
 #include <array>
 
+#include "abi/matmul.h"
 #include "ferry/error.hpp"
 #include "vulkan/vk_device.hpp"
 #include "vulkan/vk_split.hpp"
 
 namespace ferry::vulkan {
 namespace {
-
-// The push constants of shaders/matmul.comp.
-struct Params {
-  std::uint32_t M, N, K;
-  std::uint32_t c_off, a_off, b_off;
-  std::uint32_t sc_b, sc_m;
-  std::uint32_t sa_b, sa_m, sa_k;
-  std::uint32_t sb_b, sb_k, sb_n;
-  std::uint32_t m_tile0, n_tile0, batch0;
-};
-static_assert(sizeof(Params) <= kMaxPushBytes);
 
 // A workgroup's BM x BN tile of C, BK-deep shared slices, TM x TN accumulators per thread.
 struct Tile {
@@ -87,7 +77,7 @@ void dispatch_part(VulkanDevice& dev, const TensorArg& A, const TensorArg& B, co
   if (K == 0) a.access = b.access = Access::read;
   Binding c_old = accumulate ? c : a;  // binding 3: C's old values, or unused
   c_old.access = Access::read;
-  Params p{};
+  abi::MatmulParams p{};
   p.M = M;
   p.N = N;
   p.K = K;
@@ -106,9 +96,17 @@ void dispatch_part(VulkanDevice& dev, const TensorArg& A, const TensorArg& B, co
   // B's N, right for row-major operands).
   const std::uint32_t a_mfast = p.sa_m == 1 && p.sa_k != 1 ? 1 : 0;
   const std::uint32_t b_kfast = p.sb_k == 1 && p.sb_n != 1 ? 1 : 0;
-  const std::uint32_t acc = accumulate ? 1 : 0;
-  const std::vector<std::uint32_t> spec = {
-      t.threads(), dtype_code(C.dtype), t.bm, t.bn, t.bk, t.tm, t.tn, a_mfast, b_kfast, acc};
+  const std::vector<std::uint32_t> spec = abi::MatmulSpec{.WG = t.threads(),
+                                                          .DT = dtype_code(C.dtype),
+                                                          .BM = t.bm,
+                                                          .BN = t.bn,
+                                                          .BK = t.bk,
+                                                          .TM = t.tm,
+                                                          .TN = t.tn,
+                                                          .A_MFAST = a_mfast,
+                                                          .B_KFAST = b_kfast,
+                                                          .ACCUMULATE = accumulate}
+                                              .values();
 
   const std::uint32_t max_groups = dev.limits().max_groups_x;
   const std::uint32_t gx = std::uint32_t(ceil_div(N, t.bn)), gy = std::uint32_t(ceil_div(M, t.bm));

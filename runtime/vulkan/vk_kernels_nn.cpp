@@ -20,6 +20,8 @@
 #include <span>
 #include <vector>
 
+#include "abi/layer_norm.h"
+#include "abi/softmax.h"
 #include "ferry/error.hpp"
 #include "vulkan/vk_device.hpp"
 #include "vulkan/vk_policy.hpp"
@@ -28,32 +30,11 @@
 namespace ferry::vulkan {
 namespace {
 
-enum SoftmaxMode : std::uint32_t { kFull = 0, kStats = 1, kWrite = 2 };
-
 constexpr std::size_t kMaxOuterDims = 4;           // softmax.comp's limit
 constexpr std::uint64_t kTargetThreads = 1 << 17;  // enough to fill a large GPU
 constexpr std::uint64_t kMinPerThread = 64;        // elements per thread that make a split pay
 constexpr std::uint64_t kMaxSplits = 256;
 constexpr std::uint64_t kMaxCount = std::uint64_t(1) << 31;  // rows, row length: 32-bit in shaders
-
-// Must match the push constants of shaders/softmax.comp.
-struct SoftmaxParams {
-  std::uint32_t osize[4], xstride[4], ystride[4];
-  std::uint32_t n, xs, ys;
-  std::uint32_t x_off, y_off, r_off;
-  std::uint32_t n_rows, splits, chunk;
-};
-static_assert(sizeof(SoftmaxParams) <= kMaxPushBytes);
-
-// Must match the push constants of shaders/layer_norm.comp.
-struct LayerNormParams {
-  std::uint32_t x_off, y_off, m_off, r_off, w_off, b_off;
-  std::uint32_t rows, n;
-  std::uint32_t xs0, xs1, ys0, ys1;
-  std::uint32_t ms, rs, ws, bs;
-  float eps;
-};
-static_assert(sizeof(LayerNormParams) <= kMaxPushBytes);
 
 std::uint32_t groups_for(const VulkanDevice& dev, std::uint64_t rows, std::uint32_t per_group) {
   return std::uint32_t(
@@ -77,7 +58,7 @@ void softmax_rows(VulkanDevice& dev, bool log, const TensorArg& x, const TensorA
   const std::int64_t n = x.sizes.back();
   const std::span<const std::int64_t> osize = std::span(x.sizes).first(x.sizes.size() - 1);
   const std::span<const std::int64_t> xstride = std::span(x.strides).first(osize.size());
-  SoftmaxParams p{};
+  abi::SoftmaxParams p{};
   std::uint64_t rows = 1;
   for (std::size_t d = 0; d < osize.size(); ++d) {
     p.osize[d] = std::uint32_t(osize[d]);
@@ -111,16 +92,22 @@ void softmax_rows(VulkanDevice& dev, bool log, const TensorArg& x, const TensorA
   if (rows * lanes < kTargetThreads && std::uint64_t(n) >= 2 * lanes * kMinPerThread)
     splits = std::min({(kTargetThreads + rows * lanes - 1) / (rows * lanes),
                        std::uint64_t(n) / (lanes * kMinPerThread), kMaxSplits});
-  auto run = [&](SoftmaxMode mode, Binding out, Binding rec, std::uint64_t virtual_rows) {
+  auto run = [&](std::uint32_t mode, Binding out, Binding rec, std::uint64_t virtual_rows) {
+    const abi::SoftmaxSpec spec{.WG = wg,
+                                .LOG = log,
+                                .DT = dtype_code(x.dtype),
+                                .MODE = mode,
+                                .ODIM = std::uint32_t(osize.size()),
+                                .LANES = lanes,
+                                .ROW_FAST = row_fast};
     dev.dispatch({"softmax",
-                  {wg, log ? 1u : 0u, dtype_code(x.dtype), mode, std::uint32_t(osize.size()), lanes,
-                   row_fast ? 1u : 0u},
+                  spec.values(),
                   {out, xb, rec},
                   &p,
                   sizeof p,
                   {groups_for(dev, virtual_rows, wg / lanes), 1, 1}});
   };
-  if (splits <= 1) return run(kFull, yb, yb, rows);  // binding 2 unused
+  if (splits <= 1) return run(abi::SOFTMAX_MODE_FULL, yb, yb, rows);  // binding 2 unused
 
   p.chunk = std::uint32_t((std::uint64_t(n) + splits - 1) / splits);
   p.splits = std::uint32_t((std::uint64_t(n) + p.chunk - 1) / p.chunk);
@@ -129,8 +116,8 @@ void softmax_rows(VulkanDevice& dev, bool log, const TensorArg& x, const TensorA
   TensorArg pairs{scratch.get(), 0, {std::int64_t(floats)}, {1}, DType::f32};
   const Binding rw = dev.bind(pairs, Access::write);
   p.r_off = rw.element_offset;
-  run(kStats, rw, rw, rows * p.splits);
-  run(kWrite, yb, dev.bind(pairs, Access::read), rows * p.splits);
+  run(abi::SOFTMAX_MODE_STATS, rw, rw, rows * p.splits);
+  run(abi::SOFTMAX_MODE_WRITE, yb, dev.bind(pairs, Access::read), rows * p.splits);
   // `scratch` may go now: the device keeps its memory until the GPU is done with it.
 }
 
@@ -183,7 +170,7 @@ void layer_norm_rows(VulkanDevice& dev, const OpCall& c, const TensorArg& x, con
                      const TensorArg& mean, const TensorArg& rstd) {
   const bool has_w = c.attrs.b("has_weight"), has_b = c.attrs.b("has_bias");
   const std::int64_t rows = x.sizes[0], n = x.sizes[1];
-  LayerNormParams p{};
+  abi::LayerNormParams p{};
   const Binding yb = dev.bind(y, Access::write), mb = dev.bind(mean, Access::write),
                 rb = dev.bind(rstd, Access::write), xb = dev.bind(x, Access::read);
   // Absent parameters: the output's binding again (the shader never reads it).
@@ -216,8 +203,10 @@ void layer_norm_rows(VulkanDevice& dev, const OpCall& c, const TensorArg& x, con
 
   const std::uint32_t wg = workgroup_size(dev.limits());
   const std::uint32_t lanes = pow2_at_least(std::uint64_t(n), wg);
+  const abi::LayerNormSpec spec{
+      .WG = wg, .DT = dtype_code(x.dtype), .HAS_W = has_w, .HAS_B = has_b, .LANES = lanes};
   dev.dispatch({"layer_norm",
-                {wg, dtype_code(x.dtype), has_w ? 1u : 0u, has_b ? 1u : 0u, lanes},
+                spec.values(),
                 {yb, mb, rb, xb, wb, bb},
                 &p,
                 sizeof p,

@@ -12,6 +12,7 @@
 #include <algorithm>
 #include <cstring>
 
+#include "abi/optim.h"
 #include "ferry/error.hpp"
 #include "optim_args.hpp"
 #include "vulkan/vk_device.hpp"
@@ -25,24 +26,6 @@ constexpr std::uint32_t kWorkgroup = 256;
 constexpr std::uint32_t kAdam = std::uint32_t(OpId::adam_step),
                         kSgd = std::uint32_t(OpId::sgd_step);
 
-// The flag bits of shaders/optim.comp.
-constexpr std::uint32_t kAmsgrad = 1, kMaximize = 2, kDecoupled = 4, kWeightDecay = 8,
-                        kMomentum = 16, kNesterov = 32, kInitBuffer = 64;
-
-// The push constants of shaders/optim.comp.
-struct Params {
-  std::uint32_t off[5];
-  std::uint32_t n;
-  std::uint32_t flags;
-  float lr;
-  float beta1, beta2, one_minus_beta1, one_minus_beta2, eps;
-  float weight_decay;
-  float decay_factor;
-  float step_size;
-  float bias_correction2_sqrt;
-  float momentum, one_minus_dampening;
-};
-static_assert(sizeof(Params) <= kMaxPushBytes);
 constexpr std::size_t kBindings = 5;
 
 // optim_args::check_group, and each parameter in a dtype this device computes.
@@ -63,7 +46,7 @@ TensorArg flat(const TensorArg& t) {
 
 // Dispatches one parameter: views = grad, param, then its state tensors.
 void dispatch_param(VulkanDevice& dev, std::uint32_t op, const std::vector<TensorArg>& views,
-                    Params p) {
+                    abi::OptimParams p) {
   if (views[0].numel() == 0) return;
   std::vector<TensorArg> flat_views;
   for (const TensorArg& v : views) flat_views.push_back(flat(v));
@@ -82,7 +65,7 @@ void dispatch_param(VulkanDevice& dev, std::uint32_t op, const std::vector<Tenso
         const std::uint32_t groups =
             std::uint32_t(std::min<std::uint64_t>((p.n + wg - 1) / wg, dev.limits().max_groups_x));
         dev.dispatch({"optim",
-                      {wg, op, dtype_code(part[0].dtype)},
+                      abi::OptimSpec{.WG = wg, .OP = op, .DT = dtype_code(part[0].dtype)}.values(),
                       std::move(bindings),
                       &p,
                       sizeof p,
@@ -99,10 +82,10 @@ void adam_step_kernel(DeviceImpl& d, const OpCall& c) {
   const auto& bc2 = per_param_floats(c, "bias_correction2_sqrt", n, "adam_step");
   const double lr = c.attrs.f("lr"), beta1 = c.attrs.f("beta1"), beta2 = c.attrs.f("beta2"),
                weight_decay = c.attrs.f("weight_decay");
-  Params p{};
-  p.flags = (amsgrad ? kAmsgrad : 0u) | (c.attrs.b("maximize") ? kMaximize : 0u) |
-            (c.attrs.b("decoupled_weight_decay") ? kDecoupled : 0u) |
-            (weight_decay != 0 ? kWeightDecay : 0u);
+  abi::OptimParams p{};
+  p.flags = (amsgrad ? abi::F_AMSGRAD : 0u) | (c.attrs.b("maximize") ? abi::F_MAXIMIZE : 0u) |
+            (c.attrs.b("decoupled_weight_decay") ? abi::F_DECOUPLED : 0u) |
+            (weight_decay != 0 ? abi::F_WEIGHT_DECAY : 0u);
   // Combinations in double, each rounded once, as the CPU kernel and PyTorch do.
   p.lr = float(lr);
   p.beta1 = float(beta1);
@@ -127,16 +110,17 @@ void sgd_step_kernel(DeviceImpl& d, const OpCall& c) {
   const std::size_t per = momentum != 0 ? 2 : 1;
   const std::size_t n = check_group(dev, c, per, "sgd_step");
   const std::vector<std::int64_t> init = optim_args::sgd_init_buffer(c, n);
-  Params p{};
-  const std::uint32_t flags =
-      (momentum != 0 ? kMomentum : 0u) | (weight_decay != 0 ? kWeightDecay : 0u) |
-      (c.attrs.b("nesterov") ? kNesterov : 0u) | (c.attrs.b("maximize") ? kMaximize : 0u);
+  abi::OptimParams p{};
+  const std::uint32_t flags = (momentum != 0 ? abi::F_MOMENTUM : 0u) |
+                              (weight_decay != 0 ? abi::F_WEIGHT_DECAY : 0u) |
+                              (c.attrs.b("nesterov") ? abi::F_NESTEROV : 0u) |
+                              (c.attrs.b("maximize") ? abi::F_MAXIMIZE : 0u);
   p.lr = float(c.attrs.f("lr"));
   p.momentum = float(momentum);
   p.one_minus_dampening = float(1 - c.attrs.f("dampening"));
   p.weight_decay = float(weight_decay);
   for (std::size_t i = 0; i < n; ++i) {
-    p.flags = flags | (init[i] != 0 ? kInitBuffer : 0u);
+    p.flags = flags | (init[i] != 0 ? abi::F_INIT_BUFFER : 0u);
     std::vector<TensorArg> views{c.inputs[i]};
     for (std::size_t k = 0; k < per; ++k) views.push_back(c.outputs[i * per + k]);
     dispatch_param(dev, kSgd, views, p);

@@ -9,6 +9,7 @@
 
 #include <algorithm>
 
+#include "abi/random.h"
 #include "ferry/error.hpp"
 #include "vulkan/vk_device.hpp"
 
@@ -17,18 +18,7 @@ namespace {
 
 constexpr std::uint32_t kWorkgroup = 256;
 
-// The push constants of shaders/random.comp.
-struct Params {
-  std::uint32_t n, o_off;
-  std::uint32_t offset[2];  // lo, hi
-  std::uint32_t seed[2];
-  float p0, p1;
-  std::uint32_t low[2];
-  std::uint32_t range[2];
-};
-static_assert(sizeof(Params) <= kMaxPushBytes);
-
-void split(std::uint64_t v, std::uint32_t (&words)[2]) {
+void split(std::uint64_t v, abi::uvec2& words) {
   words[0] = std::uint32_t(v);
   words[1] = std::uint32_t(v >> 32);
 }
@@ -48,7 +38,7 @@ void draw(DeviceImpl& d, const OpCall& c) {
   if (!out.is_contiguous())
     throw ShapeError(fmt::format("{}: the vulkan kernel expects a contiguous output", name));
 
-  Params p{};
+  abi::RandomParams p{};
   split(std::uint64_t(c.attrs.i("seed")), p.seed);
   split(std::uint64_t(c.attrs.i("offset")), p.offset);
   if (op == OpId::random_uniform) {
@@ -74,8 +64,8 @@ void draw(DeviceImpl& d, const OpCall& c) {
   const std::uint32_t wg = std::min(kWorkgroup, dev.limits().max_workgroup_invocations);
   const std::uint32_t groups =
       std::uint32_t(std::min<std::uint64_t>((n + wg - 1) / wg, dev.limits().max_groups_x));
-  dev.dispatch(
-      {"random", {wg, std::uint32_t(op), dtype_code(dt)}, {b}, &p, sizeof p, {groups, 1, 1}});
+  const abi::RandomSpec spec{.WG = wg, .OP = std::uint32_t(op), .DT = dtype_code(dt)};
+  dev.dispatch({"random", spec.values(), {b}, &p, sizeof p, {groups, 1, 1}});
 }
 
 }  // namespace

@@ -23,6 +23,7 @@
 #include <span>
 #include <vector>
 
+#include "abi/reduce.h"
 #include "ferry/error.hpp"
 #include "vulkan/vk_device.hpp"
 #include "vulkan/vk_policy.hpp"
@@ -30,8 +31,6 @@
 
 namespace ferry::vulkan {
 namespace {
-
-enum Mode : std::uint32_t { kDirect = 0, kPartial = 1, kFinal = 2, kCombine = 3 };
 
 constexpr int kMaxKeptDims = 4;  // the shader's limits
 constexpr int kMaxReducedDims = 8;
@@ -41,13 +40,7 @@ constexpr std::uint64_t kMaxSplits = 1024;
 constexpr std::uint32_t kRecordWords = 4;  // one partial result in the scratch buffer
 constexpr std::uint64_t kMaxCount = std::uint64_t(1) << 31;
 
-// Must match the push constants of shaders/reduce.comp.
-struct ReduceParams {
-  std::uint32_t ksize[4], kstride[4];
-  std::uint32_t rsize[8], rstride[8];
-  std::uint32_t in_off, out_off, n_out, n_red, splits, chunk, first;
-};
-static_assert(sizeof(ReduceParams) <= kMaxPushBytes);
+using abi::ReduceParams;
 
 // Threads per row, and whether the thread index runs along the rows.
 struct Layout {
@@ -126,21 +119,25 @@ struct Kind {
 };
 
 // Binds `in` and `out` (each within one binding) and dispatches over n_rows rows.
-void dispatch(VulkanDevice& dev, const Kind& k, Mode mode, std::uint32_t kdim, std::uint32_t rdim,
-              Layout l, const TensorArg& out, const TensorArg& in, ReduceParams p,
-              std::uint64_t n_rows) {
+void dispatch(VulkanDevice& dev, const Kind& k, std::uint32_t mode, std::uint32_t kdim,
+              std::uint32_t rdim, Layout l, const TensorArg& out, const TensorArg& in,
+              ReduceParams p, std::uint64_t n_rows) {
   const Binding ib = dev.bind(in, Access::read), ob = dev.bind(out, Access::write);
   p.in_off = ib.element_offset;
   p.out_off = ob.element_offset;
   const std::uint32_t wg = workgroup_size(dev.limits());
   const std::uint64_t blocks = (n_rows + wg / l.lanes - 1) / (wg / l.lanes);
   const auto groups = std::uint32_t(std::min<std::uint64_t>(blocks, dev.limits().max_groups_x));
-  dev.dispatch({"reduce",
-                {wg, k.op, k.in_dt, k.out_dt, mode, kdim, rdim, l.lanes, l.row_fast ? 1u : 0u},
-                {ob, ib},
-                &p,
-                sizeof p,
-                {groups, 1, 1}});
+  const abi::ReduceSpec spec{.WG = wg,
+                             .OP = k.op,
+                             .IN_DT = k.in_dt,
+                             .OUT_DT = k.out_dt,
+                             .MODE = mode,
+                             .KDIM = kdim,
+                             .RDIM = rdim,
+                             .LANES = l.lanes,
+                             .ROW_FAST = l.row_fast};
+  dev.dispatch({"reduce", spec.values(), {ob, ib}, &p, sizeof p, {groups, 1, 1}});
 }
 
 // One pass over view x (geometry g) into `out`: the outputs, or (partial) splits x n_out
@@ -151,8 +148,8 @@ void pass(VulkanDevice& dev, const Kind& k, const TensorArg& x, const Geometry& 
   p.splits = std::uint32_t(splits);
   p.chunk = std::uint32_t((g.n_red + splits - 1) / splits);
   p.first = std::uint32_t(first);
-  dispatch(dev, k, partial ? kPartial : kDirect, g.kdim, g.rdim, layout_of(dev, g), out, x, p,
-           g.n_out * splits);
+  dispatch(dev, k, partial ? abi::REDUCE_MODE_PARTIAL : abi::REDUCE_MODE_DIRECT, g.kdim, g.rdim,
+           layout_of(dev, g), out, x, p, g.n_out * splits);
 }
 
 // Combines `rows` rows of n_out records in `scratch` into y: column
@@ -160,7 +157,8 @@ void pass(VulkanDevice& dev, const Kind& k, const TensorArg& x, const Geometry& 
 void finish(VulkanDevice& dev, const Kind& k, std::unique_ptr<Buffer> scratch, std::uint64_t rows,
             std::uint64_t n_out, const TensorArg& y) {
   const std::uint32_t wg = workgroup_size(dev.limits());
-  auto combine = [&](Mode mode, const TensorArg& in, std::uint64_t count, const TensorArg& out) {
+  auto combine = [&](std::uint32_t mode, const TensorArg& in, std::uint64_t count,
+                     const TensorArg& out) {
     ReduceParams q{};
     q.n_out = std::uint32_t(n_out);
     q.n_red = q.chunk = std::uint32_t(count);
@@ -174,13 +172,13 @@ void finish(VulkanDevice& dev, const Kind& k, std::unique_ptr<Buffer> scratch, s
     std::unique_ptr<Buffer> next = dev.allocate(groups * n_out * kRecordWords * 4);
     for (std::uint64_t i = 0; i < groups; ++i) {
       const std::uint64_t n = std::min(per, rows - i * per);
-      combine(kCombine, records(scratch.get(), i * per, n, n_out), n,
+      combine(abi::REDUCE_MODE_COMBINE, records(scratch.get(), i * per, n, n_out), n,
               records(next.get(), i, 1, n_out));
     }
     scratch = std::move(next);  // the device keeps its memory until the GPU is done with it
     rows = groups;
   }
-  combine(kFinal, records(scratch.get(), 0, rows, n_out), rows, y);
+  combine(abi::REDUCE_MODE_FINAL, records(scratch.get(), 0, rows, n_out), rows, y);
 }
 
 // Reduces x (kept dims, then reduced dims) into y (its outputs, contiguous). x's kept dims

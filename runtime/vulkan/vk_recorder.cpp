@@ -25,19 +25,19 @@ static_assert(mask(AccessBit::host_read) == VK_ACCESS_HOST_READ_BIT);
 std::uint32_t dtype_code(DType dt) {
   switch (dt) {
     case DType::f32:
-      return 0;
+      return abi::DT_F32;
     case DType::f16:
-      return 1;
+      return abi::DT_F16;
     case DType::bf16:
-      return 2;
+      return abi::DT_BF16;
     case DType::i32:
-      return 3;
+      return abi::DT_I32;
     case DType::i64:
-      return 4;
+      return abi::DT_I64;
     case DType::u8:
-      return 5;
+      return abi::DT_U8;
     case DType::boolean:
-      return 6;
+      return abi::DT_BOOL;
     case DType::f64:
       break;  // no shader computes f64; require() refuses it before this is reached
   }
