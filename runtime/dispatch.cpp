@@ -4,6 +4,7 @@
 #include <fmt/format.h>
 
 #include <cstring>
+#include <span>
 
 #include "copy_route.hpp"
 #include "ferry/debug.hpp"
@@ -66,9 +67,10 @@ std::string describe_args(const std::vector<TensorArg>& args) {
 }
 }  // namespace
 
-void run_kernel(OpId op, const std::vector<Tensor>& inputs, const std::vector<Tensor>& outputs,
-                const Attrs& attrs) {
-  const Tensor* anchor = !outputs.empty() ? &outputs[0] : &inputs.at(0);
+namespace {
+void run_tensors(OpId op, std::span<const Tensor> inputs, std::span<const Tensor> outputs,
+                 const Attrs& attrs) {
+  const Tensor* anchor = !outputs.empty() ? &outputs[0] : &inputs[0];
   const Device& device = anchor->device();
   OpCall call;
   call.op = op;
@@ -88,14 +90,33 @@ void run_kernel(OpId op, const std::vector<Tensor>& inputs, const std::vector<Te
                                             op_name(op), t.device().str(), device.str()));
     call.outputs.push_back(tensor_arg(t));
   }
-  DeviceImpl& impl = anchor->storage()->impl();
+  run_call(anchor->storage()->impl(), std::move(call));
+}
+}  // namespace
+
+void run_kernel(OpId op, const std::vector<Tensor>& inputs, const std::vector<Tensor>& outputs,
+                const Attrs& attrs) {
+  if (outputs.empty() && inputs.empty()) throw Error(fmt::format("{}: no tensors", op_name(op)));
+  run_tensors(op, inputs, outputs, attrs);
+}
+
+void run_kernel(OpId op, std::initializer_list<Tensor> inputs,
+                std::initializer_list<Tensor> outputs, const Attrs& attrs) {
+  if (outputs.size() == 0 && inputs.size() == 0)
+    throw Error(fmt::format("{}: no tensors", op_name(op)));
+  run_tensors(op, {inputs.begin(), inputs.size()}, {outputs.begin(), outputs.size()}, attrs);
+}
+
+void run_call(DeviceImpl& impl, OpCall call) {
+  const OpId op = call.op;
   const KernelFn* kernel = impl.find_kernel(op);
   if (!kernel)
     throw UnsupportedError(fmt::format("op '{}' is not implemented on device {} (inputs: {})",
-                                       op_name(op), device.str(), describe_args(call.inputs)));
-  FERRY_DEBUG("op {} on {}: [{}] -> [{}]{}{}", op_name(op), device.str(),
+                                       op_name(op), impl.device().str(),
+                                       describe_args(call.inputs)));
+  FERRY_DEBUG("op {} on {}: [{}] -> [{}]{}{}", op_name(op), impl.device().str(),
               describe_args(call.inputs), describe_args(call.outputs),
-              attrs.str().empty() ? "" : " ", attrs.str());
+              call.attrs.str().empty() ? "" : " ", call.attrs.str());
   if (debug::output_guards()) {
     run_guarded(impl, *kernel, std::move(call));
     return;

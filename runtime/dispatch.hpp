@@ -23,6 +23,14 @@ void check_same_device(std::string_view op, const std::vector<Tensor>& tensors);
 // device lacks the kernel. Undefined input tensors are skipped.
 void run_kernel(OpId op, const std::vector<Tensor>& inputs, const std::vector<Tensor>& outputs,
                 const Attrs& attrs = {});
+// The same for braced lists, `run_kernel(op, {x}, {out})`, without a vector's
+// allocation on every op.
+void run_kernel(OpId op, std::initializer_list<Tensor> inputs,
+                std::initializer_list<Tensor> outputs, const Attrs& attrs = {});
+// Runs a call whose arguments the front-end made itself, for views that need no
+// Tensor of their own (matmul's operands seen as a batch of one): the caller has
+// checked that every argument lives on `device`. run_kernel ends here too.
+void run_call(DeviceImpl& device, OpCall call);
 
 // Whether `device` converts `from` to `to` (its copy kernel takes both).
 inline bool can_convert(const DeviceImpl& device, DType from, DType to) {

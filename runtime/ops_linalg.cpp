@@ -22,6 +22,19 @@ using detail::run_kernel;
 
 namespace {
 
+// t's memory as the kernel's [1, rows, cols] operand with the given strides: an
+// argument only, with no Tensor (and so no allocation) of its own.
+TensorArg batch_of_one(const Tensor& t, std::int64_t rows, std::int64_t cols,
+                       std::int64_t row_stride, std::int64_t col_stride) {
+  TensorArg arg;
+  arg.buffer = &t.storage()->buffer();
+  arg.offset = t.storage_offset();
+  arg.dtype = t.dtype();
+  arg.sizes = {1, rows, cols};
+  arg.strides = {rows * row_stride, row_stride, col_stride};
+  return arg;
+}
+
 // Views an [..., R, C] tensor whose leading dims broadcast to `batch` as
 // [prod(batch), R, C]. A view when the batch dims merge (including a batch
 // that is entirely broadcast, stride 0); a copy otherwise.
@@ -78,25 +91,34 @@ Tensor matmul_forward(const Tensor& a, const Tensor& b) {
   A = A.to(dtype);
   B = B.to(dtype);
 
-  Shape result = batch;
+  Shape result;
+  result.reserve(batch.size() + 2);
+  result = batch;
   if (a.dim() > 1) result.push_back(M);
   if (b.dim() > 1) result.push_back(N);
 
-  Tensor out;
-  if (batch_b.empty() && !batch_a.empty()) {
-    // [..., M, K] x [K, N]: fold the batch into the rows and run one large
-    // product (PyTorch does the same; it is what a Linear layer needs).
-    Tensor A2 = A.reshape({detail::shape_numel(batch_a) * M, K});  // not -1: K may be 0
-    out = new_tensor({1, A2.size(0), N}, dtype, impl_of(a));
-    run_kernel(OpId::matmul, {A2.unsqueeze(0), B.unsqueeze(0)}, {out});
-  } else if (batch.empty()) {  // [M, K] x [K, N]: one product, no batch views to make
-    out = new_tensor({1, M, N}, dtype, impl_of(a));
-    run_kernel(OpId::matmul, {A.unsqueeze(0), B.unsqueeze(0)}, {out});
-  } else {
-    std::int64_t nb = detail::shape_numel(batch);
-    out = new_tensor({nb, M, N}, dtype, impl_of(a));
-    run_kernel(OpId::matmul, {as_batched(A, batch), as_batched(B, batch)}, {out});
+  if (batch_b.empty()) {
+    // [..., M, K] x [K, N]: fold A's batch (if any) into the rows and run one
+    // product (PyTorch does the same; it is what a Linear layer needs). The
+    // kernel sees a batch of one through its arguments alone: no view tensors
+    // are made for it, which is most of a small product's host time.
+    Tensor A2 = batch_a.empty()
+                    ? A
+                    : A.reshape({detail::shape_numel(batch_a) * M, K});  // not -1: K may be 0
+    Tensor out = new_tensor(result, dtype, impl_of(a));
+    const std::int64_t rows = A2.size(0);
+    OpCall call;
+    call.op = OpId::matmul;
+    call.inputs.reserve(2);  // moved in: a braced list would copy each argument's vectors
+    call.inputs.push_back(batch_of_one(A2, rows, K, A2.stride(0), A2.stride(1)));
+    call.inputs.push_back(batch_of_one(B, K, N, B.stride(0), B.stride(1)));
+    call.outputs.push_back(batch_of_one(out, rows, N, N, 1));
+    detail::run_call(impl_of(a), std::move(call));
+    return out;
   }
+  std::int64_t nb = detail::shape_numel(batch);
+  Tensor out = new_tensor({nb, M, N}, dtype, impl_of(a));
+  run_kernel(OpId::matmul, {as_batched(A, batch), as_batched(B, batch)}, {out});
   return out.view(result);
 }
 
