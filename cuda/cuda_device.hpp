@@ -10,7 +10,7 @@
 #include <string>
 #include <vector>
 
-#include "block_allocator.hpp"
+#include "ferry/kit/block_allocator.hpp"
 #include "cuda_deferred.hpp"
 #include "ferry/backend.hpp"
 

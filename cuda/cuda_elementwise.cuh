@@ -1,6 +1,6 @@
 // cuda/cuda_elementwise.cuh — what the element-wise kernel files share
 // (cuda_kernels_{elementwise,grad,random}.cu): the adapters that run a functor
-// of runtime/math/elementwise_ops.hpp on stored elements, the operand checks,
+// of include/ferry/kit/math/elementwise_ops.hpp on stored elements, the operand checks,
 // and the engine for kernels with no input (fill, arange, random draws).
 // Device code only: include it from .cu files.
 #pragma once
@@ -11,7 +11,7 @@
 
 #include "cuda_loops.cuh"
 #include "ferry/error.hpp"
-#include "math/elementwise_ops.hpp"
+#include "ferry/kit/math/elementwise_ops.hpp"
 
 namespace ferry::cuda {
 

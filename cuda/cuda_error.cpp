@@ -6,7 +6,7 @@
 #include <array>
 #include <string>
 
-#include "compile_error.hpp"
+#include "ferry/kit/compile_error.hpp"
 #include "ferry/error.hpp"
 
 namespace ferry::cuda {

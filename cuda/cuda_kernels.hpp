@@ -3,7 +3,7 @@
 // A kernel is a KernelFn like every backend's (Note [Kernel contract]): it
 // reads the OpCall, picks a launch for the dtype, and enqueues it on the
 // device's op stream without waiting. The per-element math comes from
-// runtime/math/ (FERRY_HD functions the CPU backend runs too); the launch
+// include/ferry/kit/math/ (FERRY_HD functions the CPU backend runs too); the launch
 // machinery (strided element-wise engine, warp and block reductions, dtype
 // dispatch) is in cuda_loops.cuh.
 #pragma once

@@ -2,7 +2,7 @@
 // copy/cast, fill and arange on CUDA: the ops and dtypes of
 // runtime/cpu/cpu_kernels_elementwise.cpp, f64 refused (Note [f64 is a CPU
 // dtype]) except by copy and fill, which move and convert it. The math of each
-// op is a functor of runtime/math/elementwise_ops.hpp, the one the CPU runs
+// op is a functor of include/ferry/kit/math/elementwise_ops.hpp, the one the CPU runs
 // (Note [Functor adapters]); the strided, vectorized launch is
 // launch_elementwise (Note [CUDA element-wise engine]).
 #include <array>

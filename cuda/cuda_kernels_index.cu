@@ -20,7 +20,7 @@
 #include <string>
 #include <type_traits>
 
-#include "accumulate_args.hpp"
+#include "ferry/kit/accumulate_args.hpp"
 #include "cuda_loops.cuh"
 
 namespace ferry::cuda {

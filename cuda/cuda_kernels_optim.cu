@@ -1,7 +1,7 @@
 // cuda/cuda_kernels_optim.cu — adam_step and sgd_step on CUDA: one parameter
 // group's update, in place, fused over every tensor of every parameter
 // (docs/kernel-contract.md, "Ops for training"). The per-element math is
-// runtime/math/grad_ops.hpp's adam_update and sgd_update, the CPU's own
+// include/ferry/kit/math/grad_ops.hpp's adam_update and sgd_update, the CPU's own
 // (runtime/cpu/cpu_kernels_optim.cpp), in float for f32, f16 and bf16, the
 // 16-bit values rounded once on store. f64 is refused (Note [f64 is a CPU
 // dtype]).
@@ -21,8 +21,8 @@
 #include <vector>
 
 #include "cuda_loops.cuh"
-#include "math/grad_ops.hpp"
-#include "optim_args.hpp"
+#include "ferry/kit/math/grad_ops.hpp"
+#include "ferry/kit/optim_args.hpp"
 
 namespace ferry::cuda {
 namespace {

@@ -1,6 +1,6 @@
 // cuda/cuda_kernels_random.cu — random_uniform, random_normal and random_int on
 // CUDA: element i of the output (row-major, whatever its strides) uses Philox
-// counter offset + i under key seed (runtime/math/philox.hpp), as
+// counter offset + i under key seed (include/ferry/kit/math/philox.hpp), as
 // runtime/cpu/cpu_kernels_random.cpp does, so a thread layout never changes a
 // number. Uniform and integer draws are bit-identical to the CPU's (integer
 // math, and add_mul_unfused keeps nvcc from fusing the scaling into an FMA);
@@ -10,7 +10,7 @@
 #include <cstdint>
 
 #include "cuda_elementwise.cuh"
-#include "math/philox.hpp"
+#include "ferry/kit/math/philox.hpp"
 
 namespace ferry::cuda {
 namespace {

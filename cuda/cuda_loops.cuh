@@ -25,7 +25,7 @@
 #include "cuda_kernels.hpp"
 #include "cuda_offsets.hpp"
 #include "ferry/dtype.hpp"
-#include "math/scalar_ops.hpp"
+#include "ferry/kit/math/scalar_ops.hpp"
 
 namespace ferry::cuda {
 

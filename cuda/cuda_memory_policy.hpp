@@ -6,7 +6,7 @@
 #include <cstddef>
 #include <cstdint>
 
-#include "block_allocator.hpp"
+#include "ferry/kit/block_allocator.hpp"
 
 namespace ferry::cuda {
 

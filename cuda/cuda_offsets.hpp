@@ -4,7 +4,7 @@
 // Note [Offset calculator]
 // A strided kernel thread holds one linear output index and needs each
 // operand's element offset. The host coalesces the operands' dims first
-// (runtime/coalesce.hpp: a contiguous or broadcast-free case collapses to one
+// (include/ferry/kit/coalesce.hpp: a contiguous or broadcast-free case collapses to one
 // dim), then the thread peels dims innermost first: i % size_d, i / size_d.
 // 32-bit division is several times cheaper than 64-bit on NVIDIA GPUs, so the
 // calculator carries its index type: kernels use uint32 when every linear
@@ -15,7 +15,7 @@
 #include <cstdint>
 #include <vector>
 
-#include "coalesce.hpp"
+#include "ferry/kit/coalesce.hpp"
 #include "ferry/backend.hpp"
 #include "ferry/config.hpp"
 #include "ferry/error.hpp"

@@ -1,5 +1,5 @@
 // runtime/block_allocator.cpp — Note [Block allocator].
-#include "block_allocator.hpp"
+#include "ferry/kit/block_allocator.hpp"
 
 #include <fmt/format.h>
 

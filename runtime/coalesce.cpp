@@ -1,5 +1,5 @@
-// runtime/coalesce.cpp — see coalesce.hpp.
-#include "coalesce.hpp"
+// runtime/coalesce.cpp — see include/ferry/kit/coalesce.hpp.
+#include "ferry/kit/coalesce.hpp"
 
 namespace ferry::detail {
 

@@ -46,7 +46,7 @@
   layout(set = 0, binding = B, std430) buffer N##_u32_t { uint N##_u32[]; };
 #endif
 
-// ---- conversions (the same rules as runtime/math/scalar_ops.hpp) ----
+// ---- conversions (the same rules as include/ferry/kit/math/scalar_ops.hpp) ----
 float bf16_to_float(uint b) { return uintBitsToFloat(b << 16); }
 uint float_to_bf16(float f) {
   uint x = floatBitsToUint(f);

@@ -93,7 +93,7 @@ float binary_f(float x, float y) {
 
 // The derivative of an activation times g, the gradient of its output; z is the forward
 // output y for relu, sigmoid and tanh, the forward input x for the gelus and silu. The
-// formulas and their operation order are runtime/math/grad_ops.hpp's (PyTorch's).
+// formulas and their operation order are include/ferry/kit/math/grad_ops.hpp's (PyTorch's).
 float grad_f(float g, float z) {
   switch (OP) {
     case OP_RELU_BACKWARD: return z <= 0.0 ? 0.0 : g;  // a NaN z passes the gradient

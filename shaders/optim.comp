@@ -1,5 +1,5 @@
 // shaders/optim.comp — one parameter's adam_step or sgd_step, in place: the per-element math
-// of runtime/math/grad_ops.hpp (adam_update, sgd_update; PyTorch's _single_tensor_adam and
+// of include/ferry/kit/math/grad_ops.hpp (adam_update, sgd_update; PyTorch's _single_tensor_adam and
 // _single_tensor_sgd), mirrored operation for operation. The host (vk_kernels_optim.cpp)
 // records one dispatch per parameter (per part of one, when it exceeds a binding); the
 // parameters of a group touch disjoint memory, so no barrier separates them.

@@ -1,5 +1,5 @@
 // shaders/random.comp — random_uniform, random_normal and random_int: Philox-4x32-10 exactly
-// as runtime/math/philox.hpp, so that every backend draws the same numbers for the same seed.
+// as include/ferry/kit/math/philox.hpp, so that every backend draws the same numbers for the same seed.
 // Element i uses the 64-bit counter offset + i, added with carry in 32-bit words (the base
 // variant has no int64), under the key seed.
 //

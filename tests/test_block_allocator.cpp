@@ -9,7 +9,7 @@
 #include <thread>
 #include <vector>
 
-#include "block_allocator.hpp"
+#include "ferry/kit/block_allocator.hpp"
 #include "ferry/error.hpp"
 
 using ferry::MemoryStats;

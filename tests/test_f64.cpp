@@ -344,7 +344,7 @@ TEST(F64Random, UniformHas53BitsAndExtendsTheF32Draw) {
     ASSERT_TRUE(v >= 0.0 && v < 1.0) << v;
     s += v;
     ss += v * v;
-    // The leading 24 bits are the f32 draw's (Note [f64 draws] in math/philox.hpp).
+    // The leading 24 bits are the f32 draw's (Note [f64 draws] in ferry/kit/math/philox.hpp).
     ASSERT_EQ(std::floor(v * 16777216.0), double(uf[std::size_t(i)]) * 16777216.0) << i;
     fine_bits = fine_bits || v * 16777216.0 != std::floor(v * 16777216.0);
   }

@@ -4,7 +4,7 @@
 #include <cmath>
 
 #include "ferry/ferry.hpp"
-#include "math/philox.hpp"
+#include "ferry/kit/math/philox.hpp"
 
 using ferry::math::Philox4;
 

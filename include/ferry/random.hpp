@@ -5,7 +5,7 @@
 // a draw is a pure function of (seed, offset + i), so the numbers do not
 // depend on the device, the thread count or how work is split. manual_seed
 // sets the seed and resets the offset; every draw advances the offset by the
-// number of counters it used. The math is in runtime/math/philox.hpp, shared by
+// number of counters it used. The math is in include/ferry/kit/math/philox.hpp, shared by
 // every backend.
 //
 // Thread-safety: there is one generator per process, as PyTorch's default

@@ -1,14 +1,14 @@
 // runtime/cpu/cpu_kernels_elementwise.cpp — unary, binary, comparison, where,
 // copy/cast, fill and arange on the CPU. Inputs arrive broadcast to the output's
 // shape and in the dtype the op computes in (Note [Kernel contract]); the math
-// of each op is a functor of runtime/math/elementwise_ops.hpp, shared with the
+// of each op is a functor of include/ferry/kit/math/elementwise_ops.hpp, shared with the
 // CUDA backend (Note [Element-wise functors]).
 #include <cstring>
 
 #include "cpu/cpu_backend.hpp"
 #include "cpu/cpu_loops.hpp"
-#include "math/elementwise_ops.hpp"
-#include "math/scalar_ops.hpp"
+#include "ferry/kit/math/elementwise_ops.hpp"
+#include "ferry/kit/math/scalar_ops.hpp"
 
 namespace ferry::cpu {
 namespace {

@@ -19,11 +19,11 @@
 #include <atomic>
 #include <cstring>
 
-#include "accumulate_args.hpp"
+#include "ferry/kit/accumulate_args.hpp"
 #include "cpu/cpu_backend.hpp"
 #include "cpu/cpu_loops.hpp"
-#include "math/elementwise_ops.hpp"
-#include "math/scalar_ops.hpp"
+#include "ferry/kit/math/elementwise_ops.hpp"
+#include "ferry/kit/math/scalar_ops.hpp"
 
 namespace ferry::cpu {
 namespace {

@@ -18,7 +18,7 @@
 
 #include "cpu/cpu_backend.hpp"
 #include "cpu/cpu_loops.hpp"
-#include "math/scalar_ops.hpp"
+#include "ferry/kit/math/scalar_ops.hpp"
 
 namespace ferry::cpu {
 namespace {

@@ -1,7 +1,7 @@
 // runtime/cpu/cpu_kernels_optim.cpp — adam_step and sgd_step: one parameter
 // group's update, in place, fused over every tensor of every parameter
 // (docs/kernel-contract.md, "Ops for training"). The per-element math is in
-// runtime/math/grad_ops.hpp.
+// include/ferry/kit/math/grad_ops.hpp.
 //
 // Note [One loop over every parameter]
 // A group's parameters are laid end to end as one range of elements and that
@@ -19,8 +19,8 @@
 
 #include "cpu/cpu_backend.hpp"
 #include "cpu/cpu_loops.hpp"
-#include "math/grad_ops.hpp"
-#include "optim_args.hpp"
+#include "ferry/kit/math/grad_ops.hpp"
+#include "ferry/kit/optim_args.hpp"
 
 namespace ferry::cpu {
 namespace {

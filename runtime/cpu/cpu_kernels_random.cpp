@@ -1,12 +1,12 @@
-// runtime/cpu/cpu_kernels_random.cpp — Philox draws (runtime/math/philox.hpp).
+// runtime/cpu/cpu_kernels_random.cpp — Philox draws (include/ferry/kit/math/philox.hpp).
 // Element i of the output uses counter offset + i, so any thread split gives
 // the numbers every other backend gives.
 #include <type_traits>
 
 #include "cpu/cpu_backend.hpp"
 #include "cpu/cpu_loops.hpp"
-#include "math/philox.hpp"
-#include "math/scalar_ops.hpp"
+#include "ferry/kit/math/philox.hpp"
+#include "ferry/kit/math/scalar_ops.hpp"
 
 namespace ferry::cpu {
 namespace {
@@ -20,7 +20,7 @@ template <typename T, typename Gen> void generate(const TensorArg& out, const Ge
 }
 
 // f32, f16 and bf16 draw in float; f64 draws 53-bit values in double (Note
-// [f64 draws] in math/philox.hpp).
+// [f64 draws] in ferry/kit/math/philox.hpp).
 void uniform_kernel(DeviceImpl&, const OpCall& c) {
   const auto seed = std::uint64_t(c.attrs.i("seed")), offset = std::uint64_t(c.attrs.i("offset"));
   const double low = c.attrs.f("low"), high = c.attrs.f("high");

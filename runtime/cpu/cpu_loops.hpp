@@ -17,7 +17,7 @@
 
 #include "ferry/backend.hpp"
 #include "ferry/error.hpp"
-#include "math/scalar_ops.hpp"
+#include "ferry/kit/math/scalar_ops.hpp"
 #include "parallel.hpp"
 
 namespace ferry::cpu {
@@ -130,7 +130,7 @@ void loop_nd(const std::array<const TensorArg*, N>& args, const Inner& inner) {
 #define FERRY_DISPATCH_FLOATING(dtype, op, ...) \
   FERRY_CPU_DISPATCH(dtype, op, FERRY_CPU_FLOAT_CASES, __VA_ARGS__)
 
-// The type a kernel computes in (runtime/math/scalar_ops.hpp, shared with CUDA).
+// The type a kernel computes in (include/ferry/kit/math/scalar_ops.hpp, shared with CUDA).
 using math::compute_t;
 
 }  // namespace ferry::cpu

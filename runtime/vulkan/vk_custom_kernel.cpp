@@ -22,7 +22,7 @@
 #include <cstring>
 #include <mutex>
 
-#include "compile_error.hpp"
+#include "ferry/kit/compile_error.hpp"
 #include "ferry/error.hpp"
 #include "vulkan/vk_device.hpp"
 

@@ -69,7 +69,7 @@
 #include <unordered_map>
 #include <vector>
 
-#include "block_allocator.hpp"
+#include "ferry/kit/block_allocator.hpp"
 #include "vulkan/barrier_tracker.hpp"
 #include "vulkan/vk_error.hpp"
 #include "vulkan/vk_kernels.hpp"

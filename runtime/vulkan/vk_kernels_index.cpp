@@ -17,7 +17,7 @@
 
 #include "abi/index.h"
 #include "abi/index_add.h"
-#include "accumulate_args.hpp"
+#include "ferry/kit/accumulate_args.hpp"
 #include "ferry/error.hpp"
 #include "vulkan/vk_device.hpp"
 #include "vulkan/vk_policy.hpp"

@@ -14,7 +14,7 @@
 
 #include "abi/optim.h"
 #include "ferry/error.hpp"
-#include "optim_args.hpp"
+#include "ferry/kit/optim_args.hpp"
 #include "vulkan/vk_device.hpp"
 #include "vulkan/vk_split.hpp"
 

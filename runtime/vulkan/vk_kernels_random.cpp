@@ -1,6 +1,6 @@
 // runtime/vulkan/vk_kernels_random.cpp — random_uniform, random_normal and random_int through
 // shaders/random.comp: Philox-4x32-10 with counter offset + i for element i, the same numbers
-// the CPU draws (runtime/math/philox.hpp, docs/kernel-contract.md).
+// the CPU draws (include/ferry/kit/math/philox.hpp, docs/kernel-contract.md).
 //
 // The 64-bit seed, offset, low and range travel as pairs of 32-bit words, so the base shader
 // variant needs no int64; only random_int with a range of 2^32 or more does (its 64-bit

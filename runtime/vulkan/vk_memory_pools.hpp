@@ -22,7 +22,7 @@
 #include <string>
 #include <unordered_map>
 
-#include "block_allocator.hpp"
+#include "ferry/kit/block_allocator.hpp"
 
 namespace ferry::vulkan {
 

@@ -10,7 +10,7 @@
 #include <string>
 #include <vector>
 
-#include "coalesce.hpp"
+#include "ferry/kit/coalesce.hpp"
 #include "ferry/device_info.hpp"
 
 namespace ferry::vulkan {
@@ -34,7 +34,7 @@ std::vector<std::uint8_t> wrap_pipeline_cache(std::span<const std::uint8_t> driv
 std::optional<std::vector<std::uint8_t>> unwrap_pipeline_cache(std::span<const std::uint8_t> file,
                                                                const CacheIdentity& id);
 
-// Dim coalescing lives in the core (runtime/coalesce.hpp), shared with CUDA.
+// Dim coalescing lives in the core (include/ferry/kit/coalesce.hpp), shared with CUDA.
 using detail::coalesce;
 using detail::Coalesced;
 

@@ -1,10 +1,12 @@
 // An application that only knows the installed ferry package.
+#include <cstdint>
 #include <cstdio>
 #include <exception>
 #include <memory>
 #include <vector>
 
 #include <ferry/ferry.hpp>
+#include <ferry/kit/coalesce.hpp>  // the backend kit: installed with the API
 
 int main() {
   try {
@@ -13,6 +15,14 @@ int main() {
     std::printf("ferry %s: sum(tensor([[1, 2], [3, 4]]) * 2) = %g\n", ferry::version(), double(s));
     if (s != 20.0f) {
       std::fprintf(stderr, "FAIL: expected 20, got %g\n", double(s));
+      return 1;
+    }
+
+    // The backend kit's headers are installed and its functions exported.
+    const std::int64_t sizes[] = {2, 3};
+    ferry::detail::Coalesced merged = ferry::detail::coalesce(sizes, {{3, 1}});
+    if (merged.sizes != std::vector<std::int64_t>{6}) {
+      std::fprintf(stderr, "FAIL: the kit's coalesce did not merge a contiguous [2, 3]\n");
       return 1;
     }
 

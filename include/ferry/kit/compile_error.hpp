@@ -1,11 +1,9 @@
-// runtime/compile_error.hpp — the one CompileError every backend raises for a
+// include/ferry/kit/compile_error.hpp — the one CompileError every backend raises for a
 // custom kernel that does not compile (Note [Custom kernels]): each backend
 // finds the first error's line and message in its compiler's log (glslang's
 // "ERROR: name:12: ...", NVRTC's "name.cu(12): error: ..."), this says it the
 // same way for all of them, with the offending line of source.
 #pragma once
-
-#include <fmt/format.h>
 
 #include <optional>
 #include <sstream>
@@ -51,10 +49,12 @@ inline std::optional<int> parse_line_number(std::string_view s) {
   std::string s;
   for (int i = 1; std::getline(in, s); ++i)
     if (i == line) source = s;
-  throw CompileError(
-      fmt::format("custom kernel '{}' ({}) does not compile: line {}: {}{}", kernel, language, line,
-                  message, source.empty() ? "" : fmt::format("\n  {} | {}", line, source)),
-      line, std::move(log));
+  // Plain strings, not fmt: this header is installed, and fmt is a private dependency.
+  std::string what = "custom kernel '" + std::string(kernel) + "' (" + std::string(language) +
+                     ") does not compile: line " + std::to_string(line) + ": " +
+                     std::string(message);
+  if (!source.empty()) what += "\n  " + std::to_string(line) + " | " + source;
+  throw CompileError(std::move(what), line, std::move(log));
 }
 
 }  // namespace ferry::detail

@@ -1,4 +1,4 @@
-// runtime/coalesce.hpp — dim coalescing for strided kernels, shared by the GPU
+// include/ferry/kit/coalesce.hpp — dim coalescing for strided kernels, shared by the GPU
 // backends (the Vulkan shaders' 4-dim index math, the CUDA offset calculator).
 #pragma once
 

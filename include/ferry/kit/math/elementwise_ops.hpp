@@ -1,4 +1,4 @@
-// runtime/math/elementwise_ops.hpp — every element-wise op as a functor, the
+// include/ferry/kit/math/elementwise_ops.hpp — every element-wise op as a functor, the
 // one definition the CPU kernels (runtime/cpu/cpu_kernels_{elementwise,grad}.cpp)
 // and the CUDA kernels (cuda/cuda_kernels_{elementwise,grad}.cu) both call.
 //
@@ -18,8 +18,8 @@
 #include <type_traits>
 
 #include "ferry/config.hpp"
-#include "math/grad_ops.hpp"
-#include "math/scalar_ops.hpp"
+#include "ferry/kit/math/grad_ops.hpp"
+#include "ferry/kit/math/scalar_ops.hpp"
 
 namespace ferry::math {
 

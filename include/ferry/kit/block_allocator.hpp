@@ -1,4 +1,4 @@
-// runtime/block_allocator.hpp — the device-agnostic bookkeeping of a caching
+// include/ferry/kit/block_allocator.hpp — the device-agnostic bookkeeping of a caching
 // sub-allocator: sub-ranges of large device-memory blocks.
 //
 // Note [Block allocator]

@@ -1,4 +1,4 @@
-// runtime/math/scalar_ops.hpp — the per-element math of every element-wise op,
+// include/ferry/kit/math/scalar_ops.hpp — the per-element math of every element-wise op,
 // written once for the host and (under nvcc) the GPU.
 //
 // Floating ops compute in float for f32, f16 and bf16 (the 16-bit types are

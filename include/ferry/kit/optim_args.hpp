@@ -1,4 +1,4 @@
-// runtime/optim_args.hpp — the scalars of one adam_step / sgd_step call, from
+// include/ferry/kit/optim_args.hpp — the scalars of one adam_step / sgd_step call, from
 // its attributes, as every backend's fused optimizer kernel takes them
 // (docs/kernel-contract.md, "Ops for training"): the combinations (1 - beta,
 // 1 - lr * weight_decay, ...) formed in double and rounded once to the kernel's
@@ -15,7 +15,7 @@
 
 #include "ferry/backend.hpp"
 #include "ferry/error.hpp"
-#include "math/grad_ops.hpp"
+#include "ferry/kit/math/grad_ops.hpp"
 
 namespace ferry::optim_args {
 

@@ -1,4 +1,4 @@
-// runtime/math/philox.hpp — Philox-4x32-10 and the distributions built on it,
+// include/ferry/kit/math/philox.hpp — Philox-4x32-10 and the distributions built on it,
 // shared by every backend (see Note [Counter-based RNG] in ferry/random.hpp).
 //
 // Element i of a draw with (seed, offset) uses its own 128-bit counter
@@ -20,7 +20,7 @@
 #include <cstdint>
 
 #include "ferry/config.hpp"
-#include "math/scalar_ops.hpp"
+#include "ferry/kit/math/scalar_ops.hpp"
 
 namespace ferry::math {
 

@@ -1,4 +1,4 @@
-// runtime/accumulate_args.hpp — the operands of index_add and scatter_add as
+// include/ferry/kit/accumulate_args.hpp — the operands of index_add and scatter_add as
 // every backend's kernel reads them (docs/kernel-contract.md; Note
 // [Deterministic accumulation] in runtime/cpu/cpu_kernels_grad.cpp), checked
 // once here for the CPU, Vulkan and CUDA kernels alike.

@@ -1,4 +1,4 @@
-// runtime/math/grad_ops.hpp — the per-element math of the kernels training
+// include/ferry/kit/math/grad_ops.hpp — the per-element math of the kernels training
 // needs: activation derivatives and optimizer updates (docs/kernel-contract.md,
 // "Ops for training"), written once for the host and (under nvcc) the GPU.
 // shaders/elementwise.comp and shaders/optim.comp mirror these formulas in GLSL.
@@ -13,7 +13,7 @@
 #include <cmath>
 
 #include "ferry/config.hpp"
-#include "math/scalar_ops.hpp"
+#include "ferry/kit/math/scalar_ops.hpp"
 
 namespace ferry::math {
 
