@@ -140,8 +140,14 @@ foreach(line IN LISTS _lines)
   if(compute STREQUAL "float")
     set(kset float)
   endif()
-  # The table's words that are C++ keywords get a trailing underscore.
-  foreach(col dtypes compute result)
+  # The dtype sets' words name DTypeSet's factories; the other columns' words
+  # that are C++ keywords get a trailing underscore.
+  if(dtypes STREQUAL "float")
+    set(dtypes floating)
+  elseif(dtypes STREQUAL "int")
+    set(dtypes integer)
+  endif()
+  foreach(col compute result)
     if(${col} MATCHES "^(float|int|bool)$")
       set(${col} "${${col}}_")
     endif()

@@ -59,9 +59,7 @@ class DTypeSet {
   }
   static constexpr DTypeSet numeric() { return all().without(DType::boolean); }
   static constexpr DTypeSet floating() { return {DType::f32, DType::f16, DType::bf16, DType::f64}; }
-  static constexpr DTypeSet float_() { return floating(); }  // the table's name: "float"
   static constexpr DTypeSet integer() { return {DType::i32, DType::i64, DType::u8}; }
-  static constexpr DTypeSet int_() { return integer(); }  // the table's name: "int"
 
   constexpr bool has(DType d) const { return (bits_ & bit(d)) != 0; }
   constexpr DTypeSet without(DType d) const { return from_bits(std::uint16_t(bits_ & ~bit(d))); }
