@@ -70,6 +70,7 @@ std::string describe_args(const std::vector<TensorArg>& args) {
 namespace {
 void run_tensors(OpId op, std::span<const Tensor> inputs, std::span<const Tensor> outputs,
                  const Attrs& attrs) {
+  if (outputs.empty() && inputs.empty()) throw Error(fmt::format("{}: no tensors", op_name(op)));
   const Tensor* anchor = !outputs.empty() ? &outputs[0] : &inputs[0];
   const Device& device = anchor->device();
   OpCall call;
@@ -96,14 +97,11 @@ void run_tensors(OpId op, std::span<const Tensor> inputs, std::span<const Tensor
 
 void run_kernel(OpId op, const std::vector<Tensor>& inputs, const std::vector<Tensor>& outputs,
                 const Attrs& attrs) {
-  if (outputs.empty() && inputs.empty()) throw Error(fmt::format("{}: no tensors", op_name(op)));
   run_tensors(op, inputs, outputs, attrs);
 }
 
 void run_kernel(OpId op, std::initializer_list<Tensor> inputs,
                 std::initializer_list<Tensor> outputs, const Attrs& attrs) {
-  if (outputs.size() == 0 && inputs.size() == 0)
-    throw Error(fmt::format("{}: no tensors", op_name(op)));
   run_tensors(op, {inputs.begin(), inputs.size()}, {outputs.begin(), outputs.size()}, attrs);
 }
 
