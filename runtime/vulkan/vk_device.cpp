@@ -28,9 +28,8 @@ bool has_extension(const std::vector<VkExtensionProperties>& exts, const char* n
 }  // namespace
 
 VulkanDevice::VulkanDevice(Device device, const PhysicalDevice& physical)
-    : DeviceImpl(std::move(device)),
-      physical_(physical),
-      tracker_(env_flag("FERRY_VULKAN_SERIALIZE")) {
+    : DeviceImpl(std::move(device)), physical_(physical) {
+  std::size_t max_in_flight = 4;
   if (const char* v = std::getenv("FERRY_VULKAN_MAX_BATCHES_IN_FLIGHT"); v && *v) {
     char* end = nullptr;
     const unsigned long n = std::strtoul(v, &end, 10);
@@ -39,12 +38,15 @@ VulkanDevice::VulkanDevice(Device device, const PhysicalDevice& physical)
           fmt::format("FERRY_VULKAN_MAX_BATCHES_IN_FLIGHT must be a positive number of "
                       "batches, not '{}'",
                       v));
-    max_in_flight_ = n;
+    max_in_flight = n;
   }
   create_device();
   memory_ =
       std::make_unique<MemoryPools>(device_, vk_, physical_.handle, this->device().str(),
                                     storage_alignment_, env_flag("FERRY_VULKAN_FORCE_STAGING"));
+  recorder_ =
+      std::make_unique<Recorder>(vk_, device_, queue_, queue_family_, this->device().str(),
+                                 env_flag("FERRY_VULKAN_SERIALIZE"), max_in_flight, *memory_);
   pipelines_ = std::make_unique<Pipelines>(device_, vk_, physical_, this->device().str(),
                                            full_variant_, push_descriptors_);
   KernelTable table;
@@ -68,14 +70,9 @@ VulkanDevice::~VulkanDevice() {
   // opening failed half-way, or in tests that own a device.
   if (!device_) return;
   vk_.vkDeviceWaitIdle(device_);
+  recorder_.reset();
   pipelines_.reset();
   memory_.reset();
-  for (VkFence f : free_fences_) vk_.vkDestroyFence(device_, f, nullptr);
-  for (VkFence f : parked_fences_) vk_.vkDestroyFence(device_, f, nullptr);
-  for (auto& s : in_flight_) vk_.vkDestroyFence(device_, s.fence, nullptr);
-  for (VkDescriptorPool p : free_descriptor_pools_)
-    vk_.vkDestroyDescriptorPool(device_, p, nullptr);
-  if (command_pool_) vk_.vkDestroyCommandPool(device_, command_pool_, nullptr);
   vk_.vkDestroyDevice(device_, nullptr);
 }
 
@@ -143,11 +140,6 @@ void VulkanDevice::create_device() {
   check(vkCreateDevice(pd, &dci, nullptr, &device_), "vkCreateDevice");
   volkLoadDeviceTable(&vk_, device_);
   vk_.vkGetDeviceQueue(device_, queue_family_, 0, &queue_);
-
-  VkCommandPoolCreateInfo cpi{VK_STRUCTURE_TYPE_COMMAND_POOL_CREATE_INFO};
-  cpi.flags = VK_COMMAND_POOL_CREATE_RESET_COMMAND_BUFFER_BIT;
-  cpi.queueFamilyIndex = queue_family_;
-  check(vk_.vkCreateCommandPool(device_, &cpi, nullptr, &command_pool_), "vkCreateCommandPool");
 
   // Limits kernels size their work by.
   VkPhysicalDeviceSubgroupProperties sub{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SUBGROUP_PROPERTIES};
@@ -272,11 +264,11 @@ DeviceInfo VulkanDevice::info() {
   pr["push_descriptors"] = push_descriptors_ ? "yes" : "no";
   pr["direct_host_access"] = memory_is_mapped() ? "yes" : "no (staging copies)";
   pr["enumeration_index"] = std::to_string(physical_.enumeration_index);
-  pr["max_batches_in_flight"] = std::to_string(max_in_flight_);
+  pr["max_batches_in_flight"] = std::to_string(recorder_->max_in_flight());
   std::lock_guard lock(mutex_);
-  pr["batches_submitted"] = std::to_string(batch_serial_ - 1);  // serials count from 1
-  pr["barriers_recorded"] = std::to_string(tracker_.stats().barriers());
-  pr["batches_in_flight"] = std::to_string(in_flight_.size());
+  pr["batches_submitted"] = std::to_string(recorder_->batch_serial() - 1);  // serials count from 1
+  pr["barriers_recorded"] = std::to_string(recorder_->tracker().stats().barriers());
+  pr["batches_in_flight"] = std::to_string(recorder_->in_flight());
   return d;
 }
 

@@ -1,8 +1,9 @@
 // runtime/vulkan/vk_device.hpp — one Vulkan physical device as a ferry device:
-// its logical device and compute queue, and the recorder that batches
-// dispatches and copies into command buffers (vk_recorder.cpp). Its memory
-// pools (vk_memory_pools.hpp) and pipelines (vk_pipelines.hpp) are objects of
-// their own that it holds; Vulkan errors are translated in vk_error.hpp.
+// its logical device and compute queue. Its roles are objects of their own that
+// it holds: the recorder that batches dispatches and copies into command
+// buffers and submits them (vk_recorder.hpp), the memory pools
+// (vk_memory_pools.hpp) and the pipelines (vk_pipelines.hpp); Vulkan errors are
+// translated in vk_error.hpp.
 //
 // Note [Vulkan execution]
 // Everything a kernel or copy enqueues goes into the open command buffer (the
@@ -75,6 +76,7 @@
 #include "vulkan/vk_kernels.hpp"
 #include "vulkan/vk_memory_pools.hpp"
 #include "vulkan/vk_pipelines.hpp"
+#include "vulkan/vk_recorder.hpp"
 
 namespace ferry::vulkan {
 
@@ -174,22 +176,12 @@ class VulkanDevice final : public DeviceImpl {
   bool is_complete(std::uint64_t serial);  // without waiting
   void wait_for_serial(std::uint64_t serial);
   // Submitted batches the host may run ahead of the GPU (Note [Vulkan execution]).
-  std::size_t max_batches_in_flight() const { return max_in_flight_; }
+  std::size_t max_batches_in_flight() const { return recorder_->max_in_flight(); }
   void save_pipeline_cache();
   const PhysicalDevice& physical() const { return physical_; }
   bool memory_is_mapped() const;
 
  private:
-  struct Submission {
-    std::uint64_t serial = 0;
-    VkFence fence = VK_NULL_HANDLE;
-    VkCommandBuffer cb = VK_NULL_HANDLE;
-    std::vector<VkDescriptorPool> descriptor_pools;
-  };
-  struct DeferredFree {
-    int pool;
-    detail::Allocation allocation;
-  };
   enum { kDevicePool = MemoryPools::kDevice, kStagingPool = MemoryPools::kStaging };
   // Note [Vulkan threading]: functions taking a Lock (or named *_locked, or
   // called only from those) run with mutex_ held; a Lock& one may release it
@@ -199,28 +191,7 @@ class VulkanDevice final : public DeviceImpl {
   void create_device();
   std::unique_ptr<VulkanBuffer> allocate_in(Lock& lock, int pool, std::size_t bytes);
 
-  // Recorder.
-  VkCommandBuffer open_batch();
-  // Records a barrier if `uses` conflict with the batch so far, and marks the buffers used.
-  void before_command(Stage stage, std::span<const Use> uses,
-                      std::initializer_list<const VulkanBuffer*> buffers);
-  void before_command(Stage stage, std::span<const Use> uses);
-  // Counts the command just recorded; submits when the batch is large.
-  void after_command(bool writes);
-  // Records a copy of `region` from s to d, joined to the open copy run when
-  // it can be (Note [Copy runs] in vk_recorder.cpp).
-  void record_copy(const VulkanBuffer& s, const VulkanBuffer& d, const VkBufferCopy& region);
-  void end_copy_run();  // records the open copy run, if any
-  void record_barrier(const std::optional<Barrier>& b);
-  void flush();  // submits the open batch, if any
-  // Waits until `serial` has completed, then retires; releases `lock` while it waits.
-  void wait_for(Lock& lock, std::uint64_t serial);
-  // Waits while more than max_in_flight_ batches are in flight.
-  void throttle(Lock& lock);
   void synchronize_locked(Lock& lock);
-  void retire();  // retires the batches whose fences have signalled, without waiting
-  void recycle_fence(VkFence f);
-  VkDescriptorSet allocate_descriptor_set(VkDescriptorSetLayout layout);
   void check_alive() const;
 
   PhysicalDevice physical_;
@@ -228,47 +199,17 @@ class VulkanDevice final : public DeviceImpl {
   VolkDeviceTable vk_{};
   VkQueue queue_ = VK_NULL_HANDLE;
   std::uint32_t queue_family_ = 0;
-  VkCommandPool command_pool_ = VK_NULL_HANDLE;
   bool full_variant_ = false;
   bool push_descriptors_ = false;
   bool memory_budget_ = false;
-  bool lost_ = false;
-  std::string lost_reason_;
   KernelLimits limits_;
   std::uint64_t storage_alignment_ = 256;
   std::unique_ptr<MemoryPools> memory_;  // made once the VkDevice exists; under mutex_
 
-  BarrierTracker tracker_;
-  VkCommandBuffer batch_cb_ = VK_NULL_HANDLE;
-  // Copies not yet recorded: one vkCmdCopyBuffer from src to dst (Note [Copy runs]).
-  struct CopyRun {
-    VkBuffer src = VK_NULL_HANDLE, dst = VK_NULL_HANDLE;
-    std::vector<VkBufferCopy> regions;
-  };
-  CopyRun copy_run_;
-  std::uint32_t batch_commands_ = 0;
-  bool batch_writes_ = false;
-  std::vector<VkDescriptorPool> batch_pools_;
-  std::uint64_t batch_serial_ = 1;      // serial of the open (or next) batch
-  std::uint64_t completed_serial_ = 0;  // every batch up to this one has finished
-  std::deque<Submission> in_flight_;
-  std::size_t max_in_flight_ = 4;
-  std::uint32_t waiters_ = 0;           // threads in vkWaitForFences (Note [Vulkan threading])
-  std::vector<VkFence> parked_fences_;  // signalled, to be reset once waiters_ is 0
-  std::vector<VkFence> free_fences_;
-  std::vector<VkCommandBuffer> free_cbs_;
-  std::vector<VkDescriptorPool> free_descriptor_pools_;
-  std::multimap<std::uint64_t, DeferredFree> deferred_;  // staging ranges, by batch serial
-  std::uint64_t deferred_bytes_ = 0;
-
+  std::unique_ptr<Recorder> recorder_;    // made once the VkDevice exists; under mutex_
   std::unique_ptr<Pipelines> pipelines_;  // made once the VkDevice exists; under mutex_
   std::string driver_name_;
   mutable std::mutex mutex_;  // Note [Vulkan threading]
 };
-
-// Submit once a batch holds this many commands.
-inline constexpr std::uint32_t kBatchCommands = 512;
-// Staging bytes whose frees may wait for their batches (Note [Vulkan execution]).
-inline constexpr std::uint64_t kMaxStagingInFlight = std::uint64_t(256) << 20;
 
 }  // namespace ferry::vulkan

@@ -1,7 +1,7 @@
 // runtime/vulkan/vk_error.hpp — Vulkan failures as ferry errors, in one place
 // (Note [Kernel contract]: vendor codes become BackendError once per backend),
 // like cuda/cuda_error.hpp for CUDA. VK_ERROR_DEVICE_LOST is also remembered
-// by the device (vk_recorder.cpp), which refuses every later call.
+// by the device's recorder (vk_recorder.hpp), and the device refuses every later call.
 #pragma once
 
 #ifndef VK_NO_PROTOTYPES

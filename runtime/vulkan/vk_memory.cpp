@@ -9,6 +9,7 @@
 #include "ferry/error.hpp"
 #include "log_internal.hpp"
 #include "vulkan/vk_device.hpp"
+#include "vulkan/vk_recorder.hpp"
 
 namespace ferry::vulkan {
 namespace {
@@ -24,19 +25,17 @@ std::unique_ptr<VulkanBuffer> VulkanDevice::allocate_in(Lock& lock, int p, std::
   detail::BlockAllocator& allocator = memory_->allocator(p);
   if (p == kStagingPool) {
     // The bound on staging memory waiting for its batches (Note [Vulkan execution]).
-    retire();
-    while (!deferred_.empty() && deferred_bytes_ + bytes > kMaxStagingInFlight)
-      wait_for(lock, deferred_.begin()->first);
+    recorder_->make_room_for_staging(lock, bytes);
   }
-  detail::AllocResult r = allocator.allocate(bytes, completed_serial_);
+  detail::AllocResult r = allocator.allocate(bytes, recorder_->completed_serial());
   if (r.status == detail::AllocStatus::out_of_memory) {
     // Staging memory may wait in the deferred list, and the cache may hold
     // blocks the GPU was still using: finish the queue, release both, then
     // try once more.
     synchronize_locked(lock);
     for (int each : {kDevicePool, kStagingPool})
-      memory_->allocator(each).empty_cache(completed_serial_);
-    r = allocator.allocate(bytes, completed_serial_);
+      memory_->allocator(each).empty_cache(recorder_->completed_serial());
+    r = allocator.allocate(bytes, recorder_->completed_serial());
   }
   if (!r.ok()) {
     const std::uint64_t total = memory_->heap_size(p);
@@ -100,8 +99,9 @@ void VulkanDevice::reset_peak_memory_stats() { memory_->allocator(kDevicePool).r
 
 void VulkanDevice::empty_cache() {
   Lock lock(mutex_);
-  retire();
-  for (int p : {kDevicePool, kStagingPool}) memory_->allocator(p).empty_cache(completed_serial_);
+  recorder_->retire();
+  for (int p : {kDevicePool, kStagingPool})
+    memory_->allocator(p).empty_cache(recorder_->completed_serial());
 }
 
 // ---- copies ----
@@ -123,7 +123,8 @@ void VulkanDevice::copy_from_host(Buffer& dst, std::size_t dst_offset, const voi
   if (d.host_ptr()) {
     {
       Lock lock(mutex_);
-      wait_for(lock, d.last_use);  // the GPU must be done with the bytes the host overwrites
+      recorder_->wait_for(lock,
+                          d.last_use);  // the GPU must be done with the bytes the host overwrites
     }
     host_memcpy(static_cast<std::byte*>(d.host_ptr()) + dst_offset, src, bytes);
     return;
@@ -136,8 +137,8 @@ void VulkanDevice::copy_from_host(Buffer& dst, std::size_t dst_offset, const voi
     lock.unlock();  // a fresh staging range: nothing else touches it
     host_memcpy(staging->host_ptr(), static_cast<const std::byte*>(src) + done, n);
     lock.lock();
-    record_copy(*staging, d, {staging->offset(), d.offset() + dst_offset + done, n});
-    throttle(lock);
+    recorder_->record_copy(*staging, d, {staging->offset(), d.offset() + dst_offset + done, n});
+    recorder_->throttle(lock);
     done += n;
   }  // each staging range is freed once its batch has completed
 }
@@ -150,7 +151,7 @@ void VulkanDevice::copy_to_host(void* dst, const Buffer& src, std::size_t src_of
   if (s.host_ptr()) {
     {
       Lock lock(mutex_);
-      wait_for(lock, s.last_use);
+      recorder_->wait_for(lock, s.last_use);
     }
     host_memcpy(dst, static_cast<const std::byte*>(s.host_ptr()) + src_offset, bytes);
     return;
@@ -160,8 +161,8 @@ void VulkanDevice::copy_to_host(void* dst, const Buffer& src, std::size_t src_of
     std::unique_ptr<VulkanBuffer> staging;  // before the lock: freed after it is released
     Lock lock(mutex_);
     staging = allocate_in(lock, kStagingPool, n);
-    record_copy(s, *staging, {s.offset() + src_offset + done, staging->offset(), n});
-    wait_for(lock, staging->last_use);
+    recorder_->record_copy(s, *staging, {s.offset() + src_offset + done, staging->offset(), n});
+    recorder_->wait_for(lock, staging->last_use);
     lock.unlock();
     host_memcpy(static_cast<std::byte*>(dst) + done, staging->host_ptr(), n);
     done += n;
@@ -175,8 +176,8 @@ void VulkanDevice::copy_within(Buffer& dst, std::size_t dst_offset, const Buffer
   if (bytes == 0) return;
   failure_point(*this, "copy_within");
   Lock lock(mutex_);
-  record_copy(s, d, {s.offset() + src_offset, d.offset() + dst_offset, bytes});
-  throttle(lock);
+  recorder_->record_copy(s, d, {s.offset() + src_offset, d.offset() + dst_offset, bytes});
+  recorder_->throttle(lock);
 }
 
 }  // namespace ferry::vulkan
