@@ -111,6 +111,7 @@ Tensor exp(const Tensor& x) { return unary(OpId::exp, x); }
 Tensor expm1(const Tensor& x) { return unary(OpId::expm1, x); }
 Tensor log(const Tensor& x) { return unary(OpId::log, x); }
 Tensor log1p(const Tensor& x) { return unary(OpId::log1p, x); }
+Tensor log2(const Tensor& x) { return unary(OpId::log2, x); }
 Tensor sqrt(const Tensor& x) { return unary(OpId::sqrt, x); }
 Tensor rsqrt(const Tensor& x) { return unary(OpId::rsqrt, x); }
 Tensor sin(const Tensor& x) { return unary(OpId::sin, x); }

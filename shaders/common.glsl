@@ -261,6 +261,20 @@ float log1p_f(float x) {
   return (l.x + l.y) * r;
 }
 
+// log2(x) as log(x) / ln 2, log(x) and 1 / ln 2 each carried in two floats
+// (within about an ulp); exact at the powers of two, as libm is.
+float log2_f(float x) {
+  if (isnan(x) || x < 0.0) return F_NAN;
+  if (x == 0.0) return -F_INF;
+  if (isinf(x)) return x;
+  uint b = floatBitsToUint(x);
+  if ((b & 0x007fffffu) == 0u) return float(int(b >> 23) - 127);  // a normal power of two
+  vec2 l = log_f2(x);
+  vec2 p = two_prod(l.x, 1.44269502162933349609375);  // 1 / ln 2 = this + 1.92596299e-8
+  precise float lo = p.y + (l.x * 1.9259629911266175e-08 + l.y * 1.44269502162933349609375);
+  return p.x + lo;
+}
+
 // tanh(|x|): -expm1(-2|x|) / (expm1(-2|x|) + 2) below 0.55 (no cancellation
 // at small |x|), 1 - 2 / (exp(2|x|) + 1) above (the subtracted term is small,
 // so its error is), +-1 in float beyond 9.1; then the sign.

@@ -30,6 +30,7 @@ float unary_f(float x) {
     case OP_EXPM1: return expm1_f(x);
     case OP_LOG: return safe_log(x);
     case OP_LOG1P: return log1p_f(x);
+    case OP_LOG2: return log2_f(x);
     case OP_SQRT: return safe_sqrt(x);
     case OP_RSQRT: return 1.0 / safe_sqrt(x);
     case OP_SIN: return sin_f(x);

@@ -46,6 +46,7 @@ std::vector<UnaryCase> unary_cases() {
       {"expm1", [](double x) { return std::expm1(x); }, -5, 5},
       {"log", [](double x) { return std::log(x); }, 1e-3f, 100},
       {"log1p", [](double x) { return std::log1p(x); }, -0.99f, 100},
+      {"log2", [](double x) { return std::log2(x); }, 1e-3f, 100},
       {"sqrt", [](double x) { return std::sqrt(x); }, 0, 100},
       {"rsqrt", [](double x) { return 1 / std::sqrt(x); }, 1e-2f, 100},
       {"sin", [](double x) { return std::sin(x); }, -6, 6},

@@ -69,6 +69,7 @@ def main():
     elementwise.promotion_cases()
     elementwise.composite_cases()
     elementwise.log1p_cases()
+    elementwise.log2_cases()
     size = dump(OUT_PATH)
     print(f"wrote {len(CASES)} cases, {size} bytes, torch {torch.__version__} -> "
           f"{os.path.normpath(OUT_PATH)}")

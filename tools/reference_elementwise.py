@@ -393,7 +393,7 @@ def composite_cases():
 
 
 def log1p_cases():
-    """log1p, the op added last through the op table."""
+    """log1p, added through the op table."""
     x = Gen("log1p_f32").uniform([4, 6], -0.9, 8)
     add_case("log1p_f32", "log1p", [x], torch.log1p(x), tol=T_TRANS)
     # Up to 1e38: torch 1.13's CPU log1p overflows to inf near 3e38 (the
@@ -407,3 +407,18 @@ def log1p_cases():
     add_case("log1p_bf16", "log1p", [x], ref_upcast(torch.log1p, [x], bf16))
     x = Gen("log1p_i32").ints([6], 0, 100, i32)
     add_case("log1p_i32", "log1p", [x], torch.log1p(x), tol=T_TRANS)
+
+
+def log2_cases():
+    """log2, the op added last through the op table."""
+    x = Gen("log2_f32").uniform([4, 6], 0.01, 100)
+    add_case("log2_f32", "log2", [x], torch.log2(x), tol=T_TRANS)
+    x = T(SPECIAL + [-1e-30, 1e-30, 2.0 ** -149, 3e-45, 1e-40, 3e38])
+    add_case("log2_f32_special", "log2", [x], torch.log2(x), tol=T_TRANS)
+    # Powers of two have exact logarithms, and libm gives them exactly.
+    x = T([2.0 ** k for k in (-126, -100, -10, -3, -1, 0, 1, 2, 5, 10, 64, 127)])
+    add_case("log2_f32_pow2", "log2", [x], torch.log2(x), tol={"rtol": 0.0, "atol": 0.0})
+    x = Gen("log2_f16").uniform([3, 5], 0.1, 8, dtype=f16)
+    add_case("log2_f16", "log2", [x], ref_upcast(torch.log2, [x], f16))
+    x = Gen("log2_i64").ints([6], 1, 1000, i64)
+    add_case("log2_i64", "log2", [x], torch.log2(x), tol=T_TRANS)

@@ -25,6 +25,7 @@ Tensor exp(const Tensor& x);
 Tensor expm1(const Tensor& x);  // exp(x) - 1, accurate near 0
 Tensor log(const Tensor& x);
 Tensor log1p(const Tensor& x);  // log(1 + x), accurate near 0
+Tensor log2(const Tensor& x);
 Tensor sqrt(const Tensor& x);
 Tensor rsqrt(const Tensor& x);
 Tensor sin(const Tensor& x);

@@ -59,6 +59,10 @@ BackwardFn unary_formula(OpId op, const Tensor& x, const Tensor& y) {
       return [x = Saved(x)](const Tensor& g, const Needs&) -> Grads { return {g / x.get()}; };
     case OpId::log1p:  // d log(1 + x) = 1 / (1 + x)
       return [x = Saved(x)](const Tensor& g, const Needs&) -> Grads { return {g / (x.get() + 1)}; };
+    case OpId::log2:  // d log2(x) = 1 / (x ln 2)
+      return [x = Saved(x)](const Tensor& g, const Needs&) -> Grads {
+        return {g / (x.get() * 0.693147180559945309)};
+      };
     case OpId::sqrt:  // d sqrt(x) = 1 / (2 sqrt(x)), from the result
       return [y = Saved(y)](const Tensor& g, const Needs&) -> Grads { return {g / (y.get() * 2)}; };
     case OpId::rsqrt:  // d x^(-1/2) = -1/2 x^(-3/2) = -1/2 y^3

@@ -91,6 +91,9 @@ struct Log {
 struct Log1p {  // log(1 + x) without the rounding of 1 + x near 0
   template <typename T> FERRY_HD T operator()(T x) const { return std::log1p(x); }
 };
+struct Log2 {
+  template <typename T> FERRY_HD T operator()(T x) const { return std::log2(x); }
+};
 struct Sqrt {
   template <typename T> FERRY_HD T operator()(T x) const { return std::sqrt(x); }
 };
