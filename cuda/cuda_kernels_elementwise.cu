@@ -32,15 +32,16 @@ void binary(CudaDevice& dev, const OpCall& c, const char* op) {
 enum class Set { floating, numeric, all };
 
 template <Set S, typename Op> KernelFn unary_kernel(const char* op) {
-  static_assert(S != Set::all, "unary ops take numeric or floating dtypes");
   return [op](DeviceImpl& d, const OpCall& c) {
     const TensorArg& out = check_operands(c, 1, op);
     check_dtype(c.inputs[0], out.dtype, "the input", op);
     CudaDevice& dev = cuda_device(d);
     if constexpr (S == Set::floating) {
       FERRY_CUDA_DISPATCH_FLOATING(out.dtype, op, unary<scalar_t, Op>(dev, c, op));
-    } else {
+    } else if constexpr (S == Set::numeric) {
       FERRY_CUDA_DISPATCH_NUMERIC(out.dtype, op, unary<scalar_t, Op>(dev, c, op));
+    } else {
+      FERRY_CUDA_DISPATCH_ALL(out.dtype, op, unary<scalar_t, Op>(dev, c, op));
     }
   };
 }

@@ -112,6 +112,13 @@ Tensor expm1(const Tensor& x) { return unary(OpId::expm1, x); }
 Tensor log(const Tensor& x) { return unary(OpId::log, x); }
 Tensor log1p(const Tensor& x) { return unary(OpId::log1p, x); }
 Tensor log2(const Tensor& x) { return unary(OpId::log2, x); }
+Tensor floor(const Tensor& x) { return unary(OpId::floor, x); }
+Tensor ceil(const Tensor& x) { return unary(OpId::ceil, x); }
+Tensor trunc(const Tensor& x) { return unary(OpId::trunc, x); }
+Tensor round(const Tensor& x) { return unary(OpId::round, x); }
+Tensor frac(const Tensor& x) { return unary(OpId::frac, x); }
+Tensor sign(const Tensor& x) { return unary(OpId::sign, x); }
+Tensor reciprocal(const Tensor& x) { return unary(OpId::reciprocal, x); }
 Tensor sqrt(const Tensor& x) { return unary(OpId::sqrt, x); }
 Tensor rsqrt(const Tensor& x) { return unary(OpId::rsqrt, x); }
 Tensor sin(const Tensor& x) { return unary(OpId::sin, x); }

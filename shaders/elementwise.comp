@@ -31,6 +31,13 @@ float unary_f(float x) {
     case OP_LOG: return safe_log(x);
     case OP_LOG1P: return log1p_f(x);
     case OP_LOG2: return log2_f(x);
+    case OP_FLOOR: return floor(x);
+    case OP_CEIL: return ceil(x);
+    case OP_TRUNC: return trunc(x);
+    case OP_ROUND: return roundEven(x);
+    case OP_FRAC: return x - trunc(x);
+    case OP_SIGN: return float(0.0 < x) - float(x < 0.0);  // 0 for NaN, as the CPU
+    case OP_RECIPROCAL: return 1.0 / x;
     case OP_SQRT: return safe_sqrt(x);
     case OP_RSQRT: return 1.0 / safe_sqrt(x);
     case OP_SIN: return sin_f(x);
@@ -75,8 +82,17 @@ ITYPE unary_i(ITYPE x) {
     }
     case OP_RELU: return x > 0 ? x : ITYPE(0);
     case OP_SQUARE: return x * x;
+    case OP_SIGN: {
+#ifdef FERRY_FULL
+      if (IN_DT != DT_I64) {  // in 32 bits, as abs above
+        int v = int(x);
+        return ITYPE(v > 0 ? 1 : (v < 0 ? -1 : 0));
+      }
+#endif
+      return x > ITYPE(0) ? ITYPE(1) : (x < ITYPE(0) ? ITYPE(-1) : ITYPE(0));
+    }
   }
-  return x;
+  return x;  // floor, ceil, trunc and round keep integers as they are
 }
 
 float binary_f(float x, float y) {

@@ -70,6 +70,7 @@ def main():
     elementwise.composite_cases()
     elementwise.log1p_cases()
     elementwise.log2_cases()
+    elementwise.rounding_cases()
     size = dump(OUT_PATH)
     print(f"wrote {len(CASES)} cases, {size} bytes, torch {torch.__version__} -> "
           f"{os.path.normpath(OUT_PATH)}")

@@ -410,7 +410,7 @@ def log1p_cases():
 
 
 def log2_cases():
-    """log2, the op added last through the op table."""
+    """log2, added through the op table."""
     x = Gen("log2_f32").uniform([4, 6], 0.01, 100)
     add_case("log2_f32", "log2", [x], torch.log2(x), tol=T_TRANS)
     x = T(SPECIAL + [-1e-30, 1e-30, 2.0 ** -149, 3e-45, 1e-40, 3e38])
@@ -422,3 +422,29 @@ def log2_cases():
     add_case("log2_f16", "log2", [x], ref_upcast(torch.log2, [x], f16))
     x = Gen("log2_i64").ints([6], 1, 1000, i64)
     add_case("log2_i64", "log2", [x], torch.log2(x), tol=T_TRANS)
+
+
+def rounding_cases():
+    """floor, ceil, trunc, round, frac, sign and reciprocal: the rows added last
+    through the op table."""
+    x = T(SPECIAL + [0.5, -0.5, 1.5, -1.5, 2.5, -2.5, 3.7, -3.7, 1e30, -1e30, 8388609.0, 1e-40])
+    for name in ("floor", "ceil", "trunc", "round", "frac", "sign"):
+        fn = getattr(torch, name)
+        add_case(f"{name}_f32_special", name, [x], fn(x), tol=EXACT)
+        xb = Gen(f"{name}_bf16").uniform([3, 5], -4, 4, dtype=bf16, decimals=1)
+        add_case(f"{name}_bf16", name, [xb], fn(xb), tol=EXACT)
+    for name in ("floor", "ceil", "trunc", "round", "sign"):
+        xi = Gen(f"{name}_i64").ints([6], -50, 50, i64)
+        add_case(f"{name}_i64", name, [xi], getattr(torch, name)(xi), tol=EXACT)
+    xi = Gen("sign_i32").ints([7], -3, 4, i32)
+    add_case("sign_i32", "sign", [xi], torch.sign(xi), tol=EXACT)
+    xb = T([True, False, True], dtype=boolean)
+    add_case("sign_bool", "sign", [xb], torch.sign(xb), tol=EXACT)
+    x = Gen("reciprocal_f32").uniform([4, 6], 0.1, 10)
+    add_case("reciprocal_f32", "reciprocal", [x], torch.reciprocal(x), tol=T_F32)
+    x = T(SPECIAL + [1e-30, -3e38, 1e-40])
+    add_case("reciprocal_f32_special", "reciprocal", [x], torch.reciprocal(x), tol=T_F32)
+    x = Gen("reciprocal_f16").uniform([3, 5], 0.5, 4, dtype=f16)
+    add_case("reciprocal_f16", "reciprocal", [x], ref_upcast(torch.reciprocal, [x], f16))
+    xi = T([1, 2, -4, 8, 3], dtype=i32)
+    add_case("reciprocal_i32", "reciprocal", [xi], torch.reciprocal(xi), tol=T_F32)

@@ -26,6 +26,15 @@ Tensor expm1(const Tensor& x);  // exp(x) - 1, accurate near 0
 Tensor log(const Tensor& x);
 Tensor log1p(const Tensor& x);  // log(1 + x), accurate near 0
 Tensor log2(const Tensor& x);
+// Rounding to whole numbers (integer tensors come back as they are): round is
+// half to even, as PyTorch's.
+Tensor floor(const Tensor& x);
+Tensor ceil(const Tensor& x);
+Tensor trunc(const Tensor& x);
+Tensor round(const Tensor& x);
+Tensor frac(const Tensor& x);        // x - trunc(x)
+Tensor sign(const Tensor& x);        // -1, 0 or 1 (0 for NaN)
+Tensor reciprocal(const Tensor& x);  // 1 / x, integers and bool as f32
 Tensor sqrt(const Tensor& x);
 Tensor rsqrt(const Tensor& x);
 Tensor sin(const Tensor& x);

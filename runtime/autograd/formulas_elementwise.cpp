@@ -57,6 +57,18 @@ BackwardFn unary_formula(OpId op, const Tensor& x, const Tensor& y) {
       return [y = Saved(y)](const Tensor& g, const Needs&) -> Grads { return {g * (y.get() + 1)}; };
     case OpId::log:
       return [x = Saved(x)](const Tensor& g, const Needs&) -> Grads { return {g / x.get()}; };
+    case OpId::floor:  // piecewise constant: PyTorch's zero gradient
+    case OpId::ceil:
+    case OpId::trunc:
+    case OpId::round:
+    case OpId::sign:
+      return [](const Tensor& g, const Needs&) -> Grads { return {zeros_like(g)}; };
+    case OpId::frac:  // x - trunc(x)
+      return [](const Tensor& g, const Needs&) -> Grads { return {g}; };
+    case OpId::reciprocal:  // d (1 / x) = -1 / x^2 = -y^2
+      return [y = Saved(y)](const Tensor& g, const Needs&) -> Grads {
+        return {neg(g * y.get() * y.get())};
+      };
     case OpId::log1p:  // d log(1 + x) = 1 / (1 + x)
       return [x = Saved(x)](const Tensor& g, const Needs&) -> Grads { return {g / (x.get() + 1)}; };
     case OpId::log2:  // d log2(x) = 1 / (x ln 2)

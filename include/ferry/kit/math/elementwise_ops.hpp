@@ -94,6 +94,55 @@ struct Log1p {  // log(1 + x) without the rounding of 1 + x near 0
 struct Log2 {
   template <typename T> FERRY_HD T operator()(T x) const { return std::log2(x); }
 };
+// Rounding: integers are already whole (PyTorch returns them as they are).
+struct Floor {
+  template <typename T> FERRY_HD T operator()(T x) const {
+    if constexpr (kIsInteger<T>)
+      return x;
+    else
+      return std::floor(x);
+  }
+};
+struct Ceil {
+  template <typename T> FERRY_HD T operator()(T x) const {
+    if constexpr (kIsInteger<T>)
+      return x;
+    else
+      return std::ceil(x);
+  }
+};
+struct Trunc {
+  template <typename T> FERRY_HD T operator()(T x) const {
+    if constexpr (kIsInteger<T>)
+      return x;
+    else
+      return std::trunc(x);
+  }
+};
+struct Round {  // half to even, as PyTorch (rint in the default rounding mode)
+  template <typename T> FERRY_HD T operator()(T x) const {
+    if constexpr (kIsInteger<T>)
+      return x;
+    else
+      return std::rint(x);
+  }
+};
+struct Frac {  // x - trunc(x): the sign of x, NaN for infinities
+  template <typename T> FERRY_HD T operator()(T x) const { return x - std::trunc(x); }
+};
+struct Sign {  // -1, 0 or 1; 0 for NaN (PyTorch 1.13's CPU); a bool stays itself
+  template <typename T> FERRY_HD T operator()(T x) const {
+    if constexpr (std::is_same_v<T, bool>)
+      return x;
+    else if constexpr (std::is_unsigned_v<T>)
+      return T(x != 0);
+    else
+      return T((T(0) < x) - (x < T(0)));
+  }
+};
+struct Reciprocal {
+  template <typename T> FERRY_HD T operator()(T x) const { return T(1) / x; }
+};
 struct Sqrt {
   template <typename T> FERRY_HD T operator()(T x) const { return std::sqrt(x); }
 };
