@@ -15,7 +15,7 @@ set_property(DIRECTORY ${PROJECT_SOURCE_DIR} APPEND PROPERTY CMAKE_CONFIGURE_DEP
 set(_kinds unary binary compare activation_backward where copy fill arange random reduce nn
            linalg index index_backward optim composite)
 set(_functor_kinds unary binary compare activation_backward)
-set(_dtype_sets all numeric float int)
+set(_dtype_sets all numeric float int integral)
 set(_computes same float)
 set(_results same bool i64 widen given)
 set(_promotes common none)
@@ -160,7 +160,8 @@ foreach(line IN LISTS _lines)
          "OpGrad::${grad}, OpImpl::${impl}, ${mask}, \"${attrs}\", ${range_lo}, ${range_hi}},\n")
   string(APPEND _glsl_defs "#define OP_${upper} ${_id}u\n")
   string(APPEND _glsl_${kind} " || op == OP_${upper}")
-  if(kind IN_LIST _functor_kinds)
+  # A composite op with no fused kernel (backends -) has no functor.
+  if(kind IN_LIST _functor_kinds AND NOT backends STREQUAL "-")
     _ferry_camel(${name} camel)
     string(APPEND _list_${kind} " \\\n  X(${name}, ${camel}, ${kset})")
   endif()

@@ -6,6 +6,7 @@
 #include <fmt/format.h>
 
 #include <cmath>
+#include <limits>
 
 #include "autograd/graph.hpp"
 #include "dispatch.hpp"
@@ -43,6 +44,34 @@ Tensor composite_unary(OpId op, const Tensor& x) {
   switch (op) {
     case OpId::square:
       return square(x);
+    // The rows with parameters, at PyTorch's defaults (round_decimals at
+    // decimals = 1: at 0 it is round).
+    case OpId::softplus:
+      return softplus(x);
+    case OpId::elu:
+      return elu(x);
+    case OpId::celu:
+      return celu(x);
+    case OpId::leaky_relu:
+      return leaky_relu(x);
+    case OpId::hardtanh:
+      return hardtanh(x);
+    case OpId::relu6:
+      return relu6(x);
+    case OpId::nan_to_num:
+      return nan_to_num(x);
+    case OpId::round_decimals:
+      return round(x, 1);
+    case OpId::isnan:
+      return isnan(x);
+    case OpId::isinf:
+      return isinf(x);
+    case OpId::isfinite:
+      return isfinite(x);
+    case OpId::logical_not:
+      return logical_not(x);
+    case OpId::bitwise_not:
+      return bitwise_not(x);
     default:
       break;
   }
@@ -96,6 +125,134 @@ Tensor clamp(const Tensor& x, const Tensor& min, const Tensor& max) {
 
 Tensor clamp_min(const Tensor& x, const Scalar& min) { return clamp(x, min, std::nullopt); }
 Tensor clamp_max(const Tensor& x, const Scalar& max) { return clamp(x, std::nullopt, max); }
+Tensor clip(const Tensor& x, std::optional<Scalar> min, std::optional<Scalar> max) {
+  return clamp(x, min, max);
+}
+Tensor clip(const Tensor& x, const Tensor& min, const Tensor& max) { return clamp(x, min, max); }
+
+// ---- activations with parameters. Each is spelt with where so that its
+// gradient through the parts is PyTorch's backward formula, and the branch
+// where does not take gets an input that cannot overflow: where's backward
+// sends it a zero gradient, and 0 times an infinite derivative would be NaN.
+namespace {
+
+// f(x), for f16 and bf16 computed in f32 and rounded once at the end, as
+// PyTorch's kernels do (exp(x) of softplus overflows f16 from x = 11.1).
+template <typename F> Tensor in_float(const Tensor& x, F f) {
+  if (x.dtype() != DType::f16 && x.dtype() != DType::bf16) return f(x);
+  return f(x.to(DType::f32)).to(x.dtype());
+}
+
+// x where x > 0, else 0: the input of the negative branch of elu and celu.
+Tensor nonpositive_part(const Tensor& x) { return where(gt(x, 0), Scalar(0), x); }
+
+}  // namespace
+
+Tensor softplus(const Tensor& x, double beta, double threshold) {
+  detail::check_dtype(OpId::softplus, x);
+  return in_float(x, [&](const Tensor& xf) {
+    Tensor bx = xf * beta;
+    Tensor above = gt(bx, threshold);
+    return where(above, xf, log1p(exp(where(above, Scalar(0), bx))) / beta);
+  });
+}
+
+Tensor elu(const Tensor& x, double alpha) {
+  detail::check_dtype(OpId::elu, x);
+  return in_float(x, [&](const Tensor& xf) {
+    return where(gt(xf, 0), xf, expm1(nonpositive_part(xf)) * alpha);
+  });
+}
+
+Tensor celu(const Tensor& x, double alpha) {
+  detail::check_dtype(OpId::celu, x);
+  if (alpha == 0) throw Error("celu: alpha cannot be 0 (it divides the input)");
+  return in_float(x, [&](const Tensor& xf) {
+    return where(gt(xf, 0), xf, expm1(nonpositive_part(xf) / alpha) * alpha);
+  });
+}
+
+Tensor leaky_relu(const Tensor& x, double negative_slope) {
+  detail::check_dtype(OpId::leaky_relu, x);
+  return where(gt(x, 0), x, x * negative_slope);
+}
+
+// clamp with the bounds taken where x reaches them, so that the gradient is 0
+// there (PyTorch's hardtanh_backward), not clamp's. Integer tensors keep their
+// dtype: the bounds are truncated to integers.
+Tensor hardtanh(const Tensor& x, double min_val, double max_val) {
+  detail::check_dtype(OpId::hardtanh, x);
+  if (is_floating(x.dtype()))
+    return where(le(x, min_val), Scalar(min_val), where(ge(x, max_val), Scalar(max_val), x));
+  if (x.dtype() == DType::u8 && (min_val < 0 || max_val < 0))
+    throw DTypeError(
+        fmt::format("hardtanh: an unsigned (u8) tensor cannot take the negative bounds [{}, {}]",
+                    min_val, max_val));
+  const auto lo = std::int64_t(std::trunc(min_val)), hi = std::int64_t(std::trunc(max_val));
+  return where(le(x, lo), Scalar(lo), where(ge(x, hi), Scalar(hi), x));
+}
+
+Tensor relu6(const Tensor& x) {
+  detail::check_dtype(OpId::relu6, x);
+  return hardtanh(x, 0, 6);
+}
+
+// ---- tests and bitwise negation.
+Tensor isnan(const Tensor& x) { return ne(x, x); }  // false for every integer
+
+Tensor isinf(const Tensor& x) {
+  if (!is_floating(x.dtype())) return ne(x, x);  // all false
+  return eq(abs(x), INFINITY);
+}
+
+Tensor isfinite(const Tensor& x) {
+  if (!is_floating(x.dtype())) return eq(x, x);  // all true
+  return lt(abs(x), INFINITY);                   // false for NaN too
+}
+
+Tensor logical_not(const Tensor& x) { return eq(x, Scalar(0)); }  // NaN is true: not 0
+
+Tensor bitwise_not(const Tensor& x) {
+  detail::check_dtype(OpId::bitwise_not, x);
+  if (x.dtype() == DType::boolean) return logical_not(x);
+  return sub(Scalar(-1), x);  // ~x = -1 - x in two's complement (u8: 255 - x), wrapping
+}
+
+namespace {
+
+double largest_finite(DType dt) {
+  switch (dt) {
+    case DType::f16:
+      return 65504.0;
+    case DType::bf16:
+      return 3.3895313892515355e38;
+    case DType::f32:
+      return double(std::numeric_limits<float>::max());
+    default:
+      return std::numeric_limits<double>::max();
+  }
+}
+
+}  // namespace
+
+Tensor nan_to_num(const Tensor& x, double nan, std::optional<double> posinf,
+                  std::optional<double> neginf) {
+  if (!is_floating(x.dtype())) return x.clone();
+  const double big = largest_finite(x.dtype());
+  Tensor y = where(eq(x, INFINITY), Scalar(posinf.value_or(big)), x);
+  y = where(eq(x, -INFINITY), Scalar(neginf.value_or(-big)), y);
+  return where(isnan(x), Scalar(nan), y);
+}
+
+// PyTorch's round_decimals: the scale is 10^|decimals| rounded to the dtype.
+Tensor round(const Tensor& x, std::int64_t decimals) {
+  detail::check_dtype(OpId::round_decimals, x);
+  if (decimals == 0) return round(x);
+  const double scale = std::pow(10.0, double(decimals < 0 ? -decimals : decimals));
+  return in_float(x, [&](const Tensor& xf) {
+    return decimals > 0 ? round(xf * scale) / scale : round(xf / scale) * scale;
+  });
+}
 
 // log(sum(exp(x - m))) + m with m the (detached) maximum over the reduced
 // dims, so that exp cannot overflow; an infinite m is taken as 0 (all -inf

@@ -292,38 +292,45 @@ float safe_tanh(float x) {
   }
   return x < 0.0 ? -r : r;
 }
-// erf: Abramowitz & Stegun 7.1.26 is only 1.5e-7 absolute; this is W. J. Cody's
-// rational form as used by many GPU math libraries, accurate to ~1 ulp in float.
+// erf and erfc (transcendentals.glsl): FreeBSD msun's s_erff.c, its rational
+// forms on three ranges of |x|, accurate to ~1 ulp in float (Abramowitz &
+// Stegun 7.1.26 is only 1.5e-7 absolute).
+// (erf(x) - x) / x = P/Q(x^2) for |x| < 0.84375.
+float erf_small_ratio(float x) {
+  float z = x * x;
+  float p = 1.28379166e-01 + z * (-3.25042108e-01 + z * (-2.84817495e-02 + z * (-5.77027029e-03 + z * -2.37630166e-05)));
+  float q = 1.0 + z * (3.97917223e-01 + z * (6.50222499e-02 + z * (5.08130628e-03 + z * (1.32494738e-04 + z * -3.96022827e-06))));
+  return p / q;
+}
+// erf(|x|) - 0.845062911 = P/Q(|x| - 1) for 0.84375 <= |x| < 1.25.
+float erf_mid_ratio(float a) {
+  float s = a - 1.0;
+  float p = -2.36211856e-03 + s * (4.14856118e-01 + s * (-3.72207874e-01 + s * (3.18346619e-01 + s * (-1.10894694e-01 + s * (3.54783043e-02 + s * -2.16637559e-03)))));
+  float q = 1.0 + s * (1.06420880e-01 + s * (5.40397918e-01 + s * (7.18286544e-02 + s * (1.26171219e-01 + s * (1.36370839e-02 + s * 1.19844998e-02)))));
+  return p / q;
+}
+// erfc(a) for 1.25 <= a < 28: exp(-a^2 - 0.5625 + R/S(1/a^2)) / a, the
+// exponential split at z = a's top 11 bits so that z^2 (22 bits) + 0.5625 is
+// exact: the first exp's argument carries no rounding (at a = 8 it would cost
+// 30 ulp).
+float erfc_tail(float a) {
+  float s = 1.0 / (a * a);
+  float ra, sa;
+  if (a < 2.85714285) {
+    ra = -9.86494403e-03 + s * (-6.93858572e-01 + s * (-1.05586262e+01 + s * (-6.23753324e+01 + s * (-1.62396669e+02 + s * (-1.84605092e+02 + s * (-8.12874355e+01 + s * -9.81432934e+00))))));
+    sa = 1.0 + s * (1.96512716e+01 + s * (1.37657754e+02 + s * (4.34565877e+02 + s * (6.45387271e+02 + s * (4.29008140e+02 + s * (1.08635005e+02 + s * (6.57024977e+00 + s * -6.04244152e-02)))))));
+  } else {
+    ra = -9.86494292e-03 + s * (-7.99283237e-01 + s * (-1.77579549e+01 + s * (-1.60636384e+02 + s * (-6.37566443e+02 + s * (-1.02509513e+03 + s * -4.83519191e+02)))));
+    sa = 1.0 + s * (3.03380607e+01 + s * (3.25792512e+02 + s * (1.53672958e+03 + s * (3.19985821e+03 + s * (2.55305040e+03 + s * (4.74528541e+02 + s * -2.24409524e+01))))));
+  }
+  float z = uintBitsToFloat(floatBitsToUint(a) & 0xffffe000u);
+  return exp_f(-z * z - 0.5625) * exp_f((z - a) * (z + a) + ra / sa) / a;
+}
 float safe_erf(float x) {
   if (isnan(x)) return x;
   float a = abs(x);
-  float r;
-  if (a < 0.84375) {
-    float z = x * x;
-    float p = 1.28379166e-01 + z * (-3.25042108e-01 + z * (-2.84817495e-02 + z * (-5.77027029e-03 + z * -2.37630166e-05)));
-    float q = 1.0 + z * (3.97917223e-01 + z * (6.50222499e-02 + z * (5.08130628e-03 + z * (1.32494738e-04 + z * -3.96022827e-06))));
-    return x + x * (p / q);
-  } else if (a < 1.25) {
-    float s = a - 1.0;
-    float p = -2.36211856e-03 + s * (4.14856118e-01 + s * (-3.72207874e-01 + s * (3.18346619e-01 + s * (-1.10894694e-01 + s * (3.54783043e-02 + s * -2.16637559e-03)))));
-    float q = 1.0 + s * (1.06420880e-01 + s * (5.40397918e-01 + s * (7.18286544e-02 + s * (1.26171219e-01 + s * (1.36370839e-02 + s * 1.19844998e-02)))));
-    r = 8.45062911e-01 + p / q;
-  } else if (a < 6.0) {
-    float s = 1.0 / (a * a);
-    float ra, sa;
-    if (a < 2.85714285) {
-      ra = -9.86494403e-03 + s * (-6.93858572e-01 + s * (-1.05586262e+01 + s * (-6.23753324e+01 + s * (-1.62396669e+02 + s * (-1.84605092e+02 + s * (-8.12874355e+01 + s * -9.81432934e+00))))));
-      sa = 1.0 + s * (1.96512716e+01 + s * (1.37657754e+02 + s * (4.34565877e+02 + s * (6.45387271e+02 + s * (4.29008140e+02 + s * (1.08635005e+02 + s * (6.57024977e+00 + s * -6.04244152e-02)))))));
-    } else {
-      ra = -9.86494292e-03 + s * (-7.99283237e-01 + s * (-1.77579549e+01 + s * (-1.60636384e+02 + s * (-6.37566443e+02 + s * (-1.02509513e+03 + s * -4.83519191e+02)))));
-      sa = 1.0 + s * (3.03380607e+01 + s * (3.25792512e+02 + s * (1.53672958e+03 + s * (3.19985821e+03 + s * (2.55305040e+03 + s * (4.74528541e+02 + s * -2.24409524e+01))))));
-    }
-    float z = uintBitsToFloat(floatBitsToUint(a) & 0xfffff000u);
-    float e = exp_f(-z * z - 0.5625) * exp_f((z - a) * (z + a) + ra / sa);
-    r = 1.0 - e / a;
-  } else {
-    r = 1.0;
-  }
+  if (a < 0.84375) return x + x * erf_small_ratio(x);
+  float r = a < 1.25 ? 8.45062911e-01 + erf_mid_ratio(a) : (a < 6.0 ? 1.0 - erfc_tail(a) : 1.0);
   return x < 0.0 ? -r : r;
 }
 // sin and cos: GPU sin/cos are accurate only near [-pi, pi], so the argument

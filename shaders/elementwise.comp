@@ -6,6 +6,7 @@
 #version 450
 #extension GL_GOOGLE_include_directive : require
 #include "common.glsl"
+#include "transcendentals.glsl"
 #include "abi/elementwise.h"  // spec and push constants, codes: shared with the host
 
 #include "ferry_ops.glsl"  // OP_<NAME> = ferry::OpId, generated from ops/ops.table
@@ -19,6 +20,13 @@ bool is_unary() { return op_is_unary(OP); }
 bool is_binary() { return op_is_binary(OP); }
 bool is_compare() { return op_is_compare(OP); }
 bool is_grad() { return op_is_activation_backward(OP); }
+
+// min(max(x + 3, 0), 6), a NaN kept.
+float relu6_of_shifted(float x) {
+  float t = x + 3.0;
+  t = t < 0.0 ? 0.0 : t;
+  return t > 6.0 ? 6.0 : t;
+}
 
 float unary_f(float x) {
   switch (OP) {
@@ -47,6 +55,27 @@ float unary_f(float x) {
     case OP_GELU: return 0.5 * x * (1.0 + safe_erf(x * 0.70710678118654752));
     case OP_GELU_TANH: return x / (1.0 + safe_exp(-2.0 * (0.79788456080286536 * (x + 0.044715 * x * x * x))));
     case OP_SILU: return x / (1.0 + safe_exp(-x));
+    case OP_LOG10: return log10_f(x);
+    case OP_EXP2: return exp2_f(x);
+    case OP_ERF: return safe_erf(x);
+    case OP_ERFC: return erfc_f(x);
+    case OP_ERFINV: return erfinv_f(x);
+    case OP_TAN: return tan_f(x);
+    case OP_ASIN: return asin_f(x);
+    case OP_ACOS: return acos_f(x);
+    case OP_ATAN: return atan_f(x);
+    case OP_SINH: return sinh_f(x);
+    case OP_COSH: return cosh_f(x);
+    case OP_ASINH: return asinh_f(x);
+    case OP_ACOSH: return acosh_f(x);
+    case OP_ATANH: return atanh_f(x);
+    // The activations' formulas are kit/math/scalar_ops.hpp's.
+    case OP_SELU: return x > 0.0 ? 1.0507009873554804934 * x
+                                 : 1.0507009873554804934 * 1.6732632423543772848 * expm1_f(x);
+    case OP_HARDSIGMOID: return relu6_of_shifted(x) / 6.0;
+    case OP_HARDSWISH: return x * relu6_of_shifted(x) / 6.0;
+    case OP_MISH: return x * safe_tanh(log1p_f(safe_exp(x)));
+    case OP_LOGSIGMOID: return (x < 0.0 ? x : 0.0) - log1p_f(safe_exp(-abs(x)));
   }
   return x;
 }

@@ -111,6 +111,8 @@ TEST(OpTable, SupportsIsWhatTheKernelsDo) {
         const ferry::DType compute = ferry::op_compute_dtype(info.id, dt);
         const bool says = impl.supports(info.id, compute) &&
                           (compute == dt || impl.supports(ferry::OpId::copy, dt));
+        // A composite op runs by its composition where there is no fused kernel.
+        if (info.impl == ferry::OpImpl::composite && !says) continue;
         bool ran = true;
         std::string why;
         try {
@@ -119,8 +121,6 @@ TEST(OpTable, SupportsIsWhatTheKernelsDo) {
           ran = false;
           why = e.what();
         }
-        // A composite op runs by its composition where there is no fused kernel.
-        if (info.impl == ferry::OpImpl::composite && !says) continue;
         EXPECT_EQ(ran, says) << d.device << " " << info.name << " on " << ferry::dtype_name(dt)
                              << ": supports() says " << says << " " << why;
       }

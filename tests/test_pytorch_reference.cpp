@@ -245,6 +245,31 @@ const std::map<std::string, OpFn>& api_table() {
          };
          return ferry::clamp(c.at(0), bound("min"), bound("max"));
        }},
+      // Unary rows with parameters (called by id, they take PyTorch's defaults).
+      {"softplus",
+       [](const Call& c) {
+         return ferry::softplus(c.at(0), c.attrs.at("beta"), c.attrs.at("threshold"));
+       }},
+      {"elu", [](const Call& c) { return ferry::elu(c.at(0), c.attrs.at("alpha")); }},
+      {"celu", [](const Call& c) { return ferry::celu(c.at(0), c.attrs.at("alpha")); }},
+      {"leaky_relu",
+       [](const Call& c) { return ferry::leaky_relu(c.at(0), c.attrs.at("negative_slope")); }},
+      {"hardtanh",
+       [](const Call& c) {
+         return ferry::hardtanh(c.at(0), c.attrs.at("min_val"), c.attrs.at("max_val"));
+       }},
+      {"nan_to_num",
+       [](const Call& c) {
+         auto opt = [&](const char* k) -> std::optional<double> {
+           if (!c.attrs.contains(k)) return std::nullopt;
+           return c.attrs[k].get<double>();
+         };
+         return ferry::nan_to_num(c.at(0), c.attrs.value("nan", 0.0), opt("posinf"), opt("neginf"));
+       }},
+      {"round_decimals",
+       [](const Call& c) {
+         return ferry::round(c.at(0), c.attrs.at("decimals").get<std::int64_t>());
+       }},
       // The rest.
       {"matmul", [](const Call& c) { return ferry::matmul(c.at(0), c.at(1)); }},
       {"softmax", [](const Call& c) { return ferry::softmax(c.at(0), c.dim()); }},

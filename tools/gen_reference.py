@@ -37,7 +37,8 @@ rounded once to the output dtype (ref_upcast in reference_common.py).
 
 The cases live beside this file: reference_elementwise.py (unary, binary,
 comparisons, where, casts, promotion, composite ops) and reference_other.py
-(reductions, matmul, softmax, layer_norm, indexing); reference_common.py holds
+(reductions, matmul, softmax, layer_norm, indexing), reference_unary.py (the
+transcendentals, activations and element tests of issue 21); reference_common.py holds
 the dtypes, tolerances, seeded inputs and the encoding.
 """
 
@@ -48,6 +49,7 @@ import torch
 
 import reference_elementwise as elementwise
 import reference_other as other
+import reference_unary as unary
 from reference_common import CASES, dump
 from reference_common import Gen, tensor_json  # noqa: F401  (gen_grad_reference.py, gen_nn_reference.py)
 
@@ -71,6 +73,9 @@ def main():
     elementwise.log1p_cases()
     elementwise.log2_cases()
     elementwise.rounding_cases()
+    unary.transcendental_cases()
+    unary.activation_cases()
+    unary.test_cases()
     size = dump(OUT_PATH)
     print(f"wrote {len(CASES)} cases, {size} bytes, torch {torch.__version__} -> "
           f"{os.path.normpath(OUT_PATH)}")

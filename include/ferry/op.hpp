@@ -60,9 +60,12 @@ class DTypeSet {
   static constexpr DTypeSet numeric() { return all().without(DType::boolean); }
   static constexpr DTypeSet floating() { return {DType::f32, DType::f16, DType::bf16, DType::f64}; }
   static constexpr DTypeSet integer() { return {DType::i32, DType::i64, DType::u8}; }
+  // The integers and bool: the bitwise ops.
+  static constexpr DTypeSet integral() { return integer().with(DType::boolean); }
 
   constexpr bool has(DType d) const { return (bits_ & bit(d)) != 0; }
   constexpr DTypeSet without(DType d) const { return from_bits(std::uint16_t(bits_ & ~bit(d))); }
+  constexpr DTypeSet with(DType d) const { return from_bits(std::uint16_t(bits_ | bit(d))); }
   constexpr DTypeSet operator&(DTypeSet o) const {
     return from_bits(std::uint16_t(bits_ & o.bits_));
   }

@@ -26,12 +26,20 @@ Tensor expm1(const Tensor& x);  // exp(x) - 1, accurate near 0
 Tensor log(const Tensor& x);
 Tensor log1p(const Tensor& x);  // log(1 + x), accurate near 0
 Tensor log2(const Tensor& x);
+Tensor log10(const Tensor& x);
+Tensor exp2(const Tensor& x);
+Tensor erf(const Tensor& x);
+Tensor erfc(const Tensor& x);    // 1 - erf(x), accurate where erf(x) is near 1
+Tensor erfinv(const Tensor& x);  // on [-1, 1]; +-inf at +-1, NaN outside
 // Rounding to whole numbers (integer tensors come back as they are): round is
 // half to even, as PyTorch's.
 Tensor floor(const Tensor& x);
 Tensor ceil(const Tensor& x);
 Tensor trunc(const Tensor& x);
 Tensor round(const Tensor& x);
+// x rounded to `decimals` decimal places (negative: to tens, hundreds...), as
+// PyTorch: round(x * 10^d) / 10^d, or round(x / 10^-d) * 10^-d; floats only.
+Tensor round(const Tensor& x, std::int64_t decimals);
 Tensor frac(const Tensor& x);        // x - trunc(x)
 Tensor sign(const Tensor& x);        // -1, 0 or 1 (0 for NaN)
 Tensor reciprocal(const Tensor& x);  // 1 / x, integers and bool as f32
@@ -39,12 +47,34 @@ Tensor sqrt(const Tensor& x);
 Tensor rsqrt(const Tensor& x);
 Tensor sin(const Tensor& x);
 Tensor cos(const Tensor& x);
+Tensor tan(const Tensor& x);
+Tensor asin(const Tensor& x);
+Tensor acos(const Tensor& x);
+Tensor atan(const Tensor& x);
+Tensor sinh(const Tensor& x);
+Tensor cosh(const Tensor& x);
+Tensor asinh(const Tensor& x);
+Tensor acosh(const Tensor& x);
+Tensor atanh(const Tensor& x);
 Tensor tanh(const Tensor& x);
 Tensor sigmoid(const Tensor& x);
 Tensor relu(const Tensor& x);
 // approximate: "none" (the exact erf form) or "tanh".
 Tensor gelu(const Tensor& x, std::string_view approximate = "none");
 Tensor silu(const Tensor& x);
+// Activations without parameters; floating inputs only, as PyTorch's.
+Tensor selu(const Tensor& x);
+Tensor hardsigmoid(const Tensor& x);  // relu6(x + 3) / 6
+Tensor hardswish(const Tensor& x);    // x relu6(x + 3) / 6
+Tensor mish(const Tensor& x);         // x tanh(softplus(x))
+Tensor logsigmoid(const Tensor& x);   // log(sigmoid(x)), without overflow
+
+// Tests of each element -> bool, for every dtype (integers are finite).
+Tensor isnan(const Tensor& x);
+Tensor isinf(const Tensor& x);
+Tensor isfinite(const Tensor& x);
+Tensor logical_not(const Tensor& x);  // x == 0
+Tensor bitwise_not(const Tensor& x);  // ~x; integers and bool only
 
 // Composite ops (Note [Composite ops] in ferry/op.hpp): made of the ops above
 // on every device, and differentiable through them.
@@ -59,6 +89,24 @@ Tensor clamp(const Tensor& x, std::optional<Scalar> min, std::optional<Scalar> m
 Tensor clamp(const Tensor& x, const Tensor& min, const Tensor& max = {});
 Tensor clamp_min(const Tensor& x, const Scalar& min);
 Tensor clamp_max(const Tensor& x, const Scalar& max);
+// clip is clamp's other name, as in PyTorch.
+Tensor clip(const Tensor& x, std::optional<Scalar> min, std::optional<Scalar> max = std::nullopt);
+Tensor clip(const Tensor& x, const Tensor& min, const Tensor& max = {});
+// Activations with parameters, PyTorch's defaults and gradients (floating
+// inputs; hardtanh and relu6 also take integers, whose bounds are truncated
+// to the dtype, as PyTorch's).
+// log(1 + exp(beta x)) / beta, and x itself where beta x > threshold.
+Tensor softplus(const Tensor& x, double beta = 1, double threshold = 20);
+Tensor elu(const Tensor& x, double alpha = 1);   // x > 0 ? x : alpha (exp(x) - 1)
+Tensor celu(const Tensor& x, double alpha = 1);  // x > 0 ? x : alpha (exp(x / alpha) - 1)
+Tensor leaky_relu(const Tensor& x, double negative_slope = 0.01);
+// clamp(x, min_val, max_val), with a zero gradient at the bounds themselves.
+Tensor hardtanh(const Tensor& x, double min_val = -1, double max_val = 1);
+Tensor relu6(const Tensor& x);  // hardtanh(x, 0, 6)
+// NaN -> nan, +inf -> posinf, -inf -> neginf (by default the dtype's largest
+// and lowest finite values); integers and bool come back as they are.
+Tensor nan_to_num(const Tensor& x, double nan = 0, std::optional<double> posinf = std::nullopt,
+                  std::optional<double> neginf = std::nullopt);
 
 // Binary, element-wise, broadcasting.
 Tensor add(const Tensor& a, const Tensor& b);

@@ -7,6 +7,7 @@
 #include "autograd/graph.hpp"
 #include "dispatch.hpp"
 #include "ferry/error.hpp"
+#include "ferry/kit/math/scalar_ops.hpp"
 #include "ferry/ops.hpp"
 
 namespace ferry::autograd {
@@ -87,6 +88,88 @@ BackwardFn unary_formula(OpId op, const Tensor& x, const Tensor& y) {
     case OpId::cos:
       return [x = Saved(x)](const Tensor& g, const Needs&) -> Grads {
         return {g * neg(sin(x.get()))};
+      };
+    case OpId::log10:  // 1 / (x ln 10)
+      return [x = Saved(x)](const Tensor& g, const Needs&) -> Grads {
+        return {g / (x.get() * 2.302585092994045684)};
+      };
+    case OpId::exp2:  // 2^x ln 2
+      return [y = Saved(y)](const Tensor& g, const Needs&) -> Grads {
+        return {g * (y.get() * 0.693147180559945309)};
+      };
+    case OpId::erf:  // 2/sqrt(pi) exp(-x^2), and its negative for erfc
+    case OpId::erfc:
+      return [x = Saved(x), c = op == OpId::erf ? 1.1283791670955126 : -1.1283791670955126](
+                 const Tensor& g, const Needs&) -> Grads {
+        Tensor xv = x.get();
+        return {g * (exp(neg(xv * xv)) * c)};
+      };
+    case OpId::erfinv:  // sqrt(pi)/2 exp(y^2)
+      return [y = Saved(y)](const Tensor& g, const Needs&) -> Grads {
+        Tensor yv = y.get();
+        return {g * (exp(yv * yv) * 0.886226925452758014)};
+      };
+    case OpId::tan:  // 1 + tan(x)^2
+      return [y = Saved(y)](const Tensor& g, const Needs&) -> Grads {
+        Tensor yv = y.get();
+        return {g * (yv * yv + 1)};
+      };
+    case OpId::asin:  // 1 / sqrt(1 - x^2), negated for acos
+    case OpId::acos:
+      return [x = Saved(x), is_acos = op == OpId::acos](const Tensor& g, const Needs&) -> Grads {
+        Tensor xv = x.get();
+        Tensor d = rsqrt(neg(xv * xv) + 1);
+        return {is_acos ? g * neg(d) : g * d};
+      };
+    case OpId::atan:  // 1 / (1 + x^2)
+      return [x = Saved(x)](const Tensor& g, const Needs&) -> Grads {
+        Tensor xv = x.get();
+        return {g / (xv * xv + 1)};
+      };
+    case OpId::sinh:
+      return [x = Saved(x)](const Tensor& g, const Needs&) -> Grads { return {g * cosh(x.get())}; };
+    case OpId::cosh:
+      return [x = Saved(x)](const Tensor& g, const Needs&) -> Grads { return {g * sinh(x.get())}; };
+    case OpId::asinh:  // 1 / sqrt(x^2 + 1)
+    case OpId::acosh:  // 1 / sqrt(x^2 - 1)
+      return
+          [x = Saved(x), c = op == OpId::asinh ? 1 : -1](const Tensor& g, const Needs&) -> Grads {
+            Tensor xv = x.get();
+            return {g * rsqrt(xv * xv + c)};
+          };
+    case OpId::atanh:  // 1 / (1 - x^2)
+      return [x = Saved(x)](const Tensor& g, const Needs&) -> Grads {
+        Tensor xv = x.get();
+        return {g / (neg(xv * xv) + 1)};
+      };
+    // The activations without a fused backward: PyTorch's elu_backward,
+    // hardsigmoid_backward, hardswish_backward, mish_backward and
+    // log_sigmoid_backward, composed.
+    case OpId::selu:
+      return [x = Saved(x)](const Tensor& g, const Needs&) -> Grads {
+        Tensor xv = x.get();
+        const double scale = math::kSeluScale, alpha = math::kSeluAlpha;
+        return {where(gt(xv, 0), g * scale, g * (exp(xv) * (scale * alpha)))};
+      };
+    case OpId::hardsigmoid:  // 1/6 strictly inside (-3, 3)
+      return [x = Saved(x)](const Tensor& g, const Needs&) -> Grads {
+        Tensor xv = x.get();
+        return {where(gt(xv, -3), where(lt(xv, 3), g / 6, Scalar(0)), Scalar(0))};
+      };
+    case OpId::hardswish:  // 0 below -3, x/3 + 1/2 up to 3, 1 above
+      return [x = Saved(x)](const Tensor& g, const Needs&) -> Grads {
+        Tensor xv = x.get();
+        return {where(lt(xv, -3), Scalar(0), where(le(xv, 3), g * (xv / 3 + 0.5), g))};
+      };
+    case OpId::mish:  // tanh(sp) + x sigmoid(x) (1 - tanh(sp)^2), sp = softplus(x)
+      return [x = Saved(x)](const Tensor& g, const Needs&) -> Grads {
+        Tensor xv = x.get();
+        Tensor t = tanh(log1p(exp(xv)));
+        return {g * (t + xv * sigmoid(xv) * (neg(t * t) + 1))};
+      };
+    case OpId::logsigmoid:  // 1 - sigmoid(x) = sigmoid(-x)
+      return [x = Saved(x)](const Tensor& g, const Needs&) -> Grads {
+        return {g * sigmoid(neg(x.get()))};
       };
     // Fused kernels (docs/kernel-contract.md): from the output for relu,
     // sigmoid and tanh, from the input for the gelus and silu.

@@ -170,6 +170,65 @@ struct GeluTanh {
 struct Silu {
   template <typename T> FERRY_HD T operator()(T x) const { return silu(x); }
 };
+// The rest of the transcendentals (floats; integers and bool come as f32) and
+// the activations without parameters (floats only).
+struct Log10 {
+  template <typename T> FERRY_HD T operator()(T x) const { return std::log10(x); }
+};
+struct Exp2 {
+  template <typename T> FERRY_HD T operator()(T x) const { return std::exp2(x); }
+};
+struct Erf {
+  template <typename T> FERRY_HD T operator()(T x) const { return std::erf(x); }
+};
+struct Erfc {
+  template <typename T> FERRY_HD T operator()(T x) const { return std::erfc(x); }
+};
+struct Erfinv {
+  template <typename T> FERRY_HD T operator()(T x) const { return erfinv(x); }
+};
+struct Tan {
+  template <typename T> FERRY_HD T operator()(T x) const { return std::tan(x); }
+};
+struct Asin {
+  template <typename T> FERRY_HD T operator()(T x) const { return std::asin(x); }
+};
+struct Acos {
+  template <typename T> FERRY_HD T operator()(T x) const { return std::acos(x); }
+};
+struct Atan {
+  template <typename T> FERRY_HD T operator()(T x) const { return std::atan(x); }
+};
+struct Sinh {
+  template <typename T> FERRY_HD T operator()(T x) const { return std::sinh(x); }
+};
+struct Cosh {
+  template <typename T> FERRY_HD T operator()(T x) const { return std::cosh(x); }
+};
+struct Asinh {
+  template <typename T> FERRY_HD T operator()(T x) const { return std::asinh(x); }
+};
+struct Acosh {
+  template <typename T> FERRY_HD T operator()(T x) const { return std::acosh(x); }
+};
+struct Atanh {
+  template <typename T> FERRY_HD T operator()(T x) const { return std::atanh(x); }
+};
+struct Selu {
+  template <typename T> FERRY_HD T operator()(T x) const { return selu(x); }
+};
+struct Hardsigmoid {
+  template <typename T> FERRY_HD T operator()(T x) const { return hardsigmoid(x); }
+};
+struct Hardswish {
+  template <typename T> FERRY_HD T operator()(T x) const { return hardswish(x); }
+};
+struct Mish {
+  template <typename T> FERRY_HD T operator()(T x) const { return mish(x); }
+};
+struct Logsigmoid {
+  template <typename T> FERRY_HD T operator()(T x) const { return logsigmoid(x); }
+};
 
 // ---- binary arithmetic: every dtype but div (floats only). Integers wrap;
 // the front-end refuses bool for sub and pow, which still get a defined answer.

@@ -55,6 +55,72 @@ template <typename F> FERRY_HD F relu(F x) {
   return x > F(0) ? x : (x != x ? x : F(0));  // NaN stays NaN
 }
 
+// SELU's constants (Klambauer et al.), as PyTorch writes them.
+inline constexpr double kSeluAlpha = 1.6732632423543772848170429916717;
+inline constexpr double kSeluScale = 1.0507009873554804934193349852946;
+template <typename F> FERRY_HD F selu(F x) {
+  return x > F(0) ? F(kSeluScale) * x : F(kSeluScale) * F(kSeluAlpha) * std::expm1(x);
+}
+// min(max(x + 3, 0), 6) with comparisons that keep a NaN (as std::min/max do).
+template <typename F> FERRY_HD F relu6_of_shifted(F x) {
+  F t = x + F(3);
+  t = t < F(0) ? F(0) : t;
+  return t > F(6) ? F(6) : t;
+}
+template <typename F> FERRY_HD F hardsigmoid(F x) { return relu6_of_shifted(x) / F(6); }
+template <typename F> FERRY_HD F hardswish(F x) { return x * relu6_of_shifted(x) / F(6); }
+// x tanh(softplus(x)), PyTorch's formula: for large x, exp overflows to inf
+// and tanh(inf) is 1.
+template <typename F> FERRY_HD F mish(F x) { return x * std::tanh(std::log1p(std::exp(x))); }
+// log(sigmoid(x)) = min(x, 0) - log1p(exp(-|x|)): neither term overflows.
+template <typename F> FERRY_HD F logsigmoid(F x) {
+  return (x < F(0) ? x : F(0)) - std::log1p(std::exp(-std::fabs(x)));
+}
+
+// erfinv in double: M. Giles' single-precision approximation ("Approximating
+// the erfinv function", 2010) as the start, then two Newton steps on
+// erf(x) = y. Near |y| = 1 the residual is taken as (1 - |y|) - erfc(|x|):
+// 1 - |y| is exact there, where erf(x) - y would cancel to nothing. Host only:
+// CUDA has its own erfinv.
+inline double erfinv_newton(double y) {
+  if (y != y || y < -1.0 || y > 1.0) return std::numeric_limits<double>::quiet_NaN();
+  if (y == 1.0 || y == -1.0) return y * std::numeric_limits<double>::infinity();
+  if (y == 0.0) return y;
+  double w = -std::log((1.0 - y) * (1.0 + y)), p;
+  if (w < 5.0) {
+    w -= 2.5;
+    p = 2.81022636e-08;
+    for (double c : {3.43273939e-07, -3.5233877e-06, -4.39150654e-06, 0.00021858087, -0.00125372503,
+                     -0.00417768164, 0.246640727, 1.50140941})
+      p = c + p * w;
+  } else {
+    w = std::sqrt(w) - 3.0;
+    p = -0.000200214257;
+    for (double c : {0.000100950558, 0.00134934322, -0.00367342844, 0.00573950773, -0.0076224613,
+                     0.00943887047, 1.00167406, 2.83297682})
+      p = c + p * w;
+  }
+  double x = p * y;
+  const double a = std::fabs(y);
+  for (int step = 0; step < 2; ++step) {
+    const double ax = std::fabs(x);
+    const double r = a < 0.5 ? std::erf(ax) - a : (1.0 - a) - std::erfc(ax);
+    const double corrected = ax - r / (1.1283791670955126 * std::exp(-ax * ax));  // 2/sqrt(pi)
+    x = y < 0 ? -corrected : corrected;
+  }
+  return x;
+}
+template <typename F> FERRY_HD F erfinv(F y) {
+#ifdef __CUDA_ARCH__
+  if constexpr (std::is_same_v<F, float>)
+    return ::erfinvf(y);
+  else
+    return ::erfinv(y);
+#else
+  return F(erfinv_newton(double(y)));
+#endif
+}
+
 // a + b * c with two roundings, as the CPU backend computes it. nvcc fuses a
 // multiply and an add into one FMA (one rounding) by default; where every
 // backend must give the same bits (random draws, arange), device code uses the
