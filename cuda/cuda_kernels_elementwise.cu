@@ -29,7 +29,7 @@ void binary(CudaDevice& dev, const OpCall& c, const char* op) {
 }
 
 // Inputs of the output's dtype and shape, computed per the dispatch's dtype set.
-enum class Set { floating, numeric, all };
+enum class Set { floating, numeric, all, integer, integral };
 
 template <Set S, typename Op> KernelFn unary_kernel(const char* op) {
   return [op](DeviceImpl& d, const OpCall& c) {
@@ -40,6 +40,10 @@ template <Set S, typename Op> KernelFn unary_kernel(const char* op) {
       FERRY_CUDA_DISPATCH_FLOATING(out.dtype, op, unary<scalar_t, Op>(dev, c, op));
     } else if constexpr (S == Set::numeric) {
       FERRY_CUDA_DISPATCH_NUMERIC(out.dtype, op, unary<scalar_t, Op>(dev, c, op));
+    } else if constexpr (S == Set::integer) {
+      FERRY_CUDA_DISPATCH_INT(out.dtype, op, unary<scalar_t, Op>(dev, c, op));
+    } else if constexpr (S == Set::integral) {
+      FERRY_CUDA_DISPATCH_INTEGRAL(out.dtype, op, unary<scalar_t, Op>(dev, c, op));
     } else {
       FERRY_CUDA_DISPATCH_ALL(out.dtype, op, unary<scalar_t, Op>(dev, c, op));
     }
@@ -56,6 +60,10 @@ template <Set S, typename Op> KernelFn binary_kernel(const char* op) {
       FERRY_CUDA_DISPATCH_FLOATING(out.dtype, op, binary<scalar_t, scalar_t, Op>(dev, c, op));
     } else if constexpr (S == Set::numeric) {
       FERRY_CUDA_DISPATCH_NUMERIC(out.dtype, op, binary<scalar_t, scalar_t, Op>(dev, c, op));
+    } else if constexpr (S == Set::integer) {
+      FERRY_CUDA_DISPATCH_INT(out.dtype, op, binary<scalar_t, scalar_t, Op>(dev, c, op));
+    } else if constexpr (S == Set::integral) {
+      FERRY_CUDA_DISPATCH_INTEGRAL(out.dtype, op, binary<scalar_t, scalar_t, Op>(dev, c, op));
     } else {
       FERRY_CUDA_DISPATCH_ALL(out.dtype, op, binary<scalar_t, scalar_t, Op>(dev, c, op));
     }
@@ -197,6 +205,8 @@ void arange_kernel(DeviceImpl& d, const OpCall& c) {
 #define FERRY_CUDA_SET_all Set::all
 #define FERRY_CUDA_SET_numeric Set::numeric
 #define FERRY_CUDA_SET_float Set::floating
+#define FERRY_CUDA_SET_int Set::integer
+#define FERRY_CUDA_SET_integral Set::integral
 
 void add_elementwise_kernels(KernelTable& t) {
   // One kernel per row of the op table's functor kinds.

@@ -44,11 +44,16 @@ using math::compute_t;
   FERRY_CUDA_CASE(f32, __VA_ARGS__) \
   FERRY_CUDA_CASE(f16, __VA_ARGS__) \
   FERRY_CUDA_CASE(bf16, __VA_ARGS__)
+#define FERRY_CUDA_INT_CASES(...)   \
+  FERRY_CUDA_CASE(i32, __VA_ARGS__) \
+  FERRY_CUDA_CASE(i64, __VA_ARGS__) \
+  FERRY_CUDA_CASE(u8, __VA_ARGS__)
+#define FERRY_CUDA_INTEGRAL_CASES(...) \
+  FERRY_CUDA_INT_CASES(__VA_ARGS__)    \
+  FERRY_CUDA_CASE(boolean, __VA_ARGS__)
 #define FERRY_CUDA_NUMERIC_CASES(...) \
   FERRY_CUDA_FLOAT_CASES(__VA_ARGS__) \
-  FERRY_CUDA_CASE(i32, __VA_ARGS__)   \
-  FERRY_CUDA_CASE(i64, __VA_ARGS__)   \
-  FERRY_CUDA_CASE(u8, __VA_ARGS__)
+  FERRY_CUDA_INT_CASES(__VA_ARGS__)
 #define FERRY_CUDA_ALL_CASES(...)       \
   FERRY_CUDA_NUMERIC_CASES(__VA_ARGS__) \
   FERRY_CUDA_CASE(boolean, __VA_ARGS__)
@@ -63,6 +68,10 @@ using math::compute_t;
   }
 #define FERRY_CUDA_DISPATCH_FLOATING(dtype, op, ...) \
   FERRY_CUDA_DISPATCH(dtype, op, FERRY_CUDA_FLOAT_CASES, __VA_ARGS__)
+#define FERRY_CUDA_DISPATCH_INT(dtype, op, ...) \
+  FERRY_CUDA_DISPATCH(dtype, op, FERRY_CUDA_INT_CASES, __VA_ARGS__)
+#define FERRY_CUDA_DISPATCH_INTEGRAL(dtype, op, ...) \
+  FERRY_CUDA_DISPATCH(dtype, op, FERRY_CUDA_INTEGRAL_CASES, __VA_ARGS__)
 #define FERRY_CUDA_DISPATCH_NUMERIC(dtype, op, ...) \
   FERRY_CUDA_DISPATCH(dtype, op, FERRY_CUDA_NUMERIC_CASES, __VA_ARGS__)
 #define FERRY_CUDA_DISPATCH_ALL(dtype, op, ...) \

@@ -78,6 +78,20 @@ Tensor composite_unary(OpId op, const Tensor& x) {
   throw Error(fmt::format("'{}' is not a unary composite op", op_name(op)));
 }
 
+Tensor composite_binary(OpId op, const Tensor& a, const Tensor& b) {
+  switch (op) {
+    case OpId::logical_and:
+      return logical_and(a, b);
+    case OpId::logical_or:
+      return logical_or(a, b);
+    case OpId::logical_xor:
+      return logical_xor(a, b);
+    default:
+      break;
+  }
+  throw Error(fmt::format("'{}' is not a binary composite op", op_name(op)));
+}
+
 }  // namespace detail
 
 // PyTorch's square is pow(x, 2): bool counts as i64 there, as it does here.
@@ -266,6 +280,107 @@ Tensor logsumexp(const Tensor& x, const std::vector<std::int64_t>& dims, bool ke
   m = where(eq(abs(m), INFINITY), 0.0, m);
   Tensor lse = log(sum(exp(xf - m), dims, keepdim));
   return lse + (keepdim ? m : m.reshape(lse.sizes()));
+}
+
+// ---- logical ops: truth is "not zero" (NaN is true); the bool products and
+// sums of the kernels are and and or.
+Tensor logical_and(const Tensor& a, const Tensor& b) { return mul(ne(a, 0), ne(b, 0)); }
+Tensor logical_or(const Tensor& a, const Tensor& b) { return add(ne(a, 0), ne(b, 0)); }
+Tensor logical_xor(const Tensor& a, const Tensor& b) { return ne(ne(a, 0), ne(b, 0)); }
+
+// ---- ternary ops
+namespace {
+
+void check_same_dtype(const char* op, const Tensor& a, const char* a_name, const Tensor& b,
+                      const char* b_name) {
+  if (a.dtype() != b.dtype())
+    throw DTypeError(
+        fmt::format("{}: {} is {} but {} is {}; PyTorch does not promote here: cast "
+                    "one of them",
+                    op, a_name, dtype_name(a.dtype()), b_name, dtype_name(b.dtype())));
+}
+
+// f(a, b, w) with 16-bit floats computed in f32 and rounded once.
+template <typename F> Tensor in_float3(const Tensor& a, const Tensor& b, const Tensor& w, F f) {
+  if (a.dtype() != DType::f16 && a.dtype() != DType::bf16) return f(a, b, w);
+  auto up = [](const Tensor& t) { return t.defined() ? t.to(DType::f32) : t; };
+  return f(up(a), up(b), up(w)).to(a.dtype());
+}
+
+}  // namespace
+
+// PyTorch's lerp: from a's side for |weight| < 1/2, from b's for the rest, so
+// that weight 1 gives b exactly.
+Tensor lerp(const Tensor& a, const Tensor& b, const Tensor& weight) {
+  detail::check_dtype(OpId::lerp, a);
+  check_same_dtype("lerp", a, "start", b, "end");
+  check_same_dtype("lerp", a, "start", weight, "weight");
+  return in_float3(a, b, weight, [](const Tensor& s, const Tensor& e, const Tensor& w) {
+    Tensor d = e - s;
+    return where(lt(abs(w), 0.5), s + w * d, e - d * (1 - w));
+  });
+}
+
+Tensor lerp(const Tensor& a, const Tensor& b, const Scalar& weight) {
+  detail::check_dtype(OpId::lerp, a);
+  check_same_dtype("lerp", a, "start", b, "end");
+  const double w = weight.to_double();
+  return in_float3(a, b, Tensor(), [w](const Tensor& s, const Tensor& e, const Tensor&) {
+    return std::abs(w) < 0.5 ? s + (e - s) * w : e - (e - s) * (1 - w);
+  });
+}
+
+// x + value t1 t2, in PyTorch's order; an integer result with a float value
+// is refused, as there.
+Tensor addcmul(const Tensor& x, const Tensor& t1, const Tensor& t2, const Scalar& value) {
+  const DType dt = promote_types(x.dtype(), promote_types(t1.dtype(), t2.dtype()));
+  if (!is_floating(dt) && value.is_floating())
+    throw DTypeError(fmt::format(
+        "addcmul: the inputs are {} (integers or bool) but value {} is a float; give an integer "
+        "value or floating inputs",
+        dtype_name(dt), value.str()));
+  if (dt == DType::boolean) throw DTypeError("addcmul: not defined for bool inputs");
+  return x + t1 * value * t2;
+}
+
+// x + value t1 / t2; integer t1 and t2 are refused (PyTorch removed integer
+// division from addcdiv).
+Tensor addcdiv(const Tensor& x, const Tensor& t1, const Tensor& t2, const Scalar& value) {
+  if (!is_floating(t1.dtype()) && !is_floating(t2.dtype()))
+    throw DTypeError(fmt::format(
+        "addcdiv: tensor1 ({}) and tensor2 ({}) are integers; integer division is not defined "
+        "here: cast them to a floating dtype",
+        dtype_name(t1.dtype()), dtype_name(t2.dtype())));
+  return x + t1 * value / t2;
+}
+
+// PyTorch's isclose: equal, or both NaN with equal_nan, or a finite error
+// within atol + rtol |b| (integers compared as f32).
+Tensor isclose(const Tensor& a, const Tensor& b, double rtol, double atol, bool equal_nan) {
+  check_same_dtype("isclose", a, "self", b, "other");
+  if (rtol < 0 || atol < 0)
+    throw ValueError(
+        fmt::format("isclose: rtol ({}) and atol ({}) must be non-negative", rtol, atol));
+  Tensor close = eq(a, b);
+  if (equal_nan && is_floating(a.dtype()))
+    close = logical_or(close, logical_and(isnan(a), isnan(b)));
+  if (rtol == 0 && atol == 0) return close;
+  const DType dt = is_floating(a.dtype()) ? a.dtype() : DType::f32;
+  const Tensor af = a.to(dt), bf = b.to(dt);
+  Tensor allowed = abs(bf * rtol) + atol;
+  Tensor actual = abs(af - bf);
+  return logical_or(close, logical_and(isfinite(actual), le(actual, allowed)));
+}
+
+bool allclose(const Tensor& a, const Tensor& b, double rtol, double atol, bool equal_nan) {
+  Tensor close = isclose(a, b, rtol, atol, equal_nan);
+  return sum(logical_not(close)).item<std::int64_t>() == 0;
+}
+
+bool equal(const Tensor& a, const Tensor& b) {
+  detail::check_same_device("equal", {{"self", &a}, {"other", &b}});
+  if (a.sizes() != b.sizes()) return false;
+  return sum(ne(a, b)).item<std::int64_t>() == 0;
 }
 
 }  // namespace ferry

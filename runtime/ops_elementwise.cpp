@@ -47,6 +47,21 @@ Tensor unary(OpId op, const Tensor& x) {
   return out;
 }
 
+bool divides(OpId op) {
+  return op == OpId::remainder || op == OpId::fmod || op == OpId::floor_divide;
+}
+
+// C++, GPUs and PyTorch leave an integer division by zero undefined or fatal:
+// it is refused here, before the kernel (a read of the divisor, which waits
+// for the device; float divisions, the common case, skip it).
+void check_nonzero_divisor(OpId op, const Tensor& divisor) {
+  if (divisor.numel() == 0) return;
+  const std::int64_t zeros = sum(eq(divisor, 0)).item<std::int64_t>();
+  if (zeros > 0)
+    throw ValueError(fmt::format("{}: integer division by zero ({} of the {} divisors are 0)",
+                                 op_name(op), zeros, divisor.numel()));
+}
+
 // Binary ops on two tensors of promoted dtype `promoted`, broadcast to one shape.
 Tensor binary(OpId op, const Tensor& a, const Tensor& b, DType promoted) {
   check_same_device(op_name(op), {{"self", &a}, {"other", &b}});
@@ -62,7 +77,9 @@ Tensor binary(OpId op, const Tensor& a, const Tensor& b, DType promoted) {
       Tensor c = t.to(compute);
       return c.sizes() == shape ? c : c.expand(shape);
     };
-    run_kernel(op, {operand(a), operand(b)}, {out});
+    Tensor divisor = operand(b);
+    if (divides(op) && !is_floating(compute)) check_nonzero_divisor(op, divisor);
+    run_kernel(op, {operand(a), divisor}, {out});
     return out;
   });
   if (op_info(op).grad == OpGrad::formula) autograd::record_binary(op, a, b, out);
@@ -168,6 +185,18 @@ FERRY_BINARY(lt)
 FERRY_BINARY(le)
 FERRY_BINARY(gt)
 FERRY_BINARY(ge)
+FERRY_BINARY(atan2)
+FERRY_BINARY(remainder)
+FERRY_BINARY(fmod)
+FERRY_BINARY(floor_divide)
+FERRY_BINARY(hypot)
+FERRY_BINARY(copysign)
+FERRY_BINARY(xlogy)
+FERRY_BINARY(bitwise_and)
+FERRY_BINARY(bitwise_or)
+FERRY_BINARY(bitwise_xor)
+FERRY_BINARY(bitwise_left_shift)
+FERRY_BINARY(bitwise_right_shift)
 #undef FERRY_BINARY
 Tensor sub(const Scalar& a, const Tensor& b) { return binary_st(OpId::sub, a, b); }
 Tensor div(const Scalar& a, const Tensor& b) { return binary_st(OpId::div, a, b); }
@@ -218,6 +247,7 @@ Tensor binary_op(OpId op, const Tensor& a, const Tensor& b) {
   const OpKind k = op_info(op).kind;
   if (k != OpKind::binary && k != OpKind::compare)
     throw Error(fmt::format("binary_op: '{}' is not a binary or comparison op", op_name(op)));
+  if (op_info(op).impl == OpImpl::composite) return detail::composite_binary(op, a, b);
   return binary_tt(op, a, b);
 }
 

@@ -37,5 +37,6 @@ Tensor unary_kernel(OpId op, const Tensor& x);
 // unary composite ops by id (unary_op's way to them).
 bool use_fused_kernel(OpId op, const Tensor& x, DType compute);
 Tensor composite_unary(OpId op, const Tensor& x);
+Tensor composite_binary(OpId op, const Tensor& a, const Tensor& b);
 
 }  // namespace ferry::detail

@@ -56,6 +56,9 @@ uint float_to_bf16(float f) {
 uint float_to_f16(float f) { return packHalf2x16(vec2(f, 0.0)) & 0xffffu; }
 float f16_to_float(uint h) { return unpackHalf2x16(h).x; }
 
+// The bits of an integer dtype (the shifts' range).
+int dt_bits(uint dt) { return dt == DT_I64 ? 64 : (dt == DT_U8 ? 8 : 32); }
+
 // float -> integer: truncate toward zero, NaN gives 0, saturate out of range.
 // float -> bool: anything but zero is true, NaN too (as in PyTorch and C++);
 // `f == 0.0` is false for NaN, so the test cannot depend on how the compiler

@@ -133,6 +133,24 @@ float binary_f(float x, float y) {
     case OP_POW: return pow_f(x, y);
     case OP_MAXIMUM: return max_f(x, y);
     case OP_MINIMUM: return min_f(x, y);
+    case OP_ATAN2: return atan2_f(x, y);
+    case OP_FMOD: return fmod_f(x, y);
+    case OP_REMAINDER: {  // fmod moved to y's sign (kit/math/elementwise_ops.hpp)
+      float r = fmod_f(x, y);
+      return (r != 0.0 && (r < 0.0) != (y < 0.0)) ? r + y : r;
+    }
+    case OP_FLOOR_DIVIDE: {  // PyTorch's div_floor_floating (kit/math/scalar_ops.hpp)
+      if (y == 0.0) return x / y;
+      float m = fmod_f(x, y);
+      float d = (x - m) / y;
+      if (m != 0.0 && (y < 0.0) != (m < 0.0)) d -= 1.0;
+      if (d == 0.0) return (floatBitsToUint(x) ^ floatBitsToUint(y)) >= 0x80000000u ? -0.0 : 0.0;
+      float f = floor(d);
+      return d - f > 0.5 ? f + 1.0 : f;
+    }
+    case OP_HYPOT: return hypot_f(x, y);
+    case OP_COPYSIGN: return uintBitsToFloat((floatBitsToUint(x) & 0x7fffffffu) | (floatBitsToUint(y) & 0x80000000u));
+    case OP_XLOGY: return isnan(y) ? y : (x == 0.0 ? 0.0 : x * log_f(y));
   }
   return x;
 }
@@ -165,6 +183,38 @@ float grad_f(float g, float z) {
   return g;
 }
 
+// The divisions with rounding (kit/math/elementwise_ops.hpp): the front-end
+// refuses a zero divisor. Division truncates (OpSDiv); the remainders are
+// made from it, as GLSL leaves % of negatives undefined.
+#define FERRY_DIVIDE(T)                                        \
+  {                                                            \
+    T q = x / y, r = x - q * y;                                \
+    bool signs_differ = (x < T(0)) != (y < T(0));              \
+    if (OP == OP_FMOD) return r;                               \
+    if (OP == OP_REMAINDER)                                    \
+      return (r != T(0) && (r < T(0)) != (y < T(0))) ? r + y : r; \
+    return (signs_differ && r != T(0)) ? q - T(1) : q;         \
+  }
+int divide_i32(int x, int y) FERRY_DIVIDE(int)
+#ifdef FERRY_FULL
+int64_t divide_i64(int64_t x, int64_t y) FERRY_DIVIDE(int64_t)
+#endif
+#undef FERRY_DIVIDE
+
+// Shift counts outside [0, bits) as PyTorch: 0 to the left, the sign to the right.
+int shift_i32(int x, int y) {
+  int bits = dt_bits(IN_DT);
+  if (OP == OP_BITWISE_LEFT_SHIFT) return (y < 0 || y >= bits) ? 0 : x << y;
+  int max_shift = IN_DT == DT_U8 ? bits : bits - 1;
+  return x >> ((y < 0 || y >= max_shift) ? max_shift : y);
+}
+#ifdef FERRY_FULL
+int64_t shift_i64(int64_t x, int64_t y) {
+  if (OP == OP_BITWISE_LEFT_SHIFT) return (y < 0 || y >= 64) ? int64_t(0) : x << y;
+  return x >> ((y < 0 || y >= 63) ? int64_t(63) : y);
+}
+#endif
+
 ITYPE binary_i(ITYPE x, ITYPE y) {
   bool bool_out = OUT_DT == DT_BOOL;
   switch (OP) {
@@ -174,6 +224,31 @@ ITYPE binary_i(ITYPE x, ITYPE y) {
     case OP_POW: return bool_out ? ITYPE((x != 0 || y == 0) ? 1 : 0) : ipow(x, y);
     case OP_MAXIMUM: return max(x, y);
     case OP_MINIMUM: return min(x, y);
+    case OP_FMOD:
+    case OP_REMAINDER:
+    case OP_FLOOR_DIVIDE:
+#ifdef FERRY_FULL
+      // Narrow types divide in 32 bits: llvmpipe (LLVM 15) gets the sign tests wrong in 64
+      // bits for a sign-extended i32 (as abs above).
+      if (IN_DT != DT_I64) return ITYPE(divide_i32(int(x), int(y)));
+      return divide_i64(x, y);
+#else
+      return divide_i32(x, y);
+#endif
+    case OP_BITWISE_AND: return x & y;
+    case OP_BITWISE_OR: return x | y;
+    case OP_BITWISE_XOR: return x ^ y;
+    case OP_BITWISE_LEFT_SHIFT:
+    case OP_BITWISE_RIGHT_SHIFT: {
+#ifdef FERRY_FULL
+      // Narrow types shift in 32 bits: llvmpipe (LLVM 15) takes the range test below wrongly
+      // in 64 bits for a sign-extended i32 (as abs above).
+      if (IN_DT != DT_I64) return ITYPE(shift_i32(int(x), int(y)));
+      return shift_i64(x, y);
+#else
+      return shift_i32(x, y);
+#endif
+    }
   }
   return x;
 }

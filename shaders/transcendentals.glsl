@@ -282,3 +282,76 @@ float erfinv_f(float y) {
   precise float corrected = x - r / (1.1283791670955126 * exp_f(-x * x));
   return y < 0.0 ? -corrected : corrected;
 }
+
+// atan2(y, x): C99's special cases (signed zeros, infinities), then atan of
+// |y / x| placed in its quadrant with pi in two floats.
+float atan2_f(float y, float x) {
+  if (isnan(x) || isnan(y)) return F_NAN;
+  const float PI = 3.1415927410e+00, PI_LO = -8.7422776573e-08, PI_2 = 1.5707963705e+00;
+  bool y_neg = (floatBitsToUint(y) & 0x80000000u) != 0u;
+  bool x_neg = (floatBitsToUint(x) & 0x80000000u) != 0u;
+  if (y == 0.0) return x_neg ? (y_neg ? -PI : PI) : y;
+  if (x == 0.0) return y_neg ? -PI_2 : PI_2;
+  if (isinf(x)) {
+    float r = isinf(y) ? (x_neg ? 2.3561944902 : 0.7853981634) : (x_neg ? PI : 0.0);
+    return y_neg ? -r : r;
+  }
+  if (isinf(y)) return y_neg ? -PI_2 : PI_2;
+  int k = int((floatBitsToUint(y) >> 23) & 0xffu) - int((floatBitsToUint(x) >> 23) & 0xffu);
+  float z;
+  if (k > 26) {
+    z = PI_2;
+    x_neg = false;  // |y / x| > 2^26: pi/2 with y's sign
+  } else if (k < -26 && x_neg) {
+    z = 0.0;
+  } else {
+    z = atan_f(abs(y / x));
+  }
+  if (!x_neg) return y_neg ? -z : z;
+  precise float r = PI - (z - PI_LO);
+  return y_neg ? -r : r;
+}
+
+// fmod(x, y) exactly, as C's: the mantissas' long division in integers, one
+// bit of x's exponent above y's per step (at most 277 steps), so no rounding.
+float fmod_f(float x, float y) {
+  if (isnan(x) || isnan(y) || isinf(x) || y == 0.0) return F_NAN;
+  float ax = abs(x), ay = abs(y);
+  if (isinf(y) || ax < ay) return x;
+  uint bx = floatBitsToUint(ax), by = floatBitsToUint(ay);
+  int ex = int(bx >> 23), ey = int(by >> 23);
+  uint mx = bx & 0x7fffffu, my = by & 0x7fffffu;
+  if (ex == 0) {  // denormal: its exponent is that of the smallest normal
+    ex = 1;
+  } else {
+    mx |= 0x800000u;
+  }
+  if (ey == 0) {
+    ey = 1;
+  } else {
+    my |= 0x800000u;
+  }
+  uint m = mx;
+  for (int i = ex - ey; i > 0; --i) {
+    if (m >= my) m -= my;
+    m <<= 1;
+  }
+  if (m >= my) m -= my;
+  // m * 2^e, e = ey - 150 in [-149, 104]: exact (a multiple of y's last
+  // place); below 2^-126 in two steps, so that no operand is denormal.
+  int e = ey - 150;
+  float r = e >= -126 ? float(m) * uintBitsToFloat(uint(e + 127) << 23)
+                      : float(m) * uintBitsToFloat(uint(e + 64 + 127) << 23) * 5.42101086242752217e-20;
+  return x < 0.0 ? -r : r;
+}
+
+// hypot: the larger magnitude times sqrt(1 + r^2), r the ratio (no overflow
+// or underflow in between); infinite when either is, even beside a NaN.
+float hypot_f(float a, float b) {
+  if (isinf(a) || isinf(b)) return F_INF;
+  if (isnan(a) || isnan(b)) return F_NAN;
+  float m = max(abs(a), abs(b)), n = min(abs(a), abs(b));
+  if (m == 0.0) return 0.0;
+  float r = n / m;
+  return m * sqrt(1.0 + r * r);
+}

@@ -123,21 +123,53 @@ std::vector<UnaryCase> unary_cases() {
 }
 
 // Each binary row with its closed form (as unary_cases()).
-std::vector<std::pair<std::string, std::function<double(double, double)>>> binary_closed_forms() {
-  return {{"add", [](double x, double y) { return x + y; }},
-          {"sub", [](double x, double y) { return x - y; }},
-          {"mul", [](double x, double y) { return x * y; }},
-          {"div", [](double x, double y) { return x / y; }},
-          {"pow", [](double x, double y) { return std::pow(x, y); }},
-          {"maximum", [](double x, double y) { return std::max(x, y); }},
-          {"minimum", [](double x, double y) { return std::min(x, y); }}};
+struct BinaryForm {
+  std::string name;
+  std::function<double(double, double)> ref;
+  DType dtype = DType::f32;  // of the inputs: i32 for the bitwise rows
+};
+
+std::int32_t i32_of(double v) { return std::int32_t(v); }
+
+std::vector<BinaryForm> binary_closed_forms() {
+  return {
+      {"add", [](double x, double y) { return x + y; }},
+      {"sub", [](double x, double y) { return x - y; }},
+      {"mul", [](double x, double y) { return x * y; }},
+      {"div", [](double x, double y) { return x / y; }},
+      {"pow", [](double x, double y) { return std::pow(x, y); }},
+      {"maximum", [](double x, double y) { return std::max(x, y); }},
+      {"minimum", [](double x, double y) { return std::min(x, y); }},
+      {"atan2", [](double x, double y) { return std::atan2(x, y); }},
+      {"remainder", [](double x, double y) { return x - std::floor(x / y) * y; }},
+      {"fmod", [](double x, double y) { return std::fmod(x, y); }},
+      {"floor_divide", [](double x, double y) { return std::floor(x / y); }},
+      {"hypot", [](double x, double y) { return std::sqrt(x * x + y * y); }},
+      {"copysign", [](double x, double y) { return std::copysign(x, y); }},
+      {"xlogy", [](double x, double y) { return x * std::log(y); }},
+      {"logical_and", [](double x, double y) { return double(x != 0 && y != 0); }},
+      {"logical_or", [](double x, double y) { return double(x != 0 || y != 0); }},
+      {"logical_xor", [](double x, double y) { return double((x != 0) != (y != 0)); }},
+      {"bitwise_and", [](double x, double y) { return double(i32_of(x) & i32_of(y)); }, DType::i32},
+      {"bitwise_or", [](double x, double y) { return double(i32_of(x) | i32_of(y)); }, DType::i32},
+      {"bitwise_xor", [](double x, double y) { return double(i32_of(x) ^ i32_of(y)); }, DType::i32},
+      // Counts of 32 and more: 0 to the left, the sign to the right.
+      {"bitwise_left_shift",
+       [](double x, double y) {
+         return y >= 32 ? 0.0 : double(std::int32_t(std::uint32_t(i32_of(x)) << int(y)));
+       },
+       DType::i32},
+      {"bitwise_right_shift",
+       [](double x, double y) { return double(i32_of(x) >> std::min(int(y), 31)); }, DType::i32}};
 }
 
 void expect_close(const std::vector<float>& got, const std::vector<double>& want, double rtol,
                   double atol, const std::string& what) {
   ASSERT_EQ(got.size(), want.size()) << what;
-  for (std::size_t i = 0; i < got.size(); ++i)
+  for (std::size_t i = 0; i < got.size(); ++i) {
+    if (std::isnan(want[i]) && std::isnan(got[i])) continue;
     ASSERT_NEAR(got[i], want[i], atol + rtol * std::fabs(want[i])) << what << " at " << i;
+  }
 }
 
 }  // namespace
@@ -145,7 +177,7 @@ void expect_close(const std::vector<float>& got, const std::vector<double>& want
 TEST(Unary, EveryUnaryAndBinaryRowHasAClosedForm) {
   std::set<std::string> unary, binary;
   for (const auto& c : unary_cases()) unary.insert(c.name);
-  for (const auto& [name, ref] : binary_closed_forms()) binary.insert(name);
+  for (const auto& f : binary_closed_forms()) binary.insert(f.name);
   for (const ferry::OpInfo& info : ferry::op_table()) {
     if (info.kind == ferry::OpKind::unary)
       EXPECT_TRUE(unary.erase(std::string(info.name))) << info.name << " has no closed form here";
@@ -253,15 +285,26 @@ TEST(Binary, AllOpsAgainstClosedFormsOnStridedInputs) {
   struct Case {
     std::string name;
     Tensor got;
-    std::function<double(double, double)> ref;
+    std::function<double(std::size_t)> ref;
   };
+  // The integer rows: values of both signs, shift counts from 1 to 40.
+  Tensor ai = ferry::tensor(sample(91, -1000, 1000), {7, 13}).to(DType::i32).t();
+  Tensor bi = ferry::tensor(sample(91, 1, 40), {13, 7}).to(DType::i32).slice(1, 0, 7, 1);
+  auto aiv = ai.contiguous().to(DType::f32).to_vector<float>();
+  auto biv = bi.contiguous().to(DType::f32).to_vector<float>();
   std::vector<Case> cases;
-  for (const auto& [name, ref] : binary_closed_forms())
-    cases.push_back({name, ferry::binary_op(*ferry::op_from_name(name), a, b), ref});
+  for (const auto& f : binary_closed_forms()) {
+    const bool ints = f.dtype == DType::i32;
+    cases.push_back({f.name,
+                     ferry::binary_op(*ferry::op_from_name(f.name), ints ? ai : a, ints ? bi : b),
+                     [f, ints, &av, &bv, &aiv, &biv](std::size_t i) {
+                       return ints ? f.ref(aiv[i], biv[i]) : f.ref(av[i], bv[i]);
+                     }});
+  }
   for (auto& c : cases) {
     std::vector<double> want;
-    for (std::size_t i = 0; i < av.size(); ++i) want.push_back(c.ref(av[i], bv[i]));
-    expect_close(c.got.to_vector<float>(), want, 2e-6, 1e-6, c.name);
+    for (std::size_t i = 0; i < av.size(); ++i) want.push_back(c.ref(i));
+    expect_close(c.got.to(DType::f32).to_vector<float>(), want, 2e-6, 1e-6, c.name);
   }
 }
 

@@ -5,6 +5,7 @@
 // test_kernel_coverage.cpp holds the registered kernels to the table.
 #include <gtest/gtest.h>
 
+#include <cstdlib>
 #include <fstream>
 #include <map>
 #include <regex>
@@ -149,6 +150,70 @@ TEST(OpTable, DTypeRules) {
     EXPECT_NE(msg.find("sub"), std::string::npos) << msg;
     EXPECT_NE(msg.find("bool"), std::string::npos) << msg;
   }
+}
+
+// docs/ops.md: every row of ops/ops.table as a table of what each built-in
+// backend does with it, made from the table file and op_info(). The test
+// fails when the committed file differs; FERRY_UPDATE_DOCS=1 rewrites it.
+std::string ops_markdown() {
+  std::ostringstream md;
+  md << "# ferry's ops\n\n"
+     << "Generated from `ops/ops.table` (Note [The op table] in `include/ferry/op.hpp`) by the "
+        "test `OpTable.DocsTableIsCurrent`\n(tests/test_op_table.cpp), which fails when this "
+        "file is stale. After changing the table, rewrite it with\n\n"
+     << "    FERRY_UPDATE_DOCS=1 build/release/bin/ferry_tests "
+        "--gtest_filter=OpTable.DocsTableIsCurrent\n\n"
+     << "Per backend: **kernel**: the backend's own kernel; **composite**: made of other ops, so "
+        "it runs wherever\nthey do and is differentiable through them; **fused**: composite, "
+        "with a fused kernel of the backend's\nthat runs where no gradient is recorded; **-**: "
+        "not supported. A device can take fewer dtypes than\nthe row lists (`supports()`: f64 "
+        "computes on the CPU only, and Vulkan's 16-bit and 64-bit types need\nthe device's "
+        "features); `ferry-conformance --list --device DEV` prints what one device takes.\n\n"
+     << "Grad: **formula**, a backward formula (runtime/autograd/); **parts**, through the ops "
+        "it is made of;\n**none**, not differentiable; **backward**, a backward kernel itself. "
+        "Result: **same** (the compute\ndtype), **bool**, **i64**, **widen** (integers give "
+        "i64), **given** (the caller's dtype).\n\n"
+     << "| op | kind | dtypes | result | grad | cpu | cuda | vulkan |\n"
+     << "|---|---|---|---|---|---|---|---|\n";
+  std::istringstream in(read_file(FERRY_OP_TABLE));
+  std::size_t count = 0;
+  for (std::string line; std::getline(in, line);) {
+    std::istringstream words(line);
+    std::vector<std::string> col;
+    for (std::string w; words >> w;) col.push_back(w);
+    if (col.empty() || col[0][0] == '#') continue;
+    // name kind inputs outputs dtypes compute result promote grad impl backends attrs range
+    const ferry::OpInfo& info = ferry::op_info(*ferry::op_from_name(col[0]));
+    std::string dtypes;
+    for (ferry::DType dt : ferry::kAllDTypes)
+      if (info.dtypes.has(dt))
+        dtypes += std::string(dtypes.empty() ? "" : " ") + std::string(ferry::dtype_name(dt));
+    if (col[5] == "float") dtypes += " (integers and bool as f32)";
+    md << "| " << col[0] << " | " << col[1] << " | " << dtypes << " | " << col[6] << " | "
+       << col[8];
+    for (const char* backend : {"cpu", "cuda", "vulkan"}) {
+      const bool has = info.builtin_kernel(backend);
+      const char* cell = info.impl == ferry::OpImpl::composite ? (has ? "fused" : "composite")
+                                                               : (has ? "kernel" : "-");
+      md << " | " << cell;
+    }
+    md << " |\n";
+    ++count;
+  }
+  md << "\n" << count << " ops.\n";
+  return md.str();
+}
+
+TEST(OpTable, DocsTableIsCurrent) {
+  const std::string want = ops_markdown();
+  if (const char* update = std::getenv("FERRY_UPDATE_DOCS"); update && std::string(update) == "1") {
+    std::ofstream(FERRY_OPS_DOC) << want;
+    GTEST_SKIP() << "wrote " << FERRY_OPS_DOC;
+  }
+  EXPECT_EQ(read_file(FERRY_OPS_DOC), want)
+      << FERRY_OPS_DOC
+      << " is not the op table's: rewrite it with FERRY_UPDATE_DOCS=1 (see its "
+         "first lines)";
 }
 
 }  // namespace

@@ -232,6 +232,41 @@ const std::map<std::string, OpFn>& api_table() {
          return ferry::argmax(c.at(0), dim, c.keepdim());
        }},
       {"logsumexp", [](const Call& c) { return ferry::logsumexp(c.at(0), c.dims(), c.keepdim()); }},
+      {"argmin",
+       [](const Call& c) {
+         std::optional<std::int64_t> dim;
+         if (c.attrs.contains("dim") && !c.attrs["dim"].is_null())
+           dim = c.attrs["dim"].get<std::int64_t>();
+         return ferry::argmin(c.at(0), dim, c.keepdim());
+       }},
+      {"all", [](const Call& c) { return ferry::all(c.at(0), c.dims(), c.keepdim()); }},
+      {"any", [](const Call& c) { return ferry::any(c.at(0), c.dims(), c.keepdim()); }},
+      {"count_nonzero", [](const Call& c) { return ferry::count_nonzero(c.at(0), c.dims()); }},
+      {"std",
+       [](const Call& c) {
+         return ferry::std(c.at(0), c.dims(), c.attrs.value("correction", 1.0), c.keepdim());
+       }},
+      {"var_mean",
+       [](const Call& c) {
+         auto [v, m] =
+             ferry::var_mean(c.at(0), c.dims(), c.attrs.value("correction", 1.0), c.keepdim());
+         return ferry::cat({v.reshape({-1}), m.reshape({-1})});
+       }},
+      {"std_mean",
+       [](const Call& c) {
+         auto [s, m] =
+             ferry::std_mean(c.at(0), c.dims(), c.attrs.value("correction", 1.0), c.keepdim());
+         return ferry::cat({s.reshape({-1}), m.reshape({-1})});
+       }},
+      {"norm",
+       [](const Call& c) {
+         const json& p = c.attrs.at("p");
+         const double pv = p.is_string() ? (p.get<std::string>() == "inf"    ? INFINITY
+                                            : p.get<std::string>() == "-inf" ? -INFINITY
+                                                                             : NAN)
+                                         : p.get<double>();
+         return ferry::norm(c.at(0), pv, c.dims(), c.keepdim());
+       }},
       // Composite ops with their own signatures.
       {"clamp",
        [](const Call& c) {
@@ -269,6 +304,28 @@ const std::map<std::string, OpFn>& api_table() {
       {"round_decimals",
        [](const Call& c) {
          return ferry::round(c.at(0), c.attrs.at("decimals").get<std::int64_t>());
+       }},
+      // Ternary ops and closeness.
+      {"lerp",
+       [](const Call& c) {
+         if (c.in.size() > 2) return ferry::lerp(c.at(0), c.at(1), c.at(2));
+         return ferry::lerp(c.at(0), c.at(1), c.attrs.at("weight").get<double>());
+       }},
+      {"addcmul",
+       [](const Call& c) {
+         const json& v = c.attrs.at("value");
+         return ferry::addcmul(c.at(0), c.at(1), c.at(2),
+                               v.is_number_integer() ? ferry::Scalar(v.get<std::int64_t>())
+                                                     : ferry::Scalar(v.get<double>()));
+       }},
+      {"addcdiv",
+       [](const Call& c) {
+         return ferry::addcdiv(c.at(0), c.at(1), c.at(2), c.attrs.at("value").get<double>());
+       }},
+      {"isclose",
+       [](const Call& c) {
+         return ferry::isclose(c.at(0), c.at(1), c.attrs.at("rtol"), c.attrs.at("atol"),
+                               c.attrs.at("equal_nan"));
        }},
       // The rest.
       {"matmul", [](const Call& c) { return ferry::matmul(c.at(0), c.at(1)); }},

@@ -38,7 +38,8 @@ rounded once to the output dtype (ref_upcast in reference_common.py).
 The cases live beside this file: reference_elementwise.py (unary, binary,
 comparisons, where, casts, promotion, composite ops) and reference_other.py
 (reductions, matmul, softmax, layer_norm, indexing), reference_unary.py (the
-transcendentals, activations and element tests of issue 21); reference_common.py holds
+transcendentals, activations and element tests of issue 21), reference_binary.py
+(its binary and ternary ops); reference_common.py holds
 the dtypes, tolerances, seeded inputs and the encoding.
 """
 
@@ -48,6 +49,7 @@ import sys
 import torch
 
 import reference_elementwise as elementwise
+import reference_binary as binary
 import reference_other as other
 import reference_unary as unary
 from reference_common import CASES, dump
@@ -76,6 +78,10 @@ def main():
     unary.transcendental_cases()
     unary.activation_cases()
     unary.test_cases()
+    binary.float_cases()
+    binary.bitwise_cases()
+    binary.ternary_cases()
+    binary.reduction_cases()
     size = dump(OUT_PATH)
     print(f"wrote {len(CASES)} cases, {size} bytes, torch {torch.__version__} -> "
           f"{os.path.normpath(OUT_PATH)}")

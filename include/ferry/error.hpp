@@ -38,6 +38,13 @@ class DTypeError : public Error {
   using Error::Error;
 };
 
+// An argument whose value the op does not define: an integer division by
+// zero, a count or probability out of range (PyTorch's ValueError and
+// ZeroDivisionError).
+class ValueError : public Error {
+  using Error::Error;
+};
+
 // A device could not allocate `requested` bytes; `available` is what it
 // reported free at the time (after its caches were released).
 class OutOfMemoryError : public Error {

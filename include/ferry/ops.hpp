@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <optional>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "ferry/config.hpp"
@@ -126,6 +127,57 @@ Tensor pow(const Tensor& a, const Scalar& b);
 Tensor pow(const Scalar& a, const Tensor& b);
 Tensor maximum(const Tensor& a, const Scalar& b);
 Tensor minimum(const Tensor& a, const Scalar& b);
+// atan2(a, b): the angle of the point (b, a); integers and bool give f32.
+Tensor atan2(const Tensor& a, const Tensor& b);
+Tensor atan2(const Tensor& a, const Scalar& b);
+// Division with rounding, PyTorch's: remainder has b's sign (Python's %),
+// fmod a's (C's), floor_divide rounds the quotient down. An integer divisor
+// of 0 is a ValueError (PyTorch's ZeroDivisionError); a float one gives NaN
+// or infinity.
+Tensor remainder(const Tensor& a, const Tensor& b);
+Tensor remainder(const Tensor& a, const Scalar& b);
+Tensor fmod(const Tensor& a, const Tensor& b);
+Tensor fmod(const Tensor& a, const Scalar& b);
+Tensor floor_divide(const Tensor& a, const Tensor& b);
+Tensor floor_divide(const Tensor& a, const Scalar& b);
+Tensor hypot(const Tensor& a, const Tensor& b);  // sqrt(a^2 + b^2) without overflow; floats
+Tensor hypot(const Tensor& a, const Scalar& b);
+Tensor copysign(const Tensor& a, const Tensor& b);  // |a| with b's sign bit
+Tensor copysign(const Tensor& a, const Scalar& b);
+Tensor xlogy(const Tensor& a, const Tensor& b);  // a log(b), 0 where a is 0 (b not NaN)
+Tensor xlogy(const Tensor& a, const Scalar& b);
+// Bitwise ops on integers and bool; the shifts on integers, a count outside
+// [0, bits) giving 0 (left) or the sign (right).
+Tensor bitwise_and(const Tensor& a, const Tensor& b);
+Tensor bitwise_and(const Tensor& a, const Scalar& b);
+Tensor bitwise_or(const Tensor& a, const Tensor& b);
+Tensor bitwise_or(const Tensor& a, const Scalar& b);
+Tensor bitwise_xor(const Tensor& a, const Tensor& b);
+Tensor bitwise_xor(const Tensor& a, const Scalar& b);
+Tensor bitwise_left_shift(const Tensor& a, const Tensor& b);
+Tensor bitwise_left_shift(const Tensor& a, const Scalar& b);
+Tensor bitwise_right_shift(const Tensor& a, const Tensor& b);
+Tensor bitwise_right_shift(const Tensor& a, const Scalar& b);
+// Truth of each element (nonzero) combined -> bool, for every dtype.
+Tensor logical_and(const Tensor& a, const Tensor& b);
+Tensor logical_or(const Tensor& a, const Tensor& b);
+Tensor logical_xor(const Tensor& a, const Tensor& b);
+
+// Ternary, element-wise, broadcasting (composite ops).
+// a + weight (b - a), PyTorch's form (from b's side for weight >= 1/2);
+// floats only.
+Tensor lerp(const Tensor& a, const Tensor& b, const Tensor& weight);
+Tensor lerp(const Tensor& a, const Tensor& b, const Scalar& weight);
+Tensor addcmul(const Tensor& x, const Tensor& t1, const Tensor& t2, const Scalar& value = 1);
+Tensor addcdiv(const Tensor& x, const Tensor& t1, const Tensor& t2, const Scalar& value = 1);
+// |a - b| <= atol + rtol |b| element-wise (equal infinities are close; NaNs
+// only with equal_nan) -> bool; allclose: all of it, as a bool on the host.
+Tensor isclose(const Tensor& a, const Tensor& b, double rtol = 1e-5, double atol = 1e-8,
+               bool equal_nan = false);
+bool allclose(const Tensor& a, const Tensor& b, double rtol = 1e-5, double atol = 1e-8,
+              bool equal_nan = false);
+// The same shape and the same values (NaN is unequal to itself), on the host.
+bool equal(const Tensor& a, const Tensor& b);
 
 // Comparisons -> bool.
 Tensor eq(const Tensor& a, const Tensor& b);
@@ -182,6 +234,31 @@ Tensor logsumexp(const Tensor& x, const std::vector<std::int64_t>& dims = {}, bo
 // flattened tensor when dim is not given.
 Tensor argmax(const Tensor& x, std::optional<std::int64_t> dim = std::nullopt,
               bool keepdim = false);
+// The same for the first minimum (NaN counts as the minimum).
+Tensor argmin(const Tensor& x, std::optional<std::int64_t> dim = std::nullopt,
+              bool keepdim = false);
+// PyTorch's amax and amin are max and min over dims (the gradient shared by ties).
+Tensor amax(const Tensor& x, const std::vector<std::int64_t>& dims = {}, bool keepdim = false);
+Tensor amin(const Tensor& x, const std::vector<std::int64_t>& dims = {}, bool keepdim = false);
+// Whether every / some element is nonzero (NaN is) -> bool; over nothing, true / false.
+Tensor all(const Tensor& x, const std::vector<std::int64_t>& dims = {}, bool keepdim = false);
+Tensor any(const Tensor& x, const std::vector<std::int64_t>& dims = {}, bool keepdim = false);
+Tensor count_nonzero(const Tensor& x, const std::vector<std::int64_t>& dims = {});  // i64
+// sqrt(var); and var or std with the mean, as PyTorch's var_mean and std_mean.
+Tensor std(const Tensor& x, const std::vector<std::int64_t>& dims = {}, double correction = 1,
+           bool keepdim = false);
+std::pair<Tensor, Tensor> var_mean(const Tensor& x, const std::vector<std::int64_t>& dims = {},
+                                   double correction = 1, bool keepdim = false);
+std::pair<Tensor, Tensor> std_mean(const Tensor& x, const std::vector<std::int64_t>& dims = {},
+                                   double correction = 1, bool keepdim = false);
+// The vector p-norm over dims (empty: every element), PyTorch's norm and
+// linalg.vector_norm: p = 2 (the default), 1, inf, -inf, 0 (the count of
+// nonzeros) or any other number; "fro" is 2. Floats only. The gradient at a
+// zero norm is 0, as PyTorch's.
+Tensor norm(const Tensor& x, double p = 2, const std::vector<std::int64_t>& dims = {},
+            bool keepdim = false);
+Tensor norm(const Tensor& x, std::string_view p, const std::vector<std::int64_t>& dims = {},
+            bool keepdim = false);
 
 // Matrix product, PyTorch's matmul: 1-D, 2-D, and batched with broadcast batch dims.
 Tensor matmul(const Tensor& a, const Tensor& b);

@@ -226,6 +226,44 @@ BackwardFn binary_formula(OpId op, const Tensor& a, const Tensor& b, const Tenso
             }
             return r;
           };
+    case OpId::atan2:  // d/da = b / (a^2 + b^2), d/db = -a / (a^2 + b^2)
+      return [a = Saved(a), b = Saved(b)](const Tensor& g, const Needs& n) -> Grads {
+        Tensor av = a.get(), bv = b.get();
+        Tensor r = g / (av * av + bv * bv);
+        return {n[0] ? to_input(r * bv, av) : Tensor(),
+                n[1] ? to_input(r * neg(av), bv) : Tensor()};
+      };
+    case OpId::remainder:  // a - floor(a / b) b: d/db = -floor(a / b)
+    case OpId::fmod:       // a - trunc(a / b) b: d/db = -trunc(a / b)
+      return [a = Saved(a), b = Saved(b), floor = op == OpId::remainder](const Tensor& g,
+                                                                         const Needs& n) -> Grads {
+        Tensor av = a.get(), bv = b.get();
+        Grads r = {n[0] ? to_input(g, av) : Tensor(), Tensor()};
+        if (n[1]) {
+          Tensor q = floor ? floor_divide(av, bv) : trunc(av / bv);
+          r[1] = to_input(neg(g) * q, bv);
+        }
+        return r;
+      };
+    case OpId::hypot:  // a / out, b / out
+      return [a = Saved(a), b = Saved(b), out = Saved(out)](const Tensor& g,
+                                                            const Needs& n) -> Grads {
+        Tensor av = a.get(), bv = b.get(), go = g / out.get();
+        return {n[0] ? to_input(go * av, av) : Tensor(), n[1] ? to_input(go * bv, bv) : Tensor()};
+      };
+    case OpId::copysign:  // out / a (0 where a is 0) to a; none to b
+      return [a = Saved(a), b = Saved(b), out = Saved(out)](const Tensor& g,
+                                                            const Needs& n) -> Grads {
+        Tensor av = a.get();
+        return {n[0] ? to_input(where(eq(av, 0), Scalar(0), g * (out.get() / av)), av) : Tensor(),
+                n[1] ? to_input(zeros_like(g), b.get()) : Tensor()};
+      };
+    case OpId::xlogy:  // xlogy(x != 0, y) to x, x / y to y
+      return [a = Saved(a), b = Saved(b)](const Tensor& g, const Needs& n) -> Grads {
+        Tensor av = a.get(), bv = b.get();
+        return {n[0] ? to_input(g * xlogy(ne(av, 0), bv), av) : Tensor(),
+                n[1] ? to_input(g * av / bv, bv) : Tensor()};
+      };
     case OpId::maximum:
     case OpId::minimum:  // ties split the gradient in half
       return [is_max = op == OpId::maximum, a = Saved(a), b = Saved(b)](const Tensor& g,

@@ -66,6 +66,8 @@ template <typename T, typename Out, typename F> void binary_loop(const OpCall& c
 #define FERRY_CPU_DISPATCH_SET_all FERRY_DISPATCH_ALL
 #define FERRY_CPU_DISPATCH_SET_numeric FERRY_DISPATCH_NUMERIC
 #define FERRY_CPU_DISPATCH_SET_float FERRY_DISPATCH_FLOATING
+#define FERRY_CPU_DISPATCH_SET_int FERRY_DISPATCH_INT
+#define FERRY_CPU_DISPATCH_SET_integral FERRY_DISPATCH_INTEGRAL
 
 void where_kernel(DeviceImpl&, const OpCall& c) {
   FERRY_DISPATCH_ALL(c.outputs[0].dtype, "where", {

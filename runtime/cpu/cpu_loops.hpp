@@ -107,11 +107,16 @@ void loop_nd(const std::array<const TensorArg*, N>& args, const Inner& inner) {
   FERRY_CPU_CASE(f16, __VA_ARGS__)  \
   FERRY_CPU_CASE(bf16, __VA_ARGS__) \
   FERRY_CPU_CASE(f64, __VA_ARGS__)
+#define FERRY_CPU_INT_CASES(...)   \
+  FERRY_CPU_CASE(i32, __VA_ARGS__) \
+  FERRY_CPU_CASE(i64, __VA_ARGS__) \
+  FERRY_CPU_CASE(u8, __VA_ARGS__)
+#define FERRY_CPU_INTEGRAL_CASES(...) \
+  FERRY_CPU_INT_CASES(__VA_ARGS__)    \
+  FERRY_CPU_CASE(boolean, __VA_ARGS__)
 #define FERRY_CPU_NUMERIC_CASES(...) \
   FERRY_CPU_FLOAT_CASES(__VA_ARGS__) \
-  FERRY_CPU_CASE(i32, __VA_ARGS__)   \
-  FERRY_CPU_CASE(i64, __VA_ARGS__)   \
-  FERRY_CPU_CASE(u8, __VA_ARGS__)
+  FERRY_CPU_INT_CASES(__VA_ARGS__)
 #define FERRY_CPU_ALL_CASES(...)       \
   FERRY_CPU_NUMERIC_CASES(__VA_ARGS__) \
   FERRY_CPU_CASE(boolean, __VA_ARGS__)
@@ -122,13 +127,18 @@ void loop_nd(const std::array<const TensorArg*, N>& args, const Inner& inner) {
       throw UnsupportedError(std::string(op) + ": the cpu kernel does not take dtype " + \
                              std::string(dtype_name(dtype)));                            \
   }
-// Every dtype; every dtype but bool; f32, f16, bf16 and f64.
+// Every dtype; every dtype but bool; f32, f16, bf16 and f64; i32, i64 and u8;
+// those and bool.
 #define FERRY_DISPATCH_ALL(dtype, op, ...) \
   FERRY_CPU_DISPATCH(dtype, op, FERRY_CPU_ALL_CASES, __VA_ARGS__)
 #define FERRY_DISPATCH_NUMERIC(dtype, op, ...) \
   FERRY_CPU_DISPATCH(dtype, op, FERRY_CPU_NUMERIC_CASES, __VA_ARGS__)
 #define FERRY_DISPATCH_FLOATING(dtype, op, ...) \
   FERRY_CPU_DISPATCH(dtype, op, FERRY_CPU_FLOAT_CASES, __VA_ARGS__)
+#define FERRY_DISPATCH_INT(dtype, op, ...) \
+  FERRY_CPU_DISPATCH(dtype, op, FERRY_CPU_INT_CASES, __VA_ARGS__)
+#define FERRY_DISPATCH_INTEGRAL(dtype, op, ...) \
+  FERRY_CPU_DISPATCH(dtype, op, FERRY_CPU_INTEGRAL_CASES, __VA_ARGS__)
 
 // The type a kernel computes in (include/ferry/kit/math/scalar_ops.hpp, shared with CUDA).
 using math::compute_t;

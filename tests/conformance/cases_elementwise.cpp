@@ -160,6 +160,130 @@ void add_clamp_cases(std::vector<Case>& out) {
         [](const Inputs& in) { return clamp(in[0], -1, 1); });
 }
 
+// The ternary composites (lerp, addcmul, addcdiv) over broadcasting and
+// non-contiguous operands, and the closeness tests (isclose, allclose, equal)
+// on pairs that are equal, near, far, NaN and infinite.
+void add_ternary_cases(std::vector<Case>& out) {
+  struct Ternary {
+    const char* op;
+    std::vector<DType> dtypes;
+    std::function<Tensor(const Inputs&)> run;
+  };
+  const std::vector<Ternary> ops = {
+      {"lerp", kFloat, [](const Inputs& in) { return lerp(in[0], in[1], in[2]); }},
+      {"addcmul",
+       {DType::f32, DType::f16, DType::bf16, DType::i32, DType::i64},
+       [](const Inputs& in) { return addcmul(in[0], in[1], in[2], 2); }},
+      {"addcdiv", kFloat, [](const Inputs& in) { return addcdiv(in[0], in[1], in[2], -0.5); }},
+  };
+  const std::vector<ShapeCase> shapes = {
+      {"[7, 13] x [13] x [7, 1]", "broadcast", {{7, 13}, {13}, {7, 1}}, {}},
+      {"[1023] x3", "odd", {{1023}, {1023}, {1023}}, {}},
+      {"[13, 7].t() x [7, 13] x [7, 13]",
+       "non-contiguous",
+       {{13, 7}, {7, 13}, {7, 13}},
+       [](const Inputs& in) {
+         return Inputs{in[0].t(), in[1], in[2]};
+       }},
+  };
+  for (const Ternary& t : ops)
+    for (DType dt : t.dtypes)
+      for (const ShapeCase& s : shapes)
+        out.push_back({t.op, dt, s.label, s.cls, threshold(dt, 1e-10),
+                       inputs_of({s.shapes, 0.5, 3}, dt), s.view, t.run});
+  // The divisions with rounding on every sign of both operands (the table's
+  // range keeps them positive, away from integer zero divisors).
+  for (const char* op : {"remainder", "fmod", "floor_divide"})
+    for (DType dt : {DType::f32, DType::i32, DType::i64})
+      out.push_back(
+          {op,
+           dt,
+           "[9, 8] x [8] signs",
+           "special",
+           threshold(dt, 0),
+           [dt] {
+             std::vector<float> a, b = {-4, -3, -2, -1, 1, 2, 3, 4};
+             for (int i = -36; i < 36; ++i) a.push_back(float(i) + (is_floating(dt) ? 0.5f : 0));
+             return Inputs{tensor(a).reshape({9, 8}).to(dt), tensor(b).to(dt)};
+           },
+           {},
+           [id = *op_from_name(op)](const Inputs& in) { return binary_op(id, in[0], in[1]); }});
+  // A weight of 0, 1/2 and 1 exactly: PyTorch's two branches meet there.
+  out.push_back({"lerp",
+                 DType::f32,
+                 "[6] scalar weights",
+                 "special",
+                 threshold(DType::f32, 0),
+                 [] {
+                   return Inputs{tensor(std::vector<float>{1, -2, 3e30f, NAN, INFINITY, 0}),
+                                 tensor(std::vector<float>{5, 7, -1e30f, 1, 2, -0.0f})};
+                 },
+                 {},
+                 [](const Inputs& in) {
+                   return cat({lerp(in[0], in[1], 0), lerp(in[0], in[1], 0.5),
+                               lerp(in[0], in[1], 1), lerp(in[0], in[1], 0.25)});
+                 }});
+  auto pairs = [](DType dt) {
+    return [dt] {
+      std::vector<float> a = {1, 1, 1, 0, NAN, NAN, INFINITY, INFINITY, -INFINITY, 100, 1e-9f, 3};
+      std::vector<float> b = {1,        1 + 1e-6f, 1.1f,      1e-9f,    NAN, 1,
+                              INFINITY, -INFINITY, -INFINITY, 100.001f, 0,   -3};
+      return Inputs{tensor(a).to(dt), tensor(b).to(dt)};
+    };
+  };
+  for (DType dt : {DType::f32, DType::f16, DType::bf16}) {
+    out.push_back({"isclose",
+                   dt,
+                   "[12] near, far, NaN, inf",
+                   "special",
+                   threshold(dt, 0),
+                   pairs(dt),
+                   {},
+                   [](const Inputs& in) {
+                     return cat({isclose(in[0], in[1]), isclose(in[0], in[1], 1e-3, 0, true),
+                                 isclose(in[0], in[1], 0, 0)});
+                   }});
+    out.push_back({"allclose",
+                   dt,
+                   "[12] and its prefixes",
+                   "special",
+                   threshold(dt, 0),
+                   pairs(dt),
+                   {},
+                   [](const Inputs& in) {
+                     std::vector<std::uint8_t> r;
+                     for (std::int64_t n : {1, 2, 3, 5, 12})
+                       r.push_back(allclose(in[0].slice(0, 0, n, 1), in[1].slice(0, 0, n, 1)));
+                     return tensor(r).to(in[0].device());  // results stay on the device
+                   }});
+    out.push_back({"equal",
+                   dt,
+                   "[12] and its prefixes",
+                   "special",
+                   threshold(dt, 0),
+                   pairs(dt),
+                   {},
+                   [](const Inputs& in) {
+                     std::vector<std::uint8_t> r;
+                     for (std::int64_t n : {1, 2, 12}) {
+                       Tensor a = in[0].slice(0, 0, n, 1);
+                       r.push_back(equal(a, in[1].slice(0, 0, n, 1)));
+                       r.push_back(equal(a, a.clone()));
+                     }
+                     r.push_back(equal(in[0], in[0].slice(0, 0, 11, 1)));  // shapes differ
+                     return tensor(r).to(in[0].device());
+                   }});
+  }
+  out.push_back({"isclose",
+                 DType::i32,
+                 "[7, 13] x [13]",
+                 "broadcast",
+                 threshold(DType::i32, 0),
+                 inputs_of({{{7, 13}, {13}}, -3, 3}, DType::i32),
+                 {},
+                 [](const Inputs& in) { return isclose(in[0], in[1], 0.4, 1); }});
+}
+
 }  // namespace
 
 void add_elementwise_cases(std::vector<Case>& out) {
@@ -221,14 +345,15 @@ void add_elementwise_cases(std::vector<Case>& out) {
       }
     }
     for (DType dt : kFloat)
-      out.push_back({name,
-                     dt,
-                     "[8] x [8] NaN/inf/±0",
-                     "special",
-                     threshold(dt, 1e-10),
-                     [dt] { return special_values(dt, 2); },
-                     {},
-                     run});
+      if (op->dtypes.has(dt))
+        out.push_back({name,
+                       dt,
+                       "[8] x [8] NaN/inf/±0",
+                       "special",
+                       threshold(dt, 1e-10),
+                       [dt] { return special_values(dt, 2); },
+                       {},
+                       run});
     if (op->id == OpId::pow) {  // every pair of the grid: C99's special cases and accuracy
       out.push_back({name,
                      DType::f32,
@@ -247,6 +372,7 @@ void add_elementwise_cases(std::vector<Case>& out) {
     }
   }
   add_clamp_cases(out);
+  add_ternary_cases(out);
   for (DType dt : kAll)
     for (const ShapeCase& s : binary_shapes()) {
       // where(cond, a, b): the condition takes the first shape, a and b the second.

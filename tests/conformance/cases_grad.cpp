@@ -110,6 +110,17 @@ void add_elementwise(std::vector<Case>& out) {
       [](const Inputs& in) { return ferry::clamp(in[0], -1, 1.5); });
   add(out, "clamp", {{{7, 13}, {13}, {7, 1}}, "broadcast", {}, " tensor bounds"}, 1e-10,
       [](const Inputs& in) { return ferry::clamp(in[0], in[1] - 1.0, in[2] + 1.0); });
+  // The ternary composites, broadcasting all three.
+  const GradShape ternary = {{{7, 13}, {13}, {7, 1}}, "broadcast", {}, ""};
+  add(out, "lerp", ternary, 1e-10,
+      [](const Inputs& in) { return ferry::lerp(in[0], in[1], in[2] * 0.5 + 0.5); });
+  add(out, "lerp", {{{7, 13}, {7, 13}}, "odd", {}, " weight=0.75"}, 1e-10,
+      [](const Inputs& in) { return ferry::lerp(in[0], in[1], 0.75); });
+  add(out, "addcmul", ternary, 1e-10,
+      [](const Inputs& in) { return ferry::addcmul(in[0], in[1], in[2], 0.5); });
+  add(
+      out, "addcdiv", ternary, 1e-10,
+      [](const Inputs& in) { return ferry::addcdiv(in[0], in[1], in[2], -2); }, 0.5, 3);
   add(out, "where", {{{7, 13}, {13}}, "broadcast", {}, ""}, 1e-10,
       [](const Inputs& in) { return ferry::where(gt(in[0], 0), in[0], in[1]); });
   add(out, "scalar ops", {{{7, 13}}, "odd", {}, ""}, 1e-10, [](const Inputs& in) {
@@ -141,6 +152,18 @@ void add_reductions(std::vector<Case>& out) {
     add(out, "var", s, 1e-9, [dims](const Inputs& in) { return ferry::var(in[0], dims); });
     add(out, "logsumexp", s, 1e-10,
         [dims](const Inputs& in) { return ferry::logsumexp(in[0], dims); });
+    add(out, "std", s, 1e-9, [dims](const Inputs& in) { return ferry::std(in[0], dims); });
+    add(out, "var_mean", s, 1e-9, [dims](const Inputs& in) {
+      auto [v, m] = ferry::var_mean(in[0], dims);
+      return v * 2.0 + m;
+    });
+    add(out, "std_mean", s, 1e-9, [dims](const Inputs& in) {
+      auto [sd, m] = ferry::std_mean(in[0], dims, 0, true);
+      return sd - m;
+    });
+    for (double p : {2.0, 1.0, 3.0, double(INFINITY)})
+      add(out, "norm", s, 1e-9,
+          [dims, p](const Inputs& in) { return ferry::norm(in[0], p, dims); });
   }
   for (std::int64_t dim : {0, -1}) {
     GradShape s{{{7, 13}}, "odd", {}, fmt::format(" dim={}", dim)};

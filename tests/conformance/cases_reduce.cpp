@@ -43,6 +43,7 @@ struct ReduceOp {
   bool empty_ok;  // max/min/argmax of an empty slice is an error
   std::function<Tensor(const Tensor&, const std::vector<std::int64_t>&, bool)> fn;
   double nmse;
+  bool keepdim_ok = true;  // count_nonzero has no keepdim
   std::vector<DType> dtypes() const {
     std::vector<DType> v;
     for (DType dt : kAll)
@@ -50,6 +51,11 @@ struct ReduceOp {
     return v;
   }
 };
+
+// var or std and the mean, as one tensor.
+Tensor joined(const std::pair<Tensor, Tensor>& r) {
+  return cat({r.first.reshape({-1}), r.second.reshape({-1})});
+}
 
 std::vector<ReduceOp> reduce_ops() {
   return {
@@ -70,6 +76,27 @@ std::vector<ReduceOp> reduce_ops() {
          return d.empty() ? ferry::argmax(x, std::nullopt, k) : ferry::argmax(x, d[0], k);
        },
        0},
+      {OpId::argmin, false,
+       [](const Tensor& x, const auto& d, bool k) {
+         return d.empty() ? ferry::argmin(x, std::nullopt, k) : ferry::argmin(x, d[0], k);
+       },
+       0},
+      {OpId::all, true, [](const Tensor& x, const auto& d, bool k) { return ferry::all(x, d, k); },
+       0},
+      {OpId::any, true, [](const Tensor& x, const auto& d, bool k) { return ferry::any(x, d, k); },
+       0},
+      {OpId::count_nonzero, true,
+       [](const Tensor& x, const auto& d, bool) { return ferry::count_nonzero(x, d); }, 0, false},
+      {OpId::std, true,
+       [](const Tensor& x, const auto& d, bool k) { return ferry::std(x, d, 1, k); }, 1e-10},
+      {OpId::var_mean, true,
+       [](const Tensor& x, const auto& d, bool k) { return joined(ferry::var_mean(x, d, 0, k)); },
+       1e-10},
+      {OpId::std_mean, true,
+       [](const Tensor& x, const auto& d, bool k) { return joined(ferry::std_mean(x, d, 1, k)); },
+       1e-10},
+      {OpId::norm, true,
+       [](const Tensor& x, const auto& d, bool k) { return ferry::norm(x, 2, d, k); }, 1e-10},
   };
 }
 
@@ -80,13 +107,13 @@ void add_reduction_cases(std::vector<Case>& out) {
     for (DType dt : op.dtypes())
       for (const ReduceShape& rs : reduce_shapes()) {
         if (rs.cls == "empty" && !op.empty_ok) continue;
-        // One large case per kernel: var and logsumexp are compositions of them.
-        if (rs.cls == "large" &&
-            (dt != DType::f32 || op.op == OpId::var || op.op == OpId::logsumexp))
-          continue;
-        if (op.op == OpId::argmax && rs.dims.size() > 1) continue;
+        // One large case per kernel (and mean): the other composites are made of them.
+        const bool large_ok = op.op == OpId::sum || op.op == OpId::mean || op.op == OpId::max ||
+                              op.op == OpId::min || op.op == OpId::argmax;
+        if (rs.cls == "large" && (dt != DType::f32 || !large_ok)) continue;
+        if ((op.op == OpId::argmax || op.op == OpId::argmin) && rs.dims.size() > 1) continue;
         for (bool keepdim : {false, true}) {
-          if (rs.cls == "large" && keepdim) continue;
+          if ((rs.cls == "large" || !op.keepdim_ok) && keepdim) continue;
           std::string label = fmt::format("{}{} dims={}{}", shape_str(rs.shape), rs.view_label,
                                           shape_str(rs.dims), keepdim ? " keepdim" : "");
           out.push_back({std::string(op_name(op.op)), dt, label, rs.cls, threshold(dt, op.nmse),
@@ -119,6 +146,45 @@ void add_reduction_cases(std::vector<Case>& out) {
                    inputs_of({{{7, 13}}, 990, 1010}, dt),
                    {},
                    [](const Inputs& in) { return ferry::logsumexp(in[0], {0}, true); }});
+  }
+  // The norms of every p over rows with zeros, NaN and infinities; all and
+  // any over rows of zeros and NaN.
+  for (DType dt : kFloat) {
+    auto rows = [dt] {
+      const float inf = INFINITY;
+      std::vector<float> v = {0,   0, 0, 0, 3,   -4, 0, 1, 1e-20f, -2e-20f, 0, 0,
+                              NAN, 1, 0, 2, inf, -1, 0, 0, 0.5f,   -0.25f,  8, -8};
+      return Inputs{tensor(v, {6, 4}).to(dt)};
+    };
+    for (double p : {2.0, 1.0, 3.0, 0.5, -1.0, 0.0, double(INFINITY), -double(INFINITY)})
+      out.push_back({"norm",
+                     dt,
+                     fmt::format("[6, 4] dims=[1] p={} zeros/NaN/inf rows", p),
+                     "special",
+                     threshold(dt, 1e-10),
+                     rows,
+                     {},
+                     [p](const Inputs& in) { return ferry::norm(in[0], p, {1}); }});
+    out.push_back({"norm",
+                   dt,
+                   "[6, 4] p=fro",
+                   "special",
+                   threshold(dt, 1e-10),
+                   rows,
+                   {},
+                   [](const Inputs& in) { return ferry::norm(in[0], "fro"); }});
+    for (const char* name : {"all", "any", "argmin"})
+      out.push_back({name,
+                     dt,
+                     "[6, 4] dims=[1] zeros/NaN rows",
+                     "special",
+                     threshold(dt, 0),
+                     rows,
+                     {},
+                     [name = std::string(name)](const Inputs& in) {
+                       if (name == "argmin") return ferry::argmin(in[0], 1);
+                       return name == "all" ? ferry::all(in[0], {1}) : ferry::any(in[0], {1});
+                     }});
   }
   // softmax / log_softmax along each dim, with rows of large values.
   for (const char* name : {"softmax", "log_softmax"})

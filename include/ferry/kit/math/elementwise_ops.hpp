@@ -284,6 +284,82 @@ struct Maximum {
 struct Minimum {
   template <typename T> FERRY_HD T operator()(T a, T b) const { return minimum(a, b); }
 };
+// Division-like ops: PyTorch's definitions (the front-end refuses an integer
+// divisor of 0, which C++ leaves undefined).
+struct Atan2 {
+  template <typename T> FERRY_HD T operator()(T a, T b) const { return std::atan2(a, b); }
+};
+struct Fmod {  // the remainder of truncated division: the sign of a
+  template <typename T> FERRY_HD T operator()(T a, T b) const {
+    if constexpr (kIsInteger<T>)
+      return T(a % b);
+    else
+      return std::fmod(a, b);
+  }
+};
+struct Remainder {  // the remainder of floor division (Python's %): the sign of b
+  template <typename T> FERRY_HD T operator()(T a, T b) const {
+    T r = Fmod{}(a, b);
+    if (r != T(0) && (r < T(0)) != (b < T(0))) r = T(r + b);
+    return r;
+  }
+};
+struct FloorDivide {
+  template <typename T> FERRY_HD T operator()(T a, T b) const {
+    if constexpr (kIsInteger<T>) {
+      const T q = T(a / b);
+      return ((a < T(0)) != (b < T(0)) && T(q * b) != a) ? T(q - 1) : q;
+    } else {
+      return floor_divide(a, b);
+    }
+  }
+};
+struct Hypot {
+  template <typename T> FERRY_HD T operator()(T a, T b) const { return std::hypot(a, b); }
+};
+struct Copysign {
+  template <typename T> FERRY_HD T operator()(T a, T b) const { return std::copysign(a, b); }
+};
+struct Xlogy {  // x log(y), 0 where x is 0 (unless y is NaN)
+  template <typename T> FERRY_HD T operator()(T x, T y) const {
+    if (y != y) return y;
+    return x == T(0) ? T(0) : x * std::log(y);
+  }
+};
+// Bitwise ops: integers and bool (and, or, xor); the shifts integers only,
+// with PyTorch's answers for counts outside [0, bits).
+struct BitwiseAnd {
+  template <typename T> FERRY_HD T operator()(T a, T b) const { return T(a & b); }
+};
+struct BitwiseOr {
+  template <typename T> FERRY_HD T operator()(T a, T b) const { return T(a | b); }
+};
+struct BitwiseXor {
+  template <typename T> FERRY_HD T operator()(T a, T b) const { return T(a ^ b); }
+};
+struct BitwiseLeftShift {
+  template <typename T> FERRY_HD T operator()(T a, T b) const {
+    if constexpr (kIsInteger<T>) {
+      using U = std::make_unsigned_t<T>;
+      constexpr T kBits = T(sizeof(T) * 8);
+      if (std::make_signed_t<T>(b) < 0 || b >= kBits) return T(0);
+      return T(U(U(a) << b));
+    } else {
+      return a;  // the row takes integers only
+    }
+  }
+};
+struct BitwiseRightShift {  // arithmetic for the signed types
+  template <typename T> FERRY_HD T operator()(T a, T b) const {
+    if constexpr (kIsInteger<T>) {
+      constexpr T kMaxShift = T(sizeof(T) * 8 - (std::is_signed_v<T> ? 1 : 0));
+      if (std::make_signed_t<T>(b) < 0 || b >= kMaxShift) return T(a >> kMaxShift);
+      return T(a >> b);
+    } else {
+      return a;
+    }
+  }
+};
 
 // ---- comparisons: every dtype, a bool result ----
 struct Eq {

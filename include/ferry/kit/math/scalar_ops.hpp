@@ -141,6 +141,18 @@ FERRY_HD double add_mul_unfused(double a, double b, double c) {
 }
 
 // ---- binary helpers ----
+// PyTorch's floor division of floats (div_floor_floating): through fmod, so
+// that a / b's rounding cannot move the quotient across an integer.
+template <typename F> FERRY_HD F floor_divide(F a, F b) {
+  if (b == F(0)) return a / b;
+  const F mod = std::fmod(a, b);
+  F div = (a - mod) / b;
+  if (mod != F(0) && (b < F(0)) != (mod < F(0))) div -= F(1);
+  if (div == F(0)) return std::copysign(F(0), a / b);
+  F floordiv = std::floor(div);
+  if (div - floordiv > F(0.5)) floordiv += F(1);
+  return floordiv;
+}
 // maximum/minimum propagate NaN (IEEE fmax would drop it).
 template <typename T> FERRY_HD T maximum(T a, T b) {
   if constexpr (std::is_floating_point_v<T>) {
