@@ -153,4 +153,44 @@ TEST(OpsSurface, ValuesPyTorchDefines) {
             2);
 }
 
+// The view functions: the pieces share x's memory and have PyTorch's shapes.
+TEST(OpsSurface, ShapeViews) {
+  Tensor x = ferry::arange(24.0).reshape({2, 3, 4});
+  auto parts = ferry::split(x, 3, 2);
+  ASSERT_EQ(parts.size(), 2u);
+  EXPECT_EQ(parts[1].sizes(), (Shape{2, 3, 1}));
+  EXPECT_EQ(parts[1].storage(), x.storage());
+  EXPECT_EQ(ferry::split(x, std::vector<std::int64_t>{1, 2}, 1)[1].sizes(), (Shape{2, 2, 4}));
+  EXPECT_EQ(ferry::chunk(x, 3, -1).size(), 2u);  // 4 in chunks of 2, as PyTorch
+  EXPECT_EQ(ferry::unbind(x, 1).size(), 3u);
+  EXPECT_EQ(ferry::movedim(x, 0, -1).sizes(), (Shape{3, 4, 2}));
+  EXPECT_EQ(ferry::swapaxes(x, 0, 2).sizes(), (Shape{4, 3, 2}));
+  EXPECT_EQ(ferry::unflatten(x, -1, {2, -1}).sizes(), (Shape{2, 3, 2, 2}));
+  auto grids = ferry::meshgrid({ferry::arange(3.0), ferry::arange(2.0)}, "xy");
+  EXPECT_EQ(grids[0].sizes(), (Shape{2, 3}));
+  EXPECT_EQ(grids[1].to_vector<float>(), (std::vector<float>{0, 0, 0, 1, 1, 1}));
+  EXPECT_EQ(ferry::narrow_copy(x, 2, 1, 2).sizes(), (Shape{2, 3, 2}));
+}
+
+TEST(OpsSurface, ShapeOpsRefuseWhatPyTorchRefuses) {
+  Tensor x = ferry::zeros({2, 3});
+  EXPECT_THROW(ferry::pad(x, {3, 0}, "reflect"), ferry::ShapeError);  // pad >= size
+  EXPECT_THROW(ferry::pad(x, {1}, "constant"), ferry::ShapeError);    // not pairs
+  EXPECT_THROW(ferry::pad(x, {1, 1}, "wrap"), ferry::ValueError);
+  EXPECT_THROW(ferry::masked_fill(x, ferry::ones({3}), 1), ferry::DTypeError);  // not bool
+  EXPECT_THROW(ferry::masked_fill(x, ferry::ones({2, 3, 1}, {.dtype = DType::boolean}), 1),
+               ferry::ShapeError);  // would grow x
+  EXPECT_THROW(ferry::one_hot(ferry::tensor(std::vector<std::int64_t>{-1})), ferry::ValueError);
+  EXPECT_THROW(ferry::one_hot(ferry::tensor(std::vector<std::int64_t>{5}), 3), ferry::ValueError);
+  EXPECT_THROW(ferry::one_hot(ferry::zeros({2})), ferry::DTypeError);
+  EXPECT_THROW(ferry::repeat(x, {2}), ferry::ShapeError);
+  EXPECT_THROW(ferry::flip(x, {0, -2}), ferry::ShapeError);  // a dim twice
+  EXPECT_THROW(ferry::split(x, std::vector<std::int64_t>{1, 1}, 1), ferry::ShapeError);
+  EXPECT_THROW(ferry::triu(ferry::zeros({3})), ferry::ShapeError);
+  EXPECT_THROW(ferry::trace(ferry::zeros({2, 2, 2})), ferry::ShapeError);
+  EXPECT_THROW(ferry::index_fill(x, 1, ferry::tensor(std::vector<std::int64_t>{3}), 1.0),
+               ferry::ShapeError);
+  EXPECT_THROW(ferry::meshgrid({x}), ferry::ShapeError);
+}
+
 }  // namespace

@@ -327,6 +327,51 @@ const std::map<std::string, OpFn>& api_table() {
          return ferry::isclose(c.at(0), c.at(1), c.attrs.at("rtol"), c.attrs.at("atol"),
                                c.attrs.at("equal_nan"));
        }},
+      // Indexing and shape ops.
+      {"flip", [](const Call& c) { return ferry::flip(c.at(0), c.attrs.at("dims")); }},
+      {"roll",
+       [](const Call& c) {
+         return ferry::roll(c.at(0), c.attrs.at("shifts"), c.attrs.at("dims"));
+       }},
+      {"repeat", [](const Call& c) { return ferry::repeat(c.at(0), c.attrs.at("sizes")); }},
+      {"tile", [](const Call& c) { return ferry::tile(c.at(0), c.attrs.at("reps")); }},
+      {"repeat_interleave",
+       [](const Call& c) {
+         std::optional<std::int64_t> dim;
+         if (!c.attrs.at("dim").is_null()) dim = c.attrs.at("dim").get<std::int64_t>();
+         return ferry::repeat_interleave(c.at(0), c.attrs.at("repeats"), dim);
+       }},
+      {"triu", [](const Call& c) { return ferry::triu(c.at(0), c.attrs.at("diagonal")); }},
+      {"tril", [](const Call& c) { return ferry::tril(c.at(0), c.attrs.at("diagonal")); }},
+      {"diagonal",
+       [](const Call& c) {
+         return ferry::diagonal(c.at(0), c.attrs.at("offset"), c.attrs.at("dim1"),
+                                c.attrs.at("dim2"));
+       }},
+      {"diag", [](const Call& c) { return ferry::diag(c.at(0), c.attrs.at("diagonal")); }},
+      {"trace", [](const Call& c) { return ferry::trace(c.at(0)); }},
+      {"pad",
+       [](const Call& c) {
+         return ferry::pad(c.at(0), c.attrs.at("pads"), c.attrs.at("mode").get<std::string>(),
+                           c.attrs.at("value"));
+       }},
+      {"one_hot", [](const Call& c) { return ferry::one_hot(c.at(0), c.attrs.at("num_classes")); }},
+      {"masked_fill",
+       [](const Call& c) {
+         const json& v = c.attrs.at("value");
+         return ferry::masked_fill(c.at(0), c.at(1),
+                                   v.is_number_integer() ? ferry::Scalar(v.get<std::int64_t>())
+                                                         : ferry::Scalar(v.get<double>()));
+       }},
+      {"index_fill",
+       [](const Call& c) {
+         return ferry::index_fill(c.at(0), c.attrs.at("dim"), c.at(1),
+                                  c.attrs.at("value").get<double>());
+       }},
+      {"take_along_dim",
+       [](const Call& c) {
+         return ferry::take_along_dim(c.at(0), c.at(1), c.attrs.at("dim").get<std::int64_t>());
+       }},
       // The rest.
       {"matmul", [](const Call& c) { return ferry::matmul(c.at(0), c.at(1)); }},
       {"softmax", [](const Call& c) { return ferry::softmax(c.at(0), c.dim()); }},

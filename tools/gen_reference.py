@@ -39,7 +39,8 @@ The cases live beside this file: reference_elementwise.py (unary, binary,
 comparisons, where, casts, promotion, composite ops) and reference_other.py
 (reductions, matmul, softmax, layer_norm, indexing), reference_unary.py (the
 transcendentals, activations and element tests of issue 21), reference_binary.py
-(its binary and ternary ops); reference_common.py holds
+(its binary, ternary and reduction ops), reference_shape.py (its indexing and
+shape ops); reference_common.py holds
 the dtypes, tolerances, seeded inputs and the encoding.
 """
 
@@ -51,6 +52,7 @@ import torch
 import reference_elementwise as elementwise
 import reference_binary as binary
 import reference_other as other
+import reference_shape as shape
 import reference_unary as unary
 from reference_common import CASES, dump
 from reference_common import Gen, tensor_json  # noqa: F401  (gen_grad_reference.py, gen_nn_reference.py)
@@ -82,6 +84,7 @@ def main():
     binary.bitwise_cases()
     binary.ternary_cases()
     binary.reduction_cases()
+    shape.shape_cases()
     size = dump(OUT_PATH)
     print(f"wrote {len(CASES)} cases, {size} bytes, torch {torch.__version__} -> "
           f"{os.path.normpath(OUT_PATH)}")

@@ -15,6 +15,7 @@
 
 #include "ferry/config.hpp"
 #include "ferry/op.hpp"
+#include "ferry/ops_shape.hpp"  // the indexing and shape ops
 #include "ferry/tensor.hpp"
 
 namespace ferry {

@@ -236,11 +236,16 @@ void add_shape_ops(std::vector<Case>& out) {
 
 }  // namespace
 
+Tensor gradients_of(const std::function<Tensor(const Inputs&)>& fn, const Inputs& in) {
+  return gradients(fn, in);
+}
+
 void add_grad_cases(std::vector<Case>& out) {
   add_elementwise(out);
   add_reductions(out);
   add_nn(out);
   add_shape_ops(out);
+  add_shape_grad_cases(out);
   // Backward kernels of other names than <op>_backward (Case::kernels).
   for (Case& c : out) {
     if (c.op == "embedding.grad" || c.op == "index_select.grad") c.kernels = {OpId::index_add};

@@ -58,4 +58,10 @@ struct ShapeCase {
 std::vector<ShapeCase> unary_shapes();
 std::vector<ShapeCase> binary_shapes();
 
+// The gradients of fn at `in`, flattened into one tensor (cases_grad.cpp).
+Tensor gradients_of(const std::function<Tensor(const Inputs&)>& fn, const Inputs& in);
+// The indexing and shape ops (cases_shape.cpp), forward and gradient modes.
+void add_shape_cases(std::vector<Case>& out);
+void add_shape_grad_cases(std::vector<Case>& out);
+
 }  // namespace ferry::conformance

@@ -5,6 +5,7 @@
 #include <chrono>
 #include <thread>
 
+#include "catalog.hpp"
 #include "conformance.hpp"
 #include "ferry/debug.hpp"
 
@@ -148,6 +149,7 @@ std::vector<Case> all_cases() {
   add_elementwise_cases(cases);
   add_reduction_cases(cases);
   add_other_cases(cases);
+  add_shape_cases(cases);
   return cases;
 }
 

@@ -1,0 +1,67 @@
+// ferry/ops_shape.hpp — the indexing and shape ops beyond the Tensor's own
+// views (ferry/tensor.hpp): PyTorch's flip, roll, repeat, tile, triu, pad,
+// one_hot, masked_fill, split, ... with its semantics (negative dims count
+// from the end; errors are ShapeError, DTypeError or ValueError). The copying
+// ones are composite ops of the op table (docs/ops.md); split, chunk, unbind,
+// movedim, swapaxes, unflatten and meshgrid return views. Included by
+// ferry/ops.hpp.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string_view>
+#include <vector>
+
+#include "ferry/tensor.hpp"
+
+namespace ferry {
+
+// Copies.
+Tensor flip(const Tensor& x, const std::vector<std::int64_t>& dims);
+// Shifted by shifts[i] along dims[i], wrapping; no dims: over the flattened tensor.
+Tensor roll(const Tensor& x, const std::vector<std::int64_t>& shifts,
+            const std::vector<std::int64_t>& dims = {});
+// Tensor.repeat: sizes[i] copies along each dim (extra leading sizes add dims).
+Tensor repeat(const Tensor& x, const std::vector<std::int64_t>& sizes);
+Tensor tile(const Tensor& x, const std::vector<std::int64_t>& reps);  // repeat, reps padded with 1s
+// Each element `repeats` times in a row along dim (no dim: flattened).
+Tensor repeat_interleave(const Tensor& x, std::int64_t repeats,
+                         std::optional<std::int64_t> dim = std::nullopt);
+// The upper / lower triangle of the last two dims from the given diagonal, 0 elsewhere.
+Tensor triu(const Tensor& x, std::int64_t diagonal = 0);
+Tensor tril(const Tensor& x, std::int64_t diagonal = 0);
+// The diagonal (i, i + offset) of dims dim1, dim2, as the last dim (a copy).
+Tensor diagonal(const Tensor& x, std::int64_t offset = 0, std::int64_t dim1 = 0,
+                std::int64_t dim2 = 1);
+// 1-D x: the matrix with x on that diagonal; 2-D x: its diagonal.
+Tensor diag(const Tensor& x, std::int64_t diagonal = 0);
+Tensor trace(const Tensor& x);  // the sum of a matrix's diagonal
+// F.pad: (left, right) pairs from the last dim backwards; mode constant
+// (with value), reflect, replicate or circular; negative pads crop.
+Tensor pad(const Tensor& x, const std::vector<std::int64_t>& pads,
+           std::string_view mode = "constant", double value = 0);
+// i64 rows of num_classes (-1: the largest index + 1) with a 1 at each index.
+Tensor one_hot(const Tensor& indices, std::int64_t num_classes = -1);
+// value (cast to x's dtype) where the bool mask, broadcast to x, is true.
+Tensor masked_fill(const Tensor& x, const Tensor& mask, const Scalar& value);
+Tensor masked_fill(const Tensor& x, const Tensor& mask, const Tensor& value);  // 0-d value
+// value at the positions `index` (i32 or i64, negative counting from the end) of dim.
+Tensor index_fill(const Tensor& x, std::int64_t dim, const Tensor& index, const Scalar& value);
+// gather, the indices broadcast against x in every dim but dim (no dim: flattened).
+Tensor take_along_dim(const Tensor& x, const Tensor& indices,
+                      std::optional<std::int64_t> dim = std::nullopt);
+Tensor narrow_copy(const Tensor& x, std::int64_t dim, std::int64_t start, std::int64_t length);
+
+// Views.
+std::vector<Tensor> split(const Tensor& x, std::int64_t split_size, std::int64_t dim = 0);
+std::vector<Tensor> split(const Tensor& x, const std::vector<std::int64_t>& sizes,
+                          std::int64_t dim = 0);
+std::vector<Tensor> chunk(const Tensor& x, std::int64_t chunks, std::int64_t dim = 0);
+std::vector<Tensor> unbind(const Tensor& x, std::int64_t dim = 0);
+Tensor movedim(const Tensor& x, std::int64_t source, std::int64_t destination);
+Tensor swapaxes(const Tensor& x, std::int64_t dim0, std::int64_t dim1);
+Tensor unflatten(const Tensor& x, std::int64_t dim, const Shape& sizes);  // one -1 allowed
+// Coordinate grids of 0-d or 1-d tensors; indexing "ij" (matrix) or "xy" (Cartesian).
+std::vector<Tensor> meshgrid(const std::vector<Tensor>& tensors, std::string_view indexing = "ij");
+
+}  // namespace ferry
