@@ -132,6 +132,7 @@ int main(int argc, char** argv) {
   bench::register_mlp();
   bench::register_train();
   bench::register_overhead();
+  bench::register_ops();
   bench::register_vulkan();
   bench::register_transfer();
 #ifdef FERRY_BENCH_HAVE_CUDA

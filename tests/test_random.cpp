@@ -93,3 +93,22 @@ TEST(Random, BadArgumentsAreTypedErrors) {
   EXPECT_THROW(ferry::randint(0, 2, {2}, {.dtype = ferry::DType::boolean}), ferry::DTypeError);
   EXPECT_THROW(ferry::randn({-1}), ferry::ShapeError);
 }
+
+// A draw larger than one storage-buffer binding (128 MiB on lavapipe) is made
+// in parts on vulkan:0, each from its own first counter: the numbers are the
+// CPU's wherever the cut falls (issue 21: this raised UnsupportedError).
+TEST(Random, VulkanDrawsBeyondOneBindingAreTheCpus) {
+  if (!ferry::is_available("vulkan:0"))
+    GTEST_SKIP() << "vulkan:0 is not available here: " << ferry::describe_devices();
+  const ferry::Device vk("vulkan:0");
+  const std::int64_t n = (std::int64_t(160) << 20) / 4;  // 160 MiB of f32
+  ferry::manual_seed(11);
+  ferry::Tensor u = ferry::rand({n}, {.device = vk});
+  ferry::manual_seed(11);
+  ferry::Tensor want = ferry::rand({n});
+  EXPECT_TRUE(ferry::equal(u.to(ferry::Device::cpu()), want));
+  ferry::manual_seed(12);
+  ferry::Tensor z = ferry::randn({n}, {.device = vk});
+  EXPECT_NEAR(ferry::mean(z).item<float>(), 0.0f, 1e-3f);
+  EXPECT_NEAR(ferry::std(z).item<float>(), 1.0f, 1e-3f);
+}

@@ -2,6 +2,8 @@
 // shaders/random.comp: Philox-4x32-10 with counter offset + i for element i, the same numbers
 // the CPU draws (include/ferry/kit/math/philox.hpp, docs/kernel-contract.md).
 //
+// A tensor beyond one storage-buffer binding is drawn in parts, each from its own first counter.
+//
 // The 64-bit seed, offset, low and range travel as pairs of 32-bit words, so the base shader
 // variant needs no int64; only random_int with a range of 2^32 or more does (its 64-bit
 // remainder), and is refused on devices without it.
@@ -12,6 +14,7 @@
 #include "abi/random.h"
 #include "ferry/error.hpp"
 #include "vulkan/vk_device.hpp"
+#include "vulkan/vk_split.hpp"
 
 namespace ferry::vulkan {
 namespace {
@@ -40,7 +43,6 @@ void draw(DeviceImpl& d, const OpCall& c) {
 
   abi::RandomParams p{};
   split(std::uint64_t(c.attrs.i("seed")), p.seed);
-  split(std::uint64_t(c.attrs.i("offset")), p.offset);
   if (op == OpId::random_uniform) {
     p.p0 = float(c.attrs.f("low"));
     p.p1 = float(c.attrs.f("high"));
@@ -57,15 +59,26 @@ void draw(DeviceImpl& d, const OpCall& c) {
     split(std::uint64_t(c.attrs.i("low")), p.low);
     split(range, p.range);
   }
-  const std::uint64_t n = std::uint64_t(out.numel());
-  Binding b = dev.bind(out, Access::write);  // refuses more than 2^32 elements
-  p.n = std::uint32_t(n);
-  p.o_off = b.element_offset;
+  // The output as one flat run, drawn in parts that each fit a binding (vk_split.hpp): element
+  // i is counter offset + i in every part, so the numbers do not depend on the cut.
+  TensorArg flat = out;
+  flat.sizes = {out.numel()};
+  flat.strides = {1};
+  const std::int64_t n = flat.sizes[0];
+  const std::int64_t step = std::max<std::int64_t>(1, max_chunk(dev.limits(), flat, 0));
+  const std::uint64_t offset = std::uint64_t(c.attrs.i("offset"));
   const std::uint32_t wg = std::min(kWorkgroup, dev.limits().max_workgroup_invocations);
-  const std::uint32_t groups =
-      std::uint32_t(std::min<std::uint64_t>((n + wg - 1) / wg, dev.limits().max_groups_x));
   const abi::RandomSpec spec{.WG = wg, .OP = std::uint32_t(op), .DT = dtype_code(dt)};
-  dev.dispatch({"random", spec.values(), {b}, &p, sizeof p, {groups, 1, 1}});
+  for (std::int64_t s = 0; s < n; s += step) {
+    const std::uint64_t len = std::uint64_t(std::min(step, n - s));
+    Binding b = dev.bind(narrow(flat, 0, s, std::int64_t(len)), Access::write);
+    split(offset + std::uint64_t(s), p.offset);
+    p.n = std::uint32_t(len);
+    p.o_off = b.element_offset;
+    const std::uint32_t groups =
+        std::uint32_t(std::min<std::uint64_t>((len + wg - 1) / wg, dev.limits().max_groups_x));
+    dev.dispatch({"random", spec.values(), {b}, &p, sizeof p, {groups, 1, 1}});
+  }
 }
 
 }  // namespace

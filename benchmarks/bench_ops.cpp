@@ -1,0 +1,145 @@
+// benchmarks/bench_ops.cpp — issue 21's ops on 16 Mi f32 elements ([4096,
+// 4096]; 1 Mi with --quick): clamp, masked_fill, logsumexp over rows, erf,
+// atan2 and remainder, each beside PyTorch (libtorch) on the CPU in this
+// process, and on vulkan:0 beside ferry's CPU (on lavapipe both are the CPU).
+// Without libtorch (Debian: libtorch-dev) the CPU figures are compared with
+// a 2-thread memcpy of the same bytes, the bandwidth ceiling. Inputs are
+// made once; each iteration is one call, its output allocated by the op.
+#include "bench_ops.hpp"
+
+#include <fmt/format.h>
+#include <omp.h>
+
+#include <cstring>
+#include <map>
+#include <memory>
+
+#include "bench_common.hpp"
+#include "ferry/ferry.hpp"
+
+namespace bench {
+namespace {
+
+using namespace ops;
+
+struct Data {
+  ferry::Tensor x, y, mask;
+};
+
+Data& data(const std::string& device) {
+  static std::map<std::string, Data> by_device;
+  auto it = by_device.find(device);
+  if (it == by_device.end()) {
+    ferry::manual_seed(0);
+    Data d;
+    d.x = ferry::randn({rows(quick()), kCols});
+    d.y = ferry::rand({rows(quick()), kCols}) + 0.5;
+    d.mask = ferry::gt(ferry::rand({rows(quick()), kCols}), 0.5);
+    if (device != "cpu") {
+      const ferry::Device dev(device);
+      d.x = d.x.to(dev), d.y = d.y.to(dev), d.mask = d.mask.to(dev);
+    }
+    it = by_device.emplace(device, std::move(d)).first;
+  }
+  return it->second;
+}
+
+ferry::Tensor run_op(const std::string& name, const Data& d) {
+  if (name == "clamp") return ferry::clamp(d.x, -0.5, 0.5);
+  if (name == "masked_fill") return ferry::masked_fill(d.x, d.mask, 0.0);
+  if (name == "logsumexp dim=-1") return ferry::logsumexp(d.x, {-1});
+  if (name == "erf") return ferry::erf(d.x);
+  if (name == "atan2") return ferry::atan2(d.x, d.y);
+  return ferry::remainder(d.x, d.y);
+}
+
+void run_on(benchmark::State& s, const std::string& name, const std::string& device) {
+  if (!ferry::is_available(device)) {
+    s.SkipWithError((device + " is not available").c_str());
+    return;
+  }
+  const Data& d = data(device);
+  for (auto _ : s) {
+    ferry::Tensor out = run_op(name, d);
+    if (device != "cpu") ferry::synchronize(out.device());
+    benchmark::DoNotOptimize(out);
+  }
+}
+
+// A 2-thread memcpy of `bytes`: the bandwidth a memory-bound op can reach.
+void memcpy_2t(benchmark::State& s, double bytes) {
+  const std::size_t n = std::size_t(bytes / 2);  // read and write
+  static std::unique_ptr<char[]> src, dst;
+  static std::size_t size = 0;
+  if (size != n) {
+    src.reset(new char[n]), dst.reset(new char[n]), size = n;
+    std::memset(src.get(), 1, n), std::memset(dst.get(), 0, n);
+  }
+  for (auto _ : s) {
+#pragma omp parallel num_threads(2)
+    {
+      const std::size_t half = n / 2, at = std::size_t(omp_get_thread_num()) * half;
+      std::memcpy(dst.get() + at, src.get() + at, omp_get_thread_num() == 1 ? n - half : half);
+    }
+    benchmark::ClobberMemory();
+  }
+}
+
+}  // namespace
+
+void register_ops() {
+  const double n = double(rows(quick()) * kCols);
+#ifdef FERRY_BENCH_HAVE_TORCH
+  ops::torch_setup(quick());
+#endif
+  for (const OpCase& c : cases()) {
+    const std::string name = c.name, base = "ops/" + name;
+    const double bytes = n * c.bytes_per_element;
+    for (const char* device : {"cpu", "vulkan:0"})
+      benchmark::RegisterBenchmark(
+          (base + "/ferry " + device).c_str(),
+          [name, dev = std::string(device)](benchmark::State& s) { run_on(s, name, dev); })
+          ->Unit(benchmark::kMillisecond)
+          ->UseRealTime();
+#ifdef FERRY_BENCH_HAVE_TORCH
+    benchmark::RegisterBenchmark((base + "/pytorch").c_str(),
+                                 [name](benchmark::State& s) {
+                                   for (auto _ : s) ops::torch_run(name);
+                                 })
+        ->Unit(benchmark::kMillisecond)
+        ->UseRealTime();
+    add_comparison({.title = fmt::format("{} f32 [{}, {}] (cpu)", name, rows(quick()), kCols),
+                    .ferry = base + "/ferry cpu",
+                    .ferry_label = "ferry",
+                    .baseline = base + "/pytorch",
+                    .baseline_label = "PyTorch (libtorch)",
+                    .metric = Metric::gbps,
+                    .ferry_work = bytes,
+                    .baseline_work = bytes});
+#endif
+    benchmark::RegisterBenchmark((base + "/memcpy 2 threads").c_str(),
+                                 [bytes](benchmark::State& s) { memcpy_2t(s, bytes); })
+        ->Unit(benchmark::kMillisecond)
+        ->UseRealTime();
+    add_comparison(
+        {.title = fmt::format("{} f32 [{}, {}] (cpu, bandwidth)", name, rows(quick()), kCols),
+         .ferry = base + "/ferry cpu",
+         .ferry_label = "ferry",
+         .baseline = base + "/memcpy 2 threads",
+         .baseline_label = "memcpy, 2 threads, same bytes",
+         .metric = Metric::gbps,
+         .ferry_work = bytes,
+         .baseline_work = bytes});
+    add_comparison(
+        {.title = fmt::format("{} f32 [{}, {}] (vulkan:0 vs cpu)", name, rows(quick()), kCols),
+         .ferry = base + "/ferry vulkan:0",
+         .ferry_label = "ferry vulkan:0",
+         .baseline = base + "/ferry cpu",
+         .baseline_label = "ferry cpu",
+         .metric = Metric::gbps,
+         .ferry_work = bytes,
+         .baseline_work = bytes});
+  }
+}
+
+}  // namespace bench

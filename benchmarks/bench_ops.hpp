@@ -1,0 +1,38 @@
+// benchmarks/bench_ops.hpp — issue 21's op benchmark's two sides: ferry's in
+// bench_ops.cpp, PyTorch's (libtorch, in this process) in bench_ops_torch.cpp.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace bench::ops {
+
+// The ops measured, on f32 tensors of kRows x kCols elements (16 Mi; 1 Mi quick).
+inline std::int64_t rows(bool quick) { return quick ? 256 : 4096; }
+inline constexpr std::int64_t kCols = 4096;
+
+// Each op: a name, and the bytes one call must move at least (its inputs read
+// and its output written once), for the bandwidth figure.
+struct OpCase {
+  const char* name;
+  double bytes_per_element;
+};
+inline const std::vector<OpCase>& cases() {
+  static const std::vector<OpCase> c = {
+      {"clamp", 8},             // x -> y
+      {"masked_fill", 9},       // x, a bool mask -> y
+      {"logsumexp dim=-1", 4},  // x -> one value a row
+      {"erf", 8},
+      {"atan2", 12},
+      {"remainder", 12},
+  };
+  return c;
+}
+
+// PyTorch's side (bench_ops_torch.cpp, when libtorch was found): the same op
+// on the same shapes (inputs made once per op), one call per iteration.
+void torch_setup(bool quick);
+void torch_run(const std::string& name);
+
+}  // namespace bench::ops

@@ -1,0 +1,41 @@
+// benchmarks/bench_ops_torch.cpp — PyTorch's side of the op benchmark
+// (bench_ops.cpp): the same ops through libtorch in ferry-bench's process, on
+// the CPU, with libtorch's own threads.
+#include <torch/torch.h>
+
+#include "bench_ops.hpp"
+
+namespace bench::ops {
+namespace {
+
+struct Data {
+  torch::Tensor x, y, mask;
+};
+
+Data& data() {
+  static Data d;
+  return d;
+}
+
+void keep(const torch::Tensor& t) { asm volatile("" : : "r"(t.unsafeGetTensorImpl()) : "memory"); }
+
+}  // namespace
+
+void torch_setup(bool quick) {
+  torch::manual_seed(0);
+  data().x = torch::randn({rows(quick), kCols});
+  data().y = torch::rand({rows(quick), kCols}) + 0.5;
+  data().mask = torch::rand({rows(quick), kCols}) > 0.5;
+}
+
+void torch_run(const std::string& name) {
+  const Data& d = data();
+  if (name == "clamp") keep(torch::clamp(d.x, -0.5, 0.5));
+  if (name == "masked_fill") keep(d.x.masked_fill(d.mask, 0.0));
+  if (name == "logsumexp dim=-1") keep(torch::logsumexp(d.x, {-1}));
+  if (name == "erf") keep(torch::erf(d.x));
+  if (name == "atan2") keep(torch::atan2(d.x, d.y));
+  if (name == "remainder") keep(torch::remainder(d.x, d.y));
+}
+
+}  // namespace bench::ops
