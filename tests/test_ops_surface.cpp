@@ -5,6 +5,7 @@
 // errors where PyTorch refuses.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 #include <vector>
@@ -191,6 +192,58 @@ TEST(OpsSurface, ShapeOpsRefuseWhatPyTorchRefuses) {
   EXPECT_THROW(ferry::index_fill(x, 1, ferry::tensor(std::vector<std::int64_t>{3}), 1.0),
                ferry::ShapeError);
   EXPECT_THROW(ferry::meshgrid({x}), ferry::ShapeError);
+}
+
+TEST(OpsSurface, Factories) {
+  EXPECT_EQ(ferry::eye(2, 3).to_vector<float>(), (std::vector<float>{1, 0, 0, 0, 1, 0}));
+  EXPECT_EQ(ferry::sum(ferry::eye(3, std::nullopt, {.dtype = DType::i64})).item<std::int64_t>(), 3);
+  // PyTorch's linspace: both ends exact, each value within an ulp of start + i step.
+  auto v = ferry::linspace(-3, 7.5, 1001).to_vector<float>();
+  ASSERT_EQ(v.size(), 1001u);
+  EXPECT_EQ(v.front(), -3.0f);
+  EXPECT_EQ(v.back(), 7.5f);
+  for (std::size_t i = 0; i < v.size(); ++i)
+    EXPECT_NEAR(v[i], -3.0 + double(i) * 10.5 / 1000, 1e-6) << i;
+  // torch.linspace(0, 1, 5) and torch.logspace(0, 2, 3).
+  EXPECT_EQ(ferry::linspace(0, 1, 5).to_vector<float>(),
+            (std::vector<float>{0, 0.25f, 0.5f, 0.75f, 1}));
+  EXPECT_EQ(ferry::linspace(2, 9, 1).to_vector<float>(), (std::vector<float>{2}));
+  EXPECT_EQ(ferry::linspace(0, 10, 4, {.dtype = DType::i64}).to_vector<std::int64_t>(),
+            (std::vector<std::int64_t>{0, 3, 6, 10}));
+  EXPECT_EQ(ferry::logspace(0, 2, 3).to_vector<float>(), (std::vector<float>{1, 10, 100}));
+  EXPECT_THROW(ferry::linspace(0, 1, -1), ferry::ShapeError);
+  EXPECT_THROW(ferry::eye(-1), ferry::ShapeError);
+}
+
+TEST(OpsSurface, DrawsAndPermutations) {
+  ferry::manual_seed(3);
+  auto p = ferry::randperm(1000).to_vector<std::int64_t>();
+  std::vector<std::int64_t> sorted = p;
+  std::sort(sorted.begin(), sorted.end());
+  for (std::int64_t i = 0; i < 1000; ++i) ASSERT_EQ(sorted[std::size_t(i)], i);
+  EXPECT_NE(p, sorted);
+  ferry::manual_seed(3);
+  EXPECT_EQ(ferry::randperm(1000).to_vector<std::int64_t>(), p);  // the seed decides it
+  EXPECT_EQ(ferry::randperm(0).numel(), 0);
+  Tensor probs = ferry::tensor(std::vector<float>{0, 1, 0, 1});
+  EXPECT_EQ(ferry::bernoulli(probs).to_vector<float>(), (std::vector<float>{0, 1, 0, 1}));
+  EXPECT_NEAR(ferry::mean(ferry::bernoulli(ferry::zeros({100000}), 0.3)).item<float>(), 0.3, 0.01);
+  EXPECT_THROW(ferry::bernoulli(ferry::full({2}, 1.5)), ferry::ValueError);
+  Tensor x = ferry::empty({200000});
+  ferry::exponential_(x, 4.0);
+  EXPECT_NEAR(ferry::mean(x).item<float>(), 0.25, 0.005);
+  EXPECT_GE(ferry::min(x).item<float>(), 0.0f);
+  ferry::uniform_(x, 2, 3);
+  EXPECT_GE(ferry::min(x).item<float>(), 2.0f);
+  EXPECT_EQ(ferry::randn_like(x).sizes(), x.sizes());
+  EXPECT_EQ(ferry::randint_like(ferry::zeros({3}, {.dtype = DType::i32}), 0, 5).dtype(),
+            DType::i32);
+  // A leaf that requires grad is refused outside NoGradGuard, as PyTorch's.
+  Tensor w = ferry::zeros({3}).requires_grad_();
+  EXPECT_THROW(ferry::normal_(w), ferry::Error);
+  EXPECT_NO_THROW(ferry::nn::init::normal_(w));
+  Tensor ints = ferry::zeros({2}, {.dtype = DType::i32});
+  EXPECT_THROW(ferry::uniform_(ints, 0, 1), ferry::DTypeError);
 }
 
 }  // namespace

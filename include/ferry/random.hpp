@@ -34,4 +34,25 @@ Tensor normal(const Shape& shape, double mean, double stddev, const TensorOption
 Tensor randint(std::int64_t low, std::int64_t high, const Shape& shape,
                const TensorOptions& options = {});
 
+// The same draws shaped, typed and placed like t.
+Tensor rand_like(const Tensor& t);
+Tensor randn_like(const Tensor& t);
+Tensor randint_like(const Tensor& t, std::int64_t low, std::int64_t high);
+// A random permutation of 0 .. n-1 (i64 unless options say otherwise): the
+// order of n random 62-bit keys drawn from the generator, sorted on the host
+// (as PyTorch's CPU randperm), so the same seed gives the same permutation on
+// every device.
+Tensor randperm(std::int64_t n, const TensorOptions& options = {});
+// 1 with probability p (each element of p in [0, 1]), else 0, in p's dtype.
+Tensor bernoulli(const Tensor& p);
+// x's shape and dtype, 1 with probability p.
+Tensor bernoulli(const Tensor& x, double p);
+
+// In place: x's elements replaced by draws of its shape and dtype (floating),
+// as PyTorch's Tensor.uniform_, normal_ and exponential_ (rate lambd). Not
+// recorded by autograd; a leaf that requires grad is refused, as there.
+Tensor& uniform_(Tensor& x, double low = 0, double high = 1);
+Tensor& normal_(Tensor& x, double mean = 0, double stddev = 1);
+Tensor& exponential_(Tensor& x, double lambd = 1);
+
 }  // namespace ferry

@@ -200,6 +200,15 @@ Tensor full_like(const Tensor& t, const Scalar& value);
 // [start, end) by step; the dtype is f32 unless options say otherwise.
 Tensor arange(double end, const TensorOptions& options = {});
 Tensor arange(double start, double end, double step = 1, const TensorOptions& options = {});
+// The n x m identity (m = n when not given).
+Tensor eye(std::int64_t n, std::optional<std::int64_t> m = std::nullopt,
+           const TensorOptions& options = {});
+// `steps` values from start to end, evenly spaced (PyTorch's formula: from
+// start for the first half, from end for the rest, so both ends are exact);
+// logspace: base raised to them.
+Tensor linspace(double start, double end, std::int64_t steps, const TensorOptions& options = {});
+Tensor logspace(double start, double end, std::int64_t steps, double base = 10,
+                const TensorOptions& options = {});
 // A tensor holding host data. shape defaults to {data.size()}.
 template <typename T> Tensor tensor(const std::vector<T>& data, const Shape& shape = {},
                                     const TensorOptions& options = {});

@@ -20,26 +20,20 @@ void check_floating(std::string_view fn, const Tensor& t) {
                                  dtype_name(t.dtype()), shape_str(t.sizes())));
 }
 
-// The draw is made in the tensor's own dtype on its own device (the
-// generator runs there), then written in place.
-Tensor& fill_from(Tensor& t, const Tensor& values) {
-  NoGradGuard no_grad;
-  t.copy_(values);
-  return t;
-}
-
 }  // namespace
 
+// Tensor's in-place draws (ferry/random.hpp), under NoGradGuard: PyTorch's
+// nn.init writes parameters that require grad.
 Tensor& uniform_(Tensor& t, double low, double high) {
   check_floating("uniform_", t);
-  return fill_from(
-      t, ferry::uniform(t.sizes(), low, high, {.dtype = t.dtype(), .device = t.device()}));
+  NoGradGuard no_grad;
+  return ferry::uniform_(t, low, high);
 }
 
 Tensor& normal_(Tensor& t, double mean, double std) {
   check_floating("normal_", t);
-  return fill_from(t,
-                   ferry::normal(t.sizes(), mean, std, {.dtype = t.dtype(), .device = t.device()}));
+  NoGradGuard no_grad;
+  return ferry::normal_(t, mean, std);
 }
 
 Tensor& constant_(Tensor& t, double value) {
@@ -89,7 +83,7 @@ Tensor& kaiming_uniform_(Tensor& t, double a, std::string_view mode,
   if (t.numel() == 0) return t;  // PyTorch: initialising zero elements is a no-op
   const double fan = double(mode == "fan_in" ? fans.fan_in : fans.fan_out);
   const double bound = calculate_gain(nonlinearity, a) * std::sqrt(3.0 / fan);
-  return uniform_(t, -bound, bound);
+  return init::uniform_(t, -bound, bound);
 }
 
 Tensor& xavier_uniform_(Tensor& t, double gain) {
@@ -97,7 +91,7 @@ Tensor& xavier_uniform_(Tensor& t, double gain) {
   const Fans fans = calculate_fans(t);
   if (t.numel() == 0) return t;
   const double bound = gain * std::sqrt(6.0 / double(fans.fan_in + fans.fan_out));
-  return uniform_(t, -bound, bound);
+  return init::uniform_(t, -bound, bound);
 }
 
 }  // namespace ferry::nn::init

@@ -222,7 +222,65 @@ void add_factories(std::vector<Case>& out) {
 
 }  // namespace
 
+// The composite factories and draws: made of the kernels above, so they give
+// the CPU's numbers on every device.
+void add_composite_factories(std::vector<Case>& out) {
+  auto on = [](const Inputs& in) { return in[0].device(); };
+  auto any_input = inputs_of({{{1}}}, DType::f32);
+  for (DType dt : {DType::f32, DType::f16, DType::i32, DType::boolean})
+    out.push_back({"eye", dt, "eye(5, 7)", "odd", 0, any_input, {}, [dt, on](const Inputs& in) {
+                     return ferry::eye(5, 7, {.dtype = dt, .device = on(in)});
+                   }});
+  for (DType dt : {DType::f32, DType::bf16, DType::i64})
+    out.push_back({"linspace",
+                   dt,
+                   "linspace(-3, 7.5, 1001)",
+                   "odd",
+                   threshold(dt, 0),
+                   any_input,
+                   {},
+                   [dt, on](const Inputs& in) {
+                     return ferry::linspace(-3, 7.5, 1001, {.dtype = dt, .device = on(in)});
+                   }});
+  out.push_back(
+      {"logspace",
+       DType::f32,
+       "logspace(-2, 3, 77, base 2)",
+       "odd",
+       threshold(DType::f32, 1e-12),
+       any_input,
+       {},
+       [on](const Inputs& in) { return ferry::logspace(-2, 3, 77, 2, {.device = on(in)}); }});
+  out.push_back({"randperm",
+                 DType::i64,
+                 "randperm(1000) seed 8",
+                 "odd",
+                 0,
+                 any_input,
+                 {},
+                 [on](const Inputs& in) {
+                   manual_seed(8);
+                   return ferry::randperm(1000, {.device = on(in)});
+                 }});
+  out.back().global_rng = true;
+  for (DType dt : kFloat) {
+    out.push_back({"bernoulli",
+                   dt,
+                   "[4099] p in [0, 1] seed 9",
+                   "odd",
+                   0,
+                   inputs_of({{{4099}}, 0, 1}, dt),
+                   {},
+                   [](const Inputs& in) {
+                     manual_seed(9);
+                     return ferry::bernoulli(in[0]);
+                   }});
+    out.back().global_rng = true;
+  }
+}
+
 void add_other_cases(std::vector<Case>& out) {
+  add_composite_factories(out);
   add_matmul(out);
   add_layer_norm(out);
   add_indexing(out);
