@@ -288,6 +288,45 @@ void run_mse(const Case& k) {
   k.expect_grad("target", t);
 }
 
+// A "loss" case: torch.nn.functional.<fn> and its gradients.
+void run_loss(const Case& k) {
+  namespace F = nn::functional;
+  const json& a = k.attrs();
+  const std::string fn = a.at("fn");
+  Tensor x = k.input("x");
+  Tensor x2 = k.has("x2") ? k.input("x2") : Tensor();
+  Tensor t = k.has("target") ? k.get("target") : Tensor();
+  Tensor w = k.has("weight") ? k.get("weight") : Tensor();
+  Tensor pw = k.has("pos_weight") ? k.get("pos_weight") : Tensor();
+  auto red = [&] { return reduction_of(a); };
+  Tensor out;
+  if (fn == "l1_loss") out = F::l1_loss(x, t, red());
+  if (fn == "smooth_l1_loss") out = F::smooth_l1_loss(x, t, red(), a.at("beta"));
+  if (fn == "huber_loss") out = F::huber_loss(x, t, red(), a.at("delta"));
+  if (fn == "kl_div")
+    out = F::kl_div(x, t, a.at("reduction").get<std::string>(), a.at("log_target"));
+  if (fn == "binary_cross_entropy") out = F::binary_cross_entropy(x, t, w, red());
+  if (fn == "binary_cross_entropy_with_logits")
+    out = F::binary_cross_entropy_with_logits(x, t, w, pw, red());
+  if (fn == "margin_ranking_loss") out = F::margin_ranking_loss(x, x2, t, a.at("margin"), red());
+  if (fn == "cosine_embedding_loss")
+    out = F::cosine_embedding_loss(x, x2, t, a.at("margin"), red());
+  if (fn == "normalize") out = F::normalize(x, a.at("p"), a.at("dim"));
+  if (fn == "cosine_similarity") out = F::cosine_similarity(x, x2, a.at("dim"));
+  if (fn == "pairwise_distance")
+    out = F::pairwise_distance(x, x2, a.at("p"), 1e-6, a.value("keepdim", false));
+  if (fn == "nll_loss")
+    out =
+        F::nll_loss(x, t, {.weight = w, .ignore_index = a.at("ignore_index"), .reduction = red()});
+  if (fn == "softmin") out = F::softmin(x, a.at("dim"));
+  if (fn == "glu") out = F::glu(x, a.at("dim"));
+  ASSERT_TRUE(out.defined()) << "unknown function " << fn;
+  k.expect("out", out);
+  k.backward(out);
+  k.expect_grad("x", x);
+  if (x2.defined()) k.expect_grad("x2", x2);
+}
+
 void run_case(std::size_t index, const Device& device) {
   const json& c = doc()["cases"][index];
   Tol tol{c.at("tol").at("rtol"), c.at("tol").at("atol")};
@@ -302,6 +341,7 @@ void run_case(std::size_t index, const Device& device) {
     if (kind == "activation") return run_activation(k);
     if (kind == "cross_entropy") return run_cross_entropy(k);
     if (kind == "mse_loss") return run_mse(k);
+    if (kind == "loss") return run_loss(k);
     FAIL() << "unknown kind " << kind;
   } catch (const ferry::UnsupportedError& e) {
     if (device.is_cpu()) FAIL() << "the CPU must run every case: " << e.what();
@@ -320,7 +360,7 @@ TEST(NnReferenceData, Loads) {
   std::set<std::string> kinds;
   for (const json& c : doc()["cases"]) kinds.insert(c.at("kind").get<std::string>());
   EXPECT_EQ(kinds, (std::set<std::string>{"activation", "batch_norm", "cross_entropy", "embedding",
-                                          "layer_norm", "linear", "mse_loss"}));
+                                          "layer_norm", "linear", "loss", "mse_loss"}));
 }
 
 class NnReference : public ::testing::TestWithParam<CaseRef> {};

@@ -22,12 +22,13 @@ Format:
     {"torch_version": str,
      "cases": [{"name": unique str,
                 "kind": "linear" | "layer_norm" | "batch_norm" | "embedding" | "activation" |
-                        "cross_entropy" | "mse_loss",
+                        "cross_entropy" | "mse_loss" | "loss",
                 "attrs": {...},             # the layer's or loss's options, per kind below
                 "tensors": {name: {"shape": [...], "dtype": "f32"|"i64"|"i32", "data": [...]}},
                 "tol": {"rtol": r, "atol": a}}]}
 
-Tensor names: "x" (input), "target", "R", the parameters under their state_dict names
+A "loss" case runs torch.nn.functional.<attrs.fn> with the other attrs as keyword arguments
+on x (and x2), target, weight and pos_weight. Tensor names: "x" (input), "target", "R", the parameters under their state_dict names
 ("weight", "bias", "running_mean", ...), "out", and "grad_<name>" for the gradient of
 sum(out * R) with respect to an input or parameter. batch_norm cases run two training steps
 (or one evaluation step) and name per-step tensors with a suffix: x1, out1, grad_x1, ... and
@@ -272,6 +273,24 @@ def cross_entropy_cases():
     cross_entropy_case("ce_all_ignored_w_ls_mean", [3, 4], True, True, 0.1, "mean",
                        all_ignored=True)
     cross_entropy_case("ce_all_ignored_sum", [3, 4], True, True, 0.1, "sum", all_ignored=True)
+    # Class probabilities as the target, with and without weights and smoothing.
+    for name, weighted, smoothing, reduction in (("ce_prob_mean", False, 0.0, "mean"),
+                                                 ("ce_prob_w_ls_sum", True, 0.2, "sum"),
+                                                 ("ce_prob_none", False, 0.1, "none")):
+        g = Gen(name)
+        x = leaf(g.uniform([4, 5]))
+        target = F.softmax(g.uniform([4, 5]), 1)
+        weight = g.uniform([5], 0.2, 2.0) if weighted else None
+        out = F.cross_entropy(x, target, weight=weight, reduction=reduction,
+                              label_smoothing=smoothing)
+        R, grads = backward(out, g, {"x": x})
+        tensors = {"x": x, "target": target}
+        if weighted:
+            tensors["weight"] = weight
+        tensors.update({"R": R, "out": out, **grads})
+        add_case(name, "cross_entropy",
+                 {"ignore_index": -100, "reduction": reduction, "label_smoothing": smoothing},
+                 tensors, T_COMP)
     # i32 targets (PyTorch needs i64; the values are the same).
     cross_entropy_case("ce_2d_i32_target", [4, 5], True, True, 0.05, "mean",
                        target_dtype=torch.int32)
@@ -288,6 +307,82 @@ def mse_cases():
                  {"x": x, "target": t, "R": R, "out": out, **grads}, T_COMP)
 
 
+def loss_cases():
+    """The losses and functional ops of issue 21, each through F.<fn> with the
+    attrs as its keyword arguments; tensors x (and x2), target, weight,
+    pos_weight; the gradients of every floating input."""
+    def case(name, fn, attrs, inputs, tol=T_COMP):
+        g = Gen(name)
+        leaves = {k: leaf(v) for k, v in inputs.items() if k in ("x", "x2")}
+        args = dict(inputs, **leaves)
+        f = getattr(F, fn)
+        kw = {k: v for k, v in attrs.items()}
+        if fn in ("margin_ranking_loss", "cosine_embedding_loss"):
+            out = f(args["x"], args["x2"], args["target"], **kw)
+        elif fn in ("normalize", "softmin", "glu"):
+            out = f(args["x"], **kw)
+        elif fn in ("cosine_similarity", "pairwise_distance"):
+            out = f(args["x"], args["x2"], **kw)
+        else:
+            extra = {k: args[k] for k in ("weight", "pos_weight") if k in args}
+            out = f(args["x"], args["target"], **extra, **kw)
+        R, grads = backward(out, g, leaves)
+        add_case(name, "loss", dict(attrs, fn=fn),
+                 {**{k: v for k, v in args.items()}, "R": R, "out": out, **grads}, tol)
+
+    g = Gen("losses21")
+    x, t = g.uniform([4, 5]), g.uniform([4, 5])
+    for red in ("mean", "sum", "none"):
+        case(f"l1_{red}", "l1_loss", {"reduction": red}, {"x": x, "target": t})
+        case(f"smooth_l1_{red}", "smooth_l1_loss", {"reduction": red, "beta": 0.5},
+             {"x": x, "target": t})
+        case(f"huber_{red}", "huber_loss", {"reduction": red, "delta": 0.7}, {"x": x, "target": t})
+    case("smooth_l1_beta0", "smooth_l1_loss", {"reduction": "mean", "beta": 0.0},
+         {"x": x, "target": t})
+    lp = F.log_softmax(g.uniform([3, 6]), 1)
+    q = F.softmax(g.uniform([3, 6]), 1)
+    for red in ("batchmean", "sum", "mean", "none"):
+        case(f"kl_div_{red}", "kl_div", {"reduction": red, "log_target": False},
+             {"x": lp, "target": q})
+    q0 = q.clone()
+    q0[0, 1] = 0.0
+    case("kl_div_zero_target", "kl_div", {"reduction": "sum", "log_target": False},
+         {"x": lp, "target": q0})
+    case("kl_div_log_target", "kl_div", {"reduction": "batchmean", "log_target": True},
+         {"x": lp, "target": q.log()})
+    p, y = g.uniform([4, 3], 0.02, 0.98), g.bools([4, 3]).float()
+    w = g.uniform([3], 0.5, 2)
+    case("bce_mean", "binary_cross_entropy", {"reduction": "mean"}, {"x": p, "target": y})
+    case("bce_weight_sum", "binary_cross_entropy", {"reduction": "sum"},
+         {"x": p, "target": y, "weight": w})
+    logits = g.uniform([4, 3], -30, 30)
+    case("bce_logits_mean", "binary_cross_entropy_with_logits", {"reduction": "mean"},
+         {"x": logits, "target": y})
+    case("bce_logits_pos_weight", "binary_cross_entropy_with_logits", {"reduction": "none"},
+         {"x": logits, "target": g.uniform([4, 3], 0, 1), "weight": w, "pos_weight": w * 1.5})
+    a, b = g.uniform([6]), g.uniform([6])
+    ysign = torch.tensor([1.0, -1.0, 1.0, 1.0, -1.0, -1.0])
+    case("margin_ranking", "margin_ranking_loss", {"margin": 0.3, "reduction": "mean"},
+         {"x": a, "x2": b, "target": ysign})
+    a2, b2 = g.uniform([6, 4]), g.uniform([6, 4])
+    case("cosine_embedding", "cosine_embedding_loss", {"margin": 0.1, "reduction": "sum"},
+         {"x": a2, "x2": b2, "target": ysign})
+    case("normalize_p2", "normalize", {"p": 2.0, "dim": 1}, {"x": a2})
+    case("normalize_p1_dim0", "normalize", {"p": 1.0, "dim": 0}, {"x": a2})
+    case("cosine_similarity", "cosine_similarity", {"dim": 1}, {"x": a2, "x2": b2})
+    case("pairwise_distance", "pairwise_distance", {"p": 2.0}, {"x": a2, "x2": b2})
+    case("pairwise_distance_p1_keep", "pairwise_distance", {"p": 1.0, "keepdim": True},
+         {"x": a2, "x2": b2})
+    lsm = F.log_softmax(g.uniform([5, 4]), 1)
+    cls = torch.tensor([0, 3, 1, 1, 2])
+    case("nll_mean", "nll_loss", {"reduction": "mean", "ignore_index": -100},
+         {"x": lsm, "target": cls})
+    case("nll_weight_ignore", "nll_loss", {"reduction": "mean", "ignore_index": 1},
+         {"x": lsm, "target": cls, "weight": g.uniform([4], 0.5, 2)})
+    case("softmin", "softmin", {"dim": 1}, {"x": a2})
+    case("glu", "glu", {"dim": -1}, {"x": a2})
+
+
 def main():
     torch.set_default_dtype(torch.float32)
     linear_cases()
@@ -297,6 +392,7 @@ def main():
     activation_cases()
     cross_entropy_cases()
     mse_cases()
+    loss_cases()
     size = dump(OUT_PATH)
     print(f"wrote {len(CASES)} cases, {size} bytes, torch {torch.__version__} -> "
           f"{os.path.normpath(OUT_PATH)}")

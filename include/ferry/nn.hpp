@@ -2,9 +2,11 @@
 // losses, their functional forms and parameter initialisation.
 #pragma once
 
+#include "ferry/nn/activation.hpp"
 #include "ferry/nn/container.hpp"
 #include "ferry/nn/functional.hpp"
 #include "ferry/nn/init.hpp"
 #include "ferry/nn/layers.hpp"
 #include "ferry/nn/loss.hpp"
 #include "ferry/nn/module.hpp"
+#include "ferry/nn/utils.hpp"

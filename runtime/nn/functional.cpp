@@ -140,4 +140,30 @@ Tensor relu(const Tensor& x) { return ferry::relu(x); }
 
 Tensor gelu(const Tensor& x, std::string_view approximate) { return ferry::gelu(x, approximate); }
 
+Tensor normalize(const Tensor& x, double p, std::int64_t dim, double eps) {
+  return x / clamp_min(norm(x, p, {dim}, /*keepdim=*/true), eps);
+}
+
+Tensor cosine_similarity(const Tensor& x1, const Tensor& x2, std::int64_t dim, double eps) {
+  const Shape shape = broadcast_shapes(x1.sizes(), x2.sizes());
+  const Tensor a = x1.expand(shape), b = x2.expand(shape);
+  const Tensor dot = sum(a * b, {dim});
+  return dot / clamp_min(norm(a, 2, {dim}) * norm(b, 2, {dim}), eps);
+}
+
+Tensor pairwise_distance(const Tensor& x1, const Tensor& x2, double p, double eps, bool keepdim) {
+  const Tensor d = x1 - x2 + eps;
+  return norm(d, p, {d.dim() == 0 ? 0 : -1}, keepdim);
+}
+
+Tensor softmin(const Tensor& x, std::int64_t dim) { return softmax(neg(x), dim); }
+
+Tensor glu(const Tensor& x, std::int64_t dim) {
+  const std::int64_t n = x.size(dim);
+  if (n % 2 != 0)
+    throw ShapeError(
+        fmt::format("glu: dim {} of shape {} must have an even size", dim, shape_str(x.sizes())));
+  return x.narrow(dim, 0, n / 2) * sigmoid(x.narrow(dim, n / 2, n / 2));
+}
+
 }  // namespace ferry::nn::functional

@@ -198,22 +198,4 @@ Tensor Dropout::forward(const Tensor& x) { return functional::dropout(x, p, is_t
 
 std::string Dropout::extra_repr() const { return fmt::format("p={}, inplace=false", p); }
 
-// ---------------------------------------------------------------- activations
-
-Tensor ReLU::forward(const Tensor& x) { return relu(x); }
-
-GELU::GELU(std::string approx) : approximate(std::move(approx)) {
-  if (approximate != "none" && approximate != "tanh")
-    throw Error(
-        fmt::format("GELU: approximate must be \"none\" or \"tanh\", got \"{}\"", approximate));
-}
-
-Tensor GELU::forward(const Tensor& x) { return gelu(x, approximate); }
-
-std::string GELU::extra_repr() const { return fmt::format("approximate='{}'", approximate); }
-
-Tensor SiLU::forward(const Tensor& x) { return silu(x); }
-Tensor Tanh::forward(const Tensor& x) { return tanh(x); }
-Tensor Sigmoid::forward(const Tensor& x) { return sigmoid(x); }
-
 }  // namespace ferry::nn

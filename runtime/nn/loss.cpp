@@ -26,67 +26,83 @@ namespace ferry::nn {
 namespace functional {
 namespace {
 
-void check_target(const Tensor& input, const Tensor& target, const Shape& expected) {
+void check_target(const char* op, const Tensor& input, const Tensor& target,
+                  const Shape& expected) {
   if (is_floating(target.dtype()))
     throw DTypeError(fmt::format(
-        "cross_entropy: the target is {} (shape {}), but only class-index targets are supported "
-        "(probability targets are not); pass class indices as i64 or i32",
-        dtype_name(target.dtype()), shape_str(target.sizes())));
+        "{}: the target is {} (shape {}): class indices must be i64 or i32 (cross_entropy also "
+        "takes class probabilities, a floating target of the input's shape)",
+        op, dtype_name(target.dtype()), shape_str(target.sizes())));
   if (target.dtype() != DType::i64 && target.dtype() != DType::i32)
     throw DTypeError(
-        fmt::format("cross_entropy: the target must hold class indices as i64 or "
+        fmt::format("{}: the target must hold class indices as i64 or "
                     "i32, got {} (shape {})",
-                    dtype_name(target.dtype()), shape_str(target.sizes())));
+                    op, dtype_name(target.dtype()), shape_str(target.sizes())));
   if (target.sizes() != expected)
-    throw ShapeError(fmt::format(
-        "cross_entropy: for an input of shape {} the target must have shape {} (the input's shape "
-        "without the class dim), got {}",
-        shape_str(input.sizes()), shape_str(expected), shape_str(target.sizes())));
+    throw ShapeError(
+        fmt::format("{}: for an input of shape {} the target must have shape {} (the input's shape "
+                    "without the class dim), got {}",
+                    op, shape_str(input.sizes()), shape_str(expected), shape_str(target.sizes())));
   if (target.device() != input.device())
-    throw DeviceMismatchError(fmt::format(
-        "cross_entropy: the input is on {} but the target is on {}; move them to one device",
-        input.device().str(), target.device().str()));
+    throw DeviceMismatchError(
+        fmt::format("{}: the input is on {} but the target is on {}; move them to one device", op,
+                    input.device().str(), target.device().str()));
 }
 
 }  // namespace
 
-Tensor cross_entropy(const Tensor& input, const Tensor& target,
-                     const CrossEntropyOptions& options) {
+namespace {
+
+// The checks every form shares: a floating input of [C], [N, C] or [N, C, ...].
+std::int64_t class_dim_of(const char* op, const Tensor& input, const Tensor& target) {
   if (!input.defined() || !target.defined())
-    throw Error("cross_entropy: the input and the target must be defined");
+    throw Error(fmt::format("{}: the input and the target must be defined", op));
   if (!is_floating(input.dtype()))
-    throw DTypeError(
-        fmt::format("cross_entropy: the input (logits) must be floating, got {} "
-                    "(shape {})",
-                    dtype_name(input.dtype()), shape_str(input.sizes())));
+    throw DTypeError(fmt::format("{}: the input must be floating, got {} (shape {})", op,
+                                 dtype_name(input.dtype()), shape_str(input.sizes())));
   if (input.dim() == 0)
     throw ShapeError(
-        "cross_entropy: the input must be [C], [N, C] or [N, C, d1, ...], got a 0-d "
-        "tensor");
+        fmt::format("{}: the input must be [C], [N, C] or [N, C, d1, ...], got a 0-d tensor", op));
+  return input.dim() == 1 ? 0 : 1;
+}
+
+void check_weight(const char* op, const Tensor& weight, const Tensor& input, std::int64_t classes) {
+  if (!weight.defined()) return;
+  if (weight.sizes() != Shape{classes})
+    throw ShapeError(fmt::format("{}: weight must have one value per class, shape [{}], got {}", op,
+                                 classes, shape_str(weight.sizes())));
+  if (!is_floating(weight.dtype()))
+    throw DTypeError(
+        fmt::format("{}: weight must be floating, got {}", op, dtype_name(weight.dtype())));
+  if (weight.device() != input.device())
+    throw DeviceMismatchError(
+        fmt::format("{}: the input is on {} but weight is on {}; move them to one device", op,
+                    input.device().str(), weight.device().str()));
+}
+
+Tensor reduce_loss(const Tensor& per_element, Reduction reduction) {
+  switch (reduction) {
+    case Reduction::none:
+      return per_element;
+    case Reduction::sum:
+      return sum(per_element);
+    case Reduction::mean:
+      break;
+  }
+  return mean(per_element);
+}
+
+// Note [cross_entropy from ops], from the log-probabilities `lsm`: the one
+// body of cross_entropy's class-index form and of nll_loss.
+Tensor nll_of(const char* op, const Tensor& input, const Tensor& lsm, const Tensor& target,
+              const CrossEntropyOptions& options) {
   const std::int64_t class_dim = input.dim() == 1 ? 0 : 1;
   const std::int64_t classes = input.size(class_dim);
   Shape expected = input.sizes();
   expected.erase(expected.begin() + class_dim);
-  check_target(input, target, expected);
+  check_target(op, input, target, expected);
   const double eps = options.label_smoothing;
-  if (!(eps >= 0.0 && eps <= 1.0))
-    throw Error(fmt::format("cross_entropy: label_smoothing must be in [0, 1], got {}", eps));
   const Tensor& weight = options.weight;
-  if (weight.defined()) {
-    if (weight.sizes() != Shape{classes})
-      throw ShapeError(
-          fmt::format("cross_entropy: weight must have one value per class, shape [{}], got {}",
-                      classes, shape_str(weight.sizes())));
-    if (!is_floating(weight.dtype()))
-      throw DTypeError(fmt::format("cross_entropy: weight must be floating, got {}",
-                                   dtype_name(weight.dtype())));
-    if (weight.device() != input.device())
-      throw DeviceMismatchError(fmt::format(
-          "cross_entropy: the input is on {} but weight is on {}; move them to one device",
-          input.device().str(), weight.device().str()));
-  }
-
-  // Note [cross_entropy from ops].
   const Tensor ignored = eq(target, options.ignore_index);
   const Tensor safe = where(ignored, Scalar(0), target);
   if (safe.numel() > 0) {
@@ -95,13 +111,12 @@ Tensor cross_entropy(const Tensor& input, const Tensor& target,
         stack({min(safe).to(DType::i64), max(safe).to(DType::i64)}).to_vector<std::int64_t>();
     const std::int64_t lo = range[0], hi = range[1];
     if (lo < 0 || hi >= classes)
-      throw ShapeError(fmt::format(
-          "cross_entropy: target {} is out of range for {} classes (input shape {}); targets must "
-          "be in [0, {}] or equal ignore_index ({})",
-          lo < 0 ? lo : hi, classes, shape_str(input.sizes()), classes - 1, options.ignore_index));
+      throw ShapeError(
+          fmt::format("{}: target {} is out of range for {} classes (input shape {}); targets must "
+                      "be in [0, {}] or equal ignore_index ({})",
+                      op, lo < 0 ? lo : hi, classes, shape_str(input.sizes()), classes - 1,
+                      options.ignore_index));
   }
-
-  const Tensor lsm = log_softmax(input, class_dim);
   const Tensor picked = class_dim == 0 ? gather(lsm, 0, safe.reshape({1})).reshape({})
                                        : gather(lsm, 1, safe.unsqueeze(1)).squeeze(1);
   Tensor w;   // the weight of each target, 0 where ignored: the mean's denominator
@@ -119,20 +134,50 @@ Tensor cross_entropy(const Tensor& input, const Tensor& target,
     nll = where(ignored, 0.0, -picked);
   }
   auto reduce = [&](const Tensor& per_target) {
-    switch (options.reduction) {
-      case Reduction::none:
-        return per_target;
-      case Reduction::sum:
-        return sum(per_target);
-      case Reduction::mean:
-        break;
-    }
+    if (options.reduction != Reduction::mean) return reduce_loss(per_target, options.reduction);
     return sum(per_target) / sum(w);
   };
   if (eps == 0.0) return reduce(nll);
   const Tensor all = wc.defined() ? lsm * wc : lsm;
   const Tensor smooth = where(ignored, 0.0, -sum(all, {class_dim}));
   return reduce(nll) * (1.0 - eps) + reduce(smooth) * (eps / double(classes));
+}
+
+}  // namespace
+
+Tensor cross_entropy(const Tensor& input, const Tensor& target,
+                     const CrossEntropyOptions& options) {
+  const std::int64_t class_dim = class_dim_of("cross_entropy", input, target);
+  const std::int64_t classes = input.size(class_dim);
+  const double eps = options.label_smoothing;
+  if (!(eps >= 0.0 && eps <= 1.0))
+    throw Error(fmt::format("cross_entropy: label_smoothing must be in [0, 1], got {}", eps));
+  check_weight("cross_entropy", options.weight, input, classes);
+  const Tensor lsm = log_softmax(input, class_dim);
+  if (!is_floating(target.dtype())) return nll_of("cross_entropy", input, lsm, target, options);
+  // Class probabilities: -sum_c w_c t_c lsm_c per element, the target smoothed
+  // toward 1/C; mean divides by the element count (PyTorch's rule here).
+  if (target.sizes() != input.sizes())
+    throw ShapeError(
+        fmt::format("cross_entropy: a probability target must have the input's shape {}, got {}",
+                    shape_str(input.sizes()), shape_str(target.sizes())));
+  Tensor t = eps > 0 ? target * (1.0 - eps) + eps / double(classes) : target;
+  Tensor terms = lsm * t;
+  if (options.weight.defined()) {
+    Shape bshape(std::size_t(input.dim()), 1);
+    bshape[std::size_t(class_dim)] = classes;
+    terms = terms * options.weight.to(lsm.dtype()).reshape(bshape);
+  }
+  return reduce_loss(neg(sum(terms, {class_dim})), options.reduction);
+}
+
+Tensor nll_loss(const Tensor& input, const Tensor& target, const NllLossOptions& options) {
+  const std::int64_t class_dim = class_dim_of("nll_loss", input, target);
+  check_weight("nll_loss", options.weight, input, input.size(class_dim));
+  return nll_of("nll_loss", input, input, target,
+                {.weight = options.weight,
+                 .ignore_index = options.ignore_index,
+                 .reduction = options.reduction});
 }
 
 Tensor mse_loss(const Tensor& input, const Tensor& target, Reduction reduction) {
@@ -150,16 +195,115 @@ Tensor mse_loss(const Tensor& input, const Tensor& target, Reduction reduction) 
                     "and {}",
                     dtype_name(input.dtype()), dtype_name(target.dtype())));
   const Tensor d = input - target;
-  const Tensor sq = d * d;
-  switch (reduction) {
-    case Reduction::none:
-      return sq;
-    case Reduction::sum:
-      return sum(sq);
-    case Reduction::mean:
-      break;
-  }
-  return mean(sq);
+  return reduce_loss(d * d, reduction);
+}
+
+// ---- the element-wise losses, PyTorch's definitions (torch.nn.functional).
+namespace {
+
+// The input and target of an element-wise loss: floating, one shape, one device.
+void check_pair(const char* op, const Tensor& input, const Tensor& target) {
+  if (!input.defined() || !target.defined())
+    throw Error(fmt::format("{}: the input and the target must be defined", op));
+  if (input.sizes() != target.sizes())
+    throw ShapeError(fmt::format("{}: the input has shape {} but the target has shape {}", op,
+                                 shape_str(input.sizes()), shape_str(target.sizes())));
+  if (!is_floating(input.dtype()) || !is_floating(target.dtype()))
+    throw DTypeError(fmt::format("{}: the input and the target must be floating, got {} and {}", op,
+                                 dtype_name(input.dtype()), dtype_name(target.dtype())));
+}
+
+}  // namespace
+
+Tensor l1_loss(const Tensor& input, const Tensor& target, Reduction reduction) {
+  check_pair("l1_loss", input, target);
+  return reduce_loss(abs(input - target), reduction);
+}
+
+// 0.5 d^2 / beta where |d| < beta, |d| - 0.5 beta elsewhere (beta = 0: l1).
+Tensor smooth_l1_loss(const Tensor& input, const Tensor& target, Reduction reduction, double beta) {
+  check_pair("smooth_l1_loss", input, target);
+  if (beta < 0) throw ValueError(fmt::format("smooth_l1_loss: beta must be >= 0, got {}", beta));
+  const Tensor d = abs(input - target);
+  if (beta == 0) return reduce_loss(d, reduction);
+  return reduce_loss(where(lt(d, beta), d * d * (0.5 / beta), d - 0.5 * beta), reduction);
+}
+
+// 0.5 d^2 where |d| < delta, delta (|d| - 0.5 delta) elsewhere.
+Tensor huber_loss(const Tensor& input, const Tensor& target, Reduction reduction, double delta) {
+  check_pair("huber_loss", input, target);
+  if (!(delta > 0)) throw ValueError(fmt::format("huber_loss: delta must be > 0, got {}", delta));
+  const Tensor d = abs(input - target);
+  return reduce_loss(where(lt(d, delta), d * d * 0.5, (d - 0.5 * delta) * delta), reduction);
+}
+
+// target (log target - input), 0 where target is 0; with log_target the
+// target is given as its log. batchmean divides the sum by the batch size.
+Tensor kl_div(const Tensor& input, const Tensor& target, std::string_view reduction,
+              bool log_target) {
+  check_pair("kl_div", input, target);
+  const Tensor terms =
+      log_target ? exp(target) * (target - input) : xlogy(target, target) - target * input;
+  if (reduction == "none") return terms;
+  if (reduction == "sum") return sum(terms);
+  if (reduction == "mean") return mean(terms);
+  if (reduction == "batchmean")
+    return input.dim() == 0 ? sum(terms) : sum(terms) / double(input.size(0));
+  throw ValueError(
+      fmt::format("kl_div: reduction must be none, sum, mean or batchmean, got \"{}\"", reduction));
+}
+
+// -w (t log x + (1 - t) log(1 - x)), each log clamped at -100 as PyTorch's.
+Tensor binary_cross_entropy(const Tensor& input, const Tensor& target, const Tensor& weight,
+                            Reduction reduction) {
+  check_pair("binary_cross_entropy", input, target);
+  if (input.numel() > 0 &&
+      (min(input.detach()).item<double>() < 0 || max(input.detach()).item<double>() > 1))
+    throw ValueError("binary_cross_entropy: the input must hold probabilities in [0, 1]");
+  const Tensor log_x = clamp_min(log(input), -100);
+  const Tensor log_1mx = clamp_min(log1p(neg(input)), -100);
+  Tensor loss = neg(target * log_x + (1 - target) * log_1mx);
+  if (weight.defined()) loss = loss * weight;
+  return reduce_loss(loss, reduction);
+}
+
+// (1 - t) x + (1 + (pw - 1) t) log(1 + exp(-x)), the log written as
+// log1p(exp(-|x|)) + max(-x, 0) so that it cannot overflow (PyTorch's form).
+Tensor binary_cross_entropy_with_logits(const Tensor& input, const Tensor& target,
+                                        const Tensor& weight, const Tensor& pos_weight,
+                                        Reduction reduction) {
+  check_pair("binary_cross_entropy_with_logits", input, target);
+  const Tensor softplus_neg = log1p(exp(neg(abs(input)))) + ferry::relu(neg(input));
+  Tensor loss = pos_weight.defined()
+                    ? (1 - target) * input + ((pos_weight - 1) * target + 1) * softplus_neg
+                    : (1 - target) * input + softplus_neg;
+  if (weight.defined()) loss = loss * weight;
+  return reduce_loss(loss, reduction);
+}
+
+// max(0, -y (x1 - x2) + margin).
+Tensor margin_ranking_loss(const Tensor& input1, const Tensor& input2, const Tensor& target,
+                           double margin, Reduction reduction) {
+  check_pair("margin_ranking_loss", input1, input2);
+  return reduce_loss(ferry::relu(neg(target) * (input1 - input2) + margin), reduction);
+}
+
+// 1 - cos(x1, x2) where y = 1, max(0, cos - margin) where y = -1; cos over
+// dim 1 (dim 0 for vectors) as PyTorch computes it, with 1e-12 added to each
+// squared magnitude.
+Tensor cosine_embedding_loss(const Tensor& input1, const Tensor& input2, const Tensor& target,
+                             double margin, Reduction reduction) {
+  check_pair("cosine_embedding_loss", input1, input2);
+  if (input1.dim() != 1 && input1.dim() != 2)
+    throw ShapeError(fmt::format("cosine_embedding_loss: the inputs must be 1-D or 2-D, got {}",
+                                 shape_str(input1.sizes())));
+  const std::int64_t d = input1.dim() - 1;
+  const Tensor prod = sum(input1 * input2, {d});
+  const Tensor m1 = sum(input1 * input1, {d}) + 1e-12, m2 = sum(input2 * input2, {d}) + 1e-12;
+  const Tensor cos = prod / sqrt(m1 * m2);
+  const Tensor loss =
+      where(eq(target, 1), 1 - cos, where(eq(target, -1), ferry::relu(cos - margin), Scalar(0)));
+  return reduce_loss(loss, reduction);
 }
 
 }  // namespace functional

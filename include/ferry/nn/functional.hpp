@@ -62,14 +62,62 @@ struct CrossEntropyOptions {
 //   l = (1 - ε) · l + ε / C · (-Σ_c w[c] · log_softmax(input)[c])   (0 where ignored)
 // mean divides the sum by Σ w[t] over the targets not ignored (NaN when every
 // target is ignored, as in PyTorch); sum sums; none keeps the target's shape.
+// A floating target of the input's shape holds class probabilities instead:
+//   l = -Σ_c w[c] · t'[c] · log_softmax(input)[c],  t' = (1 - ε) t + ε / C,
+// and mean divides by the number of elements (ignore_index does not apply).
 // Errors: a target out of [0, C) that is not ignore_index is a ShapeError
-// naming it; a floating target is a DTypeError (probability targets are not
-// supported); mismatched shapes are ShapeErrors.
+// naming it; mismatched shapes are ShapeErrors.
 Tensor cross_entropy(const Tensor& input, const Tensor& target,
                      const CrossEntropyOptions& options = {});
+
+struct NllLossOptions {
+  Tensor weight;  // per-class rescaling weights [C]; undefined: all 1
+  std::int64_t ignore_index = -100;
+  Reduction reduction = Reduction::mean;
+};
+// PyTorch's nll_loss: cross_entropy's class-index form on log-probabilities
+// (input [C], [N, C] or [N, C, d1, ...], e.g. from log_softmax), without the
+// softmax and the label smoothing.
+Tensor nll_loss(const Tensor& input, const Tensor& target, const NllLossOptions& options = {});
 
 // (input - target)², reduced. The shapes must be equal (ShapeError): PyTorch
 // broadcasts them with a warning that it is likely a bug; ferry refuses.
 Tensor mse_loss(const Tensor& input, const Tensor& target, Reduction reduction = Reduction::mean);
+
+// The other losses of torch.nn.functional, with PyTorch's definitions and
+// defaults; the input and target of one shape (ShapeError), floating
+// (DTypeError). smooth_l1 is quadratic below beta, huber below delta.
+Tensor l1_loss(const Tensor& input, const Tensor& target, Reduction reduction = Reduction::mean);
+Tensor smooth_l1_loss(const Tensor& input, const Tensor& target,
+                      Reduction reduction = Reduction::mean, double beta = 1.0);
+Tensor huber_loss(const Tensor& input, const Tensor& target, Reduction reduction = Reduction::mean,
+                  double delta = 1.0);
+// input: log-probabilities; reduction "none", "sum", "mean" or "batchmean".
+Tensor kl_div(const Tensor& input, const Tensor& target, std::string_view reduction = "mean",
+              bool log_target = false);
+// input: probabilities in [0, 1] (ValueError otherwise); weight broadcasts.
+Tensor binary_cross_entropy(const Tensor& input, const Tensor& target, const Tensor& weight = {},
+                            Reduction reduction = Reduction::mean);
+// input: logits; pos_weight weighs the positive term (broadcast over the last dim).
+Tensor binary_cross_entropy_with_logits(const Tensor& input, const Tensor& target,
+                                        const Tensor& weight = {}, const Tensor& pos_weight = {},
+                                        Reduction reduction = Reduction::mean);
+// target holds 1 or -1.
+Tensor margin_ranking_loss(const Tensor& input1, const Tensor& input2, const Tensor& target,
+                           double margin = 0, Reduction reduction = Reduction::mean);
+Tensor cosine_embedding_loss(const Tensor& input1, const Tensor& input2, const Tensor& target,
+                             double margin = 0, Reduction reduction = Reduction::mean);
+
+// x / max(||x||_p over dim, eps).
+Tensor normalize(const Tensor& x, double p = 2, std::int64_t dim = 1, double eps = 1e-12);
+// x1 . x2 / max(||x1|| ||x2||, eps) over dim (inputs broadcast).
+Tensor cosine_similarity(const Tensor& x1, const Tensor& x2, std::int64_t dim = 1,
+                         double eps = 1e-8);
+// ||x1 - x2 + eps||_p over the last dim.
+Tensor pairwise_distance(const Tensor& x1, const Tensor& x2, double p = 2, double eps = 1e-6,
+                         bool keepdim = false);
+Tensor softmin(const Tensor& x, std::int64_t dim);  // softmax(-x)
+// The first half of dim times sigmoid of the second half (dim even).
+Tensor glu(const Tensor& x, std::int64_t dim = -1);
 
 }  // namespace ferry::nn::functional

@@ -1,5 +1,5 @@
 // ferry/nn/layers.hpp — the built-in layers: Linear, Embedding, LayerNorm,
-// BatchNorm1d, Dropout and the activations.
+// BatchNorm1d and Dropout (the activations: ferry/nn/activation.hpp).
 //
 // Semantics, defaults and initial distributions are PyTorch's (the numbers
 // are drawn from ferry's generator, so they differ from PyTorch's but a
@@ -16,6 +16,7 @@
 #include <optional>
 #include <string>
 
+#include "ferry/nn/activation.hpp"  // the activation modules, once here
 #include "ferry/nn/module.hpp"
 #include "ferry/tensor.hpp"
 
@@ -93,36 +94,6 @@ class Dropout : public Module {
   std::string extra_repr() const override;
 
   double p;
-};
-
-class ReLU : public Module {
- public:
-  Tensor forward(const Tensor& x) override;
-};
-
-// approximate: "none" (exact, erf) or "tanh"; Error for anything else.
-class GELU : public Module {
- public:
-  explicit GELU(std::string approximate = "none");
-  Tensor forward(const Tensor& x) override;
-  std::string extra_repr() const override;
-
-  std::string approximate;
-};
-
-class SiLU : public Module {
- public:
-  Tensor forward(const Tensor& x) override;
-};
-
-class Tanh : public Module {
- public:
-  Tensor forward(const Tensor& x) override;
-};
-
-class Sigmoid : public Module {
- public:
-  Tensor forward(const Tensor& x) override;
 };
 
 }  // namespace ferry::nn

@@ -1,0 +1,82 @@
+// runtime/nn/utils.cpp — ferry/nn/utils.hpp: gradient clipping and parameter
+// vectors, PyTorch's torch.nn.utils, from ferry's ops. The gradients change
+// in place under NoGradGuard, as an optimizer step does.
+#include "ferry/nn/utils.hpp"
+
+#include <fmt/format.h>
+
+#include <cmath>
+
+#include "ferry/autograd.hpp"
+#include "ferry/error.hpp"
+#include "ferry/ops.hpp"
+
+namespace ferry::nn::utils {
+
+Tensor clip_grad_norm_(const std::vector<Tensor>& parameters, double max_norm, double norm_type,
+                       bool error_if_nonfinite) {
+  NoGradGuard no_grad;
+  std::vector<Tensor> grads;
+  for (const Tensor& p : parameters)
+    if (p.defined() && p.grad().defined()) grads.push_back(p.grad());
+  if (grads.empty()) return scalar_tensor(0.0);
+  const Device device = grads[0].device();
+  // The norm of the per-gradient norms is the norm of all their elements.
+  std::vector<Tensor> norms;
+  for (const Tensor& g : grads)
+    norms.push_back(norm(g.to(DType::f32), norm_type).reshape({1}).to(device));
+  const Tensor total = norm(cat(norms), norm_type).reshape({});
+  const double t = total.item<double>();
+  if (error_if_nonfinite && !std::isfinite(t))
+    throw ValueError(fmt::format(
+        "clip_grad_norm_: the total norm of order {} of the gradients is {}; the gradients "
+        "cannot be clipped by it (error_if_nonfinite)",
+        norm_type, t));
+  const double coef = max_norm / (t + 1e-6);
+  if (coef < 1)
+    for (Tensor g : grads) g.copy_(g * coef);
+  return total;
+}
+
+void clip_grad_value_(const std::vector<Tensor>& parameters, double clip_value) {
+  NoGradGuard no_grad;
+  for (const Tensor& p : parameters)
+    if (p.defined() && p.grad().defined()) {
+      Tensor g = p.grad();
+      g.copy_(clamp(g, -clip_value, clip_value));
+    }
+}
+
+Tensor parameters_to_vector(const std::vector<Tensor>& parameters) {
+  std::vector<Tensor> flat;
+  for (const Tensor& p : parameters) {
+    if (!flat.empty() && p.device() != flat[0].device())
+      throw DeviceMismatchError(fmt::format(
+          "parameters_to_vector: the parameters are on {} and {}; move them to one device",
+          flat[0].device().str(), p.device().str()));
+    flat.push_back(p.reshape({-1}));
+  }
+  if (flat.empty()) return zeros({0});
+  return cat(flat);
+}
+
+void vector_to_parameters(const Tensor& vec, const std::vector<Tensor>& parameters) {
+  if (vec.dim() != 1)
+    throw ShapeError(
+        fmt::format("vector_to_parameters: vec must be 1-D, got shape {}", shape_str(vec.sizes())));
+  std::int64_t total = 0;
+  for (const Tensor& p : parameters) total += p.numel();
+  if (total != vec.numel())
+    throw ShapeError(
+        fmt::format("vector_to_parameters: vec has {} elements but the parameters hold {}",
+                    vec.numel(), total));
+  NoGradGuard no_grad;
+  std::int64_t at = 0;
+  for (const Tensor& p : parameters) {
+    Tensor target = p;
+    target.copy_(vec.slice(0, at, at + p.numel()).reshape(p.sizes()));
+    at += p.numel();
+  }
+}
+
+}  // namespace ferry::nn::utils

@@ -1,0 +1,105 @@
+// tests/test_nn_utils.cpp — ferry/nn/utils.hpp (gradient clipping, parameter
+// vectors) against closed forms, and the losses' typed errors.
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+#include "ferry/ferry.hpp"
+
+namespace {
+
+using ferry::Tensor;
+namespace utils = ferry::nn::utils;
+namespace F = ferry::nn::functional;
+
+// Two parameters with set gradients: 3, 4 and 12 (total 2-norm 13).
+std::vector<Tensor> params_with_grads() {
+  Tensor a = ferry::zeros({2}).requires_grad_(), b = ferry::zeros({1}).requires_grad_();
+  a.set_grad(ferry::tensor(std::vector<float>{3, 4}));
+  b.set_grad(ferry::tensor(std::vector<float>{12}));
+  return {a, b, ferry::zeros({3}).requires_grad_()};  // the last has no gradient
+}
+
+TEST(NnUtils, ClipGradNormScalesEveryGradientByOneFactor) {
+  auto ps = params_with_grads();
+  Tensor total = utils::clip_grad_norm_(ps, 6.5);
+  EXPECT_FLOAT_EQ(total.item<float>(), 13.0f);
+  const double coef = 6.5 / (13.0 + 1e-6);
+  EXPECT_NEAR(ps[0].grad().to_vector<float>()[1], 4 * coef, 1e-6);
+  EXPECT_NEAR(ps[1].grad().to_vector<float>()[0], 12 * coef, 1e-6);
+  // Below the limit nothing changes; the infinity norm is the largest magnitude.
+  ps = params_with_grads();
+  EXPECT_FLOAT_EQ(utils::clip_grad_norm_(ps, 20).item<float>(), 13.0f);
+  EXPECT_EQ(ps[0].grad().to_vector<float>(), (std::vector<float>{3, 4}));
+  EXPECT_FLOAT_EQ(utils::clip_grad_norm_(ps, 100, INFINITY).item<float>(), 12.0f);
+  EXPECT_FLOAT_EQ(utils::clip_grad_norm_(ps, 100, 1).item<float>(), 19.0f);
+  ps[0].grad().fill_(NAN);
+  EXPECT_THROW(utils::clip_grad_norm_(ps, 1, 2, /*error_if_nonfinite=*/true), ferry::ValueError);
+}
+
+TEST(NnUtils, ClipGradValueAndParameterVectors) {
+  auto ps = params_with_grads();
+  utils::clip_grad_value_(ps, 3.5);
+  EXPECT_EQ(ps[0].grad().to_vector<float>(), (std::vector<float>{3, 3.5f}));
+  EXPECT_EQ(ps[1].grad().to_vector<float>(), (std::vector<float>{3.5f}));
+  ferry::nn::Linear layer(3, 2);
+  Tensor v = utils::parameters_to_vector(layer.parameters());
+  EXPECT_EQ(v.sizes(), (ferry::Shape{8}));
+  utils::vector_to_parameters(ferry::arange(8.0), layer.parameters());
+  EXPECT_EQ(layer.weight.to_vector<float>(), (std::vector<float>{0, 1, 2, 3, 4, 5}));
+  EXPECT_EQ(layer.bias.to_vector<float>(), (std::vector<float>{6, 7}));
+  EXPECT_THROW(utils::vector_to_parameters(ferry::zeros({7}), layer.parameters()),
+               ferry::ShapeError);
+}
+
+TEST(NnUtils, LossesRefuseWhatPyTorchRefuses) {
+  Tensor x = ferry::zeros({2, 3}), t = ferry::zeros({3, 2});
+  EXPECT_THROW(F::l1_loss(x, t), ferry::ShapeError);
+  EXPECT_THROW(F::smooth_l1_loss(x, x, ferry::nn::Reduction::mean, -1), ferry::ValueError);
+  EXPECT_THROW(F::huber_loss(x, x, ferry::nn::Reduction::mean, 0), ferry::ValueError);
+  EXPECT_THROW(F::kl_div(x, x, "avg"), ferry::ValueError);
+  EXPECT_THROW(F::binary_cross_entropy(ferry::full({2}, 1.5), ferry::zeros({2})),
+               ferry::ValueError);
+  EXPECT_THROW(F::glu(x, 1), ferry::ShapeError);  // odd size
+  EXPECT_THROW(F::nll_loss(x, ferry::tensor(std::vector<std::int64_t>{0, 3})), ferry::ShapeError);
+  EXPECT_THROW(F::cross_entropy(x, ferry::zeros({2, 2})), ferry::ShapeError);  // probabilities
+  // binary_cross_entropy clamps its logs at -100, as PyTorch: 0 and 1 give finite losses.
+  EXPECT_FLOAT_EQ(F::binary_cross_entropy(ferry::zeros({1}), ferry::ones({1})).item<float>(), 100);
+  // with_logits does not overflow at large logits.
+  EXPECT_FLOAT_EQ(
+      F::binary_cross_entropy_with_logits(ferry::full({1}, -200.0), ferry::ones({1})).item<float>(),
+      200);
+}
+
+// Each module is its op, with PyTorch's defaults.
+TEST(NnUtils, ActivationAndShapeModules) {
+  Tensor x = ferry::linspace(-4, 4, 12).reshape({3, 4});
+  auto same = [&](ferry::nn::Module& m, const Tensor& want) {
+    EXPECT_TRUE(ferry::equal(m.forward(x), want)) << m.name();
+  };
+  ferry::nn::ELU elu(0.5);
+  same(elu, ferry::elu(x, 0.5));
+  ferry::nn::LeakyReLU lrelu;
+  same(lrelu, ferry::leaky_relu(x, 0.01));
+  ferry::nn::Softplus sp(2.0, 5.0);
+  same(sp, ferry::softplus(x, 2.0, 5.0));
+  ferry::nn::Hardtanh ht;
+  same(ht, ferry::hardtanh(x));
+  ferry::nn::Mish mish;
+  same(mish, ferry::mish(x));
+  ferry::nn::Softmin smin(1);
+  same(smin, ferry::softmax(-x, 1));
+  ferry::nn::GLU glu;
+  same(glu, F::glu(x, -1));
+  ferry::nn::Identity id;
+  same(id, x);
+  ferry::nn::Flatten flat(0);
+  EXPECT_EQ(flat.forward(x).sizes(), (ferry::Shape{12}));
+  ferry::nn::Unflatten unflat(1, {2, 2});
+  EXPECT_EQ(unflat.forward(x).sizes(), (ferry::Shape{3, 2, 2}));
+  EXPECT_EQ(elu.extra_repr(), "alpha=0.5");
+  EXPECT_EQ(sp.extra_repr(), "beta=2, threshold=5");
+  EXPECT_THROW(ferry::nn::GELU("fast"), ferry::Error);
+}
+
+}  // namespace
