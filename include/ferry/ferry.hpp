@@ -13,6 +13,7 @@
 #include "ferry/memory.hpp"
 #include "ferry/nn.hpp"
 #include "ferry/ops.hpp"
+#include "ferry/lr_scheduler.hpp"
 #include "ferry/optim.hpp"
 #include "ferry/random.hpp"
 #include "ferry/registry.hpp"

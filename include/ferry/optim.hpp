@@ -128,6 +128,10 @@ class Optimizer {
   double lr(std::size_t group = 0) const;
   void set_lr(std::size_t group, double lr);
   void set_lr(double lr);
+  // Each group's rate when the first LR schedule took it over (PyTorch's
+  // param_group["initial_lr"]): the base every later schedule starts from.
+  // Empty until a schedule sets it.
+  std::vector<double>& initial_lrs() { return initial_lrs_; }
 
   // Steps parameter `param` (global index) has taken.
   std::int64_t step_count(std::size_t param) const;
@@ -193,6 +197,7 @@ class Optimizer {
   virtual void set_group_lr(std::size_t group, double lr) = 0;
 
   std::string kind_;
+  std::vector<double> initial_lrs_;
   std::vector<Tensor> params_;
   std::vector<ParamState> state_;
   std::vector<std::vector<std::size_t>> groups_;
