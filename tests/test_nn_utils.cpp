@@ -62,7 +62,8 @@ TEST(NnUtils, LossesRefuseWhatPyTorchRefuses) {
                ferry::ValueError);
   EXPECT_THROW(F::glu(x, 1), ferry::ShapeError);  // odd size
   EXPECT_THROW(F::nll_loss(x, ferry::tensor(std::vector<std::int64_t>{0, 3})), ferry::ShapeError);
-  EXPECT_THROW(F::cross_entropy(x, ferry::zeros({2, 2})), ferry::ShapeError);  // probabilities
+  // A floating target of another shape than the input's is read as class indices, as PyTorch.
+  EXPECT_THROW(F::cross_entropy(x, ferry::zeros({2, 2})), ferry::DTypeError);
   // binary_cross_entropy clamps its logs at -100, as PyTorch: 0 and 1 give finite losses.
   EXPECT_FLOAT_EQ(F::binary_cross_entropy(ferry::zeros({1}), ferry::ones({1})).item<float>(), 100);
   // with_logits does not overflow at large logits.

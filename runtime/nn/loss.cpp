@@ -18,6 +18,8 @@
 
 #include <fmt/format.h>
 
+#include <string_view>
+
 #include "ferry/error.hpp"
 #include "ferry/nn/functional.hpp"
 #include "ferry/ops.hpp"
@@ -30,8 +32,8 @@ void check_target(const char* op, const Tensor& input, const Tensor& target,
                   const Shape& expected) {
   if (is_floating(target.dtype()))
     throw DTypeError(fmt::format(
-        "{}: the target is {} (shape {}): class indices must be i64 or i32 (cross_entropy also "
-        "takes class probabilities, a floating target of the input's shape)",
+        "{}: the target is {} (shape {}): a class-index target must be i64 or i32 "
+        "(cross_entropy also takes class probabilities: a floating target of the input's shape)",
         op, dtype_name(target.dtype()), shape_str(target.sizes())));
   if (target.dtype() != DType::i64 && target.dtype() != DType::i32)
     throw DTypeError(
@@ -58,8 +60,10 @@ std::int64_t class_dim_of(const char* op, const Tensor& input, const Tensor& tar
   if (!input.defined() || !target.defined())
     throw Error(fmt::format("{}: the input and the target must be defined", op));
   if (!is_floating(input.dtype()))
-    throw DTypeError(fmt::format("{}: the input must be floating, got {} (shape {})", op,
-                                 dtype_name(input.dtype()), shape_str(input.sizes())));
+    throw DTypeError(
+        fmt::format("{}: the input ({}) must be floating, got {} (shape {})", op,
+                    std::string_view(op) == "nll_loss" ? "log-probabilities" : "logits",
+                    dtype_name(input.dtype()), shape_str(input.sizes())));
   if (input.dim() == 0)
     throw ShapeError(
         fmt::format("{}: the input must be [C], [N, C] or [N, C, d1, ...], got a 0-d tensor", op));
@@ -154,13 +158,12 @@ Tensor cross_entropy(const Tensor& input, const Tensor& target,
     throw Error(fmt::format("cross_entropy: label_smoothing must be in [0, 1], got {}", eps));
   check_weight("cross_entropy", options.weight, input, classes);
   const Tensor lsm = log_softmax(input, class_dim);
-  if (!is_floating(target.dtype())) return nll_of("cross_entropy", input, lsm, target, options);
+  // As PyTorch: a target of the input's shape holds class probabilities, any
+  // other holds class indices (a floating one is refused there).
+  if (!is_floating(target.dtype()) || target.sizes() != input.sizes())
+    return nll_of("cross_entropy", input, lsm, target, options);
   // Class probabilities: -sum_c w_c t_c lsm_c per element, the target smoothed
   // toward 1/C; mean divides by the element count (PyTorch's rule here).
-  if (target.sizes() != input.sizes())
-    throw ShapeError(
-        fmt::format("cross_entropy: a probability target must have the input's shape {}, got {}",
-                    shape_str(input.sizes()), shape_str(target.sizes())));
   Tensor t = eps > 0 ? target * (1.0 - eps) + eps / double(classes) : target;
   Tensor terms = lsm * t;
   if (options.weight.defined()) {
