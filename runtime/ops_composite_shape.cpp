@@ -164,8 +164,19 @@ Tensor diag(const Tensor& x, std::int64_t offset) {
   const std::int64_t n = x.size(0), a = offset < 0 ? -offset : offset, m = n + a;
   // Row i holds x[i] at column i + offset (offset >= 0); column j holds x[j]
   // at row j - offset (offset < 0): x padded to m, broadcast along the other dim.
-  Tensor xp = a == 0 ? x : cat({x, zeros({a}, {.dtype = x.dtype(), .device = x.device()})});
-  Tensor values = offset >= 0 ? xp.unsqueeze(1).expand({m, m}) : xp.unsqueeze(0).expand({m, m});
+  // (Plain statements: a braced list inside ?: ended its temporaries' lifetime
+  // early under GCC 12, which ASan reported as a use after scope.)
+  Tensor xp = x;
+  if (a != 0) {
+    const Tensor pad_zeros = zeros({a}, {.dtype = x.dtype(), .device = x.device()});
+    xp = cat(std::vector<Tensor>{x, pad_zeros});
+  }
+  const Shape square = {m, m};
+  Tensor values;
+  if (offset >= 0)
+    values = xp.unsqueeze(1).expand(square);
+  else
+    values = xp.unsqueeze(0).expand(square);
   const TensorOptions opt = {.dtype = DType::i64, .device = x.device()};
   Tensor on = eq(arange(double(m), opt).unsqueeze(0) - arange(double(m), opt).unsqueeze(1), offset);
   return where(on, values, zeros_like(values));

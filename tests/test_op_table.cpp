@@ -101,6 +101,11 @@ TEST(OpTable, SupportsIsWhatTheKernelsDo) {
   for (const ferry::DeviceInfo& d : ferry::devices()) {
     if (!d.available) continue;
     const ferry::Device dev(d.device);
+    // The built-in backends only: other tests of this process register
+    // devices that misbehave on purpose (test_guard.cpp's out-of-bounds writer).
+    const std::string name = dev.str();
+    if (name.rfind("cpu", 0) != 0 && name.rfind("vulkan", 0) != 0 && name.rfind("cuda", 0) != 0)
+      continue;
     const ferry::DeviceImpl& impl = ferry::device_impl(dev);
     for (const ferry::OpInfo& info : ferry::op_table()) {
       const bool binary = info.kind == ferry::OpKind::binary || info.kind == ferry::OpKind::compare;
