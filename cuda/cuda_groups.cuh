@@ -61,6 +61,9 @@ struct BlockGroup {
 struct AddOp {
   template <typename V> __device__ V operator()(V a, V b) const { return a + b; }
 };
+struct MulOp {
+  template <typename V> __device__ V operator()(V a, V b) const { return a * b; }
+};
 struct MaxOp {  // NaN propagates
   template <typename V> __device__ V operator()(V a, V b) const { return math::maximum(a, b); }
 };

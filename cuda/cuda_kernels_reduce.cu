@@ -1,4 +1,4 @@
-// cuda/cuda_kernels_reduce.cu — sum, max, min and argmax on CUDA
+// cuda/cuda_kernels_reduce.cu — sum, prod, max, min and argmax on CUDA
 // (docs/kernel-contract.md, "Reductions"), for every dtype but f64.
 //
 // Note [CUDA reductions]
@@ -56,29 +56,33 @@ template <typename T> using val_t =
 
 // ---- the operations: identity, element, combine, across a group, result ----
 
-// Floating sums in double, integer and bool sums in wrapping uint64 (i64 out).
-template <typename T> struct SumOp {
+// Floating sums and products in double, integer and bool ones in wrapping
+// uint64 (i64 out).
+template <typename T, bool kProd> struct SumProdOp {
   static constexpr bool kFloat = !std::is_integral_v<T>;
   using acc_t = std::conditional_t<kFloat, double, std::uint64_t>;
   using out_t = std::conditional_t<kFloat, T, std::int64_t>;
-  __device__ static acc_t identity() { return 0; }
+  using Fold = std::conditional_t<kProd, MulOp, AddOp>;
+  __device__ static acc_t identity() { return kProd ? 1 : 0; }
   __device__ static acc_t element(T v, std::int64_t) {
     if constexpr (kFloat)
       return double(float(v));
     else
       return acc_t(std::int64_t(v));
   }
-  __device__ static acc_t combine(acc_t a, acc_t b) { return a + b; }
+  __device__ static acc_t combine(acc_t a, acc_t b) { return Fold{}(a, b); }
   template <typename G> __device__ static acc_t across(acc_t a) {
-    return G::reduce(a, AddOp{}, acc_t(0));
+    return G::reduce(a, Fold{}, identity());
   }
   __device__ static out_t result(acc_t a) {
     if constexpr (kFloat)
       return out_t(float(a));
     else
-      return out_t(a);  // modular, like PyTorch's int64 sum
+      return out_t(a);  // modular, like PyTorch's int64 sum and prod
   }
 };
+template <typename T> using SumOp = SumProdOp<T, false>;
+template <typename T> using ProdOp = SumProdOp<T, true>;
 
 // Max (kMax) or min, NaN propagating (math::maximum / minimum).
 template <typename T, bool kMax> struct ExtremumOp {
@@ -366,6 +370,10 @@ template <typename T, typename Op> void reduce(DeviceImpl& d, const OpCall& call
 void add_reduce_kernels(KernelTable& table) {
   table.emplace_back(OpId::sum, [](DeviceImpl& d, const OpCall& c) {
     FERRY_CUDA_DISPATCH_ALL(c.inputs.at(0).dtype, "sum", (reduce<scalar_t, SumOp<scalar_t>>(d, c)));
+  });
+  table.emplace_back(OpId::prod, [](DeviceImpl& d, const OpCall& c) {
+    FERRY_CUDA_DISPATCH_ALL(c.inputs.at(0).dtype, "prod",
+                            (reduce<scalar_t, ProdOp<scalar_t>>(d, c)));
   });
   table.emplace_back(OpId::max, [](DeviceImpl& d, const OpCall& c) {
     FERRY_CUDA_DISPATCH_ALL(c.inputs.at(0).dtype, "max",

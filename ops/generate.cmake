@@ -12,8 +12,8 @@ set(FERRY_GENERATED_DIR ${PROJECT_BINARY_DIR}/generated)
 set_property(DIRECTORY ${PROJECT_SOURCE_DIR} APPEND PROPERTY CMAKE_CONFIGURE_DEPENDS
              ${FERRY_OP_TABLE} ${CMAKE_CURRENT_LIST_FILE})
 
-set(_kinds unary binary compare activation_backward where copy fill arange random reduce nn
-           linalg index index_backward optim composite)
+set(_kinds unary binary compare activation_backward where copy fill arange random reduce scan
+           sort nn linalg index index_backward optim composite)
 set(_functor_kinds unary binary compare activation_backward)
 set(_dtype_sets all numeric float int integral)
 set(_computes same float)

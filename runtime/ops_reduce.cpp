@@ -1,6 +1,6 @@
-// runtime/ops_reduce.cpp — front-ends of sum, mean, max, min, var and argmax:
+// runtime/ops_reduce.cpp — front-ends of sum, prod, mean, max, min, var and argmax:
 // which dims reduce, the result's shape and dtype, the errors. The kernels
-// ("sum", "max", "min", "argmax") see the input permuted so that the reduced
+// ("sum", "prod", "max", "min", "argmax") see the input permuted so that the reduced
 // dims come last and write a contiguous output over the kept dims
 // (docs/kernel-contract.md, Note [CPU reductions] in cpu/cpu_kernels_reduce.cpp).
 #include <fmt/format.h>
@@ -111,6 +111,15 @@ Tensor sum(const Tensor& x, const std::vector<std::int64_t>& dims, bool keepdim)
     return run_reduce(OpId::sum, plan_reduce("sum", x, dims), dt, keepdim);
   });
   autograd::record_sum(x, dims, keepdim, out);
+  return out;
+}
+
+Tensor prod(const Tensor& x, const std::vector<std::int64_t>& dims, bool keepdim) {
+  Tensor out = autograd::untracked([&] {
+    DType dt = is_floating(x.dtype()) ? x.dtype() : DType::i64;
+    return run_reduce(OpId::prod, plan_reduce("prod", x, dims), dt, keepdim);
+  });
+  autograd::record_prod(x, dims, keepdim, out);
   return out;
 }
 

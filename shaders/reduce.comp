@@ -1,4 +1,4 @@
-// shaders/reduce.comp — sum, max, min and argmax over the trailing (reduced)
+// shaders/reduce.comp — sum, prod, max, min and argmax over the trailing (reduced)
 // dims of a strided tensor (docs/kernel-contract.md, "Reductions").
 //
 // A workgroup of WG threads works on WG / LANES rows (outputs) at a time, LANES
@@ -23,7 +23,7 @@
 #include "common.glsl"
 #include "abi/reduce.h"  // spec and push constants, codes: shared with the host
 
-#include "ferry_ops.glsl"  // OP_SUM, OP_MAX, OP_MIN, OP_ARGMAX: ferry::OpId
+#include "ferry_ops.glsl"  // OP_SUM, OP_PROD, OP_MAX, OP_MIN, OP_ARGMAX: ferry::OpId
 
 // Binding 0: the output, or the records (4 words each) in REDUCE_MODE_PARTIAL and REDUCE_MODE_COMBINE.
 // Binding 1: the input, or the records in REDUCE_MODE_FINAL and REDUCE_MODE_COMBINE.
@@ -49,9 +49,9 @@ struct Acc {
 
 Acc identity() {
   Acc a;
-  a.hi = OP == OP_MAX ? -F_INF : (OP == OP_MIN ? F_INF : 0.0);
+  a.hi = OP == OP_MAX ? -F_INF : (OP == OP_MIN ? F_INF : (OP == OP_PROD ? 1.0 : 0.0));
   a.lo = 0.0;
-  a.iv = OP == OP_MAX ? ITYPE_MIN : (OP == OP_MIN ? ITYPE_MAX : ITYPE(0));
+  a.iv = OP == OP_MAX ? ITYPE_MIN : (OP == OP_MIN ? ITYPE_MAX : ITYPE(OP == OP_PROD ? 1 : 0));
   a.idx = NO_INDEX;
   return a;
 }
@@ -85,12 +85,14 @@ void step(inout Acc a, uint e, uint k) {
   if (IS_FLOAT_DT(IN_DT)) {
     float v = LOAD_F(x, IN_DT, e);
     if (OP == OP_SUM) two_sum(a, v);
+    else if (OP == OP_PROD) a.hi *= v;
     else if (OP == OP_MAX) a.hi = max_f(a.hi, v);
     else if (OP == OP_MIN) a.hi = min_f(a.hi, v);
     else if (arg_better_f(v, k, a)) { a.hi = v; a.idx = k; }
   } else {
     ITYPE v = LOAD_I(x, IN_DT, e);
     if (OP == OP_SUM) a.iv += v;  // wraps, like the CPU's int64 sum
+    else if (OP == OP_PROD) a.iv *= v;
     else if (OP == OP_MAX) a.iv = max(a.iv, v);
     else if (OP == OP_MIN) a.iv = min(a.iv, v);
     else if (arg_better_i(v, k, a)) { a.iv = v; a.idx = k; }
@@ -100,11 +102,13 @@ void step(inout Acc a, uint e, uint k) {
 void combine(inout Acc a, Acc b) {
   if (IS_FLOAT_DT(IN_DT)) {
     if (OP == OP_SUM) { two_sum(a, b.hi); a.lo += b.lo; }
+    else if (OP == OP_PROD) a.hi *= b.hi;
     else if (OP == OP_MAX) a.hi = max_f(a.hi, b.hi);
     else if (OP == OP_MIN) a.hi = min_f(a.hi, b.hi);
     else if (arg_better_f(b.hi, b.idx, a)) a = b;
   } else {
     if (OP == OP_SUM) a.iv += b.iv;
+    else if (OP == OP_PROD) a.iv *= b.iv;
     else if (OP == OP_MAX) a.iv = max(a.iv, b.iv);
     else if (OP == OP_MIN) a.iv = min(a.iv, b.iv);
     else if (arg_better_i(b.iv, b.idx, a)) a = b;

@@ -197,6 +197,10 @@ struct Call {
   }
   bool keepdim() const { return attrs.value("keepdim", false); }
   std::int64_t dim() const { return attrs.at("dim").get<std::int64_t>(); }
+  // The output a case of a (values, indices) op names.
+  Tensor output(const ferry::ValuesIndices& r) const {
+    return attrs.at("output").get<std::string>() == "values" ? r.values : r.indices;
+  }
 };
 
 using OpFn = std::function<Tensor(const Call&)>;
@@ -383,6 +387,43 @@ const std::map<std::string, OpFn>& api_table() {
          return ferry::layer_norm(c.at(0), c.attrs.at("normalized_shape").get<Shape>(), weight,
                                   bias, c.attrs.value("eps", 1e-5));
        }},
+      // Scans, the sort and the selections; a (values, indices) op names its output.
+      {"prod", [](const Call& c) { return ferry::prod(c.at(0), c.dims(), c.keepdim()); }},
+      {"cumsum",
+       [](const Call& c) {
+         std::optional<DType> dt;
+         if (c.attrs.contains("dtype"))
+           dt = ferry::dtype_from_name(c.attrs.at("dtype").get<std::string>());
+         Tensor out = ferry::cumsum(c.at(0), c.dim(), dt);
+         return dt == DType::f64 ? out.to(DType::f32) : out;  // the file holds f32
+       }},
+      {"cumprod", [](const Call& c) { return ferry::cumprod(c.at(0), c.dim()); }},
+      {"cummax", [](const Call& c) { return c.output(ferry::cummax(c.at(0), c.dim())); }},
+      {"cummin", [](const Call& c) { return c.output(ferry::cummin(c.at(0), c.dim())); }},
+      {"sort",
+       [](const Call& c) {
+         return c.output(ferry::sort(c.at(0), c.dim(), c.attrs.at("descending").get<bool>()));
+       }},
+      {"argsort",
+       [](const Call& c) {
+         return ferry::argsort(c.at(0), c.dim(), c.attrs.at("descending").get<bool>());
+       }},
+      {"topk",
+       [](const Call& c) {
+         return c.output(ferry::topk(c.at(0), c.attrs.at("k").get<std::int64_t>(), c.dim(),
+                                     c.attrs.at("largest").get<bool>()));
+       }},
+      {"kthvalue",
+       [](const Call& c) {
+         return c.output(
+             ferry::kthvalue(c.at(0), c.attrs.at("k").get<std::int64_t>(), c.dim(), c.keepdim()));
+       }},
+      {"median",
+       [](const Call& c) {
+         if (c.attrs.at("dim").is_null()) return ferry::median(c.at(0));
+         return c.output(ferry::median(c.at(0), c.dim(), c.keepdim()));
+       }},
+      {"mode", [](const Call& c) { return c.output(ferry::mode(c.at(0), c.dim(), c.keepdim())); }},
       {"embedding", [](const Call& c) { return ferry::embedding(c.at(0), c.at(1)); }},
       {"index_select",
        [](const Call& c) { return ferry::index_select(c.at(0), c.dim(), c.at(1)); }},

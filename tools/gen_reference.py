@@ -53,6 +53,7 @@ import reference_elementwise as elementwise
 import reference_binary as binary
 import reference_other as other
 import reference_shape as shape
+import reference_sort as sort
 import reference_unary as unary
 from reference_common import CASES, dump
 from reference_common import Gen, tensor_json  # noqa: F401  (gen_grad_reference.py, gen_nn_reference.py)
@@ -85,6 +86,7 @@ def main():
     binary.ternary_cases()
     binary.reduction_cases()
     shape.shape_cases()
+    sort.sort_cases()
     size = dump(OUT_PATH)
     print(f"wrote {len(CASES)} cases, {size} bytes, torch {torch.__version__} -> "
           f"{os.path.normpath(OUT_PATH)}")

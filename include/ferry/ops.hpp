@@ -16,6 +16,7 @@
 #include "ferry/config.hpp"
 #include "ferry/op.hpp"
 #include "ferry/ops_shape.hpp"  // the indexing and shape ops
+#include "ferry/ops_sort.hpp"   // scans, sorting and selection
 #include "ferry/tensor.hpp"
 
 namespace ferry {
@@ -228,6 +229,9 @@ Tensor max(const Tensor& x, const std::vector<std::int64_t>& dims = {}, bool kee
 Tensor min(const Tensor& x, const std::vector<std::int64_t>& dims = {}, bool keepdim = false);
 Tensor var(const Tensor& x, const std::vector<std::int64_t>& dims = {}, double correction = 1,
            bool keepdim = false);
+// The product over dims; integer and bool inputs give i64 (wrapping), an
+// empty slice gives 1. The gradient is exact where x holds zeros.
+Tensor prod(const Tensor& x, const std::vector<std::int64_t>& dims = {}, bool keepdim = false);
 // log(sum(exp(x))) over `dims` (empty: every dim), computed without overflow;
 // integer and bool inputs give f32. An empty slice gives -inf.
 Tensor logsumexp(const Tensor& x, const std::vector<std::int64_t>& dims = {}, bool keepdim = false);

@@ -53,6 +53,13 @@ void record_expand(const Tensor& x, const Tensor& y);
 // ---- reductions (formulas_reduce.cpp); dims as the caller gave them ----
 void record_sum(const Tensor& x, const std::vector<std::int64_t>& dims, bool keepdim,
                 const Tensor& out);
+void record_prod(const Tensor& x, const std::vector<std::int64_t>& dims, bool keepdim,
+                 const Tensor& out);
+// cumsum, cumprod (of x already cast to the result dtype); cummax and cummin's values.
+void record_cumsum(const Tensor& x, std::int64_t dim, const Tensor& out);
+void record_cumprod(const Tensor& x, std::int64_t dim, const Tensor& out);
+void record_cum_extremum(std::string_view op, const Tensor& x, std::int64_t dim,
+                         const Tensor& indices, const Tensor& values);
 void record_mean(const Tensor& x, const std::vector<std::int64_t>& dims, bool keepdim,
                  const Tensor& out);
 void record_extremum(std::string_view op, const Tensor& x, const std::vector<std::int64_t>& dims,

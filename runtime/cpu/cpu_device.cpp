@@ -95,6 +95,7 @@ class CpuDevice final : public DeviceImpl {
     cpu::add_index_kernels(table);
     cpu::add_grad_kernels(table);
     cpu::add_optim_kernels(table);
+    cpu::add_sort_kernels(table);
     for (auto& [name, fn] : table) register_kernel(name, std::move(fn));
   }
 

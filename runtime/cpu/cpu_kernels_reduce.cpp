@@ -1,4 +1,4 @@
-// runtime/cpu/cpu_kernels_reduce.cpp — sum, max, min and argmax on the CPU.
+// runtime/cpu/cpu_kernels_reduce.cpp — sum, prod, max, min and argmax on the CPU.
 //
 // Note [CPU reductions]
 // The front-end permutes the input so that the kept dims come first and the
@@ -39,13 +39,13 @@ template <typename T> constexpr bool kIsFloat = !std::is_integral_v<T>;  // f32,
 
 // ---- the operations: identity, a run, one step, combine, store ----
 
-// Sum: double for the floating types (the contract asks for an obviously exact
-// reference; f64 values enter it unrounded), wrapping 64-bit arithmetic for
-// integers and bool.
-template <typename T> struct SumOp {
+// Sum and product: double for the floating types (the contract asks for an
+// obviously exact reference; f64 values enter it unrounded), wrapping 64-bit
+// arithmetic for integers and bool.
+template <typename T, bool kProd> struct SumProdOp {
   using acc_t = std::conditional_t<kIsFloat<T>, double, std::uint64_t>;
   using out_t = std::conditional_t<kIsFloat<T>, T, std::int64_t>;
-  static acc_t identity() { return 0; }
+  static acc_t identity() { return kProd ? 1 : 0; }
   static acc_t value(T v) {
     if constexpr (std::is_same_v<T, double>)
       return v;
@@ -54,30 +54,40 @@ template <typename T> struct SumOp {
     else
       return acc_t(std::int64_t(v));
   }
-  static void step(acc_t& a, T v, std::int64_t) { a += value(v); }
+  static void fold(acc_t& a, acc_t b) {
+    if constexpr (kProd)
+      a *= b;
+    else
+      a += b;
+  }
+  static void step(acc_t& a, T v, std::int64_t) { fold(a, value(v)); }
   static void run(acc_t& a, const T* p, std::int64_t n, std::int64_t s, std::int64_t) {
     if (s == 1) {
-      acc_t lane[kLanes] = {};
+      acc_t lane[kLanes];
+      for (auto& l : lane) l = identity();
       std::int64_t i = 0;
       for (; i + kLanes <= n; i += kLanes)
-        for (int j = 0; j < kLanes; ++j) lane[j] += value(p[i + j]);
-      for (; i < n; ++i) lane[0] += value(p[i]);
-      a +=
-          ((lane[0] + lane[1]) + (lane[2] + lane[3])) + ((lane[4] + lane[5]) + (lane[6] + lane[7]));
+        for (int j = 0; j < kLanes; ++j) fold(lane[j], value(p[i + j]));
+      for (; i < n; ++i) fold(lane[0], value(p[i]));
+      for (int j = 1; j < kLanes; j *= 2)
+        for (int k = 0; k + j < kLanes; k += 2 * j) fold(lane[k], lane[k + j]);
+      fold(a, lane[0]);
     } else {
-      for (std::int64_t i = 0; i < n; ++i) a += value(p[i * s]);
+      for (std::int64_t i = 0; i < n; ++i) fold(a, value(p[i * s]));
     }
   }
-  static void combine(acc_t& a, const acc_t& b) { a += b; }
+  static void combine(acc_t& a, const acc_t& b) { fold(a, b); }
   static out_t result(acc_t a) {
     if constexpr (std::is_same_v<T, double>)
       return a;
     else if constexpr (kIsFloat<T>)
       return out_t(float(a));
     else
-      return out_t(a);  // modular, like PyTorch's int64 sum
+      return out_t(a);  // modular, like PyTorch's int64 sum and prod
   }
 };
+template <typename T> using SumOp = SumProdOp<T, false>;
+template <typename T> using ProdOp = SumProdOp<T, true>;
 
 // Max (kMax) or min: NaN propagates — once a NaN is seen the result stays NaN.
 template <typename T, bool kMax> struct ExtremumOp {
@@ -317,6 +327,9 @@ template <typename T, typename Op> void reduce(const OpCall& call) {
 void add_reduce_kernels(KernelTable& table) {
   table.emplace_back(OpId::sum, [](DeviceImpl&, const OpCall& c) {
     FERRY_DISPATCH_ALL(c.inputs.at(0).dtype, "sum", reduce<scalar_t, SumOp<scalar_t>>(c));
+  });
+  table.emplace_back(OpId::prod, [](DeviceImpl&, const OpCall& c) {
+    FERRY_DISPATCH_ALL(c.inputs.at(0).dtype, "prod", reduce<scalar_t, ProdOp<scalar_t>>(c));
   });
   table.emplace_back(OpId::max, [](DeviceImpl&, const OpCall& c) {
     FERRY_DISPATCH_ALL(c.inputs.at(0).dtype, "max",

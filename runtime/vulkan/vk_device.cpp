@@ -57,6 +57,7 @@ VulkanDevice::VulkanDevice(Device device, const PhysicalDevice& physical)
   add_linalg_kernels(table);
   add_index_kernels(table);
   add_optim_kernels(table);
+  add_sort_kernels(table);
   for (auto& [name, fn] : table) register_kernel(name, std::move(fn));
 }
 

@@ -87,6 +87,7 @@ void add_nn_kernels(KernelTable& table);
 void add_linalg_kernels(KernelTable& table);
 void add_index_kernels(KernelTable& table);  // index_select, gather, index_add, scatter_add
 void add_optim_kernels(KernelTable& table);  // adam_step, sgd_step
+void add_sort_kernels(KernelTable& table);   // cumsum, cumprod, cummax, cummin, sort
 
 // The device a kernel was called on.
 VulkanDevice& vulkan_device(DeviceImpl& d);

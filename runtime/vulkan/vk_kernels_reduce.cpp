@@ -1,4 +1,4 @@
-// runtime/vulkan/vk_kernels_reduce.cpp — sum, max, min and argmax through
+// runtime/vulkan/vk_kernels_reduce.cpp — sum, prod, max, min and argmax through
 // shaders/reduce.comp (docs/kernel-contract.md, "Reductions").
 //
 // The core hands over the input with the kept dims first and the reduced dims
@@ -246,7 +246,7 @@ void run(DeviceImpl& d, const OpCall& c) {
     throw ShapeError(fmt::format("{}: reduce_ndim {} is out of range for a {}-d input", c.name(),
                                  rnd, in.ndim()));
   dev.require(in.dtype, c.name());
-  // Integer sums are i64; argmax writes its i64 as two 32-bit words, which
+  // Integer sums and products are i64; argmax writes its i64 as two 32-bit words, which
   // every device can, so only the integer sums need 64-bit integer support.
   if (op != OpId::argmax) dev.require(out.dtype, c.name());
   if (out.numel() == 0) return;
@@ -301,7 +301,7 @@ void run(DeviceImpl& d, const OpCall& c) {
 }  // namespace
 
 void add_reduce_kernels(KernelTable& table) {
-  for (OpId op : {OpId::sum, OpId::max, OpId::min, OpId::argmax}) table.emplace_back(op, run);
+  for (OpId op : {OpId::sum, OpId::prod, OpId::max, OpId::min, OpId::argmax}) table.emplace_back(op, run);
 }
 
 }  // namespace ferry::vulkan

@@ -63,5 +63,8 @@ Tensor gradients_of(const std::function<Tensor(const Inputs&)>& fn, const Inputs
 // The indexing and shape ops (cases_shape.cpp), forward and gradient modes.
 void add_shape_cases(std::vector<Case>& out);
 void add_shape_grad_cases(std::vector<Case>& out);
+// prod, the scans, the sort and the selections (cases_sort.cpp), forward and gradient modes.
+void add_sort_cases(std::vector<Case>& out);
+void add_sort_grad_cases(std::vector<Case>& out);
 
 }  // namespace ferry::conformance

@@ -150,6 +150,7 @@ std::vector<Case> all_cases() {
   add_reduction_cases(cases);
   add_other_cases(cases);
   add_shape_cases(cases);
+  add_sort_cases(cases);
   return cases;
 }
 

@@ -1,0 +1,155 @@
+// runtime/vulkan/vk_kernels_sort.cpp — cumsum, cumprod, cummax and cummin
+// through shaders/scan.comp, and the stable sort through shaders/sort.comp
+// (docs/kernel-contract.md, "Scans" and "Sort").
+//
+// Both take contiguous tensors. A scan's [outer, n, inner] is seen as lines
+// [outer, inner] of n elements; tensors beyond one storage-buffer binding are
+// cut along outer and inner (vk_split.hpp), each part dispatched alone. The
+// sort's [rows, n] is cut along rows. A single line or row beyond a binding
+// raises UnsupportedError.
+#include <fmt/format.h>
+
+#include <algorithm>
+
+#include "abi/scan.h"
+#include "abi/sort.h"
+#include "ferry/error.hpp"
+#include "vulkan/vk_device.hpp"
+#include "vulkan/vk_split.hpp"
+
+namespace ferry::vulkan {
+namespace {
+
+constexpr std::uint64_t kRowModeMin = 4096;      // a line this long gets a workgroup (ROW mode)
+constexpr std::uint64_t kRowModeMaxLines = 256;  // ... when there are at most this many lines
+
+std::uint32_t groups_for(const VulkanDevice& dev, std::uint64_t n, std::uint32_t per_group) {
+  return std::uint32_t(
+      std::clamp<std::uint64_t>((n + per_group - 1) / per_group, 1, dev.limits().max_groups_x));
+}
+
+void check_lengths(std::string_view op, std::uint64_t elements) {
+  if (elements >= (std::uint64_t(1) << 31))
+    throw UnsupportedError(
+        fmt::format("{}: the vulkan kernel takes tensors of < 2^31 elements", op));
+}
+
+// A part of lines [outer, inner] x n: views[0] x, views[1] the values, views[2] the positions.
+void scan_part(VulkanDevice& dev, OpId op, const std::vector<TensorArg>& views) {
+  const TensorArg& x = views[0];
+  for (const TensorArg& v : views)
+    if (!fits(dev.limits(), v))
+      throw UnsupportedError(fmt::format(
+          "{}: one line of {} elements spans more than the device's storage-buffer range ({} "
+          "bytes); the vulkan kernel cuts only across lines",
+          op_name(op), x.sizes[2], dev.limits().max_storage_range));
+  const bool extremum = views.size() > 2;
+  const Binding by = dev.bind(views[1], Access::write), bx = dev.bind(x, Access::read);
+  const Binding bi = extremum ? dev.bind(views[2], Access::write) : bx;
+  abi::ScanParams p{};
+  p.outer = std::uint32_t(x.sizes[0]);
+  p.inner = std::uint32_t(x.sizes[1]);
+  p.n = std::uint32_t(x.sizes[2]);
+  p.s_outer = std::uint32_t(x.strides[0]);
+  p.s_inner = std::uint32_t(x.strides[1]);
+  p.s_n = std::uint32_t(x.strides[2]);
+  p.x_off = bx.element_offset;
+  p.y_off = by.element_offset;
+  p.i_off = extremum ? bi.element_offset : 0;
+  // The shader indexes every tensor with x's strides from its own offset: the
+  // views are cut alike from tensors of one shape, all contiguous.
+  const std::uint64_t lines = std::uint64_t(p.outer) * p.inner;
+  const std::uint32_t wg = workgroup_size(dev.limits());
+  const bool row = p.n >= kRowModeMin && lines <= kRowModeMaxLines;
+  const abi::ScanSpec spec{.WG = wg,
+                           .OP = std::uint32_t(op),
+                           .IN_DT = dtype_code(x.dtype),
+                           .OUT_DT = dtype_code(views[1].dtype),
+                           .MODE = row ? abi::SCAN_MODE_ROW : abi::SCAN_MODE_LINES};
+  const std::uint32_t groups = row ? groups_for(dev, lines, 1) : groups_for(dev, lines, wg);
+  dev.dispatch({"scan", spec.values(), {by, bi, bx}, &p, sizeof p, {groups, 1, 1}});
+}
+
+void scan_kernel(DeviceImpl& d, const OpCall& call) {
+  VulkanDevice& dev = vulkan_device(d);
+  const TensorArg& x = call.inputs.at(0);
+  if (x.ndim() != 3 || call.outputs.at(0).numel() != x.numel())
+    throw ShapeError(fmt::format("{}: the vulkan kernel expects [outer, n, inner]", call.name()));
+  dev.require(x.dtype, call.name());
+  dev.require(call.outputs[0].dtype, call.name());
+  if (x.numel() == 0) return;
+  check_lengths(call.name(), std::uint64_t(x.numel()));
+  // [outer, n, inner] -> [outer, inner, n]: the line dims first, for the cut.
+  std::vector<TensorArg> views{x};
+  for (const TensorArg& o : call.outputs) views.push_back(o);
+  for (TensorArg& v : views) {
+    std::swap(v.sizes[1], v.sizes[2]);
+    std::swap(v.strides[1], v.strides[2]);
+  }
+  for_each_part(dev.limits(), views, 0, 2, [&](const std::vector<TensorArg>& parts, const auto&) {
+    scan_part(dev, call.op, parts);
+  });
+}
+
+// Rows [rows, n] of x sorted into values and positions (Note [Vulkan sort] in sort.comp).
+void sort_part(VulkanDevice& dev, bool descending, const std::vector<TensorArg>& views) {
+  const TensorArg& x = views[0];
+  for (const TensorArg& v : views)
+    if (!fits(dev.limits(), v))
+      throw UnsupportedError(fmt::format(
+          "sort: one row of {} elements spans more than the device's storage-buffer range ({} "
+          "bytes); the vulkan kernel cuts only across rows",
+          x.sizes[1], dev.limits().max_storage_range));
+  const Binding bv = dev.bind(views[1], Access::write), bi = dev.bind(views[2], Access::write),
+                bx = dev.bind(x, Access::read);
+  abi::SortParams p{};
+  p.rows = std::uint32_t(x.sizes[0]);
+  p.n = std::uint32_t(x.sizes[1]);
+  p.padded = 1;
+  while (p.padded < p.n) p.padded *= 2;
+  p.v_off = bv.element_offset;
+  p.i_off = bi.element_offset;
+  p.x_off = bx.element_offset;
+  const std::uint32_t wg = workgroup_size(dev.limits()), block = 2 * wg;
+  auto run = [&](std::uint32_t mode, std::uint64_t k, std::uint64_t j, std::uint32_t groups) {
+    p.k = std::uint32_t(k);
+    p.j = std::uint32_t(j);
+    const abi::SortSpec spec{
+        .WG = wg, .DT = dtype_code(x.dtype), .MODE = mode, .DESCENDING = descending};
+    dev.dispatch({"sort", spec.values(), {bv, bi, bx}, &p, sizeof p, {groups, 1, 1}});
+  };
+  const std::uint64_t blocks = std::uint64_t(p.rows) * ((p.padded + block - 1) / block);
+  const std::uint64_t pairs = std::uint64_t(p.rows) * (p.padded / 2);
+  run(abi::SORT_MODE_FIRST, 0, 0, groups_for(dev, blocks, 1));
+  for (std::uint64_t k = 2 * block; k <= p.padded; k *= 2) {
+    run(abi::SORT_MODE_FLIP, k, k / 2, groups_for(dev, pairs, wg));
+    for (std::uint64_t j = k / 4; j >= block; j /= 2)
+      run(abi::SORT_MODE_HALF, k, j, groups_for(dev, pairs, wg));
+    run(abi::SORT_MODE_MERGE, k, block / 2, groups_for(dev, blocks, 1));
+  }
+}
+
+void sort_kernel(DeviceImpl& d, const OpCall& call) {
+  VulkanDevice& dev = vulkan_device(d);
+  const TensorArg& x = call.inputs.at(0);
+  if (x.ndim() != 2 || call.outputs.size() != 2 || call.outputs[1].dtype != DType::i64)
+    throw ShapeError(
+        "sort: the vulkan kernel expects [rows, n] and writes values and i64 positions");
+  dev.require(x.dtype, "sort");
+  if (x.numel() == 0) return;
+  check_lengths("sort", std::uint64_t(x.numel()));
+  const bool descending = call.attrs.b("descending");
+  for_each_part(
+      dev.limits(), {x, call.outputs[0], call.outputs[1]}, 0, 1,
+      [&](const std::vector<TensorArg>& parts, const auto&) { sort_part(dev, descending, parts); });
+}
+
+}  // namespace
+
+void add_sort_kernels(KernelTable& table) {
+  for (OpId op : {OpId::cumsum, OpId::cumprod, OpId::cummax, OpId::cummin})
+    table.emplace_back(op, scan_kernel);
+  table.emplace_back(OpId::sort, sort_kernel);
+}
+
+}  // namespace ferry::vulkan

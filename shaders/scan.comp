@@ -1,0 +1,166 @@
+// shaders/scan.comp — cumsum, cumprod, cummax and cummin along the lines of a
+// tensor seen as [outer, inner] lines of n elements (docs/kernel-contract.md,
+// "Scans"; the host side is runtime/vulkan/vk_kernels_sort.cpp).
+//
+// SCAN_MODE_LINES gives each line a thread that walks it in order; with lines
+// along a non-innermost dim neighbouring threads load neighbouring elements.
+// SCAN_MODE_ROW gives a long line a workgroup: each thread folds its own
+// contiguous chunk into a state, the workgroup turns the states into each
+// chunk's prefix (in chunk order: cummax's index rule is not commutative),
+// and each thread walks its chunk again from its prefix, writing.
+//
+// Float sums keep a compensated (TwoSum) pair, as reduce.comp's do, so they
+// track the CPU's double accumulation; products are plain float. Integer
+// sums and products wrap in ITYPE (64-bit in the full variant).
+#version 450
+#extension GL_GOOGLE_include_directive : require
+#include "common.glsl"
+#include "abi/scan.h"  // spec and push constants, codes: shared with the host
+
+#include "ferry_ops.glsl"  // OP_CUMSUM, OP_CUMPROD, OP_CUMMAX, OP_CUMMIN: ferry::OpId
+
+FERRY_TENSOR(0, y)  // the values
+FERRY_TENSOR(1, ix) // cummax / cummin's i64 positions, as word pairs (else x again, unused)
+FERRY_TENSOR(2, x)
+
+#define NO_INDEX 0xffffffffu
+const bool EXTREMUM = OP == OP_CUMMAX || OP == OP_CUMMIN;
+
+// hi + lo the float sum (or hi the product or extremum), iv the integer's, idx
+// cummax / cummin's position (NO_INDEX: nothing seen).
+struct State {
+  float hi, lo;
+  ITYPE iv;
+  uint idx;
+};
+
+State identity() {
+  const bool prod = OP == OP_CUMPROD;
+  return State(prod ? 1.0 : 0.0, 0.0, ITYPE(prod ? 1 : 0), NO_INDEX);
+}
+
+void two_sum(inout State a, float v) {
+  precise float s = a.hi + v;
+  precise float bv = s - a.hi;
+  precise float err = (a.hi - (s - bv)) + (v - bv);
+  a.hi = s;
+  a.lo += err;
+}
+
+// Whether a later value takes over from an earlier one: ties do (the later
+// position wins), a NaN does, and nothing but a NaN takes over from a NaN.
+bool takes_over_f(float later, float earlier) {
+  if (isnan(later)) return true;
+  if (isnan(earlier)) return false;
+  return OP == OP_CUMMAX ? later >= earlier : later <= earlier;
+}
+// Narrow integers compare in 32 bits (llvmpipe miscompiles 64-bit sign tests
+// on sign-extended values; elementwise.comp has the same rule).
+bool takes_over_i(ITYPE later, ITYPE earlier) {
+  if (IN_DT != DT_I64) return OP == OP_CUMMAX ? int(later) >= int(earlier) : int(later) <= int(earlier);
+  return OP == OP_CUMMAX ? later >= earlier : later <= earlier;
+}
+
+void step(inout State s, uint e, uint k) {
+  if (IS_FLOAT_DT(IN_DT)) {
+    float v = LOAD_F(x, IN_DT, e);
+    if (OP == OP_CUMSUM) two_sum(s, v);
+    else if (OP == OP_CUMPROD) s.hi *= v;
+    else if (s.idx == NO_INDEX || takes_over_f(v, s.hi)) { s.hi = v; s.idx = k; }
+  } else {
+    ITYPE v = LOAD_I(x, IN_DT, e);
+    if (OP == OP_CUMSUM) s.iv += v;
+    else if (OP == OP_CUMPROD) s.iv *= v;
+    else if (s.idx == NO_INDEX || takes_over_i(v, s.iv)) { s.iv = v; s.idx = k; }
+  }
+}
+
+// a: the state before b's chunk; b: its chunk's own state.
+State combine(State a, State b) {
+  if (EXTREMUM) {
+    if (b.idx == NO_INDEX) return a;
+    if (a.idx == NO_INDEX) return b;
+    bool over = IS_FLOAT_DT(IN_DT) ? takes_over_f(b.hi, a.hi) : takes_over_i(b.iv, a.iv);
+    return over ? b : a;
+  }
+  if (IS_FLOAT_DT(IN_DT)) {
+    if (OP == OP_CUMSUM) { two_sum(a, b.hi); a.lo += b.lo; }
+    else a.hi *= b.hi;
+  } else {
+    if (OP == OP_CUMSUM) a.iv += b.iv;
+    else a.iv *= b.iv;
+  }
+  return a;
+}
+
+void write(uint e, State s) {
+  if (IS_FLOAT_DT(IN_DT)) {
+    // An infinite or NaN hi makes lo NaN (inf - inf); hi is then the answer.
+    float v = OP == OP_CUMSUM && !isinf(s.hi) && !isnan(s.hi) ? s.hi + s.lo : s.hi;
+    STORE_F(y, OUT_DT, p.y_off + e, v)
+  } else {
+    STORE_I(y, OUT_DT, p.y_off + e, s.iv)
+  }
+  if (EXTREMUM) {
+    ix_u32[2u * (p.i_off + e)] = s.idx;
+    ix_u32[2u * (p.i_off + e) + 1u] = 0u;
+  }
+}
+
+shared float s_hi[256];
+shared float s_lo[256];
+shared ITYPE s_iv[256];
+shared uint s_idx[256];
+
+void main() {
+  const uint lines = p.outer * p.inner;
+  if (MODE == SCAN_MODE_LINES) {
+    const uint stride = gl_NumWorkGroups.x * gl_WorkGroupSize.x;
+    for (uint t = gl_GlobalInvocationID.x; t < lines; t += stride) {
+      const uint base = (t / p.inner) * p.s_outer + (t % p.inner) * p.s_inner;
+      State s = identity();
+      for (uint k = 0u; k < p.n; ++k) {
+        const uint e = base + k * p.s_n;
+        step(s, p.x_off + e, k);
+        write(e, s);
+      }
+    }
+    return;
+  }
+  const uint WG = gl_WorkGroupSize.x, t = gl_LocalInvocationID.x;
+  const uint chunk = (p.n + WG - 1u) / WG;
+  const uint begin = min(p.n, t * chunk), end = min(p.n, begin + chunk);
+  // The trip count is the same for the whole workgroup, so the barriers are uniform.
+  for (uint line = gl_WorkGroupID.x; line < lines; line += gl_NumWorkGroups.x) {
+    const uint base = (line / p.inner) * p.s_outer + (line % p.inner) * p.s_inner;
+    State s = identity();
+    for (uint k = begin; k < end; ++k) step(s, p.x_off + base + k * p.s_n, k);
+    s_hi[t] = s.hi;
+    s_lo[t] = s.lo;
+    s_iv[t] = s.iv;
+    s_idx[t] = s.idx;
+    memoryBarrierShared();
+    barrier();
+    if (t == 0u) {  // each slot becomes the state before its chunk
+      State prefix = identity();
+      for (uint i = 0u; i < WG; ++i) {
+        State own = State(s_hi[i], s_lo[i], s_iv[i], s_idx[i]);
+        s_hi[i] = prefix.hi;
+        s_lo[i] = prefix.lo;
+        s_iv[i] = prefix.iv;
+        s_idx[i] = prefix.idx;
+        prefix = combine(prefix, own);
+      }
+    }
+    memoryBarrierShared();
+    barrier();
+    s = State(s_hi[t], s_lo[t], s_iv[t], s_idx[t]);
+    for (uint k = begin; k < end; ++k) {
+      const uint e = base + k * p.s_n;
+      step(s, p.x_off + e, k);
+      write(e, s);
+    }
+    memoryBarrierShared();
+    barrier();  // the next line reuses the slots
+  }
+}

@@ -1,0 +1,200 @@
+// tests/conformance/cases_sort.cpp — prod, the scans (cumsum, cumprod, cummax,
+// cummin), the sort and the selections made of it (argsort, topk, kthvalue,
+// median, mode; ferry/ops_sort.hpp): each on every dtype it takes, over odd,
+// non-contiguous and long rows (long enough for the Vulkan sort's global
+// merge steps and the scan's workgroup-per-line schedule), in forward and
+// gradient modes. Integer inputs hold many ties, which the stable order
+// must break the same way on every device.
+#include "catalog.hpp"
+
+namespace ferry::conformance {
+namespace {
+
+using Fn = std::function<Tensor(const Inputs&)>;
+
+struct SortOp {
+  const char* op;
+  std::string label;
+  Shape shape;
+  Fn run;
+  bool differentiable = true;
+  bool products = false;  // values near 1, so that long products stay finite in f32
+};
+
+// A (values, indices) result as one f32 tensor (exact: the cases' values and
+// positions are small).
+Tensor joined(const ValuesIndices& r) {
+  return cat({r.values.to(DType::f32).reshape({-1}), r.indices.to(DType::f32).reshape({-1})});
+}
+
+std::vector<SortOp> sort_ops() {
+  return {
+      {"prod",
+       "[7, 13] dims=[1]",
+       {7, 13},
+       [](const Inputs& in) { return prod(in[0], {1}); },
+       true,
+       true},
+      {"prod",
+       "[3, 5, 7] dims=[0, 2] keepdim",
+       {3, 5, 7},
+       [](const Inputs& in) {
+         return prod(in[0], {0, 2}, true);
+       },
+       true,
+       true},
+      {"prod",
+       "[13, 7].t() all",
+       {13, 7},
+       [](const Inputs& in) { return prod(in[0].t()); },
+       true,
+       true},
+      {"cumsum", "[5, 13] dim=1", {5, 13}, [](const Inputs& in) { return cumsum(in[0], 1); }},
+      {"cumsum", "[5, 13] dim=0", {5, 13}, [](const Inputs& in) { return cumsum(in[0], 0); }},
+      {"cumsum",
+       "[13, 5].t() dim=-1",
+       {13, 5},
+       [](const Inputs& in) { return cumsum(in[0].t(), -1); }},
+      {"cumsum", "[5000] dim=0", {5000}, [](const Inputs& in) { return cumsum(in[0], 0); }},
+      {"cumprod",
+       "[5, 13] dim=1",
+       {5, 13},
+       [](const Inputs& in) { return cumprod(in[0], 1); },
+       true,
+       true},
+      {"cumprod",
+       "[3, 4, 5] dim=1",
+       {3, 4, 5},
+       [](const Inputs& in) { return cumprod(in[0], 1); },
+       true,
+       true},
+      {"cummax",
+       "[5, 13] dim=1",
+       {5, 13},
+       [](const Inputs& in) { return joined(cummax(in[0], 1)); },
+       false},
+      {"cummax",
+       "[5, 13] dim=0",
+       {5, 13},
+       [](const Inputs& in) { return joined(cummax(in[0], 0)); },
+       false},
+      {"cummin",
+       "[5000] dim=0",
+       {5000},
+       [](const Inputs& in) { return joined(cummin(in[0], 0)); },
+       false},
+      {"sort",
+       "[5, 13] dim=1",
+       {5, 13},
+       [](const Inputs& in) { return joined(sort(in[0], 1)); },
+       false},
+      {"sort",
+       "[5, 13] dim=0 descending",
+       {5, 13},
+       [](const Inputs& in) { return joined(sort(in[0], 0, true)); },
+       false},
+      {"sort",
+       "[7, 13].t() dim=-1",
+       {7, 13},
+       [](const Inputs& in) { return joined(sort(in[0].t(), -1)); },
+       false},
+      {"sort",
+       "[3, 1500] dim=1 descending",
+       {3, 1500},
+       [](const Inputs& in) { return joined(sort(in[0], 1, true)); },
+       false},
+      {"argsort",
+       "[5, 13] dim=1 descending",
+       {5, 13},
+       [](const Inputs& in) { return argsort(in[0], 1, true); },
+       false},
+      {"topk",
+       "[5, 13] k=4 dim=1",
+       {5, 13},
+       [](const Inputs& in) { return joined(topk(in[0], 4, 1)); },
+       false},
+      {"topk",
+       "[13, 5] k=3 dim=0 smallest",
+       {13, 5},
+       [](const Inputs& in) { return joined(topk(in[0], 3, 0, false)); },
+       false},
+      {"kthvalue",
+       "[5, 13] k=5 dim=1 keepdim",
+       {5, 13},
+       [](const Inputs& in) { return joined(kthvalue(in[0], 5, 1, true)); },
+       false},
+      {"median",
+       "[5, 13] dim=1",
+       {5, 13},
+       [](const Inputs& in) { return joined(median(in[0], 1)); },
+       false},
+      {"median", "[7, 13] all", {7, 13}, [](const Inputs& in) { return median(in[0]); }},
+      {"mode",
+       "[5, 13] dim=1",
+       {5, 13},
+       [](const Inputs& in) { return joined(mode(in[0], 1)); },
+       false},
+  };
+}
+
+// The differentiable value of each selection, for the gradient cases.
+std::vector<SortOp> sort_grad_ops() {
+  std::vector<SortOp> ops;
+  for (const SortOp& s : sort_ops())
+    if (s.differentiable) ops.push_back(s);
+  const auto add = [&](const char* op, std::string label, Shape shape, Fn run) {
+    ops.push_back({op, std::move(label), std::move(shape), std::move(run)});
+  };
+  add("cummax", "[5, 13] dim=1", {5, 13}, [](const Inputs& in) { return cummax(in[0], 1).values; });
+  add("cummin", "[5, 13] dim=0", {5, 13}, [](const Inputs& in) { return cummin(in[0], 0).values; });
+  add("sort", "[5, 13] dim=0 descending", {5, 13},
+      [](const Inputs& in) { return sort(in[0], 0, true).values; });
+  add("topk", "[5, 13] k=4 dim=1", {5, 13},
+      [](const Inputs& in) { return topk(in[0], 4, 1).values; });
+  add("kthvalue", "[5, 13] k=5 dim=1", {5, 13},
+      [](const Inputs& in) { return kthvalue(in[0], 5, 1).values; });
+  add("median", "[5, 13] dim=1", {5, 13}, [](const Inputs& in) { return median(in[0], 1).values; });
+  add("mode", "[5, 13] dim=1", {5, 13}, [](const Inputs& in) { return mode(in[0], 1).values; });
+  // Zeros in the slices: the exact gradients PyTorch's formulas give there.
+  add("prod", "[6, 5] dims=[1] with zeros", {6, 5},
+      [](const Inputs& in) { return prod(in[0] * gt(in[0], 0.8), {1}); });
+  add("cumprod", "[6, 5] dim=1 with zeros", {6, 5},
+      [](const Inputs& in) { return cumprod(in[0] * gt(in[0], 0.8), 1); });
+  return ops;
+}
+
+InputSpec spec_of(const SortOp& s, DType dt) {
+  if (s.products)
+    return is_floating(dt) ? InputSpec{{s.shape}, 0.5, 1.5} : InputSpec{{s.shape}, -2, 2};
+  return {{s.shape}};
+}
+
+}  // namespace
+
+void add_sort_cases(std::vector<Case>& out) {
+  for (const SortOp& s : sort_ops())
+    for (DType dt : kAll)
+      out.push_back({s.op,
+                     dt,
+                     s.label,
+                     "sort",
+                     threshold(dt, s.products ? 1e-10 : 1e-12),
+                     inputs_of(spec_of(s, dt), dt),
+                     {},
+                     s.run});
+}
+
+void add_sort_grad_cases(std::vector<Case>& out) {
+  for (const SortOp& s : sort_grad_ops())
+    for (DType dt : kFloat)
+      out.push_back({std::string(s.op) + ".grad",
+                     dt,
+                     s.label,
+                     "sort",
+                     threshold(dt, 1e-10),
+                     inputs_of(spec_of(s, dt), dt),
+                     {},
+                     [run = s.run](const Inputs& in) { return gradients_of(run, in); }});
+}
+
+}  // namespace ferry::conformance

@@ -1,0 +1,179 @@
+// tests/test_sort_ops.cpp — prod, the scans and the sort (ferry/ops_sort.hpp)
+// beyond the conformance suite's device-against-CPU cases: every gradient
+// against finite differences (zeros in products included), the CPU kernels'
+// long-row paths (radix sort, chunked scans) against plain sequential
+// references written here, the accelerators' long rows against the CPU, and
+// the typed errors where PyTorch refuses.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <numeric>
+#include <vector>
+
+#include "ferry/ferry.hpp"
+#include "gradcheck.hpp"
+#include "test_devices.hpp"
+
+namespace {
+
+using ferry::DType;
+using ferry::Tensor;
+using ferry_test::grad_input;
+using ferry_test::gradcheck;
+using In = std::vector<Tensor>;
+
+Tensor f64(std::vector<double> v, ferry::Shape shape) {
+  return ferry::tensor(v, shape).to(DType::f64);
+}
+
+TEST(SortOps, ProductAndScanGradients) {
+  Tensor a = grad_input({3, 4}, 0.5, 2, 1);
+  for (std::vector<std::int64_t> dims : {std::vector<std::int64_t>{}, {1}, {0}, {0, 1}})
+    for (bool keepdim : {false, true})
+      EXPECT_TRUE(gradcheck([&](const In& in) { return ferry::prod(in[0], dims, keepdim); }, {a}));
+  // One zero, two zeros and no zero in a row; a zero first and last.
+  Tensor z = f64({1.5, 0, 2, -1, 0.5, 0, 3, 0, 1.25, -2, 2, 0.75, 0, 1.5, -0.5}, {3, 5});
+  EXPECT_TRUE(gradcheck([](const In& in) { return ferry::prod(in[0], {1}); }, {z}));
+  EXPECT_TRUE(gradcheck([](const In& in) { return ferry::prod(in[0]); }, {z}));
+  for (std::int64_t dim : {0, 1, -1}) {
+    EXPECT_TRUE(gradcheck([&](const In& in) { return ferry::cumsum(in[0], dim); }, {a}));
+    EXPECT_TRUE(gradcheck([&](const In& in) { return ferry::cumprod(in[0], dim); }, {a}));
+    EXPECT_TRUE(gradcheck([&](const In& in) { return ferry::cumprod(in[0], dim); }, {z}));
+    EXPECT_TRUE(gradcheck([&](const In& in) { return ferry::cummax(in[0], dim).values; }, {a}));
+    EXPECT_TRUE(gradcheck([&](const In& in) { return ferry::cummin(in[0], dim).values; }, {a}));
+  }
+}
+
+TEST(SortOps, SelectionGradients) {
+  Tensor a = grad_input({4, 7}, -2, 2, 3);  // distinct values: no tie within epsilon
+  for (std::int64_t dim : {0, 1}) {
+    EXPECT_TRUE(gradcheck([&](const In& in) { return ferry::sort(in[0], dim).values; }, {a}));
+    EXPECT_TRUE(gradcheck([&](const In& in) { return ferry::sort(in[0], dim, true).values; }, {a}));
+    EXPECT_TRUE(gradcheck([&](const In& in) { return ferry::topk(in[0], 3, dim).values; }, {a}));
+    EXPECT_TRUE(
+        gradcheck([&](const In& in) { return ferry::kthvalue(in[0], 2, dim, true).values; }, {a}));
+    EXPECT_TRUE(gradcheck([&](const In& in) { return ferry::median(in[0], dim).values; }, {a}));
+    EXPECT_TRUE(gradcheck([&](const In& in) { return ferry::mode(in[0], dim).values; }, {a}));
+  }
+  EXPECT_TRUE(gradcheck([](const In& in) { return ferry::median(in[0]); }, {a}));
+}
+
+// The CPU's radix sort (rows of 256 and more) and std::sort (shorter rows)
+// against std::stable_sort, with many ties, NaNs and signed zeros.
+TEST(SortOps, CpuSortIsTheStableSort) {
+  for (std::int64_t n : {37, 255, 256, 5000}) {
+    ferry::manual_seed(std::uint64_t(n));
+    Tensor x = ferry::floor(ferry::uniform({3, n}, -4, 4)) * 0.5;
+    x = ferry::where(ferry::gt(ferry::rand({3, n}), 0.9), std::numeric_limits<double>::quiet_NaN(),
+                     x);
+    x = ferry::where(ferry::gt(ferry::rand({3, n}), 0.9), -0.0, x);
+    const std::vector<float> xv = x.to_vector<float>();
+    for (bool descending : {false, true}) {
+      auto [values, indices] = ferry::sort(x, 1, descending);
+      const std::vector<std::int64_t> got = indices.to_vector<std::int64_t>();
+      const std::vector<float> got_values = values.to_vector<float>();
+      for (std::int64_t r = 0; r < 3; ++r) {
+        std::vector<std::int64_t> want(static_cast<std::size_t>(n));
+        std::iota(want.begin(), want.end(), 0);
+        const float* row = xv.data() + r * n;
+        // NaN above every number; -0 == +0.
+        auto less = [&](std::int64_t i, std::int64_t j) {
+          const float a = row[i], b = row[j];
+          if (std::isnan(a) || std::isnan(b)) return !std::isnan(a) && std::isnan(b);
+          return a < b;
+        };
+        std::stable_sort(want.begin(), want.end(), [&](std::int64_t i, std::int64_t j) {
+          return descending ? less(j, i) : less(i, j);
+        });
+        for (std::int64_t i = 0; i < n; ++i) {
+          ASSERT_EQ(got[std::size_t(r * n + i)], want[std::size_t(i)])
+              << "n=" << n << " row " << r << " position " << i << " descending=" << descending;
+          const float v = got_values[std::size_t(r * n + i)], w = row[want[std::size_t(i)]];
+          ASSERT_TRUE((std::isnan(v) && std::isnan(w)) || std::signbit(v) == std::signbit(w));
+        }
+      }
+    }
+  }
+  // 64-bit keys: i64 beyond 2^32, both signs.
+  Tensor big = ferry::tensor(std::vector<std::int64_t>{5000000000, -3, -5000000000, 7, -3, 0});
+  EXPECT_EQ(ferry::argsort(big).to_vector<std::int64_t>(),
+            (std::vector<std::int64_t>{2, 1, 4, 5, 3, 0}));
+}
+
+// A line longer than two of the CPU's scan chunks, scanned in parallel
+// pieces: the same as one sequential pass.
+TEST(SortOps, CpuLongScansAreSequential) {
+  const std::int64_t n = 300001;
+  ferry::manual_seed(7);
+  Tensor xi = ferry::randint(-3, 4, {n}, {.dtype = DType::i32});
+  const std::vector<std::int32_t> v = xi.to_vector<std::int32_t>();
+  std::vector<std::int64_t> sum(v.size()), max_index(v.size());
+  std::int64_t s = 0, best = 0;
+  for (std::size_t i = 0; i < v.size(); ++i) {
+    s += v[i];
+    sum[i] = s;
+    if (v[i] >= v[std::size_t(best)]) best = std::int64_t(i);
+    max_index[i] = best;
+  }
+  EXPECT_EQ(ferry::cumsum(xi, 0).to_vector<std::int64_t>(), sum);
+  EXPECT_EQ(ferry::cummax(xi, 0).indices.to_vector<std::int64_t>(), max_index);
+  Tensor ones = ferry::ones({n}, {.dtype = DType::f32});
+  EXPECT_EQ(ferry::cumsum(ones, 0).to_vector<float>().back(), float(n));  // exact: double sums
+}
+
+// Long rows on each accelerator against the CPU: the Vulkan sort's global
+// merge levels, the scans' workgroup-per-line schedule.
+TEST(SortOps, AcceleratorLongRowsAreTheCpus) {
+  for (const std::string& name : ferry_test::accelerator_names()) {
+    if (!ferry::is_available(name)) continue;
+    const ferry::Device dev(name);
+    ferry::manual_seed(11);
+    Tensor x = ferry::floor(ferry::uniform({2, 20000}, -50, 50));
+    for (bool descending : {false, true}) {
+      auto got = ferry::sort(x.to(dev), 1, descending);
+      auto want = ferry::sort(x, 1, descending);
+      EXPECT_TRUE(ferry::equal(got.indices.cpu(), want.indices)) << name;
+      EXPECT_TRUE(ferry::equal(got.values.cpu(), want.values)) << name;
+    }
+    Tensor line = ferry::uniform({1, 50000}, -1, 1);
+    EXPECT_TRUE(
+        ferry::allclose(ferry::cumsum(line.to(dev), 1).cpu(), ferry::cumsum(line, 1), 1e-5, 1e-4))
+        << name;
+    auto got = ferry::cummax(x.to(dev), 1);
+    EXPECT_TRUE(ferry::equal(got.indices.cpu(), ferry::cummax(x, 1).indices)) << name;
+  }
+}
+
+TEST(SortOps, ResultsPyTorchDefines) {
+  Tensor x = ferry::tensor(std::vector<float>{1, 2, 3, 4}, {2, 2});
+  EXPECT_EQ(ferry::cumsum(ferry::tensor(std::vector<std::int32_t>{1, 2}), 0).dtype(), DType::i64);
+  EXPECT_EQ(ferry::cumprod(ferry::tensor(std::vector<bool>{true, false}), 0).dtype(), DType::i64);
+  EXPECT_EQ(ferry::cumsum(x, 1, DType::f64).dtype(), DType::f64);
+  EXPECT_EQ(ferry::prod(ferry::tensor(std::vector<std::uint8_t>{200, 2})).item<std::int64_t>(),
+            400);
+  EXPECT_EQ(ferry::prod(ferry::zeros({0, 3}), {0}).to_vector<float>(),
+            (std::vector<float>{1, 1, 1}));
+  EXPECT_EQ(ferry::cumsum(ferry::zeros({0, 3}), 0).sizes(), (ferry::Shape{0, 3}));
+  Tensor s = ferry::full({}, 2.5);
+  EXPECT_EQ(ferry::sort(s).values.item<float>(), 2.5f);
+  EXPECT_EQ(ferry::sort(s).indices.item<std::int64_t>(), 0);
+  EXPECT_EQ(ferry::cumsum(s, 0).item<float>(), 2.5f);
+  EXPECT_TRUE(std::isnan(ferry::median(ferry::zeros({0})).item<float>()));
+  EXPECT_EQ(ferry::topk(x, 0, 1).values.sizes(), (ferry::Shape{2, 0}));
+}
+
+TEST(SortOps, RefusedInputsAreTyped) {
+  Tensor x = ferry::rand({3, 4});
+  EXPECT_THROW(ferry::topk(x, 5, 1), ferry::ShapeError);
+  EXPECT_THROW(ferry::topk(x, -1, 1), ferry::ShapeError);
+  EXPECT_THROW(ferry::kthvalue(x, 0, 1), ferry::ShapeError);
+  EXPECT_THROW(ferry::kthvalue(x, 5, 1), ferry::ShapeError);
+  EXPECT_THROW(ferry::median(ferry::zeros({2, 0}), 1), ferry::ShapeError);
+  EXPECT_THROW(ferry::mode(ferry::zeros({0}), 0), ferry::ShapeError);
+  EXPECT_THROW(ferry::cumsum(x, 2), ferry::ShapeError);
+  EXPECT_THROW(ferry::sort(x, -3), ferry::ShapeError);
+}
+
+}  // namespace
