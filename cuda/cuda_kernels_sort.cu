@@ -1,6 +1,7 @@
-// cuda/cuda_kernels_sort.cu — the scans (cumsum, cumprod, cummax, cummin) and
-// the stable sort on CUDA (docs/kernel-contract.md, "Scans" and "Sort"), for
-// every dtype but f64, with the CPU kernels' semantics
+// cuda/cuda_kernels_sort.cu — the scans (cumsum, cumprod, cummax, cummin),
+// the stable sort and the sorted scatter_reduce on CUDA
+// (docs/kernel-contract.md, "Scans", "Sort" and "scatter_reduce"), for every
+// dtype but f64, with the CPU kernels' semantics
 // (runtime/cpu/cpu_kernels_sort.cpp).
 //
 // Note [CUDA scans]
@@ -42,6 +43,17 @@
 // bounds the scratch: keys and positions twice over, and CUB's temporary
 // storage. With more than a few hundred rows in a batch, CUB partitions the
 // rows by length and waits on the stream for the partition's counts.
+//
+// Note [CUDA scatter_reduce]
+// The targets arrive sorted, stably, so equal targets form runs that keep the
+// sources' order (Note [CPU scatter_reduce]). A thread per element, grid
+// stride; the thread whose element starts a run (i == 0 or t[i] != t[i - 1])
+// folds the whole run in order, from out[t] with include_self, and writes
+// out[t] once; every other thread does nothing. No atomics: each target has
+// one writer and the fold order is the CPU's, in the same types (float for
+// the floats, wrapping 64 bits for integers and bool), so the result is the
+// CPU's bit for bit and repeats from run to run. The price is that one long
+// run is folded serially by a single thread.
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -361,6 +373,124 @@ template <typename T> void sort_rows(DeviceImpl& d, const OpCall& call) {
   // The scratch may go now (Note [Stream-ordered reuse]).
 }
 
+// ---- scatter_reduce: each run of equal targets folded in order by one thread ----
+
+enum class Fold { sum, prod, mean, amax, amin, assign };
+
+Fold fold_of(const std::string& r) {
+  if (r == "sum") return Fold::sum;
+  if (r == "prod") return Fold::prod;
+  if (r == "mean") return Fold::mean;
+  if (r == "amax") return Fold::amax;
+  if (r == "amin") return Fold::amin;
+  if (r == "assign") return Fold::assign;
+  throw ValueError("scatter_reduce: unknown reduce \"" + r + "\"");
+}
+
+// The fold's type: the compute type for floats (float for the 16-bit ones),
+// i64 (wrapping) for integers and bool, as the CPU's.
+template <typename T> using fold_t =
+    std::conditional_t<std::is_integral_v<T>, std::int64_t, compute_t<T>>;
+
+// One step of the fold: the accumulator a with the next value b.
+template <typename T, Fold F> __device__ fold_t<T> fold_step(fold_t<T> a, fold_t<T> b) {
+  using C = fold_t<T>;
+  if constexpr (F == Fold::prod) {
+    if constexpr (std::is_integral_v<T>)
+      return C(std::uint64_t(a) * std::uint64_t(b));
+    else
+      return a * b;
+  } else if constexpr (F == Fold::amax) {
+    return math::maximum(a, b);
+  } else if constexpr (F == Fold::amin) {
+    return math::minimum(a, b);
+  } else if constexpr (F == Fold::assign) {
+    return b;
+  } else {  // sum, mean
+    if constexpr (std::is_integral_v<T>)
+      return C(std::uint64_t(a) + std::uint64_t(b));
+    else
+      return a + b;
+  }
+}
+
+// A thread per element; the one that starts a run folds it and writes its
+// target (Note [CUDA scatter_reduce]).
+template <typename T, Fold F> __global__ void __launch_bounds__(kThreads)
+    scatter_reduce_runs(const T* __restrict__ v, const std::int64_t* __restrict__ t,
+                        T* __restrict__ y, std::int64_t m, bool self) {
+  using C = fold_t<T>;
+  const std::int64_t stride = std::int64_t(gridDim.x) * blockDim.x;
+  for (std::int64_t i = std::int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < m; i += stride) {
+    const std::int64_t target = t[i];
+    if (i > 0 && t[i - 1] == target) continue;  // not the start of a run
+    C acc = self ? C(y[target]) : C(v[i]);
+    std::int64_t j = self ? i : i + 1;
+    for (; j < m && t[j] == target; ++j) acc = fold_step<T, F>(acc, C(v[j]));
+    if constexpr (F == Fold::mean) {
+      const std::int64_t n = j - i + (self ? 1 : 0);  // the run, and out[t] with include_self
+      if constexpr (std::is_integral_v<T>) {
+        const std::int64_t q = acc / n;  // floor division, as PyTorch's integer mean
+        acc = (acc % n != 0 && acc < 0) ? q - 1 : q;
+      } else {
+        acc = acc / C(n);
+      }
+    }
+    y[target] = T(acc);
+  }
+}
+
+template <typename T, Fold F> void launch_scatter_reduce(CudaDevice& dev, const T* v,
+                                                         const std::int64_t* t, T* y,
+                                                         std::int64_t m, bool self) {
+  scatter_reduce_runs<T, F>
+      <<<grid_for(dev, m, kThreads), kThreads, 0, dev.stream()>>>(v, t, y, m, self);
+  check_launch(dev, "scatter_reduce");
+}
+
+template <typename T> void scatter_reduce_sorted(DeviceImpl& d, const OpCall& call) {
+  const TensorArg &src = call.inputs.at(0), &tgt = call.inputs.at(1), &out = call.outputs.at(0);
+  if (src.ndim() != 1 || tgt.ndim() != 1 || out.ndim() != 1 || tgt.dtype != DType::i64 ||
+      src.sizes[0] != tgt.sizes[0])
+    throw ShapeError(
+        "scatter_reduce: the cuda kernel expects 1-D values, i64 targets of the values' length "
+        "and a 1-D output");
+  if (out.dtype != src.dtype)
+    throw DTypeError("scatter_reduce: the output (" + std::string(dtype_name(out.dtype)) +
+                     ") must have the values' dtype (" + std::string(dtype_name(src.dtype)) + ")");
+  const Fold fold = fold_of(call.attrs.s("reduce"));
+  const bool self = call.attrs.b("include_self") && fold != Fold::assign;
+  const std::int64_t m = src.sizes[0];
+  if (m == 0) return;
+  if (!src.is_contiguous() || !tgt.is_contiguous() || !out.is_contiguous())
+    throw ShapeError("scatter_reduce: the cuda kernel expects contiguous tensors");
+  const T* v = static_cast<const T*>(data_ptr(src));
+  const auto* t = static_cast<const std::int64_t*>(data_ptr(tgt));
+  T* y = static_cast<T*>(data_ptr(out));
+  CudaDevice& dev = cuda_device(d);
+  dev.make_current();
+  switch (fold) {
+    case Fold::sum:
+      launch_scatter_reduce<T, Fold::sum>(dev, v, t, y, m, self);
+      break;
+    case Fold::prod:
+      launch_scatter_reduce<T, Fold::prod>(dev, v, t, y, m, self);
+      break;
+    case Fold::mean:
+      launch_scatter_reduce<T, Fold::mean>(dev, v, t, y, m, self);
+      break;
+    case Fold::amax:
+      launch_scatter_reduce<T, Fold::amax>(dev, v, t, y, m, self);
+      break;
+    case Fold::amin:
+      launch_scatter_reduce<T, Fold::amin>(dev, v, t, y, m, self);
+      break;
+    case Fold::assign:
+      launch_scatter_reduce<T, Fold::assign>(dev, v, t, y, m, self);
+      break;
+  }
+}
+
 }  // namespace
 
 void add_sort_kernels(KernelTable& table) {
@@ -382,6 +512,10 @@ void add_sort_kernels(KernelTable& table) {
   });
   table.emplace_back(OpId::sort, [](DeviceImpl& d, const OpCall& c) {
     FERRY_CUDA_DISPATCH_ALL(c.inputs.at(0).dtype, "sort", sort_rows<scalar_t>(d, c));
+  });
+  table.emplace_back(OpId::scatter_reduce, [](DeviceImpl& d, const OpCall& c) {
+    FERRY_CUDA_DISPATCH_ALL(c.inputs.at(0).dtype, "scatter_reduce",
+                            scatter_reduce_sorted<scalar_t>(d, c));
   });
 }
 

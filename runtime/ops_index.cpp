@@ -21,13 +21,15 @@
 
 namespace ferry {
 
+using detail::as_index;
+using detail::check_bounds;
 using detail::check_same_device;
 using detail::impl_of;
 using detail::new_tensor;
 using detail::run_kernel;
 using detail::wrap_dim;
 
-namespace {
+namespace detail {
 
 // The index as i64 (i32 is widened); any other dtype is a DTypeError.
 Tensor as_index(std::string_view op, const Tensor& index) {
@@ -51,10 +53,6 @@ void check_bounds(std::string_view op, const Tensor& index, std::int64_t dim, st
                   "indices are 0 to {}",
                   op, lo < 0 ? lo : hi, dim, size, shape_str(x_shape), size - 1));
 }
-
-}  // namespace
-
-namespace detail {
 
 Tensor index_select(std::string_view op, const Tensor& x, std::int64_t dim, const Tensor& index) {
   check_same_device(op, {{"input", &x}, {"index", &index}});

@@ -11,6 +11,13 @@
 
 namespace ferry::detail {
 
+// An index tensor as i64 (i32 is widened; another dtype is a DTypeError), and
+// the ShapeError of an index outside [0, size) of `dim` (Note [Index bounds]
+// in ops_index.cpp); `op` names the caller in both.
+Tensor as_index(std::string_view op, const Tensor& index);
+void check_bounds(std::string_view op, const Tensor& index, std::int64_t dim, std::int64_t size,
+                  const Shape& x_shape);
+
 // index_select with `op` naming the caller in errors (embedding uses it).
 Tensor index_select(std::string_view op, const Tensor& x, std::int64_t dim, const Tensor& index);
 

@@ -343,7 +343,8 @@ const std::map<std::string, OpFn>& api_table() {
        [](const Call& c) {
          std::optional<std::int64_t> dim;
          if (!c.attrs.at("dim").is_null()) dim = c.attrs.at("dim").get<std::int64_t>();
-         return ferry::repeat_interleave(c.at(0), c.attrs.at("repeats"), dim);
+         if (c.in.size() > 1) return ferry::repeat_interleave(c.at(0), c.at(1), dim);
+         return ferry::repeat_interleave(c.at(0), c.attrs.at("repeats").get<std::int64_t>(), dim);
        }},
       {"triu", [](const Call& c) { return ferry::triu(c.at(0), c.attrs.at("diagonal")); }},
       {"tril", [](const Call& c) { return ferry::tril(c.at(0), c.attrs.at("diagonal")); }},
@@ -424,6 +425,46 @@ const std::map<std::string, OpFn>& api_table() {
          return c.output(ferry::median(c.at(0), c.dim(), c.keepdim()));
        }},
       {"mode", [](const Call& c) { return c.output(ferry::mode(c.at(0), c.dim(), c.keepdim())); }},
+      // Scatters and searches.
+      {"scatter_reduce",
+       [](const Call& c) {
+         return ferry::scatter_reduce(c.at(0), c.dim(), c.at(1), c.at(2),
+                                      c.attrs.at("reduce").get<std::string>(),
+                                      c.attrs.at("include_self").get<bool>());
+       }},
+      {"scatter",
+       [](const Call& c) {
+         return ferry::scatter(c.at(0), c.dim(), c.at(1), c.at(2),
+                               c.attrs.at("reduce").get<std::string>());
+       }},
+      {"index_put",
+       [](const Call& c) {
+         return ferry::index_put(c.at(0), std::vector<Tensor>(c.in.begin() + 2, c.in.end()),
+                                 c.at(1), c.attrs.at("accumulate").get<bool>());
+       }},
+      {"masked_select", [](const Call& c) { return ferry::masked_select(c.at(0), c.at(1)); }},
+      {"masked_scatter",
+       [](const Call& c) { return ferry::masked_scatter(c.at(0), c.at(1), c.at(2)); }},
+      {"nonzero", [](const Call& c) { return ferry::nonzero(c.at(0)); }},
+      {"searchsorted",
+       [](const Call& c) {
+         return ferry::searchsorted(c.at(0), c.at(1), c.attrs.at("right").get<bool>());
+       }},
+      {"bucketize",
+       [](const Call& c) {
+         return ferry::bucketize(c.at(0), c.at(1), c.attrs.at("right").get<bool>());
+       }},
+      {"unique",
+       [](const Call& c) {
+         ferry::UniqueResult u = ferry::unique(c.at(0), true, true, true);
+         const std::string out = c.attrs.at("output").get<std::string>();
+         return out == "values" ? u.values : out == "inverse" ? u.inverse : u.counts;
+       }},
+      {"rot90",
+       [](const Call& c) {
+         return ferry::rot90(c.at(0), c.attrs.at("k").get<std::int64_t>(),
+                             c.attrs.at("dims").get<std::vector<std::int64_t>>());
+       }},
       {"embedding", [](const Call& c) { return ferry::embedding(c.at(0), c.at(1)); }},
       {"index_select",
        [](const Call& c) { return ferry::index_select(c.at(0), c.dim(), c.at(1)); }},

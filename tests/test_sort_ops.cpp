@@ -1,4 +1,5 @@
-// tests/test_sort_ops.cpp — prod, the scans and the sort (ferry/ops_sort.hpp)
+// tests/test_sort_ops.cpp — prod, the scans and the sort (ferry/ops_sort.hpp),
+// and the scatters and searches made of the sort (ferry/ops_shape.hpp),
 // beyond the conformance suite's device-against-CPU cases: every gradient
 // against finite differences (zeros in products included), the CPU kernels'
 // long-row paths (radix sort, chunked scans) against plain sequential
@@ -146,6 +147,84 @@ TEST(SortOps, AcceleratorLongRowsAreTheCpus) {
   }
 }
 
+TEST(SortOps, ScatterGradients) {
+  Tensor x = grad_input({5, 4}, 0.5, 2, 5), src = grad_input({3, 4}, 0.5, 2, 6);
+  Tensor index =
+      ferry::tensor(std::vector<std::int64_t>{0, 2, 2, 4, 0, 2, 1, 2, 0, 0, 3, 2}, {3, 4});
+  for (const char* reduce : {"sum", "prod", "mean", "amax", "amin"})
+    for (bool self : {true, false})
+      EXPECT_TRUE(gradcheck(
+          [&](const In& in) { return ferry::scatter_reduce(in[0], 0, index, in[1], reduce, self); },
+          {x, src}))
+          << reduce << " include_self=" << self;
+  // Zeros among a product's factors: in x, alone and in pairs among the sources.
+  Tensor xz = x * ferry::gt(x, 0.8), sz = src * ferry::gt(src, 1.0);
+  for (bool self : {true, false})
+    EXPECT_TRUE(gradcheck(
+        [&](const In& in) { return ferry::scatter_reduce(in[0], 0, index, in[1], "prod", self); },
+        {xz, sz}))
+        << "zeros, include_self=" << self;
+  // Distinct targets for the plain scatter and index_put: with duplicates
+  // PyTorch (and ferry) give every source the gradient of its target, where
+  // the derivative of the losing ones is 0 (SortOps.ScatterDuplicatesTakeTheGradient).
+  Tensor distinct = ferry::tensor(std::vector<std::int64_t>{3, 0, 1, 2, 2, 3}, {3, 2});
+  EXPECT_TRUE(
+      gradcheck([&](const In& in) { return ferry::scatter(in[0], 1, distinct, in[1]); }, {x, src}));
+  Tensor rows = ferry::tensor(std::vector<std::int64_t>{0, 3, -1});
+  Tensor dup_rows = ferry::tensor(std::vector<std::int64_t>{0, 3, 3, -1});
+  EXPECT_TRUE(gradcheck(
+      [&](const In& in) { return ferry::index_put(in[0], {rows}, in[1].narrow(0, 0, 1)); },
+      {x, src}));
+  EXPECT_TRUE(gradcheck(
+      [&](const In& in) {
+        return ferry::index_put(in[0], {dup_rows}, in[1].narrow(0, 0, 1), true);
+      },
+      {x, src}));
+  Tensor mask = ferry::tensor(std::vector<bool>{true, false, true, true});
+  EXPECT_TRUE(gradcheck([&](const In& in) { return ferry::masked_select(in[0], mask); }, {x}));
+  EXPECT_TRUE(gradcheck([&](const In& in) { return ferry::masked_scatter(in[0], mask, in[1]); },
+                        {x, grad_input({4, 4}, -1, 1, 7)}));
+  Tensor reps = ferry::tensor(std::vector<std::int64_t>{2, 0, 1, 3, 1});
+  EXPECT_TRUE(
+      gradcheck([&](const In& in) { return ferry::repeat_interleave(in[0], reps, 0); }, {x}));
+  EXPECT_TRUE(gradcheck([&](const In& in) { return ferry::rot90(in[0], 3); }, {x}));
+}
+
+// PyTorch's scatter backward: each source gets grad.gather(dim, index), the
+// duplicates that lost the write included.
+TEST(SortOps, ScatterDuplicatesTakeTheGradient) {
+  Tensor src = ferry::tensor(std::vector<double>{1, 2, 3}).requires_grad_();
+  Tensor out = ferry::scatter(ferry::zeros({2}, {.dtype = DType::f64}), 0,
+                              ferry::tensor(std::vector<std::int64_t>{1, 1, 0}), src);
+  EXPECT_EQ(out.to_vector<double>(), (std::vector<double>{3, 2}));  // the last write wins
+  ferry::sum(out * ferry::tensor(std::vector<double>{10, 20})).backward();
+  EXPECT_EQ(src.grad().to_vector<double>(), (std::vector<double>{20, 20, 10}));
+}
+
+TEST(SortOps, ScatterRefusesWhatPyTorchRefuses) {
+  Tensor x = ferry::zeros({3, 4});
+  Tensor idx = ferry::tensor(std::vector<std::int64_t>{0, 1, 2, 3}, {1, 4});
+  EXPECT_THROW(ferry::scatter_reduce(x, 0, idx, ferry::ones({1, 4}), "max"), ferry::ValueError);
+  EXPECT_THROW(ferry::scatter(x, 1, idx, ferry::ones({1, 4}), "subtract"), ferry::ValueError);
+  EXPECT_THROW(ferry::scatter(x, 0, idx, ferry::ones({1, 4})), ferry::ShapeError);  // 3 >= 3
+  EXPECT_THROW(ferry::scatter(x, 1, idx, ferry::ones({1, 4}, {.dtype = DType::f16})),
+               ferry::DTypeError);
+  EXPECT_THROW(ferry::scatter(x, 1, idx, ferry::ones({1, 2})), ferry::ShapeError);
+  EXPECT_THROW(ferry::scatter(x, 1, idx.to(DType::f32), ferry::ones({1, 4})), ferry::DTypeError);
+  EXPECT_THROW(ferry::index_put(x, {ferry::tensor(std::vector<std::int64_t>{3})}, ferry::ones({4})),
+               ferry::ShapeError);
+  EXPECT_THROW(ferry::masked_select(x, ferry::ones({4})), ferry::DTypeError);
+  EXPECT_THROW(ferry::masked_scatter(x, ferry::gt(ferry::ones({4}), 0), ferry::ones({5})),
+               ferry::ShapeError);
+  EXPECT_THROW(ferry::searchsorted(ferry::zeros({2, 3}), ferry::zeros({3, 3})), ferry::ShapeError);
+  EXPECT_THROW(
+      ferry::repeat_interleave(ferry::ones({2}), ferry::tensor(std::vector<std::int64_t>{1, -1})),
+      ferry::ShapeError);
+  EXPECT_THROW(ferry::rot90(x, 1, {1, -1}), ferry::ShapeError);
+  // Nothing half-written: x is unchanged after a refused call.
+  EXPECT_EQ(ferry::sum(x).item<float>(), 0.0f);
+}
+
 TEST(SortOps, ResultsPyTorchDefines) {
   Tensor x = ferry::tensor(std::vector<float>{1, 2, 3, 4}, {2, 2});
   EXPECT_EQ(ferry::cumsum(ferry::tensor(std::vector<std::int32_t>{1, 2}), 0).dtype(), DType::i64);
@@ -162,6 +241,18 @@ TEST(SortOps, ResultsPyTorchDefines) {
   EXPECT_EQ(ferry::cumsum(s, 0).item<float>(), 2.5f);
   EXPECT_TRUE(std::isnan(ferry::median(ferry::zeros({0})).item<float>()));
   EXPECT_EQ(ferry::topk(x, 0, 1).values.sizes(), (ferry::Shape{2, 0}));
+  // Data-dependent sizes at their edges.
+  EXPECT_EQ(ferry::nonzero(ferry::zeros({2, 3})).sizes(), (ferry::Shape{0, 2}));
+  EXPECT_EQ(ferry::nonzero(ferry::full({}, 3.0)).sizes(), (ferry::Shape{1, 0}));
+  EXPECT_EQ(ferry::unique(ferry::zeros({0})).values.numel(), 0);
+  auto w = ferry::where(ferry::gt(x, 2));
+  ASSERT_EQ(w.size(), 2u);
+  EXPECT_EQ(w[0].to_vector<std::int64_t>(), (std::vector<std::int64_t>{1, 1}));
+  EXPECT_EQ(w[1].to_vector<std::int64_t>(), (std::vector<std::int64_t>{0, 1}));
+  EXPECT_EQ(ferry::bucketize(ferry::tensor(std::vector<float>{1, 5}),
+                             ferry::tensor(std::vector<float>{1, 2}), false, true)
+                .dtype(),
+            DType::i32);
 }
 
 TEST(SortOps, RefusedInputsAreTyped) {

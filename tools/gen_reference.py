@@ -53,6 +53,7 @@ import reference_elementwise as elementwise
 import reference_binary as binary
 import reference_other as other
 import reference_shape as shape
+import reference_select as select
 import reference_sort as sort
 import reference_unary as unary
 from reference_common import CASES, dump
@@ -87,6 +88,7 @@ def main():
     binary.reduction_cases()
     shape.shape_cases()
     sort.sort_cases()
+    select.select_cases()
     size = dump(OUT_PATH)
     print(f"wrote {len(CASES)} cases, {size} bytes, torch {torch.__version__} -> "
           f"{os.path.normpath(OUT_PATH)}")

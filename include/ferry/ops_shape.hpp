@@ -51,6 +51,63 @@ Tensor index_fill(const Tensor& x, std::int64_t dim, const Tensor& index, const 
 Tensor take_along_dim(const Tensor& x, const Tensor& indices,
                       std::optional<std::int64_t> dim = std::nullopt);
 Tensor narrow_copy(const Tensor& x, std::int64_t dim, std::int64_t start, std::int64_t length);
+// repeat_interleave with a count per element along dim (i32 or i64, one
+// count for all, or one per element; no dim: flattened).
+Tensor repeat_interleave(const Tensor& x, const Tensor& repeats,
+                         std::optional<std::int64_t> dim = std::nullopt);
+// Rotated by 90 degrees k times in the plane of dims, from the first towards the second.
+Tensor rot90(const Tensor& x, std::int64_t k = 1, const std::vector<std::int64_t>& dims = {0, 1});
+
+// Note [Deterministic scatter]
+// scatter, scatter_reduce and index_put write several sources to one
+// position in a fixed order, the order of the sources' elements (row-major):
+// a plain scatter keeps the last one, a reduction folds them into x's value
+// (include_self) in that order. Every device sorts the targets the same
+// stable way first (runtime/ops_scatter.cpp), so the results agree bit for
+// bit, where PyTorch leaves duplicates to the device's luck.
+//
+// x with src's elements written at `index` along dim (PyTorch's scatter;
+// index i64 or i32 of x's dims, src at least index's size); reduce "add" or
+// "multiply" combines with x's value instead.
+Tensor scatter(const Tensor& x, std::int64_t dim, const Tensor& index, const Tensor& src,
+               std::string_view reduce = "");
+Tensor scatter(const Tensor& x, std::int64_t dim, const Tensor& index, const Scalar& value,
+               std::string_view reduce = "");
+// reduce: "sum", "prod", "mean" (integers: floor division), "amax", "amin";
+// include_self: x's value takes part (PyTorch's scatter_reduce).
+Tensor scatter_reduce(const Tensor& x, std::int64_t dim, const Tensor& index, const Tensor& src,
+                      std::string_view reduce, bool include_self = true);
+// x[indices[0], indices[1], ...] = values (accumulate: +=): the index tensors
+// (i64, i32 or one bool mask) index x's leading dims and broadcast together;
+// values broadcast to the selected elements.
+Tensor index_put(const Tensor& x, const std::vector<Tensor>& indices, const Tensor& values,
+                 bool accumulate = false);
+
+// Data-dependent sizes (each reads a count back to the host, as PyTorch's do).
+// The elements where the bool mask (broadcast with x) is true, as a 1-D tensor.
+Tensor masked_select(const Tensor& x, const Tensor& mask);
+// x with the mask's true positions filled, in order, from source's first elements.
+Tensor masked_scatter(const Tensor& x, const Tensor& mask, const Tensor& source);
+// The i64 coordinates [count, x.dim()] of x's nonzero elements, row-major.
+Tensor nonzero(const Tensor& x);
+// nonzero as one 1-D tensor per dim (PyTorch's where(cond) and nonzero(as_tuple=True)).
+std::vector<Tensor> where(const Tensor& cond);
+// For each value, the index in the sorted last dim of sorted_sequence where it
+// would be inserted keeping the order: before equal elements, or after them
+// (right). A 1-D sequence serves values of any shape; else the sequences are
+// rows matching values' leading dims. i64, or i32 with out_int32.
+Tensor searchsorted(const Tensor& sorted_sequence, const Tensor& values, bool right = false,
+                    bool out_int32 = false);
+// searchsorted(boundaries, x) with a 1-D boundaries (PyTorch's bucketize).
+Tensor bucketize(const Tensor& x, const Tensor& boundaries, bool right = false,
+                 bool out_int32 = false);
+// The distinct values of the flattened x, ascending (NaNs each their own), with
+// each element's position among them (inverse, x's shape) and each value's count.
+struct UniqueResult {
+  Tensor values, inverse, counts;
+};
+UniqueResult unique(const Tensor& x, bool sorted = true, bool return_inverse = false,
+                    bool return_counts = false);
 
 // Views.
 std::vector<Tensor> split(const Tensor& x, std::int64_t split_size, std::int64_t dim = 0);

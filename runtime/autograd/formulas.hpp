@@ -76,6 +76,13 @@ void record_layer_norm(const Tensor& x, const Shape& normalized_shape, const Ten
 void record_embedding(const Tensor& weight, const Tensor& indices, const Tensor& out);
 void record_index_select(const Tensor& x, std::int64_t dim, const Tensor& index, const Tensor& out);
 void record_gather(const Tensor& x, std::int64_t dim, const Tensor& index, const Tensor& out);
+// scatter ("assign"), scatter_reduce and index_put (index is i64 and src
+// the sources as the forward used them; index_put's targets are linear
+// positions in x, values expanded to them).
+void record_scatter_reduce(const Tensor& x, std::int64_t d, const Tensor& index, const Tensor& src,
+                           std::string_view reduce, bool include_self, const Tensor& out);
+void record_index_put(const Tensor& x, const Tensor& targets, const Tensor& values,
+                      std::string_view reduce, const Tensor& out);
 void record_cat(const std::vector<Tensor>& tensors, std::int64_t dim, const Tensor& out);
 void record_stack(const std::vector<Tensor>& tensors, std::int64_t dim, const Tensor& out);
 
@@ -89,5 +96,9 @@ namespace ferry::detail {
 Tensor activation_backward(OpId op, const Tensor& grad, const Tensor& z);
 Tensor index_add(const Shape& shape, std::int64_t dim, const Tensor& index, const Tensor& src);
 Tensor scatter_add(const Shape& shape, std::int64_t dim, const Tensor& index, const Tensor& src);
+// Folds values into out (contiguous) at linear positions `targets` (i64, values'
+// shape) with reduce (scatter_reduce's, or "assign"): runtime/ops_scatter.cpp.
+void scatter_fold(Tensor& out, const Tensor& targets, const Tensor& values, std::string_view reduce,
+                  bool include_self);
 
 }  // namespace ferry::detail

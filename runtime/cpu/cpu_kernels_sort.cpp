@@ -1,6 +1,6 @@
 // runtime/cpu/cpu_kernels_sort.cpp — the scans (cumsum, cumprod, cummax,
-// cummin) and the stable sort on the CPU (docs/kernel-contract.md, "Scans"
-// and "Sort").
+// cummin), the stable sort and the sorted scatter_reduce on the CPU
+// (docs/kernel-contract.md, "Scans", "Sort" and "scatter_reduce").
 //
 // Note [CPU scans]
 // x arrives contiguous as [outer, n, inner]; each of the outer * inner lines
@@ -262,9 +262,84 @@ template <typename T> void sort_rows(const OpCall& call) {
                  });
 }
 
+// ---- scatter_reduce: runs of equal targets, each folded in order ----
+
+enum class Fold { sum, prod, mean, amax, amin, assign };
+
+Fold fold_of(const std::string& r) {
+  if (r == "sum") return Fold::sum;
+  if (r == "prod") return Fold::prod;
+  if (r == "mean") return Fold::mean;
+  if (r == "amax") return Fold::amax;
+  if (r == "amin") return Fold::amin;
+  if (r == "assign") return Fold::assign;
+  throw ValueError("scatter_reduce: unknown reduce \"" + r + "\"");
+}
+
+// Note [CPU scatter_reduce]: the targets arrive sorted (stably, so a run of
+// equal targets keeps the sources' order); the thread that owns a run's first
+// element folds the whole run, starting from x's value with include_self.
+// Floats fold in their compute type (float, double for f64) and integers in
+// wrapping 64 bits, as the GPU kernels do, so every device agrees exactly.
+template <typename T> void scatter_reduce_sorted(const OpCall& call) {
+  using C = std::conditional_t<kIsFloat<T>, compute_t<T>, std::int64_t>;
+  const TensorArg &src = call.inputs.at(0), &tgt = call.inputs.at(1), &out = call.outputs.at(0);
+  if (src.ndim() != 1 || tgt.ndim() != 1 || out.ndim() != 1 || tgt.dtype != DType::i64 ||
+      src.sizes[0] != tgt.sizes[0])
+    throw ShapeError("scatter_reduce: the cpu kernel expects 1-D values, i64 targets and output");
+  const Fold fold = fold_of(call.attrs.s("reduce"));
+  const bool self = call.attrs.b("include_self") && fold != Fold::assign;
+  const std::int64_t m = src.sizes[0];
+  const T* v = src.data<T>();
+  const std::int64_t* t = tgt.data<std::int64_t>();
+  T* y = out.data<T>();
+  auto combine = [&](C a, C b) -> C {
+    switch (fold) {
+      case Fold::prod:
+        if constexpr (kIsFloat<T>)
+          return a * b;
+        else
+          return C(std::uint64_t(a) * std::uint64_t(b));
+      case Fold::amax:
+        return math::maximum(a, b);
+      case Fold::amin:
+        return math::minimum(a, b);
+      case Fold::assign:
+        return b;
+      default:
+        if constexpr (kIsFloat<T>)
+          return a + b;
+        else
+          return C(std::uint64_t(a) + std::uint64_t(b));
+    }
+  };
+  parallel_range(m, kParallelGrain, [&](std::int64_t b, std::int64_t e) {
+    for (std::int64_t i = b; i < e; ++i) {
+      if (i > 0 && t[i] == t[i - 1]) continue;  // not the start of a run
+      const std::int64_t target = t[i];
+      C acc = self ? C(y[target]) : C(v[i]);
+      std::int64_t j = self ? i : i + 1;
+      for (; j < m && t[j] == target; ++j) acc = combine(acc, C(v[j]));
+      if (fold == Fold::mean) {
+        const std::int64_t n = j - i + (self ? 1 : 0);
+        if constexpr (kIsFloat<T>) {
+          acc = acc / C(n);
+        } else {
+          const std::int64_t q = acc / n;  // floor division, as PyTorch's integer mean
+          acc = (acc % n != 0 && acc < 0) ? q - 1 : q;
+        }
+      }
+      y[target] = T(acc);
+    }
+  });
+}
+
 }  // namespace
 
 void add_sort_kernels(KernelTable& table) {
+  table.emplace_back(OpId::scatter_reduce, [](DeviceImpl&, const OpCall& c) {
+    FERRY_DISPATCH_ALL(c.inputs.at(0).dtype, "scatter_reduce", scatter_reduce_sorted<scalar_t>(c));
+  });
   table.emplace_back(OpId::cumsum, [](DeviceImpl&, const OpCall& c) {
     FERRY_DISPATCH_ALL(c.inputs.at(0).dtype, "cumsum",
                        scan<scalar_t, CumSumProd<scalar_t, false>>(c));

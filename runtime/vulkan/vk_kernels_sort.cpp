@@ -1,6 +1,7 @@
 // runtime/vulkan/vk_kernels_sort.cpp — cumsum, cumprod, cummax and cummin
-// through shaders/scan.comp, and the stable sort through shaders/sort.comp
-// (docs/kernel-contract.md, "Scans" and "Sort").
+// through shaders/scan.comp, the stable sort through shaders/sort.comp, and
+// scatter_reduce's fold of sorted targets through shaders/scatter_reduce.comp
+// (docs/kernel-contract.md, "Scans", "Sort" and "scatter_reduce").
 //
 // Both take contiguous tensors. A scan's [outer, n, inner] is seen as lines
 // [outer, inner] of n elements; tensors beyond one storage-buffer binding are
@@ -12,6 +13,7 @@
 #include <algorithm>
 
 #include "abi/scan.h"
+#include "abi/scatter_reduce.h"
 #include "abi/sort.h"
 #include "ferry/error.hpp"
 #include "vulkan/vk_device.hpp"
@@ -144,9 +146,59 @@ void sort_kernel(DeviceImpl& d, const OpCall& call) {
       [&](const std::vector<TensorArg>& parts, const auto&) { sort_part(dev, descending, parts); });
 }
 
+std::uint32_t fold_code(const std::string& reduce) {
+  if (reduce == "sum") return abi::FOLD_SUM;
+  if (reduce == "prod") return abi::FOLD_PROD;
+  if (reduce == "mean") return abi::FOLD_MEAN;
+  if (reduce == "amax") return abi::FOLD_AMAX;
+  if (reduce == "amin") return abi::FOLD_AMIN;
+  if (reduce == "assign") return abi::FOLD_ASSIGN;
+  throw ValueError(fmt::format("scatter_reduce: unknown reduce \"{}\"", reduce));
+}
+
+// Values folded into out at sorted targets (scatter_reduce.comp): every
+// tensor in one binding each, out below 2^32 elements.
+void scatter_reduce_kernel(DeviceImpl& d, const OpCall& call) {
+  VulkanDevice& dev = vulkan_device(d);
+  const TensorArg &v = call.inputs.at(0), &t = call.inputs.at(1), &o = call.outputs.at(0);
+  if (v.ndim() != 1 || t.ndim() != 1 || o.ndim() != 1 || t.dtype != DType::i64 ||
+      v.sizes[0] != t.sizes[0])
+    throw ShapeError(
+        "scatter_reduce: the vulkan kernel expects 1-D values, i64 targets and output");
+  dev.require(v.dtype, "scatter_reduce");
+  const std::uint32_t fold = fold_code(call.attrs.s("reduce"));
+  if (v.numel() == 0) return;
+  check_lengths("scatter_reduce", std::uint64_t(std::max(v.numel(), o.numel())));
+  for (const TensorArg* a : {&v, &t, &o})
+    if (!fits(dev.limits(), *a))
+      throw UnsupportedError(fmt::format(
+          "scatter_reduce: a tensor of {} elements spans more than the device's storage-buffer "
+          "range ({} bytes), which the vulkan kernel does not cut",
+          a->numel(), dev.limits().max_storage_range));
+  const Binding bo = dev.bind(o, Access::write), bv = dev.bind(v, Access::read),
+                bt = dev.bind(t, Access::read);
+  abi::ScatterReduceParams p{};
+  p.m = std::uint32_t(v.numel());
+  p.v_off = bv.element_offset;
+  p.t_off = bt.element_offset;
+  p.o_off = bo.element_offset;
+  const std::uint32_t wg = workgroup_size(dev.limits());
+  const abi::ScatterReduceSpec spec{.WG = wg,
+                                    .DT = dtype_code(v.dtype),
+                                    .FOLD = fold,
+                                    .INCLUDE_SELF = call.attrs.b("include_self")};
+  dev.dispatch({"scatter_reduce",
+                spec.values(),
+                {bo, bv, bt},
+                &p,
+                sizeof p,
+                {groups_for(dev, p.m, wg), 1, 1}});
+}
+
 }  // namespace
 
 void add_sort_kernels(KernelTable& table) {
+  table.emplace_back(OpId::scatter_reduce, scatter_reduce_kernel);
   for (OpId op : {OpId::cumsum, OpId::cumprod, OpId::cummax, OpId::cummin})
     table.emplace_back(op, scan_kernel);
   table.emplace_back(OpId::sort, sort_kernel);

@@ -1,6 +1,9 @@
 // tests/conformance/cases_sort.cpp — prod, the scans (cumsum, cumprod, cummax,
 // cummin), the sort and the selections made of it (argsort, topk, kthvalue,
-// median, mode; ferry/ops_sort.hpp): each on every dtype it takes, over odd,
+// median, mode; ferry/ops_sort.hpp), and the ops made of the sort: scatter,
+// scatter_reduce, index_put, masked_select, masked_scatter, nonzero,
+// searchsorted, bucketize, unique, repeat_interleave with a count per
+// element, rot90 (ferry/ops_shape.hpp): each on every dtype it takes, over odd,
 // non-contiguous and long rows (long enough for the Vulkan sort's global
 // merge steps and the scan's workgroup-per-line schedule), in forward and
 // gradient modes. Integer inputs hold many ties, which the stable order
@@ -137,10 +140,82 @@ std::vector<SortOp> sort_ops() {
   };
 }
 
+Tensor ints(std::vector<std::int64_t> v, const Tensor& like) { return tensor(v).to(like.device()); }
+
+// Duplicate targets: rows 0 and 2 of dim 0 take several sources.
+Tensor scatter_index(const Tensor& like) {
+  return ints({0, 2, 2, 4, 0, 2, 1, 2, 0, 0, 3, 2, 2, 4, 2, 0, 1, 4, 4, 2, 0}, like)
+      .reshape({3, 7});
+}
+
+std::vector<SortOp> scatter_ops() {
+  std::vector<SortOp> ops;
+  const std::pair<const char*, bool> reductions[] = {
+      {"sum", true}, {"prod", false}, {"mean", true}, {"amax", false}, {"amin", true}};
+  for (auto [reduce, self] : reductions)
+    ops.push_back(
+        {"scatter_reduce",
+         fmt::format("[5, 7] dim=0 index [3, 7] {}{}", reduce, self ? "" : " exclude self"),
+         {5, 7},
+         [reduce, self](const Inputs& in) {
+           Tensor src = flip(in[0], {0}).narrow(0, 0, 3);
+           return scatter_reduce(in[0], 0, scatter_index(in[0]), src, reduce, self);
+         },
+         true,
+         std::string(reduce) == "prod"});
+  const auto add = [&](const char* op, std::string label, Shape shape, Fn run, bool diff = true) {
+    ops.push_back({op, std::move(label), std::move(shape), std::move(run), diff});
+  };
+  add("scatter", "[5, 7] dim=1 index [5, 3]", {5, 7}, [](const Inputs& in) {
+    Tensor idx = ints({6, 0, 6, 1, 1, 1, 2, 5, 2, 0, 3, 0, 4, 4, 4}, in[0]).reshape({5, 3});
+    return scatter(in[0], 1, idx, flip(in[0], {1}));
+  });
+  for (bool acc : {false, true})
+    add("index_put", fmt::format("[6, 4] indices [4]{}", acc ? " accumulate" : ""), {6, 4},
+        [acc](const Inputs& in) {
+          return index_put(in[0], {ints({0, 2, 5, 2}, in[0])}, flip(in[0], {0}).narrow(0, 0, 4),
+                           acc);
+        });
+  add("masked_select", "[5, 7] mask [7]", {5, 7}, [](const Inputs& in) {
+    return masked_select(in[0], gt(ints({0, 1, 1, 0, 1, 0, 1}, in[0]), 0));
+  });
+  add("masked_scatter", "[5, 7] mask [7]", {5, 7}, [](const Inputs& in) {
+    return masked_scatter(in[0], gt(ints({1, 0, 1, 1, 0, 0, 1}, in[0]), 0), flip(in[0], {0, 1}));
+  });
+  add(
+      "nonzero", "[5, 7]", {5, 7}, [](const Inputs& in) { return nonzero(in[0]); }, false);
+  add(
+      "searchsorted", "[5, 7] rows, values [5, 7]", {5, 7},
+      [](const Inputs& in) { return searchsorted(sort(in[0], 1).values, flip(in[0], {1})); },
+      false);
+  add(
+      "bucketize", "[5, 7] boundaries [7] right", {5, 7},
+      [](const Inputs& in) { return bucketize(in[0], sort(in[0].select(0, 1)).values, true); },
+      false);
+  add(
+      "unique", "[5, 7]", {5, 7},
+      [](const Inputs& in) {
+        UniqueResult u = unique(in[0], true, true, true);
+        return cat({u.values.to(DType::f32), u.inverse.reshape({-1}).to(DType::f32),
+                    u.counts.to(DType::f32)});
+      },
+      false);
+  add("repeat_interleave", "[5, 7] dim=0 repeats [2, 0, 1, 3, 1]", {5, 7}, [](const Inputs& in) {
+    return repeat_interleave(in[0], ints({2, 0, 1, 3, 1}, in[0]), 0);
+  });
+  add("rot90", "[5, 7] k=1", {5, 7}, [](const Inputs& in) { return rot90(in[0]).contiguous(); });
+  add("rot90", "[2, 3, 4] k=-1 dims=(1, 2)", {2, 3, 4}, [](const Inputs& in) {
+    return rot90(in[0], -1, {1, 2}).contiguous();
+  });
+  return ops;
+}
+
 // The differentiable value of each selection, for the gradient cases.
 std::vector<SortOp> sort_grad_ops() {
   std::vector<SortOp> ops;
   for (const SortOp& s : sort_ops())
+    if (s.differentiable) ops.push_back(s);
+  for (const SortOp& s : scatter_ops())
     if (s.differentiable) ops.push_back(s);
   const auto add = [&](const char* op, std::string label, Shape shape, Fn run) {
     ops.push_back({op, std::move(label), std::move(shape), std::move(run)});
@@ -172,16 +247,19 @@ InputSpec spec_of(const SortOp& s, DType dt) {
 }  // namespace
 
 void add_sort_cases(std::vector<Case>& out) {
-  for (const SortOp& s : sort_ops())
+  std::vector<SortOp> ops = sort_ops();
+  for (SortOp& s : scatter_ops()) ops.push_back(std::move(s));
+  for (const SortOp& s : ops)
     for (DType dt : kAll)
-      out.push_back({s.op,
-                     dt,
-                     s.label,
-                     "sort",
-                     threshold(dt, s.products ? 1e-10 : 1e-12),
-                     inputs_of(spec_of(s, dt), dt),
-                     {},
-                     s.run});
+      if (op_info(*op_from_name(s.op)).dtypes.has(dt))
+        out.push_back({s.op,
+                       dt,
+                       s.label,
+                       "sort",
+                       threshold(dt, s.products ? 1e-10 : 1e-12),
+                       inputs_of(spec_of(s, dt), dt),
+                       {},
+                       s.run});
 }
 
 void add_sort_grad_cases(std::vector<Case>& out) {
