@@ -1,5 +1,5 @@
 // runtime/factories.cpp — the composite factories and draws: eye, linspace,
-// logspace, randperm, bernoulli, the *_like draws and the in-place draws
+// logspace, randperm, bernoulli, multinomial, the *_like draws and the in-place draws
 // (Note [Composite ops] in ferry/op.hpp). They are made of arange, fill, the
 // random kernels and element-wise ops, so they run on every device and give
 // the same numbers on each.
@@ -13,6 +13,7 @@
 #include "ferry/error.hpp"
 #include "ferry/ops.hpp"
 #include "ferry/random.hpp"
+#include "ops_internal.hpp"
 
 namespace ferry {
 namespace {
@@ -98,6 +99,38 @@ Tensor bernoulli(const Tensor& x, double p) {
   NoGradGuard no_grad;
   const DType dt = is_floating(x.dtype()) ? x.dtype() : DType::f32;
   return lt(rand(x.sizes(), {.dtype = dt, .device = x.device()}), p).to(x.dtype());
+}
+
+Tensor multinomial(const Tensor& probs, std::int64_t num_samples, bool replacement) {
+  detail::check_dtype(OpId::multinomial, probs);
+  if (probs.dim() < 1 || probs.dim() > 2)
+    throw ShapeError(fmt::format("multinomial: probs must be 1-D or 2-D, got shape {}",
+                                 shape_str(probs.sizes())));
+  const std::int64_t n = probs.size(-1);
+  if (num_samples <= 0 || (!replacement && num_samples > n))
+    throw ValueError(fmt::format("multinomial: cannot draw {} samples from {} categories{}",
+                                 num_samples, n, replacement ? "" : " without replacement"));
+  NoGradGuard no_grad;
+  Tensor p = probs.dim() == 1 ? probs.reshape({1, n}) : probs;
+  const std::int64_t rows = p.size(0);
+  if (p.numel() == 0 || min(p).item<double>() < 0 || !all(isfinite(p)).item<bool>())
+    throw ValueError("multinomial: the weights must be finite and non-negative");
+  Tensor positive = count_nonzero(p, {1});
+  if (min(positive).item<std::int64_t>() < (replacement ? 1 : num_samples))
+    throw ValueError(fmt::format("multinomial: a row has fewer than {} nonzero weights",
+                                 replacement ? 1 : num_samples));
+  const TensorOptions f = {.dtype = p.dtype(), .device = p.device()};
+  Tensor samples;
+  if (replacement) {
+    Tensor cdf = cumsum(p, 1);
+    Tensor u = rand({rows, num_samples}, f) * cdf.narrow(1, n - 1, 1);
+    samples = clamp(searchsorted(cdf, u, /*right=*/true), Scalar(0), Scalar(n - 1));
+  } else {
+    // Zero weights give -inf keys, which the check above keeps out of the top.
+    Tensor keys = log(rand({rows, n}, f)) / p;
+    samples = topk(keys, num_samples, 1).indices;
+  }
+  return probs.dim() == 1 ? samples.reshape({num_samples}) : samples;
 }
 
 namespace {

@@ -112,3 +112,46 @@ TEST(Random, VulkanDrawsBeyondOneBindingAreTheCpus) {
   EXPECT_NEAR(ferry::mean(z).item<float>(), 0.0f, 1e-3f);
   EXPECT_NEAR(ferry::std(z).item<float>(), 1.0f, 1e-3f);
 }
+
+// Category frequencies within 5 standard deviations of the weights' (a fixed
+// seed, so the test cannot flake), zero weights never drawn, draws without
+// replacement distinct; the same draws on every device.
+TEST(Random, MultinomialFollowsTheWeights) {
+  const std::vector<float> w = {1, 0, 3, 6};
+  ferry::Tensor probs = ferry::tensor(w);
+  for (bool replacement : {true, false}) {
+    const std::int64_t draws = 20000;
+    std::vector<double> count(w.size(), 0);
+    ferry::manual_seed(5);
+    if (replacement) {
+      for (std::int64_t s : ferry::multinomial(probs, draws, true).to_vector<std::int64_t>())
+        ++count[std::size_t(s)];
+    } else {
+      // The first draw of each row follows the weights; the rows' draws are distinct.
+      ferry::Tensor rows = ferry::multinomial(probs.reshape({1, 4}).expand({draws, 4}), 3, false);
+      const std::vector<std::int64_t> v = rows.to_vector<std::int64_t>();
+      for (std::int64_t r = 0; r < draws; ++r) {
+        ++count[std::size_t(v[std::size_t(3 * r)])];
+        const std::int64_t a = v[std::size_t(3 * r)], b = v[std::size_t(3 * r + 1)],
+                           c = v[std::size_t(3 * r + 2)];
+        ASSERT_TRUE(a != b && b != c && a != c && a != 1 && b != 1 && c != 1) << "row " << r;
+      }
+    }
+    EXPECT_EQ(count[1], 0);
+    for (std::size_t k = 0; k < w.size(); ++k) {
+      const double p = w[k] / 10.0, sd = std::sqrt(draws * p * (1 - p));
+      EXPECT_NEAR(count[k], draws * p, 5 * sd + 1e-9) << "category " << k;
+    }
+  }
+  EXPECT_THROW(ferry::multinomial(probs, 4, false), ferry::ValueError);  // 3 nonzero weights
+  EXPECT_THROW(ferry::multinomial(-probs, 1, true), ferry::ValueError);
+  EXPECT_THROW(ferry::multinomial(probs.to(ferry::DType::i32), 1, true), ferry::DTypeError);
+  for (const char* name : {"vulkan:0", "cuda:0"}) {
+    if (!ferry::is_available(name)) continue;
+    ferry::manual_seed(9);
+    ferry::Tensor here = ferry::multinomial(probs, 50, true);
+    ferry::manual_seed(9);
+    ferry::Tensor there = ferry::multinomial(probs.to(ferry::Device(name)), 50, true);
+    EXPECT_TRUE(ferry::equal(there.cpu(), here)) << name;
+  }
+}

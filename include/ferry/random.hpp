@@ -47,6 +47,12 @@ Tensor randperm(std::int64_t n, const TensorOptions& options = {});
 Tensor bernoulli(const Tensor& p);
 // x's shape and dtype, 1 with probability p.
 Tensor bernoulli(const Tensor& x, double p);
+// num_samples i64 category indices per row of probs ([n] or [rows, n]; non-
+// negative weights, not necessarily summing to 1). With replacement each
+// draw inverts the running sum of the weights at a uniform draw; without,
+// the num_samples largest of log(u) / weight (Efraimidis and Spirakis's
+// weighted sampling), in the order drawn. Not PyTorch's random stream.
+Tensor multinomial(const Tensor& probs, std::int64_t num_samples, bool replacement = false);
 
 // In place: x's elements replaced by draws of its shape and dtype (floating),
 // as PyTorch's Tensor.uniform_, normal_ and exponential_ (rate lambd). Not
