@@ -19,9 +19,11 @@
 // through a freed graph raises Error. A tensor saved for backward that is
 // modified in place before backward() runs (an optimizer step, copy_, fill_)
 // makes backward() raise Error instead of computing a wrong gradient: every
-// storage carries a version counter that in-place writes bump. In-place ops on
-// a tensor that requires grad are refused while grad mode is on (update
-// parameters under NoGradGuard, as the optimizers do). Higher-order gradients
+// storage carries a version counter that in-place writes bump. The in-place
+// `_` ops (ferry/ops_inplace.hpp) are recorded, PyTorch's way, and refuse a
+// leaf that requires grad or a view of one (Note [In-place ops]); copy_ and
+// fill_ are not recorded, so they refuse any tensor that requires grad while
+// grad mode is on (update parameters under NoGradGuard, as the optimizers do). Higher-order gradients
 // (create_graph) are not supported: backward runs with grad mode off.
 //
 // Thread-safety: grad mode is per thread (a NoGradGuard on one thread leaves

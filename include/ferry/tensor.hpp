@@ -127,10 +127,22 @@ class Tensor {
   Tensor unsqueeze(std::int64_t dim) const;
   Tensor flatten(std::int64_t start_dim = 0, std::int64_t end_dim = -1) const;
 
-  // In place. copy_ takes any source device and dtype and broadcasts it.
+  // In place. copy_ takes any source device and dtype and broadcasts it. The
+  // arithmetic ones are ferry::add_(*this, other) ... (ferry/ops_inplace.hpp,
+  // Note [In-place ops]: recorded by autograd).
   Tensor& fill_(const Scalar& value);
   Tensor& copy_(const Tensor& src);
   Tensor& zero_() { return fill_(0); }
+  Tensor& add_(const Tensor& other);
+  Tensor& add_(const Scalar& other);
+  Tensor& sub_(const Tensor& other);
+  Tensor& sub_(const Scalar& other);
+  Tensor& mul_(const Tensor& other);
+  Tensor& mul_(const Scalar& other);
+  Tensor& div_(const Tensor& other);
+  Tensor& div_(const Scalar& other);
+  Tensor& pow_(const Tensor& exponent);
+  Tensor& pow_(const Scalar& exponent);
 
   // Synchronizes and copies to the host, converting to T's dtype if needed.
   template <typename T> std::vector<T> to_vector() const {

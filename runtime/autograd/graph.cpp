@@ -121,6 +121,12 @@ void record(std::string name, const std::vector<Tensor>& inputs, const Tensor& o
     node->next.push_back(gradient_edge(in));
     node->inputs.push_back(in.defined() ? InputInfo{in.sizes(), in.dtype(), in.device()}
                                         : InputInfo{});
+    if (in.defined() && in.requires_grad() && in.storage() == output.storage()) {
+      node->view = true;
+      const auto& meta = in.impl_ptr()->autograd;
+      const Node* base = meta ? meta->grad_fn.get() : nullptr;
+      node->view_of_leaf |= !base || base->view_of_leaf;
+    }
   }
   meta_of(output).grad_fn = std::move(node);
 }

@@ -61,6 +61,11 @@ class Node {
   std::vector<InputInfo> inputs;  // parallel to next
   // The output's metadata when the output retains its gradient.
   std::weak_ptr<AutogradMeta> retained;
+  // Whether the output shares an input's memory (a view op), and whether the
+  // memory is, through views, a leaf's that requires grad: the in-place ops'
+  // checks (Note [In-place ops] in runtime/ops_inplace.cpp).
+  bool view = false;
+  bool view_of_leaf = false;
 
   // Note [One backward at a time]: a backward pass claims every node it will
   // visit, so two threads differentiating one graph (or two graphs that share

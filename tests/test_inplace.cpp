@@ -1,0 +1,172 @@
+// tests/test_inplace.cpp — the in-place `_` ops (ferry/ops_inplace.hpp, Note
+// [In-place ops]): every generated one gives its out-of-place op's values on
+// every device, views see the write, autograd records it (gradients against
+// the out-of-place program and finite differences), and PyTorch's refusals.
+#include <gtest/gtest.h>
+
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "ferry/ferry.hpp"
+#include "gradcheck.hpp"
+#include "test_devices.hpp"
+
+namespace {
+
+using ferry::DType;
+using ferry::Tensor;
+
+struct Unary {
+  const char* name;
+  ferry::OpId id;
+  Tensor& (*fn)(Tensor&);
+};
+struct Binary {
+  const char* name;
+  ferry::OpId id;
+  Tensor& (*fn)(Tensor&, const Tensor&);
+};
+
+std::vector<Unary> unary_ops() {
+  std::vector<Unary> v;
+#define X(name, Functor, dtypes) v.push_back({#name, ferry::OpId::name, &ferry::name##_});
+  FERRY_UNARY_OPS(X)
+#undef X
+  return v;
+}
+std::vector<Binary> binary_ops() {
+  std::vector<Binary> v;
+#define X(name, Functor, dtypes)         \
+  v.push_back({#name, ferry::OpId::name, \
+               static_cast<Tensor& (*)(Tensor&, const Tensor&)>(&ferry::name##_)});
+  FERRY_BINARY_OPS(X)
+  FERRY_COMPARE_OPS(X)
+#undef X
+  return v;
+}
+
+// f32 inputs in the op's domain (the op table's range), or i32 for integer-only ops.
+Tensor input_for(ferry::OpId id, std::uint64_t seed, const ferry::Device& dev) {
+  const ferry::OpInfo& info = ferry::op_info(id);
+  ferry::manual_seed(seed);
+  if (!info.dtypes.has(DType::f32))
+    return ferry::randint(1, 7, {3, 5}, {.dtype = DType::i32}).to(dev);
+  return ferry::uniform({3, 5}, info.test_lo, info.test_hi).to(dev);
+}
+
+TEST(InPlace, EveryGeneratedOpIsItsOutOfPlaceOp) {
+  for (const std::string& name : ferry_test::available_device_names()) {
+    const ferry::Device dev(name);
+    for (const Unary& op : unary_ops()) {
+      Tensor x = input_for(op.id, 1, dev);
+      Tensor want = ferry::unary_op(op.id, x);
+      if (want.dtype() != x.dtype()) continue;  // an integer x of a float op: refused, tested below
+      Tensor& same = op.fn(x);
+      EXPECT_EQ(&same, &x);
+      EXPECT_TRUE(ferry::equal(x.cpu(), want.cpu())) << op.name << "_ on " << name;
+    }
+    for (const Binary& op : binary_ops()) {
+      Tensor x = input_for(op.id, 2, dev), y = input_for(op.id, 3, dev).narrow(0, 0, 1);
+      Tensor want = ferry::binary_op(op.id, x, y).to(x.dtype());
+      op.fn(x, y);  // y broadcasts over x's rows
+      EXPECT_TRUE(ferry::equal(x.cpu(), want.cpu())) << op.name << "_ on " << name;
+    }
+  }
+}
+
+TEST(InPlace, ViewsSeeTheWrite) {
+  Tensor x = ferry::zeros({3, 4});
+  Tensor row = x.select(0, 1);
+  ferry::add_(row, 2.0);
+  x.narrow(1, 0, 2).mul_(ferry::full({3, 2}, 3.0));
+  ferry::masked_fill_(x, ferry::gt(ferry::arange(4), 2), -1.0);
+  EXPECT_EQ(x.to_vector<float>(), (std::vector<float>{0, 0, 0, -1, 6, 6, 2, -1, 0, 0, 0, -1}));
+}
+
+// The in-place program and its out-of-place twin give the same gradients.
+TEST(InPlace, AutogradRecordsTheWrite) {
+  auto program = [](const Tensor& a, const Tensor& c, bool in_place) {
+    Tensor b = a * 2.0;
+    if (!in_place) return ferry::clamp(ferry::exp(b * c) + c, -5, 50.0);
+    b.mul_(c);
+    ferry::exp_(b);
+    b.add_(c);
+    ferry::clamp_(b, -5, 50.0);
+    return b;
+  };
+  ferry::manual_seed(4);
+  Tensor a0 = ferry::uniform({6}, -1, 1, {.dtype = DType::f64});
+  Tensor c0 = ferry::uniform({6}, -1, 1, {.dtype = DType::f64});
+  std::vector<std::vector<double>> grads;
+  for (bool in_place : {false, true}) {
+    Tensor a = a0.clone().requires_grad_(), c = c0.clone().requires_grad_();
+    Tensor y = program(a, c, in_place);
+    EXPECT_EQ(y.is_leaf(), false);
+    ferry::sum(y * y).backward();
+    grads.push_back(a.grad().to_vector<double>());
+    grads.push_back(c.grad().to_vector<double>());
+  }
+  EXPECT_EQ(grads[0], grads[2]);
+  EXPECT_EQ(grads[1], grads[3]);
+  // The indexing writes, against finite differences.
+  Tensor x = ferry_test::grad_input({4, 3}, -1, 1, 8), s = ferry_test::grad_input({2, 3}, -1, 1, 9);
+  Tensor idx = ferry::tensor(std::vector<std::int64_t>{3, 1});
+  EXPECT_TRUE(ferry_test::gradcheck(
+      [&](const std::vector<Tensor>& in) {
+        Tensor t = in[0] * 1.0;
+        ferry::index_add_(t, 0, idx, in[1], 0.5);
+        return t;
+      },
+      {x, s}));
+  EXPECT_TRUE(ferry_test::gradcheck(
+      [&](const std::vector<Tensor>& in) {
+        Tensor t = in[0] + 0.0;
+        ferry::scatter_(t, 0, idx.view({2, 1}).expand({2, 3}), in[1]);
+        return t;
+      },
+      {x, s}));
+}
+
+TEST(InPlace, RefusesWhatPyTorchRefuses) {
+  Tensor leaf = ferry::ones({3}).requires_grad_();
+  EXPECT_THROW(leaf.add_(1.0), ferry::Error);
+  Tensor view = leaf.narrow(0, 0, 2);
+  EXPECT_THROW(ferry::exp_(view), ferry::Error);
+  Tensor nonleaf = leaf * 2.0;
+  Tensor nonleaf_view = nonleaf.narrow(0, 0, 2);
+  EXPECT_THROW(ferry::exp_(nonleaf_view), ferry::Error);  // ferry: clone() the view first
+  {
+    ferry::NoGradGuard no_grad;  // the optimizers' way
+    leaf.mul_(3.0);
+  }
+  EXPECT_EQ(leaf.to_vector<float>(), (std::vector<float>{3, 3, 3}));
+  // A saved tensor changed in place: backward raises instead of a wrong gradient.
+  Tensor y = ferry::exp(leaf * 1.0);  // exp saves its output
+  y.add_(1.0);
+  EXPECT_THROW(ferry::sum(y).backward(), ferry::Error);
+  // Dtype and shape: nothing is written.
+  Tensor i = ferry::ones({3}, {.dtype = DType::i32});
+  EXPECT_THROW(i.div_(2), ferry::DTypeError);
+  EXPECT_THROW(i.add_(1.5), ferry::DTypeError);
+  EXPECT_THROW(ferry::exp_(i), ferry::DTypeError);
+  Tensor small = ferry::ones({1, 3});
+  EXPECT_THROW(small.add_(ferry::ones({2, 3})), ferry::ShapeError);
+  EXPECT_EQ(small.to_vector<float>(), (std::vector<float>{1, 1, 1}));
+  EXPECT_EQ(i.to_vector<std::int32_t>(), (std::vector<std::int32_t>{1, 1, 1}));
+  Tensor b = ferry::ones({2}, {.dtype = DType::boolean});
+  EXPECT_THROW(b.add_(1), ferry::DTypeError);
+  ferry::logical_and_(b, ferry::zeros({2}, {.dtype = DType::boolean}));
+  EXPECT_EQ(b.to_vector<bool>(), (std::vector<bool>{false, false}));
+}
+
+TEST(InPlace, IndexAddIsPyTorchs) {
+  Tensor x = ferry::ones({5, 2});
+  Tensor idx = ferry::tensor(std::vector<std::int64_t>{0, 4, 0});
+  Tensor src = ferry::arange(6).view({3, 2});
+  x.copy_(ferry::index_add(x, 0, idx, src, 2));
+  EXPECT_EQ(x.to_vector<float>(), (std::vector<float>{9, 13, 1, 1, 1, 1, 1, 1, 5, 7}));
+  EXPECT_THROW(ferry::index_add(x, 0, idx, ferry::ones({2, 2})), ferry::ShapeError);
+}
+
+}  // namespace
