@@ -93,6 +93,15 @@ std::unique_ptr<optim::Optimizer> build(const json& groups, const std::vector<Te
   return std::make_unique<Opt>(gs);
 }
 
+// The element-wise optimizers' options, by their names in the file (the rest default).
+template <typename O> O named_options(const json& j) {
+  O o;
+  o.each([&](const char* key, auto& v) {
+    if (j.contains(key)) v = j[key].get<std::decay_t<decltype(v)>>();
+  });
+  return o;
+}
+
 using Param = std::tuple<std::string /*case*/, std::string /*device*/, bool /*element-wise*/>;
 class PyTorchOptimReference : public ::testing::TestWithParam<Param> {};
 
@@ -124,10 +133,20 @@ TEST_P(PyTorchOptimReference, Matches) {
     opt = build<optim::Adam>(c["groups"], params, [&](const json& o) {
       return adam_options<optim::AdamOptions>(o, fused);
     });
-  else
+  else if (kind == "adamw")
     opt = build<optim::AdamW>(c["groups"], params, [&](const json& o) {
       return adam_options<optim::AdamWOptions>(o, fused);
     });
+  else if (kind == "rmsprop")
+    opt = build<optim::RMSprop>(c["groups"], params, named_options<optim::RMSpropOptions>);
+  else if (kind == "adagrad")
+    opt = build<optim::Adagrad>(c["groups"], params, named_options<optim::AdagradOptions>);
+  else if (kind == "adamax")
+    opt = build<optim::Adamax>(c["groups"], params, named_options<optim::AdamaxOptions>);
+  else if (kind == "nadam")
+    opt = build<optim::NAdam>(c["groups"], params, named_options<optim::NAdamOptions>);
+  else
+    opt = build<optim::RAdam>(c["groups"], params, named_options<optim::RAdamOptions>);
   ASSERT_EQ(opt->kind(), kind);
 
   int s = 0;
@@ -147,7 +166,8 @@ TEST_P(PyTorchOptimReference, Matches) {
       const std::string key = std::to_string(i);
       const json& st = step["state"].contains(key) ? step["state"][key] : json::object();
       if (st.contains("step")) EXPECT_EQ(opt->step_count(i), st["step"].get<std::int64_t>()) << at;
-      for (const char* n : {"exp_avg", "exp_avg_sq", "max_exp_avg_sq", "momentum_buffer"}) {
+      for (const char* n : {"exp_avg", "exp_avg_sq", "max_exp_avg_sq", "momentum_buffer",
+                            "square_avg", "grad_avg", "sum", "exp_inf"}) {
         std::vector<double> want;
         if (st.contains(n)) want = st[n].get<std::vector<double>>();
         ferry_test::expect_close(ferry_optim_test::state_values(*opt, i, n), want, kRtol, kAtol,

@@ -1,5 +1,6 @@
 #!/usr/bin/python3
-"""Generate tests/data/pytorch_optim_reference.json: SGD, Adam and AdamW trajectories
+"""Generate tests/data/pytorch_optim_reference.json: SGD, Adam, AdamW, RMSprop, Adagrad,
+Adamax, NAdam and RAdam trajectories
 as PyTorch computes them, for tests/test_optim_pytorch.cpp.
 
 Regenerate (from the repository root):
@@ -68,10 +69,31 @@ CASES = [
     ("adamw_default", "adamw", [dict(lr=1e-2)]),
     ("adamw_amsgrad_maximize", "adamw",
      [dict(lr=1e-2, weight_decay=0.1, amsgrad=True, maximize=True)]),
+    ("rmsprop_default", "rmsprop", [dict(lr=1e-2)]),
+    ("rmsprop_centered_momentum", "rmsprop",
+     [dict(lr=1e-2, momentum=0.9, centered=True, weight_decay=0.1, maximize=True)]),
+    ("adagrad_default", "adagrad", [dict(lr=1e-1)]),
+    ("adagrad_decay", "adagrad",
+     [dict(lr=1e-1, lr_decay=0.1, weight_decay=0.05, initial_accumulator_value=0.5)]),
+    ("adamax_default", "adamax", [dict(lr=1e-2)]),
+    ("adamax_weight_decay_maximize", "adamax", [dict(lr=1e-2, weight_decay=0.1, maximize=True)]),
+    ("nadam_default", "nadam", [dict(lr=1e-2)]),
+    ("nadam_weight_decay", "nadam", [dict(lr=1e-2, weight_decay=0.1, momentum_decay=0.01)]),
+    ("radam_default", "radam", [dict(lr=1e-2)]),
+    ("radam_rectified", "radam", [dict(lr=1e-2, beta2=0.9, weight_decay=0.1)]),
 ]
+
+# The other optimizers take ferry's option names as they are, betas but as a pair.
+OTHER = {"rmsprop": torch.optim.RMSprop, "adagrad": torch.optim.Adagrad,
+         "adamax": torch.optim.Adamax, "nadam": torch.optim.NAdam, "radam": torch.optim.RAdam}
 
 
 def torch_group(kind, options):
+    if kind in OTHER:
+        o = dict(options)
+        if "beta1" in o or "beta2" in o:
+            o["betas"] = (o.pop("beta1", 0.9), o.pop("beta2", 0.999))
+        return dict(o, foreach=False)
     if kind == "sgd":
         o = dict(SGD_DEFAULTS, **options)
         return dict(lr=o["lr"], momentum=o["momentum"], dampening=o["dampening"],
@@ -105,8 +127,13 @@ def run_case(name, kind, group_options):
                for k in range(n_groups)]
     groups = [dict(params=[params[i] for i in m], **torch_group(kind, o))
               for m, o in zip(members, group_options)]
-    cls = {"sgd": torch.optim.SGD, "adam": torch.optim.Adam, "adamw": torch.optim.AdamW}[kind]
-    opt = cls(groups, lr=1e-3)
+    cls = dict(OTHER, sgd=torch.optim.SGD, adam=torch.optim.Adam, adamw=torch.optim.AdamW)[kind]
+    # Adagrad fills its state from the constructor's initial_accumulator_value, not the
+    # group's (ferry's is per group): pass the one group's to both.
+    extra = {}
+    if kind == "adagrad" and len(group_options) == 1:
+        extra["initial_accumulator_value"] = group_options[0].get("initial_accumulator_value", 0.0)
+    opt = cls(groups, lr=1e-3, **extra)
     steps = []
     for s in range(STEPS):
         grads = []
@@ -124,7 +151,8 @@ def run_case(name, kind, group_options):
             fields = []
             if "step" in st:
                 fields.append('"step":%d' % int(st["step"]))
-            for key in ("exp_avg", "exp_avg_sq", "max_exp_avg_sq", "momentum_buffer"):
+            for key in ("exp_avg", "exp_avg_sq", "max_exp_avg_sq", "momentum_buffer", "square_avg",
+                        "grad_avg", "sum", "exp_inf"):
                 if st.get(key) is not None:
                     fields.append('"%s":%s' % (key, values(st[key])))
             if fields:

@@ -1,5 +1,5 @@
-// ferry/optim.hpp — optimizers: SGD, Adam and AdamW, with PyTorch's update
-// rules and defaults.
+// ferry/optim.hpp — optimizers: SGD, Adam, AdamW, RMSprop, Adagrad, Adamax,
+// NAdam and RAdam, with PyTorch's update rules and defaults.
 //
 // Note [Optimizers]
 // An optimizer holds parameter groups (each a list of leaf tensors that
@@ -180,7 +180,7 @@ class Optimizer {
   // What each optimizer's rule provides.
   virtual void check_options(std::size_t group) const = 0;  // Error on a bad value
   virtual std::optional<bool> fused_option(std::size_t group) const = 0;
-  virtual OpId fused_kernel() const = 0;
+  virtual std::optional<OpId> fused_kernel() const = 0;  // none: element-wise only
   // Updates the parameters `params` (global indices, one device, each with a
   // gradient) of `group`: one fused call when `fused`, else element-wise.
   virtual void update(std::size_t group, const std::vector<std::size_t>& params, bool fused) = 0;
@@ -220,7 +220,7 @@ class SGD : public Optimizer {
  private:
   void check_options(std::size_t group) const override;
   std::optional<bool> fused_option(std::size_t group) const override;
-  OpId fused_kernel() const override { return OpId::sgd_step; }
+  std::optional<OpId> fused_kernel() const override { return OpId::sgd_step; }
   void update(std::size_t group, const std::vector<std::size_t>& params, bool fused) override;
   std::vector<std::string> state_names() const override;
   std::string check_saved_state(const std::vector<std::string>& names,
@@ -253,7 +253,7 @@ class AdamBase : public Optimizer {
  private:
   void check_options(std::size_t group) const override;
   std::optional<bool> fused_option(std::size_t group) const override;
-  OpId fused_kernel() const override { return OpId::adam_step; }
+  std::optional<OpId> fused_kernel() const override { return OpId::adam_step; }
   void update(std::size_t group, const std::vector<std::size_t>& params, bool fused) override;
   std::vector<std::string> state_names() const override;
   std::string check_saved_state(const std::vector<std::string>& names,
@@ -303,5 +303,94 @@ class AdamW : public AdamBase {
   AdamWOptions defaults_;
   std::vector<AdamWOptions> options_;
 };
+
+// RMSprop, Adagrad, Adamax, NAdam and RAdam: PyTorch 1.13's `_single_tensor_*`
+// rules as element-wise ops in PyTorch's order of operations (no fused
+// kernel), on any device; options with PyTorch's names and defaults (NAdam
+// and RAdam have no maximize there). State tensors have PyTorch's names:
+// square_avg, momentum_buffer, grad_avg (RMSprop); sum (Adagrad); exp_avg,
+// exp_inf (Adamax); exp_avg, exp_avg_sq (NAdam, RAdam). NAdam's mu_product
+// is a function of the step count, recomputed (in f32, as PyTorch's is)
+// rather than kept.
+struct RMSpropOptions {
+  double lr = 1e-2, alpha = 0.99, eps = 1e-8, weight_decay = 0, momentum = 0;
+  bool centered = false, maximize = false;
+  template <class F> void each(F&& f) {
+    f("lr", lr), f("alpha", alpha), f("eps", eps), f("weight_decay", weight_decay);
+    f("momentum", momentum), f("centered", centered), f("maximize", maximize);
+  }
+};
+struct AdagradOptions {
+  double lr = 1e-2, lr_decay = 0, weight_decay = 0, initial_accumulator_value = 0, eps = 1e-10;
+  bool maximize = false;
+  template <class F> void each(F&& f) {
+    f("lr", lr), f("lr_decay", lr_decay), f("weight_decay", weight_decay);
+    f("initial_accumulator_value", initial_accumulator_value), f("eps", eps);
+    f("maximize", maximize);
+  }
+};
+struct AdamaxOptions {
+  double lr = 2e-3, beta1 = 0.9, beta2 = 0.999, eps = 1e-8, weight_decay = 0;
+  bool maximize = false;
+  template <class F> void each(F&& f) {
+    f("lr", lr), f("beta1", beta1), f("beta2", beta2), f("eps", eps);
+    f("weight_decay", weight_decay), f("maximize", maximize);
+  }
+};
+struct NAdamOptions {
+  double lr = 2e-3, beta1 = 0.9, beta2 = 0.999, eps = 1e-8, weight_decay = 0, momentum_decay = 4e-3;
+  template <class F> void each(F&& f) {
+    f("lr", lr), f("beta1", beta1), f("beta2", beta2), f("eps", eps);
+    f("weight_decay", weight_decay), f("momentum_decay", momentum_decay);
+  }
+};
+struct RAdamOptions {
+  double lr = 1e-3, beta1 = 0.9, beta2 = 0.999, eps = 1e-8, weight_decay = 0;
+  template <class F> void each(F&& f) {
+    f("lr", lr), f("beta1", beta1), f("beta2", beta2), f("eps", eps);
+    f("weight_decay", weight_decay);
+  }
+};
+
+// One class for the five (runtime/optim/elementwise_rules.cpp), by options type.
+template <typename O> class ElementwiseOptimizer : public Optimizer {
+ public:
+  using Options = O;
+  using Group = ParamGroup<O>;
+  // Error for bad options, an empty parameter list, or a bad parameter.
+  explicit ElementwiseOptimizer(const std::vector<Tensor>& params, O options = {});
+  explicit ElementwiseOptimizer(const std::vector<Group>& groups, O defaults = {});
+  void add_param_group(const Group& group);
+  O& options(std::size_t group = 0);
+  const O& options(std::size_t group = 0) const;
+  const O& defaults() const { return defaults_; }
+
+ private:
+  void check_options(std::size_t group) const override;
+  std::optional<bool> fused_option(std::size_t) const override { return false; }
+  std::optional<OpId> fused_kernel() const override { return std::nullopt; }
+  void update(std::size_t group, const std::vector<std::size_t>& params, bool fused) override;
+  std::vector<std::string> state_names() const override;
+  std::string check_saved_state(const std::vector<std::string>& names,
+                                bool has_step) const override;
+  std::string options_json(std::size_t group) const override;
+  std::function<void()> parse_options(const std::vector<std::string>& groups) override;
+  double group_lr(std::size_t group) const override { return options(group).lr; }
+  void set_group_lr(std::size_t group, double lr) override { options(group).lr = lr; }
+
+  O defaults_;
+  std::vector<O> options_;
+};
+
+using RMSprop = ElementwiseOptimizer<RMSpropOptions>;
+using Adagrad = ElementwiseOptimizer<AdagradOptions>;
+using Adamax = ElementwiseOptimizer<AdamaxOptions>;
+using NAdam = ElementwiseOptimizer<NAdamOptions>;
+using RAdam = ElementwiseOptimizer<RAdamOptions>;
+extern template class ElementwiseOptimizer<RMSpropOptions>;
+extern template class ElementwiseOptimizer<AdagradOptions>;
+extern template class ElementwiseOptimizer<AdamaxOptions>;
+extern template class ElementwiseOptimizer<NAdamOptions>;
+extern template class ElementwiseOptimizer<RAdamOptions>;
 
 }  // namespace ferry::optim

@@ -105,6 +105,11 @@ std::string Optimizer::display_name() const {
   if (kind_ == "sgd") return "SGD";
   if (kind_ == "adam") return "Adam";
   if (kind_ == "adamw") return "AdamW";
+  if (kind_ == "rmsprop") return "RMSprop";
+  if (kind_ == "adagrad") return "Adagrad";
+  if (kind_ == "adamax") return "Adamax";
+  if (kind_ == "nadam") return "NAdam";
+  if (kind_ == "radam") return "RAdam";
   return kind_;
 }
 
@@ -287,9 +292,12 @@ void Optimizer::step() {
       Bucket& bucket = buckets[b];
       const Tensor& p0 = params_[bucket.params[0]];
       std::string why_not;
-      if (!p0.storage()->impl().supports(fused_kernel(), p0.dtype()))
-        why_not = fmt::format("{} has no '{}' kernel for {}", bucket.device.str(),
-                              op_name(fused_kernel()), dtype_name(p0.dtype()));
+      const std::optional<OpId> kernel = fused_kernel();
+      if (!kernel)
+        why_not = fmt::format("{} has no fused kernel", name);
+      else if (!p0.storage()->impl().supports(*kernel, p0.dtype()))
+        why_not = fmt::format("{} has no '{}' kernel for {}", bucket.device.str(), op_name(*kernel),
+                              dtype_name(p0.dtype()));
       for (std::size_t i : bucket.params) {
         if (!why_not.empty()) break;
         const Tensor& p = params_[i];
