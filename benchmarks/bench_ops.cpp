@@ -1,6 +1,7 @@
 // benchmarks/bench_ops.cpp — issue 21's ops on 16 Mi f32 elements ([4096,
 // 4096]; 1 Mi with --quick): clamp, masked_fill, logsumexp over rows, erf,
-// atan2 and remainder, each beside PyTorch (libtorch) on the CPU in this
+// atan2, remainder, cumsum (rows, and one 16 Mi line), sort and topk over
+// rows, and scatter_reduce amax into 64 columns, each beside PyTorch (libtorch) on the CPU in this
 // process, and on vulkan:0 beside ferry's CPU (on lavapipe both are the CPU).
 // Without libtorch (Debian: libtorch-dev) the CPU figures are compared with
 // a 2-thread memcpy of the same bytes, the bandwidth ceiling. Inputs are
@@ -23,7 +24,7 @@ namespace {
 using namespace ops;
 
 struct Data {
-  ferry::Tensor x, y, mask;
+  ferry::Tensor x, y, mask, index;
 };
 
 Data& data(const std::string& device) {
@@ -35,9 +36,10 @@ Data& data(const std::string& device) {
     d.x = ferry::randn({rows(quick()), kCols});
     d.y = ferry::rand({rows(quick()), kCols}) + 0.5;
     d.mask = ferry::gt(ferry::rand({rows(quick()), kCols}), 0.5);
+    d.index = ferry::randint(0, kBuckets, {rows(quick()), kCols});
     if (device != "cpu") {
       const ferry::Device dev(device);
-      d.x = d.x.to(dev), d.y = d.y.to(dev), d.mask = d.mask.to(dev);
+      d.x = d.x.to(dev), d.y = d.y.to(dev), d.mask = d.mask.to(dev), d.index = d.index.to(dev);
     }
     it = by_device.emplace(device, std::move(d)).first;
   }
@@ -50,6 +52,13 @@ ferry::Tensor run_op(const std::string& name, const Data& d) {
   if (name == "logsumexp dim=-1") return ferry::logsumexp(d.x, {-1});
   if (name == "erf") return ferry::erf(d.x);
   if (name == "atan2") return ferry::atan2(d.x, d.y);
+  if (name == "cumsum dim=-1") return ferry::cumsum(d.x, -1);
+  if (name == "cumsum flat") return ferry::cumsum(d.x.reshape({-1}), 0);
+  if (name == "sort dim=-1") return ferry::sort(d.x, -1).values;
+  if (name == "topk k=64 dim=-1") return ferry::topk(d.x, 64, -1).values;
+  if (name == "scatter_reduce amax")
+    return ferry::scatter_reduce(ferry::zeros({d.x.size(0), kBuckets}, {.device = d.x.device()}), 1,
+                                 d.index, d.x, "amax");
   return ferry::remainder(d.x, d.y);
 }
 

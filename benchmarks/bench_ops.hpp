@@ -11,6 +11,7 @@ namespace bench::ops {
 // The ops measured, on f32 tensors of kRows x kCols elements (16 Mi; 1 Mi quick).
 inline std::int64_t rows(bool quick) { return quick ? 256 : 4096; }
 inline constexpr std::int64_t kCols = 4096;
+inline constexpr std::int64_t kBuckets = 64;  // scatter_reduce's output columns
 
 // Each op: a name, and the bytes one call must move at least (its inputs read
 // and its output written once), for the bandwidth figure.
@@ -26,6 +27,11 @@ inline const std::vector<OpCase>& cases() {
       {"erf", 8},
       {"atan2", 12},
       {"remainder", 12},
+      {"cumsum dim=-1", 8},
+      {"cumsum flat", 8},           // one line of 16 Mi
+      {"sort dim=-1", 16},          // x -> values and i64 positions
+      {"topk k=64 dim=-1", 4},      // x read once
+      {"scatter_reduce amax", 12},  // x and i64 targets -> [rows, 64]
   };
   return c;
 }

@@ -9,7 +9,7 @@ namespace bench::ops {
 namespace {
 
 struct Data {
-  torch::Tensor x, y, mask;
+  torch::Tensor x, y, mask, index;
 };
 
 Data& data() {
@@ -26,6 +26,7 @@ void torch_setup(bool quick) {
   data().x = torch::randn({rows(quick), kCols});
   data().y = torch::rand({rows(quick), kCols}) + 0.5;
   data().mask = torch::rand({rows(quick), kCols}) > 0.5;
+  data().index = torch::randint(0, kBuckets, {rows(quick), kCols});
 }
 
 void torch_run(const std::string& name) {
@@ -36,6 +37,12 @@ void torch_run(const std::string& name) {
   if (name == "erf") keep(torch::erf(d.x));
   if (name == "atan2") keep(torch::atan2(d.x, d.y));
   if (name == "remainder") keep(torch::remainder(d.x, d.y));
+  if (name == "cumsum dim=-1") keep(torch::cumsum(d.x, -1));
+  if (name == "cumsum flat") keep(torch::cumsum(d.x.reshape({-1}), 0));
+  if (name == "sort dim=-1") keep(std::get<0>(torch::sort(d.x, -1)));
+  if (name == "topk k=64 dim=-1") keep(std::get<0>(torch::topk(d.x, 64, -1)));
+  if (name == "scatter_reduce amax")
+    keep(torch::zeros({d.x.size(0), kBuckets}).scatter_reduce(1, d.index, d.x, "amax"));
 }
 
 }  // namespace bench::ops
