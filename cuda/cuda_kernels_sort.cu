@@ -65,6 +65,7 @@
 #include <type_traits>
 
 #include "cuda_loops.cuh"
+#include "ferry/kit/scatter_fold.hpp"
 
 namespace ferry::cuda {
 namespace {
@@ -375,17 +376,7 @@ template <typename T> void sort_rows(DeviceImpl& d, const OpCall& call) {
 
 // ---- scatter_reduce: each run of equal targets folded in order by one thread ----
 
-enum class Fold { sum, prod, mean, amax, amin, assign };
-
-Fold fold_of(const std::string& r) {
-  if (r == "sum") return Fold::sum;
-  if (r == "prod") return Fold::prod;
-  if (r == "mean") return Fold::mean;
-  if (r == "amax") return Fold::amax;
-  if (r == "amin") return Fold::amin;
-  if (r == "assign") return Fold::assign;
-  throw ValueError("scatter_reduce: unknown reduce \"" + r + "\"");
-}
+using Fold = ScatterFold;
 
 // The fold's type: the compute type for floats (float for the 16-bit ones),
 // i64 (wrapping) for integers and bool, as the CPU's.
@@ -458,7 +449,7 @@ template <typename T> void scatter_reduce_sorted(DeviceImpl& d, const OpCall& ca
   if (out.dtype != src.dtype)
     throw DTypeError("scatter_reduce: the output (" + std::string(dtype_name(out.dtype)) +
                      ") must have the values' dtype (" + std::string(dtype_name(src.dtype)) + ")");
-  const Fold fold = fold_of(call.attrs.s("reduce"));
+  const Fold fold = scatter_fold_of(call.attrs.s("reduce"));
   const bool self = call.attrs.b("include_self") && fold != Fold::assign;
   const std::int64_t m = src.sizes[0];
   if (m == 0) return;

@@ -65,6 +65,8 @@ Tensor& in_place(std::string_view op, Tensor& x, const std::function<Tensor(cons
   }
   if (grad_mode && result.requires_grad() && !result.is_leaf())
     autograd::meta_of(x).grad_fn = result.impl_ptr()->autograd->grad_fn;
+  else if (grad_mode && x.requires_grad())
+    autograd::meta_of(x).grad_fn.reset();  // a result no gradient flows through (eq_): cut
   return x;
 }
 

@@ -145,6 +145,11 @@ TEST(InPlace, RefusesWhatPyTorchRefuses) {
   Tensor y = ferry::exp(leaf * 1.0);  // exp saves its output
   y.add_(1.0);
   EXPECT_THROW(ferry::sum(y).backward(), ferry::Error);
+  // A result no gradient flows through cuts x from the graph (PyTorch's zero gradient).
+  Tensor z = leaf * 1.0;
+  ferry::eq_(z, 3.0);
+  EXPECT_FALSE(z.requires_grad());
+  EXPECT_EQ(z.to_vector<float>(), (std::vector<float>{1, 1, 1}));
   // Dtype and shape: nothing is written.
   Tensor i = ferry::ones({3}, {.dtype = DType::i32});
   EXPECT_THROW(i.div_(2), ferry::DTypeError);

@@ -33,6 +33,7 @@
 #include "cpu/cpu_backend.hpp"
 #include "cpu/cpu_loops.hpp"
 #include "ferry/kit/math/scalar_ops.hpp"
+#include "ferry/kit/scatter_fold.hpp"
 
 namespace ferry::cpu {
 namespace {
@@ -264,17 +265,7 @@ template <typename T> void sort_rows(const OpCall& call) {
 
 // ---- scatter_reduce: runs of equal targets, each folded in order ----
 
-enum class Fold { sum, prod, mean, amax, amin, assign };
-
-Fold fold_of(const std::string& r) {
-  if (r == "sum") return Fold::sum;
-  if (r == "prod") return Fold::prod;
-  if (r == "mean") return Fold::mean;
-  if (r == "amax") return Fold::amax;
-  if (r == "amin") return Fold::amin;
-  if (r == "assign") return Fold::assign;
-  throw ValueError("scatter_reduce: unknown reduce \"" + r + "\"");
-}
+using Fold = ScatterFold;
 
 // Note [CPU scatter_reduce]: the targets arrive sorted (stably, so a run of
 // equal targets keeps the sources' order); the thread that owns a run's first
@@ -287,7 +278,7 @@ template <typename T> void scatter_reduce_sorted(const OpCall& call) {
   if (src.ndim() != 1 || tgt.ndim() != 1 || out.ndim() != 1 || tgt.dtype != DType::i64 ||
       src.sizes[0] != tgt.sizes[0])
     throw ShapeError("scatter_reduce: the cpu kernel expects 1-D values, i64 targets and output");
-  const Fold fold = fold_of(call.attrs.s("reduce"));
+  const Fold fold = scatter_fold_of(call.attrs.s("reduce"));
   const bool self = call.attrs.b("include_self") && fold != Fold::assign;
   const std::int64_t m = src.sizes[0];
   const T* v = src.data<T>();

@@ -16,6 +16,7 @@
 #include "abi/scatter_reduce.h"
 #include "abi/sort.h"
 #include "ferry/error.hpp"
+#include "ferry/kit/scatter_fold.hpp"
 #include "vulkan/vk_device.hpp"
 #include "vulkan/vk_split.hpp"
 
@@ -36,15 +37,22 @@ void check_lengths(std::string_view op, std::uint64_t elements) {
         fmt::format("{}: the vulkan kernel takes tensors of < 2^31 elements", op));
 }
 
-// A part of lines [outer, inner] x n: views[0] x, views[1] the values, views[2] the positions.
-void scan_part(VulkanDevice& dev, OpId op, const std::vector<TensorArg>& views) {
-  const TensorArg& x = views[0];
+// UnsupportedError unless every view fits one binding: what is left after the
+// cut is one line (scan) or row (sort) of n elements, which the kernels do not cut.
+void require_fits(const VulkanDevice& dev, std::string_view op, const std::vector<TensorArg>& views,
+                  std::int64_t n, const char* line) {
   for (const TensorArg& v : views)
     if (!fits(dev.limits(), v))
       throw UnsupportedError(fmt::format(
-          "{}: one line of {} elements spans more than the device's storage-buffer range ({} "
-          "bytes); the vulkan kernel cuts only across lines",
-          op_name(op), x.sizes[2], dev.limits().max_storage_range));
+          "{}: one {} of {} elements spans more than the device's storage-buffer range ({} "
+          "bytes); the vulkan kernel cuts only across {}s",
+          op, line, n, dev.limits().max_storage_range, line));
+}
+
+// A part of lines [outer, inner] x n: views[0] x, views[1] the values, views[2] the positions.
+void scan_part(VulkanDevice& dev, OpId op, const std::vector<TensorArg>& views) {
+  const TensorArg& x = views[0];
+  require_fits(dev, op_name(op), views, x.sizes[2], "line");
   const bool extremum = views.size() > 2;
   const Binding by = dev.bind(views[1], Access::write), bx = dev.bind(x, Access::read);
   const Binding bi = extremum ? dev.bind(views[2], Access::write) : bx;
@@ -96,12 +104,7 @@ void scan_kernel(DeviceImpl& d, const OpCall& call) {
 // Rows [rows, n] of x sorted into values and positions (Note [Vulkan sort] in sort.comp).
 void sort_part(VulkanDevice& dev, bool descending, const std::vector<TensorArg>& views) {
   const TensorArg& x = views[0];
-  for (const TensorArg& v : views)
-    if (!fits(dev.limits(), v))
-      throw UnsupportedError(fmt::format(
-          "sort: one row of {} elements spans more than the device's storage-buffer range ({} "
-          "bytes); the vulkan kernel cuts only across rows",
-          x.sizes[1], dev.limits().max_storage_range));
+  require_fits(dev, "sort", views, x.sizes[1], "row");
   const Binding bv = dev.bind(views[1], Access::write), bi = dev.bind(views[2], Access::write),
                 bx = dev.bind(x, Access::read);
   abi::SortParams p{};
@@ -146,15 +149,13 @@ void sort_kernel(DeviceImpl& d, const OpCall& call) {
       [&](const std::vector<TensorArg>& parts, const auto&) { sort_part(dev, descending, parts); });
 }
 
-std::uint32_t fold_code(const std::string& reduce) {
-  if (reduce == "sum") return abi::FOLD_SUM;
-  if (reduce == "prod") return abi::FOLD_PROD;
-  if (reduce == "mean") return abi::FOLD_MEAN;
-  if (reduce == "amax") return abi::FOLD_AMAX;
-  if (reduce == "amin") return abi::FOLD_AMIN;
-  if (reduce == "assign") return abi::FOLD_ASSIGN;
-  throw ValueError(fmt::format("scatter_reduce: unknown reduce \"{}\"", reduce));
-}
+// The shader's FOLD_* codes are the kernels' ScatterFold values.
+static_assert(abi::FOLD_SUM == unsigned(ScatterFold::sum) &&
+              abi::FOLD_PROD == unsigned(ScatterFold::prod) &&
+              abi::FOLD_MEAN == unsigned(ScatterFold::mean) &&
+              abi::FOLD_AMAX == unsigned(ScatterFold::amax) &&
+              abi::FOLD_AMIN == unsigned(ScatterFold::amin) &&
+              abi::FOLD_ASSIGN == unsigned(ScatterFold::assign));
 
 // Values folded into out at sorted targets (scatter_reduce.comp): every
 // tensor in one binding each, out below 2^32 elements.
@@ -166,7 +167,7 @@ void scatter_reduce_kernel(DeviceImpl& d, const OpCall& call) {
     throw ShapeError(
         "scatter_reduce: the vulkan kernel expects 1-D values, i64 targets and output");
   dev.require(v.dtype, "scatter_reduce");
-  const std::uint32_t fold = fold_code(call.attrs.s("reduce"));
+  const auto fold = std::uint32_t(scatter_fold_of(call.attrs.s("reduce")));
   if (v.numel() == 0) return;
   check_lengths("scatter_reduce", std::uint64_t(std::max(v.numel(), o.numel())));
   for (const TensorArg* a : {&v, &t, &o})

@@ -277,6 +277,21 @@ void add_composite_factories(std::vector<Case>& out) {
                    }});
     out.back().global_rng = true;
   }
+  for (bool replacement : {true, false}) {
+    out.push_back({"multinomial",
+                   DType::f32,
+                   fmt::format("[4, 50] weights in [0.1, 1] 30 samples{} seed 10",
+                               replacement ? " with replacement" : ""),
+                   "odd",
+                   0,
+                   inputs_of({{{4, 50}}, 0.1, 1}, DType::f32),
+                   {},
+                   [replacement](const Inputs& in) {
+                     manual_seed(10);
+                     return ferry::multinomial(in[0], 30, replacement);
+                   }});
+    out.back().global_rng = true;
+  }
 }
 
 void add_other_cases(std::vector<Case>& out) {

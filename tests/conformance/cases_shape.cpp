@@ -16,8 +16,6 @@ struct ShapeOp {
   bool differentiable = true;
 };
 
-Tensor ints(std::vector<std::int64_t> v, const Tensor& like) { return tensor(v).to(like.device()); }
-
 std::vector<ShapeOp> shape_ops() {
   return {
       {"flip",

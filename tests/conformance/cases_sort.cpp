@@ -140,8 +140,6 @@ std::vector<SortOp> sort_ops() {
   };
 }
 
-Tensor ints(std::vector<std::int64_t> v, const Tensor& like) { return tensor(v).to(like.device()); }
-
 // Duplicate targets: rows 0 and 2 of dim 0 take several sources.
 Tensor scatter_index(const Tensor& like) {
   return ints({0, 2, 2, 4, 0, 2, 1, 2, 0, 0, 3, 2, 2, 4, 2, 0, 1, 4, 4, 2, 0}, like)

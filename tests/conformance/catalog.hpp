@@ -41,6 +41,11 @@ inline std::function<Inputs()> inputs_of(InputSpec spec, DType dt) {
   };
 }
 
+// Integer data (an index, a mask's pattern) on `like`'s device.
+inline Tensor ints(std::vector<std::int64_t> v, const Tensor& like) {
+  return tensor(v).to(like.device());
+}
+
 inline std::string shapes_label(const std::vector<Shape>& shapes) {
   std::vector<std::string> parts;
   for (const Shape& s : shapes) parts.push_back(shape_str(s));
