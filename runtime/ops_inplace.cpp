@@ -22,6 +22,13 @@ bool can_cast(DType from, DType to) {
 
 // Note [In-place ops].
 Tensor& in_place(std::string_view op, Tensor& x, const std::function<Tensor(const Tensor&)>& f) {
+  for (std::size_t d = 0; d < x.sizes().size(); ++d)
+    if (x.strides()[d] == 0 && x.sizes()[d] > 1)
+      throw ValueError(
+          fmt::format("{}: x is an expanded view (stride 0 along dim {}): several of "
+                      "its elements are one memory location, so an in-place write "
+                      "to it is ambiguous (PyTorch refuses it too); clone() it first",
+                      op, d));
   const bool grad_mode = is_grad_enabled();
   if (grad_mode && x.requires_grad()) {
     if (x.is_leaf())

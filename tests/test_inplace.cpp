@@ -159,6 +159,8 @@ TEST(InPlace, RefusesWhatPyTorchRefuses) {
   EXPECT_THROW(small.add_(ferry::ones({2, 3})), ferry::ShapeError);
   EXPECT_EQ(small.to_vector<float>(), (std::vector<float>{1, 1, 1}));
   EXPECT_EQ(i.to_vector<std::int32_t>(), (std::vector<std::int32_t>{1, 1, 1}));
+  Tensor expanded = ferry::zeros({3}).expand({2, 3});
+  EXPECT_THROW(expanded.add_(ferry::ones({2, 3})), ferry::ValueError);
   Tensor b = ferry::ones({2}, {.dtype = DType::boolean});
   EXPECT_THROW(b.add_(1), ferry::DTypeError);
   ferry::logical_and_(b, ferry::zeros({2}, {.dtype = DType::boolean}));

@@ -5,8 +5,9 @@
 // Note [In-place ops]
 // The result must keep x's shape (a broadcast that would grow x is a
 // ShapeError) and cast to x's dtype by PyTorch's rule (a floating result into
-// an integer x, or a non-bool one into a bool x, is a DTypeError); nothing is
-// written when either fails. Under grad mode the op is recorded: x takes the
+// an integer x, or a non-bool one into a bool x, is a DTypeError), and x must
+// not be an expanded view (ValueError: its elements share memory); nothing is
+// written when any of these fails. Under grad mode the op is recorded: x takes the
 // op's place in the graph, as in PyTorch, and the op reads x through a copy,
 // so what it saves for its backward is not the memory it overwrites. Another
 // op that saved x before the write makes backward() raise (the version
