@@ -2,7 +2,9 @@
 // 4096]; 1 Mi with --quick): clamp, masked_fill, logsumexp over rows, erf,
 // atan2, remainder, cumsum (rows, and one 16 Mi line), sort and topk over
 // rows, and scatter_reduce amax into 64 columns, each beside PyTorch (libtorch) on the CPU in this
-// process, and on vulkan:0 beside ferry's CPU (on lavapipe both are the CPU).
+// process, on vulkan:0 beside ferry's CPU (on lavapipe both are the CPU), and,
+// where a GPU is, on cuda:0 beside a device-to-device cudaMemcpyAsync of the
+// same bytes (the bandwidth ceiling of a memory-bound op on that GPU).
 // Without libtorch (Debian: libtorch-dev) the CPU figures are compared with
 // a 2-thread memcpy of the same bytes, the bandwidth ceiling. Inputs are
 // made once; each iteration is one call, its output allocated by the op.
@@ -17,6 +19,9 @@
 
 #include "bench_common.hpp"
 #include "ferry/ferry.hpp"
+#ifdef FERRY_BENCH_HAVE_CUDA
+#include <cuda_runtime_api.h>
+#endif
 
 namespace bench {
 namespace {
@@ -94,6 +99,23 @@ void memcpy_2t(benchmark::State& s, double bytes) {
   }
 }
 
+#ifdef FERRY_BENCH_HAVE_CUDA
+// A device-to-device copy of `bytes` (half read, half written) on cuda:0.
+void cuda_copy(benchmark::State& s, double bytes) {
+  const std::size_t n = std::size_t(bytes / 2);
+  void *src = nullptr, *dst = nullptr;
+  if (cudaMalloc(&src, n) != cudaSuccess || cudaMalloc(&dst, n) != cudaSuccess) {
+    cudaFree(src);
+    return s.SkipWithError("cudaMalloc failed");
+  }
+  for (auto _ : s) {
+    cudaMemcpyAsync(dst, src, n, cudaMemcpyDeviceToDevice, nullptr);
+    cudaDeviceSynchronize();
+  }
+  cudaFree(src), cudaFree(dst);
+}
+#endif
+
 }  // namespace
 
 void register_ops() {
@@ -104,10 +126,11 @@ void register_ops() {
   for (const OpCase& c : cases()) {
     const std::string name = c.name, base = "ops/" + name;
     const double bytes = n * c.bytes_per_element;
-    for (const char* device : {"cpu", "vulkan:0"})
-      benchmark::RegisterBenchmark(
-          (base + "/ferry " + device).c_str(),
-          [name, dev = std::string(device)](benchmark::State& s) { run_on(s, name, dev); })
+    std::vector<std::string> devices = {"cpu", "vulkan:0"};
+    if (ferry::is_available("cuda:0")) devices.push_back("cuda:0");
+    for (const std::string& device : devices)
+      benchmark::RegisterBenchmark((base + "/ferry " + device).c_str(),
+                                   [name, device](benchmark::State& s) { run_on(s, name, device); })
           ->Unit(benchmark::kMillisecond)
           ->UseRealTime();
 #ifdef FERRY_BENCH_HAVE_TORCH
@@ -148,6 +171,22 @@ void register_ops() {
          .metric = Metric::gbps,
          .ferry_work = bytes,
          .baseline_work = bytes});
+#ifdef FERRY_BENCH_HAVE_CUDA
+    if (devices.back() != "cuda:0") continue;
+    benchmark::RegisterBenchmark((base + "/cudaMemcpy D2D").c_str(),
+                                 [bytes](benchmark::State& s) { cuda_copy(s, bytes); })
+        ->Unit(benchmark::kMillisecond)
+        ->UseRealTime();
+    add_comparison(
+        {.title = fmt::format("{} f32 [{}, {}] (cuda:0, bandwidth)", name, rows(quick()), kCols),
+         .ferry = base + "/ferry cuda:0",
+         .ferry_label = "ferry cuda:0",
+         .baseline = base + "/cudaMemcpy D2D",
+         .baseline_label = "cudaMemcpy D2D, same bytes",
+         .metric = Metric::gbps,
+         .ferry_work = bytes,
+         .baseline_work = bytes});
+#endif
   }
 }
 

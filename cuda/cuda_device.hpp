@@ -10,9 +10,9 @@
 #include <string>
 #include <vector>
 
-#include "ferry/kit/block_allocator.hpp"
 #include "cuda_deferred.hpp"
 #include "ferry/backend.hpp"
+#include "ferry/kit/block_allocator.hpp"
 
 namespace ferry::cuda {
 
@@ -86,12 +86,9 @@ class CudaDevice final : public DeviceImpl {
             .sub_buffers = true,
             .staging = true};
   }
-  // f64 is a CPU dtype here (Note [f64 is a CPU dtype]): only copy and fill
-  // move and convert it.
-  bool supports(OpId op, DType dtype) const override {
-    if (dtype == DType::f64 && op != OpId::copy && op != OpId::fill) return false;
-    return DeviceImpl::supports(op, dtype);
-  }
+  // Every kernel computes every dtype its op-table row takes, f64 included
+  // (in double: Note [Where f64 computes] in docs/kernel-contract.md), so
+  // DeviceImpl::supports answers as it is.
   std::unique_ptr<Buffer> allocate_staging(std::size_t bytes) override;
   MemoryStats memory_stats() override;
   void reset_peak_memory_stats() override;

@@ -1,10 +1,9 @@
 // cuda/cuda_kernels_elementwise.cu — unary, binary, comparison, where,
 // copy/cast, fill and arange on CUDA: the ops and dtypes of
-// runtime/cpu/cpu_kernels_elementwise.cpp, f64 refused (Note [f64 is a CPU
-// dtype]) except by copy and fill, which move and convert it. The math of each
-// op is a functor of include/ferry/kit/math/elementwise_ops.hpp, the one the CPU runs
-// (Note [Functor adapters]); the strided, vectorized launch is
-// launch_elementwise (Note [CUDA element-wise engine]).
+// runtime/cpu/cpu_kernels_elementwise.cpp, f64 included (computed in double).
+// The math of each op is a functor of include/ferry/kit/math/elementwise_ops.hpp,
+// the one the CPU runs (Note [Functor adapters]); the strided, vectorized
+// launch is launch_elementwise (Note [CUDA element-wise engine]).
 #include <array>
 #include <cstring>
 #include <type_traits>
@@ -70,7 +69,7 @@ template <Set S, typename Op> KernelFn binary_kernel(const char* op) {
   };
 }
 
-// Two inputs of one dtype (any but f64), a bool output.
+// Two inputs of one dtype (any), a bool output.
 template <typename Op> KernelFn comparison_kernel(const char* op) {
   return [op](DeviceImpl& d, const OpCall& c) {
     const TensorArg& out = check_operands(c, 2, op);
@@ -147,15 +146,15 @@ void copy_kernel(DeviceImpl& d, const OpCall& c) {
   const TensorArg& in = c.inputs[0];
   CudaDevice& dev = cuda_device(d);
   if (in.dtype == out.dtype) {
-    FERRY_CUDA_DISPATCH_ALL_AND_F64(out.dtype, "copy", {
+    FERRY_CUDA_DISPATCH_ALL(out.dtype, "copy", {
       using B = bits_t<scalar_t>;
       launch_elementwise<B, B, 1>(dev, out, {&in}, ConvertFn<B, B>{}, "copy");
     });
     return;
   }
-  FERRY_CUDA_DISPATCH_ALL_AND_F64(out.dtype, "copy", {
+  FERRY_CUDA_DISPATCH_ALL(out.dtype, "copy", {
     using To = scalar_t;
-    FERRY_CUDA_DISPATCH_ALL_AND_F64(in.dtype, "copy", convert_copy<To, scalar_t>(dev, out, in));
+    FERRY_CUDA_DISPATCH_ALL(in.dtype, "copy", convert_copy<To, scalar_t>(dev, out, in));
   });
 }
 
@@ -173,7 +172,7 @@ void fill_kernel(DeviceImpl& d, const OpCall& c) {
   const double v = c.attrs.f("value");
   const std::int64_t iv = c.attrs.i("ivalue");
   CudaDevice& dev = cuda_device(d);
-  FERRY_CUDA_DISPATCH_ALL_AND_F64(c.outputs[0].dtype, "fill", {
+  FERRY_CUDA_DISPATCH_ALL(c.outputs[0].dtype, "fill", {
     using B = bits_t<scalar_t>;  // the value's bits: one kernel per element size
     const scalar_t value = math::from_double<scalar_t>(v, iv);
     B bits;

@@ -1,7 +1,8 @@
 // cuda/cuda_kernels_grad.cu — the fused activation derivatives on CUDA
 // (docs/kernel-contract.md, "Activation backward"): out = f(grad, z) element by
-// element, f32, f16 and bf16, with the functors of include/ferry/kit/math/elementwise_ops.hpp
-// the CPU runs (runtime/cpu/cpu_kernels_grad.cpp). index_add and scatter_add,
+// element, f32, f16, bf16 and f64 (in double), with the functors of
+// include/ferry/kit/math/elementwise_ops.hpp the CPU runs
+// (runtime/cpu/cpu_kernels_grad.cpp). index_add and scatter_add,
 // the other training kernels there, are in cuda_kernels_index.cu.
 #include "cuda_elementwise.cuh"
 

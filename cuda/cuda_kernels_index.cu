@@ -20,8 +20,8 @@
 #include <string>
 #include <type_traits>
 
-#include "ferry/kit/accumulate_args.hpp"
 #include "cuda_loops.cuh"
+#include "ferry/kit/accumulate_args.hpp"
 
 namespace ferry::cuda {
 namespace {
@@ -78,7 +78,6 @@ void gather_along(DeviceImpl& d, const char* op, const TensorArg& x, const Tenso
   if (index.dtype != DType::i64 || x.dtype != out.dtype)
     throw DTypeError(std::string(op) +
                      ": the cuda kernel expects an i64 index and an output of x's dtype");
-  if (x.dtype == DType::f64) unsupported_dtype(op, x.dtype);  // Note [f64 is a CPU dtype]
   if (out.numel() == 0) return;
   CudaDevice& dev = cuda_device(d);
   TensorArg src = x;
@@ -179,8 +178,8 @@ void accumulate_along(DeviceImpl& d, const char* op, const TensorArg& src,
     throw DTypeError(std::string(op) + ": src (" + std::string(dtype_name(src.dtype)) +
                      ") must have the output's dtype (" + std::string(dtype_name(out.dtype)) + ")");
   // bool is not numeric: PyTorch's index_add_ on bool is an OR, which no gradient
-  // needs; f64 is a CPU dtype.
-  if (out.dtype == DType::boolean || out.dtype == DType::f64) unsupported_dtype(op, out.dtype);
+  // needs. f64 adds in double (add_rounded).
+  if (out.dtype == DType::boolean) unsupported_dtype(op, out.dtype);
   if (src.numel() == 0 || out.numel() == 0) return;
   CudaDevice& dev = cuda_device(d);
   const auto ud = std::size_t(dim);

@@ -2,11 +2,12 @@
 // C [B, M, N], the inputs strided views (a batch stride may be 0), the output
 // contiguous (docs/kernel-contract.md).
 //
-// f32, f16 and bf16 go to cuBLAS (cublasGemmStridedBatchedEx, one call for the
-// whole batch), straight on the caller's memory where cuBLAS can read it, else
-// from a packed copy (Note [cuBLAS operands]). Integers, and bf16 on GPUs
-// before Ampere (cuBLAS has no bf16 GEMM there), use ferry's tiled kernel
-// below; integer products wrap modulo 2^n like the CPU's.
+// f32, f16, bf16 and f64 go to cuBLAS (cublasGemmStridedBatchedEx, one call
+// for the whole batch), straight on the caller's memory where cuBLAS can read
+// it, else from a packed copy (Note [cuBLAS operands]); f64 computes in double
+// (CUBLAS_COMPUTE_64F, never TF32), as the CPU's dgemm does. Integers, and
+// bf16 on GPUs before Ampere (cuBLAS has no bf16 GEMM there), use ferry's
+// tiled kernel below; integer products wrap modulo 2^n like the CPU's.
 #include <cublas_v2.h>
 
 #include <climits>
@@ -25,7 +26,8 @@ namespace {
 // ---- ferry's tiled kernel ----
 // Each block computes a 32 x 32 tile of C with 32 x 8 threads, four outputs a
 // thread, through 32 x 32 tiles of A and B staged in shared memory in the
-// compute type (float for the 16-bit floats, the integer itself otherwise).
+// compute type (float for the 16-bit floats, the type itself otherwise: 17 KiB
+// of tiles for f64).
 // Loads go through the operands' strides, so any view works as it is. The
 // tile loops stride over the grid, so any M, N and batch fit its limits.
 constexpr int kTile = 32, kRowsPerPass = 8, kBlockThreads = kTile * kRowsPerPass;
@@ -172,17 +174,24 @@ template <typename T> void cublas_matmul(CudaDevice& dev, const TensorArg& A, co
   // are freed after the enqueue, which the stream-ordered allocator allows.
   const GemmOperand gb = gemm_operand<T>(dev, B), ga = gemm_operand<T>(dev, A);
   // f16/bf16 accumulate in f32 with f32 scalars; f32 takes TF32 only when the
-  // program allowed it (Note [TF32] in ferry/ops.hpp).
-  const cublasComputeType_t compute =
-      type == CUDA_R_32F && matmul_allow_tf32() ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F;
-  const float alpha = 1.0f, beta = 0.0f;
+  // program allowed it (Note [TF32] in ferry/ops.hpp); f64 computes in f64
+  // with f64 scalars, TF32 or not.
+  const bool f64 = type == CUDA_R_64F;
+  const cublasComputeType_t compute = f64 ? CUBLAS_COMPUTE_64F
+                                      : type == CUDA_R_32F && matmul_allow_tf32()
+                                          ? CUBLAS_COMPUTE_32F_FAST_TF32
+                                          : CUBLAS_COMPUTE_32F;
+  const float alpha_f = 1.0f, beta_f = 0.0f;
+  const double alpha_d = 1.0, beta_d = 0.0;
+  const void* alpha = f64 ? static_cast<const void*>(&alpha_d) : &alpha_f;
+  const void* beta = f64 ? static_cast<const void*>(&beta_d) : &beta_f;
   std::lock_guard<std::mutex> lock(dev.cublas_mutex());
   cublasHandle_t h = dev.cublas();
   check_cublas(dev, cublasSetPointerMode(h, CUBLAS_POINTER_MODE_HOST), "cublasSetPointerMode");
   check_cublas(dev,
-               cublasGemmStridedBatchedEx(h, gb.op, ga.op, int(N), int(M), int(K), &alpha, gb.ptr,
+               cublasGemmStridedBatchedEx(h, gb.op, ga.op, int(N), int(M), int(K), alpha, gb.ptr,
                                           type, int(gb.ld), gb.batch_stride, ga.ptr, type,
-                                          int(ga.ld), ga.batch_stride, &beta, data_ptr(C), type,
+                                          int(ga.ld), ga.batch_stride, beta, data_ptr(C), type,
                                           int(N), M * N, int(nb), compute, CUBLAS_GEMM_DEFAULT),
                "cublasGemmStridedBatchedEx");
 }
@@ -219,6 +228,9 @@ void matmul_kernel(DeviceImpl& d, const OpCall& call) {
       if (fits_int && dev.compute_capability() >= 80)
         return cublas_matmul<BFloat16>(dev, A, B, C, CUDA_R_16BF);
       return launch_tiled<BFloat16>(dev, A, B, C);
+    case DType::f64:
+      if (fits_int) return cublas_matmul<double>(dev, A, B, C, CUDA_R_64F);
+      return launch_tiled<double>(dev, A, B, C);
     case DType::i32:
       return launch_tiled<std::int32_t>(dev, A, B, C);
     case DType::i64:

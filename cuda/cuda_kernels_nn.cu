@@ -1,6 +1,7 @@
 // cuda/cuda_kernels_nn.cu — softmax, log_softmax and layer_norm on CUDA
-// (docs/kernel-contract.md), for f32, f16 and bf16 (computed in float, sums in
-// double, as the CPU kernels in runtime/cpu/cpu_kernels_nn.cpp do).
+// (docs/kernel-contract.md), for f32, f16, bf16 and f64 (computed in float, or
+// in double for f64, sums in double, as the CPU kernels in
+// runtime/cpu/cpu_kernels_nn.cpp do).
 //
 // Every row goes to a thread, a warp or a block (Note [Row groups]) and is
 // read in three passes: softmax takes the maximum, then the sum of
@@ -8,15 +9,20 @@
 // squared deviations, then writes.
 //
 // Note [Row cache]
-// A block's row of up to kCachedRow elements is kept in shared memory as
-// float by the first pass, so the row is read from global memory once and the
-// op moves the fewest bytes it can (one read, one write): three passes over
-// global memory ran softmax at 0.42 of copy bandwidth on an H200, the later
-// passes served from L2. Each thread touches only its own elements of the
-// cache (i = lane, lane + lanes, ...), so the cache needs no barrier of its
-// own. softmax keeps exp(x - max) there after the second pass, so exp runs
-// once per element. Rows of a warp or a thread read global memory each pass
-// (short rows stay in L1), and longer rows too.
+// A block's row of up to cached_row<C>() elements is kept in shared memory in
+// the compute type C (float, double for f64) by the first pass, so the row is
+// read from global memory once and the op moves the fewest bytes it can (one
+// read, one write): three passes over global memory ran softmax at 0.42 of
+// copy bandwidth on an H200, the later passes served from L2. Each thread
+// touches only its own elements of the cache (i = lane, lane + lanes, ...), so
+// the cache needs no barrier of its own. softmax keeps exp(x - max) there
+// after the second pass, so exp runs once per element. Rows of a warp or a
+// thread read global memory each pass (short rows stay in L1), and longer rows
+// too. The cache is a budget in bytes, kRowCacheBytes: a block may use 48 KiB
+// of shared memory without opting in, static and dynamic together (a launch
+// asking for more fails), and the block reductions' scratch (Note [Row
+// groups]) is static, so the budget leaves it 1 KiB of the 48: 12032 floats,
+// 6016 doubles.
 //
 // Note [Softmax rows]
 // The core moves the softmax dim last by transposing the input and the output
@@ -44,7 +50,11 @@ constexpr std::int64_t kWarpRow = 1024;     // rows up to this long get a warp, 
 constexpr std::int64_t kLongRow = 8192;     // rows beyond this get a block of 1024 threads
 constexpr std::int64_t kThreadRows = 8192;  // rows a thread-per-row launch needs to fill a GPU
 constexpr int kMaxBlock = 1024;
-constexpr std::int64_t kCachedRow = 12288;  // floats of the row cache: 48 KiB, no opt-in needed
+constexpr std::size_t kRowCacheBytes = 47 * 1024;  // Note [Row cache]
+// The longest row the cache holds, in elements of the compute type C.
+template <typename C> constexpr std::int64_t cached_row() {
+  return std::int64_t(kRowCacheBytes / sizeof(C));
+}
 // Independent loads a thread issues before using them in a row's first pass
 // (Note [Loads in flight] in cuda_kernels_reduce.cu): a block of 256 threads
 // on a 4096-wide row has 16 elements a thread, two rounds of 8.
@@ -57,20 +67,22 @@ template <typename T, bool kLog, typename Group, typename Index, bool kCached = 
 __global__ void __launch_bounds__(kMaxBlock)
     softmax_rows(const T* x, T* y, OffsetCalc<2, Index> oc, std::int64_t rows, std::int64_t n,
                  std::int64_t xs, std::int64_t ys) {
-  extern __shared__ float cache[];
+  using C = compute_t<T>;  // float, or double for f64
+  extern __shared__ __align__(16) unsigned char cache_bytes[];
+  [[maybe_unused]] C* cache = reinterpret_cast<C*>(cache_bytes);
   const int lane = Group::lane(), lanes = Group::size();
   for (std::int64_t r = Group::id(); r < rows; r += Group::count()) {
     std::int64_t off[2];
     oc.get(Index(r), off);
     const T* xr = x + off[0];
     T* yr = y + off[1];
-    float m = -std::numeric_limits<float>::infinity();  // a NaN stays (MaxOp)
+    C m = -std::numeric_limits<C>::infinity();  // a NaN stays (MaxOp)
     // kLoadsInFlight loads at a time: this pass is the one that reads global memory.
     std::int64_t i = lane;
     for (; i + (kLoadsInFlight - 1) * lanes < n; i += kLoadsInFlight * lanes) {
-      float v[kLoadsInFlight];
+      C v[kLoadsInFlight];
 #pragma unroll
-      for (int k = 0; k < kLoadsInFlight; ++k) v[k] = float(xr[(i + k * lanes) * xs]);
+      for (int k = 0; k < kLoadsInFlight; ++k) v[k] = C(xr[(i + k * lanes) * xs]);
 #pragma unroll
       for (int k = 0; k < kLoadsInFlight; ++k) {
         if constexpr (kCached) cache[i + k * lanes] = v[k];
@@ -78,14 +90,14 @@ __global__ void __launch_bounds__(kMaxBlock)
       }
     }
     for (; i < n; i += lanes) {
-      const float v = float(xr[i * xs]);
+      const C v = C(xr[i * xs]);
       if constexpr (kCached) cache[i] = v;
       m = MaxOp{}(m, v);
     }
-    m = Group::reduce(m, MaxOp{}, -std::numeric_limits<float>::infinity());
+    m = Group::reduce(m, MaxOp{}, -std::numeric_limits<C>::infinity());
     double sum = 0;
     for (std::int64_t i = lane; i < n; i += lanes) {
-      const float e = std::exp((kCached ? cache[i] : float(xr[i * xs])) - m);
+      const C e = std::exp((kCached ? cache[i] : C(xr[i * xs])) - m);
       if constexpr (kCached && !kLog) cache[i] = e;
       sum += double(e);
     }
@@ -93,13 +105,13 @@ __global__ void __launch_bounds__(kMaxBlock)
     if constexpr (kLog) {
       // (x - max) - log(sum), in that order: folding max + log(sum) into one
       // value first would round away log(sum) when max is large.
-      const float log_sum = float(std::log(sum));
+      const C log_sum = C(std::log(sum));
       for (std::int64_t i = lane; i < n; i += lanes)
-        yr[i * ys] = T(((kCached ? cache[i] : float(xr[i * xs])) - m) - log_sum);
+        yr[i * ys] = T(((kCached ? cache[i] : C(xr[i * xs])) - m) - log_sum);
     } else {
-      const float inv = float(1.0 / sum);
+      const C inv = C(1.0 / sum);
       for (std::int64_t i = lane; i < n; i += lanes)
-        yr[i * ys] = T((kCached ? cache[i] : std::exp(float(xr[i * xs]) - m)) * inv);
+        yr[i * ys] = T((kCached ? cache[i] : std::exp(C(xr[i * xs]) - m)) * inv);
     }
   }
 }
@@ -122,9 +134,9 @@ void launch_softmax(CudaDevice& dev, const char* op, const TensorArg& x, const T
     softmax_rows<T, kLog, WarpGroup, Index>
         <<<grid_for(dev, rows, kThreads / 32), kThreads, 0, dev.stream()>>>(xp, yp, oc, rows, n, xs,
                                                                             ys);
-  } else if (n <= kCachedRow) {
+  } else if (n <= cached_row<compute_t<T>>()) {
     softmax_rows<T, kLog, BlockGroup, Index, true>
-        <<<grid_for(dev, rows, 1), kThreads, std::size_t(n) * sizeof(float), dev.stream()>>>(
+        <<<grid_for(dev, rows, 1), kThreads, std::size_t(n) * sizeof(compute_t<T>), dev.stream()>>>(
             xp, yp, oc, rows, n, xs, ys);
   } else {
     const int threads = n > kLongRow ? kMaxBlock : kThreads;
@@ -170,26 +182,29 @@ struct NormShape {
 
 // y = (x - mean) * rstd * weight + bias over each row, with the biased
 // variance from a second pass over the row (stable when the mean is large);
-// mean and rstd rounded to float, as the CPU does, before y uses them. An
+// mean and rstd rounded to the compute type C (float, double for f64), as the
+// CPU does, before y uses them, and written as C (f32, f64 for an f64 x). An
 // absent weight is 1 and an absent bias 0, applied all the same, so that the
 // arithmetic is the CPU's.
 // kCached: the block keeps the row in dynamic shared memory (Note [Row cache]).
 template <typename T, typename Group, bool kCached = false>
 __global__ void __launch_bounds__(kMaxBlock)
-    layer_norm_rows(const T* x, const T* w, const T* b, T* y, float* mean, float* rstd,
-                    NormShape p) {
-  extern __shared__ float cache[];
+    layer_norm_rows(const T* x, const T* w, const T* b, T* y, compute_t<T>* mean,
+                    compute_t<T>* rstd, NormShape p) {
+  using C = compute_t<T>;  // float, or double for f64
+  extern __shared__ __align__(16) unsigned char cache_bytes[];
+  [[maybe_unused]] C* cache = reinterpret_cast<C*>(cache_bytes);
   const int lane = Group::lane(), lanes = Group::size();
   for (std::int64_t r = Group::id(); r < p.rows; r += Group::count()) {
     const T* xr = x + r * p.xs0;
     T* yr = y + r * p.ys0;
-    auto at = [&](std::int64_t i) { return kCached ? cache[i] : float(xr[i * p.xs1]); };
+    auto at = [&](std::int64_t i) { return kCached ? cache[i] : C(xr[i * p.xs1]); };
     double s = 0;
     std::int64_t i = lane;  // kLoadsInFlight loads at a time, as in softmax_rows
     for (; i + (kLoadsInFlight - 1) * lanes < p.n; i += kLoadsInFlight * lanes) {
-      float v[kLoadsInFlight];
+      C v[kLoadsInFlight];
 #pragma unroll
-      for (int k = 0; k < kLoadsInFlight; ++k) v[k] = float(xr[(i + k * lanes) * p.xs1]);
+      for (int k = 0; k < kLoadsInFlight; ++k) v[k] = C(xr[(i + k * lanes) * p.xs1]);
 #pragma unroll
       for (int k = 0; k < kLoadsInFlight; ++k) {
         if constexpr (kCached) cache[i + k * lanes] = v[k];
@@ -197,7 +212,7 @@ __global__ void __launch_bounds__(kMaxBlock)
       }
     }
     for (; i < p.n; i += lanes) {
-      const float v = float(xr[i * p.xs1]);
+      const C v = C(xr[i * p.xs1]);
       if constexpr (kCached) cache[i] = v;
       s += double(v);
     }
@@ -209,9 +224,9 @@ __global__ void __launch_bounds__(kMaxBlock)
       ss += dx * dx;
     }
     ss = Group::reduce(ss, AddOp{}, 0.0);
-    const float mf = float(mu), rf = float(1.0 / std::sqrt(ss / double(p.n) + p.eps));
+    const C mf = C(mu), rf = C(1.0 / std::sqrt(ss / double(p.n) + p.eps));
     for (std::int64_t i = lane; i < p.n; i += lanes) {
-      const float wv = w ? float(w[i * p.ws]) : 1.0f, bv = b ? float(b[i * p.bs]) : 0.0f;
+      const C wv = w ? C(w[i * p.ws]) : C(1), bv = b ? C(b[i * p.bs]) : C(0);
       yr[i * p.ys1] = T((at(i) - mf) * rf * wv + bv);
     }
     if (lane == 0) {
@@ -229,8 +244,11 @@ template <typename T> void layer_norm(DeviceImpl& d, const OpCall& call) {
   const TensorArg &y = call.outputs.at(0), &mean = call.outputs.at(1), &rstd = call.outputs.at(2);
   if (x.ndim() != 2 || y.sizes != x.sizes || y.dtype != x.dtype)
     throw ShapeError("layer_norm: the cuda kernel takes x and y of one shape [rows, N]");
-  if (mean.dtype != DType::f32 || rstd.dtype != DType::f32)
-    throw DTypeError("layer_norm: the cuda kernel writes mean and rstd as f32, got " +
+  using C = compute_t<T>;  // mean and rstd: f32, or f64 for an f64 x
+  if (mean.dtype != dtype_of<C>() || rstd.dtype != dtype_of<C>())
+    throw DTypeError("layer_norm: the cuda kernel writes mean and rstd as " +
+                     std::string(dtype_name(dtype_of<C>())) + " for a " +
+                     std::string(dtype_name(x.dtype)) + " input, got " +
                      std::string(dtype_name(mean.dtype)) + " and " +
                      std::string(dtype_name(rstd.dtype)));
   NormShape p{};
@@ -253,17 +271,17 @@ template <typename T> void layer_norm(DeviceImpl& d, const OpCall& call) {
   const T* wp = w ? static_cast<const T*>(data_ptr(*w)) : nullptr;
   const T* bp = b ? static_cast<const T*>(data_ptr(*b)) : nullptr;
   T* yp = static_cast<T*>(data_ptr(y));
-  float* mp = static_cast<float*>(data_ptr(mean));
-  float* rp = static_cast<float*>(data_ptr(rstd));
+  C* mp = static_cast<C*>(data_ptr(mean));
+  C* rp = static_cast<C*>(data_ptr(rstd));
   CudaDevice& dev = cuda_device(d);
   dev.make_current();
   if (p.n <= kWarpRow) {
     layer_norm_rows<T, WarpGroup>
         <<<grid_for(dev, p.rows, kThreads / 32), kThreads, 0, dev.stream()>>>(xp, wp, bp, yp, mp,
                                                                               rp, p);
-  } else if (p.n <= kCachedRow) {
+  } else if (p.n <= cached_row<C>()) {
     layer_norm_rows<T, BlockGroup, true>
-        <<<grid_for(dev, p.rows, 1), kThreads, std::size_t(p.n) * sizeof(float), dev.stream()>>>(
+        <<<grid_for(dev, p.rows, 1), kThreads, std::size_t(p.n) * sizeof(C), dev.stream()>>>(
             xp, wp, bp, yp, mp, rp, p);
   } else {
     const int threads = p.n > kLongRow ? kMaxBlock : kThreads;

@@ -3,8 +3,8 @@
 // (docs/kernel-contract.md, "Ops for training"). The per-element math is
 // include/ferry/kit/math/grad_ops.hpp's adam_update and sgd_update, the CPU's own
 // (runtime/cpu/cpu_kernels_optim.cpp), in float for f32, f16 and bf16, the
-// 16-bit values rounded once on store. f64 is refused (Note [f64 is a CPU
-// dtype]).
+// 16-bit values rounded once on store, and in double for f64, with the group's
+// scalars rounded once to that compute type as the CPU's are.
 //
 // Note [Multi-tensor launches]
 // A model has hundreds of parameters, most of them small (biases, norms); one
@@ -18,6 +18,7 @@
 // order of the chunks does not matter.
 #include <cstdint>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "cuda_loops.cuh"
@@ -62,8 +63,8 @@ template <typename T> struct AdamPack {
   T* exp_avg[kMaxTensors];
   T* exp_avg_sq[kMaxTensors];
   T* max_exp_avg_sq[kMaxTensors];  // nullptr without amsgrad
-  float step_size[kMaxTensors];
-  float bias_correction2_sqrt[kMaxTensors];
+  compute_t<T> step_size[kMaxTensors];
+  compute_t<T> bias_correction2_sqrt[kMaxTensors];
 };
 
 template <typename T> struct SgdPack {
@@ -74,25 +75,27 @@ template <typename T> struct SgdPack {
   bool init_buffer[kMaxTensors];
 };
 
-static_assert(sizeof(AdamPack<float>) + sizeof(math::AdamScalars<float>) <= 4000 &&
-                  sizeof(SgdPack<float>) + sizeof(math::SgdScalars<float>) <= 4000,
+// The largest packs, f64's (the per-parameter scalars in double), fit too.
+static_assert(sizeof(AdamPack<double>) + sizeof(math::AdamScalars<double>) <= 4000 &&
+                  sizeof(SgdPack<double>) + sizeof(math::SgdScalars<double>) <= 4000,
               "kernel parameters are limited to 4 KB");
 
-template <typename T> __global__ void __launch_bounds__(kThreads)
-    adam_kernel(const AdamPack<T> pack, const math::AdamScalars<float> group) {
+// C: the compute type, float for f32, f16 and bf16, double for f64.
+template <typename T, typename C = compute_t<T>> __global__ void __launch_bounds__(kThreads)
+    adam_kernel(const AdamPack<T> pack, const math::AdamScalars<C> group) {
   for (std::int64_t c = blockIdx.x; c < pack.map.chunks(); c += gridDim.x) {
     std::int64_t lo, hi;
     const int t = pack.map.locate(c, lo, hi);
-    math::AdamScalars<float> s = group;
+    math::AdamScalars<C> s = group;
     s.step_size = pack.step_size[t];
     s.bias_correction2_sqrt = pack.bias_correction2_sqrt[t];
     const T* g = pack.grad[t];
     T *p = pack.param[t], *m = pack.exp_avg[t], *v = pack.exp_avg_sq[t],
       *vmax = pack.max_exp_avg_sq[t];
     for (std::int64_t k = lo + threadIdx.x; k < hi; k += blockDim.x) {
-      float pc = float(p[k]), mc = float(m[k]), vc = float(v[k]);
-      float vmaxc = vmax ? float(vmax[k]) : 0.0f;
-      math::adam_update<float>(s, float(g[k]), pc, mc, vc, vmaxc);
+      C pc = C(p[k]), mc = C(m[k]), vc = C(v[k]);
+      C vmaxc = vmax ? C(vmax[k]) : C(0);
+      math::adam_update<C>(s, C(g[k]), pc, mc, vc, vmaxc);
       p[k] = T(pc);
       m[k] = T(mc);
       v[k] = T(vc);
@@ -101,18 +104,18 @@ template <typename T> __global__ void __launch_bounds__(kThreads)
   }
 }
 
-template <typename T> __global__ void __launch_bounds__(kThreads)
-    sgd_kernel(const SgdPack<T> pack, const math::SgdScalars<float> group) {
+template <typename T, typename C = compute_t<T>> __global__ void __launch_bounds__(kThreads)
+    sgd_kernel(const SgdPack<T> pack, const math::SgdScalars<C> group) {
   for (std::int64_t c = blockIdx.x; c < pack.map.chunks(); c += gridDim.x) {
     std::int64_t lo, hi;
     const int t = pack.map.locate(c, lo, hi);
-    math::SgdScalars<float> s = group;
+    math::SgdScalars<C> s = group;
     s.init_buffer = pack.init_buffer[t];
     const T* g = pack.grad[t];
     T *p = pack.param[t], *buf = pack.buf[t];
     for (std::int64_t k = lo + threadIdx.x; k < hi; k += blockDim.x) {
-      float pc = float(p[k]), bc = buf ? float(buf[k]) : 0.0f;
-      math::sgd_update<float>(s, float(g[k]), pc, bc);
+      C pc = C(p[k]), bc = buf ? C(buf[k]) : C(0);
+      math::sgd_update<C>(s, C(g[k]), pc, bc);
       p[k] = T(pc);
       if (buf) buf[k] = T(bc);
     }
@@ -121,14 +124,8 @@ template <typename T> __global__ void __launch_bounds__(kThreads)
 
 // ---- validation, before any launch: a bad call changes nothing ----
 
-// optim_args::check_group, and f64 refused: no CUDA optimizer kernel takes it.
-std::size_t check_group(const OpCall& c, std::size_t per, const char* op) {
-  const std::size_t n = optim_args::check_group(c, per, op);
-  for (std::size_t i = 0; i < n; ++i)
-    if (c.inputs[i].dtype == DType::f64) unsupported_dtype(op, DType::f64);
-  return n;
-}
-
+// Every floating dtype has a kernel, f64 included: optim_args::check_group is all.
+using optim_args::check_group;
 using optim_args::per_param_floats;
 
 // Calls launch(params) for each run of at most kMaxTensors non-empty parameters
@@ -149,15 +146,27 @@ void for_each_pack(const OpCall& c, std::size_t n, DType dt, const Launch& launc
 
 template <typename T> T* ptr(const TensorArg& t) { return static_cast<T*>(data_ptr(t)); }
 
+// A group's scalars in compute type C, of the float and double ones.
+template <typename C, typename F, typename D> const auto& pick(const F& f, const D& d) {
+  if constexpr (std::is_same_v<C, float>)
+    return f;
+  else
+    return d;
+}
+
 void adam_step_kernel(DeviceImpl& d, const OpCall& c) {
   const bool amsgrad = c.attrs.b("amsgrad");
   const std::size_t per = amsgrad ? 4 : 3;
   const std::size_t n = check_group(c, per, "adam_step");
   const auto& step_size = per_param_floats(c, "step_size", n, "adam_step");
   const auto& bc2 = per_param_floats(c, "bias_correction2_sqrt", n, "adam_step");
-  const math::AdamScalars<float> group = optim_args::adam_scalars<float>(c.attrs);
+  // Read (and checked) before any launch, in both compute types.
+  const auto group_f = optim_args::adam_scalars<float>(c.attrs);
+  const auto group_d = optim_args::adam_scalars<double>(c.attrs);
   CudaDevice& dev = cuda_device(d);
   auto run = [&]<typename T>(DType dt, T*) {
+    using C = compute_t<T>;
+    const math::AdamScalars<C>& group = pick<C>(group_f, group_d);
     for_each_pack(c, n, dt, [&](const std::vector<std::size_t>& params) {
       AdamPack<T> pack{};
       for (std::size_t i : params) {
@@ -168,8 +177,8 @@ void adam_step_kernel(DeviceImpl& d, const OpCall& c) {
         pack.exp_avg[k] = ptr<T>(t[1]);
         pack.exp_avg_sq[k] = ptr<T>(t[2]);
         pack.max_exp_avg_sq[k] = amsgrad ? ptr<T>(t[3]) : nullptr;
-        pack.step_size[k] = float(step_size[i]);
-        pack.bias_correction2_sqrt[k] = float(bc2[i]);
+        pack.step_size[k] = C(step_size[i]);
+        pack.bias_correction2_sqrt[k] = C(bc2[i]);
       }
       dev.make_current();
       adam_kernel<T>
@@ -180,6 +189,7 @@ void adam_step_kernel(DeviceImpl& d, const OpCall& c) {
   run(DType::f32, static_cast<float*>(nullptr));
   run(DType::f16, static_cast<Half*>(nullptr));
   run(DType::bf16, static_cast<BFloat16*>(nullptr));
+  run(DType::f64, static_cast<double*>(nullptr));
 }
 
 void sgd_step_kernel(DeviceImpl& d, const OpCall& c) {
@@ -187,9 +197,12 @@ void sgd_step_kernel(DeviceImpl& d, const OpCall& c) {
   const std::size_t per = momentum ? 2 : 1;
   const std::size_t n = check_group(c, per, "sgd_step");
   const std::vector<std::int64_t> init = optim_args::sgd_init_buffer(c, n);
-  const math::SgdScalars<float> group = optim_args::sgd_scalars<float>(c.attrs);
+  // Read (and checked) before any launch, in both compute types.
+  const auto group_f = optim_args::sgd_scalars<float>(c.attrs);
+  const auto group_d = optim_args::sgd_scalars<double>(c.attrs);
   CudaDevice& dev = cuda_device(d);
   auto run = [&]<typename T>(DType dt, T*) {
+    const math::SgdScalars<compute_t<T>>& group = pick<compute_t<T>>(group_f, group_d);
     for_each_pack(c, n, dt, [&](const std::vector<std::size_t>& params) {
       SgdPack<T> pack{};
       for (std::size_t i : params) {
@@ -209,6 +222,7 @@ void sgd_step_kernel(DeviceImpl& d, const OpCall& c) {
   run(DType::f32, static_cast<float*>(nullptr));
   run(DType::f16, static_cast<Half*>(nullptr));
   run(DType::bf16, static_cast<BFloat16*>(nullptr));
+  run(DType::f64, static_cast<double*>(nullptr));
 }
 
 }  // namespace

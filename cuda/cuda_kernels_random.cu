@@ -5,9 +5,11 @@
 // number. Uniform and integer draws are bit-identical to the CPU's (integer
 // math, and add_mul_unfused keeps nvcc from fusing the scaling into an FMA);
 // normal draws go through the device's log and cos, within an ulp or two of the
-// host's. f32, f16 and bf16 draw in float; f64 is refused (Note [f64 is a CPU
-// dtype]).
+// host's. f32, f16 and bf16 draw in float; f64 draws 53-bit values in double
+// (Note [f64 draws] in include/ferry/kit/math/philox.hpp), as the CPU does:
+// its uniforms bit-identical too, its normals scaled with two roundings.
 #include <cstdint>
+#include <type_traits>
 
 #include "cuda_elementwise.cuh"
 #include "ferry/kit/math/philox.hpp"
@@ -25,20 +27,30 @@ Key key_of(const OpCall& c, const char* op) {
   return {std::uint64_t(c.attrs.i("seed")), std::uint64_t(c.attrs.i("offset"))};
 }
 
+// The draw's parameters in the compute type: float, or double for f64 (the
+// attributes as they are, where the narrower floats round them once).
 template <typename T> struct UniformFn {
   Key key;
-  float low, high;
+  compute_t<T> low, high;
   __device__ T operator()(std::int64_t i) const {
-    return T(math::philox_uniform(key.seed, key.offset + std::uint64_t(i), low, high));
+    if constexpr (std::is_same_v<T, double>)
+      return math::philox_uniform_f64(key.seed, key.offset + std::uint64_t(i), low, high);
+    else
+      return T(math::philox_uniform(key.seed, key.offset + std::uint64_t(i), low, high));
   }
 };
 
 template <typename T> struct NormalFn {
   Key key;
-  float mean, stddev;
+  compute_t<T> mean, stddev;
   __device__ T operator()(std::int64_t i) const {
-    const float z = math::philox_normal(key.seed, key.offset + std::uint64_t(i));
-    return T(math::add_mul_unfused(mean, stddev, z));
+    if constexpr (std::is_same_v<T, double>) {
+      const double z = math::philox_normal_f64(key.seed, key.offset + std::uint64_t(i));
+      return math::add_mul_unfused(mean, stddev, z);  // the CPU's mean + stddev * z
+    } else {
+      const float z = math::philox_normal(key.seed, key.offset + std::uint64_t(i));
+      return T(math::add_mul_unfused(mean, stddev, z));
+    }
   }
 };
 
@@ -54,22 +66,24 @@ template <typename T> struct IntFn {
 
 void uniform_kernel(DeviceImpl& d, const OpCall& c) {
   const Key key = key_of(c, "random_uniform");
-  const auto low = float(c.attrs.f("low")), high = float(c.attrs.f("high"));
+  const double low = c.attrs.f("low"), high = c.attrs.f("high");
   CudaDevice& dev = cuda_device(d);
-  FERRY_CUDA_DISPATCH_FLOATING(
-      c.outputs[0].dtype, "random_uniform",
-      launch_generate<scalar_t>(dev, c.outputs[0], UniformFn<scalar_t>{key, low, high},
-                                "random_uniform"));
+  FERRY_CUDA_DISPATCH_FLOATING(c.outputs[0].dtype, "random_uniform", {
+    using C = compute_t<scalar_t>;
+    launch_generate<scalar_t>(dev, c.outputs[0], UniformFn<scalar_t>{key, C(low), C(high)},
+                              "random_uniform");
+  });
 }
 
 void normal_kernel(DeviceImpl& d, const OpCall& c) {
   const Key key = key_of(c, "random_normal");
-  const auto mean = float(c.attrs.f("mean")), stddev = float(c.attrs.f("std"));
+  const double mean = c.attrs.f("mean"), stddev = c.attrs.f("std");
   CudaDevice& dev = cuda_device(d);
-  FERRY_CUDA_DISPATCH_FLOATING(
-      c.outputs[0].dtype, "random_normal",
-      launch_generate<scalar_t>(dev, c.outputs[0], NormalFn<scalar_t>{key, mean, stddev},
-                                "random_normal"));
+  FERRY_CUDA_DISPATCH_FLOATING(c.outputs[0].dtype, "random_normal", {
+    using C = compute_t<scalar_t>;
+    launch_generate<scalar_t>(dev, c.outputs[0], NormalFn<scalar_t>{key, C(mean), C(stddev)},
+                              "random_normal");
+  });
 }
 
 void int_kernel(DeviceImpl& d, const OpCall& c) {

@@ -1,5 +1,5 @@
 // cuda/cuda_kernels_reduce.cu — sum, prod, max, min and argmax on CUDA
-// (docs/kernel-contract.md, "Reductions"), for every dtype but f64.
+// (docs/kernel-contract.md, "Reductions"), for every dtype.
 //
 // Note [CUDA reductions]
 // The core hands over the input with the kept dims first and the `reduce_ndim`
@@ -21,7 +21,8 @@
 // Every combine is commutative as well as associative, so which threads meet
 // in which order changes at most the last bits of a double: floating sums
 // accumulate in double (the contract's reference; a sum of 2^24 + 5 ones is
-// exact) and round once to the output dtype, integer and bool sums wrap in
+// exact; f64 elements enter unrounded) and round once to the output dtype
+// (f64 keeps the double), integer and bool sums wrap in
 // uint64, max/min propagate NaN, and argmax keeps the lower index among equal
 // values (Note [Argmax across threads]). The grid depends on the shape and the
 // GPU's SM count only, so a result repeats exactly from run to run.
@@ -56,8 +57,9 @@ template <typename T> using val_t =
 
 // ---- the operations: identity, element, combine, across a group, result ----
 
-// Floating sums and products in double, integer and bool ones in wrapping
-// uint64 (i64 out).
+// Floating sums and products in double (the 16-bit floats and f32 widened
+// exactly, f64 as it is), integer and bool ones in wrapping uint64 (i64 out).
+// As runtime/cpu/cpu_kernels_reduce.cpp's SumProdOp.
 template <typename T, bool kProd> struct SumProdOp {
   static constexpr bool kFloat = !std::is_integral_v<T>;
   using acc_t = std::conditional_t<kFloat, double, std::uint64_t>;
@@ -65,7 +67,9 @@ template <typename T, bool kProd> struct SumProdOp {
   using Fold = std::conditional_t<kProd, MulOp, AddOp>;
   __device__ static acc_t identity() { return kProd ? 1 : 0; }
   __device__ static acc_t element(T v, std::int64_t) {
-    if constexpr (kFloat)
+    if constexpr (std::is_same_v<T, double>)
+      return v;  // never through float
+    else if constexpr (kFloat)
       return double(float(v));
     else
       return acc_t(std::int64_t(v));
@@ -75,8 +79,10 @@ template <typename T, bool kProd> struct SumProdOp {
     return G::reduce(a, Fold{}, identity());
   }
   __device__ static out_t result(acc_t a) {
-    if constexpr (kFloat)
-      return out_t(float(a));
+    if constexpr (std::is_same_v<T, double>)
+      return a;
+    else if constexpr (kFloat)
+      return out_t(float(a));  // the 16-bit floats round through float, as on the CPU
     else
       return out_t(a);  // modular, like PyTorch's int64 sum and prod
   }
@@ -90,9 +96,9 @@ template <typename T, bool kMax> struct ExtremumOp {
   using out_t = T;
   using Pick = std::conditional_t<kMax, MaxOp, MinOp>;
   __device__ static acc_t identity() {
-    if constexpr (!std::is_integral_v<T>)
-      return kMax ? -std::numeric_limits<float>::infinity()
-                  : std::numeric_limits<float>::infinity();
+    if constexpr (!std::is_integral_v<T>)  // acc_t is float, or double for f64
+      return kMax ? -std::numeric_limits<acc_t>::infinity()
+                  : std::numeric_limits<acc_t>::infinity();
     else
       return kMax ? acc_t(std::numeric_limits<T>::lowest()) : acc_t(std::numeric_limits<T>::max());
   }

@@ -9,7 +9,9 @@
 // inputs already broadcast to its shape (Note [Kernel contract]). After
 // coalescing, when every operand is one unit-stride run, each thread moves
 // kVec elements per access through aligned vector loads and stores (16 bytes
-// for f32): bandwidth-bound ops need wide accesses to reach HBM speed. Any
+// for f32; 32 for f64 and i64, which nvcc issues as two 16-byte accesses, the
+// pointers checked for 32-byte alignment all the same): bandwidth-bound ops
+// need wide accesses to reach HBM speed. Any
 // other layout (transposed, sliced, broadcast with stride 0) goes through the
 // strided kernel, one element per thread and iteration, with 32-bit index math
 // where it fits (Note [Offset calculator]). Both are grid-stride loops over at
@@ -31,19 +33,21 @@ namespace ferry::cuda {
 
 using math::compute_t;
 
-// ---- dtype dispatch: `scalar_t` bound to the element type; f64 is a CPU dtype
-// (Note [f64 is a CPU dtype]) and computes nowhere else, though copy and fill
-// move and convert it.
+// ---- dtype dispatch: `scalar_t` bound to the element type. The float cases
+// include f64, which computes in double (compute_t<double> is double: Note
+// [Where f64 computes] in docs/kernel-contract.md), as the CPU's
+// FERRY_CPU_FLOAT_CASES do.
 #define FERRY_CUDA_CASE(DT, ...)             \
   case DType::DT: {                          \
     using scalar_t = dtype_cpp_t<DType::DT>; \
     __VA_ARGS__;                             \
     break;                                   \
   }
-#define FERRY_CUDA_FLOAT_CASES(...) \
-  FERRY_CUDA_CASE(f32, __VA_ARGS__) \
-  FERRY_CUDA_CASE(f16, __VA_ARGS__) \
-  FERRY_CUDA_CASE(bf16, __VA_ARGS__)
+#define FERRY_CUDA_FLOAT_CASES(...)  \
+  FERRY_CUDA_CASE(f32, __VA_ARGS__)  \
+  FERRY_CUDA_CASE(f16, __VA_ARGS__)  \
+  FERRY_CUDA_CASE(bf16, __VA_ARGS__) \
+  FERRY_CUDA_CASE(f64, __VA_ARGS__)
 #define FERRY_CUDA_INT_CASES(...)   \
   FERRY_CUDA_CASE(i32, __VA_ARGS__) \
   FERRY_CUDA_CASE(i64, __VA_ARGS__) \
@@ -57,9 +61,6 @@ using math::compute_t;
 #define FERRY_CUDA_ALL_CASES(...)       \
   FERRY_CUDA_NUMERIC_CASES(__VA_ARGS__) \
   FERRY_CUDA_CASE(boolean, __VA_ARGS__)
-#define FERRY_CUDA_ALL_AND_F64_CASES(...) \
-  FERRY_CUDA_ALL_CASES(__VA_ARGS__)       \
-  FERRY_CUDA_CASE(f64, __VA_ARGS__)
 #define FERRY_CUDA_DISPATCH(dtype, op, CASES, ...) \
   switch (dtype) {                                 \
     CASES(__VA_ARGS__)                             \
@@ -76,8 +77,6 @@ using math::compute_t;
   FERRY_CUDA_DISPATCH(dtype, op, FERRY_CUDA_NUMERIC_CASES, __VA_ARGS__)
 #define FERRY_CUDA_DISPATCH_ALL(dtype, op, ...) \
   FERRY_CUDA_DISPATCH(dtype, op, FERRY_CUDA_ALL_CASES, __VA_ARGS__)
-#define FERRY_CUDA_DISPATCH_ALL_AND_F64(dtype, op, ...) \
-  FERRY_CUDA_DISPATCH(dtype, op, FERRY_CUDA_ALL_AND_F64_CASES, __VA_ARGS__)
 
 inline constexpr int kThreads = 256;  // threads per block of the grid-stride kernels
 inline constexpr int kVec = 4;        // elements per vector access

@@ -149,8 +149,10 @@ ITYPE float_to_itype(float f, uint dt) {
 //  - no fma: lavapipe does not fuse it, and rewrote an unobserved chain of
 //    them into a 67-ulp exp; `precise` keeps the evaluation order;
 //  - log_f: x = 2^k m, m in [sqrt(2)/2, sqrt(2)), log(m) by fdlibm's logf
-//    kernel; denormal inputs are normalised in integer arithmetic, so a
-//    device that flushes denormal operands still gets their logarithm;
+//    kernel; denormal inputs are normalised in integer arithmetic (the
+//    tests before it compare floats, which a device that flushes denormal
+//    operands answers as for 0, as NVIDIA's driver does: docs/kernel-contract.md,
+//    "Denormals");
 //  - log_f2: the same as an unevaluated sum hi + lo, for pow;
 //  - pow_f: exp(y log|x|) with y log|x| carried in two floats, after C99's
 //    special cases.
@@ -260,7 +262,9 @@ float log1p_f(float x) {
   precise float u = 1.0 + x;
   if (u == 1.0) return x;  // |x| below half an ulp of 1: log1p(x) is x in float
   vec2 l = log_f2(u);
-  precise float r = x / (u - 1.0);
+  precise float d = u - 1.0;
+  if (d == x) return l.x + l.y;  // 1 + x was exact (every x from 2^24 up, among others)
+  precise float r = x / d;
   return (l.x + l.y) * r;
 }
 

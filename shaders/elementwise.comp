@@ -21,8 +21,10 @@ bool is_binary() { return op_is_binary(OP); }
 bool is_compare() { return op_is_compare(OP); }
 bool is_grad() { return op_is_activation_backward(OP); }
 
-// min(max(x + 3, 0), 6), a NaN kept.
+// min(max(x + 3, 0), 6), a NaN kept: tested first, as NVIDIA's compiler turns
+// the selects below into a max and a min that drop it.
 float relu6_of_shifted(float x) {
+  if (isnan(x)) return x;
   float t = x + 3.0;
   t = t < 0.0 ? 0.0 : t;
   return t > 6.0 ? 6.0 : t;
@@ -52,7 +54,8 @@ float unary_f(float x) {
     case OP_COS: return cos_f(x);
     case OP_TANH: return safe_tanh(x);
     case OP_SIGMOID: return sigmoid_f(x);
-    case OP_GELU: return 0.5 * x * (1.0 + safe_erf(x * 0.70710678118654752));
+    // x Phi(x) with Phi(x) = erfc(-x / sqrt 2) / 2: 1 + erf(x / sqrt 2) cancels for x < -3.
+    case OP_GELU: return 0.5 * x * erfc_f(x * -0.70710678118654752);
     case OP_GELU_TANH: return x / (1.0 + safe_exp(-2.0 * (0.79788456080286536 * (x + 0.044715 * x * x * x))));
     case OP_SILU: return x / (1.0 + safe_exp(-x));
     case OP_LOG10: return log10_f(x);
@@ -164,7 +167,7 @@ float grad_f(float g, float z) {
     case OP_SIGMOID_BACKWARD: return g * (1.0 - z) * z;
     case OP_TANH_BACKWARD: return g * (1.0 - z * z);
     case OP_GELU_BACKWARD: {
-      float cdf = 0.5 * (1.0 + safe_erf(z * 0.70710678118654752));
+      float cdf = 0.5 * erfc_f(z * -0.70710678118654752);
       float pdf = 0.39894228040143268 * safe_exp(z * z * -0.5);  // 1/sqrt(2 pi) exp(-z^2/2)
       return g * (cdf + z * pdf);
     }

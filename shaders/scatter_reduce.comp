@@ -39,14 +39,16 @@ ITYPE fold_i(ITYPE a, ITYPE b) {
   return a + b;
 }
 
-// Floor division by a positive count, as PyTorch's integer mean.
+// Floor division by a positive count, as PyTorch's integer mean, on
+// non-negative operands only: GLSL leaves / and % of negative integers
+// undefined (NVIDIA's driver and llvmpipe disagree there).
 ITYPE floor_div(ITYPE a, uint n) {
   if (DT != DT_I64) {
-    const int q = int(a) / int(n);
-    return ITYPE((int(a) % int(n) != 0 && int(a) < 0) ? q - 1 : q);
+    const int s = int(a);
+    return ITYPE(s >= 0 ? s / int(n) : -((-s + int(n) - 1) / int(n)));
   }
-  const ITYPE q = a / ITYPE(n);
-  return (a % ITYPE(n) != ITYPE(0) && a < ITYPE(0)) ? q - ITYPE(1) : q;
+  const ITYPE d = ITYPE(n);
+  return a >= ITYPE(0) ? a / d : -((-a + d - ITYPE(1)) / d);
 }
 
 void main() {

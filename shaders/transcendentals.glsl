@@ -154,9 +154,11 @@ float sinh_f(float x) {
     return h * (t + t / (t + 1.0));
   }
   if (a < 88.7216796875) return h * exp_f(a);
-  if (a <= 89.41598629223294) {
+  if (a <= 89.41598629223294) {  // precise: w * w alone overflows
     float w = exp_f(0.5 * a);
-    return (h * w) * w;
+    precise float hw = h * w;
+    precise float r = hw * w;
+    return r;
   }
   return x * F_INF;
 }
@@ -175,7 +177,9 @@ float cosh_f(float x) {
   if (a < 88.7216796875) return 0.5 * exp_f(a);
   if (a <= 89.41598629223294) {
     float w = exp_f(0.5 * a);
-    return (0.5 * w) * w;
+    precise float hw = 0.5 * w;
+    precise float r = hw * w;
+    return r;
   }
   return F_INF;
 }

@@ -1,11 +1,11 @@
 // The optimizers' update rules (Note [Optimizers] in ferry/optim.hpp) against an
 // independent double-precision reference of PyTorch's rules
 // (optim_test_util.hpp): every option of SGD, Adam and AdamW, several steps,
-// parameters that skip steps, several groups, f32/f16/bf16/f64, the CPU and
-// vulkan:0; the fused kernels against the element-wise path; in-place updates;
-// zero_grad; LR changes; and convex problems solved end to end. The PyTorch
-// numbers themselves are checked in test_optim_pytorch.cpp, state dicts and
-// errors in test_optim_state.cpp.
+// parameters that skip steps, several groups, f32/f16/bf16/f64, the CPU,
+// vulkan:0 and cuda:0 (f64 where the device computes it); the fused kernels against the
+// element-wise path; in-place updates; zero_grad; LR changes; and convex problems solved end to
+// end. The PyTorch numbers themselves are checked in test_optim_pytorch.cpp, state dicts and errors
+// in test_optim_state.cpp.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -54,11 +54,15 @@ void expect_near_ref(const std::vector<double>& got, const std::vector<double>& 
   ferry_test::expect_close(got, want, tol.rtol, tol.atol_of_max * scale, what);
 }
 
-// Whether `device` computes `dtype` (f64 only on the CPU; 16-bit types where
-// the device has them).
+// Whether `device` computes `dtype` (f64 where its supports() says so: the CPU
+// and CUDA, not Vulkan; 16-bit types where the device has them).
 bool device_computes(const Device& device, DType dtype) {
   if (device.is_cpu()) return true;
-  if (dtype == DType::f64) return false;
+  if (dtype == DType::f64) {
+    const ferry::DeviceImpl& impl = ferry::device_impl(device);
+    return impl.supports(ferry::OpId::adam_step, dtype) &&
+           impl.supports(ferry::OpId::sgd_step, dtype) && impl.supports(ferry::OpId::mul, dtype);
+  }
   const ferry::DeviceInfo info = ferry::device_impl(device).info();
   if (dtype == DType::f16) return info.caps.f16;
   if (dtype == DType::bf16) return info.caps.bf16;
@@ -112,7 +116,7 @@ TEST_P(OptimRule, MatchesDoubleReference) {
   FERRY_SKIP_UNLESS_DEVICE(device_name);
   const Device device(device_name);
   for (DType dtype : {DType::f32, DType::f16, DType::bf16, DType::f64}) {
-    if (!device_computes(device, dtype)) continue;  // f64 is a CPU dtype
+    if (!device_computes(device, dtype)) continue;  // Vulkan computes no f64
     for (bool elementwise : {false, true}) {
       SCOPED_TRACE(std::string(ferry::dtype_name(dtype)) +
                    (elementwise ? ", element-wise path" : ", default path"));
@@ -260,7 +264,7 @@ TEST_P(OptimFused, MatchesElementwise) {
   ASSERT_TRUE(ferry_optim_test::has_kernel(device, op))
       << device.str() << " has no '" << op
       << "' kernel (docs/kernel-contract.md lists it for every first-party backend)";
-  for (DType dtype : {DType::f32, DType::f16, DType::bf16}) {
+  for (DType dtype : {DType::f32, DType::f16, DType::bf16, DType::f64}) {
     if (!device_computes(device, dtype)) continue;
     SCOPED_TRACE(std::string(ferry::dtype_name(dtype)));
     check_fused_matches_elementwise(config, dtype, device);

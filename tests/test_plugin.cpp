@@ -242,7 +242,7 @@ TEST_F(PluginTest, MissingOpIsUnsupportedNamingOpAndDevice) {
             (std::vector<std::int64_t>{1, 1, 1}));
 }
 
-// f64 is a CPU dtype: its bytes move to a plugin's device and back unchanged,
+// testdev computes no f64: its bytes move to a plugin's device and back unchanged,
 // and a kernel there refuses it with UnsupportedError naming op and dtype.
 TEST_F(PluginTest, F64MovesAsBytesAndKernelsRefuseIt) {
   const std::vector<double> v = {0.1, -1e300, 4.9e-324, -0.0, 1.0 / 3.0, 2.5};

@@ -516,7 +516,7 @@ TEST(TrainingKernels, BadInputToBackwardKernelsRaisesTypedErrors) {
                             ferry::Attrs{{"dim", std::int64_t(0)}}),
                        ferry::ShapeError, "index_add");
   }
-  if (ferry::is_available("vulkan")) {  // f64 is a CPU dtype
+  if (ferry::is_available("vulkan")) {  // Vulkan computes no f64 (CPU and CUDA do)
     // Made on the CPU: no Vulkan kernel, fill included, takes f64, but its bytes move.
     auto f64 = [] { return ferry::ones({3}, {.dtype = DType::f64}).to(vulkan()); };
     EXPECT_FERRY_ERROR(call(vulkan(), "tanh_backward", {f64(), f64()}, {f64()}),

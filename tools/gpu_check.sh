@@ -53,6 +53,7 @@ for step in "${steps[@]}"; do
   case "$step" in
     info)
       run gpu_info nvidia-smi
+      run devices "$bin/ferry-devices" --verbose
       run demo "$bin/ferry-demo"
       ;;
     ctest)
@@ -84,7 +85,7 @@ for step in "${steps[@]}"; do
         --op '^(sum|mean|var|max|min|argmax|softmax|log_softmax|layer_norm|matmul)(\.grad)?$'
       ;;
     bench)
-      run bench "$bin/ferry-bench" --benchmark_filter='cuda|train_step|vulkan|transfer'
+      run bench "$bin/ferry-bench" --benchmark_filter='cuda|train_step|vulkan|transfer|ops/'
       ;;
     *)
       echo "unknown step '$step' (expected: info ctest conformance sanitizer bench)" >&2

@@ -15,9 +15,9 @@
 
 #include "ferry/config.hpp"
 #include "ferry/op.hpp"
-#include "ferry/ops_shape.hpp"  // the indexing and shape ops
 #include "ferry/ops_inplace.hpp"  // the in-place `_` forms
-#include "ferry/ops_sort.hpp"   // scans, sorting and selection
+#include "ferry/ops_shape.hpp"    // the indexing and shape ops
+#include "ferry/ops_sort.hpp"     // scans, sorting and selection
 #include "ferry/tensor.hpp"
 
 namespace ferry {
@@ -277,7 +277,8 @@ Tensor matmul(const Tensor& a, const Tensor& b);
 // off: an f32 matmul computes in f32 unless the program opts in, with
 // set_matmul_allow_tf32(true) or FERRY_ALLOW_TF32=1 in the environment (read
 // once, at the first query). Backends without TF32 ignore the switch; 16-bit
-// products are unaffected. Thread-safe; it applies to matmuls issued after it.
+// and f64 products are unaffected. Thread-safe; it applies to matmuls issued
+// after it.
 FERRY_EXPORT void set_matmul_allow_tf32(bool allow);
 FERRY_EXPORT bool matmul_allow_tf32();
 

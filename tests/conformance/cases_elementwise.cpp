@@ -172,7 +172,7 @@ void add_ternary_cases(std::vector<Case>& out) {
   const std::vector<Ternary> ops = {
       {"lerp", kFloat, [](const Inputs& in) { return lerp(in[0], in[1], in[2]); }},
       {"addcmul",
-       {DType::f32, DType::f16, DType::bf16, DType::i32, DType::i64},
+       {DType::f32, DType::f16, DType::bf16, DType::f64, DType::i32, DType::i64},
        [](const Inputs& in) { return addcmul(in[0], in[1], in[2], 2); }},
       {"addcdiv", kFloat, [](const Inputs& in) { return addcdiv(in[0], in[1], in[2], -0.5); }},
   };
@@ -194,7 +194,7 @@ void add_ternary_cases(std::vector<Case>& out) {
   // The divisions with rounding on every sign of both operands (the table's
   // range keeps them positive, away from integer zero divisors).
   for (const char* op : {"remainder", "fmod", "floor_divide"})
-    for (DType dt : {DType::f32, DType::i32, DType::i64})
+    for (DType dt : {DType::f32, DType::f64, DType::i32, DType::i64})
       out.push_back(
           {op,
            dt,
@@ -231,7 +231,7 @@ void add_ternary_cases(std::vector<Case>& out) {
       return Inputs{tensor(a).to(dt), tensor(b).to(dt)};
     };
   };
-  for (DType dt : {DType::f32, DType::f16, DType::bf16}) {
+  for (DType dt : kFloat) {
     out.push_back({"isclose",
                    dt,
                    "[12] near, far, NaN, inf",

@@ -42,9 +42,9 @@ void add_matmul(std::vector<Case>& out) {
       {{127, 1023}, {1023, 13}, "odd", {}, ""},
       {{256, 256}, {256, 256}, "square", {}, ""},
   };
-  for (DType dt : {DType::f32, DType::f16, DType::bf16, DType::i32, DType::i64})
+  for (DType dt : {DType::f32, DType::f16, DType::bf16, DType::f64, DType::i32, DType::i64})
     for (const MM& s : shapes) {
-      double nmse = dt == DType::f32 ? 1e-10 : 0;
+      double nmse = dt == DType::f32 || dt == DType::f64 ? 1e-10 : 0;
       if (!is_floating(dt) && s.a.back() > 100) continue;  // integer GEMMs stay small
       out.push_back({"matmul", dt, shapes_label({s.a, s.b}) + s.label, s.cls, threshold(dt, nmse),
                      inputs_of({{s.a, s.b}, -2, 2}, dt), s.view,
@@ -56,7 +56,8 @@ void add_matmul(std::vector<Case>& out) {
 void add_layer_norm(std::vector<Case>& out) {
   for (DType dt : kFloat)
     for (bool affine : {false, true})
-      for (const Shape& s : {Shape{7, 13}, Shape{3, 1023}, Shape{2, 3, 5}}) {
+      for (const Shape& s : {Shape{7, 13}, Shape{3, 1023}, Shape{2, 3, 5}, Shape{2, 4099},
+                             Shape{2, 12000}, Shape{2, 12288}}) {
         Shape norm = s.size() == 3 ? Shape{3, 5} : Shape{s.back()};
         out.push_back({"layer_norm",
                        dt,
@@ -167,7 +168,7 @@ void add_indexing(std::vector<Case>& out) {
 void add_factories(std::vector<Case>& out) {
   // The input only says which device to make the tensor on.
   auto on = [](const Inputs& in) { return in[0].device(); };
-  for (DType dt : {DType::f32, DType::i32, DType::i64})
+  for (DType dt : {DType::f32, DType::f64, DType::i32, DType::i64})
     out.push_back({"arange",
                    dt,
                    "arange(-7, 1016, 1)",
@@ -227,11 +228,11 @@ void add_factories(std::vector<Case>& out) {
 void add_composite_factories(std::vector<Case>& out) {
   auto on = [](const Inputs& in) { return in[0].device(); };
   auto any_input = inputs_of({{{1}}}, DType::f32);
-  for (DType dt : {DType::f32, DType::f16, DType::i32, DType::boolean})
+  for (DType dt : {DType::f32, DType::f16, DType::f64, DType::i32, DType::boolean})
     out.push_back({"eye", dt, "eye(5, 7)", "odd", 0, any_input, {}, [dt, on](const Inputs& in) {
                      return ferry::eye(5, 7, {.dtype = dt, .device = on(in)});
                    }});
-  for (DType dt : {DType::f32, DType::bf16, DType::i64})
+  for (DType dt : {DType::f32, DType::bf16, DType::f64, DType::i64})
     out.push_back({"linspace",
                    dt,
                    "linspace(-3, 7.5, 1001)",
@@ -242,15 +243,17 @@ void add_composite_factories(std::vector<Case>& out) {
                    [dt, on](const Inputs& in) {
                      return ferry::linspace(-3, 7.5, 1001, {.dtype = dt, .device = on(in)});
                    }});
-  out.push_back(
-      {"logspace",
-       DType::f32,
-       "logspace(-2, 3, 77, base 2)",
-       "odd",
-       threshold(DType::f32, 1e-12),
-       any_input,
-       {},
-       [on](const Inputs& in) { return ferry::logspace(-2, 3, 77, 2, {.device = on(in)}); }});
+  for (DType dt : {DType::f32, DType::f64})
+    out.push_back({"logspace",
+                   dt,
+                   "logspace(-2, 3, 77, base 2)",
+                   "odd",
+                   threshold(dt, 1e-12),
+                   any_input,
+                   {},
+                   [dt, on](const Inputs& in) {
+                     return ferry::logspace(-2, 3, 77, 2, {.dtype = dt, .device = on(in)});
+                   }});
   out.push_back({"randperm",
                  DType::i64,
                  "randperm(1000) seed 8",
@@ -277,21 +280,22 @@ void add_composite_factories(std::vector<Case>& out) {
                    }});
     out.back().global_rng = true;
   }
-  for (bool replacement : {true, false}) {
-    out.push_back({"multinomial",
-                   DType::f32,
-                   fmt::format("[4, 50] weights in [0.1, 1] 30 samples{} seed 10",
-                               replacement ? " with replacement" : ""),
-                   "odd",
-                   0,
-                   inputs_of({{{4, 50}}, 0.1, 1}, DType::f32),
-                   {},
-                   [replacement](const Inputs& in) {
-                     manual_seed(10);
-                     return ferry::multinomial(in[0], 30, replacement);
-                   }});
-    out.back().global_rng = true;
-  }
+  for (DType dt : {DType::f32, DType::f64})
+    for (bool replacement : {true, false}) {
+      out.push_back({"multinomial",
+                     dt,
+                     fmt::format("[4, 50] weights in [0.1, 1] 30 samples{} seed 10",
+                                 replacement ? " with replacement" : ""),
+                     "odd",
+                     0,
+                     inputs_of({{{4, 50}}, 0.1, 1}, dt),
+                     {},
+                     [replacement](const Inputs& in) {
+                       manual_seed(10);
+                       return ferry::multinomial(in[0], 30, replacement);
+                     }});
+      out.back().global_rng = true;
+    }
 }
 
 void add_other_cases(std::vector<Case>& out) {

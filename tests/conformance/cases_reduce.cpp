@@ -107,10 +107,11 @@ void add_reduction_cases(std::vector<Case>& out) {
     for (DType dt : op.dtypes())
       for (const ReduceShape& rs : reduce_shapes()) {
         if (rs.cls == "empty" && !op.empty_ok) continue;
-        // One large case per kernel (and mean): the other composites are made of them.
+        // One large case per kernel (and mean) and float width: the other
+        // composites are made of them.
         const bool large_ok = op.op == OpId::sum || op.op == OpId::mean || op.op == OpId::max ||
                               op.op == OpId::min || op.op == OpId::argmax;
-        if (rs.cls == "large" && (dt != DType::f32 || !large_ok)) continue;
+        if (rs.cls == "large" && ((dt != DType::f32 && dt != DType::f64) || !large_ok)) continue;
         if ((op.op == OpId::argmax || op.op == OpId::argmin) && rs.dims.size() > 1) continue;
         for (bool keepdim : {false, true}) {
           if ((rs.cls == "large" || !op.keepdim_ok) && keepdim) continue;
@@ -213,6 +214,24 @@ void add_reduction_cases(std::vector<Case>& out) {
                        inputs_of({{{3, 1023}}, -5, 5}, dt),
                        {},
                        run});
+      }
+  // Rows a block computes, from its shared-memory row cache and beyond it
+  // (Note [Row cache] in cuda/cuda_kernels_nn.cu: the cache holds fewer f64
+  // elements than f32 ones).
+  for (const char* name : {"softmax", "log_softmax"})
+    for (DType dt : kFloat)
+      for (std::int64_t n : {4099, 12000, 12288}) {
+        out.push_back({name,
+                       dt,
+                       fmt::format("[2, {}] dim=-1", n),
+                       "long rows",
+                       threshold(dt, 1e-10),
+                       inputs_of({{{2, n}}, -5, 5}, dt),
+                       {},
+                       [name = std::string(name)](const Inputs& in) {
+                         return name == "softmax" ? ferry::softmax(in[0], -1)
+                                                  : ferry::log_softmax(in[0], -1);
+                       }});
       }
 }
 

@@ -5,9 +5,12 @@
 // searchsorted, bucketize, unique, repeat_interleave with a count per
 // element, rot90 (ferry/ops_shape.hpp): each on every dtype it takes, over odd,
 // non-contiguous and long rows (long enough for the Vulkan sort's global
-// merge steps and the scan's workgroup-per-line schedule), in forward and
-// gradient modes. Integer inputs hold many ties, which the stable order
-// must break the same way on every device.
+// merge steps and the scan's workgroup-per-line schedule, and for each of the
+// CUDA scan's and sort's schedules), in forward and gradient modes. Integer
+// inputs hold many ties, which the stable order must break the same way on
+// every device.
+#include <cmath>
+
 #include "catalog.hpp"
 
 namespace ferry::conformance {
@@ -28,6 +31,13 @@ struct SortOp {
 // positions are small).
 Tensor joined(const ValuesIndices& r) {
   return cat({r.values.to(DType::f32).reshape({-1}), r.indices.to(DType::f32).reshape({-1})});
+}
+
+// Floating inputs rounded to quarters (many ties) with NaN for the values
+// above 2.7; integer inputs as they are (already full of ties).
+Tensor ties_and_nan(const Tensor& x) {
+  if (!is_floating(x.dtype())) return x;
+  return where(gt(x, 2.7), Scalar(NAN), round(x * 4) / 4);
 }
 
 std::vector<SortOp> sort_ops() {
@@ -59,6 +69,44 @@ std::vector<SortOp> sort_ops() {
        {13, 5},
        [](const Inputs& in) { return cumsum(in[0].t(), -1); }},
       {"cumsum", "[5000] dim=0", {5000}, [](const Inputs& in) { return cumsum(in[0], 0); }},
+      // Long lines: cut into chunks (Note [CUDA scans]). A contiguous line of
+      // 3 chunks of 4096 and 17 more (the chunk states scanned by a thread),
+      // of 65 chunks and 17 more (by a block), a few long rows, rows scanned
+      // whole by a warp each; columns of 64-element chunks (inner > 1).
+      {"cumsum",
+       "[12305] dim=0 (3 chunks + 17)",
+       {12305},
+       [](const Inputs& in) { return cumsum(in[0], 0); }},
+      {"cumsum",
+       "[266257] dim=0 (65 chunks + 17)",
+       {266257},
+       [](const Inputs& in) { return cumsum(in[0], 0); }},
+      {"cumsum", "[3, 9000] dim=1", {3, 9000}, [](const Inputs& in) { return cumsum(in[0], 1); }},
+      {"cumsum", "[40, 1000] dim=1", {40, 1000}, [](const Inputs& in) { return cumsum(in[0], 1); }},
+      {"cumsum", "[300, 7] dim=0", {300, 7}, [](const Inputs& in) { return cumsum(in[0], 0); }},
+      {"cumsum",
+       "[3, 300, 5] dim=1",
+       {3, 300, 5},
+       [](const Inputs& in) { return cumsum(in[0], 1); }},
+      {"cumsum", "[5000, 3] dim=0", {5000, 3}, [](const Inputs& in) { return cumsum(in[0], 0); }},
+      {"cumprod",
+       "[12305] dim=0 (3 chunks + 17)",
+       {12305},
+       [](const Inputs& in) { return cumprod(in[0], 0); },
+       true,
+       true},
+      {"cumprod",
+       "[3, 9000] dim=1",
+       {3, 9000},
+       [](const Inputs& in) { return cumprod(in[0], 1); },
+       true,
+       true},
+      {"cumprod",
+       "[300, 7] dim=0",
+       {300, 7},
+       [](const Inputs& in) { return cumprod(in[0], 0); },
+       true,
+       true},
       {"cumprod",
        "[5, 13] dim=1",
        {5, 13},
@@ -86,6 +134,36 @@ std::vector<SortOp> sort_ops() {
        {5000},
        [](const Inputs& in) { return joined(cummin(in[0], 0)); },
        false},
+      {"cummax",
+       "[12305] dim=0 ties/NaN",
+       {12305},
+       [](const Inputs& in) { return joined(cummax(ties_and_nan(in[0]), 0)); },
+       false},
+      {"cummin",
+       "[266257] dim=0 ties/NaN",
+       {266257},
+       [](const Inputs& in) { return joined(cummin(ties_and_nan(in[0]), 0)); },
+       false},
+      {"cummax",
+       "[3, 9000] dim=1 ties/NaN",
+       {3, 9000},
+       [](const Inputs& in) { return joined(cummax(ties_and_nan(in[0]), 1)); },
+       false},
+      {"cummin",
+       "[40, 1000] dim=1",
+       {40, 1000},
+       [](const Inputs& in) { return joined(cummin(in[0], 1)); },
+       false},
+      {"cummax",
+       "[3, 300, 5] dim=1 ties/NaN",
+       {3, 300, 5},
+       [](const Inputs& in) { return joined(cummax(ties_and_nan(in[0]), 1)); },
+       false},
+      {"cummin",
+       "[5000, 3] dim=0 ties/NaN",
+       {5000, 3},
+       [](const Inputs& in) { return joined(cummin(ties_and_nan(in[0]), 0)); },
+       false},
       {"sort",
        "[5, 13] dim=1",
        {5, 13},
@@ -105,6 +183,33 @@ std::vector<SortOp> sort_ops() {
        "[3, 1500] dim=1 descending",
        {3, 1500},
        [](const Inputs& in) { return joined(sort(in[0], 1, true)); },
+       false},
+      // Rows of 2^15 elements or more: sorted together on CUDA, by key then
+      // by row (Note [CUDA sort]).
+      {"sort",
+       "[40000] ties/NaN",
+       {40000},
+       [](const Inputs& in) { return joined(sort(ties_and_nan(in[0]), 0)); },
+       false},
+      {"sort",
+       "[40000] descending ties/NaN",
+       {40000},
+       [](const Inputs& in) { return joined(sort(ties_and_nan(in[0]), 0, true)); },
+       false},
+      {"sort",
+       "[3, 40000] dim=1 ties/NaN",
+       {3, 40000},
+       [](const Inputs& in) { return joined(sort(ties_and_nan(in[0]), 1)); },
+       false},
+      {"sort",
+       "[3, 40000] dim=1 descending ties/NaN",
+       {3, 40000},
+       [](const Inputs& in) { return joined(sort(ties_and_nan(in[0]), 1, true)); },
+       false},
+      {"argsort",
+       "[40000, 2] dim=0 ties/NaN",
+       {40000, 2},
+       [](const Inputs& in) { return argsort(ties_and_nan(in[0]), 0); },
        false},
       {"argsort",
        "[5, 13] dim=1 descending",

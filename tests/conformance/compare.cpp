@@ -52,7 +52,9 @@ std::string compare(const Tensor& got, const Tensor& want, double max_nmse, doub
       }
     return {};
   }
-  auto g = got.to_vector<float>(), w = want.to_vector<float>();
+  // In double: f32 and the 16-bit floats convert exactly, and f64 keeps the
+  // digits its tighter threshold judges (and values beyond f32's range).
+  auto g = got.to_vector<double>(), w = want.to_vector<double>();
   double err = 0, ref = 0;
   for (std::size_t i = 0; i < g.size(); ++i) {
     bool gn = std::isnan(g[i]), wn = std::isnan(w[i]);
@@ -72,16 +74,16 @@ std::string compare(const Tensor& got, const Tensor& want, double max_nmse, doub
       }
       continue;
     }
-    double d = double(g[i]) - double(w[i]);
+    double d = g[i] - w[i];
     err += d * d;
-    ref += double(w[i]) * w[i];
+    ref += w[i] * w[i];
   }
   *nmse = ref > 0 ? err / ref : err;
   if (!(*nmse <= max_nmse)) {
     std::size_t worst = 0;
     double worst_d = -1;
     for (std::size_t i = 0; i < g.size(); ++i) {
-      double d = std::fabs(double(g[i]) - double(w[i]));
+      double d = std::fabs(g[i] - w[i]);
       if (d > worst_d) worst_d = d, worst = i;
     }
     return fmt::format(

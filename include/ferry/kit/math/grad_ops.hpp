@@ -31,7 +31,7 @@ template <typename F> FERRY_HD F tanh_backward(F g, F y) { return g * (F(1) - y 
 
 // d/dx x Phi(x) = Phi(x) + x phi(x).
 template <typename F> FERRY_HD F gelu_backward(F g, F x) {
-  const F cdf = F(0.5) * (F(1) + std::erf(x * F(kSqrtHalf)));
+  const F cdf = F(0.5) * std::erfc(x * F(-kSqrtHalf));  // as gelu_erf
   const F pdf = F(kInvSqrt2Pi) * std::exp(x * x * F(-0.5));
   return g * (cdf + x * pdf);
 }

@@ -39,9 +39,10 @@ static_assert(float(kSqrtHalf) == 0.70710678118654752f &&
 
 template <typename F> FERRY_HD F sigmoid(F x) { return F(1) / (F(1) + std::exp(-x)); }
 // Exact GELU: x * Phi(x), Phi the standard normal CDF.
-template <typename F> FERRY_HD F gelu_erf(F x) {
-  return F(0.5) * x * (F(1) + std::erf(x * F(kSqrtHalf)));
-}
+// x Phi(x), Phi(x) = erfc(-x / sqrt 2) / 2: PyTorch's 1 + erf(x / sqrt 2)
+// cancels for x below -3, where two correct erfs then give gelus a few percent
+// apart (cuda:0 and the CPU did on an H100); erfc keeps the tail's precision.
+template <typename F> FERRY_HD F gelu_erf(F x) { return F(0.5) * x * std::erfc(x * F(-kSqrtHalf)); }
 // PyTorch's approximate="tanh" form, 0.5 x (1 + tanh(u)), evaluated as
 // x / (1 + exp(-2u)), the same function: 1 + tanh(u) cancels to few correct
 // bits for u < -4 (gelu_tanh(-5) would be off by a factor of 2 in f32).
