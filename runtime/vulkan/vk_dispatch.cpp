@@ -49,8 +49,9 @@ VulkanBuffer::~VulkanBuffer() {
   device_.release(*this);
 }
 
-// f64 is a CPU dtype (double-precision references, F64 checkpoints): no shader
-// computes it, and GPUs that have f64 at all run it at a small fraction of f32.
+// f64 computes on the cpu and cuda (Note [Where f64 computes] in
+// docs/kernel-contract.md), not here: no shader computes it (shaderFloat64 is
+// optional, and GPUs that have it run it at a small fraction of f32).
 bool VulkanDevice::computes(DType dt) const {
   if (dt == DType::f64) return false;
   return full_variant_ || dt == DType::f32 || dt == DType::i32;
@@ -74,11 +75,11 @@ DeviceCapabilities VulkanDevice::capabilities() const {
 
 void VulkanDevice::require(DType dt, std::string_view op) const {
   if (dt == DType::f64)
-    throw UnsupportedError(
-        fmt::format("{}: {} on f64 is not supported by the vulkan backend (f64 is a cpu dtype, for "
-                    "double-precision references); move the tensor with .cpu(), or cast it with "
-                    ".to(ferry::DType::f32) on the cpu first",
-                    device().str(), op));
+    throw UnsupportedError(fmt::format(
+        "{}: {} on f64 is not supported by the vulkan backend (no vulkan shader computes "
+        "f64; the cpu and cuda backends do); move the tensor with .cpu(), or cast it "
+        "with .to(ferry::DType::f32) on the cpu first",
+        device().str(), op));
   if (!computes(dt))
     throw UnsupportedError(fmt::format(
         "{}: {} on {} needs 64-bit integers and 8/16-bit storage buffers, which this device ({}) "
