@@ -5,9 +5,12 @@
 // SCAN_MODE_LINES gives each line a thread that walks it in order; with lines
 // along a non-innermost dim neighbouring threads load neighbouring elements.
 // SCAN_MODE_ROW gives a long line a workgroup: each thread folds its own
-// contiguous chunk into a state, the workgroup turns the states into each
-// chunk's prefix (in chunk order: cummax's index rule is not commutative),
-// and each thread walks its chunk again from its prefix, writing.
+// contiguous piece into a state, the workgroup turns the states into each
+// piece's prefix (in order: cummax's index rule is not commutative), and each
+// thread walks its piece again from its prefix, writing. The CHUNK modes
+// (abi/scan.h) spread a few very long lines over many workgroups: a
+// workgroup does the same for one chunk of a line, starting from the state
+// before the chunk, which the first two dispatches compute.
 //
 // Float sums keep a compensated (TwoSum) pair, as reduce.comp's do, so they
 // track the CPU's double accumulation; products are plain float. Integer
@@ -22,6 +25,7 @@
 FERRY_TENSOR(0, y)  // the values
 FERRY_TENSOR(1, ix) // cummax / cummin's i64 positions, as word pairs (else x again, unused)
 FERRY_TENSOR(2, x)
+FERRY_TENSOR(3, st) // CHUNK modes: the chunks' states, SCAN_STATE_WORDS each (else x again, unused)
 
 #define NO_INDEX 0xffffffffu
 const bool EXTREMUM = OP == OP_CUMMAX || OP == OP_CUMMIN;
@@ -112,12 +116,90 @@ shared float s_lo[256];
 shared ITYPE s_iv[256];
 shared uint s_idx[256];
 
+void put_state(uint i, State s) {
+  const uint w = i * SCAN_STATE_WORDS;
+  st_u32[w] = floatBitsToUint(s.hi);
+  st_u32[w + 1u] = floatBitsToUint(s.lo);
+#ifdef FERRY_FULL
+  st_u32[w + 2u] = uint(s.iv & ITYPE(0xffffffff));
+  st_u32[w + 3u] = uint(s.iv >> 32);
+#else
+  st_u32[w + 2u] = uint(s.iv);
+  st_u32[w + 3u] = 0u;
+#endif
+  st_u32[w + 4u] = s.idx;
+}
+
+State get_state(uint i) {
+  const uint w = i * SCAN_STATE_WORDS;
+#ifdef FERRY_FULL
+  const ITYPE iv = ITYPE(st_u32[w + 2u]) | (ITYPE(st_u32[w + 3u]) << 32);
+#else
+  const ITYPE iv = ITYPE(st_u32[w + 2u]);
+#endif
+  return State(uintBitsToFloat(st_u32[w]), uintBitsToFloat(st_u32[w + 1u]), iv, st_u32[w + 4u]);
+}
+
+void put_shared(uint t, State s) {
+  s_hi[t] = s.hi;
+  s_lo[t] = s.lo;
+  s_iv[t] = s.iv;
+  s_idx[t] = s.idx;
+}
+
+State get_shared(uint t) { return State(s_hi[t], s_lo[t], s_iv[t], s_idx[t]); }
+
+// With every thread's own state in the slots, each slot becomes the state
+// before its thread's piece, starting from `first`; returns (to thread 0)
+// the state after the last piece. Every thread of the workgroup calls it.
+State exclusive_prefixes(uint t, State first) {
+  memoryBarrierShared();
+  barrier();
+  State prefix = first;
+  if (t == 0u) {
+    for (uint i = 0u; i < gl_WorkGroupSize.x; ++i) {
+      State own = get_shared(i);
+      put_shared(i, prefix);
+      prefix = combine(prefix, own);
+    }
+  }
+  memoryBarrierShared();
+  barrier();
+  return prefix;
+}
+
+// Elements [k0, k0 + len) of the line at `base`, a contiguous piece per
+// thread, scanned from `first` and written (write) or only folded; returns
+// (to thread 0) the state after them.
+State scan_span(uint base, uint k0, uint len, State first, bool write_out) {
+  const uint WG = gl_WorkGroupSize.x, t = gl_LocalInvocationID.x;
+  const uint piece = (len + WG - 1u) / WG;
+  const uint begin = k0 + min(len, t * piece), end = k0 + min(len, t * piece + piece);
+  State s = identity();
+  for (uint k = begin; k < end; ++k) step(s, p.x_off + base + k * p.s_n, k);
+  put_shared(t, s);
+  const State last = exclusive_prefixes(t, first);
+  if (write_out) {
+    s = get_shared(t);
+    for (uint k = begin; k < end; ++k) {
+      const uint e = base + k * p.s_n;
+      step(s, p.x_off + e, k);
+      write(e, s);
+    }
+  }
+  memoryBarrierShared();
+  barrier();  // the next span reuses the slots
+  return last;
+}
+
+uint line_base(uint line) { return (line / p.inner) * p.s_outer + (line % p.inner) * p.s_inner; }
+
 void main() {
   const uint lines = p.outer * p.inner;
   if (MODE == SCAN_MODE_LINES) {
     const uint stride = gl_NumWorkGroups.x * gl_WorkGroupSize.x;
     for (uint t = gl_GlobalInvocationID.x; t < lines; t += stride) {
-      const uint base = (t / p.inner) * p.s_outer + (t % p.inner) * p.s_inner;
+      const uint base = line_base(t);
       State s = identity();
       for (uint k = 0u; k < p.n; ++k) {
         const uint e = base + k * p.s_n;
@@ -127,40 +209,44 @@ void main() {
     }
     return;
   }
-  const uint WG = gl_WorkGroupSize.x, t = gl_LocalInvocationID.x;
-  const uint chunk = (p.n + WG - 1u) / WG;
-  const uint begin = min(p.n, t * chunk), end = min(p.n, begin + chunk);
-  // The trip count is the same for the whole workgroup, so the barriers are uniform.
-  for (uint line = gl_WorkGroupID.x; line < lines; line += gl_NumWorkGroups.x) {
-    const uint base = (line / p.inner) * p.s_outer + (line % p.inner) * p.s_inner;
-    State s = identity();
-    for (uint k = begin; k < end; ++k) step(s, p.x_off + base + k * p.s_n, k);
-    s_hi[t] = s.hi;
-    s_lo[t] = s.lo;
-    s_iv[t] = s.iv;
-    s_idx[t] = s.idx;
-    memoryBarrierShared();
-    barrier();
-    if (t == 0u) {  // each slot becomes the state before its chunk
-      State prefix = identity();
-      for (uint i = 0u; i < WG; ++i) {
-        State own = State(s_hi[i], s_lo[i], s_iv[i], s_idx[i]);
-        s_hi[i] = prefix.hi;
-        s_lo[i] = prefix.lo;
-        s_iv[i] = prefix.iv;
-        s_idx[i] = prefix.idx;
-        prefix = combine(prefix, own);
+  const uint t = gl_LocalInvocationID.x;
+  // The trip counts are the same for the whole workgroup, so the barriers are uniform.
+  if (MODE == SCAN_MODE_ROW) {
+    for (uint line = gl_WorkGroupID.x; line < lines; line += gl_NumWorkGroups.x)
+      scan_span(line_base(line), 0u, p.n, identity(), true);
+    return;
+  }
+  if (MODE == SCAN_MODE_CHUNK_PREFIX) {  // a line's chunk states, a contiguous piece per thread
+    const uint WG = gl_WorkGroupSize.x;
+    const uint piece = (p.chunks + WG - 1u) / WG;
+    const uint begin = min(p.chunks, t * piece), end = min(p.chunks, t * piece + piece);
+    for (uint line = gl_WorkGroupID.x; line < lines; line += gl_NumWorkGroups.x) {
+      const uint first = line * p.chunks;
+      State s = identity();
+      for (uint c = begin; c < end; ++c) s = combine(s, get_state(first + c));
+      put_shared(t, s);
+      exclusive_prefixes(t, identity());
+      s = get_shared(t);
+      for (uint c = begin; c < end; ++c) {
+        const State own = get_state(first + c);
+        put_state(first + c, s);
+        s = combine(s, own);
       }
+      memoryBarrierShared();
+      barrier();
     }
-    memoryBarrierShared();
-    barrier();
-    s = State(s_hi[t], s_lo[t], s_iv[t], s_idx[t]);
-    for (uint k = begin; k < end; ++k) {
-      const uint e = base + k * p.s_n;
-      step(s, p.x_off + e, k);
-      write(e, s);
+    return;
+  }
+  // CHUNK_STATES and CHUNK_APPLY: a workgroup per (line, chunk).
+  const uint items = lines * p.chunks;
+  for (uint item = gl_WorkGroupID.x; item < items; item += gl_NumWorkGroups.x) {
+    const uint line = item / p.chunks, c = item % p.chunks;
+    const uint k0 = c * p.chunk, len = min(p.chunk, p.n - k0);
+    if (MODE == SCAN_MODE_CHUNK_STATES) {
+      const State total = scan_span(line_base(line), k0, len, identity(), false);
+      if (t == 0u) put_state(item, total);
+    } else {
+      scan_span(line_base(line), k0, len, get_state(item), true);
     }
-    memoryBarrierShared();
-    barrier();  // the next line reuses the slots
   }
 }

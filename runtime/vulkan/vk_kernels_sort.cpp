@@ -25,6 +25,12 @@ namespace {
 
 constexpr std::uint64_t kRowModeMin = 4096;      // a line this long gets a workgroup (ROW mode)
 constexpr std::uint64_t kRowModeMaxLines = 256;  // ... when there are at most this many lines
+// The CHUNK modes (abi/scan.h): chunks of a workgroup's size times this, for
+// lines of at least 4 chunks when there are at most kChunkModeMaxLines (a
+// single line of 16 Mi elements ran 20 times slower than the CPU on an H100
+// in ROW mode, one workgroup doing it all).
+constexpr std::uint64_t kChunkPerThread = 16;
+constexpr std::uint64_t kChunkModeMaxLines = 64;
 
 std::uint32_t groups_for(const VulkanDevice& dev, std::uint64_t n, std::uint32_t per_group) {
   return std::uint32_t(
@@ -55,7 +61,13 @@ void scan_part(VulkanDevice& dev, OpId op, const std::vector<TensorArg>& views) 
   require_fits(dev, op_name(op), views, x.sizes[2], "line");
   const bool extremum = views.size() > 2;
   const Binding by = dev.bind(views[1], Access::write), bx = dev.bind(x, Access::read);
-  const Binding bi = extremum ? dev.bind(views[2], Access::write) : bx;
+  // Slots a mode leaves unused get the values' binding, never x's: the shader's positions and
+  // states buffers are writable, and the validation layer counts a writable binding as written,
+  // so x there would be a write of x's bytes that the barrier tracker never saw (a RAW hazard
+  // with the next part's read of x wherever parts' bound ranges overlap, as the 16-byte-aligned
+  // ranges of 1000-byte u8 lines do). For the same reason the states are bound for writing in
+  // every chunk mode.
+  const Binding bi = extremum ? dev.bind(views[2], Access::write) : by;
   abi::ScanParams p{};
   p.outer = std::uint32_t(x.sizes[0]);
   p.inner = std::uint32_t(x.sizes[1]);
@@ -70,14 +82,32 @@ void scan_part(VulkanDevice& dev, OpId op, const std::vector<TensorArg>& views) 
   // views are cut alike from tensors of one shape, all contiguous.
   const std::uint64_t lines = std::uint64_t(p.outer) * p.inner;
   const std::uint32_t wg = workgroup_size(dev.limits());
-  const bool row = p.n >= kRowModeMin && lines <= kRowModeMaxLines;
-  const abi::ScanSpec spec{.WG = wg,
-                           .OP = std::uint32_t(op),
-                           .IN_DT = dtype_code(x.dtype),
-                           .OUT_DT = dtype_code(views[1].dtype),
-                           .MODE = row ? abi::SCAN_MODE_ROW : abi::SCAN_MODE_LINES};
-  const std::uint32_t groups = row ? groups_for(dev, lines, 1) : groups_for(dev, lines, wg);
-  dev.dispatch({"scan", spec.values(), {by, bi, bx}, &p, sizeof p, {groups, 1, 1}});
+  const std::uint64_t chunk = std::uint64_t(wg) * kChunkPerThread;
+  const bool chunked = lines <= kChunkModeMaxLines && p.n >= 4 * chunk;
+  const bool row = !chunked && p.n >= kRowModeMin && lines <= kRowModeMaxLines;
+  auto run = [&](std::uint32_t mode, std::uint64_t groups, const Binding& bs) {
+    const abi::ScanSpec spec{.WG = wg,
+                             .OP = std::uint32_t(op),
+                             .IN_DT = dtype_code(x.dtype),
+                             .OUT_DT = dtype_code(views[1].dtype),
+                             .MODE = mode};
+    const auto g = std::uint32_t(std::clamp<std::uint64_t>(groups, 1, dev.limits().max_groups_x));
+    dev.dispatch({"scan", spec.values(), {by, bi, bx, bs}, &p, sizeof p, {g, 1, 1}});
+  };
+  if (!chunked) {
+    run(row ? abi::SCAN_MODE_ROW : abi::SCAN_MODE_LINES, row ? lines : (lines + wg - 1) / wg, by);
+    return;
+  }
+  p.chunk = std::uint32_t(chunk);
+  p.chunks = std::uint32_t((p.n + chunk - 1) / chunk);
+  const std::uint64_t states = lines * p.chunks;
+  std::unique_ptr<Buffer> scratch = dev.allocate(states * abi::SCAN_STATE_WORDS * 4);
+  const TensorArg words{
+      scratch.get(), 0, {std::int64_t(states * abi::SCAN_STATE_WORDS)}, {1}, DType::i32};
+  run(abi::SCAN_MODE_CHUNK_STATES, states, dev.bind(words, Access::write));
+  run(abi::SCAN_MODE_CHUNK_PREFIX, lines, dev.bind(words, Access::write));
+  run(abi::SCAN_MODE_CHUNK_APPLY, states, dev.bind(words, Access::write));
+  // `scratch` may go now: the device keeps its memory until the GPU is done with it.
 }
 
 void scan_kernel(DeviceImpl& d, const OpCall& call) {
