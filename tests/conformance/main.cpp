@@ -3,6 +3,7 @@
 // "N passed, N failed, N skipped". Exit status 1 when anything failed.
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <fstream>
 #include <map>
@@ -18,6 +19,7 @@ namespace {
 struct Options {
   std::vector<std::string> devices;
   std::string op_filter = ".*";
+  std::vector<ferry::DType> dtypes;  // empty: every dtype
   std::string json;
   std::string mode = "all";  // forward, grad or all
   bool list = false, perf = false, verbose = false, transfers = true;
@@ -32,11 +34,13 @@ void usage() {
   std::puts(
       "usage: ferry-conformance [--device DEV]... [--op REGEX] [--list] [--json FILE] [--perf] "
       "[--verbose]\n"
-      "                         [--mode forward|grad|all] [--threads N] [--no-transfers]\n"
+      "                         [--dtype LIST] [--mode forward|grad|all] [--threads N]\n"
+      "                         [--no-transfers]\n"
       "                         [--skip-unavailable]\n"
       "  --device DEV   a device to test, e.g. vulkan:0 (repeatable; default: every available "
       "device)\n"
       "  --op REGEX     only ops whose name matches (std::regex_search), e.g. 'matmul|softmax'\n"
+      "  --dtype LIST   only cases in these dtypes, comma-separated, e.g. f32,i64\n"
       "  --mode MODE    forward: the ops' results; grad: their gradients (cases named\n"
       "                 '<op>.grad': each op's backward on the device, held to the CPU's);\n"
       "                 all (default): both\n"
@@ -65,7 +69,14 @@ Options parse(int argc, char** argv) {
       o.devices.push_back(value());
     else if (a == "--op")
       o.op_filter = value();
-    else if (a == "--json")
+    else if (a == "--dtype") {
+      const std::string v = value();
+      for (std::size_t at = 0; at <= v.size();) {
+        const std::size_t comma = std::min(v.find(',', at), v.size());
+        o.dtypes.push_back(ferry::dtype_from_name(std::string_view(v).substr(at, comma - at)));
+        at = comma + 1;
+      }
+    } else if (a == "--json")
       o.json = value();
     else if (a == "--mode") {
       o.mode = value();
@@ -159,13 +170,18 @@ int main(int argc, char** argv) {
   try {
     Options opt = parse(argc, argv);
     std::regex filter(opt.op_filter);
+    auto wanted = [&](const fc::Case& c) {
+      return std::regex_search(c.op, filter) &&
+             (opt.dtypes.empty() ||
+              std::find(opt.dtypes.begin(), opt.dtypes.end(), c.dtype) != opt.dtypes.end());
+    };
     std::vector<fc::Case> cases;
     if (opt.mode != "grad")
       for (auto& c : fc::all_cases())
-        if (std::regex_search(c.op, filter)) cases.push_back(std::move(c));
+        if (wanted(c)) cases.push_back(std::move(c));
     if (opt.mode != "forward")
       for (auto& c : fc::grad_cases())
-        if (std::regex_search(c.op, filter)) cases.push_back(std::move(c));
+        if (wanted(c)) cases.push_back(std::move(c));
     if (opt.list && !opt.devices.empty()) {
       // The op table as each device answers supports(op, dtype).
       for (const std::string& d : opt.devices) {

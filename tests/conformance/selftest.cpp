@@ -131,3 +131,15 @@ TEST(ConformanceSelfTest, ListWithADeviceShowsWhatItSupports) {
   EXPECT_NE(r.output.find("  add "), std::string::npos) << r.output;
   EXPECT_NE(r.output.find("f32 f16 bf16 i32 i64 u8 bool f64"), std::string::npos) << r.output;
 }
+
+TEST(ConformanceSelfTest, DtypeOptionRunsOnlyThoseDtypes) {
+  SuiteRun r = run_suite("", "--device cpu --op '^(add|sum)$' --dtype i64,f16 --no-transfers");
+  ASSERT_EQ(r.status, 0) << r.output;
+  ASSERT_TRUE(r.report.is_object()) << r.output;
+  std::set<std::string> seen;
+  for (const auto& res : r.report["results"]) seen.insert(res["dtype"].get<std::string>());
+  EXPECT_EQ(seen, (std::set<std::string>{"i64", "f16"})) << r.output;
+  SuiteRun bad = run_suite("", "--list --dtype f32,q7");
+  EXPECT_EQ(bad.status, 2) << bad.output;
+  EXPECT_NE(bad.output.find("q7"), std::string::npos) << bad.output;
+}
