@@ -231,14 +231,8 @@ void matmul_kernel(DeviceImpl& d, const OpCall& call) {
     case DType::f64:
       if (fits_int) return cublas_matmul<double>(dev, A, B, C, CUDA_R_64F);
       return launch_tiled<double>(dev, A, B, C);
-    case DType::i32:
-      return launch_tiled<std::int32_t>(dev, A, B, C);
-    case DType::i64:
-      return launch_tiled<std::int64_t>(dev, A, B, C);
-    case DType::u8:
-      return launch_tiled<std::uint8_t>(dev, A, B, C);
-    default:
-      unsupported_dtype("matmul", C.dtype);
+    default:  // the integers: products wrap, as in PyTorch
+      FERRY_CUDA_DISPATCH_INT(C.dtype, "matmul", return launch_tiled<scalar_t>(dev, A, B, C));
   }
 }
 

@@ -51,7 +51,9 @@ using math::compute_t;
 #define FERRY_CUDA_INT_CASES(...)   \
   FERRY_CUDA_CASE(i32, __VA_ARGS__) \
   FERRY_CUDA_CASE(i64, __VA_ARGS__) \
-  FERRY_CUDA_CASE(u8, __VA_ARGS__)
+  FERRY_CUDA_CASE(u8, __VA_ARGS__)  \
+  FERRY_CUDA_CASE(i8, __VA_ARGS__)  \
+  FERRY_CUDA_CASE(i16, __VA_ARGS__)
 #define FERRY_CUDA_INTEGRAL_CASES(...) \
   FERRY_CUDA_INT_CASES(__VA_ARGS__)    \
   FERRY_CUDA_CASE(boolean, __VA_ARGS__)

@@ -3,6 +3,8 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
+
 #include "ferry/error.hpp"
 
 namespace ferry {
@@ -14,11 +16,13 @@ std::size_t dtype_size(DType t) {
       return 4;
     case DType::f16:
     case DType::bf16:
+    case DType::i16:
       return 2;
     case DType::i64:
     case DType::f64:
       return 8;
     case DType::u8:
+    case DType::i8:
     case DType::boolean:
       return 1;
   }
@@ -43,6 +47,10 @@ std::string_view dtype_name(DType t) {
       return "bool";
     case DType::f64:
       return "f64";
+    case DType::i8:
+      return "i8";
+    case DType::i16:
+      return "i16";
   }
   return "invalid";
 }
@@ -51,13 +59,24 @@ DType dtype_from_name(std::string_view name) {
   for (DType t : kAllDTypes)
     if (dtype_name(t) == name) return t;
   throw DTypeError(fmt::format(
-      "unknown dtype '{}'; expected one of f32, f16, bf16, f64, i32, i64, u8, bool", name));
+      "unknown dtype '{}'; expected one of f32, f16, bf16, f64, i8, i16, i32, i64, u8, bool",
+      name));
 }
 
 bool is_floating(DType t) {
   return t == DType::f32 || t == DType::f16 || t == DType::bf16 || t == DType::f64;
 }
-bool is_integral(DType t) { return t == DType::i32 || t == DType::i64 || t == DType::u8; }
+bool is_integral(DType t) {
+  return t == DType::i8 || t == DType::i16 || t == DType::i32 || t == DType::i64 || t == DType::u8;
+}
+
+namespace {
+// A signed integer dtype's width in bytes, and back.
+int signed_width(DType t) { return t == DType::u8 ? 0 : int(dtype_size(t)); }
+DType signed_of_width(int bytes) {
+  return bytes <= 1 ? DType::i8 : bytes == 2 ? DType::i16 : bytes == 4 ? DType::i32 : DType::i64;
+}
+}  // namespace
 
 DType promote_types(DType a, DType b) {
   if (a == b) return a;
@@ -70,9 +89,10 @@ DType promote_types(DType a, DType b) {
   }
   if (fa) return a;
   if (fb) return b;
-  // Two different integer types among u8, i32, i64: the widest signed one.
-  if (a == DType::i64 || b == DType::i64) return DType::i64;
-  return DType::i32;  // u8 with i32
+  // Two different integer types: the narrowest signed type that holds both (u8 needs 2 bytes).
+  int width = std::max(signed_width(a), signed_width(b));
+  if (a == DType::u8 || b == DType::u8) width = std::max(width, 2);
+  return signed_of_width(width);
 }
 
 double Scalar::to_double() const {

@@ -70,7 +70,10 @@ Tensor randperm(std::int64_t n, const TensorOptions& o) {
   check_count("randperm", "n", n);
   const DType dt = o.dtype_or(DType::i64);
   if (!is_floating(dt) && dt != DType::boolean && dt != DType::i64 && n > 0) {
-    const std::int64_t limit = dt == DType::u8 ? 256 : (std::int64_t(1) << 31);
+    const std::int64_t limit = dt == DType::u8    ? 256
+                               : dt == DType::i8  ? 128
+                               : dt == DType::i16 ? 32768
+                                                  : (std::int64_t(1) << 31);
     if (n > limit)
       throw DTypeError(fmt::format("randperm: {} values do not fit {}", n, dtype_name(dt)));
   }

@@ -3,7 +3,7 @@
 // stores of any dtype, and the float math GLSL leaves undefined.
 //
 // Every shader is compiled twice (shaders/CMakeLists.txt): with FERRY_FULL
-// (i64, f16/bf16 as 16-bit storage, u8/bool as 8-bit storage; the device needs
+// (i64, f16/bf16/i16 as 16-bit storage, u8/i8/bool as 8-bit storage; the device needs
 // shaderInt64 and 8/16-bit storage-buffer access) and without (f32 and i32
 // only, for devices that lack those). The backend picks the variant per device.
 //
@@ -24,7 +24,7 @@
 #define IS_FLOAT_DT(dt) ((dt) <= DT_BF16)
 
 // The integer type integer ops compute in: 64-bit where the device has it, so
-// one code path serves i32, i64, u8 and bool (narrower results wrap on store).
+// one code path serves i8, i16, i32, i64, u8 and bool (narrower results wrap on store).
 #ifdef FERRY_FULL
 #define ITYPE int64_t
 #else
@@ -57,7 +57,14 @@ uint float_to_f16(float f) { return packHalf2x16(vec2(f, 0.0)) & 0xffffu; }
 float f16_to_float(uint h) { return unpackHalf2x16(h).x; }
 
 // The bits of an integer dtype (the shifts' range).
-int dt_bits(uint dt) { return dt == DT_I64 ? 64 : (dt == DT_U8 ? 8 : 32); }
+int dt_bits(uint dt) {
+  return dt == DT_I64 ? 64 : (dt == DT_U8 || dt == DT_I8) ? 8 : dt == DT_I16 ? 16 : 32;
+}
+
+// 8 and 16 stored bits of a signed integer, sign-extended (through 32-bit arithmetic: the
+// 8/16-bit storage extensions give storage types, not arithmetic on them).
+int sext8(uint b) { return int(b << 24) >> 24; }
+int sext16(uint b) { return int(b << 16) >> 16; }
 
 // float -> integer: truncate toward zero, NaN gives 0, saturate out of range.
 // float -> bool: anything but zero is true, NaN too (as in PyTorch and C++);
@@ -67,6 +74,8 @@ ITYPE float_to_itype(float f, uint dt) {
   if (dt == DT_BOOL) return ITYPE(f == 0.0 ? 0 : 1);
   if (isnan(f)) return ITYPE(0);
   if (dt == DT_U8) return ITYPE(clamp(f, 0.0, 255.0));
+  if (dt == DT_I8) return ITYPE(clamp(f, -128.0, 127.0));
+  if (dt == DT_I16) return ITYPE(clamp(f, -32768.0, 32767.0));
 #ifdef FERRY_FULL
   if (dt == DT_I64) {
     if (f <= -9223372036854775808.0) return ITYPE(0x8000000000000000l);
@@ -88,11 +97,15 @@ ITYPE float_to_itype(float f, uint dt) {
    : (DT) == DT_BF16 ? bf16_to_float(uint(N##_u16[i]))                                      \
    : (DT) == DT_I32  ? float(int(N##_u32[i]))                                               \
    : (DT) == DT_I64  ? float(N##_i64[i])                                                    \
+   : (DT) == DT_I8   ? float(sext8(uint(N##_u8[i])))                                        \
+   : (DT) == DT_I16  ? float(sext16(uint(N##_u16[i])))                                      \
                      : float(uint(N##_u8[i])))
 #define LOAD_I(N, DT, i)                                                                    \
   ((DT) == DT_I64    ? N##_i64[i]                                                           \
    : (DT) == DT_I32  ? int64_t(int(N##_u32[i]))                                             \
    : (DT) == DT_U8 || (DT) == DT_BOOL ? int64_t(uint(N##_u8[i]))                            \
+   : (DT) == DT_I8   ? int64_t(sext8(uint(N##_u8[i])))                                      \
+   : (DT) == DT_I16  ? int64_t(sext16(uint(N##_u16[i])))                                    \
                      : float_to_itype(LOAD_F(N, DT, i), DT_I64))
 #define STORE_F(N, DT, i, v)                                                                \
   {                                                                                         \
@@ -103,7 +116,8 @@ ITYPE float_to_itype(float f, uint dt) {
     else if ((DT) == DT_BF16) N##_u16[i_] = uint16_t(float_to_bf16(v_));                    \
     else if ((DT) == DT_I32) N##_u32[i_] = uint(int(float_to_itype(v_, DT_I32)));           \
     else if ((DT) == DT_I64) N##_i64[i_] = float_to_itype(v_, DT_I64);                      \
-    else N##_u8[i_] = uint8_t(uint(float_to_itype(v_, DT)));                                \
+    else if ((DT) == DT_I16) N##_u16[i_] = uint16_t(uint(int(float_to_itype(v_, DT))) & 0xffffu); \
+    else N##_u8[i_] = uint8_t(uint(int(float_to_itype(v_, DT))) & 0xffu);                  \
   }
 #define STORE_I(N, DT, i, v)                                                                \
   {                                                                                         \
@@ -111,7 +125,8 @@ ITYPE float_to_itype(float f, uint dt) {
     uint i_ = (i);                                                                          \
     if ((DT) == DT_I64) N##_i64[i_] = v_;                                                   \
     else if ((DT) == DT_I32) N##_u32[i_] = uint(v_);                                        \
-    else if ((DT) == DT_U8) N##_u8[i_] = uint8_t(uint(v_) & 0xffu);                         \
+    else if ((DT) == DT_U8 || (DT) == DT_I8) N##_u8[i_] = uint8_t(uint(v_) & 0xffu);        \
+    else if ((DT) == DT_I16) N##_u16[i_] = uint16_t(uint(v_) & 0xffffu);                    \
     else if ((DT) == DT_BOOL) N##_u8[i_] = uint8_t(v_ != 0 ? 1u : 0u);                      \
     else STORE_F(N, DT, i_, float(v_))                                                      \
   }

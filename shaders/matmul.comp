@@ -10,7 +10,7 @@
 // the groups WG_Y*4 rows (WG_X*4 columns) apart: then a warp's vec4 reads of a shared slice
 // row hit consecutive 16-byte words (no bank conflicts) and its stores of C are coalesced.
 // The shared rows are padded by 4 floats so that the K-fast loader's stores spread over the
-// banks too. Integer dtypes (i32, i64, u8: products wrap) take a plain loop over K from
+// banks too. Integer dtypes (i8, i16, i32, i64, u8: products wrap) take a plain loop over K from
 // global memory with the same thread layout; they are rare and small.
 //
 // Specialization and push constants: shaders/abi/matmul.h. The workgroup is 1-D,

@@ -18,6 +18,9 @@ TEST(DType, SizesAndNamesRoundTrip) {
   EXPECT_EQ(ferry::dtype_size(DType::bf16), 2u);
   EXPECT_EQ(ferry::dtype_size(DType::i64), 8u);
   EXPECT_EQ(ferry::dtype_size(DType::boolean), 1u);
+  EXPECT_EQ(ferry::dtype_size(DType::i8), 1u);
+  EXPECT_EQ(ferry::dtype_size(DType::i16), 2u);
+  EXPECT_EQ(ferry::dtype_name(DType::i16), "i16");
   EXPECT_THROW(ferry::dtype_from_name("float99"), ferry::DTypeError);
 }
 
@@ -30,6 +33,14 @@ TEST(DType, PromotionFollowsPyTorch) {
   EXPECT_EQ(promote_types(DType::i32, DType::i64), DType::i64);
   EXPECT_EQ(promote_types(DType::boolean, DType::u8), DType::u8);
   EXPECT_EQ(promote_types(DType::boolean, DType::boolean), DType::boolean);
+  // The narrowest signed type that holds both (torch.promote_types).
+  EXPECT_EQ(promote_types(DType::u8, DType::i8), DType::i16);
+  EXPECT_EQ(promote_types(DType::u8, DType::i16), DType::i16);
+  EXPECT_EQ(promote_types(DType::i8, DType::i16), DType::i16);
+  EXPECT_EQ(promote_types(DType::i8, DType::i32), DType::i32);
+  EXPECT_EQ(promote_types(DType::i16, DType::i64), DType::i64);
+  EXPECT_EQ(promote_types(DType::i8, DType::f16), DType::f16);
+  EXPECT_EQ(promote_types(DType::boolean, DType::i8), DType::i8);
   for (DType a : ferry::kAllDTypes)
     for (DType b : ferry::kAllDTypes) EXPECT_EQ(promote_types(a, b), promote_types(b, a));
 }

@@ -62,12 +62,13 @@ TEST(F64DType, NameSizeAndTraits) {
   EXPECT_FALSE(ferry::is_integral(DType::f64));
   EXPECT_EQ(ferry::dtype_of<double>(), DType::f64);
   static_assert(std::is_same_v<ferry::dtype_cpp_t<DType::f64>, double>);
-  // Appended last: the other dtypes keep their values.
+  // Appended: the other dtypes keep their values (and i8, i16 came after it).
   EXPECT_EQ(int(DType::f32), 0);
   EXPECT_EQ(int(DType::boolean), 6);
   EXPECT_EQ(int(DType::f64), 7);
-  EXPECT_EQ(std::size(ferry::kAllDTypes), 8u);
-  EXPECT_EQ(ferry::kAllDTypes[7], DType::f64);
+  EXPECT_EQ(int(DType::i16), 9);
+  EXPECT_EQ(std::size(ferry::kAllDTypes), 10u);
+  EXPECT_EQ(ferry::kAllDTypes[9], DType::f64);
   EXPECT_FERRY_ERROR(ferry::dtype_from_name("float64"), ferry::DTypeError, "float64", "f64");
 }
 

@@ -162,13 +162,12 @@ Tensor make_tensor(const json& t, const ferry::Device& device) {
       if (dt != DType::f32) x = x.to(dt);  // the values are exact in dt
       break;
     case DType::i32:
-      x = ferry::tensor(data_as<std::int32_t>(data, to_int64), build_shape);
-      break;
     case DType::i64:
-      x = ferry::tensor(data_as<std::int64_t>(data, to_int64), build_shape);
-      break;
     case DType::u8:
-      x = ferry::tensor(data_as<std::uint8_t>(data, to_int64), build_shape);
+    case DType::i8:
+    case DType::i16:
+      x = ferry::tensor(data_as<std::int64_t>(data, to_int64), build_shape);
+      if (dt != DType::i64) x = x.to(dt);  // the values are exact in dt
       break;
     case DType::boolean:
       x = ferry::tensor(data_as<bool>(data, to_int64), build_shape);

@@ -76,6 +76,8 @@ StateDict every_dtype() {
                           {2, 2}));
   sd.insert("u8", ferry::tensor(std::vector<std::uint8_t>{0, 1, 127, 128, 255, 42}, {3, 2}));
   sd.insert("bool", ferry::tensor(std::vector<bool>{true, false, false, true, true}));
+  sd.insert("i8", ferry::tensor(std::vector<std::int8_t>{-128, -1, 0, 127}));
+  sd.insert("i16", ferry::tensor(std::vector<std::int16_t>{-32768, -300, 0, 32767}, {2, 2}));
   return sd;
 }
 
@@ -96,8 +98,8 @@ TEST_F(Safetensors, RoundTripsEveryDtype) {
   }
   EXPECT_EQ(back.metadata, sd.metadata);
   // Loaded in file order: the reference writer's dtype order, widest first.
-  EXPECT_EQ(back.keys(),
-            (std::vector<std::string>{"i64", "f64", "f32", "i32", "bf16", "f16", "u8", "bool"}));
+  EXPECT_EQ(back.keys(), (std::vector<std::string>{"i64", "f64", "f32", "i32", "bf16", "f16", "i16",
+                                                   "i8", "u8", "bool"}));
 }
 
 TEST_F(Safetensors, RoundTripsShapes) {
@@ -219,7 +221,7 @@ TEST_F(Safetensors, LayoutIsTheReferenceWritersByteForByte) {
   std::vector<std::string> order;
   for (const auto& t : info.tensors) order.push_back(t.name);
   EXPECT_EQ(order, (std::vector<std::string>{"i64", "f64", "a_f32", "f32", "i32", "bf16", "f16",
-                                             "u8", "bool"}));
+                                             "i16", "i8", "u8", "bool"}));
   EXPECT_EQ(info.header_size % 8, 0u);
   std::string header = header_of(read_file(path("mixed.safetensors")));
   EXPECT_LT(header.find("\"i64\""), header.find("\"f64\""));  // the header lists them in that order
@@ -276,21 +278,41 @@ TEST_F(Safetensors, InspectReadsTheHeader) {
   EXPECT_EQ(info.data_offset + end, info.file_size);
 
   // Dtypes ferry cannot load are listed, without a ferry dtype; loading names them.
-  Bytes i8 = make_file(R"({"q":{"dtype":"I8","shape":[2],"data_offsets":[0,2]},)"
-                       R"("s":{"dtype":"F32","shape":[],"data_offsets":[2,6]}})",
-                       {1, 2, 0, 0, 128, 63});
-  write_file(path("i8.safetensors"), i8);
-  info = ferry::inspect_safetensors(path("i8.safetensors"));
+  Bytes u16 = make_file(R"({"q":{"dtype":"U16","shape":[2],"data_offsets":[0,4]},)"
+                        R"("s":{"dtype":"F32","shape":[],"data_offsets":[4,8]}})",
+                        {1, 0, 2, 0, 0, 0, 128, 63});
+  write_file(path("u16.safetensors"), u16);
+  info = ferry::inspect_safetensors(path("u16.safetensors"));
   ASSERT_EQ(info.tensors.size(), 2u);
-  EXPECT_EQ(info.tensors[0].file_dtype, "I8");
+  EXPECT_EQ(info.tensors[0].file_dtype, "U16");
   EXPECT_FALSE(info.tensors[0].dtype.has_value());
   try {
-    ferry::load_safetensors(path("i8.safetensors"));
-    FAIL() << "an I8 tensor must not load";
+    ferry::load_safetensors(path("u16.safetensors"));
+    FAIL() << "a U16 tensor must not load";
   } catch (const ferry::DTypeError& e) {
     EXPECT_NE(std::string(e.what()).find("'q'"), std::string::npos) << e.what();
-    EXPECT_NE(std::string(e.what()).find("I8"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("U16"), std::string::npos) << e.what();
   }
+}
+
+// I8 and I16 load as i8 and i16 (two's complement, little-endian), and save back as the same.
+TEST_F(Safetensors, SmallSignedIntegersLoadAndSave) {
+  Bytes f = make_file(R"({"a":{"dtype":"I8","shape":[3],"data_offsets":[0,3]},)"
+                      R"("b":{"dtype":"I16","shape":[2],"data_offsets":[3,7]}})",
+                      {0xff, 0x80, 0x7f, 0x00, 0x80, 0x2c, 0x01});
+  write_file(path("small.safetensors"), f);
+  auto sd = ferry::load_safetensors(path("small.safetensors"));
+  ASSERT_EQ(sd.at("a").dtype(), DType::i8);
+  ASSERT_EQ(sd.at("b").dtype(), DType::i16);
+  EXPECT_EQ(sd.at("a").to_vector<std::int8_t>(), (std::vector<std::int8_t>{-1, -128, 127}));
+  EXPECT_EQ(sd.at("b").to_vector<std::int16_t>(), (std::vector<std::int16_t>{-32768, 300}));
+  ferry::save_safetensors(path("small_again.safetensors"), sd);
+  auto again = ferry::inspect_safetensors(path("small_again.safetensors"));
+  for (const auto& t : again.tensors)
+    EXPECT_EQ(t.file_dtype, t.name == "a" ? "I8" : "I16") << t.name;
+  auto back = ferry::load_safetensors(path("small_again.safetensors"));
+  EXPECT_TRUE(ferry::equal(back.at("a"), sd.at("a")));
+  EXPECT_TRUE(ferry::equal(back.at("b"), sd.at("b")));
 }
 
 TEST_F(Safetensors, OpeningFailuresAreErrorsNotFormatErrors) {

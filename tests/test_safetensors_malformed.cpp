@@ -359,7 +359,7 @@ TEST_F(SafetensorsMalformed, EveryChangeOfOneHeaderByteLoadsTheSameDataOrIsAForm
         ASSERT_LE(e.offset(), f.size()) << e.what();
         ++refused;
       } catch (const ferry::DTypeError&) {
-        ++unsupported;  // a well-formed file with a dtype ferry does not load ("U8" -> "I8")
+        ++unsupported;  // a well-formed file with a dtype ferry does not load ("U8" -> "U16")
       }
     }
   }

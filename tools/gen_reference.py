@@ -89,6 +89,7 @@ def main():
     shape.shape_cases()
     sort.sort_cases()
     select.select_cases()
+    elementwise.small_int_cases()
     size = dump(OUT_PATH)
     print(f"wrote {len(CASES)} cases, {size} bytes, torch {torch.__version__} -> "
           f"{os.path.normpath(OUT_PATH)}")

@@ -6,8 +6,8 @@ closeness tests and the composite reductions."""
 import torch
 
 from reference_common import (
-    EXACT, Gen, INF, NAN, T, T_ACT, T_F32, T_TRANS, add_case, bf16, boolean, f16, i32, i64,
-    ref_upcast, u8)
+    EXACT, Gen, INF, NAN, T, T_ACT, T_F32, T_TRANS, add_case, bf16, boolean, f16, i8, i16, i32,
+    i64, ref_upcast, u8)
 
 
 def float_cases():
@@ -39,6 +39,9 @@ def float_cases():
         add_case(f"{op}_i64", op, [a.to(i64), b.to(i64)], fn(a.to(i64), b.to(i64)), tol=EXACT)
         au, bu = T([7, 200, 255, 0], u8), T([2, 7, 16, 3], u8)
         add_case(f"{op}_u8", op, [au, bu], fn(au, bu), tol=EXACT)
+        for dt in (i8, i16):
+            name = str(dt)[6:]
+            add_case(f"{op}_{name}", op, [a.to(dt), b.to(dt)], fn(a.to(dt), b.to(dt)), tol=EXACT)
     a, b = T([1, 2, 3], i32), T([4.0, 0.5, 2.0])
     add_case("atan2_i32_f32", "atan2", [a, b], torch.atan2(a, b), tol=T_TRANS)
     a, b = T([0, 1, 2], i64), T([0, 3, 5], i64)
@@ -47,12 +50,13 @@ def float_cases():
 
 def bitwise_cases():
     g = Gen("bitwise")
-    for dt, lo, hi in ((i32, -2**31, 2**31 - 1), (i64, -2**62, 2**62), (u8, 0, 256)):
+    for dt, lo, hi in ((i32, -2**31, 2**31 - 1), (i64, -2**62, 2**62), (u8, 0, 256),
+                       (i8, -2**7, 2**7), (i16, -2**15, 2**15)):
         a, b = g.ints([3, 4], lo, hi, dt), g.ints([4], lo, hi, dt)
         name = str(dt)[6:]
         for op in ("bitwise_and", "bitwise_or", "bitwise_xor"):
             add_case(f"{op}_{name}", op, [a, b], getattr(torch, op)(a, b), tol=EXACT)
-        bits = 8 if dt == u8 else (64 if dt == i64 else 32)
+        bits = {u8: 8, i8: 8, i16: 16, i32: 32, i64: 64}[dt]
         # Counts inside [0, bits): torch 1.13's CPU leaves the others to the
         # machine (x86 masks the count), which ferry defines (the closed forms).
         s = g.ints([4], 0, bits, dt)

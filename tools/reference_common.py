@@ -13,10 +13,12 @@ import torch
 
 DTYPE_NAMES = {
     torch.float32: "f32", torch.float16: "f16", torch.bfloat16: "bf16", torch.int32: "i32",
-    torch.int64: "i64", torch.uint8: "u8", torch.bool: "bool",
+    torch.int64: "i64", torch.uint8: "u8", torch.int8: "i8", torch.int16: "i16",
+    torch.bool: "bool",
 }
 f32, f16, bf16 = torch.float32, torch.float16, torch.bfloat16
 i32, i64, u8, boolean = torch.int32, torch.int64, torch.uint8, torch.bool
+i8, i16 = torch.int8, torch.int16
 NAN, INF = float("nan"), float("inf")
 
 # Tolerances.

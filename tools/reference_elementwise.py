@@ -6,7 +6,7 @@ import torch.nn.functional as F
 
 from reference_common import (
     DTYPE_NAMES, EXACT, Gen, INF, NAN, SPECIAL, T, T_ACT, T_F32, T_TRANS, add_case, bf16,
-    boolean, f16, f32, i32, i64, ref_upcast, tol_for, u8)
+    boolean, f16, f32, i8, i16, i32, i64, ref_upcast, tol_for, u8)
 
 
 UNARY = {
@@ -448,3 +448,55 @@ def rounding_cases():
     add_case("reciprocal_f16", "reciprocal", [x], ref_upcast(torch.reciprocal, [x], f16))
     xi = T([1, 2, -4, 8, 3], dtype=i32)
     add_case("reciprocal_i32", "reciprocal", [xi], torch.reciprocal(xi), tol=T_F32)
+
+
+def small_int_cases():
+    """i8 and i16: promotion (u8 with i8 is i16), wrapping arithmetic, casts in and out
+    (float -> integer truncates; integer -> narrower integer wraps), sums widening to i64,
+    extrema, scans and the stable sort."""
+    g = Gen("small_int")
+    a8, b8 = g.ints([3, 4], -128, 128, i8), g.ints([4], -128, 128, i8)
+    a16, b16 = g.ints([3, 4], -2**15, 2**15, i16), g.ints([4], -2**15, 2**15, i16)
+    u = g.ints([4], 0, 256, u8)
+    for name, op, x, y in (("add_i8", "add", a8, b8), ("sub_i8", "sub", a8, b8),
+                           ("mul_i8", "mul", a8, b8), ("add_i16", "add", a16, b16),
+                           ("mul_i16", "mul", a16, b16), ("add_i8_u8", "add", a8, u),
+                           ("sub_u8_i16", "sub", u, b16), ("mul_i8_i16", "mul", a8, b16),
+                           ("add_i16_i32", "add", a16, T([1, -2, 3, 40000], i32)),
+                           ("maximum_i8", "maximum", a8, b8), ("minimum_i16", "minimum", a16, b16)):
+        add_case(name, op, [x, y], getattr(torch, op)(x, y), tol=EXACT)
+    a, b = g.uniform([4], -2, 2, dtype=f16), T([-128, 127, 3, -7], i8)
+    add_case("add_f16_i8", "add", [a, b], ref_upcast(torch.add, [a, b], f16))
+    x8 = T([-128, -1, 0, 1, 127], i8)
+    x16 = T([-32768, -300, 0, 255, 32767], i16)
+    for op in ("neg", "abs"):
+        add_case(f"{op}_i8_limits", op, [x8], getattr(torch, op)(x8), tol=EXACT)
+        add_case(f"{op}_i16_limits", op, [x16], getattr(torch, op)(x16), tol=EXACT)
+    for name, x, dt in (("cast_f32_i8", T([-100.9, -2.7, -0.5, 0.5, 2.7, 126.9]), i8),
+                        ("cast_f32_i16", T([-32000.5, -2.7, 0.5, 2.7, 1000.9, 32766.9]), i16),
+                        ("cast_i16_u8", x16, u8), ("cast_i16_i8", x16, i8),
+                        ("cast_i8_i16", x8, i16), ("cast_i8_u8", x8, u8),
+                        ("cast_u8_i8", T([0, 1, 127, 128, 255], u8), i8),
+                        ("cast_i8_f32", x8, f32), ("cast_i16_f16", x16, f16),
+                        ("cast_i64_i16", T([70000, -70000, 5, -32769], i64), i16),
+                        ("cast_i8_bool", x8, boolean)):
+        add_case(name, "cast", [x], x.to(dt), {"dtype": DTYPE_NAMES[dt]}, EXACT)
+    for name, x in (("i8", a8), ("i16", a16)):
+        add_case(f"sum_{name}_d1", "sum", [x], x.sum(1), {"dims": [1], "keepdim": False}, EXACT)
+        add_case(f"sum_{name}_all", "sum", [x], x.sum(), {"dims": [], "keepdim": False}, EXACT)
+        add_case(f"max_{name}_d0", "max", [x], x.amax(0), {"dims": [0], "keepdim": False}, EXACT)
+        add_case(f"argmax_{name}_d1", "argmax", [x], torch.argmax(x, 1),
+                 {"dim": 1, "keepdim": False}, EXACT)
+        add_case(f"cumsum_{name}", "cumsum", [x], torch.cumsum(x, 1), {"dim": 1}, EXACT)
+        add_case(f"cumprod_{name}", "cumprod", [x], torch.cumprod(x, 0), {"dim": 0}, EXACT)
+        for desc in (False, True):
+            tag = "desc" if desc else "asc"
+            v, i = torch.sort(x, dim=1, descending=desc, stable=True)
+            add_case(f"sort_{name}_{tag}_values", "sort", [x], v,
+                     {"dim": 1, "descending": desc, "output": "values"}, EXACT)
+            add_case(f"sort_{name}_{tag}_indices", "sort", [x], i,
+                     {"dim": 1, "descending": desc, "output": "indices"}, EXACT)
+    m8, n8 = g.ints([3, 5], -4, 4, i8), g.ints([5, 2], -4, 4, i8)
+    add_case("matmul_i8", "matmul", [m8, n8], torch.matmul(m8, n8), tol=EXACT)
+    m16, n16 = g.ints([2, 3], -300, 300, i16), g.ints([3, 4], -300, 300, i16)
+    add_case("matmul_i16", "matmul", [m16, n16], torch.matmul(m16, n16), tol=EXACT)

@@ -12,23 +12,25 @@
 
 namespace ferry {
 
-// f64 comes last so that the values of the others (which backend modules and
-// files may have stored) stay what they were. It is a CPU dtype: it exists for
-// double-precision references (gradient checks) and F64 checkpoints, and GPU
-// backends report it unsupported.
-enum class DType : std::uint8_t { f32, f16, bf16, i32, i64, u8, boolean, f64 };
-inline constexpr DType kAllDTypes[] = {DType::f32, DType::f16, DType::bf16,    DType::i32,
-                                       DType::i64, DType::u8,  DType::boolean, DType::f64};
+// New dtypes are appended (f64, then i8 and i16) so that the values of the others, which
+// backend modules and files may have stored, stay what they were; kAllDTypes lists them in
+// the order tables print them. f64 computes on the cpu and cuda only (Note [Where f64
+// computes] in docs/kernel-contract.md).
+enum class DType : std::uint8_t { f32, f16, bf16, i32, i64, u8, boolean, f64, i8, i16 };
+inline constexpr DType kAllDTypes[] = {DType::f32,     DType::f16, DType::bf16, DType::i32,
+                                       DType::i64,     DType::u8,  DType::i8,   DType::i16,
+                                       DType::boolean, DType::f64};
 
 std::size_t dtype_size(DType t);
-std::string_view dtype_name(DType t);  // "f32", "f16", "bf16", "i32", "i64", "u8", "bool", "f64"
+// "f32", "f16", "bf16", "i32", "i64", "u8", "i8", "i16", "bool", "f64"
+std::string_view dtype_name(DType t);
 DType dtype_from_name(std::string_view name);  // throws DTypeError
 bool is_floating(DType t);                     // f32, f16, bf16, f64
-bool is_integral(DType t);                     // i32, i64, u8 (not bool)
+bool is_integral(DType t);                     // i8, i16, i32, i64, u8 (not bool)
 
 // PyTorch's promotion lattice: bool < integers < floating; within a category
-// the wider type wins; u8 with a signed type gives the signed type (or i32 when
-// the signed type is narrower); f64 with any other type gives f64; f16 with
+// the wider type wins; u8 with a signed type gives the narrowest signed type
+// that holds both (i16 beside i8); f64 with any other type gives f64; f16 with
 // bf16 gives f32.
 DType promote_types(DType a, DType b);
 
@@ -119,6 +121,8 @@ template <> struct dtype_cpp<DType::i64> { using type = std::int64_t; };
 template <> struct dtype_cpp<DType::u8> { using type = std::uint8_t; };
 template <> struct dtype_cpp<DType::boolean> { using type = bool; };
 template <> struct dtype_cpp<DType::f64> { using type = double; };
+template <> struct dtype_cpp<DType::i8> { using type = std::int8_t; };
+template <> struct dtype_cpp<DType::i16> { using type = std::int16_t; };
 template <DType T> using dtype_cpp_t = typename dtype_cpp<T>::type;
 
 // The dtype of a C++ element type (for tensor(std::vector<T>), to_vector<T>, item<T>).
@@ -139,6 +143,10 @@ template <typename T> constexpr DType dtype_of() {
     return DType::boolean;
   else if constexpr (std::is_same_v<T, double>)
     return DType::f64;
+  else if constexpr (std::is_same_v<T, std::int8_t>)
+    return DType::i8;
+  else if constexpr (std::is_same_v<T, std::int16_t>)
+    return DType::i16;
   else
     static_assert(sizeof(T) == 0, "no ferry dtype for this C++ type");
 }

@@ -54,12 +54,14 @@ class DTypeSet {
     for (DType d : dts) bits_ |= bit(d);
   }
   static constexpr DTypeSet all() {
-    return {DType::f32, DType::f16, DType::bf16, DType::f64,
-            DType::i32, DType::i64, DType::u8,   DType::boolean};
+    return {DType::f32, DType::f16, DType::bf16, DType::f64, DType::i32,
+            DType::i64, DType::u8,  DType::i8,   DType::i16, DType::boolean};
   }
   static constexpr DTypeSet numeric() { return all().without(DType::boolean); }
   static constexpr DTypeSet floating() { return {DType::f32, DType::f16, DType::bf16, DType::f64}; }
-  static constexpr DTypeSet integer() { return {DType::i32, DType::i64, DType::u8}; }
+  static constexpr DTypeSet integer() {
+    return {DType::i32, DType::i64, DType::u8, DType::i8, DType::i16};
+  }
   // The integers and bool: the bitwise ops.
   static constexpr DTypeSet integral() { return integer().with(DType::boolean); }
 

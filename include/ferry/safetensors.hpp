@@ -10,7 +10,7 @@
 //
 // Errors: a file that is not a well-formed safetensors file raises FormatError
 // (file(): the path, offset(): the byte where the problem is); a tensor of a
-// dtype ferry has no equivalent for (I8, U16, F8_E4M3, ...) raises DTypeError
+// dtype ferry has no equivalent for (U16, U32, F8_E4M3, ...) raises DTypeError
 // on load; the operating system's failures (a missing file, a full disk) raise
 // Error naming the path and the system's reason. Nothing is ever read or
 // allocated on the word of a header before it has been checked against the

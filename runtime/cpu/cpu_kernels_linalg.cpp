@@ -204,18 +204,8 @@ void matmul_kernel(DeviceImpl&, const OpCall& call) {
       else
         widened_matmul<BFloat16>(call);
       break;
-    case DType::i32:
-      naive_matmul<std::int32_t>(call);
-      break;
-    case DType::i64:
-      naive_matmul<std::int64_t>(call);
-      break;
-    case DType::u8:
-      naive_matmul<std::uint8_t>(call);
-      break;
-    default:
-      throw UnsupportedError(std::string("matmul: the cpu kernel does not support ") +
-                             std::string(dtype_name(C.dtype)));
+    default:  // the integers: products wrap, as in PyTorch
+      FERRY_DISPATCH_INT(C.dtype, "matmul", naive_matmul<scalar_t>(call));
   }
 }
 

@@ -110,7 +110,9 @@ void loop_nd(const std::array<const TensorArg*, N>& args, const Inner& inner) {
 #define FERRY_CPU_INT_CASES(...)   \
   FERRY_CPU_CASE(i32, __VA_ARGS__) \
   FERRY_CPU_CASE(i64, __VA_ARGS__) \
-  FERRY_CPU_CASE(u8, __VA_ARGS__)
+  FERRY_CPU_CASE(u8, __VA_ARGS__)  \
+  FERRY_CPU_CASE(i8, __VA_ARGS__)  \
+  FERRY_CPU_CASE(i16, __VA_ARGS__)
 #define FERRY_CPU_INTEGRAL_CASES(...) \
   FERRY_CPU_INT_CASES(__VA_ARGS__)    \
   FERRY_CPU_CASE(boolean, __VA_ARGS__)
@@ -127,7 +129,7 @@ void loop_nd(const std::array<const TensorArg*, N>& args, const Inner& inner) {
       throw UnsupportedError(std::string(op) + ": the cpu kernel does not take dtype " + \
                              std::string(dtype_name(dtype)));                            \
   }
-// Every dtype; every dtype but bool; f32, f16, bf16 and f64; i32, i64 and u8;
+// Every dtype; every dtype but bool; f32, f16, bf16 and f64; i8, i16, i32, i64 and u8;
 // those and bool.
 #define FERRY_DISPATCH_ALL(dtype, op, ...) \
   FERRY_CPU_DISPATCH(dtype, op, FERRY_CPU_ALL_CASES, __VA_ARGS__)

@@ -38,9 +38,9 @@ struct FileDType {
 // (its writer sorts tensors by it, widest first), with its size in bits.
 constexpr FileDType kFileDTypes[] = {
     {"BOOL", 8, DType::boolean},  {"F4", 4, std::nullopt},      {"F6_E2M3", 6, std::nullopt},
-    {"F6_E3M2", 6, std::nullopt}, {"U8", 8, DType::u8},         {"I8", 8, std::nullopt},
+    {"F6_E3M2", 6, std::nullopt}, {"U8", 8, DType::u8},         {"I8", 8, DType::i8},
     {"F8_E5M2", 8, std::nullopt}, {"F8_E4M3", 8, std::nullopt}, {"F8_E8M0", 8, std::nullopt},
-    {"I16", 16, std::nullopt},    {"U16", 16, std::nullopt},    {"F16", 16, DType::f16},
+    {"I16", 16, DType::i16},      {"U16", 16, std::nullopt},    {"F16", 16, DType::f16},
     {"BF16", 16, DType::bf16},    {"I32", 32, DType::i32},      {"U32", 32, std::nullopt},
     {"F32", 32, DType::f32},      {"C64", 64, std::nullopt},    {"F64", 64, DType::f64},
     {"I64", 64, DType::i64},      {"U64", 64, std::nullopt},

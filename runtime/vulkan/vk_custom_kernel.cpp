@@ -22,8 +22,8 @@
 #include <cstring>
 #include <mutex>
 
-#include "ferry/kit/compile_error.hpp"
 #include "ferry/error.hpp"
+#include "ferry/kit/compile_error.hpp"
 #include "vulkan/vk_device.hpp"
 
 namespace ferry::vulkan {

@@ -257,7 +257,8 @@ DeviceInfo VulkanDevice::info() {
   pr["shared_memory"] = std::to_string(limits_.shared_memory);
   pr["max_workgroup_invocations"] = std::to_string(limits_.max_workgroup_invocations);
   pr["max_storage_buffer_range"] = std::to_string(limits_.max_storage_range);
-  pr["shader_variant"] = full_variant_ ? "full (f32 f16 bf16 i32 i64 u8 bool)" : "base (f32 i32)";
+  pr["shader_variant"] =
+      full_variant_ ? "full (f32 f16 bf16 i8 i16 i32 i64 u8 bool)" : "base (f32 i32)";
   pr["int64"] = full_variant_ ? "yes" : "no";
   pr["storage_16bit"] = full_variant_ ? "yes" : "no";
   pr["storage_8bit"] = full_variant_ ? "yes" : "no";

@@ -31,6 +31,10 @@ std::uint32_t dtype_code(DType dt) {
       return abi::DT_U8;
     case DType::boolean:
       return abi::DT_BOOL;
+    case DType::i8:
+      return abi::DT_I8;
+    case DType::i16:
+      return abi::DT_I16;
     case DType::f64:
       break;  // no shader computes f64; require() refuses it before this is reached
   }

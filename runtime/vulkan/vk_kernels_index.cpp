@@ -17,8 +17,8 @@
 
 #include "abi/index.h"
 #include "abi/index_add.h"
-#include "ferry/kit/accumulate_args.hpp"
 #include "ferry/error.hpp"
+#include "ferry/kit/accumulate_args.hpp"
 #include "vulkan/vk_device.hpp"
 #include "vulkan/vk_policy.hpp"
 #include "vulkan/vk_split.hpp"

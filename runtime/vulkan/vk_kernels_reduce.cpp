@@ -301,7 +301,8 @@ void run(DeviceImpl& d, const OpCall& c) {
 }  // namespace
 
 void add_reduce_kernels(KernelTable& table) {
-  for (OpId op : {OpId::sum, OpId::prod, OpId::max, OpId::min, OpId::argmax}) table.emplace_back(op, run);
+  for (OpId op : {OpId::sum, OpId::prod, OpId::max, OpId::min, OpId::argmax})
+    table.emplace_back(op, run);
 }
 
 }  // namespace ferry::vulkan

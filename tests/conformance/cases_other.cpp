@@ -205,7 +205,7 @@ void add_factories(std::vector<Case>& out) {
                    }});
     out.back().global_rng = true;
   }
-  for (DType dt : {DType::i32, DType::i64, DType::u8}) {
+  for (DType dt : {DType::i32, DType::i64, DType::u8, DType::i8, DType::i16}) {
     out.push_back({"randint",
                    dt,
                    "[4099] in [0, 100) seed 7",

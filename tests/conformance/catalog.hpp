@@ -15,10 +15,12 @@ namespace ferry::conformance {
 // Every dtype a case list runs in; a device that does not compute one (Vulkan
 // and f64: supports()) reports its cases skipped.
 inline const std::vector<DType> kFloat = {DType::f32, DType::f16, DType::bf16, DType::f64};
-inline const std::vector<DType> kNumeric = {DType::f32, DType::f16, DType::bf16, DType::i32,
-                                            DType::i64, DType::u8,  DType::f64};
-inline const std::vector<DType> kAll = {DType::f32, DType::f16, DType::bf16,    DType::i32,
-                                        DType::i64, DType::u8,  DType::boolean, DType::f64};
+inline const std::vector<DType> kNumeric = {DType::f32, DType::f16, DType::bf16,
+                                            DType::i32, DType::i64, DType::u8,
+                                            DType::i8,  DType::i16, DType::f64};
+inline const std::vector<DType> kAll = {DType::f32,     DType::f16, DType::bf16, DType::i32,
+                                        DType::i64,     DType::u8,  DType::i8,   DType::i16,
+                                        DType::boolean, DType::f64};
 
 // The NMSE a result of `dt` may differ by: f32 results differ only by the
 // order of float operations, 16-bit results also by one rounding step. f64

@@ -101,6 +101,12 @@ Tensor make_input(const Shape& shape, DType dtype, std::uint64_t seed, double lo
     case DType::u8:
       return randint(std::int64_t(std::max(lo, 0.0)), std::int64_t(hi) + 1, shape,
                      {.dtype = dtype});
+    case DType::i8:
+      return randint(std::int64_t(std::max(lo, -128.0)), std::int64_t(std::min(hi, 127.0)) + 1,
+                     shape, {.dtype = dtype});
+    case DType::i16:
+      return randint(std::int64_t(std::max(lo, -32768.0)), std::int64_t(std::min(hi, 32767.0)) + 1,
+                     shape, {.dtype = dtype});
     case DType::i32:
     case DType::i64:
       return randint(std::int64_t(lo), std::int64_t(hi) + 1, shape, {.dtype = dtype});

@@ -129,7 +129,8 @@ TEST(ConformanceSelfTest, ListWithADeviceShowsWhatItSupports) {
   SuiteRun r = run_suite("", "--list --device cpu");
   ASSERT_EQ(r.status, 0);
   EXPECT_NE(r.output.find("  add "), std::string::npos) << r.output;
-  EXPECT_NE(r.output.find("f32 f16 bf16 i32 i64 u8 bool f64"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("f32 f16 bf16 i32 i64 u8 i8 i16 bool f64"), std::string::npos)
+      << r.output;
 }
 
 TEST(ConformanceSelfTest, DtypeOptionRunsOnlyThoseDtypes) {

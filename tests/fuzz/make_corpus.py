@@ -45,10 +45,11 @@ def files():
     one = table([("a", "F32", [2])])
     every = table([("i64", "I64", [2]), ("f64", "F64", [1]), ("f32", "F32", [2, 2]),
                    ("i32", "I32", [3]), ("bf16", "BF16", [2]), ("f16", "F16", [3]),
-                   ("u8", "U8", [5]), ("bool", "BOOL", [4])], {"format": "pt", "step": "7"})
+                   ("u8", "U8", [5]), ("bool", "BOOL", [4]), ("i8", "I8", [3]),
+                   ("i16", "I16", [2])], {"format": "pt", "step": "7"})
     shapes = table([("scalar", "F32", []), ("empty", "F32", [0]), ("rows", "BF16", [0, 3]),
                     ("ones", "I64", [1, 1, 1])])
-    unsupported = table([("q", "I8", [4]), ("h", "U16", [2]), ("f8", "F8_E4M3", [3]),
+    unsupported = table([("q", "U32", [4]), ("h", "U16", [2]), ("f8", "F8_E4M3", [3]),
                          ("c", "C64", [1])])
     yield "one_f32", pack(*one)
     yield "every_dtype", pack(*every)

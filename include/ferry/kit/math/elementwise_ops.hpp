@@ -23,7 +23,7 @@
 
 namespace ferry::math {
 
-// i32, i64 and u8 (bool is neither an integer nor a float here).
+// i8, i16, i32, i64 and u8 (bool is neither an integer nor a float here).
 template <typename T> inline constexpr bool kIsInteger =
     std::is_integral_v<T> && !std::is_same_v<T, bool>;
 
