@@ -22,14 +22,19 @@ using detail::wrap_dim;
 namespace detail {
 
 // Folds `values` into out (contiguous) at the linear positions `targets`
-// (i64, values' shape): the kernel after a stable sort by target.
+// (i64, values' shape): the kernel after a stable sort by target, or straight
+// in the sources' order on a device whose kernel folds that way itself (the
+// CPU: one pass, the same result as the sorted runs).
 void scatter_fold(Tensor& out, const Tensor& targets, const Tensor& values, std::string_view reduce,
                   bool include_self) {
   if (targets.numel() == 0) return;
-  Tensor t = targets.reshape({-1});
-  Tensor order = argsort(t);
-  Tensor t_sorted = gather(t, 0, order), v_sorted = gather(values.reshape({-1}), 0, order);
-  run_kernel(OpId::scatter_reduce, {v_sorted, t_sorted}, {out.view({-1})},
+  Tensor t = targets.reshape({-1}).contiguous(), v = values.reshape({-1}).contiguous();
+  if (!detail::impl_of(out).capabilities().scatter_in_order) {
+    Tensor order = argsort(t);
+    t = gather(t, 0, order);
+    v = gather(v, 0, order);
+  }
+  run_kernel(OpId::scatter_reduce, {v, t}, {out.view({-1})},
              Attrs{{"reduce", std::string(reduce)}, {"include_self", include_self}});
 }
 
@@ -41,7 +46,8 @@ namespace {
 // index * stride(d) plus the offset of their other coordinates.
 Tensor scatter_targets(const Tensor& x, std::int64_t d, const Tensor& index) {
   const Shape strides = detail::contiguous_strides(x.sizes());
-  Tensor t = index * Scalar(strides.empty() ? 1 : strides[std::size_t(d)]);
+  const std::int64_t stride = strides.empty() ? 1 : strides[std::size_t(d)];
+  Tensor t = stride == 1 ? index : index * Scalar(stride);  // a pass fewer along the last dim
   for (std::int64_t i = 0; i < index.dim(); ++i) {
     if (i == d || index.size(i) == 1) continue;
     Shape at(std::size_t(index.dim()), 1);

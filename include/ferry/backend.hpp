@@ -180,7 +180,8 @@ class DeviceImpl {
   // Note [Capabilities]
   // What a device can do is said in two places only, both asked, never probed:
   // capabilities() for its copies and memory (the transfer planner and the
-  // core's copy routes read it), supports() for its ops. A member below that
+  // core's copy routes read it) and for the forms its kernels take their inputs
+  // in (scatter_in_order), supports() for its ops. A member below that
   // a capability names is only called when the device claims it.
   virtual DeviceCapabilities capabilities() const { return {}; }
 

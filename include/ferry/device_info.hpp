@@ -25,6 +25,9 @@ struct DeviceCapabilities {
   bool peer_copy = false;            // direct copies from other devices (copy_from_peer)
   bool sub_buffers = false;          // buffers inside a buffer (sub_buffer)
   bool staging = false;              // host memory the device copies with (allocate_staging)
+  // The scatter_reduce kernel also takes its targets unsorted, in the sources' order, and folds
+  // each target's values in that order (docs/kernel-contract.md): the core then skips its sort.
+  bool scatter_in_order = false;
 };
 
 struct DeviceInfo {

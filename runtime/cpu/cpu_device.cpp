@@ -149,7 +149,8 @@ class CpuDevice final : public DeviceImpl {
             .host_visible_memory = true,
             .peer_copy = false,
             .sub_buffers = true,
-            .staging = false};
+            .staging = false,
+            .scatter_in_order = true};
   }
 
   void copy_from_host(Buffer& dst, std::size_t off, const void* src, std::size_t bytes) override {

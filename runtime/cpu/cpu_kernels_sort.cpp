@@ -267,12 +267,15 @@ template <typename T> void sort_rows(const OpCall& call) {
 
 using Fold = ScatterFold;
 
-// Note [CPU scatter_reduce]: the targets arrive sorted (stably, so a run of
-// equal targets keeps the sources' order); the thread that owns a run's first
-// element folds the whole run, starting from x's value with include_self.
-// Floats fold in their compute type (float, double for f64) and integers in
-// wrapping 64 bits, as the GPU kernels do, so every device agrees exactly.
-template <typename T> void scatter_reduce_sorted(const OpCall& call) {
+// Note [CPU scatter_reduce]: the CPU claims scatter_in_order (its capabilities), so the
+// targets arrive in the sources' order, unsorted (or sorted, from a caller that sorted them:
+// the same fold). Each thread owns a range of targets and reads every source in order, folding
+// the ones that land in its range: one writer per target, each target's values folded in the
+// sources' order, which is the order of the stably sorted runs the GPU kernels fold, so every
+// device agrees exactly, without the sort (a pass over the sources per thread instead).
+// Floats fold in their compute type (float, double for f64) and integers in wrapping 64 bits,
+// as the GPU kernels do; where that is T itself the fold goes straight into the output.
+template <typename T> void scatter_reduce_in_order(const OpCall& call) {
   using C = std::conditional_t<kIsFloat<T>, compute_t<T>, std::int64_t>;
   const TensorArg &src = call.inputs.at(0), &tgt = call.inputs.at(1), &out = call.outputs.at(0);
   if (src.ndim() != 1 || tgt.ndim() != 1 || out.ndim() != 1 || tgt.dtype != DType::i64 ||
@@ -280,56 +283,87 @@ template <typename T> void scatter_reduce_sorted(const OpCall& call) {
     throw ShapeError("scatter_reduce: the cpu kernel expects 1-D values, i64 targets and output");
   const Fold fold = scatter_fold_of(call.attrs.s("reduce"));
   const bool self = call.attrs.b("include_self") && fold != Fold::assign;
-  const std::int64_t m = src.sizes[0];
+  const std::int64_t m = src.sizes[0], n_out = out.sizes[0];
   const T* v = src.data<T>();
   const std::int64_t* t = tgt.data<std::int64_t>();
   T* y = out.data<T>();
-  auto combine = [&](C a, C b) -> C {
+  // The fold as a functor, chosen once (the loop below is the whole cost).
+  auto with_combine = [&](const auto& body) {
     switch (fold) {
       case Fold::prod:
-        if constexpr (kIsFloat<T>)
-          return a * b;
-        else
-          return C(std::uint64_t(a) * std::uint64_t(b));
+        return body([](C a, C b) -> C {
+          if constexpr (kIsFloat<T>)
+            return a * b;
+          else
+            return C(std::uint64_t(a) * std::uint64_t(b));
+        });
       case Fold::amax:
-        return math::maximum(a, b);
+        return body([](C a, C b) -> C { return math::maximum(a, b); });
       case Fold::amin:
-        return math::minimum(a, b);
+        return body([](C a, C b) -> C { return math::minimum(a, b); });
       case Fold::assign:
-        return b;
+        return body([](C, C b) -> C { return b; });
       default:
-        if constexpr (kIsFloat<T>)
-          return a + b;
-        else
-          return C(std::uint64_t(a) + std::uint64_t(b));
+        return body([](C a, C b) -> C {
+          if constexpr (kIsFloat<T>)
+            return a + b;
+          else
+            return C(std::uint64_t(a) + std::uint64_t(b));
+        });
     }
   };
-  parallel_range(m, kParallelGrain, [&](std::int64_t b, std::int64_t e) {
-    for (std::int64_t i = b; i < e; ++i) {
-      if (i > 0 && t[i] == t[i - 1]) continue;  // not the start of a run
-      const std::int64_t target = t[i];
-      C acc = self ? C(y[target]) : C(v[i]);
-      std::int64_t j = self ? i : i + 1;
-      for (; j < m && t[j] == target; ++j) acc = combine(acc, C(v[j]));
-      if (fold == Fold::mean) {
-        const std::int64_t n = j - i + (self ? 1 : 0);
-        if constexpr (kIsFloat<T>) {
-          acc = acc / C(n);
-        } else {
-          const std::int64_t q = acc / n;  // floor division, as PyTorch's integer mean
-          acc = (acc % n != 0 && acc < 0) ? q - 1 : q;
+  // Straight into y where the fold's type is T and nothing is left for the end (mean divides).
+  const bool direct = std::is_same_v<C, T> && fold != Fold::mean;
+  auto fold_range = [&](std::int64_t b, std::int64_t e) {
+    with_combine([&](const auto& combine) {
+      std::vector<C> acc(direct ? 0 : std::size_t(e - b));
+      std::vector<std::int64_t> hits(direct && self ? 0 : std::size_t(e - b));
+      for (std::int64_t i = 0; i < m; ++i) {
+        const std::int64_t target = t[i];
+        if (target < b || target >= e) continue;
+        const std::size_t k = std::size_t(target - b);
+        if (direct && self) {
+          y[target] = T(combine(C(y[target]), C(v[i])));
+          continue;
         }
+        const bool first = hits[k]++ == 0;
+        C* a;
+        if constexpr (std::is_same_v<C, T>)
+          a = direct ? y + target : &acc[k];
+        else
+          a = &acc[k];
+        *a = first ? (self ? combine(C(y[target]), C(v[i])) : C(v[i])) : combine(*a, C(v[i]));
       }
-      y[target] = T(acc);
-    }
-  });
+      if (direct) return;
+      for (std::int64_t target = b; target < e; ++target) {
+        const std::size_t k = std::size_t(target - b);
+        if (hits[k] == 0) continue;  // no source names it: it keeps its value
+        C a = acc[k];
+        if (fold == Fold::mean) {
+          const std::int64_t n = hits[k] + (self ? 1 : 0);
+          if constexpr (kIsFloat<T>) {
+            a = a / C(n);
+          } else {
+            const std::int64_t q = a / n;  // floor division, as PyTorch's integer mean
+            a = (a % n != 0 && a < 0) ? q - 1 : q;
+          }
+        }
+        y[target] = T(a);
+      }
+    });
+  };
+  if (m < kParallelGrain)
+    fold_range(0, n_out);
+  else
+    parallel_range(n_out, 1, fold_range);
 }
 
 }  // namespace
 
 void add_sort_kernels(KernelTable& table) {
   table.emplace_back(OpId::scatter_reduce, [](DeviceImpl&, const OpCall& c) {
-    FERRY_DISPATCH_ALL(c.inputs.at(0).dtype, "scatter_reduce", scatter_reduce_sorted<scalar_t>(c));
+    FERRY_DISPATCH_ALL(c.inputs.at(0).dtype, "scatter_reduce",
+                       scatter_reduce_in_order<scalar_t>(c));
   });
   table.emplace_back(OpId::cumsum, [](DeviceImpl&, const OpCall& c) {
     FERRY_DISPATCH_ALL(c.inputs.at(0).dtype, "cumsum",
