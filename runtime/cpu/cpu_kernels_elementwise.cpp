@@ -69,9 +69,38 @@ template <typename T, typename Out, typename F> void binary_loop(const OpCall& c
 #define FERRY_CPU_DISPATCH_SET_int FERRY_DISPATCH_INT
 #define FERRY_CPU_DISPATCH_SET_integral FERRY_DISPATCH_INTEGRAL
 
+// o[i] = c[i] ? a[i] : b[i] over one contiguous run, a and b each contiguous or one broadcast
+// value (masked_fill, clamp's bounds): both sides are loaded every time, so the select is a
+// blend the compiler vectorizes, not a branch.
+template <typename T, bool ScalarA, bool ScalarB>
+void where_run(T* __restrict o, const std::uint8_t* __restrict c, const T* __restrict a,
+               const T* __restrict b, std::int64_t n) {
+  for (std::int64_t i = 0; i < n; ++i) {
+    const T av = a[ScalarA ? 0 : i], bv = b[ScalarB ? 0 : i];
+    o[i] = c[i] ? av : bv;
+  }
+}
+
 void where_kernel(DeviceImpl&, const OpCall& c) {
   FERRY_DISPATCH_ALL(c.outputs[0].dtype, "where", {
     loop_nd<4>({&c.outputs[0], &c.inputs[0], &c.inputs[1], &c.inputs[2]}, [&](const LoopRun<4>& r) {
+      constexpr std::int64_t es = sizeof(scalar_t);
+      if (r.stride[0] == es && r.stride[1] == 1 && (r.stride[2] == es || r.stride[2] == 0) &&
+          (r.stride[3] == es || r.stride[3] == 0)) {
+        auto* o = reinterpret_cast<scalar_t*>(r.ptr[0]);
+        const auto* cond = reinterpret_cast<const std::uint8_t*>(r.ptr[1]);
+        const auto* a = reinterpret_cast<const scalar_t*>(r.ptr[2]);
+        const auto* b = reinterpret_cast<const scalar_t*>(r.ptr[3]);
+        if (r.stride[2] == 0 && r.stride[3] == 0)
+          where_run<scalar_t, true, true>(o, cond, a, b, r.n);
+        else if (r.stride[2] == 0)
+          where_run<scalar_t, true, false>(o, cond, a, b, r.n);
+        else if (r.stride[3] == 0)
+          where_run<scalar_t, false, true>(o, cond, a, b, r.n);
+        else
+          where_run<scalar_t, false, false>(o, cond, a, b, r.n);
+        return;
+      }
       for (std::int64_t i = 0; i < r.n; ++i) {
         bool cond = *reinterpret_cast<const bool*>(r.ptr[1] + i * r.stride[1]);
         *reinterpret_cast<scalar_t*>(r.ptr[0] + i * r.stride[0]) =
