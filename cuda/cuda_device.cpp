@@ -60,6 +60,7 @@ KernelTable kernel_table() {
   add_elementwise_kernels(table);
   add_random_kernels(table);
   add_reduce_kernels(table);
+  add_scan_kernels(table);
   add_sort_kernels(table);
   add_nn_kernels(table);
   add_linalg_kernels(table);

@@ -45,6 +45,11 @@ class CudaBuffer final : public Buffer {
   std::shared_ptr<Buffer> parent_;  // set for sub-buffers: the parent owns the memory
 };
 
+// The device pointer of a CUDA buffer (a kernel's scratch), as U*.
+template <typename U> U* ptr_of(const std::unique_ptr<Buffer>& b) {
+  return static_cast<U*>(static_cast<CudaBuffer*>(b.get())->ptr());
+}
+
 // A user's CUDA C++ kernel compiled by NVRTC for a GPU of compute capability
 // `cc` (75 for sm_75): machine code (CUBIN) for sm_<cc> when this NVRTC
 // targets it; otherwise PTX for the newest architecture it targets below cc,

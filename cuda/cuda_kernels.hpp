@@ -23,7 +23,8 @@ void add_elementwise_kernels(
     KernelTable& table);  // unary, binary, compare, where, copy, fill, arange
 void add_random_kernels(KernelTable& table);
 void add_reduce_kernels(KernelTable& table);  // sum, max, min, argmax
-void add_sort_kernels(KernelTable& table);    // cum{sum,prod,max,min}, sort, scatter_reduce
+void add_scan_kernels(KernelTable& table);    // cum{sum,prod,max,min}
+void add_sort_kernels(KernelTable& table);    // sort, scatter_reduce
 void add_nn_kernels(KernelTable& table);      // softmax, log_softmax, layer_norm
 void add_linalg_kernels(KernelTable& table);  // matmul (cuBLAS; integers in ferry's kernel)
 void add_index_kernels(KernelTable& table);   // index_select, gather, index_add, scatter_add

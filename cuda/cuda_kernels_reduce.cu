@@ -316,7 +316,7 @@ void launch(CudaDevice& dev, const char* op, const OpCall& call, const TensorArg
   acc_t* partial = nullptr;
   if (splits > 1) {
     scratch = dev.allocate(std::size_t(g.n_virtual) * sizeof(acc_t));
-    partial = static_cast<acc_t*>(static_cast<CudaBuffer*>(scratch.get())->ptr());
+    partial = ptr_of<acc_t>(scratch);
   }
   dev.make_current();
   if (columns) {
