@@ -14,6 +14,7 @@
 #include <omp.h>
 
 #include <cstring>
+#include <functional>
 #include <map>
 #include <memory>
 
@@ -126,66 +127,44 @@ void register_ops() {
   for (const OpCase& c : cases()) {
     const std::string name = c.name, base = "ops/" + name;
     const double bytes = n * c.bytes_per_element;
+    auto run = [&](const std::string& label, std::function<void(benchmark::State&)> fn) {
+      benchmark::RegisterBenchmark((base + "/" + label).c_str(), std::move(fn))
+          ->Unit(benchmark::kMillisecond)
+          ->UseRealTime();
+    };
+    // ferry's figure on `ferry` (a label of base) beside `baseline`'s, same bytes.
+    auto compare = [&](const std::string& where, const std::string& ferry,
+                       const std::string& ferry_label, const std::string& baseline,
+                       const std::string& baseline_label) {
+      add_comparison(
+          {.title = fmt::format("{} f32 [{}, {}] ({})", name, rows(quick()), kCols, where),
+           .ferry = base + "/" + ferry,
+           .ferry_label = ferry_label,
+           .baseline = base + "/" + baseline,
+           .baseline_label = baseline_label,
+           .metric = Metric::gbps,
+           .ferry_work = bytes,
+           .baseline_work = bytes});
+    };
     std::vector<std::string> devices = {"cpu", "vulkan:0"};
     if (ferry::is_available("cuda:0")) devices.push_back("cuda:0");
     for (const std::string& device : devices)
-      benchmark::RegisterBenchmark((base + "/ferry " + device).c_str(),
-                                   [name, device](benchmark::State& s) { run_on(s, name, device); })
-          ->Unit(benchmark::kMillisecond)
-          ->UseRealTime();
+      run("ferry " + device, [name, device](benchmark::State& s) { run_on(s, name, device); });
 #ifdef FERRY_BENCH_HAVE_TORCH
-    benchmark::RegisterBenchmark((base + "/pytorch").c_str(),
-                                 [name](benchmark::State& s) {
-                                   for (auto _ : s) ops::torch_run(name);
-                                 })
-        ->Unit(benchmark::kMillisecond)
-        ->UseRealTime();
-    add_comparison({.title = fmt::format("{} f32 [{}, {}] (cpu)", name, rows(quick()), kCols),
-                    .ferry = base + "/ferry cpu",
-                    .ferry_label = "ferry",
-                    .baseline = base + "/pytorch",
-                    .baseline_label = "PyTorch (libtorch)",
-                    .metric = Metric::gbps,
-                    .ferry_work = bytes,
-                    .baseline_work = bytes});
+    run("pytorch", [name](benchmark::State& s) {
+      for (auto _ : s) ops::torch_run(name);
+    });
+    compare("cpu", "ferry cpu", "ferry", "pytorch", "PyTorch (libtorch)");
 #endif
-    benchmark::RegisterBenchmark((base + "/memcpy 2 threads").c_str(),
-                                 [bytes](benchmark::State& s) { memcpy_2t(s, bytes); })
-        ->Unit(benchmark::kMillisecond)
-        ->UseRealTime();
-    add_comparison(
-        {.title = fmt::format("{} f32 [{}, {}] (cpu, bandwidth)", name, rows(quick()), kCols),
-         .ferry = base + "/ferry cpu",
-         .ferry_label = "ferry",
-         .baseline = base + "/memcpy 2 threads",
-         .baseline_label = "memcpy, 2 threads, same bytes",
-         .metric = Metric::gbps,
-         .ferry_work = bytes,
-         .baseline_work = bytes});
-    add_comparison(
-        {.title = fmt::format("{} f32 [{}, {}] (vulkan:0 vs cpu)", name, rows(quick()), kCols),
-         .ferry = base + "/ferry vulkan:0",
-         .ferry_label = "ferry vulkan:0",
-         .baseline = base + "/ferry cpu",
-         .baseline_label = "ferry cpu",
-         .metric = Metric::gbps,
-         .ferry_work = bytes,
-         .baseline_work = bytes});
+    run("memcpy 2 threads", [bytes](benchmark::State& s) { memcpy_2t(s, bytes); });
+    compare("cpu, bandwidth", "ferry cpu", "ferry", "memcpy 2 threads",
+            "memcpy, 2 threads, same bytes");
+    compare("vulkan:0 vs cpu", "ferry vulkan:0", "ferry vulkan:0", "ferry cpu", "ferry cpu");
 #ifdef FERRY_BENCH_HAVE_CUDA
     if (devices.back() != "cuda:0") continue;
-    benchmark::RegisterBenchmark((base + "/cudaMemcpy D2D").c_str(),
-                                 [bytes](benchmark::State& s) { cuda_copy(s, bytes); })
-        ->Unit(benchmark::kMillisecond)
-        ->UseRealTime();
-    add_comparison(
-        {.title = fmt::format("{} f32 [{}, {}] (cuda:0, bandwidth)", name, rows(quick()), kCols),
-         .ferry = base + "/ferry cuda:0",
-         .ferry_label = "ferry cuda:0",
-         .baseline = base + "/cudaMemcpy D2D",
-         .baseline_label = "cudaMemcpy D2D, same bytes",
-         .metric = Metric::gbps,
-         .ferry_work = bytes,
-         .baseline_work = bytes});
+    run("cudaMemcpy D2D", [bytes](benchmark::State& s) { cuda_copy(s, bytes); });
+    compare("cuda:0, bandwidth", "ferry cuda:0", "ferry cuda:0", "cudaMemcpy D2D",
+            "cudaMemcpy D2D, same bytes");
 #endif
   }
 }
