@@ -310,8 +310,8 @@ class AdamW : public AdamBase {
 // and RAdam have no maximize there). State tensors have PyTorch's names:
 // square_avg, momentum_buffer, grad_avg (RMSprop); sum (Adagrad); exp_avg,
 // exp_inf (Adamax); exp_avg, exp_avg_sq (NAdam, RAdam). NAdam's mu_product
-// is a function of the step count, recomputed (in f32, as PyTorch's is)
-// rather than kept.
+// is a function of the step count, computed (in f32, as PyTorch's is) from a
+// table of prefix products rather than kept as state.
 struct RMSpropOptions {
   double lr = 1e-2, alpha = 0.99, eps = 1e-8, weight_decay = 0, momentum = 0;
   bool centered = false, maximize = false;

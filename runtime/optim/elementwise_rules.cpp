@@ -6,6 +6,9 @@
 #include <fmt/format.h>
 
 #include <cmath>
+#include <map>
+#include <utility>
+#include <vector>
 
 #include "ferry/autograd.hpp"
 #include "ferry/error.hpp"
@@ -131,12 +134,21 @@ template <> struct Rule<NAdamOptions> {
   static double mu_at(const NAdamOptions& o, std::int64_t t) {
     return o.beta1 * (1. - 0.5 * std::pow(0.96, double(t) * o.momentum_decay));
   }
+  // mu_1 * ... * mu_step, multiplied in f32 in step order as PyTorch's f32 tensor is, from
+  // prefix products kept per thread and (beta1, momentum_decay): a step costs O(1), not
+  // O(step). A product that reached 0 stays 0, so the table stops growing there.
+  static float mu_product_at(const NAdamOptions& o, std::int64_t step) {
+    thread_local std::map<std::pair<double, double>, std::vector<float>> tables;
+    std::vector<float>& prefix = tables[{o.beta1, o.momentum_decay}];
+    if (prefix.empty()) prefix.push_back(1.f);
+    while (std::int64_t(prefix.size()) <= step && prefix.back() != 0.f)
+      prefix.push_back(prefix.back() * float(mu_at(o, std::int64_t(prefix.size()))));
+    return step < std::int64_t(prefix.size()) ? prefix[std::size_t(step)] : 0.f;
+  }
   static void update(const NAdamOptions& o, Step& s, std::vector<Tensor>& out) {
     const double bias_correction2 = 1 - std::pow(o.beta2, double(s.step));
     Tensor g = with_decay(s.g, s.p, o.weight_decay);
-    // PyTorch keeps mu_product as an f32 tensor, multiplied once per step.
-    float mu_product = 1;
-    for (std::int64_t t = 1; t <= s.step; ++t) mu_product *= float(mu_at(o, t));
+    const float mu_product = mu_product_at(o, s.step);
     const double mu = mu_at(o, s.step), mu_next = mu_at(o, s.step + 1);
     const float mu_product_next = mu_product * float(mu) * float(mu_next);
     Tensor m = add(mul(s.state[0], o.beta1), mul(g, 1 - o.beta1));
