@@ -158,6 +158,20 @@ ValuesIndices topk(const Tensor& x, std::int64_t k, std::int64_t dim, bool large
         fmt::format("topk: k = {} is out of range for dim {} of size {} (input shape "
                     "{}); k must be in [0, {}]",
                     k, d, n, shape_str(x.sizes()), n));
+  if (x.dim() > 0 && detail::use_fused_kernel(OpId::topk, x, x.dtype())) {
+    // The fused kernel (the CPU's: a selection, not a sort) on [rows, n] with d last.
+    Tensor moved = movedim(x, d, -1).contiguous();
+    const std::int64_t rows = n == 0 ? 0 : moved.numel() / n;
+    ValuesIndices r{new_tensor({rows, k}, x.dtype(), impl_of(x)),
+                    new_tensor({rows, k}, DType::i64, impl_of(x))};
+    if (rows > 0 && k > 0)
+      run_kernel(OpId::topk, {moved.view({rows, n})}, {r.values, r.indices},
+                 Attrs{{"k", k}, {"largest", largest}});
+    Shape shape = moved.sizes();
+    shape.back() = k;
+    return {movedim(r.values.view(shape), -1, d).contiguous(),
+            movedim(r.indices.view(shape), -1, d).contiguous()};
+  }
   ValuesIndices s = sort(x, d, largest);
   if (x.dim() == 0) return s;
   return {s.values.narrow(d, 0, k).contiguous(), s.indices.narrow(d, 0, k).contiguous()};

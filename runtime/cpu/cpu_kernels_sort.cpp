@@ -22,6 +22,8 @@
 // stable sort; short rows use std::sort with the position as tie-break,
 // which orders them the same. The values are then read back from x at the
 // sorted positions (the key has lost -0's sign and NaN's payload).
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <bit>
 #include <cmath>
@@ -263,6 +265,59 @@ template <typename T> void sort_rows(const OpCall& call) {
                  });
 }
 
+// ---- topk: the first k of the stable sort, by selection ----
+
+// topk's fused kernel (Note [Composite ops]): the k (key, position) records that the stable
+// sort would put first (sort_key with descending = largest), kept in a max-heap while a row
+// is read once, then sorted. A record enters only if it is below the heap's largest, so ties
+// keep the lower position, as the stable sort does, and NaN counts as the largest value. A
+// row costs its n keys, n comparisons with the heap's largest key and, for values in random
+// order, about k ln(n / k) replacements of O(log k) each, against the sort's passes.
+template <typename T> void topk_rows(const OpCall& call) {
+  using K = key_t<T>;
+  const TensorArg& in = call.inputs.at(0);
+  if (in.ndim() != 2) throw ShapeError("topk: the cpu kernel expects [rows, n]");
+  const std::int64_t rows = in.sizes[0], n = in.sizes[1], k = call.attrs.i("k");
+  if (k < 0 || k > n || n > std::int64_t(std::numeric_limits<std::uint32_t>::max()))
+    throw ShapeError(
+        fmt::format("topk: the cpu kernel takes 0 <= k <= n < 2^32, got k = {}, n = {}", k, n));
+  const bool largest = call.attrs.b("largest");
+  const T* x = in.data<T>();
+  T* y = call.outputs.at(0).data<T>();
+  std::int64_t* idx = call.outputs.at(1).data<std::int64_t>();
+  const auto before = [](const Record<K>& p, const Record<K>& q) {
+    return p.key < q.key || (p.key == q.key && p.pos < q.pos);
+  };
+  parallel_range(rows, std::max<std::int64_t>(1, kParallelGrain / std::max<std::int64_t>(n, 1)),
+                 [&](std::int64_t b, std::int64_t e) {
+                   std::vector<K> keys(static_cast<std::size_t>(n));
+                   std::vector<Record<K>> heap(static_cast<std::size_t>(k));
+                   for (std::int64_t r = b; r < e; ++r) {
+                     const T* xr = x + r * n;
+                     for (std::int64_t i = 0; i < n; ++i)
+                       keys[std::size_t(i)] = sort_key(xr[i], largest);
+                     for (std::int64_t i = 0; i < k; ++i)
+                       heap[std::size_t(i)] = {keys[std::size_t(i)], std::uint32_t(i)};
+                     std::make_heap(heap.begin(), heap.end(), before);
+                     // A later record goes before the heap's largest only with a smaller key: its
+                     // position is larger than every position in the heap.
+                     if (k > 0)
+                       for (std::int64_t i = k; i < n; ++i) {
+                         if (keys[std::size_t(i)] >= heap.front().key) continue;
+                         std::pop_heap(heap.begin(), heap.end(), before);
+                         heap.back() = {keys[std::size_t(i)], std::uint32_t(i)};
+                         std::push_heap(heap.begin(), heap.end(), before);
+                       }
+                     std::sort_heap(heap.begin(), heap.end(), before);
+                     for (std::int64_t i = 0; i < k; ++i) {
+                       const std::uint32_t p = heap[std::size_t(i)].pos;
+                       y[r * k + i] = xr[p];
+                       idx[r * k + i] = p;
+                     }
+                   }
+                 });
+}
+
 // ---- scatter_reduce: runs of equal targets, each folded in order ----
 
 using Fold = ScatterFold;
@@ -383,6 +438,9 @@ void add_sort_kernels(KernelTable& table) {
   });
   table.emplace_back(OpId::sort, [](DeviceImpl&, const OpCall& c) {
     FERRY_DISPATCH_ALL(c.inputs.at(0).dtype, "sort", sort_rows<scalar_t>(c));
+  });
+  table.emplace_back(OpId::topk, [](DeviceImpl&, const OpCall& c) {
+    FERRY_DISPATCH_ALL(c.inputs.at(0).dtype, "topk", topk_rows<scalar_t>(c));
   });
 }
 

@@ -12,6 +12,7 @@
 #include <cmath>
 
 #include "catalog.hpp"
+#include "ferry/debug.hpp"
 
 namespace ferry::conformance {
 namespace {
@@ -176,6 +177,27 @@ std::vector<SortOp> sort_ops() {
        {13, 5},
        [](const Inputs& in) { return joined(topk(in[0], 3, 0, false)); },
        false},
+      // Rows long enough for the CPU's selection to replace records in its heap; k = n; k = 0.
+      {"topk",
+       "[3, 5000] k=64 dim=1 ties/NaN",
+       {3, 5000},
+       [](const Inputs& in) { return joined(topk(ties_and_nan(in[0]), 64, 1)); },
+       false},
+      {"topk",
+       "[5000, 2] k=100 dim=0 smallest ties/NaN",
+       {5000, 2},
+       [](const Inputs& in) { return joined(topk(ties_and_nan(in[0]), 100, 0, false)); },
+       false},
+      {"topk",
+       "[4, 7] k=7 dim=-1",
+       {4, 7},
+       [](const Inputs& in) { return joined(topk(in[0], 7, -1)); },
+       false},
+      {"topk",
+       "[4, 7] k=0 dim=1",
+       {4, 7},
+       [](const Inputs& in) { return joined(topk(in[0], 0, 1)); },
+       false},
       {"kthvalue",
        "[5, 13] k=5 dim=1 keepdim",
        {5, 13},
@@ -302,17 +324,27 @@ InputSpec spec_of(const SortOp& s, DType dt) {
 void add_sort_cases(std::vector<Case>& out) {
   std::vector<SortOp> ops = sort_ops();
   for (SortOp& s : scatter_ops()) ops.push_back(std::move(s));
-  for (const SortOp& s : ops)
-    for (DType dt : kAll)
-      if (op_info(*op_from_name(s.op)).dtypes.has(dt))
-        out.push_back({s.op,
-                       dt,
-                       s.label,
-                       "sort",
-                       threshold(dt, s.products ? 1e-10 : 1e-12),
-                       inputs_of(spec_of(s, dt), dt),
-                       {},
-                       s.run});
+  for (const SortOp& s : ops) {
+    const OpInfo& info = op_info(*op_from_name(s.op));
+    for (DType dt : kAll) {
+      if (!info.dtypes.has(dt)) continue;
+      out.push_back({s.op,
+                     dt,
+                     s.label,
+                     "sort",
+                     threshold(dt, s.products ? 1e-10 : 1e-12),
+                     inputs_of(spec_of(s, dt), dt),
+                     {},
+                     s.run});
+      // A composite op with a fused kernel somewhere (topk's on the CPU) is held to its
+      // composition (Note [Composite ops]).
+      if (info.impl == OpImpl::composite)
+        out.back().reference = [run = s.run](const Inputs& in) {
+          debug::CompositesOnly composition;
+          return run(in);
+        };
+    }
+  }
 }
 
 void add_sort_grad_cases(std::vector<Case>& out) {
