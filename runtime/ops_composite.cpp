@@ -276,6 +276,16 @@ Tensor logsumexp(const Tensor& x, const std::vector<std::int64_t>& dims, bool ke
   detail::check_dtype(OpId::logsumexp, x);
   const Tensor xf = x.to(op_compute_dtype(OpId::logsumexp, x.dtype()));
   if (xf.numel() == 0) return log(sum(exp(xf), dims, keepdim));  // sums of nothing: -inf
+  if (xf.dim() > 0 && detail::use_fused_kernel(OpId::logsumexp, xf, xf.dtype())) {
+    // The fused kernel (the CPU's: one read for the maximum, one for the sum) on the rows
+    // [kept, reduced] of the reduced dims moved last.
+    const detail::ReducePlan plan = detail::plan_reduce("logsumexp", xf, dims);
+    const std::int64_t rows = plan.count == 0 ? 0 : xf.numel() / plan.count;
+    Tensor out = detail::new_tensor({rows}, xf.dtype(), detail::impl_of(xf));
+    detail::run_kernel(OpId::logsumexp, {plan.permuted.contiguous().view({rows, plan.count})},
+                       {out}, {});
+    return out.view(keepdim ? plan.keepdim_sizes : plan.out_sizes);
+  }
   Tensor m = max(xf.detach(), dims, /*keepdim=*/true);
   m = where(eq(abs(m), INFINITY), 0.0, m);
   Tensor lse = log(sum(exp(xf - m), dims, keepdim));

@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <string_view>
+#include <vector>
 
 #include "ferry/op.hpp"
 #include "ferry/tensor.hpp"
@@ -43,6 +44,18 @@ Tensor unary_kernel(OpId op, const Tensor& x);
 // op `op` runs as x's device's fused kernel, computing in `compute`; and the
 // unary composite ops by id (unary_op's way to them).
 bool use_fused_kernel(OpId op, const Tensor& x, DType compute);
+
+// A reduction's dims (ops_reduce.cpp): x permuted with the kept dims first, in order, and
+// the reduced ones last; `dims` empty means every dim; a repeated or out-of-range dim is a
+// ShapeError naming `op`.
+struct ReducePlan {
+  Tensor permuted;  // kept dims first (in order), then the reduced dims
+  std::int64_t reduce_ndim = 0;
+  Shape out_sizes;         // the kept sizes
+  Shape keepdim_sizes;     // the input's sizes with every reduced dim set to 1
+  std::int64_t count = 1;  // elements per reduced slice
+};
+ReducePlan plan_reduce(std::string_view op, const Tensor& x, const std::vector<std::int64_t>& dims);
 Tensor composite_unary(OpId op, const Tensor& x);
 Tensor composite_binary(OpId op, const Tensor& a, const Tensor& b);
 

@@ -24,15 +24,7 @@ using detail::new_tensor;
 using detail::run_kernel;
 using detail::wrap_dim;
 
-namespace {
-
-struct ReducePlan {
-  Tensor permuted;  // kept dims first (in order), then the reduced dims
-  std::int64_t reduce_ndim = 0;
-  Shape out_sizes;         // the kept sizes
-  Shape keepdim_sizes;     // the input's sizes with every reduced dim set to 1
-  std::int64_t count = 1;  // elements per reduced slice
-};
+namespace detail {
 
 // `dims` empty means every dim. A 0-d input accepts dims {0} and {-1} (as
 // PyTorch does) and reduces nothing.
@@ -69,6 +61,13 @@ ReducePlan plan_reduce(std::string_view op, const Tensor& x,
     if (reduced[std::size_t(d)]) plan.keepdim_sizes[std::size_t(d)] = 1;
   return plan;
 }
+
+}  // namespace detail
+
+using detail::plan_reduce;
+using detail::ReducePlan;
+
+namespace {
 
 // Runs a reduction kernel whose output dtype is `out_dtype`.
 Tensor run_reduce(OpId op, const ReducePlan& plan, DType out_dtype, bool keepdim) {
