@@ -300,7 +300,8 @@ inline constexpr std::size_t kSubBufferAlignment = 256;
 // 6: ops are OpIds of the op table (OpCall::op, register_kernel,
 //    find_kernel); DeviceImpl gained supports() and capabilities(), which
 //    replace has_sub_buffers() and has_staging().
-inline constexpr int kBackendAbiVersion = 6;
+// 7: DType gained i8 and i16; DeviceCapabilities gained scatter_in_order.
+inline constexpr int kBackendAbiVersion = 7;
 
 }  // namespace ferry
 
