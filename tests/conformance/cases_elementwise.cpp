@@ -327,12 +327,7 @@ void add_elementwise_cases(std::vector<Case>& out) {
     }
   }
   // A composite op's fused kernels are held to its composition (Case::reference).
-  for (Case& c : out)
-    if (auto id = op_from_name(c.op); id && op_info(*id).impl == OpImpl::composite)
-      c.reference = [id = *id](const Inputs& in) {
-        debug::CompositesOnly composition;
-        return unary_op(id, in[0]);
-      };
+  for (Case& c : out) hold_to_composition(c);
   for (const OpInfo* op : rows_of({OpKind::binary, OpKind::compare})) {
     auto run = [id = op->id](const Inputs& in) { return binary_op(id, in[0], in[1]); };
     const std::string name(op->name);

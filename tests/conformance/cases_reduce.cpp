@@ -4,7 +4,6 @@
 #include <cmath>
 
 #include "catalog.hpp"
-#include "ferry/debug.hpp"
 
 namespace ferry::conformance {
 namespace {
@@ -236,16 +235,8 @@ void add_reduction_cases(std::vector<Case>& out) {
                                                   : ferry::log_softmax(in[0], -1);
                        }});
       }
-  // A composite op with a fused kernel somewhere (logsumexp's on the CPU) is held to its
-  // composition (Note [Composite ops]).
-  for (std::size_t i = first; i < out.size(); ++i) {
-    const auto id = op_from_name(out[i].op);
-    if (id && op_info(*id).impl == OpImpl::composite && !out[i].reference)
-      out[i].reference = [run = out[i].run](const Inputs& in) {
-        debug::CompositesOnly composition;
-        return run(in);
-      };
-  }
+  // logsumexp's fused CPU kernel among them.
+  for (std::size_t i = first; i < out.size(); ++i) hold_to_composition(out[i]);
 }
 
 }  // namespace ferry::conformance

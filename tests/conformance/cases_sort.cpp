@@ -12,7 +12,6 @@
 #include <cmath>
 
 #include "catalog.hpp"
-#include "ferry/debug.hpp"
 
 namespace ferry::conformance {
 namespace {
@@ -336,13 +335,7 @@ void add_sort_cases(std::vector<Case>& out) {
                      inputs_of(spec_of(s, dt), dt),
                      {},
                      s.run});
-      // A composite op with a fused kernel somewhere (topk's on the CPU) is held to its
-      // composition (Note [Composite ops]).
-      if (info.impl == OpImpl::composite)
-        out.back().reference = [run = s.run](const Inputs& in) {
-          debug::CompositesOnly composition;
-          return run(in);
-        };
+      hold_to_composition(out.back());  // topk's fused CPU kernel
     }
   }
 }

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "conformance.hpp"
+#include "ferry/debug.hpp"
 
 namespace ferry::conformance {
 
@@ -34,6 +35,19 @@ inline double threshold(DType dt, double f32) {
   if (dt == DType::bf16) return std::max(f32, 1e-4);
   if (dt == DType::f64) return f32 * 1e-14;
   return f32;
+}
+
+// A case of a composite op (Note [Composite ops] in ferry/op.hpp) gets its composition as
+// the CPU's reference, run under debug::CompositesOnly, so that a device's fused kernel (the
+// CPU's too) is held to it. Other cases, and those with a reference already, are left as
+// they are.
+inline void hold_to_composition(Case& c) {
+  const auto id = op_from_name(c.op);
+  if (!id || op_info(*id).impl != OpImpl::composite || c.reference) return;
+  c.reference = [run = c.run](const Inputs& in) {
+    debug::CompositesOnly composition;
+    return run(in);
+  };
 }
 
 // Inputs of the given shapes and dtype, values in [lo, hi].
