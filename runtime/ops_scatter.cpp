@@ -68,7 +68,8 @@ struct ScatterArgs {
 };
 
 // PyTorch's checks: index as many dims as x, no larger than src anywhere nor
-// than x outside dim, in range along dim; src of x's dtype, on x's device.
+// than x outside dim; src of x's dtype, on x's device (the range along dim:
+// scatter_forward).
 ScatterArgs scatter_args(std::string_view op, const Tensor& x, std::int64_t dim,
                          const Tensor& index, const Tensor& src) {
   check_same_device(op, {{"input", &x}, {"index", &index}, {"src", &src}});
@@ -91,16 +92,32 @@ ScatterArgs scatter_args(std::string_view op, const Tensor& x, std::int64_t dim,
           "{}: index shape {} is larger than input shape {} (outside dim "
           "{}) or src shape {} in dim {}",
           op, shape_str(index.sizes()), shape_str(x.sizes()), d, shape_str(src.sizes()), i));
-  check_bounds(op, idx, d, xin.size(d), x.sizes());
   for (std::int64_t i = 0; i < idx.dim() && idx.numel() > 0; ++i) s = s.narrow(i, 0, idx.size(i));
   return {d, idx, s};
 }
 
-Tensor scatter_forward(const Tensor& x, const ScatterArgs& a, std::string_view reduce,
-                       bool include_self) {
+// x with a.src folded in at a.index along a.d. A scatter_in_order device takes the index form
+// (docs/kernel-contract.md): the kernel finds the targets and checks the index's range in its
+// one pass; out is a fresh tensor, so an index out of range leaves nothing half-written: the
+// core then names it (check_bounds). Elsewhere the core checks, then makes the targets.
+Tensor scatter_forward(std::string_view op, const Tensor& x, const ScatterArgs& a,
+                       std::string_view reduce, bool include_self) {
   NoGradGuard no_grad;
   Tensor out = x.clone();
   Tensor flat = x.dim() == 0 ? out.reshape({1}) : out;
+  if (a.index.numel() == 0) return out;
+  if (detail::impl_of(flat).capabilities().scatter_in_order) {
+    try {
+      run_kernel(
+          OpId::scatter_reduce, {a.src.contiguous(), a.index.contiguous()}, {flat},
+          Attrs{{"reduce", std::string(reduce)}, {"include_self", include_self}, {"dim", a.d}});
+    } catch (const ShapeError&) {
+      check_bounds(op, a.index, a.d, flat.size(a.d), x.sizes());
+      throw;
+    }
+    return out;
+  }
+  check_bounds(op, a.index, a.d, flat.size(a.d), x.sizes());
   detail::scatter_fold(flat, scatter_targets(flat, a.d, a.index), a.src, reduce, include_self);
   return out;
 }
@@ -116,7 +133,7 @@ Tensor scatter_reduce(const Tensor& x, std::int64_t dim, const Tensor& index, co
                     "got \"{}\"",
                     reduce));
   ScatterArgs a = scatter_args("scatter_reduce", x, dim, index, src);
-  Tensor out = scatter_forward(x, a, reduce, include_self);
+  Tensor out = scatter_forward("scatter_reduce", x, a, reduce, include_self);
   autograd::record_scatter_reduce(x, a.d, a.index, a.src, reduce, include_self, out);
   return out;
 }
@@ -130,7 +147,7 @@ Tensor scatter(const Tensor& x, std::int64_t dim, const Tensor& index, const Ten
         fmt::format("scatter: reduce must be \"add\" or \"multiply\", got \"{}\"", reduce));
   detail::check_dtype(OpId::scatter, x);
   ScatterArgs a = scatter_args("scatter", x, dim, index, src);
-  Tensor out = scatter_forward(x, a, "assign", false);
+  Tensor out = scatter_forward("scatter", x, a, "assign", false);
   autograd::record_scatter_reduce(x, a.d, a.index, a.src, "assign", false, out);
   return out;
 }

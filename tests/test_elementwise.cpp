@@ -406,3 +406,47 @@ TEST(Elementwise, EveryDtypeThroughAddAndCopy) {
     EXPECT_EQ(x.t().contiguous().to_vector<float>(), x.to_vector<float>());
   }
 }
+
+// Outputs past kStreamBytes (32 MiB) are written with streaming stores in
+// blocks (Note [Streaming stores] in runtime/cpu/cpu_loops.hpp): every element
+// of each contiguous form (unary, binary with either side a scalar, where,
+// clamp's fused kernel) and of an in-place op on a view that starts off the
+// 16-byte grid, so the block edges and the unaligned head are all checked.
+TEST(Elementwise, OutputsPastTheCacheAreWrittenInFull) {
+  const std::int64_t n = (std::int64_t(9) << 20) + 5;  // 36 MiB of f32
+  Tensor x = ferry::arange(0, double(n), 1);           // exact in f32 below 2^24
+  auto expect_all = [&](const Tensor& t, const std::function<float(std::int64_t)>& f,
+                        const char* what) {
+    ASSERT_EQ(t.numel(), n) << what;
+    const std::vector<float> v = t.to_vector<float>();
+    for (std::int64_t i = 0; i < n; ++i)
+      if (v[std::size_t(i)] != f(i))
+        FAIL() << what << ": element " << i << " is " << v[std::size_t(i)];
+  };
+  expect_all(
+      ferry::neg(x), [](std::int64_t i) { return -float(i); }, "neg");
+  expect_all(
+      x + x, [](std::int64_t i) { return 2 * float(i); }, "x + x");
+  expect_all(
+      x - 1.0, [](std::int64_t i) { return float(i) - 1; }, "x - 1");
+  expect_all(
+      ferry::sub(ferry::scalar_tensor(1.0), x), [](std::int64_t i) { return 1 - float(i); },
+      "1 - x");
+  const Tensor odd = ferry::eq(ferry::remainder(x, 2.0), 1.0);
+  expect_all(
+      ferry::masked_fill(x, odd, -1.0), [](std::int64_t i) { return i % 2 ? -1.0f : float(i); },
+      "masked_fill");
+  expect_all(
+      ferry::clamp(x, 100.0, double(n - 100)),
+      [n](std::int64_t i) { return float(std::clamp<std::int64_t>(i, 100, n - 100)); }, "clamp");
+  Tensor y = x.clone();
+  Tensor tail = y.narrow(0, 1, n - 1);  // 4 bytes past the allocation's alignment
+  tail.mul_(2.0);
+  expect_all(
+      y, [](std::int64_t i) { return i == 0 ? 0.0f : 2 * float(i); }, "narrow().mul_()");
+  // 1-byte elements: the head walks to the 16-byte grid one element at a time.
+  const std::int64_t m = (std::int64_t(33) << 20) + 7;
+  Tensor b = ferry::full({m}, 0x5A, {.dtype = DType::u8}).narrow(0, 3, m - 3);
+  const std::vector<std::uint8_t> bv = ferry::bitwise_not(b).to_vector<std::uint8_t>();
+  ASSERT_EQ(std::count(bv.begin(), bv.end(), std::uint8_t(0xA5)), m - 3);
+}

@@ -11,6 +11,8 @@
 #include <cmath>
 #include <limits>
 #include <numeric>
+#include <random>
+#include <string>
 #include <vector>
 
 #include "ferry/ferry.hpp"
@@ -268,3 +270,82 @@ TEST(SortOps, RefusedInputsAreTyped) {
 }
 
 }  // namespace
+
+// The CPU's index-form scatter (Note [CPU scatter_reduce]) against a plain
+// sequential fold written here: every reduction, with and without self, along
+// each dim of a 3-D input whose index is smaller than it outside dim (so each
+// column's offsets are mapped), long dims (one column per block), many columns
+// (split over threads), integer means (floor division) and the error that
+// names an index out of range.
+TEST(SortOps, CpuScatterIndexFormIsTheSequentialFold) {
+  struct Shape3 {
+    ferry::Shape x, index;
+    std::int64_t dim;
+  };
+  const std::vector<Shape3> shapes = {{{4, 30, 5}, {3, 40, 4}, 1},
+                                      {{6, 7, 9}, {5, 7, 8}, 0},
+                                      {{3, 4, 50}, {2, 4, 70}, 2},
+                                      {{40000, 3, 1}, {300, 2, 1}, 0},
+                                      {{2, 64, 1}, {2, 5000, 1}, 1}};
+  std::mt19937 gen(7);
+  for (const Shape3& s : shapes)
+    for (DType dt : {DType::f64, DType::i32})
+      for (const char* reduce : {"sum", "prod", "mean", "amax", "amin", "assign"})
+        for (bool self : {true, false}) {
+          auto numel = [](const ferry::Shape& sh) { return sh[0] * sh[1] * sh[2]; };
+          const std::int64_t n_index = numel(s.index), size = s.x[std::size_t(s.dim)];
+          std::vector<std::int64_t> idx(static_cast<std::size_t>(n_index));
+          std::vector<double> src(idx.size()), x(static_cast<std::size_t>(numel(s.x)));
+          for (auto& i : idx) i = std::int64_t(gen() % std::uint32_t(size));
+          for (auto& v : src) v = double(int(gen() % 7) - 3);
+          for (auto& v : x) v = double(int(gen() % 5) - 2);
+          // The reference: each index element in order, folded into its target.
+          const std::string r = reduce;
+          const bool with_self = self && r != "assign";
+          std::vector<double> want = x, acc(x.size());
+          std::vector<std::int64_t> hits(x.size(), 0);
+          for (std::int64_t e = 0; e < n_index; ++e) {
+            std::int64_t c[3] = {e / (s.index[1] * s.index[2]), e / s.index[2] % s.index[1],
+                                 e % s.index[2]};
+            c[s.dim] = idx[std::size_t(e)];
+            const std::size_t t = std::size_t((c[0] * s.x[1] + c[1]) * s.x[2] + c[2]);
+            const double v = src[std::size_t(e)];
+            if (hits[t]++ == 0 && !with_self) {
+              acc[t] = v;
+              continue;
+            }
+            const double a = hits[t] == 1 ? x[t] : acc[t];
+            acc[t] = r == "sum" || r == "mean" ? a + v
+                     : r == "prod"             ? a * v
+                     : r == "amax"             ? std::max(a, v)
+                     : r == "amin"             ? std::min(a, v)
+                                               : v;
+          }
+          for (std::size_t t = 0; t < x.size(); ++t) {
+            if (hits[t] == 0) continue;
+            double v = acc[t];
+            if (r == "mean") {
+              const double count = double(hits[t] + (self ? 1 : 0));
+              v = dt == DType::f64 ? v / count : std::floor(v / count);
+            }
+            want[t] = v;
+          }
+          Tensor xt = ferry::tensor(x, s.x).to(dt);
+          Tensor it = ferry::tensor(idx, s.index);
+          Tensor st = ferry::tensor(src, s.index).to(dt);
+          Tensor got = r == "assign" ? ferry::scatter(xt, s.dim, it, st)
+                                     : ferry::scatter_reduce(xt, s.dim, it, st, r, self);
+          ASSERT_EQ(got.to(DType::f64).to_vector<double>(), want)
+              << ferry::shape_str(s.x) << " dim " << s.dim << " " << r << " self " << self << " "
+              << ferry::dtype_name(dt);
+        }
+  Tensor x = ferry::zeros({3, 5});
+  Tensor bad = ferry::tensor(std::vector<std::int64_t>{0, 4, 7, 1}, {2, 2});
+  try {
+    ferry::scatter_reduce(x, 1, bad, ferry::ones({2, 2}), "amax");
+    ADD_FAILURE() << "an index of 7 for a dim of 5 was taken";
+  } catch (const ferry::ShapeError& e) {
+    EXPECT_NE(std::string(e.what()).find("index 7 is out of range"), std::string::npos) << e.what();
+  }
+  EXPECT_THROW(ferry::scatter(x, 1, ferry::neg(bad), ferry::ones({2, 2})), ferry::ShapeError);
+}

@@ -26,7 +26,8 @@ struct DeviceCapabilities {
   bool sub_buffers = false;          // buffers inside a buffer (sub_buffer)
   bool staging = false;              // host memory the device copies with (allocate_staging)
   // The scatter_reduce kernel also takes its targets unsorted, in the sources' order, and folds
-  // each target's values in that order (docs/kernel-contract.md): the core then skips its sort.
+  // each target's values in that order, and takes the index form (docs/kernel-contract.md): the
+  // core then skips its sort, and for scatter and scatter_reduce its targets and range check.
   bool scatter_in_order = false;
 };
 

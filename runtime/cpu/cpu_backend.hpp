@@ -21,9 +21,10 @@ void add_reduce_kernels(KernelTable& table);
 void add_linalg_kernels(KernelTable& table);
 void add_nn_kernels(KernelTable& table);
 void add_index_kernels(KernelTable& table);
-void add_grad_kernels(KernelTable& table);   // activation backward, index_add, scatter_add
-void add_optim_kernels(KernelTable& table);  // adam_step, sgd_step
-void add_sort_kernels(KernelTable& table);  // cumsum, cumprod, cummax, cummin, sort, scatter_reduce
+void add_grad_kernels(KernelTable& table);     // activation backward, index_add, scatter_add
+void add_optim_kernels(KernelTable& table);    // adam_step, sgd_step
+void add_sort_kernels(KernelTable& table);     // cumsum, cumprod, cummax, cummin, sort, topk
+void add_scatter_kernels(KernelTable& table);  // scatter_reduce
 }  // namespace cpu
 
 }  // namespace ferry

@@ -96,6 +96,7 @@ class CpuDevice final : public DeviceImpl {
     cpu::add_grad_kernels(table);
     cpu::add_optim_kernels(table);
     cpu::add_sort_kernels(table);
+    cpu::add_scatter_kernels(table);
     for (auto& [name, fn] : table) register_kernel(name, std::move(fn));
   }
 

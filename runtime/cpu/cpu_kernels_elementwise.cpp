@@ -1,9 +1,10 @@
 // runtime/cpu/cpu_kernels_elementwise.cpp — unary, binary, comparison, where,
-// copy/cast, fill and arange on the CPU. Inputs arrive broadcast to the output's
+// clamp (fused), copy/cast, fill and arange on the CPU. Inputs arrive broadcast to the output's
 // shape and in the dtype the op computes in (Note [Kernel contract]); the math
 // of each op is a functor of include/ferry/kit/math/elementwise_ops.hpp, shared with the
 // CUDA backend (Note [Element-wise functors]).
 #include <cstring>
+#include <limits>
 
 #include "cpu/cpu_backend.hpp"
 #include "cpu/cpu_loops.hpp"
@@ -22,11 +23,14 @@ template <typename T> T load(const char* p) {
 // out[i] = f(in[i]) in compute_t<T>.
 template <typename T, typename F> void unary_loop(const OpCall& c, F f) {
   using C = compute_t<T>;
+  const bool streaming = stream_output(c.outputs[0]);
   loop_nd<2>({&c.outputs[0], &c.inputs[0]}, [&](const LoopRun<2>& r) {
     if (r.stride[0] == sizeof(T) && r.stride[1] == sizeof(T)) {
-      T* __restrict o = reinterpret_cast<T*>(r.ptr[0]);
       const T* __restrict in = reinterpret_cast<const T*>(r.ptr[1]);
-      for (std::int64_t i = 0; i < r.n; ++i) o[i] = T(f(C(in[i])));
+      write_run(reinterpret_cast<T*>(r.ptr[0]), r.n, streaming,
+                [&](T* __restrict o, std::int64_t at, std::int64_t n) {
+                  for (std::int64_t i = 0; i < n; ++i) o[i] = T(f(C(in[at + i])));
+                });
     } else {
       for (std::int64_t i = 0; i < r.n; ++i)
         *reinterpret_cast<T*>(r.ptr[0] + i * r.stride[0]) =
@@ -39,19 +43,28 @@ template <typename T, typename F> void unary_loop(const OpCall& c, F f) {
 // Unit-stride and scalar-operand runs get loops the compiler vectorizes.
 template <typename T, typename Out, typename F> void binary_loop(const OpCall& c, F f) {
   using C = compute_t<T>;
+  const bool streaming = stream_output(c.outputs[0]);
   loop_nd<3>({&c.outputs[0], &c.inputs[0], &c.inputs[1]}, [&](const LoopRun<3>& r) {
-    Out* __restrict o = reinterpret_cast<Out*>(r.ptr[0]);
     const T* __restrict a = reinterpret_cast<const T*>(r.ptr[1]);
     const T* __restrict b = reinterpret_cast<const T*>(r.ptr[2]);
     const std::int64_t n = r.n;
+    auto write = [&](const auto& body) {
+      write_run(reinterpret_cast<Out*>(r.ptr[0]), n, streaming, body);
+    };
     if (r.stride[0] == sizeof(Out) && r.stride[1] == sizeof(T) && r.stride[2] == sizeof(T)) {
-      for (std::int64_t i = 0; i < n; ++i) o[i] = Out(f(C(a[i]), C(b[i])));
+      write([&](Out* __restrict o, std::int64_t at, std::int64_t m) {
+        for (std::int64_t i = 0; i < m; ++i) o[i] = Out(f(C(a[at + i]), C(b[at + i])));
+      });
     } else if (r.stride[0] == sizeof(Out) && r.stride[1] == sizeof(T) && r.stride[2] == 0) {
       const C bv = C(b[0]);
-      for (std::int64_t i = 0; i < n; ++i) o[i] = Out(f(C(a[i]), bv));
+      write([&](Out* __restrict o, std::int64_t at, std::int64_t m) {
+        for (std::int64_t i = 0; i < m; ++i) o[i] = Out(f(C(a[at + i]), bv));
+      });
     } else if (r.stride[0] == sizeof(Out) && r.stride[1] == 0 && r.stride[2] == sizeof(T)) {
       const C av = C(a[0]);
-      for (std::int64_t i = 0; i < n; ++i) o[i] = Out(f(av, C(b[i])));
+      write([&](Out* __restrict o, std::int64_t at, std::int64_t m) {
+        for (std::int64_t i = 0; i < m; ++i) o[i] = Out(f(av, C(b[at + i])));
+      });
     } else {
       for (std::int64_t i = 0; i < n; ++i)
         *reinterpret_cast<Out*>(r.ptr[0] + i * r.stride[0]) =
@@ -73,15 +86,18 @@ template <typename T, typename Out, typename F> void binary_loop(const OpCall& c
 // value (masked_fill, clamp's bounds): both sides are loaded every time, so the select is a
 // blend the compiler vectorizes, not a branch.
 template <typename T, bool ScalarA, bool ScalarB>
-void where_run(T* __restrict o, const std::uint8_t* __restrict c, const T* __restrict a,
-               const T* __restrict b, std::int64_t n) {
-  for (std::int64_t i = 0; i < n; ++i) {
-    const T av = a[ScalarA ? 0 : i], bv = b[ScalarB ? 0 : i];
-    o[i] = c[i] ? av : bv;
-  }
+void where_run(T* o, const std::uint8_t* __restrict c, const T* __restrict a, const T* __restrict b,
+               std::int64_t n, bool streaming) {
+  write_run(o, n, streaming, [&](T* __restrict d, std::int64_t at, std::int64_t m) {
+    for (std::int64_t i = 0; i < m; ++i) {
+      const T av = a[ScalarA ? 0 : at + i], bv = b[ScalarB ? 0 : at + i];
+      d[i] = c[at + i] ? av : bv;
+    }
+  });
 }
 
 void where_kernel(DeviceImpl&, const OpCall& c) {
+  const bool streaming = stream_output(c.outputs[0]);
   FERRY_DISPATCH_ALL(c.outputs[0].dtype, "where", {
     loop_nd<4>({&c.outputs[0], &c.inputs[0], &c.inputs[1], &c.inputs[2]}, [&](const LoopRun<4>& r) {
       constexpr std::int64_t es = sizeof(scalar_t);
@@ -92,13 +108,13 @@ void where_kernel(DeviceImpl&, const OpCall& c) {
         const auto* a = reinterpret_cast<const scalar_t*>(r.ptr[2]);
         const auto* b = reinterpret_cast<const scalar_t*>(r.ptr[3]);
         if (r.stride[2] == 0 && r.stride[3] == 0)
-          where_run<scalar_t, true, true>(o, cond, a, b, r.n);
+          where_run<scalar_t, true, true>(o, cond, a, b, r.n, streaming);
         else if (r.stride[2] == 0)
-          where_run<scalar_t, true, false>(o, cond, a, b, r.n);
+          where_run<scalar_t, true, false>(o, cond, a, b, r.n, streaming);
         else if (r.stride[3] == 0)
-          where_run<scalar_t, false, true>(o, cond, a, b, r.n);
+          where_run<scalar_t, false, true>(o, cond, a, b, r.n, streaming);
         else
-          where_run<scalar_t, false, false>(o, cond, a, b, r.n);
+          where_run<scalar_t, false, false>(o, cond, a, b, r.n, streaming);
         return;
       }
       for (std::int64_t i = 0; i < r.n; ++i) {
@@ -107,6 +123,24 @@ void where_kernel(DeviceImpl&, const OpCall& c) {
             *reinterpret_cast<const scalar_t*>(r.ptr[cond ? 2 : 3] + i * r.stride[cond ? 2 : 3]);
       }
     });
+  });
+}
+
+// clamp's fused kernel (Note [Composite ops]): x < lo ? lo : x, then > hi ? hi,
+// the composition's two selects in one pass. A missing bound is the dtype's
+// lowest or highest value (an infinity for floats: -inf stays -inf), and a NaN
+// bound is never taken, as in the composition.
+template <typename T> void clamp_loop(const OpCall& c) {
+  using C = compute_t<T>;
+  using Limits = std::numeric_limits<C>;
+  const Attrs& a = c.attrs;
+  const C none_lo = Limits::has_infinity ? -Limits::infinity() : Limits::lowest();
+  const C none_hi = Limits::has_infinity ? Limits::infinity() : Limits::max();
+  const C lo = a.has("min") ? C(math::from_double<T>(a.f("min"), a.i("min_i"))) : none_lo;
+  const C hi = a.has("max") ? C(math::from_double<T>(a.f("max"), a.i("max_i"))) : none_hi;
+  unary_loop<T>(c, [lo, hi](C v) {
+    v = v < lo ? lo : v;
+    return v > hi ? hi : v;
   });
 }
 
@@ -191,6 +225,9 @@ void add_elementwise_kernels(KernelTable& t) {
 #undef FERRY_COMPARE
 
   t.emplace_back(OpId::where, where_kernel);
+  t.emplace_back(OpId::clamp, [](DeviceImpl&, const OpCall& c) {
+    FERRY_DISPATCH_NUMERIC(c.outputs[0].dtype, "clamp", clamp_loop<scalar_t>(c));
+  });
   t.emplace_back(OpId::copy, copy_kernel);
   t.emplace_back(OpId::fill, fill_kernel);
   t.emplace_back(OpId::arange, arange_kernel);

@@ -1,6 +1,6 @@
 // runtime/cpu/cpu_kernels_sort.cpp — the scans (cumsum, cumprod, cummax,
-// cummin), the stable sort and the sorted scatter_reduce on the CPU
-// (docs/kernel-contract.md, "Scans", "Sort" and "scatter_reduce").
+// cummin), the stable sort and the fused topk on the CPU
+// (docs/kernel-contract.md, "Scans", "Sort" and "topk").
 //
 // Note [CPU scans]
 // x arrives contiguous as [outer, n, inner]; each of the outer * inner lines
@@ -35,7 +35,6 @@
 #include "cpu/cpu_backend.hpp"
 #include "cpu/cpu_loops.hpp"
 #include "ferry/kit/math/scalar_ops.hpp"
-#include "ferry/kit/scatter_fold.hpp"
 
 namespace ferry::cpu {
 namespace {
@@ -318,108 +317,9 @@ template <typename T> void topk_rows(const OpCall& call) {
                  });
 }
 
-// ---- scatter_reduce: runs of equal targets, each folded in order ----
-
-using Fold = ScatterFold;
-
-// Note [CPU scatter_reduce]: the CPU claims scatter_in_order (its capabilities), so the
-// targets arrive in the sources' order, unsorted (or sorted, from a caller that sorted them:
-// the same fold). Each thread owns a range of targets and reads every source in order, folding
-// the ones that land in its range: one writer per target, each target's values folded in the
-// sources' order, which is the order of the stably sorted runs the GPU kernels fold, so every
-// device agrees exactly, without the sort (a pass over the sources per thread instead).
-// Floats fold in their compute type (float, double for f64) and integers in wrapping 64 bits,
-// as the GPU kernels do; where that is T itself the fold goes straight into the output.
-template <typename T> void scatter_reduce_in_order(const OpCall& call) {
-  using C = std::conditional_t<kIsFloat<T>, compute_t<T>, std::int64_t>;
-  const TensorArg &src = call.inputs.at(0), &tgt = call.inputs.at(1), &out = call.outputs.at(0);
-  if (src.ndim() != 1 || tgt.ndim() != 1 || out.ndim() != 1 || tgt.dtype != DType::i64 ||
-      src.sizes[0] != tgt.sizes[0])
-    throw ShapeError("scatter_reduce: the cpu kernel expects 1-D values, i64 targets and output");
-  const Fold fold = scatter_fold_of(call.attrs.s("reduce"));
-  const bool self = call.attrs.b("include_self") && fold != Fold::assign;
-  const std::int64_t m = src.sizes[0], n_out = out.sizes[0];
-  const T* v = src.data<T>();
-  const std::int64_t* t = tgt.data<std::int64_t>();
-  T* y = out.data<T>();
-  // The fold as a functor, chosen once (the loop below is the whole cost).
-  auto with_combine = [&](const auto& body) {
-    switch (fold) {
-      case Fold::prod:
-        return body([](C a, C b) -> C {
-          if constexpr (kIsFloat<T>)
-            return a * b;
-          else
-            return C(std::uint64_t(a) * std::uint64_t(b));
-        });
-      case Fold::amax:
-        return body([](C a, C b) -> C { return math::maximum(a, b); });
-      case Fold::amin:
-        return body([](C a, C b) -> C { return math::minimum(a, b); });
-      case Fold::assign:
-        return body([](C, C b) -> C { return b; });
-      default:
-        return body([](C a, C b) -> C {
-          if constexpr (kIsFloat<T>)
-            return a + b;
-          else
-            return C(std::uint64_t(a) + std::uint64_t(b));
-        });
-    }
-  };
-  // Straight into y where the fold's type is T and nothing is left for the end (mean divides).
-  const bool direct = std::is_same_v<C, T> && fold != Fold::mean;
-  auto fold_range = [&](std::int64_t b, std::int64_t e) {
-    with_combine([&](const auto& combine) {
-      std::vector<C> acc(direct ? 0 : std::size_t(e - b));
-      std::vector<std::int64_t> hits(direct && self ? 0 : std::size_t(e - b));
-      for (std::int64_t i = 0; i < m; ++i) {
-        const std::int64_t target = t[i];
-        if (target < b || target >= e) continue;
-        const std::size_t k = std::size_t(target - b);
-        if (direct && self) {
-          y[target] = T(combine(C(y[target]), C(v[i])));
-          continue;
-        }
-        const bool first = hits[k]++ == 0;
-        C* a;
-        if constexpr (std::is_same_v<C, T>)
-          a = direct ? y + target : &acc[k];
-        else
-          a = &acc[k];
-        *a = first ? (self ? combine(C(y[target]), C(v[i])) : C(v[i])) : combine(*a, C(v[i]));
-      }
-      if (direct) return;
-      for (std::int64_t target = b; target < e; ++target) {
-        const std::size_t k = std::size_t(target - b);
-        if (hits[k] == 0) continue;  // no source names it: it keeps its value
-        C a = acc[k];
-        if (fold == Fold::mean) {
-          const std::int64_t n = hits[k] + (self ? 1 : 0);
-          if constexpr (kIsFloat<T>) {
-            a = a / C(n);
-          } else {
-            const std::int64_t q = a / n;  // floor division, as PyTorch's integer mean
-            a = (a % n != 0 && a < 0) ? q - 1 : q;
-          }
-        }
-        y[target] = T(a);
-      }
-    });
-  };
-  if (m < kParallelGrain)
-    fold_range(0, n_out);
-  else
-    parallel_range(n_out, 1, fold_range);
-}
-
 }  // namespace
 
 void add_sort_kernels(KernelTable& table) {
-  table.emplace_back(OpId::scatter_reduce, [](DeviceImpl&, const OpCall& c) {
-    FERRY_DISPATCH_ALL(c.inputs.at(0).dtype, "scatter_reduce",
-                       scatter_reduce_in_order<scalar_t>(c));
-  });
   table.emplace_back(OpId::cumsum, [](DeviceImpl&, const OpCall& c) {
     FERRY_DISPATCH_ALL(c.inputs.at(0).dtype, "cumsum",
                        scan<scalar_t, CumSumProd<scalar_t, false>>(c));

@@ -154,21 +154,32 @@ template <typename F> FERRY_HD F floor_divide(F a, F b) {
   if (div - floordiv > F(0.5)) floordiv += F(1);
   return floordiv;
 }
-// maximum/minimum propagate NaN (IEEE fmax would drop it).
+// maximum/minimum propagate NaN (IEEE fmax would drop it): a NaN a, else a
+// NaN b. On the host one unordered test guards both: a single compare and a
+// branch ordinary data never takes, where two tests cost scatter_reduce's amax
+// fold a quarter of its speed; the result is the same.
+#if defined(__CUDA_ARCH__)
+#define FERRY_NAN_FIRST(a, b) \
+  if (a != a) return a;       \
+  if (b != b) return b;
+#else
+#define FERRY_NAN_FIRST(a, b)                   \
+  if (__builtin_isunordered(a, b)) [[unlikely]] \
+    return a != a ? a : b;
+#endif
 template <typename T> FERRY_HD T maximum(T a, T b) {
   if constexpr (std::is_floating_point_v<T>) {
-    if (a != a) return a;
-    if (b != b) return b;
+    FERRY_NAN_FIRST(a, b)
   }
   return a > b ? a : b;
 }
 template <typename T> FERRY_HD T minimum(T a, T b) {
   if constexpr (std::is_floating_point_v<T>) {
-    if (a != a) return a;
-    if (b != b) return b;
+    FERRY_NAN_FIRST(a, b)
   }
   return a < b ? a : b;
 }
+#undef FERRY_NAN_FIRST
 
 template <typename T> FERRY_HD T wrap_add(T a, T b) {
   using U = std::make_unsigned_t<T>;
