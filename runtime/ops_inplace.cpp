@@ -30,6 +30,7 @@ Tensor& in_place(std::string_view op, Tensor& x, const std::function<Tensor(cons
                       "to it is ambiguous (PyTorch refuses it too); clone() it first",
                       op, d));
   const bool grad_mode = is_grad_enabled();
+  Tensor base;  // x's base, when x is a view of a non-leaf that requires grad
   if (grad_mode && x.requires_grad()) {
     if (x.is_leaf())
       throw Error(
@@ -44,12 +45,14 @@ Tensor& in_place(std::string_view op, Tensor& x, const std::function<Tensor(cons
                       "in-place operation; write under a ferry::NoGradGuard, or use the "
                       "out-of-place op",
                       op));
-    if (node->view)
-      throw Error(
-          fmt::format("{}: x is a view of another tensor that requires grad; ferry's "
-                      "autograd does not rewrite the base's history for an in-place write "
-                      "through a view (PyTorch's CopySlices): clone() the view first",
-                      op));
+    if (node->view) {  // Note [In-place through a view]
+      base = Tensor(autograd::meta_of(x).view_base);
+      if (!base.defined() || !base.is_contiguous())
+        throw Error(fmt::format(
+            "{}: x is a view of a tensor that requires grad and is not contiguous (shape "
+            "{}); ferry rewrites the history of a contiguous base only: clone() the view first",
+            op, base.defined() ? shape_str(base.sizes()) : std::string("unknown")));
+    }
   }
   // Under grad mode the op reads a copy: what it saves stays as it was.
   Tensor result = f(grad_mode ? x.clone() : x);
@@ -70,10 +73,15 @@ Tensor& in_place(std::string_view op, Tensor& x, const std::function<Tensor(cons
     detail::run_kernel(OpId::copy, {result}, {x});
     x.storage()->bump_version();
   }
-  if (grad_mode && result.requires_grad() && !result.is_leaf())
+  if (base.defined()) {
+    autograd::record_write_through_view(base, x, result);
+  } else if (grad_mode && result.requires_grad() && !result.is_leaf()) {
     autograd::meta_of(x).grad_fn = result.impl_ptr()->autograd->grad_fn;
-  else if (grad_mode && x.requires_grad())
+    ++autograd::meta_of(x).history;  // x's views get new grad_fns
+  } else if (grad_mode && x.requires_grad()) {
     autograd::meta_of(x).grad_fn.reset();  // a result no gradient flows through (eq_): cut
+    ++autograd::meta_of(x).history;
+  }
   return x;
 }
 

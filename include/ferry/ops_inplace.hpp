@@ -13,9 +13,9 @@
 // op that saved x before the write makes backward() raise (the version
 // counter, Note [Autograd] in ferry/autograd.hpp). PyTorch's errors: an
 // in-place op on a leaf that requires grad, or on a view of one, raises
-// Error. ferry also refuses an in-place op on a view of another tensor that
-// requires grad (PyTorch rewrites the base's history there); clone() the view
-// first, or write under NoGradGuard. Included by ferry/ops.hpp.
+// Error. Through a view of a non-leaf that requires grad, the write rewrites
+// the base's history as PyTorch's CopySlices does (Note [In-place through a
+// view] in runtime/autograd/formulas_views.cpp). Included by ferry/ops.hpp.
 #pragma once
 
 #include <cstdint>

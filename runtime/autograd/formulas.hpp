@@ -10,6 +10,7 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <string_view>
 #include <vector>
 
@@ -18,6 +19,8 @@
 #include "ferry/tensor.hpp"
 
 namespace ferry::autograd {
+
+class Node;
 
 // Runs a front-end's forward with grad mode off: its inner views, casts and
 // ops are not part of the graph, and the recorder then adds one node for the
@@ -49,6 +52,11 @@ void record_slice(const Tensor& x, std::int64_t dim, std::int64_t start, std::in
                   std::int64_t step, const Tensor& y);
 void record_select(const Tensor& x, std::int64_t dim, std::int64_t index, const Tensor& y);
 void record_expand(const Tensor& x, const Tensor& y);
+// An in-place write of `result` through `view` into the memory of `base`, the
+// view's root, which requires grad (Note [In-place through a view]).
+void record_write_through_view(const Tensor& base, const Tensor& view, const Tensor& result);
+// The grad_fn of `view` as a view of its base's current history (the same note).
+std::shared_ptr<Node> view_of_base(const Tensor& base, const Tensor& view);
 
 // ---- reductions (formulas_reduce.cpp); dims as the caller gave them ----
 void record_sum(const Tensor& x, const std::vector<std::int64_t>& dims, bool keepdim,

@@ -6,6 +6,8 @@
 
 #include "autograd/formulas.hpp"
 #include "autograd/graph.hpp"
+#include "dispatch.hpp"
+#include "ferry/error.hpp"
 #include "ferry/ops.hpp"
 
 namespace ferry::autograd {
@@ -41,24 +43,28 @@ void record_permute(const Tensor& x, const Shape& dims, const Tensor& y) {
     const std::int64_t d = dims[i] < 0 ? dims[i] + std::int64_t(dims.size()) : dims[i];
     inverse[std::size_t(d)] = std::int64_t(i);
   }
-  record("permuteBackward", {x}, y, [inverse](const Tensor& g, const Needs&) -> std::vector<Tensor> {
-    return {g.permute(inverse)};
-  });
+  record("permuteBackward", {x}, y,
+         [inverse](const Tensor& g, const Needs&) -> std::vector<Tensor> {
+           return {g.permute(inverse)};
+         });
 }
 
 void record_transpose(const Tensor& x, std::int64_t d0, std::int64_t d1, const Tensor& y) {
   if (!should_record({&x})) return;
-  record("transposeBackward", {x}, y, [d0, d1](const Tensor& g, const Needs&) -> std::vector<Tensor> {
-    return {g.transpose(d0, d1)};
-  });
+  record("transposeBackward", {x}, y,
+         [d0, d1](const Tensor& g, const Needs&) -> std::vector<Tensor> {
+           return {g.transpose(d0, d1)};
+         });
 }
 
 void record_slice(const Tensor& x, std::int64_t dim, std::int64_t start, std::int64_t end,
                   std::int64_t step, const Tensor& y) {
   if (!should_record({&x})) return;
   record("sliceBackward", {x}, y,
-         [shape = x.sizes(), dim, start, end, step](const Tensor& g, const Needs&) -> std::vector<Tensor> {
-           return {scatter_into_zeros(shape, g, [&](const Tensor& z) { return z.slice(dim, start, end, step); })};
+         [shape = x.sizes(), dim, start, end, step](const Tensor& g,
+                                                    const Needs&) -> std::vector<Tensor> {
+           return {scatter_into_zeros(
+               shape, g, [&](const Tensor& z) { return z.slice(dim, start, end, step); })};
          });
 }
 
@@ -66,15 +72,84 @@ void record_select(const Tensor& x, std::int64_t dim, std::int64_t index, const 
   if (!should_record({&x})) return;
   record("selectBackward", {x}, y,
          [shape = x.sizes(), dim, index](const Tensor& g, const Needs&) -> std::vector<Tensor> {
-           return {scatter_into_zeros(shape, g, [&](const Tensor& z) { return z.select(dim, index); })};
+           return {
+               scatter_into_zeros(shape, g, [&](const Tensor& z) { return z.select(dim, index); })};
          });
 }
 
 void record_expand(const Tensor& x, const Tensor& y) {
   if (!should_record({&x})) return;
-  record("expandBackward", {x}, y, [shape = x.sizes()](const Tensor& g, const Needs&) -> std::vector<Tensor> {
-    return {sum_to(g, shape)};
-  });
+  record("expandBackward", {x}, y,
+         [shape = x.sizes()](const Tensor& g, const Needs&) -> std::vector<Tensor> {
+           return {sum_to(g, shape)};
+         });
+}
+
+// Note [In-place through a view]
+// PyTorch's CopySlices. A write of `result` through `view` changes its base B
+// (the root whose memory the view shares; contiguous, not a leaf) in place,
+// so B's history becomes B_new = B_old with the view's elements replaced by
+// result: B's node is now one whose gradient goes to B_old with those elements
+// zeroed and to result as those elements, and the view becomes a view of
+// B_new (its elements of B's gradient). The view's geometry is its sizes,
+// strides and offset within B, which hold in any tensor of B's shape and
+// contiguous layout, so each gradient is cut out of the incoming one as a
+// view. Every in-place write that replaces a tensor's grad_fn counts in its
+// AutogradMeta::history; another view of B whose grad_fn predates the write
+// (it may see written elements) gets a new one, a view of B's current
+// history, when it is next used (gradient_edge).
+namespace {
+
+// The elements of `view` within t, a contiguous tensor of base's shape.
+std::function<Tensor(const Tensor&)> part_of(const Tensor& base, const Tensor& view) {
+  return [sizes = view.sizes(), strides = view.strides(),
+          offset = view.storage_offset() - base.storage_offset()](const Tensor& t) {
+    return detail::make_view(t, sizes, strides, t.storage_offset() + offset);
+  };
+}
+
+}  // namespace
+
+std::shared_ptr<Node> view_of_base(const Tensor& base, const Tensor& view) {
+  if (!base.is_contiguous())
+    throw Error(fmt::format(
+        "autograd: a view's base (shape {}) was written in place and is not contiguous, so the "
+        "view's gradient cannot be cut out of the base's; clone() the view before the write",
+        shape_str(base.sizes())));
+  std::shared_ptr<Node> node = make_node("AsStridedBackward",
+                                         [shape = base.sizes(), part = part_of(base, view)](
+                                             const Tensor& g, const Needs&) -> std::vector<Tensor> {
+                                           return {scatter_into_zeros(shape, g, part)};
+                                         });
+  node->next = {gradient_edge(base)};
+  node->inputs = {InputInfo{base.sizes(), base.dtype(), base.device()}};
+  node->view = true;
+  return node;
+}
+
+void record_write_through_view(const Tensor& base, const Tensor& view, const Tensor& result) {
+  std::shared_ptr<Node> copy_slices = make_node(
+      "CopySlices",
+      [part = part_of(base, view)](const Tensor& g, const Needs& needs) -> std::vector<Tensor> {
+        const Tensor gc = g.contiguous();
+        std::vector<Tensor> grads(2);
+        if (needs[0]) {
+          grads[0] = gc.clone();
+          Tensor written = part(grads[0]);
+          written.fill_(0);
+        }
+        if (needs[1]) grads[1] = part(gc).contiguous();
+        return grads;
+      });
+  copy_slices->next = {gradient_edge(base), gradient_edge(result)};
+  copy_slices->inputs = {InputInfo{base.sizes(), base.dtype(), base.device()},
+                         InputInfo{result.sizes(), result.dtype(), result.device()}};
+  AutogradMeta& b = meta_of(base);
+  b.grad_fn = std::move(copy_slices);
+  ++b.history;
+  AutogradMeta& v = meta_of(view);
+  v.grad_fn = view_of_base(base, view);
+  v.base_history = b.history;
 }
 
 }  // namespace ferry::autograd

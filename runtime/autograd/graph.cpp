@@ -7,6 +7,7 @@
 
 #include <atomic>
 
+#include "autograd/formulas.hpp"
 #include "dispatch.hpp"
 #include "ferry/autograd.hpp"
 #include "ferry/error.hpp"
@@ -83,6 +84,11 @@ AutogradMeta& meta_of(const Tensor& t) {
 std::shared_ptr<Node> gradient_edge(const Tensor& t) {
   if (!needs_grad(t)) return nullptr;
   AutogradMeta& m = meta_of(t);
+  if (m.view_base && m.view_base->autograd && m.view_base->autograd->history != m.base_history) {
+    // Note [In-place through a view]: the base was written in place since.
+    m.grad_fn = view_of_base(Tensor(m.view_base), t);
+    m.base_history = m.view_base->autograd->history;
+  }
   if (m.grad_fn) return m.grad_fn;
   std::shared_ptr<Node> acc = m.grad_accumulator.lock();
   if (!acc) {
@@ -126,9 +132,16 @@ void record(std::string name, const std::vector<Tensor>& inputs, const Tensor& o
       const auto& meta = in.impl_ptr()->autograd;
       const Node* base = meta ? meta->grad_fn.get() : nullptr;
       node->view_of_leaf |= !base || base->view_of_leaf;
+      AutogradMeta& out = meta_of(output);
+      out.view_base = meta && meta->view_base ? meta->view_base : in.impl_ptr();
+      out.base_history = out.view_base->autograd ? out.view_base->autograd->history : 0;
     }
   }
   meta_of(output).grad_fn = std::move(node);
+}
+
+std::shared_ptr<Node> make_node(std::string name, BackwardFn backward) {
+  return std::make_shared<FunctionNode>(std::move(name), std::move(backward));
 }
 
 std::vector<Tensor> AccumulateGrad::apply(const Tensor& grad) {

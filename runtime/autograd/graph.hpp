@@ -27,10 +27,19 @@ namespace ferry::autograd {
 class Node;
 
 struct AutogradMeta {
-  bool requires_grad = false;  // leaves: the user asked for gradients
-  Tensor grad;                 // leaves, and results that retain_grad()
-  std::shared_ptr<Node> grad_fn;               // results of recorded ops
-  std::weak_ptr<Node> grad_accumulator;        // leaves: their one AccumulateGrad
+  bool requires_grad = false;            // leaves: the user asked for gradients
+  Tensor grad;                           // leaves, and results that retain_grad()
+  std::shared_ptr<Node> grad_fn;         // results of recorded ops
+  std::weak_ptr<Node> grad_accumulator;  // leaves: their one AccumulateGrad
+  // Views recorded from a tensor that requires grad: the tensor whose memory
+  // they view, the root (a view of a view names the first one's base), for
+  // in-place writes through the view (Note [In-place through a view]).
+  std::shared_ptr<TensorImpl> view_base;
+  // How many in-place writes replaced this tensor's grad_fn, and, for a view,
+  // that count of its base's when the view's grad_fn was made: a view whose
+  // base was written since gets a grad_fn made again from the base's
+  // (gradient_edge), as PyTorch regenerates it.
+  std::uint64_t history = 0, base_history = 0;
 };
 
 // What a node knows of one forward input, to check the gradient it returns.
@@ -133,6 +142,10 @@ bool should_record(const std::vector<Tensor>& tensors);
 // the inputs.
 void record(std::string name, const std::vector<Tensor>& inputs, const Tensor& output,
             BackwardFn backward);
+
+// A node whose backward is `backward`, with no edges yet: for the graph
+// surgery of in-place writes (runtime/autograd/formulas_views.cpp).
+std::shared_ptr<Node> make_node(std::string name, BackwardFn backward);
 
 // The metadata of a tensor, made on first use.
 AutogradMeta& meta_of(const Tensor& t);
