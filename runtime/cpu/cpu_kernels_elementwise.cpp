@@ -8,6 +8,7 @@
 
 #include "cpu/cpu_backend.hpp"
 #include "cpu/cpu_loops.hpp"
+#include "cpu/cpu_vector_math.hpp"
 #include "ferry/kit/math/elementwise_ops.hpp"
 #include "ferry/kit/math/scalar_ops.hpp"
 
@@ -29,7 +30,12 @@ template <typename T, typename F> void unary_loop(const OpCall& c, F f) {
       const T* __restrict in = reinterpret_cast<const T*>(r.ptr[1]);
       write_run(reinterpret_cast<T*>(r.ptr[0]), r.n, streaming,
                 [&](T* __restrict o, std::int64_t at, std::int64_t n) {
-                  for (std::int64_t i = 0; i < n; ++i) o[i] = T(f(C(in[at + i])));
+                  std::int64_t i = 0;
+#ifdef FERRY_HAVE_LIBMVEC
+                  if constexpr (std::is_same_v<T, float> && VectorForm<F>::exists)
+                    i = vector_unary<F>(o, in + at, n);  // Note [CPU vector math]
+#endif
+                  for (; i < n; ++i) o[i] = T(f(C(in[at + i])));
                 });
     } else {
       for (std::int64_t i = 0; i < r.n; ++i)
@@ -53,7 +59,13 @@ template <typename T, typename Out, typename F> void binary_loop(const OpCall& c
     };
     if (r.stride[0] == sizeof(Out) && r.stride[1] == sizeof(T) && r.stride[2] == sizeof(T)) {
       write([&](Out* __restrict o, std::int64_t at, std::int64_t m) {
-        for (std::int64_t i = 0; i < m; ++i) o[i] = Out(f(C(a[at + i]), C(b[at + i])));
+        std::int64_t i = 0;
+#ifdef FERRY_HAVE_LIBMVEC
+        if constexpr (std::is_same_v<T, float> && std::is_same_v<Out, float> &&
+                      VectorForm<F>::exists)
+          i = vector_binary<F>(o, a + at, b + at, m);  // Note [CPU vector math]
+#endif
+        for (; i < m; ++i) o[i] = Out(f(C(a[at + i]), C(b[at + i])));
       });
     } else if (r.stride[0] == sizeof(Out) && r.stride[1] == sizeof(T) && r.stride[2] == 0) {
       const C bv = C(b[0]);

@@ -10,13 +10,9 @@
 #include <type_traits>
 #include <vector>
 
-#ifdef FERRY_HAVE_LIBMVEC
-#include <immintrin.h>
-extern "C" __m128 _ZGVbN4v_expf(__m128);  // glibc's libmvec: expf of four floats (SSE ABI)
-#endif
-
 #include "cpu/cpu_backend.hpp"
 #include "cpu/cpu_loops.hpp"
+#include "cpu/cpu_vector_math.hpp"
 
 namespace ferry::cpu {
 namespace {
@@ -103,7 +99,7 @@ template <typename C> void exp_shifted(C* v, std::int64_t n, C m) {
   if constexpr (std::is_same_v<C, float>) {
     const __m128 mm = _mm_set1_ps(m);
     for (; i + 4 <= n; i += 4)
-      _mm_storeu_ps(v + i, _ZGVbN4v_expf(_mm_sub_ps(_mm_loadu_ps(v + i), mm)));
+      _mm_storeu_ps(v + i, VectorForm<math::ops::Exp>::apply(_mm_sub_ps(_mm_loadu_ps(v + i), mm)));
   }
 #endif
   for (; i < n; ++i) v[i] = std::exp(v[i] - m);
