@@ -74,10 +74,14 @@ void run_on(benchmark::State& s, const std::string& name, const std::string& dev
     return;
   }
   const Data& d = data(device);
-  for (auto _ : s) {
-    ferry::Tensor out = run_op(name, d);
-    if (device != "cpu") ferry::synchronize(out.device());
-    benchmark::DoNotOptimize(out);
+  try {
+    for (auto _ : s) {
+      ferry::Tensor out = run_op(name, d);
+      if (device != "cpu") ferry::synchronize(out.device());
+      benchmark::DoNotOptimize(out);
+    }
+  } catch (const ferry::Error& e) {  // a case the device refuses is reported, not fatal
+    s.SkipWithError(e.what());
   }
 }
 

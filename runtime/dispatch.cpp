@@ -7,6 +7,7 @@
 #include <span>
 
 #include "copy_route.hpp"
+#include "ferry/autograd.hpp"
 #include "ferry/debug.hpp"
 #include "ferry/error.hpp"
 #include "ferry/registry.hpp"
@@ -225,6 +226,11 @@ Tensor make_view(const Tensor& base, Shape sizes, Shape strides, std::int64_t of
   impl->strides = std::move(strides);
   impl->offset = offset;
   impl->dtype = base.dtype();
+  if (is_grad_enabled()) {
+    const auto& b = base.impl_ptr();
+    std::shared_ptr<TensorImpl> root = b->view_base.lock();
+    impl->view_base = root ? root : b;
+  }
   return Tensor(std::move(impl));
 }
 

@@ -1,6 +1,6 @@
 // runtime/ops_inplace.cpp — the in-place `_` ops (ferry/ops_inplace.hpp,
 // Note [In-place ops]): each is its out-of-place op, computed, checked, and
-// written into x by one function, in_place() below.
+// written into x by one function, write_in_place() below.
 #include <fmt/format.h>
 
 #include "autograd/formulas.hpp"
@@ -20,8 +20,11 @@ bool can_cast(DType from, DType to) {
   return !(from != DType::boolean && to == DType::boolean);
 }
 
+}  // namespace
+
 // Note [In-place ops].
-Tensor& in_place(std::string_view op, Tensor& x, const std::function<Tensor(const Tensor&)>& f) {
+Tensor& detail::write_in_place(std::string_view op, Tensor& x,
+                               const std::function<Tensor(const Tensor&)>& f) {
   for (std::size_t d = 0; d < x.sizes().size(); ++d)
     if (x.strides()[d] == 0 && x.sizes()[d] > 1)
       throw ValueError(
@@ -30,7 +33,14 @@ Tensor& in_place(std::string_view op, Tensor& x, const std::function<Tensor(cons
                       "to it is ambiguous (PyTorch refuses it too); clone() it first",
                       op, d));
   const bool grad_mode = is_grad_enabled();
-  Tensor base;  // x's base, when x is a view of a non-leaf that requires grad
+  const std::shared_ptr<TensorImpl> root = x.impl_ptr()->view_base.lock();  // x is a view of it
+  auto refuse_view_of_leaf = [&] {
+    throw Error(
+        fmt::format("{}: a view of a leaf tensor that requires grad is being used in an "
+                    "in-place operation; write under a ferry::NoGradGuard, or use the "
+                    "out-of-place op",
+                    op));
+  };
   if (grad_mode && x.requires_grad()) {
     if (x.is_leaf())
       throw Error(
@@ -38,22 +48,10 @@ Tensor& in_place(std::string_view op, Tensor& x, const std::function<Tensor(cons
                       "operation; write under a ferry::NoGradGuard (as optimizers do), "
                       "or use the out-of-place op",
                       op));
-    const auto& node = x.impl_ptr()->autograd->grad_fn;
-    if (node->view_of_leaf)
-      throw Error(
-          fmt::format("{}: a view of a leaf tensor that requires grad is being used in an "
-                      "in-place operation; write under a ferry::NoGradGuard, or use the "
-                      "out-of-place op",
-                      op));
-    if (node->view) {  // Note [In-place through a view]
-      base = Tensor(autograd::meta_of(x).view_base);
-      if (!base.defined() || !base.is_contiguous())
-        throw Error(fmt::format(
-            "{}: x is a view of a tensor that requires grad and is not contiguous (shape "
-            "{}); ferry rewrites the history of a contiguous base only: clone() the view first",
-            op, base.defined() ? shape_str(base.sizes()) : std::string("unknown")));
-    }
+    if (x.impl_ptr()->autograd->grad_fn->view_of_leaf) refuse_view_of_leaf();
   }
+  if (grad_mode && root && Tensor(root).requires_grad() && Tensor(root).is_leaf())
+    refuse_view_of_leaf();  // a view of it made under NoGradGuard
   // Under grad mode the op reads a copy: what it saves stays as it was.
   Tensor result = f(grad_mode ? x.clone() : x);
   if (result.sizes() != x.sizes())
@@ -68,6 +66,15 @@ Tensor& in_place(std::string_view op, Tensor& x, const std::function<Tensor(cons
   if (result.device() != x.device())
     throw DeviceMismatchError(fmt::format("{}: the result is on {}, not on x's {}", op,
                                           result.device().str(), x.device().str()));
+  // Note [In-place through a view]: the write changes the base's history.
+  const Tensor base =
+      grad_mode && root && (x.requires_grad() || result.requires_grad()) ? Tensor(root) : Tensor();
+  if (base.defined() && !base.is_contiguous())
+    throw Error(fmt::format(
+        "{}: x is a view of a tensor (shape {}) that is not contiguous, and the write would "
+        "change that tensor's gradient; ferry rewrites the history of a contiguous base only: "
+        "clone() the view first",
+        op, shape_str(base.sizes())));
   {
     NoGradGuard no_grad;
     detail::run_kernel(OpId::copy, {result}, {x});
@@ -85,6 +92,10 @@ Tensor& in_place(std::string_view op, Tensor& x, const std::function<Tensor(cons
   return x;
 }
 
+namespace {
+
+using detail::write_in_place;
+
 // A Scalar as a 0-d tensor of the dtype x and it promote to, so that it
 // promotes as the Scalar would (Note [Type promotion] in ferry/ops.hpp).
 Tensor as_tensor(const Tensor& x, const Scalar& s) {
@@ -93,125 +104,130 @@ Tensor as_tensor(const Tensor& x, const Scalar& s) {
 
 }  // namespace
 
-#define FERRY_INPLACE_UNARY_DEF_(name, Functor, dtypes)                                     \
-  Tensor& name##_(Tensor& x) {                                                              \
-    return in_place(#name "_", x, [](const Tensor& s) { return unary_op(OpId::name, s); }); \
+#define FERRY_INPLACE_UNARY_DEF_(name, Functor, dtypes)                                           \
+  Tensor& name##_(Tensor& x) {                                                                    \
+    return write_in_place(#name "_", x, [](const Tensor& s) { return unary_op(OpId::name, s); }); \
   }
 FERRY_UNARY_OPS(FERRY_INPLACE_UNARY_DEF_)
 #undef FERRY_INPLACE_UNARY_DEF_
 
-#define FERRY_INPLACE_BINARY_DEF_(name, Functor, dtypes)                                         \
-  Tensor& name##_(Tensor& x, const Tensor& other) {                                              \
-    return in_place(#name "_", x,                                                                \
-                    [&](const Tensor& s) { return binary_op(OpId::name, s, other); });           \
-  }                                                                                              \
-  Tensor& name##_(Tensor& x, const Scalar& other) {                                              \
-    const Tensor o = as_tensor(x, other);                                                        \
-    return in_place(#name "_", x, [&](const Tensor& s) { return binary_op(OpId::name, s, o); }); \
+#define FERRY_INPLACE_BINARY_DEF_(name, Functor, dtypes)                                     \
+  Tensor& name##_(Tensor& x, const Tensor& other) {                                          \
+    return write_in_place(#name "_", x,                                                      \
+                          [&](const Tensor& s) { return binary_op(OpId::name, s, other); }); \
+  }                                                                                          \
+  Tensor& name##_(Tensor& x, const Scalar& other) {                                          \
+    const Tensor o = as_tensor(x, other);                                                    \
+    return write_in_place(#name "_", x,                                                      \
+                          [&](const Tensor& s) { return binary_op(OpId::name, s, o); });     \
   }
 FERRY_BINARY_OPS(FERRY_INPLACE_BINARY_DEF_)
 FERRY_COMPARE_OPS(FERRY_INPLACE_BINARY_DEF_)
 #undef FERRY_INPLACE_BINARY_DEF_
 
 Tensor& clamp_(Tensor& x, std::optional<Scalar> min, std::optional<Scalar> max) {
-  return in_place("clamp_", x, [&](const Tensor& s) { return clamp(s, min, max); });
+  return write_in_place("clamp_", x, [&](const Tensor& s) { return clamp(s, min, max); });
 }
 Tensor& clamp_(Tensor& x, const Tensor& min, const Tensor& max) {
-  return in_place("clamp_", x, [&](const Tensor& s) { return clamp(s, min, max); });
+  return write_in_place("clamp_", x, [&](const Tensor& s) { return clamp(s, min, max); });
 }
 Tensor& clip_(Tensor& x, std::optional<Scalar> min, std::optional<Scalar> max) {
-  return in_place("clip_", x, [&](const Tensor& s) { return clip(s, min, max); });
+  return write_in_place("clip_", x, [&](const Tensor& s) { return clip(s, min, max); });
 }
 Tensor& round_(Tensor& x, std::int64_t decimals) {
-  return in_place("round_", x, [&](const Tensor& s) { return round(s, decimals); });
+  return write_in_place("round_", x, [&](const Tensor& s) { return round(s, decimals); });
 }
 Tensor& elu_(Tensor& x, double alpha) {
-  return in_place("elu_", x, [&](const Tensor& s) { return elu(s, alpha); });
+  return write_in_place("elu_", x, [&](const Tensor& s) { return elu(s, alpha); });
 }
 Tensor& celu_(Tensor& x, double alpha) {
-  return in_place("celu_", x, [&](const Tensor& s) { return celu(s, alpha); });
+  return write_in_place("celu_", x, [&](const Tensor& s) { return celu(s, alpha); });
 }
 Tensor& leaky_relu_(Tensor& x, double negative_slope) {
-  return in_place("leaky_relu_", x, [&](const Tensor& s) { return leaky_relu(s, negative_slope); });
+  return write_in_place("leaky_relu_", x,
+                        [&](const Tensor& s) { return leaky_relu(s, negative_slope); });
 }
 Tensor& hardtanh_(Tensor& x, double min_val, double max_val) {
-  return in_place("hardtanh_", x, [&](const Tensor& s) { return hardtanh(s, min_val, max_val); });
+  return write_in_place("hardtanh_", x,
+                        [&](const Tensor& s) { return hardtanh(s, min_val, max_val); });
 }
 Tensor& relu6_(Tensor& x) {
-  return in_place("relu6_", x, [](const Tensor& s) { return relu6(s); });
+  return write_in_place("relu6_", x, [](const Tensor& s) { return relu6(s); });
 }
 Tensor& nan_to_num_(Tensor& x, double nan, std::optional<double> posinf,
                     std::optional<double> neginf) {
-  return in_place("nan_to_num_", x,
-                  [&](const Tensor& s) { return nan_to_num(s, nan, posinf, neginf); });
+  return write_in_place("nan_to_num_", x,
+                        [&](const Tensor& s) { return nan_to_num(s, nan, posinf, neginf); });
 }
 Tensor& logical_not_(Tensor& x) {
-  return in_place("logical_not_", x, [](const Tensor& s) { return logical_not(s); });
+  return write_in_place("logical_not_", x, [](const Tensor& s) { return logical_not(s); });
 }
 Tensor& bitwise_not_(Tensor& x) {
-  return in_place("bitwise_not_", x, [](const Tensor& s) { return bitwise_not(s); });
+  return write_in_place("bitwise_not_", x, [](const Tensor& s) { return bitwise_not(s); });
 }
 Tensor& logical_and_(Tensor& x, const Tensor& other) {
-  return in_place("logical_and_", x, [&](const Tensor& s) { return logical_and(s, other); });
+  return write_in_place("logical_and_", x, [&](const Tensor& s) { return logical_and(s, other); });
 }
 Tensor& logical_or_(Tensor& x, const Tensor& other) {
-  return in_place("logical_or_", x, [&](const Tensor& s) { return logical_or(s, other); });
+  return write_in_place("logical_or_", x, [&](const Tensor& s) { return logical_or(s, other); });
 }
 Tensor& logical_xor_(Tensor& x, const Tensor& other) {
-  return in_place("logical_xor_", x, [&](const Tensor& s) { return logical_xor(s, other); });
+  return write_in_place("logical_xor_", x, [&](const Tensor& s) { return logical_xor(s, other); });
 }
 Tensor& lerp_(Tensor& x, const Tensor& end, const Tensor& weight) {
-  return in_place("lerp_", x, [&](const Tensor& s) { return lerp(s, end, weight); });
+  return write_in_place("lerp_", x, [&](const Tensor& s) { return lerp(s, end, weight); });
 }
 Tensor& lerp_(Tensor& x, const Tensor& end, const Scalar& weight) {
-  return in_place("lerp_", x, [&](const Tensor& s) { return lerp(s, end, weight); });
+  return write_in_place("lerp_", x, [&](const Tensor& s) { return lerp(s, end, weight); });
 }
 Tensor& addcmul_(Tensor& x, const Tensor& t1, const Tensor& t2, const Scalar& value) {
-  return in_place("addcmul_", x, [&](const Tensor& s) { return addcmul(s, t1, t2, value); });
+  return write_in_place("addcmul_", x, [&](const Tensor& s) { return addcmul(s, t1, t2, value); });
 }
 Tensor& addcdiv_(Tensor& x, const Tensor& t1, const Tensor& t2, const Scalar& value) {
-  return in_place("addcdiv_", x, [&](const Tensor& s) { return addcdiv(s, t1, t2, value); });
+  return write_in_place("addcdiv_", x, [&](const Tensor& s) { return addcdiv(s, t1, t2, value); });
 }
 
 Tensor& masked_fill_(Tensor& x, const Tensor& mask, const Scalar& value) {
-  return in_place("masked_fill_", x, [&](const Tensor& s) { return masked_fill(s, mask, value); });
+  return write_in_place("masked_fill_", x,
+                        [&](const Tensor& s) { return masked_fill(s, mask, value); });
 }
 Tensor& masked_fill_(Tensor& x, const Tensor& mask, const Tensor& value) {
-  return in_place("masked_fill_", x, [&](const Tensor& s) { return masked_fill(s, mask, value); });
+  return write_in_place("masked_fill_", x,
+                        [&](const Tensor& s) { return masked_fill(s, mask, value); });
 }
 Tensor& masked_scatter_(Tensor& x, const Tensor& mask, const Tensor& source) {
-  return in_place("masked_scatter_", x,
-                  [&](const Tensor& s) { return masked_scatter(s, mask, source); });
+  return write_in_place("masked_scatter_", x,
+                        [&](const Tensor& s) { return masked_scatter(s, mask, source); });
 }
 Tensor& index_fill_(Tensor& x, std::int64_t dim, const Tensor& index, const Scalar& value) {
-  return in_place("index_fill_", x,
-                  [&](const Tensor& s) { return index_fill(s, dim, index, value); });
+  return write_in_place("index_fill_", x,
+                        [&](const Tensor& s) { return index_fill(s, dim, index, value); });
 }
 Tensor& index_add_(Tensor& x, std::int64_t dim, const Tensor& index, const Tensor& source,
                    const Scalar& alpha) {
-  return in_place("index_add_", x,
-                  [&](const Tensor& s) { return index_add(s, dim, index, source, alpha); });
+  return write_in_place("index_add_", x,
+                        [&](const Tensor& s) { return index_add(s, dim, index, source, alpha); });
 }
 Tensor& scatter_(Tensor& x, std::int64_t dim, const Tensor& index, const Tensor& src,
                  std::string_view reduce) {
-  return in_place("scatter_", x,
-                  [&](const Tensor& s) { return scatter(s, dim, index, src, reduce); });
+  return write_in_place("scatter_", x,
+                        [&](const Tensor& s) { return scatter(s, dim, index, src, reduce); });
 }
 Tensor& scatter_(Tensor& x, std::int64_t dim, const Tensor& index, const Scalar& value,
                  std::string_view reduce) {
-  return in_place("scatter_", x,
-                  [&](const Tensor& s) { return scatter(s, dim, index, value, reduce); });
+  return write_in_place("scatter_", x,
+                        [&](const Tensor& s) { return scatter(s, dim, index, value, reduce); });
 }
 Tensor& scatter_reduce_(Tensor& x, std::int64_t dim, const Tensor& index, const Tensor& src,
                         std::string_view reduce, bool include_self) {
-  return in_place("scatter_reduce_", x, [&](const Tensor& s) {
+  return write_in_place("scatter_reduce_", x, [&](const Tensor& s) {
     return scatter_reduce(s, dim, index, src, reduce, include_self);
   });
 }
 Tensor& index_put_(Tensor& x, const std::vector<Tensor>& indices, const Tensor& values,
                    bool accumulate) {
-  return in_place("index_put_", x,
-                  [&](const Tensor& s) { return index_put(s, indices, values, accumulate); });
+  return write_in_place("index_put_", x,
+                        [&](const Tensor& s) { return index_put(s, indices, values, accumulate); });
 }
 
 #define FERRY_INPLACE_MEMBER_(name)                                                     \

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <string_view>
 #include <vector>
 
@@ -18,6 +19,12 @@ namespace ferry::detail {
 Tensor as_index(std::string_view op, const Tensor& index);
 void check_bounds(std::string_view op, const Tensor& index, std::int64_t dim, std::int64_t size,
                   const Shape& x_shape);
+
+// x = f(x) in place, checked and recorded (Note [In-place ops] in
+// ferry/ops_inplace.hpp): every `_` op, and copy_ and fill_ where autograd is
+// involved. Under grad mode f reads a copy of x.
+Tensor& write_in_place(std::string_view op, Tensor& x,
+                       const std::function<Tensor(const Tensor&)>& f);
 
 // index_select with `op` naming the caller in errors (embedding uses it).
 Tensor index_select(std::string_view op, const Tensor& x, std::int64_t dim, const Tensor& index);

@@ -25,6 +25,10 @@ namespace detail {
 // (i64, values' shape): the kernel after a stable sort by target, or straight
 // in the sources' order on a device whose kernel folds that way itself (the
 // CPU: one pass, the same result as the sorted runs).
+Attrs fold_attrs(std::string_view reduce, bool include_self) {
+  return Attrs{{"reduce", std::string(reduce)}, {"include_self", include_self}};
+}
+
 void scatter_fold(Tensor& out, const Tensor& targets, const Tensor& values, std::string_view reduce,
                   bool include_self) {
   if (targets.numel() == 0) return;
@@ -34,8 +38,7 @@ void scatter_fold(Tensor& out, const Tensor& targets, const Tensor& values, std:
     t = gather(t, 0, order);
     v = gather(v, 0, order);
   }
-  run_kernel(OpId::scatter_reduce, {v, t}, {out.view({-1})},
-             Attrs{{"reduce", std::string(reduce)}, {"include_self", include_self}});
+  run_kernel(OpId::scatter_reduce, {v, t}, {out.view({-1})}, fold_attrs(reduce, include_self));
 }
 
 }  // namespace detail
@@ -99,7 +102,8 @@ ScatterArgs scatter_args(std::string_view op, const Tensor& x, std::int64_t dim,
 // x with a.src folded in at a.index along a.d. A scatter_in_order device takes the index form
 // (docs/kernel-contract.md): the kernel finds the targets and checks the index's range in its
 // one pass; out is a fresh tensor, so an index out of range leaves nothing half-written: the
-// core then names it (check_bounds). Elsewhere the core checks, then makes the targets.
+// core then names it (check_bounds). Elsewhere the core checks, then makes the targets and
+// groups them.
 Tensor scatter_forward(std::string_view op, const Tensor& x, const ScatterArgs& a,
                        std::string_view reduce, bool include_self) {
   NoGradGuard no_grad;
@@ -108,9 +112,8 @@ Tensor scatter_forward(std::string_view op, const Tensor& x, const ScatterArgs& 
   if (a.index.numel() == 0) return out;
   if (detail::impl_of(flat).capabilities().scatter_in_order) {
     try {
-      run_kernel(
-          OpId::scatter_reduce, {a.src.contiguous(), a.index.contiguous()}, {flat},
-          Attrs{{"reduce", std::string(reduce)}, {"include_self", include_self}, {"dim", a.d}});
+      run_kernel(OpId::scatter_reduce, {a.src.contiguous(), a.index.contiguous()}, {flat},
+                 detail::fold_attrs(reduce, include_self).set("dim", a.d));
     } catch (const ShapeError&) {
       check_bounds(op, a.index, a.d, flat.size(a.d), x.sizes());
       throw;
@@ -118,7 +121,16 @@ Tensor scatter_forward(std::string_view op, const Tensor& x, const ScatterArgs& 
     return out;
   }
   check_bounds(op, a.index, a.d, flat.size(a.d), x.sizes());
-  detail::scatter_fold(flat, scatter_targets(flat, a.d, a.index), a.src, reduce, include_self);
+  // The kernel wants each target's values adjacent, in the sources' order. A
+  // column's targets (all coordinates but dim's fixed) are its own, so each
+  // column is sorted alone, stably: rows of a sort that a device cuts across
+  // rows, where one sort of all the targets may not fit its buffers.
+  Tensor t = movedim(scatter_targets(flat, a.d, a.index), a.d, -1).contiguous();
+  Tensor v = movedim(a.src, a.d, -1).contiguous();
+  const Tensor order = argsort(t, -1);
+  run_kernel(OpId::scatter_reduce,
+             {gather(v, -1, order).reshape({-1}), gather(t, -1, order).reshape({-1})},
+             {flat.view({-1})}, detail::fold_attrs(reduce, include_self));
   return out;
 }
 

@@ -13,12 +13,13 @@
 #include "ferry/error.hpp"
 #include "ferry/ops.hpp"
 #include "ferry/registry.hpp"
+#include "ops_internal.hpp"
 
 namespace ferry {
 
 using detail::contiguous_strides;
-using detail::make_view;
 using detail::impl_of;
+using detail::make_view;
 using detail::new_tensor;
 using detail::run_kernel;
 using detail::shape_numel;
@@ -136,28 +137,23 @@ Tensor Tensor::to(const Device& dev, DType dt) const {
 
 namespace {
 
-// In-place writes are not recorded by autograd (Note [Autograd]): while grad
-// mode is on they are refused on a tensor that requires grad, and from a
-// source that does, rather than silently losing the gradient.
-void check_in_place(std::string_view op, const Tensor& self, const Tensor* src) {
-  if (!is_grad_enabled()) return;
-  if (self.requires_grad())
-    throw Error(fmt::format(
-        "{}: this tensor requires grad{}, and in-place writes are not recorded by autograd; "
-        "modify it under a ferry::NoGradGuard (as optimizers do), or use an out-of-place op",
-        op, self.is_leaf() ? " (a leaf, e.g. a parameter)" : ""));
-  if (src && src->requires_grad())
-    throw Error(fmt::format(
-        "{}: the source requires grad, and an in-place copy is not recorded by autograd, so no "
-        "gradient would reach it; use clone() or to() to get a tracked copy, or copy "
-        "src.detach()",
-        op));
+bool base_requires_grad(const TensorImpl& view) {
+  const std::shared_ptr<TensorImpl> base = view.view_base.lock();
+  return base && Tensor(base).requires_grad();
 }
 
 }  // namespace
 
+// Under grad mode, a copy or fill that autograd is involved in (a source, a
+// destination, or through the destination's base, that requires grad) is an
+// in-place op like the others: recorded, or refused where PyTorch refuses it.
 Tensor& Tensor::copy_(const Tensor& src) {
-  check_in_place("copy_", *this, &src);
+  const bool tracked = requires_grad() || src.requires_grad() || base_requires_grad(impl());
+  if (is_grad_enabled() && tracked)
+    return detail::write_in_place("copy_", *this, [&](const Tensor&) {
+      Tensor s = src.device() == device() ? src : src.to(device());
+      return s.to(dtype()).expand(sizes()).clone();
+    });
   Tensor s = src.device() == device() ? src : src.to(device());
   run_kernel(OpId::copy, {s.expand(sizes())}, {*this});
   storage()->bump_version();
@@ -165,7 +161,11 @@ Tensor& Tensor::copy_(const Tensor& src) {
 }
 
 Tensor& Tensor::fill_(const Scalar& value) {
-  check_in_place("fill_", *this, nullptr);
+  const bool tracked = requires_grad() || base_requires_grad(impl());
+  if (is_grad_enabled() && tracked)
+    return detail::write_in_place("fill_", *this, [&](const Tensor&) {
+      return full(sizes(), value, {.dtype = dtype(), .device = device()});
+    });
   run_kernel(OpId::fill, {}, {*this},
              Attrs{{"value", value.to_double()}, {"ivalue", value.to_int64()}});
   storage()->bump_version();

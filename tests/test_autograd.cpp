@@ -121,11 +121,18 @@ TEST(Autograd, OnlyFloatingTensorsRequireGrad) {
   EXPECT_FALSE(x.requires_grad());
 }
 
-TEST(Autograd, InPlaceWritesAreRefusedOnTrackedTensors) {
+TEST(Autograd, InPlaceWritesAreRefusedOnLeavesAndRecordedElsewhere) {
   Tensor w = vec({1, 2}).requires_grad_();
   EXPECT_FERRY_ERROR(w.fill_(0), ferry::Error, "fill_", "NoGradGuard");
+  EXPECT_FERRY_ERROR(w.narrow(0, 0, 1).copy_(vec({3})), ferry::Error, "copy_", "view of a leaf");
+  // A copy from a tensor that requires grad is recorded, as in PyTorch: the
+  // destination takes the copy's place in the graph.
   Tensor plain = vec({0, 0});
-  EXPECT_FERRY_ERROR(plain.copy_(w * 2.0f), ferry::Error, "copy_", "source requires grad");
+  plain.copy_(w * 2.0f);
+  EXPECT_TRUE(plain.requires_grad());
+  ferry::sum(plain * vec({3, 4})).backward();
+  expect_close(as_double(w.grad()), {6, 8}, 0, 0);
+  w.set_grad(Tensor());
   {
     ferry::NoGradGuard no_grad;  // how optimizers update parameters
     w.fill_(5);
@@ -142,7 +149,8 @@ TEST(Autograd, ModifyingASavedTensorIsCaught) {
     y.fill_(0);
   }
   // (Asserted once: a failed backward has already freed the part of the graph it ran.)
-  ferry_test::expect_error<ferry::Error>([&] { loss.backward(); }, {"modified in place", "clone()"});
+  ferry_test::expect_error<ferry::Error>([&] { loss.backward(); },
+                                         {"modified in place", "clone()"});
   // The same through a view: one storage, one version counter.
   Tensor p = vec({1, 2, 3, 4}).requires_grad_();
   Tensor q = p * 1.0f;
@@ -173,7 +181,7 @@ TEST(Autograd, GradReturnsWithoutAccumulating) {
   Tensor y = ferry::sum(h * h);
   std::vector<Tensor> g = ferry::autograd::grad({y}, {a, h}, {}, /*retain_graph=*/true);
   expect_close(as_double(g[0]), {2 * 3 * 3, 2 * 2 * 4 * 4}, 0, 0);  // 2 a b^2
-  expect_close(as_double(g[1]), {6, 16}, 0, 0);                      // 2 h
+  expect_close(as_double(g[1]), {6, 16}, 0, 0);                     // 2 h
   EXPECT_FALSE(a.grad().defined());
   EXPECT_FALSE(b.grad().defined());
   Tensor c = vec({1}).requires_grad_();
@@ -240,7 +248,8 @@ TEST(Autograd, ADeepChainDoesNotOverflowTheStack) {
 }
 
 TEST(Autograd, GradientsStayOnTheTensorsDevice) {
-  if (!ferry::is_available("vulkan")) GTEST_SKIP() << "no Vulkan device: " << ferry::describe_devices();
+  if (!ferry::is_available("vulkan"))
+    GTEST_SKIP() << "no Vulkan device: " << ferry::describe_devices();
   ferry::Device dev("vulkan:0");
   Tensor w = ferry_test::sample_tensor({3, 4}, -1, 1).to(dev).requires_grad_();
   Tensor x = ferry_test::sample_tensor({5, 3}, -1, 1).to(dev);

@@ -228,4 +228,39 @@ TEST(InPlace, WritesThroughViewsOfNonLeavesRewriteTheBase) {
   EXPECT_THROW(ferry::sum(e).backward(), ferry::Error);
 }
 
+// copy_ and fill_ through views, the way models fill a buffer row by row:
+// the buffer (no grad of its own) takes each row's history, so gradients reach
+// what was copied in; an overwritten region passes none to what it held.
+TEST(InPlace, CopyAndFillThroughViewsAreRecorded) {
+  Tensor h = ferry::tensor(std::vector<double>{1, 2}).requires_grad_();
+  Tensor out = ferry::zeros({3, 2}, {.dtype = DType::f64});
+  for (std::int64_t t = 0; t < 3; ++t) {
+    Tensor row = out.select(0, t);
+    row.copy_(h * double(t + 1));
+  }
+  EXPECT_TRUE(out.requires_grad());
+  EXPECT_EQ(out.to_vector<double>(), (std::vector<double>{1, 2, 2, 4, 3, 6}));
+  Tensor c = ferry::tensor(std::vector<double>{1, 2, 3, 4, 5, 6}, {3, 2});
+  ferry::sum(out * c).backward();
+  // d/dh of sum_t (t+1) h . c[t] = sum_t (t+1) c[t]
+  EXPECT_EQ(h.grad().to_vector<double>(), (std::vector<double>{1 + 6 + 15, 2 + 8 + 18}));
+  // fill_ and zero-ing of a view of a non-leaf: no gradient through the filled part.
+  Tensor w = ferry::tensor(std::vector<double>{1, 2, 3, 4}).requires_grad_();
+  Tensor y = w * 3.0;
+  y.narrow(0, 1, 2).fill_(7);
+  EXPECT_EQ(y.to_vector<double>(), (std::vector<double>{3, 7, 7, 12}));
+  ferry::sum(y * y).backward();
+  EXPECT_EQ(w.grad().to_vector<double>(), (std::vector<double>{18, 0, 0, 72}));
+  // Against finite differences: a copy of a function of one input into a slice of another.
+  Tensor a = ferry_test::grad_input({3, 4}, -1, 1, 21),
+         b = ferry_test::grad_input({2, 4}, -1, 1, 22);
+  EXPECT_TRUE(ferry_test::gradcheck(
+      [](const std::vector<Tensor>& in) {
+        Tensor t = in[0] * 2.0 + 1.0;  // (tanh would save its output, which the copy overwrites)
+        t.narrow(0, 1, 2).copy_(in[1] * in[1]);
+        return ferry::exp(t);
+      },
+      {a, b}));
+}
+
 }  // namespace

@@ -79,6 +79,13 @@ struct TensorImpl {
   DType dtype = DType::f32;
   // Gradient bookkeeping; null for tensors that never took part in autograd.
   std::shared_ptr<autograd::AutogradMeta> autograd;
+  // A view made under grad mode: the tensor whose memory it views (the root:
+  // a view of a view names the first one's base), so that an in-place write
+  // through the view reaches the base's history (Note [In-place through a
+  // view] in runtime/autograd/formulas_views.cpp). Weak: a view must not keep
+  // its base's graph alive (a node may hold a view of its own output); a base
+  // gone is one no gradient can be asked of. Empty otherwise.
+  std::weak_ptr<TensorImpl> view_base;
 };
 
 class Tensor {

@@ -84,10 +84,11 @@ AutogradMeta& meta_of(const Tensor& t) {
 std::shared_ptr<Node> gradient_edge(const Tensor& t) {
   if (!needs_grad(t)) return nullptr;
   AutogradMeta& m = meta_of(t);
-  if (m.view_base && m.view_base->autograd && m.view_base->autograd->history != m.base_history) {
+  const std::shared_ptr<TensorImpl> root = t.impl_ptr()->view_base.lock();
+  if (m.grad_fn && root && root->autograd && root->autograd->history != m.base_history) {
     // Note [In-place through a view]: the base was written in place since.
-    m.grad_fn = view_of_base(Tensor(m.view_base), t);
-    m.base_history = m.view_base->autograd->history;
+    m.grad_fn = view_of_base(Tensor(root), t);
+    m.base_history = root->autograd->history;
   }
   if (m.grad_fn) return m.grad_fn;
   std::shared_ptr<Node> acc = m.grad_accumulator.lock();
@@ -132,9 +133,8 @@ void record(std::string name, const std::vector<Tensor>& inputs, const Tensor& o
       const auto& meta = in.impl_ptr()->autograd;
       const Node* base = meta ? meta->grad_fn.get() : nullptr;
       node->view_of_leaf |= !base || base->view_of_leaf;
-      AutogradMeta& out = meta_of(output);
-      out.view_base = meta && meta->view_base ? meta->view_base : in.impl_ptr();
-      out.base_history = out.view_base->autograd ? out.view_base->autograd->history : 0;
+      const std::shared_ptr<TensorImpl> root = output.impl_ptr()->view_base.lock();
+      meta_of(output).base_history = root && root->autograd ? root->autograd->history : 0;
     }
   }
   meta_of(output).grad_fn = std::move(node);

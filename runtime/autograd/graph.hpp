@@ -31,14 +31,10 @@ struct AutogradMeta {
   Tensor grad;                           // leaves, and results that retain_grad()
   std::shared_ptr<Node> grad_fn;         // results of recorded ops
   std::weak_ptr<Node> grad_accumulator;  // leaves: their one AccumulateGrad
-  // Views recorded from a tensor that requires grad: the tensor whose memory
-  // they view, the root (a view of a view names the first one's base), for
-  // in-place writes through the view (Note [In-place through a view]).
-  std::shared_ptr<TensorImpl> view_base;
-  // How many in-place writes replaced this tensor's grad_fn, and, for a view,
-  // that count of its base's when the view's grad_fn was made: a view whose
-  // base was written since gets a grad_fn made again from the base's
-  // (gradient_edge), as PyTorch regenerates it.
+  // How many in-place writes replaced this tensor's grad_fn, and, for a view
+  // (TensorImpl::view_base), that count of its base's when the view's grad_fn
+  // was made: a view whose base was written since gets a grad_fn made again
+  // from the base's (gradient_edge), as PyTorch regenerates it.
   std::uint64_t history = 0, base_history = 0;
 };
 
