@@ -1,7 +1,7 @@
 // cuda/cuda_kernels_sort.cu — the stable sort and the sorted scatter_reduce on
 // CUDA (docs/kernel-contract.md, "Sort" and "scatter_reduce"), for every
 // dtype, f64 in double, with the CPU kernels' semantics
-// (runtime/cpu/cpu_kernels_sort.cpp).
+// (runtime/cpu/cpu_kernels_sort.cpp, cpu_kernels_scatter.cpp).
 //
 // Note [CUDA sort]
 // Each element becomes a (key, position) pair whose key is the CPU's
@@ -27,7 +27,7 @@
 // temporary storage.
 //
 // Note [CUDA scatter_reduce]
-// The targets arrive sorted, stably, so equal targets form runs that keep the
+// The targets arrive grouped by a stable sort, so equal targets form runs that keep the
 // sources' order (Note [CPU scatter_reduce]). A thread per element, grid
 // stride; the thread whose element starts a run (i == 0 or t[i] != t[i - 1])
 // folds the whole run in order, from out[t] with include_self, and writes

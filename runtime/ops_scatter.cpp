@@ -5,6 +5,8 @@
 // the stable sort, folded target by target into the result.
 #include <fmt/format.h>
 
+#include <algorithm>
+
 #include "autograd/formulas.hpp"
 #include "dispatch.hpp"
 #include "ferry/error.hpp"
@@ -123,14 +125,24 @@ Tensor scatter_forward(std::string_view op, const Tensor& x, const ScatterArgs& 
   check_bounds(op, a.index, a.d, flat.size(a.d), x.sizes());
   // The kernel wants each target's values adjacent, in the sources' order. A
   // column's targets (all coordinates but dim's fixed) are its own, so each
-  // column is sorted alone, stably: rows of a sort that a device cuts across
-  // rows, where one sort of all the targets may not fit its buffers.
+  // column is sorted alone, stably (rows of a sort that a device cuts across
+  // rows, where one sort of all the targets may not fit its buffers), and the
+  // columns fold in pieces of at most kFoldPiece values, each a kernel call
+  // whose buffers fit.
+  constexpr std::int64_t kFoldPiece = std::int64_t(1) << 18;
   Tensor t = movedim(scatter_targets(flat, a.d, a.index), a.d, -1).contiguous();
+  const std::int64_t len = t.size(-1), columns = t.numel() / len;
   Tensor v = movedim(a.src, a.d, -1).contiguous();
   const Tensor order = argsort(t, -1);
-  run_kernel(OpId::scatter_reduce,
-             {gather(v, -1, order).reshape({-1}), gather(t, -1, order).reshape({-1})},
-             {flat.view({-1})}, detail::fold_attrs(reduce, include_self));
+  t = gather(t, -1, order).reshape({columns, len});
+  v = gather(v, -1, order).reshape({columns, len});
+  const std::int64_t per_piece = std::max<std::int64_t>(1, kFoldPiece / len);
+  for (std::int64_t c = 0; c < columns; c += per_piece) {
+    const std::int64_t n = std::min(per_piece, columns - c);
+    run_kernel(OpId::scatter_reduce,
+               {v.narrow(0, c, n).reshape({-1}), t.narrow(0, c, n).reshape({-1})},
+               {flat.view({-1})}, detail::fold_attrs(reduce, include_self));
+  }
   return out;
 }
 

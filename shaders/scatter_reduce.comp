@@ -2,11 +2,11 @@
 // (docs/kernel-contract.md, "scatter_reduce"; the host side is
 // runtime/vulkan/vk_kernels_sort.cpp).
 //
-// The targets arrive sorted, stably, so equal targets form runs in the
+// The targets arrive grouped by a stable sort, so equal targets form runs in the
 // sources' order. The thread of a run's first element folds the run in that
 // order (starting from out's value with INCLUDE_SELF) and writes out once: no
 // atomics, and the same fold order as the CPU's, so the results agree
-// exactly (Note [CPU scatter_reduce] in runtime/cpu/cpu_kernels_sort.cpp).
+// exactly (Note [CPU scatter_reduce] in runtime/cpu/cpu_kernels_scatter.cpp).
 // Floats fold in float, integers in ITYPE (wrapping); narrow integers compare
 // and divide in 32 bits (llvmpipe miscompiles 64-bit sign tests on
 // sign-extended values; elementwise.comp has the same rule).

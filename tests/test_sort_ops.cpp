@@ -146,6 +146,15 @@ TEST(SortOps, AcceleratorLongRowsAreTheCpus) {
         << name;
     auto got = ferry::cummax(x.to(dev), 1);
     EXPECT_TRUE(ferry::equal(got.indices.cpu(), ferry::cummax(x, 1).indices)) << name;
+    // A scatter of more values than one fold call takes (ops_scatter.cpp, kFoldPiece): the
+    // columns fold in pieces, each target in one of them; the CPU folds it whole.
+    Tensor src = ferry::floor(ferry::uniform({3, 100000}, -50, 50));
+    Tensor index = ferry::randint(0, 1000, {3, 100000});
+    Tensor base = ferry::zeros({3, 1000});
+    Tensor want_sum = ferry::scatter_reduce(base, 1, index, src, "sum");
+    EXPECT_TRUE(ferry::equal(
+        ferry::scatter_reduce(base.to(dev), 1, index.to(dev), src.to(dev), "sum").cpu(), want_sum))
+        << name;
   }
 }
 
