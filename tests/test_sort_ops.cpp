@@ -357,4 +357,8 @@ TEST(SortOps, CpuScatterIndexFormIsTheSequentialFold) {
     EXPECT_NE(std::string(e.what()).find("index 7 is out of range"), std::string::npos) << e.what();
   }
   EXPECT_THROW(ferry::scatter(x, 1, ferry::neg(bad), ferry::ones({2, 2})), ferry::ShapeError);
+  EXPECT_THROW(
+      ferry::scatter_reduce(ferry::zeros({3, 0}), 1, ferry::zeros({3, 1}, {.dtype = DType::i64}),
+                            ferry::ones({3, 1}), "sum"),
+      ferry::ShapeError);  // a dim of size 0 takes no index
 }

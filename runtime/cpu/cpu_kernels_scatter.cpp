@@ -198,7 +198,9 @@ template <typename T> void scatter_index_form(const OpCall& call) {
   const T* v = src.data<T>();
   const std::int64_t* ix = index.data<std::int64_t>();
   // Slots per block: each inner position of the block owns `size` of them.
-  const std::int64_t block = std::clamp<std::int64_t>((std::int64_t(1) << 16) / size, 1, 1024);
+  // (A dim of size 0 takes no index: every one is out of range, flagged below.)
+  const std::int64_t block =
+      size == 0 ? 1 : std::clamp<std::int64_t>((std::int64_t(1) << 16) / size, 1, 1024);
   std::atomic<bool> out_of_range{false};
   auto fold_columns = [&](std::int64_t b, std::int64_t e) {
     typename SlotFold<T>::Scratch sc;
