@@ -301,7 +301,9 @@ inline constexpr std::size_t kSubBufferAlignment = 256;
 //    find_kernel); DeviceImpl gained supports() and capabilities(), which
 //    replace has_sub_buffers() and has_staging().
 // 7: DType gained i8 and i16; DeviceCapabilities gained scatter_in_order.
-inline constexpr int kBackendAbiVersion = 7;
+// 8: a scatter_in_order device's scatter_reduce kernel also takes the index
+//    form (attribute dim; docs/kernel-contract.md).
+inline constexpr int kBackendAbiVersion = 8;
 
 }  // namespace ferry
 
