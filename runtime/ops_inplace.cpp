@@ -24,7 +24,7 @@ bool can_cast(DType from, DType to) {
 
 // Note [In-place ops].
 Tensor& detail::write_in_place(std::string_view op, Tensor& x,
-                               const std::function<Tensor(const Tensor&)>& f) {
+                               const std::function<Tensor(const Tensor&)>& f, bool reads_x) {
   for (std::size_t d = 0; d < x.sizes().size(); ++d)
     if (x.strides()[d] == 0 && x.sizes()[d] > 1)
       throw ValueError(
@@ -53,7 +53,7 @@ Tensor& detail::write_in_place(std::string_view op, Tensor& x,
   if (grad_mode && root && Tensor(root).requires_grad() && Tensor(root).is_leaf())
     refuse_view_of_leaf();  // a view of it made under NoGradGuard
   // Under grad mode the op reads a copy: what it saves stays as it was.
-  Tensor result = f(grad_mode ? x.clone() : x);
+  Tensor result = f(grad_mode && reads_x ? x.clone() : x);
   if (result.sizes() != x.sizes())
     throw ShapeError(
         fmt::format("{}: the result's shape {} is not the input's {} (an in-place op "

@@ -22,9 +22,10 @@ void check_bounds(std::string_view op, const Tensor& index, std::int64_t dim, st
 
 // x = f(x) in place, checked and recorded (Note [In-place ops] in
 // ferry/ops_inplace.hpp): every `_` op, and copy_ and fill_ where autograd is
-// involved. Under grad mode f reads a copy of x.
+// involved. Under grad mode f reads a copy of x, unless `reads_x` is false (copy_
+// and fill_ make their result without x: no copy is made).
 Tensor& write_in_place(std::string_view op, Tensor& x,
-                       const std::function<Tensor(const Tensor&)>& f);
+                       const std::function<Tensor(const Tensor&)>& f, bool reads_x = true);
 
 // index_select with `op` naming the caller in errors (embedding uses it).
 Tensor index_select(std::string_view op, const Tensor& x, std::int64_t dim, const Tensor& index);

@@ -150,10 +150,13 @@ bool base_requires_grad(const TensorImpl& view) {
 Tensor& Tensor::copy_(const Tensor& src) {
   const bool tracked = requires_grad() || src.requires_grad() || base_requires_grad(impl());
   if (is_grad_enabled() && tracked)
-    return detail::write_in_place("copy_", *this, [&](const Tensor&) {
-      Tensor s = src.device() == device() ? src : src.to(device());
-      return s.to(dtype()).expand(sizes()).clone();
-    });
+    return detail::write_in_place(
+        "copy_", *this,
+        [&](const Tensor&) {
+          Tensor s = src.device() == device() ? src : src.to(device());
+          return s.to(dtype()).expand(sizes()).clone();
+        },
+        /*reads_x=*/false);
   Tensor s = src.device() == device() ? src : src.to(device());
   run_kernel(OpId::copy, {s.expand(sizes())}, {*this});
   storage()->bump_version();
@@ -163,9 +166,10 @@ Tensor& Tensor::copy_(const Tensor& src) {
 Tensor& Tensor::fill_(const Scalar& value) {
   const bool tracked = requires_grad() || base_requires_grad(impl());
   if (is_grad_enabled() && tracked)
-    return detail::write_in_place("fill_", *this, [&](const Tensor&) {
-      return full(sizes(), value, {.dtype = dtype(), .device = device()});
-    });
+    return detail::write_in_place(
+        "fill_", *this,
+        [&](const Tensor&) { return full(sizes(), value, {.dtype = dtype(), .device = device()}); },
+        /*reads_x=*/false);
   run_kernel(OpId::fill, {}, {*this},
              Attrs{{"value", value.to_double()}, {"ivalue", value.to_int64()}});
   storage()->bump_version();

@@ -177,9 +177,7 @@ template <typename T> void scatter_index_form(const OpCall& call) {
         "shape, an output with as many dims, and dim among them");
   const SlotFold<T> f = slot_fold<T>(call);
   const Shape& is = index.sizes;
-  Shape ostride(std::size_t(nd), 1);
-  for (std::int64_t j = nd - 1; j > 0; --j)
-    ostride[std::size_t(j - 1)] = ostride[std::size_t(j)] * out.sizes[std::size_t(j)];
+  const Shape& ostride = out.strides;  // in elements
   std::int64_t outer = 1, inner = 1;
   for (std::int64_t j = 0; j < d; ++j) outer *= is[std::size_t(j)];
   for (std::int64_t j = d + 1; j < nd; ++j) inner *= is[std::size_t(j)];
