@@ -4,6 +4,7 @@
 #   ${FERRY_GENERATED_DIR}/include/ferry/op_ids.hpp  OpId and the functor lists
 #   ${FERRY_GENERATED_DIR}/op_table_rows.inc         op_info()'s rows
 #   ${FERRY_GENERATED_DIR}/shaders/ferry_ops.glsl    OP_<NAME> and op_is_<kind>()
+# and sets FERRY_VULKAN_OPS_<kind>: the ops of each kind that the Vulkan backend runs.
 # Included by the top-level CMakeLists.txt; editing the table re-runs CMake (a
 # configure dependency), so every build sees the table as it is. Files are only
 # rewritten when their text changes, so an unchanged table rebuilds nothing.
@@ -57,6 +58,7 @@ foreach(k ${_functor_kinds})
 endforeach()
 foreach(k ${_kinds})
   set(_glsl_${k} "")
+  set(FERRY_VULKAN_OPS_${k} "")
 endforeach()
 foreach(line IN LISTS _lines)
   string(STRIP "${line}" line)
@@ -160,6 +162,12 @@ foreach(line IN LISTS _lines)
          "OpGrad::${grad}, OpImpl::${impl}, ${mask}, \"${attrs}\", ${range_lo}, ${range_hi}},\n")
   string(APPEND _glsl_defs "#define OP_${upper} ${_id}u\n")
   string(APPEND _glsl_${kind} " || op == OP_${upper}")
+  # The ops the Vulkan backend dispatches, by kind, as name=code: shaders/shaders.cmake makes
+  # a module per op of some shaders from them (Note [Per-op shader modules] in
+  # runtime/vulkan/vk_pipelines.cpp).
+  if(backends MATCHES "(^|,)vulkan(,|$)")
+    list(APPEND FERRY_VULKAN_OPS_${kind} "${name}=${_id}")
+  endif()
   # A composite op with no fused kernel (backends -) has no functor.
   if(kind IN_LIST _functor_kinds AND NOT backends STREQUAL "-")
     _ferry_camel(${name} camel)

@@ -1,13 +1,20 @@
 // shaders/elementwise.comp — every element-wise op over strided tensors of up
 // to 4 (coalesced) dims: unary, binary, comparisons, activation backward, where,
 // copy/cast, fill and arange. OP, the dtypes and the dim count are specialization constants, so
-// each pipeline holds one op's code. The host (vk_kernels_elementwise.cpp)
+// each pipeline holds one op's code (and the build also makes a module per op: Note [Per-op
+// shader modules] in runtime/vulkan/vk_pipelines.cpp). The host (vk_kernels_elementwise.cpp)
 // coalesces dims, loops over dims beyond 4 and splits huge tensors.
 #version 450
 #extension GL_GOOGLE_include_directive : require
 #include "common.glsl"
 #include "transcendentals.glsl"
 #include "abi/elementwise.h"  // spec and push constants, codes: shared with the host
+#ifdef FERRY_FIXED_OP
+// A module of one op (Note [Per-op shader modules] in runtime/vulkan/vk_pipelines.cpp): OP
+// is this constant from here on, not the specialization constant declared above, so the
+// build's spirv-opt removes the other ops' code.
+#define OP FERRY_FIXED_OP
+#endif
 
 #include "ferry_ops.glsl"  // OP_<NAME> = ferry::OpId, generated from ops/ops.table
 

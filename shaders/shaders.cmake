@@ -1,12 +1,15 @@
 # Included by runtime/vulkan/CMakeLists.txt (custom-command outputs are only
 # visible in the folder that defines them).
 # shaders/*.comp -> SPIR-V (glslangValidator, checked with spirv-val) in two
-# variants each (shaders/common.glsl), embedded into one generated C++ file
-# that the Vulkan module compiles (runtime/vulkan/vk_shaders.hpp).
+# variants each (shaders/common.glsl), plus one module per op of the shaders in
+# FERRY_PER_OP_SHADERS (Note [Per-op shader modules] in runtime/vulkan/vk_pipelines.cpp),
+# embedded into one generated C++ file that the Vulkan module compiles
+# (runtime/vulkan/vk_shaders.hpp).
 set(FERRY_SHADER_DIR ${PROJECT_SOURCE_DIR}/shaders)
 set(FERRY_SHADER_BUILD_DIR ${CMAKE_CURRENT_BINARY_DIR}/shaders)
 find_program(FERRY_GLSLANG glslangValidator REQUIRED)
 find_program(FERRY_SPIRV_VAL spirv-val REQUIRED)
+find_program(FERRY_SPIRV_OPT spirv-opt REQUIRED)
 
 file(GLOB FERRY_SHADER_SOURCES CONFIGURE_DEPENDS ${FERRY_SHADER_DIR}/*.comp)
 # The interfaces each shader shares with its host code (shaders/abi/abi.h).
@@ -40,10 +43,53 @@ foreach(src ${FERRY_SHADER_SOURCES})
   endforeach()
 endforeach()
 
+# Note [Per-op shader modules]: each shader here, with the op kinds it runs (its OP
+# specialization constant), is also compiled once per op of those kinds that the Vulkan backend
+# dispatches (FERRY_VULKAN_OPS_<kind>, from ops/ops.table), full variant only, with OP a
+# constant (FERRY_FIXED_OP); spirv-opt then inlines and drops the other ops' code. The passes
+# only remove code and move values into registers: no arithmetic is reassociated, and
+# `precise` (NoContraction) stays on what it marks.
+set(FERRY_PER_OP_SHADERS "elementwise:unary,binary,compare,activation_backward,where,copy,fill,arange")
+set(_per_op_passes --merge-return --inline-entry-points-exhaustive --eliminate-dead-functions
+    --eliminate-local-single-block --eliminate-local-single-store --eliminate-local-multi-store
+    --ccp --eliminate-dead-branches --eliminate-dead-code-aggressive --merge-blocks
+    --eliminate-dead-functions)
+set(FERRY_OP_MODULES)
+foreach(entry ${FERRY_PER_OP_SHADERS})
+  string(REPLACE ":" ";" _parts ${entry})
+  list(GET _parts 0 name)
+  list(GET _parts 1 _kinds)
+  string(REPLACE "," ";" _kinds ${_kinds})
+  set(src ${FERRY_SHADER_DIR}/${name}.comp)
+  foreach(kind ${_kinds})
+    foreach(op ${FERRY_VULKAN_OPS_${kind}})
+      string(REPLACE "=" ";" _op ${op})
+      list(GET _op 0 op_name)
+      list(GET _op 1 op_code)
+      set(spv ${FERRY_SPV_DIR}/${name}.op.${op_name}.spv)
+      add_custom_command(
+        OUTPUT ${spv}
+        COMMAND ${CMAKE_COMMAND} -E make_directory ${FERRY_SPV_DIR}
+        COMMAND ${FERRY_GLSLANG} -V --target-env vulkan1.1 -DFERRY_FULL=1
+                -DFERRY_FIXED_OP=${op_code}u -I${FERRY_SHADER_DIR} -I${FERRY_GENERATED_DIR}/shaders
+                -o ${spv}.unoptimized ${src}
+        COMMAND ${FERRY_SPIRV_OPT} --target-env=vulkan1.1 ${_per_op_passes} ${spv}.unoptimized
+                -o ${spv}
+        COMMAND ${FERRY_SPIRV_VAL} --target-env vulkan1.1 ${spv}
+        DEPENDS ${src} ${FERRY_SHADER_HEADERS}
+        COMMENT "glslang + spirv-opt: ${name}.comp for ${op_name} alone"
+        VERBATIM)
+      list(APPEND FERRY_SPV_FILES ${spv})
+      list(APPEND FERRY_OP_MODULES "${name}:${op_name}:${op_code}")
+    endforeach()
+  endforeach()
+endforeach()
+
 set(FERRY_SHADERS_CPP ${FERRY_SHADER_BUILD_DIR}/ferry_shaders.cpp)
 add_custom_command(
   OUTPUT ${FERRY_SHADER_BUILD_DIR}/ferry_shaders.cpp
   COMMAND ${CMAKE_COMMAND} -DSPV_DIR=${FERRY_SPV_DIR} "-DNAMES=${FERRY_SHADER_NAMES}"
+          "-DOP_MODULES=${FERRY_OP_MODULES}"
           -DOUT=${FERRY_SHADER_BUILD_DIR}/ferry_shaders.cpp -P ${FERRY_SHADER_DIR}/embed.cmake
   DEPENDS ${FERRY_SPV_FILES} ${FERRY_SHADER_DIR}/embed.cmake
   COMMENT "Embedding ${FERRY_SHADER_BUILD_DIR}/ferry_shaders.cpp"

@@ -47,6 +47,10 @@ struct DispatchDesc {
   const void* push = nullptr;       // push constants, at most kMaxPushBytes
   std::uint32_t push_size = 0;
   std::array<std::uint32_t, 3> groups{1, 1, 1};
+  // The op, for a shader whose OP constant picks it: where the build made a module of that op
+  // alone (Note [Per-op shader modules] in vk_pipelines.cpp), the pipeline is made from it.
+  std::uint32_t op = kAnyOp;
+  static constexpr std::uint32_t kAnyOp = ~0u;
 };
 
 using abi::kMaxPushBytes;  // push-constant bytes: the limit every device guarantees

@@ -59,7 +59,8 @@ void dispatch_chunk(VulkanDevice& dev, const Launch& l, const std::vector<Tensor
                                   .OUT_DT = l.out_dt,
                                   .NDIM = std::uint32_t(std::max(nd, 1)),
                                   .CONTIGUOUS = contiguous};
-  dev.dispatch({"elementwise", spec.values(), std::move(bindings), &p, sizeof p, {groups, 1, 1}});
+  dev.dispatch(
+      {"elementwise", spec.values(), std::move(bindings), &p, sizeof p, {groups, 1, 1}, l.op});
 }
 
 // Cuts the tensors along their outer dims so that each fits a binding (vk_split.hpp), in

@@ -77,19 +77,50 @@ const Pipelines::Layout& Pipelines::layout_for(std::size_t bindings) {
   return layouts_.emplace(bindings, l).first->second;
 }
 
-VkShaderModule Pipelines::shader_module(std::string_view name) {
-  auto it = modules_.find(std::string(name));
+// Note [Per-op shader modules]
+// A driver compiles a pipeline from the whole SPIR-V module and only then folds the
+// specialization constants and drops the code they rule out, so its cost grows with the
+// module, not with what the pipeline runs. elementwise.comp holds every element-wise op's
+// code (205 KB of SPIR-V in the full variant) and each (op, dtypes, dims) pipeline paid for
+// all of them: on lavapipe 0.15-0.35 s a pipeline, most of the Vulkan test time. So the build
+// also compiles such a shader once per op it runs (shaders/shaders.cmake's
+// FERRY_PER_OP_SHADERS) with OP a constant, and spirv-opt removes the other ops' code (24-29
+// KB a module); a dispatch that names its op (DispatchDesc::op) is made from that op's module
+// where one exists, from the shader's own module otherwise (the base variant, and ops the
+// build did not list). Measured on lavapipe (Mesa's shader cache warm): the conformance
+// suite on vulkan:0 with validation, 470 s -> 111 s; ferry_tests in one process, 4 min ->
+// 29 s. ggml's Vulkan backend makes its shaders per op and type for the same reason.
+VkShaderModule Pipelines::shader_module(std::string_view name, std::uint32_t op) {
+  const std::uint32_t* words = nullptr;
+  std::size_t word_count = 0;
+  std::string key(name);
+  if (full_variant_ && op != DispatchDesc::kAnyOp) {
+    for (std::size_t i = 0; i < kEmbeddedOpShaderCount; ++i) {
+      const EmbeddedOpShader& s = kEmbeddedOpShaders[i];
+      if (s.op == op && name == s.name) {
+        words = s.words;
+        word_count = s.word_count;
+        key = fmt::format("{}@{}", name, op);
+        break;
+      }
+    }
+  }
+  auto it = modules_.find(key);
   if (it != modules_.end()) return it->second;
-  const EmbeddedShader* found = nullptr;
-  for (std::size_t i = 0; i < kEmbeddedShaderCount; ++i)
-    if (name == kEmbeddedShaders[i].name) found = &kEmbeddedShaders[i];
-  if (!found) throw Error(fmt::format("vulkan: no embedded shader named '{}'", name));
+  if (!words) {
+    const EmbeddedShader* found = nullptr;
+    for (std::size_t i = 0; i < kEmbeddedShaderCount; ++i)
+      if (name == kEmbeddedShaders[i].name) found = &kEmbeddedShaders[i];
+    if (!found) throw Error(fmt::format("vulkan: no embedded shader named '{}'", name));
+    words = full_variant_ ? found->full : found->base;
+    word_count = full_variant_ ? found->full_words : found->base_words;
+  }
   VkShaderModuleCreateInfo ci{VK_STRUCTURE_TYPE_SHADER_MODULE_CREATE_INFO};
-  ci.codeSize = (full_variant_ ? found->full_words : found->base_words) * 4;
-  ci.pCode = full_variant_ ? found->full : found->base;
+  ci.codeSize = word_count * 4;
+  ci.pCode = words;
   VkShaderModule m;
   check(vk_.vkCreateShaderModule(device_, &ci, nullptr, &m), "vkCreateShaderModule");
-  return modules_.emplace(std::string(name), m).first->second;
+  return modules_.emplace(std::move(key), m).first->second;
 }
 
 VkPipeline Pipelines::pipeline_for(const DispatchDesc& d, const Layout& layout) {
@@ -112,7 +143,7 @@ VkPipeline Pipelines::pipeline_for(const DispatchDesc& d, const Layout& layout) 
   VkComputePipelineCreateInfo ci{VK_STRUCTURE_TYPE_COMPUTE_PIPELINE_CREATE_INFO};
   ci.stage = {VK_STRUCTURE_TYPE_PIPELINE_SHADER_STAGE_CREATE_INFO};
   ci.stage.stage = VK_SHADER_STAGE_COMPUTE_BIT;
-  ci.stage.module = shader_module(d.shader);
+  ci.stage.module = shader_module(d.shader, d.op);
   ci.stage.pName = "main";
   ci.stage.pSpecializationInfo = d.spec.empty() ? nullptr : &si;
   ci.layout = layout.pipeline_layout;

@@ -57,7 +57,8 @@ class Pipelines {
   void save_cache();
 
  private:
-  VkShaderModule shader_module(std::string_view name);
+  // The module `name` (and `op`, Note [Per-op shader modules]) is made from, made once.
+  VkShaderModule shader_module(std::string_view name, std::uint32_t op);
   void load_cache();
   std::string cache_path() const;
 

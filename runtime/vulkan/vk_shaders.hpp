@@ -19,4 +19,15 @@ struct EmbeddedShader {
 extern const EmbeddedShader kEmbeddedShaders[];
 extern const std::size_t kEmbeddedShaderCount;
 
+// One op of a shader alone, full variant (Note [Per-op shader modules] in vk_pipelines.cpp).
+struct EmbeddedOpShader {
+  const char* name;  // the shader's name, as EmbeddedShader::name
+  std::uint32_t op;  // the op's code (ferry::OpId), the shader's OP constant
+  const std::uint32_t* words;
+  std::size_t word_count;
+};
+
+extern const EmbeddedOpShader kEmbeddedOpShaders[];
+extern const std::size_t kEmbeddedOpShaderCount;
+
 }  // namespace ferry::vulkan

@@ -61,6 +61,7 @@ struct Result {
   double device_us = -1;  // --perf: µs per call on the device
   double cpu_us = -1;     //         and on the CPU reference
   double bytes = 0, flops = 0;
+  double seconds = 0;  // wall time of the whole case (inputs, reference, device run, compare)
 };
 
 // Every case of every op (the catalog: cases_*.cpp).

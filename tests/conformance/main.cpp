@@ -49,7 +49,8 @@ void usage() {
       "                 for bit (the thread-safety contract, docs/backend-guide.md)\n"
       "  --list         list the cases and exit; with --device, the op table as that\n"
       "                 device supports it (dtypes per op) and each op's case count\n"
-      "  --json FILE    write every result (and device info) to FILE\n"
+      "  --json FILE    write every result (and device info) to FILE, with each case's wall\n"
+      "                 time in seconds (where the suite's time goes)\n"
       "  --perf         time each op on the device (us per call, GB/s, GFLOP/s) beside the CPU\n"
       "  --verbose      print every case, not only failures and skips\n"
       "  --skip-unavailable  when a --device's backend is unavailable here, print the\n"
@@ -155,6 +156,7 @@ nlohmann::json to_json(const fc::Result& r) {
                       {"class", r.shape_class}, {"status", fc::status_name(r.status)},
                       {"detail", r.detail}};
   if (std::isfinite(r.nmse)) j["nmse"] = r.nmse;
+  j["seconds"] = r.seconds;
   if (r.device_us > 0) {
     j["device_us"] = r.device_us;
     j["cpu_us"] = r.cpu_us;

@@ -87,6 +87,7 @@ std::string check_threads(const Case& c, const Device& device, const Tensor& ser
 }  // namespace
 
 Result run_case(const Case& c, const Device& device, bool perf, int threads) {
+  const auto started = std::chrono::steady_clock::now();
   Result r;
   r.device = device.str();
   r.op = c.op;
@@ -129,6 +130,7 @@ Result run_case(const Case& c, const Device& device, bool perf, int threads) {
     }
     return mismatch;
   });
+  r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
   return r;
 }
 
