@@ -34,6 +34,7 @@ struct BackendEntry {
   std::vector<DeviceImpl*> devices;  // cached at load
   std::string reason;                // why unavailable
   std::string module_path;
+  bool pending = false;  // found on the search path, not opened yet (Note [Backend discovery])
 };
 
 struct Registry {
@@ -161,7 +162,11 @@ void discover_locked(Registry& r) {
                       file.size() - std::strlen(kModulePrefix) - std::strlen(kModuleSuffix));
       BackendEntry* existing = find_entry(r, name);
       if (existing && (existing->backend || !existing->module_path.empty())) continue;
-      add_discovered(r, open_module(f.string(), name));
+      BackendEntry e;
+      e.name = name;
+      e.module_path = f.string();
+      e.pending = true;
+      r.entries.push_back(std::move(e));
     }
   }
   for (const char* name : kWellKnown) {
@@ -176,11 +181,36 @@ void discover_locked(Registry& r) {
   sort_entries(r.entries);
 }
 
-Registry& discovered_registry() {
+// Opens the pending modules of backend `name` (every pending module when `name` is empty).
+void open_pending_locked(Registry& r, std::string_view name) {
+  bool opened = false;
+  for (std::size_t i = 0; i < r.entries.size(); ++i) {
+    if (!r.entries[i].pending || (!name.empty() && r.entries[i].name != name)) continue;
+    BackendEntry e = open_module(r.entries[i].module_path, r.entries[i].name);
+    r.entries.erase(r.entries.begin() + std::ptrdiff_t(i--));
+    add_discovered(r, std::move(e));  // under the name the backend gives itself
+    opened = true;
+  }
+  if (opened) sort_entries(r.entries);
+}
+
+// Discovery, then every module opened: for listing the devices.
+Registry& opened_registry() {
   Registry& r = registry();
   std::lock_guard<std::mutex> lock(r.mutex);
   discover_locked(r);
+  open_pending_locked(r, {});
   return r;
+}
+
+// The entry of backend `name` with its module opened, or null when no backend has that name.
+BackendEntry* backend_entry_locked(Registry& r, std::string_view name) {
+  discover_locked(r);
+  if (BackendEntry* e = find_entry(r, name); e && !e->pending) return e;
+  open_pending_locked(r, name);
+  if (BackendEntry* e = find_entry(r, name)) return e;
+  open_pending_locked(r, {});  // a module may give its backend another name than its file's
+  return find_entry(r, name);
 }
 
 }  // namespace
@@ -208,9 +238,8 @@ std::vector<std::string> backend_search_path() {
 void register_backend(std::unique_ptr<Backend> backend) {
   Registry& r = registry();
   std::lock_guard<std::mutex> lock(r.mutex);
-  discover_locked(r);
   std::string name = backend->name();
-  BackendEntry* existing = find_entry(r, name);
+  BackendEntry* existing = backend_entry_locked(r, name);
   if (existing && existing->backend)
     throw Error(fmt::format("register_backend: a backend named '{}' is already registered", name));
   BackendEntry e;
@@ -234,8 +263,9 @@ void load_backend_module(const std::string& path) {
   if (conventional)
     name = file.substr(std::strlen(kModulePrefix),
                        file.size() - std::strlen(kModulePrefix) - std::strlen(kModuleSuffix));
+  backend_entry_locked(r, name);  // a module of that name on the search path is opened first
   BackendEntry e = open_module(path, name);
-  BackendEntry* existing = find_entry(r, e.name);
+  BackendEntry* existing = backend_entry_locked(r, e.name);
   if (existing && existing->backend) {
     if (existing->module_path == path) return;  // already loaded from this very file
     if (e.backend)
@@ -267,7 +297,7 @@ void load_backend_module(const std::string& path) {
 }
 
 std::vector<DeviceInfo> devices() {
-  Registry& r = discovered_registry();
+  Registry& r = opened_registry();
   std::vector<DeviceInfo> available, unavailable;
   std::lock_guard<std::mutex> lock(r.mutex);
   for (auto& e : r.entries) {
@@ -295,7 +325,7 @@ std::vector<DeviceInfo> devices() {
 }
 
 std::string describe_devices() {
-  Registry& r = discovered_registry();
+  Registry& r = opened_registry();
   std::vector<std::string> ok, bad;
   std::lock_guard<std::mutex> lock(r.mutex);
   for (auto& e : r.entries) {
@@ -311,10 +341,10 @@ std::string describe_devices() {
 }
 
 DeviceImpl& device_impl(const Device& device) {
-  Registry& r = discovered_registry();
+  Registry& r = registry();
   {
     std::lock_guard<std::mutex> lock(r.mutex);
-    BackendEntry* e = find_entry(r, device.type());
+    BackendEntry* e = backend_entry_locked(r, device.type());
     if (e && e->backend && device.index() >= 0 && std::size_t(device.index()) < e->devices.size())
       return *e->devices[std::size_t(device.index())];
     if (e && !e->backend) {
@@ -337,11 +367,11 @@ void reset_peak_memory_stats(const Device& device) {
 }
 
 bool is_available(std::string_view name) {
-  Registry& r = discovered_registry();
+  Registry& r = registry();
   std::lock_guard<std::mutex> lock(r.mutex);
   std::size_t colon = name.find(':');
   std::string_view backend = name.substr(0, colon);
-  BackendEntry* e = find_entry(r, backend);
+  BackendEntry* e = backend_entry_locked(r, backend);
   if (!e || !e->backend) return false;
   if (colon == std::string_view::npos) return true;
   try {

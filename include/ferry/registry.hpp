@@ -2,13 +2,18 @@
 //
 // Note [Backend discovery]
 // The CPU backend is built into libferry. Every other backend is a module,
-// libferry_backend_<name>.so, opened at first use from, in order:
-// FERRY_BACKEND_PATH (':'-separated folders, for third parties), the folder
-// libferry itself was loaded from (the build tree and the install's lib
-// folder), and its ferry/ subfolder. A module that fails to load, or whose
-// backend reports a reason, is listed as unavailable with that reason; it
-// never aborts discovery. "cuda" and "vulkan" are always listed, as
-// unavailable with a reason when their module is missing.
+// libferry_backend_<name>.so, found from, in order: FERRY_BACKEND_PATH
+// (':'-separated folders, for third parties), the folder libferry itself was
+// loaded from (the build tree and the install's lib folder), and its ferry/
+// subfolder. A module is opened when its backend is first asked for (a device
+// of it, is_available of its name) or when the devices are listed (devices(),
+// default_device(), describe_devices()), so a program that runs on the CPU
+// alone loads no GPU library: opening the CUDA module loads cuBLAS and NVRTC
+// (85 ms on a machine without a driver), the Vulkan one the loader and its
+// drivers. A module that fails to load, or whose backend reports a reason, is
+// listed as unavailable with that reason; it never aborts discovery. "cuda" and
+// "vulkan" are always listed, as unavailable with a reason when their module is
+// missing.
 #pragma once
 
 #include <memory>

@@ -1,7 +1,11 @@
 // tests/plugin/env_check.cpp — run by CTest with FERRY_BACKEND_PATH set to the
 // folder holding libferry_backend_testdev.so: checks that the registry
 // discovers a third party's module from the environment alone and that ops
-// run on it. Prints every failed check; exits non-zero when any failed.
+// run on it, and that modules are opened only when their backend is asked for
+// (Note [Backend discovery] in ferry/registry.hpp). Prints every failed check;
+// exits non-zero when any failed.
+#include <link.h>
+
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -24,13 +28,42 @@ void check(bool ok, const std::string& what) {
   }
 }
 
+// The backend modules this process has loaded ("testdev", "vulkan", ...), from the
+// dynamic linker's list of loaded objects.
+std::string loaded_modules() {
+  std::string names;
+  dl_iterate_phdr(
+      [](dl_phdr_info* info, std::size_t, void* out) {
+        std::string path = info->dlpi_name ? info->dlpi_name : "";
+        const std::string prefix = "libferry_backend_";
+        if (auto at = path.rfind(prefix); at != std::string::npos) {
+          std::string name = path.substr(at + prefix.size());
+          name = name.substr(0, name.find('.'));
+          *static_cast<std::string*>(out) +=
+              (static_cast<std::string*>(out)->empty() ? "" : " ") + name;
+        }
+        return 0;
+      },
+      &names);
+  return names.empty() ? "(none)" : names;
+}
+
 }  // namespace
 
 int main() {
   const char* path = std::getenv("FERRY_BACKEND_PATH");
   std::printf("FERRY_BACKEND_PATH=%s\n", path ? path : "(unset)");
   try {
+    // The CPU alone opens no module.
+    ferry::Tensor x = ferry::tensor(std::vector<float>{1, 2}, {2});
+    check(ferry::add(x, x).to_vector<float>() == std::vector<float>{2, 4},
+          "add on the cpu gives 2 4");
+    check(loaded_modules() == "(none)",
+          "ops on the cpu open no backend module (loaded: " + loaded_modules() + ")");
     check(ferry::is_available("testdev"), "is_available(\"testdev\")");
+    check(loaded_modules() == "testdev",
+          "is_available(\"testdev\") opens testdev's module alone (loaded: " + loaded_modules() +
+              ")");
     check(ferry::is_available("testdev:1"), "is_available(\"testdev:1\")");
     check(!ferry::is_available("testdev:2"), "!is_available(\"testdev:2\")");
 
