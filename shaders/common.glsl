@@ -6,6 +6,10 @@
 // (i64, f16/bf16/i16 as 16-bit storage, u8/i8/bool as 8-bit storage; the device needs
 // shaderInt64 and 8/16-bit storage-buffer access) and without (f32 and i32
 // only, for devices that lack those). The backend picks the variant per device.
+// The f64 modules of some ops (Note [f64 on Vulkan] in runtime/vulkan/vk_pipelines.cpp)
+// are full ones compiled with FERRY_F64 too: f64 tensors bound as doubles, and the float
+// dtypes loaded into, computed in and stored from FTYPE = double (the device needs
+// shaderFloat64).
 //
 // Conventions (runtime/vulkan/vk_kernels.hpp; what a shader shares with its
 // host code is declared once, in shaders/abi/<name>.h, Note [Shader interfaces]
@@ -21,7 +25,14 @@
 #endif
 
 #include "abi/abi.h"  // the dtype codes DT_*, shared with the host
-#define IS_FLOAT_DT(dt) ((dt) <= DT_BF16)
+#define IS_FLOAT_DT(dt) ((dt) <= DT_BF16 || (dt) == DT_F64)
+
+// The type the float dtypes are loaded into and computed in.
+#ifdef FERRY_F64
+#define FTYPE double
+#else
+#define FTYPE float
+#endif
 
 // The integer type integer ops compute in: 64-bit where the device has it, so
 // one code path serves i8, i16, i32, i64, u8 and bool (narrower results wrap on store).
@@ -32,14 +43,25 @@
 #endif
 
 // A tensor at binding B, visible as N_f32[], N_u32[] (and, in the full
-// variant, N_u16[], N_u8[], N_i64[]): aliases of one buffer.
+// variant, N_u16[], N_u8[], N_i64[]; in the f64 modules N_f64[]): aliases of one buffer.
+#ifdef FERRY_F64
+#define FERRY_TENSOR_F64_(B, N) \
+  layout(set = 0, binding = B, std430) buffer N##_f64_t { double N##_f64[]; };
+#define LOAD_F64_(N, i) N##_f64[i]
+#define STORE_F64_(N, i, v) N##_f64[i] = v;
+#else
+#define FERRY_TENSOR_F64_(B, N)
+#define LOAD_F64_(N, i) 0.0  // never taken: no DT_F64 reaches these modules
+#define STORE_F64_(N, i, v)
+#endif
 #ifdef FERRY_FULL
 #define FERRY_TENSOR(B, N)                                                           \
   layout(set = 0, binding = B, std430) buffer N##_f32_t { float N##_f32[]; };       \
   layout(set = 0, binding = B, std430) buffer N##_u32_t { uint N##_u32[]; };        \
   layout(set = 0, binding = B, std430) buffer N##_u16_t { uint16_t N##_u16[]; };    \
   layout(set = 0, binding = B, std430) buffer N##_u8_t { uint8_t N##_u8[]; };       \
-  layout(set = 0, binding = B, std430) buffer N##_i64_t { int64_t N##_i64[]; };
+  layout(set = 0, binding = B, std430) buffer N##_i64_t { int64_t N##_i64[]; };     \
+  FERRY_TENSOR_F64_(B, N)
 #else
 #define FERRY_TENSOR(B, N)                                                           \
   layout(set = 0, binding = B, std430) buffer N##_f32_t { float N##_f32[]; };       \
@@ -87,19 +109,39 @@ ITYPE float_to_itype(float f, uint dt) {
   if (f >= 2147483648.0) return ITYPE(2147483647);
   return ITYPE(int(f));
 }
+#ifdef FERRY_F64
+// The same rules from double, whose bounds are the integer limits rounded to double
+// (kit/math/scalar_ops.hpp's float_to_int): 2^24 + 1 stays exact.
+ITYPE float_to_itype(double f, uint dt) {
+  if (dt == DT_BOOL) return ITYPE(f == 0.0 ? 0 : 1);  // not through float: 1e-300 is true
+  if (isnan(f)) return ITYPE(0);
+  if (dt == DT_U8) return ITYPE(clamp(f, 0.0, 255.0));
+  if (dt == DT_I8) return ITYPE(clamp(f, -128.0, 127.0));
+  if (dt == DT_I16) return ITYPE(clamp(f, -32768.0, 32767.0));
+  if (dt == DT_I64) {
+    if (f <= -9223372036854775808.0lf) return ITYPE(0x8000000000000000l);
+    if (f >= 9223372036854775808.0lf) return ITYPE(0x7fffffffffffffffl);
+    return ITYPE(f);
+  }
+  if (f <= -2147483648.0lf) return ITYPE(-2147483647 - 1);
+  if (f >= 2147483647.0lf) return ITYPE(2147483647);
+  return ITYPE(int(f));
+}
+#endif
 
 // Loads element i of tensor N as float / as ITYPE. DT is a specialization
 // constant, so the driver keeps one branch.
 #ifdef FERRY_FULL
 #define LOAD_F(N, DT, i)                                                                    \
-  ((DT) == DT_F32    ? N##_f32[i]                                                           \
-   : (DT) == DT_F16  ? f16_to_float(uint(N##_u16[i]))                                       \
-   : (DT) == DT_BF16 ? bf16_to_float(uint(N##_u16[i]))                                      \
-   : (DT) == DT_I32  ? float(int(N##_u32[i]))                                               \
-   : (DT) == DT_I64  ? float(N##_i64[i])                                                    \
-   : (DT) == DT_I8   ? float(sext8(uint(N##_u8[i])))                                        \
-   : (DT) == DT_I16  ? float(sext16(uint(N##_u16[i])))                                      \
-                     : float(uint(N##_u8[i])))
+  ((DT) == DT_F32    ? FTYPE(N##_f32[i])                                                    \
+   : (DT) == DT_F16  ? FTYPE(f16_to_float(uint(N##_u16[i])))                                \
+   : (DT) == DT_BF16 ? FTYPE(bf16_to_float(uint(N##_u16[i])))                               \
+   : (DT) == DT_F64  ? FTYPE(LOAD_F64_(N, i))                                               \
+   : (DT) == DT_I32  ? FTYPE(int(N##_u32[i]))                                               \
+   : (DT) == DT_I64  ? FTYPE(N##_i64[i])                                                    \
+   : (DT) == DT_I8   ? FTYPE(sext8(uint(N##_u8[i])))                                        \
+   : (DT) == DT_I16  ? FTYPE(sext16(uint(N##_u16[i])))                                      \
+                     : FTYPE(uint(N##_u8[i])))
 #define LOAD_I(N, DT, i)                                                                    \
   ((DT) == DT_I64    ? N##_i64[i]                                                           \
    : (DT) == DT_I32  ? int64_t(int(N##_u32[i]))                                             \
@@ -107,13 +149,15 @@ ITYPE float_to_itype(float f, uint dt) {
    : (DT) == DT_I8   ? int64_t(sext8(uint(N##_u8[i])))                                      \
    : (DT) == DT_I16  ? int64_t(sext16(uint(N##_u16[i])))                                    \
                      : float_to_itype(LOAD_F(N, DT, i), DT_I64))
+// A double goes to f16 and bf16 through float (two roundings), as PyTorch's c10::Half(double).
 #define STORE_F(N, DT, i, v)                                                                \
   {                                                                                         \
-    float v_ = (v);                                                                         \
+    FTYPE v_ = (v);                                                                         \
     uint i_ = (i);                                                                          \
-    if ((DT) == DT_F32) N##_f32[i_] = v_;                                                   \
-    else if ((DT) == DT_F16) N##_u16[i_] = uint16_t(float_to_f16(v_));                      \
-    else if ((DT) == DT_BF16) N##_u16[i_] = uint16_t(float_to_bf16(v_));                    \
+    if ((DT) == DT_F32) N##_f32[i_] = float(v_);                                            \
+    else if ((DT) == DT_F16) N##_u16[i_] = uint16_t(float_to_f16(float(v_)));               \
+    else if ((DT) == DT_BF16) N##_u16[i_] = uint16_t(float_to_bf16(float(v_)));             \
+    else if ((DT) == DT_F64) { STORE_F64_(N, i_, v_) }                                      \
     else if ((DT) == DT_I32) N##_u32[i_] = uint(int(float_to_itype(v_, DT_I32)));           \
     else if ((DT) == DT_I64) N##_i64[i_] = float_to_itype(v_, DT_I64);                      \
     else if ((DT) == DT_I16) N##_u16[i_] = uint16_t(uint(int(float_to_itype(v_, DT))) & 0xffffu); \
@@ -128,7 +172,7 @@ ITYPE float_to_itype(float f, uint dt) {
     else if ((DT) == DT_U8 || (DT) == DT_I8) N##_u8[i_] = uint8_t(uint(v_) & 0xffu);        \
     else if ((DT) == DT_I16) N##_u16[i_] = uint16_t(uint(v_) & 0xffffu);                    \
     else if ((DT) == DT_BOOL) N##_u8[i_] = uint8_t(v_ != 0 ? 1u : 0u);                      \
-    else STORE_F(N, DT, i_, float(v_))                                                      \
+    else STORE_F(N, DT, i_, FTYPE(v_))                                                      \
   }
 #else
 #define LOAD_F(N, DT, i) ((DT) == DT_F32 ? N##_f32[i] : float(int(N##_u32[i])))

@@ -9,6 +9,11 @@
 #include "common.glsl"
 #include "transcendentals.glsl"
 #include "abi/elementwise.h"  // spec and push constants, codes: shared with the host
+#ifdef FERRY_F64
+#define LOAD_FILL_F64_ packDouble2x32(uvec2(p.s[1], p.s[2]))
+#else
+#define LOAD_FILL_F64_ 0.0  // never taken: no DT_F64 reaches these modules
+#endif
 #ifdef FERRY_FIXED_OP
 // A module of one op (Note [Per-op shader modules] in runtime/vulkan/vk_pipelines.cpp): OP
 // is this constant from here on, not the specialization constant declared above, so the
@@ -193,6 +198,81 @@ float grad_f(float g, float z) {
   return g;
 }
 
+// The ops the f64 modules compute (Note [f64 on Vulkan] in runtime/vulkan/vk_pipelines.cpp):
+// those whose math is IEEE arithmetic, exact or correctly rounded in double as on the CPU.
+// shaders/shaders.cmake reads this line; the functions below hold their double code.
+// ferry-f64-ops: neg abs relu floor ceil trunc round frac sign reciprocal sqrt rsqrt square
+// ferry-f64-ops: add sub mul div maximum minimum copysign eq ne lt le gt ge
+// ferry-f64-ops: relu_backward sigmoid_backward tanh_backward where copy fill
+#ifdef FERRY_F64
+double unary_d(double x) {
+  switch (OP) {
+    case OP_NEG: return -x;
+    case OP_ABS: return abs(x);
+    case OP_RELU: return x > 0.0 ? x : (isnan(x) ? x : 0.0);
+    case OP_SQUARE: return x * x;
+    case OP_FLOOR: return floor(x);
+    case OP_CEIL: return ceil(x);
+    case OP_TRUNC: return trunc(x);
+    case OP_ROUND: return roundEven(x);
+    case OP_FRAC: return x - trunc(x);
+    case OP_SIGN: return double(0.0 < x) - double(x < 0.0);  // 0 for NaN, as the CPU
+    case OP_RECIPROCAL: return 1.0 / x;
+    case OP_SQRT: return sqrt(x);
+    case OP_RSQRT: return 1.0 / sqrt(x);
+  }
+  return x;
+}
+
+double binary_d(double x, double y) {
+  switch (OP) {
+    case OP_ADD: return x + y;
+    case OP_SUB: return x - y;
+    case OP_MUL: return x * y;
+    case OP_DIV: return x / y;
+    case OP_MAXIMUM: return isnan(x) ? x : (isnan(y) ? y : (x > y ? x : y));
+    case OP_MINIMUM: return isnan(x) ? x : (isnan(y) ? y : (x < y ? x : y));
+    case OP_COPYSIGN: {
+      uvec2 bx = unpackDouble2x32(x), by = unpackDouble2x32(y);
+      return packDouble2x32(uvec2(bx.x, (bx.y & 0x7fffffffu) | (by.y & 0x80000000u)));
+    }
+  }
+  return x;
+}
+
+bool compare_d(double x, double y) {
+  switch (OP) {
+    case OP_EQ: return x == y;
+    case OP_NE: return x != y;  // true when either is NaN
+    case OP_LT: return x < y;
+    case OP_LE: return x <= y;
+    case OP_GT: return x > y;
+    case OP_GE: return x >= y;
+  }
+  return false;
+}
+
+// grad_f's formulas, in the same order.
+double grad_d(double g, double z) {
+  switch (OP) {
+    case OP_RELU_BACKWARD: return z <= 0.0 ? 0.0 : g;
+    case OP_SIGMOID_BACKWARD: return g * (1.0 - z) * z;
+    case OP_TANH_BACKWARD: return g * (1.0 - z * z);
+  }
+  return g;
+}
+// main() calls the float dtypes' functions by these names: double's here, float's elsewhere.
+#define UNARY_FT unary_d
+#define BINARY_FT binary_d
+#define COMPARE_FT compare_d
+#define GRAD_FT grad_d
+#else
+#define UNARY_FT unary_f
+#define BINARY_FT binary_f
+#define COMPARE_FT compare_f
+#define GRAD_FT grad_f
+#endif
+
 // The divisions with rounding (kit/math/elementwise_ops.hpp): the front-end
 // refuses a zero divisor. Division truncates (OpSDiv); the remainders are
 // made from it, as GLSL leaves % of negatives undefined.
@@ -328,8 +408,11 @@ void main() {
     uvec4 coord = coords_of(i);
     uint oi = offset_of(0, coord);
     if (OP == OP_FILL) {
-      // s0: the value as float bits; s1, s2: the exact integer value (lo, hi).
-      if (IS_FLOAT_DT(OUT_DT)) {
+      // s0: the value as float bits; s1, s2: the exact integer value (lo, hi), or the
+      // double's bits for f64.
+      if (OUT_DT == DT_F64) {
+        STORE_F(o, OUT_DT, oi, LOAD_FILL_F64_)
+      } else if (IS_FLOAT_DT(OUT_DT)) {
         STORE_F(o, OUT_DT, oi, uintBitsToFloat(p.s[0]))
       } else {
 #ifdef FERRY_FULL
@@ -353,7 +436,7 @@ void main() {
     } else if (OP == OP_COPY) {
       uint ai = offset_of(1, coord);
       if (IS_FLOAT_DT(IN_DT)) {
-        float v = LOAD_F(a, IN_DT, ai);
+        FTYPE v = LOAD_F(a, IN_DT, ai);
         if (IS_FLOAT_DT(OUT_DT)) {
           STORE_F(o, OUT_DT, oi, v)
         } else {
@@ -379,20 +462,20 @@ void main() {
     } else if (is_unary()) {
       uint ai = offset_of(1, coord);
       if (IS_FLOAT_DT(IN_DT)) {
-        STORE_F(o, OUT_DT, oi, unary_f(LOAD_F(a, IN_DT, ai)))
+        STORE_F(o, OUT_DT, oi, UNARY_FT(LOAD_F(a, IN_DT, ai)))
       } else {
         STORE_I(o, OUT_DT, oi, unary_i(LOAD_I(a, IN_DT, ai)))
       }
     } else {
       uint ai = offset_of(1, coord), bi = offset_of(2, coord);
       if (is_compare()) {
-        bool r = IS_FLOAT_DT(IN_DT) ? compare_f(LOAD_F(a, IN_DT, ai), LOAD_F(b, IN_DT, bi))
+        bool r = IS_FLOAT_DT(IN_DT) ? COMPARE_FT(LOAD_F(a, IN_DT, ai), LOAD_F(b, IN_DT, bi))
                                     : compare_i(LOAD_I(a, IN_DT, ai), LOAD_I(b, IN_DT, bi));
         STORE_I(o, OUT_DT, oi, ITYPE(r ? 1 : 0))
       } else if (is_grad()) {
-        STORE_F(o, OUT_DT, oi, grad_f(LOAD_F(a, IN_DT, ai), LOAD_F(b, IN_DT, bi)))
+        STORE_F(o, OUT_DT, oi, GRAD_FT(LOAD_F(a, IN_DT, ai), LOAD_F(b, IN_DT, bi)))
       } else if (IS_FLOAT_DT(IN_DT)) {
-        STORE_F(o, OUT_DT, oi, binary_f(LOAD_F(a, IN_DT, ai), LOAD_F(b, IN_DT, bi)))
+        STORE_F(o, OUT_DT, oi, BINARY_FT(LOAD_F(a, IN_DT, ai), LOAD_F(b, IN_DT, bi)))
       } else {
         STORE_I(o, OUT_DT, oi, binary_i(LOAD_I(a, IN_DT, ai), LOAD_I(b, IN_DT, bi)))
       }

@@ -1,4 +1,4 @@
-# cmake -DSPV_DIR=... -DNAMES=a;b -DOP_MODULES=shader:op:code;... -DOUT=file.cpp -P embed.cmake
+# cmake -DSPV_DIR=... -DNAMES=a;b -DOP_MODULES=shader:op:code:variant;... -DOUT=file.cpp -P embed.cmake
 # Writes the SPIR-V words of each shader's two variants, and of each per-op module
 # (Note [Per-op shader modules] in runtime/vulkan/vk_pipelines.cpp), as C++ arrays and the
 # tables runtime/vulkan/vk_shaders.hpp declares.
@@ -26,8 +26,15 @@ foreach(module ${OP_MODULES})
   list(GET parts 0 name)
   list(GET parts 1 op)
   list(GET parts 2 code)
-  embed_words(${SPV_DIR}/${name}.op.${op}.spv k_${name}_op_${op})
-  string(APPEND op_table "    {\"${name}\", ${code}, k_${name}_op_${op}, std::size(k_${name}_op_${op})},\n")
+  list(GET parts 3 variant)
+  set(array k_${name}_${variant}_${op})
+  embed_words(${SPV_DIR}/${name}.${variant}.${op}.spv ${array})
+  if(variant STREQUAL "f64")
+    set(is_f64 true)
+  else()
+    set(is_f64 false)
+  endif()
+  string(APPEND op_table "    {\"${name}\", ${code}, ${is_f64}, ${array}, std::size(${array})},\n")
 endforeach()
 string(APPEND body "}  // namespace\n\nconst EmbeddedShader kEmbeddedShaders[] = {\n${table}};\n")
 string(APPEND body "const std::size_t kEmbeddedShaderCount = std::size(kEmbeddedShaders);\n")

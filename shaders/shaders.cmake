@@ -49,6 +49,8 @@ endforeach()
 # constant (FERRY_FIXED_OP); spirv-opt then inlines and drops the other ops' code. The passes
 # only remove code and move values into registers: no arithmetic is reassociated, and
 # `precise` (NoContraction) stays on what it marks.
+# The ops a shader lists on its `// ferry-f64-ops:` lines also get an f64 module, compiled with
+# FERRY_F64 as well (Note [f64 on Vulkan] in runtime/vulkan/vk_pipelines.cpp).
 set(FERRY_PER_OP_SHADERS "elementwise:unary,binary,compare,activation_backward,where,copy,fill,arange")
 set(_per_op_passes --merge-return --inline-entry-points-exhaustive --eliminate-dead-functions
     --eliminate-local-single-block --eliminate-local-single-store --eliminate-local-multi-store
@@ -61,28 +63,46 @@ foreach(entry ${FERRY_PER_OP_SHADERS})
   list(GET _parts 1 _kinds)
   string(REPLACE "," ";" _kinds ${_kinds})
   set(src ${FERRY_SHADER_DIR}/${name}.comp)
+  file(STRINGS ${src} _f64_lines REGEX "^// ferry-f64-ops:")
+  string(REPLACE "// ferry-f64-ops:" "" _f64_ops "${_f64_lines}")
+  string(REGEX REPLACE "[ ;]+" ";" _f64_ops "${_f64_ops}")
+  set_property(DIRECTORY APPEND PROPERTY CMAKE_CONFIGURE_DEPENDS ${src})
   foreach(kind ${_kinds})
     foreach(op ${FERRY_VULKAN_OPS_${kind}})
       string(REPLACE "=" ";" _op ${op})
       list(GET _op 0 op_name)
       list(GET _op 1 op_code)
-      set(spv ${FERRY_SPV_DIR}/${name}.op.${op_name}.spv)
-      add_custom_command(
-        OUTPUT ${spv}
-        COMMAND ${CMAKE_COMMAND} -E make_directory ${FERRY_SPV_DIR}
-        COMMAND ${FERRY_GLSLANG} -V --target-env vulkan1.1 -DFERRY_FULL=1
-                -DFERRY_FIXED_OP=${op_code}u -I${FERRY_SHADER_DIR} -I${FERRY_GENERATED_DIR}/shaders
-                -o ${spv}.unoptimized ${src}
-        COMMAND ${FERRY_SPIRV_OPT} --target-env=vulkan1.1 ${_per_op_passes} ${spv}.unoptimized
-                -o ${spv}
-        COMMAND ${FERRY_SPIRV_VAL} --target-env vulkan1.1 ${spv}
-        DEPENDS ${src} ${FERRY_SHADER_HEADERS}
-        COMMENT "glslang + spirv-opt: ${name}.comp for ${op_name} alone"
-        VERBATIM)
-      list(APPEND FERRY_SPV_FILES ${spv})
-      list(APPEND FERRY_OP_MODULES "${name}:${op_name}:${op_code}")
+      set(_variants full)
+      if(op_name IN_LIST _f64_ops)
+        list(APPEND _variants f64)
+        list(REMOVE_ITEM _f64_ops ${op_name})
+      endif()
+      foreach(variant ${_variants})
+        set(spv ${FERRY_SPV_DIR}/${name}.${variant}.${op_name}.spv)
+        set(defs -DFERRY_FULL=1)
+        if(variant STREQUAL "f64")
+          list(APPEND defs -DFERRY_F64=1)
+        endif()
+        add_custom_command(
+          OUTPUT ${spv}
+          COMMAND ${CMAKE_COMMAND} -E make_directory ${FERRY_SPV_DIR}
+          COMMAND ${FERRY_GLSLANG} -V --target-env vulkan1.1 ${defs} -DFERRY_FIXED_OP=${op_code}u
+                  -I${FERRY_SHADER_DIR} -I${FERRY_GENERATED_DIR}/shaders -o ${spv}.unoptimized
+                  ${src}
+          COMMAND ${FERRY_SPIRV_OPT} --target-env=vulkan1.1 ${_per_op_passes} ${spv}.unoptimized
+                  -o ${spv}
+          COMMAND ${FERRY_SPIRV_VAL} --target-env vulkan1.1 ${spv}
+          DEPENDS ${src} ${FERRY_SHADER_HEADERS}
+          COMMENT "glslang + spirv-opt: ${name}.comp for ${op_name} alone (${variant})"
+          VERBATIM)
+        list(APPEND FERRY_SPV_FILES ${spv})
+        list(APPEND FERRY_OP_MODULES "${name}:${op_name}:${op_code}:${variant}")
+      endforeach()
     endforeach()
   endforeach()
+  if(_f64_ops)
+    message(FATAL_ERROR "${src}: ferry-f64-ops names ops it does not run: ${_f64_ops}")
+  endif()
 endforeach()
 
 set(FERRY_SHADERS_CPP ${FERRY_SHADER_BUILD_DIR}/ferry_shaders.cpp)

@@ -116,7 +116,7 @@ TEST_P(OptimRule, MatchesDoubleReference) {
   FERRY_SKIP_UNLESS_DEVICE(device_name);
   const Device device(device_name);
   for (DType dtype : {DType::f32, DType::f16, DType::bf16, DType::f64}) {
-    if (!device_computes(device, dtype)) continue;  // Vulkan computes no f64
+    if (!device_computes(device, dtype)) continue;  // Vulkan's optimizer kernels take no f64
     for (bool elementwise : {false, true}) {
       SCOPED_TRACE(std::string(ferry::dtype_name(dtype)) +
                    (elementwise ? ", element-wise path" : ", default path"));

@@ -114,6 +114,7 @@ void VulkanDevice::create_device() {
   vkGetPhysicalDeviceFeatures2(pd, &f2);
   full_variant_ = f2.features.shaderInt64 && f16.storageBuffer16BitAccess &&
                   f8.storageBuffer8BitAccess && !env_flag("FERRY_VULKAN_BASE_SHADERS");
+  f64_ = full_variant_ && f2.features.shaderFloat64;
 
   VkPhysicalDevice8BitStorageFeatures e8{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_8BIT_STORAGE_FEATURES};
   VkPhysicalDevice16BitStorageFeatures e16{
@@ -121,6 +122,7 @@ void VulkanDevice::create_device() {
   VkPhysicalDeviceFeatures2 e2{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FEATURES_2};
   if (full_variant_) {
     e2.features.shaderInt64 = VK_TRUE;
+    e2.features.shaderFloat64 = f64_ ? VK_TRUE : VK_FALSE;
     e16.storageBuffer16BitAccess = VK_TRUE;
     e8.storageBuffer8BitAccess = VK_TRUE;
     e2.pNext = &e16;

@@ -158,11 +158,14 @@ class VulkanDevice final : public DeviceImpl {
   // or 2^32 elements (kernels split such tensors first).
   Binding bind(const TensorArg& t, Access access) const;
   void dispatch(const DispatchDesc& d);
-  // Whether kernels can use `dt` on this device (f32 and i32 always; the rest
-  // but f64 need the full shader variant; f64 never); require() throws
+  // Whether every kernel can use `dt` on this device (f32 and i32 always; the rest but
+  // f64 need the full shader variant; f64 is per op: require_op); require() throws
   // UnsupportedError if not.
   bool computes(DType dt) const;
   void require(DType dt, std::string_view op) const;
+  // require(dt), except that f64 passes for an op with an f64 module on a device with
+  // shaderFloat64 (Note [f64 on Vulkan] in vk_pipelines.cpp).
+  void require_op(OpId op, DType dt) const;
   const KernelLimits& limits() const { return limits_; }
   bool full_variant() const { return full_variant_; }
   // Makes SPIR-V a shader that DispatchDesc::shader can name (a user's kernel);
@@ -200,6 +203,7 @@ class VulkanDevice final : public DeviceImpl {
   VkQueue queue_ = VK_NULL_HANDLE;
   std::uint32_t queue_family_ = 0;
   bool full_variant_ = false;
+  bool f64_ = false;  // shaderFloat64 enabled: the f64 modules run here
   bool push_descriptors_ = false;
   bool memory_budget_ = false;
   KernelLimits limits_;

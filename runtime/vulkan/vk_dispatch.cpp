@@ -36,7 +36,7 @@ std::uint32_t dtype_code(DType dt) {
     case DType::i16:
       return abi::DT_I16;
     case DType::f64:
-      break;  // no shader computes f64; require() refuses it before this is reached
+      return abi::DT_F64;  // the f64 modules' (Note [f64 on Vulkan] in vk_pipelines.cpp)
   }
   throw UnsupportedError(
       fmt::format("vulkan: no shader takes dtype {}; cast to f32 first, or compute it on the cpu",
@@ -53,9 +53,9 @@ VulkanBuffer::~VulkanBuffer() {
   device_.release(*this);
 }
 
-// f64 computes on the cpu and cuda (Note [Where f64 computes] in
-// docs/kernel-contract.md), not here: no shader computes it (shaderFloat64 is
-// optional, and GPUs that have it run it at a small fraction of f32).
+// f64 computes in the ops with an f64 module, on devices with shaderFloat64 (Note [f64 on
+// Vulkan] in vk_pipelines.cpp): supports() and require_op() say which; the other kernels refuse
+// it through require().
 bool VulkanDevice::computes(DType dt) const {
   if (dt == DType::f64) return false;
   return full_variant_ || dt == DType::f32 || dt == DType::i32;
@@ -64,6 +64,8 @@ bool VulkanDevice::computes(DType dt) const {
 bool VulkanDevice::supports(OpId op, DType dtype) const {
   // Comparisons also write a bool, which the f32/i32 shader variant lacks.
   if (op_info(op).result == OpResult::bool_ && !computes(DType::boolean)) return false;
+  if (dtype == DType::f64)
+    return f64_ && has_f64_module(std::uint32_t(op)) && DeviceImpl::supports(op, dtype);
   return computes(dtype) && DeviceImpl::supports(op, dtype);
 }
 
@@ -77,13 +79,19 @@ DeviceCapabilities VulkanDevice::capabilities() const {
           .staging = true};
 }
 
+void VulkanDevice::require_op(OpId op, DType dt) const {
+  if (dt == DType::f64 && f64_ && has_f64_module(std::uint32_t(op))) return;
+  require(dt, op_name(op));
+}
+
 void VulkanDevice::require(DType dt, std::string_view op) const {
   if (dt == DType::f64)
     throw UnsupportedError(fmt::format(
-        "{}: {} on f64 is not supported by the vulkan backend (no vulkan shader computes "
-        "f64; the cpu and cuda backends do); move the tensor with .cpu(), or cast it "
-        "with .to(ferry::DType::f32) on the cpu first",
-        device().str(), op));
+        "{}: {} on f64 is not supported by the vulkan backend (its shaders compute f64 only in "
+        "arithmetic, comparison, cast and fill ops, on devices with shaderFloat64{}; the cpu and "
+        "cuda backends compute every op on f64); move the tensor with .cpu(), or cast it "
+        "with .to(ferry::DType::f32) first",
+        device().str(), op, f64_ ? "" : ", which this one lacks"));
   if (!computes(dt))
     throw UnsupportedError(fmt::format(
         "{}: {} on {} needs 64-bit integers and 8/16-bit storage buffers, which this device ({}) "

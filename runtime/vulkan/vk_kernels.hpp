@@ -50,8 +50,14 @@ struct DispatchDesc {
   // The op, for a shader whose OP constant picks it: where the build made a module of that op
   // alone (Note [Per-op shader modules] in vk_pipelines.cpp), the pipeline is made from it.
   std::uint32_t op = kAnyOp;
+  // An f64 tensor is bound: the op's f64 module runs it (Note [f64 on Vulkan]).
+  bool f64 = false;
   static constexpr std::uint32_t kAnyOp = ~0u;
 };
+
+// Whether the build made an f64 module of op `op` (OpId's value): where the device has
+// shaderFloat64, the op computes f64 (Note [f64 on Vulkan] in vk_pipelines.cpp).
+bool has_f64_module(std::uint32_t op);
 
 using abi::kMaxPushBytes;  // push-constant bytes: the limit every device guarantees
 inline constexpr std::size_t kMaxBindings = 8;  // storage buffers one dispatch binds

@@ -59,8 +59,15 @@ void dispatch_chunk(VulkanDevice& dev, const Launch& l, const std::vector<Tensor
                                   .OUT_DT = l.out_dt,
                                   .NDIM = std::uint32_t(std::max(nd, 1)),
                                   .CONTIGUOUS = contiguous};
-  dev.dispatch(
-      {"elementwise", spec.values(), std::move(bindings), &p, sizeof p, {groups, 1, 1}, l.op});
+  const bool f64 = l.in_dt == abi::DT_F64 || l.out_dt == abi::DT_F64;
+  dev.dispatch({"elementwise",
+                spec.values(),
+                std::move(bindings),
+                &p,
+                sizeof p,
+                {groups, 1, 1},
+                spec.OP,
+                f64});
 }
 
 // Cuts the tensors along their outer dims so that each fits a binding (vk_split.hpp), in
@@ -116,7 +123,7 @@ std::uint32_t float_bits(float f) {
 void require_op(VulkanDevice& dev, OpId op, DType dt) {
   if (!op_info(op).kernel_dtypes().has(dt))
     throw UnsupportedError(fmt::format("{} does not take {}", op_name(op), dtype_name(dt)));
-  dev.require(dt, op_name(op));
+  dev.require_op(op, dt);
 }
 
 KernelFn unary(OpId op) {
@@ -132,7 +139,7 @@ KernelFn binary(OpId op) {
   return [op](DeviceImpl& d, const OpCall& c) {
     const DType in = c.inputs[0].dtype, out = c.outputs[0].dtype;
     require_op(vulkan_device(d), op, in);
-    vulkan_device(d).require(out, op_name(op));
+    vulkan_device(d).require_op(op, out);
     run(d, {code(op), dtype_code(in), dtype_code(out)}, c.outputs[0], {c.inputs[0], c.inputs[1]});
   };
 }
@@ -153,26 +160,28 @@ KernelFn activation_backward(OpId op) {
 void where_kernel(DeviceImpl& d, const OpCall& c) {
   DType dt = c.outputs[0].dtype;
   vulkan_device(d).require(DType::boolean, "where");
-  vulkan_device(d).require(dt, "where");
+  vulkan_device(d).require_op(OpId::where, dt);
   run(d, {code(OpId::where), dtype_code(dt), dtype_code(dt)}, c.outputs[0],
       {c.inputs[0], c.inputs[1], c.inputs[2]});
 }
 
 void copy_kernel(DeviceImpl& d, const OpCall& c) {
   DType in = c.inputs[0].dtype, out = c.outputs[0].dtype;
-  vulkan_device(d).require(in, "copy");
-  vulkan_device(d).require(out, "copy");
+  vulkan_device(d).require_op(OpId::copy, in);
+  vulkan_device(d).require_op(OpId::copy, out);
   run(d, {code(OpId::copy), dtype_code(in), dtype_code(out)}, c.outputs[0], {c.inputs[0]});
 }
 
 void fill_kernel(DeviceImpl& d, const OpCall& c) {
   DType dt = c.outputs[0].dtype;
-  vulkan_device(d).require(dt, "fill");
+  vulkan_device(d).require_op(OpId::fill, dt);
   Launch l{code(OpId::fill), dtype_code(dt), dtype_code(dt)};
-  const std::int64_t iv = c.attrs.i("ivalue");
-  l.s[0] = float_bits(float(c.attrs.f("value")));
-  l.s[1] = std::uint32_t(std::uint64_t(iv));
-  l.s[2] = std::uint32_t(std::uint64_t(iv) >> 32);
+  const double value = c.attrs.f("value");
+  std::uint64_t bits = std::uint64_t(c.attrs.i("ivalue"));
+  if (dt == DType::f64) std::memcpy(&bits, &value, 8);  // the double itself, for f64
+  l.s[0] = float_bits(float(value));
+  l.s[1] = std::uint32_t(bits);
+  l.s[2] = std::uint32_t(bits >> 32);
   run(d, l, c.outputs[0], {});
 }
 

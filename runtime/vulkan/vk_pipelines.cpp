@@ -90,21 +90,45 @@ const Pipelines::Layout& Pipelines::layout_for(std::size_t bindings) {
 // build did not list). Measured on lavapipe (Mesa's shader cache warm): the conformance
 // suite on vulkan:0 with validation, 470 s -> 111 s; ferry_tests in one process, 4 min ->
 // 29 s. ggml's Vulkan backend makes its shaders per op and type for the same reason.
-VkShaderModule Pipelines::shader_module(std::string_view name, std::uint32_t op) {
+//
+// Note [f64 on Vulkan]
+// PyTorch takes f64 for every op that takes a float, and GPUs that compute it (shaderFloat64:
+// NVIDIA and AMD GPUs, at 1/64 (consumer) to 1/2 (data-centre) of their f32 rate, and lavapipe)
+// are asked for it by code ported from PyTorch. GLSL has doubles for IEEE arithmetic (+ - * /,
+// sqrt, floor, comparisons, conversions; lavapipe rounds each correctly, as the CPU does, while
+// the Vulkan spec lets division and sqrt be as loose as float's, which the conformance suite's
+// f64 threshold would catch), but not for exp, log, sin or pow, which would need double
+// implementations of their own. So the ops whose
+// math is that arithmetic (each per-op shader's `// ferry-f64-ops:` lines) get a second module
+// compiled with FERRY_F64 (shaders/common.glsl: f64 bound as doubles, the float dtypes loaded
+// into and computed in double); a dispatch that binds an f64 tensor (DispatchDesc::f64) takes
+// it, and supports(op, f64) is true exactly where that module exists and the device has
+// shaderFloat64 (VulkanDevice::supports). Other ops refuse f64 with UnsupportedError, as
+// before; f64 tensors move to and from every Vulkan device byte for byte.
+bool has_f64_module(std::uint32_t op) {
+  for (std::size_t i = 0; i < kEmbeddedOpShaderCount; ++i)
+    if (kEmbeddedOpShaders[i].op == op && kEmbeddedOpShaders[i].f64) return true;
+  return false;
+}
+
+VkShaderModule Pipelines::shader_module(std::string_view name, std::uint32_t op, bool f64) {
   const std::uint32_t* words = nullptr;
   std::size_t word_count = 0;
   std::string key(name);
   if (full_variant_ && op != DispatchDesc::kAnyOp) {
     for (std::size_t i = 0; i < kEmbeddedOpShaderCount; ++i) {
       const EmbeddedOpShader& s = kEmbeddedOpShaders[i];
-      if (s.op == op && name == s.name) {
+      if (s.op == op && s.f64 == f64 && name == s.name) {
         words = s.words;
         word_count = s.word_count;
-        key = fmt::format("{}@{}", name, op);
+        key = fmt::format("{}@{}{}", name, op, f64 ? "/f64" : "");
         break;
       }
     }
   }
+  if (f64 && !words)  // supports() said no; a kernel that asks anyway is a bug
+    throw UnsupportedError(
+        fmt::format("vulkan: the '{}' shader has no f64 module for op {}", name, op));
   auto it = modules_.find(key);
   if (it != modules_.end()) return it->second;
   if (!words) {
@@ -143,7 +167,7 @@ VkPipeline Pipelines::pipeline_for(const DispatchDesc& d, const Layout& layout) 
   VkComputePipelineCreateInfo ci{VK_STRUCTURE_TYPE_COMPUTE_PIPELINE_CREATE_INFO};
   ci.stage = {VK_STRUCTURE_TYPE_PIPELINE_SHADER_STAGE_CREATE_INFO};
   ci.stage.stage = VK_SHADER_STAGE_COMPUTE_BIT;
-  ci.stage.module = shader_module(d.shader, d.op);
+  ci.stage.module = shader_module(d.shader, d.op, d.f64);
   ci.stage.pName = "main";
   ci.stage.pSpecializationInfo = d.spec.empty() ? nullptr : &si;
   ci.layout = layout.pipeline_layout;

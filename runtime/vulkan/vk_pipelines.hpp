@@ -58,7 +58,7 @@ class Pipelines {
 
  private:
   // The module `name` (and `op`, Note [Per-op shader modules]) is made from, made once.
-  VkShaderModule shader_module(std::string_view name, std::uint32_t op);
+  VkShaderModule shader_module(std::string_view name, std::uint32_t op, bool f64);
   void load_cache();
   std::string cache_path() const;
 

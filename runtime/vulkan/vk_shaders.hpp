@@ -23,6 +23,7 @@ extern const std::size_t kEmbeddedShaderCount;
 struct EmbeddedOpShader {
   const char* name;  // the shader's name, as EmbeddedShader::name
   std::uint32_t op;  // the op's code (ferry::OpId), the shader's OP constant
+  bool f64;          // compiled with FERRY_F64 (Note [f64 on Vulkan] in vk_pipelines.cpp)
   const std::uint32_t* words;
   std::size_t word_count;
 };

@@ -105,5 +105,6 @@ FERRY_CODE(DT_U8, 5u)
 FERRY_CODE(DT_BOOL, 6u)
 FERRY_CODE(DT_I8, 7u)
 FERRY_CODE(DT_I16, 8u)
+FERRY_CODE(DT_F64, 9u)  // only in the f64 modules (Note [f64 on Vulkan] in vk_pipelines.cpp)
 
 #endif  // FERRY_SHADER_ABI_H
