@@ -481,6 +481,10 @@ float sigmoid_f(float x) { return 1.0 / (1.0 + safe_exp(-x)); }
 float relu_f(float x) { return x > 0.0 ? x : (isnan(x) ? x : 0.0); }
 float max_f(float a, float b) { return isnan(a) ? a : (isnan(b) ? b : (a > b ? a : b)); }
 float min_f(float a, float b) { return isnan(a) ? a : (isnan(b) ? b : (a < b ? a : b)); }
+#ifdef FERRY_F64
+double max_f(double a, double b) { return isnan(a) ? a : (isnan(b) ? b : (a > b ? a : b)); }
+double min_f(double a, double b) { return isnan(a) ? a : (isnan(b) ? b : (a < b ? a : b)); }
+#endif
 
 // C's pow: the special cases (0, +-inf, NaN, negative bases with integral
 // exponents) defined as in C99 Annex F, the rest as exp(y log|x|) with

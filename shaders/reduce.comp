@@ -24,6 +24,12 @@
 #include "abi/reduce.h"  // spec and push constants, codes: shared with the host
 
 #include "ferry_ops.glsl"  // OP_SUM, OP_PROD, OP_MAX, OP_MIN, OP_ARGMAX: ferry::OpId
+#ifdef FERRY_FIXED_OP
+// A module of one op (Note [Per-op shader modules] in runtime/vulkan/vk_pipelines.cpp).
+#define OP FERRY_FIXED_OP
+#endif
+// The ops the f64 modules compute, in double (Note [f64 on Vulkan]; shaders.cmake reads this):
+// ferry-f64-ops: sum prod max min argmax
 
 // Binding 0: the output, or the records (4 words each) in REDUCE_MODE_PARTIAL and REDUCE_MODE_COMBINE.
 // Binding 1: the input, or the records in REDUCE_MODE_FINAL and REDUCE_MODE_COMBINE.
@@ -42,7 +48,7 @@ FERRY_TENSOR(1, x)
 // hi + lo is the float sum (lo holds the rounding errors of hi), or hi the float
 // max/min/argmax value; iv the integer value; idx the argmax position.
 struct Acc {
-  float hi, lo;
+  FTYPE hi, lo;
   ITYPE iv;
   uint idx;
 };
@@ -58,17 +64,17 @@ Acc identity() {
 
 // hi += v exactly: Knuth's TwoSum puts the rounding error into lo. `precise`
 // stops the compiler from contracting or reassociating it away.
-void two_sum(inout Acc a, float v) {
-  precise float s = a.hi + v;
-  precise float bv = s - a.hi;
-  precise float err = (a.hi - (s - bv)) + (v - bv);
+void two_sum(inout Acc a, FTYPE v) {
+  precise FTYPE s = a.hi + v;
+  precise FTYPE bv = s - a.hi;
+  precise FTYPE err = (a.hi - (s - bv)) + (v - bv);
   a.hi = s;
   a.lo += err;
 }
 
 // Whether (v, i) beats (a.hi/a.iv, a.idx) for argmax: larger, or NaN (the
 // maximum), or equal (NaN included) at a smaller index: the first maximum wins.
-bool arg_better_f(float v, uint i, Acc a) {
+bool arg_better_f(FTYPE v, uint i, Acc a) {
   if (i == NO_INDEX) return false;
   if (a.idx == NO_INDEX) return true;
   bool vn = isnan(v), an = isnan(a.hi);
@@ -83,7 +89,7 @@ bool arg_better_i(ITYPE v, uint i, Acc a) {
 // Folds element `e` of x, at position k of its row, into a.
 void step(inout Acc a, uint e, uint k) {
   if (IS_FLOAT_DT(IN_DT)) {
-    float v = LOAD_F(x, IN_DT, e);
+    FTYPE v = LOAD_F(x, IN_DT, e);
     if (OP == OP_SUM) two_sum(a, v);
     else if (OP == OP_PROD) a.hi *= v;
     else if (OP == OP_MAX) a.hi = max_f(a.hi, v);
@@ -115,11 +121,22 @@ void combine(inout Acc a, Acc b) {
   }
 }
 
-// ---- records: an Acc as 4 words (hi or the integer's low word, lo or its high word, idx) ----
+// ---- records: an Acc as 4 words (hi or the integer's low word, lo or its high word, idx;
+// for f64: hi's two words, idx, lo rounded to float, an error term that needs no more) ----
 void store_record(uint w, Acc a) {
+#ifdef FERRY_F64
+  if (IN_DT == DT_F64) {
+    uvec2 h = unpackDouble2x32(a.hi);
+    o_u32[w] = h.x;
+    o_u32[w + 1u] = h.y;
+    o_u32[w + 2u] = a.idx;
+    o_u32[w + 3u] = floatBitsToUint(float(a.lo));
+    return;
+  }
+#endif
   if (IS_FLOAT_DT(IN_DT)) {
-    o_u32[w] = floatBitsToUint(a.hi);
-    o_u32[w + 1u] = floatBitsToUint(a.lo);
+    o_u32[w] = floatBitsToUint(float(a.hi));  // float(): a no-op but in the f64 modules
+    o_u32[w + 1u] = floatBitsToUint(float(a.lo));
   } else {
 #ifdef FERRY_FULL
     o_u32[w] = uint(a.iv);
@@ -141,6 +158,12 @@ Acc load_record(uint w) {
   a.iv = int(x_u32[w]);
 #endif
   a.idx = x_u32[w + 2u];
+#ifdef FERRY_F64
+  if (IN_DT == DT_F64) {
+    a.hi = packDouble2x32(uvec2(x_u32[w], x_u32[w + 1u]));
+    a.lo = uintBitsToFloat(x_u32[w + 3u]);
+  }
+#endif
   return a;
 }
 
@@ -151,7 +174,7 @@ void store_result(uint i, Acc a) {
     o_u32[2u * i + 1u] = 0u;
   } else if (IS_FLOAT_DT(IN_DT)) {
     // An infinite or NaN hi makes lo NaN (inf - inf); hi is then the answer.
-    float v = OP == OP_SUM && !isinf(a.hi) && !isnan(a.hi) ? a.hi + a.lo : a.hi;
+    FTYPE v = OP == OP_SUM && !isinf(a.hi) && !isnan(a.hi) ? a.hi + a.lo : a.hi;
     STORE_F(o, OUT_DT, i, v)
   } else {
     STORE_I(o, OUT_DT, i, a.iv)
@@ -177,8 +200,8 @@ uint red_offset(uint k) {
   return off;
 }
 
-shared float s_hi[256];
-shared float s_lo[256];
+shared FTYPE s_hi[256];
+shared FTYPE s_lo[256];
 shared ITYPE s_iv[256];
 shared uint s_idx[256];
 

@@ -51,7 +51,8 @@ endforeach()
 # `precise` (NoContraction) stays on what it marks.
 # The ops a shader lists on its `// ferry-f64-ops:` lines also get an f64 module, compiled with
 # FERRY_F64 as well (Note [f64 on Vulkan] in runtime/vulkan/vk_pipelines.cpp).
-set(FERRY_PER_OP_SHADERS "elementwise:unary,binary,compare,activation_backward,where,copy,fill,arange")
+set(FERRY_PER_OP_SHADERS "elementwise:unary,binary,compare,activation_backward,where,copy,fill,arange"
+    "reduce:reduce")
 set(_per_op_passes --merge-return --inline-entry-points-exhaustive --eliminate-dead-functions
     --eliminate-local-single-block --eliminate-local-single-store --eliminate-local-multi-store
     --ccp --eliminate-dead-branches --eliminate-dead-code-aggressive --merge-blocks

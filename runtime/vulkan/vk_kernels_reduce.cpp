@@ -137,7 +137,8 @@ void dispatch(VulkanDevice& dev, const Kind& k, std::uint32_t mode, std::uint32_
                              .RDIM = rdim,
                              .LANES = l.lanes,
                              .ROW_FAST = l.row_fast};
-  dev.dispatch({"reduce", spec.values(), {ob, ib}, &p, sizeof p, {groups, 1, 1}});
+  dev.dispatch({"reduce", spec.values(), {ob, ib}, &p, sizeof p, {groups, 1, 1}, spec.OP,
+                k.in_dt == abi::DT_F64});
 }
 
 // One pass over view x (geometry g) into `out`: the outputs, or (partial) splits x n_out
@@ -245,10 +246,10 @@ void run(DeviceImpl& d, const OpCall& c) {
   if (rnd < 0 || knd < 0)
     throw ShapeError(fmt::format("{}: reduce_ndim {} is out of range for a {}-d input", c.name(),
                                  rnd, in.ndim()));
-  dev.require(in.dtype, c.name());
+  dev.require_op(op, in.dtype);
   // Integer sums and products are i64; argmax writes its i64 as two 32-bit words, which
   // every device can, so only the integer sums need 64-bit integer support.
-  if (op != OpId::argmax) dev.require(out.dtype, c.name());
+  if (op != OpId::argmax) dev.require_op(op, out.dtype);
   if (out.numel() == 0) return;
 
   std::span<const std::int64_t> sizes(in.sizes), strides(in.strides);
