@@ -65,7 +65,8 @@ bool VulkanDevice::supports(OpId op, DType dtype) const {
   // Comparisons also write a bool, which the f32/i32 shader variant lacks.
   if (op_info(op).result == OpResult::bool_ && !computes(DType::boolean)) return false;
   if (dtype == DType::f64)
-    return f64_ && has_f64_module(std::uint32_t(op)) && DeviceImpl::supports(op, dtype);
+    return (moves_element_bytes(op) || (f64_ && has_f64_module(std::uint32_t(op)))) &&
+           DeviceImpl::supports(op, dtype);
   return computes(dtype) && DeviceImpl::supports(op, dtype);
 }
 

@@ -96,6 +96,9 @@ void add_reduce_kernels(KernelTable& table);
 void add_nn_kernels(KernelTable& table);
 void add_linalg_kernels(KernelTable& table);
 void add_index_kernels(KernelTable& table);  // index_select, gather, index_add, scatter_add
+// The ops whose kernels move elements by their size and compute nothing on them, so they take
+// f64 on every device (Note [f64 on Vulkan] in vk_pipelines.cpp): index_select and gather.
+bool moves_element_bytes(OpId op);
 void add_optim_kernels(KernelTable& table);  // adam_step, sgd_step
 void add_sort_kernels(KernelTable& table);   // cumsum, cumprod, cummax, cummin, sort
 

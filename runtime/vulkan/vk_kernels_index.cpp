@@ -70,7 +70,7 @@ void gather_along(DeviceImpl& d, std::string_view op, const TensorArg& x, const 
   if (index.dtype != DType::i64 || x.dtype != out.dtype)
     throw DTypeError(
         fmt::format("{}: the vulkan kernel expects an i64 index and an output of x's dtype", op));
-  dev.require(x.dtype, op);
+  if (x.dtype != DType::f64) dev.require(x.dtype, op);  // f64 moves as 8-byte elements
   if (out.numel() == 0) return;
   const std::int64_t dim_size = x.sizes[std::size_t(dim)];
   const std::int64_t dim_stride = x.strides[std::size_t(dim)];
@@ -301,6 +301,8 @@ void scatter_add_kernel(DeviceImpl& d, const OpCall& call) {
 }
 
 }  // namespace
+
+bool moves_element_bytes(OpId op) { return op == OpId::index_select || op == OpId::gather; }
 
 void add_index_kernels(KernelTable& table) {
   table.emplace_back(OpId::index_select, index_select_kernel);

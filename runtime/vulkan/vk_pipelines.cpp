@@ -103,8 +103,10 @@ const Pipelines::Layout& Pipelines::layout_for(std::size_t bindings) {
 // compiled with FERRY_F64 (shaders/common.glsl: f64 bound as doubles, the float dtypes loaded
 // into and computed in double); a dispatch that binds an f64 tensor (DispatchDesc::f64) takes
 // it, and supports(op, f64) is true exactly where that module exists and the device has
-// shaderFloat64 (VulkanDevice::supports). Other ops refuse f64 with UnsupportedError, as
-// before; f64 tensors move to and from every Vulkan device byte for byte.
+// shaderFloat64 (VulkanDevice::supports). index_select and gather move elements by their size
+// (moves_element_bytes), so they take f64 on every device, bit for bit. Other ops refuse f64
+// with UnsupportedError, as before; f64 tensors move to and from every Vulkan device byte for
+// byte.
 bool has_f64_module(std::uint32_t op) {
   for (std::size_t i = 0; i < kEmbeddedOpShaderCount; ++i)
     if (kEmbeddedOpShaders[i].op == op && kEmbeddedOpShaders[i].f64) return true;
