@@ -17,13 +17,32 @@ file(GLOB FERRY_SHADER_HEADERS CONFIGURE_DEPENDS ${FERRY_SHADER_DIR}/*.glsl
      ${FERRY_SHADER_DIR}/abi/*.h)
 # The ops' codes, generated from ops/ops.table (ops/generate.cmake).
 list(APPEND FERRY_SHADER_HEADERS ${FERRY_GENERATED_DIR}/shaders/ferry_ops.glsl)
+# Note [Per-op shader modules]: each shader here, with the op kinds it runs (its OP
+# specialization constant), is also compiled once per op of those kinds that the Vulkan backend
+# dispatches (FERRY_VULKAN_OPS_<kind>, from ops/ops.table), in place of the shader's one full
+# module, with OP a constant (FERRY_FIXED_OP); spirv-opt then inlines and drops the other ops' code. The passes
+# only remove code and move values into registers: no arithmetic is reassociated, and
+# `precise` (NoContraction) stays on what it marks.
+# The ops a shader lists on its `// ferry-f64-ops:` lines also get an f64 module, compiled with
+# FERRY_F64 as well (Note [f64 on Vulkan] in runtime/vulkan/vk_pipelines.cpp).
+set(FERRY_PER_OP_SHADERS "elementwise:unary,binary,compare,activation_backward,where,copy,fill,arange"
+    "reduce:reduce")
+set(FERRY_PER_OP_SHADER_NAMES)
+foreach(entry ${FERRY_PER_OP_SHADERS})
+  string(REGEX REPLACE ":.*" "" _name ${entry})
+  list(APPEND FERRY_PER_OP_SHADER_NAMES ${_name})
+endforeach()
 set(FERRY_SPV_DIR ${FERRY_SHADER_BUILD_DIR}/spv)
 set(FERRY_SPV_FILES)
 set(FERRY_SHADER_NAMES)
 foreach(src ${FERRY_SHADER_SOURCES})
   get_filename_component(name ${src} NAME_WE)
   list(APPEND FERRY_SHADER_NAMES ${name})
-  foreach(variant full base)
+  set(_variants full base)
+  if(name IN_LIST FERRY_PER_OP_SHADER_NAMES)
+    set(_variants base)  # its full variant is its per-op modules
+  endif()
+  foreach(variant ${_variants})
     set(spv ${FERRY_SPV_DIR}/${name}.${variant}.spv)
     if(variant STREQUAL "full")
       set(defs -DFERRY_FULL=1)
@@ -43,16 +62,6 @@ foreach(src ${FERRY_SHADER_SOURCES})
   endforeach()
 endforeach()
 
-# Note [Per-op shader modules]: each shader here, with the op kinds it runs (its OP
-# specialization constant), is also compiled once per op of those kinds that the Vulkan backend
-# dispatches (FERRY_VULKAN_OPS_<kind>, from ops/ops.table), full variant only, with OP a
-# constant (FERRY_FIXED_OP); spirv-opt then inlines and drops the other ops' code. The passes
-# only remove code and move values into registers: no arithmetic is reassociated, and
-# `precise` (NoContraction) stays on what it marks.
-# The ops a shader lists on its `// ferry-f64-ops:` lines also get an f64 module, compiled with
-# FERRY_F64 as well (Note [f64 on Vulkan] in runtime/vulkan/vk_pipelines.cpp).
-set(FERRY_PER_OP_SHADERS "elementwise:unary,binary,compare,activation_backward,where,copy,fill,arange"
-    "reduce:reduce")
 set(_per_op_passes --merge-return --inline-entry-points-exhaustive --eliminate-dead-functions
     --eliminate-local-single-block --eliminate-local-single-store --eliminate-local-multi-store
     --ccp --eliminate-dead-branches --eliminate-dead-code-aggressive --merge-blocks
@@ -110,7 +119,7 @@ set(FERRY_SHADERS_CPP ${FERRY_SHADER_BUILD_DIR}/ferry_shaders.cpp)
 add_custom_command(
   OUTPUT ${FERRY_SHADER_BUILD_DIR}/ferry_shaders.cpp
   COMMAND ${CMAKE_COMMAND} -DSPV_DIR=${FERRY_SPV_DIR} "-DNAMES=${FERRY_SHADER_NAMES}"
-          "-DOP_MODULES=${FERRY_OP_MODULES}"
+          "-DOP_MODULES=${FERRY_OP_MODULES}" "-DPER_OP_NAMES=${FERRY_PER_OP_SHADER_NAMES}"
           -DOUT=${FERRY_SHADER_BUILD_DIR}/ferry_shaders.cpp -P ${FERRY_SHADER_DIR}/embed.cmake
   DEPENDS ${FERRY_SPV_FILES} ${FERRY_SHADER_DIR}/embed.cmake
   COMMENT "Embedding ${FERRY_SHADER_BUILD_DIR}/ferry_shaders.cpp"

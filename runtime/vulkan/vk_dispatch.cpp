@@ -89,10 +89,9 @@ void VulkanDevice::require(DType dt, std::string_view op) const {
   if (dt == DType::f64)
     throw UnsupportedError(fmt::format(
         "{}: {} on f64 is not supported by the vulkan backend (its shaders compute f64 only in "
-        "arithmetic, comparison, cast, fill and reduction ops, on devices with shaderFloat64{}; "
-        "the cpu and "
-        "cuda backends compute every op on f64); move the tensor with .cpu(), or cast it "
-        "with .to(ferry::DType::f32) first",
+        "arithmetic, comparison, cast, fill, reduction and index ops, on devices with "
+        "shaderFloat64{}; the cpu and cuda backends compute every op on f64); move the tensor "
+        "with .cpu(), or cast it with .to(ferry::DType::f32) first",
         device().str(), op, f64_ ? "" : ", which this one lacks"));
   if (!computes(dt))
     throw UnsupportedError(fmt::format(

@@ -21,6 +21,7 @@
 #include <filesystem>
 #include <fstream>
 #include <iterator>
+#include <vector>
 
 #include "ferry/error.hpp"
 #include "log_internal.hpp"
@@ -83,13 +84,13 @@ const Pipelines::Layout& Pipelines::layout_for(std::size_t bindings) {
 // module, not with what the pipeline runs. elementwise.comp holds every element-wise op's
 // code (205 KB of SPIR-V in the full variant) and each (op, dtypes, dims) pipeline paid for
 // all of them: on lavapipe 0.15-0.35 s a pipeline, most of the Vulkan test time. So the build
-// also compiles such a shader once per op it runs (shaders/shaders.cmake's
+// compiles such a shader, for the full variant, once per op it runs (shaders/shaders.cmake's
 // FERRY_PER_OP_SHADERS) with OP a constant, and spirv-opt removes the other ops' code (24-29
 // KB a module); a dispatch that names its op (DispatchDesc::op) is made from that op's module
-// where one exists, from the shader's own module otherwise (the base variant, and ops the
-// build did not list). Measured on lavapipe (Mesa's shader cache warm): the conformance
-// suite on vulkan:0 with validation, 470 s -> 111 s; ferry_tests in one process, 4 min ->
-// 29 s. ggml's Vulkan backend makes its shaders per op and type for the same reason.
+// (the full variant has no module of all ops for such a shader; the base variant keeps it).
+// Measured on lavapipe (Mesa's shader cache warm): the conformance suite on vulkan:0 with
+// validation, 470 s -> 111 s; ferry_tests in one process, 4 min -> 29 s. ggml's Vulkan backend
+// makes its shaders per op and type for the same reason.
 //
 // Note [f64 on Vulkan]
 // PyTorch takes f64 for every op that takes a float, and GPUs that compute it (shaderFloat64:
@@ -108,9 +109,15 @@ const Pipelines::Layout& Pipelines::layout_for(std::size_t bindings) {
 // with UnsupportedError, as before; f64 tensors move to and from every Vulkan device byte for
 // byte.
 bool has_f64_module(std::uint32_t op) {
-  for (std::size_t i = 0; i < kEmbeddedOpShaderCount; ++i)
-    if (kEmbeddedOpShaders[i].op == op && kEmbeddedOpShaders[i].f64) return true;
-  return false;
+  // Asked on every f64 supports() and kernel call: the table is read once.
+  static const std::vector<bool> has = [] {
+    std::vector<bool> v(kOpCount, false);
+    for (std::size_t i = 0; i < kEmbeddedOpShaderCount; ++i)
+      if (kEmbeddedOpShaders[i].f64 && kEmbeddedOpShaders[i].op < kOpCount)
+        v[kEmbeddedOpShaders[i].op] = true;
+    return v;
+  }();
+  return op < has.size() && has[op];
 }
 
 VkShaderModule Pipelines::shader_module(std::string_view name, std::uint32_t op, bool f64) {
@@ -140,6 +147,8 @@ VkShaderModule Pipelines::shader_module(std::string_view name, std::uint32_t op,
     if (!found) throw Error(fmt::format("vulkan: no embedded shader named '{}'", name));
     words = full_variant_ ? found->full : found->base;
     word_count = full_variant_ ? found->full_words : found->base_words;
+    if (!words)  // a per-op shader's dispatch that named no op, or an op the build left out
+      throw Error(fmt::format("vulkan: the '{}' shader has no module for op {}", name, op));
   }
   VkShaderModuleCreateInfo ci{VK_STRUCTURE_TYPE_SHADER_MODULE_CREATE_INFO};
   ci.codeSize = word_count * 4;

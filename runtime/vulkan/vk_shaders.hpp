@@ -10,7 +10,8 @@ namespace ferry::vulkan {
 
 struct EmbeddedShader {
   const char* name;           // "elementwise" for shaders/elementwise.comp
-  const std::uint32_t* full;  // compiled with FERRY_FULL (i64, 8/16-bit storage)
+  const std::uint32_t* full;  // compiled with FERRY_FULL (i64, 8/16-bit storage); null
+                              // for a shader made per op (Note [Per-op shader modules])
   std::size_t full_words;
   const std::uint32_t* base;  // f32/i32 only
   std::size_t base_words;

@@ -66,6 +66,11 @@ TEST(ConformanceSelfTest, HonestPluginPassesWhatItClaimsAndSkipsTheRest) {
   EXPECT_TRUE(exp_skipped);
   for (const auto& p : with_status(r, "passed")) EXPECT_NE(p["op"], "exp") << p.dump();
   EXPECT_NE(r.output.find(" passed, 0 failed, "), std::string::npos) << r.output;
+  // Each case's wall time, where the suite's time goes.
+  for (const auto& c : r.report["results"])
+    EXPECT_TRUE(c["seconds"].is_number() && c["seconds"].get<double>() >= 0) << c.dump();
+  for (const auto& p : with_status(r, "passed"))
+    EXPECT_GT(p["seconds"].get<double>(), 0) << p.dump();
 }
 
 TEST(ConformanceSelfTest, AWrongKernelIsReportedWithOpDtypeAndShape) {
