@@ -60,6 +60,7 @@ foreach(k ${_kinds})
   set(_glsl_${k} "")
   set(FERRY_VULKAN_OPS_${k} "")
 endforeach()
+set(FERRY_VULKAN_OPS "")
 foreach(line IN LISTS _lines)
   string(STRIP "${line}" line)
   if(line STREQUAL "" OR line MATCHES "^#")
@@ -167,6 +168,7 @@ foreach(line IN LISTS _lines)
   # runtime/vulkan/vk_pipelines.cpp).
   if(backends MATCHES "(^|,)vulkan(,|$)")
     list(APPEND FERRY_VULKAN_OPS_${kind} "${name}=${_id}")
+    list(APPEND FERRY_VULKAN_OPS "${name}=${_id}")  # every kind's
   endif()
   # A composite op with no fused kernel (backends -) has no functor.
   if(kind IN_LIST _functor_kinds AND NOT backends STREQUAL "-")

@@ -194,6 +194,13 @@ ITYPE float_to_itype(double f, uint dt) {
 // ---- float math with the edge cases GLSL leaves undefined ----
 #define F_NAN uintBitsToFloat(0x7fc00000u)
 #define F_INF uintBitsToFloat(0x7f800000u)
+// A literal of the FTYPE math that float does not hold exactly, written with the lf suffix:
+// glslang folds the conversion, so a float module holds a float constant and needs no doubles.
+#define FLIT(x) FTYPE(x)
+bool sign_bit_of(float x) { return (floatBitsToUint(x) & 0x80000000u) != 0u; }
+float copysign_of(float x, float y) {
+  return uintBitsToFloat((floatBitsToUint(x) & 0x7fffffffu) | (floatBitsToUint(y) & 0x80000000u));
+}
 
 // Note [Transcendentals in GLSL]
 // GLSL's exp, log, pow and tanh have implementation-defined precision (the
@@ -484,6 +491,7 @@ float min_f(float a, float b) { return isnan(a) ? a : (isnan(b) ? b : (a < b ? a
 #ifdef FERRY_F64
 double max_f(double a, double b) { return isnan(a) ? a : (isnan(b) ? b : (a > b ? a : b)); }
 double min_f(double a, double b) { return isnan(a) ? a : (isnan(b) ? b : (a < b ? a : b)); }
+double safe_sqrt(double x) { return x < 0.0lf || isnan(x) ? double(F_NAN) : sqrt(x); }
 #endif
 
 // C's pow: the special cases (0, +-inf, NaN, negative bases with integral

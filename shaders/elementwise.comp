@@ -8,6 +8,9 @@
 #extension GL_GOOGLE_include_directive : require
 #include "common.glsl"
 #include "transcendentals.glsl"
+#ifdef FERRY_F64
+#include "transcendentals_f64.glsl"
+#endif
 #include "abi/elementwise.h"  // spec and push constants, codes: shared with the host
 #ifdef FERRY_F64
 #define LOAD_FILL_F64_ packDouble2x32(uvec2(p.s[1], p.s[2]))
@@ -35,14 +38,17 @@ bool is_grad() { return op_is_activation_backward(OP); }
 
 // min(max(x + 3, 0), 6), a NaN kept: tested first, as NVIDIA's compiler turns
 // the selects below into a max and a min that drop it.
-float relu6_of_shifted(float x) {
+FTYPE relu6_of_shifted(FTYPE x) {
   if (isnan(x)) return x;
-  float t = x + 3.0;
+  FTYPE t = x + 3.0;
   t = t < 0.0 ? 0.0 : t;
   return t > 6.0 ? 6.0 : t;
 }
 
-float unary_f(float x) {
+// The float dtypes' math, in FTYPE: float in the other modules, double in the f64 ones (whose
+// overloads of exp_f, erfc_f, ... are transcendentals_f64.glsl's); a literal float does not
+// hold exactly is a FLIT, so that the f64 modules get all its digits.
+FTYPE unary_f(FTYPE x) {
   switch (OP) {
     case OP_NEG: return -x;
     case OP_ABS: return abs(x);
@@ -58,7 +64,7 @@ float unary_f(float x) {
     case OP_TRUNC: return trunc(x);
     case OP_ROUND: return roundEven(x);
     case OP_FRAC: return x - trunc(x);
-    case OP_SIGN: return float(0.0 < x) - float(x < 0.0);  // 0 for NaN, as the CPU
+    case OP_SIGN: return FTYPE(0.0 < x) - FTYPE(x < 0.0);  // 0 for NaN, as the CPU
     case OP_RECIPROCAL: return 1.0 / x;
     case OP_SQRT: return safe_sqrt(x);
     case OP_RSQRT: return 1.0 / safe_sqrt(x);
@@ -67,8 +73,9 @@ float unary_f(float x) {
     case OP_TANH: return safe_tanh(x);
     case OP_SIGMOID: return sigmoid_f(x);
     // x Phi(x) with Phi(x) = erfc(-x / sqrt 2) / 2: 1 + erf(x / sqrt 2) cancels for x < -3.
-    case OP_GELU: return 0.5 * x * erfc_f(x * -0.70710678118654752);
-    case OP_GELU_TANH: return x / (1.0 + safe_exp(-2.0 * (0.79788456080286536 * (x + 0.044715 * x * x * x))));
+    case OP_GELU: return 0.5 * x * erfc_f(x * FLIT(-0.70710678118654752lf));
+    case OP_GELU_TANH:
+      return x / (1.0 + safe_exp(-2.0 * (FLIT(0.79788456080286536lf) * (x + FLIT(0.044715lf) * x * x * x))));
     case OP_SILU: return x / (1.0 + safe_exp(-x));
     case OP_LOG10: return log10_f(x);
     case OP_EXP2: return exp2_f(x);
@@ -85,8 +92,8 @@ float unary_f(float x) {
     case OP_ACOSH: return acosh_f(x);
     case OP_ATANH: return atanh_f(x);
     // The activations' formulas are kit/math/scalar_ops.hpp's.
-    case OP_SELU: return x > 0.0 ? 1.0507009873554804934 * x
-                                 : 1.0507009873554804934 * 1.6732632423543772848 * expm1_f(x);
+    case OP_SELU: return x > 0.0 ? FLIT(1.0507009873554804934lf) * x
+                                 : FLIT(1.0507009873554804934lf) * FLIT(1.6732632423543772848lf) * expm1_f(x);
     case OP_HARDSIGMOID: return relu6_of_shifted(x) / 6.0;
     case OP_HARDSWISH: return x * relu6_of_shifted(x) / 6.0;
     case OP_MISH: return x * safe_tanh(log1p_f(safe_exp(x)));
@@ -139,7 +146,7 @@ ITYPE unary_i(ITYPE x) {
   return x;  // floor, ceil, trunc and round keep integers as they are
 }
 
-float binary_f(float x, float y) {
+FTYPE binary_f(FTYPE x, FTYPE y) {
   switch (OP) {
     case OP_ADD: return x + y;
     case OP_SUB: return x - y;
@@ -151,20 +158,20 @@ float binary_f(float x, float y) {
     case OP_ATAN2: return atan2_f(x, y);
     case OP_FMOD: return fmod_f(x, y);
     case OP_REMAINDER: {  // fmod moved to y's sign (kit/math/elementwise_ops.hpp)
-      float r = fmod_f(x, y);
+      FTYPE r = fmod_f(x, y);
       return (r != 0.0 && (r < 0.0) != (y < 0.0)) ? r + y : r;
     }
     case OP_FLOOR_DIVIDE: {  // PyTorch's div_floor_floating (kit/math/scalar_ops.hpp)
       if (y == 0.0) return x / y;
-      float m = fmod_f(x, y);
-      float d = (x - m) / y;
+      FTYPE m = fmod_f(x, y);
+      FTYPE d = (x - m) / y;
       if (m != 0.0 && (y < 0.0) != (m < 0.0)) d -= 1.0;
-      if (d == 0.0) return (floatBitsToUint(x) ^ floatBitsToUint(y)) >= 0x80000000u ? -0.0 : 0.0;
-      float f = floor(d);
+      if (d == 0.0) return sign_bit_of(x) != sign_bit_of(y) ? -FTYPE(0.0) : FTYPE(0.0);
+      FTYPE f = floor(d);
       return d - f > 0.5 ? f + 1.0 : f;
     }
     case OP_HYPOT: return hypot_f(x, y);
-    case OP_COPYSIGN: return uintBitsToFloat((floatBitsToUint(x) & 0x7fffffffu) | (floatBitsToUint(y) & 0x80000000u));
+    case OP_COPYSIGN: return copysign_of(x, y);
     case OP_XLOGY: return isnan(y) ? y : (x == 0.0 ? 0.0 : x * log_f(y));
   }
   return x;
@@ -173,25 +180,25 @@ float binary_f(float x, float y) {
 // The derivative of an activation times g, the gradient of its output; z is the forward
 // output y for relu, sigmoid and tanh, the forward input x for the gelus and silu. The
 // formulas and their operation order are include/ferry/kit/math/grad_ops.hpp's (PyTorch's).
-float grad_f(float g, float z) {
+FTYPE grad_f(FTYPE g, FTYPE z) {
   switch (OP) {
     case OP_RELU_BACKWARD: return z <= 0.0 ? 0.0 : g;  // a NaN z passes the gradient
     case OP_SIGMOID_BACKWARD: return g * (1.0 - z) * z;
     case OP_TANH_BACKWARD: return g * (1.0 - z * z);
     case OP_GELU_BACKWARD: {
-      float cdf = 0.5 * erfc_f(z * -0.70710678118654752);
-      float pdf = 0.39894228040143268 * safe_exp(z * z * -0.5);  // 1/sqrt(2 pi) exp(-z^2/2)
+      FTYPE cdf = 0.5 * erfc_f(z * FLIT(-0.70710678118654752lf));
+      FTYPE pdf = FLIT(0.39894228040143268lf) * safe_exp(z * z * -0.5);  // 1/sqrt(2 pi) exp(-z^2/2)
       return g * (cdf + z * pdf);
     }
     case OP_GELU_TANH_BACKWARD: {
-      const float k = 0.79788456080286536, c = 0.044715;  // sqrt(2/pi), the cubic term
-      float z_sq = z * z;
-      float t = safe_tanh(k * (z + c * (z_sq * z)));
-      float inner_derivative = k * (1.0 + 3.0 * c * z_sq);
+      const FTYPE k = FLIT(0.79788456080286536lf), c = FLIT(0.044715lf);  // sqrt(2/pi), the cubic term
+      FTYPE z_sq = z * z;
+      FTYPE t = safe_tanh(k * (z + c * (z_sq * z)));
+      FTYPE inner_derivative = k * (1.0 + 3.0 * c * z_sq);
       return g * (0.5 * (1.0 + t) + 0.5 * z * (1.0 - t * t) * inner_derivative);
     }
     case OP_SILU_BACKWARD: {
-      float s = sigmoid_f(z);
+      FTYPE s = sigmoid_f(z);
       return g * s * (1.0 + z * (1.0 - s));
     }
   }
@@ -199,79 +206,15 @@ float grad_f(float g, float z) {
 }
 
 // The ops the f64 modules compute (Note [f64 on Vulkan] in runtime/vulkan/vk_pipelines.cpp):
-// those whose math is IEEE arithmetic, exact or correctly rounded in double as on the CPU.
-// shaders/shaders.cmake reads this line; the functions below hold their double code.
+// every op of the float dtypes. shaders/shaders.cmake reads these lines.
 // ferry-f64-ops: neg abs relu floor ceil trunc round frac sign reciprocal sqrt rsqrt square
-// ferry-f64-ops: add sub mul div maximum minimum copysign eq ne lt le gt ge
-// ferry-f64-ops: relu_backward sigmoid_backward tanh_backward where copy fill
-#ifdef FERRY_F64
-double unary_d(double x) {
-  switch (OP) {
-    case OP_NEG: return -x;
-    case OP_ABS: return abs(x);
-    case OP_RELU: return x > 0.0 ? x : (isnan(x) ? x : 0.0);
-    case OP_SQUARE: return x * x;
-    case OP_FLOOR: return floor(x);
-    case OP_CEIL: return ceil(x);
-    case OP_TRUNC: return trunc(x);
-    case OP_ROUND: return roundEven(x);
-    case OP_FRAC: return x - trunc(x);
-    case OP_SIGN: return double(0.0 < x) - double(x < 0.0);  // 0 for NaN, as the CPU
-    case OP_RECIPROCAL: return 1.0 / x;
-    case OP_SQRT: return sqrt(x);
-    case OP_RSQRT: return 1.0 / sqrt(x);
-  }
-  return x;
-}
-
-double binary_d(double x, double y) {
-  switch (OP) {
-    case OP_ADD: return x + y;
-    case OP_SUB: return x - y;
-    case OP_MUL: return x * y;
-    case OP_DIV: return x / y;
-    case OP_MAXIMUM: return isnan(x) ? x : (isnan(y) ? y : (x > y ? x : y));
-    case OP_MINIMUM: return isnan(x) ? x : (isnan(y) ? y : (x < y ? x : y));
-    case OP_COPYSIGN: {
-      uvec2 bx = unpackDouble2x32(x), by = unpackDouble2x32(y);
-      return packDouble2x32(uvec2(bx.x, (bx.y & 0x7fffffffu) | (by.y & 0x80000000u)));
-    }
-  }
-  return x;
-}
-
-bool compare_d(double x, double y) {
-  switch (OP) {
-    case OP_EQ: return x == y;
-    case OP_NE: return x != y;  // true when either is NaN
-    case OP_LT: return x < y;
-    case OP_LE: return x <= y;
-    case OP_GT: return x > y;
-    case OP_GE: return x >= y;
-  }
-  return false;
-}
-
-// grad_f's formulas, in the same order.
-double grad_d(double g, double z) {
-  switch (OP) {
-    case OP_RELU_BACKWARD: return z <= 0.0 ? 0.0 : g;
-    case OP_SIGMOID_BACKWARD: return g * (1.0 - z) * z;
-    case OP_TANH_BACKWARD: return g * (1.0 - z * z);
-  }
-  return g;
-}
-// main() calls the float dtypes' functions by these names: double's here, float's elsewhere.
-#define UNARY_FT unary_d
-#define BINARY_FT binary_d
-#define COMPARE_FT compare_d
-#define GRAD_FT grad_d
-#else
-#define UNARY_FT unary_f
-#define BINARY_FT binary_f
-#define COMPARE_FT compare_f
-#define GRAD_FT grad_f
-#endif
+// ferry-f64-ops: exp expm1 log log1p log2 log10 exp2 sin cos tan asin acos atan sinh cosh tanh
+// ferry-f64-ops: asinh acosh atanh erf erfc erfinv sigmoid silu gelu gelu_tanh selu
+// ferry-f64-ops: hardsigmoid hardswish mish logsigmoid
+// ferry-f64-ops: add sub mul div pow maximum minimum atan2 fmod remainder floor_divide hypot
+// ferry-f64-ops: copysign xlogy eq ne lt le gt ge
+// ferry-f64-ops: relu_backward sigmoid_backward tanh_backward gelu_backward
+// ferry-f64-ops: gelu_tanh_backward silu_backward where copy fill arange
 
 // The divisions with rounding (kit/math/elementwise_ops.hpp): the front-end
 // refuses a zero divisor. Division truncates (OpSDiv); the remainders are
@@ -343,7 +286,7 @@ ITYPE binary_i(ITYPE x, ITYPE y) {
   return x;
 }
 
-bool compare_f(float x, float y) {
+bool compare_f(FTYPE x, FTYPE y) {
   switch (OP) {
     case OP_EQ: return x == y;
     case OP_NE: return x != y;  // true when either is NaN
@@ -422,11 +365,25 @@ void main() {
 #endif
       }
     } else if (OP == OP_ARANGE) {
-      // s0: start, s1: step as floats; s2 != 0: both are integers (exact for ints).
-      if (p.s[2] != 0u && !IS_FLOAT_DT(OUT_DT)) {
-        STORE_I(o, OUT_DT, oi, ITYPE(int(uintBitsToFloat(p.s[0]))) + ITYPE(i) * ITYPE(int(uintBitsToFloat(p.s[1]))))
+      // s4: the index of this dispatch's first element (a long arange comes in parts). f64:
+      // s0, s1 start and s2, s3 step as a double's words, start + k step as the CPU computes it
+      // (unfused). Else s0: start, s1: step as floats; s2 != 0: both are integers (exact for
+      // ints).
+      const uint k = i + p.s[4];
+      bool done = false;
+#ifdef FERRY_F64
+      if (OUT_DT == DT_F64) {
+        precise double v = packDouble2x32(uvec2(p.s[0], p.s[1])) +
+                           double(k) * packDouble2x32(uvec2(p.s[2], p.s[3]));
+        STORE_F(o, OUT_DT, oi, v)
+        done = true;
+      }
+#endif
+      if (done) {
+      } else if (p.s[2] != 0u && !IS_FLOAT_DT(OUT_DT)) {
+        STORE_I(o, OUT_DT, oi, ITYPE(int(uintBitsToFloat(p.s[0]))) + ITYPE(k) * ITYPE(int(uintBitsToFloat(p.s[1]))))
       } else {
-        float v = uintBitsToFloat(p.s[0]) + float(i) * uintBitsToFloat(p.s[1]);
+        float v = uintBitsToFloat(p.s[0]) + float(k) * uintBitsToFloat(p.s[1]);
         if (IS_FLOAT_DT(OUT_DT)) {
           STORE_F(o, OUT_DT, oi, v)
         } else {
@@ -462,20 +419,20 @@ void main() {
     } else if (is_unary()) {
       uint ai = offset_of(1, coord);
       if (IS_FLOAT_DT(IN_DT)) {
-        STORE_F(o, OUT_DT, oi, UNARY_FT(LOAD_F(a, IN_DT, ai)))
+        STORE_F(o, OUT_DT, oi, unary_f(LOAD_F(a, IN_DT, ai)))
       } else {
         STORE_I(o, OUT_DT, oi, unary_i(LOAD_I(a, IN_DT, ai)))
       }
     } else {
       uint ai = offset_of(1, coord), bi = offset_of(2, coord);
       if (is_compare()) {
-        bool r = IS_FLOAT_DT(IN_DT) ? COMPARE_FT(LOAD_F(a, IN_DT, ai), LOAD_F(b, IN_DT, bi))
+        bool r = IS_FLOAT_DT(IN_DT) ? compare_f(LOAD_F(a, IN_DT, ai), LOAD_F(b, IN_DT, bi))
                                     : compare_i(LOAD_I(a, IN_DT, ai), LOAD_I(b, IN_DT, bi));
         STORE_I(o, OUT_DT, oi, ITYPE(r ? 1 : 0))
       } else if (is_grad()) {
-        STORE_F(o, OUT_DT, oi, GRAD_FT(LOAD_F(a, IN_DT, ai), LOAD_F(b, IN_DT, bi)))
+        STORE_F(o, OUT_DT, oi, grad_f(LOAD_F(a, IN_DT, ai), LOAD_F(b, IN_DT, bi)))
       } else if (IS_FLOAT_DT(IN_DT)) {
-        STORE_F(o, OUT_DT, oi, BINARY_FT(LOAD_F(a, IN_DT, ai), LOAD_F(b, IN_DT, bi)))
+        STORE_F(o, OUT_DT, oi, binary_f(LOAD_F(a, IN_DT, ai), LOAD_F(b, IN_DT, bi)))
       } else {
         STORE_I(o, OUT_DT, oi, binary_i(LOAD_I(a, IN_DT, ai), LOAD_I(b, IN_DT, bi)))
       }

@@ -1,4 +1,4 @@
-# cmake -DSPV_DIR=... -DNAMES=a;b -DOP_MODULES=shader:op:code:variant;... -DPER_OP_NAMES=a;...
+# cmake -DSPV_DIR=... -DNAMES=a;b -DOP_MODULES=shader:op:code:variant:file;... -DPER_OP_NAMES=a;...
 #       -DOUT=file.cpp -P embed.cmake
 # Writes the SPIR-V words of each shader's two variants, and of each per-op module
 # (Note [Per-op shader modules] in runtime/vulkan/vk_pipelines.cpp), as C++ arrays and the
@@ -27,14 +27,18 @@ foreach(name ${NAMES})
   string(APPEND table "    {\"${name}\", ${full}, k_${name}_base, std::size(k_${name}_base)},\n")
 endforeach()
 set(op_table "")
-foreach(module ${OP_MODULES})
+set(embedded_files "")
+foreach(module ${OP_MODULES})  # shader:op:code:variant:file (ops may share a file)
   string(REPLACE ":" ";" parts ${module})
   list(GET parts 0 name)
-  list(GET parts 1 op)
   list(GET parts 2 code)
   list(GET parts 3 variant)
-  set(array k_${name}_${variant}_${op})
-  embed_words(${SPV_DIR}/${name}.${variant}.${op}.spv ${array})
+  list(GET parts 4 spv_file)
+  string(REPLACE "." "_" array "k_${spv_file}")
+  if(NOT spv_file IN_LIST embedded_files)
+    embed_words(${SPV_DIR}/${spv_file}.spv ${array})
+    list(APPEND embedded_files ${spv_file})
+  endif()
   if(variant STREQUAL "f64")
     set(is_f64 true)
   else()

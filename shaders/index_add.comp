@@ -17,6 +17,8 @@
 // are i64, read as two 32-bit words in the base variant (which has no int64).
 //
 // Specialization and push constants: shaders/abi/index_add.h. Grid-stride loop over the lines.
+// The f64 module (Note [f64 on Vulkan] in runtime/vulkan/vk_pipelines.cpp) adds doubles.
+// ferry-f64-ops: index_add scatter_add
 #version 450
 #extension GL_GOOGLE_include_directive : require
 #include "common.glsl"

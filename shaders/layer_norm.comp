@@ -10,30 +10,33 @@
 // (its running means carry errors of ulp(mean)), so it runs on x - K, K the
 // row's first element, and the mean comes from a compensated sum of x - K:
 // mean = K + sum / N is then within about an ulp of the CPU's double mean.
-// Host side: runtime/vulkan/vk_kernels_nn.cpp.
+// Host side: runtime/vulkan/vk_kernels_nn.cpp. The f64 module (Note [f64 on Vulkan] in
+// runtime/vulkan/vk_pipelines.cpp) computes in FTYPE = double and writes f64 statistics, as
+// the CPU does.
+// ferry-f64-ops: layer_norm
 #version 450
 #extension GL_GOOGLE_include_directive : require
 #include "common.glsl"
 #include "abi/layer_norm.h"  // spec and push constants, codes: shared with the host
 
 FERRY_TENSOR(0, y)
-FERRY_TENSOR(1, mo)  // mean, f32
-FERRY_TENSOR(2, ro)  // rstd, f32
+FERRY_TENSOR(1, mo)  // mean, f32 (f64 in the f64 module)
+FERRY_TENSOR(2, ro)  // rstd, likewise
 FERRY_TENSOR(3, x)
 FERRY_TENSOR(4, w)   // when absent the host binds y here (never read)
 FERRY_TENSOR(5, b)
 
 struct Stats {
-  float count, mean, m2;  // m2: sum of squared deviations from mean
-  float hi, lo;           // the sum of the values is hi + lo
+  FTYPE count, mean, m2;  // m2: sum of squared deviations from mean
+  FTYPE hi, lo;           // the sum of the values is hi + lo
 };
 
 // hi += v with the rounding error kept in lo (TwoSum; `precise` keeps the
 // compiler from simplifying it away).
-void add_exact(inout Stats a, float v) {
-  precise float s = a.hi + v;
-  precise float bv = s - a.hi;
-  precise float err = (a.hi - (s - bv)) + (v - bv);
+void add_exact(inout Stats a, FTYPE v) {
+  precise FTYPE s = a.hi + v;
+  precise FTYPE bv = s - a.hi;
+  precise FTYPE err = (a.hi - (s - bv)) + (v - bv);
   a.hi = s;
   a.lo += err;
 }
@@ -46,18 +49,25 @@ void merge(inout Stats a, Stats b) {
   }
   add_exact(a, b.hi);
   a.lo += b.lo;
-  float n = a.count + b.count;
-  float d = b.mean - a.mean;
+  FTYPE n = a.count + b.count;
+  FTYPE d = b.mean - a.mean;
   a.mean += d * (b.count / n);
   a.m2 += b.m2 + d * d * (a.count * (b.count / n));
   a.count = n;
 }
 
-shared float s_count[256];
-shared float s_mean[256];
-shared float s_m2[256];
-shared float s_hi[256];
-shared float s_lo[256];
+shared FTYPE s_count[256];
+shared FTYPE s_mean[256];
+shared FTYPE s_m2[256];
+shared FTYPE s_hi[256];
+shared FTYPE s_lo[256];
+#ifdef FERRY_F64
+#define STATS_OUT(N) N##_f64
+#define EPS packDouble2x32(uvec2(p.eps_bits[0], p.eps_bits[1]))
+#else
+#define STATS_OUT(N) N##_f32
+#define EPS p.eps
+#endif
 
 void put(uint i, Stats st) {
   s_count[i] = st.count;
@@ -79,17 +89,17 @@ void main() {
     const bool valid = ri < p.rows;
     const uint xo = p.x_off + ri * p.xs0;
 
-    Stats st = Stats(0.0, 0.0, 0.0, 0.0, 0.0);
-    float shift = 0.0;
+    Stats st = Stats(FTYPE(0.0), FTYPE(0.0), FTYPE(0.0), FTYPE(0.0), FTYPE(0.0));
+    FTYPE shift = 0.0;
     if (valid && p.n > 0u) {
       shift = LOAD_F(x, DT, xo);
       if (isinf(shift) || isnan(shift)) shift = 0.0;  // an inf or NaN poisons the row anyway
     }
     if (valid) {
       for (uint k = lane; k < p.n; k += LANES) {
-        float v = LOAD_F(x, DT, xo + k * p.xs1) - shift;
+        FTYPE v = LOAD_F(x, DT, xo + k * p.xs1) - shift;
         st.count += 1.0;
-        float d = v - st.mean;
+        FTYPE d = v - st.mean;
         st.mean += d / st.count;
         st.m2 += d * (v - st.mean);
         add_exact(st, v);
@@ -113,16 +123,16 @@ void main() {
     if (valid) {
       // N = 0: the mean of nothing is NaN, as on the CPU. An infinite or NaN
       // value makes lo NaN; hi is then the sum.
-      const float sum = isinf(st.hi) || isnan(st.hi) ? st.hi : st.hi + st.lo;
-      const float mean = p.n == 0u ? F_NAN : shift + sum / float(p.n);
-      const float rstd = 1.0 / safe_sqrt(st.m2 / float(p.n) + p.eps);
+      const FTYPE sum = isinf(st.hi) || isnan(st.hi) ? st.hi : st.hi + st.lo;
+      const FTYPE mean = p.n == 0u ? F_NAN : shift + sum / FTYPE(p.n);
+      const FTYPE rstd = 1.0 / safe_sqrt(st.m2 / FTYPE(p.n) + EPS);
       if (lane == 0u) {
-        mo_f32[p.m_off + ri * p.ms] = mean;
-        ro_f32[p.r_off + ri * p.rs] = rstd;
+        STATS_OUT(mo)[p.m_off + ri * p.ms] = mean;
+        STATS_OUT(ro)[p.r_off + ri * p.rs] = rstd;
       }
       const uint yo = p.y_off + ri * p.ys0;
       for (uint k = lane; k < p.n; k += LANES) {
-        float v = (LOAD_F(x, DT, xo + k * p.xs1) - mean) * rstd;
+        FTYPE v = (LOAD_F(x, DT, xo + k * p.xs1) - mean) * rstd;
         if (HAS_W) v *= LOAD_F(w, DT, p.w_off + k * p.ws);
         if (HAS_B) v += LOAD_F(b, DT, p.b_off + k * p.bs);
         STORE_F(y, DT, yo + k * p.ys1, v)

@@ -22,12 +22,18 @@
 // device limit). K = 0 writes zeros. ACCUMULATE: C += A x B, the old C read through binding
 // 3 (the same range as binding 0, bound for reading so that the host's barriers see the
 // read), for a K cut into pieces that each fit a storage-buffer binding; otherwise binding 3
-// is unused.
+// is unused. The f64 module computes the same in double (the host picks tiles that fit).
+// ferry-f64-ops: matmul
 #version 450
 #extension GL_GOOGLE_include_directive : require
 #extension GL_EXT_control_flow_attributes : enable
 #include "common.glsl"
 #include "abi/matmul.h"  // spec and push constants, codes: shared with the host
+#ifdef FERRY_F64
+#define FVEC4 dvec4  // the f64 module (Note [f64 on Vulkan]) stages and accumulates doubles
+#else
+#define FVEC4 vec4
+#endif
 
 const uint WG_X = BN / TN;  // threads along N
 const uint WG_Y = BM / TM;  // threads along M
@@ -43,8 +49,8 @@ FERRY_TENSOR(2, b)
 FERRY_TENSOR(3, cin)
 
 // Two buffers of BK rows each; element (k, m) of buffer s is sA[(s*BK + k)*SA_ROW + m/4][m%4].
-shared vec4 sA[2 * BK * SA_ROW];
-shared vec4 sB[2 * BK * SB_ROW];
+shared FVEC4 sA[2 * BK * SA_ROW];
+shared FVEC4 sB[2 * BK * SB_ROW];
 
 // Loading: a slice of A is BK x BM/4 runs of 4 consecutive rows, of B BK x BN/4 runs of 4
 // consecutive columns; loader slot i of a thread loads one run into a vec4, so that it lands
@@ -66,39 +72,39 @@ uvec2 b_slot(uint i) {
 
 // Rows m0 + 4 s.x + (0..3) of A at column k0 + s.y, 0 outside A. An element outside A reads
 // A's first element instead (always in bounds) and drops it: no divergence, no stray read.
-vec4 load_a(uint i, uint a_base, uint m0, uint k0) {
+FVEC4 load_a(uint i, uint a_base, uint m0, uint k0) {
   uvec2 s = a_slot(i);
   uint m = m0 + 4 * s.x, k = k0 + s.y;
   bool ok = a_valid(i) && k < p.K;
   uint at = a_base + m * p.sa_m + k * p.sa_k;
-  vec4 v;
+  FVEC4 v;
   [[unroll]] for (uint r = 0; r < 4; ++r) {
     bool in_a = ok && m + r < p.M;
-    float x = LOAD_F(a, DT, in_a ? at + r * p.sa_m : p.a_off);
+    FTYPE x = LOAD_F(a, DT, in_a ? at + r * p.sa_m : p.a_off);
     v[r] = in_a ? x : 0.0;
   }
   return v;
 }
 // Columns n0 + 4 s.x + (0..3) of B at row k0 + s.y, 0 outside B.
-vec4 load_b(uint i, uint b_base, uint n0, uint k0) {
+FVEC4 load_b(uint i, uint b_base, uint n0, uint k0) {
   uvec2 s = b_slot(i);
   uint n = n0 + 4 * s.x, k = k0 + s.y;
   bool ok = b_valid(i) && k < p.K;
   uint at = b_base + k * p.sb_k + n * p.sb_n;
-  vec4 v;
+  FVEC4 v;
   [[unroll]] for (uint j = 0; j < 4; ++j) {
     bool in_b = ok && n + j < p.N;
-    float x = LOAD_F(b, DT, in_b ? at + j * p.sb_n : p.b_off);
+    FTYPE x = LOAD_F(b, DT, in_b ? at + j * p.sb_n : p.b_off);
     v[j] = in_b ? x : 0.0;
   }
   return v;
 }
 // Stores a loaded run into buffer `buf` of the shared slices.
-void stage_a(uint i, uint buf, vec4 v) {
+void stage_a(uint i, uint buf, FVEC4 v) {
   uvec2 s = a_slot(i);
   if (a_valid(i)) sA[(buf * BK + s.y) * SA_ROW + s.x] = v;
 }
-void stage_b(uint i, uint buf, vec4 v) {
+void stage_b(uint i, uint buf, FVEC4 v) {
   uvec2 s = b_slot(i);
   if (b_valid(i)) sB[(buf * BK + s.y) * SB_ROW + s.x] = v;
 }
@@ -147,9 +153,9 @@ void main() {
   }
 
   // Floating: acc[(r * TN/4) + h] holds row r (of TM), columns group h (of TN/4).
-  vec4 acc[TM * TN / 4];
-  [[unroll]] for (uint i = 0; i < TM * TN / 4; ++i) acc[i] = vec4(0.0);
-  vec4 ra[LOADS_A], rb[LOADS_B];  // the next slice, on its way from global memory
+  FVEC4 acc[TM * TN / 4];
+  [[unroll]] for (uint i = 0; i < TM * TN / 4; ++i) acc[i] = FVEC4(0.0);
+  FVEC4 ra[LOADS_A], rb[LOADS_B];  // the next slice, on its way from global memory
 
   const uint slices = (p.K + BK - 1) / BK;
   if (slices > 0) {  // stage slice 0 in buffer 0
@@ -169,7 +175,7 @@ void main() {
     }
 
     [[unroll]] for (uint k = 0; k < BK; ++k) {
-      vec4 av[TM / 4], bv[TN / 4];
+      FVEC4 av[TM / 4], bv[TN / 4];
       [[unroll]] for (uint g = 0; g < TM / 4; ++g)
         av[g] = sA[(cur * BK + k) * SA_ROW + g * WG_Y + ty];
       [[unroll]] for (uint h = 0; h < TN / 4; ++h)
@@ -192,11 +198,11 @@ void main() {
     [[unroll]] for (uint h = 0; h < TN / 4; ++h) {
       uint n = n0 + h * WG_X * 4 + tx * 4;
       uint ci = c_base + m * p.sc_m + n;
-      vec4 v = acc[r * (TN / 4) + h];
+      FVEC4 v = acc[r * (TN / 4) + h];
       [[unroll]] for (uint j = 0; j < 4; ++j) {
         if (n + j < p.N) {
           uint cj = ci + j;
-          float x = v[j];
+          FTYPE x = v[j];
           if (ACCUMULATE) x += LOAD_F(cin, DT, cj);
           STORE_F(c, DT, cj, x)
         }

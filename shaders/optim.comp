@@ -6,7 +6,10 @@
 //
 // Every tensor is contiguous and of one dtype (f32, or f16/bf16 in the full variant),
 // computed in float and rounded once on store. The hyper-parameters arrive as floats the host
-// computed in double (1 - beta1, 1 - lr * weight_decay, lr / (1 - beta1^step), ...).
+// computed in double (1 - beta1, 1 - lr * weight_decay, lr / (1 - beta1^step), ...). The f64
+// module (Note [f64 on Vulkan] in runtime/vulkan/vk_pipelines.cpp) computes in double, from
+// the hyper-parameters as doubles, as the CPU does.
+// ferry-f64-ops: adam_step sgd_step
 // `precise` keeps the driver from fusing a multiply and an add into an fma, so the GPU rounds
 // where the CPU does.
 //
@@ -29,26 +32,32 @@ FERRY_TENSOR(3, s2)
 FERRY_TENSOR(4, s3)
 
 bool flag(uint f) { return (p.flags & f) != 0u; }
+// Hyper-parameter k (HP_*).
+#ifdef FERRY_F64
+double hp(uint k) { return packDouble2x32(uvec2(p.hp[2u * k], p.hp[2u * k + 1u])); }
+#else
+float hp(uint k) { return uintBitsToFloat(p.hp[k]); }
+#endif
 
 void adam(uint i) {
   uint gi = p.off[0] + i, wi = p.off[1] + i, mi = p.off[2] + i, vi = p.off[3] + i;
-  float grad = LOAD_F(g, DT, gi);
-  precise float param = LOAD_F(w, DT, wi);
-  precise float gr = flag(F_MAXIMIZE) ? -grad : grad;
+  FTYPE grad = LOAD_F(g, DT, gi);
+  precise FTYPE param = LOAD_F(w, DT, wi);
+  precise FTYPE gr = flag(F_MAXIMIZE) ? -grad : grad;
   if (flag(F_DECOUPLED))
-    param = param * p.decay_factor;
+    param = param * hp(HP_DECAY_FACTOR);
   else if (flag(F_WEIGHT_DECAY))
-    gr = gr + p.weight_decay * param;
-  precise float m = LOAD_F(s1, DT, mi) * p.beta1 + p.one_minus_beta1 * gr;
-  precise float v = LOAD_F(s2, DT, vi) * p.beta2 + p.one_minus_beta2 * gr * gr;
-  precise float second = v;
+    gr = gr + hp(HP_WEIGHT_DECAY) * param;
+  precise FTYPE m = LOAD_F(s1, DT, mi) * hp(HP_BETA1) + hp(HP_ONE_MINUS_BETA1) * gr;
+  precise FTYPE v = LOAD_F(s2, DT, vi) * hp(HP_BETA2) + hp(HP_ONE_MINUS_BETA2) * gr * gr;
+  precise FTYPE second = v;
   if (flag(F_AMSGRAD)) {
     uint xi = p.off[4] + i;
     second = max_f(LOAD_F(s3, DT, xi), v);
     STORE_F(s3, DT, xi, second)
   }
-  precise float denom = safe_sqrt(second) / p.bias_correction2_sqrt + p.eps;
-  param = param - p.step_size * (m / denom);
+  precise FTYPE denom = safe_sqrt(second) / hp(HP_BIAS_CORRECTION2_SQRT) + hp(HP_EPS);
+  param = param - hp(HP_STEP_SIZE) * (m / denom);
   STORE_F(s1, DT, mi, m)
   STORE_F(s2, DT, vi, v)
   STORE_F(w, DT, wi, param)
@@ -56,18 +65,18 @@ void adam(uint i) {
 
 void sgd(uint i) {
   uint gi = p.off[0] + i, wi = p.off[1] + i;
-  float grad = LOAD_F(g, DT, gi);
-  precise float param = LOAD_F(w, DT, wi);
-  precise float d = flag(F_MAXIMIZE) ? -grad : grad;
-  if (flag(F_WEIGHT_DECAY)) d = d + p.weight_decay * param;
+  FTYPE grad = LOAD_F(g, DT, gi);
+  precise FTYPE param = LOAD_F(w, DT, wi);
+  precise FTYPE d = flag(F_MAXIMIZE) ? -grad : grad;
+  if (flag(F_WEIGHT_DECAY)) d = d + hp(HP_WEIGHT_DECAY) * param;
   if (flag(F_MOMENTUM)) {
     uint bi = p.off[2] + i;
-    precise float buf =
-        flag(F_INIT_BUFFER) ? d : LOAD_F(s1, DT, bi) * p.momentum + p.one_minus_dampening * d;
+    precise FTYPE buf =
+        flag(F_INIT_BUFFER) ? d : LOAD_F(s1, DT, bi) * hp(HP_MOMENTUM) + hp(HP_ONE_MINUS_DAMPENING) * d;
     STORE_F(s1, DT, bi, buf)
-    d = flag(F_NESTEROV) ? d + p.momentum * buf : buf;
+    d = flag(F_NESTEROV) ? d + hp(HP_MOMENTUM) * buf : buf;
   }
-  param = param - p.lr * d;
+  param = param - hp(HP_LR) * d;
   STORE_F(w, DT, wi, param)
 }
 

@@ -13,14 +13,26 @@
 // int64; the base variant only supports ranges below 2^32 (the host checks), doing the
 // 64-by-32-bit remainder by shift-and-subtract.
 //
+// The f64 modules (Note [f64 on Vulkan] in runtime/vulkan/vk_pipelines.cpp) draw as
+// philox.hpp's Note [f64 draws]: 53 bits from two words, in double; the uniform is the CPU's
+// bit for bit, the normal within an ulp or two (transcendentals_f64.glsl's log and cos
+// against the C library's).
+// ferry-f64-ops: random_uniform random_normal random_int
+//
 // Specialization and push constants: shaders/abi/random.h. Grid-stride loop over the
 // output's elements (the output is contiguous).
 #version 450
 #extension GL_GOOGLE_include_directive : require
 #include "common.glsl"
+#ifdef FERRY_F64
+#include "transcendentals_f64.glsl"
+#endif
 #include "abi/random.h"  // spec and push constants, codes: shared with the host
 
 #include "ferry_ops.glsl"  // OP_RANDOM_*: ferry::OpId
+#ifdef FERRY_FIXED_OP
+#define OP FERRY_FIXED_OP  // a module of one op (Note [Per-op shader modules])
+#endif
 
 FERRY_TENSOR(0, o)
 
@@ -77,6 +89,11 @@ float cos_accurate(float t) {
 }
 
 float uniform01(uint bits) { return float(bits >> 8) * (1.0 / 16777216.0); }
+#ifdef FERRY_F64
+// Note [f64 draws]: the top 53 bits of (hi << 32 | lo), exact in a double.
+double bits53(uint hi, uint lo) { return double(((uint64_t(hi) << 32) | uint64_t(lo)) >> 11); }
+const double TWO_POW_MINUS_53 = 1.0lf / 9007199254740992.0lf;
+#endif
 
 // The int64 {lo, hi} as the nearest float (one rounding, like the host's conversion).
 float int64_to_float(uint lo, uint hi) {
@@ -118,6 +135,22 @@ void main() {
     uint ctr_lo = uaddCarry(p.offset.x, i, carry);
     uvec4 r = philox(uvec2(ctr_lo, p.offset.y + carry), p.seed);
     uint oi = p.o_off + i;
+#ifdef FERRY_F64
+    if (DT == DT_F64 && OP != OP_RANDOM_INT) {
+      const double lo = packDouble2x32(p.d0), hi = packDouble2x32(p.d1);
+      if (OP == OP_RANDOM_UNIFORM) {
+        precise double v = lo + (hi - lo) * (bits53(r.x, r.y) * TWO_POW_MINUS_53);
+        STORE_F(o, DT, oi, v < hi ? v : lo)
+      } else {  // lo, hi: mean, std
+        double u1 = (bits53(r.x, r.z) + 1.0lf) * TWO_POW_MINUS_53;  // (0, 1]: log(u1) is finite
+        double u2 = bits53(r.y, r.w) * TWO_POW_MINUS_53;
+        precise double z = sqrt(-2.0lf * log_f(u1)) * cos_f(6.283185307179586477lf * u2);
+        precise double v = lo + hi * z;
+        STORE_F(o, DT, oi, v)
+      }
+      continue;
+    }
+#endif
     if (OP == OP_RANDOM_UNIFORM) {
       precise float v = p.p0 + (p.p1 - p.p0) * uniform01(r.x);
       STORE_F(o, DT, oi, v < p.p1 ? v : p.p0)
@@ -134,7 +167,7 @@ void main() {
       uint64_t low = (uint64_t(p.low.y) << 32) | uint64_t(p.low.x);
       int64_t v = int64_t(low + bits % range);
       if (IS_FLOAT_DT(DT)) {
-        STORE_F(o, DT, oi, float(v))
+        STORE_F(o, DT, oi, FTYPE(v))
       } else {
         STORE_I(o, DT, oi, v)
       }

@@ -14,7 +14,10 @@
 //
 // Float sums keep a compensated (TwoSum) pair, as reduce.comp's do, so they
 // track the CPU's double accumulation; products are plain float. Integer
-// sums and products wrap in ITYPE (64-bit in the full variant).
+// sums and products wrap in ITYPE (64-bit in the full variant). The f64
+// modules (Note [f64 on Vulkan] in runtime/vulkan/vk_pipelines.cpp) do the
+// same in FTYPE = double.
+// ferry-f64-ops: cumsum cumprod cummax cummin
 #version 450
 #extension GL_GOOGLE_include_directive : require
 #include "common.glsl"
@@ -33,27 +36,27 @@ const bool EXTREMUM = OP == OP_CUMMAX || OP == OP_CUMMIN;
 // hi + lo the float sum (or hi the product or extremum), iv the integer's, idx
 // cummax / cummin's position (NO_INDEX: nothing seen).
 struct State {
-  float hi, lo;
+  FTYPE hi, lo;
   ITYPE iv;
   uint idx;
 };
 
 State identity() {
   const bool prod = OP == OP_CUMPROD;
-  return State(prod ? 1.0 : 0.0, 0.0, ITYPE(prod ? 1 : 0), NO_INDEX);
+  return State(FTYPE(prod ? 1.0 : 0.0), FTYPE(0.0), ITYPE(prod ? 1 : 0), NO_INDEX);
 }
 
-void two_sum(inout State a, float v) {
-  precise float s = a.hi + v;
-  precise float bv = s - a.hi;
-  precise float err = (a.hi - (s - bv)) + (v - bv);
+void two_sum(inout State a, FTYPE v) {
+  precise FTYPE s = a.hi + v;
+  precise FTYPE bv = s - a.hi;
+  precise FTYPE err = (a.hi - (s - bv)) + (v - bv);
   a.hi = s;
   a.lo += err;
 }
 
 // Whether a later value takes over from an earlier one: ties do (the later
 // position wins), a NaN does, and nothing but a NaN takes over from a NaN.
-bool takes_over_f(float later, float earlier) {
+bool takes_over_f(FTYPE later, FTYPE earlier) {
   if (isnan(later)) return true;
   if (isnan(earlier)) return false;
   return OP == OP_CUMMAX ? later >= earlier : later <= earlier;
@@ -67,7 +70,7 @@ bool takes_over_i(ITYPE later, ITYPE earlier) {
 
 void step(inout State s, uint e, uint k) {
   if (IS_FLOAT_DT(IN_DT)) {
-    float v = LOAD_F(x, IN_DT, e);
+    FTYPE v = LOAD_F(x, IN_DT, e);
     if (OP == OP_CUMSUM) two_sum(s, v);
     else if (OP == OP_CUMPROD) s.hi *= v;
     else if (s.idx == NO_INDEX || takes_over_f(v, s.hi)) { s.hi = v; s.idx = k; }
@@ -100,7 +103,7 @@ State combine(State a, State b) {
 void write(uint e, State s) {
   if (IS_FLOAT_DT(IN_DT)) {
     // An infinite or NaN hi makes lo NaN (inf - inf); hi is then the answer.
-    float v = OP == OP_CUMSUM && !isinf(s.hi) && !isnan(s.hi) ? s.hi + s.lo : s.hi;
+    FTYPE v = OP == OP_CUMSUM && !isinf(s.hi) && !isnan(s.hi) ? s.hi + s.lo : s.hi;
     STORE_F(y, OUT_DT, p.y_off + e, v)
   } else {
     STORE_I(y, OUT_DT, p.y_off + e, s.iv)
@@ -111,33 +114,45 @@ void write(uint e, State s) {
   }
 }
 
-shared float s_hi[256];
-shared float s_lo[256];
+shared FTYPE s_hi[256];
+shared FTYPE s_lo[256];
 shared ITYPE s_iv[256];
 shared uint s_idx[256];
 
+// A state's words: hi and lo (two words each: a double's, or a float's and 0), iv (two), idx.
+#ifdef FERRY_F64
+uvec2 ftype_words(double v) { return unpackDouble2x32(v); }
+double ftype_of(uint w0, uint w1) { return packDouble2x32(uvec2(w0, w1)); }
+#else
+uvec2 ftype_words(float v) { return uvec2(floatBitsToUint(v), 0u); }
+float ftype_of(uint w0, uint w1) { return uintBitsToFloat(w0); }
+#endif
 void put_state(uint i, State s) {
   const uint w = i * SCAN_STATE_WORDS;
-  st_u32[w] = floatBitsToUint(s.hi);
-  st_u32[w + 1u] = floatBitsToUint(s.lo);
+  const uvec2 hi = ftype_words(s.hi), lo = ftype_words(s.lo);
+  st_u32[w] = hi.x;
+  st_u32[w + 1u] = hi.y;
+  st_u32[w + 2u] = lo.x;
+  st_u32[w + 3u] = lo.y;
 #ifdef FERRY_FULL
-  st_u32[w + 2u] = uint(s.iv & ITYPE(0xffffffff));
-  st_u32[w + 3u] = uint(s.iv >> 32);
+  st_u32[w + 4u] = uint(s.iv & ITYPE(0xffffffff));
+  st_u32[w + 5u] = uint(s.iv >> 32);
 #else
-  st_u32[w + 2u] = uint(s.iv);
-  st_u32[w + 3u] = 0u;
+  st_u32[w + 4u] = uint(s.iv);
+  st_u32[w + 5u] = 0u;
 #endif
-  st_u32[w + 4u] = s.idx;
+  st_u32[w + 6u] = s.idx;
 }
 
 State get_state(uint i) {
   const uint w = i * SCAN_STATE_WORDS;
 #ifdef FERRY_FULL
-  const ITYPE iv = ITYPE(st_u32[w + 2u]) | (ITYPE(st_u32[w + 3u]) << 32);
+  const ITYPE iv = ITYPE(st_u32[w + 4u]) | (ITYPE(st_u32[w + 5u]) << 32);
 #else
-  const ITYPE iv = ITYPE(st_u32[w + 2u]);
+  const ITYPE iv = ITYPE(st_u32[w + 4u]);
 #endif
-  return State(uintBitsToFloat(st_u32[w]), uintBitsToFloat(st_u32[w + 1u]), iv, st_u32[w + 4u]);
+  return State(ftype_of(st_u32[w], st_u32[w + 1u]), ftype_of(st_u32[w + 2u], st_u32[w + 3u]), iv,
+               st_u32[w + 6u]);
 }
 
 void put_shared(uint t, State s) {

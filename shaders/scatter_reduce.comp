@@ -9,7 +9,9 @@
 // exactly (Note [CPU scatter_reduce] in runtime/cpu/cpu_kernels_scatter.cpp).
 // Floats fold in float, integers in ITYPE (wrapping); narrow integers compare
 // and divide in 32 bits (llvmpipe miscompiles 64-bit sign tests on
-// sign-extended values; elementwise.comp has the same rule).
+// sign-extended values; elementwise.comp has the same rule). The f64 module (Note [f64 on
+// Vulkan] in runtime/vulkan/vk_pipelines.cpp) folds doubles in double.
+// ferry-f64-ops: scatter_reduce
 #version 450
 #extension GL_GOOGLE_include_directive : require
 #include "common.glsl"
@@ -21,7 +23,7 @@ FERRY_TENSOR(2, t)  // the i64 targets, as word pairs
 
 uvec2 target(uint i) { return uvec2(t_u32[2u * (p.t_off + i)], t_u32[2u * (p.t_off + i) + 1u]); }
 
-float fold_f(float a, float b) {
+FTYPE fold_f(FTYPE a, FTYPE b) {
   if (FOLD == FOLD_PROD) return a * b;
   if (FOLD == FOLD_AMAX) return max_f(a, b);
   if (FOLD == FOLD_AMIN) return min_f(a, b);
@@ -60,9 +62,9 @@ void main() {
     const uint e = p.o_off + tg.x;                 // the host keeps targets below 2^32
     uint j = self ? i : i + 1u;
     if (IS_FLOAT_DT(DT)) {
-      float acc = self ? LOAD_F(o, DT, e) : LOAD_F(v, DT, p.v_off + i);
+      FTYPE acc = self ? LOAD_F(o, DT, e) : LOAD_F(v, DT, p.v_off + i);
       for (; j < p.m && target(j) == tg; ++j) acc = fold_f(acc, LOAD_F(v, DT, p.v_off + j));
-      if (FOLD == FOLD_MEAN) acc /= float(j - i + (self ? 1u : 0u));
+      if (FOLD == FOLD_MEAN) acc /= FTYPE(j - i + (self ? 1u : 0u));
       STORE_F(o, DT, e, acc)
     } else {
       ITYPE acc = self ? LOAD_I(o, DT, e) : LOAD_I(v, DT, p.v_off + i);

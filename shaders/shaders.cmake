@@ -24,9 +24,10 @@ list(APPEND FERRY_SHADER_HEADERS ${FERRY_GENERATED_DIR}/shaders/ferry_ops.glsl)
 # only remove code and move values into registers: no arithmetic is reassociated, and
 # `precise` (NoContraction) stays on what it marks.
 # The ops a shader lists on its `// ferry-f64-ops:` lines also get an f64 module, compiled with
-# FERRY_F64 as well (Note [f64 on Vulkan] in runtime/vulkan/vk_pipelines.cpp).
+# FERRY_F64 as well (Note [f64 on Vulkan] in runtime/vulkan/vk_pipelines.cpp): one per op here,
+# one of the whole shader for the shaders not listed here (below).
 set(FERRY_PER_OP_SHADERS "elementwise:unary,binary,compare,activation_backward,where,copy,fill,arange"
-    "reduce:reduce")
+    "reduce:reduce" "scan:scan" "random:random")
 set(FERRY_PER_OP_SHADER_NAMES)
 foreach(entry ${FERRY_PER_OP_SHADERS})
   string(REGEX REPLACE ":.*" "" _name ${entry})
@@ -106,13 +107,47 @@ foreach(entry ${FERRY_PER_OP_SHADERS})
           COMMENT "glslang + spirv-opt: ${name}.comp for ${op_name} alone (${variant})"
           VERBATIM)
         list(APPEND FERRY_SPV_FILES ${spv})
-        list(APPEND FERRY_OP_MODULES "${name}:${op_name}:${op_code}:${variant}")
+        list(APPEND FERRY_OP_MODULES "${name}:${op_name}:${op_code}:${variant}:${name}.${variant}.${op_name}")
       endforeach()
     endforeach()
   endforeach()
   if(_f64_ops)
     message(FATAL_ERROR "${src}: ferry-f64-ops names ops it does not run: ${_f64_ops}")
   endif()
+endforeach()
+
+# The other shaders with `// ferry-f64-ops:` lines get one f64 module of the whole shader, which
+# each op listed there runs (they pick their work by other specialization constants).
+foreach(src ${FERRY_SHADER_SOURCES})
+  get_filename_component(name ${src} NAME_WE)
+  file(STRINGS ${src} _f64_lines REGEX "^// ferry-f64-ops:")
+  if(name IN_LIST FERRY_PER_OP_SHADER_NAMES OR NOT _f64_lines)
+    continue()
+  endif()
+  set_property(DIRECTORY APPEND PROPERTY CMAKE_CONFIGURE_DEPENDS ${src})
+  string(REPLACE "// ferry-f64-ops:" "" _f64_ops "${_f64_lines}")
+  string(REGEX REPLACE "[ ;]+" ";" _f64_ops "${_f64_ops}")
+  list(REMOVE_ITEM _f64_ops "")
+  set(spv ${FERRY_SPV_DIR}/${name}.f64.spv)
+  add_custom_command(
+    OUTPUT ${spv}
+    COMMAND ${CMAKE_COMMAND} -E make_directory ${FERRY_SPV_DIR}
+    COMMAND ${FERRY_GLSLANG} -V --target-env vulkan1.1 -DFERRY_FULL=1 -DFERRY_F64=1
+            -I${FERRY_SHADER_DIR} -I${FERRY_GENERATED_DIR}/shaders -o ${spv} ${src}
+    COMMAND ${FERRY_SPIRV_VAL} --target-env vulkan1.1 ${spv}
+    DEPENDS ${src} ${FERRY_SHADER_HEADERS}
+    COMMENT "glslang: ${name}.comp (f64)"
+    VERBATIM)
+  list(APPEND FERRY_SPV_FILES ${spv})
+  foreach(op_name ${_f64_ops})
+    set(_match ${FERRY_VULKAN_OPS})
+    list(FILTER _match INCLUDE REGEX "^${op_name}=")
+    if(NOT _match)
+      message(FATAL_ERROR "${src}: ferry-f64-ops names ${op_name}, which Vulkan does not run")
+    endif()
+    string(REPLACE "${op_name}=" "" op_code ${_match})
+    list(APPEND FERRY_OP_MODULES "${name}:${op_name}:${op_code}:f64:${name}.f64")
+  endforeach()
 endforeach()
 
 set(FERRY_SHADERS_CPP ${FERRY_SHADER_BUILD_DIR}/ferry_shaders.cpp)

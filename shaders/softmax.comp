@@ -11,10 +11,15 @@
 // Few long rows are cut into `splits` pieces: SOFTMAX_MODE_STATS writes each piece's
 // pair to a scratch buffer; SOFTMAX_MODE_WRITE merges a row's pairs and writes the
 // piece. SOFTMAX_MODE_FULL does a whole row in one dispatch. Host side:
-// runtime/vulkan/vk_kernels_nn.cpp.
+// runtime/vulkan/vk_kernels_nn.cpp. The f64 module (Note [f64 on Vulkan] in
+// runtime/vulkan/vk_pipelines.cpp) computes in FTYPE = double, its pairs doubles too.
+// ferry-f64-ops: softmax log_softmax
 #version 450
 #extension GL_GOOGLE_include_directive : require
 #include "common.glsl"
+#ifdef FERRY_F64
+#include "transcendentals_f64.glsl"
+#endif
 #include "abi/softmax.h"  // spec and push constants, codes: shared with the host
 
 FERRY_TENSOR(0, y)  // the output (the scratch buffer again in SOFTMAX_MODE_STATS)
@@ -34,7 +39,7 @@ void outer_offsets(uint i, out uint xo, out uint yo) {
 
 // Adds v to (m, s). -inf adds nothing (exp(-inf) = 0; m = -inf would make
 // v - m NaN); NaN poisons s, which turns the whole row NaN, as on the CPU.
-void push(inout float m, inout float s, float v) {
+void push(inout FTYPE m, inout FTYPE s, FTYPE v) {
   if (isnan(v)) {
     s = F_NAN;
   } else if (v > m) {
@@ -45,15 +50,20 @@ void push(inout float m, inout float s, float v) {
   }
 }
 
-void merge(inout float m, inout float s, float m2, float s2) {
-  float mm = max(m, m2);
+void merge(inout FTYPE m, inout FTYPE s, FTYPE m2, FTYPE s2) {
+  FTYPE mm = max(m, m2);
   // A zero (empty) side adds nothing, even when its m is -inf.
   s = (s == 0.0 ? 0.0 : s * safe_exp(m - mm)) + (s2 == 0.0 ? 0.0 : s2 * safe_exp(m2 - mm));
   m = mm;
 }
 
-shared float s_m[256];
-shared float s_s[256];
+shared FTYPE s_m[256];
+shared FTYPE s_s[256];
+#ifdef FERRY_F64
+#define R_PAIRS r_f64
+#else
+#define R_PAIRS r_f32
+#endif
 
 void main() {
   const uint ROWS = gl_WorkGroupSize.x / LANES;
@@ -74,12 +84,12 @@ void main() {
     uint xo, yo;
     outer_offsets(ri, xo, yo);
 
-    float m = -F_INF, s = 0.0;
+    FTYPE m = -F_INF, s = 0.0;
     if (valid) {
       if (MODE == SOFTMAX_MODE_WRITE) {
         for (uint k = lane; k < splits; k += LANES) {
           uint w = p.r_off + 2u * (k * p.n_rows + ri);
-          merge(m, s, r_f32[w], r_f32[w + 1u]);
+          merge(m, s, R_PAIRS[w], R_PAIRS[w + 1u]);
         }
       } else {
         for (uint k = begin + lane; k < end; k += LANES) push(m, s, LOAD_F(x, DT, xo + k * p.xs));
@@ -105,15 +115,15 @@ void main() {
 
     if (MODE == SOFTMAX_MODE_STATS) {
       if (valid && lane == 0u) {
-        r_f32[p.r_off + 2u * v] = m;
-        r_f32[p.r_off + 2u * v + 1u] = s;
+        R_PAIRS[p.r_off + 2u * v] = m;
+        R_PAIRS[p.r_off + 2u * v + 1u] = s;
       }
     } else if (valid) {
       // m = +inf (an infinite element) or -inf (all -inf) gives NaN on the CPU.
       if (isinf(m)) s = F_NAN;
-      const float log_s = safe_log(s), inv = 1.0 / s;
+      const FTYPE log_s = safe_log(s), inv = 1.0 / s;
       for (uint k = begin + lane; k < end; k += LANES) {
-        float d = LOAD_F(x, DT, xo + k * p.xs) - m;
+        FTYPE d = LOAD_F(x, DT, xo + k * p.xs) - m;
         // (x - max) - log(sum), in this order, as the contract asks.
         STORE_F(y, DT, yo + k * p.ys, LOG ? d - log_s : safe_exp(d) * inv)
       }

@@ -17,7 +17,9 @@
 // block of 2 WG elements from x (positions as the second key) and runs every
 // level up to 2 WG; a longer row then takes, per level, one global FLIP step,
 // global HALF steps while j >= 2 WG, and one SORT_MODE_MERGE for the rest.
-// The values and positions live in the outputs throughout.
+// The values and positions live in the outputs throughout. The f64 module (Note [f64 on
+// Vulkan] in runtime/vulkan/vk_pipelines.cpp) compares and moves doubles.
+// ferry-f64-ops: sort
 #version 450
 #extension GL_GOOGLE_include_directive : require
 #include "common.glsl"
@@ -30,7 +32,7 @@ FERRY_TENSOR(2, x)   // the input (read by SORT_MODE_FIRST)
 #define NONE 0xffffffffu  // a padding slot's position: after everything
 
 // Whether (fa, ia) goes before (fb, ib).
-bool before_f(float fa, uint ia, float fb, uint ib) {
+bool before_f(FTYPE fa, uint ia, FTYPE fb, uint ib) {
   if (ia == NONE || ib == NONE) return ib == NONE && ia != NONE;
   const bool an = isnan(fa), bn = isnan(fb);
   if (an || bn) return an && bn ? ia < ib : (DESCENDING ? an : bn);
@@ -54,7 +56,7 @@ bool before_i(ITYPE a, uint ia, ITYPE b, uint ib) {
 }
 
 uint pos_at(uint e) { return ix_u32[2u * (p.i_off + e)]; }
-void put(uint e, float f, ITYPE i, uint pos) {
+void put(uint e, FTYPE f, ITYPE i, uint pos) {
   if (IS_FLOAT_DT(DT)) STORE_F(v, DT, p.v_off + e, f)
   else STORE_I(v, DT, p.v_off + e, i)
   ix_u32[2u * (p.i_off + e)] = pos;
@@ -71,7 +73,7 @@ uvec2 pair_of(uint q, uint k, uint j) {
   return uvec2(a, a + j);
 }
 
-shared float s_f[512];
+shared FTYPE s_f[512];
 shared ITYPE s_i[512];
 shared uint s_pos[512];
 
@@ -81,7 +83,7 @@ void local_step(uint q, uint k, uint j) {
   const bool swap = IS_FLOAT_DT(DT) ? before_f(s_f[b], s_pos[b], s_f[a], s_pos[a])
                                     : before_i(s_i[b], s_pos[b], s_i[a], s_pos[a]);
   if (swap) {
-    float f = s_f[a];
+    FTYPE f = s_f[a];
     s_f[a] = s_f[b];
     s_f[b] = f;
     ITYPE i = s_i[a];
@@ -105,7 +107,7 @@ void main() {
       const uint ea = row * p.n + ab.x, eb = row * p.n + ab.y;
       const uint pa = pos_at(ea), pb = pos_at(eb);
       if (IS_FLOAT_DT(DT)) {
-        const float fa = LOAD_F(v, DT, p.v_off + ea), fb = LOAD_F(v, DT, p.v_off + eb);
+        const FTYPE fa = LOAD_F(v, DT, p.v_off + ea), fb = LOAD_F(v, DT, p.v_off + eb);
         if (before_f(fb, pb, fa, pa)) {
           put(ea, fb, ITYPE(0), pb);
           put(eb, fa, ITYPE(0), pa);

@@ -8,6 +8,8 @@
 // and s_erff range splits and coefficients), M. Giles' erfinv, and
 // Cody-Waite exp2.
 // Requires common.glsl.
+#ifndef FERRY_TRANSCENDENTALS_GLSL
+#define FERRY_TRANSCENDENTALS_GLSL
 
 // 2^x: x = k + f with |f| <= 1/2 exact, 2^f = exp(f ln 2) by exp_f's series
 // (|f ln 2| <= ln2 / 2, its range), scaled by 2^k. Integers give exact powers.
@@ -335,12 +337,11 @@ float fmod_f(float x, float y) {
   } else {
     my |= 0x800000u;
   }
-  uint m = mx;
+  uint m = mx % my;  // y's mantissa is below 2^23 when y is denormal
   for (int i = ex - ey; i > 0; --i) {
-    if (m >= my) m -= my;
     m <<= 1;
+    if (m >= my) m -= my;
   }
-  if (m >= my) m -= my;
   // m * 2^e, e = ey - 150 in [-149, 104]: exact (a multiple of y's last
   // place); below 2^-126 in two steps, so that no operand is denormal.
   int e = ey - 150;
@@ -359,3 +360,4 @@ float hypot_f(float a, float b) {
   float r = n / m;
   return m * sqrt(1.0 + r * r);
 }
+#endif  // FERRY_TRANSCENDENTALS_GLSL

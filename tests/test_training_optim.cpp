@@ -285,13 +285,6 @@ TEST(TrainingKernels, BadInputToOptimizerKernelsRaisesTypedErrors) {
                  ferry::DTypeError);
     EXPECT_EQ(p0.to_vector<float>(), std::vector<float>(4, 1.0f)) << dev.str();
   }
-  if (ferry::is_available("vulkan")) {  // Vulkan computes no f64 (CPU and CUDA do)
-    // Made on the CPU: no Vulkan kernel, fill included, takes f64, but its bytes move.
-    auto f64 = [] { return ferry::ones({3}, {.dtype = DType::f64}).to(vulkan()); };
-    EXPECT_FERRY_ERROR(call(vulkan(), "adam_step", {f64()}, {f64(), f64(), f64()},
-                            optim_attrs(kOptimConfigs[0], 1, 1)),
-                       ferry::UnsupportedError, "adam_step", "f64");
-  }
 }
 
 }  // namespace

@@ -51,12 +51,13 @@ inline std::uint64_t vulkan_storage_range() {
   return std::stoull(ferry::device_impl(vulkan()).info().properties.at("max_storage_buffer_range"));
 }
 
-// Whether vulkan:0's shaders take `dt`: all but f64 in the full variant, f32 and i32 in the
-// base one (FERRY_VULKAN_BASE_SHADERS=1).
+// Whether vulkan:0's shaders take `dt`: all in the full variant (f64 where the device has
+// shaderFloat64), f32 and i32 in the base one (FERRY_VULKAN_BASE_SHADERS=1).
 inline bool vulkan_takes(DType dt) {
-  const auto& pr = ferry::device_impl(vulkan()).info().properties;
-  const bool full = pr.at("shader_variant").rfind("full", 0) == 0;
-  return dt != DType::f64 && (full || dt == DType::f32 || dt == DType::i32);
+  ferry::DeviceImpl& impl = ferry::device_impl(vulkan());
+  if (dt == DType::f64) return impl.supports(ferry::OpId::add, DType::f64);
+  const bool full = impl.info().properties.at("shader_variant").rfind("full", 0) == 0;
+  return full || dt == DType::f32 || dt == DType::i32;
 }
 
 // Runs `op`'s kernel of `dev` on the tensors' views, as the dispatcher would.
@@ -132,6 +133,6 @@ inline void expect_near(const std::vector<double>& got, const std::vector<double
   }
 }
 
-inline constexpr DType kGpuFloats[] = {DType::f32, DType::f16, DType::bf16};
+inline constexpr DType kGpuFloats[] = {DType::f32, DType::f16, DType::bf16, DType::f64};
 
 }  // namespace training_test

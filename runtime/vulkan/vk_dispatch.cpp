@@ -86,13 +86,21 @@ void VulkanDevice::require_op(OpId op, DType dt) const {
 }
 
 void VulkanDevice::require(DType dt, std::string_view op) const {
-  if (dt == DType::f64)
+  if (dt == DType::f64) {
+    const std::string why =
+        f64_ ? std::string("has no f64 shader module in this build (Note [f64 on Vulkan])")
+        : full_variant_ ? fmt::format("needs shaderFloat64, which this device ({}) lacks",
+                                      physical_.props.deviceName)
+                        : fmt::format(
+                              "needs the full shader variant, which this device ({}) does not run "
+                              "(it lacks 64-bit integers or 8/16-bit storage, or "
+                              "FERRY_VULKAN_BASE_SHADERS is set)",
+                              physical_.props.deviceName);
     throw UnsupportedError(fmt::format(
-        "{}: {} on f64 is not supported by the vulkan backend (its shaders compute f64 only in "
-        "arithmetic, comparison, cast, fill, reduction and index ops, on devices with "
-        "shaderFloat64{}; the cpu and cuda backends compute every op on f64); move the tensor "
+        "{}: {} on f64 {}; the cpu and cuda backends compute every op on f64: move the tensor "
         "with .cpu(), or cast it with .to(ferry::DType::f32) first",
-        device().str(), op, f64_ ? "" : ", which this one lacks"));
+        device().str(), op, why));
+  }
   if (!computes(dt))
     throw UnsupportedError(fmt::format(
         "{}: {} on {} needs 64-bit integers and 8/16-bit storage buffers, which this device ({}) "

@@ -6,6 +6,8 @@
 // along their outer dims (vk_split.hpp).
 #include <fmt/format.h>
 
+#include <algorithm>
+#include <bit>
 #include <cmath>
 #include <cstring>
 
@@ -27,7 +29,7 @@ constexpr int kMaxTensors = 4;  // output + up to 3 inputs
 
 struct Launch {
   std::uint32_t op, in_dt, out_dt;
-  std::uint32_t s[3] = {0, 0, 0};
+  std::uint32_t s[5] = {0, 0, 0, 0, 0};  // abi::ElementwiseParams::s
 };
 
 // One dispatch over tensors of at most 4 dims, each within one binding.
@@ -186,16 +188,35 @@ void fill_kernel(DeviceImpl& d, const OpCall& c) {
 }
 
 void arange_kernel(DeviceImpl& d, const OpCall& c) {
-  DType dt = c.outputs[0].dtype;
-  vulkan_device(d).require(dt, "arange");
+  VulkanDevice& dev = vulkan_device(d);
+  const TensorArg& out = c.outputs[0];
+  const DType dt = out.dtype;
+  dev.require_op(OpId::arange, dt);
+  if (out.ndim() != 1) throw ShapeError("arange: the vulkan kernel expects a 1-D output");
+  if (std::uint64_t(out.numel()) > 0xffffffffull)
+    throw UnsupportedError("arange: the vulkan kernel counts elements in 32 bits");
   const double start = c.attrs.f("start"), step = c.attrs.f("step");
   Launch l{code(OpId::arange), dtype_code(dt), dtype_code(dt)};
-  l.s[0] = float_bits(float(start));
-  l.s[1] = float_bits(float(step));
-  // Integer outputs of integral start and step are computed exactly in integers.
-  auto small_int = [](double v) { return v == std::floor(v) && std::fabs(v) < 16777216.0; };
-  l.s[2] = small_int(start) && small_int(step) ? 1 : 0;
-  run(d, l, c.outputs[0], {});
+  if (dt == DType::f64) {  // the doubles themselves: the f64 module computes as the CPU
+    const auto a = std::bit_cast<std::uint64_t>(start), b = std::bit_cast<std::uint64_t>(step);
+    l.s[0] = std::uint32_t(a);
+    l.s[1] = std::uint32_t(a >> 32);
+    l.s[2] = std::uint32_t(b);
+    l.s[3] = std::uint32_t(b >> 32);
+  } else {
+    l.s[0] = float_bits(float(start));
+    l.s[1] = float_bits(float(step));
+    // Integer outputs of integral start and step are computed exactly in integers.
+    auto small_int = [](double v) { return v == std::floor(v) && std::fabs(v) < 16777216.0; };
+    l.s[2] = small_int(start) && small_int(step) ? 1 : 0;
+  }
+  // Parts that fit a binding, each told the index of its first element (s4).
+  const std::int64_t n = out.numel();
+  const std::int64_t part = std::max<std::int64_t>(1, max_chunk(dev.limits(), out, 0));
+  for (std::int64_t k0 = 0; k0 < n; k0 += part) {
+    l.s[4] = std::uint32_t(k0);
+    run(d, l, narrow(out, 0, k0, std::min(part, n - k0)), {});
+  }
 }
 
 }  // namespace

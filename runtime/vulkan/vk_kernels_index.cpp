@@ -154,7 +154,7 @@ void gather_kernel(DeviceImpl& d, const OpCall& call) {
 //    tracker puts a barrier between two that write the same bytes).
 
 // One dispatch over views of at most 4 other dims, then `dim`; out holds the rows from `base`.
-void dispatch_accumulate(VulkanDevice& dev, const TensorArg& out, const TensorArg& src,
+void dispatch_accumulate(VulkanDevice& dev, OpId op, const TensorArg& out, const TensorArg& src,
                          const TensorArg& idx, std::int64_t base) {
   // out is read and written: bound as a write, the barrier tracker orders this dispatch after
   // every earlier read or write of its bytes, and later commands after it.
@@ -184,12 +184,19 @@ void dispatch_accumulate(VulkanDevice& dev, const TensorArg& out, const TensorAr
       std::uint32_t(std::min<std::uint64_t>((lines + wg - 1) / wg, dev.limits().max_groups_x));
   const abi::IndexAddSpec spec{
       .WG = wg, .DT = dtype_code(out.dtype), .NDIM = std::uint32_t(std::max(nd, 1))};
-  dev.dispatch({"index_add", spec.values(), {bo, bs, bi}, &p, sizeof p, {groups, 1, 1}});
+  dev.dispatch({"index_add",
+                spec.values(),
+                {bo, bs, bi},
+                &p,
+                sizeof p,
+                {groups, 1, 1},
+                std::uint32_t(op),
+                out.dtype == DType::f64});
 }
 
 // Dispatches views (other dims first, `dim` last) in parts that fit a binding.
-void accumulate_in_parts(VulkanDevice& dev, std::string_view op, const TensorArg& out,
-                         const TensorArg& src, const TensorArg& idx) {
+void accumulate_in_parts(VulkanDevice& dev, OpId op, const TensorArg& out, const TensorArg& src,
+                         const TensorArg& idx) {
   const KernelLimits& lim = dev.limits();
   const int last = out.ndim() - 1;
   // How many contributions src and the index take at once, their other dims as they are.
@@ -206,13 +213,13 @@ void accumulate_in_parts(VulkanDevice& dev, std::string_view op, const TensorArg
       throw UnsupportedError(
           fmt::format("{}: the output does not fit the device's "
                       "storage-buffer range ({} bytes)",
-                      op, lim.max_storage_range));
+                      op_name(op), lim.max_storage_range));
     const std::int64_t step = std::max<std::int64_t>(1, j_chunk(v[1], v[2]));
     for (std::int64_t r = 0; r < rows; r += row_step) {
       const TensorArg o = narrow(v[0], last, r, std::min(row_step, rows - r));
       for (std::int64_t j = 0; j < count; j += step) {
         const std::int64_t len = std::min(step, count - j);
-        dispatch_accumulate(dev, o, narrow(v[1], last, j, len), narrow(v[2], last, j, len),
+        dispatch_accumulate(dev, op, o, narrow(v[1], last, j, len), narrow(v[2], last, j, len),
                             base + r);
       }
     }
@@ -238,9 +245,10 @@ void accumulate_in_parts(VulkanDevice& dev, std::string_view op, const TensorArg
 }
 
 // `index` has src's shape (strides may be 0).
-void accumulate_along(DeviceImpl& d, std::string_view op, const TensorArg& src,
-                      const TensorArg& index, const TensorArg& out, int dim) {
+void accumulate_along(DeviceImpl& d, OpId id, const TensorArg& src, const TensorArg& index,
+                      const TensorArg& out, int dim) {
   VulkanDevice& dev = vulkan_device(d);
+  const std::string_view op = op_name(id);
   if (index.dtype != DType::i64)
     throw DTypeError(fmt::format("{}: the index must be i64, not {}", op, dtype_name(index.dtype)));
   if (src.dtype != out.dtype)
@@ -248,7 +256,7 @@ void accumulate_along(DeviceImpl& d, std::string_view op, const TensorArg& src,
                                  dtype_name(src.dtype), dtype_name(out.dtype)));
   if (out.dtype == DType::boolean)
     throw UnsupportedError(fmt::format("{}: the vulkan kernel does not take bool", op));
-  dev.require(out.dtype, op);
+  dev.require_op(id, out.dtype);
   if (src.numel() == 0 || out.numel() == 0) return;
   const auto ud = std::size_t(dim);
   if (src.sizes[ud] > 0xffffffffll || out.sizes[ud] > 0xffffffffll)
@@ -283,7 +291,7 @@ void accumulate_along(DeviceImpl& d, std::string_view op, const TensorArg& src,
       part[t].sizes.push_back(along_size[t]);
       part[t].strides.push_back(base[t]->strides[ud]);
     }
-    accumulate_in_parts(dev, op, part[0], part[1], part[2]);
+    accumulate_in_parts(dev, id, part[0], part[1], part[2]);
     int k = outer - 1;
     while (k >= 0 && ++at[std::size_t(k)] == c.sizes[std::size_t(k)]) at[std::size_t(k--)] = 0;
     if (k < 0) break;
@@ -292,12 +300,12 @@ void accumulate_along(DeviceImpl& d, std::string_view op, const TensorArg& src,
 
 void index_add_kernel(DeviceImpl& d, const OpCall& call) {
   const AccumulateOperands a = index_add_args(call, "vulkan");
-  accumulate_along(d, "index_add", a.src, a.index, a.out, a.dim);
+  accumulate_along(d, OpId::index_add, a.src, a.index, a.out, a.dim);
 }
 
 void scatter_add_kernel(DeviceImpl& d, const OpCall& call) {
   const AccumulateOperands a = scatter_add_args(call, "vulkan");
-  accumulate_along(d, "scatter_add", a.src, a.index, a.out, a.dim);
+  accumulate_along(d, OpId::scatter_add, a.src, a.index, a.out, a.dim);
 }
 
 }  // namespace

@@ -25,8 +25,11 @@ namespace {
 struct Tile {
   std::uint32_t bm, bn, bk, tm, tn;
   std::uint32_t threads() const { return (bm / tm) * (bn / tn); }
-  // Two buffers of BK rows of A and of B, each row padded by 4 floats (the shader's sA, sB).
-  std::uint32_t shared_bytes() const { return 2 * bk * (bm + 4 + bn + 4) * 4; }
+  // Two buffers of BK rows of A and of B, each row padded by 4 elements (the shader's sA, sB),
+  // of floats or (the f64 module) doubles.
+  std::uint32_t shared_bytes(std::uint32_t element_bytes) const {
+    return 2 * bk * (bm + 4 + bn + 4) * element_bytes;
+  }
 };
 
 // Largest first. 128 x 128 with 8 x 8 per thread is the classic shape for f32 on GPUs: 64 FMAs
@@ -46,11 +49,13 @@ constexpr std::array<TileChoice, 4> kTiles = {{
 
 std::uint64_t ceil_div(std::uint64_t a, std::uint64_t b) { return (a + b - 1) / b; }
 
-Tile choose_tile(const KernelLimits& lim, std::uint64_t nb, std::uint64_t M, std::uint64_t N) {
+Tile choose_tile(const KernelLimits& lim, std::uint64_t nb, std::uint64_t M, std::uint64_t N,
+                 std::uint32_t element_bytes) {
   const Tile* fallback = nullptr;
   for (const TileChoice& c : kTiles) {
     const Tile& t = c.tile;
-    if (t.threads() > lim.max_workgroup_invocations || t.shared_bytes() > lim.shared_memory)
+    if (t.threads() > lim.max_workgroup_invocations ||
+        t.shared_bytes(element_bytes) > lim.shared_memory)
       continue;
     if (nb * ceil_div(M, t.bm) * ceil_div(N, t.bn) >= c.min_tiles) return t;
     fallback = &t;
@@ -122,7 +127,9 @@ void dispatch_part(VulkanDevice& dev, const TensorArg& A, const TensorArg& B, co
                       &p,
                       sizeof p,
                       {std::min(max_groups, gx - x), std::min(max_groups, gy - y),
-                       std::min(max_groups, nb - z)}});
+                       std::min(max_groups, nb - z)},
+                      std::uint32_t(OpId::matmul),
+                      C.dtype == DType::f64});
       }
 }
 
@@ -135,7 +142,7 @@ void matmul_kernel(DeviceImpl& d, const OpCall& call) {
         "output of one dtype");
   const DType dt = C.dtype;
   if (dt == DType::boolean) throw UnsupportedError("matmul: the vulkan kernel does not take bool");
-  dev.require(dt, "matmul");
+  dev.require_op(OpId::matmul, dt);
   const std::int64_t nb = C.sizes[0], M = C.sizes[1], N = C.sizes[2];
   if (nb == 0 || M == 0 || N == 0) return;
   if (C.strides[2] != 1 && N > 1)
@@ -144,7 +151,7 @@ void matmul_kernel(DeviceImpl& d, const OpCall& call) {
     throw UnsupportedError("matmul: the vulkan kernel takes at most 2^31 rows and columns");
 
   const Tile t = is_floating(dt) ? choose_tile(dev.limits(), std::uint64_t(nb), std::uint64_t(M),
-                                               std::uint64_t(N))
+                                               std::uint64_t(N), dt == DType::f64 ? 8 : 4)
                                  : Tile{32, 32, 8, 4, 4};  // integers: a plain loop per thread
   const KernelLimits& lim = dev.limits();
   const std::int64_t batches =

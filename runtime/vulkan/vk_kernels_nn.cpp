@@ -16,6 +16,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cstring>
 #include <memory>
 #include <span>
 #include <vector>
@@ -55,6 +56,7 @@ std::uint32_t groups_for(const VulkanDevice& dev, std::uint64_t rows, std::uint3
 // One dispatch group over the rows of x and y, [osize..., n] with at most 4 outer dims, each
 // within one binding.
 void softmax_rows(VulkanDevice& dev, bool log, const TensorArg& x, const TensorArg& y) {
+  const bool f64 = x.dtype == DType::f64;  // its f64 module computes it (Note [f64 on Vulkan])
   const std::int64_t n = x.sizes.back();
   const std::span<const std::int64_t> osize = std::span(x.sizes).first(x.sizes.size() - 1);
   const std::span<const std::int64_t> xstride = std::span(x.strides).first(osize.size());
@@ -105,15 +107,19 @@ void softmax_rows(VulkanDevice& dev, bool log, const TensorArg& x, const TensorA
                   {out, xb, rec},
                   &p,
                   sizeof p,
-                  {groups_for(dev, virtual_rows, wg / lanes), 1, 1}});
+                  {groups_for(dev, virtual_rows, wg / lanes), 1, 1},
+                  std::uint32_t(log ? OpId::log_softmax : OpId::softmax),
+                  f64});
   };
   if (splits <= 1) return run(abi::SOFTMAX_MODE_FULL, yb, yb, rows);  // binding 2 unused
 
   p.chunk = std::uint32_t((std::uint64_t(n) + splits - 1) / splits);
   p.splits = std::uint32_t((std::uint64_t(n) + p.chunk - 1) / p.chunk);
-  const std::uint64_t floats = 2 * rows * p.splits;  // (max, sum) per piece
-  std::unique_ptr<Buffer> scratch = dev.allocate(floats * 4);
-  TensorArg pairs{scratch.get(), 0, {std::int64_t(floats)}, {1}, DType::f32};
+  // (max, sum) per piece, in the dtype the shader computes in.
+  const std::uint64_t values = 2 * rows * p.splits;
+  const DType pair_dtype = f64 ? DType::f64 : DType::f32;
+  std::unique_ptr<Buffer> scratch = dev.allocate(values * dtype_size(pair_dtype));
+  TensorArg pairs{scratch.get(), 0, {std::int64_t(values)}, {1}, pair_dtype};
   const Binding rw = dev.bind(pairs, Access::write);
   p.r_off = rw.element_offset;
   run(abi::SOFTMAX_MODE_STATS, rw, rw, rows * p.splits);
@@ -128,7 +134,7 @@ void softmax_kernel(DeviceImpl& d, const OpCall& c, bool log) {
   if (!is_floating(x.dtype) || y.dtype != x.dtype)
     throw UnsupportedError(
         fmt::format("{}: takes a floating input, not {}", c.name(), dtype_name(x.dtype)));
-  dev.require(x.dtype, c.name());
+  dev.require_op(c.op, x.dtype);
   if (y.numel() == 0 || x.ndim() == 0) return;  // the core never sends these
 
   const std::size_t nd = std::size_t(x.ndim()) - 1;  // the dims that index rows
@@ -199,7 +205,9 @@ void layer_norm_rows(VulkanDevice& dev, const OpCall& c, const TensorArg& x, con
   p.ys1 = std::uint32_t(y.strides[1]);
   p.ms = std::uint32_t(mean.strides[0]);
   p.rs = std::uint32_t(rstd.strides[0]);
-  p.eps = float(c.attrs.f("eps"));
+  const double eps = c.attrs.f("eps");
+  p.eps = float(eps);
+  std::memcpy(p.eps_bits, &eps, sizeof eps);
 
   const std::uint32_t wg = workgroup_size(dev.limits());
   const std::uint32_t lanes = pow2_at_least(std::uint64_t(n), wg);
@@ -210,7 +218,9 @@ void layer_norm_rows(VulkanDevice& dev, const OpCall& c, const TensorArg& x, con
                 {yb, mb, rb, xb, wb, bb},
                 &p,
                 sizeof p,
-                {groups_for(dev, std::uint64_t(rows), wg / lanes), 1, 1}});
+                {groups_for(dev, std::uint64_t(rows), wg / lanes), 1, 1},
+                std::uint32_t(OpId::layer_norm),
+                x.dtype == DType::f64});
 }
 
 void layer_norm_kernel(DeviceImpl& d, const OpCall& c) {
@@ -219,7 +229,7 @@ void layer_norm_kernel(DeviceImpl& d, const OpCall& c) {
   if (!is_floating(x.dtype))
     throw UnsupportedError(
         fmt::format("layer_norm: takes a floating input, not {}", dtype_name(x.dtype)));
-  dev.require(x.dtype, "layer_norm");
+  dev.require_op(OpId::layer_norm, x.dtype);
   const TensorArg &y = c.outputs.at(0), &mean = c.outputs.at(1), &rstd = c.outputs.at(2);
   const std::int64_t rows = x.sizes.at(0), n = x.sizes.at(1);
   if (rows == 0) return;

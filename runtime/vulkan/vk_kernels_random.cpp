@@ -10,6 +10,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <bit>
 
 #include "abi/random.h"
 #include "ferry/error.hpp"
@@ -36,19 +37,20 @@ void draw(DeviceImpl& d, const OpCall& c) {
   if (!op_info(op).kernel_dtypes().has(dt))
     throw UnsupportedError(
         fmt::format("{}: the vulkan kernel does not take {}", name, dtype_name(dt)));
-  dev.require(dt, name);
+  dev.require_op(op, dt);
   if (out.numel() == 0) return;
   if (!out.is_contiguous())
     throw ShapeError(fmt::format("{}: the vulkan kernel expects a contiguous output", name));
 
   abi::RandomParams p{};
   split(std::uint64_t(c.attrs.i("seed")), p.seed);
-  if (op == OpId::random_uniform) {
-    p.p0 = float(c.attrs.f("low"));
-    p.p1 = float(c.attrs.f("high"));
-  } else if (op == OpId::random_normal) {
-    p.p0 = float(c.attrs.f("mean"));
-    p.p1 = float(c.attrs.f("std"));
+  if (op != OpId::random_int) {
+    const bool uniform = op == OpId::random_uniform;
+    const double p0 = c.attrs.f(uniform ? "low" : "mean"), p1 = c.attrs.f(uniform ? "high" : "std");
+    p.p0 = float(p0);
+    p.p1 = float(p1);
+    split(std::bit_cast<std::uint64_t>(p0), p.d0);  // the f64 modules draw with these
+    split(std::bit_cast<std::uint64_t>(p1), p.d1);
   } else {
     const auto range = std::uint64_t(c.attrs.i("range"));
     if (range == 0) throw Error(fmt::format("{}: empty range", name));
@@ -77,7 +79,8 @@ void draw(DeviceImpl& d, const OpCall& c) {
     p.o_off = b.element_offset;
     const std::uint32_t groups =
         std::uint32_t(std::min<std::uint64_t>((len + wg - 1) / wg, dev.limits().max_groups_x));
-    dev.dispatch({"random", spec.values(), {b}, &p, sizeof p, {groups, 1, 1}});
+    dev.dispatch(
+        {"random", spec.values(), {b}, &p, sizeof p, {groups, 1, 1}, spec.OP, dt == DType::f64});
   }
 }
 

@@ -92,7 +92,14 @@ void scan_part(VulkanDevice& dev, OpId op, const std::vector<TensorArg>& views) 
                              .OUT_DT = dtype_code(views[1].dtype),
                              .MODE = mode};
     const auto g = std::uint32_t(std::clamp<std::uint64_t>(groups, 1, dev.limits().max_groups_x));
-    dev.dispatch({"scan", spec.values(), {by, bi, bx, bs}, &p, sizeof p, {g, 1, 1}});
+    dev.dispatch({"scan",
+                  spec.values(),
+                  {by, bi, bx, bs},
+                  &p,
+                  sizeof p,
+                  {g, 1, 1},
+                  spec.OP,
+                  x.dtype == DType::f64});
   };
   if (!chunked) {
     run(row ? abi::SCAN_MODE_ROW : abi::SCAN_MODE_LINES, row ? lines : (lines + wg - 1) / wg, by);
@@ -115,8 +122,8 @@ void scan_kernel(DeviceImpl& d, const OpCall& call) {
   const TensorArg& x = call.inputs.at(0);
   if (x.ndim() != 3 || call.outputs.at(0).numel() != x.numel())
     throw ShapeError(fmt::format("{}: the vulkan kernel expects [outer, n, inner]", call.name()));
-  dev.require(x.dtype, call.name());
-  dev.require(call.outputs[0].dtype, call.name());
+  dev.require_op(call.op, x.dtype);
+  dev.require_op(call.op, call.outputs[0].dtype);
   if (x.numel() == 0) return;
   check_lengths(call.name(), std::uint64_t(x.numel()));
   // [outer, n, inner] -> [outer, inner, n]: the line dims first, for the cut.
@@ -151,7 +158,14 @@ void sort_part(VulkanDevice& dev, bool descending, const std::vector<TensorArg>&
     p.j = std::uint32_t(j);
     const abi::SortSpec spec{
         .WG = wg, .DT = dtype_code(x.dtype), .MODE = mode, .DESCENDING = descending};
-    dev.dispatch({"sort", spec.values(), {bv, bi, bx}, &p, sizeof p, {groups, 1, 1}});
+    dev.dispatch({"sort",
+                  spec.values(),
+                  {bv, bi, bx},
+                  &p,
+                  sizeof p,
+                  {groups, 1, 1},
+                  std::uint32_t(OpId::sort),
+                  x.dtype == DType::f64});
   };
   const std::uint64_t blocks = std::uint64_t(p.rows) * ((p.padded + block - 1) / block);
   const std::uint64_t pairs = std::uint64_t(p.rows) * (p.padded / 2);
@@ -170,7 +184,7 @@ void sort_kernel(DeviceImpl& d, const OpCall& call) {
   if (x.ndim() != 2 || call.outputs.size() != 2 || call.outputs[1].dtype != DType::i64)
     throw ShapeError(
         "sort: the vulkan kernel expects [rows, n] and writes values and i64 positions");
-  dev.require(x.dtype, "sort");
+  dev.require_op(OpId::sort, x.dtype);
   if (x.numel() == 0) return;
   check_lengths("sort", std::uint64_t(x.numel()));
   const bool descending = call.attrs.b("descending");
@@ -196,7 +210,7 @@ void scatter_reduce_kernel(DeviceImpl& d, const OpCall& call) {
       v.sizes[0] != t.sizes[0])
     throw ShapeError(
         "scatter_reduce: the vulkan kernel expects 1-D values, i64 targets and output");
-  dev.require(v.dtype, "scatter_reduce");
+  dev.require_op(OpId::scatter_reduce, v.dtype);
   const auto fold = std::uint32_t(scatter_fold_of(call.attrs.s("reduce")));
   if (v.numel() == 0) return;
   check_lengths("scatter_reduce", std::uint64_t(std::max(v.numel(), o.numel())));
@@ -223,7 +237,9 @@ void scatter_reduce_kernel(DeviceImpl& d, const OpCall& call) {
                 {bo, bv, bt},
                 &p,
                 sizeof p,
-                {groups_for(dev, p.m, wg), 1, 1}});
+                {groups_for(dev, p.m, wg), 1, 1},
+                std::uint32_t(OpId::scatter_reduce),
+                v.dtype == DType::f64});
 }
 
 }  // namespace

@@ -95,19 +95,24 @@ const Pipelines::Layout& Pipelines::layout_for(std::size_t bindings) {
 // Note [f64 on Vulkan]
 // PyTorch takes f64 for every op that takes a float, and GPUs that compute it (shaderFloat64:
 // NVIDIA and AMD GPUs, at 1/64 (consumer) to 1/2 (data-centre) of their f32 rate, and lavapipe)
-// are asked for it by code ported from PyTorch. GLSL has doubles for IEEE arithmetic (+ - * /,
-// sqrt, floor, comparisons, conversions; lavapipe rounds each correctly, as the CPU does, while
-// the Vulkan spec lets division and sqrt be as loose as float's, which the conformance suite's
-// f64 threshold would catch), but not for exp, log, sin or pow, which would need double
-// implementations of their own. So the ops whose
-// math is that arithmetic (each per-op shader's `// ferry-f64-ops:` lines) get a second module
-// compiled with FERRY_F64 (shaders/common.glsl: f64 bound as doubles, the float dtypes loaded
-// into and computed in double); a dispatch that binds an f64 tensor (DispatchDesc::f64) takes
-// it, and supports(op, f64) is true exactly where that module exists and the device has
-// shaderFloat64 (VulkanDevice::supports). index_select and gather move elements by their size
-// (moves_element_bytes), so they take f64 on every device, bit for bit. Other ops refuse f64
-// with UnsupportedError, as before; f64 tensors move to and from every Vulkan device byte for
-// byte.
+// are asked for it by code ported from PyTorch. So every shader that computes floats is also
+// compiled with FERRY_F64 (shaders/common.glsl): f64 bound as doubles, the float dtypes loaded
+// into and computed in FTYPE = double, the math written once over FTYPE. A dispatch that binds
+// an f64 tensor (DispatchDesc::f64) takes that module: per op for the per-op shaders (Note
+// [Per-op shader modules]), one for the whole shader otherwise; the ops each serves are the
+// shader's `// ferry-f64-ops:` lines, which shaders/shaders.cmake reads. supports(op, f64) is
+// true exactly where such a module exists and the device has shaderFloat64 and the full
+// variant (VulkanDevice::supports); elsewhere the kernels refuse f64 with UnsupportedError, and
+// f64 tensors still move to and from every Vulkan device byte for byte (index_select and
+// gather, moves_element_bytes, take f64 on every device). GLSL has doubles for IEEE arithmetic
+// (+ - * /, sqrt, floor, comparisons, conversions; lavapipe rounds each correctly, as the CPU
+// does, while the Vulkan spec lets division and sqrt be as loose as float's, which the
+// conformance suite's f64 threshold would catch) but no double exp, log, sin or pow:
+// shaders/transcendentals_f64.glsl writes them from that arithmetic, within a few ulp of the C
+// library (tests/test_f64_vulkan_math.cpp measures it). Accumulations (sums, scans, softmax,
+// layer_norm's statistics, matmul) keep their float algorithms in double; the hyper-parameters
+// of the optimizer steps and the bounds of the draws and of arange travel as doubles, so the
+// results are the CPU's to the last bits or ulps.
 bool has_f64_module(std::uint32_t op) {
   // Asked on every f64 supports() and kernel call: the table is read once.
   static const std::vector<bool> has = [] {
@@ -165,9 +170,12 @@ VkPipeline Pipelines::pipeline_for(const DispatchDesc& d, const Layout& layout) 
   for (char c : d.shader) mix(std::uint8_t(c));
   mix(d.bindings.size());
   for (std::uint32_t v : d.spec) mix(v);
+  mix(d.op);
+  mix(d.f64);
   std::vector<CachedPipeline>& bucket = pipelines_[h];
   for (const CachedPipeline& c : bucket)
-    if (c.shader == d.shader && c.bindings == d.bindings.size() && c.spec == d.spec)
+    if (c.shader == d.shader && c.bindings == d.bindings.size() && c.spec == d.spec &&
+        c.op == d.op && c.f64 == d.f64)
       return c.pipeline;
 
   std::vector<VkSpecializationMapEntry> entries(d.spec.size());
@@ -189,7 +197,7 @@ VkPipeline Pipelines::pipeline_for(const DispatchDesc& d, const Layout& layout) 
         fmt::format("creating the '{}' pipeline", key));
   FERRY_DEBUG("{}: pipeline {}", device_name_, key);
   cache_dirty_ = true;
-  bucket.push_back({std::string(d.shader), d.bindings.size(), d.spec, p});
+  bucket.push_back({std::string(d.shader), d.bindings.size(), d.spec, d.op, d.f64, p});
   return p;
 }
 

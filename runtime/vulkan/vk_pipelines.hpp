@@ -74,6 +74,8 @@ class Pipelines {
     std::string shader;
     std::size_t bindings;
     std::vector<std::uint32_t> spec;
+    std::uint32_t op;  // with f64, which module (shader_module) the pipeline was made from
+    bool f64;
     VkPipeline pipeline;
   };
   std::unordered_map<std::uint64_t, std::vector<CachedPipeline>> pipelines_;  // by key hash

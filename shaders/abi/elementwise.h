@@ -17,7 +17,7 @@ FERRY_PUSH_CONSTANTS(ElementwiseParams) {
   uvec4 stride[4];  // stride[t][d]: tensor t (0 = output, then the inputs), dim d
   uvec4 off;        // each tensor's first element within its binding
   uint n;           // elements
-  uint s[3];        // op scalars: fill value bits; arange start, step
+  uint s[5];        // op scalars: fill's value, arange's start, step and first index
 }
 FERRY_END_PUSH_CONSTANTS(ElementwiseParams)
 

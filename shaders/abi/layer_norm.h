@@ -17,6 +17,7 @@ FERRY_PUSH_CONSTANTS(LayerNormParams) {
   uint xs0, xs1, ys0, ys1;  // row and element strides of x and y
   uint ms, rs, ws, bs;      // strides of mean, rstd, weight, bias
   float eps;
+  uint eps_bits[2];  // eps as a double's two words, for the f64 module
 }
 FERRY_END_PUSH_CONSTANTS(LayerNormParams)
 

@@ -17,6 +17,7 @@ FERRY_PUSH_CONSTANTS(RandomParams) {
   float p0, p1;  // uniform: low, high; normal: mean, std
   uvec2 low;     // random_int: low as int64 (lo, hi words)
   uvec2 range;   // random_int: range as uint64
+  uvec2 d0, d1;  // the f64 modules: p0 and p1 as doubles (lo, hi words)
 }
 FERRY_END_PUSH_CONSTANTS(RandomParams)
 

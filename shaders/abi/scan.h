@@ -17,7 +17,7 @@ FERRY_CODE(SCAN_MODE_ROW, 1u)
 FERRY_CODE(SCAN_MODE_CHUNK_STATES, 2u)
 FERRY_CODE(SCAN_MODE_CHUNK_PREFIX, 3u)
 FERRY_CODE(SCAN_MODE_CHUNK_APPLY, 4u)
-FERRY_CODE(SCAN_STATE_WORDS, 5u)  // a state in the states binding: hi, lo, iv (2 words), idx
+FERRY_CODE(SCAN_STATE_WORDS, 7u)  // a state in the states binding: hi, lo, iv (2 words each), idx
 
 #define FERRY_SCAN_SPEC(X)                                                      \
   X(1, uint, OP, 0)     /* OpId: OP_CUMSUM, OP_CUMPROD, OP_CUMMAX, OP_CUMMIN */ \

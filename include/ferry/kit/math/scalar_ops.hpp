@@ -79,37 +79,44 @@ template <typename F> FERRY_HD F logsigmoid(F x) {
 }
 
 // erfinv in double: M. Giles' single-precision approximation ("Approximating
-// the erfinv function", 2010) as the start, then two Newton steps on
-// erf(x) = y. Near |y| = 1 the residual is taken as (1 - |y|) - erfc(|x|):
-// 1 - |y| is exact there, where erf(x) - y would cancel to nothing. Host only:
-// CUDA has its own erfinv.
+// the erfinv function", 2010) as the start where it was fitted (1 - |y| above
+// ~1e-7), erfc's asymptote exp(-x^2) / (x sqrt(pi)) beyond, then Newton steps
+// on erf(x) = y until they stop moving x (two or three from Giles' start).
+// Near |y| = 1 the residual is taken as (1 - |y|) - erfc(|x|): 1 - |y| is
+// exact there, where erf(x) - y would cancel to nothing. The Vulkan f64 shader
+// (shaders/transcendentals_f64.glsl) iterates the same way, from the float
+// erfinv's result. Host only: CUDA
+// has its own erfinv.
 inline double erfinv_newton(double y) {
   if (y != y || y < -1.0 || y > 1.0) return std::numeric_limits<double>::quiet_NaN();
   if (y == 1.0 || y == -1.0) return y * std::numeric_limits<double>::infinity();
   if (y == 0.0) return y;
-  double w = -std::log((1.0 - y) * (1.0 + y)), p;
+  const double a = std::fabs(y);
+  double w = -std::log((1.0 - a) * (1.0 + a)), p;
   if (w < 5.0) {
     w -= 2.5;
     p = 2.81022636e-08;
     for (double c : {3.43273939e-07, -3.5233877e-06, -4.39150654e-06, 0.00021858087, -0.00125372503,
                      -0.00417768164, 0.246640727, 1.50140941})
       p = c + p * w;
-  } else {
+  } else if (w < 16.0) {
     w = std::sqrt(w) - 3.0;
     p = -0.000200214257;
     for (double c : {0.000100950558, 0.00134934322, -0.00367342844, 0.00573950773, -0.0076224613,
                      0.00943887047, 1.00167406, 2.83297682})
       p = c + p * w;
+  } else {
+    const double l = -std::log(1.0 - a);
+    p = std::sqrt(l - std::log(std::sqrt(l) * 1.7724538509055160)) / a;  // sqrt(pi)
   }
-  double x = p * y;
-  const double a = std::fabs(y);
-  for (int step = 0; step < 2; ++step) {
-    const double ax = std::fabs(x);
-    const double r = a < 0.5 ? std::erf(ax) - a : (1.0 - a) - std::erfc(ax);
-    const double corrected = ax - r / (1.1283791670955126 * std::exp(-ax * ax));  // 2/sqrt(pi)
-    x = y < 0 ? -corrected : corrected;
+  double x = p * a;
+  for (int step = 0; step < 8; ++step) {
+    const double r = a < 0.5 ? std::erf(x) - a : (1.0 - a) - std::erfc(x);
+    const double delta = r / (1.1283791670955126 * std::exp(-x * x));  // 2/sqrt(pi)
+    x -= delta;
+    if (std::fabs(delta) <= 1e-15 * x) break;  // the next step is below rounding
   }
-  return x;
+  return y < 0 ? -x : x;
 }
 template <typename F> FERRY_HD F erfinv(F y) {
 #ifdef __CUDA_ARCH__
