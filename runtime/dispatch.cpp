@@ -226,11 +226,14 @@ Tensor make_view(const Tensor& base, Shape sizes, Shape strides, std::int64_t of
   impl->strides = std::move(strides);
   impl->offset = offset;
   impl->dtype = base.dtype();
+  const auto& b = base.impl_ptr();
   if (is_grad_enabled()) {
-    const auto& b = base.impl_ptr();
     std::shared_ptr<TensorImpl> root = b->view_base.lock();
     impl->view_base = root ? root : b;
   }
+  impl->view_made_without_grad = !is_grad_enabled() || b->view_made_without_grad;
+  impl->view_made_without_grad_of_grad_base =
+      b->view_made_without_grad_of_grad_base || (!is_grad_enabled() && base.requires_grad());
   return Tensor(std::move(impl));
 }
 

@@ -66,6 +66,15 @@ Tensor& detail::write_in_place(std::string_view op, Tensor& x,
   if (result.device() != x.device())
     throw DeviceMismatchError(fmt::format("{}: the result is on {}, not on x's {}", op,
                                           result.device().str(), x.device().str()));
+  const TensorImpl& xi = *x.impl_ptr();
+  if (grad_mode && xi.view_made_without_grad &&
+      (xi.view_made_without_grad_of_grad_base || x.requires_grad() || result.requires_grad()))
+    throw Error(fmt::format(
+        "{}: x is a view made with grad mode off (under a ferry::NoGradGuard) and is being "
+        "modified in place with grad mode on, where the write would be tracked; PyTorch forbids "
+        "this as ambiguous: make both the view and the in-place op under the NoGradGuard (the "
+        "write untracked) or both outside it (tracked)",
+        op));
   // Note [In-place through a view]: the write changes the base's history.
   const Tensor base =
       grad_mode && root && (x.requires_grad() || result.requires_grad()) ? Tensor(root) : Tensor();

@@ -137,7 +137,10 @@ Tensor Tensor::to(const Device& dev, DType dt) const {
 
 namespace {
 
+// Whether the view's base requires grad (for a view made with grad mode off: did when the
+// view was made, which write_in_place then refuses).
 bool base_requires_grad(const TensorImpl& view) {
+  if (view.view_made_without_grad_of_grad_base) return true;
   const std::shared_ptr<TensorImpl> base = view.view_base.lock();
   return base && Tensor(base).requires_grad();
 }

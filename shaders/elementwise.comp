@@ -214,7 +214,7 @@ FTYPE grad_f(FTYPE g, FTYPE z) {
 // ferry-f64-ops: add sub mul div pow maximum minimum atan2 fmod remainder floor_divide hypot
 // ferry-f64-ops: copysign xlogy eq ne lt le gt ge
 // ferry-f64-ops: relu_backward sigmoid_backward tanh_backward gelu_backward
-// ferry-f64-ops: gelu_tanh_backward silu_backward where copy fill arange
+// ferry-f64-ops: gelu_tanh_backward silu_backward where copy fill arange clamp
 
 // The divisions with rounding (kit/math/elementwise_ops.hpp): the front-end
 // refuses a zero divisor. Division truncates (OpSDiv); the remainders are
@@ -308,6 +308,46 @@ bool compare_i(ITYPE x, ITYPE y) {
     case OP_GE: return x >= y;
   }
   return false;
+}
+
+// clamp's bounds (s0, s1: lo; s2, s3: hi; s4 bit 0: lo given, bit 1: hi given), rounded to x's
+// dtype by the host: a float's bits in the first word, a double's or an int64's in both.
+#ifdef FERRY_F64
+FTYPE clamp_bound_f(uint w0, uint w1) {
+  return IN_DT == DT_F64 ? packDouble2x32(uvec2(w0, w1)) : FTYPE(uintBitsToFloat(w0));
+}
+#else
+FTYPE clamp_bound_f(uint w0, uint w1) { return uintBitsToFloat(w0); }
+#endif
+FTYPE clamp_f(FTYPE v) {
+  if (isnan(v)) return v;
+  if ((p.s[4] & 1u) != 0u) {
+    const FTYPE lo = clamp_bound_f(p.s[0], p.s[1]);
+    v = v < lo ? lo : v;
+  }
+  if ((p.s[4] & 2u) != 0u) {
+    const FTYPE hi = clamp_bound_f(p.s[2], p.s[3]);
+    v = v > hi ? hi : v;
+  }
+  return v;
+}
+// Narrow integers compare in 32 bits (llvmpipe miscompiles 64-bit sign tests of sign-extended
+// values: OP_ABS above).
+ITYPE clamp_i(ITYPE v) {
+#ifdef FERRY_FULL
+  const ITYPE lo = ITYPE(p.s[0]) | (ITYPE(p.s[1]) << 32), hi = ITYPE(p.s[2]) | (ITYPE(p.s[3]) << 32);
+  if (IN_DT != DT_I64) {
+    int w = int(v);
+    if ((p.s[4] & 1u) != 0u && w < int(lo)) w = int(lo);
+    if ((p.s[4] & 2u) != 0u && w > int(hi)) w = int(hi);
+    return ITYPE(w);
+  }
+#else
+  const ITYPE lo = ITYPE(p.s[0]), hi = ITYPE(p.s[2]);
+#endif
+  if ((p.s[4] & 1u) != 0u && v < lo) v = lo;
+  if ((p.s[4] & 2u) != 0u && v > hi) v = hi;
+  return v;
 }
 
 uint offset_of(uint t, uvec4 coord) {
@@ -415,6 +455,14 @@ void main() {
         STORE_F(o, OUT_DT, oi, cond ? LOAD_F(b, IN_DT, ai) : LOAD_F(c, IN_DT, bi))
       } else {
         STORE_I(o, OUT_DT, oi, cond ? LOAD_I(b, IN_DT, ai) : LOAD_I(c, IN_DT, bi))
+      }
+    } else if (OP == OP_CLAMP) {
+      // x into [lo, hi], the CPU's clamp_loop: a NaN x stays, a NaN bound is never taken.
+      uint ai = offset_of(1, coord);
+      if (IS_FLOAT_DT(IN_DT)) {
+        STORE_F(o, OUT_DT, oi, clamp_f(LOAD_F(a, IN_DT, ai)))
+      } else {
+        STORE_I(o, OUT_DT, oi, clamp_i(LOAD_I(a, IN_DT, ai)))
       }
     } else if (is_unary()) {
       uint ai = offset_of(1, coord);

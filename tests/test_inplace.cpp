@@ -10,6 +10,7 @@
 
 #include "ferry/ferry.hpp"
 #include "gradcheck.hpp"
+#include "op_test_util.hpp"
 #include "test_devices.hpp"
 
 namespace {
@@ -264,3 +265,33 @@ TEST(InPlace, CopyAndFillThroughViewsAreRecorded) {
 }
 
 }  // namespace
+
+// A view made under NoGradGuard and written in place with grad mode on, where the write
+// would be tracked, is refused (PyTorch's "a view was created in no_grad mode"), with
+// nothing written; under NoGradGuard, or where no gradient is involved, it writes.
+TEST(InPlace, RefusesWritesThroughViewsMadeWithoutGrad) {
+  Tensor w = ferry::ones({2, 3}).requires_grad_();
+  Tensor nonleaf = w * 2.0;
+  Tensor plain = ferry::ones({2, 3});
+  Tensor of_w, of_nonleaf, of_plain;
+  {
+    ferry::NoGradGuard no_grad;
+    of_w = w.narrow(1, 0, 2);
+    of_nonleaf = nonleaf.select(0, 1);
+    of_plain = plain.narrow(1, 0, 2);
+  }
+  Tensor view_of_view = of_nonleaf.narrow(0, 0, 2);  // made with grad mode on: still one
+  EXPECT_FERRY_ERROR(of_w.mul_(3.0), ferry::Error, "mul_", "grad mode off");
+  EXPECT_FERRY_ERROR(ferry::exp_(of_nonleaf), ferry::Error, "exp_", "NoGradGuard");
+  EXPECT_FERRY_ERROR(view_of_view.fill_(0.0), ferry::Error, "fill_", "grad mode off");
+  EXPECT_FERRY_ERROR(of_plain.add_(ferry::ones({2, 2}).requires_grad_()), ferry::Error, "add_");
+  EXPECT_EQ(w.to_vector<float>(), std::vector<float>(6, 1.0f));
+  EXPECT_EQ(nonleaf.to_vector<float>(), std::vector<float>(6, 2.0f));
+  of_plain.add_(1.0);  // nothing to track: written
+  EXPECT_EQ(plain.to_vector<float>(), (std::vector<float>{2, 2, 1, 2, 2, 1}));
+  {
+    ferry::NoGradGuard no_grad;  // both under the guard: written, untracked
+    of_w.mul_(3.0);
+  }
+  EXPECT_EQ(w.to_vector<float>(), (std::vector<float>{3, 3, 1, 3, 3, 1}));
+}

@@ -15,7 +15,11 @@
 // in-place op on a leaf that requires grad, or on a view of one, raises
 // Error. Through a view of a non-leaf that requires grad, the write rewrites
 // the base's history as PyTorch's CopySlices does (Note [In-place through a
-// view] in runtime/autograd/formulas_views.cpp). Included by ferry/ops.hpp.
+// view] in runtime/autograd/formulas_views.cpp). A view made with grad mode off
+// (under a NoGradGuard), written in place with grad mode on where the write
+// would be tracked (its base required grad, or the op's other operand requires
+// it), raises Error, as PyTorch's "a view was created in no_grad mode" does.
+// Included by ferry/ops.hpp.
 #pragma once
 
 #include <cstdint>

@@ -86,6 +86,11 @@ struct TensorImpl {
   // its base's graph alive (a node may hold a view of its own output); a base
   // gone is one no gradient can be asked of. Empty otherwise.
   std::weak_ptr<TensorImpl> view_base;
+  // A view made with grad mode off (or a view of one): an in-place write through it with
+  // grad mode on, where the write would be tracked, is refused as PyTorch refuses it (Note
+  // [In-place ops] in ferry/ops_inplace.hpp). `of_grad_base`: its base required grad then.
+  bool view_made_without_grad = false;
+  bool view_made_without_grad_of_grad_base = false;
 };
 
 class Tensor {

@@ -13,6 +13,7 @@
 
 #include "abi/elementwise.h"
 #include "ferry/error.hpp"
+#include "ferry/kit/math/elementwise_ops.hpp"
 #include "vulkan/vk_device.hpp"
 #include "vulkan/vk_policy.hpp"
 #include "vulkan/vk_split.hpp"
@@ -219,6 +220,52 @@ void arange_kernel(DeviceImpl& d, const OpCall& c) {
   }
 }
 
+// A clamp bound as the CPU's clamp_loop compares it: rounded to x's dtype (math::from_double),
+// as a float's bits (f32, f16, bf16), a double's or an int64's.
+std::uint64_t clamp_bound_bits(DType dt, double v, std::int64_t exact) {
+  switch (dt) {
+    case DType::f64:
+      return std::bit_cast<std::uint64_t>(v);
+    case DType::f32:
+      return float_bits(float(v));
+    case DType::f16:
+      return float_bits(float(math::from_double<Half>(v, exact)));
+    case DType::bf16:
+      return float_bits(float(math::from_double<BFloat16>(v, exact)));
+    case DType::i8:
+      return std::uint64_t(std::int64_t(math::from_double<std::int8_t>(v, exact)));
+    case DType::i16:
+      return std::uint64_t(std::int64_t(math::from_double<std::int16_t>(v, exact)));
+    case DType::i32:
+      return std::uint64_t(std::int64_t(math::from_double<std::int32_t>(v, exact)));
+    case DType::u8:
+      return std::uint64_t(math::from_double<std::uint8_t>(v, exact));
+    default:
+      return std::uint64_t(exact);
+  }
+}
+
+// The fused clamp with scalar bounds (ops_composite.cpp's clamp): one pass.
+void clamp_kernel(DeviceImpl& d, const OpCall& c) {
+  const DType dt = c.outputs[0].dtype;
+  if (dt == DType::boolean || c.inputs.at(0).dtype != dt)
+    throw UnsupportedError(
+        fmt::format("clamp: the vulkan kernel takes x in the output's numeric dtype, not {}",
+                    dtype_name(c.inputs.at(0).dtype)));
+  vulkan_device(d).require_op(OpId::clamp, dt);
+  Launch l{code(OpId::clamp), dtype_code(dt), dtype_code(dt)};
+  for (int k = 0; k < 2; ++k) {
+    const char* name = k == 0 ? "min" : "max";
+    if (!c.attrs.has(name)) continue;
+    const std::uint64_t bits =
+        clamp_bound_bits(dt, c.attrs.f(name), c.attrs.i(k == 0 ? "min_i" : "max_i"));
+    l.s[2 * k] = std::uint32_t(bits);
+    l.s[2 * k + 1] = std::uint32_t(bits >> 32);
+    l.s[4] |= 1u << k;
+  }
+  run(d, l, c.outputs[0], {c.inputs[0]});
+}
+
 }  // namespace
 
 void add_elementwise_kernels(KernelTable& t) {
@@ -243,6 +290,7 @@ void add_elementwise_kernels(KernelTable& t) {
   t.emplace_back(OpId::copy, copy_kernel);
   t.emplace_back(OpId::fill, fill_kernel);
   t.emplace_back(OpId::arange, arange_kernel);
+  t.emplace_back(OpId::clamp, clamp_kernel);
 }
 
 }  // namespace ferry::vulkan
