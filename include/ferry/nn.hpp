@@ -4,6 +4,7 @@
 
 #include "ferry/nn/activation.hpp"
 #include "ferry/nn/container.hpp"
+#include "ferry/nn/conv.hpp"
 #include "ferry/nn/functional.hpp"
 #include "ferry/nn/init.hpp"
 #include "ferry/nn/layers.hpp"

@@ -15,6 +15,7 @@
 
 #include "ferry/config.hpp"
 #include "ferry/op.hpp"
+#include "ferry/ops_conv.hpp"     // convolution, unfold and fold
 #include "ferry/ops_inplace.hpp"  // the in-place `_` forms
 #include "ferry/ops_shape.hpp"    // the indexing and shape ops
 #include "ferry/ops_sort.hpp"     // scans, sorting and selection

@@ -94,4 +94,12 @@ Tensor& xavier_uniform_(Tensor& t, double gain) {
   return init::uniform_(t, -bound, bound);
 }
 
+void reset_weight_and_bias_(Tensor& weight, Tensor& bias) {
+  kaiming_uniform_(weight, std::sqrt(5.0));
+  if (!bias.defined()) return;
+  const std::int64_t fan_in = weight.numel() > 0 ? calculate_fans(weight).fan_in : 0;
+  const double bound = fan_in > 0 ? 1.0 / std::sqrt(double(fan_in)) : 0.0;
+  init::uniform_(bias, -bound, bound);
+}
+
 }  // namespace ferry::nn::init

@@ -40,15 +40,9 @@ Linear::Linear(std::int64_t in, std::int64_t out, bool with_bias, const TensorOp
   check_size("Linear", "in_features", in);
   check_size("Linear", "out_features", out);
   const TensorOptions o = param_options("Linear", options);
-  // PyTorch's reset_parameters: kaiming_uniform_(a = √5) on the weight is
-  // U(±1/√in), and the bias uses the same bound.
   weight = register_parameter("weight", empty({out, in}, o));
-  init::kaiming_uniform_(weight, std::sqrt(5.0));
-  if (with_bias) {
-    bias = register_parameter("bias", empty({out}, o));
-    const double bound = in > 0 ? 1.0 / std::sqrt(double(in)) : 0.0;
-    init::uniform_(bias, -bound, bound);
-  }
+  if (with_bias) bias = register_parameter("bias", empty({out}, o));
+  init::reset_weight_and_bias_(weight, bias);
 }
 
 Tensor Linear::forward(const Tensor& x) {

@@ -95,5 +95,8 @@ void add_shape_grad_cases(std::vector<Case>& out);
 // prod, the scans, the sort and the selections (cases_sort.cpp), forward and gradient modes.
 void add_sort_cases(std::vector<Case>& out);
 void add_sort_grad_cases(std::vector<Case>& out);
+// conv1d/2d/3d, unfold and fold (cases_conv.cpp), forward and gradient modes.
+void add_conv_cases(std::vector<Case>& out);
+void add_conv_grad_cases(std::vector<Case>& out);
 
 }  // namespace ferry::conformance

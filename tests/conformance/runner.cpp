@@ -153,6 +153,7 @@ std::vector<Case> all_cases() {
   add_other_cases(cases);
   add_shape_cases(cases);
   add_sort_cases(cases);
+  add_conv_cases(cases);
   return cases;
 }
 

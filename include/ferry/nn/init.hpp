@@ -38,5 +38,8 @@ Tensor& kaiming_uniform_(Tensor& t, double a = 0.0, std::string_view mode = "fan
                          std::string_view nonlinearity = "leaky_relu");
 // U(-b, b) with b = gain · √(6 / (fan_in + fan_out)).
 Tensor& xavier_uniform_(Tensor& t, double gain = 1.0);
+// PyTorch's reset_parameters of Linear and the convolution layers: kaiming_uniform_(a = √5)
+// on the weight, which is U(±1/√fan_in), and the same bound on the bias when it is defined.
+void reset_weight_and_bias_(Tensor& weight, Tensor& bias);
 
 }  // namespace ferry::nn::init

@@ -1,0 +1,242 @@
+// conv1d/2d/3d, unfold and fold (ferry/ops_conv.hpp): against PyTorch's results and
+// gradients (tests/data/pytorch_conv_reference.json, written by tools/gen_conv_reference.py)
+// on every device, against finite differences in f64 on the CPU, and PyTorch's errors for
+// bad geometry, typed, with nothing computed.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "ferry/ferry.hpp"
+#include "gradcheck.hpp"
+#include "op_test_util.hpp"
+
+#ifndef FERRY_TEST_DATA_DIR
+#error "FERRY_TEST_DATA_DIR must name the folder holding pytorch_conv_reference.json"
+#endif
+
+namespace {
+
+using ferry::DType;
+using ferry::Tensor;
+using nlohmann::json;
+
+Tensor from_json(const json& j) {
+  std::vector<float> v;
+  for (const json& x : j["data"]) v.push_back(x.get<float>());
+  return ferry::tensor(v).reshape(j["shape"].get<ferry::Shape>());
+}
+
+// An int or a list of ints (PyTorch's size arguments).
+ferry::ConvSizes sizes(const json& attrs, const char* name, std::int64_t fallback) {
+  if (!attrs.contains(name)) return {fallback};
+  const json& v = attrs[name];
+  if (v.is_number_integer()) return {v.get<std::int64_t>()};
+  return v.get<std::vector<std::int64_t>>();
+}
+
+Tensor call(const std::string& op, const json& a, const std::vector<Tensor>& in) {
+  if (op == "unfold")
+    return ferry::unfold(in[0], sizes(a, "kernel_size", 1), sizes(a, "dilation", 1),
+                         sizes(a, "padding", 0), sizes(a, "stride", 1));
+  if (op == "fold")
+    return ferry::fold(in[0], sizes(a, "output_size", 1), sizes(a, "kernel_size", 1),
+                       sizes(a, "dilation", 1), sizes(a, "padding", 0), sizes(a, "stride", 1));
+  const ferry::ConvPadding padding = a.contains("padding") && a["padding"].is_string()
+                                         ? ferry::ConvPadding(a["padding"].get<std::string>())
+                                         : ferry::ConvPadding(sizes(a, "padding", 0));
+  const Tensor bias = in.size() > 2 ? in[2] : Tensor();
+  const auto stride = sizes(a, "stride", 1), dilation = sizes(a, "dilation", 1);
+  const std::int64_t groups = a.value("groups", std::int64_t(1));
+  if (op == "conv1d") return ferry::conv1d(in[0], in[1], bias, stride, padding, dilation, groups);
+  if (op == "conv2d") return ferry::conv2d(in[0], in[1], bias, stride, padding, dilation, groups);
+  EXPECT_EQ(op, "conv3d");
+  return ferry::conv3d(in[0], in[1], bias, stride, padding, dilation, groups);
+}
+
+void expect_close(const Tensor& got, const Tensor& want, double rtol, double atol,
+                  const std::string& what) {
+  ASSERT_TRUE(got.defined()) << what << ": no gradient";
+  ASSERT_EQ(got.sizes(), want.sizes()) << what;
+  const auto g = got.to_vector<float>(), w = want.to_vector<float>();
+  for (std::size_t i = 0; i < g.size(); ++i)
+    ASSERT_NEAR(g[i], w[i], atol + rtol * std::fabs(w[i])) << what << " element " << i;
+}
+
+void run_reference(const ferry::Device& dev) {
+  std::ifstream f(std::string(FERRY_TEST_DATA_DIR) + "/pytorch_conv_reference.json");
+  ASSERT_TRUE(f) << "missing tests/data/pytorch_conv_reference.json (tools/gen_conv_reference.py)";
+  const json doc = json::parse(f);
+  ASSERT_GE(doc["cases"].size(), 20u);
+  for (const json& c : doc["cases"]) {
+    const std::string name = c["name"], op = c["op"];
+    SCOPED_TRACE(name + " on " + dev.str());
+    std::vector<Tensor> in;
+    for (const json& t : c["inputs"]) in.push_back(from_json(t).to(dev).requires_grad_());
+    Tensor out = call(op, c["attrs"], in);
+    ASSERT_EQ(out.device(), dev);
+    const double rtol = c["tol"]["rtol"], atol = c["tol"]["atol"];
+    expect_close(out, from_json(c["output"]), rtol, atol, "output");
+    if (out.numel() == 0) continue;  // an empty batch: nothing flows back
+    out.backward(from_json(c["upstream"]).to(dev));
+    for (std::size_t i = 0; i < in.size(); ++i)
+      expect_close(in[i].grad(), from_json(c["grads"][i]), rtol, atol,
+                   "grad of input " + std::to_string(i));
+  }
+}
+
+TEST(Conv, PyTorchReferenceCpu) { run_reference(ferry::Device::cpu()); }
+
+TEST(Conv, PyTorchReferenceVulkan) {
+  if (!ferry::is_available("vulkan:0"))
+    GTEST_SKIP() << "no Vulkan device: " << ferry::describe_devices();
+  run_reference(ferry::Device("vulkan:0"));
+}
+
+TEST(Conv, PyTorchReferenceCuda) {
+  if (!ferry::is_available("cuda:0"))
+    GTEST_SKIP() << "no CUDA device: " << ferry::describe_devices();
+  run_reference(ferry::Device("cuda:0"));
+}
+
+Tensor f64_input(const ferry::Shape& s, std::uint64_t seed) {
+  ferry::manual_seed(seed);
+  return ferry::rand(s, {.dtype = DType::f64}) * 2.0 - 1.0;
+}
+
+// Finite differences in double through every geometry knob at once.
+TEST(Conv, GradcheckInDouble) {
+  using In = std::vector<Tensor>;
+  EXPECT_TRUE(ferry_test::gradcheck(
+      [](const In& in) {
+        return ferry::conv2d(in[0], in[1], in[2], {2, 1}, {1, 0}, {1, 2}, 2);
+      },
+      {f64_input({2, 4, 6, 7}, 1), f64_input({4, 2, 3, 2}, 2), f64_input({4}, 3)}));
+  EXPECT_TRUE(ferry_test::gradcheck(
+      [](const In& in) { return ferry::conv1d(in[0], in[1], in[2], {1}, "same", {2}); },
+      {f64_input({2, 3, 8}, 4), f64_input({2, 3, 4}, 5), f64_input({2}, 6)}));
+  EXPECT_TRUE(ferry_test::gradcheck(
+      [](const In& in) {
+        return ferry::conv3d(in[0], in[1], Tensor(), {1, 2, 1}, {0, 1, 1});
+      },
+      {f64_input({1, 2, 3, 4, 3}, 7), f64_input({3, 2, 2, 2, 2}, 8)}));
+  EXPECT_TRUE(ferry_test::gradcheck(
+      [](const In& in) {
+        return ferry::fold(ferry::unfold(in[0], {2, 3}, {1}, {1}, {2, 1}) * 1.5, {5, 4}, {2, 3},
+                           {1}, {1}, {2, 1});
+      },
+      {f64_input({2, 2, 5, 4}, 9)}));
+}
+
+// PyTorch's errors, as ShapeError (ValueError for a padding string it does not know or
+// 'same' with a stride), naming the sizes.
+TEST(Conv, BadGeometryIsAShapeErrorNamingTheSizes) {
+  const Tensor x = ferry::ones({2, 3, 5, 5}), w = ferry::ones({4, 3, 3, 3});
+  EXPECT_FERRY_ERROR(ferry::conv2d(x, ferry::ones({4, 2, 3, 3})), ferry::ShapeError, "conv2d",
+                     "[4, 2, 3, 3]", "[2, 3, 5, 5]", "2 channels", "got 3");
+  EXPECT_FERRY_ERROR(
+      ferry::conv2d(ferry::ones({2, 4, 5, 5}), ferry::ones({6, 2, 3, 3}), {}, {1}, 0, {1}, 4),
+      ferry::ShapeError, "divisible by groups (4)", "[6, 2, 3, 3]");
+  EXPECT_FERRY_ERROR(
+      ferry::conv2d(ferry::ones({2, 4, 5, 5}), ferry::ones({6, 1, 3, 3}), {}, {1}, 0, {1}, 2),
+      ferry::ShapeError, "groups=2", "[6, 1, 3, 3]", "2 channels", "got 4");
+  EXPECT_FERRY_ERROR(ferry::conv2d(x, ferry::ones({4, 3, 7, 7})), ferry::ShapeError, "5 x 5",
+                     "7 x 7");
+  EXPECT_FERRY_ERROR(ferry::conv2d(x, w, {}, {0}), ferry::ShapeError, "non-positive stride");
+  EXPECT_FERRY_ERROR(ferry::conv2d(x, w, {}, {1}, -1), ferry::ShapeError, "negative padding");
+  EXPECT_FERRY_ERROR(ferry::conv2d(x, w, {}, {2}, "same"), ferry::ValueError, "strided");
+  EXPECT_FERRY_ERROR(ferry::conv2d(x, w, {}, {1}, "full"), ferry::ValueError, "'full'");
+  EXPECT_FERRY_ERROR(ferry::conv2d(x, w, ferry::ones({3})), ferry::ShapeError, "bias", "[3]");
+  EXPECT_FERRY_ERROR(ferry::conv2d(ferry::ones({5, 5}), w), ferry::ShapeError, "[5, 5]");
+  EXPECT_FERRY_ERROR(ferry::conv1d(x, w), ferry::ShapeError, "conv1d");
+  EXPECT_FERRY_ERROR(ferry::conv2d(x, w, {}, {1, 1, 1}), ferry::ShapeError, "stride", "3 values");
+  EXPECT_FERRY_ERROR(ferry::conv2d(x.to(DType::f64), w), ferry::DTypeError, "f64", "f32");
+  EXPECT_FERRY_ERROR(ferry::conv2d(ferry::ones({2, 3, 5, 5}, {.dtype = DType::i32}), w),
+                     ferry::DTypeError, "conv2d");
+  EXPECT_FERRY_ERROR(ferry::fold(ferry::ones({2, 12, 7}), {4, 4}, {2}), ferry::ShapeError,
+                     "sliding blocks", "7");
+  EXPECT_FERRY_ERROR(ferry::fold(ferry::ones({2, 10, 9}), {4, 4}, {2}), ferry::ShapeError,
+                     "divisible");
+  EXPECT_FERRY_ERROR(ferry::unfold(ferry::ones({3, 4}), {2}), ferry::ShapeError, "[3, 4]");
+}
+
+}  // namespace
+
+namespace {
+
+// Conv2d as PyTorch builds it: parameter names and shapes, U(±1/√fan_in) values, the printed
+// form, and a forward that is F.conv2d's (after F.pad for the other padding modes).
+TEST(ConvModule, ParametersInitAndForwardArePyTorchs) {
+  ferry::manual_seed(0);
+  ferry::nn::Conv2d conv(4, 6, {3, 2}, {2, 1}, 1, {1}, 2);
+  const auto params = conv.named_parameters();
+  ASSERT_EQ(params.size(), 2u);
+  EXPECT_EQ(params[0].first, "weight");
+  EXPECT_EQ(params[1].first, "bias");
+  EXPECT_EQ(conv.weight.sizes(), (ferry::Shape{6, 2, 3, 2}));
+  EXPECT_EQ(conv.bias.sizes(), (ferry::Shape{6}));
+  const double bound = 1.0 / std::sqrt(2.0 * 3 * 2);  // fan_in = in / groups * kh * kw
+  for (const Tensor& p : {conv.weight, conv.bias})
+    for (float v : p.to_vector<float>()) EXPECT_LE(std::fabs(v), bound);
+  EXPECT_GT(ferry::amax(ferry::abs(conv.weight), {}).item<float>(), 0.5 * bound);
+  EXPECT_EQ(conv.str(),
+            "Conv2d(4, 6, kernel_size=(3, 2), stride=(2, 1), padding=(1, 1), groups=2)");
+  const Tensor x = ferry::rand({2, 4, 7, 5});
+  const std::vector<float> want =
+      ferry::conv2d(x, conv.weight, conv.bias, {2, 1}, 1, {1}, 2).to_vector<float>();
+  EXPECT_EQ(conv.forward(x).to_vector<float>(), want);
+
+  ferry::nn::Conv1d reflect(2, 3, {3}, {1}, "same", {1}, 1, false, "reflect");
+  EXPECT_FALSE(reflect.bias.defined());
+  EXPECT_EQ(reflect.str(),
+            "Conv1d(2, 3, kernel_size=(3,), stride=(1,), padding=same, bias=False, "
+            "padding_mode=reflect)");
+  const Tensor s = ferry::rand({1, 2, 6});
+  EXPECT_EQ(reflect.forward(s).to_vector<float>(),
+            ferry::conv1d(ferry::pad(s, {1, 1}, "reflect"), reflect.weight).to_vector<float>());
+  EXPECT_THROW(ferry::nn::Conv2d(4, 6, {3}, {1}, 0, {1}, 4), ferry::ShapeError);
+  EXPECT_THROW(ferry::nn::Conv2d(4, 6, {3}, {1}, 0, {1}, 1, true, "mirror"), ferry::ValueError);
+  EXPECT_THROW(ferry::nn::Conv3d(4, 6, {3, 3}), ferry::ShapeError);
+}
+
+// A small CNN learns to tell vertical from horizontal bars on every device.
+TEST(ConvModule, ASmallCnnLearnsBars) {
+  std::vector<ferry::Device> devs{ferry::Device::cpu()};
+  if (ferry::is_available("vulkan:0")) devs.emplace_back("vulkan:0");
+  for (const ferry::Device& dev : devs) {
+    SCOPED_TRACE(dev.str());
+    ferry::manual_seed(1);
+    ferry::nn::Conv2d conv(1, 4, {3}, {1}, 1, {1}, 1, true, "zeros", {.device = dev});
+    ferry::nn::Linear head(4 * 6 * 6, 2, true, {.device = dev});
+    std::vector<float> images;
+    std::vector<std::int64_t> labels;
+    for (int i = 0; i < 16; ++i) {
+      const bool vertical = i % 2 == 0;
+      const int at = i / 2 % 6;
+      for (int r = 0; r < 6; ++r)
+        for (int c = 0; c < 6; ++c) images.push_back((vertical ? c : r) == at ? 1.0f : 0.0f);
+      labels.push_back(vertical ? 1 : 0);
+    }
+    const Tensor x = ferry::tensor(images, {16, 1, 6, 6}).to(dev);
+    const Tensor y = ferry::tensor(labels).to(dev);
+    std::vector<Tensor> params{conv.weight, conv.bias, head.weight, head.bias};
+    ferry::optim::SGD sgd(params, {.lr = 0.1, .momentum = 0.9});
+    float first = 0, last = 0;
+    for (int step = 0; step < 60; ++step) {
+      sgd.zero_grad();
+      Tensor logits = head.forward(ferry::relu(conv.forward(x)).flatten(1));
+      Tensor loss = ferry::nn::functional::cross_entropy(logits, y);
+      loss.backward();
+      sgd.step();
+      (step == 0 ? first : last) = loss.item<float>();
+    }
+    EXPECT_LT(last, 0.1f * first);
+    const Tensor pred = ferry::argmax(head.forward(ferry::relu(conv.forward(x)).flatten(1)), 1);
+    EXPECT_EQ(pred.to_vector<std::int64_t>(), labels);
+  }
+}
+
+}  // namespace
