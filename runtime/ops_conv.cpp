@@ -10,39 +10,30 @@
 #include "ferry/error.hpp"
 #include "ferry/ops.hpp"
 #include "ops_internal.hpp"
+#include "sliding_window.hpp"
 
 namespace ferry {
 namespace {
+
+using detail::gather_windows;
+using detail::per_dim;
+using detail::scatter_windows;
+using detail::sliding_dim;
+using detail::WindowDim;
 
 std::int64_t product(const std::vector<std::int64_t>& v) {
   return std::accumulate(v.begin(), v.end(), std::int64_t(1), std::multiplies<>());
 }
 
-// One spatial dim of a sliding window: input size, kernel, stride, padding on each side,
-// dilation, and the number of window positions.
-struct Dim {
-  std::int64_t in, k, s, lo, hi, d, out;
-};
-
-// `v` with one value per spatial dim (a single value repeats), or a ShapeError.
-std::vector<std::int64_t> per_dim(std::string_view op, std::string_view what,
-                                  const std::vector<std::int64_t>& v, std::size_t n) {
-  if (v.size() == 1) return std::vector<std::int64_t>(n, v[0]);
-  if (v.size() != n)
-    throw ShapeError(fmt::format("{}: {} has {} values ({}), expected 1 or {}", op, what, v.size(),
-                                 fmt::join(v, ", "), n));
-  return v;
-}
-
-// The windows of input sizes `in` (PyTorch's checks and messages: stride, dilation and
+// The windows over input sizes `in` (PyTorch's checks and messages: stride, dilation and
 // padding in range, the dilated kernel within the padded input, an output of at least one).
-std::vector<Dim> windows(std::string_view op, const std::vector<std::int64_t>& in,
-                         const std::vector<std::int64_t>& kernel,
-                         const std::vector<std::int64_t>& stride,
-                         const std::vector<std::int64_t>& pad_lo,
-                         const std::vector<std::int64_t>& pad_hi,
-                         const std::vector<std::int64_t>& dilation) {
-  std::vector<Dim> dims;
+std::vector<WindowDim> windows(std::string_view op, const std::vector<std::int64_t>& in,
+                               const std::vector<std::int64_t>& kernel,
+                               const std::vector<std::int64_t>& stride,
+                               const std::vector<std::int64_t>& pad_lo,
+                               const std::vector<std::int64_t>& pad_hi,
+                               const std::vector<std::int64_t>& dilation) {
+  std::vector<WindowDim> dims;
   for (std::size_t i = 0; i < in.size(); ++i) {
     if (stride[i] <= 0)
       throw ShapeError(fmt::format("{}: non-positive stride is not supported (stride {})", op,
@@ -68,73 +59,45 @@ std::vector<Dim> windows(std::string_view op, const std::vector<std::int64_t>& i
           "kernel cannot be larger than the padded input",
           op, fmt::join(all_padded, " x "), fmt::join(all_span, " x ")));
     }
-    dims.push_back({in[i], kernel[i], stride[i], pad_lo[i], pad_hi[i], dilation[i],
-                    (padded - span) / stride[i] + 1});
+    dims.push_back(sliding_dim(in[i], kernel[i], stride[i], pad_lo[i], dilation[i],
+                               (padded - span) / stride[i] + 1));
   }
   return dims;
 }
 
-// For x padded and flattened over its spatial dims: the position of element k of window l,
-// as [K, L] row-major (K = the kernel's offsets, the first spatial dim slowest; L = the
-// windows, likewise).
-std::vector<std::int64_t> window_positions(const std::vector<Dim>& dims) {
-  const std::size_t n = dims.size();
-  std::vector<std::int64_t> padded_stride(n, 1);
-  for (std::size_t i = n - 1; i > 0; --i)
-    padded_stride[i - 1] = padded_stride[i] * (dims[i].in + dims[i].lo + dims[i].hi);
-  std::int64_t K = 1, L = 1;
-  for (const Dim& d : dims) K *= d.k, L *= d.out;
-  std::vector<std::int64_t> pos(std::size_t(K * L));
-  std::vector<std::int64_t> kc(n, 0), lc(n, 0);  // the offset's and the window's coordinates
-  for (std::int64_t kk = 0; kk < K; ++kk) {
-    std::int64_t r = kk;
-    for (std::size_t i = n; i-- > 0;) kc[i] = r % dims[i].k, r /= dims[i].k;
-    for (std::int64_t ll = 0; ll < L; ++ll) {
-      std::int64_t q = ll, at = 0;
-      for (std::size_t i = n; i-- > 0;) {
-        lc[i] = q % dims[i].out, q /= dims[i].out;
-        at += (lc[i] * dims[i].s + kc[i] * dims[i].d) * padded_stride[i];
-      }
-      pos[std::size_t(kk * L + ll)] = at;
-    }
-  }
-  return pos;
+// The checks conv and conv_transpose share: the input's and weight's ranks (the weight's
+// layout named in the error), one dtype, positive groups.
+void check_conv_operands(std::size_t n, OpId id, const Tensor& x, const Tensor& w, const Tensor& b,
+                         std::int64_t groups, std::string_view weight_layout) {
+  const std::string_view op = op_info(id).name;
+  if (x.dim() != std::int64_t(n) + 2 && x.dim() != std::int64_t(n) + 1)
+    throw ShapeError(
+        fmt::format("{}: expected a {}-D (unbatched) or {}-D (batched) input, got "
+                    "shape {}",
+                    op, n + 1, n + 2, shape_str(x.sizes())));
+  if (w.dim() != std::int64_t(n) + 2)
+    throw ShapeError(fmt::format("{}: expected a {}-D weight [{}], got shape {}", op, n + 2,
+                                 weight_layout, shape_str(w.sizes())));
+  detail::check_dtype(id, x);
+  if (w.dtype() != x.dtype() || (b.defined() && b.dtype() != x.dtype()))
+    throw DTypeError(
+        fmt::format("{}: the input ({}), weight ({}) and bias ({}) must have one dtype", op,
+                    dtype_name(x.dtype()), dtype_name(w.dtype()),
+                    b.defined() ? dtype_name(b.dtype()) : "none"));
+  if (groups <= 0) throw ShapeError(fmt::format("{}: groups must be positive, not {}", op, groups));
 }
 
-Tensor positions_on(const std::vector<Dim>& dims, const Tensor& like) {
-  return tensor(window_positions(dims)).to(like.device());
+void check_bias(std::string_view op, const Tensor& b, std::int64_t channels) {
+  if (b.defined() && (b.dim() != 1 || b.size(0) != channels))
+    throw ShapeError(fmt::format("{}: bias of shape {} for {} output channels; expected [{}]", op,
+                                 shape_str(b.sizes()), channels, channels));
 }
 
-// x [N, C, *spatial] -> [N, C * K, L].
-Tensor im2col(const Tensor& x, const std::vector<Dim>& dims) {
-  std::vector<std::int64_t> pads;  // F.pad's order: the last dim first
-  bool any = false;
-  for (std::size_t i = dims.size(); i-- > 0;) {
-    pads.push_back(dims[i].lo);
-    pads.push_back(dims[i].hi);
-    any = any || dims[i].lo || dims[i].hi;
-  }
-  const std::int64_t N = x.size(0), C = x.size(1);
-  const Tensor padded = any ? pad(x, pads) : x;
-  std::int64_t K = 1, L = 1, area = 1;
-  for (const Dim& d : dims) K *= d.k, L *= d.out, area *= d.in + d.lo + d.hi;
-  const Tensor flat = padded.reshape({N, C, area});
-  return index_select(flat, 2, positions_on(dims, x)).view({N, C * K, L});
-}
-
-// columns [N, C * K, L] -> [N, C, *spatial], overlaps summed.
-Tensor col2im(const Tensor& columns, std::int64_t C, const std::vector<Dim>& dims) {
-  const std::int64_t N = columns.size(0);
-  Shape padded{N, C};
-  for (const Dim& d : dims) padded.push_back(d.in + d.lo + d.hi);
-  const std::int64_t area = product({padded.begin() + 2, padded.end()});
-  Tensor image = zeros({N, C, area}, {.dtype = columns.dtype(), .device = columns.device()});
-  image = index_add(image, 2, positions_on(dims, columns),
-                    columns.reshape({N, C, columns.size(1) / C * columns.size(2)}));
-  Tensor y = image.view(padded);
-  for (std::size_t i = 0; i < dims.size(); ++i)
-    y = y.narrow(std::int64_t(i) + 2, dims[i].lo, dims[i].in);
-  return y;
+Tensor add_bias(const Tensor& y, const Tensor& b) {
+  if (!b.defined()) return y;
+  Shape bshape(std::size_t(y.dim()), 1);
+  bshape[1] = b.size(0);
+  return y + b.reshape(bshape);
 }
 
 // conv1d, conv2d and conv3d: n spatial dims.
@@ -142,24 +105,8 @@ Tensor conv(std::size_t n, OpId id, const Tensor& x_in, const Tensor& w, const T
             const ConvSizes& stride_arg, const ConvPadding& padding, const ConvSizes& dilation_arg,
             std::int64_t groups) {
   const std::string_view op = op_info(id).name;
+  check_conv_operands(n, id, x_in, w, b, groups, "out, in / groups, kernel...");
   const bool batched = x_in.dim() == std::int64_t(n) + 2;
-  if (!batched && x_in.dim() != std::int64_t(n) + 1)
-    throw ShapeError(
-        fmt::format("{}: expected a {}-D (unbatched) or {}-D (batched) input, got "
-                    "shape {}",
-                    op, n + 1, n + 2, shape_str(x_in.sizes())));
-  if (w.dim() != std::int64_t(n) + 2)
-    throw ShapeError(
-        fmt::format("{}: expected a {}-D weight [out, in / groups, kernel...], got "
-                    "shape {}",
-                    op, n + 2, shape_str(w.sizes())));
-  detail::check_dtype(id, x_in);
-  if (w.dtype() != x_in.dtype() || (b.defined() && b.dtype() != x_in.dtype()))
-    throw DTypeError(
-        fmt::format("{}: the input ({}), weight ({}) and bias ({}) must have one dtype", op,
-                    dtype_name(x_in.dtype()), dtype_name(w.dtype()),
-                    b.defined() ? dtype_name(b.dtype()) : "none"));
-  if (groups <= 0) throw ShapeError(fmt::format("{}: groups must be positive, not {}", op, groups));
   const Tensor x = batched ? x_in : x_in.unsqueeze(0);
   const std::int64_t N = x.size(0), C = x.size(1), OC = w.size(0);
   if (OC % groups != 0)
@@ -172,9 +119,7 @@ Tensor conv(std::size_t n, OpId id, const Tensor& x_in, const Tensor& w, const T
         "{}: given groups={}, weight of size {}, expected input {} to "
         "have {} channels, but got {} channels instead",
         op, groups, shape_str(w.sizes()), shape_str(x_in.sizes()), w.size(1) * groups, C));
-  if (b.defined() && (b.dim() != 1 || b.size(0) != OC))
-    throw ShapeError(fmt::format("{}: bias of shape {} for {} output channels; expected [{}]", op,
-                                 shape_str(b.sizes()), OC, OC));
+  check_bias(op, b, OC);
   std::vector<std::int64_t> in, kernel;
   for (std::size_t i = 0; i < n; ++i) {
     in.push_back(x.size(std::int64_t(i) + 2));
@@ -202,19 +147,75 @@ Tensor conv(std::size_t n, OpId id, const Tensor& x_in, const Tensor& w, const T
           "{}: invalid padding string '{}', should be one of 'valid', 'same'", op, mode));
     }
   }
-  const std::vector<Dim> dims = windows(op, in, kernel, stride, lo, hi, dilation);
+  const std::vector<WindowDim> dims = windows(op, in, kernel, stride, lo, hi, dilation);
   const std::int64_t K = product(kernel);
   std::int64_t L = 1;
   Shape out_shape{N, OC};
-  for (const Dim& d : dims) L *= d.out, out_shape.push_back(d.out);
+  for (const WindowDim& d : dims) L *= d.out, out_shape.push_back(d.out);
   // [N, groups, C / groups * K, L] columns times [groups, OC / groups, C / groups * K] weights.
-  const Tensor cols = im2col(x, dims).view({N, groups, C / groups * K, L});
-  Tensor y = matmul(w.reshape({groups, OC / groups, C / groups * K}), cols).reshape(out_shape);
-  if (b.defined()) {
-    Shape bshape(n + 2, 1);
-    bshape[1] = OC;
-    y = y + b.reshape(bshape);
+  const Tensor cols = gather_windows(x, dims, 0.0).view({N, groups, C / groups * K, L});
+  const Tensor y = add_bias(
+      matmul(w.reshape({groups, OC / groups, C / groups * K}), cols).reshape(out_shape), b);
+  return batched ? y : y.squeeze(0);
+}
+
+// conv_transpose1d/2d/3d, convolution's adjoint: the weight's columns for every input
+// position, summed by col2im into the output.
+Tensor conv_transpose(std::size_t n, OpId id, const Tensor& x_in, const Tensor& w, const Tensor& b,
+                      const ConvSizes& stride_arg, const ConvSizes& padding_arg,
+                      const ConvSizes& output_padding_arg, std::int64_t groups,
+                      const ConvSizes& dilation_arg) {
+  const std::string_view op = op_info(id).name;
+  check_conv_operands(n, id, x_in, w, b, groups, "in, out / groups, kernel...");
+  const bool batched = x_in.dim() == std::int64_t(n) + 2;
+  const Tensor x = batched ? x_in : x_in.unsqueeze(0);
+  const std::int64_t N = x.size(0), C = x.size(1), OC = w.size(1) * groups;
+  if (w.size(0) != C)
+    throw ShapeError(fmt::format(
+        "{}: given transposed=1, weight of size {}, expected input {} to have {} channels, but "
+        "got {} channels instead",
+        op, shape_str(w.sizes()), shape_str(x_in.sizes()), w.size(0), C));
+  if (C % groups != 0)
+    throw ShapeError(
+        fmt::format("{}: in_channels ({}) must be divisible by groups ({})", op, C, groups));
+  check_bias(op, b, OC);
+  const auto stride = per_dim(op, "stride", stride_arg, n);
+  const auto padding = per_dim(op, "padding", padding_arg, n);
+  const auto output_padding = per_dim(op, "output_padding", output_padding_arg, n);
+  const auto dilation = per_dim(op, "dilation", dilation_arg, n);
+  std::vector<std::int64_t> in, kernel, out;
+  for (std::size_t i = 0; i < n; ++i) {
+    in.push_back(x.size(std::int64_t(i) + 2));
+    kernel.push_back(w.size(std::int64_t(i) + 2));
+    if (stride[i] <= 0 || dilation[i] <= 0)
+      throw ShapeError(fmt::format("{}: stride ({}) and dilation ({}) must be positive", op,
+                                   fmt::join(stride, ", "), fmt::join(dilation, ", ")));
+    if (padding[i] < 0 || output_padding[i] < 0)
+      throw ShapeError(fmt::format("{}: negative padding ({}) or output_padding ({})", op,
+                                   fmt::join(padding, ", "), fmt::join(output_padding, ", ")));
+    if (output_padding[i] >= stride[i] && output_padding[i] >= dilation[i])
+      throw ShapeError(fmt::format(
+          "{}: output padding must be smaller than either stride or dilation, but got "
+          "output_padding={}, stride={}, dilation={}",
+          op, fmt::join(output_padding, ", "), fmt::join(stride, ", "), fmt::join(dilation, ", ")));
+    out.push_back((in[i] - 1) * stride[i] - 2 * padding[i] + dilation[i] * (kernel[i] - 1) +
+                  output_padding[i] + 1);
   }
+  for (std::int64_t o : out)
+    if (o <= 0)
+      throw ShapeError(fmt::format(
+          "{}: given input size per channel ({}), the calculated output size per channel ({}) is "
+          "too small",
+          op, fmt::join(in, " x "), fmt::join(out, " x ")));
+  // The convolution that maps the output back onto the input: its windows are the input.
+  std::vector<WindowDim> dims;
+  for (std::size_t i = 0; i < n; ++i)
+    dims.push_back(sliding_dim(out[i], kernel[i], stride[i], padding[i], dilation[i], in[i]));
+  const std::int64_t K = product(kernel), L = product(in);
+  // [groups, OC / groups * K, C / groups] weights times [N, groups, C / groups, L] inputs.
+  const Tensor wt = w.reshape({groups, C / groups, OC / groups * K}).transpose(1, 2);
+  const Tensor cols = matmul(wt, x.reshape({N, groups, C / groups, L})).reshape({N, OC, K, L});
+  const Tensor y = add_bias(scatter_windows(cols, dims), b);
   return batched ? y : y.squeeze(0);
 }
 
@@ -244,6 +245,28 @@ Tensor conv3d(const Tensor& x, const Tensor& weight, const Tensor& bias, const C
   return conv(3, OpId::conv3d, x, weight, bias, stride, padding, dilation, groups);
 }
 
+Tensor conv_transpose1d(const Tensor& x, const Tensor& weight, const Tensor& bias,
+                        const ConvSizes& stride, const ConvSizes& padding,
+                        const ConvSizes& output_padding, std::int64_t groups,
+                        const ConvSizes& dilation) {
+  return conv_transpose(1, OpId::conv_transpose1d, x, weight, bias, stride, padding, output_padding,
+                        groups, dilation);
+}
+Tensor conv_transpose2d(const Tensor& x, const Tensor& weight, const Tensor& bias,
+                        const ConvSizes& stride, const ConvSizes& padding,
+                        const ConvSizes& output_padding, std::int64_t groups,
+                        const ConvSizes& dilation) {
+  return conv_transpose(2, OpId::conv_transpose2d, x, weight, bias, stride, padding, output_padding,
+                        groups, dilation);
+}
+Tensor conv_transpose3d(const Tensor& x, const Tensor& weight, const Tensor& bias,
+                        const ConvSizes& stride, const ConvSizes& padding,
+                        const ConvSizes& output_padding, std::int64_t groups,
+                        const ConvSizes& dilation) {
+  return conv_transpose(3, OpId::conv_transpose3d, x, weight, bias, stride, padding, output_padding,
+                        groups, dilation);
+}
+
 Tensor unfold(const Tensor& x_in, const ConvSizes& kernel_size, const ConvSizes& dilation,
               const ConvSizes& padding, const ConvSizes& stride) {
   check_unfold_args("unfold", kernel_size, dilation, padding, stride);
@@ -256,12 +279,13 @@ Tensor unfold(const Tensor& x_in, const ConvSizes& kernel_size, const ConvSizes&
   detail::check_dtype(OpId::unfold, x_in);
   const Tensor x = batched ? x_in : x_in.unsqueeze(0);
   const auto pads = per_dim("unfold", "padding", padding, 2);
-  const std::vector<Dim> dims =
+  const std::vector<WindowDim> dims =
       windows("unfold", {x.size(2), x.size(3)}, per_dim("unfold", "kernel_size", kernel_size, 2),
               per_dim("unfold", "stride", stride, 2), pads, pads,
               per_dim("unfold", "dilation", dilation, 2));
-  const Tensor cols = im2col(x, dims);
-  return batched ? cols : cols.squeeze(0);
+  const Tensor cols = gather_windows(x, dims, 0.0);
+  const Tensor flat = cols.view({x.size(0), cols.size(1) * cols.size(2), cols.size(3)});
+  return batched ? flat : flat.squeeze(0);
 }
 
 Tensor fold(const Tensor& columns, const ConvSizes& output_size, const ConvSizes& kernel_size,
@@ -278,8 +302,9 @@ Tensor fold(const Tensor& columns, const ConvSizes& output_size, const ConvSizes
   const auto out = per_dim("fold", "output_size", output_size, 2);
   const auto kernel = per_dim("fold", "kernel_size", kernel_size, 2);
   const auto pads = per_dim("fold", "padding", padding, 2);
-  const std::vector<Dim> dims = windows("fold", out, kernel, per_dim("fold", "stride", stride, 2),
-                                        pads, pads, per_dim("fold", "dilation", dilation, 2));
+  const std::vector<WindowDim> dims =
+      windows("fold", out, kernel, per_dim("fold", "stride", stride, 2), pads, pads,
+              per_dim("fold", "dilation", dilation, 2));
   const std::int64_t K = kernel[0] * kernel[1], L = dims[0].out * dims[1].out;
   if (c.size(1) % K != 0)
     throw ShapeError(
@@ -293,7 +318,7 @@ Tensor fold(const Tensor& columns, const ConvSizes& output_size, const ConvSizes
         "{}, but got input.size(2)={}",
         fmt::join(out, "x"), fmt::join(kernel, "x"), fmt::join(dilation, "x"),
         fmt::join(padding, "x"), fmt::join(stride, "x"), dims[0].out, dims[1].out, L, c.size(2)));
-  const Tensor y = col2im(c, c.size(1) / K, dims);
+  const Tensor y = scatter_windows(c.view({c.size(0), c.size(1) / K, K, L}), dims);
   return batched ? y : y.squeeze(0);
 }
 

@@ -12,9 +12,8 @@
 // with ε = 1e-6 in double catches it.
 #pragma once
 
-#include <gtest/gtest.h>
-
 #include <fmt/format.h>
+#include <gtest/gtest.h>
 
 #include <functional>
 #include <string>
@@ -42,7 +41,8 @@ inline ferry::Tensor grad_input(const ferry::Shape& shape, double lo = -2, doubl
 
 // Checks the gradient of every floating input of `fn` (integer inputs, such
 // as indices, are passed through). Inputs are f64 CPU tensors.
-inline ::testing::AssertionResult gradcheck(const GradFn& fn, const std::vector<ferry::Tensor>& inputs,
+inline ::testing::AssertionResult gradcheck(const GradFn& fn,
+                                            const std::vector<ferry::Tensor>& inputs,
                                             const GradcheckOptions& o = {}) {
   using ferry::Tensor;
   std::vector<Tensor> base;
@@ -76,8 +76,8 @@ inline ::testing::AssertionResult gradcheck(const GradFn& fn, const std::vector<
   for (std::size_t k = 0; k < checked.size(); ++k) {
     const std::size_t i = which[k];
     std::vector<double> x = base[i].to_vector<double>();
-    std::vector<double> analytic = grads[k].defined() ? grads[k].to_vector<double>()
-                                                      : std::vector<double>(x.size(), 0.0);
+    std::vector<double> analytic =
+        grads[k].defined() ? grads[k].to_vector<double>() : std::vector<double>(x.size(), 0.0);
     if (grads[k].defined() && grads[k].sizes() != base[i].sizes())
       return ::testing::AssertionFailure()
              << "input " << i << ": gradient shape " << ferry::shape_str(grads[k].sizes())
@@ -92,10 +92,10 @@ inline ::testing::AssertionResult gradcheck(const GradFn& fn, const std::vector<
       const double numeric = (loss_at(plus) - loss_at(minus)) / (2 * o.eps);
       const double err = std::fabs(analytic[j] - numeric);
       if (!(err <= o.atol + o.rtol * std::fabs(numeric)))
-        return ::testing::AssertionFailure()
-               << fmt::format("input {} element {}: autograd gives {:.12g}, finite differences "
-                              "{:.12g} (difference {:.3g})",
-                              i, j, analytic[j], numeric, err);
+        return ::testing::AssertionFailure() << fmt::format(
+                   "input {} element {}: autograd gives {:.12g}, finite differences "
+                   "{:.12g} (difference {:.3g})",
+                   i, j, analytic[j], numeric, err);
     }
   }
   return ::testing::AssertionSuccess();

@@ -9,8 +9,8 @@
 #include <thread>
 #include <vector>
 
-#include "ferry/kit/block_allocator.hpp"
 #include "ferry/error.hpp"
+#include "ferry/kit/block_allocator.hpp"
 
 using ferry::MemoryStats;
 using ferry::detail::Allocation;

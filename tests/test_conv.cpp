@@ -5,7 +5,6 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
-#include <fstream>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
@@ -13,6 +12,7 @@
 #include "ferry/ferry.hpp"
 #include "gradcheck.hpp"
 #include "op_test_util.hpp"
+#include "torch_reference.hpp"
 
 #ifndef FERRY_TEST_DATA_DIR
 #error "FERRY_TEST_DATA_DIR must name the folder holding pytorch_conv_reference.json"
@@ -24,19 +24,7 @@ using ferry::DType;
 using ferry::Tensor;
 using nlohmann::json;
 
-Tensor from_json(const json& j) {
-  std::vector<float> v;
-  for (const json& x : j["data"]) v.push_back(x.get<float>());
-  return ferry::tensor(v).reshape(j["shape"].get<ferry::Shape>());
-}
-
-// An int or a list of ints (PyTorch's size arguments).
-ferry::ConvSizes sizes(const json& attrs, const char* name, std::int64_t fallback) {
-  if (!attrs.contains(name)) return {fallback};
-  const json& v = attrs[name];
-  if (v.is_number_integer()) return {v.get<std::int64_t>()};
-  return v.get<std::vector<std::int64_t>>();
-}
+using ferry_test::sizes;
 
 Tensor call(const std::string& op, const json& a, const std::vector<Tensor>& in) {
   if (op == "unfold")
@@ -57,35 +45,11 @@ Tensor call(const std::string& op, const json& a, const std::vector<Tensor>& in)
   return ferry::conv3d(in[0], in[1], bias, stride, padding, dilation, groups);
 }
 
-void expect_close(const Tensor& got, const Tensor& want, double rtol, double atol,
-                  const std::string& what) {
-  ASSERT_TRUE(got.defined()) << what << ": no gradient";
-  ASSERT_EQ(got.sizes(), want.sizes()) << what;
-  const auto g = got.to_vector<float>(), w = want.to_vector<float>();
-  for (std::size_t i = 0; i < g.size(); ++i)
-    ASSERT_NEAR(g[i], w[i], atol + rtol * std::fabs(w[i])) << what << " element " << i;
-}
-
 void run_reference(const ferry::Device& dev) {
-  std::ifstream f(std::string(FERRY_TEST_DATA_DIR) + "/pytorch_conv_reference.json");
-  ASSERT_TRUE(f) << "missing tests/data/pytorch_conv_reference.json (tools/gen_conv_reference.py)";
-  const json doc = json::parse(f);
-  ASSERT_GE(doc["cases"].size(), 20u);
-  for (const json& c : doc["cases"]) {
-    const std::string name = c["name"], op = c["op"];
-    SCOPED_TRACE(name + " on " + dev.str());
-    std::vector<Tensor> in;
-    for (const json& t : c["inputs"]) in.push_back(from_json(t).to(dev).requires_grad_());
-    Tensor out = call(op, c["attrs"], in);
-    ASSERT_EQ(out.device(), dev);
-    const double rtol = c["tol"]["rtol"], atol = c["tol"]["atol"];
-    expect_close(out, from_json(c["output"]), rtol, atol, "output");
-    if (out.numel() == 0) continue;  // an empty batch: nothing flows back
-    out.backward(from_json(c["upstream"]).to(dev));
-    for (std::size_t i = 0; i < in.size(); ++i)
-      expect_close(in[i].grad(), from_json(c["grads"][i]), rtol, atol,
-                   "grad of input " + std::to_string(i));
-  }
+  ferry_test::run_reference_file(
+      "pytorch_conv_reference.json", dev, 20,
+      [](const std::string& op, const json& attrs, const std::vector<Tensor>& in,
+         const std::vector<Tensor>&) { return ferry_test::ReferenceResult{call(op, attrs, in)}; });
 }
 
 TEST(Conv, PyTorchReferenceCpu) { run_reference(ferry::Device::cpu()); }

@@ -46,13 +46,13 @@ std::string param_name(const ::testing::TestParamInfo<std::string>& info) {
 }
 
 // Skips unless `name` is usable; loads the testdev module by path first.
-#define SKIP_UNLESS_THREAD_DEVICE(name)                                                     \
-  do {                                                                                      \
-    if (std::string(name).starts_with("testdev")) {                                         \
-      ASSERT_TRUE(std::filesystem::exists(kTestdevModule)) << kTestdevModule;               \
-      ferry::load_backend_module(kTestdevModule);                                           \
-    }                                                                                       \
-    FERRY_SKIP_UNLESS_DEVICE(name);                                                         \
+#define SKIP_UNLESS_THREAD_DEVICE(name)                                       \
+  do {                                                                        \
+    if (std::string(name).starts_with("testdev")) {                           \
+      ASSERT_TRUE(std::filesystem::exists(kTestdevModule)) << kTestdevModule; \
+      ferry::load_backend_module(kTestdevModule);                             \
+    }                                                                         \
+    FERRY_SKIP_UNLESS_DEVICE(name);                                           \
   } while (0)
 
 int rounds() {
@@ -127,7 +127,8 @@ TEST_P(DeviceThreads, SixThreadChainsEqualSerialRuns) {
   for (int t = 0; t < kThreads; ++t) serial.push_back(chain(dev, t, kOps));
   for (int round = 0; round < rounds(); ++round) {
     std::vector<std::string> errors;
-    auto got = run_at_once(kThreads, [&](int t) { return chain(dev, t, kOps); }, errors);
+    auto got = run_at_once(
+        kThreads, [&](int t) { return chain(dev, t, kOps); }, errors);
     for (int t = 0; t < kThreads; ++t) {
       ASSERT_EQ(errors[t], "") << "round " << round << ", thread " << t;
       ASSERT_EQ(got[t], serial[t]) << "round " << round << ", thread " << t;
@@ -162,8 +163,8 @@ TEST_P(DeviceThreads, RunAheadLoopHoldsOneIterationOfMemory) {
       for (const ferry::DeviceInfo& d : ferry::devices())
         if (d.device == dev.str()) info = d;
       max_batches = std::stoul(info.properties.at("max_batches_in_flight"));
-      worst_in_flight =
-          std::max<std::size_t>(worst_in_flight, std::stoul(info.properties.at("batches_in_flight")));
+      worst_in_flight = std::max<std::size_t>(worst_in_flight,
+                                              std::stoul(info.properties.at("batches_in_flight")));
     }
   }
   ferry::synchronize(dev);
@@ -215,7 +216,8 @@ TEST_P(TrainingThreads, SeparateModelsTrainAtOnceAsTheyTrainAlone) {
   std::vector<std::vector<float>> serial;
   for (int t = 0; t < kThreads; ++t) serial.push_back(train(dev, t, kSteps));
   std::vector<std::string> errors;
-  auto got = run_at_once(kThreads, [&](int t) { return train(dev, t, kSteps); }, errors);
+  auto got = run_at_once(
+      kThreads, [&](int t) { return train(dev, t, kSteps); }, errors);
   for (int t = 0; t < kThreads; ++t) {
     EXPECT_EQ(errors[t], "") << "thread " << t;
     EXPECT_EQ(got[t], serial[t]) << "thread " << t;
@@ -287,11 +289,11 @@ TEST_P(TrainingThreads, LoaderWorkersPrefetchToTheDeviceWhileTheMainThreadTrains
   auto data = std::make_shared<ferry::data::TensorDataset>(std::vector<Tensor>{xs, ys});
   auto run = [&](std::size_t workers) {
     ferry::data::DataLoader loader(data, {.batch_size = 8,
-                                    .shuffle = true,
-                                    .seed = 5,
-                                    .num_workers = workers,
-                                    .prefetch = 2,
-                                    .device = dev});
+                                          .shuffle = true,
+                                          .seed = 5,
+                                          .num_workers = workers,
+                                          .prefetch = 2,
+                                          .device = dev});
     ferry::nn::Linear layer(8, 4, true, {.device = dev});
     {
       ferry::NoGradGuard no_grad;

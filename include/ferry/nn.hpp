@@ -10,4 +10,6 @@
 #include "ferry/nn/layers.hpp"
 #include "ferry/nn/loss.hpp"
 #include "ferry/nn/module.hpp"
+#include "ferry/nn/normalization.hpp"
+#include "ferry/nn/pooling.hpp"
 #include "ferry/nn/utils.hpp"

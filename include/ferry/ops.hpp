@@ -15,10 +15,12 @@
 
 #include "ferry/config.hpp"
 #include "ferry/op.hpp"
-#include "ferry/ops_conv.hpp"     // convolution, unfold and fold
-#include "ferry/ops_inplace.hpp"  // the in-place `_` forms
-#include "ferry/ops_shape.hpp"    // the indexing and shape ops
-#include "ferry/ops_sort.hpp"     // scans, sorting and selection
+#include "ferry/ops_conv.hpp"      // convolution, unfold and fold
+#include "ferry/ops_inplace.hpp"   // the in-place `_` forms
+#include "ferry/ops_pool.hpp"      // pooling
+#include "ferry/ops_resample.hpp"  // interpolate, pixel_shuffle
+#include "ferry/ops_shape.hpp"     // the indexing and shape ops
+#include "ferry/ops_sort.hpp"      // scans, sorting and selection
 #include "ferry/tensor.hpp"
 
 namespace ferry {

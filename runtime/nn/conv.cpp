@@ -4,23 +4,16 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
-#include <cmath>
-
+#include "../sliding_window.hpp"
 #include "ferry/error.hpp"
 #include "ferry/nn/init.hpp"
 #include "ferry/ops.hpp"
+#include "nn_internal.hpp"
 
 namespace ferry::nn {
 namespace {
 
-ConvSizes per_dim(std::string_view layer, std::string_view what, const ConvSizes& v,
-                  std::size_t dims) {
-  if (v.size() == 1) return ConvSizes(dims, v[0]);
-  if (v.size() != dims)
-    throw ShapeError(
-        fmt::format("{}: {} has {} values, expected 1 or {}", layer, what, v.size(), dims));
-  return v;
-}
+using ferry::detail::per_dim;
 
 std::string sizes_str(const ConvSizes& v) {
   return v.size() == 1 ? fmt::format("({},)", v[0]) : fmt::format("({})", fmt::join(v, ", "));
@@ -56,11 +49,7 @@ ConvNd::ConvNd(std::size_t dims, std::int64_t in, std::int64_t out, const ConvSi
         fmt::format("{}: padding_mode must be one of zeros, reflect, replicate or "
                     "circular, not '{}'",
                     layer, mode));
-  const DType dt = options.dtype_or(DType::f32);
-  if (!is_floating(dt))
-    throw DTypeError(fmt::format("{}: parameters must be floating (f32, f16, bf16, f64), got {}",
-                                 layer, dtype_name(dt)));
-  const TensorOptions o{.dtype = dt, .device = options.device};
+  const TensorOptions o = detail::param_options(layer, options);
   Shape wshape{out, in / groups};
   for (std::int64_t k : kernel_size) wshape.push_back(k);
   weight = register_parameter("weight", empty(wshape, o));
@@ -121,5 +110,69 @@ Conv3d::Conv3d(std::int64_t in, std::int64_t out, const ConvSizes& kernel, const
                const ConvPadding& padding, const ConvSizes& dilation, std::int64_t groups,
                bool bias, std::string_view padding_mode, const TensorOptions& options)
     : ConvNd(3, in, out, kernel, stride, padding, dilation, groups, bias, padding_mode, options) {}
+
+ConvTransposeNd::ConvTransposeNd(std::size_t dims, std::int64_t in, std::int64_t out,
+                                 const ConvSizes& kernel, const ConvSizes& stride_,
+                                 const ConvSizes& padding_, const ConvSizes& output_padding_,
+                                 std::int64_t groups_, bool with_bias, const ConvSizes& dilation_,
+                                 const TensorOptions& options)
+    : in_channels(in), out_channels(out), groups(groups_), dims_(dims) {
+  const std::string layer = fmt::format("ConvTranspose{}d", dims);
+  kernel_size = per_dim(layer, "kernel_size", kernel, dims);
+  stride = per_dim(layer, "stride", stride_, dims);
+  padding = per_dim(layer, "padding", padding_, dims);
+  output_padding = per_dim(layer, "output_padding", output_padding_, dims);
+  dilation = per_dim(layer, "dilation", dilation_, dims);
+  if (in <= 0 || out <= 0)
+    throw ShapeError(
+        fmt::format("{}: in_channels ({}) and out_channels ({}) must be positive", layer, in, out));
+  if (groups <= 0 || in % groups != 0 || out % groups != 0)
+    throw ShapeError(
+        fmt::format("{}: in_channels ({}) and out_channels ({}) must be divisible by groups ({})",
+                    layer, in, out, groups));
+  const TensorOptions o = detail::param_options(layer, options);
+  Shape wshape{in, out / groups};
+  for (std::int64_t k : kernel_size) wshape.push_back(k);
+  weight = register_parameter("weight", empty(wshape, o));
+  if (with_bias) bias = register_parameter("bias", empty({out}, o));
+  init::reset_weight_and_bias_(weight, bias);
+}
+
+Tensor ConvTransposeNd::forward(const Tensor& x) {
+  if (!x.defined()) throw Error(fmt::format("{}.forward: the input is undefined", name()));
+  switch (dims_) {
+    case 1:
+      return conv_transpose1d(x, weight, bias, stride, padding, output_padding, groups, dilation);
+    case 2:
+      return conv_transpose2d(x, weight, bias, stride, padding, output_padding, groups, dilation);
+    default:
+      return conv_transpose3d(x, weight, bias, stride, padding, output_padding, groups, dilation);
+  }
+}
+
+std::string ConvTransposeNd::extra_repr() const {
+  std::string s = fmt::format("{}, {}, kernel_size={}, stride={}", in_channels, out_channels,
+                              sizes_str(kernel_size), sizes_str(stride));
+  if (padding != ConvSizes(dims_, 0)) s += fmt::format(", padding={}", sizes_str(padding));
+  if (dilation != ConvSizes(dims_, 1)) s += fmt::format(", dilation={}", sizes_str(dilation));
+  if (output_padding != ConvSizes(dims_, 0))
+    s += fmt::format(", output_padding={}", sizes_str(output_padding));
+  if (groups != 1) s += fmt::format(", groups={}", groups);
+  if (!bias.defined()) s += ", bias=False";
+  return s;
+}
+
+ConvTranspose1d::ConvTranspose1d(std::int64_t in, std::int64_t out, const ConvSizes& k,
+                                 const ConvSizes& s, const ConvSizes& p, const ConvSizes& op,
+                                 std::int64_t g, bool b, const ConvSizes& d, const TensorOptions& o)
+    : ConvTransposeNd(1, in, out, k, s, p, op, g, b, d, o) {}
+ConvTranspose2d::ConvTranspose2d(std::int64_t in, std::int64_t out, const ConvSizes& k,
+                                 const ConvSizes& s, const ConvSizes& p, const ConvSizes& op,
+                                 std::int64_t g, bool b, const ConvSizes& d, const TensorOptions& o)
+    : ConvTransposeNd(2, in, out, k, s, p, op, g, b, d, o) {}
+ConvTranspose3d::ConvTranspose3d(std::int64_t in, std::int64_t out, const ConvSizes& k,
+                                 const ConvSizes& s, const ConvSizes& p, const ConvSizes& op,
+                                 std::int64_t g, bool b, const ConvSizes& d, const TensorOptions& o)
+    : ConvTransposeNd(3, in, out, k, s, p, op, g, b, d, o) {}
 
 }  // namespace ferry::nn

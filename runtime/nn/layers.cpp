@@ -11,27 +11,13 @@
 #include "ferry/nn/functional.hpp"
 #include "ferry/nn/init.hpp"
 #include "ferry/ops.hpp"
+#include "nn_internal.hpp"
 
 namespace ferry::nn {
-namespace {
 
-// The options for a layer's floating tensors: f32 unless a floating dtype
-// was asked for.
-TensorOptions param_options(std::string_view layer, const TensorOptions& o) {
-  const DType dt = o.dtype_or(DType::f32);
-  if (!is_floating(dt))
-    throw DTypeError(fmt::format("{}: parameters must be floating (f32, f16, bf16, f64), got {}",
-                                 layer, dtype_name(dt)));
-  return {.dtype = dt, .device = o.device};
-}
-
-void check_size(std::string_view layer, std::string_view what, std::int64_t v) {
-  if (v < 0) throw ShapeError(fmt::format("{}: {} must be >= 0, got {}", layer, what, v));
-}
-
-const char* bool_str(bool b) { return b ? "true" : "false"; }
-
-}  // namespace
+using detail::bool_str;
+using detail::check_size;
+using detail::param_options;
 
 // ---------------------------------------------------------------- Linear
 
@@ -121,66 +107,6 @@ std::string LayerNorm::extra_repr() const {
   return fmt::format("{}, eps={}, elementwise_affine={}", shape, eps, bool_str(elementwise_affine));
 }
 
-// ---------------------------------------------------------------- BatchNorm1d
-
-BatchNorm1d::BatchNorm1d(std::int64_t features, double eps_, std::optional<double> momentum_,
-                         bool affine_, bool track, const TensorOptions& options)
-    : num_features(features),
-      eps(eps_),
-      momentum(momentum_),
-      affine(affine_),
-      track_running_stats(track) {
-  check_size("BatchNorm1d", "num_features", features);
-  const TensorOptions o = param_options("BatchNorm1d", options);
-  if (affine) {
-    weight = register_parameter("weight", ones({features}, o));
-    bias = register_parameter("bias", zeros({features}, o));
-  }
-  if (track) {
-    running_mean = register_buffer("running_mean", zeros({features}, o));
-    running_var = register_buffer("running_var", ones({features}, o));
-    num_batches_tracked = register_buffer(
-        "num_batches_tracked", zeros({}, {.dtype = DType::i64, .device = options.device}));
-  }
-}
-
-Tensor BatchNorm1d::forward(const Tensor& x) {
-  if (!x.defined()) throw Error("BatchNorm1d.forward: the input is undefined");
-  if (x.dim() != 2 && x.dim() != 3)
-    throw ShapeError(
-        fmt::format("BatchNorm1d({}): expects a 2-D [N, C] or 3-D [N, C, L] input, got shape {}",
-                    num_features, shape_str(x.sizes())));
-  if (x.size(1) != num_features)
-    throw ShapeError(
-        fmt::format("BatchNorm1d({}): the input's dim 1 (channels) must be {}, got input shape {}",
-                    num_features, num_features, shape_str(x.sizes())));
-  // Everything functional::batch_norm would refuse is refused before the
-  // step count moves.
-  if (!is_floating(x.dtype()))
-    throw DTypeError(fmt::format("BatchNorm1d({}): the input must be floating, got {}",
-                                 num_features, dtype_name(x.dtype())));
-  const bool batch_stats = is_training() || !track_running_stats;
-  if (batch_stats && x.numel() / std::max<std::int64_t>(num_features, 1) <= 1)
-    throw ShapeError(fmt::format(
-        "BatchNorm1d({}): training needs more than 1 value per channel, got input shape {}; use "
-        "a larger batch or eval()",
-        num_features, shape_str(x.sizes())));
-  double factor = 0.0;
-  if (is_training() && track_running_stats) {
-    NoGradGuard no_grad;
-    num_batches_tracked.copy_(num_batches_tracked + 1);
-    factor = momentum ? *momentum : 1.0 / double(num_batches_tracked.item<std::int64_t>());
-  }
-  return functional::batch_norm(x, running_mean, running_var, weight, bias, batch_stats, factor,
-                                eps);
-}
-
-std::string BatchNorm1d::extra_repr() const {
-  return fmt::format("{}, eps={}, momentum={}, affine={}, track_running_stats={}", num_features,
-                     eps, momentum ? fmt::format("{}", *momentum) : std::string("None"),
-                     bool_str(affine), bool_str(track_running_stats));
-}
-
 // ---------------------------------------------------------------- Dropout
 
 Dropout::Dropout(double p_) : p(p_) {
@@ -191,5 +117,14 @@ Dropout::Dropout(double p_) : p(p_) {
 Tensor Dropout::forward(const Tensor& x) { return functional::dropout(x, p, is_training()); }
 
 std::string Dropout::extra_repr() const { return fmt::format("p={}, inplace=false", p); }
+
+Dropout2d::Dropout2d(double p_) : p(p_) {
+  if (!(p >= 0.0 && p <= 1.0))
+    throw Error(fmt::format("Dropout2d: the probability p must be in [0, 1], got {}", p));
+}
+
+Tensor Dropout2d::forward(const Tensor& x) { return functional::dropout2d(x, p, is_training()); }
+
+std::string Dropout2d::extra_repr() const { return fmt::format("p={}, inplace=false", p); }
 
 }  // namespace ferry::nn

@@ -1,7 +1,9 @@
-// tests/conformance/cases_conv.cpp — convolution, unfold and fold (ferry/ops_conv.hpp): each
-// in every float dtype over strided, padded, dilated, grouped, depthwise, 'same', unbatched
-// and empty-batch geometries, in forward and gradient modes.
+// tests/conformance/cases_conv.cpp — the CNN ops: convolution, unfold and fold, transposed
+// convolution, pooling, batch/group/instance/local response normalisation, interpolate and
+// pixel_shuffle: each in every float dtype over strided, padded, dilated, grouped,
+// depthwise, 'same', unbatched and empty-batch geometries, in forward and gradient modes.
 #include "catalog.hpp"
+#include "ferry/nn/functional.hpp"
 
 namespace ferry::conformance {
 namespace {
@@ -59,6 +61,102 @@ std::vector<ConvOp> conv_ops() {
        [](const Inputs& in) {
          return fold(in[0], {5, 6}, {2, 3}, {1, 2}, {1}, {2, 1});
        }},
+      {"conv_transpose1d",
+       "[2, 3, 5] w [3, 4, 3] b stride=2 padding=1 output_padding=1",
+       {{2, 3, 5}, {3, 4, 3}, {4}},
+       [](const Inputs& in) { return conv_transpose1d(in[0], in[1], in[2], {2}, {1}, {1}); }},
+      {"conv_transpose2d",
+       "[2, 4, 3, 4] w [4, 1, 3, 2] b stride=(2, 1) padding=(1, 0) groups=2 dilation=(1, 2)",
+       {{2, 4, 3, 4}, {4, 1, 3, 2}, {2}},
+       [](const Inputs& in) {
+         return conv_transpose2d(in[0], in[1], in[2], {2, 1}, {1, 0}, {1, 0}, 2, {1, 2});
+       }},
+      {"conv_transpose3d",
+       "[1, 2, 2, 3, 2] w [2, 3, 2, 2, 2] stride=2",
+       {{1, 2, 2, 3, 2}, {2, 3, 2, 2, 2}},
+       [](const Inputs& in) { return conv_transpose3d(in[0], in[1], {}, {2}); }},
+      {"max_pool1d",
+       "[2, 3, 9] kernel=3 stride=2 padding=1",
+       {{2, 3, 9}},
+       [](const Inputs& in) { return max_pool1d(in[0], {3}, {2}, {1}); }},
+      {"max_pool2d",
+       "[2, 3, 8, 7] kernel=3 stride=2 padding=1 ceil_mode",
+       {{2, 3, 8, 7}},
+       [](const Inputs& in) { return max_pool2d(in[0], {3}, {2}, {1}, {1}, true); }},
+      {"avg_pool1d",
+       "[2, 3, 8] kernel=3 stride=2 padding=1 count_include_pad=false",
+       {{2, 3, 8}},
+       [](const Inputs& in) { return avg_pool1d(in[0], {3}, {2}, {1}, false, false); }},
+      {"avg_pool2d",
+       "[2, 3, 7, 6] kernel=3 stride=2 padding=1 ceil_mode",
+       {{2, 3, 7, 6}},
+       [](const Inputs& in) { return avg_pool2d(in[0], {3}, {2}, {1}, true); }},
+      {"adaptive_avg_pool1d",
+       "[2, 3, 10] -> 4",
+       {{2, 3, 10}},
+       [](const Inputs& in) { return adaptive_avg_pool1d(in[0], {4}); }},
+      {"adaptive_avg_pool2d",
+       "[2, 3, 7, 5] -> (3, 4)",
+       {{2, 3, 7, 5}},
+       [](const Inputs& in) {
+         return adaptive_avg_pool2d(in[0], {3, 4});
+       }},
+      {"adaptive_max_pool1d",
+       "[2, 3, 11] -> 3",
+       {{2, 3, 11}},
+       [](const Inputs& in) { return adaptive_max_pool1d(in[0], {3}); }},
+      {"adaptive_max_pool2d",
+       "[2, 3, 7, 6] -> (3, 4)",
+       {{2, 3, 7, 6}},
+       [](const Inputs& in) {
+         return adaptive_max_pool2d(in[0], {3, 4});
+       }},
+      {"batch_norm",
+       "[3, 4, 3, 2] training, weight, bias",
+       {{3, 4, 3, 2}, {4}, {4}},
+       [](const Inputs& in) {
+         return nn::functional::batch_norm(in[0], {}, {}, in[1], in[2], true);
+       }},
+      {"group_norm",
+       "[2, 6, 3, 2] groups=3, weight, bias",
+       {{2, 6, 3, 2}, {6}, {6}},
+       [](const Inputs& in) { return nn::functional::group_norm(in[0], 3, in[1], in[2]); }},
+      {"instance_norm",
+       "[2, 3, 4, 3] input statistics, weight, bias",
+       {{2, 3, 4, 3}, {3}, {3}},
+       [](const Inputs& in) { return nn::functional::instance_norm(in[0], {}, {}, in[1], in[2]); }},
+      {"local_response_norm",
+       "[2, 5, 3, 2] size=3 alpha=0.5 beta=0.75 k=1",
+       {{2, 5, 3, 2}},
+       [](const Inputs& in) {
+         return nn::functional::local_response_norm(in[0], 3, 0.5, 0.75, 1.0);
+       }},
+      {"interpolate",
+       "[2, 3, 4, 5] -> (7, 3) bilinear",
+       {{2, 3, 4, 5}},
+       [](const Inputs& in) {
+         return interpolate(in[0], {.size = {7, 3}, .mode = "bilinear"});
+       }},
+      {"interpolate",
+       "[1, 2, 4, 5] -> (6, 8) bicubic align_corners",
+       {{1, 2, 4, 5}},
+       [](const Inputs& in) {
+         return interpolate(in[0], {.size = {6, 8}, .mode = "bicubic", .align_corners = true});
+       }},
+      {"interpolate",
+       "[2, 3, 5] x 2.5 nearest",
+       {{2, 3, 5}},
+       [](const Inputs& in) {
+         return interpolate(in[0], {.scale_factor = {2.5}, .mode = "nearest"});
+       }},
+      {"pixel_shuffle",
+       "[2, 8, 3, 2] r=2",
+       {{2, 8, 3, 2}},
+       [](const Inputs& in) { return pixel_shuffle(in[0], 2); }},
+      {"pixel_unshuffle",
+       "[1, 2, 6, 9] r=3",
+       {{1, 2, 6, 9}},
+       [](const Inputs& in) { return pixel_unshuffle(in[0], 3); }},
   };
 }
 

@@ -1,4 +1,5 @@
-// ferry/nn/conv.hpp — the convolution layers, PyTorch's Conv1d, Conv2d and Conv3d: weight
+// ferry/nn/conv.hpp — the convolution layers, PyTorch's Conv1d, Conv2d, Conv3d and
+// ConvTranspose1d/2d/3d. Conv1d, Conv2d and Conv3d: weight
 // [out_channels, in_channels / groups, *kernel_size] and bias [out_channels] (state_dict
 // names "weight" and "bias"), both drawn from U(±1/√fan_in), fan_in = in_channels / groups ×
 // prod(kernel_size), as reset_parameters' kaiming_uniform_(a = √5) does; padding as sizes
@@ -61,6 +62,52 @@ class Conv3d : public ConvNd {
          const ConvSizes& stride = {1}, const ConvPadding& padding = 0,
          const ConvSizes& dilation = {1}, std::int64_t groups = 1, bool bias = true,
          std::string_view padding_mode = "zeros", const TensorOptions& options = {});
+};
+
+// ConvTranspose1d/2d/3d: weight [in_channels, out_channels / groups, *kernel_size] and bias
+// [out_channels], drawn as PyTorch's (fan_in = out_channels / groups x prod(kernel_size),
+// the weight's dim 1); padding_mode zeros only, as PyTorch's. The math is
+// ferry::conv_transpose1d/2d/3d.
+class ConvTransposeNd : public Module {
+ public:
+  Tensor forward(const Tensor& x) override;  // [N, in, *spatial] or [in, *spatial]
+  std::string extra_repr() const override;
+
+  std::int64_t in_channels, out_channels;
+  ConvSizes kernel_size, stride, padding, output_padding, dilation;  // one value per dim
+  std::int64_t groups;
+  Tensor weight, bias;  // bias undefined when built without one
+
+ protected:
+  ConvTransposeNd(std::size_t dims, std::int64_t in_channels, std::int64_t out_channels,
+                  const ConvSizes& kernel_size, const ConvSizes& stride, const ConvSizes& padding,
+                  const ConvSizes& output_padding, std::int64_t groups, bool bias,
+                  const ConvSizes& dilation, const TensorOptions& options);
+
+ private:
+  std::size_t dims_;
+};
+
+class ConvTranspose1d : public ConvTransposeNd {
+ public:
+  ConvTranspose1d(std::int64_t in_channels, std::int64_t out_channels, const ConvSizes& kernel_size,
+                  const ConvSizes& stride = {1}, const ConvSizes& padding = {0},
+                  const ConvSizes& output_padding = {0}, std::int64_t groups = 1, bool bias = true,
+                  const ConvSizes& dilation = {1}, const TensorOptions& options = {});
+};
+class ConvTranspose2d : public ConvTransposeNd {
+ public:
+  ConvTranspose2d(std::int64_t in_channels, std::int64_t out_channels, const ConvSizes& kernel_size,
+                  const ConvSizes& stride = {1}, const ConvSizes& padding = {0},
+                  const ConvSizes& output_padding = {0}, std::int64_t groups = 1, bool bias = true,
+                  const ConvSizes& dilation = {1}, const TensorOptions& options = {});
+};
+class ConvTranspose3d : public ConvTransposeNd {
+ public:
+  ConvTranspose3d(std::int64_t in_channels, std::int64_t out_channels, const ConvSizes& kernel_size,
+                  const ConvSizes& stride = {1}, const ConvSizes& padding = {0},
+                  const ConvSizes& output_padding = {0}, std::int64_t groups = 1, bool bias = true,
+                  const ConvSizes& dilation = {1}, const TensorOptions& options = {});
 };
 
 }  // namespace ferry::nn

@@ -29,16 +29,40 @@ Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias = {});
 // the same mask on every device. p = 0 or !training returns x; p = 1 gives
 // zeros. Error unless 0 <= p <= 1.
 Tensor dropout(const Tensor& x, double p = 0.5, bool training = true);
+// dropout of whole channels: one draw per channel of [N, C, H, W] (or unbatched [C, H, W]),
+// the channel zeroed or scaled by 1 / (1 - p). ShapeError for another rank.
+Tensor dropout2d(const Tensor& x, double p = 0.5, bool training = true);
 
-// Batch normalisation over dim 1 of x [N, C] or [N, C, L] (PyTorch's
-// F.batch_norm). With `training`, normalises with the batch's statistics
-// (biased variance) and, when running_mean / running_var are defined, updates
-// them in place as (1 - momentum) · running + momentum · batch, with the
-// unbiased batch variance. Otherwise normalises with the running statistics.
-// weight and bias ([C]) are optional.
+// Batch normalisation over dim 1 of x [N, C, *] (PyTorch's F.batch_norm). With `training`,
+// normalises with the batch's statistics (biased variance) and, when running_mean / running_var are
+// defined, updates them in place as (1 - momentum) · running + momentum · batch, with the unbiased
+// batch variance. Otherwise normalises with the running statistics. weight and bias ([C]) are
+// optional.
 Tensor batch_norm(const Tensor& x, const Tensor& running_mean, const Tensor& running_var,
                   const Tensor& weight = {}, const Tensor& bias = {}, bool training = false,
                   double momentum = 0.1, double eps = 1e-5);
+
+// Group normalisation (F.group_norm): x [N, C, *] split into num_groups groups of C /
+// num_groups channels, each group of each sample normalised with its own mean and biased
+// variance, then weight and bias ([C], optional) per channel. ShapeError unless num_groups
+// divides C.
+Tensor group_norm(const Tensor& x, std::int64_t num_groups, const Tensor& weight = {},
+                  const Tensor& bias = {}, double eps = 1e-5);
+
+// Instance normalisation (F.instance_norm): every channel of every sample of x [N, C, *]
+// normalised over its spatial dims. With use_input_stats, the statistics are the input's and
+// running_mean / running_var, when given ([C]), move toward their mean over the batch (the
+// unbiased variance) by momentum, in place; otherwise the running statistics normalise.
+Tensor instance_norm(const Tensor& x, const Tensor& running_mean = {},
+                     const Tensor& running_var = {}, const Tensor& weight = {},
+                     const Tensor& bias = {}, bool use_input_stats = true, double momentum = 0.1,
+                     double eps = 1e-5);
+
+// Local response normalisation across channels (F.local_response_norm): x [N, C, *] (3 or
+// more dims) divided by (k + alpha / size * the sum of squares over `size` neighbouring
+// channels, zero-padded)^beta.
+Tensor local_response_norm(const Tensor& x, std::int64_t size, double alpha = 1e-4,
+                           double beta = 0.75, double k = 1.0);
 
 // ferry::layer_norm, here for symmetry with PyTorch's functional.
 Tensor layer_norm(const Tensor& x, const Shape& normalized_shape, const Tensor& weight = {},

@@ -1,5 +1,6 @@
 // ferry/nn/layers.hpp — the built-in layers: Linear, Embedding, LayerNorm,
-// BatchNorm1d and Dropout (the activations: ferry/nn/activation.hpp).
+// Dropout and Dropout2d (the activations: ferry/nn/activation.hpp; batch,
+// group and instance normalisation: ferry/nn/normalization.hpp).
 //
 // Semantics, defaults and initial distributions are PyTorch's (the numbers
 // are drawn from ferry's generator, so they differ from PyTorch's but a
@@ -18,6 +19,7 @@
 
 #include "ferry/nn/activation.hpp"  // the activation modules, once here
 #include "ferry/nn/module.hpp"
+#include "ferry/nn/normalization.hpp"  // BatchNorm1d used to live here
 #include "ferry/tensor.hpp"
 
 namespace ferry::nn {
@@ -63,33 +65,20 @@ class LayerNorm : public Module {
   Tensor weight, bias;
 };
 
-// Batch normalisation of [N, C] or [N, C, L] over N (and L) per channel C.
-// Training normalises with the batch's statistics (biased variance) and, with
-// track_running_stats, updates the buffers running_mean (zeros), running_var
-// (ones) — with the unbiased variance — in place, and num_batches_tracked (an
-// i64 0-d count). momentum nullopt uses the cumulative average 1 / count.
-// Evaluation normalises with the running statistics (with the batch's when
-// they are not tracked). weight (ones) and bias (zeros) when affine.
-class BatchNorm1d : public Module {
- public:
-  explicit BatchNorm1d(std::int64_t num_features, double eps = 1e-5,
-                       std::optional<double> momentum = 0.1, bool affine = true,
-                       bool track_running_stats = true, const TensorOptions& options = {});
-  Tensor forward(const Tensor& x) override;
-  std::string extra_repr() const override;
-
-  std::int64_t num_features;
-  double eps;
-  std::optional<double> momentum;
-  bool affine, track_running_stats;
-  Tensor weight, bias;                                    // when affine
-  Tensor running_mean, running_var, num_batches_tracked;  // when track_running_stats
-};
-
 // functional::dropout(x, p, is_training()). Error unless 0 <= p <= 1.
 class Dropout : public Module {
  public:
   explicit Dropout(double p = 0.5);
+  Tensor forward(const Tensor& x) override;
+  std::string extra_repr() const override;
+
+  double p;
+};
+
+// functional::dropout2d(x, p, is_training()): whole channels of [N, C, H, W] or [C, H, W].
+class Dropout2d : public Module {
+ public:
+  explicit Dropout2d(double p = 0.5);
   Tensor forward(const Tensor& x) override;
   std::string extra_repr() const override;
 

@@ -1,0 +1,149 @@
+// benchmarks/bench_conv.cpp — issue 22's convolution figures: conv2d forward, and forward
+// with the input's and weight's gradients, at ResNet-18's layer shapes (batch 32, 224 x 224
+// images; batch 2 at a quarter of the size with --quick), and one ResNet-18 training step
+// (samples/resnet.hpp, cross_entropy, SGD with momentum): ferry's CPU beside PyTorch's
+// (libtorch, this process, its oneDNN convolutions) and vulkan:0 beside ferry's CPU (on
+// lavapipe both are the CPU). Inputs are made once; each iteration is one call.
+#include "bench_conv.hpp"
+
+#include <fmt/format.h>
+
+#include <functional>
+#include <map>
+#include <memory>
+
+#include "bench_common.hpp"
+#include "ferry/ferry.hpp"
+#include "resnet.hpp"
+
+namespace bench {
+namespace {
+
+using namespace conv;
+
+struct Data {
+  ferry::Tensor x, w;
+};
+
+const Data& data(const ConvCase& c, const std::string& device) {
+  static std::map<std::string, Data> by_key;
+  const std::string key = std::string(c.name) + "@" + device;
+  auto it = by_key.find(key);
+  if (it == by_key.end()) {
+    ferry::manual_seed(0);
+    const ferry::Device dev(device);
+    const std::int64_t h = size(c, quick());
+    Data d{ferry::randn({batch(quick()), c.c, h, h}, {.device = dev}).requires_grad_(),
+           (ferry::randn({c.oc, c.c, c.k, c.k}, {.device = dev}) * 0.05).requires_grad_()};
+    it = by_key.emplace(key, std::move(d)).first;
+  }
+  return it->second;
+}
+
+void run_conv(benchmark::State& s, const ConvCase& c, const std::string& device, bool backward) {
+  if (!ferry::is_available(device)) return s.SkipWithError((device + " is not available").c_str());
+  try {
+    const Data& d = data(c, device);
+    for (auto _ : s) {
+      if (!backward) {
+        ferry::NoGradGuard no_grad;
+        ferry::Tensor y = ferry::conv2d(d.x, d.w, {}, {c.stride}, c.pad);
+        ferry::synchronize(y.device());
+        benchmark::DoNotOptimize(y);
+        continue;
+      }
+      ferry::Tensor y = ferry::conv2d(d.x, d.w, {}, {c.stride}, c.pad);
+      auto g = ferry::autograd::grad({y}, {d.x, d.w}, {ferry::ones_like(y)});
+      ferry::synchronize(y.device());
+      benchmark::DoNotOptimize(g);
+    }
+  } catch (const ferry::Error& e) {
+    s.SkipWithError(e.what());
+  }
+}
+
+// One ResNet-18 training step per iteration on `device`.
+void run_resnet(benchmark::State& s, const std::string& device) {
+  if (!ferry::is_available(device)) return s.SkipWithError((device + " is not available").c_str());
+  try {
+    const ferry::Device dev(device);
+    ferry::manual_seed(0);
+    sample::ResNet model(sample::ResNetOptions{}, {.device = dev});
+    ferry::optim::SGD opt(model.parameters(), {.lr = 0.01, .momentum = 0.9});
+    const std::int64_t n = batch(quick()), hw = resnet_image(quick());
+    const ferry::Tensor x = ferry::randn({n, 3, hw, hw}, {.device = dev});
+    const ferry::Tensor y = ferry::randint(0, 1000, {n}).to(dev);
+    for (auto _ : s) {
+      opt.zero_grad();
+      ferry::Tensor loss = ferry::nn::functional::cross_entropy(model.forward(x), y);
+      loss.backward();
+      opt.step();
+      benchmark::DoNotOptimize(loss.item<float>());
+    }
+  } catch (const ferry::Error& e) {
+    s.SkipWithError(e.what());
+  }
+}
+
+}  // namespace
+
+void register_conv() {
+#ifdef FERRY_BENCH_HAVE_TORCH
+  conv::torch_setup(quick());
+#endif
+  auto run = [](const std::string& name, std::function<void(benchmark::State&)> fn) {
+    benchmark::RegisterBenchmark(name.c_str(), std::move(fn))
+        ->Unit(benchmark::kMillisecond)
+        ->UseRealTime();
+  };
+  auto compare = [](const std::string& title, const std::string& ferry,
+                    const std::string& ferry_label, const std::string& baseline,
+                    const std::string& baseline_label, Metric m, double work) {
+    add_comparison({.title = title,
+                    .ferry = ferry,
+                    .ferry_label = ferry_label,
+                    .baseline = baseline,
+                    .baseline_label = baseline_label,
+                    .metric = m,
+                    .ferry_work = work,
+                    .baseline_work = work});
+  };
+  const std::int64_t n = batch(quick());
+  for (const ConvCase& c : cases()) {
+    for (const bool backward : {false, true}) {
+      const std::string pass = backward ? "forward+backward" : "forward";
+      const std::string base = fmt::format("conv/{}/{}", c.name, pass);
+      const double work = flops(c, quick()) * (backward ? 3.0 : 1.0);
+      const std::string title = fmt::format("conv2d {} {} [{}, {}, {}, {}] -> {} ch", pass, c.name,
+                                            n, c.c, size(c, quick()), size(c, quick()), c.oc);
+      for (const std::string device : {"cpu", "vulkan:0"})
+        run(base + "/ferry " + device,
+            [&c, device, backward](benchmark::State& s) { run_conv(s, c, device, backward); });
+#ifdef FERRY_BENCH_HAVE_TORCH
+      run(base + "/pytorch", [name = std::string(c.name), backward](benchmark::State& s) {
+        for (auto _ : s) conv::torch_conv(name, backward);
+      });
+      compare(title + " (cpu)", base + "/ferry cpu", "ferry", base + "/pytorch",
+              "PyTorch (libtorch)", Metric::gflops, work);
+#endif
+      compare(title + " (vulkan:0 vs cpu)", base + "/ferry vulkan:0", "ferry vulkan:0",
+              base + "/ferry cpu", "ferry cpu", Metric::gflops, work);
+    }
+  }
+  const std::string base = "resnet18 step";
+  const std::string title = fmt::format("ResNet-18 training step, batch {}, {}x{}", n,
+                                        resnet_image(quick()), resnet_image(quick()));
+  for (const std::string device : {"cpu", "vulkan:0"})
+    run(base + "/ferry " + device, [device](benchmark::State& s) { run_resnet(s, device); });
+#ifdef FERRY_BENCH_HAVE_TORCH
+  run(base + "/pytorch", [](benchmark::State& s) {
+    for (auto _ : s) conv::torch_resnet_step();
+  });
+  compare(title + " (cpu)", base + "/ferry cpu", "ferry", base + "/pytorch", "PyTorch (libtorch)",
+          Metric::usec, 0);
+#endif
+  compare(title + " (vulkan:0 vs cpu)", base + "/ferry vulkan:0", "ferry vulkan:0",
+          base + "/ferry cpu", "ferry cpu", Metric::usec, 0);
+}
+
+}  // namespace bench

@@ -1,0 +1,45 @@
+// benchmarks/bench_conv.hpp — issue 22's convolution benchmark's two sides: ferry's in
+// bench_conv.cpp, PyTorch's (libtorch, in this process) in bench_conv_torch.cpp.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace bench::conv {
+
+// A convolution of ResNet-18 at batch 32 on 224 x 224 images (batch 2 and a quarter of the
+// spatial size with --quick): x [n, c, h, w], weight [oc, c, k, k], no bias.
+struct ConvCase {
+  const char* name;
+  std::int64_t c, h, oc, k, stride, pad;
+};
+inline const std::vector<ConvCase>& cases() {
+  static const std::vector<ConvCase> c = {
+      {"conv1 7x7/2", 3, 224, 64, 7, 2, 3},   {"layer1 3x3", 64, 56, 64, 3, 1, 1},
+      {"layer2 3x3/2", 64, 56, 128, 3, 2, 1}, {"layer2 downsample 1x1/2", 64, 56, 128, 1, 2, 0},
+      {"layer3 3x3", 256, 14, 256, 3, 1, 1},  {"layer4 3x3", 512, 7, 512, 3, 1, 1},
+  };
+  return c;
+}
+inline std::int64_t batch(bool quick) { return quick ? 2 : 32; }
+inline std::int64_t size(const ConvCase& c, bool quick) { return quick ? c.h / 4 : c.h; }
+inline std::int64_t out_size(const ConvCase& c, bool quick) {
+  return (size(c, quick) + 2 * c.pad - c.k) / c.stride + 1;
+}
+// Multiply-adds x 2 of the forward pass (backward: twice as many again).
+inline double flops(const ConvCase& c, bool quick) {
+  const double o = double(out_size(c, quick));
+  return 2.0 * double(batch(quick)) * double(c.oc) * o * o * double(c.c * c.k * c.k);
+}
+inline std::int64_t resnet_image(bool quick) { return quick ? 64 : 224; }
+
+#ifdef FERRY_BENCH_HAVE_TORCH
+// PyTorch's side: the same convolution (inputs made once per case), forward, or forward and
+// backward (the input's and the weight's gradients); and one ResNet-18 training step (SGD).
+void torch_setup(bool quick);
+void torch_conv(const std::string& name, bool backward);
+void torch_resnet_step();
+#endif
+
+}  // namespace bench::conv

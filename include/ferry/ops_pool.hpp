@@ -1,0 +1,64 @@
+// ferry/ops_pool.hpp — pooling, PyTorch's torch.nn.functional semantics: max_pool1d/2d
+// (stride defaulting to the kernel, padding, dilation, ceil_mode, the argmax indices),
+// avg_pool1d/2d (count_include_pad, divisor_override), adaptive_avg_pool1d/2d and
+// adaptive_max_pool1d/2d. Inputs are batched [N, C, *spatial] or unbatched [C, *spatial], in
+// a float dtype; bad geometry is a ShapeError naming the sizes, PyTorch's checks, before
+// anything is computed. Included by ferry/ops.hpp.
+//
+// Note [Pooling as gathered windows]
+// A pool is the window table of convolution (Note [Convolution as im2col] in
+// ferry/ops_conv.hpp) gathered into [N, C, taps, windows] and reduced over the taps: a sum
+// divided by each window's divisor, or an argmax whose gather is the value (so the gradient
+// goes to the first maximum of each window alone, as PyTorch's, where max() over a dim would
+// share it among ties). The taps in the padding read -inf for a max and 0 for an average;
+// an adaptive window narrower than the widest reads them too. Max pooling's indices are the
+// table's entries at the argmax: flat positions in each input plane, as PyTorch's.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+
+#include "ferry/ops_conv.hpp"
+#include "ferry/ops_sort.hpp"
+#include "ferry/tensor.hpp"
+
+namespace ferry {
+
+// stride empty: the kernel size. Each size is one value or one per spatial dim. The output
+// per dim is floor((in + 2 padding - dilation (kernel - 1) - 1) / stride) + 1 (ceil with
+// ceil_mode, where the last window still starts inside the input or its left padding);
+// padding must be at most half the kernel.
+Tensor max_pool1d(const Tensor& x, const ConvSizes& kernel_size, const ConvSizes& stride = {},
+                  const ConvSizes& padding = {0}, const ConvSizes& dilation = {1},
+                  bool ceil_mode = false);
+Tensor max_pool2d(const Tensor& x, const ConvSizes& kernel_size, const ConvSizes& stride = {},
+                  const ConvSizes& padding = {0}, const ConvSizes& dilation = {1},
+                  bool ceil_mode = false);
+// The same, with the i64 index of each maximum within its input plane (h * W + w).
+ValuesIndices max_pool1d_with_indices(const Tensor& x, const ConvSizes& kernel_size,
+                                      const ConvSizes& stride = {}, const ConvSizes& padding = {0},
+                                      const ConvSizes& dilation = {1}, bool ceil_mode = false);
+ValuesIndices max_pool2d_with_indices(const Tensor& x, const ConvSizes& kernel_size,
+                                      const ConvSizes& stride = {}, const ConvSizes& padding = {0},
+                                      const ConvSizes& dilation = {1}, bool ceil_mode = false);
+
+// The mean of each window: divided by the window's size within the padded input
+// (count_include_pad) or within the input, or by divisor_override (nonzero) when given.
+Tensor avg_pool1d(const Tensor& x, const ConvSizes& kernel_size, const ConvSizes& stride = {},
+                  const ConvSizes& padding = {0}, bool ceil_mode = false,
+                  bool count_include_pad = true);
+Tensor avg_pool2d(const Tensor& x, const ConvSizes& kernel_size, const ConvSizes& stride = {},
+                  const ConvSizes& padding = {0}, bool ceil_mode = false,
+                  bool count_include_pad = true,
+                  std::optional<std::int64_t> divisor_override = std::nullopt);
+
+// Adaptive pooling to output_size (positive; one value or one per spatial dim): window o of
+// a dim spans [floor(o in / out), ceil((o + 1) in / out)).
+Tensor adaptive_avg_pool1d(const Tensor& x, const ConvSizes& output_size);
+Tensor adaptive_avg_pool2d(const Tensor& x, const ConvSizes& output_size);
+Tensor adaptive_max_pool1d(const Tensor& x, const ConvSizes& output_size);
+Tensor adaptive_max_pool2d(const Tensor& x, const ConvSizes& output_size);
+ValuesIndices adaptive_max_pool1d_with_indices(const Tensor& x, const ConvSizes& output_size);
+ValuesIndices adaptive_max_pool2d_with_indices(const Tensor& x, const ConvSizes& output_size);
+
+}  // namespace ferry

@@ -1,0 +1,198 @@
+// runtime/nn/normalization.cpp — batch, group, instance and local response normalisation
+// (ferry/nn/functional.hpp), composed of differentiable ops: every device that has the ops
+// has these.
+#include <fmt/format.h>
+
+#include "../ops_internal.hpp"
+#include "ferry/autograd.hpp"
+#include "ferry/error.hpp"
+#include "ferry/nn/functional.hpp"
+#include "ferry/ops.hpp"
+#include "nn_internal.hpp"
+
+namespace ferry::nn::functional {
+namespace {
+
+using detail::check_defined;
+
+// [1, C, 1, ...] for a per-channel vector of x [N, C, *].
+Shape channel_shape(const Tensor& x) {
+  Shape s(std::size_t(x.dim()), 1);
+  s[1] = x.size(1);
+  return s;
+}
+
+void check_channel_vector(std::string_view fn, std::string_view arg, const Tensor& t,
+                          const Tensor& x) {
+  if (t.defined() && t.sizes() != Shape{x.size(1)})
+    throw ShapeError(
+        fmt::format("{}: {} must have shape [{}] (the input's dim 1, input shape {}), got {}", fn,
+                    arg, x.size(1), shape_str(x.sizes()), shape_str(t.sizes())));
+}
+
+Tensor affine(const Tensor& y, const Tensor& weight, const Tensor& bias) {
+  Tensor r = y;
+  if (weight.defined()) r = r * weight.to(y.dtype()).reshape(channel_shape(y));
+  if (bias.defined()) r = r + bias.to(y.dtype()).reshape(channel_shape(y));
+  return r;
+}
+
+// running = (1 - momentum) running + momentum batch, in place and unrecorded, so the buffers
+// keep their identity (and device) and the update is part of no graph.
+void update_running(const Tensor& running, const Tensor& batch, double momentum) {
+  NoGradGuard no_grad;
+  Tensor r = running;  // a handle: the write reaches the buffer
+  r.copy_(r * (1.0 - momentum) + batch.to(running.dtype()) * momentum);
+}
+
+}  // namespace
+
+Tensor batch_norm(const Tensor& x, const Tensor& running_mean, const Tensor& running_var,
+                  const Tensor& weight, const Tensor& bias, bool training, double momentum,
+                  double eps) {
+  check_defined("batch_norm", "input", x);
+  ferry::detail::check_dtype(OpId::batch_norm, x);
+  if (x.dim() < 2)
+    throw ShapeError(
+        fmt::format("batch_norm: the input must be [N, C, ...] with at least 2 dims, got shape {}",
+                    shape_str(x.sizes())));
+  const std::int64_t channels = x.size(1);
+  auto check_vec = [&](const Tensor& t, std::string_view arg) {
+    if (t.defined() && t.sizes() != Shape{channels})
+      throw ShapeError(
+          fmt::format("batch_norm: {} must have shape [{}] (the input's dim 1, input "
+                      "shape {}), got {}",
+                      arg, channels, shape_str(x.sizes()), shape_str(t.sizes())));
+  };
+  check_vec(running_mean, "running_mean");
+  check_vec(running_var, "running_var");
+  check_vec(weight, "weight");
+  check_vec(bias, "bias");
+  if (running_mean.defined() != running_var.defined())
+    throw Error("batch_norm: running_mean and running_var must both be given or both be left out");
+  if (!training && !running_mean.defined())
+    throw Error(
+        "batch_norm: evaluation (training = false) normalises with running_mean and running_var, "
+        "which were not given");
+
+  std::vector<std::int64_t> dims = {0};
+  for (std::int64_t d = 2; d < x.dim(); ++d) dims.push_back(d);
+  Shape bshape(std::size_t(x.dim()), 1);
+  bshape[1] = channels;
+  const std::int64_t count = channels == 0 ? 0 : x.numel() / channels;
+
+  Tensor mean_b, var_b;
+  if (training) {
+    if (count <= 1)
+      throw ShapeError(fmt::format(
+          "batch_norm: training needs more than 1 value per channel to compute a variance, got "
+          "input shape {}; use a larger batch or eval()",
+          shape_str(x.sizes())));
+    mean_b = mean(x, dims, /*keepdim=*/true);
+    var_b = var(x, dims, /*correction=*/0, /*keepdim=*/true);
+    if (running_mean.defined()) {  // the running variance takes the unbiased estimate
+      NoGradGuard no_grad;
+      update_running(running_mean, mean_b.reshape({channels}), momentum);
+      update_running(running_var, var_b.reshape({channels}) * (double(count) / double(count - 1)),
+                     momentum);
+    }
+  } else {
+    mean_b = running_mean.to(x.dtype()).reshape(bshape);
+    var_b = running_var.to(x.dtype()).reshape(bshape);
+  }
+  return affine((x - mean_b) * rsqrt(var_b + eps), weight, bias);
+}
+
+Tensor group_norm(const Tensor& x, std::int64_t num_groups, const Tensor& weight,
+                  const Tensor& bias, double eps) {
+  check_defined("group_norm", "input", x);
+  ferry::detail::check_dtype(OpId::group_norm, x);
+  if (x.dim() < 2)
+    throw ShapeError(
+        fmt::format("group_norm: expected an input of at least 2 dims [N, C, *], got shape {}",
+                    shape_str(x.sizes())));
+  const std::int64_t N = x.size(0), C = x.size(1);
+  if (num_groups <= 0 || C % num_groups != 0)
+    throw ShapeError(fmt::format(
+        "group_norm: expected number of channels in input to be divisible by num_groups, but "
+        "got input of shape {} and num_groups={}",
+        shape_str(x.sizes()), num_groups));
+  check_channel_vector("group_norm", "weight", weight, x);
+  check_channel_vector("group_norm", "bias", bias, x);
+  std::int64_t per_group = C / num_groups;
+  for (std::int64_t d = 2; d < x.dim(); ++d) per_group *= x.size(d);
+  const Tensor g = x.reshape({N, num_groups, per_group});
+  const Tensor mu = mean(g, {2}, /*keepdim=*/true);
+  const Tensor v = var(g, {2}, /*correction=*/0, /*keepdim=*/true);
+  return affine(((g - mu) * rsqrt(v + eps)).reshape(x.sizes()), weight, bias);
+}
+
+Tensor instance_norm(const Tensor& x, const Tensor& running_mean, const Tensor& running_var,
+                     const Tensor& weight, const Tensor& bias, bool use_input_stats,
+                     double momentum, double eps) {
+  check_defined("instance_norm", "input", x);
+  ferry::detail::check_dtype(OpId::instance_norm, x);
+  if (x.dim() < 3)
+    throw ShapeError(fmt::format(
+        "instance_norm: expected an input of at least 3 dims [N, C, *spatial], got shape {}",
+        shape_str(x.sizes())));
+  for (const auto& [arg, t] :
+       {std::pair{"running_mean", running_mean}, std::pair{"running_var", running_var},
+        std::pair{"weight", weight}, std::pair{"bias", bias}})
+    check_channel_vector("instance_norm", arg, t, x);
+  if (running_mean.defined() != running_var.defined())
+    throw Error(
+        "instance_norm: running_mean and running_var must both be given or both be left out");
+  if (!use_input_stats && !running_mean.defined())
+    throw Error(
+        "instance_norm: use_input_stats = false normalises with running_mean and "
+        "running_var, which were not given");
+  std::vector<std::int64_t> spatial;
+  std::int64_t count = 1;
+  for (std::int64_t d = 2; d < x.dim(); ++d) spatial.push_back(d), count *= x.size(d);
+  Tensor mu, v;
+  if (use_input_stats) {
+    if (count <= 1)
+      throw ShapeError(fmt::format(
+          "instance_norm: expected more than 1 spatial element when training, got input "
+          "shape {}",
+          shape_str(x.sizes())));
+    mu = mean(x, spatial, /*keepdim=*/true);
+    v = var(x, spatial, /*correction=*/0, /*keepdim=*/true);
+    if (running_mean.defined() && x.size(0) > 0) {
+      NoGradGuard no_grad;
+      const Shape nc{x.size(0), x.size(1)};
+      update_running(running_mean, mean(mu.reshape(nc), {0}), momentum);
+      update_running(running_var, mean(v.reshape(nc), {0}) * (double(count) / double(count - 1)),
+                     momentum);
+    }
+  } else {
+    mu = running_mean.to(x.dtype()).reshape(channel_shape(x));
+    v = running_var.to(x.dtype()).reshape(channel_shape(x));
+  }
+  return affine((x - mu) * rsqrt(v + eps), weight, bias);
+}
+
+Tensor local_response_norm(const Tensor& x, std::int64_t size, double alpha, double beta,
+                           double k) {
+  check_defined("local_response_norm", "input", x);
+  ferry::detail::check_dtype(OpId::local_response_norm, x);
+  if (x.dim() < 3)
+    throw ShapeError(
+        fmt::format("local_response_norm: expected 3D or higher dimensionality input, got shape {}",
+                    shape_str(x.sizes())));
+  if (size <= 0)
+    throw ValueError(fmt::format("local_response_norm: size must be positive, got {}", size));
+  const std::int64_t C = x.size(1);
+  // x^2 zero-padded along the channels, size / 2 before and (size - 1) / 2 after (F.pad's
+  // pairs run from the last dim back), then each channel's window summed.
+  std::vector<std::int64_t> pads(std::size_t(2 * (x.dim() - 1)), 0);
+  pads[pads.size() - 2] = size / 2;
+  pads[pads.size() - 1] = (size - 1) / 2;
+  const Tensor sq = pad(x * x, pads);
+  Tensor window = sq.narrow(1, 0, C);
+  for (std::int64_t j = 1; j < size; ++j) window = window + sq.narrow(1, j, C);
+  return x / pow(window * (alpha / double(size)) + k, beta);
+}
+
+}  // namespace ferry::nn::functional

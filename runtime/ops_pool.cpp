@@ -1,0 +1,254 @@
+// runtime/ops_pool.cpp — max, average and adaptive pooling as gathered windows
+// (ferry/ops_pool.hpp, Note [Pooling as gathered windows]).
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include <algorithm>
+#include <limits>
+#include <string>
+
+#include "ferry/error.hpp"
+#include "ferry/ops.hpp"
+#include "ops_internal.hpp"
+#include "sliding_window.hpp"
+
+namespace ferry {
+namespace {
+
+using detail::WindowDim;
+
+// The input made batched ([N, C, *spatial]), PyTorch's rank and non-empty checks.
+Tensor batched_input(std::size_t n, OpId id, const Tensor& x) {
+  const std::string_view op = op_info(id).name;
+  if (x.dim() != std::int64_t(n) + 1 && x.dim() != std::int64_t(n) + 2)
+    throw ShapeError(fmt::format(
+        "{}: expected a {}-D (unbatched) or {}-D (batched) input with optional 0 dim batch "
+        "size, got shape {}",
+        op, n + 1, n + 2, shape_str(x.sizes())));
+  for (std::int64_t d = x.dim() == std::int64_t(n) + 2 ? 1 : 0; d < x.dim(); ++d)
+    if (x.size(d) == 0)
+      throw ShapeError(fmt::format(
+          "{}: expected the input to have non-zero size for non-batch dimensions, got shape {}", op,
+          shape_str(x.sizes())));
+  detail::check_dtype(id, x);
+  return x.dim() == std::int64_t(n) + 2 ? x : x.unsqueeze(0);
+}
+
+std::vector<std::int64_t> spatial_sizes(const Tensor& x) {
+  std::vector<std::int64_t> s;
+  for (std::int64_t d = 2; d < x.dim(); ++d) s.push_back(x.size(d));
+  return s;
+}
+
+// The pooled result [N, C, L] (or [N, C, 1, L]) shaped as the input was: [N, C, *out] or
+// [C, *out].
+Tensor shaped(const Tensor& y, const Tensor& x_in, const Tensor& x,
+              const std::vector<WindowDim>& dims) {
+  Shape out{x.size(0), x.size(1)};
+  for (const WindowDim& d : dims) out.push_back(d.out);
+  const Tensor r = y.reshape(out);
+  return x_in.dim() == x.dim() ? r : r.squeeze(0);
+}
+
+// PyTorch's pooling_output_shape and pool2d_shape_check, dim by dim.
+std::vector<WindowDim> pool_windows(std::size_t n, OpId id, const Tensor& x,
+                                    const ConvSizes& kernel_arg, const ConvSizes& stride_arg,
+                                    const ConvSizes& padding_arg, const ConvSizes& dilation_arg,
+                                    bool ceil_mode) {
+  const std::string_view op = op_info(id).name;
+  if (kernel_arg.empty())
+    throw ShapeError(fmt::format("{}: kernel_size must be given (one value or {})", op, n));
+  const auto kernel = detail::per_dim(op, "kernel_size", kernel_arg, n);
+  const auto stride =
+      detail::per_dim(op, "stride", stride_arg.empty() ? kernel_arg : stride_arg, n);
+  const auto padding = detail::per_dim(op, "padding", padding_arg, n);
+  const auto dilation = detail::per_dim(op, "dilation", dilation_arg, n);
+  const auto in = spatial_sizes(x);
+  std::vector<std::int64_t> out(n);
+  for (std::size_t i = 0; i < n; ++i) {
+    if (kernel[i] <= 0)
+      throw ShapeError(fmt::format("{}: kernel size should be greater than zero, but got {}", op,
+                                   fmt::join(kernel, " x ")));
+    if (stride[i] <= 0)
+      throw ShapeError(fmt::format("{}: stride should be greater than zero, but got {}", op,
+                                   fmt::join(stride, " x ")));
+    if (dilation[i] <= 0)
+      throw ShapeError(fmt::format("{}: dilation should be greater than zero, but got {}", op,
+                                   fmt::join(dilation, " x ")));
+    if (padding[i] < 0 || padding[i] > kernel[i] / 2)
+      throw ShapeError(fmt::format(
+          "{}: pad should be at least zero and at most half of kernel size, but got padding {} "
+          "and kernel_size {}",
+          op, fmt::join(padding, " x "), fmt::join(kernel, " x ")));
+    const std::int64_t span = dilation[i] * (kernel[i] - 1) + 1;
+    const std::int64_t num = in[i] + 2 * padding[i] - span + (ceil_mode ? stride[i] - 1 : 0);
+    // floor division (num can be negative), as PyTorch's div_rtn
+    std::int64_t o = (num >= 0 ? num / stride[i] : -((-num + stride[i] - 1) / stride[i])) + 1;
+    if (ceil_mode && (o - 1) * stride[i] >= in[i] + padding[i]) --o;
+    out[i] = o;
+  }
+  for (std::size_t i = 0; i < n; ++i)
+    if (out[i] < 1)
+      throw ShapeError(fmt::format(
+          "{}: given input size ({}x{}), the calculated output size ({}x{}) is too small", op,
+          x.size(1), fmt::join(in, "x"), x.size(1), fmt::join(out, "x")));
+  std::vector<WindowDim> dims;
+  for (std::size_t i = 0; i < n; ++i)
+    dims.push_back(
+        detail::sliding_dim(in[i], kernel[i], stride[i], padding[i], dilation[i], out[i]));
+  return dims;
+}
+
+std::vector<WindowDim> adaptive_windows(std::size_t n, OpId id, const Tensor& x,
+                                        const ConvSizes& output_size) {
+  const std::string_view op = op_info(id).name;
+  const auto out = detail::per_dim(op, "output_size", output_size, n);
+  for (std::int64_t o : out)
+    if (o <= 0)
+      throw ShapeError(
+          fmt::format("{}: output_size must be positive, got {}", op, fmt::join(out, " x ")));
+  const auto in = spatial_sizes(x);
+  std::vector<WindowDim> dims;
+  for (std::size_t i = 0; i < n; ++i) dims.push_back(detail::adaptive_dim(in[i], out[i]));
+  return dims;
+}
+
+// The maximum of each window and its flat input position.
+ValuesIndices max_over_windows(const Tensor& x_in, const Tensor& x,
+                               const std::vector<WindowDim>& dims) {
+  const Tensor cols = detail::gather_windows(x, dims, -std::numeric_limits<double>::infinity());
+  const Tensor tap = argmax(cols, 2, /*keepdim=*/true);
+  return {shaped(gather(cols, 2, tap), x_in, x, dims),
+          shaped(detail::tap_positions(tap, dims), x_in, x, dims)};
+}
+
+// Each window's sum divided by `divisor` ([L] per window, the first dim slowest).
+Tensor mean_over_windows(const Tensor& x_in, const Tensor& x, const std::vector<WindowDim>& dims,
+                         const std::vector<double>& divisor) {
+  const Tensor sums = sum(detail::gather_windows(x, dims, 0.0), {2});
+  const Tensor d = tensor(divisor).to(x.dtype()).to(x.device());
+  return shaped(sums / d, x_in, x, dims);
+}
+
+// The product over dims of a per-dim, per-window count, [L] with the first dim slowest.
+std::vector<double> outer_product(const std::vector<std::vector<double>>& per_dim) {
+  std::vector<double> r{1.0};
+  for (const auto& v : per_dim) {
+    std::vector<double> next;
+    for (double a : r)
+      for (double b : v) next.push_back(a * b);
+    r = std::move(next);
+  }
+  return r;
+}
+
+ValuesIndices max_pool(std::size_t n, OpId id, const Tensor& x_in, const ConvSizes& kernel,
+                       const ConvSizes& stride, const ConvSizes& padding, const ConvSizes& dilation,
+                       bool ceil_mode) {
+  const Tensor x = batched_input(n, id, x_in);
+  return max_over_windows(x_in, x,
+                          pool_windows(n, id, x, kernel, stride, padding, dilation, ceil_mode));
+}
+
+Tensor avg_pool(std::size_t n, OpId id, const Tensor& x_in, const ConvSizes& kernel,
+                const ConvSizes& stride, const ConvSizes& padding, bool ceil_mode,
+                bool count_include_pad, std::optional<std::int64_t> divisor_override) {
+  const std::string_view op = op_info(id).name;
+  const Tensor x = batched_input(n, id, x_in);
+  if (divisor_override && *divisor_override == 0)
+    throw ValueError(fmt::format("{}: divisor_override must be nonzero", op));
+  const auto dims = pool_windows(n, id, x, kernel, stride, padding, {1}, ceil_mode);
+  const auto k = detail::per_dim(op, "kernel_size", kernel, n);
+  const auto s = detail::per_dim(op, "stride", stride.empty() ? kernel : stride, n);
+  const auto p = detail::per_dim(op, "padding", padding, n);
+  // PyTorch's divisors: the window clipped to the padded input, or to the input.
+  std::vector<std::vector<double>> counts;
+  for (std::size_t i = 0; i < n; ++i) {
+    std::vector<double> c;
+    for (std::int64_t o = 0; o < dims[i].out; ++o) {
+      const std::int64_t start = o * s[i] - p[i];
+      const std::int64_t end = std::min(start + k[i], dims[i].in + p[i]);
+      c.push_back(double(count_include_pad
+                             ? end - start
+                             : std::min(end, dims[i].in) - std::max(start, std::int64_t(0))));
+    }
+    counts.push_back(std::move(c));
+  }
+  std::vector<double> divisor = outer_product(counts);
+  if (divisor_override) std::fill(divisor.begin(), divisor.end(), double(*divisor_override));
+  return mean_over_windows(x_in, x, dims, divisor);
+}
+
+Tensor adaptive_avg_pool(std::size_t n, OpId id, const Tensor& x_in, const ConvSizes& output_size) {
+  const Tensor x = batched_input(n, id, x_in);
+  const auto dims = adaptive_windows(n, id, x, output_size);
+  std::vector<std::vector<double>> counts;
+  for (const WindowDim& d : dims) {
+    std::vector<double> c(std::size_t(d.out), 0.0);
+    for (std::int64_t k = 0; k < d.taps; ++k)
+      for (std::int64_t o = 0; o < d.out; ++o)
+        if (d.at[std::size_t(k * d.out + o)] >= 0) c[std::size_t(o)] += 1;
+    counts.push_back(std::move(c));
+  }
+  return mean_over_windows(x_in, x, dims, outer_product(counts));
+}
+
+ValuesIndices adaptive_max_pool(std::size_t n, OpId id, const Tensor& x_in,
+                                const ConvSizes& output_size) {
+  const Tensor x = batched_input(n, id, x_in);
+  return max_over_windows(x_in, x, adaptive_windows(n, id, x, output_size));
+}
+
+}  // namespace
+
+Tensor max_pool1d(const Tensor& x, const ConvSizes& kernel_size, const ConvSizes& stride,
+                  const ConvSizes& padding, const ConvSizes& dilation, bool ceil_mode) {
+  return max_pool(1, OpId::max_pool1d, x, kernel_size, stride, padding, dilation, ceil_mode).values;
+}
+Tensor max_pool2d(const Tensor& x, const ConvSizes& kernel_size, const ConvSizes& stride,
+                  const ConvSizes& padding, const ConvSizes& dilation, bool ceil_mode) {
+  return max_pool(2, OpId::max_pool2d, x, kernel_size, stride, padding, dilation, ceil_mode).values;
+}
+ValuesIndices max_pool1d_with_indices(const Tensor& x, const ConvSizes& kernel_size,
+                                      const ConvSizes& stride, const ConvSizes& padding,
+                                      const ConvSizes& dilation, bool ceil_mode) {
+  return max_pool(1, OpId::max_pool1d, x, kernel_size, stride, padding, dilation, ceil_mode);
+}
+ValuesIndices max_pool2d_with_indices(const Tensor& x, const ConvSizes& kernel_size,
+                                      const ConvSizes& stride, const ConvSizes& padding,
+                                      const ConvSizes& dilation, bool ceil_mode) {
+  return max_pool(2, OpId::max_pool2d, x, kernel_size, stride, padding, dilation, ceil_mode);
+}
+
+Tensor avg_pool1d(const Tensor& x, const ConvSizes& kernel_size, const ConvSizes& stride,
+                  const ConvSizes& padding, bool ceil_mode, bool count_include_pad) {
+  return avg_pool(1, OpId::avg_pool1d, x, kernel_size, stride, padding, ceil_mode,
+                  count_include_pad, std::nullopt);
+}
+Tensor avg_pool2d(const Tensor& x, const ConvSizes& kernel_size, const ConvSizes& stride,
+                  const ConvSizes& padding, bool ceil_mode, bool count_include_pad,
+                  std::optional<std::int64_t> divisor_override) {
+  return avg_pool(2, OpId::avg_pool2d, x, kernel_size, stride, padding, ceil_mode,
+                  count_include_pad, divisor_override);
+}
+
+Tensor adaptive_avg_pool1d(const Tensor& x, const ConvSizes& output_size) {
+  return adaptive_avg_pool(1, OpId::adaptive_avg_pool1d, x, output_size);
+}
+Tensor adaptive_avg_pool2d(const Tensor& x, const ConvSizes& output_size) {
+  return adaptive_avg_pool(2, OpId::adaptive_avg_pool2d, x, output_size);
+}
+Tensor adaptive_max_pool1d(const Tensor& x, const ConvSizes& output_size) {
+  return adaptive_max_pool(1, OpId::adaptive_max_pool1d, x, output_size).values;
+}
+Tensor adaptive_max_pool2d(const Tensor& x, const ConvSizes& output_size) {
+  return adaptive_max_pool(2, OpId::adaptive_max_pool2d, x, output_size).values;
+}
+ValuesIndices adaptive_max_pool1d_with_indices(const Tensor& x, const ConvSizes& output_size) {
+  return adaptive_max_pool(1, OpId::adaptive_max_pool1d, x, output_size);
+}
+ValuesIndices adaptive_max_pool2d_with_indices(const Tensor& x, const ConvSizes& output_size) {
+  return adaptive_max_pool(2, OpId::adaptive_max_pool2d, x, output_size);
+}
+
+}  // namespace ferry

@@ -1,0 +1,242 @@
+// The CNN ops beyond convolution — conv_transpose, pooling, batch/group/instance/local
+// response normalisation, interpolate, pixel_shuffle — against PyTorch's results, gradients,
+// max pooling's indices and the running statistics they update
+// (tests/data/pytorch_cnn_reference.json, written by tools/gen_cnn_reference.py) on every
+// device; finite differences in f64 on the CPU; PyTorch's errors, typed.
+#include <gtest/gtest.h>
+
+#include <limits>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "ferry/ferry.hpp"
+#include "gradcheck.hpp"
+#include "op_test_util.hpp"
+#include "torch_reference.hpp"
+
+#ifndef FERRY_TEST_DATA_DIR
+#error "FERRY_TEST_DATA_DIR must name the folder holding pytorch_cnn_reference.json"
+#endif
+
+namespace {
+
+using ferry::DType;
+using ferry::Tensor;
+using ferry_test::sizes;
+using nlohmann::json;
+namespace F = ferry::nn::functional;
+
+using Result = ferry_test::ReferenceResult;
+
+Tensor at(const std::vector<Tensor>& v, std::size_t i) { return i < v.size() ? v[i] : Tensor(); }
+
+// The op as tools/gen_cnn_reference.py's call() runs it in PyTorch.
+Result call(const std::string& op, const json& a, const std::vector<Tensor>& in,
+            const std::vector<Tensor>& buf) {
+  const auto stride = sizes(a, "stride", 1), padding = sizes(a, "padding", 0),
+             dilation = sizes(a, "dilation", 1);
+  const bool ceil = a.value("ceil_mode", false);
+  if (op == "conv_transpose1d" || op == "conv_transpose2d") {
+    const auto out_pad = sizes(a, "output_padding", 0);
+    const std::int64_t groups = a.value("groups", std::int64_t(1));
+    auto f = op == "conv_transpose1d" ? ferry::conv_transpose1d : ferry::conv_transpose2d;
+    return {f(in[0], in[1], at(in, 2), stride, padding, out_pad, groups, dilation)};
+  }
+  const auto kernel = sizes(a, "kernel_size", 1);
+  const auto pool_stride = a.contains("stride") ? stride : ferry::ConvSizes{};
+  if (op == "max_pool1d" || op == "max_pool2d") {
+    auto f = op == "max_pool1d" ? ferry::max_pool1d_with_indices : ferry::max_pool2d_with_indices;
+    auto [v, i] = f(in[0], kernel, pool_stride, padding, dilation, ceil);
+    return {v, i};
+  }
+  const bool include_pad = a.value("count_include_pad", true);
+  if (op == "avg_pool1d")
+    return {ferry::avg_pool1d(in[0], kernel, pool_stride, padding, ceil, include_pad)};
+  if (op == "avg_pool2d") {
+    std::optional<std::int64_t> divisor;
+    if (a.contains("divisor_override")) divisor = a["divisor_override"].get<std::int64_t>();
+    return {ferry::avg_pool2d(in[0], kernel, pool_stride, padding, ceil, include_pad, divisor)};
+  }
+  const auto out_size = sizes(a, "output_size", 1);
+  if (op == "adaptive_avg_pool1d") return {ferry::adaptive_avg_pool1d(in[0], out_size)};
+  if (op == "adaptive_avg_pool2d") return {ferry::adaptive_avg_pool2d(in[0], out_size)};
+  if (op == "adaptive_max_pool1d" || op == "adaptive_max_pool2d") {
+    auto f = op == "adaptive_max_pool1d" ? ferry::adaptive_max_pool1d_with_indices
+                                         : ferry::adaptive_max_pool2d_with_indices;
+    auto [v, i] = f(in[0], out_size);
+    return {v, i};
+  }
+  const double eps = a.value("eps", 1e-5), momentum = a.value("momentum", 0.1);
+  if (op == "batch_norm")
+    return {F::batch_norm(in[0], at(buf, 0), at(buf, 1), at(in, 1), at(in, 2),
+                          a.value("training", false), momentum, eps)};
+  if (op == "instance_norm")
+    return {F::instance_norm(in[0], at(buf, 0), at(buf, 1), at(in, 1), at(in, 2),
+                             a.value("use_input_stats", true), momentum, eps)};
+  if (op == "group_norm")
+    return {F::group_norm(in[0], a["num_groups"].get<std::int64_t>(), at(in, 1), at(in, 2), eps)};
+  if (op == "local_response_norm")
+    return {F::local_response_norm(in[0], a["size"].get<std::int64_t>(), a["alpha"], a["beta"],
+                                   a["k"])};
+  if (op == "pixel_shuffle") return {ferry::pixel_shuffle(in[0], a["upscale_factor"])};
+  if (op == "pixel_unshuffle") return {ferry::pixel_unshuffle(in[0], a["downscale_factor"])};
+  EXPECT_EQ(op, "interpolate");
+  ferry::InterpolateOptions o;
+  const std::string mode = a["mode"];
+  o.mode = mode;
+  if (a.contains("size")) o.size = sizes(a, "size", 1);
+  if (a.contains("scale_factor")) {
+    const json& f = a["scale_factor"];
+    o.scale_factor = f.is_array() ? f.get<std::vector<double>>() : std::vector{f.get<double>()};
+  }
+  if (a.contains("align_corners")) o.align_corners = a["align_corners"].get<bool>();
+  o.recompute_scale_factor = a.value("recompute_scale_factor", false);
+  return {ferry::interpolate(in[0], o)};
+}
+
+void run_reference(const ferry::Device& dev) {
+  ferry_test::run_reference_file("pytorch_cnn_reference.json", dev, 50, call);
+}
+
+TEST(CnnOps, PyTorchReferenceCpu) { run_reference(ferry::Device::cpu()); }
+
+TEST(CnnOps, PyTorchReferenceVulkan) {
+  if (!ferry::is_available("vulkan:0"))
+    GTEST_SKIP() << "no Vulkan device: " << ferry::describe_devices();
+  run_reference(ferry::Device("vulkan:0"));
+}
+
+TEST(CnnOps, PyTorchReferenceCuda) {
+  if (!ferry::is_available("cuda:0"))
+    GTEST_SKIP() << "no CUDA device: " << ferry::describe_devices();
+  run_reference(ferry::Device("cuda:0"));
+}
+
+Tensor f64_input(const ferry::Shape& s, std::uint64_t seed) {
+  ferry::manual_seed(seed);
+  return ferry::rand(s, {.dtype = DType::f64}) * 2.0 - 1.0;
+}
+
+// Finite differences in double through every op's gradient.
+TEST(CnnOps, GradcheckInDouble) {
+  using In = std::vector<Tensor>;
+  auto check = [](const char* what, const std::function<Tensor(const In&)>& f, const In& in) {
+    SCOPED_TRACE(what);
+    EXPECT_TRUE(ferry_test::gradcheck(f, in));
+  };
+  check("conv_transpose2d",
+        [](const In& in) {
+          return ferry::conv_transpose2d(in[0], in[1], in[2], {2, 1}, {1, 0}, {1, 0}, 2, {1, 2});
+        },
+        {f64_input({2, 4, 3, 4}, 1), f64_input({4, 1, 3, 2}, 2), f64_input({2}, 3)});
+  // distinct values (no ties), so the maximum does not move under a small step
+  const Tensor distinct =
+      (ferry::randperm(2 * 2 * 6 * 5).to(DType::f64) * 0.1).reshape({2, 2, 6, 5});
+  check("max_pool2d",
+        [](const In& in) { return ferry::max_pool2d(in[0], {3}, {2}, {1}, {1}, true); },
+        {distinct});
+  check("adaptive_max_pool2d",
+        [](const In& in) {
+          return ferry::adaptive_max_pool2d(in[0], {4, 3});
+        },
+        {distinct});
+  check("avg_pool2d",
+        [](const In& in) {
+          return ferry::avg_pool2d(in[0], {3, 2}, {2}, {1}, true, false);
+        },
+        {f64_input({2, 2, 6, 5}, 4)});
+  check("adaptive_avg_pool1d", [](const In& in) { return ferry::adaptive_avg_pool1d(in[0], {4}); },
+        {f64_input({2, 3, 7}, 5)});
+  check("group_norm", [](const In& in) { return F::group_norm(in[0], 2, in[1], in[2]); },
+        {f64_input({2, 4, 3, 2}, 6), f64_input({4}, 7), f64_input({4}, 8)});
+  check("batch_norm", [](const In& in) { return F::batch_norm(in[0], {}, {}, in[1], in[2], true); },
+        {f64_input({3, 2, 2, 3}, 9), f64_input({2}, 10), f64_input({2}, 11)});
+  check("instance_norm", [](const In& in) { return F::instance_norm(in[0]); },
+        {f64_input({2, 2, 3, 3}, 12)});
+  check("local_response_norm",
+        [](const In& in) { return F::local_response_norm(in[0], 3, 0.5, 0.75, 1.0); },
+        {f64_input({2, 4, 2, 2}, 13)});
+  check("interpolate bicubic",
+        [](const In& in) {
+          return ferry::interpolate(in[0], {.size = {5, 6}, .mode = "bicubic"});
+        },
+        {f64_input({1, 2, 3, 4}, 14)});
+  check("pixel_shuffle", [](const In& in) { return ferry::pixel_shuffle(in[0], 2); },
+        {f64_input({1, 8, 2, 3}, 15)});
+}
+
+// PyTorch's checks, typed, naming the sizes.
+TEST(CnnOps, BadInputIsTypedAndNamesTheSizes) {
+  const Tensor x = ferry::ones({2, 3, 5, 5});
+  EXPECT_FERRY_ERROR(ferry::max_pool2d(x, {2}, {0}), ferry::ShapeError, "stride");
+  EXPECT_FERRY_ERROR(ferry::max_pool2d(x, {3}, {1}, {2}), ferry::ShapeError, "half of kernel");
+  EXPECT_FERRY_ERROR(ferry::max_pool2d(ferry::ones({1, 1, 2, 2}), {3}), ferry::ShapeError, "2x2",
+                     "too small");
+  EXPECT_FERRY_ERROR(ferry::max_pool2d(ferry::ones({5, 5}), {2}), ferry::ShapeError, "[5, 5]");
+  EXPECT_FERRY_ERROR(ferry::max_pool2d(ferry::ones({1, 0, 4, 4}), {2}), ferry::ShapeError,
+                     "non-zero size");
+  EXPECT_FERRY_ERROR(ferry::avg_pool2d(x, {2}, {}, {0}, false, true, 0), ferry::ValueError,
+                     "divisor_override");
+  EXPECT_FERRY_ERROR(ferry::adaptive_avg_pool2d(x, {0, 2}), ferry::ShapeError, "output_size");
+  EXPECT_FERRY_ERROR(ferry::max_pool2d(ferry::ones({1, 1, 4, 4}, {.dtype = DType::i32}), {2}),
+                     ferry::DTypeError, "max_pool2d");
+  EXPECT_FERRY_ERROR(ferry::conv_transpose2d(x, ferry::ones({4, 2, 3, 3})), ferry::ShapeError,
+                     "[4, 2, 3, 3]", "3 channels");
+  EXPECT_FERRY_ERROR(ferry::conv_transpose2d(x, ferry::ones({3, 2, 3, 3}), {}, {1}, {0}, {1}),
+                     ferry::ShapeError, "output padding must be smaller");
+  EXPECT_FERRY_ERROR(
+      ferry::conv_transpose2d(ferry::ones({1, 3, 1, 1}), ferry::ones({3, 2, 1, 1}), {}, {1}, {1}),
+      ferry::ShapeError, "too small");
+  EXPECT_FERRY_ERROR(F::group_norm(x, 2), ferry::ShapeError, "divisible by num_groups",
+                     "[2, 3, 5, 5]");
+  EXPECT_FERRY_ERROR(F::batch_norm(x, {}, {}, ferry::ones({2})), ferry::ShapeError, "weight",
+                     "[3]");
+  EXPECT_FERRY_ERROR(F::instance_norm(ferry::ones({2, 3})), ferry::ShapeError, "[2, 3]");
+  EXPECT_FERRY_ERROR(F::local_response_norm(ferry::ones({2, 3}), 2), ferry::ShapeError, "3D");
+  EXPECT_FERRY_ERROR(ferry::interpolate(x, {.size = {3}, .mode = "linear"}), ferry::ShapeError,
+                     "linear", "3-D");
+  EXPECT_FERRY_ERROR(ferry::interpolate(x, {.mode = "bilinear"}), ferry::ValueError,
+                     "either size or scale_factor");
+  EXPECT_FERRY_ERROR(ferry::interpolate(x, {.size = {3}, .mode = "nearest", .align_corners = true}),
+                     ferry::ValueError, "align_corners");
+  EXPECT_FERRY_ERROR(ferry::interpolate(x, {.size = {3}, .mode = "cubic"}), ferry::ValueError,
+                     "'cubic'");
+  EXPECT_FERRY_ERROR(ferry::pixel_shuffle(x, 2), ferry::ShapeError, "divisible", "4");
+  EXPECT_FERRY_ERROR(ferry::pixel_unshuffle(x, 2), ferry::ShapeError, "divisible");
+  EXPECT_FERRY_ERROR(F::dropout2d(ferry::ones({2, 3}), 0.5), ferry::ShapeError, "[2, 3]");
+}
+
+// Max pooling's gradient goes to the first maximum of a window alone (PyTorch's), NaN
+// propagates, and an empty batch gives an empty result.
+TEST(CnnOps, MaxPoolTiesNaNAndEmptyBatches) {
+  Tensor x = ferry::ones({1, 1, 2, 2}).requires_grad_();
+  Tensor y = ferry::max_pool2d(x, {2});
+  y.backward(ferry::ones({1, 1, 1, 1}));
+  EXPECT_EQ(x.grad().to_vector<float>(), (std::vector<float>{1, 0, 0, 0}));
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  const Tensor n = ferry::tensor(std::vector<float>{1, nan, 3, 4}, {1, 1, 2, 2});
+  EXPECT_TRUE(std::isnan(ferry::max_pool2d(n, {2}).item<float>()));
+  EXPECT_EQ(ferry::max_pool2d(ferry::ones({0, 2, 4, 4}), {2}).sizes(), (ferry::Shape{0, 2, 2, 2}));
+  EXPECT_EQ(ferry::avg_pool2d(ferry::ones({0, 2, 4, 4}), {2}).sizes(), (ferry::Shape{0, 2, 2, 2}));
+}
+
+// Dropout2d zeroes whole channels and scales the rest, with one draw per channel.
+TEST(CnnOps, Dropout2dDropsWholeChannels) {
+  ferry::manual_seed(3);
+  const Tensor x = ferry::ones({4, 8, 3, 3});
+  const Tensor y = F::dropout2d(x, 0.5, true);
+  const auto v = y.to_vector<float>();
+  int dropped = 0;
+  for (std::size_t ch = 0; ch < 32; ++ch) {
+    const float first = v[ch * 9];
+    EXPECT_TRUE(first == 0.0f || first == 2.0f);
+    for (std::size_t i = 1; i < 9; ++i) EXPECT_EQ(v[ch * 9 + i], first);
+    dropped += first == 0.0f;
+  }
+  EXPECT_GT(dropped, 4);
+  EXPECT_LT(dropped, 28);
+  EXPECT_EQ(F::dropout2d(x, 0.5, false).to_vector<float>(), x.to_vector<float>());
+}
+
+}  // namespace

@@ -1,0 +1,96 @@
+// tests/torch_reference.hpp — reading the PyTorch reference files the tools/gen_*_reference.py
+// scripts write (tensors as {"shape", "dtype", "data"}) and comparing ferry's results with
+// them. Needs FERRY_TEST_DATA_DIR (tests/data).
+#pragma once
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdint>
+#include <fstream>
+#include <functional>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "ferry/ferry.hpp"
+
+namespace ferry_test {
+
+// An f32 or i64 tensor on the CPU.
+inline ferry::Tensor from_json(const nlohmann::json& j) {
+  const ferry::Shape shape = j["shape"].get<ferry::Shape>();
+  if (j.value("dtype", std::string("f32")) == "i64")
+    return ferry::tensor(j["data"].get<std::vector<std::int64_t>>()).reshape(shape);
+  std::vector<float> v;
+  for (const nlohmann::json& x : j["data"]) v.push_back(x.get<float>());
+  return ferry::tensor(v).reshape(shape);
+}
+
+// An int or a list of ints (PyTorch's size arguments) named `name` in `attrs`.
+inline std::vector<std::int64_t> sizes(const nlohmann::json& attrs, const char* name,
+                                       std::int64_t fallback) {
+  if (!attrs.contains(name) || attrs[name].is_null()) return {fallback};
+  const nlohmann::json& v = attrs[name];
+  if (v.is_number_integer()) return {v.get<std::int64_t>()};
+  return v.get<std::vector<std::int64_t>>();
+}
+
+// got within atol + rtol |want| of want, element by element, or a failure naming `what`.
+inline void expect_close(const ferry::Tensor& got, const ferry::Tensor& want, double rtol,
+                         double atol, const std::string& what) {
+  ASSERT_TRUE(got.defined()) << what << ": undefined (no gradient?)";
+  ASSERT_EQ(got.sizes(), want.sizes()) << what;
+  const auto g = got.to(ferry::DType::f32).to_vector<float>(), w = want.to_vector<float>();
+  for (std::size_t i = 0; i < g.size(); ++i)
+    ASSERT_NEAR(g[i], w[i], atol + rtol * std::fabs(w[i])) << what << " element " << i;
+}
+
+// What an op of a reference file gives: its output and, for the max pools, the indices.
+struct ReferenceResult {
+  ferry::Tensor output, indices;
+};
+// Runs the op of one case: its name, PyTorch's keyword arguments, the differentiable inputs
+// and the buffers (running statistics), on the device under test.
+using ReferenceCall = std::function<ReferenceResult(
+    const std::string& op, const nlohmann::json& attrs, const std::vector<ferry::Tensor>& inputs,
+    const std::vector<ferry::Tensor>& buffers)>;
+
+// Every case of tests/data/`file` (the format of tools/gen_conv_reference.py and
+// tools/gen_cnn_reference.py) on `dev`: the output, the indices and the buffers after the call
+// where the case has them, and the inputs' gradients of sum(output * upstream).
+inline void run_reference_file(const std::string& file, const ferry::Device& dev,
+                               std::size_t min_cases, const ReferenceCall& call) {
+  std::ifstream f(std::string(FERRY_TEST_DATA_DIR) + "/" + file);
+  ASSERT_TRUE(f) << "missing tests/data/" << file << " (its tools/gen_*_reference.py)";
+  const nlohmann::json doc = nlohmann::json::parse(f);
+  ASSERT_GE(doc["cases"].size(), min_cases);
+  for (const nlohmann::json& c : doc["cases"]) {
+    const std::string name = c["name"], op = c["op"];
+    SCOPED_TRACE(name + " on " + dev.str());
+    std::vector<ferry::Tensor> in, buf;
+    for (const nlohmann::json& t : c["inputs"]) in.push_back(from_json(t).to(dev).requires_grad_());
+    for (const nlohmann::json& t : c.value("buffers", nlohmann::json::array()))
+      buf.push_back(from_json(t).to(dev));
+    const ReferenceResult r = call(op, c["attrs"], in, buf);
+    ASSERT_EQ(r.output.device(), dev);
+    const double rtol = c["tol"]["rtol"], atol = c["tol"]["atol"];
+    expect_close(r.output, from_json(c["output"]), rtol, atol, "output");
+    if (c.contains("indices")) {
+      ASSERT_TRUE(r.indices.defined());
+      EXPECT_EQ(r.indices.dtype(), ferry::DType::i64);
+      EXPECT_EQ(r.indices.to_vector<std::int64_t>(),
+                from_json(c["indices"]).to_vector<std::int64_t>());
+    }
+    for (std::size_t i = 0; i < buf.size(); ++i)
+      expect_close(buf[i], from_json(c["buffers_after"][i]), rtol, atol,
+                   "running statistic " + std::to_string(i));
+    if (r.output.numel() == 0) continue;  // an empty batch: nothing flows back
+    r.output.backward(from_json(c["upstream"]).to(dev));
+    for (std::size_t i = 0; i < in.size(); ++i)
+      expect_close(in[i].grad(), from_json(c["grads"][i]), rtol, atol,
+                   "grad of input " + std::to_string(i));
+  }
+}
+
+}  // namespace ferry_test
