@@ -7,6 +7,9 @@
 #include <numeric>
 #include <string>
 
+#include "autograd/formulas.hpp"
+#include "dispatch.hpp"
+#include "ferry/debug.hpp"
 #include "ferry/error.hpp"
 #include "ferry/ops.hpp"
 #include "ops_internal.hpp"
@@ -93,6 +96,37 @@ void check_bias(std::string_view op, const Tensor& b, std::int64_t channels) {
                                  shape_str(b.sizes()), channels, channels));
 }
 
+// Whether the device's fused convolution kernel runs this call (Note [Composite ops] in
+// ferry/op.hpp; the kernel has a backward of its own, the conv_backward_input and
+// conv_backward_weight rows, so it runs under autograd too).
+bool conv_kernel_runs(OpId id, const Tensor& x, const Tensor& w) {
+  return !debug::composites_only() && x.numel() > 0 && w.numel() > 0 &&
+         detail::impl_of(x).supports(id, x.dtype()) &&
+         detail::impl_of(x).supports(OpId::conv_backward_input, x.dtype()) &&
+         detail::impl_of(x).supports(OpId::conv_backward_weight, x.dtype());
+}
+
+// y [N, OC, *out] by the device's kernel, its backward recorded (autograd::record_conv).
+Tensor conv_kernel(OpId id, const Tensor& x, const Tensor& w, const Tensor& b,
+                   const std::vector<std::int64_t>& stride, const std::vector<std::int64_t>& lo,
+                   const std::vector<std::int64_t>& dilation, std::int64_t groups,
+                   const Shape& out_shape) {
+  const Attrs attrs{{"stride", stride},
+                    {"padding_lo", lo},
+                    {"dilation", dilation},
+                    {"groups", groups},
+                    {"has_bias", b.defined()}};
+  const Tensor y = autograd::untracked([&] {
+    Tensor out = detail::new_tensor(out_shape, x.dtype(), detail::impl_of(x));
+    std::vector<Tensor> in{x.contiguous(), w.contiguous()};
+    if (b.defined()) in.push_back(b.contiguous());
+    detail::run_kernel(id, in, {out}, attrs);
+    return out;
+  });
+  autograd::record_conv(x, w, b, attrs, y);
+  return y;
+}
+
 Tensor add_bias(const Tensor& y, const Tensor& b) {
   if (!b.defined()) return y;
   Shape bshape(std::size_t(y.dim()), 1);
@@ -152,6 +186,10 @@ Tensor conv(std::size_t n, OpId id, const Tensor& x_in, const Tensor& w, const T
   std::int64_t L = 1;
   Shape out_shape{N, OC};
   for (const WindowDim& d : dims) L *= d.out, out_shape.push_back(d.out);
+  if (conv_kernel_runs(id, x, w)) {
+    const Tensor y = conv_kernel(id, x, w, b, stride, lo, dilation, groups, out_shape);
+    return batched ? y : y.squeeze(0);
+  }
   // [N, groups, C / groups * K, L] columns times [groups, OC / groups, C / groups * K] weights.
   const Tensor cols = gather_windows(x, dims, 0.0).view({N, groups, C / groups * K, L});
   const Tensor y = add_bias(

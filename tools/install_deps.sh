@@ -13,6 +13,8 @@ packages=(
   # libraries the core, tests and benchmarks link
   libopenblas-dev libopenblas-openmp-dev libfmt-dev nlohmann-json3-dev
   libgtest-dev libgmock-dev libbenchmark-dev
+  # oneDNN: the CPU backend's convolution kernels (opened at run time; ferry runs without it)
+  libdnnl-dev
   # Vulkan backend: headers, loader, volk, the shader compiler and tools
   libvulkan-dev libvulkan-volk-dev glslang-tools glslang-dev spirv-tools
   # a Vulkan device with no GPU (lavapipe) and the validation layers for tests

@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "ferry/autograd.hpp"
+#include "ferry/backend.hpp"
 #include "ferry/op.hpp"
 #include "ferry/tensor.hpp"
 
@@ -78,6 +79,10 @@ void record_var(const Tensor& x, const std::vector<std::int64_t>& dims, double c
 // ---- linear algebra and nn (formulas_nn.cpp) ----
 void record_matmul(const Tensor& a, const Tensor& b, const Tensor& out);
 void record_softmax(std::string_view op, const Tensor& x, std::int64_t dim, const Tensor& y);
+// A convolution a device's kernel computed (runtime/ops_conv.cpp): its backward runs the
+// conv_backward_input and conv_backward_weight kernels with the forward's attributes.
+void record_conv(const Tensor& x, const Tensor& w, const Tensor& b, const Attrs& attrs,
+                 const Tensor& y);
 // mean and rstd are layer_norm's saved statistics ([rows]).
 void record_layer_norm(const Tensor& x, const Shape& normalized_shape, const Tensor& weight,
                        const Tensor& bias, const Tensor& mean, const Tensor& rstd, const Tensor& y);

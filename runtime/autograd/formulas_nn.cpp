@@ -67,7 +67,8 @@ void record_matmul(const Tensor& a, const Tensor& b, const Tensor& out) {
 void record_softmax(std::string_view op, const Tensor& x, std::int64_t dim, const Tensor& y) {
   if (!should_record({&x})) return;
   record(fmt::format("{}Backward", op), {x}, y,
-         [log = op == "log_softmax", y = Saved(y), dim](const Tensor& g, const Needs&) -> std::vector<Tensor> {
+         [log = op == "log_softmax", y = Saved(y), dim](const Tensor& g,
+                                                        const Needs&) -> std::vector<Tensor> {
            Tensor yv = y.get();
            const std::vector<std::int64_t> d = {yv.dim() == 0 ? 0 : dim};
            if (log) return {g - exp(yv) * sum(g, d, /*keepdim=*/true)};
@@ -107,10 +108,40 @@ void record_layer_norm(const Tensor& x, const Shape& normalized_shape, const Ten
          });
 }
 
+// The input's gradient is the convolution's adjoint of g, the weight's the correlation of
+// the input with g (and the bias's g summed), each one kernel of the device that ran the
+// forward: backward runs with grad mode off, so they need no formula of their own.
+void record_conv(const Tensor& x, const Tensor& w, const Tensor& b, const Attrs& attrs,
+                 const Tensor& y) {
+  if (!should_record({&x, &w, &b})) return;
+  record(
+      "convolutionBackward", {x, w, b}, y,
+      [x = Saved(x), w = Saved(w), attrs](const Tensor& g, const Needs& n) -> std::vector<Tensor> {
+        const Tensor xv = x.get(), wv = w.get(), gc = g.contiguous();
+        std::vector<Tensor> r(3);
+        if (n[0]) {
+          r[0] = detail::new_tensor(xv.sizes(), xv.dtype(), detail::impl_of(xv));
+          detail::run_kernel(OpId::conv_backward_input, {gc, wv.contiguous()}, {r[0]}, attrs);
+        }
+        if (n[1] || n[2]) {
+          Attrs a = attrs;
+          a.set("has_bias", bool(n[2]));
+          std::vector<Tensor> out{detail::new_tensor(wv.sizes(), wv.dtype(), detail::impl_of(wv))};
+          if (n[2])
+            out.push_back(detail::new_tensor({wv.size(0)}, wv.dtype(), detail::impl_of(wv)));
+          detail::run_kernel(OpId::conv_backward_weight, {xv.contiguous(), gc}, out, a);
+          if (n[1]) r[1] = out[0];
+          if (n[2]) r[2] = out[1];
+        }
+        return r;
+      });
+}
+
 void record_embedding(const Tensor& weight, const Tensor& indices, const Tensor& out) {
   if (!should_record({&weight})) return;
   record("embeddingBackward", {weight}, out,
-         [shape = weight.sizes(), idx = Saved(indices)](const Tensor& g, const Needs&) -> std::vector<Tensor> {
+         [shape = weight.sizes(), idx = Saved(indices)](const Tensor& g,
+                                                        const Needs&) -> std::vector<Tensor> {
            Tensor flat = idx.get().reshape({-1}).to(DType::i64).contiguous();
            return {detail::index_add(shape, 0, flat, g.reshape({-1, shape[1]}))};
          });
@@ -120,7 +151,8 @@ void record_index_select(const Tensor& x, std::int64_t dim, const Tensor& index,
                          const Tensor& out) {
   if (!should_record({&x})) return;
   record("index_selectBackward", {x}, out,
-         [shape = x.sizes(), dim, idx = Saved(index)](const Tensor& g, const Needs&) -> std::vector<Tensor> {
+         [shape = x.sizes(), dim, idx = Saved(index)](const Tensor& g,
+                                                      const Needs&) -> std::vector<Tensor> {
            // A 0-d input was indexed as [1] (ops_index.cpp).
            const Shape as = shape.empty() ? Shape{1} : shape;
            Tensor flat = idx.get().reshape({-1}).to(DType::i64).contiguous();
@@ -132,7 +164,8 @@ void record_index_select(const Tensor& x, std::int64_t dim, const Tensor& index,
 void record_gather(const Tensor& x, std::int64_t dim, const Tensor& index, const Tensor& out) {
   if (!should_record({&x})) return;
   record("gatherBackward", {x}, out,
-         [shape = x.sizes(), dim, idx = Saved(index)](const Tensor& g, const Needs&) -> std::vector<Tensor> {
+         [shape = x.sizes(), dim, idx = Saved(index)](const Tensor& g,
+                                                      const Needs&) -> std::vector<Tensor> {
            // A 0-d input and index were gathered as [1] (ops_index.cpp).
            const Shape as = shape.empty() ? Shape{1} : shape;
            Tensor ix = idx.get().to(DType::i64);
@@ -161,16 +194,17 @@ void record_cat(const std::vector<Tensor>& tensors, std::int64_t dim, const Tens
     parts.push_back({skipped ? -1 : offset, len, t.sizes(), t.dtype()});
     offset += len;
   }
-  record("catBackward", tensors, out, [parts, d](const Tensor& g, const Needs& n) -> std::vector<Tensor> {
-    std::vector<Tensor> r(parts.size());
-    for (std::size_t i = 0; i < parts.size(); ++i) {
-      const Part& p = parts[i];
-      if (!n[i]) continue;
-      r[i] = p.offset < 0 ? zeros(p.shape, {.dtype = p.dtype, .device = g.device()})
-                          : g.narrow(d, p.offset, p.length).to(p.dtype);
-    }
-    return r;
-  });
+  record("catBackward", tensors, out,
+         [parts, d](const Tensor& g, const Needs& n) -> std::vector<Tensor> {
+           std::vector<Tensor> r(parts.size());
+           for (std::size_t i = 0; i < parts.size(); ++i) {
+             const Part& p = parts[i];
+             if (!n[i]) continue;
+             r[i] = p.offset < 0 ? zeros(p.shape, {.dtype = p.dtype, .device = g.device()})
+                                 : g.narrow(d, p.offset, p.length).to(p.dtype);
+           }
+           return r;
+         });
 }
 
 void record_stack(const std::vector<Tensor>& tensors, std::int64_t dim, const Tensor& out) {

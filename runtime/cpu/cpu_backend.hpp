@@ -25,6 +25,8 @@ void add_grad_kernels(KernelTable& table);     // activation backward, index_add
 void add_optim_kernels(KernelTable& table);    // adam_step, sgd_step
 void add_sort_kernels(KernelTable& table);     // cumsum, cumprod, cummax, cummin, sort, topk
 void add_scatter_kernels(KernelTable& table);  // scatter_reduce
+void add_conv_kernels(KernelTable& table);     // conv1d/2d/3d and their backward rows
+bool conv_supports(DType dtype);               // f32 and f64
 }  // namespace cpu
 
 }  // namespace ferry

@@ -14,6 +14,7 @@
 #include "cpu/cpu_allocator.hpp"
 #include "cpu/cpu_backend.hpp"
 #include "cpu/cpu_loops.hpp"
+#include "cpu/onednn.hpp"
 #include "ferry/error.hpp"
 
 namespace ferry {
@@ -97,7 +98,23 @@ class CpuDevice final : public DeviceImpl {
     cpu::add_optim_kernels(table);
     cpu::add_sort_kernels(table);
     cpu::add_scatter_kernels(table);
+    cpu::add_conv_kernels(table);
     for (auto& [name, fn] : table) register_kernel(name, std::move(fn));
+  }
+
+  // The convolution kernels compute f32 and f64 (cpu_kernels_conv.cpp); the 16-bit types take
+  // the composition.
+  bool supports(OpId op, DType dtype) const override {
+    switch (op) {
+      case OpId::conv1d:
+      case OpId::conv2d:
+      case OpId::conv3d:
+      case OpId::conv_backward_input:
+      case OpId::conv_backward_weight:
+        return cpu::conv_supports(dtype) && DeviceImpl::supports(op, dtype);
+      default:
+        return DeviceImpl::supports(op, dtype);
+    }
   }
 
   DeviceInfo info() override {
@@ -108,7 +125,8 @@ class CpuDevice final : public DeviceImpl {
     d.name = cpuinfo("model name");
     if (d.name.empty()) d.name = "CPU";
     d.vendor = cpuinfo("vendor_id");
-    d.driver = fmt::format("ferry cpu backend, {} threads, OpenBLAS", omp_get_max_threads());
+    d.driver = fmt::format("ferry cpu backend, {} threads, OpenBLAS, {}", omp_get_max_threads(),
+                           cpu::onednn::status());
     d.kind = DeviceKind::cpu;
     d.memory_total = meminfo("MemTotal");
     d.memory_free = meminfo("MemAvailable");

@@ -173,11 +173,14 @@ void add_conv_cases(std::vector<Case>& out) {
                      inputs_of({c.shapes, -1, 1}, dt),
                      {},
                      c.run});
+  // The CPU's fused convolution is held to the composition (Note [Composite ops]).
+  for (Case& c : out)
+    if (c.op.starts_with("conv")) hold_to_composition(c);
 }
 
 void add_conv_grad_cases(std::vector<Case>& out) {
   for (const ConvOp& c : conv_ops())
-    for (DType dt : kFloat)
+    for (DType dt : kFloat) {
       out.push_back({std::string(c.op) + ".grad",
                      dt,
                      c.label,
@@ -186,6 +189,17 @@ void add_conv_grad_cases(std::vector<Case>& out) {
                      inputs_of({c.shapes, -1, 1}, dt),
                      {},
                      [run = c.run](const Inputs& in) { return gradients_of(run, in); }});
+      // A convolution a device runs as a kernel (the CPU's) differentiates through its
+      // backward kernels, held to the composition's gradients.
+      const auto id = op_from_name(c.op);
+      if (id && op_info(*id).kind == OpKind::nn) {
+        out.back().kernels = {*id, OpId::conv_backward_input, OpId::conv_backward_weight};
+        out.back().reference = [run = c.run](const Inputs& in) {
+          debug::CompositesOnly composition;
+          return gradients_of(run, in);
+        };
+      }
+    }
 }
 
 }  // namespace ferry::conformance

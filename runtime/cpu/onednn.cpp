@@ -1,0 +1,331 @@
+// runtime/cpu/onednn.cpp — oneDNN's convolution primitives through its C API, opened with
+// dlopen (onednn.hpp).
+//
+// Each call describes its tensors in their plain layouts (ncw / nchw / ncdhw and the
+// weight's oiw / oihw / oidhw, with a groups dim when there are groups) and lets oneDNN pick
+// its own ("any") for the primitive, as PyTorch's mkldnn path does: the inputs are reordered
+// into the primitive's layouts and the results back, each reorder skipped where the layouts
+// agree. Primitives and reorders are made once per shape and kept (a model calls the same
+// few shapes every step); the tensors' memory is attached per call. Calls are serialised:
+// a primitive is not to be run by two threads at once.
+#include "cpu/onednn.hpp"
+
+#include <dlfcn.h>
+#include <fmt/format.h>
+
+#include <cstdlib>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <vector>
+
+#include "ferry/error.hpp"
+
+#if __has_include(<oneapi/dnnl/dnnl.h>)
+#include <oneapi/dnnl/dnnl.h>
+#define FERRY_HAVE_DNNL_HEADERS 1
+#endif
+
+namespace ferry::cpu::onednn {
+
+#ifndef FERRY_HAVE_DNNL_HEADERS
+
+std::string status() { return "oneDNN off: dnnl.h was not found when ferry was built"; }
+bool run(const OpCall&) { return false; }
+
+#else
+
+namespace {
+
+// The functions ferry calls, looked up by name in the library.
+struct Api {
+#define FERRY_DNNL_FN(name) decltype(&::name) name = nullptr;
+#define FERRY_DNNL_FUNCTIONS(X)                                                                    \
+  X(dnnl_version)                                                                                  \
+  X(dnnl_engine_create) X(dnnl_stream_create) X(dnnl_stream_wait) X(dnnl_memory_desc_init_by_tag)  \
+      X(dnnl_memory_desc_equal) X(dnnl_memory_desc_get_size)                                       \
+          X(dnnl_dilated_convolution_forward_desc_init)                                            \
+              X(dnnl_dilated_convolution_backward_data_desc_init)                                  \
+                  X(dnnl_dilated_convolution_backward_weights_desc_init)                           \
+                      X(dnnl_primitive_desc_create) X(dnnl_primitive_desc_query_md)                \
+                          X(dnnl_primitive_create) X(dnnl_primitive_execute)                       \
+                              X(dnnl_reorder_primitive_desc_create) X(dnnl_primitive_desc_destroy) \
+                                  X(dnnl_memory_create) X(dnnl_memory_set_data_handle)
+  FERRY_DNNL_FUNCTIONS(FERRY_DNNL_FN)
+#undef FERRY_DNNL_FN
+  dnnl_engine_t engine = nullptr;
+  dnnl_stream_t stream = nullptr;
+  std::string status;
+  bool ok = false;
+};
+
+const Api& api() {
+  static const Api a = [] {
+    Api a;
+    const char* env = std::getenv("FERRY_ONEDNN");
+    if (env && std::string(env) == "0") {
+      a.status = "oneDNN off: FERRY_ONEDNN=0";
+      return a;
+    }
+    void* lib = dlopen("libdnnl.so.2", RTLD_NOW | RTLD_LOCAL);
+    if (!lib) {
+      const char* err = dlerror();
+      a.status = fmt::format("oneDNN off: libdnnl.so.2 did not load ({}); install libdnnl2",
+                             err ? err : "not found");
+      return a;
+    }
+#define FERRY_DNNL_LOAD(name)                                     \
+  a.name = reinterpret_cast<decltype(a.name)>(dlsym(lib, #name)); \
+  if (!a.name) {                                                  \
+    a.status = "oneDNN off: libdnnl.so.2 lacks " #name;           \
+    return a;                                                     \
+  }
+    FERRY_DNNL_FUNCTIONS(FERRY_DNNL_LOAD)
+#undef FERRY_DNNL_LOAD
+    if (a.dnnl_engine_create(&a.engine, dnnl_cpu, 0) != dnnl_success ||
+        a.dnnl_stream_create(&a.stream, a.engine, dnnl_stream_default_flags) != dnnl_success) {
+      a.status = "oneDNN off: no CPU engine";
+      return a;
+    }
+    const dnnl_version_t* v = a.dnnl_version();
+    a.status = fmt::format("oneDNN {}.{}.{}", v->major, v->minor, v->patch);
+    a.ok = true;
+    return a;
+  }();
+  return a;
+}
+
+void check(dnnl_status_t s, const char* what) {
+  if (s != dnnl_success) throw Error(fmt::format("oneDNN: {} failed (status {})", what, int(s)));
+}
+
+// A plain-layout memory descriptor of `dims` (row-major: a, ab, abc, ...).
+dnnl_memory_desc_t plain(const std::vector<std::int64_t>& dims) {
+  static const dnnl_format_tag_t tags[] = {dnnl_a,    dnnl_ab,    dnnl_abc,
+                                           dnnl_abcd, dnnl_abcde, dnnl_abcdef};
+  dnnl_memory_desc_t md;
+  dnnl_dims_t d;
+  for (std::size_t i = 0; i < dims.size(); ++i) d[i] = dims[i];
+  check(
+      api().dnnl_memory_desc_init_by_tag(&md, int(dims.size()), d, dnnl_f32, tags[dims.size() - 1]),
+      "memory_desc_init_by_tag");
+  return md;
+}
+
+dnnl_memory_desc_t any(const std::vector<std::int64_t>& dims) {
+  dnnl_memory_desc_t md;
+  dnnl_dims_t d;
+  for (std::size_t i = 0; i < dims.size(); ++i) d[i] = dims[i];
+  check(api().dnnl_memory_desc_init_by_tag(&md, int(dims.size()), d, dnnl_f32, dnnl_format_tag_any),
+        "memory_desc_init_by_tag(any)");
+  return md;
+}
+
+// One operand of a primitive: the user's plain layout, the primitive's, the reorder between
+// them (null when they agree) and the primitive-layout buffer it goes through.
+struct Operand {
+  dnnl_memory_t user = nullptr, inner = nullptr;
+  dnnl_primitive_t reorder = nullptr;
+  std::vector<float> buffer;
+};
+
+struct Prepared {
+  dnnl_primitive_t primitive = nullptr;
+  std::vector<std::pair<int, Operand>> operands;  // by DNNL_ARG_*
+  std::vector<bool> is_output;
+};
+
+// Makes `op` for a tensor of plain dims and the primitive's layout `inner_md`; `output`: the
+// reorder runs primitive -> user.
+Operand make_operand(const std::vector<std::int64_t>& dims, const dnnl_memory_desc_t* inner_md,
+                     bool output) {
+  const Api& a = api();
+  Operand o;
+  const dnnl_memory_desc_t user_md = plain(dims);
+  check(a.dnnl_memory_create(&o.user, &user_md, a.engine, DNNL_MEMORY_NONE), "memory_create");
+  if (a.dnnl_memory_desc_equal(&user_md, inner_md)) return o;
+  o.buffer.resize(a.dnnl_memory_desc_get_size(inner_md) / sizeof(float) + 16);
+  check(a.dnnl_memory_create(&o.inner, inner_md, a.engine, o.buffer.data()), "memory_create");
+  dnnl_primitive_desc_t pd = nullptr;
+  check(output ? a.dnnl_reorder_primitive_desc_create(&pd, inner_md, a.engine, &user_md, a.engine,
+                                                      nullptr)
+               : a.dnnl_reorder_primitive_desc_create(&pd, &user_md, a.engine, inner_md, a.engine,
+                                                      nullptr),
+        "reorder_primitive_desc_create");
+  check(a.dnnl_primitive_create(&o.reorder, pd), "primitive_create(reorder)");
+  a.dnnl_primitive_desc_destroy(pd);
+  return o;
+}
+
+struct Shapes {
+  std::vector<std::int64_t> x, w, y, stride, dil, lo, hi;
+  std::int64_t groups;
+  bool bias;
+};
+
+// The weight's dims as oneDNN wants them: [G, OC/G, C/G, *k] with groups.
+std::vector<std::int64_t> weight_dims(const Shapes& s) {
+  if (s.groups == 1) return s.w;
+  std::vector<std::int64_t> d{s.groups, s.w[0] / s.groups};
+  d.insert(d.end(), s.w.begin() + 1, s.w.end());
+  return d;
+}
+
+void init_desc(OpId op, const Shapes& s, dnnl_convolution_desc_t* desc, bool fwd_hint) {
+  const Api& a = api();
+  const dnnl_memory_desc_t x = any(s.x), w = any(weight_dims(s)), y = any(s.y);
+  const dnnl_memory_desc_t b = plain({s.y[1]});
+  dnnl_dims_t stride, dil, lo, hi;
+  for (std::size_t i = 0; i < s.stride.size(); ++i)
+    stride[i] = s.stride[i], dil[i] = s.dil[i] - 1, lo[i] = s.lo[i], hi[i] = s.hi[i];
+  if (fwd_hint || (op != OpId::conv_backward_input && op != OpId::conv_backward_weight)) {
+    check(a.dnnl_dilated_convolution_forward_desc_init(
+              desc, fwd_hint ? dnnl_forward_training : dnnl_forward_inference,
+              dnnl_convolution_direct, &x, &w, s.bias ? &b : nullptr, &y, stride, dil, lo, hi),
+          "convolution_forward_desc_init");
+  } else if (op == OpId::conv_backward_input) {
+    check(a.dnnl_dilated_convolution_backward_data_desc_init(desc, dnnl_convolution_direct, &x, &w,
+                                                             &y, stride, dil, lo, hi),
+          "convolution_backward_data_desc_init");
+  } else {
+    check(
+        a.dnnl_dilated_convolution_backward_weights_desc_init(
+            desc, dnnl_convolution_direct, &x, &w, s.bias ? &b : nullptr, &y, stride, dil, lo, hi),
+        "convolution_backward_weights_desc_init");
+  }
+}
+
+// The primitive for `op` on these shapes, or null where oneDNN has no implementation.
+std::unique_ptr<Prepared> prepare(OpId op, const Shapes& s) {
+  const Api& a = api();
+  dnnl_convolution_desc_t desc;
+  init_desc(op, s, &desc, false);
+  dnnl_primitive_desc_t hint = nullptr, pd = nullptr;
+  const bool backward = op == OpId::conv_backward_input || op == OpId::conv_backward_weight;
+  if (backward) {
+    dnnl_convolution_desc_t fwd;
+    init_desc(op, s, &fwd, true);
+    if (a.dnnl_primitive_desc_create(&hint, &fwd, nullptr, a.engine, nullptr) != dnnl_success)
+      return nullptr;
+  }
+  const dnnl_status_t st = a.dnnl_primitive_desc_create(&pd, &desc, nullptr, a.engine, hint);
+  if (hint) a.dnnl_primitive_desc_destroy(hint);
+  if (st != dnnl_success) return nullptr;
+  auto p = std::make_unique<Prepared>();
+  auto md = [&](dnnl_query_t q) { return a.dnnl_primitive_desc_query_md(pd, q, 0); };
+  if (op == OpId::conv_backward_input) {
+    p->operands.emplace_back(DNNL_ARG_DIFF_DST,
+                             make_operand(s.y, md(dnnl_query_diff_dst_md), false));
+    p->operands.emplace_back(DNNL_ARG_WEIGHTS,
+                             make_operand(weight_dims(s), md(dnnl_query_weights_md), false));
+    p->operands.emplace_back(DNNL_ARG_DIFF_SRC,
+                             make_operand(s.x, md(dnnl_query_diff_src_md), true));
+    p->is_output = {false, false, true};
+  } else if (op == OpId::conv_backward_weight) {
+    p->operands.emplace_back(DNNL_ARG_SRC, make_operand(s.x, md(dnnl_query_src_md), false));
+    p->operands.emplace_back(DNNL_ARG_DIFF_DST,
+                             make_operand(s.y, md(dnnl_query_diff_dst_md), false));
+    p->operands.emplace_back(DNNL_ARG_DIFF_WEIGHTS,
+                             make_operand(weight_dims(s), md(dnnl_query_diff_weights_md), true));
+    p->is_output = {false, false, true};
+    if (s.bias) {
+      p->operands.emplace_back(
+          DNNL_ARG_DIFF_BIAS,
+          make_operand({s.y[1]}, a.dnnl_primitive_desc_query_md(pd, dnnl_query_diff_weights_md, 1),
+                       true));
+      p->is_output.push_back(true);
+    }
+  } else {
+    p->operands.emplace_back(DNNL_ARG_SRC, make_operand(s.x, md(dnnl_query_src_md), false));
+    p->operands.emplace_back(DNNL_ARG_WEIGHTS,
+                             make_operand(weight_dims(s), md(dnnl_query_weights_md), false));
+    p->is_output = {false, false};
+    if (s.bias) {
+      const dnnl_memory_desc_t b = plain({s.y[1]});
+      p->operands.emplace_back(DNNL_ARG_BIAS, make_operand({s.y[1]}, &b, false));
+      p->is_output.push_back(false);
+    }
+    p->operands.emplace_back(DNNL_ARG_DST, make_operand(s.y, md(dnnl_query_dst_md), true));
+    p->is_output.push_back(true);
+  }
+  check(a.dnnl_primitive_create(&p->primitive, pd), "primitive_create");
+  a.dnnl_primitive_desc_destroy(pd);
+  return p;
+}
+
+}  // namespace
+
+std::string status() { return api().status; }
+
+bool run(const OpCall& c) {
+  const Api& a = api();
+  if (!a.ok) return false;
+  const bool bwd_in = c.op == OpId::conv_backward_input, bwd_w = c.op == OpId::conv_backward_weight;
+  // x, w and y as the call holds them (backward_input: gy, w -> gx; backward_weight: x, gy ->
+  // gw and gb).
+  const TensorArg& x = bwd_in ? c.outputs.at(0) : c.inputs.at(0);
+  const TensorArg& w = bwd_w ? c.outputs.at(0) : c.inputs.at(1);
+  const TensorArg& y = bwd_in ? c.inputs.at(0) : bwd_w ? c.inputs.at(1) : c.outputs.at(0);
+  Shapes s{x.sizes,
+           w.sizes,
+           y.sizes,
+           c.attrs.ints("stride"),
+           c.attrs.ints("dilation"),
+           c.attrs.ints("padding_lo"),
+           {},
+           c.attrs.i("groups"),
+           !bwd_in && c.attrs.b("has_bias")};
+  for (std::size_t i = 0; i < s.stride.size(); ++i)  // the right padding the output implies
+    s.hi.push_back((s.y[i + 2] - 1) * s.stride[i] + s.dil[i] * (s.w[i + 2] - 1) + 1 - s.x[i + 2] -
+                   s.lo[i]);
+  for (std::int64_t v : s.hi)
+    if (v < 0) return false;  // windows that end before the input does: not oneDNN's shape
+  const std::string key = fmt::format("{} {} {} {} {} {} {} {} {} {}", int(c.op),
+                                      fmt::join(s.x, ","), fmt::join(s.w, ","), fmt::join(s.y, ","),
+                                      fmt::join(s.stride, ","), fmt::join(s.dil, ","),
+                                      fmt::join(s.lo, ","), fmt::join(s.hi, ","), s.groups, s.bias);
+  static std::mutex mutex;
+  static std::map<std::string, std::unique_ptr<Prepared>> cache;
+  std::lock_guard<std::mutex> lock(mutex);
+  auto it = cache.find(key);
+  if (it == cache.end()) it = cache.emplace(key, prepare(c.op, s)).first;
+  Prepared* p = it->second.get();
+  if (!p) return false;
+  // The call's tensors, in the order prepare() listed them.
+  std::vector<const TensorArg*> tensors;
+  if (bwd_in) {
+    tensors = {&c.inputs.at(0), &c.inputs.at(1), &c.outputs.at(0)};
+  } else if (bwd_w) {
+    tensors = {&c.inputs.at(0), &c.inputs.at(1), &c.outputs.at(0)};
+    if (s.bias) tensors.push_back(&c.outputs.at(1));
+  } else {
+    tensors = {&c.inputs.at(0), &c.inputs.at(1)};
+    if (s.bias) tensors.push_back(&c.inputs.at(2));
+    tensors.push_back(&c.outputs.at(0));
+  }
+  std::vector<dnnl_exec_arg_t> args;
+  for (std::size_t i = 0; i < tensors.size(); ++i) {
+    Operand& o = p->operands[i].second;
+    check(a.dnnl_memory_set_data_handle(o.user, tensors[i]->data<float>()), "set_data_handle");
+    if (o.reorder && !p->is_output[i]) {
+      const dnnl_exec_arg_t r[] = {{DNNL_ARG_FROM, o.user}, {DNNL_ARG_TO, o.inner}};
+      check(a.dnnl_primitive_execute(o.reorder, a.stream, 2, r), "reorder");
+    }
+    args.push_back({p->operands[i].first, o.inner ? o.inner : o.user});
+  }
+  check(a.dnnl_primitive_execute(p->primitive, a.stream, int(args.size()), args.data()),
+        "convolution");
+  for (std::size_t i = 0; i < tensors.size(); ++i) {
+    Operand& o = p->operands[i].second;
+    if (o.reorder && p->is_output[i]) {
+      const dnnl_exec_arg_t r[] = {{DNNL_ARG_FROM, o.inner}, {DNNL_ARG_TO, o.user}};
+      check(a.dnnl_primitive_execute(o.reorder, a.stream, 2, r), "reorder");
+    }
+  }
+  check(a.dnnl_stream_wait(a.stream), "stream_wait");
+  return true;
+}
+
+#endif  // FERRY_HAVE_DNNL_HEADERS
+
+}  // namespace ferry::cpu::onednn

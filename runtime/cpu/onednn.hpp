@@ -1,0 +1,21 @@
+// runtime/cpu/onednn.hpp — oneDNN (libdnnl), loaded at run time, for the CPU's convolution
+// kernels (Note [CPU convolution] in cpu_kernels_conv.cpp). Built where dnnl.h was found;
+// libdnnl.so.2 is opened on first use, so a machine without it runs ferry's own kernels and
+// status() says why. FERRY_ONEDNN=0 turns it off (to measure or test the other path).
+#pragma once
+
+#include <string>
+
+#include "ferry/backend.hpp"
+
+namespace ferry::cpu::onednn {
+
+// "oneDNN 2.6.3" where it runs, else "oneDNN off: <why>".
+std::string status();
+
+// Runs a conv1d/2d/3d, conv_backward_input or conv_backward_weight call (f32, contiguous;
+// cpu_kernels_conv.cpp's attributes) through oneDNN; false, having done nothing, where
+// oneDNN is off or does not take the case.
+bool run(const OpCall& call);
+
+}  // namespace ferry::cpu::onednn
