@@ -32,7 +32,7 @@ inline double flops(const ConvCase& c, bool quick) {
   const double o = double(out_size(c, quick));
   return 2.0 * double(batch(quick)) * double(c.oc) * o * o * double(c.c * c.k * c.k);
 }
-inline std::int64_t resnet_image(bool quick) { return quick ? 64 : 224; }
+inline std::int64_t resnet_image(bool quick) { return quick ? 32 : 224; }
 
 #ifdef FERRY_BENCH_HAVE_TORCH
 // PyTorch's side: the same convolution (inputs made once per case), forward, or forward and

@@ -1,8 +1,8 @@
 // ferry-train-cnn — trains a small ResNet (samples/resnet.hpp: torchvision's BasicBlock and
 // names, a 3x3 stem for 8x8 images) on the UCI hand-written digits (data/digits: 1,797 8x8
 // images, 20% held out), moving the model and its optimizer state to every available device
-// in turn with migrate() — home, each other device, home again — and reports the held-out
-// accuracy after every epoch.
+// in turn with migrate() — home, one epoch on each other device from the middle epoch on,
+// home again — and reports the held-out accuracy after every epoch.
 #include <cstdio>
 #include <memory>
 #include <string>
@@ -88,9 +88,11 @@ int main(int argc, char** argv) {
     Device at = home;
     double acc = 0;
     for (std::int64_t epoch = 0; epoch < epochs; ++epoch) {
-      // Epoch e runs on others[e - 1] for the middle epochs, home otherwise.
-      const std::size_t slot = std::size_t(epoch) * (others.size() + 2) / std::size_t(epochs);
-      const Device dev = slot == 0 || slot > others.size() ? home : others[slot - 1];
+      // From the middle epoch on, one epoch on each other device, then home again.
+      const std::int64_t away = epoch - epochs / 2;
+      const Device dev = away >= 0 && away < std::int64_t(others.size())
+                             ? others[std::size_t(away)]
+                             : home;
       if (dev != at) {
         const ferry::MigrationReport r = ferry::migrate(model, opt, dev);
         std::printf("moved the model and its Adam state %s -> %s (%llu bytes)\n", at.str().c_str(),
