@@ -42,7 +42,8 @@ struct Api {
 #define FERRY_DNNL_FN(name) decltype(&::name) name = nullptr;
 #define FERRY_DNNL_FUNCTIONS(X)                                                                    \
   X(dnnl_version)                                                                                  \
-  X(dnnl_engine_create) X(dnnl_stream_create) X(dnnl_stream_wait) X(dnnl_memory_desc_init_by_tag)  \
+  X(dnnl_engine_create)                                                                            \
+  X(dnnl_stream_create) X(dnnl_stream_wait) X(dnnl_memory_desc_init_by_tag)                        \
       X(dnnl_memory_desc_equal) X(dnnl_memory_desc_get_size)                                       \
           X(dnnl_dilated_convolution_forward_desc_init)                                            \
               X(dnnl_dilated_convolution_backward_data_desc_init)                                  \
@@ -288,7 +289,16 @@ bool run(const OpCall& c) {
   static std::map<std::string, std::unique_ptr<Prepared>> cache;
   std::lock_guard<std::mutex> lock(mutex);
   auto it = cache.find(key);
-  if (it == cache.end()) it = cache.emplace(key, prepare(c.op, s)).first;
+  if (it == cache.end()) {
+    // A case oneDNN cannot set up is remembered as such and left to ferry's own kernels.
+    std::unique_ptr<Prepared> made;
+    try {
+      made = prepare(c.op, s);
+    } catch (const Error&) {
+      made = nullptr;
+    }
+    it = cache.emplace(key, std::move(made)).first;
+  }
   Prepared* p = it->second.get();
   if (!p) return false;
   // The call's tensors, in the order prepare() listed them.
