@@ -28,6 +28,7 @@
 #ifdef FERRY_BENCH_HAVE_TORCH_CUDA
 #include "bench_cuda_torch.hpp"
 #endif
+#include "ferry/backend.hpp"
 #include "ferry/ferry.hpp"
 #include "ferry/transfer.hpp"
 
@@ -58,6 +59,26 @@ void bm_copy(benchmark::State& state) {
     cudaMemcpyAsync(b.p, a.p, bytes, cudaMemcpyDeviceToDevice, nullptr);
     cudaDeviceSynchronize();
   }
+}
+
+// The same op on vulkan:0 when it is a GPU (the same card through NVIDIA's
+// Vulkan driver), kRepeats ops per synchronize so that the host's wait is no
+// part of the figure.
+constexpr int kRepeats = 8;
+template <typename Op> void bm_vulkan(benchmark::State& state, Op op) {
+  const ferry::Device vk("vulkan:0");
+  ferry::manual_seed(5);
+  ferry::Tensor a = ferry::randn({big()}).to(vk), b = ferry::randn({big()}).to(vk);
+  ferry::synchronize(vk);
+  for (auto _ : state) {
+    for (int r = 0; r < kRepeats; ++r) ferry::Tensor c = op(a, b);
+    ferry::synchronize(vk);
+  }
+}
+bool vulkan_is_gpu() {
+  if (!ferry::is_available("vulkan:0")) return false;
+  const ferry::DeviceKind k = ferry::device_impl(ferry::Device("vulkan:0")).info().kind;
+  return k == ferry::DeviceKind::discrete_gpu || k == ferry::DeviceKind::integrated_gpu;
 }
 
 template <typename Op> void bm_ferry(benchmark::State& state, Op op) {
@@ -183,6 +204,23 @@ void bm_migrate(benchmark::State& state) {
     ferry::synchronize(gpu());
   }
 }
+// From pinned memory (Tensor::pin_memory): the planner's DMA route, no staging.
+void bm_migrate_pinned(benchmark::State& state, const ferry::Device& to) {
+  if (!ferry::device_impl(to).capabilities().host_registration)
+    return state.SkipWithError((to.str() + " cannot pin host memory").c_str());
+  auto ts = gpt2_like();
+  for (auto _ : state) {
+    state.PauseTiming();
+    for (auto& [n, t] : ts) t = ferry::full(t.shape(), 1.5).pin_memory(to);  // from the cache
+    state.ResumeTiming();
+    ferry::plan_migration(ts, to).execute();
+    ferry::synchronize(to);
+  }
+  // What arrived is what was sent (the DMA route has no other test on a GPU here).
+  for (auto& [n, t] : ts)
+    if (t.device() != to || ferry::max(ferry::abs(t - 1.5)).item<float>() != 0)
+      return state.SkipWithError((n + " did not arrive intact on " + to.str()).c_str());
+}
 void bm_pinned_copy(benchmark::State& state) {
   const std::size_t bytes = std::size_t(gpt2_bytes());
   void* host = nullptr;
@@ -290,6 +328,66 @@ void register_cuda() {
 #endif
   reg("cuda/migrate_gpt2_shapes", bm_migrate);
   reg("cuda/pinned_memcpy_gpt2_bytes", bm_pinned_copy);
+  reg("cuda/migrate_gpt2_shapes_pinned",
+      [](benchmark::State& s) { bm_migrate_pinned(s, ferry::Device("cuda:0")); });
+  add_comparison({.title = "cpu (pinned) -> cuda:0 GPT-2 shapes, planner",
+                  .ferry = "cuda/migrate_gpt2_shapes_pinned",
+                  .ferry_label = "planner, pinned",
+                  .baseline = "cuda/pinned_memcpy_gpt2_bytes",
+                  .baseline_label = "pinned cudaMemcpy",
+                  .metric = Metric::gbps,
+                  .ferry_work = gpt2_bytes(),
+                  .baseline_work = gpt2_bytes()});
+  if (vulkan_is_gpu()) {
+    // vulkan:0 on this GPU against the CUDA baselines of the same card (issue 26's goals).
+    auto versus = [&](const std::string& name, const std::string& title, auto fn,
+                      const std::string& baseline, const std::string& baseline_label, Metric metric,
+                      double work, double baseline_work) {
+      reg(name, fn);
+      add_comparison({.title = title,
+                      .ferry = name,
+                      .ferry_label = "vulkan:0",
+                      .baseline = baseline,
+                      .baseline_label = baseline_label,
+                      .metric = metric,
+                      .ferry_work = work,
+                      .baseline_work = baseline_work});
+    };
+    const double reps = kRepeats;
+    versus(
+        "vulkan/add/" + sz, "vulkan:0 add f32 " + sz,
+        [](benchmark::State& st) { bm_vulkan(st, [](auto& a, auto& b) { return a + b; }); },
+        "cuda/copy_d2d/" + sz, "cudaMemcpy D2D", Metric::gbps, reps * 3 * n4, 2 * n4);
+    versus(
+        "vulkan/relu/" + sz, "vulkan:0 relu f32 " + sz,
+        [](benchmark::State& st) { bm_vulkan(st, [](auto& a, auto&) { return ferry::relu(a); }); },
+        "cuda/copy_d2d/" + sz, "cudaMemcpy D2D", Metric::gbps, reps * 2 * n4, 2 * n4);
+    versus(
+        "vulkan/exp/" + sz, "vulkan:0 exp f32 " + sz,
+        [](benchmark::State& st) { bm_vulkan(st, [](auto& a, auto&) { return ferry::exp(a); }); },
+        "cuda/copy_d2d/" + sz, "cudaMemcpy D2D", Metric::gbps, reps * 2 * n4, 2 * n4);
+    for (bool half : {false, true}) {
+      const std::string t = half ? "f16" : "f32";
+      versus(
+          "vulkan/matmul_" + t + "/" + m, "vulkan:0 matmul " + t + " " + m,
+          [half](benchmark::State& st) {
+            const ferry::Device vk("vulkan:0");
+            const ferry::DType dt = half ? ferry::DType::f16 : ferry::DType::f32;
+            ferry::Tensor a = ferry::randn({mm(), mm()}).to(vk).to(dt);
+            ferry::Tensor b = ferry::randn({mm(), mm()}).to(vk).to(dt);
+            for (auto _ : st) {
+              for (int r = 0; r < kRepeats; ++r) ferry::Tensor c = ferry::matmul(a, b);
+              ferry::synchronize(vk);
+            }
+          },
+          "cuda/cublas_" + t + "/" + m, "cuBLAS direct", Metric::gflops, reps * flops, flops);
+    }
+    versus(
+        "vulkan/migrate_gpt2_shapes_pinned", "cpu (pinned) -> vulkan:0 GPT-2 shapes, planner",
+        [](benchmark::State& st) { bm_migrate_pinned(st, ferry::Device("vulkan:0")); },
+        "cuda/pinned_memcpy_gpt2_bytes", "pinned cudaMemcpy", Metric::gbps, gpt2_bytes(),
+        gpt2_bytes());
+  }
   add_comparison({.title = "cpu -> cuda:0 GPT-2 shapes, planner",
                   .ferry = "cuda/migrate_gpt2_shapes",
                   .ferry_label = "planner",

@@ -43,6 +43,7 @@ class CudaBuffer final : public Buffer {
   bool pinned_;
   detail::Allocation allocation_;   // unused for sub-buffers
   std::shared_ptr<Buffer> parent_;  // set for sub-buffers: the parent owns the memory
+  bool registered_ = false;         // a caller's host memory (register_host_memory)
 };
 
 // The device pointer of a CUDA buffer (a kernel's scratch), as U*.
@@ -89,12 +90,15 @@ class CudaDevice final : public DeviceImpl {
             .host_visible_memory = false,
             .peer_copy = true,
             .sub_buffers = true,
-            .staging = true};
+            .staging = true,
+            .host_registration = true};
   }
   // Every kernel computes every dtype its op-table row takes, f64 included
   // (in double: Note [Where f64 computes] in docs/kernel-contract.md), so
   // DeviceImpl::supports answers as it is.
   std::unique_ptr<Buffer> allocate_staging(std::size_t bytes) override;
+  // cudaHostRegister (portable: every CUDA device's copies use it).
+  std::unique_ptr<Buffer> register_host_memory(void* ptr, std::size_t bytes) override;
   MemoryStats memory_stats() override;
   void reset_peak_memory_stats() override;
   void empty_cache() override;

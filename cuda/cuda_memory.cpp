@@ -128,6 +128,22 @@ std::unique_ptr<Buffer> CudaDevice::allocate_staging(std::size_t bytes) {
   return std::make_unique<CudaBuffer>(*this, bytes, block_ptr(a), true, a);
 }
 
+// Note [Pinned host memory] (runtime/pinned_memory.hpp): the memory stays the
+// caller's; a CudaBuffer marks it registered, and unregisters it when freed
+// (every copy through it has completed by then).
+std::unique_ptr<Buffer> CudaDevice::register_host_memory(void* ptr, std::size_t bytes) {
+  failure_point(*this, "register_host_memory");
+  make_current();
+  const cudaError_t err = cudaHostRegister(ptr, bytes, cudaHostRegisterPortable);
+  if (err != cudaSuccess) {
+    cudaGetLastError();  // clear it: the caller reports the refusal
+    return nullptr;
+  }
+  auto b = std::make_unique<CudaBuffer>(*this, bytes, ptr, true, detail::Allocation{});
+  b->registered_ = true;
+  return b;
+}
+
 std::unique_ptr<Buffer> CudaDevice::sub_buffer(std::shared_ptr<Buffer> parent, std::size_t offset,
                                                std::size_t bytes) {
   auto* p = dynamic_cast<CudaBuffer*>(parent.get());
@@ -140,6 +156,12 @@ std::unique_ptr<Buffer> CudaDevice::sub_buffer(std::shared_ptr<Buffer> parent, s
 
 void CudaDevice::release(CudaBuffer& b) noexcept {
   if (b.parent_) return;  // the parent (kept alive by the member) owns the memory
+  if (b.registered_) {
+    cudaSetDevice(ordinal_);
+    cudaHostUnregister(b.ptr_);
+    cudaGetLastError();
+    return;
+  }
   if (!b.pinned_) {
     // Note [Stream-ordered reuse]: work already enqueued on the stream runs
     // before anything that can be given this range next.

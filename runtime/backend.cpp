@@ -122,6 +122,8 @@ std::unique_ptr<Buffer> DeviceImpl::sub_buffer(std::shared_ptr<Buffer>, std::siz
 
 std::unique_ptr<Buffer> DeviceImpl::allocate_staging(std::size_t) { return nullptr; }
 
+std::unique_ptr<Buffer> DeviceImpl::register_host_memory(void*, std::size_t) { return nullptr; }
+
 // Large copies are split over threads: one core cannot saturate memory bandwidth.
 void host_memcpy(void* dst, const void* src, std::size_t bytes) {
   constexpr std::int64_t kChunk = 1 << 16;

@@ -134,7 +134,10 @@ void copy_storage_bytes(Storage& dst, std::size_t dst_offset, Storage& src, std:
     FERRY_DEBUG("copy {} -> {}: {} bytes ({})", si.device().str(), di.device().str(), bytes, how);
   };
   // Note [Copy routes]: the one decision, shared with the transfer planner.
-  switch (copy_route(si, src_ptr != nullptr, di, dst_ptr != nullptr)) {
+  switch (copy_route(si, src.buffer(), di, &dst.buffer())) {
+    case CopyRoute::dma:
+      dma_copy(di, dst.buffer(), dst_offset, si, src.buffer(), src_offset, bytes);
+      return done("DMA, pinned memory");
     case CopyRoute::on_device:
       di.copy_within(dst.buffer(), dst_offset, src.buffer(), src_offset, bytes);
       return done("on device");

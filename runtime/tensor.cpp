@@ -14,6 +14,7 @@
 #include "ferry/ops.hpp"
 #include "ferry/registry.hpp"
 #include "ops_internal.hpp"
+#include "pinned_memory.hpp"
 
 namespace ferry {
 
@@ -126,6 +127,34 @@ Tensor Tensor::to(const Device& dev) const {
   return out;
 }
 
+Tensor Tensor::pin_memory() const {
+  std::vector<DeviceImpl*> devices = detail::default_pinning_devices();
+  if (devices.empty() && device().is_cpu())
+    throw UnsupportedError(
+        "pin_memory: no device here pins host memory (a CUDA GPU, or a Vulkan GPU with "
+        "VK_EXT_external_memory_host whose memory the host cannot map); "
+        "pin_memory(device) pins for one device regardless");
+  return detail::pin_tensor(*this, devices);
+}
+
+Tensor Tensor::pin_memory(const Device& dev) const {
+  if (dev.is_cpu())
+    throw DeviceError("pin_memory: memory is pinned for a GPU, not for the CPU itself");
+  DeviceImpl& impl = device_impl(dev);
+  if (!impl.capabilities().host_registration)
+    throw UnsupportedError(fmt::format(
+        "pin_memory: {} cannot pin host memory (it claims no host_registration)", dev.str()));
+  return detail::pin_tensor(*this, {&impl});
+}
+
+bool Tensor::is_pinned() const { return detail::is_pinned(checked_impl()->storage->buffer()); }
+
+bool Tensor::is_pinned(const Device& dev) const {
+  const Buffer& buffer = checked_impl()->storage->buffer();
+  if (dev.is_cpu() || !is_available(dev.str())) return false;
+  return buffer.registration(device_impl(dev)).buffer != nullptr;
+}
+
 Tensor Tensor::to(const Device& dev, DType dt) const {
   // Convert on whichever side moves fewer bytes; on the destination when the
   // source device cannot convert (a GPU holding f64: vk_f64.to(cpu, f32)).
@@ -160,6 +189,16 @@ Tensor& Tensor::copy_(const Tensor& src) {
           return s.to(dtype()).expand(sizes()).clone();
         },
         /*reads_x=*/false);
+  if (src.device() != device() && src.dtype() == dtype() && src.sizes() == sizes() &&
+      is_contiguous() && src.is_contiguous()) {
+    // Straight into place, no temporary: one copy on the route the two
+    // storages take (a DMA into pinned memory: Note [Pinned host memory]).
+    detail::copy_storage_bytes(*storage(), std::size_t(storage_offset()) * element_size(),
+                               *src.storage(), std::size_t(src.storage_offset()) * element_size(),
+                               std::size_t(numel()) * element_size());
+    storage()->bump_version();
+    return *this;
+  }
   Tensor s = src.device() == device() ? src : src.to(device());
   run_kernel(OpId::copy, {s.expand(sizes())}, {*this});
   storage()->bump_version();

@@ -25,8 +25,9 @@ void describe(const ferry::DeviceInfo& d, bool verbose) {
   std::printf("  uuid           %s\n", d.uuid_str().c_str());
   std::printf("  computes in    f16 %s, bf16 %s, int64 %s\n", yes(d.caps.f16), yes(d.caps.bf16),
               yes(d.caps.int64));
-  std::printf("  host-visible memory %s, peer copies %s\n", yes(d.caps.host_visible_memory),
-              yes(d.caps.peer_copy));
+  std::printf("  host-visible memory %s, peer copies %s, pins host memory %s\n",
+              yes(d.caps.host_visible_memory), yes(d.caps.peer_copy),
+              yes(d.caps.host_registration));
   if (verbose)
     for (const auto& [k, v] : d.properties) std::printf("  %-26s %s\n", k.c_str(), v.c_str());
   std::printf("\n");

@@ -36,6 +36,12 @@ namespace ferry {
 // A block of device memory. Owned by one Storage; its destructor returns the
 // memory to the device (a caching allocator may keep it). A Buffer must not
 // outlive the DeviceImpl that made it; devices live until the process exits.
+// The alignment of pinned host memory (a page): register_host_memory takes
+// ranges aligned to it.
+inline constexpr std::size_t kPinnedAlignment = 4096;
+
+class DeviceImpl;
+
 class Buffer {
  public:
   explicit Buffer(std::size_t size) : size_(size) {}
@@ -46,6 +52,18 @@ class Buffer {
   // The host address of byte 0 when the host can reach the memory directly
   // (CPU memory, mapped device memory), else nullptr.
   virtual void* host_ptr() const { return nullptr; }
+  // For pinned host memory (Tensor::pin_memory, Note [Pinned host memory]):
+  // this memory as a buffer of `device` (its register_host_memory), whose DMA
+  // reads and writes it with copy_within, and where byte 0 of this buffer
+  // lies in it. {nullptr, 0} when the memory is not pinned for `device`.
+  struct Registration {
+    Buffer* buffer = nullptr;
+    std::size_t offset = 0;
+  };
+  virtual Registration registration(const DeviceImpl& device) const {
+    (void)device;
+    return {};
+  }
 
  private:
   std::size_t size_;
@@ -101,7 +119,6 @@ struct OpCall {
   Attrs attrs;
 };
 
-class DeviceImpl;
 using KernelFn = std::function<void(DeviceImpl&, const OpCall&)>;
 
 // Completion marker on a device's stream.
@@ -213,6 +230,17 @@ class DeviceImpl {
   // planner stages through ordinary host memory and copy_from_host /
   // copy_to_host.
   virtual std::unique_ptr<Buffer> allocate_staging(std::size_t bytes);
+  // Host memory registration (caps.host_registration): host memory [ptr, ptr
+  // + bytes) that the caller allocated, as a Buffer of this device that
+  // copy_within reads and writes by DMA with no staging copy (CUDA:
+  // cudaHostRegister; Vulkan: VK_EXT_external_memory_host); its host_ptr()
+  // is `ptr`. `ptr` and `bytes` are multiples of kPinnedAlignment. The caller
+  // keeps the memory alive until the Buffer is gone, and neither the host
+  // writes it while a copy reading it is enqueued nor reads it before a copy
+  // writing it has completed (the core's copies through it synchronize:
+  // Note [Pinned host memory]). nullptr when this range cannot be
+  // registered (the driver's alignment, its limits).
+  virtual std::unique_ptr<Buffer> register_host_memory(void* ptr, std::size_t bytes);
 
   // Optional: allocator statistics and releasing cached memory. Defaults:
   // zeros, and nothing to release. reset_peak_memory_stats starts
@@ -303,7 +331,9 @@ inline constexpr std::size_t kSubBufferAlignment = 256;
 // 7: DType gained i8 and i16; DeviceCapabilities gained scatter_in_order.
 // 8: a scatter_in_order device's scatter_reduce kernel also takes the index
 //    form (attribute dim; docs/kernel-contract.md).
-inline constexpr int kBackendAbiVersion = 8;
+// 9: pinned host memory: DeviceImpl gained register_host_memory, Buffer gained
+//    registration(), DeviceCapabilities gained host_registration.
+inline constexpr int kBackendAbiVersion = 9;
 
 }  // namespace ferry
 

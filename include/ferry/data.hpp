@@ -101,6 +101,11 @@ struct DataLoaderOptions {
   std::size_t num_workers = 0;    // 0: batches are built on the iterating thread
   std::size_t prefetch = 2;       // batches prepared ahead (Note [DataLoader threading])
   Device device = Device::cpu();  // where batches are handed out
+  // Builds CPU batches in pinned host memory (Tensor::pin_memory), so that
+  // moving them to a GPU is one DMA with no staging copy: for `device` when
+  // it is a GPU, for every GPU that can pin when batches stay on the CPU.
+  // Where nothing can pin, batches stay unpinned (logged once).
+  bool pin_memory = false;
 };
 
 // Iterates a Dataset in batches: `for (const Batch& b : loader) ...`. Each

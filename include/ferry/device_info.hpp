@@ -25,6 +25,7 @@ struct DeviceCapabilities {
   bool peer_copy = false;            // direct copies from other devices (copy_from_peer)
   bool sub_buffers = false;          // buffers inside a buffer (sub_buffer)
   bool staging = false;              // host memory the device copies with (allocate_staging)
+  bool host_registration = false;    // pins host memory for its DMA (register_host_memory)
   // The scatter_reduce kernel also takes its targets unsorted, in the sources' order, and folds
   // each target's values in that order, and takes the index form (docs/kernel-contract.md): the
   // core then skips its sort, and for scatter and scatter_reduce its targets and range check.

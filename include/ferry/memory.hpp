@@ -25,4 +25,10 @@ void reset_peak_memory_stats(const Device& device);
 // Returns cached, unused memory to the system (a no-op where nothing is cached).
 void empty_cache(const Device& device);
 
+// Pinned host memory (Tensor::pin_memory): its cache's stats (reserved counts
+// the cached blocks too), and releasing the cached blocks (unregistered from
+// their devices first). As torch's host allocator stats and empty cache.
+MemoryStats pinned_memory_stats();
+void empty_pinned_cache();
+
 }  // namespace ferry

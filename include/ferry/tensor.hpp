@@ -124,6 +124,20 @@ class Tensor {
   Tensor contiguous() const;  // *this when already contiguous
   Tensor clone() const;       // always a new storage, contiguous
 
+  // Pinned (page-locked) host memory (Note [Pinned host memory]): a copy of
+  // this CPU tensor, contiguous, in host memory that the GPUs' copy engines
+  // read and write directly, so copies to and from them skip staging
+  // (PyTorch's pin_memory). pin_memory() pins for every available discrete
+  // GPU or device whose memory the host cannot map that can pin (CUDA GPUs,
+  // Vulkan GPUs with VK_EXT_external_memory_host), UnsupportedError when
+  // there is none;
+  // pin_memory(device) for that device only. Returns *this when already
+  // pinned for those devices; DeviceError for a tensor not on the CPU.
+  Tensor pin_memory() const;
+  Tensor pin_memory(const Device& device) const;
+  bool is_pinned() const;                      // pinned for some device
+  bool is_pinned(const Device& device) const;  // pinned for `device`
+
   // Views (no copy). Dims may be negative. Errors are ShapeError.
   Tensor view(const Shape& shape) const;     // contiguous-compatible only; one -1 allowed
   Tensor reshape(const Shape& shape) const;  // a view when possible, else a copy

@@ -39,6 +39,11 @@ class CpuSubBuffer final : public Buffer {
   CpuSubBuffer(std::shared_ptr<Buffer> parent, std::size_t offset, std::size_t size)
       : Buffer(size), parent_(std::move(parent)), offset_(offset) {}
   void* host_ptr() const override { return static_cast<char*>(parent_->host_ptr()) + offset_; }
+  Registration registration(const DeviceImpl& device) const override {
+    Registration r = parent_->registration(device);
+    if (r.buffer) r.offset += offset_;
+    return r;
+  }
 
  private:
   std::shared_ptr<Buffer> parent_;

@@ -29,6 +29,8 @@
 #include "ferry/data.hpp"
 #include "ferry/error.hpp"
 #include "ferry/registry.hpp"
+#include "log_internal.hpp"
+#include "pinned_memory.hpp"
 
 namespace ferry::data {
 namespace {
@@ -56,7 +58,8 @@ struct DataLoader::Epoch {
         options(options_),
         order(std::move(order_)),
         num_batches(num_batches_),
-        window(options.num_workers * std::max<std::size_t>(options.prefetch, 1)) {}
+        window(options.num_workers * std::max<std::size_t>(options.prefetch, 1)),
+        pin_for(pinning_devices(options)) {}
   ~Epoch() { join_workers(); }
   Epoch(const Epoch&) = delete;
   Epoch& operator=(const Epoch&) = delete;
@@ -66,7 +69,8 @@ struct DataLoader::Epoch {
   const DataLoaderOptions options;
   const std::vector<std::size_t> order;
   const std::size_t num_batches;
-  const std::size_t window;  // host batches built or waiting ahead of the consumer
+  const std::size_t window;                // host batches built or waiting ahead of the consumer
+  const std::vector<DeviceImpl*> pin_for;  // pin_memory: the devices batches are pinned for
 
   // Consumer side.
   struct Fetched {
@@ -116,7 +120,35 @@ struct DataLoader::Epoch {
     const std::size_t last = std::min(first + options.batch_size, order.size());
     std::vector<std::size_t> indices(order.begin() + std::ptrdiff_t(first),
                                      order.begin() + std::ptrdiff_t(last));
-    return dataset->get_batch(indices);
+    Batch batch = dataset->get_batch(indices);
+    if (!pin_for.empty())
+      for (Tensor& t : batch)
+        if (t.device().is_cpu()) t = detail::pin_tensor(t, pin_for);
+    return batch;
+  }
+
+  // Note [Pinned host memory]: for the loader's device when it can pin, for
+  // every device that would gain by it when batches stay on the CPU; none
+  // (with a warning, as PyTorch's) when pin_memory is off or nothing can pin.
+  static std::vector<DeviceImpl*> pinning_devices(const DataLoaderOptions& o) {
+    if (!o.pin_memory) return {};
+    std::vector<DeviceImpl*> devices;
+    if (o.device.is_cpu()) {
+      devices = detail::default_pinning_devices();
+    } else {
+      DeviceImpl& d = device_impl(o.device);
+      if (d.capabilities().host_registration) devices.push_back(&d);
+    }
+    if (devices.empty()) {
+      static std::once_flag warned;
+      std::call_once(warned, [&] {
+        FERRY_WARN(
+            "DataLoader: pin_memory is set but no device pins host memory for {}; "
+            "batches are not pinned",
+            o.device.str());
+      });
+    }
+    return devices;
   }
 
   void worker_loop() {

@@ -212,7 +212,13 @@ std::size_t copy_group(const TransferPlan::State& s, const TransferGroup& g,
     const auto* src_ptr = static_cast<const std::byte*>(from.host_ptr());
     auto* dst_ptr = static_cast<std::byte*>(buffers[i]->host_ptr());
     // Note [Copy routes]: the route the plan reported (explain()).
-    switch (copy_route(src, src_ptr != nullptr, dst, dst_ptr != nullptr)) {
+    switch (copy_route(src, from, dst, buffers[i].get())) {
+      case CopyRoute::dma: {  // pinned memory (the group synchronizes dst at its end)
+        const Buffer::Registration r = from.registration(dst);
+        dst.copy_within(*buffers[i], 0, *r.buffer, r.offset, p.src_bytes);
+        ++copies;
+        break;
+      }
       case CopyRoute::gather:
         gathered.push_back(i);
         break;

@@ -44,6 +44,9 @@ void lay_out(TransferPlan::State& s, TransferGroup& g) {
     // A converted storage gets its own allocation: the conversion kernel
     // writes a new tensor (execute.cpp, convert_storage).
     if (p.convert) g.largest_conversion = std::max(g.largest_conversion, p.src_bytes);
+    if (!p.convert &&
+        detail::copy_route(*g.src, p.storage->buffer(), *g.dst, nullptr) == detail::CopyRoute::dma)
+      ++g.dma_storages, g.dma_bytes += p.src_bytes;
     if (!g.arenas || p.convert) continue;
     if (g.arena_bytes.empty() ||
         (g.arena_bytes.back() > 0 && g.arena_bytes.back() + p.dst_bytes > max_alloc))
@@ -219,7 +222,8 @@ std::uint64_t TransferPlan::peak_bytes(const Device& device) const {
     const bool stages = g.route == detail::CopyRoute::staged ||
                         g.route == detail::CopyRoute::upload ||
                         g.route == detail::CopyRoute::gather;
-    if (device.is_cpu() && stages) peak += std::min<std::uint64_t>(staging, g.bytes);
+    if (device.is_cpu() && stages && g.bytes > g.dma_bytes)
+      peak += std::min<std::uint64_t>(staging, g.bytes - g.dma_bytes);
   }
   return peak;
 }
@@ -240,7 +244,7 @@ std::string TransferPlan::explain() const {
   for (const TransferGroup& g : s.groups) {
     std::size_t conversions = 0;
     for (std::size_t i : g.storages) conversions += s.storages[i].convert ? 1 : 0;
-    const std::size_t chunks = std::size_t((g.bytes + chunk - 1) / chunk);
+    const std::size_t chunks = std::size_t((g.bytes - g.dma_bytes + chunk - 1) / chunk);
     out +=
         fmt::format("  {} -> {}: {} storages ({} converted), {}, {}, {}\n", g.src->device().str(),
                     g.dst->device().str(), g.storages.size(), conversions, human_bytes(g.bytes),
@@ -251,6 +255,9 @@ std::string TransferPlan::explain() const {
                         ? fmt::format("{}, {} chunk(s) of up to {}",
                                       detail::copy_route_name(g.route), chunks, human_bytes(chunk))
                         : std::string(detail::copy_route_name(g.route)));
+    if (g.dma_storages)
+      out += fmt::format("    of which {} storages ({}) {}\n", g.dma_storages,
+                         human_bytes(g.dma_bytes), detail::copy_route_name(detail::CopyRoute::dma));
     for (DeviceImpl* d : {g.src, g.dst})
       if (std::find(touched.begin(), touched.end(), d->device()) == touched.end())
         touched.push_back(d->device());

@@ -40,6 +40,9 @@ struct TransferGroup {
   std::vector<std::size_t> storages;   // indices into State::storages, in layout order
   std::uint64_t bytes = 0;             // destination bytes
   std::size_t largest_conversion = 0;  // the biggest temporary a conversion makes
+  // Storages in pinned memory copied by the destination's DMA (route dma).
+  std::size_t dma_storages = 0;
+  std::uint64_t dma_bytes = 0;
 };
 
 struct ListedTensor {

@@ -103,6 +103,10 @@ void VulkanDevice::create_device() {
   const bool api12 = physical_.api_version >= VK_API_VERSION_1_2;
   const bool ext8 = !api12 && has_extension(exts, VK_KHR_8BIT_STORAGE_EXTENSION_NAME);
   if (ext8) enable.push_back(VK_KHR_8BIT_STORAGE_EXTENSION_NAME);
+  // Pinning host memory (register_host_memory); external memory is core in 1.1.
+  host_import_ = physical_.api_version >= VK_API_VERSION_1_1 &&
+                 has_extension(exts, VK_EXT_EXTERNAL_MEMORY_HOST_EXTENSION_NAME);
+  if (host_import_) enable.push_back(VK_EXT_EXTERNAL_MEMORY_HOST_EXTENSION_NAME);
 
   // What the full shader variant needs (shaders/common.glsl).
   VkPhysicalDevice8BitStorageFeatures f8{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_8BIT_STORAGE_FEATURES};
@@ -147,10 +151,14 @@ void VulkanDevice::create_device() {
   // Limits kernels size their work by.
   VkPhysicalDeviceSubgroupProperties sub{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SUBGROUP_PROPERTIES};
   VkPhysicalDeviceDriverProperties drv{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_DRIVER_PROPERTIES};
+  VkPhysicalDeviceExternalMemoryHostPropertiesEXT host{
+      VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_EXTERNAL_MEMORY_HOST_PROPERTIES_EXT};
   VkPhysicalDeviceProperties2 p2{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PROPERTIES_2};
   p2.pNext = &sub;
   if (api12) sub.pNext = &drv;
+  if (host_import_) host.pNext = p2.pNext, p2.pNext = &host;
   vkGetPhysicalDeviceProperties2(pd, &p2);
+  host_import_alignment_ = std::max<std::uint64_t>(1, host.minImportedHostPointerAlignment);
   const VkPhysicalDeviceLimits& l = physical_.props.limits;
   limits_.subgroup_size = std::max(1u, sub.subgroupSize);
   limits_.shared_memory = l.maxComputeSharedMemorySize;

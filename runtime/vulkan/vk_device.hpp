@@ -140,6 +140,8 @@ class VulkanDevice final : public DeviceImpl {
   std::unique_ptr<Buffer> sub_buffer(std::shared_ptr<Buffer> parent, std::size_t offset,
                                      std::size_t bytes) override;
   std::unique_ptr<Buffer> allocate_staging(std::size_t bytes) override;
+  // VK_EXT_external_memory_host (vk_host_memory.cpp).
+  std::unique_ptr<Buffer> register_host_memory(void* ptr, std::size_t bytes) override;
   DeviceCapabilities capabilities() const override;
   // The table's answer narrowed to the dtypes this device computes (computes()).
   bool supports(OpId op, DType dtype) const override;
@@ -185,7 +187,13 @@ class VulkanDevice final : public DeviceImpl {
   bool memory_is_mapped() const;
 
  private:
-  enum { kDevicePool = MemoryPools::kDevice, kStagingPool = MemoryPools::kStaging };
+  // kImportedPool: a VulkanBuffer over imported host memory (register_host_memory), with
+  // its own VkBuffer and VkDeviceMemory (imported_).
+  enum {
+    kDevicePool = MemoryPools::kDevice,
+    kStagingPool = MemoryPools::kStaging,
+    kImportedPool = -1
+  };
   // Note [Vulkan threading]: functions taking a Lock (or named *_locked, or
   // called only from those) run with mutex_ held; a Lock& one may release it
   // while it waits for the GPU.
@@ -196,6 +204,7 @@ class VulkanDevice final : public DeviceImpl {
 
   void synchronize_locked(Lock& lock);
   void check_alive() const;
+  void release_imported(Lock& lock, VulkanBuffer& b);
 
   PhysicalDevice physical_;
   VkDevice device_ = VK_NULL_HANDLE;
@@ -206,6 +215,9 @@ class VulkanDevice final : public DeviceImpl {
   bool f64_ = false;  // shaderFloat64 enabled: the f64 modules run here
   bool push_descriptors_ = false;
   bool memory_budget_ = false;
+  bool host_import_ = false;  // VK_EXT_external_memory_host enabled
+  std::uint64_t host_import_alignment_ = 1;
+  std::unordered_map<VkBuffer, VkDeviceMemory> imported_;  // under mutex_
   KernelLimits limits_;
   std::uint64_t storage_alignment_ = 256;
   std::unique_ptr<MemoryPools> memory_;  // made once the VkDevice exists; under mutex_

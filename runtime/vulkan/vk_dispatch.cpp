@@ -77,7 +77,8 @@ DeviceCapabilities VulkanDevice::capabilities() const {
           .host_visible_memory = memory_is_mapped(),
           .peer_copy = false,
           .sub_buffers = true,
-          .staging = true};
+          .staging = true,
+          .host_registration = host_import_};
 }
 
 void VulkanDevice::require_op(OpId op, DType dt) const {
@@ -121,7 +122,8 @@ void VulkanDevice::hand_on_last_use(const VulkanBuffer& sub, VulkanBuffer& paren
 // batch that used it last; staging memory, which the host writes, only once
 // that batch has finished.
 void VulkanDevice::release(VulkanBuffer& b) {
-  std::lock_guard lock(mutex_);
+  Lock lock(mutex_);
+  if (b.pool() == kImportedPool) return release_imported(lock, b);
   const bool pending = b.last_use > recorder_->completed_serial() && !recorder_->lost();
   if (pending && b.pool() == kStagingPool)
     return recorder_->free_after(b.last_use, b.pool(), b.allocation());

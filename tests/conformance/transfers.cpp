@@ -70,6 +70,22 @@ std::vector<Result> run_round_trip_checks(const Device& d) {
         return same_bits(back, v);
       });
       results.push_back(r);
+      // From and to pinned host memory (Note [Pinned host memory]), where the device pins:
+      // a DMA each way where its memory is not the host's, views at an offset included.
+      if (device_impl(d).capabilities().host_registration) {
+        Result rp = transfer_result(d.str(), fmt::format("pinned cpu->{}->pinned cpu", d.str()), dt,
+                                    "[7, 13] and [1023][100:900]");
+        classify(rp, [&] {
+          Tensor x = make_input({7, 13}, dt, 14).pin_memory(d);
+          Tensor back = make_input({7, 13}, dt, 15).pin_memory(d);
+          back.copy_(x.to(d));
+          if (std::string e = same_bits(back, x); !e.empty()) return e;
+          Tensor long_x = make_input({1023}, dt, 16).pin_memory(d);
+          return same_bits(long_x.narrow(0, 100, 800).to(d).to(Device::cpu()),
+                           long_x.narrow(0, 100, 800));
+        });
+        results.push_back(rp);
+      }
       // A view taken on the device (offset into a device storage) leaves correctly too.
       Result rv =
           transfer_result(d.str(), fmt::format("device view {}->cpu", d.str()), dt, "[64][5:64:4]");
