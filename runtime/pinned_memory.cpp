@@ -72,11 +72,14 @@ class PinnedCache {
     std::unique_lock lock(mutex_);
     stats_.allocated -= b.capacity;
     if (cached_ + b.capacity <= kPinnedCacheCap) {
-      cached_ += b.capacity;
-      stats_.reserved = stats_.allocated + cached_;
-      auto key = std::make_pair(b.capacity, b.devices);
-      free_[std::move(key)].push_back(std::move(b));
-      return;
+      try {
+        free_[{b.capacity, b.devices}].push_back(std::move(b));
+        cached_ += b.capacity;
+        stats_.reserved = stats_.allocated + cached_;
+        return;
+      } catch (...) {
+        // No memory for the list entry: release the block instead of caching it.
+      }
     }
     stats_.reserved = stats_.allocated + cached_;
     lock.unlock();
