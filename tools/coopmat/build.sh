@@ -51,7 +51,7 @@ fi
 
 echo "== building coopmat_bench"
 $CC -O2 -c /usr/include/volk.c -o /tmp/coopmat_volk.o
-$CXX -std=c++20 -O2 -Wall -Wextra -Wno-missing-field-initializers coopmat_bench.cpp /tmp/coopmat_volk.o -o coopmat_bench -ldl
+$CXX -std=c++20 -O2 -Wall -Wextra -Wno-missing-field-initializers coopmat_bench.cpp coopmat_options.cpp coopmat_vk.cpp coopmat_gemm.cpp /tmp/coopmat_volk.o -o coopmat_bench -ldl
 rm -f /tmp/coopmat_volk.o
 echo "== runtime deps of coopmat_bench:"; ldd coopmat_bench
 echo "== CooperativeMatrixKHR capability (OpCapability 6022 = word 0x00020011 0x00001786) per coopmat kernel:"
