@@ -136,6 +136,39 @@ TEST_P(DeviceThreads, SixThreadChainsEqualSerialRuns) {
   }
 }
 
+// Note [Pinned host memory]: six threads pin their own tensors for the device
+// at once (the pinned cache's lists, the device's registrations), copy them
+// there and back into pinned memory by DMA, and free them; every byte returns.
+TEST_P(DeviceThreads, PinnedCopiesFromSixThreadsAtOnce) {
+  SKIP_UNLESS_THREAD_DEVICE(GetParam());
+  const Device dev(GetParam());
+  if (dev.is_cpu() || !ferry::device_impl(dev).capabilities().host_registration)
+    GTEST_SKIP() << dev.str() << " does not pin host memory";
+  constexpr int kThreads = 6;
+  for (int round = 0; round < rounds(); ++round) {
+    std::vector<std::string> errors;
+    auto ok = run_at_once(
+        kThreads,
+        [&](int t) {
+          int same =
+              1;  // not bool: run_at_once collects into a vector, and vector<bool> packs bits
+          for (int k = 0; k < 4; ++k) {
+            const std::vector<float> v(std::size_t(1000 + 300 * t + k), float(t * 10 + k));
+            Tensor p = ferry::tensor(v).pin_memory(dev);
+            Tensor back = ferry::zeros({std::int64_t(v.size())}).pin_memory(dev);
+            back.copy_(p.to(dev));
+            same = same && back.to_vector<float>() == v ? 1 : 0;
+          }
+          return same;
+        },
+        errors);
+    for (int t = 0; t < kThreads; ++t) {
+      ASSERT_EQ(errors[t], "") << "round " << round << ", thread " << t;
+      ASSERT_EQ(ok[t], 1) << "round " << round << ", thread " << t;
+    }
+  }
+}
+
 // Note [Vulkan execution]: a loop that never reads a result holds the memory
 // of about one iteration however many it runs, since a dropped output is
 // reusable at once by the next; and the host runs a bounded number of
