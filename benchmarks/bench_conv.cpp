@@ -3,7 +3,8 @@
 // images; batch 2 at a quarter of the size with --quick), and one ResNet-18 training step
 // (samples/resnet.hpp, cross_entropy, SGD with momentum): ferry's CPU beside PyTorch's
 // (libtorch, this process, its oneDNN convolutions) and vulkan:0 beside ferry's CPU (on
-// lavapipe both are the CPU). Inputs are made once; each iteration is one call.
+// lavapipe both are the CPU), and beside its own composition (gathered windows and matmul,
+// the path before its convolution kernels). Inputs are made once; each iteration is one call.
 #include "bench_conv.hpp"
 
 #include <fmt/format.h>
@@ -11,8 +12,10 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <optional>
 
 #include "bench_common.hpp"
+#include "ferry/debug.hpp"
 #include "ferry/ferry.hpp"
 #include "resnet.hpp"
 
@@ -40,10 +43,15 @@ const Data& data(const ConvCase& c, const std::string& device) {
   return it->second;
 }
 
-void run_conv(benchmark::State& s, const ConvCase& c, const std::string& device, bool backward) {
+// `composed`: through the composition (gathered windows and matmul) instead of the device's
+// convolution kernels (ferry::debug::CompositesOnly), the baseline the kernels replace.
+void run_conv(benchmark::State& s, const ConvCase& c, const std::string& device, bool backward,
+              bool composed = false) {
   if (!ferry::is_available(device)) return s.SkipWithError((device + " is not available").c_str());
   try {
     const Data& d = data(c, device);
+    std::optional<ferry::debug::CompositesOnly> compositions_only;
+    if (composed) compositions_only.emplace();
     for (auto _ : s) {
       if (!backward) {
         ferry::NoGradGuard no_grad;
@@ -63,9 +71,11 @@ void run_conv(benchmark::State& s, const ConvCase& c, const std::string& device,
 }
 
 // One ResNet-18 training step per iteration on `device`.
-void run_resnet(benchmark::State& s, const std::string& device) {
+void run_resnet(benchmark::State& s, const std::string& device, bool composed = false) {
   if (!ferry::is_available(device)) return s.SkipWithError((device + " is not available").c_str());
   try {
+    std::optional<ferry::debug::CompositesOnly> compositions_only;
+    if (composed) compositions_only.emplace();
     const ferry::Device dev(device);
     ferry::manual_seed(0);
     sample::ResNet model(sample::ResNetOptions{}, {.device = dev});
@@ -119,6 +129,8 @@ void register_conv() {
       for (const std::string device : {"cpu", "vulkan:0"})
         run(base + "/ferry " + device,
             [&c, device, backward](benchmark::State& s) { run_conv(s, c, device, backward); });
+      run(base + "/ferry vulkan:0 composed",
+          [&c, backward](benchmark::State& s) { run_conv(s, c, "vulkan:0", backward, true); });
 #ifdef FERRY_BENCH_HAVE_TORCH
       run(base + "/pytorch", [name = std::string(c.name), backward](benchmark::State& s) {
         for (auto _ : s) conv::torch_conv(name, backward);
@@ -128,6 +140,9 @@ void register_conv() {
 #endif
       compare(title + " (vulkan:0 vs cpu)", base + "/ferry vulkan:0", "ferry vulkan:0",
               base + "/ferry cpu", "ferry cpu", Metric::gflops, work);
+      compare(title + " (vulkan:0 kernels vs composition)", base + "/ferry vulkan:0",
+              "ferry vulkan:0 conv kernels", base + "/ferry vulkan:0 composed",
+              "ferry vulkan:0 im2col + matmul", Metric::gflops, work);
     }
   }
   const std::string base = "resnet18 step";
@@ -135,6 +150,8 @@ void register_conv() {
                                         resnet_image(quick()), resnet_image(quick()));
   for (const std::string device : {"cpu", "vulkan:0"})
     run(base + "/ferry " + device, [device](benchmark::State& s) { run_resnet(s, device); });
+  run(base + "/ferry vulkan:0 composed",
+      [](benchmark::State& s) { run_resnet(s, "vulkan:0", true); });
 #ifdef FERRY_BENCH_HAVE_TORCH
   run(base + "/pytorch", [](benchmark::State& s) {
     for (auto _ : s) conv::torch_resnet_step();
@@ -144,6 +161,9 @@ void register_conv() {
 #endif
   compare(title + " (vulkan:0 vs cpu)", base + "/ferry vulkan:0", "ferry vulkan:0",
           base + "/ferry cpu", "ferry cpu", Metric::usec, 0);
+  compare(title + " (vulkan:0 conv kernels vs composition)", base + "/ferry vulkan:0",
+          "ferry vulkan:0 conv kernels", base + "/ferry vulkan:0 composed",
+          "ferry vulkan:0 im2col + matmul", Metric::usec, 0);
 }
 
 }  // namespace bench

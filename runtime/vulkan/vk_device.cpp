@@ -55,6 +55,7 @@ VulkanDevice::VulkanDevice(Device device, const PhysicalDevice& physical)
   add_reduce_kernels(table);
   add_nn_kernels(table);
   add_linalg_kernels(table);
+  add_conv_kernels(table);
   add_index_kernels(table);
   add_optim_kernels(table);
   add_sort_kernels(table);

@@ -16,57 +16,11 @@
 #include "abi/matmul.h"
 #include "ferry/error.hpp"
 #include "vulkan/vk_device.hpp"
+#include "vulkan/vk_gemm_tiles.hpp"
 #include "vulkan/vk_split.hpp"
 
 namespace ferry::vulkan {
 namespace {
-
-// A workgroup's BM x BN tile of C, BK-deep shared slices, TM x TN accumulators per thread.
-struct Tile {
-  std::uint32_t bm, bn, bk, tm, tn;
-  std::uint32_t threads() const { return (bm / tm) * (bn / tn); }
-  // Two buffers of BK rows of A and of B, each row padded by 4 elements (the shader's sA, sB),
-  // of floats or (the f64 module) doubles.
-  std::uint32_t shared_bytes(std::uint32_t element_bytes) const {
-    return 2 * bk * (bm + 4 + bn + 4) * element_bytes;
-  }
-};
-
-// Largest first. 128 x 128 with 8 x 8 per thread is the classic shape for f32 on GPUs: 64 FMAs
-// per 16 shared-memory floats read, 256 threads. Each is used when the product gives at least
-// `min_tiles` workgroups (so that a big GPU has work for all its cores) and the device
-// allows its workgroup size and shared memory; the last that fits is the fallback.
-struct TileChoice {
-  Tile tile;
-  std::uint64_t min_tiles;
-};
-constexpr std::array<TileChoice, 4> kTiles = {{
-    {{128, 128, 8, 8, 8}, 192},
-    {{64, 64, 8, 4, 4}, 48},
-    {{32, 32, 8, 4, 4}, 0},
-    {{16, 16, 8, 4, 4}, 0},  // for devices with tiny workgroups
-}};
-
-std::uint64_t ceil_div(std::uint64_t a, std::uint64_t b) { return (a + b - 1) / b; }
-
-Tile choose_tile(const KernelLimits& lim, std::uint64_t nb, std::uint64_t M, std::uint64_t N,
-                 std::uint32_t element_bytes) {
-  const Tile* fallback = nullptr;
-  for (const TileChoice& c : kTiles) {
-    const Tile& t = c.tile;
-    if (t.threads() > lim.max_workgroup_invocations ||
-        t.shared_bytes(element_bytes) > lim.shared_memory)
-      continue;
-    if (nb * ceil_div(M, t.bm) * ceil_div(N, t.bn) >= c.min_tiles) return t;
-    fallback = &t;
-  }
-  if (!fallback)
-    throw UnsupportedError(fmt::format(
-        "matmul: the device allows workgroups of {} invocations and {} bytes of shared memory, "
-        "fewer than the smallest matmul tile needs",
-        lim.max_workgroup_invocations, lim.shared_memory));
-  return *fallback;
-}
 
 // One dispatch group per tile; grids beyond the device's limit go in several dispatches.
 // `accumulate`: C += A x B.
@@ -150,9 +104,10 @@ void matmul_kernel(DeviceImpl& d, const OpCall& call) {
   if (M > 0xffffffffll / 2 || N > 0xffffffffll / 2 || A.sizes[2] > 0xffffffffll / 2)
     throw UnsupportedError("matmul: the vulkan kernel takes at most 2^31 rows and columns");
 
-  const Tile t = is_floating(dt) ? choose_tile(dev.limits(), std::uint64_t(nb), std::uint64_t(M),
-                                               std::uint64_t(N), dt == DType::f64 ? 8 : 4)
-                                 : Tile{32, 32, 8, 4, 4};  // integers: a plain loop per thread
+  const Tile t = is_floating(dt)
+                     ? choose_tile("matmul", dev.limits(), std::uint64_t(nb), std::uint64_t(M),
+                                   std::uint64_t(N), dt == DType::f64 ? 8 : 4)
+                     : Tile{32, 32, 8, 4, 4};  // integers: a plain loop per thread
   const KernelLimits& lim = dev.limits();
   const std::int64_t batches =
       std::min({max_chunk(lim, A, 0), max_chunk(lim, B, 0), max_chunk(lim, C, 0)});

@@ -1,0 +1,65 @@
+// runtime/vulkan/vk_gemm_tiles.hpp — the tiles of shaders/gemm_tile.glsl, the GEMM that
+// matmul (vk_kernels_linalg.cpp) and convolution (vk_kernels_conv.cpp) share, and how a call
+// picks one from the device's limits and the product's size.
+#pragma once
+
+#include <fmt/format.h>
+
+#include <array>
+#include <cstdint>
+#include <string_view>
+
+#include "ferry/error.hpp"
+#include "vulkan/vk_kernels.hpp"
+
+namespace ferry::vulkan {
+
+// A workgroup's BM x BN tile of C, BK-deep shared slices, TM x TN accumulators per thread.
+struct Tile {
+  std::uint32_t bm, bn, bk, tm, tn;
+  std::uint32_t threads() const { return (bm / tm) * (bn / tn); }
+  // Two buffers of BK rows of A and of B, each row padded by 4 elements (the shader's sA, sB),
+  // of floats or (the f64 module) doubles.
+  std::uint32_t shared_bytes(std::uint32_t element_bytes) const {
+    return 2 * bk * (bm + 4 + bn + 4) * element_bytes;
+  }
+};
+
+// Largest first. 128 x 128 with 8 x 8 per thread is the classic shape for f32 on GPUs: 64 FMAs
+// per 16 shared-memory floats read, 256 threads. Each is used when the product gives at least
+// `min_tiles` workgroups (so that a big GPU has work for all its cores) and the device
+// allows its workgroup size and shared memory; the last that fits is the fallback.
+struct TileChoice {
+  Tile tile;
+  std::uint64_t min_tiles;
+};
+inline constexpr std::array<TileChoice, 4> kTiles = {{
+    {{128, 128, 8, 8, 8}, 192},
+    {{64, 64, 8, 4, 4}, 48},
+    {{32, 32, 8, 4, 4}, 0},
+    {{16, 16, 8, 4, 4}, 0},  // for devices with tiny workgroups
+}};
+
+inline std::uint64_t ceil_div(std::uint64_t a, std::uint64_t b) { return (a + b - 1) / b; }
+
+// The tile for nb products of M x N, for op `op` (its name in the error).
+inline Tile choose_tile(std::string_view op, const KernelLimits& lim, std::uint64_t nb,
+                        std::uint64_t M, std::uint64_t N, std::uint32_t element_bytes) {
+  const Tile* fallback = nullptr;
+  for (const TileChoice& c : kTiles) {
+    const Tile& t = c.tile;
+    if (t.threads() > lim.max_workgroup_invocations ||
+        t.shared_bytes(element_bytes) > lim.shared_memory)
+      continue;
+    if (nb * ceil_div(M, t.bm) * ceil_div(N, t.bn) >= c.min_tiles) return t;
+    fallback = &t;
+  }
+  if (!fallback)
+    throw UnsupportedError(fmt::format(
+        "{}: the device allows workgroups of {} invocations and {} bytes of shared memory, "
+        "fewer than the smallest GEMM tile needs",
+        op, lim.max_workgroup_invocations, lim.shared_memory));
+  return *fallback;
+}
+
+}  // namespace ferry::vulkan

@@ -1,0 +1,340 @@
+// runtime/vulkan/vk_kernels_conv.cpp — conv1d/2d/3d, conv_backward_input and
+// conv_backward_weight through shaders/conv.comp (docs/kernel-contract.md; the attributes are
+// the CPU kernel's).
+//
+// Note [Vulkan convolution]
+// Convolutions run as implicit GEMMs on the tiles matmul uses (shaders/gemm_tile.glsl,
+// vk_gemm_tiles.hpp): the im2col columns are computed by the loaders as they stage each slice
+// in shared memory, never written to memory, so a 3x3 layer reads its input from the cache
+// nine times instead of writing and reading a nine-times-larger column matrix. The batch is
+// folded into the GEMM's columns. Which kernel runs is chosen per shape:
+// - a product with fewer than kMinGemmRows rows per group (the forward and weight gradient of a
+//   depthwise convolution: one output channel per group; the input gradient of one with few
+//   input channels per group, a first layer's three colours included): a direct kernel, since
+//   the GEMM would leave its tiles nearly empty, and, for the input gradient of a strided
+//   convolution, multiply mostly zeros (the taps that land on no output);
+// - everything else: the implicit GEMM, its tile chosen as matmul's is (from the products'
+//   count and the device's limits). The weight gradient's sum runs over the whole batch and
+//   every position (32 x 56 x 56 terms at ResNet-18's first stage) into few outputs, so it is
+//   cut into pieces that fill the GPU, each writing a partial result, added up in order by a
+//   second pass (deterministic: no atomics).
+// Tensors larger than one storage-buffer binding are cut along the batch (vk_split.hpp); the
+// sums over the batch then add one part per cut. A single sample larger than a binding raises
+// UnsupportedError.
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <array>
+#include <functional>
+#include <memory>
+
+#include "abi/conv.h"
+#include "ferry/error.hpp"
+#include "vulkan/vk_device.hpp"
+#include "vulkan/vk_gemm_tiles.hpp"
+#include "vulkan/vk_split.hpp"
+
+namespace ferry::vulkan {
+namespace {
+
+constexpr std::uint32_t kMinGemmRows = 8;              // fewer rows per group: a direct kernel
+constexpr std::uint64_t kTargetGroups = 256;           // workgroups that keep a large GPU busy
+constexpr std::uint64_t kMinPieceTerms = 1024;         // the shortest piece of a split sum
+constexpr std::uint64_t kMaxPartsBytes = 64ull << 20;  // the partial sums' scratch
+// The reductions' and direct kernels' shared slices (their workgroup sums use sA): at least
+// kSmallGroup FVEC4s.
+constexpr Tile kSmallTile{32, 32, 8, 4, 4};
+constexpr std::uint32_t kSmallGroup = 128;
+
+// One call's geometry and how it runs.
+struct Conv {
+  VulkanDevice& dev;
+  OpId op;
+  DType dt;
+  abi::ConvParams p{};  // N is the whole batch's; each dispatch's is its chunk's
+  std::uint32_t Cg = 0, OCg = 0, K = 0, L = 0, area = 0;
+  // Whether each pass runs a direct kernel (Note [Vulkan convolution]).
+  bool direct_forward() const { return OCg < kMinGemmRows; }
+  bool direct_backward_input() const { return Cg < kMinGemmRows; }
+  bool direct_backward_weight() const { return OCg < kMinGemmRows || Cg * K < kMinGemmRows; }
+  bool f64() const { return dt == DType::f64; }
+  std::uint32_t part_bytes() const { return f64() ? 8 : 4; }
+};
+
+// x is input-shaped (x or gx), w weight-shaped (w or gw), y output-shaped (y or gy).
+Conv geometry(VulkanDevice& dev, const OpCall& c, const TensorArg& x, const TensorArg& w,
+              const TensorArg& y) {
+  for (const auto* list : {&c.inputs, &c.outputs})
+    for (const TensorArg& t : *list)
+      if (!t.is_contiguous())
+        throw Error(fmt::format("{}: the vulkan kernel takes contiguous tensors", c.name()));
+  if (x.dtype != w.dtype || y.dtype != w.dtype)
+    throw DTypeError(fmt::format("{}: the vulkan kernel takes one dtype", c.name()));
+  const auto& stride = c.attrs.ints("stride");
+  const auto& lo = c.attrs.ints("padding_lo");
+  const auto& dil = c.attrs.ints("dilation");
+  const int n = x.ndim() - 2;
+  if (n < 1 || n > 3 || w.ndim() != n + 2 || y.ndim() != n + 2)
+    throw ShapeError(fmt::format("{}: the vulkan kernel takes 1 to 3 spatial dims", c.name()));
+  Conv cv{dev, c.op, x.dtype};
+  abi::ConvParams& p = cv.p;
+  p.N = std::uint32_t(x.sizes[0]);
+  p.C = std::uint32_t(x.sizes[1]);
+  p.OC = std::uint32_t(w.sizes[0]);
+  p.G = std::uint32_t(c.attrs.i("groups"));
+  for (int i = 0; i < 3; ++i) {
+    const int j = i - (3 - n);  // the tensors' spatial dim, or < 0 for a leading 1
+    const bool real = j >= 0;
+    p.isz[i] = real ? std::uint32_t(x.sizes[std::size_t(j + 2)]) : 1;
+    p.osz[i] = real ? std::uint32_t(y.sizes[std::size_t(j + 2)]) : 1;
+    p.ksz[i] = real ? std::uint32_t(w.sizes[std::size_t(j + 2)]) : 1;
+    p.stride[i] = real ? std::uint32_t(stride[std::size_t(j)]) : 1;
+    p.pad[i] = real ? std::uint32_t(lo[std::size_t(j)]) : 0;
+    p.dil[i] = real ? std::uint32_t(dil[std::size_t(j)]) : 1;
+  }
+  cv.Cg = p.C / p.G;
+  cv.OCg = p.OC / p.G;
+  cv.K = p.ksz[0] * p.ksz[1] * p.ksz[2];
+  cv.L = p.osz[0] * p.osz[1] * p.osz[2];
+  cv.area = p.isz[0] * p.isz[1] * p.isz[2];
+  return cv;
+}
+
+// The switches of a dispatch (conv.h's spec constants).
+struct Flags {
+  bool has_bias = false;    // forward: binding 3 is the bias
+  bool accumulate = false;  // a batch sum adds to what binding 0 holds (binding 3 reads it)
+  bool b_kfast = false;     // the GEMM's B is walked along K
+};
+
+void dispatch(const Conv& cv, std::uint32_t mode, const Tile& t, std::uint32_t wg,
+              std::array<Binding, 4> b, const abi::ConvParams& p,
+              std::array<std::uint32_t, 3> groups, Flags f) {
+  const std::vector<std::uint32_t> spec = abi::ConvSpec{.WG = wg,
+                                                        .DT = dtype_code(cv.dt),
+                                                        .BM = t.bm,
+                                                        .BN = t.bn,
+                                                        .BK = t.bk,
+                                                        .TM = t.tm,
+                                                        .TN = t.tn,
+                                                        .A_MFAST = false,
+                                                        .B_KFAST = f.b_kfast,
+                                                        .MODE = mode,
+                                                        .HAS_BIAS = f.has_bias,
+                                                        .ACCUMULATE = f.accumulate}
+                                              .values();
+  cv.dev.dispatch({"conv",
+                   spec,
+                   {b[0], b[1], b[2], b[3]},
+                   &p,
+                   sizeof p,
+                   groups,
+                   std::uint32_t(cv.op),
+                   cv.f64()});
+}
+
+// The 2-D grid of workgroups for `count` independent groups (the direct kernels' threads over
+// kSmallGroup, or one workgroup per element).
+std::array<std::uint32_t, 3> spread(const KernelLimits& lim, std::uint64_t count) {
+  const std::uint64_t x =
+      std::min<std::uint64_t>(std::max<std::uint64_t>(count, 1), lim.max_groups_x);
+  const std::uint64_t y = ceil_div(count, x);
+  if (y > lim.max_groups_x)
+    throw UnsupportedError("conv: the vulkan kernel's grid exceeds the device's group limits");
+  return {std::uint32_t(x), std::uint32_t(y), 1};
+}
+
+// A direct kernel's dispatch: one thread per element, or one workgroup (per_group).
+void direct(const Conv& cv, std::uint32_t mode, std::array<Binding, 4> b, const abi::ConvParams& p,
+            std::uint64_t count, bool per_group, Flags f = {}) {
+  const std::uint32_t wg = workgroup_size(cv.dev.limits(), kSmallGroup);
+  dispatch(cv, mode, kSmallTile, wg, b, p,
+           spread(cv.dev.limits(), per_group ? count : ceil_div(count, wg)), f);
+}
+
+// An implicit GEMM's dispatches: M x N per group and piece (z = piece * G + group), the grid
+// cut where it exceeds the device's limits.
+void gemm(const Conv& cv, std::uint32_t mode, const Tile& t, std::array<Binding, 4> b,
+          abi::ConvParams p, std::uint64_t M, std::uint64_t N, std::uint64_t z, Flags f = {}) {
+  const std::uint32_t max = cv.dev.limits().max_groups_x;
+  if (z > max)
+    throw UnsupportedError(fmt::format("{}: {} groups exceed the device's {} workgroups along z",
+                                       op_name(cv.op), z, max));
+  const std::uint64_t gx = ceil_div(N, t.bn), gy = ceil_div(M, t.bm);
+  for (std::uint64_t y = 0; y < gy; y += max)
+    for (std::uint64_t x = 0; x < gx; x += max) {
+      p.m_tile0 = std::uint32_t(y);
+      p.n_tile0 = std::uint32_t(x);
+      dispatch(cv, mode, t, t.threads(), b, p,
+               {std::uint32_t(std::min<std::uint64_t>(max, gx - x)),
+                std::uint32_t(std::min<std::uint64_t>(max, gy - y)), std::uint32_t(z)},
+               f);
+    }
+}
+
+std::uint32_t element_bytes(const Conv& cv) { return cv.f64() ? 8 : 4; }
+
+// Calls f(first, count) for chunks of the batch whose tensors (batch-major, `batched`) each fit
+// one binding.
+void for_each_chunk(const Conv& cv, std::initializer_list<TensorArg> batched,
+                    const std::function<void(std::int64_t, std::int64_t)>& f) {
+  const KernelLimits& lim = cv.dev.limits();
+  std::int64_t chunk = std::int64_t(cv.p.N);
+  for (const TensorArg& t : batched) chunk = std::min(chunk, max_chunk(lim, t, 0));
+  if (chunk <= 0)
+    throw UnsupportedError(fmt::format(
+        "{}: one sample spans more than the device's storage-buffer range ({} bytes); the "
+        "Vulkan kernel cuts convolutions between samples, not within one",
+        op_name(cv.op), lim.max_storage_range));
+  for (std::int64_t n0 = 0; n0 < std::int64_t(cv.p.N); n0 += chunk)
+    f(n0, std::min<std::int64_t>(chunk, std::int64_t(cv.p.N) - n0));
+}
+
+// The forward pass (y from x) or the input's gradient (gx from gy): `out` from `in` and the
+// weight, sample by sample, in chunks of the batch.
+void per_sample(VulkanDevice& dev, const OpCall& c, bool forward) {
+  const TensorArg &in = c.inputs.at(0), &w = c.inputs.at(1), &out = c.outputs.at(0);
+  const Conv cv = forward ? geometry(dev, c, in, w, out) : geometry(dev, c, out, w, in);
+  const Flags f{.has_bias = forward && c.attrs.b("has_bias")};
+  const Binding wb = dev.bind(w, Access::read);
+  const Binding bb = f.has_bias ? dev.bind(c.inputs.at(2), Access::read) : wb;
+  // The GEMM's rows per group, and its columns per sample (out's positions).
+  const std::uint64_t rows = forward ? cv.OCg : cv.Cg, positions = forward ? cv.L : cv.area;
+  const bool direct_kernel = forward ? cv.direct_forward() : cv.direct_backward_input();
+  for_each_chunk(cv, {in, out}, [&](std::int64_t n0, std::int64_t n) {
+    const Binding ob = dev.bind(narrow(out, 0, n0, n), Access::write);
+    const Binding ib = dev.bind(narrow(in, 0, n0, n), Access::read);
+    abi::ConvParams p = cv.p;
+    p.N = std::uint32_t(n);
+    p.off0 = ob.element_offset, p.off1 = ib.element_offset, p.off2 = wb.element_offset;
+    p.off3 = bb.element_offset;
+    const std::uint64_t columns = std::uint64_t(n) * positions;
+    if (direct_kernel)
+      return direct(cv, forward ? abi::CONV_DIRECT_FORWARD : abi::CONV_DIRECT_BACKWARD_INPUT,
+                    {ob, ib, wb, bb}, p, columns * std::uint64_t(out.sizes[1]), false, f);
+    const Tile t = choose_tile(op_name(c.op), dev.limits(), p.G, rows, columns, element_bytes(cv));
+    gemm(cv, forward ? abi::CONV_FORWARD : abi::CONV_BACKWARD_INPUT, t, {ob, ib, wb, bb}, p, rows,
+         columns, p.G, f);
+  });
+}
+
+// A sum over the batch into `out` (count elements): per chunk of the batch (for_each_chunk),
+// `run(part0, out, n0, n, pieces, flags)` writes it in `pieces(n)` parts, straight into `out`
+// when that is one, else into scratch parts that CONV_SUM_PARTS adds up into `out`; the chunks
+// after the first add to what the earlier ones left there.
+using SumRun = std::function<void(std::uint32_t, std::array<Binding, 2>, std::int64_t, std::int64_t,
+                                  std::uint64_t, Flags)>;
+void batch_sum(const Conv& cv, const TensorArg& out, std::uint64_t count,
+               std::initializer_list<TensorArg> batched,
+               const std::function<std::uint64_t(std::int64_t)>& pieces, const SumRun& run) {
+  bool first = true;
+  for_each_chunk(cv, batched, [&](std::int64_t n0, std::int64_t n) {
+    const Flags f{.accumulate = !first};
+    first = false;
+    // out, and out bound for reading (binding 3) when the chunk adds to it.
+    const std::array<Binding, 2> ob{cv.dev.bind(out, Access::write),
+                                    f.accumulate ? cv.dev.bind(out, Access::read) : Binding{}};
+    const std::uint64_t k = pieces(n);
+    if (k == 1) return run(abi::CONV_NO_PARTS, ob, n0, n, 1, f);
+    std::unique_ptr<Buffer> scratch = cv.dev.allocate(k * count * cv.part_bytes());
+    const TensorArg all{
+        scratch.get(), 0, {std::int64_t(k * count)}, {1}, cv.f64() ? DType::f64 : DType::f32};
+    const Binding sw = cv.dev.bind(all, Access::write);
+    run(0, {sw, sw}, n0, n, k, {});
+    const Binding sr = cv.dev.bind(all, Access::read);
+    abi::ConvParams p = cv.p;
+    p.jlen = std::uint32_t(count);
+    p.part0 = std::uint32_t(k);
+    p.off0 = ob[0].element_offset, p.off1 = sr.element_offset;
+    p.off3 = f.accumulate ? ob[1].element_offset : sr.element_offset;
+    direct(cv, abi::CONV_SUM_PARTS, {ob[0], sr, sr, f.accumulate ? ob[1] : sr}, p, count, false, f);
+    // `scratch` may go now: the device keeps its memory until the GPU is done with it.
+  });
+}
+
+void backward_weight(VulkanDevice& dev, const OpCall& c) {
+  const TensorArg &x = c.inputs.at(0), &gy = c.inputs.at(1), &gw = c.outputs.at(0);
+  Conv cv = geometry(dev, c, x, gw, gy);
+  const KernelLimits& lim = dev.limits();
+  const std::uint64_t count = std::uint64_t(gw.numel());
+  const std::uint64_t M = cv.OCg, N = std::uint64_t(cv.Cg) * cv.K;
+  // The tile for the products as the pieces will multiply them: at most 64 per group.
+  const std::uint64_t J = std::uint64_t(cv.p.N) * cv.L;
+  const Tile t =
+      choose_tile(op_name(c.op), lim, cv.p.G * std::clamp<std::uint64_t>(J / kMinPieceTerms, 1, 64),
+                  M, N, element_bytes(cv));
+  const std::uint64_t budget = std::max<std::uint64_t>(
+      1, std::min<std::uint64_t>(kMaxPartsBytes, usable_range(lim)) / (count * cv.part_bytes()));
+  auto pieces_for = [&](std::int64_t n) -> std::uint64_t {
+    if (cv.direct_backward_weight()) return 1;
+    // Enough workgroups to fill the GPU, each piece at least kMinPieceTerms long (so none is
+    // empty), the parts within the scratch budget and the grid.
+    const std::uint64_t tiles = cv.p.G * ceil_div(M, t.bm) * ceil_div(N, t.bn);
+    return std::min({ceil_div(kTargetGroups, tiles),
+                     std::max<std::uint64_t>(1, std::uint64_t(n) * cv.L / kMinPieceTerms), budget,
+                     std::max<std::uint64_t>(1, lim.max_groups_x / cv.p.G)});
+  };
+  batch_sum(cv, gw, count, {x, gy}, pieces_for,
+            [&](std::uint32_t part0, std::array<Binding, 2> ob, std::int64_t n0, std::int64_t n,
+                std::uint64_t k, Flags f) {
+              const Binding xb = dev.bind(narrow(x, 0, n0, n), Access::read);
+              const Binding gyb = dev.bind(narrow(gy, 0, n0, n), Access::read);
+              const Binding old = f.accumulate ? ob[1] : gyb;
+              abi::ConvParams p = cv.p;
+              p.N = std::uint32_t(n);
+              p.part0 = part0;
+              p.off0 = ob[0].element_offset, p.off1 = xb.element_offset;
+              p.off2 = gyb.element_offset, p.off3 = old.element_offset;
+              if (cv.direct_backward_weight())
+                return direct(cv, abi::CONV_DIRECT_BACKWARD_WEIGHT, {ob[0], xb, gyb, old}, p, count,
+                              true, f);
+              p.jlen = std::uint32_t(ceil_div(std::uint64_t(n) * cv.L, k));
+              // gy's rows walk the sum (k fast), and so do x's columns (B_KFAST).
+              f.b_kfast = true;
+              gemm(cv, abi::CONV_BACKWARD_WEIGHT, t, {ob[0], xb, gyb, old}, p, M, N, k * cv.p.G, f);
+            });
+  if (!c.attrs.b("has_bias")) return;
+  const TensorArg& gb = c.outputs.at(1);
+  batch_sum(
+      cv, gb, cv.p.OC, {gy}, [](std::int64_t) { return 1; },
+      [&](std::uint32_t part0, std::array<Binding, 2> ob, std::int64_t n0, std::int64_t n,
+          std::uint64_t, Flags f) {
+        const Binding gyb = dev.bind(narrow(gy, 0, n0, n), Access::read);
+        const Binding old = f.accumulate ? ob[1] : gyb;
+        abi::ConvParams p = cv.p;
+        p.N = std::uint32_t(n);
+        p.part0 = part0;
+        p.off0 = ob[0].element_offset, p.off1 = p.off2 = gyb.element_offset;
+        p.off3 = old.element_offset;
+        direct(cv, abi::CONV_BIAS_GRAD, {ob[0], gyb, gyb, old}, p, p.OC, true, f);
+      });
+}
+
+void conv_kernel(DeviceImpl& d, const OpCall& call) {
+  VulkanDevice& dev = vulkan_device(d);
+  const DType dt = call.inputs.at(0).dtype;
+  if (!is_floating(dt))
+    throw UnsupportedError(fmt::format("{}: the vulkan kernel computes float dtypes, not {}",
+                                       call.name(), dtype_name(dt)));
+  dev.require_op(call.op, dt);
+  for (const TensorArg& t : call.outputs)
+    if (t.numel() == 0) return;
+  switch (call.op) {
+    case OpId::conv_backward_input:
+      return per_sample(dev, call, false);
+    case OpId::conv_backward_weight:
+      return backward_weight(dev, call);
+    default:
+      return per_sample(dev, call, true);
+  }
+}
+
+}  // namespace
+
+void add_conv_kernels(KernelTable& table) {
+  for (OpId op : {OpId::conv1d, OpId::conv2d, OpId::conv3d, OpId::conv_backward_input,
+                  OpId::conv_backward_weight})
+    table.emplace_back(op, conv_kernel);
+}
+
+}  // namespace ferry::vulkan
