@@ -12,6 +12,7 @@
 #include "ferry/debug.hpp"
 #include "ferry/error.hpp"
 #include "ferry/ops.hpp"
+#include "memory_format_internal.hpp"
 #include "ops_internal.hpp"
 #include "sliding_window.hpp"
 
@@ -186,14 +187,17 @@ Tensor conv(std::size_t n, OpId id, const Tensor& x_in, const Tensor& w, const T
   std::int64_t L = 1;
   Shape out_shape{N, OC};
   for (const WindowDim& d : dims) L *= d.out, out_shape.push_back(d.out);
+  Tensor y;
   if (conv_kernel_runs(id, x, w)) {
-    const Tensor y = conv_kernel(id, x, w, b, stride, lo, dilation, groups, out_shape);
-    return batched ? y : y.squeeze(0);
+    y = conv_kernel(id, x, w, b, stride, lo, dilation, groups, out_shape);
+  } else {
+    // [N, groups, C / groups * K, L] columns times [groups, OC / groups, C / groups * K].
+    const Tensor cols = gather_windows(x, dims, 0.0).view({N, groups, C / groups * K, L});
+    y = add_bias(matmul(w.reshape({groups, OC / groups, C / groups * K}), cols).reshape(out_shape),
+                 b);
   }
-  // [N, groups, C / groups * K, L] columns times [groups, OC / groups, C / groups * K] weights.
-  const Tensor cols = gather_windows(x, dims, 0.0).view({N, groups, C / groups * K, L});
-  const Tensor y = add_bias(
-      matmul(w.reshape({groups, OC / groups, C / groups * K}), cols).reshape(out_shape), b);
+  // Channels-last in (the input or the weight), channels-last out, as in PyTorch.
+  y = detail::in_memory_format_of(y, {&x, &w});
   return batched ? y : y.squeeze(0);
 }
 
@@ -253,7 +257,7 @@ Tensor conv_transpose(std::size_t n, OpId id, const Tensor& x_in, const Tensor& 
   // [groups, OC / groups * K, C / groups] weights times [N, groups, C / groups, L] inputs.
   const Tensor wt = w.reshape({groups, C / groups, OC / groups * K}).transpose(1, 2);
   const Tensor cols = matmul(wt, x.reshape({N, groups, C / groups, L})).reshape({N, OC, K, L});
-  const Tensor y = add_bias(scatter_windows(cols, dims), b);
+  const Tensor y = detail::in_memory_format_of(add_bias(scatter_windows(cols, dims), b), {&x, &w});
   return batched ? y : y.squeeze(0);
 }
 

@@ -7,6 +7,7 @@
 #include "dispatch.hpp"
 #include "ferry/error.hpp"
 #include "ferry/ops.hpp"
+#include "memory_format_internal.hpp"
 #include "ops_internal.hpp"
 
 namespace ferry {
@@ -37,12 +38,17 @@ namespace {
 // which it takes, which its kernel computes in, which it returns.
 // (The error messages are only formatted on the error path: these run for
 // every op.)
+// A channels-last x gives a channels-last result (Note [Channels-last outputs]).
 Tensor unary(OpId op, const Tensor& x) {
   detail::check_dtype(op, x);
   const DType dt = op_compute_dtype(op, x.dtype());
-  Tensor in = x.to(dt);
-  Tensor out = new_tensor(x.sizes(), op_result_dtype(op, dt), impl_of(x));
-  run_kernel(op, {in}, {out});
+  const std::optional<Shape> order = detail::channels_last_order(x.sizes(), {&x});
+  Tensor out = autograd::untracked([&] {
+    Tensor in = order ? x.to(dt).permute(*order) : x.to(dt);
+    Tensor o = new_tensor(in.sizes(), op_result_dtype(op, dt), impl_of(x));
+    run_kernel(op, {in}, {o});
+    return order ? o.permute(detail::inverse_permutation(*order)) : o;
+  });
   autograd::record_unary(op, x, out);
   return out;
 }
@@ -71,16 +77,21 @@ Tensor binary(OpId op, const Tensor& a, const Tensor& b, DType promoted) {
         op, promoted,
         fmt::format("operands of shapes {} and {}", shape_str(a.sizes()), shape_str(b.sizes())));
   const DType compute = op_compute_dtype(op, promoted);
-  Tensor out = new_tensor(shape, op_result_dtype(op, compute), impl_of(a));
-  autograd::untracked([&] {  // the casts and expands that feed the kernel are not in the graph
+  // An operand of the result's shape in channels-last makes the result channels-last (Note
+  // [Channels-last outputs]): the kernel computes in the permuted order.
+  const std::optional<Shape> order = detail::channels_last_order(shape, {&a, &b});
+  Tensor out = autograd::untracked([&] {  // the casts and expands feeding the kernel: no graph
     auto operand = [&](const Tensor& t) {
       Tensor c = t.to(compute);
-      return c.sizes() == shape ? c : c.expand(shape);
+      if (c.sizes() != shape) c = c.expand(shape);
+      return order ? c.permute(*order) : c;
     };
     Tensor divisor = operand(b);
     if (divides(op) && !is_floating(compute)) check_nonzero_divisor(op, divisor);
-    run_kernel(op, {operand(a), divisor}, {out});
-    return out;
+    Tensor first = operand(a);
+    Tensor o = new_tensor(first.sizes(), op_result_dtype(op, compute), impl_of(a));
+    run_kernel(op, {first, divisor}, {o});
+    return order ? o.permute(detail::inverse_permutation(*order)) : o;
   });
   if (op_info(op).grad == OpGrad::formula) autograd::record_binary(op, a, b, out);
   return out;

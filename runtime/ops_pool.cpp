@@ -9,6 +9,7 @@
 
 #include "ferry/error.hpp"
 #include "ferry/ops.hpp"
+#include "memory_format_internal.hpp"
 #include "ops_internal.hpp"
 #include "sliding_window.hpp"
 
@@ -199,6 +200,13 @@ ValuesIndices adaptive_max_pool(std::size_t n, OpId id, const Tensor& x_in,
   return max_over_windows(x_in, x, adaptive_windows(n, id, x, output_size));
 }
 
+// The 2-D pools' results in a channels-last input's layout, as PyTorch returns them (Note
+// [Channels-last outputs]; indices too).
+Tensor like_input(const Tensor& y, const Tensor& x) { return detail::in_memory_format_of(y, {&x}); }
+ValuesIndices like_input(const ValuesIndices& r, const Tensor& x) {
+  return {like_input(r.values, x), like_input(r.indices, x)};
+}
+
 }  // namespace
 
 Tensor max_pool1d(const Tensor& x, const ConvSizes& kernel_size, const ConvSizes& stride,
@@ -207,7 +215,7 @@ Tensor max_pool1d(const Tensor& x, const ConvSizes& kernel_size, const ConvSizes
 }
 Tensor max_pool2d(const Tensor& x, const ConvSizes& kernel_size, const ConvSizes& stride,
                   const ConvSizes& padding, const ConvSizes& dilation, bool ceil_mode) {
-  return max_pool(2, OpId::max_pool2d, x, kernel_size, stride, padding, dilation, ceil_mode).values;
+  return max_pool2d_with_indices(x, kernel_size, stride, padding, dilation, ceil_mode).values;
 }
 ValuesIndices max_pool1d_with_indices(const Tensor& x, const ConvSizes& kernel_size,
                                       const ConvSizes& stride, const ConvSizes& padding,
@@ -217,7 +225,8 @@ ValuesIndices max_pool1d_with_indices(const Tensor& x, const ConvSizes& kernel_s
 ValuesIndices max_pool2d_with_indices(const Tensor& x, const ConvSizes& kernel_size,
                                       const ConvSizes& stride, const ConvSizes& padding,
                                       const ConvSizes& dilation, bool ceil_mode) {
-  return max_pool(2, OpId::max_pool2d, x, kernel_size, stride, padding, dilation, ceil_mode);
+  return like_input(
+      max_pool(2, OpId::max_pool2d, x, kernel_size, stride, padding, dilation, ceil_mode), x);
 }
 
 Tensor avg_pool1d(const Tensor& x, const ConvSizes& kernel_size, const ConvSizes& stride,
@@ -228,27 +237,28 @@ Tensor avg_pool1d(const Tensor& x, const ConvSizes& kernel_size, const ConvSizes
 Tensor avg_pool2d(const Tensor& x, const ConvSizes& kernel_size, const ConvSizes& stride,
                   const ConvSizes& padding, bool ceil_mode, bool count_include_pad,
                   std::optional<std::int64_t> divisor_override) {
-  return avg_pool(2, OpId::avg_pool2d, x, kernel_size, stride, padding, ceil_mode,
-                  count_include_pad, divisor_override);
+  return like_input(avg_pool(2, OpId::avg_pool2d, x, kernel_size, stride, padding, ceil_mode,
+                             count_include_pad, divisor_override),
+                    x);
 }
 
 Tensor adaptive_avg_pool1d(const Tensor& x, const ConvSizes& output_size) {
   return adaptive_avg_pool(1, OpId::adaptive_avg_pool1d, x, output_size);
 }
 Tensor adaptive_avg_pool2d(const Tensor& x, const ConvSizes& output_size) {
-  return adaptive_avg_pool(2, OpId::adaptive_avg_pool2d, x, output_size);
+  return like_input(adaptive_avg_pool(2, OpId::adaptive_avg_pool2d, x, output_size), x);
 }
 Tensor adaptive_max_pool1d(const Tensor& x, const ConvSizes& output_size) {
   return adaptive_max_pool(1, OpId::adaptive_max_pool1d, x, output_size).values;
 }
 Tensor adaptive_max_pool2d(const Tensor& x, const ConvSizes& output_size) {
-  return adaptive_max_pool(2, OpId::adaptive_max_pool2d, x, output_size).values;
+  return adaptive_max_pool2d_with_indices(x, output_size).values;
 }
 ValuesIndices adaptive_max_pool1d_with_indices(const Tensor& x, const ConvSizes& output_size) {
   return adaptive_max_pool(1, OpId::adaptive_max_pool1d, x, output_size);
 }
 ValuesIndices adaptive_max_pool2d_with_indices(const Tensor& x, const ConvSizes& output_size) {
-  return adaptive_max_pool(2, OpId::adaptive_max_pool2d, x, output_size);
+  return like_input(adaptive_max_pool(2, OpId::adaptive_max_pool2d, x, output_size), x);
 }
 
 }  // namespace ferry

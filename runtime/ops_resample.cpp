@@ -9,6 +9,7 @@
 
 #include "ferry/error.hpp"
 #include "ferry/ops.hpp"
+#include "memory_format_internal.hpp"
 #include "ops_internal.hpp"
 #include "sliding_window.hpp"
 
@@ -192,7 +193,7 @@ Tensor interpolate(const Tensor& x, const InterpolateOptions& o) {
     }
     y = resample_dim(y, i + 2, t, b);
   }
-  return y;
+  return detail::in_memory_format_of(y, {&x});  // a channels-last input's layout, as PyTorch
 }
 
 Tensor pixel_shuffle(const Tensor& x, std::int64_t r) {

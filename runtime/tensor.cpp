@@ -13,6 +13,7 @@
 #include "ferry/error.hpp"
 #include "ferry/ops.hpp"
 #include "ferry/registry.hpp"
+#include "memory_format_internal.hpp"
 #include "ops_internal.hpp"
 #include "pinned_memory.hpp"
 
@@ -98,17 +99,28 @@ Tensor Tensor::contiguous() const {
   return out;
 }
 
+namespace {
+// A copy of t in dtype dt, channels-last when t is (Note [Channels-last outputs]).
+Tensor copy_as(const Tensor& t, DType dt) {
+  const std::optional<Shape> order = detail::channels_last_order(t.sizes(), {&t});
+  return autograd::untracked([&] {
+    const Tensor in = order ? t.permute(*order) : t;
+    Tensor out = new_tensor(in.sizes(), dt, t.storage()->impl());
+    run_kernel(OpId::copy, {in}, {out});
+    return order ? out.permute(detail::inverse_permutation(*order)) : out;
+  });
+}
+}  // namespace
+
 Tensor Tensor::clone() const {
-  Tensor out = new_tensor(sizes(), dtype(), storage()->impl());
-  run_kernel(OpId::copy, {*this}, {out});
+  Tensor out = copy_as(*this, dtype());
   autograd::record_identity("clone", *this, out);
   return out;
 }
 
 Tensor Tensor::to(DType dt) const {
   if (dt == dtype()) return *this;
-  Tensor out = new_tensor(sizes(), dt, storage()->impl());
-  run_kernel(OpId::copy, {*this}, {out});
+  Tensor out = copy_as(*this, dt);
   autograd::record_cast(*this, out);
   return out;
 }
@@ -116,12 +128,14 @@ Tensor Tensor::to(DType dt) const {
 Tensor Tensor::to(const Device& dev) const {
   if (dev == device()) return *this;
   Tensor out = autograd::untracked([&] {
-    Tensor src = contiguous();
-    Tensor o = new_tensor(sizes(), dtype(), dev);
+    // A channels-last tensor moves as it lies, its bytes in the permuted order.
+    const std::optional<Shape> order = detail::channels_last_order(sizes(), {this});
+    Tensor src = order ? permute(*order) : contiguous();
+    Tensor o = new_tensor(src.sizes(), dtype(), dev);
     detail::copy_storage_bytes(*o.storage(), 0, *src.storage(),
                                std::size_t(src.storage_offset()) * element_size(),
                                std::size_t(numel()) * element_size());
-    return o;
+    return order ? o.permute(detail::inverse_permutation(*order)) : o;
   });
   autograd::record_to_device(*this, out);
   return out;

@@ -22,6 +22,7 @@
 
 #include "ferry/device.hpp"
 #include "ferry/dtype.hpp"
+#include "ferry/memory_format.hpp"
 
 namespace ferry {
 
@@ -122,7 +123,17 @@ class Tensor {
   Tensor to(const Device& device, DType dtype) const;
   Tensor cpu() const { return to(Device::cpu()); }
   Tensor contiguous() const;  // *this when already contiguous
-  Tensor clone() const;       // always a new storage, contiguous
+  Tensor clone() const;       // always a new storage, contiguous or channels-last as this one is
+  // Memory formats (Note [Memory formats] in ferry/memory_format.hpp), PyTorch's
+  // is_contiguous(memory_format=...), contiguous(memory_format=...) and
+  // suggest_memory_format(). contiguous(format) returns *this when already in that format,
+  // else a copy in it (differentiable); ShapeError for channels_last on a tensor that is not
+  // 4-D (channels_last_3d: 5-D), ValueError for preserve. is_contiguous(format) is false for
+  // a tensor of another rank. suggest_memory_format() is channels_last (_3d) for a tensor in
+  // that layout and not also contiguous, else contiguous.
+  bool is_contiguous(MemoryFormat format) const;
+  Tensor contiguous(MemoryFormat format) const;
+  MemoryFormat suggest_memory_format() const;
 
   // Pinned (page-locked) host memory (Note [Pinned host memory]): a copy of
   // this CPU tensor, contiguous, in host memory that the GPUs' copy engines

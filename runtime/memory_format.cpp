@@ -1,0 +1,122 @@
+// runtime/memory_format.cpp — Tensor's memory-format methods (ferry/memory_format.hpp) and the
+// core's rule for keeping a channels-last layout through the ops.
+//
+// Note [Channels-last outputs]
+// Kernels write contiguous outputs (docs/kernel-contract.md), so an op keeps a channels-last
+// layout without any backend knowing of it: it permutes its operands into the layout's dim
+// order (N, H, W, C: a channels-last tensor permuted so is contiguous), runs its kernel on
+// them into a contiguous output of the permuted shape, and returns that output permuted back,
+// a [N, C, H, W] view whose strides are channels-last. Element-wise ops do so when the first
+// operand of the output's shape is channels-last and not also contiguous (channels_last_order;
+// a broadcast bias does not decide), as PyTorch's TensorIterator follows its inputs' layout; the
+// other ops that keep the layout (convolution, pooling, interpolate) compute contiguously and
+// convert their result (in_memory_format_of), a copy that a channels-last kernel of their own would
+// save.
+#include <fmt/format.h>
+
+#include <optional>
+
+#include "autograd/formulas.hpp"
+#include "ferry/error.hpp"
+#include "ferry/tensor.hpp"
+#include "memory_format_internal.hpp"
+
+namespace ferry {
+namespace {
+
+std::int64_t rank_of(MemoryFormat format) { return format == MemoryFormat::channels_last ? 4 : 5; }
+
+// The dims from outermost to innermost in memory: dim 1 (the channels) last.
+Shape channels_last_dims(std::int64_t n) {
+  Shape order{0};
+  for (std::int64_t d = 2; d < n; ++d) order.push_back(d);
+  order.push_back(1);
+  return order;
+}
+
+}  // namespace
+
+std::string_view memory_format_name(MemoryFormat format) {
+  switch (format) {
+    case MemoryFormat::contiguous:
+      return "contiguous";
+    case MemoryFormat::channels_last:
+      return "channels_last";
+    case MemoryFormat::channels_last_3d:
+      return "channels_last_3d";
+    case MemoryFormat::preserve:
+      return "preserve";
+  }
+  return "unknown";
+}
+
+bool Tensor::is_contiguous(MemoryFormat format) const {
+  if (format == MemoryFormat::contiguous) return is_contiguous();
+  if (format == MemoryFormat::preserve)
+    throw ValueError(
+        "is_contiguous: MemoryFormat::preserve is not a layout; ask about contiguous, "
+        "channels_last or channels_last_3d");
+  if (dim() != rank_of(format)) return false;
+  const Shape order = channels_last_dims(dim());
+  std::int64_t expected = 1;  // as PyTorch, size-1 dims may have any stride
+  for (auto d = order.rbegin(); d != order.rend(); ++d) {
+    const std::int64_t s = sizes()[std::size_t(*d)];
+    if (s == 0) return true;
+    if (s == 1) continue;
+    if (strides()[std::size_t(*d)] != expected) return false;
+    expected *= s;
+  }
+  return true;
+}
+
+Tensor Tensor::contiguous(MemoryFormat format) const {
+  if (format == MemoryFormat::contiguous) return contiguous();
+  if (format == MemoryFormat::preserve)
+    throw ValueError(
+        "contiguous: MemoryFormat::preserve is not a layout; name contiguous, channels_last or "
+        "channels_last_3d");
+  if (dim() != rank_of(format))
+    throw ShapeError(fmt::format("contiguous: {} needs a {}-D tensor [N, C, {}], got shape {}",
+                                 memory_format_name(format), rank_of(format),
+                                 rank_of(format) == 4 ? "H, W" : "D, H, W", shape_str(sizes())));
+  if (is_contiguous(format)) return *this;
+  const Shape order = channels_last_dims(dim());
+  return permute(order).contiguous().permute(detail::inverse_permutation(order));
+}
+
+MemoryFormat Tensor::suggest_memory_format() const {
+  for (MemoryFormat f : {MemoryFormat::channels_last, MemoryFormat::channels_last_3d})
+    if (dim() == rank_of(f) && is_contiguous(f) && !is_contiguous()) return f;
+  return MemoryFormat::contiguous;
+}
+
+namespace detail {
+
+Shape inverse_permutation(const Shape& order) {
+  Shape inverse(order.size());
+  for (std::size_t i = 0; i < order.size(); ++i) inverse[std::size_t(order[i])] = std::int64_t(i);
+  return inverse;
+}
+
+std::optional<Shape> channels_last_order(const Shape& shape,
+                                         std::initializer_list<const Tensor*> operands) {
+  if (shape.size() != 4 && shape.size() != 5) return std::nullopt;
+  for (const Tensor* t : operands)
+    if (t->defined() && t->sizes() == shape) {  // the first of the result's shape decides
+      if (t->suggest_memory_format() == MemoryFormat::contiguous) return std::nullopt;
+      return channels_last_dims(std::int64_t(shape.size()));
+    }
+  return std::nullopt;
+}
+
+Tensor in_memory_format_of(const Tensor& y, std::initializer_list<const Tensor*> likes) {
+  for (const Tensor* t : likes)
+    if (t->defined() && t->dim() == y.dim()) {
+      const MemoryFormat f = t->suggest_memory_format();
+      if (f != MemoryFormat::contiguous) return y.contiguous(f);
+    }
+  return y;
+}
+
+}  // namespace detail
+}  // namespace ferry

@@ -1,0 +1,22 @@
+// runtime/memory_format_internal.hpp — how the core's ops keep a channels-last layout
+// (Note [Channels-last outputs] in memory_format.cpp). Internal to the core.
+#pragma once
+
+#include <initializer_list>
+#include <optional>
+
+#include "ferry/tensor.hpp"
+
+namespace ferry::detail {
+
+// The permutation that takes [N, C, *spatial] to [N, *spatial, C], when an op whose output has
+// `shape` should compute in it: the first of `operands` with that shape is channels-last (and
+// not also contiguous). std::nullopt otherwise.
+std::optional<Shape> channels_last_order(const Shape& shape,
+                                         std::initializer_list<const Tensor*> operands);
+Shape inverse_permutation(const Shape& order);
+
+// y in the memory format of the first of `likes` with y's rank that is channels-last, else y.
+Tensor in_memory_format_of(const Tensor& y, std::initializer_list<const Tensor*> likes);
+
+}  // namespace ferry::detail

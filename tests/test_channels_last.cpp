@@ -1,0 +1,177 @@
+// Memory formats (ferry/memory_format.hpp, Note [Memory formats]): PyTorch's strides and
+// predicates for channels_last and channels_last_3d, its errors, and the ops that keep a
+// channels-last input's layout (element-wise ops and casts, moves between devices,
+// convolution, batch_norm, pooling, interpolate) giving the values and gradients of the same
+// ops on contiguous inputs, on every device.
+#include <gtest/gtest.h>
+
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "ferry/ferry.hpp"
+#include "ferry/nn/functional.hpp"
+#include "op_test_util.hpp"
+
+namespace {
+
+using ferry::DType;
+using ferry::MemoryFormat;
+using ferry::Shape;
+using ferry::Tensor;
+
+std::vector<ferry::Device> devices() {
+  std::vector<ferry::Device> d{ferry::Device::cpu()};
+  for (const char* name : {"vulkan:0", "cuda:0"})
+    if (ferry::is_available(name)) d.emplace_back(name);
+  return d;
+}
+
+TEST(MemoryFormat, StridesAndPredicatesArePyTorchs) {
+  const Tensor x = ferry::arange(120).reshape({2, 3, 4, 5});
+  const Tensor cl = x.contiguous(MemoryFormat::channels_last);
+  EXPECT_EQ(cl.sizes(), (Shape{2, 3, 4, 5}));
+  EXPECT_EQ(cl.strides(), (Shape{60, 1, 15, 3}));  // torch: x.to(memory_format=channels_last)
+  EXPECT_TRUE(cl.is_contiguous(MemoryFormat::channels_last));
+  EXPECT_FALSE(cl.is_contiguous());
+  EXPECT_FALSE(x.is_contiguous(MemoryFormat::channels_last));
+  EXPECT_EQ(cl.suggest_memory_format(), MemoryFormat::channels_last);
+  EXPECT_EQ(x.suggest_memory_format(), MemoryFormat::contiguous);
+  EXPECT_EQ(cl.to_vector<float>(), x.to_vector<float>());
+  EXPECT_TRUE(cl.contiguous(MemoryFormat::channels_last).is_same(cl));
+  EXPECT_EQ(cl.contiguous().strides(), (Shape{60, 20, 5, 1}));
+
+  const Tensor v = ferry::arange(240).reshape({2, 3, 2, 4, 5});
+  const Tensor cl3 = v.contiguous(MemoryFormat::channels_last_3d);
+  EXPECT_EQ(cl3.strides(), (Shape{120, 1, 60, 15, 3}));
+  EXPECT_TRUE(cl3.is_contiguous(MemoryFormat::channels_last_3d));
+  EXPECT_FALSE(cl3.is_contiguous(MemoryFormat::channels_last));  // a 5-D tensor is not NHWC
+  EXPECT_EQ(cl3.suggest_memory_format(), MemoryFormat::channels_last_3d);
+  EXPECT_EQ(cl3.to_vector<float>(), v.to_vector<float>());
+
+  // Size-1 dims have any stride: one channel is both layouts at once, and stays contiguous.
+  const Tensor one = ferry::ones({2, 1, 4, 5});
+  EXPECT_TRUE(one.is_contiguous(MemoryFormat::channels_last));
+  EXPECT_EQ(one.suggest_memory_format(), MemoryFormat::contiguous);
+
+  EXPECT_FERRY_ERROR(ferry::ones({2, 3, 4}).contiguous(MemoryFormat::channels_last),
+                     ferry::ShapeError, "channels_last", "4-D", "[2, 3, 4]");
+  EXPECT_FERRY_ERROR(x.contiguous(MemoryFormat::channels_last_3d), ferry::ShapeError,
+                     "channels_last_3d", "5-D", "[2, 3, 4, 5]");
+  EXPECT_FERRY_ERROR(x.contiguous(MemoryFormat::preserve), ferry::ValueError, "preserve");
+  EXPECT_FALSE(ferry::ones({3, 4}).is_contiguous(MemoryFormat::channels_last));
+}
+
+// f(channels-last x) is channels-last and equals f(x); so do the gradients.
+void expect_keeps_layout(const ferry::Device& dev, const std::string& what,
+                         const std::function<Tensor(const Tensor&)>& f, const Shape& shape,
+                         double tol = 1e-5, bool check_grad = true) {
+  const std::string where = what + " on " + dev.str();
+  const Tensor base = ferry_test::sample_tensor(shape, -2, 2, 7).to(dev);
+  const Tensor x = base.detach().requires_grad_();
+  const Tensor x_cl = base.contiguous(MemoryFormat::channels_last).detach().requires_grad_();
+  ASSERT_TRUE(x_cl.is_contiguous(MemoryFormat::channels_last)) << where;
+  const Tensor y = f(x), y_cl = f(x_cl);
+  EXPECT_TRUE(y_cl.is_contiguous(MemoryFormat::channels_last))
+      << where << ": strides " << ferry::shape_str(y_cl.strides());
+  ferry_test::expect_close(ferry_test::as_double(y_cl.cpu()), ferry_test::as_double(y.cpu()), tol,
+                           tol, where);
+  if (!check_grad) return;
+  const Tensor g = ferry_test::sample_tensor(y.sizes(), -1, 1, 3).to(dev);
+  const Tensor gx = ferry::autograd::grad({y}, {x}, {g})[0];
+  const Tensor gx_cl = ferry::autograd::grad({y_cl}, {x_cl}, {g})[0];
+  ferry_test::expect_close(ferry_test::as_double(gx_cl.cpu()), ferry_test::as_double(gx.cpu()), tol,
+                           tol, where + " (gradient)");
+}
+
+TEST(MemoryFormat, ElementWiseOpsAndCastsKeepChannelsLast) {
+  const Shape s{2, 3, 5, 4};
+  for (const ferry::Device& dev : devices()) {
+    const Tensor bias = ferry_test::sample_tensor({1, 3, 1, 1}, -1, 1, 2).to(dev);
+    const Tensor other = ferry_test::sample_tensor(s, -1, 1, 5).to(dev);
+    expect_keeps_layout(
+        dev, "relu", [](const Tensor& x) { return ferry::relu(x); }, s);
+    expect_keeps_layout(
+        dev, "exp", [](const Tensor& x) { return ferry::exp(x); }, s, 1e-5);
+    expect_keeps_layout(
+        dev, "x * 2 + 1", [](const Tensor& x) { return x * 2.0 + 1.0; }, s);
+    expect_keeps_layout(
+        dev, "x + bias", [&](const Tensor& x) { return x + bias; }, s);
+    expect_keeps_layout(
+        dev, "x * contiguous", [&](const Tensor& x) { return x * other; }, s);
+    expect_keeps_layout(
+        dev, "clone", [](const Tensor& x) { return x.clone(); }, s);
+    expect_keeps_layout(
+        dev, "cast to f16 and back",
+        [](const Tensor& x) { return x.to(DType::f16).to(DType::f32); }, s, 1e-3);
+    // The first operand of the result's shape decides, as in PyTorch.
+    const Tensor cl = other.contiguous(MemoryFormat::channels_last);
+    EXPECT_TRUE((other + cl).is_contiguous()) << dev.str();
+    EXPECT_TRUE((cl + other).is_contiguous(MemoryFormat::channels_last)) << dev.str();
+    EXPECT_TRUE((bias + cl).is_contiguous(MemoryFormat::channels_last)) << dev.str();
+  }
+}
+
+TEST(MemoryFormat, MovesBetweenDevicesKeepChannelsLast) {
+  const Tensor x = ferry::arange(120).reshape({2, 3, 4, 5}).contiguous(MemoryFormat::channels_last);
+  for (const ferry::Device& dev : devices()) {
+    const Tensor there = x.to(dev);
+    EXPECT_TRUE(there.is_contiguous(MemoryFormat::channels_last)) << dev.str();
+    const Tensor back = there.cpu();
+    EXPECT_EQ(back.strides(), x.strides()) << dev.str();
+    EXPECT_EQ(back.to_vector<float>(), x.to_vector<float>()) << dev.str();
+  }
+}
+
+TEST(MemoryFormat, CnnLayersKeepChannelsLast) {
+  namespace F = ferry::nn::functional;
+  const Shape s{2, 4, 9, 8};
+  for (const ferry::Device& dev : devices()) {
+    const Tensor w = ferry_test::sample_tensor({6, 4, 3, 3}, -0.5, 0.5, 1).to(dev);
+    const Tensor dw = ferry_test::sample_tensor({8, 1, 3, 3}, -0.5, 0.5, 2).to(dev);
+    const Tensor b = ferry_test::sample_tensor({6}, -0.5, 0.5, 3).to(dev);
+    const Tensor gamma = ferry_test::sample_tensor({4}, 0.5, 1.5, 4).to(dev);
+    const Tensor beta = ferry_test::sample_tensor({4}, -0.5, 0.5, 5).to(dev);
+    expect_keeps_layout(
+        dev, "conv2d",
+        [&](const Tensor& x) {
+          return ferry::conv2d(x, w, b, {2, 1}, 1);
+        },
+        s, 1e-4);
+    expect_keeps_layout(
+        dev, "depthwise conv2d",
+        [&](const Tensor& x) { return ferry::conv2d(x, dw, {}, {1}, 1, {1}, 4); }, s, 1e-4);
+    expect_keeps_layout(
+        dev, "conv_transpose2d",
+        [&](const Tensor& x) { return ferry::conv_transpose2d(x, w, {}, {2}, {1}); },
+        Shape{2, 6, 5, 4}, 1e-4);
+    expect_keeps_layout(
+        dev, "batch_norm (training)",
+        [&](const Tensor& x) { return F::batch_norm(x, {}, {}, gamma, beta, true); }, s, 1e-4);
+    expect_keeps_layout(
+        dev, "max_pool2d", [](const Tensor& x) { return ferry::max_pool2d(x, {3}, {2}, {1}); }, s);
+    expect_keeps_layout(
+        dev, "avg_pool2d", [](const Tensor& x) { return ferry::avg_pool2d(x, {2}); }, s);
+    expect_keeps_layout(
+        dev, "adaptive_avg_pool2d",
+        [](const Tensor& x) {
+          return ferry::adaptive_avg_pool2d(x, {3, 2});
+        },
+        s);
+    expect_keeps_layout(
+        dev, "interpolate (bilinear)",
+        [](const Tensor& x) {
+          return ferry::interpolate(x, {.size = {12, 7}, .mode = "bilinear"});
+        },
+        s, 1e-5);
+    // A channels-last weight alone makes the output channels-last too (PyTorch's rule).
+    const Tensor x = ferry_test::sample_tensor(s, -1, 1, 6).to(dev);
+    const Tensor y = ferry::conv2d(x, w.contiguous(MemoryFormat::channels_last), b);
+    EXPECT_TRUE(y.is_contiguous(MemoryFormat::channels_last)) << dev.str();
+    ferry_test::expect_close(ferry_test::as_double(y.cpu()),
+                             ferry_test::as_double(ferry::conv2d(x, w, b).cpu()), 1e-4, 1e-4,
+                             "conv2d with a channels-last weight on " + dev.str());
+  }
+}
+
+}  // namespace
