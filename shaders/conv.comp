@@ -1,5 +1,6 @@
 // shaders/conv.comp — convolution (conv1d/2d/3d) and its two backward rows, as implicit GEMMs
-// on gemm_tile.glsl's shared-memory tiles, with direct kernels for the products with few rows (depthwise convolutions).
+// on gemm_tile.glsl's shared-memory tiles, with direct kernels for the products with few rows
+// (depthwise convolutions).
 // The host side, and which runs where, is runtime/vulkan/vk_kernels_conv.cpp (Note [Vulkan
 // convolution]); the modes and bindings are in shaders/abi/conv.h.
 //
@@ -87,7 +88,9 @@ uint x_index(uint s, uint c, uint at) { return p.off1 + (s * p.C + g * Cg + c) *
 
 // ---- the GEMM modes' loaders: A [M, K] and B [K, N] as the table at the top says ----
 
-bool inside(ivec3 i) { return all(greaterThanEqual(i, ivec3(0))) && all(lessThan(i, ivec3(U3(isz)))); }
+bool inside(ivec3 i) {
+  return all(greaterThanEqual(i, ivec3(0))) && all(lessThan(i, ivec3(U3(isz))));
+}
 
 // What stays fixed across the slices for the 4 columns of each loader slot of B (gemm_start):
 //   forward          the column's sample's x (channel 0 of group g), and its window's corner

@@ -179,6 +179,8 @@ std::uint32_t element_bytes(const Conv& cv) { return cv.f64() ? 8 : 4; }
 void for_each_chunk(const Conv& cv, std::initializer_list<TensorArg> batched,
                     const std::function<void(std::int64_t, std::int64_t)>& f) {
   const KernelLimits& lim = cv.dev.limits();
+  if (cv.p.N == 0)  // docs/kernel-contract.md: the composition handles empty batches
+    throw Error(fmt::format("{}: the vulkan kernel was given an empty batch", op_name(cv.op)));
   std::int64_t chunk = std::int64_t(cv.p.N);
   for (const TensorArg& t : batched) chunk = std::min(chunk, max_chunk(lim, t, 0));
   if (chunk <= 0)
