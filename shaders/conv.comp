@@ -12,7 +12,11 @@
 //   backward_input   gx [C/G, N*in] = w^T [C/G, OC/G*K] x rows(gy) [OC/G*K, N*in], where row
 //                    (oc, tap) of column (n, i) is gy at the output position whose window puts
 //                    that tap on input position i, or zero where none does (a gather: no two
-//                    threads add into one element)
+//                    threads add into one element). With a stride s, only the taps t with
+//                    t * dil = i + pad (mod s) land on i, so the input positions are cut into
+//                    the s (per dim) phases of i + pad mod s, one GEMM each (gl_WorkGroupID.z /
+//                    G) over only the phase's taps: no product of a tap that lands nowhere, and
+//                    within a phase the output position is a plain offset (phase_setup).
 //   backward_weight  gw [OC/G, C/G*K] = gy [OC/G, N*L] x cols(x)^T [N*L, C/G*K], its long sum
 //                    cut into pieces (gl_WorkGroupID.z / G) that write partial results, which
 //                    CONV_SUM_PARTS adds up; CONV_BIAS_GRAD sums gy per channel.
@@ -65,15 +69,6 @@ int window_at(uvec3 q, uvec3 t) {
   if (any(lessThan(i, ivec3(0))) || any(greaterThanEqual(i, ivec3(U3(isz))))) return -1;
   return int(flatten(uvec3(i), U3(isz)));
 }
-// The output position whose window puts tap t on input position i, flattened, or -1 where none.
-int window_of(uvec3 i, uvec3 t) {
-  ivec3 q = ivec3(i + U3(pad)) - ivec3(t * U3(dil));
-  uvec3 s = U3(stride);
-  if (any(lessThan(q, ivec3(0))) || any(notEqual(uvec3(q) % s, uvec3(0)))) return -1;
-  uvec3 o = uvec3(q) / s;
-  if (any(greaterThanEqual(o, U3(osz)))) return -1;
-  return int(flatten(o, U3(osz)));
-}
 // Element e of a batch sum's result of `count` elements: to binding 0, or to its part.
 void store_sum(uint e, uint count, FTYPE v) {
   if (p.part0 == CONV_NO_PARTS) {
@@ -86,6 +81,42 @@ void store_sum(uint e, uint count, FTYPE v) {
 // Element (channel c of group g, sample s) of x at flat input position at.
 uint x_index(uint s, uint c, uint at) { return p.off1 + (s * p.C + g * Cg + c) * AREA + at; }
 
+// ---- the input gradient's stride phases (CONV_BACKWARD_INPUT) ----
+// Phase r (per dim, 0 <= r < stride) holds the input positions i = first + m * stride with
+// i + pad = r (mod stride), m < count; the taps that land on them are t = t0 + j * tstep,
+// j < taps (t * dil = r mod stride), and tap j of position m reads output position
+// c + m - j * dg (dg = dil / gcd(dil, stride)), when that is within the output.
+uvec3 ph_first, ph_count, ph_t0, ph_tstep, ph_taps, ph_dg;
+ivec3 ph_c;
+uint PH_AREA, PH_KT;  // positions and taps of the phase
+
+uint gcd(uint a, uint b) {
+  while (b != 0) {
+    uint t = a % b;
+    a = b;
+    b = t;
+  }
+  return a;
+}
+
+void phase_setup(uint phase) {
+  const uvec3 st = U3(stride), r = unflatten(phase, st);
+  [[unroll]] for (uint e = 0; e < 3; ++e) {
+    const uint s = p.stride[e], d = p.dil[e], pad = p.pad[e], g_ds = gcd(d, s);
+    ph_first[e] = (r[e] + s - pad % s) % s;
+    ph_count[e] = ph_first[e] < p.isz[e] ? (p.isz[e] - ph_first[e] + s - 1) / s : 0;
+    ph_tstep[e] = s / g_ds;
+    ph_dg[e] = d / g_ds;
+    ph_t0[e] = ~0u;  // no tap lands, unless one of the first s does (then its successors)
+    for (uint t = s; t > 0; --t)
+      if (((t - 1) * d) % s == r[e]) ph_t0[e] = t - 1;
+    ph_taps[e] = ph_t0[e] < p.ksz[e] ? (p.ksz[e] - ph_t0[e] + ph_tstep[e] - 1) / ph_tstep[e] : 0;
+    ph_c[e] = (int(ph_first[e] + pad) - int(ph_t0[e] * d)) / int(s);  // exact
+  }
+  PH_AREA = ph_count.x * ph_count.y * ph_count.z;
+  PH_KT = ph_taps.x * ph_taps.y * ph_taps.z;
+}
+
 // ---- the GEMM modes' loaders: A [M, K] and B [K, N] as the table at the top says ----
 
 bool inside(ivec3 i) {
@@ -95,8 +126,8 @@ bool inside(ivec3 i) {
 // What stays fixed across the slices for the 4 columns of each loader slot of B (gemm_start):
 //   forward          the column's sample's x (channel 0 of group g), and its window's corner
 //                    q * stride - pad
-//   backward_input   the column's sample's gy (channel 0 of group g), and its input
-//                    position + pad
+//   backward_input   the column's sample's gy (channel 0 of group g), and the output
+//                    position its phase's tap 0 reads
 //   backward_weight  the column's channel's offset in x, and its tap's offset t * dil - pad
 // col_base is ~0u for a column outside B.
 uint col_base[LOADS_B * 4];
@@ -113,13 +144,13 @@ void gemm_start(uint m0, uint n0) {
         col_pos[i * 4 + j] = ivec3(q * U3(stride)) - ivec3(U3(pad));
         advance(s, q, U3(osz));
       }
-    } else if (MODE == CONV_BACKWARD_INPUT) {
-      uint s = n / AREA;
-      uvec3 q = unflatten(n % AREA, U3(isz));
+    } else if (MODE == CONV_BACKWARD_INPUT) {  // column (sample, position m of the phase)
+      uint s = n / PH_AREA;
+      uvec3 m = unflatten(n % PH_AREA, ph_count);
       [[unroll]] for (uint j = 0; j < 4; ++j) {
         col_base[i * 4 + j] = s < p.N ? p.off1 + (s * p.OC + g * OCg) * L : ~0u;
-        col_pos[i * 4 + j] = ivec3(q + U3(pad));
-        advance(s, q, U3(isz));
+        col_pos[i * 4 + j] = ivec3(m) + ph_c;
+        advance(s, m, ph_count);
       }
     } else {
       uint c = n / KK;
@@ -139,8 +170,9 @@ FVEC4 gemm_a_run(uint i, uint m, uint k) {
   if (MODE == CONV_FORWARD) {  // w [OC/G, C/G*K]
     [[unroll]] for (uint r = 0; r < 4; ++r)
       if (m + r < OCg) v[r] = LOAD_F(t2, DT, p.off2 + (g * OCg + m + r) * Cg * KK + k);
-  } else if (MODE == CONV_BACKWARD_INPUT) {  // w^T: row c, column (oc, tap)
-    uint at = p.off2 + ((g * OCg + k / KK) * Cg + m) * KK + k % KK;
+  } else if (MODE == CONV_BACKWARD_INPUT) {  // w^T: row c, column (oc, tap j of the phase)
+    const uvec3 t = ph_t0 + unflatten(k % PH_KT, ph_taps) * ph_tstep;
+    uint at = p.off2 + ((g * OCg + k / PH_KT) * Cg + m) * KK + flatten(t, U3(ksz));
     [[unroll]] for (uint r = 0; r < 4; ++r)
       if (m + r < Cg) v[r] = LOAD_F(t2, DT, at + r * KK);
   } else {  // gy: row oc, column (sample, position)
@@ -164,17 +196,14 @@ FVEC4 gemm_b_run(uint i, uint k, uint n) {
       if (base != ~0u && inside(at))
         v[j] = LOAD_F(t1, DT, base + c_off + flatten(uvec3(at), U3(isz)));
     }
-  } else if (MODE == CONV_BACKWARD_INPUT) {  // rows(gy): row (oc, tap), column (sample, input)
-    const uint oc_off = (k / KK) * L;
-    const ivec3 t = ivec3(unflatten(k % KK, U3(ksz)) * U3(dil));
-    const uvec3 st = U3(stride);
+  } else if (MODE == CONV_BACKWARD_INPUT) {  // rows(gy): row (oc, tap j), column (sample, m)
+    const uint oc_off = (k / PH_KT) * L;
+    const ivec3 jo = ivec3(unflatten(k % PH_KT, ph_taps) * ph_dg);
     [[unroll]] for (uint j = 0; j < 4; ++j) {
       const uint base = col_base[i * 4 + j];
-      const ivec3 q = col_pos[i * 4 + j] - t;  // the output position times the stride
-      if (base == ~0u || any(lessThan(q, ivec3(0))) || any(notEqual(uvec3(q) % st, uvec3(0))))
-        continue;
-      const uvec3 o = uvec3(q) / st;
-      if (all(lessThan(o, U3(osz)))) v[j] = LOAD_F(t1, DT, base + oc_off + flatten(o, U3(osz)));
+      const ivec3 o = col_pos[i * 4 + j] - jo;
+      if (base != ~0u && all(greaterThanEqual(o, ivec3(0))) && all(lessThan(o, ivec3(U3(osz)))))
+        v[j] = LOAD_F(t1, DT, base + oc_off + flatten(uvec3(o), U3(osz)));
     }
   } else {  // cols(x)^T: row (sample, output position), column (c, tap)
     const uint xs = x_index(k / L, 0, 0);
@@ -215,7 +244,9 @@ void gemm_modes() {
   if (MODE == CONV_FORWARD) {
     M = OCg, N = p.N * L, k_end = Cg * KK;
   } else if (MODE == CONV_BACKWARD_INPUT) {
-    M = Cg, N = p.N * AREA, k_end = OCg * KK;
+    phase_setup(piece);
+    if (PH_AREA == 0) return;  // the whole workgroup: a phase with no input position
+    M = Cg, N = p.N * PH_AREA, k_end = OCg * PH_KT;
   } else {
     M = OCg, N = Cg * KK, k0 = piece * p.jlen, k_end = max(k0, min(k0 + p.jlen, p.N * L));
   }
@@ -236,7 +267,9 @@ void gemm_modes() {
           if (HAS_BIAS) y += LOAD_F(t3, DT, p.off3 + oc);
           STORE_F(o, DT, p.off0 + ((col / L) * p.OC + oc) * L + col % L, y)
         } else if (MODE == CONV_BACKWARD_INPUT) {
-          STORE_F(o, DT, p.off0 + ((col / AREA) * p.C + g * Cg + m) * AREA + col % AREA, v[j])
+          const uvec3 in_pos = ph_first + unflatten(col % PH_AREA, ph_count) * U3(stride);
+          STORE_F(o, DT, p.off0 + ((col / PH_AREA) * p.C + g * Cg + m) * AREA +
+                             flatten(in_pos, U3(isz)), v[j])
         } else {
           store_sum((g * OCg + m) * Cg * KK + col, p.OC * Cg * KK, v[j]);
         }
@@ -292,13 +325,18 @@ void main() {
     const uint i = e % AREA, ca = (e / AREA) % p.C, s = e / (AREA * p.C);
     g = ca / Cg;
     const uint c = ca % Cg;
-    const uvec3 qi = unflatten(i, U3(isz));
+    // Only the taps of i's stride phase land on it (phase_setup).
+    const uvec3 qi = unflatten(i, U3(isz)), st = U3(stride);
+    phase_setup(flatten((qi + U3(pad)) % st, st));
+    const ivec3 q0 = ph_c + ivec3((qi - ph_first) / st);  // the output position tap 0 reads
     FTYPE gx = 0.0;
-    for (uint k = 0; k < KK; ++k) {
-      int at = window_of(qi, unflatten(k, U3(ksz)));
-      if (at < 0) continue;
+    for (uint jt = 0; jt < PH_KT; ++jt) {
+      const uvec3 j = unflatten(jt, ph_taps);
+      const ivec3 q = q0 - ivec3(j * ph_dg);
+      if (any(lessThan(q, ivec3(0))) || any(greaterThanEqual(q, ivec3(U3(osz))))) continue;
+      const uint at = flatten(uvec3(q), U3(osz)), k = flatten(ph_t0 + j * ph_tstep, U3(ksz));
       for (uint oc = g * OCg; oc < (g + 1) * OCg; ++oc)
-        gx += LOAD_F(t1, DT, p.off1 + (s * p.OC + oc) * L + uint(at)) *
+        gx += LOAD_F(t1, DT, p.off1 + (s * p.OC + oc) * L + at) *
               LOAD_F(t2, DT, p.off2 + (oc * Cg + c) * KK + k);
     }
     STORE_F(o, DT, p.off0 + e, gx)

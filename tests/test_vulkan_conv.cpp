@@ -1,9 +1,10 @@
 // Vulkan's convolution kernels (runtime/vulkan/vk_kernels_conv.cpp, Note [Vulkan convolution])
 // at geometries that take each of their paths: the implicit GEMM on 32, 64 and 128 tiles, the
-// weight gradient cut into pieces, the direct kernels for depthwise and single-channel inputs,
-// 1-D and 3-D. Forward and the three gradients, in every float dtype the device takes, against
-// the CPU computing in f64 on the same (rounded) inputs. With a storage-buffer range small
-// enough to cut the batch (CTest's conv_vulkan_split), the chunked sums once more.
+// input gradient by stride phases, the weight gradient cut into pieces, the direct kernels for
+// depthwise and single-channel inputs, 1-D and 3-D. Forward and the three gradients, in every float
+// dtype the device takes, against the CPU computing in f64 on the same (rounded) inputs. With a
+// storage-buffer range small enough to cut the batch (CTest's conv_vulkan_split), the chunked sums
+// once more.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -115,6 +116,23 @@ TEST(VulkanConv, KernelsMatchTheCpu) {
   const std::vector<Case> cases = {
       {"GEMM, groups 2, stride (2, 1)", {3, 4, 9, 7}, {6, 2, 3, 3}, true, {2, 1}, {1}, {1}, 2},
       {"GEMM, 1x1 stride 2", {2, 16, 14, 14}, {32, 16, 1, 1}, false, {2}, {0}, {1}, 1},
+      // Input-gradient phases: 3 x 2 of them; along W every other one gets no tap (gcd 2).
+      {"GEMM, stride (3, 2), dilation 2",
+       {2, 8, 13, 11},
+       {8, 8, 3, 3},
+       false,
+       {3, 2},
+       {2, 1},
+       {2},
+       1},
+      {"conv3d GEMM, stride (2, 2, 1)",
+       {2, 8, 5, 6, 5},
+       {8, 8, 2, 3, 2},
+       true,
+       {2, 2, 1},
+       {1, 0, 1},
+       {1, 1, 2},
+       1},
       {"GEMM, weight gradient in pieces", {4, 8, 40, 40}, {8, 8, 3, 3}, true, {1}, {2}, {2}, 1},
       {"GEMM, 64x64 tiles", {3, 8, 32, 32}, {64, 8, 3, 3}, false, {1}, {1}, {1}, 1},
       {"GEMM, 128x128 tiles", {6, 2, 64, 64}, {128, 2, 3, 3}, true, {1}, {1}, {1}, 1},

@@ -14,10 +14,11 @@
 //   the GEMM would leave its tiles nearly empty, and, for the input gradient of a strided
 //   convolution, multiply mostly zeros (the taps that land on no output);
 // - everything else: the implicit GEMM, its tile chosen as matmul's is (from the products'
-//   count and the device's limits). The weight gradient's sum runs over the whole batch and
-//   every position (32 x 56 x 56 terms at ResNet-18's first stage) into few outputs, so it is
-//   cut into pieces that fill the GPU, each writing a partial result, added up in order by a
-//   second pass (deterministic: no atomics).
+//   count and the device's limits). The input gradient of a strided convolution runs one GEMM
+//   per stride phase over the taps that land on its positions only (conv.comp). The weight
+//   gradient's sum runs over the whole batch and every position (32 x 56 x 56 terms at ResNet-18's
+//   first stage) into few outputs, so it is cut into pieces that fill the GPU, each writing a
+//   partial result, added up in order by a second pass (deterministic: no atomics).
 // Tensors larger than one storage-buffer binding are cut along the batch (vk_split.hpp); the
 // sums over the batch then add one part per cut. A single sample larger than a binding raises
 // UnsupportedError.
@@ -214,9 +215,22 @@ void per_sample(VulkanDevice& dev, const OpCall& c, bool forward) {
     if (direct_kernel)
       return direct(cv, forward ? abi::CONV_DIRECT_FORWARD : abi::CONV_DIRECT_BACKWARD_INPUT,
                     {ob, ib, wb, bb}, p, columns * std::uint64_t(out.sizes[1]), false, f);
-    const Tile t = choose_tile(op_name(c.op), dev.limits(), p.G, rows, columns, element_bytes(cv));
-    gemm(cv, forward ? abi::CONV_FORWARD : abi::CONV_BACKWARD_INPUT, t, {ob, ib, wb, bb}, p, rows,
-         columns, p.G, f);
+    if (forward) {
+      const Tile t =
+          choose_tile(op_name(c.op), dev.limits(), p.G, rows, columns, element_bytes(cv));
+      return gemm(cv, abi::CONV_FORWARD, t, {ob, ib, wb, bb}, p, rows, columns, p.G, f);
+    }
+    // The input gradient, one GEMM per stride phase (conv.comp): as many as the stride's
+    // product, each over at most ceil(in / stride) positions per dim.
+    std::uint64_t phases = 1, phase_columns = std::uint64_t(n);
+    for (int e = 0; e < 3; ++e) {
+      phases *= p.stride[e];
+      phase_columns *= ceil_div(p.isz[e], p.stride[e]);
+    }
+    const Tile t = choose_tile(op_name(c.op), dev.limits(), p.G * phases, rows, phase_columns,
+                               element_bytes(cv));
+    gemm(cv, abi::CONV_BACKWARD_INPUT, t, {ob, ib, wb, bb}, p, rows, phase_columns, p.G * phases,
+         f);
   });
 }
 
