@@ -77,7 +77,7 @@ Tensor binary(OpId op, const Tensor& a, const Tensor& b, DType promoted) {
         op, promoted,
         fmt::format("operands of shapes {} and {}", shape_str(a.sizes()), shape_str(b.sizes())));
   const DType compute = op_compute_dtype(op, promoted);
-  // An operand of the result's shape in channels-last makes the result channels-last (Note
+  // The first operand of the result's shape, if channels-last, makes the result so (Note
   // [Channels-last outputs]): the kernel computes in the permuted order.
   const std::optional<Shape> order = detail::channels_last_order(shape, {&a, &b});
   Tensor out = autograd::untracked([&] {  // the casts and expands feeding the kernel: no graph
