@@ -57,9 +57,11 @@ struct Conv {
   // Whether each pass runs a direct kernel (Note [Vulkan convolution]).
   bool direct_forward() const { return OCg < kMinGemmRows; }
   bool direct_backward_input() const { return Cg < kMinGemmRows; }
+  // (its rows are the output channels, its columns the input channels' taps: either too few)
   bool direct_backward_weight() const { return OCg < kMinGemmRows || Cg * K < kMinGemmRows; }
   bool f64() const { return dt == DType::f64; }
-  std::uint32_t part_bytes() const { return f64() ? 8 : 4; }
+  // Bytes of the compute type: the GEMM's shared slices and the partial sums hold it.
+  std::uint32_t compute_bytes() const { return f64() ? 8 : 4; }
 };
 
 // x is input-shaped (x or gx), w weight-shaped (w or gw), y output-shaped (y or gy).
@@ -173,8 +175,6 @@ void gemm(const Conv& cv, std::uint32_t mode, const Tile& t, std::array<Binding,
     }
 }
 
-std::uint32_t element_bytes(const Conv& cv) { return cv.f64() ? 8 : 4; }
-
 // Calls f(first, count) for chunks of the batch whose tensors (batch-major, `batched`) each fit
 // one binding.
 void for_each_chunk(const Conv& cv, std::initializer_list<TensorArg> batched,
@@ -217,7 +217,7 @@ void per_sample(VulkanDevice& dev, const OpCall& c, bool forward) {
                     {ob, ib, wb, bb}, p, columns * std::uint64_t(out.sizes[1]), false, f);
     if (forward) {
       const Tile t =
-          choose_tile(op_name(c.op), dev.limits(), p.G, rows, columns, element_bytes(cv));
+          choose_tile(op_name(c.op), dev.limits(), p.G, rows, columns, cv.compute_bytes());
       return gemm(cv, abi::CONV_FORWARD, t, {ob, ib, wb, bb}, p, rows, columns, p.G, f);
     }
     // The input gradient, one GEMM per stride phase (conv.comp): as many as the stride's
@@ -228,7 +228,7 @@ void per_sample(VulkanDevice& dev, const OpCall& c, bool forward) {
       phase_columns *= ceil_div(p.isz[e], p.stride[e]);
     }
     const Tile t = choose_tile(op_name(c.op), dev.limits(), p.G * phases, rows, phase_columns,
-                               element_bytes(cv));
+                               cv.compute_bytes());
     gemm(cv, abi::CONV_BACKWARD_INPUT, t, {ob, ib, wb, bb}, p, rows, phase_columns, p.G * phases,
          f);
   });
@@ -252,7 +252,7 @@ void batch_sum(const Conv& cv, const TensorArg& out, std::uint64_t count,
                                     f.accumulate ? cv.dev.bind(out, Access::read) : Binding{}};
     const std::uint64_t k = pieces(n);
     if (k == 1) return run(abi::CONV_NO_PARTS, ob, n0, n, 1, f);
-    std::unique_ptr<Buffer> scratch = cv.dev.allocate(k * count * cv.part_bytes());
+    std::unique_ptr<Buffer> scratch = cv.dev.allocate(k * count * cv.compute_bytes());
     const TensorArg all{
         scratch.get(), 0, {std::int64_t(k * count)}, {1}, cv.f64() ? DType::f64 : DType::f32};
     const Binding sw = cv.dev.bind(all, Access::write);
@@ -278,9 +278,9 @@ void backward_weight(VulkanDevice& dev, const OpCall& c) {
   const std::uint64_t J = std::uint64_t(cv.p.N) * cv.L;
   const Tile t =
       choose_tile(op_name(c.op), lim, cv.p.G * std::clamp<std::uint64_t>(J / kMinPieceTerms, 1, 64),
-                  M, N, element_bytes(cv));
+                  M, N, cv.compute_bytes());
   const std::uint64_t budget = std::max<std::uint64_t>(
-      1, std::min<std::uint64_t>(kMaxPartsBytes, usable_range(lim)) / (count * cv.part_bytes()));
+      1, std::min<std::uint64_t>(kMaxPartsBytes, usable_range(lim)) / (count * cv.compute_bytes()));
   auto pieces_for = [&](std::int64_t n) -> std::uint64_t {
     if (cv.direct_backward_weight()) return 1;
     // Enough workgroups to fill the GPU, each piece at least kMinPieceTerms long (so none is
