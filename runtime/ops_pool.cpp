@@ -7,6 +7,10 @@
 #include <limits>
 #include <string>
 
+#include "autograd/formulas.hpp"
+#include "dispatch.hpp"
+#include "ferry/backend.hpp"
+#include "ferry/debug.hpp"
 #include "ferry/error.hpp"
 #include "ferry/ops.hpp"
 #include "memory_format_internal.hpp"
@@ -51,11 +55,16 @@ Tensor shaped(const Tensor& y, const Tensor& x_in, const Tensor& x,
   return x_in.dim() == x.dim() ? r : r.squeeze(0);
 }
 
+// A regular pool's windows, and the per-dim sizes they came from.
+struct PoolGeometry {
+  std::vector<std::int64_t> kernel, stride, padding, dilation;
+  std::vector<WindowDim> dims;
+};
+
 // PyTorch's pooling_output_shape and pool2d_shape_check, dim by dim.
-std::vector<WindowDim> pool_windows(std::size_t n, OpId id, const Tensor& x,
-                                    const ConvSizes& kernel_arg, const ConvSizes& stride_arg,
-                                    const ConvSizes& padding_arg, const ConvSizes& dilation_arg,
-                                    bool ceil_mode) {
+PoolGeometry pool_windows(std::size_t n, OpId id, const Tensor& x, const ConvSizes& kernel_arg,
+                          const ConvSizes& stride_arg, const ConvSizes& padding_arg,
+                          const ConvSizes& dilation_arg, bool ceil_mode) {
   const std::string_view op = op_info(id).name;
   if (kernel_arg.empty())
     throw ShapeError(fmt::format("{}: kernel_size must be given (one value or {})", op, n));
@@ -93,11 +102,11 @@ std::vector<WindowDim> pool_windows(std::size_t n, OpId id, const Tensor& x,
       throw ShapeError(fmt::format(
           "{}: given input size ({}x{}), the calculated output size ({}x{}) is too small", op,
           x.size(1), fmt::join(in, "x"), x.size(1), fmt::join(out, "x")));
-  std::vector<WindowDim> dims;
+  PoolGeometry g{kernel, stride, padding, dilation, {}};
   for (std::size_t i = 0; i < n; ++i)
-    dims.push_back(
+    g.dims.push_back(
         detail::sliding_dim(in[i], kernel[i], stride[i], padding[i], dilation[i], out[i]));
-  return dims;
+  return g;
 }
 
 std::vector<WindowDim> adaptive_windows(std::size_t n, OpId id, const Tensor& x,
@@ -143,12 +152,44 @@ std::vector<double> outer_product(const std::vector<std::vector<double>>& per_di
   return r;
 }
 
+// Max pooling by the device's kernel (Note [Composite ops] in ferry/op.hpp: the kernel has a
+// backward row of its own, max_pool_backward, so it runs under autograd too).
+bool max_pool_kernel_runs(OpId id, const Tensor& x) {
+  const DeviceImpl& impl = detail::impl_of(x);
+  return !debug::composites_only() && x.numel() > 0 && impl.supports(id, x.dtype()) &&
+         impl.supports(OpId::max_pool_backward, x.dtype());
+}
+
+ValuesIndices max_pool_kernel(OpId id, const Tensor& x_in, const Tensor& x,
+                              const PoolGeometry& g) {
+  // Recorded (a channels-last input's copy is differentiable); the backward needs only its
+  // shape.
+  const Tensor xc = x.contiguous();
+  Shape out{x.size(0), x.size(1)};
+  for (const WindowDim& d : g.dims) out.push_back(d.out);
+  ValuesIndices r;
+  {
+    NoGradGuard no_grad;
+    r.values = detail::new_tensor(out, x.dtype(), detail::impl_of(x));
+    r.indices = detail::new_tensor(out, DType::i64, detail::impl_of(x));
+    detail::run_kernel(id, {xc}, {r.values, r.indices},
+                       Attrs{{"kernel_size", g.kernel},
+                             {"stride", g.stride},
+                             {"padding", g.padding},
+                             {"dilation", g.dilation}});
+  }
+  autograd::record_max_pool(xc, r.indices, r.values);
+  if (x_in.dim() == x.dim()) return r;
+  return {r.values.squeeze(0), r.indices.squeeze(0)};
+}
+
 ValuesIndices max_pool(std::size_t n, OpId id, const Tensor& x_in, const ConvSizes& kernel,
                        const ConvSizes& stride, const ConvSizes& padding, const ConvSizes& dilation,
                        bool ceil_mode) {
   const Tensor x = batched_input(n, id, x_in);
-  return max_over_windows(x_in, x,
-                          pool_windows(n, id, x, kernel, stride, padding, dilation, ceil_mode));
+  const PoolGeometry g = pool_windows(n, id, x, kernel, stride, padding, dilation, ceil_mode);
+  if (max_pool_kernel_runs(id, x)) return max_pool_kernel(id, x_in, x, g);
+  return max_over_windows(x_in, x, g.dims);
 }
 
 Tensor avg_pool(std::size_t n, OpId id, const Tensor& x_in, const ConvSizes& kernel,
@@ -158,10 +199,9 @@ Tensor avg_pool(std::size_t n, OpId id, const Tensor& x_in, const ConvSizes& ker
   const Tensor x = batched_input(n, id, x_in);
   if (divisor_override && *divisor_override == 0)
     throw ValueError(fmt::format("{}: divisor_override must be nonzero", op));
-  const auto dims = pool_windows(n, id, x, kernel, stride, padding, {1}, ceil_mode);
-  const auto k = detail::per_dim(op, "kernel_size", kernel, n);
-  const auto s = detail::per_dim(op, "stride", stride.empty() ? kernel : stride, n);
-  const auto p = detail::per_dim(op, "padding", padding, n);
+  const PoolGeometry g = pool_windows(n, id, x, kernel, stride, padding, {1}, ceil_mode);
+  const std::vector<WindowDim>& dims = g.dims;
+  const auto &k = g.kernel, &s = g.stride, &p = g.padding;
   // PyTorch's divisors: the window clipped to the padded input, or to the input.
   std::vector<std::vector<double>> counts;
   for (std::size_t i = 0; i < n; ++i) {

@@ -7,9 +7,12 @@
 
 #include <limits>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <string>
 #include <vector>
 
+#include "ferry/backend.hpp"
+#include "ferry/debug.hpp"
 #include "ferry/ferry.hpp"
 #include "gradcheck.hpp"
 #include "op_test_util.hpp"
@@ -219,6 +222,66 @@ TEST(CnnOps, MaxPoolTiesNaNAndEmptyBatches) {
   EXPECT_TRUE(std::isnan(ferry::max_pool2d(n, {2}).item<float>()));
   EXPECT_EQ(ferry::max_pool2d(ferry::ones({0, 2, 4, 4}), {2}).sizes(), (ferry::Shape{0, 2, 2, 2}));
   EXPECT_EQ(ferry::avg_pool2d(ferry::ones({0, 2, 4, 4}), {2}).sizes(), (ferry::Shape{0, 2, 2, 2}));
+}
+
+// The CPU's fused batch_norm and max pooling (Note [Fused CNN layers on the CPU]) against
+// their compositions at a size whose planes are not a multiple of the kernels' lanes, on a
+// contiguous and a channels-last input: the outputs, max pooling's indices, the gradients of
+// the input and the parameters, and the running statistics.
+TEST(CnnOps, FusedCpuKernelsMatchTheComposition) {
+  const ferry::DeviceImpl& cpu = ferry::device_impl(ferry::Device::cpu());
+  for (ferry::OpId op : {ferry::OpId::batch_norm, ferry::OpId::batch_norm_backward,
+                         ferry::OpId::max_pool2d, ferry::OpId::max_pool_backward})
+    ASSERT_TRUE(cpu.supports(op, DType::f32)) << ferry::op_name(op);
+  struct Run {
+    std::vector<Tensor> out, grads;
+  };
+  ferry::manual_seed(21);
+  const Tensor x0 = ferry::randn({4, 5, 13, 11}), w0 = ferry::rand({5}), b0 = ferry::randn({5});
+  const Tensor g0 = ferry::randn({4, 5, 13, 11}), gp = ferry::randn({4, 5, 7, 6});
+  for (const bool channels_last : {false, true}) {
+    auto run = [&](bool composed) {
+      std::optional<ferry::debug::CompositesOnly> only;
+      if (composed) only.emplace();
+      Tensor x = (channels_last ? x0.contiguous(ferry::MemoryFormat::channels_last) : x0.clone())
+                     .requires_grad_();
+      Tensor w = w0.clone().requires_grad_(), b = b0.clone().requires_grad_();
+      Tensor rm = ferry::zeros({5}), rv = ferry::ones({5});
+      Run r;
+      const Tensor y = F::batch_norm(x, rm, rv, w, b, true, 0.1, 1e-5);
+      EXPECT_EQ(y.is_contiguous(ferry::MemoryFormat::channels_last), channels_last);
+      const Tensor ye = F::batch_norm(x, rm, rv, w, b, false, 0.1, 1e-5);
+      const auto [pooled, indices] = ferry::max_pool2d_with_indices(x, {3}, {2}, {1});
+      (ferry::sum(y * g0) + ferry::sum(ye) + ferry::sum(pooled * gp)).backward();
+      r.out = {y, ye, pooled, indices.to(DType::f32), rm, rv};
+      r.grads = {x.grad(), w.grad(), b.grad()};
+      return r;
+    };
+    const Run fused = run(false), composed = run(true);
+    const char* names[] = {"train y", "eval y", "max_pool2d", "indices", "running_mean",
+                           "running_var"};
+    for (std::size_t i = 0; i < fused.out.size(); ++i)
+      ferry_test::expect_close(ferry_test::as_double(fused.out[i]),
+                               ferry_test::as_double(composed.out[i]), 1e-5, 1e-5,
+                               std::string(names[i]) + (channels_last ? " channels-last" : ""));
+    for (std::size_t i = 0; i < fused.grads.size(); ++i)
+      ferry_test::expect_close(ferry_test::as_double(fused.grads[i]),
+                               ferry_test::as_double(composed.grads[i]), 1e-4, 1e-4,
+                               "gradient " + std::to_string(i));
+  }
+}
+
+// The batch statistics keep their digits when the mean is far larger than the spread (the
+// fused kernel sums around each channel's first value), against the variance in double.
+TEST(CnnOps, BatchNormVarianceOfALargeMean) {
+  ferry::manual_seed(5);
+  const Tensor d = ferry::randn({8, 2, 9, 9}, {.dtype = DType::f64}) * 0.01;
+  const Tensor x = (d + 1000.0).to(DType::f32);
+  Tensor rm = ferry::zeros({2}), rv = ferry::zeros({2});
+  (void)F::batch_norm(x, rm, rv, {}, {}, true, 1.0, 1e-5);
+  const Tensor want = ferry::var(x.to(DType::f64), {0, 2, 3}, 1.0);  // unbiased, as stored
+  ferry_test::expect_close(ferry_test::as_double(rv), ferry_test::as_double(want), 1e-4, 0,
+                           "running_var");
 }
 
 // Dropout2d zeroes whole channels and scales the rest, with one draw per channel.

@@ -83,6 +83,14 @@ void record_softmax(std::string_view op, const Tensor& x, std::int64_t dim, cons
 // conv_backward_input and conv_backward_weight kernels with the forward's attributes.
 void record_conv(const Tensor& x, const Tensor& w, const Tensor& b, const Attrs& attrs,
                  const Tensor& y);
+// A batch_norm the device's kernel computed (runtime/nn/normalization.cpp) from x, its mean
+// and variance [C] (the batch's in training, the running ones in eval): its backward is the
+// batch_norm_backward kernel with the forward's attributes.
+void record_batch_norm(const Tensor& x, const Tensor& weight, const Tensor& bias,
+                       const Tensor& mean, const Tensor& var, const Attrs& attrs, const Tensor& y);
+// A max pool the device's kernel computed (runtime/ops_pool.cpp), x [N, C, *in] and indices
+// [N, C, *out]: its backward is the max_pool_backward kernel.
+void record_max_pool(const Tensor& x, const Tensor& indices, const Tensor& y);
 // mean and rstd are layer_norm's saved statistics ([rows]).
 void record_layer_norm(const Tensor& x, const Shape& normalized_shape, const Tensor& weight,
                        const Tensor& bias, const Tensor& mean, const Tensor& rstd, const Tensor& y);

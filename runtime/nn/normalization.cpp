@@ -3,7 +3,12 @@
 // has these.
 #include <fmt/format.h>
 
+#include "../memory_format_internal.hpp"
 #include "../ops_internal.hpp"
+#include "../dispatch.hpp"
+#include "autograd/formulas.hpp"
+#include "ferry/backend.hpp"
+#include "ferry/debug.hpp"
 #include "ferry/autograd.hpp"
 #include "ferry/error.hpp"
 #include "ferry/nn/functional.hpp"
@@ -37,12 +42,69 @@ Tensor affine(const Tensor& y, const Tensor& weight, const Tensor& bias) {
   return r;
 }
 
+// The values batch_norm averages per channel: N times the spatial size.
+std::int64_t count_per_channel(const Tensor& x) {
+  return x.size(1) == 0 ? 0 : x.numel() / x.size(1);
+}
+
 // running = (1 - momentum) running + momentum batch, in place and unrecorded, so the buffers
 // keep their identity (and device) and the update is part of no graph.
 void update_running(const Tensor& running, const Tensor& batch, double momentum) {
   NoGradGuard no_grad;
   Tensor r = running;  // a handle: the write reaches the buffer
   r.copy_(r * (1.0 - momentum) + batch.to(running.dtype()) * momentum);
+}
+
+// Whether the device's fused batch_norm runs this call (Note [Composite ops] in ferry/op.hpp:
+// the kernel has a backward row of its own, so it runs under autograd too).
+bool batch_norm_kernel_runs(const Tensor& x) {
+  const DeviceImpl& impl = ferry::detail::impl_of(x);
+  return !debug::composites_only() && x.numel() > 0 && impl.supports(OpId::batch_norm, x.dtype()) &&
+         impl.supports(OpId::batch_norm_backward, x.dtype());
+}
+
+// batch_norm by the device's kernel: x [N, C, *] read once for the statistics and once for
+// y; the running statistics updated from the batch's, the backward recorded.
+Tensor batch_norm_kernel(const Tensor& x, const Tensor& running_mean, const Tensor& running_var,
+                         const Tensor& weight, const Tensor& bias, bool training, double momentum,
+                         double eps, std::int64_t count) {
+  using ferry::detail::impl_of;
+  using ferry::detail::new_tensor;
+  // Recorded (a channels-last input's copy is differentiable), and saved for the backward.
+  const Tensor xc = x.contiguous();
+  const DType stats = x.dtype() == DType::f64 ? DType::f64 : DType::f32;
+  const Shape c{x.size(1)};
+  const Attrs attrs{{"training", training},
+                    {"eps", eps},
+                    {"has_weight", weight.defined()},
+                    {"has_bias", bias.defined()}};
+  Tensor y, mean_t, var_t;
+  {
+    NoGradGuard no_grad;
+    std::vector<Tensor> in{xc};
+    for (const Tensor& p : {weight, bias})
+      if (p.defined()) in.push_back(p.to(x.dtype()).contiguous());
+    y = new_tensor(x.sizes(), x.dtype(), impl_of(x));
+    if (training) {
+      mean_t = new_tensor(c, stats, impl_of(x));
+      var_t = new_tensor(c, stats, impl_of(x));
+      ferry::detail::run_kernel(OpId::batch_norm, in, {y, mean_t, var_t}, attrs);
+      if (running_mean.defined()) {  // the running variance takes the unbiased estimate
+        update_running(running_mean, mean_t, momentum);
+        update_running(running_var, var_t * (double(count) / double(count - 1)), momentum);
+      }
+    } else {
+      // Copies: the backward must see these statistics even if the buffers change after.
+      mean_t = running_mean.to(stats).clone();
+      var_t = running_var.to(stats).clone();
+      in.push_back(mean_t);
+      in.push_back(var_t);
+      ferry::detail::run_kernel(OpId::batch_norm, in, {y}, attrs);
+    }
+  }
+  autograd::record_batch_norm(xc, weight, bias, mean_t, var_t, attrs, y);
+  // Channels-last in, channels-last out, as the composition's element-wise ops give.
+  return ferry::detail::in_memory_format_of(y, {&x});
 }
 
 }  // namespace
@@ -75,19 +137,23 @@ Tensor batch_norm(const Tensor& x, const Tensor& running_mean, const Tensor& run
         "batch_norm: evaluation (training = false) normalises with running_mean and running_var, "
         "which were not given");
 
+  if (training && count_per_channel(x) <= 1)
+    throw ShapeError(fmt::format(
+        "batch_norm: training needs more than 1 value per channel to compute a variance, got "
+        "input shape {}; use a larger batch or eval()",
+        shape_str(x.sizes())));
+  if (batch_norm_kernel_runs(x))
+    return batch_norm_kernel(x, running_mean, running_var, weight, bias, training, momentum, eps,
+                             count_per_channel(x));
+
   std::vector<std::int64_t> dims = {0};
   for (std::int64_t d = 2; d < x.dim(); ++d) dims.push_back(d);
   Shape bshape(std::size_t(x.dim()), 1);
   bshape[1] = channels;
-  const std::int64_t count = channels == 0 ? 0 : x.numel() / channels;
+  const std::int64_t count = count_per_channel(x);
 
   Tensor mean_b, var_b;
   if (training) {
-    if (count <= 1)
-      throw ShapeError(fmt::format(
-          "batch_norm: training needs more than 1 value per channel to compute a variance, got "
-          "input shape {}; use a larger batch or eval()",
-          shape_str(x.sizes())));
     mean_b = mean(x, dims, /*keepdim=*/true);
     var_b = var(x, dims, /*correction=*/0, /*keepdim=*/true);
     if (running_mean.defined()) {  // the running variance takes the unbiased estimate

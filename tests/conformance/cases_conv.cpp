@@ -83,6 +83,10 @@ std::vector<ConvOp> conv_ops() {
        "[2, 3, 8, 7] kernel=3 stride=2 padding=1 ceil_mode",
        {{2, 3, 8, 7}},
        [](const Inputs& in) { return max_pool2d(in[0], {3}, {2}, {1}, {1}, true); }},
+      {"max_pool2d",
+       "[3, 9, 10] unbatched kernel=(2, 3) stride=(1, 2) padding=(1, 0) dilation=(3, 2)",
+       {{3, 9, 10}},
+       [](const Inputs& in) { return max_pool2d(in[0], {2, 3}, {1, 2}, {1, 0}, {3, 2}); }},
       {"avg_pool1d",
        "[2, 3, 8] kernel=3 stride=2 padding=1 count_include_pad=false",
        {{2, 3, 8}},
@@ -116,6 +120,17 @@ std::vector<ConvOp> conv_ops() {
        {{3, 4, 3, 2}, {4}, {4}},
        [](const Inputs& in) {
          return nn::functional::batch_norm(in[0], {}, {}, in[1], in[2], true);
+       }},
+      {"batch_norm",
+       "[5, 3] training, no affine",
+       {{5, 3}},
+       [](const Inputs& in) { return nn::functional::batch_norm(in[0], {}, {}, {}, {}, true); }},
+      {"batch_norm",
+       "[2, 3, 7] eval, running statistics (var = v^2 + 0.5), weight",
+       {{2, 3, 7}, {3}, {3}, {3}},
+       [](const Inputs& in) {
+         const Tensor var = (in[2] * in[2] + 0.5).detach(), mean = in[1].detach();
+         return nn::functional::batch_norm(in[0], mean, var, in[3], {}, false);
        }},
       {"group_norm",
        "[2, 6, 3, 2] groups=3, weight, bias",
@@ -160,9 +175,28 @@ std::vector<ConvOp> conv_ops() {
   };
 }
 
+// The kernels a CPU-fused op runs, its backward rows with it (Note [Composite ops]); none for
+// the ops that only compose.
+std::vector<OpId> fused_kernels(OpId id) {
+  switch (id) {
+    case OpId::conv1d:
+    case OpId::conv2d:
+    case OpId::conv3d:
+      return {id, OpId::conv_backward_input, OpId::conv_backward_weight};
+    case OpId::max_pool1d:
+    case OpId::max_pool2d:
+      return {id, OpId::max_pool_backward};
+    case OpId::batch_norm:
+      return {id, OpId::batch_norm_backward};
+    default:
+      return {};
+  }
+}
+
 }  // namespace
 
 void add_conv_cases(std::vector<Case>& out) {
+  const std::size_t first = out.size();
   for (const ConvOp& c : conv_ops())
     for (DType dt : kFloat)
       out.push_back({c.op,
@@ -173,9 +207,9 @@ void add_conv_cases(std::vector<Case>& out) {
                      inputs_of({c.shapes, -1, 1}, dt),
                      {},
                      c.run});
-  // The CPU's fused convolution is held to the composition (Note [Composite ops]).
-  for (Case& c : out)
-    if (c.op.starts_with("conv")) hold_to_composition(c);
+  // The CPU's fused convolutions, pools and batch_norm are held to the composition (Note
+  // [Composite ops]).
+  for (std::size_t i = first; i < out.size(); ++i) hold_to_composition(out[i]);
 }
 
 void add_conv_grad_cases(std::vector<Case>& out) {
@@ -189,11 +223,11 @@ void add_conv_grad_cases(std::vector<Case>& out) {
                      inputs_of({c.shapes, -1, 1}, dt),
                      {},
                      [run = c.run](const Inputs& in) { return gradients_of(run, in); }});
-      // A convolution a device runs as a kernel (the CPU's) differentiates through its
-      // backward kernels, held to the composition's gradients.
+      // An op a device runs as a kernel (the CPU's) differentiates through its backward
+      // kernels, held to the composition's gradients.
       const auto id = op_from_name(c.op);
-      if (id && op_info(*id).kind == OpKind::nn) {
-        out.back().kernels = {*id, OpId::conv_backward_input, OpId::conv_backward_weight};
+      if (id && !fused_kernels(*id).empty()) {
+        out.back().kernels = fused_kernels(*id);
         out.back().reference = [run = c.run](const Inputs& in) {
           debug::CompositesOnly composition;
           return gradients_of(run, in);
