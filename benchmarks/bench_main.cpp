@@ -118,6 +118,7 @@ int main(int argc, char** argv) {
       args.push_back(argv[i]);
   }
   int n = int(args.size());
+  const int threads = omp_get_max_threads();
   bench::set_quick(quick);
   benchmark::Initialize(&n, args.data());
   if (benchmark::ReportUnrecognizedArguments(n, args.data())) return 1;
@@ -139,6 +140,11 @@ int main(int argc, char** argv) {
 #ifdef FERRY_BENCH_HAVE_CUDA
   bench::register_cuda();
 #endif
+  // libtorch's first op (some registrations set up their baselines) sets the main thread's
+  // OpenMP pool to libtorch's default, the physical cores: one on a 2-vCPU VM. ferry's kernels
+  // and libtorch's both run on that pool, so the count the process started with is restored
+  // for both.
+  omp_set_num_threads(threads);
 
   bench::RecordingReporter reporter;
   benchmark::RunSpecifiedBenchmarks(&reporter);

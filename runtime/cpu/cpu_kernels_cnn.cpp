@@ -215,46 +215,77 @@ Pool2d pool_geometry(const OpCall& call) {
           at(d, 0, 1),             at(d, 1, 1)};
 }
 
+// The max pool of `planes` planes, one output row at a time and tap by tap across the row,
+// so the inner loop is a vector compare-and-select over the row's windows (each window still
+// sees its taps in (i, j) order). I, the position within a plane as the row buffer holds it:
+// 32 bits keep it as wide as a float lane.
+template <typename T, typename I>
+void max_pool_planes(const Pool2d p, const std::vector<std::int64_t>& lo,
+                     const std::vector<std::int64_t>& hi, std::int64_t planes, const T* xp, T* yp,
+                     std::int64_t* ip) {
+  using C = compute_t<T>;
+  const std::int64_t in_area = p.h * p.w, out_area = p.oh * p.ow;
+  const std::int64_t work = out_area * p.kh * p.kw;
+  parallel_range(planes, grain_for(work), [&](std::int64_t b, std::int64_t e) {
+    std::vector<C> best(static_cast<std::size_t>(p.ow));
+    std::vector<I> arg(static_cast<std::size_t>(p.ow));
+    C* const bp = best.data();
+    I* const ap = arg.data();
+    const std::int64_t sw = p.sw;
+    for (std::int64_t plane = b; plane < e; ++plane) {
+      const T* src = xp + plane * in_area;
+      for (std::int64_t oh = 0; oh < p.oh; ++oh) {
+        std::fill(best.begin(), best.end(), -std::numeric_limits<C>::infinity());
+        std::fill(arg.begin(), arg.end(), I(-1));
+        for (std::int64_t i = 0; i < p.kh; ++i) {
+          const std::int64_t ih = oh * p.sh - p.ph + i * p.dh;
+          if (ih < 0 || ih >= p.h) continue;
+          for (std::int64_t j = 0; j < p.kw; ++j) {
+            const std::int64_t off = ih * p.w + j * p.dw - p.pw;  // + ow * sw
+            const T* row = src + off;
+            const std::int64_t end = hi[std::size_t(j)];
+#pragma omp simd
+            for (std::int64_t ow = lo[std::size_t(j)]; ow < end; ++ow) {
+              const C v = C(row[ow * sw]);
+              const C cur = bp[ow];
+              const I a = ap[ow];
+              const bool take = (a < 0) | (v > cur) | (v != v);  // v != v: NaN
+              bp[ow] = take ? v : cur;
+              ap[ow] = take ? I(off + ow * sw) : a;
+            }
+          }
+        }
+        T* yrow = yp + plane * out_area + oh * p.ow;
+        std::int64_t* irow = ip + plane * out_area + oh * p.ow;
+        for (std::int64_t ow = 0; ow < p.ow; ++ow) yrow[ow] = T(bp[ow]), irow[ow] = ap[ow];
+      }
+    }
+  });
+}
+
 // x [N, C, *in] contiguous -> values [N, C, *out], indices (i64, flat in the plane).
 template <typename T> void max_pool_kernel(const OpCall& call) {
-  using C = compute_t<T>;
   const TensorArg &x = call.inputs.at(0), &y = call.outputs.at(0), &ix = call.outputs.at(1);
   if (ix.dtype != DType::i64)
     throw DTypeError(fmt::format("{}: the indices must be i64, got {}", call.name(),
                                  dtype_name(ix.dtype)));
   const Pool2d p = pool_geometry(call);
   const std::int64_t planes = x.sizes.at(0) * x.sizes.at(1);
-  const std::int64_t in_area = p.h * p.w, out_area = p.oh * p.ow;
   const T* xp = x.data<T>();
   T* yp = y.data<T>();
   std::int64_t* ip = ix.data<std::int64_t>();
-  const std::int64_t work = out_area * p.kh * p.kw;
-  parallel_range(planes, grain_for(work), [&](std::int64_t b, std::int64_t e) {
-    for (std::int64_t plane = b; plane < e; ++plane) {
-      const T* src = xp + plane * in_area;
-      for (std::int64_t oh = 0; oh < p.oh; ++oh) {
-        const std::int64_t h0 = oh * p.sh - p.ph;
-        for (std::int64_t ow = 0; ow < p.ow; ++ow) {
-          const std::int64_t w0 = ow * p.sw - p.pw;
-          C best = -std::numeric_limits<C>::infinity();
-          std::int64_t arg = -1;
-          for (std::int64_t i = 0; i < p.kh; ++i) {
-            const std::int64_t ih = h0 + i * p.dh;
-            if (ih < 0 || ih >= p.h) continue;
-            for (std::int64_t j = 0; j < p.kw; ++j) {
-              const std::int64_t iw = w0 + j * p.dw;
-              if (iw < 0 || iw >= p.w) continue;
-              const C v = C(src[ih * p.w + iw]);
-              if (arg < 0 || v > best || std::isnan(v)) best = v, arg = ih * p.w + iw;
-            }
-          }
-          const std::int64_t o = plane * out_area + oh * p.ow + ow;
-          yp[o] = T(best);
-          ip[o] = arg;
-        }
-      }
-    }
-  });
+  // The windows of tap column j that lie inside the input: ow in [lo[j], hi[j]).
+  std::vector<std::int64_t> lo(std::size_t(p.kw)), hi(std::size_t(p.kw));
+  for (std::int64_t j = 0; j < p.kw; ++j) {
+    const std::int64_t off = j * p.dw - p.pw;  // iw = ow * sw + off
+    lo[std::size_t(j)] = std::clamp<std::int64_t>(off >= 0 ? 0 : (-off + p.sw - 1) / p.sw, 0, p.ow);
+    hi[std::size_t(j)] =
+        std::clamp<std::int64_t>(p.w - off <= 0 ? 0 : (p.w - off - 1) / p.sw + 1, 0, p.ow);
+  }
+  if (p.h * p.w > std::numeric_limits<std::int32_t>::max())
+    max_pool_planes<T, std::int64_t>(p, lo, hi, planes, xp, yp, ip);
+  else
+    max_pool_planes<T, std::int32_t>(p, lo, hi, planes, xp, yp, ip);
 }
 
 // g, indices [N, C, *out] -> dx [N, C, *in]: each window's gradient added at its maximum.
