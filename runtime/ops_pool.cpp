@@ -160,8 +160,7 @@ bool max_pool_kernel_runs(OpId id, const Tensor& x) {
          impl.supports(OpId::max_pool_backward, x.dtype());
 }
 
-ValuesIndices max_pool_kernel(OpId id, const Tensor& x_in, const Tensor& x,
-                              const PoolGeometry& g) {
+ValuesIndices max_pool_kernel(OpId id, const Tensor& x_in, const Tensor& x, const PoolGeometry& g) {
   // Recorded (a channels-last input's copy is differentiable); the backward needs only its
   // shape.
   const Tensor xc = x.contiguous();

@@ -258,8 +258,8 @@ TEST(CnnOps, FusedCpuKernelsMatchTheComposition) {
       return r;
     };
     const Run fused = run(false), composed = run(true);
-    const char* names[] = {"train y", "eval y", "max_pool2d", "indices", "running_mean",
-                           "running_var"};
+    const char* names[] = {"train y", "eval y",       "max_pool2d",
+                           "indices", "running_mean", "running_var"};
     for (std::size_t i = 0; i < fused.out.size(); ++i)
       ferry_test::expect_close(ferry_test::as_double(fused.out[i]),
                                ferry_test::as_double(composed.out[i]), 1e-5, 1e-5,

@@ -42,7 +42,8 @@ std::int64_t grain_for(std::int64_t per_item) {
 constexpr int kLanes = 8;
 
 // s += Σ (p[i] - x0), ss += Σ (p[i] - x0)^2.
-template <typename T> void add_moments(const T* p, std::int64_t n, double x0, double& s, double& ss) {
+template <typename T>
+void add_moments(const T* p, std::int64_t n, double x0, double& s, double& ss) {
   using C = compute_t<T>;
   double a[kLanes] = {}, b[kLanes] = {};
   std::int64_t i = 0;
@@ -61,9 +62,8 @@ template <typename T> void add_moments(const T* p, std::int64_t n, double x0, do
 }
 
 // sg += Σ g[i], sgx += Σ g[i] (x[i] - m).
-template <typename T>
-void add_grad_sums(const T* g, const T* x, std::int64_t n, compute_t<T> m, double& sg,
-                   double& sgx) {
+template <typename T> void add_grad_sums(const T* g, const T* x, std::int64_t n, compute_t<T> m,
+                                         double& sg, double& sgx) {
   using C = compute_t<T>;
   double a[kLanes] = {}, b[kLanes] = {};
   std::int64_t i = 0;
@@ -198,8 +198,8 @@ Pool2d pool_geometry(const OpCall& call) {
   const TensorArg &x = call.inputs.at(0), &y = call.outputs.at(0);
   const int n = x.ndim() - 2;
   if (n != 1 && n != 2)
-    throw ShapeError(fmt::format("{}: the cpu kernel pools 1 or 2 spatial dims, got {}",
-                                 call.name(), n));
+    throw ShapeError(
+        fmt::format("{}: the cpu kernel pools 1 or 2 spatial dims, got {}", call.name(), n));
   const auto& k = call.attrs.ints("kernel_size");
   const auto& s = call.attrs.ints("stride");
   const auto& p = call.attrs.ints("padding");
@@ -207,12 +207,18 @@ Pool2d pool_geometry(const OpCall& call) {
   auto at = [&](const std::vector<std::int64_t>& v, int i, std::int64_t one) {
     return n == 1 && i == 0 ? one : v.at(std::size_t(n == 1 ? 0 : i));
   };
-  return {n == 2 ? x.sizes[2] : 1, x.sizes[std::size_t(n + 1)],
-          n == 2 ? y.sizes[2] : 1, y.sizes[std::size_t(n + 1)],
-          at(k, 0, 1),             at(k, 1, 1),
-          at(s, 0, 1),             at(s, 1, 1),
-          at(p, 0, 0),             at(p, 1, 0),
-          at(d, 0, 1),             at(d, 1, 1)};
+  return {n == 2 ? x.sizes[2] : 1,
+          x.sizes[std::size_t(n + 1)],
+          n == 2 ? y.sizes[2] : 1,
+          y.sizes[std::size_t(n + 1)],
+          at(k, 0, 1),
+          at(k, 1, 1),
+          at(s, 0, 1),
+          at(s, 1, 1),
+          at(p, 0, 0),
+          at(p, 1, 0),
+          at(d, 0, 1),
+          at(d, 1, 1)};
 }
 
 // The max pool of `planes` planes, one output row at a time and tap by tap across the row,
@@ -267,8 +273,8 @@ void max_pool_planes(const Pool2d p, const std::vector<std::int64_t>& lo,
 template <typename T> void max_pool_kernel(const OpCall& call) {
   const TensorArg &x = call.inputs.at(0), &y = call.outputs.at(0), &ix = call.outputs.at(1);
   if (ix.dtype != DType::i64)
-    throw DTypeError(fmt::format("{}: the indices must be i64, got {}", call.name(),
-                                 dtype_name(ix.dtype)));
+    throw DTypeError(
+        fmt::format("{}: the indices must be i64, got {}", call.name(), dtype_name(ix.dtype)));
   const Pool2d p = pool_geometry(call);
   const std::int64_t planes = x.sizes.at(0) * x.sizes.at(1);
   const T* xp = x.data<T>();
@@ -321,8 +327,8 @@ template <typename T> void max_pool_backward_kernel(const OpCall& call) {
     }
   });
   if (failed)
-    throw ShapeError(fmt::format("max_pool_backward: index {} is outside the {} positions of a plane",
-                                 bad.load(), in_area));
+    throw ShapeError(fmt::format(
+        "max_pool_backward: index {} is outside the {} positions of a plane", bad.load(), in_area));
 }
 
 }  // namespace

@@ -180,9 +180,14 @@ void init_desc(OpId op, const Shapes& s, dnnl_convolution_desc_t* desc, bool fwd
   for (std::size_t i = 0; i < s.stride.size(); ++i)
     stride[i] = s.stride[i], dil[i] = s.dil[i] - 1, lo[i] = s.lo[i], hi[i] = s.hi[i];
   if (fwd_hint || (op != OpId::conv_backward_input && op != OpId::conv_backward_weight)) {
+    // forward_training for every forward, as libtorch asks: with forward_inference oneDNN 2.6
+    // picks its brgconv kernels in NHWC on AVX-512, and the NCHW <-> NHWC transposes around
+    // them cost more than they save (ResNet-18's layer3 3x3 forward, batch 32, went from 0.87
+    // to 1.06 of libtorch in ferry-bench, 2026-11-27); the blocked nChw16c kernels it picks
+    // for training are also the ones the backward primitives are hinted with.
     check(a.dnnl_dilated_convolution_forward_desc_init(
-              desc, fwd_hint ? dnnl_forward_training : dnnl_forward_inference,
-              dnnl_convolution_direct, &x, &w, s.bias ? &b : nullptr, &y, stride, dil, lo, hi),
+              desc, dnnl_forward_training, dnnl_convolution_direct, &x, &w, s.bias ? &b : nullptr,
+              &y, stride, dil, lo, hi),
           "convolution_forward_desc_init");
   } else if (op == OpId::conv_backward_input) {
     check(a.dnnl_dilated_convolution_backward_data_desc_init(desc, dnnl_convolution_direct, &x, &w,

@@ -3,13 +3,13 @@
 // has these.
 #include <fmt/format.h>
 
+#include "../dispatch.hpp"
 #include "../memory_format_internal.hpp"
 #include "../ops_internal.hpp"
-#include "../dispatch.hpp"
 #include "autograd/formulas.hpp"
+#include "ferry/autograd.hpp"
 #include "ferry/backend.hpp"
 #include "ferry/debug.hpp"
-#include "ferry/autograd.hpp"
 #include "ferry/error.hpp"
 #include "ferry/nn/functional.hpp"
 #include "ferry/ops.hpp"

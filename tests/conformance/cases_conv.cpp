@@ -86,7 +86,9 @@ std::vector<ConvOp> conv_ops() {
       {"max_pool2d",
        "[3, 9, 10] unbatched kernel=(2, 3) stride=(1, 2) padding=(1, 0) dilation=(3, 2)",
        {{3, 9, 10}},
-       [](const Inputs& in) { return max_pool2d(in[0], {2, 3}, {1, 2}, {1, 0}, {3, 2}); }},
+       [](const Inputs& in) {
+         return max_pool2d(in[0], {2, 3}, {1, 2}, {1, 0}, {3, 2});
+       }},
       {"avg_pool1d",
        "[2, 3, 8] kernel=3 stride=2 padding=1 count_include_pad=false",
        {{2, 3, 8}},
