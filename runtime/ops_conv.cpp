@@ -117,14 +117,17 @@ Tensor conv_kernel(OpId id, const Tensor& x, const Tensor& w, const Tensor& b,
                     {"dilation", dilation},
                     {"groups", groups},
                     {"has_bias", b.defined()}};
+  // The contiguous copies (of a channels-last input, say) are recorded, so the backward saves
+  // and reads them rather than copying again.
+  const Tensor xc = x.contiguous(), wc = w.contiguous();
   const Tensor y = autograd::untracked([&] {
     Tensor out = detail::new_tensor(out_shape, x.dtype(), detail::impl_of(x));
-    std::vector<Tensor> in{x.contiguous(), w.contiguous()};
+    std::vector<Tensor> in{xc, wc};
     if (b.defined()) in.push_back(b.contiguous());
     detail::run_kernel(id, in, {out}, attrs);
     return out;
   });
-  autograd::record_conv(x, w, b, attrs, y);
+  autograd::record_conv(xc, wc, b, attrs, y);
   return y;
 }
 
