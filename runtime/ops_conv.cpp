@@ -9,7 +9,6 @@
 
 #include "autograd/formulas.hpp"
 #include "dispatch.hpp"
-#include "ferry/debug.hpp"
 #include "ferry/error.hpp"
 #include "ferry/ops.hpp"
 #include "memory_format_internal.hpp"
@@ -101,10 +100,8 @@ void check_bias(std::string_view op, const Tensor& b, std::int64_t channels) {
 // ferry/op.hpp; the kernel has a backward of its own, the conv_backward_input and
 // conv_backward_weight rows, so it runs under autograd too).
 bool conv_kernel_runs(OpId id, const Tensor& x, const Tensor& w) {
-  return !debug::composites_only() && x.numel() > 0 && w.numel() > 0 &&
-         detail::impl_of(x).supports(id, x.dtype()) &&
-         detail::impl_of(x).supports(OpId::conv_backward_input, x.dtype()) &&
-         detail::impl_of(x).supports(OpId::conv_backward_weight, x.dtype());
+  return w.numel() > 0 && detail::use_fused_kernel_with_backward(
+                              x, {id, OpId::conv_backward_input, OpId::conv_backward_weight});
 }
 
 // y [N, OC, *out] by the device's kernel, its backward recorded (autograd::record_conv).

@@ -10,7 +10,6 @@
 #include "autograd/formulas.hpp"
 #include "dispatch.hpp"
 #include "ferry/backend.hpp"
-#include "ferry/debug.hpp"
 #include "ferry/error.hpp"
 #include "ferry/ops.hpp"
 #include "memory_format_internal.hpp"
@@ -154,12 +153,6 @@ std::vector<double> outer_product(const std::vector<std::vector<double>>& per_di
 
 // Max pooling by the device's kernel (Note [Composite ops] in ferry/op.hpp: the kernel has a
 // backward row of its own, max_pool_backward, so it runs under autograd too).
-bool max_pool_kernel_runs(OpId id, const Tensor& x) {
-  const DeviceImpl& impl = detail::impl_of(x);
-  return !debug::composites_only() && x.numel() > 0 && impl.supports(id, x.dtype()) &&
-         impl.supports(OpId::max_pool_backward, x.dtype());
-}
-
 ValuesIndices max_pool_kernel(OpId id, const Tensor& x_in, const Tensor& x, const PoolGeometry& g) {
   // Recorded (a channels-last input's copy is differentiable); the backward needs only its
   // shape.
@@ -187,7 +180,8 @@ ValuesIndices max_pool(std::size_t n, OpId id, const Tensor& x_in, const ConvSiz
                        bool ceil_mode) {
   const Tensor x = batched_input(n, id, x_in);
   const PoolGeometry g = pool_windows(n, id, x, kernel, stride, padding, dilation, ceil_mode);
-  if (max_pool_kernel_runs(id, x)) return max_pool_kernel(id, x_in, x, g);
+  if (detail::use_fused_kernel_with_backward(x, {id, OpId::max_pool_backward}))
+    return max_pool_kernel(id, x_in, x, g);
   return max_over_windows(x_in, x, g.dims);
 }
 

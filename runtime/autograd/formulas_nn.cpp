@@ -137,26 +137,23 @@ void record_conv(const Tensor& x, const Tensor& w, const Tensor& b, const Attrs&
       });
 }
 
-// The gradients of x, the weight and the bias from one pass of the batch_norm_backward kernel;
-// the parameters' gradients come in the statistics' dtype and take the parameters' own.
+// The gradients of x (contiguous, as the forward's kernel read it), the weight and the bias
+// from one pass of the batch_norm_backward kernel, which reads the forward's attributes; the
+// parameters' gradients come in the statistics' dtype and take the parameters' own.
 void record_batch_norm(const Tensor& x, const Tensor& weight, const Tensor& bias,
                        const Tensor& mean, const Tensor& var, const Attrs& attrs, const Tensor& y) {
   if (!should_record({&x, &weight, &bias})) return;
   record("batch_normBackward", {x, weight, bias}, y,
          [x = Saved(x), w = Saved(weight), b_dtype = bias.defined() ? bias.dtype() : x.dtype(),
           mean, var, attrs](const Tensor& g, const Needs& n) -> std::vector<Tensor> {
-           const Tensor xv = x.get().contiguous(), wv = w.get();
-           std::vector<Tensor> in{g.to(xv.dtype()).contiguous(), xv, mean, var};
+           const Tensor xv = x.get(), wv = w.get();
+           std::vector<Tensor> in{g.contiguous(), xv, mean, var};
            if (wv.defined()) in.push_back(wv.to(xv.dtype()).contiguous());
-           Attrs a;
-           a.set("training", attrs.b("training"));
-           a.set("eps", attrs.f("eps"));
-           a.set("has_weight", wv.defined());
            const Tensor dx = detail::new_tensor(xv.sizes(), xv.dtype(), detail::impl_of(xv));
            const Shape c{mean.size(0)};
            const Tensor dw = detail::new_tensor(c, mean.dtype(), detail::impl_of(xv));
            const Tensor db = detail::new_tensor(c, mean.dtype(), detail::impl_of(xv));
-           detail::run_kernel(OpId::batch_norm_backward, in, {dx, dw, db}, a);
+           detail::run_kernel(OpId::batch_norm_backward, in, {dx, dw, db}, attrs);
            std::vector<Tensor> r(3);
            if (n[0]) r[0] = dx;
            if (n[1]) r[1] = dw.to(wv.dtype());

@@ -8,8 +8,6 @@
 #include "../ops_internal.hpp"
 #include "autograd/formulas.hpp"
 #include "ferry/autograd.hpp"
-#include "ferry/backend.hpp"
-#include "ferry/debug.hpp"
 #include "ferry/error.hpp"
 #include "ferry/nn/functional.hpp"
 #include "ferry/ops.hpp"
@@ -55,16 +53,9 @@ void update_running(const Tensor& running, const Tensor& batch, double momentum)
   r.copy_(r * (1.0 - momentum) + batch.to(running.dtype()) * momentum);
 }
 
-// Whether the device's fused batch_norm runs this call (Note [Composite ops] in ferry/op.hpp:
-// the kernel has a backward row of its own, so it runs under autograd too).
-bool batch_norm_kernel_runs(const Tensor& x) {
-  const DeviceImpl& impl = ferry::detail::impl_of(x);
-  return !debug::composites_only() && x.numel() > 0 && impl.supports(OpId::batch_norm, x.dtype()) &&
-         impl.supports(OpId::batch_norm_backward, x.dtype());
-}
-
-// batch_norm by the device's kernel: x [N, C, *] read once for the statistics and once for
-// y; the running statistics updated from the batch's, the backward recorded.
+// batch_norm by the device's kernel (Note [Composite ops] in ferry/op.hpp: the kernel has a
+// backward row of its own, so it runs under autograd too): x [N, C, *] read once for the statistics
+// and once for y; the running statistics updated from the batch's, the backward recorded.
 Tensor batch_norm_kernel(const Tensor& x, const Tensor& running_mean, const Tensor& running_var,
                          const Tensor& weight, const Tensor& bias, bool training, double momentum,
                          double eps, std::int64_t count) {
@@ -137,20 +128,21 @@ Tensor batch_norm(const Tensor& x, const Tensor& running_mean, const Tensor& run
         "batch_norm: evaluation (training = false) normalises with running_mean and running_var, "
         "which were not given");
 
-  if (training && count_per_channel(x) <= 1)
+  const std::int64_t count = count_per_channel(x);
+  if (training && count <= 1)
     throw ShapeError(fmt::format(
         "batch_norm: training needs more than 1 value per channel to compute a variance, got "
         "input shape {}; use a larger batch or eval()",
         shape_str(x.sizes())));
-  if (batch_norm_kernel_runs(x))
+  if (ferry::detail::use_fused_kernel_with_backward(x,
+                                                    {OpId::batch_norm, OpId::batch_norm_backward}))
     return batch_norm_kernel(x, running_mean, running_var, weight, bias, training, momentum, eps,
-                             count_per_channel(x));
+                             count);
 
   std::vector<std::int64_t> dims = {0};
   for (std::int64_t d = 2; d < x.dim(); ++d) dims.push_back(d);
   Shape bshape(std::size_t(x.dim()), 1);
   bshape[1] = channels;
-  const std::int64_t count = count_per_channel(x);
 
   Tensor mean_b, var_b;
   if (training) {
