@@ -135,6 +135,7 @@ int main(int argc, char** argv) {
   bench::register_overhead();
   bench::register_ops();
   bench::register_conv();
+  bench::register_attention();
   bench::register_vulkan();
   bench::register_transfer();
 #ifdef FERRY_BENCH_HAVE_CUDA

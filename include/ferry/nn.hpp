@@ -3,6 +3,7 @@
 #pragma once
 
 #include "ferry/nn/activation.hpp"
+#include "ferry/nn/attention.hpp"
 #include "ferry/nn/container.hpp"
 #include "ferry/nn/conv.hpp"
 #include "ferry/nn/functional.hpp"

@@ -173,6 +173,24 @@ void record_max_pool(const Tensor& x, const Tensor& indices, const Tensor& y) {
          });
 }
 
+void record_attention(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& mask,
+                      const Attrs& attrs, const Tensor& out, const Tensor& lse) {
+  if (!should_record({&q, &k, &v})) return;
+  record("scaled_dot_product_attentionBackward", {q, k, v}, out,
+         [q = Saved(q), k = Saved(k), v = Saved(v), o = Saved(out), mask, lse, attrs](
+             const Tensor& g, const Needs&) -> std::vector<Tensor> {
+           const Tensor qv = q.get(), kv = k.get(), vv = v.get();
+           std::vector<Tensor> in{g.contiguous(), qv, kv, vv, o.get(), lse};
+           if (mask.defined()) in.push_back(mask);
+           DeviceImpl& impl = detail::impl_of(qv);
+           std::vector<Tensor> r{detail::new_tensor(qv.sizes(), qv.dtype(), impl),
+                                 detail::new_tensor(kv.sizes(), kv.dtype(), impl),
+                                 detail::new_tensor(vv.sizes(), vv.dtype(), impl)};
+           detail::run_kernel(OpId::scaled_dot_product_attention_backward, in, r, attrs);
+           return r;
+         });
+}
+
 void record_embedding(const Tensor& weight, const Tensor& indices, const Tensor& out) {
   if (!should_record({&weight})) return;
   record("embeddingBackward", {weight}, out,

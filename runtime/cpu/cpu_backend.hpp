@@ -28,6 +28,7 @@ void add_scatter_kernels(KernelTable& table);  // scatter_reduce
 void add_conv_kernels(KernelTable& table);     // conv1d/2d/3d and their backward rows
 bool conv_supports(DType dtype);               // f32 and f64
 void add_cnn_kernels(KernelTable& table);      // batch_norm, max_pool1d/2d and their backward rows
+void add_attention_kernels(KernelTable& table);  // scaled_dot_product_attention and its backward
 }  // namespace cpu
 
 }  // namespace ferry

@@ -98,5 +98,8 @@ void add_sort_grad_cases(std::vector<Case>& out);
 // conv1d/2d/3d, unfold and fold (cases_conv.cpp), forward and gradient modes.
 void add_conv_cases(std::vector<Case>& out);
 void add_conv_grad_cases(std::vector<Case>& out);
+// scaled_dot_product_attention (cases_attention.cpp), forward and gradient modes.
+void add_attention_cases(std::vector<Case>& out);
+void add_attention_grad_cases(std::vector<Case>& out);
 
 }  // namespace ferry::conformance

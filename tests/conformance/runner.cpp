@@ -154,6 +154,7 @@ std::vector<Case> all_cases() {
   add_shape_cases(cases);
   add_sort_cases(cases);
   add_conv_cases(cases);
+  add_attention_cases(cases);
   return cases;
 }
 

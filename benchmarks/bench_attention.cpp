@@ -1,0 +1,107 @@
+// benchmarks/bench_attention.cpp — issue 23's attention figures: scaled_dot_product_attention
+// at sequence 512, 2048 and 8192 (8 heads of dim 64, batch 1; 128 and 256 with --quick),
+// forward and forward+backward, through the device's fused kernel beside the composition
+// (matmul, softmax, matmul: ferry::debug::CompositesOnly) on the same device. Each run also
+// reports its peak allocated memory past the inputs ("peak_MiB", memory_stats), the other
+// half of what the fused kernel is for.
+#include <fmt/format.h>
+
+#include <functional>
+#include <map>
+#include <optional>
+
+#include "bench_common.hpp"
+#include "ferry/debug.hpp"
+#include "ferry/ferry.hpp"
+
+namespace bench {
+namespace {
+
+constexpr std::int64_t kHeads = 8, kHeadDim = 64;
+
+struct Qkv {
+  ferry::Tensor q, k, v;
+};
+
+const Qkv& data(std::int64_t L, const std::string& device) {
+  static std::map<std::string, Qkv> by_key;
+  const std::string key = fmt::format("{}@{}", L, device);
+  auto it = by_key.find(key);
+  if (it == by_key.end()) {
+    ferry::manual_seed(0);
+    const ferry::Device dev(device);
+    auto make = [&] { return ferry::randn({1, kHeads, L, kHeadDim}, {.device = dev}); };
+    it = by_key.emplace(key, Qkv{make(), make(), make()}).first;
+  }
+  return it->second;
+}
+
+void run_attention(benchmark::State& s, std::int64_t L, const std::string& device, bool backward,
+                   bool composed) {
+  if (!ferry::is_available(device)) return s.SkipWithError((device + " is not available").c_str());
+  try {
+    const Qkv& d = data(L, device);
+    const ferry::Device dev(device);
+    std::optional<ferry::debug::CompositesOnly> compositions_only;
+    if (composed) compositions_only.emplace();
+    std::uint64_t peak = 0;
+    for (auto _ : s) {
+      ferry::reset_peak_memory_stats(dev);
+      const std::uint64_t base = ferry::memory_stats(dev).allocated;
+      if (!backward) {
+        ferry::NoGradGuard no_grad;
+        ferry::Tensor y = ferry::nn::functional::scaled_dot_product_attention(d.q, d.k, d.v);
+        ferry::synchronize(dev);
+        benchmark::DoNotOptimize(y);
+      } else {
+        const ferry::Tensor q = d.q.detach().requires_grad_(), k = d.k.detach().requires_grad_(),
+                            v = d.v.detach().requires_grad_();
+        ferry::Tensor y = ferry::nn::functional::scaled_dot_product_attention(q, k, v);
+        auto g = ferry::autograd::grad({y}, {q, k, v}, {ferry::ones_like(y)});
+        ferry::synchronize(dev);
+        benchmark::DoNotOptimize(g);
+      }
+      peak = std::max(peak, ferry::memory_stats(dev).peak_allocated - base);
+    }
+    s.counters["peak_MiB"] = double(peak) / double(1 << 20);
+  } catch (const ferry::Error& e) {
+    s.SkipWithError(e.what());
+  }
+}
+
+}  // namespace
+
+void register_attention() {
+  const std::vector<std::int64_t> lengths =
+      quick() ? std::vector<std::int64_t>{128, 256} : std::vector<std::int64_t>{512, 2048, 8192};
+  for (const std::int64_t L : lengths)
+    for (const bool backward : {false, true}) {
+      const std::string pass = backward ? "forward+backward" : "forward";
+      const std::string base = fmt::format("attention/L{}/{}", L, pass);
+      // q kᵀ and p v: 4 L² E flops per head forward; the backward recomputes the scores and
+      // takes four more products (the fused kernel's count; the composition does one less).
+      const double fwd = 4.0 * double(L) * double(L) * kHeadDim * kHeads;
+      const double work = backward ? fwd * 3.5 : fwd;
+      const std::string device = "cpu";
+      for (const bool composed : {false, true}) {
+        auto* b = benchmark::RegisterBenchmark(
+            (base + "/ferry " + device + (composed ? " composed" : "")).c_str(),
+            [L, device, backward, composed](benchmark::State& s) {
+              run_attention(s, L, device, backward, composed);
+            });
+        b->Unit(benchmark::kMillisecond)->UseRealTime();
+        if (L >= 8192) b->Iterations(1);  // seconds per call, gigabytes for the composition
+      }
+      add_comparison({.title = fmt::format("scaled_dot_product_attention {} [1, {}, {}, {}] ({})",
+                                           pass, kHeads, L, kHeadDim, device),
+                      .ferry = base + "/ferry " + device,
+                      .ferry_label = "ferry fused",
+                      .baseline = base + "/ferry " + device + " composed",
+                      .baseline_label = "ferry matmul + softmax + matmul",
+                      .metric = Metric::gflops,
+                      .ferry_work = work,
+                      .baseline_work = work});
+    }
+}
+
+}  // namespace bench

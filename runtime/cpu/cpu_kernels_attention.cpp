@@ -1,0 +1,405 @@
+// runtime/cpu/cpu_kernels_attention.cpp — scaled_dot_product_attention's fused kernels on the
+// CPU, forward and backward (docs/kernel-contract.md; the front-end and the kernel's form of
+// the call: Note [Scaled dot-product attention] in runtime/nn/attention.cpp).
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <bit>
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <limits>
+#include <type_traits>
+#include <vector>
+
+#include "cpu/cpu_backend.hpp"
+#include "cpu/cpu_loops.hpp"
+
+// The block loops are compiled for x86-64-v4 (AVX-512) and x86-64-v3 (AVX2 and FMA) besides the
+// baseline, and the loader picks one by the CPU's features at run time (GCC's function
+// multiversioning): the baseline x86-64 has 4-wide vectors and no FMA. (Named CPUs, such as
+// arch=skylake-avx512, would match that model only.)
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && !defined(__SANITIZE_THREAD__)
+#define FERRY_CPU_CLONES \
+  __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
+#else
+#define FERRY_CPU_CLONES
+#endif
+
+namespace ferry::cpu {
+namespace {
+
+// Note [Fused attention on the CPU]
+// FlashAttention-2's scheme, blocked for the caches instead of a GPU's shared memory:
+// - forward: a task is kRows query rows of one head. It walks the keys kCols at a time and
+//   keeps per row the running maximum m of the scaled, masked scores, the running sum l of
+//   exp(s - m) and the unnormalised output o; a block with a larger maximum rescales l and o
+//   by exp(m_old - m_new). It writes o / l and the row's logsumexp m + log l. The scratch is a
+//   few blocks per thread: the L×S scores are never held.
+// - backward: a task is one key/value head of one batch item, so the task owns dK and dV of
+//   that head (the grouped query heads included) and dQ of the rows it walks. Block by block
+//   it recomputes P = exp(S - lse), then dP = dO Vᵀ, dS = P (dP - D) with D = rowsum(dO o O),
+//   and adds dV += Pᵀ dO, dQ += scale dS K, dK += scale dSᵀ Q in the compute type.
+// - is_causal keeps key j for query i when j <= i and skips the blocks past the diagonal; the
+//   mask is added to the scaled scores. A row with every key masked has l = 0: its output is 0
+//   and its logsumexp +inf, which makes its probabilities 0 in the backward.
+// - Every product is a block product (gemm_acc) with rows of the result held in vector
+//   registers, K and V transposed per key block where the product needs them so; exp is a
+//   polynomial (cephes' expf) the compiler vectorises. The f32 loops run at about three times
+//   the composition's speed on OpenBLAS (docs/benchmarks-cpu.md).
+constexpr std::int64_t kRows = 32;  // query rows per block
+constexpr std::int64_t kCols = 64;  // keys per block
+
+struct Geometry {
+  std::int64_t B = 0, Hq = 0, Hk = 0, L = 0, S = 0, E = 0, Ev = 0, Bm = 0, Hm = 0;
+  double scale = 1;
+  bool causal = false, has_mask = false;
+};
+
+void expect_shape(std::string_view op, std::string_view what, const TensorArg& t,
+                  const Shape& want) {
+  if (t.sizes != want)
+    throw ShapeError(fmt::format("{}: {} must have shape {}, got {}", op, what, shape_str(want),
+                                 shape_str(t.sizes)));
+}
+
+// q, k and v from inputs[first...], the mask (with has_mask) from inputs[mask_at].
+Geometry geometry(const OpCall& call, std::size_t first, std::size_t mask_at) {
+  const std::string_view op = call.name();
+  const TensorArg &q = call.inputs.at(first), &k = call.inputs.at(first + 1),
+                  &v = call.inputs.at(first + 2);
+  if (q.sizes.size() != 4 || k.sizes.size() != 4 || v.sizes.size() != 4)
+    throw ShapeError(fmt::format("{}: q, k and v must be [B, H, rows, dim], got {}, {} and {}", op,
+                                 shape_str(q.sizes), shape_str(k.sizes), shape_str(v.sizes)));
+  Geometry g;
+  g.B = q.sizes[0], g.Hq = q.sizes[1], g.L = q.sizes[2], g.E = q.sizes[3];
+  g.Hk = k.sizes[1], g.S = k.sizes[2], g.Ev = v.sizes[3];
+  expect_shape(op, "k", k, {g.B, g.Hk, g.S, g.E});
+  expect_shape(op, "v", v, {g.B, g.Hk, g.S, g.Ev});
+  if (g.Hk == 0 || g.Hq % g.Hk != 0)
+    throw ShapeError(
+        fmt::format("{}: the {} key heads must divide the {} query heads", op, g.Hk, g.Hq));
+  g.scale = call.attrs.f("scale");
+  g.causal = call.attrs.b("is_causal");
+  g.has_mask = call.attrs.b("has_mask");
+  if (g.has_mask) {
+    const TensorArg& m = call.inputs.at(mask_at);
+    if (m.sizes.size() != 4 || (m.sizes[0] != 1 && m.sizes[0] != g.B) ||
+        (m.sizes[1] != 1 && m.sizes[1] != g.Hq) || m.sizes[2] != g.L || m.sizes[3] != g.S)
+      throw ShapeError(fmt::format("{}: the mask must be [1 or {}, 1 or {}, {}, {}], got {}", op,
+                                   g.B, g.Hq, g.L, g.S, shape_str(m.sizes)));
+    g.Bm = m.sizes[0], g.Hm = m.sizes[1];
+  }
+  return g;
+}
+
+// exp, with 0 for x below the float range (-inf included) and NaN kept.
+inline float softmax_exp(float x) {
+  const float xc = std::min(std::max(x, -87.3f), 88.7f);
+  // n = round(x / ln 2) by the 1.5 * 2^23 trick, r = x - n ln 2 in two parts (Cody and Waite).
+  const float n = (xc * 1.44269504088896341f + 12582912.f) - 12582912.f;
+  const float r = xc - n * 0.693359375f + n * 2.12194440e-4f;
+  float p = 1.9875691500e-4f;
+  p = p * r + 1.3981999507e-3f;
+  p = p * r + 8.3334519073e-3f;
+  p = p * r + 4.1665795894e-2f;
+  p = p * r + 1.6666665459e-1f;
+  p = p * r + 5.0000001201e-1f;
+  p = p * r * r + r + 1.f;
+  const float two_n = std::bit_cast<float>((std::int32_t(n) + 127) << 23);
+  const float e = p * two_n;
+  return x < -87.3f ? 0.f : (x != x ? x : e);
+}
+inline double softmax_exp(double x) { return std::exp(x); }
+
+// c[M][N] += a[M][K] · b[K][N]: b and c row-major (leading dims ldb, ldc), a read through
+// strides (a_rs, a_cs), so a transposed block is read as it is. R rows of c times one 64-byte
+// vector of columns stay in registers across the K loop (GCC's vector extension: the clones
+// make it one AVX-512 register, two AVX2 or four SSE ones), so each load of b feeds R
+// multiply-adds of broadcast elements of a.
+template <typename C, int R>
+[[gnu::always_inline]] inline void gemm_rows(std::int64_t i, std::int64_t N, std::int64_t K,
+                                             const C* a, std::int64_t a_rs, std::int64_t a_cs,
+                                             const C* b, std::int64_t ldb, C* c, std::int64_t ldc) {
+  typedef C V __attribute__((vector_size(64)));
+  constexpr int W = int(sizeof(V) / sizeof(C));
+  std::int64_t j = 0;
+  for (; j + W <= N; j += W) {
+    V acc[R];
+    for (int r = 0; r < R; ++r) std::memcpy(&acc[r], c + (i + r) * ldc + j, sizeof(V));
+    for (std::int64_t k = 0; k < K; ++k) {
+      V bk;
+      std::memcpy(&bk, b + k * ldb + j, sizeof(V));
+      for (int r = 0; r < R; ++r) acc[r] += a[(i + r) * a_rs + k * a_cs] * bk;
+    }
+    for (int r = 0; r < R; ++r) std::memcpy(c + (i + r) * ldc + j, &acc[r], sizeof(V));
+  }
+  for (; j < N; ++j)
+    for (int r = 0; r < R; ++r) {
+      C sum = c[(i + r) * ldc + j];
+      for (std::int64_t k = 0; k < K; ++k) sum += a[(i + r) * a_rs + k * a_cs] * b[k * ldb + j];
+      c[(i + r) * ldc + j] = sum;
+    }
+}
+
+template <typename C> FERRY_CPU_CLONES void gemm_acc(std::int64_t M, std::int64_t N, std::int64_t K,
+                                                     const C* a, std::int64_t a_rs,
+                                                     std::int64_t a_cs, const C* b,
+                                                     std::int64_t ldb, C* c, std::int64_t ldc) {
+  std::int64_t i = 0;
+  for (; i + 8 <= M; i += 8) gemm_rows<C, 8>(i, N, K, a, a_rs, a_cs, b, ldb, c, ldc);
+  for (; i + 4 <= M; i += 4) gemm_rows<C, 4>(i, N, K, a, a_rs, a_cs, b, ldb, c, ldc);
+  for (; i < M; ++i) gemm_rows<C, 1>(i, N, K, a, a_rs, a_cs, b, ldb, c, ldc);
+}
+
+// Rows [j0, j0 + n) of a [rows, dim] matrix of T into `out` as C: row-major ([n][dim]) and,
+// when `transposed`, also as [dim][kCols].
+template <typename T, typename C> void load_rows(const T* m, std::int64_t j0, std::int64_t n,
+                                                 std::int64_t dim, C* rows, C* transposed) {
+  for (std::int64_t j = 0; j < n; ++j) {
+    const T* src = m + (j0 + j) * dim;
+    for (std::int64_t e = 0; e < dim; ++e) {
+      const C x = C(src[e]);
+      if (rows) rows[j * dim + e] = x;
+      if (transposed) transposed[e * kCols + j] = x;
+    }
+  }
+}
+
+// The scaled, masked scores of query rows [i0, i0 + rows) (q, [rows][E]) against keys
+// [j0, j0 + n) (kt, [E][kCols]) into s [rows][kCols]: q · kt * scale + mask, -inf past the
+// diagonal when causal.
+template <typename T, typename C> inline void block_scores(const Geometry& g, const C* q,
+                                                           const C* kt, const T* mask_h,
+                                                           std::int64_t i0, std::int64_t rows,
+                                                           std::int64_t j0, std::int64_t n, C* s) {
+  std::fill(s, s + rows * kCols, C(0));
+  gemm_acc(rows, n, g.E, q, g.E, std::int64_t(1), kt, kCols, s, kCols);
+  const C scale = C(g.scale);
+  for (std::int64_t r = 0; r < rows; ++r) {
+    C* sr = s + r * kCols;
+    const std::int64_t i = i0 + r;
+    for (std::int64_t j = 0; j < n; ++j) sr[j] *= scale;
+    if (mask_h)
+      for (std::int64_t j = 0; j < n; ++j) sr[j] += C(mask_h[i * g.S + j0 + j]);
+    if (g.causal)
+      for (std::int64_t j = std::max<std::int64_t>(0, i + 1 - j0); j < n; ++j)
+        sr[j] = -std::numeric_limits<C>::infinity();
+  }
+}
+
+template <typename T>
+const T* mask_of(const Geometry& g, const T* mask, std::int64_t b, std::int64_t h) {
+  if (!mask) return nullptr;
+  return mask + ((g.Bm == 1 ? 0 : b) * g.Hm + (g.Hm == 1 ? 0 : h)) * g.L * g.S;
+}
+
+using Stat = float;  // the logsumexp's type (double for f64)
+template <typename T> using stat_t = std::conditional_t<std::is_same_v<T, double>, double, Stat>;
+
+// Query rows [i0, i1) of head h of batch item b.
+template <typename T>
+FERRY_CPU_CLONES void forward_block(const Geometry& g, const T* q, const T* k, const T* v,
+                                    const T* mask, T* out, stat_t<T>* lse, std::int64_t b,
+                                    std::int64_t h, std::int64_t i0, std::int64_t i1,
+                                    std::vector<compute_t<T>>& scratch) {
+  using C = compute_t<T>;
+  const std::int64_t rows = i1 - i0, hk = h / (g.Hq / g.Hk);
+  scratch.resize(std::size_t(kRows * (g.E + g.Ev + 2 + kCols) + kCols * (g.E + g.Ev)));
+  C* qb = scratch.data();    // [rows][E]
+  C* o = qb + kRows * g.E;   // [rows][Ev]
+  C* m = o + kRows * g.Ev;   // [rows]
+  C* l = m + kRows;          // [rows]
+  C* kt = l + kRows;         // [E][kCols]
+  C* vb = kt + kCols * g.E;  // [kCols][Ev]
+  C* s = vb + kCols * g.Ev;  // [rows][kCols]: scores, then probabilities
+  const std::int64_t head = b * g.Hq + h, kv_head = b * g.Hk + hk;
+  load_rows(q + head * g.L * g.E, i0, rows, g.E, qb, static_cast<C*>(nullptr));
+  std::fill(o, o + rows * g.Ev, C(0));
+  std::fill(m, m + rows, -std::numeric_limits<C>::infinity());
+  std::fill(l, l + rows, C(0));
+  const T* mask_h = mask_of(g, mask, b, h);
+  const std::int64_t key_end = g.causal ? std::min(g.S, i1) : g.S;
+  for (std::int64_t j0 = 0; j0 < key_end; j0 += kCols) {
+    const std::int64_t n = std::min(kCols, key_end - j0);
+    load_rows(k + kv_head * g.S * g.E, j0, n, g.E, static_cast<C*>(nullptr), kt);
+    load_rows(v + kv_head * g.S * g.Ev, j0, n, g.Ev, vb, static_cast<C*>(nullptr));
+    block_scores(g, qb, kt, mask_h, i0, rows, j0, n, s);
+    for (std::int64_t r = 0; r < rows; ++r) {
+      C* sr = s + r * kCols;
+      C mx = m[r];
+      for (std::int64_t j = 0; j < n; ++j) mx = std::max(mx, sr[j]);
+      if (mx == -std::numeric_limits<C>::infinity()) {  // every key so far masked
+        std::fill(sr, sr + n, C(0));
+        continue;
+      }
+      const C alpha = softmax_exp(m[r] - mx);
+      C sum = 0;
+      for (std::int64_t j = 0; j < n; ++j) {
+        sr[j] = softmax_exp(sr[j] - mx);
+        sum += sr[j];
+      }
+      l[r] = l[r] * alpha + sum;
+      m[r] = mx;
+      if (alpha != C(1))
+        for (std::int64_t e = 0; e < g.Ev; ++e) o[r * g.Ev + e] *= alpha;
+    }
+    gemm_acc(rows, g.Ev, n, s, kCols, std::int64_t(1), vb, g.Ev, o, g.Ev);
+  }
+  T* out_h = out + head * g.L * g.Ev;
+  stat_t<T>* lse_h = lse + head * g.L;
+  for (std::int64_t r = 0; r < rows; ++r) {
+    const bool empty = l[r] == C(0);
+    const C inv = empty ? C(0) : C(1) / l[r];
+    for (std::int64_t e = 0; e < g.Ev; ++e) out_h[(i0 + r) * g.Ev + e] = T(o[r * g.Ev + e] * inv);
+    lse_h[i0 + r] =
+        empty ? std::numeric_limits<stat_t<T>>::infinity() : stat_t<T>(m[r] + std::log(l[r]));
+  }
+}
+
+// inputs q [B, Hq, L, E], k [B, Hk, S, E], v [B, Hk, S, Ev], [mask [Bm, Hm, L, S]]; outputs
+// out [B, Hq, L, Ev], lse [B, Hq, L].
+template <typename T> void attention_kernel(const OpCall& call) {
+  const Geometry g = geometry(call, 0, 3);
+  expect_shape(call.name(), "the output", call.outputs.at(0), {g.B, g.Hq, g.L, g.Ev});
+  expect_shape(call.name(), "the logsumexp", call.outputs.at(1), {g.B, g.Hq, g.L});
+  if (call.outputs.at(1).dtype != dtype_of<stat_t<T>>())
+    throw DTypeError(fmt::format("{}: the logsumexp must be {}", call.name(),
+                                 dtype_name(dtype_of<stat_t<T>>())));
+  const T* q = call.inputs.at(0).data<T>();
+  const T* k = call.inputs.at(1).data<T>();
+  const T* v = call.inputs.at(2).data<T>();
+  const T* mask = g.has_mask ? call.inputs.at(3).data<T>() : nullptr;
+  T* out = call.outputs.at(0).data<T>();
+  stat_t<T>* lse = call.outputs.at(1).data<stat_t<T>>();
+  const std::int64_t blocks = (g.L + kRows - 1) / kRows, tasks = g.B * g.Hq * blocks;
+  parallel_range(tasks, 1, [&](std::int64_t t0, std::int64_t t1) {
+    std::vector<compute_t<T>> scratch;
+    for (std::int64_t t = t0; t < t1; ++t) {
+      const std::int64_t bh = t / blocks, i0 = (t % blocks) * kRows;
+      forward_block<T>(g, q, k, v, mask, out, lse, bh / g.Hq, bh % g.Hq, i0,
+                       std::min(g.L, i0 + kRows), scratch);
+    }
+  });
+}
+
+struct Grads {
+  const void *g, *q, *k, *v, *o, *lse, *mask;
+  void *dq, *dk, *dv;
+};
+
+// dK and dV of key/value head hk of batch item b, and dQ of its query heads.
+template <typename T> FERRY_CPU_CLONES void backward_head(const Geometry& g, const Grads& p,
+                                                          std::int64_t b, std::int64_t hk,
+                                                          std::vector<compute_t<T>>& scratch) {
+  using C = compute_t<T>;
+  const T *gp = static_cast<const T*>(p.g), *qp = static_cast<const T*>(p.q),
+          *kp = static_cast<const T*>(p.k), *vp = static_cast<const T*>(p.v),
+          *op = static_cast<const T*>(p.o), *maskp = static_cast<const T*>(p.mask);
+  const stat_t<T>* lsep = static_cast<const stat_t<T>*>(p.lse);
+  const std::int64_t E = g.E, Ev = g.Ev, group = g.Hq / g.Hk;
+  scratch.resize(
+      std::size_t(g.S * (E + Ev) + kRows * (2 * E + Ev + 2 + 2 * kCols) + kCols * (2 * E + Ev)));
+  C* dk = scratch.data();     // [S][E]
+  C* dv = dk + g.S * E;       // [S][Ev]
+  C* qb = dv + g.S * Ev;      // [rows][E]
+  C* dq = qb + kRows * E;     // [rows][E]
+  C* dob = dq + kRows * E;    // [rows][Ev]
+  C* D = dob + kRows * Ev;    // [rows]
+  C* lse = D + kRows;         // [rows]
+  C* kb = lse + kRows;        // [kCols][E]
+  C* kt = kb + kCols * E;     // [E][kCols]
+  C* vt = kt + kCols * E;     // [Ev][kCols]
+  C* s = vt + kCols * Ev;     // [rows][kCols]: scores, then probabilities
+  C* ds = s + kRows * kCols;  // [rows][kCols]: dP, then dS (scaled)
+  std::fill(dk, dk + g.S * (E + Ev), C(0));
+  const std::int64_t kv_head = b * g.Hk + hk;
+  const T* k_h = kp + kv_head * g.S * E;
+  const T* v_h = vp + kv_head * g.S * Ev;
+  for (std::int64_t h = hk * group; h < (hk + 1) * group; ++h) {
+    const std::int64_t head = b * g.Hq + h;
+    const T* mask_h = mask_of(g, maskp, b, h);
+    for (std::int64_t i0 = 0; i0 < g.L; i0 += kRows) {
+      const std::int64_t rows = std::min(kRows, g.L - i0);
+      load_rows(qp + head * g.L * E, i0, rows, E, qb, static_cast<C*>(nullptr));
+      load_rows(gp + head * g.L * Ev, i0, rows, Ev, dob, static_cast<C*>(nullptr));
+      std::fill(dq, dq + rows * E, C(0));
+      for (std::int64_t r = 0; r < rows; ++r) {
+        const T* orow = op + (head * g.L + i0 + r) * Ev;
+        C d = 0;
+        for (std::int64_t e = 0; e < Ev; ++e) d += dob[r * Ev + e] * C(orow[e]);
+        D[r] = d;
+        lse[r] = C(lsep[head * g.L + i0 + r]);
+      }
+      const std::int64_t key_end = g.causal ? std::min(g.S, i0 + rows) : g.S;
+      for (std::int64_t j0 = 0; j0 < key_end; j0 += kCols) {
+        const std::int64_t n = std::min(kCols, key_end - j0);
+        load_rows(k_h, j0, n, E, kb, kt);
+        load_rows(v_h, j0, n, Ev, static_cast<C*>(nullptr), vt);
+        block_scores(g, qb, kt, mask_h, i0, rows, j0, n, s);
+        std::fill(ds, ds + rows * kCols, C(0));
+        gemm_acc(rows, n, Ev, dob, Ev, std::int64_t(1), vt, kCols, ds, kCols);  // dP = dO Vᵀ
+        const C scale = C(g.scale);
+        for (std::int64_t r = 0; r < rows; ++r) {
+          C *sr = s + r * kCols, *dsr = ds + r * kCols;
+          for (std::int64_t j = 0; j < n; ++j) {
+            sr[j] = softmax_exp(sr[j] - lse[r]);
+            dsr[j] = sr[j] * (dsr[j] - D[r]) * scale;
+          }
+        }
+        // dV += Pᵀ dO, dK += dSᵀ Q (P and dS read transposed), dQ += dS K.
+        gemm_acc(n, Ev, rows, s, std::int64_t(1), kCols, dob, Ev, dv + j0 * Ev, Ev);
+        gemm_acc(n, E, rows, ds, std::int64_t(1), kCols, qb, E, dk + j0 * E, E);
+        gemm_acc(rows, E, n, ds, kCols, std::int64_t(1), kb, E, dq, E);
+      }
+      T* dq_out = static_cast<T*>(p.dq) + (head * g.L + i0) * E;
+      for (std::int64_t x = 0; x < rows * E; ++x) dq_out[x] = T(dq[x]);
+    }
+  }
+  T* dk_out = static_cast<T*>(p.dk) + kv_head * g.S * E;
+  T* dv_out = static_cast<T*>(p.dv) + kv_head * g.S * Ev;
+  for (std::int64_t x = 0; x < g.S * E; ++x) dk_out[x] = T(dk[x]);
+  for (std::int64_t x = 0; x < g.S * Ev; ++x) dv_out[x] = T(dv[x]);
+}
+
+// inputs dout, q, k, v, out, lse, [mask]; outputs dq, dk, dv (the forward's shapes).
+template <typename T> void attention_backward_kernel(const OpCall& call) {
+  const Geometry g = geometry(call, 1, 6);
+  const std::string_view op = call.name();
+  expect_shape(op, "the output's gradient", call.inputs.at(0), {g.B, g.Hq, g.L, g.Ev});
+  expect_shape(op, "the output", call.inputs.at(4), {g.B, g.Hq, g.L, g.Ev});
+  expect_shape(op, "the logsumexp", call.inputs.at(5), {g.B, g.Hq, g.L});
+  expect_shape(op, "dq", call.outputs.at(0), {g.B, g.Hq, g.L, g.E});
+  expect_shape(op, "dk", call.outputs.at(1), {g.B, g.Hk, g.S, g.E});
+  expect_shape(op, "dv", call.outputs.at(2), {g.B, g.Hk, g.S, g.Ev});
+  if (call.inputs.at(5).dtype != dtype_of<stat_t<T>>())
+    throw DTypeError(
+        fmt::format("{}: the logsumexp must be {}", op, dtype_name(dtype_of<stat_t<T>>())));
+  const Grads p{call.inputs.at(0).data<T>(),
+                call.inputs.at(1).data<T>(),
+                call.inputs.at(2).data<T>(),
+                call.inputs.at(3).data<T>(),
+                call.inputs.at(4).data<T>(),
+                call.inputs.at(5).data<stat_t<T>>(),
+                g.has_mask ? call.inputs.at(6).data<T>() : nullptr,
+                call.outputs.at(0).data<T>(),
+                call.outputs.at(1).data<T>(),
+                call.outputs.at(2).data<T>()};
+  parallel_range(g.B * g.Hk, 1, [&](std::int64_t t0, std::int64_t t1) {
+    std::vector<compute_t<T>> scratch;
+    for (std::int64_t t = t0; t < t1; ++t) backward_head<T>(g, p, t / g.Hk, t % g.Hk, scratch);
+  });
+}
+
+}  // namespace
+
+void add_attention_kernels(KernelTable& table) {
+  table.emplace_back(OpId::scaled_dot_product_attention, [](DeviceImpl&, const OpCall& c) {
+    FERRY_DISPATCH_FLOATING(c.inputs.at(0).dtype, c.name(), attention_kernel<scalar_t>(c));
+  });
+  table.emplace_back(OpId::scaled_dot_product_attention_backward, [](DeviceImpl&, const OpCall& c) {
+    FERRY_DISPATCH_FLOATING(c.inputs.at(1).dtype, c.name(), attention_backward_kernel<scalar_t>(c));
+  });
+}
+
+}  // namespace ferry::cpu
