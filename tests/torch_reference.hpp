@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <fstream>
 #include <functional>
+#include <limits>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
@@ -17,13 +18,22 @@
 
 namespace ferry_test {
 
-// An f32 or i64 tensor on the CPU.
+// An f32 or i64 tensor on the CPU ("inf", "-inf" and "nan" written as strings).
 inline ferry::Tensor from_json(const nlohmann::json& j) {
   const ferry::Shape shape = j["shape"].get<ferry::Shape>();
   if (j.value("dtype", std::string("f32")) == "i64")
     return ferry::tensor(j["data"].get<std::vector<std::int64_t>>()).reshape(shape);
   std::vector<float> v;
-  for (const nlohmann::json& x : j["data"]) v.push_back(x.get<float>());
+  for (const nlohmann::json& x : j["data"]) {
+    if (!x.is_string()) {
+      v.push_back(x.get<float>());
+      continue;
+    }
+    // tools/reference_common.py's fmt_float writes the non-finite values as strings.
+    const std::string s = x.get<std::string>();
+    v.push_back(s == "nan" ? std::numeric_limits<float>::quiet_NaN()
+                           : (s[0] == '-' ? -1.0f : 1.0f) * std::numeric_limits<float>::infinity());
+  }
   return ferry::tensor(v).reshape(shape);
 }
 

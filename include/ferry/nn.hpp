@@ -13,4 +13,5 @@
 #include "ferry/nn/module.hpp"
 #include "ferry/nn/normalization.hpp"
 #include "ferry/nn/pooling.hpp"
+#include "ferry/nn/transformer.hpp"
 #include "ferry/nn/utils.hpp"

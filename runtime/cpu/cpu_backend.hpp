@@ -19,6 +19,9 @@ void add_elementwise_kernels(KernelTable& table);
 void add_random_kernels(KernelTable& table);
 void add_reduce_kernels(KernelTable& table);
 void add_linalg_kernels(KernelTable& table);
+// matmul's matrix-vector path (cpu_kernels_matvec.cpp): runs the call and returns true when
+// one side has at most 8 rows and the other is a weight read along k; false leaves it alone.
+bool try_matvec(const OpCall& call);
 void add_nn_kernels(KernelTable& table);
 void add_index_kernels(KernelTable& table);
 void add_grad_kernels(KernelTable& table);     // activation backward, index_add, scatter_add

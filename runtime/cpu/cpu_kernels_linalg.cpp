@@ -6,7 +6,8 @@
 // straight on the caller's memory when each matrix has a unit stride in one of
 // its two dims (a transposed view becomes CblasTrans); otherwise the matrix is
 // packed first. f16/bf16 are widened to f32, multiplied by sgemm and rounded
-// back. Integers, and many small float matrices (where a BLAS call costs more
+// back, except products with at most 8 rows on one side (cpu_kernels_matvec.cpp). Integers,
+// and many small float matrices (where a BLAS call costs more
 // than the work), use a plain loop parallel over output rows (accumulating in
 // float, or double for f64); integer products wrap like PyTorch's.
 #include <cblas.h>
@@ -177,6 +178,9 @@ void matmul_kernel(DeviceImpl&, const OpCall& call) {
   if (M > INT_MAX || N > INT_MAX || K > INT_MAX)
     throw ShapeError(
         "matmul: the cpu kernel supports matrices of at most 2^31 - 1 rows and columns");
+  // One side of at most 8 rows (a token's activations, a vector): a pass over the other side,
+  // read as it is (Note [Matrix-vector products on the CPU]).
+  if (try_matvec(call)) return;
   // Many small products: one BLAS call each costs more than the arithmetic.
   const bool small = nb > 1 && M * N * K <= 32 * 32 * 32;
   switch (C.dtype) {

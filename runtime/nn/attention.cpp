@@ -216,4 +216,47 @@ Tensor scaled_dot_product_attention(const Tensor& query, const Tensor& key, cons
   return composition(query, key, value, attn_mask, dropout_p, is_causal, s, enable_gqa);
 }
 
+RotaryTables rotary_tables(std::int64_t D, std::int64_t positions, double base,
+                           const TensorOptions& options) {
+  if (D <= 0 || D % 2 != 0 || positions < 0)
+    throw ShapeError(
+        fmt::format("rotary_tables: head_dim must be even and positive and positions "
+                    "not negative, got head_dim {} and positions {}",
+                    D, positions));
+  if (!(base > 0))
+    throw ValueError(fmt::format("rotary_tables: base must be positive, got {}", base));
+  std::vector<double> c(std::size_t(positions * D)), s(c.size());
+  for (std::int64_t p = 0; p < positions; ++p)
+    for (std::int64_t i = 0; i < D / 2; ++i) {
+      const double angle = double(p) * std::pow(base, -2.0 * double(i) / double(D));
+      for (std::int64_t half : {i, i + D / 2}) {
+        c[std::size_t(p * D + half)] = std::cos(angle);
+        s[std::size_t(p * D + half)] = std::sin(angle);
+      }
+    }
+  const DType dt = options.dtype_or(DType::f32);
+  auto table = [&](const std::vector<double>& v) {
+    return tensor(v).reshape({positions, D}).to(dt).to(options.device);
+  };
+  return {table(c), table(s)};
+}
+
+Tensor apply_rotary(const Tensor& x, const RotaryTables& tables, std::int64_t offset) {
+  check_defined("apply_rotary", "input", x);
+  check_defined("apply_rotary", "tables.cos", tables.cos);
+  check_defined("apply_rotary", "tables.sin", tables.sin);
+  const std::int64_t positions = tables.cos.size(0);
+  if (x.dim() < 2 || tables.cos.dim() != 2 || x.size(-1) != tables.cos.size(1) ||
+      tables.sin.sizes() != tables.cos.sizes() || offset < 0 || offset + x.size(-2) > positions)
+    throw ShapeError(fmt::format(
+        "apply_rotary: x [..., L, D] = {} needs tables [P, D] with offset + L <= P, got tables "
+        "{} and offset {}",
+        shape_str(x.sizes()), shape_str(tables.cos.sizes()), offset));
+  const std::int64_t L = x.size(-2);
+  const Tensor c = tables.cos.narrow(0, offset, L).to(x.dtype());
+  const Tensor s = tables.sin.narrow(0, offset, L).to(x.dtype());
+  const std::vector<Tensor> halves = chunk(x, 2, -1);
+  return x * c + cat({-halves[1], halves[0]}, -1) * s;
+}
+
 }  // namespace ferry::nn::functional

@@ -3,6 +3,9 @@
 // has these.
 #include <fmt/format.h>
 
+#include <algorithm>
+#include <optional>
+
 #include "../dispatch.hpp"
 #include "../memory_format_internal.hpp"
 #include "../ops_internal.hpp"
@@ -251,6 +254,48 @@ Tensor local_response_norm(const Tensor& x, std::int64_t size, double alpha, dou
   Tensor window = sq.narrow(1, 0, C);
   for (std::int64_t j = 1; j < size; ++j) window = window + sq.narrow(1, j, C);
   return x / pow(window * (alpha / double(size)) + k, beta);
+}
+
+Tensor rms_norm(const Tensor& x, const Shape& normalized_shape, const Tensor& weight,
+                std::optional<double> eps) {
+  check_defined("rms_norm", "input", x);
+  ferry::detail::check_dtype(OpId::rms_norm, x);
+  const std::int64_t k = std::int64_t(normalized_shape.size());
+  const Shape& s = x.sizes();
+  if (k == 0 || k > x.dim() ||
+      !std::equal(normalized_shape.begin(), normalized_shape.end(), s.end() - k))
+    throw ShapeError(fmt::format(
+        "rms_norm: normalized_shape {} must be the input's last dims, got input shape {}",
+        shape_str(normalized_shape), shape_str(s)));
+  if (weight.defined() && weight.sizes() != normalized_shape)
+    throw ShapeError(fmt::format("rms_norm: weight must have shape {}, got {}",
+                                 shape_str(normalized_shape), shape_str(weight.sizes())));
+  double e = 0;
+  if (eps) {
+    e = *eps;
+  } else {
+    switch (x.dtype()) {
+      case DType::f64:
+        e = 2.220446049250313e-16;
+        break;
+      case DType::f16:
+        e = 0.0009765625;
+        break;
+      case DType::bf16:
+        e = 0.0078125;
+        break;
+      default:
+        e = 1.1920928955078125e-07;
+        break;
+    }
+  }
+  const DType compute = x.dtype() == DType::f64 ? DType::f64 : DType::f32;
+  const Tensor xc = x.to(compute);
+  std::vector<std::int64_t> dims;
+  for (std::int64_t d = x.dim() - k; d < x.dim(); ++d) dims.push_back(d);
+  Tensor y = xc * rsqrt(mean(xc * xc, dims, true) + e);
+  if (weight.defined()) y = y * weight.to(compute);
+  return y.to(x.dtype());
 }
 
 }  // namespace ferry::nn::functional

@@ -198,4 +198,27 @@ std::string LocalResponseNorm::extra_repr() const {
   return fmt::format("{}, alpha={}, beta={}, k={}", size, alpha, beta, k);
 }
 
+// ---------------------------------------------------------------- RMSNorm
+
+RMSNorm::RMSNorm(Shape shape, std::optional<double> eps_, bool affine, const TensorOptions& options)
+    : normalized_shape(std::move(shape)), eps(eps_), elementwise_affine(affine) {
+  if (normalized_shape.empty())
+    throw ShapeError("RMSNorm: normalized_shape must have at least one dim");
+  for (std::int64_t s : normalized_shape) check_size("RMSNorm", "normalized_shape", s);
+  if (affine)
+    weight =
+        register_parameter("weight", ones(normalized_shape, param_options("RMSNorm", options)));
+}
+
+Tensor RMSNorm::forward(const Tensor& x) {
+  if (!x.defined()) throw Error("RMSNorm.forward: the input is undefined");
+  return functional::rms_norm(x, normalized_shape, weight, eps);
+}
+
+std::string RMSNorm::extra_repr() const {
+  return fmt::format("{}, eps={}, elementwise_affine={}", shape_str(normalized_shape),
+                     eps ? fmt::format("{}", *eps) : std::string("None"),
+                     bool_str(elementwise_affine));
+}
+
 }  // namespace ferry::nn

@@ -30,4 +30,18 @@ Tensor scaled_dot_product_attention(const Tensor& query, const Tensor& key, cons
                                     std::optional<double> scale = std::nullopt,
                                     bool enable_gqa = false);
 
+// Rotary position embedding (RoPE, Su et al. 2021) in the rotate-half form of GPT-NeoX and
+// Hugging Face's Llama: dims i and i + D/2 of a head form a pair, rotated by position · θ_i with
+// θ_i = base^(-2i / D). rotary_tables makes the cos and sin of every angle, [positions, D]
+// (each θ_i for both halves), computed in double and stored in options' dtype (f32 unless
+// given); apply_rotary rotates x [..., L, D] by the tables' rows [offset, offset + L) (offset:
+// the position of x's first row, a KV cache's length when generating). ShapeError for an odd
+// or mismatched D or rows past the tables.
+struct RotaryTables {
+  Tensor cos, sin;
+};
+RotaryTables rotary_tables(std::int64_t head_dim, std::int64_t positions, double base = 10000.0,
+                           const TensorOptions& options = {});
+Tensor apply_rotary(const Tensor& x, const RotaryTables& tables, std::int64_t offset = 0);
+
 }  // namespace ferry::nn::functional

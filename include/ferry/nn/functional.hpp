@@ -64,6 +64,12 @@ Tensor instance_norm(const Tensor& x, const Tensor& running_mean = {},
 Tensor local_response_norm(const Tensor& x, std::int64_t size, double alpha = 1e-4,
                            double beta = 0.75, double k = 1.0);
 
+// Root-mean-square normalisation over the last normalized_shape.size() dims (F.rms_norm):
+// x / sqrt(mean(x^2) + eps) · weight (optional, normalized_shape), in f32 for the 16-bit
+// dtypes. eps unset: the machine epsilon of x's dtype, as PyTorch's.
+Tensor rms_norm(const Tensor& x, const Shape& normalized_shape, const Tensor& weight = {},
+                std::optional<double> eps = std::nullopt);
+
 // ferry::layer_norm, here for symmetry with PyTorch's functional.
 Tensor layer_norm(const Tensor& x, const Shape& normalized_shape, const Tensor& weight = {},
                   const Tensor& bias = {}, double eps = 1e-5);

@@ -138,4 +138,20 @@ class LocalResponseNorm : public Module {
   double alpha, beta, k;
 };
 
+// Root-mean-square normalisation (torch.nn.RMSNorm): functional::rms_norm over the last
+// normalized_shape.size() dims, weight (ones) when elementwise_affine; eps unset: the input
+// dtype's machine epsilon.
+class RMSNorm : public Module {
+ public:
+  explicit RMSNorm(Shape normalized_shape, std::optional<double> eps = std::nullopt,
+                   bool elementwise_affine = true, const TensorOptions& options = {});
+  Tensor forward(const Tensor& x) override;
+  std::string extra_repr() const override;
+
+  Shape normalized_shape;
+  std::optional<double> eps;
+  bool elementwise_affine;
+  Tensor weight;
+};
+
 }  // namespace ferry::nn

@@ -1,0 +1,108 @@
+// ferry/nn/transformer.hpp — the attention layers: MultiheadAttention,
+// TransformerEncoderLayer and TransformerDecoderLayer, as PyTorch's, with its
+// parameter names (in_proj_weight, out_proj.weight, self_attn.*, linear1, norm1,
+// ...), so a PyTorch state_dict loads as is. Attention runs through
+// nn::functional::scaled_dot_product_attention (ferry/nn/attention.hpp), the
+// device's fused kernel where it has one, except where the attention weights are
+// asked for (need_weights), which the fused kernel never forms.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <utility>
+
+#include "ferry/nn/layers.hpp"
+#include "ferry/nn/module.hpp"
+#include "ferry/tensor.hpp"
+
+namespace ferry::nn {
+
+// Options of MultiheadAttention (PyTorch's keyword arguments; kdim = vdim = embed_dim, no
+// add_bias_kv or add_zero_attn).
+struct MultiheadAttentionOptions {
+  double dropout = 0.0;      // on the attention weights, in training
+  bool bias = true;          // in_proj_bias and out_proj.bias
+  bool batch_first = false;  // [N, L, E] instead of [L, N, E]
+};
+
+// The arguments of MultiheadAttention::forward beside query, key and value; the masks'
+// conventions are PyTorch's and the opposite of scaled_dot_product_attention's for bools.
+struct AttentionMasks {
+  // [N, S]: a bool true leaves the key out; a float is added to the scores.
+  Tensor key_padding_mask;
+  // [L, S] or [N · num_heads, L, S]: a bool true forbids the pair; a float is added.
+  Tensor attn_mask;
+  // Query i sees keys j <= i (when attn_mask is undefined; with one, a hint, as in PyTorch).
+  bool is_causal = false;
+};
+
+// Multi-head attention (torch.nn.MultiheadAttention): in_proj_weight [3E, E] (q, k and v
+// stacked, Xavier-uniform), in_proj_bias [3E] (zeros), out_proj (Linear E -> E, bias zeros).
+// forward takes query [L, N, E] (or [N, L, E] with batch_first, or unbatched [L, E]), key and
+// value [S, N, E] and returns the output (query's layout) and, with need_weights, the
+// attention weights [N, L, S] averaged over the heads ([N, H, L, S] without
+// average_attn_weights; [L, S] or [H, L, S] unbatched), else an undefined tensor.
+class MultiheadAttention : public Module {
+ public:
+  MultiheadAttention(std::int64_t embed_dim, std::int64_t num_heads,
+                     const MultiheadAttentionOptions& options = {},
+                     const TensorOptions& tensor_options = {});
+  std::pair<Tensor, Tensor> forward(const Tensor& query, const Tensor& key, const Tensor& value,
+                                    const AttentionMasks& masks = {}, bool need_weights = true,
+                                    bool average_attn_weights = true);
+  std::string extra_repr() const override;
+
+  std::int64_t embed_dim, num_heads, head_dim;
+  MultiheadAttentionOptions options;
+  Tensor in_proj_weight, in_proj_bias;
+  std::shared_ptr<Linear> out_proj;
+};
+
+// Options of the Transformer layers (PyTorch's keyword arguments).
+struct TransformerLayerOptions {
+  std::int64_t dim_feedforward = 2048;
+  double dropout = 0.1;
+  std::string activation = "relu";  // or "gelu"
+  double layer_norm_eps = 1e-5;
+  bool batch_first = false;
+  bool norm_first = false;  // pre-norm (x + f(norm(x))) instead of post-norm (norm(x + f(x)))
+  bool bias = true;
+};
+
+// torch.nn.TransformerEncoderLayer: self-attention and a feed-forward block (linear1,
+// activation, dropout, linear2), each with its residual and LayerNorm (norm1, norm2) and
+// dropout (dropout1, dropout2). src [L, N, E] ([N, L, E] with batch_first, or [L, E]).
+class TransformerEncoderLayer : public Module {
+ public:
+  TransformerEncoderLayer(std::int64_t d_model, std::int64_t nhead,
+                          const TransformerLayerOptions& options = {},
+                          const TensorOptions& tensor_options = {});
+  Tensor forward(const Tensor& src) override;
+  Tensor forward(const Tensor& src, const AttentionMasks& src_masks);
+
+  TransformerLayerOptions options;
+  std::shared_ptr<MultiheadAttention> self_attn;
+  std::shared_ptr<Linear> linear1, linear2;
+  std::shared_ptr<Dropout> dropout, dropout1, dropout2;
+  std::shared_ptr<LayerNorm> norm1, norm2;
+};
+
+// torch.nn.TransformerDecoderLayer: self-attention (self_attn), attention over the encoder's
+// output (multihead_attn) and the feed-forward block, with norm1..3 and dropout1..3.
+class TransformerDecoderLayer : public Module {
+ public:
+  TransformerDecoderLayer(std::int64_t d_model, std::int64_t nhead,
+                          const TransformerLayerOptions& options = {},
+                          const TensorOptions& tensor_options = {});
+  Tensor forward(const Tensor& tgt, const Tensor& memory, const AttentionMasks& tgt_masks = {},
+                 const AttentionMasks& memory_masks = {});
+
+  TransformerLayerOptions options;
+  std::shared_ptr<MultiheadAttention> self_attn, multihead_attn;
+  std::shared_ptr<Linear> linear1, linear2;
+  std::shared_ptr<Dropout> dropout, dropout1, dropout2, dropout3;
+  std::shared_ptr<LayerNorm> norm1, norm2, norm3;
+};
+
+}  // namespace ferry::nn

@@ -1,0 +1,192 @@
+// runtime/cpu/cpu_kernels_matvec.cpp — matmul's matrix-vector path on the CPU: products with
+// at most kMaxVectors rows on one side (a token's activations times a weight, a weight times a
+// vector), which are bound by reading the weight once (Note [Matrix-vector products on the CPU]).
+#include <cstdint>
+#include <cstring>
+#include <type_traits>
+#include <vector>
+
+#include "cpu/cpu_backend.hpp"
+#include "cpu/cpu_loops.hpp"
+
+// As in cpu_kernels_attention.cpp: x86-64-v4 (AVX-512) and x86-64-v3 (AVX2, FMA, F16C) clones
+// beside the baseline, picked by the CPU's features when the library loads.
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && \
+    !defined(__SANITIZE_THREAD__) && !defined(__SANITIZE_ADDRESS__)
+#define FERRY_CPU_CLONES \
+  __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
+#else
+#define FERRY_CPU_CLONES
+#endif
+
+namespace ferry::cpu {
+namespace {
+
+// Note [Matrix-vector products on the CPU]
+// c[s][g] = Σ_k v[s][k] · w[g][k] for the s < S <= kMaxVectors "vectors" and every row g of the
+// "weight", whose rows are contiguous in k. That covers x · Wᵀ (linear: x [S, K], W [G, K]) and
+// W · x (W [G, K], x [K, S]) in any batch. The weight is read once, as it is: 16-bit rows are
+// converted in registers (GCC's vector extension: integer and float vector operations for f16, a
+// shift for bf16), never
+// widened in memory, which is what the general path (widen both operands, sgemm) did for every
+// call, at a hundred times the cost. The vectors are widened to f32 once (S · K floats, in
+// cache). Threads split the weight's rows; each row's S sums are kept in S vector registers
+// and reduced at the end, in f32 (f64 stays on its BLAS path).
+constexpr std::int64_t kMaxVectors = 8;
+constexpr int kLanes = 16;
+typedef float Vf __attribute__((vector_size(kLanes * sizeof(float))));
+typedef std::uint16_t Vh __attribute__((vector_size(kLanes * sizeof(std::uint16_t))));
+typedef std::uint32_t Vu __attribute__((vector_size(kLanes * sizeof(std::uint32_t))));
+
+// kLanes weights from p, as floats (an out-parameter: a 64-byte vector returned by value would
+// have a different ABI in each clone).
+template <typename T> [[gnu::always_inline]] inline void load(const T* p, Vf& v) {
+  if constexpr (std::is_same_v<T, float>) {
+    std::memcpy(&v, p, sizeof v);
+  } else if constexpr (std::is_same_v<T, Half>) {
+    // In integer and float vector operations, which every clone keeps in vectors (GCC
+    // converts a _Float16 vector one element at a time): the exponent and mantissa moved
+    // into a float's places and scaled by 2^112 (subnormals included), infinities and NaNs
+    // given the float's all-ones exponent, then the sign.
+    Vh b;
+    std::memcpy(&b, p, sizeof b);
+    const Vu h = __builtin_convertvector(b, Vu);
+    const Vu em = h & 0x7fffu, moved = em << 13;
+    Vf magnitude;
+    std::memcpy(&magnitude, &moved, sizeof magnitude);
+    magnitude *= 0x1p112f;
+    Vu bits;
+    std::memcpy(&bits, &magnitude, sizeof bits);
+    bits = em >= 0x7c00u ? (moved | 0x7f800000u) : bits;
+    bits |= (h & 0x8000u) << 16;
+    std::memcpy(&v, &bits, sizeof v);
+  } else {
+    Vh b;
+    std::memcpy(&b, p, sizeof b);
+    const Vu wide = __builtin_convertvector(b, Vu) << 16;
+    std::memcpy(&v, &wide, sizeof v);
+  }
+}
+
+// Rows [g, g + RG) of the weight against the S vectors: RG rows at a time, so that a few
+// streams of the weight are in flight and RG · S sums are independent chains.
+template <typename T, int S, int RG>
+[[gnu::always_inline]] inline void row_group(const T* w, std::int64_t w_row, const float* v,
+                                             std::int64_t K, std::int64_t g, float* c,
+                                             std::int64_t c_s, std::int64_t c_g) {
+  Vf acc[RG][S] = {};
+  std::int64_t k = 0;
+  for (; k + kLanes <= K; k += kLanes) {
+    Vf x[RG];
+    for (int r = 0; r < RG; ++r) load(w + (g + r) * w_row + k, x[r]);
+    for (int s = 0; s < S; ++s) {
+      Vf vs;
+      std::memcpy(&vs, v + s * K + k, sizeof vs);
+      for (int r = 0; r < RG; ++r) acc[r][s] += x[r] * vs;
+    }
+  }
+  for (int r = 0; r < RG; ++r) {
+    const T* row = w + (g + r) * w_row;
+    for (int s = 0; s < S; ++s) {
+      float sum = 0;
+      for (int l = 0; l < kLanes; ++l) sum += acc[r][s][l];
+      for (std::int64_t kk = k; kk < K; ++kk) sum += float(row[kk]) * v[s * K + kk];
+      c[s * c_s + (g + r) * c_g] = sum;
+    }
+  }
+}
+
+template <typename T, int S>
+FERRY_CPU_CLONES void weight_rows(const T* w, std::int64_t w_row, const float* v, std::int64_t K,
+                                  std::int64_t g0, std::int64_t g1, float* c, std::int64_t c_s,
+                                  std::int64_t c_g) {
+  constexpr int RG = S <= 2 ? 4 : S <= 4 ? 2 : 1;
+  std::int64_t g = g0;
+  for (; g + RG <= g1; g += RG) row_group<T, S, RG>(w, w_row, v, K, g, c, c_s, c_g);
+  for (; g < g1; ++g) row_group<T, S, 1>(w, w_row, v, K, g, c, c_s, c_g);
+}
+
+template <typename T, int S> void run_rows(const T* w, std::int64_t w_row, const float* v,
+                                           std::int64_t K, std::int64_t G, float* c,
+                                           std::int64_t c_s, std::int64_t c_g) {
+  // A few hundred kilobytes of weight per task.
+  const std::int64_t grain = std::max<std::int64_t>(1, (1 << 18) / std::max<std::int64_t>(1, K));
+  parallel_range(G, grain, [&](std::int64_t g0, std::int64_t g1) {
+    weight_rows<T, S>(w, w_row, v, K, g0, g1, c, c_s, c_g);
+  });
+}
+
+template <typename T> void dispatch_rows(std::int64_t S, const T* w, std::int64_t w_row,
+                                         const float* v, std::int64_t K, std::int64_t G, float* c,
+                                         std::int64_t c_s, std::int64_t c_g) {
+  switch (S) {
+    case 1:
+      return run_rows<T, 1>(w, w_row, v, K, G, c, c_s, c_g);
+    case 2:
+      return run_rows<T, 2>(w, w_row, v, K, G, c, c_s, c_g);
+    case 3:
+      return run_rows<T, 3>(w, w_row, v, K, G, c, c_s, c_g);
+    case 4:
+      return run_rows<T, 4>(w, w_row, v, K, G, c, c_s, c_g);
+    case 5:
+      return run_rows<T, 5>(w, w_row, v, K, G, c, c_s, c_g);
+    case 6:
+      return run_rows<T, 6>(w, w_row, v, K, G, c, c_s, c_g);
+    case 7:
+      return run_rows<T, 7>(w, w_row, v, K, G, c, c_s, c_g);
+    default:
+      return run_rows<T, 8>(w, w_row, v, K, G, c, c_s, c_g);
+  }
+}
+
+template <typename T> bool matvec(const OpCall& call) {
+  const TensorArg &A = call.inputs[0], &B = call.inputs[1], &C = call.outputs[0];
+  const std::int64_t nb = C.sizes[0], M = C.sizes[1], N = C.sizes[2], K = A.sizes[2];
+  // Which side is the weight: B's columns (contiguous in k) against A's few rows, or A's rows
+  // against B's few columns.
+  const bool weight_is_b = M <= kMaxVectors && (B.strides[1] == 1 || K == 1) && N > M;
+  const bool weight_is_a = !weight_is_b && N <= kMaxVectors && (A.strides[2] == 1 || K == 1);
+  if (!weight_is_b && !weight_is_a) return false;
+  const TensorArg& W = weight_is_b ? B : A;
+  const TensorArg& X = weight_is_b ? A : B;
+  const std::int64_t S = weight_is_b ? M : N, G = weight_is_b ? N : M;
+  if (G * K < (1 << 14)) return false;  // small matrices: the general path's loops
+  const std::int64_t w_row = weight_is_b ? B.strides[2] : A.strides[1];
+  // X's vectors as S rows of K floats: A's rows (strides 1, 2) or B's columns (strides 2, 1).
+  const std::int64_t x_s = weight_is_b ? X.strides[1] : X.strides[2];
+  const std::int64_t x_k = weight_is_b ? X.strides[2] : X.strides[1];
+  std::vector<float> v(std::size_t(S * K)), c;
+  const bool f32_out = std::is_same_v<T, float>;
+  if (!f32_out) c.resize(std::size_t(S * G));
+  for (std::int64_t b = 0; b < nb; ++b) {
+    const T* x = X.data<T>() + b * X.strides[0];
+    for (std::int64_t s = 0; s < S; ++s)
+      for (std::int64_t k = 0; k < K; ++k) v[std::size_t(s * K + k)] = float(x[s * x_s + k * x_k]);
+    // C [M, N] contiguous: c[s][g] is C[s][g] when the weight is B, C[g][s] when it is A.
+    const std::int64_t c_s = weight_is_b ? N : 1, c_g = weight_is_b ? 1 : N;
+    float* out = f32_out ? reinterpret_cast<float*>(C.data<T>() + b * M * N) : c.data();
+    dispatch_rows<T>(S, W.data<T>() + b * W.strides[0], w_row, v.data(), K, G, out, c_s, c_g);
+    if (!f32_out) {
+      T* dst = C.data<T>() + b * M * N;
+      for (std::int64_t i = 0; i < M * N; ++i) dst[i] = T(c[std::size_t(i)]);
+    }
+  }
+  return true;
+}
+
+}  // namespace
+
+bool try_matvec(const OpCall& call) {
+  switch (call.outputs.at(0).dtype) {
+    case DType::f32:
+      return matvec<float>(call);
+    case DType::f16:
+      return matvec<Half>(call);
+    case DType::bf16:
+      return matvec<BFloat16>(call);
+    default:
+      return false;
+  }
+}
+
+}  // namespace ferry::cpu

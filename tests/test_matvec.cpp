@@ -1,0 +1,81 @@
+// matmul's matrix-vector shapes — one side of 1 to 8 rows against a weight, the way a linear
+// layer meets one token (x · Wᵀ) and the way W · x reads — in f32, f16 and bf16, batched,
+// with a strided vector side and a K that is not a multiple of the vector width, against the
+// products computed in double on the host from the same (rounded) values. On the CPU these
+// take the matrix-vector path (Note [Matrix-vector products on the CPU]); every device runs
+// them.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <string>
+#include <vector>
+
+#include "ferry/backend.hpp"
+#include "ferry/ferry.hpp"
+#include "test_devices.hpp"
+
+namespace {
+
+using ferry::DType;
+using ferry::Tensor;
+
+// c = a · b in double from the tensors' own values; a [B, M, K], b [B, K, N].
+std::vector<double> reference(const Tensor& a, const Tensor& b, std::vector<double>& scale) {
+  const auto av = a.to(DType::f64).contiguous().to_vector<double>();
+  const auto bv = b.to(DType::f64).contiguous().to_vector<double>();
+  const std::int64_t B = a.size(0), M = a.size(1), K = a.size(2), N = b.size(2);
+  std::vector<double> c(std::size_t(B * M * N));
+  scale.assign(c.size(), 0.0);
+  for (std::int64_t i = 0; i < B; ++i)
+    for (std::int64_t m = 0; m < M; ++m)
+      for (std::int64_t n = 0; n < N; ++n) {
+        double s = 0, mag = 0;
+        for (std::int64_t k = 0; k < K; ++k) {
+          const double t =
+              av[std::size_t((i * M + m) * K + k)] * bv[std::size_t((i * K + k) * N + n)];
+          s += t;
+          mag += std::fabs(t);
+        }
+        c[std::size_t((i * M + m) * N + n)] = s;
+        scale[std::size_t((i * M + m) * N + n)] = mag;
+      }
+  return c;
+}
+
+void expect_product(const Tensor& a, const Tensor& b, const std::string& what) {
+  SCOPED_TRACE(what);
+  const Tensor c = ferry::matmul(a, b);
+  ASSERT_EQ(c.sizes(), (ferry::Shape{a.size(0), a.size(1), b.size(2)}));
+  std::vector<double> scale;
+  const auto want = reference(a.to(ferry::Device::cpu()), b.to(ferry::Device::cpu()), scale);
+  const auto got = c.to(DType::f64).to_vector<double>();
+  // f32 sums in another order; 16-bit results also round once to their 8 or 11 bits.
+  const double rel = c.dtype() == DType::f32 ? 1e-5 : c.dtype() == DType::f16 ? 2e-3 : 1.6e-2;
+  for (std::size_t i = 0; i < got.size(); ++i)
+    ASSERT_NEAR(got[i], want[i], rel * (scale[i] + std::fabs(want[i])) + 1e-6) << "element " << i;
+}
+
+TEST(Matvec, FewRowsAgainstAWeightInEveryFloatDtype) {
+  for (const std::string& name : ferry_test::available_device_names()) {
+    const ferry::Device dev(name);
+    for (const DType dt : {DType::f32, DType::f16, DType::bf16}) {
+      if (!ferry::device_impl(dev).supports(ferry::OpId::matmul, dt)) continue;
+      ferry::manual_seed(11);
+      const std::int64_t K = 1031, G = 300;
+      const Tensor w = ferry::randn({2, G, K}).to(dt).to(dev);
+      for (const std::int64_t S : {1, 3, 8}) {
+        const std::string tag =
+            dev.str() + " " + std::string(ferry::dtype_name(dt)) + " S=" + std::to_string(S);
+        const Tensor x = ferry::randn({2, S, K}).to(dt).to(dev);
+        expect_product(x, w.transpose(1, 2), "x · Wᵀ " + tag);
+        expect_product(w, x.transpose(1, 2), "W · x " + tag);
+        // A strided vector side: every other column of a wider tensor.
+        const Tensor wide = ferry::randn({2, S, 2 * K}).to(dt).to(dev);
+        const Tensor strided = wide.narrow(2, 0, 2 * K - 1).slice(2, 0, 2 * K - 1, 2);
+        expect_product(strided, w.transpose(1, 2), "strided x · Wᵀ " + tag);
+      }
+    }
+  }
+}
+
+}  // namespace
