@@ -15,6 +15,8 @@
     !defined(__SANITIZE_THREAD__) && !defined(__SANITIZE_ADDRESS__)
 #define FERRY_CPU_CLONES \
   __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
+#define FERRY_HALF_F16C 1
+#include <immintrin.h>
 #else
 #define FERRY_CPU_CLONES
 #endif
@@ -106,12 +108,75 @@ FERRY_CPU_CLONES void weight_rows(const T* w, std::int64_t w_row, const float* v
   for (; g < g1; ++g) row_group<T, S, 1>(w, w_row, v, K, g, c, c_s, c_g);
 }
 
+#ifdef FERRY_HALF_F16C
+// f16 rows where the CPU has F16C (x86-64-v3 and up): vcvtph2ps converts eight halves in one
+// instruction, three times faster than the portable bit operations of load(). row_group's
+// loop with that load; a separate function because the intrinsics need its target.
+template <int S, int RG>
+__attribute__((target("avx2,fma,f16c"))) void half_group_f16c(const Half* w, std::int64_t w_row,
+                                                               const float* v, std::int64_t K,
+                                                               std::int64_t g, float* c,
+                                                               std::int64_t c_s,
+                                                               std::int64_t c_g) {
+  __m256 acc[RG][S][2];
+  for (int r = 0; r < RG; ++r)
+    for (int s = 0; s < S; ++s) acc[r][s][0] = acc[r][s][1] = _mm256_setzero_ps();
+  std::int64_t k = 0;
+  for (; k + 16 <= K; k += 16) {
+    __m256 x[RG][2];
+    for (int r = 0; r < RG; ++r) {
+      const auto* p = reinterpret_cast<const __m128i*>(w + (g + r) * w_row + k);
+      x[r][0] = _mm256_cvtph_ps(_mm_loadu_si128(p));
+      x[r][1] = _mm256_cvtph_ps(_mm_loadu_si128(p + 1));
+    }
+    for (int s = 0; s < S; ++s)
+      for (int h = 0; h < 2; ++h) {
+        const __m256 vs = _mm256_loadu_ps(v + s * K + k + 8 * h);
+        for (int r = 0; r < RG; ++r) acc[r][s][h] = _mm256_fmadd_ps(x[r][h], vs, acc[r][s][h]);
+      }
+  }
+  for (int r = 0; r < RG; ++r) {
+    const Half* row = w + (g + r) * w_row;
+    for (int s = 0; s < S; ++s) {
+      alignas(32) float lanes[8];
+      _mm256_store_ps(lanes, _mm256_add_ps(acc[r][s][0], acc[r][s][1]));
+      float sum = 0;
+      for (float l : lanes) sum += l;
+      for (std::int64_t kk = k; kk < K; ++kk) sum += float(row[kk]) * v[s * K + kk];
+      c[s * c_s + (g + r) * c_g] = sum;
+    }
+  }
+}
+
+template <int S>
+__attribute__((target("avx2,fma,f16c"))) void half_rows_f16c(const Half* w, std::int64_t w_row,
+                                                              const float* v, std::int64_t K,
+                                                              std::int64_t g0, std::int64_t g1,
+                                                              float* c, std::int64_t c_s,
+                                                              std::int64_t c_g) {
+  constexpr int RG = S <= 2 ? 4 : S <= 4 ? 2 : 1;
+  std::int64_t g = g0;
+  for (; g + RG <= g1; g += RG) half_group_f16c<S, RG>(w, w_row, v, K, g, c, c_s, c_g);
+  for (; g < g1; ++g) half_group_f16c<S, 1>(w, w_row, v, K, g, c, c_s, c_g);
+}
+
+bool has_f16c() {
+  static const bool yes = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
+                          __builtin_cpu_supports("f16c");
+  return yes;
+}
+#endif
+
 template <typename T, int S> void run_rows(const T* w, std::int64_t w_row, const float* v,
                                            std::int64_t K, std::int64_t G, float* c,
                                            std::int64_t c_s, std::int64_t c_g) {
   // A few hundred kilobytes of weight per task.
   const std::int64_t grain = std::max<std::int64_t>(1, (1 << 18) / std::max<std::int64_t>(1, K));
   parallel_range(G, grain, [&](std::int64_t g0, std::int64_t g1) {
+#ifdef FERRY_HALF_F16C
+    if constexpr (std::is_same_v<T, Half>)
+      if (has_f16c()) return half_rows_f16c<S>(w, w_row, v, K, g0, g1, c, c_s, c_g);
+#endif
     weight_rows<T, S>(w, w_row, v, K, g0, g1, c, c_s, c_g);
   });
 }
