@@ -107,13 +107,7 @@ def main():
     case("one_query_many_keys", [[1, 2, 1, 8], [1, 2, 40, 8], [1, 2, 40, 8]])
     case("three_dims", [[3, 6, 4], [3, 5, 4], [3, 5, 2]])
     case("long_causal", [[1, 1, 130, 4]] * 3, is_causal=True)
-    text = ('{"torch_version": %s,\n"cases": [\n' % json.dumps(torch.__version__) +
-            ",\n".join(CASES) + "\n]}\n")
-    json.loads(text)
-    with open(OUT_PATH, "w") as f:
-        f.write(text)
-    print(f"wrote {len(CASES)} cases, {len(text)} bytes -> {os.path.normpath(OUT_PATH)}")
-    assert len(text) < 300_000, "keep the reference file small"
+    ref.write_case_file(OUT_PATH, CASES)
 
 
 if __name__ == "__main__":

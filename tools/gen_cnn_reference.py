@@ -177,13 +177,7 @@ def main():
     pool_cases()
     norm_cases()
     resample_cases()
-    text = ('{"torch_version": %s,\n"cases": [\n' % json.dumps(torch.__version__) +
-            ",\n".join(CASES) + "\n]}\n")
-    json.loads(text)
-    with open(OUT_PATH, "w") as f:
-        f.write(text)
-    print(f"wrote {len(CASES)} cases, {len(text)} bytes -> {os.path.normpath(OUT_PATH)}")
-    assert len(text) < 300_000, "keep the reference file small"
+    ref.write_case_file(OUT_PATH, CASES)
 
 
 if __name__ == "__main__":

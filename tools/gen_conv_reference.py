@@ -99,13 +99,7 @@ def unfold_fold_cases():
 def main():
     conv_cases()
     unfold_fold_cases()
-    text = ('{"torch_version": %s,\n"cases": [\n' % json.dumps(torch.__version__) +
-            ",\n".join(CASES) + "\n]}\n")
-    json.loads(text)
-    with open(OUT_PATH, "w") as f:
-        f.write(text)
-    print(f"wrote {len(CASES)} cases, {len(text)} bytes -> {os.path.normpath(OUT_PATH)}")
-    assert len(text) < 300_000, "keep the reference file small"
+    ref.write_case_file(OUT_PATH, CASES)
 
 
 if __name__ == "__main__":

@@ -138,3 +138,16 @@ def dump(path):
 
 
 SPECIAL = [NAN, INF, -INF, 0.0, -0.0, 1.0, -1.0, 0.5, -2.5, 3.0]
+
+
+def write_case_file(path, cases, limit=300_000):
+    """Writes {"torch_version", "cases": [...]} to path, the cases given as JSON texts (the
+    format of gen_conv_reference.py and the files after it), checked to parse and kept under
+    `limit` bytes."""
+    text = ('{"torch_version": %s,\n"cases": [\n' % json.dumps(torch.__version__) +
+            ",\n".join(cases) + "\n]}\n")
+    json.loads(text)
+    with open(path, "w") as f:
+        f.write(text)
+    print(f"wrote {len(cases)} cases, {len(text)} bytes -> {os.path.normpath(path)}")
+    assert len(text) < limit, "keep the reference file small"

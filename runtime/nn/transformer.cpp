@@ -160,8 +160,17 @@ std::string MultiheadAttention::extra_repr() const {
 
 namespace {
 
-Tensor activate(const std::string& activation, const Tensor& x) {
-  return activation == "gelu" ? gelu(x) : relu(x);
+// The feed-forward block: linear2(dropout(activation(linear1(x)))).
+Tensor feed_forward(const std::string& activation, Linear& linear1, Dropout& dropout,
+                    Linear& linear2, const Tensor& x) {
+  const Tensor h = linear1.forward(x);
+  return linear2.forward(dropout.forward(activation == "gelu" ? gelu(h) : relu(h)));
+}
+
+// One residual block around f: x + f(norm(x)) with norm_first (pre-norm), else norm(x + f(x)).
+template <typename F>
+Tensor residual(bool norm_first, LayerNorm& norm, const Tensor& x, const F& f) {
+  return norm_first ? x + f(norm.forward(x)) : norm.forward(x + f(x));
 }
 
 void check_layer(std::string_view layer, std::int64_t d_model, const TransformerLayerOptions& o) {
@@ -202,16 +211,9 @@ Tensor TransformerEncoderLayer::forward(const Tensor& src, const AttentionMasks&
     return dropout1->forward(self_attn->forward(x, x, x, masks, false).first);
   };
   auto ff = [&](const Tensor& x) {
-    return dropout2->forward(
-        linear2->forward(dropout->forward(activate(options.activation, linear1->forward(x)))));
+    return dropout2->forward(feed_forward(options.activation, *linear1, *dropout, *linear2, x));
   };
-  Tensor x = src;
-  if (options.norm_first) {
-    x = x + sa(norm1->forward(x));
-    return x + ff(norm2->forward(x));
-  }
-  x = norm1->forward(x + sa(x));
-  return norm2->forward(x + ff(x));
+  return residual(options.norm_first, *norm2, residual(options.norm_first, *norm1, src, sa), ff);
 }
 
 TransformerDecoderLayer::TransformerDecoderLayer(std::int64_t d_model, std::int64_t nhead,
@@ -251,18 +253,10 @@ Tensor TransformerDecoderLayer::forward(const Tensor& tgt, const Tensor& memory,
     return dropout2->forward(multihead_attn->forward(x, memory, memory, memory_masks, false).first);
   };
   auto ff = [&](const Tensor& x) {
-    return dropout3->forward(
-        linear2->forward(dropout->forward(activate(options.activation, linear1->forward(x)))));
+    return dropout3->forward(feed_forward(options.activation, *linear1, *dropout, *linear2, x));
   };
-  Tensor x = tgt;
-  if (options.norm_first) {
-    x = x + sa(norm1->forward(x));
-    x = x + mha(norm2->forward(x));
-    return x + ff(norm3->forward(x));
-  }
-  x = norm1->forward(x + sa(x));
-  x = norm2->forward(x + mha(x));
-  return norm3->forward(x + ff(x));
+  const bool nf = options.norm_first;
+  return residual(nf, *norm3, residual(nf, *norm2, residual(nf, *norm1, tgt, sa), mha), ff);
 }
 
 }  // namespace ferry::nn
