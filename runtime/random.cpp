@@ -59,6 +59,19 @@ void manual_seed(std::uint64_t seed) {
   g.offset = 0;
 }
 
+RngState get_rng_state() {
+  Generator& g = generator();
+  std::lock_guard<std::mutex> lock(g.mutex);
+  return {g.seed, g.offset};
+}
+
+void set_rng_state(const RngState& state) {
+  Generator& g = generator();
+  std::lock_guard<std::mutex> lock(g.mutex);
+  g.seed = state.seed;
+  g.offset = state.offset;
+}
+
 Tensor uniform(const Shape& shape, double low, double high, const TensorOptions& o) {
   if (!(low <= high))
     throw Error(fmt::format("uniform: low ({}) must not exceed high ({})", low, high));

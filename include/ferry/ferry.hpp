@@ -2,6 +2,7 @@
 #pragma once
 
 #include "ferry/autograd.hpp"
+#include "ferry/checkpoint.hpp"
 #include "ferry/custom_kernel.hpp"
 #include "ferry/custom_op.hpp"
 #include "ferry/data.hpp"

@@ -24,6 +24,16 @@ namespace ferry {
 
 void manual_seed(std::uint64_t seed);
 
+// The generator's state: its seed and the next counter. Setting a state taken before some
+// draws makes them again, number for number (torch.get_rng_state / set_rng_state), which is
+// how checkpoint (ferry/checkpoint.hpp) recomputes a forward with the same dropout masks.
+struct RngState {
+  std::uint64_t seed = 0;
+  std::uint64_t offset = 0;
+};
+RngState get_rng_state();
+void set_rng_state(const RngState& state);
+
 // Uniform in [low, high).
 Tensor rand(const Shape& shape, const TensorOptions& options = {});
 Tensor uniform(const Shape& shape, double low, double high, const TensorOptions& options = {});
