@@ -97,7 +97,9 @@ Geometry geometry(const OpCall& call, std::size_t first, std::size_t mask_at) {
 
 // exp, with 0 for x below the float range (-inf included) and NaN kept.
 inline float softmax_exp(float x) {
-  const float xc = std::min(std::max(x, -87.3f), 88.7f);
+  // A NaN x is clamped to a number here (no NaN reaches the integer conversion below) and
+  // comes back at the end.
+  const float xc = std::min(x > -87.3f ? x : -87.3f, 88.7f);
   // n = round(x / ln 2) by the 1.5 * 2^23 trick, r = x - n ln 2 in two parts (Cody and Waite).
   const float n = (xc * 1.44269504088896341f + 12582912.f) - 12582912.f;
   const float r = xc - n * 0.693359375f + n * 2.12194440e-4f;
