@@ -13,20 +13,8 @@
 #include <vector>
 
 #include "cpu/cpu_backend.hpp"
+#include "cpu/cpu_clones.hpp"  // FERRY_CPU_CLONES on the block loops
 #include "cpu/cpu_loops.hpp"
-
-// The block loops are compiled for x86-64-v4 (AVX-512) and x86-64-v3 (AVX2 and FMA) besides the
-// baseline, and the loader picks one by the CPU's features at run time (GCC's function
-// multiversioning): the baseline x86-64 has 4-wide vectors and no FMA. (Named CPUs, such as
-// arch=skylake-avx512, would match that model only.) The sanitized builds keep the baseline:
-// their run-time libraries start after the loader resolves the clones.
-#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && \
-    !defined(__SANITIZE_THREAD__) && !defined(__SANITIZE_ADDRESS__)
-#define FERRY_CPU_CLONES \
-  __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
-#else
-#define FERRY_CPU_CLONES
-#endif
 
 namespace ferry::cpu {
 namespace {

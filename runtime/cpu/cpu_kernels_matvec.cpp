@@ -7,19 +7,8 @@
 #include <vector>
 
 #include "cpu/cpu_backend.hpp"
+#include "cpu/cpu_clones.hpp"  // FERRY_CPU_CLONES, FERRY_CPU_FEATURE_PATHS
 #include "cpu/cpu_loops.hpp"
-
-// As in cpu_kernels_attention.cpp: x86-64-v4 (AVX-512) and x86-64-v3 (AVX2, FMA, F16C) clones
-// beside the baseline, picked by the CPU's features when the library loads.
-#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && \
-    !defined(__SANITIZE_THREAD__) && !defined(__SANITIZE_ADDRESS__)
-#define FERRY_CPU_CLONES \
-  __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
-#define FERRY_HALF_F16C 1
-#include <immintrin.h>
-#else
-#define FERRY_CPU_CLONES
-#endif
 
 namespace ferry::cpu {
 namespace {
@@ -108,16 +97,15 @@ FERRY_CPU_CLONES void weight_rows(const T* w, std::int64_t w_row, const float* v
   for (; g < g1; ++g) row_group<T, S, 1>(w, w_row, v, K, g, c, c_s, c_g);
 }
 
-#ifdef FERRY_HALF_F16C
+#ifdef FERRY_CPU_FEATURE_PATHS
 // f16 rows where the CPU has F16C (x86-64-v3 and up): vcvtph2ps converts eight halves in one
 // instruction, three times faster than the portable bit operations of load(). row_group's
 // loop with that load; a separate function because the intrinsics need its target.
 template <int S, int RG>
 __attribute__((target("avx2,fma,f16c"))) void half_group_f16c(const Half* w, std::int64_t w_row,
-                                                               const float* v, std::int64_t K,
-                                                               std::int64_t g, float* c,
-                                                               std::int64_t c_s,
-                                                               std::int64_t c_g) {
+                                                              const float* v, std::int64_t K,
+                                                              std::int64_t g, float* c,
+                                                              std::int64_t c_s, std::int64_t c_g) {
   __m256 acc[RG][S][2];
   for (int r = 0; r < RG; ++r)
     for (int s = 0; s < S; ++s) acc[r][s][0] = acc[r][s][1] = _mm256_setzero_ps();
@@ -148,12 +136,9 @@ __attribute__((target("avx2,fma,f16c"))) void half_group_f16c(const Half* w, std
   }
 }
 
-template <int S>
-__attribute__((target("avx2,fma,f16c"))) void half_rows_f16c(const Half* w, std::int64_t w_row,
-                                                              const float* v, std::int64_t K,
-                                                              std::int64_t g0, std::int64_t g1,
-                                                              float* c, std::int64_t c_s,
-                                                              std::int64_t c_g) {
+template <int S> __attribute__((target("avx2,fma,f16c"))) void half_rows_f16c(
+    const Half* w, std::int64_t w_row, const float* v, std::int64_t K, std::int64_t g0,
+    std::int64_t g1, float* c, std::int64_t c_s, std::int64_t c_g) {
   constexpr int RG = S <= 2 ? 4 : S <= 4 ? 2 : 1;
   std::int64_t g = g0;
   for (; g + RG <= g1; g += RG) half_group_f16c<S, RG>(w, w_row, v, K, g, c, c_s, c_g);
@@ -173,7 +158,7 @@ template <typename T, int S> void run_rows(const T* w, std::int64_t w_row, const
   // A few hundred kilobytes of weight per task.
   const std::int64_t grain = std::max<std::int64_t>(1, (1 << 18) / std::max<std::int64_t>(1, K));
   parallel_range(G, grain, [&](std::int64_t g0, std::int64_t g1) {
-#ifdef FERRY_HALF_F16C
+#ifdef FERRY_CPU_FEATURE_PATHS
     if constexpr (std::is_same_v<T, Half>)
       if (has_f16c()) return half_rows_f16c<S>(w, w_row, v, K, g0, g1, c, c_s, c_g);
 #endif
