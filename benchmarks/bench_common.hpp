@@ -47,6 +47,7 @@ void register_mlp();
 void register_train();     // a training step; beside PyTorch when libtorch was found
 void register_conv();      // conv2d at ResNet-18's shapes and a ResNet-18 step
 void register_attention();  // scaled_dot_product_attention, fused beside the composition
+void register_gpt();        // a GPT training step (samples/gpt.hpp); beside PyTorch
 void register_matvec();     // matrix-vector products (one token times a weight) on the CPU
 void register_vulkan();    // skipped when no Vulkan device is available
 void register_transfer();  // the transfer planner; skipped without a Vulkan device

@@ -136,6 +136,7 @@ int main(int argc, char** argv) {
   bench::register_ops();
   bench::register_conv();
   bench::register_attention();
+  bench::register_gpt();
   bench::register_matvec();
   bench::register_vulkan();
   bench::register_transfer();

@@ -8,6 +8,7 @@
 #include <cmath>
 #include <limits>
 
+#include "autocast_internal.hpp"
 #include "autograd/graph.hpp"
 #include "dispatch.hpp"
 #include "ferry/debug.hpp"
@@ -183,6 +184,10 @@ Tensor nonpositive_part(const Tensor& x) { return where(gt(x, 0), Scalar(0), x);
 }  // namespace
 
 Tensor softplus(const Tensor& x, double beta, double threshold) {
+  if (ferry::detail::autocast_applies(OpId::softplus)) {
+    const ferry::detail::AutocastOp ac(OpId::softplus, {&x});
+    return softplus(ac(x), beta, threshold);
+  }
   detail::check_dtype(OpId::softplus, x);
   return in_float(x, [&](const Tensor& xf) {
     Tensor bx = xf * beta;
@@ -293,6 +298,10 @@ Tensor round(const Tensor& x, std::int64_t decimals) {
 // gives -inf, any +inf gives +inf), PyTorch's scheme. The gradient through
 // the parts is softmax(x) over the dims: m carries none.
 Tensor logsumexp(const Tensor& x, const std::vector<std::int64_t>& dims, bool keepdim) {
+  if (ferry::detail::autocast_applies(OpId::logsumexp)) {
+    const ferry::detail::AutocastOp ac(OpId::logsumexp, {&x});
+    return logsumexp(ac(x), dims, keepdim);
+  }
   detail::check_dtype(OpId::logsumexp, x);
   const Tensor xf = x.to(op_compute_dtype(OpId::logsumexp, x.dtype()));
   if (xf.numel() == 0) return log(sum(exp(xf), dims, keepdim));  // sums of nothing: -inf
@@ -363,6 +372,10 @@ Tensor lerp(const Tensor& a, const Tensor& b, const Scalar& weight) {
 // x + value t1 t2, in PyTorch's order; an integer result with a float value
 // is refused, as there.
 Tensor addcmul(const Tensor& x, const Tensor& t1, const Tensor& t2, const Scalar& value) {
+  if (ferry::detail::autocast_applies(OpId::addcmul)) {
+    const ferry::detail::AutocastOp ac(OpId::addcmul, {&x, &t1, &t2});
+    return addcmul(ac(x), ac(t1), ac(t2), value);
+  }
   const DType dt = promote_types(x.dtype(), promote_types(t1.dtype(), t2.dtype()));
   if (!is_floating(dt) && value.is_floating())
     throw DTypeError(fmt::format(
@@ -376,6 +389,10 @@ Tensor addcmul(const Tensor& x, const Tensor& t1, const Tensor& t2, const Scalar
 // x + value t1 / t2; integer t1 and t2 are refused (PyTorch removed integer
 // division from addcdiv).
 Tensor addcdiv(const Tensor& x, const Tensor& t1, const Tensor& t2, const Scalar& value) {
+  if (ferry::detail::autocast_applies(OpId::addcdiv)) {
+    const ferry::detail::AutocastOp ac(OpId::addcdiv, {&x, &t1, &t2});
+    return addcdiv(ac(x), ac(t1), ac(t2), value);
+  }
   if (!is_floating(t1.dtype()) && !is_floating(t2.dtype()))
     throw DTypeError(fmt::format(
         "addcdiv: tensor1 ({}) and tensor2 ({}) are integers; integer division is not defined "

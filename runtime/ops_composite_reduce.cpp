@@ -8,6 +8,7 @@
 #include <cmath>
 #include <limits>
 
+#include "autocast_internal.hpp"
 #include "ferry/autograd.hpp"
 #include "ferry/error.hpp"
 #include "ferry/ops.hpp"
@@ -87,6 +88,10 @@ Tensor root(const Tensor& s, double p) {
 // sum(|x|), inf and -inf as max and min of |x|, 0 as the count of nonzeros;
 // floats only, 16-bit ones computed in f32.
 Tensor norm(const Tensor& x, double p, const std::vector<std::int64_t>& dims, bool keepdim) {
+  if (ferry::detail::autocast_applies(OpId::norm)) {
+    const ferry::detail::AutocastOp ac(OpId::norm, {&x});
+    return norm(ac(x), p, dims, keepdim);
+  }
   detail::check_dtype(OpId::norm, x);
   if (is_16_bit_float(x.dtype())) return norm(x.to(DType::f32), p, dims, keepdim).to(x.dtype());
   if (std::isnan(p)) throw ValueError("norm: p is NaN");

@@ -7,6 +7,7 @@
 #include <numeric>
 #include <string>
 
+#include "autocast_internal.hpp"
 #include "autograd/formulas.hpp"
 #include "dispatch.hpp"
 #include "ferry/error.hpp"
@@ -276,14 +277,26 @@ void check_unfold_args(std::string_view op, const ConvSizes& kernel, const ConvS
 
 Tensor conv1d(const Tensor& x, const Tensor& weight, const Tensor& bias, const ConvSizes& stride,
               const ConvPadding& padding, const ConvSizes& dilation, std::int64_t groups) {
+  if (ferry::detail::autocast_applies(OpId::conv1d)) {
+    const ferry::detail::AutocastOp ac(OpId::conv1d, {&x, &weight, &bias});
+    return conv1d(ac(x), ac(weight), ac(bias), stride, padding, dilation, groups);
+  }
   return conv(1, OpId::conv1d, x, weight, bias, stride, padding, dilation, groups);
 }
 Tensor conv2d(const Tensor& x, const Tensor& weight, const Tensor& bias, const ConvSizes& stride,
               const ConvPadding& padding, const ConvSizes& dilation, std::int64_t groups) {
+  if (ferry::detail::autocast_applies(OpId::conv2d)) {
+    const ferry::detail::AutocastOp ac(OpId::conv2d, {&x, &weight, &bias});
+    return conv2d(ac(x), ac(weight), ac(bias), stride, padding, dilation, groups);
+  }
   return conv(2, OpId::conv2d, x, weight, bias, stride, padding, dilation, groups);
 }
 Tensor conv3d(const Tensor& x, const Tensor& weight, const Tensor& bias, const ConvSizes& stride,
               const ConvPadding& padding, const ConvSizes& dilation, std::int64_t groups) {
+  if (ferry::detail::autocast_applies(OpId::conv3d)) {
+    const ferry::detail::AutocastOp ac(OpId::conv3d, {&x, &weight, &bias});
+    return conv3d(ac(x), ac(weight), ac(bias), stride, padding, dilation, groups);
+  }
   return conv(3, OpId::conv3d, x, weight, bias, stride, padding, dilation, groups);
 }
 
@@ -291,6 +304,11 @@ Tensor conv_transpose1d(const Tensor& x, const Tensor& weight, const Tensor& bia
                         const ConvSizes& stride, const ConvSizes& padding,
                         const ConvSizes& output_padding, std::int64_t groups,
                         const ConvSizes& dilation) {
+  if (ferry::detail::autocast_applies(OpId::conv_transpose1d)) {
+    const ferry::detail::AutocastOp ac(OpId::conv_transpose1d, {&x, &weight, &bias});
+    return conv_transpose1d(ac(x), ac(weight), ac(bias), stride, padding, output_padding, groups,
+                            dilation);
+  }
   return conv_transpose(1, OpId::conv_transpose1d, x, weight, bias, stride, padding, output_padding,
                         groups, dilation);
 }
@@ -298,6 +316,11 @@ Tensor conv_transpose2d(const Tensor& x, const Tensor& weight, const Tensor& bia
                         const ConvSizes& stride, const ConvSizes& padding,
                         const ConvSizes& output_padding, std::int64_t groups,
                         const ConvSizes& dilation) {
+  if (ferry::detail::autocast_applies(OpId::conv_transpose2d)) {
+    const ferry::detail::AutocastOp ac(OpId::conv_transpose2d, {&x, &weight, &bias});
+    return conv_transpose2d(ac(x), ac(weight), ac(bias), stride, padding, output_padding, groups,
+                            dilation);
+  }
   return conv_transpose(2, OpId::conv_transpose2d, x, weight, bias, stride, padding, output_padding,
                         groups, dilation);
 }
@@ -305,6 +328,11 @@ Tensor conv_transpose3d(const Tensor& x, const Tensor& weight, const Tensor& bia
                         const ConvSizes& stride, const ConvSizes& padding,
                         const ConvSizes& output_padding, std::int64_t groups,
                         const ConvSizes& dilation) {
+  if (ferry::detail::autocast_applies(OpId::conv_transpose3d)) {
+    const ferry::detail::AutocastOp ac(OpId::conv_transpose3d, {&x, &weight, &bias});
+    return conv_transpose3d(ac(x), ac(weight), ac(bias), stride, padding, output_padding, groups,
+                            dilation);
+  }
   return conv_transpose(3, OpId::conv_transpose3d, x, weight, bias, stride, padding, output_padding,
                         groups, dilation);
 }

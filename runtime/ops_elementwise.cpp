@@ -3,6 +3,7 @@
 // (Note [Kernel contract] in ferry/backend.hpp).
 #include <fmt/format.h>
 
+#include "autocast_internal.hpp"
 #include "autograd/formulas.hpp"
 #include "dispatch.hpp"
 #include "ferry/error.hpp"
@@ -40,6 +41,10 @@ namespace {
 // every op.)
 // A channels-last x gives a channels-last result (Note [Channels-last outputs]).
 Tensor unary(OpId op, const Tensor& x) {
+  if (detail::autocast_applies(op)) {  // exp, log, rsqrt, ...: f32 (Note [Autocast])
+    const detail::AutocastOp ac(op, {&x});
+    return unary(op, ac(x));
+  }
   detail::check_dtype(op, x);
   const DType dt = op_compute_dtype(op, x.dtype());
   const std::optional<Shape> order = detail::channels_last_order(x.sizes(), {&x});
@@ -70,6 +75,11 @@ void check_nonzero_divisor(OpId op, const Tensor& divisor) {
 
 // Binary ops on two tensors of promoted dtype `promoted`, broadcast to one shape.
 Tensor binary(OpId op, const Tensor& a, const Tensor& b, DType promoted) {
+  if (detail::autocast_applies(op)) {  // pow: f32, atan2: promote (Note [Autocast])
+    const detail::AutocastOp ac(op, {&a, &b});
+    const Tensor ca = ac(a), cb = ac(b);
+    return binary(op, ca, cb, ca.is_same(a) && cb.is_same(b) ? promoted : result_type(ca, cb));
+  }
   check_same_device(op_name(op), {{"self", &a}, {"other", &b}});
   Shape shape = broadcast_shapes(a.sizes(), b.sizes());
   if (!op_info(op).dtypes.has(promoted))

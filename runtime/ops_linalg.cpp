@@ -8,6 +8,7 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "autocast_internal.hpp"
 #include "autograd/formulas.hpp"
 #include "dispatch.hpp"
 #include "ferry/error.hpp"
@@ -142,6 +143,10 @@ void set_matmul_allow_tf32(bool allow) {
 bool matmul_allow_tf32() { return allow_tf32_storage().load(std::memory_order_relaxed); }
 
 Tensor matmul(const Tensor& a, const Tensor& b) {
+  if (detail::autocast_applies(OpId::matmul)) {  // low (Note [Autocast])
+    const detail::AutocastOp ac(OpId::matmul, {&a, &b});
+    return matmul(ac(a), ac(b));
+  }
   Tensor out = autograd::untracked([&] { return matmul_forward(a, b); });
   autograd::record_matmul(a, b, out);
   return out;

@@ -5,6 +5,7 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include "autocast_internal.hpp"
 #include "autograd/formulas.hpp"
 #include "dispatch.hpp"
 #include "ferry/error.hpp"
@@ -41,12 +42,20 @@ Tensor softmax_like(OpId op, const Tensor& x, std::int64_t dim) {
 }  // namespace
 
 Tensor softmax(const Tensor& x, std::int64_t dim) {
+  if (ferry::detail::autocast_applies(OpId::softmax)) {
+    const ferry::detail::AutocastOp ac(OpId::softmax, {&x});
+    return softmax(ac(x), dim);
+  }
   Tensor y = autograd::untracked([&] { return softmax_like(OpId::softmax, x, dim); });
   autograd::record_softmax("softmax", x, dim, y);
   return y;
 }
 
 Tensor log_softmax(const Tensor& x, std::int64_t dim) {
+  if (ferry::detail::autocast_applies(OpId::log_softmax)) {
+    const ferry::detail::AutocastOp ac(OpId::log_softmax, {&x});
+    return log_softmax(ac(x), dim);
+  }
   Tensor y = autograd::untracked([&] { return softmax_like(OpId::log_softmax, x, dim); });
   autograd::record_softmax("log_softmax", x, dim, y);
   return y;
@@ -106,6 +115,10 @@ LayerNormResult layer_norm_forward(const Tensor& x, const Shape& normalized_shap
 
 Tensor layer_norm(const Tensor& x, const Shape& normalized_shape, const Tensor& weight,
                   const Tensor& bias, double eps) {
+  if (ferry::detail::autocast_applies(OpId::layer_norm)) {
+    const ferry::detail::AutocastOp ac(OpId::layer_norm, {&x, &weight, &bias});
+    return layer_norm(ac(x), normalized_shape, ac(weight), ac(bias), eps);
+  }
   detail::LayerNormResult r;
   {
     NoGradGuard no_grad;

@@ -9,6 +9,7 @@
 #include <cmath>
 #include <limits>
 
+#include "autocast_internal.hpp"
 #include "autograd/formulas.hpp"
 #include "dispatch.hpp"
 #include "ferry/autograd.hpp"
@@ -105,6 +106,10 @@ bool is_half(DType t) { return t == DType::f16 || t == DType::bf16; }
 // ops are not part of the graph) and records one node for the whole op.
 
 Tensor sum(const Tensor& x, const std::vector<std::int64_t>& dims, bool keepdim) {
+  if (ferry::detail::autocast_applies(OpId::sum)) {
+    const ferry::detail::AutocastOp ac(OpId::sum, {&x});
+    return sum(ac(x), dims, keepdim);
+  }
   Tensor out = autograd::untracked([&] {
     DType dt = is_floating(x.dtype()) ? x.dtype() : DType::i64;
     return run_reduce(OpId::sum, plan_reduce("sum", x, dims), dt, keepdim);
@@ -114,6 +119,10 @@ Tensor sum(const Tensor& x, const std::vector<std::int64_t>& dims, bool keepdim)
 }
 
 Tensor prod(const Tensor& x, const std::vector<std::int64_t>& dims, bool keepdim) {
+  if (ferry::detail::autocast_applies(OpId::prod)) {
+    const ferry::detail::AutocastOp ac(OpId::prod, {&x});
+    return prod(ac(x), dims, keepdim);
+  }
   Tensor out = autograd::untracked([&] {
     DType dt = is_floating(x.dtype()) ? x.dtype() : DType::i64;
     return run_reduce(OpId::prod, plan_reduce("prod", x, dims), dt, keepdim);

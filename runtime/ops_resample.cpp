@@ -7,6 +7,7 @@
 #include <cmath>
 #include <string>
 
+#include "autocast_internal.hpp"
 #include "ferry/error.hpp"
 #include "ferry/ops.hpp"
 #include "memory_format_internal.hpp"
@@ -118,6 +119,10 @@ Tensor resample_dim(const Tensor& x, std::int64_t dim, const Taps& t, std::int64
 }  // namespace
 
 Tensor interpolate(const Tensor& x, const InterpolateOptions& o) {
+  if (ferry::detail::autocast_applies(OpId::interpolate)) {
+    const ferry::detail::AutocastOp ac(OpId::interpolate, {&x});
+    return interpolate(ac(x), o);
+  }
   constexpr std::string_view op = "interpolate";
   const std::string mode(o.mode);
   const std::int64_t n = x.dim() - 2;

@@ -7,6 +7,7 @@
 
 #include <algorithm>
 
+#include "autocast_internal.hpp"
 #include "autograd/formulas.hpp"
 #include "dispatch.hpp"
 #include "ferry/error.hpp"
@@ -188,6 +189,10 @@ Tensor scatter(const Tensor& x, std::int64_t dim, const Tensor& index, const Sca
 // position within the trailing dims. A bool mask stands for its nonzero().
 Tensor index_put(const Tensor& x, const std::vector<Tensor>& indices, const Tensor& values,
                  bool accumulate) {
+  if (ferry::detail::autocast_applies(OpId::index_put)) {
+    const ferry::detail::AutocastOp ac(OpId::index_put, {&x, &values});
+    return index_put(ac(x), indices, ac(values), accumulate);
+  }
   detail::check_dtype(OpId::index_put, x);
   std::vector<Tensor> idx;
   for (const Tensor& i : indices) {

@@ -9,6 +9,7 @@
 // one copy (as in PyTorch). Outputs come back as views of x's shape.
 #include <fmt/format.h>
 
+#include "autocast_internal.hpp"
 #include "autograd/formulas.hpp"
 #include "dispatch.hpp"
 #include "ferry/error.hpp"
@@ -122,9 +123,17 @@ Shape keep_shape(const Tensor& x, std::int64_t d) {
 }  // namespace
 
 Tensor cumsum(const Tensor& x, std::int64_t dim, std::optional<DType> dtype) {
+  if (ferry::detail::autocast_applies(OpId::cumsum)) {
+    const ferry::detail::AutocastOp ac(OpId::cumsum, {&x});
+    return cumsum(ac(x), dim, dtype);
+  }
   return cumulative(OpId::cumsum, x, dim, dtype);
 }
 Tensor cumprod(const Tensor& x, std::int64_t dim, std::optional<DType> dtype) {
+  if (ferry::detail::autocast_applies(OpId::cumprod)) {
+    const ferry::detail::AutocastOp ac(OpId::cumprod, {&x});
+    return cumprod(ac(x), dim, dtype);
+  }
   return cumulative(OpId::cumprod, x, dim, dtype);
 }
 ValuesIndices cummax(const Tensor& x, std::int64_t dim) {

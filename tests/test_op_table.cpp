@@ -177,9 +177,11 @@ std::string ops_markdown() {
      << "Grad: **formula**, a backward formula (runtime/autograd/); **parts**, through the ops "
         "it is made of;\n**none**, not differentiable; **backward**, a backward kernel itself. "
         "Result: **same** (the compute\ndtype), **bool**, **i64**, **widen** (integers give "
-        "i64), **given** (the caller's dtype).\n\n"
-     << "| op | kind | dtypes | result | grad | cpu | cuda | vulkan |\n"
-     << "|---|---|---|---|---|---|---|---|\n";
+        "i64), **given** (the caller's dtype). Autocast: what a `ferry::Autocast` scope does to "
+        "the\nfloating inputs (Note [Autocast] in `include/ferry/autocast.hpp`): **low** (its "
+        "f16 or bf16), **f32**,\n**promote** (the widest), **banned**, **-** (nothing).\n\n"
+     << "| op | kind | dtypes | result | grad | autocast | cpu | cuda | vulkan |\n"
+     << "|---|---|---|---|---|---|---|---|---|\n";
   std::istringstream in(read_file(FERRY_OP_TABLE));
   std::size_t count = 0;
   for (std::string line; std::getline(in, line);) {
@@ -188,6 +190,7 @@ std::string ops_markdown() {
     for (std::string w; words >> w;) col.push_back(w);
     if (col.empty() || col[0][0] == '#') continue;
     // name kind inputs outputs dtypes compute result promote grad impl backends attrs range
+    // autocast
     const ferry::OpInfo& info = ferry::op_info(*ferry::op_from_name(col[0]));
     std::string dtypes;
     for (ferry::DType dt : ferry::kAllDTypes)
@@ -195,7 +198,7 @@ std::string ops_markdown() {
         dtypes += std::string(dtypes.empty() ? "" : " ") + std::string(ferry::dtype_name(dt));
     if (col[5] == "float") dtypes += " (integers and bool as f32)";
     md << "| " << col[0] << " | " << col[1] << " | " << dtypes << " | " << col[6] << " | "
-       << col[8];
+       << col[8] << " | " << col[13];
     for (const char* backend : {"cpu", "cuda", "vulkan"}) {
       const bool has = info.builtin_kernel(backend);
       const char* cell = info.impl == ferry::OpImpl::composite ? (has ? "fused" : "composite")

@@ -2,6 +2,7 @@
 #pragma once
 
 #include "ferry/autograd.hpp"
+#include "ferry/autocast.hpp"
 #include "ferry/checkpoint.hpp"
 #include "ferry/custom_kernel.hpp"
 #include "ferry/custom_op.hpp"
@@ -9,6 +10,7 @@
 #include "ferry/device.hpp"
 #include "ferry/device_info.hpp"
 #include "ferry/dtype.hpp"
+#include "ferry/grad_scaler.hpp"
 #include "ferry/error.hpp"
 #include "ferry/log.hpp"
 #include "ferry/memory.hpp"

@@ -113,6 +113,10 @@ enum class OpGrad : std::uint8_t { formula, parts, none, backward };
 // kernel: every device runs it as a kernel; composite: the core composes it
 // (Note [Composite ops]).
 enum class OpImpl : std::uint8_t { kernel, composite };
+// What an autocast scope does to the op's floating inputs (the table's autocast
+// column; Note [Autocast] in ferry/autocast.hpp): none, lower (to the scope's
+// f16 or bf16), f32, promote (to the widest of them), banned (an Error).
+enum class OpAutocast : std::uint8_t { none, lower, f32, promote, banned };
 
 inline constexpr std::uint8_t kOpOn_cpu = 1, kOpOn_cuda = 2, kOpOn_vulkan = 4;
 
@@ -132,6 +136,7 @@ struct OpInfo {
   std::uint8_t builtin_backends;  // kOpOn_* bits
   std::string_view attrs;         // "dim", "eps,has_weight,has_bias", or empty
   double test_lo, test_hi;        // the inputs the conformance suite draws (its domain)
+  OpAutocast autocast = OpAutocast::none;
 
   // The dtypes a kernel of this op is dispatched on: `dtypes`, narrowed to the
   // floating ones when the op computes in a float.

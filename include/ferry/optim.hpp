@@ -133,6 +133,18 @@ class Optimizer {
   // Empty until a schedule sets it.
   std::vector<double>& initial_lrs() { return initial_lrs_; }
 
+  // Note [Master weights]
+  // With master weights on, every f16 or bf16 parameter gets an f32 copy, the state
+  // "state.{i}.master", made from the parameter at its first step; the rule's state
+  // (exp_avg, momentum_buffer, ...) is f32 too. step() widens the gradient, updates the f32
+  // copy and rounds it into the parameter, so updates smaller than the parameter's last bit
+  // accumulate instead of vanishing (mixed-precision training with 16-bit parameters, as
+  // apex's O2). The copy is state like any other: state_dict saves it, load_state_dict
+  // restores it, and migrate moves it with the model. Off by default; f32 and f64
+  // parameters are unaffected. Error when switched after a step has made state.
+  void set_master_weights(bool enabled);
+  bool master_weights() const { return master_weights_; }
+
   // Steps parameter `param` (global index) has taken.
   std::int64_t step_count(std::size_t param) const;
   // Every state tensor, named "state.{param}.{name}" (e.g. "state.3.exp_avg"),
@@ -196,7 +208,11 @@ class Optimizer {
   virtual double group_lr(std::size_t group) const = 0;
   virtual void set_group_lr(std::size_t group, double lr) = 0;
 
+  // Whether parameter i is updated through an f32 copy (Note [Master weights]).
+  bool uses_master(std::size_t i) const;
+
   std::string kind_;
+  bool master_weights_ = false;
   std::vector<double> initial_lrs_;
   std::vector<Tensor> params_;
   std::vector<ParamState> state_;

@@ -27,6 +27,10 @@ void manual_seed(std::uint64_t seed);
 // The generator's state: its seed and the next counter. Setting a state taken before some
 // draws makes them again, number for number (torch.get_rng_state / set_rng_state), which is
 // how checkpoint (ferry/checkpoint.hpp) recomputes a forward with the same dropout masks.
+// The generator is the process's: setting its state moves it for every thread, so another
+// thread drawing between the get and the set (or during checkpoint's recomputation) sees the
+// replayed counters too, and its draws repeat numbers drawn before. Replay on one thread while
+// no other draws, as PyTorch's checkpoint assumes of its default generator.
 struct RngState {
   std::uint64_t seed = 0;
   std::uint64_t offset = 0;

@@ -16,6 +16,7 @@
 #include <unordered_map>
 #include <unordered_set>
 
+#include "autocast_internal.hpp"
 #include "autograd/graph.hpp"
 #include "ferry/autograd.hpp"
 #include "ferry/error.hpp"
@@ -166,7 +167,8 @@ void execute(const std::vector<std::shared_ptr<Node>>& roots, const std::vector<
     if (auto c = task.capture.find(node.get()); c != task.capture.end() && grad.defined())
       add_into(task.captured[c->second], grad);
     const bool is_leaf = dynamic_cast<AccumulateGrad*>(node.get()) != nullptr;
-    const bool apply = grad.defined() && (task.accumulate ? true : !is_leaf && run.count(node.get()));
+    const bool apply =
+        grad.defined() && (task.accumulate ? true : !is_leaf && run.count(node.get()));
     if (apply) {
       if (task.accumulate) keep_retained(*node, grad);
       std::vector<Tensor> in_grads = node->apply(std::move(grad));
@@ -207,13 +209,14 @@ std::vector<Tensor> root_gradients(std::string_view who, const std::vector<Tenso
       continue;
     }
     if (g.sizes() != t.sizes())
-      throw ShapeError(fmt::format("{}: the gradient of tensors[{}] has shape {} but the tensor "
-                                   "has shape {}; they must be equal",
-                                   who, i, shape_str(g.sizes()), shape_str(t.sizes())));
+      throw ShapeError(
+          fmt::format("{}: the gradient of tensors[{}] has shape {} but the tensor "
+                      "has shape {}; they must be equal",
+                      who, i, shape_str(g.sizes()), shape_str(t.sizes())));
     if (g.device() != t.device())
       throw DeviceMismatchError(fmt::format(
-          "{}: the gradient of tensors[{}] is on {} but the tensor is on {}; move it first", who,
-          i, g.device().str(), t.device().str()));
+          "{}: the gradient of tensors[{}] is on {} but the tensor is on {}; move it first", who, i,
+          g.device().str(), t.device().str()));
     out.push_back(g.detach().to(t.dtype()));
   }
   return out;
@@ -225,10 +228,10 @@ std::vector<std::shared_ptr<Node>> root_nodes(std::string_view who,
   for (std::size_t i = 0; i < tensors.size(); ++i) {
     auto node = gradient_edge(tensors[i]);
     if (!node)
-      throw Error(fmt::format(
-          "{}: tensors[{}] does not require grad and has no backward graph; call "
-          "requires_grad_() on the inputs before the ops, outside any NoGradGuard",
-          who, i));
+      throw Error(
+          fmt::format("{}: tensors[{}] does not require grad and has no backward graph; call "
+                      "requires_grad_() on the inputs before the ops, outside any NoGradGuard",
+                      who, i));
     roots.push_back(std::move(node));
   }
   return roots;
@@ -238,6 +241,7 @@ std::vector<std::shared_ptr<Node>> root_nodes(std::string_view who,
 
 void backward(const std::vector<Tensor>& tensors, const std::vector<Tensor>& grad_tensors,
               bool retain_graph) {
+  const detail::AutocastSuspended no_autocast;  // each gradient in its forward's dtypes
   std::vector<Tensor> grads = root_gradients("backward", tensors, grad_tensors);
   Task task;
   task.retain_graph = retain_graph;
@@ -247,6 +251,7 @@ void backward(const std::vector<Tensor>& tensors, const std::vector<Tensor>& gra
 std::vector<Tensor> grad(const std::vector<Tensor>& outputs, const std::vector<Tensor>& inputs,
                          const std::vector<Tensor>& grad_outputs, bool retain_graph,
                          bool allow_unused) {
+  const detail::AutocastSuspended no_autocast;
   std::vector<Tensor> grads = root_gradients("grad", outputs, grad_outputs);
   Task task;
   task.retain_graph = retain_graph;
@@ -256,9 +261,10 @@ std::vector<Tensor> grad(const std::vector<Tensor>& outputs, const std::vector<T
   for (std::size_t i = 0; i < inputs.size(); ++i) {
     auto node = inputs[i].defined() ? gradient_edge(inputs[i]) : nullptr;
     if (!node)
-      throw Error(fmt::format("grad: inputs[{}] does not require grad; call requires_grad_() on it "
-                              "before the ops",
-                              i));
+      throw Error(
+          fmt::format("grad: inputs[{}] does not require grad; call requires_grad_() on it "
+                      "before the ops",
+                      i));
     if (!task.capture.emplace(node.get(), i).second)
       throw Error(fmt::format("grad: inputs[{}] appears twice", i));
     input_nodes.push_back(std::move(node));

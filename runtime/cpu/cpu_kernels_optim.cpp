@@ -14,11 +14,13 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <type_traits>
 
 #include "cpu/cpu_backend.hpp"
 #include "cpu/cpu_loops.hpp"
+#include "ferry/error.hpp"
 #include "ferry/kit/math/grad_ops.hpp"
 #include "ferry/kit/optim_args.hpp"
 
@@ -28,12 +30,12 @@ namespace {
 using optim_args::check_group;
 using optim_args::per_param_floats;
 
-// Runs body(param, begin, end) over every parameter's element sub-range, the group's
-// elements split across threads as one range (Note [One loop over every parameter]).
-template <typename Body>
-void for_each_element_range(const OpCall& c, std::size_t n, const Body& body) {
+// Runs body(i, begin, end) over the element sub-ranges of tensors[0..n), all their elements
+// split across threads as one range (Note [One loop over every parameter]).
+template <typename Body> void for_each_element_range(const std::vector<TensorArg>& tensors,
+                                                     std::size_t n, const Body& body) {
   std::vector<std::int64_t> start(n + 1, 0);
-  for (std::size_t i = 0; i < n; ++i) start[i + 1] = start[i] + c.inputs[i].numel();
+  for (std::size_t i = 0; i < n; ++i) start[i + 1] = start[i] + tensors[i].numel();
   parallel_range(start[n], kParallelGrain, [&](std::int64_t b, std::int64_t e) {
     // The last parameter starting at or before b (skipping empty ones).
     std::size_t i =
@@ -79,7 +81,7 @@ void adam_step_kernel(DeviceImpl&, const OpCall& c) {
   const auto& bc2 = per_param_floats(c, "bias_correction2_sqrt", n, "adam_step");
   const BothComputeTypes<math::AdamScalars> group{optim_args::adam_scalars<float>(c.attrs),
                                                   optim_args::adam_scalars<double>(c.attrs)};
-  for_each_element_range(c, n, [&](std::size_t i, std::int64_t lo, std::int64_t hi) {
+  for_each_element_range(c.inputs, n, [&](std::size_t i, std::int64_t lo, std::int64_t hi) {
     const TensorArg* t = &c.outputs[i * per];
     FERRY_DISPATCH_FLOATING(c.inputs[i].dtype, "adam_step", {
       using C = compute_t<scalar_t>;
@@ -111,7 +113,7 @@ void sgd_step_kernel(DeviceImpl&, const OpCall& c) {
   const std::vector<std::int64_t> init = optim_args::sgd_init_buffer(c, n);
   const BothComputeTypes<math::SgdScalars> group{optim_args::sgd_scalars<float>(c.attrs),
                                                  optim_args::sgd_scalars<double>(c.attrs)};
-  for_each_element_range(c, n, [&](std::size_t i, std::int64_t lo, std::int64_t hi) {
+  for_each_element_range(c.inputs, n, [&](std::size_t i, std::int64_t lo, std::int64_t hi) {
     const TensorArg* t = &c.outputs[i * per];
     FERRY_DISPATCH_FLOATING(c.inputs[i].dtype, "sgd_step", {
       auto s = group.get<compute_t<scalar_t>>();
@@ -122,11 +124,42 @@ void sgd_step_kernel(DeviceImpl&, const OpCall& c) {
   });
 }
 
+// GradScaler's unscale (ferry/grad_scaler.hpp): outputs = the gradients, then found_inf
+// (f32, one element). Every gradient is checked for inf and NaN before it is multiplied by
+// inv_scale, in one pass over all of them; found_inf becomes 1 when one is found (it is never
+// cleared here: several calls accumulate into it).
+void amp_unscale_kernel(DeviceImpl&, const OpCall& c) {
+  if (c.outputs.empty() || c.outputs.back().dtype != DType::f32 || c.outputs.back().numel() != 1)
+    throw Error("amp_unscale: the last output must be found_inf, an f32 tensor of one element");
+  const std::size_t n = c.outputs.size() - 1;
+  for (std::size_t i = 0; i < n; ++i)
+    if (!c.outputs[i].is_contiguous())
+      throw Error(fmt::format("amp_unscale: gradient {} is not contiguous", i));
+  const double inv_scale = c.attrs.f("inv_scale");
+  std::atomic<bool> found{false};
+  for_each_element_range(c.outputs, n, [&](std::size_t i, std::int64_t lo, std::int64_t hi) {
+    FERRY_DISPATCH_FLOATING(c.outputs[i].dtype, "amp_unscale", {
+      using C = compute_t<scalar_t>;
+      scalar_t* g = c.outputs[i].data<scalar_t>();
+      const C s = C(inv_scale);
+      bool bad = false;
+      for (std::int64_t k = lo; k < hi; ++k) {
+        const C v = C(g[k]);
+        bad |= !std::isfinite(v);
+        g[k] = scalar_t(v * s);
+      }
+      if (bad) found.store(true, std::memory_order_relaxed);
+    });
+  });
+  if (found.load()) *c.outputs.back().data<float>() = 1.0f;
+}
+
 }  // namespace
 
 void add_optim_kernels(KernelTable& t) {
   t.emplace_back(OpId::adam_step, adam_step_kernel);
   t.emplace_back(OpId::sgd_step, sgd_step_kernel);
+  t.emplace_back(OpId::amp_unscale, amp_unscale_kernel);
 }
 
 }  // namespace ferry::cpu

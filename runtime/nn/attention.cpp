@@ -10,6 +10,7 @@
 
 #include "../dispatch.hpp"
 #include "../ops_internal.hpp"
+#include "autocast_internal.hpp"
 #include "autograd/formulas.hpp"
 #include "ferry/autograd.hpp"
 #include "ferry/error.hpp"
@@ -209,6 +210,12 @@ Tensor fused(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& ma
 Tensor scaled_dot_product_attention(const Tensor& query, const Tensor& key, const Tensor& value,
                                     const Tensor& attn_mask, double dropout_p, bool is_causal,
                                     std::optional<double> scale, bool enable_gqa) {
+  if (ferry::detail::autocast_applies(OpId::scaled_dot_product_attention)) {
+    const ferry::detail::AutocastOp ac(OpId::scaled_dot_product_attention,
+                                       {&query, &key, &value, &attn_mask});
+    return scaled_dot_product_attention(ac(query), ac(key), ac(value), ac(attn_mask), dropout_p,
+                                        is_causal, scale, enable_gqa);
+  }
   check_args(query, key, value, attn_mask, dropout_p, is_causal, enable_gqa);
   const double s = scale ? *scale : 1.0 / std::sqrt(double(query.size(-1)));
   if (kernel_form(query, key, value, attn_mask, dropout_p, enable_gqa))

@@ -6,6 +6,7 @@
 
 #include <fmt/format.h>
 
+#include "autocast_internal.hpp"
 #include "ferry/autograd.hpp"
 #include "ferry/error.hpp"
 #include "ferry/ops.hpp"
@@ -18,6 +19,10 @@ using detail::check_defined;
 using detail::check_floating;
 
 Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias) {
+  if (ferry::detail::autocast_applies(OpId::linear)) {
+    const ferry::detail::AutocastOp ac(OpId::linear, {&x, &weight, &bias});
+    return linear(ac(x), ac(weight), ac(bias));
+  }
   check_defined("linear", "input", x);
   check_defined("linear", "weight", weight);
   if (weight.dim() != 2)
@@ -93,6 +98,10 @@ Tensor normalize(const Tensor& x, double p, std::int64_t dim, double eps) {
 }
 
 Tensor cosine_similarity(const Tensor& x1, const Tensor& x2, std::int64_t dim, double eps) {
+  if (ferry::detail::autocast_applies(OpId::cosine_similarity)) {
+    const ferry::detail::AutocastOp ac(OpId::cosine_similarity, {&x1, &x2});
+    return cosine_similarity(ac(x1), ac(x2), dim, eps);
+  }
   const Shape shape = broadcast_shapes(x1.sizes(), x2.sizes());
   const Tensor a = x1.expand(shape), b = x2.expand(shape);
   const Tensor dot = sum(a * b, {dim});

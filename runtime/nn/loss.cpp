@@ -20,6 +20,7 @@
 
 #include <string_view>
 
+#include "autocast_internal.hpp"
 #include "ferry/error.hpp"
 #include "ferry/nn/functional.hpp"
 #include "ferry/ops.hpp"
@@ -175,6 +176,13 @@ Tensor cross_entropy(const Tensor& input, const Tensor& target,
 }
 
 Tensor nll_loss(const Tensor& input, const Tensor& target, const NllLossOptions& options) {
+  if (ferry::detail::autocast_applies(OpId::nll_loss)) {
+    const ferry::detail::AutocastOp ac(OpId::nll_loss, {&input, &options.weight});
+    return nll_loss(ac(input), target,
+                    {.weight = ac(options.weight),
+                     .ignore_index = options.ignore_index,
+                     .reduction = options.reduction});
+  }
   const std::int64_t class_dim = class_dim_of("nll_loss", input, target);
   check_weight("nll_loss", options.weight, input, input.size(class_dim));
   return nll_of("nll_loss", input, input, target,
@@ -184,6 +192,10 @@ Tensor nll_loss(const Tensor& input, const Tensor& target, const NllLossOptions&
 }
 
 Tensor mse_loss(const Tensor& input, const Tensor& target, Reduction reduction) {
+  if (ferry::detail::autocast_applies(OpId::mse_loss)) {
+    const ferry::detail::AutocastOp ac(OpId::mse_loss, {&input, &target});
+    return mse_loss(ac(input), ac(target), reduction);
+  }
   if (!input.defined() || !target.defined())
     throw Error("mse_loss: the input and the target must be defined");
   if (input.sizes() != target.sizes())
@@ -219,12 +231,20 @@ void check_pair(const char* op, const Tensor& input, const Tensor& target) {
 }  // namespace
 
 Tensor l1_loss(const Tensor& input, const Tensor& target, Reduction reduction) {
+  if (ferry::detail::autocast_applies(OpId::l1_loss)) {
+    const ferry::detail::AutocastOp ac(OpId::l1_loss, {&input, &target});
+    return l1_loss(ac(input), ac(target), reduction);
+  }
   check_pair("l1_loss", input, target);
   return reduce_loss(abs(input - target), reduction);
 }
 
 // 0.5 d^2 / beta where |d| < beta, |d| - 0.5 beta elsewhere (beta = 0: l1).
 Tensor smooth_l1_loss(const Tensor& input, const Tensor& target, Reduction reduction, double beta) {
+  if (ferry::detail::autocast_applies(OpId::smooth_l1_loss)) {
+    const ferry::detail::AutocastOp ac(OpId::smooth_l1_loss, {&input, &target});
+    return smooth_l1_loss(ac(input), ac(target), reduction, beta);
+  }
   check_pair("smooth_l1_loss", input, target);
   if (beta < 0) throw ValueError(fmt::format("smooth_l1_loss: beta must be >= 0, got {}", beta));
   const Tensor d = abs(input - target);
@@ -234,6 +254,10 @@ Tensor smooth_l1_loss(const Tensor& input, const Tensor& target, Reduction reduc
 
 // 0.5 d^2 where |d| < delta, delta (|d| - 0.5 delta) elsewhere.
 Tensor huber_loss(const Tensor& input, const Tensor& target, Reduction reduction, double delta) {
+  if (ferry::detail::autocast_applies(OpId::huber_loss)) {
+    const ferry::detail::AutocastOp ac(OpId::huber_loss, {&input, &target});
+    return huber_loss(ac(input), ac(target), reduction, delta);
+  }
   check_pair("huber_loss", input, target);
   if (!(delta > 0)) throw ValueError(fmt::format("huber_loss: delta must be > 0, got {}", delta));
   const Tensor d = abs(input - target);
@@ -244,6 +268,10 @@ Tensor huber_loss(const Tensor& input, const Tensor& target, Reduction reduction
 // target is given as its log. batchmean divides the sum by the batch size.
 Tensor kl_div(const Tensor& input, const Tensor& target, std::string_view reduction,
               bool log_target) {
+  if (ferry::detail::autocast_applies(OpId::kl_div)) {
+    const ferry::detail::AutocastOp ac(OpId::kl_div, {&input, &target});
+    return kl_div(ac(input), ac(target), reduction, log_target);
+  }
   check_pair("kl_div", input, target);
   const Tensor terms =
       log_target ? exp(target) * (target - input) : xlogy(target, target) - target * input;
@@ -259,6 +287,9 @@ Tensor kl_div(const Tensor& input, const Tensor& target, std::string_view reduct
 // -w (t log x + (1 - t) log(1 - x)), each log clamped at -100 as PyTorch's.
 Tensor binary_cross_entropy(const Tensor& input, const Tensor& target, const Tensor& weight,
                             Reduction reduction) {
+  {
+    ferry::detail::AutocastOp banned(OpId::binary_cross_entropy, {&input, &target, &weight});
+  }  // refused under autocast
   check_pair("binary_cross_entropy", input, target);
   if (input.numel() > 0 &&
       (min(input.detach()).item<double>() < 0 || max(input.detach()).item<double>() > 1))
@@ -275,6 +306,12 @@ Tensor binary_cross_entropy(const Tensor& input, const Tensor& target, const Ten
 Tensor binary_cross_entropy_with_logits(const Tensor& input, const Tensor& target,
                                         const Tensor& weight, const Tensor& pos_weight,
                                         Reduction reduction) {
+  if (ferry::detail::autocast_applies(OpId::binary_cross_entropy_with_logits)) {
+    const ferry::detail::AutocastOp ac(OpId::binary_cross_entropy_with_logits,
+                                       {&input, &target, &weight, &pos_weight});
+    return binary_cross_entropy_with_logits(ac(input), ac(target), ac(weight), ac(pos_weight),
+                                            reduction);
+  }
   check_pair("binary_cross_entropy_with_logits", input, target);
   const Tensor softplus_neg = log1p(exp(neg(abs(input)))) + ferry::relu(neg(input));
   Tensor loss = pos_weight.defined()
@@ -287,6 +324,10 @@ Tensor binary_cross_entropy_with_logits(const Tensor& input, const Tensor& targe
 // max(0, -y (x1 - x2) + margin).
 Tensor margin_ranking_loss(const Tensor& input1, const Tensor& input2, const Tensor& target,
                            double margin, Reduction reduction) {
+  if (ferry::detail::autocast_applies(OpId::margin_ranking_loss)) {
+    const ferry::detail::AutocastOp ac(OpId::margin_ranking_loss, {&input1, &input2, &target});
+    return margin_ranking_loss(ac(input1), ac(input2), ac(target), margin, reduction);
+  }
   check_pair("margin_ranking_loss", input1, input2);
   return reduce_loss(ferry::relu(neg(target) * (input1 - input2) + margin), reduction);
 }
@@ -296,6 +337,10 @@ Tensor margin_ranking_loss(const Tensor& input1, const Tensor& input2, const Ten
 // squared magnitude.
 Tensor cosine_embedding_loss(const Tensor& input1, const Tensor& input2, const Tensor& target,
                              double margin, Reduction reduction) {
+  if (ferry::detail::autocast_applies(OpId::cosine_embedding_loss)) {
+    const ferry::detail::AutocastOp ac(OpId::cosine_embedding_loss, {&input1, &input2, &target});
+    return cosine_embedding_loss(ac(input1), ac(input2), ac(target), margin, reduction);
+  }
   check_pair("cosine_embedding_loss", input1, input2);
   if (input1.dim() != 1 && input1.dim() != 2)
     throw ShapeError(fmt::format("cosine_embedding_loss: the inputs must be 1-D or 2-D, got {}",

@@ -9,6 +9,7 @@
 #include "../dispatch.hpp"
 #include "../memory_format_internal.hpp"
 #include "../ops_internal.hpp"
+#include "autocast_internal.hpp"
 #include "autograd/formulas.hpp"
 #include "ferry/autograd.hpp"
 #include "ferry/error.hpp"
@@ -166,6 +167,10 @@ Tensor batch_norm(const Tensor& x, const Tensor& running_mean, const Tensor& run
 
 Tensor group_norm(const Tensor& x, std::int64_t num_groups, const Tensor& weight,
                   const Tensor& bias, double eps) {
+  if (ferry::detail::autocast_applies(OpId::group_norm)) {
+    const ferry::detail::AutocastOp ac(OpId::group_norm, {&x, &weight, &bias});
+    return group_norm(ac(x), num_groups, ac(weight), ac(bias), eps);
+  }
   check_defined("group_norm", "input", x);
   ferry::detail::check_dtype(OpId::group_norm, x);
   if (x.dim() < 2)

@@ -231,9 +231,60 @@ Tensor Optimizer::state_tensor(std::size_t param, std::string_view name, bool* c
 
 // ---------------------------------------------------------------- step
 
+bool Optimizer::uses_master(std::size_t i) const {
+  const DType dt = params_[i].dtype();
+  return master_weights_ && (dt == DType::f16 || dt == DType::bf16);
+}
+
+void Optimizer::set_master_weights(bool enabled) {
+  if (enabled == master_weights_) return;
+  for (std::size_t i = 0; i < params_.size(); ++i) {
+    const DType dt = params_[i].dtype();
+    if ((dt == DType::f16 || dt == DType::bf16) && !state_[i].tensors.empty())
+      throw Error(fmt::format(
+          "{}.set_master_weights: parameter {} already has state in {}; switch master weights "
+          "before the first step",
+          display_name(), i, dtype_name(dt)));
+  }
+  master_weights_ = enabled;
+}
+
+namespace {
+
+// During one step, the f32 master copies stand in for their 16-bit parameters (Note [Master
+// weights]): params[i] is the copy, with the widened gradient, so the checks and the rules
+// see an f32 parameter; write_back() rounds each copy into its parameter, and the destructor
+// puts the parameters back.
+class MasterSwap {
+ public:
+  explicit MasterSwap(std::vector<Tensor>& params) : params_(params) {}
+  ~MasterSwap() {
+    for (auto& [i, p] : swapped_) {
+      params_[i].set_grad({});
+      std::swap(params_[i], p);
+    }
+  }
+  void swap_in(std::size_t i, Tensor master) {
+    if (!master.requires_grad()) master.requires_grad_();
+    master.set_grad(params_[i].grad().to(DType::f32));
+    swapped_.emplace_back(i, master);
+    std::swap(params_[i], swapped_.back().second);
+  }
+  void write_back() {
+    for (auto& [i, p] : swapped_) p.copy_(params_[i]);
+  }
+
+ private:
+  std::vector<Tensor>& params_;
+  std::vector<std::pair<std::size_t, Tensor>> swapped_;  // index, the 16-bit parameter
+};
+
+}  // namespace
+
 void Optimizer::step() {
   NoGradGuard no_grad;
   const std::string name = display_name();
+  MasterSwap masters(params_);
   struct Bucket {
     std::size_t group;
     Device device;
@@ -276,6 +327,14 @@ void Optimizer::step() {
               "{}.step: state.{}.{} has shape {} but its parameter has shape {}; the parameter "
               "was replaced by one of another shape: make a new optimizer for it",
               name, i, sname, shape_str(t.sizes()), shape_str(p.sizes())));
+      }
+      if (uses_master(i)) {
+        const Tensor* master = state_[i].find("master");
+        if (!master) {
+          state_[i].tensors.emplace_back("master", p.detach().to(DType::f32).clone());
+          master = &state_[i].tensors.back().second;
+        }
+        masters.swap_in(i, *master);
       }
       auto it = std::find_if(buckets.begin() + std::ptrdiff_t(first), buckets.end(),
                              [&](const Bucket& b) { return b.device == p.device(); });
@@ -334,13 +393,19 @@ void Optimizer::step() {
       throw;
     }
   };
-  for (const Bucket& b : buckets) {
-    if (b.fused) {
-      run(b.group, b.params, true);
-    } else {
-      for (std::size_t i : b.params) run(b.group, {i}, false);
+  try {
+    for (const Bucket& b : buckets) {
+      if (b.fused) {
+        run(b.group, b.params, true);
+      } else {
+        for (std::size_t i : b.params) run(b.group, {i}, false);
+      }
     }
+  } catch (...) {
+    masters.write_back();  // the parameters updated before the failure keep their update
+    throw;
   }
+  masters.write_back();
 }
 
 void Optimizer::zero_grad(bool set_to_none) {
@@ -492,7 +557,8 @@ void Optimizer::load_state_dict(const StateDict& sd) {
   std::function<void()> install_options = parse_options(options);
 
   // 2. Every entry, against its parameter.
-  const std::vector<std::string> names = state_names();
+  std::vector<std::string> names = state_names();
+  if (master_weights_) names.push_back("master");  // Note [Master weights]
   struct Found {
     std::vector<std::pair<std::string, const Tensor*>> tensors;
     std::optional<std::int64_t> step;
@@ -535,7 +601,13 @@ void Optimizer::load_state_dict(const StateDict& sd) {
   }
   for (std::size_t i = 0; i < found.size(); ++i) {
     std::vector<std::string> present;
-    for (const auto& [n, t] : found[i].tensors) present.push_back(n);
+    for (const auto& [n, t] : found[i].tensors)
+      if (n != "master") present.push_back(n);
+    if (present.size() != found[i].tensors.size() && !uses_master(i))
+      throw Error(
+          fmt::format("{}.load_state_dict: parameter {} is {}, which keeps no f32 master "
+                      "copy",
+                      name, i, dtype_name(params_[i].dtype())));
     std::string bad = check_saved_state(present, found[i].step.has_value());
     if (!bad.empty())
       throw Error(fmt::format("{}.load_state_dict: the state of parameter {} {}", name, i, bad));
@@ -551,7 +623,8 @@ void Optimizer::load_state_dict(const StateDict& sd) {
     for (const std::string& n : names)  // the rule's order, whatever the dict's
       for (const auto& [fn, src] : found[i].tensors)
         if (fn == n) {
-          Tensor dst = empty(p.sizes(), {.dtype = p.dtype(), .device = p.device()});
+          Tensor dst = empty(
+              p.sizes(), {.dtype = uses_master(i) ? DType::f32 : p.dtype(), .device = p.device()});
           dst.copy_(*src);
           fresh[i].tensors.emplace_back(n, dst);
         }

@@ -8,14 +8,7 @@
 namespace ferry::conformance {
 namespace {
 
-struct ConvOp {
-  const char* op;
-  std::string label;
-  std::vector<Shape> shapes;
-  std::function<Tensor(const Inputs&)> run;
-};
-
-std::vector<ConvOp> conv_ops() {
+std::vector<FloatOpCase> conv_ops() {
   return {
       {"conv1d",
        "[2, 3, 11] w [4, 3, 3] b stride=2 padding=1",
@@ -149,7 +142,9 @@ std::vector<ConvOp> conv_ops() {
       {"rms_norm",
        "[4, 2, 3] over [2, 3], eps=1e-3",
        {{4, 2, 3}},
-       [](const Inputs& in) { return nn::functional::rms_norm(in[0], {2, 3}, {}, 1e-3); }},
+       [](const Inputs& in) {
+         return nn::functional::rms_norm(in[0], {2, 3}, {}, 1e-3);
+       }},
       {"local_response_norm",
        "[2, 5, 3, 2] size=3 alpha=0.5 beta=0.75 k=1",
        {{2, 5, 3, 2}},
@@ -207,25 +202,16 @@ std::vector<OpId> fused_kernels(OpId id) {
 
 void add_conv_cases(std::vector<Case>& out) {
   const std::size_t first = out.size();
-  for (const ConvOp& c : conv_ops())
-    for (DType dt : kFloat)
-      out.push_back({c.op,
-                     dt,
-                     c.label,
-                     "conv",
-                     threshold(dt, 1e-10),
-                     inputs_of({c.shapes, -1, 1}, dt),
-                     {},
-                     c.run});
+  add_float_cases(out, conv_ops(), "conv");
   // The CPU's fused convolutions, pools and batch_norm are held to the composition (Note
   // [Composite ops]).
   for (std::size_t i = first; i < out.size(); ++i) hold_to_composition(out[i]);
 }
 
 void add_conv_grad_cases(std::vector<Case>& out) {
-  for (const ConvOp& c : conv_ops())
+  for (const FloatOpCase& c : conv_ops())
     for (DType dt : kFloat) {
-      out.push_back({std::string(c.op) + ".grad",
+      out.push_back({c.op + ".grad",
                      dt,
                      c.label,
                      "conv",

@@ -65,6 +65,30 @@ inline std::function<Inputs()> inputs_of(InputSpec spec, DType dt) {
   };
 }
 
+// A family of a float op's cases: the op, its geometry's label, the inputs' shapes (drawn
+// in [-1, 1]) and the call. add_float_cases makes one case per dtype of kFloat of each,
+// of class `shape_class`, held to threshold(dt, 1e-10).
+struct FloatOpCase {
+  std::string op;
+  std::string label;
+  std::vector<Shape> shapes;
+  std::function<Tensor(const Inputs&)> run;
+};
+
+inline void add_float_cases(std::vector<Case>& out, const std::vector<FloatOpCase>& ops,
+                            const char* shape_class) {
+  for (const FloatOpCase& c : ops)
+    for (DType dt : kFloat)
+      out.push_back({c.op,
+                     dt,
+                     c.label,
+                     shape_class,
+                     threshold(dt, 1e-10),
+                     inputs_of({c.shapes, -1, 1}, dt),
+                     {},
+                     c.run});
+}
+
 // Integer data (an index, a mask's pattern) on `like`'s device.
 inline Tensor ints(std::vector<std::int64_t> v, const Tensor& like) {
   return tensor(v).to(like.device());
@@ -100,6 +124,7 @@ void add_conv_cases(std::vector<Case>& out);
 void add_conv_grad_cases(std::vector<Case>& out);
 // scaled_dot_product_attention (cases_attention.cpp), forward and gradient modes.
 void add_attention_cases(std::vector<Case>& out);
+void add_loss_cases(std::vector<Case>& out);
 void add_attention_grad_cases(std::vector<Case>& out);
 
 }  // namespace ferry::conformance

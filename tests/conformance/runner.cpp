@@ -155,6 +155,7 @@ std::vector<Case> all_cases() {
   add_sort_cases(cases);
   add_conv_cases(cases);
   add_attention_cases(cases);
+  add_loss_cases(cases);
   return cases;
 }
 

@@ -14,6 +14,7 @@
 #include <string>
 
 #include "conformance.hpp"
+#include "ferry/autocast.hpp"
 
 namespace {
 
@@ -128,6 +129,37 @@ TEST(ConformanceSelfTest, EveryOpOfTheTableHasCases) {
   for (const ferry::OpInfo& info : ferry::op_table())
     if (info.kind != ferry::OpKind::optim)
       EXPECT_TRUE(covered.count(info.id)) << "no conformance case exercises '" << info.name << "'";
+}
+
+// Every front-end of an op whose row has an autocast policy applies it (Note [Autocast] in
+// ferry/autocast.hpp): the op's cases, run on the CPU in an f16 autocast scope, give f16
+// from f32 inputs (low) and f32 from f16 inputs (f32), and a banned op is refused. (The
+// promote rows meet mixed dtypes, which the cases do not make: test_autocast.cpp has them.)
+TEST(ConformanceSelfTest, EveryAutocastRowCastsItsInputs) {
+  namespace fc = ferry::conformance;
+  using ferry::DType;
+  using ferry::OpAutocast;
+  std::set<ferry::OpId> checked;
+  for (const fc::Case& c : fc::all_cases()) {
+    const auto id = ferry::op_from_name(c.op);
+    if (!id) continue;
+    const OpAutocast policy = ferry::op_info(*id).autocast;
+    if (policy == OpAutocast::none || policy == OpAutocast::promote) continue;
+    if (c.dtype != (policy == OpAutocast::lower ? DType::f32 : DType::f16)) continue;
+    fc::Inputs inputs = c.make_inputs();
+    if (c.view) inputs = c.view(inputs);
+    ferry::Autocast amp("cpu", DType::f16);
+    checked.insert(*id);
+    if (policy == OpAutocast::banned) {
+      EXPECT_THROW(c.run(inputs), ferry::Error) << c.id();
+      continue;
+    }
+    const ferry::Tensor out = c.run(inputs);
+    EXPECT_EQ(out.dtype(), policy == OpAutocast::lower ? DType::f16 : DType::f32) << c.id();
+  }
+  for (const ferry::OpInfo& info : ferry::op_table())
+    if (info.autocast != OpAutocast::none && info.autocast != OpAutocast::promote)
+      EXPECT_TRUE(checked.count(info.id)) << "no case checks the autocast of '" << info.name << "'";
 }
 
 TEST(ConformanceSelfTest, ListWithADeviceShowsWhatItSupports) {

@@ -1,0 +1,88 @@
+// benchmarks/bench_gpt.cpp — issue 23's GPT figure: one training step of ferry-gpt's model
+// (samples/gpt.hpp: 4 pre-norm blocks, width 128, causal scaled_dot_product_attention, tied
+// embeddings) at batch 16 and sequence 256 (batch 4, sequence 64 with --quick): zero_grad,
+// forward, cross_entropy, backward, clip_grad_norm_, AdamW step. ferry's CPU beside PyTorch's
+// (libtorch, this process), and vulkan:0 beside ferry's CPU.
+#include "bench_gpt.hpp"
+
+#include <fmt/format.h>
+
+#include "bench_common.hpp"
+#include "ferry/ferry.hpp"
+#include "gpt.hpp"
+
+namespace bench {
+namespace {
+
+using namespace gpt;
+
+void run_step(benchmark::State& s, const std::string& device) {
+  if (!ferry::is_available(device)) return s.SkipWithError((device + " is not available").c_str());
+  try {
+    const ferry::Device dev(device);
+    const Sizes z = sizes(quick());
+    ferry::manual_seed(0);
+    sample::Gpt model({.vocab_size = z.vocab,
+                       .block_size = z.seq,
+                       .n_layer = z.layers,
+                       .n_head = z.heads,
+                       .n_embd = z.embd},
+                      {.device = dev});
+    ferry::optim::AdamW opt(model.parameters(), {.lr = 3e-4, .beta2 = 0.95});
+    const ferry::Tensor x = ferry::randint(0, z.vocab, {z.batch, z.seq}).to(dev);
+    const ferry::Tensor y = ferry::randint(0, z.vocab, {z.batch, z.seq}).to(dev);
+    for (auto _ : s) {
+      opt.zero_grad();
+      ferry::Tensor loss = sample::gpt_loss(model.forward(x), y);
+      loss.backward();
+      ferry::nn::utils::clip_grad_norm_(model.parameters(), 1.0);
+      opt.step();
+      benchmark::DoNotOptimize(loss.item<float>());
+    }
+  } catch (const ferry::Error& e) {
+    s.SkipWithError(e.what());
+  }
+}
+
+}  // namespace
+
+void register_gpt() {
+#ifdef FERRY_BENCH_HAVE_TORCH
+  gpt::torch_setup(quick());
+#endif
+  const Sizes z = sizes(quick());
+  const std::string base = "gpt step";
+  const std::string title =
+      fmt::format("GPT training step ({} layers, width {}), batch {}, sequence {}", z.layers,
+                  z.embd, z.batch, z.seq);
+  // Seconds per step: a fixed count (lavapipe's step takes tens of seconds: one).
+  for (const std::string device : {"cpu", "vulkan:0"})
+    benchmark::RegisterBenchmark((base + "/ferry " + device).c_str(),
+                                 [device](benchmark::State& s) { run_step(s, device); })
+        ->Unit(benchmark::kMillisecond)
+        ->Iterations(device == "cpu" ? 5 : 1)
+        ->UseRealTime();
+#ifdef FERRY_BENCH_HAVE_TORCH
+  benchmark::RegisterBenchmark((base + "/pytorch").c_str(),
+                               [](benchmark::State& s) {
+                                 for (auto _ : s) gpt::torch_step();
+                               })
+      ->Unit(benchmark::kMillisecond)
+      ->Iterations(5)
+      ->UseRealTime();
+  add_comparison({.title = title + " (cpu)",
+                  .ferry = base + "/ferry cpu",
+                  .ferry_label = "ferry",
+                  .baseline = base + "/pytorch",
+                  .baseline_label = "PyTorch (libtorch)",
+                  .metric = Metric::usec});
+#endif
+  add_comparison({.title = title + " (vulkan:0 vs cpu)",
+                  .ferry = base + "/ferry vulkan:0",
+                  .ferry_label = "ferry vulkan:0",
+                  .baseline = base + "/ferry cpu",
+                  .baseline_label = "ferry cpu",
+                  .metric = Metric::usec});
+}
+
+}  // namespace bench

@@ -1,0 +1,96 @@
+// tests/conformance/cases_loss.cpp — linear and the losses of torch.nn.functional that the op
+// table names for their autocast policy (Note [Autocast] in ferry/autocast.hpp): each in every
+// float dtype, its reductions and its optional weights, against the CPU.
+#include "catalog.hpp"
+#include "ferry/nn/functional.hpp"
+
+namespace ferry::conformance {
+namespace {
+
+namespace F = nn::functional;
+using nn::Reduction;
+
+std::vector<FloatOpCase> loss_ops() {
+  return {
+      {"linear",
+       "[3, 5] w [4, 5] b [4]",
+       {{3, 5}, {4, 5}, {4}},
+       [](const Inputs& in) { return F::linear(in[0], in[1], in[2]); }},
+      {"linear",
+       "[2, 3, 5] w [4, 5], no bias",
+       {{2, 3, 5}, {4, 5}},
+       [](const Inputs& in) { return F::linear(in[0], in[1]); }},
+      {"nll_loss",
+       "[4, 3] log-probabilities, class weights, mean",
+       {{4, 3}, {3}},
+       [](const Inputs& in) {
+         return F::nll_loss(log_softmax(in[0], 1), ints({0, 2, 1, 2}, in[0]),
+                            {.weight = in[1] * in[1] + 0.5});
+       }},
+      {"nll_loss",
+       "[2, 3, 4] per element, ignore_index 1",
+       {{2, 3, 4}},
+       [](const Inputs& in) {
+         return F::nll_loss(in[0], ints({0, 1, 2, 1, 2, 0, 0, 1}, in[0]).reshape({2, 4}),
+                            {.ignore_index = 1, .reduction = Reduction::none});
+       }},
+      {"mse_loss",
+       "[3, 4] mean",
+       {{3, 4}, {3, 4}},
+       [](const Inputs& in) { return F::mse_loss(in[0], in[1]); }},
+      {"l1_loss",
+       "[3, 4] sum",
+       {{3, 4}, {3, 4}},
+       [](const Inputs& in) { return F::l1_loss(in[0], in[1], Reduction::sum); }},
+      {"smooth_l1_loss",
+       "[5, 2] none, beta 0.5",
+       {{5, 2}, {5, 2}},
+       [](const Inputs& in) { return F::smooth_l1_loss(in[0], in[1], Reduction::none, 0.5); }},
+      {"huber_loss",
+       "[5, 2] mean, delta 0.7",
+       {{5, 2}, {5, 2}},
+       [](const Inputs& in) { return F::huber_loss(in[0], in[1], Reduction::mean, 0.7); }},
+      {"kl_div",
+       "[3, 4] batchmean",
+       {{3, 4}, {3, 4}},
+       [](const Inputs& in) {
+         return F::kl_div(log_softmax(in[0], 1), softmax(in[1], 1), "batchmean");
+       }},
+      {"binary_cross_entropy",
+       "[3, 4] probabilities, weight [4]",
+       {{3, 4}, {3, 4}, {4}},
+       [](const Inputs& in) {
+         return F::binary_cross_entropy(sigmoid(in[0]), sigmoid(in[1]), in[2] * in[2]);
+       }},
+      {"binary_cross_entropy_with_logits",
+       "[3, 4] pos_weight [4]",
+       {{3, 4}, {3, 4}, {4}},
+       [](const Inputs& in) {
+         return F::binary_cross_entropy_with_logits(in[0], sigmoid(in[1]), {}, in[2] * in[2]);
+       }},
+      {"margin_ranking_loss",
+       "[6] margin 0.2",
+       {{6}, {6}},
+       [](const Inputs& in) {
+         const Tensor sign = ints({1, -1, 1, 1, -1, -1}, in[0]).to(in[0].dtype());
+         return F::margin_ranking_loss(in[0], in[1], sign, 0.2);
+       }},
+      {"cosine_embedding_loss",
+       "[3, 5] margin 0.1",
+       {{3, 5}, {3, 5}},
+       [](const Inputs& in) {
+         const Tensor sign = ints({1, -1, 1}, in[0]).to(in[0].dtype());
+         return F::cosine_embedding_loss(in[0], in[1], sign, 0.1);
+       }},
+      {"cosine_similarity",
+       "[4, 6] x [1, 6] over dim 1",
+       {{4, 6}, {1, 6}},
+       [](const Inputs& in) { return F::cosine_similarity(in[0], in[1], 1); }},
+  };
+}
+
+}  // namespace
+
+void add_loss_cases(std::vector<Case>& out) { add_float_cases(out, loss_ops(), "loss"); }
+
+}  // namespace ferry::conformance
