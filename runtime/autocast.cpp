@@ -26,8 +26,14 @@ struct ThreadState {
   bool cache_enabled = true;
   int enabled_types = 0;  // entries with enabled set: autocast_on()'s test
   // The low casts of parameters (f32 leaves that require grad), by the parameter's
-  // TensorImpl: the parameter itself is held so that its address is not reused.
-  std::unordered_map<const void*, std::pair<Tensor, Tensor>> cache;
+  // TensorImpl: the parameter itself is held so that its address is not reused, and the
+  // version of its storage when cast, so that a write since (an optimizer step inside the
+  // scope) makes a new cast instead of handing out the old values.
+  struct CachedCast {
+    Tensor param, cast;
+    std::uint64_t version;
+  };
+  std::unordered_map<const void*, CachedCast> cache;
 
   detail::AutocastState::Entry* find(std::string_view type) {
     for (auto& e : entries)
@@ -190,10 +196,13 @@ Tensor AutocastOp::operator()(const Tensor& t) const {
                          is_grad_enabled();
   if (!cacheable) return t.to(*target_);
   const void* key = t.impl_ptr().get();
+  const std::uint64_t version = t.storage()->version();
   auto it = s.cache.find(key);
-  if (it != s.cache.end() && it->second.second.dtype() == *target_) return it->second.second;
+  if (it != s.cache.end() && it->second.cast.dtype() == *target_ && it->second.version == version &&
+      it->second.cast.device() == t.device())
+    return it->second.cast;
   Tensor cast = t.to(*target_);
-  s.cache[key] = {t, cast};
+  s.cache[key] = {t, cast, version};
   return cast;
 }
 
@@ -203,7 +212,7 @@ struct AutocastStateGuard::Saved {
   std::vector<AutocastState::Entry> entries;
   int depth, suspended;
   bool cache_enabled;
-  std::unordered_map<const void*, std::pair<Tensor, Tensor>> cache;
+  std::unordered_map<const void*, ThreadState::CachedCast> cache;
 };
 
 AutocastStateGuard::AutocastStateGuard(const AutocastState& st) {

@@ -231,8 +231,8 @@ TEST(Autocast, GradientsReachF32ParametersAsF32) {
 }
 
 // A weight used twice in one scope is cast once and its gradient sums both uses; the cache
-// ends with the outermost scope (a changed weight is seen by the next one), and a cast made
-// without gradients is never handed to an op that records them.
+// ends with the outermost scope, a weight written since its cast is cast again, and a cast
+// made without gradients is never handed to an op that records them.
 TEST(Autocast, ParameterCastsAreCachedPerScope) {
   Tensor w = randn({4, 4}).requires_grad_();
   const Tensor x = randn({2, 4});
@@ -260,6 +260,13 @@ TEST(Autocast, ParameterCastsAreCachedPerScope) {
   ferry::Autocast amp("cpu", DType::f16);
   const Tensor after = ferry::matmul(x, w).detach();
   EXPECT_TRUE(ferry::allclose(after.to(DType::f32), before.to(DType::f32) * 2, 1e-2, 1e-2));
+  // A write inside the scope (an optimizer step) is seen too: the cast is made again.
+  {
+    ferry::NoGradGuard no_grad;
+    w.mul_(0.5);
+  }
+  const Tensor again = ferry::matmul(x, w).detach();
+  EXPECT_TRUE(ferry::allclose(again.to(DType::f32), before.to(DType::f32), 1e-2, 1e-2));
 }
 
 // backward() inside the scope computes each gradient in its forward's dtypes, as outside it.

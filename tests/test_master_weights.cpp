@@ -99,6 +99,32 @@ TEST_P(MasterWeightsOnDevice, SixteenBitParameterIsTheRoundedF32Run) {
   expect_rounded_f32_run(GetParam(), "sgd", false, DType::bf16);
 }
 
+// The copy is state like any other: migrate moves it with the model, and the run goes on as
+// the one that stayed.
+TEST_P(MasterWeightsOnDevice, CopyMovesWithTheModel) {
+  FERRY_SKIP_UNLESS_DEVICE(GetParam());
+  auto run = [&](bool moved) {
+    ferry::manual_seed(4);
+    ferry::nn::Linear lin(6, 3, true, {.dtype = DType::bf16});
+    optim::AdamW opt(lin.parameters(), {.lr = 1e-2});
+    opt.set_master_weights(true);
+    const Tensor x = ferry::randn({5, 6}, {.dtype = DType::bf16});
+    ferry::Device at = ferry::Device::cpu();
+    for (int k = 0; k < 6; ++k) {
+      const ferry::Device dev =
+          moved && k >= 2 && k < 4 ? ferry::Device(GetParam()) : ferry::Device::cpu();
+      if (dev != at) ferry::migrate(lin, opt, dev), at = dev;
+      opt.zero_grad();
+      ferry::sum(ferry::pow(lin.forward(x.to(dev)), 2)).backward();
+      opt.step();
+    }
+    for (const auto& [n, t] : opt.named_state())
+      if (n.ends_with(".master")) EXPECT_EQ(t.device(), ferry::Device::cpu()) << n;
+    return lin.weight.detach().to(DType::f32);
+  };
+  EXPECT_TRUE(ferry::allclose(run(true), run(false), 1e-2, 1e-2));
+}
+
 INSTANTIATE_TEST_SUITE_P(Devices, MasterWeightsOnDevice,
                          ::testing::ValuesIn(ferry_test::accelerator_names()),
                          [](const auto& info) { return ferry_test::backend_of(info.param); });
