@@ -32,8 +32,7 @@
 //
 // The casts are recorded by autograd, so gradients reach f32 parameters as f32. The low
 // cast of an f32 leaf that requires grad (a parameter) is cached until the outermost scope
-// of the thread ends, so a weight used by several ops in one forward is converted once (a
-// weight written since, by an optimizer step inside the scope, is converted again);
+// of the thread ends, so a weight used by several ops in one forward is converted once;
 // cache_enabled = false turns that off. backward() runs with autocast off (the gradient of
 // each op follows the dtypes of its forward); ferry::checkpoint's recomputation runs under
 // the autocast state of the first forward.
