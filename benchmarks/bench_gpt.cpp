@@ -55,12 +55,14 @@ void register_gpt() {
   const std::string title =
       fmt::format("GPT training step ({} layers, width {}), batch {}, sequence {}", z.layers,
                   z.embd, z.batch, z.seq);
-  // Seconds per step: a fixed count (lavapipe's step takes tens of seconds: one).
+  // Seconds per step: a fixed count (lavapipe's step takes tens of seconds: one); --quick, as
+  // CI's smoke run, one each.
+  const int steps = quick() ? 1 : 5;
   for (const std::string device : {"cpu", "vulkan:0"})
     benchmark::RegisterBenchmark((base + "/ferry " + device).c_str(),
                                  [device](benchmark::State& s) { run_step(s, device); })
         ->Unit(benchmark::kMillisecond)
-        ->Iterations(device == "cpu" ? 5 : 1)
+        ->Iterations(device == "cpu" ? steps : 1)
         ->UseRealTime();
 #ifdef FERRY_BENCH_HAVE_TORCH
   benchmark::RegisterBenchmark((base + "/pytorch").c_str(),
@@ -68,7 +70,7 @@ void register_gpt() {
                                  for (auto _ : s) gpt::torch_step();
                                })
       ->Unit(benchmark::kMillisecond)
-      ->Iterations(5)
+      ->Iterations(steps)
       ->UseRealTime();
   add_comparison({.title = title + " (cpu)",
                   .ferry = base + "/ferry cpu",
