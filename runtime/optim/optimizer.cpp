@@ -231,16 +231,20 @@ Tensor Optimizer::state_tensor(std::size_t param, std::string_view name, bool* c
 
 // ---------------------------------------------------------------- step
 
+namespace {
+// The parameters master weights apply to (Note [Master weights]): those work_dtype widens.
+bool is_16_bit(DType dt) { return detail::work_dtype(dt) != dt; }
+}  // namespace
+
 bool Optimizer::uses_master(std::size_t i) const {
-  const DType dt = params_[i].dtype();
-  return master_weights_ && (dt == DType::f16 || dt == DType::bf16);
+  return master_weights_ && is_16_bit(params_[i].dtype());
 }
 
 void Optimizer::set_master_weights(bool enabled) {
   if (enabled == master_weights_) return;
   for (std::size_t i = 0; i < params_.size(); ++i) {
     const DType dt = params_[i].dtype();
-    if ((dt == DType::f16 || dt == DType::bf16) && !state_[i].tensors.empty())
+    if (is_16_bit(dt) && !state_[i].tensors.empty())
       throw Error(fmt::format(
           "{}.set_master_weights: parameter {} already has state in {}; switch master weights "
           "before the first step",
