@@ -34,6 +34,36 @@ foreach(entry ${FERRY_PER_OP_SHADERS})
   list(APPEND FERRY_PER_OP_SHADER_NAMES ${_name})
 endforeach()
 set(FERRY_SPV_DIR ${FERRY_SHADER_BUILD_DIR}/spv)
+# Note [Shader cache] in tools/spv_compile.sh: a folder that build folders share.
+set(FERRY_SHADER_CACHE "" CACHE PATH
+    "Folder of compiled shader modules shared between build folders (empty: none)")
+set(_spv_cache_arg)
+if(FERRY_SHADER_CACHE)
+  set(_spv_cache_arg --cache=${FERRY_SHADER_CACHE})
+endif()
+
+# ferry_add_spv(NAME SRC COMMENT PASSES [glslang -D arguments]): the command that compiles
+# SRC to ${FERRY_SPV_DIR}/NAME.spv (tools/spv_compile.sh), spirv-opt running PASSES (a comma
+# list, or "" for none) in between.
+function(ferry_add_spv name src comment passes)
+  set(spv ${FERRY_SPV_DIR}/${name}.spv)
+  set(_passes_arg)
+  if(passes)
+    set(_passes_arg --passes=${passes})
+  endif()
+  add_custom_command(
+    OUTPUT ${spv}
+    COMMAND ${CMAKE_COMMAND} -E make_directory ${FERRY_SPV_DIR}
+    COMMAND bash ${PROJECT_SOURCE_DIR}/tools/spv_compile.sh --glslang=${FERRY_GLSLANG}
+            --spirv-opt=${FERRY_SPIRV_OPT} --spirv-val=${FERRY_SPIRV_VAL} --out=${spv}
+            ${_spv_cache_arg} ${_passes_arg} ${src} ${ARGN} -I${FERRY_SHADER_DIR}
+            -I${FERRY_GENERATED_DIR}/shaders
+    DEPENDS ${src} ${FERRY_SHADER_HEADERS} ${PROJECT_SOURCE_DIR}/tools/spv_compile.sh
+    COMMENT "${comment}"
+    VERBATIM)
+  set(FERRY_SPV_FILES ${FERRY_SPV_FILES} ${spv} PARENT_SCOPE)
+endfunction()
+
 set(FERRY_SPV_FILES)
 set(FERRY_SHADER_NAMES)
 foreach(src ${FERRY_SHADER_SOURCES})
@@ -44,29 +74,19 @@ foreach(src ${FERRY_SHADER_SOURCES})
     set(_variants base)  # its full variant is its per-op modules
   endif()
   foreach(variant ${_variants})
-    set(spv ${FERRY_SPV_DIR}/${name}.${variant}.spv)
+    set(defs)
     if(variant STREQUAL "full")
       set(defs -DFERRY_FULL=1)
-    else()
-      set(defs)
     endif()
-    add_custom_command(
-      OUTPUT ${spv}
-      COMMAND ${CMAKE_COMMAND} -E make_directory ${FERRY_SPV_DIR}
-      COMMAND ${FERRY_GLSLANG} -V --target-env vulkan1.1 ${defs} -I${FERRY_SHADER_DIR}
-              -I${FERRY_GENERATED_DIR}/shaders -o ${spv} ${src}
-      COMMAND ${FERRY_SPIRV_VAL} --target-env vulkan1.1 ${spv}
-      DEPENDS ${src} ${FERRY_SHADER_HEADERS}
-      COMMENT "glslang: ${name}.comp (${variant})"
-      VERBATIM)
-    list(APPEND FERRY_SPV_FILES ${spv})
+    ferry_add_spv(${name}.${variant} ${src} "glslang: ${name}.comp (${variant})" "" ${defs})
   endforeach()
 endforeach()
 
-set(_per_op_passes --merge-return --inline-entry-points-exhaustive --eliminate-dead-functions
-    --eliminate-local-single-block --eliminate-local-single-store --eliminate-local-multi-store
-    --ccp --eliminate-dead-branches --eliminate-dead-code-aggressive --merge-blocks
-    --eliminate-dead-functions)
+set(_per_op_passes merge-return,inline-entry-points-exhaustive,eliminate-dead-functions,
+    eliminate-local-single-block,eliminate-local-single-store,eliminate-local-multi-store,
+    ccp,eliminate-dead-branches,eliminate-dead-code-aggressive,merge-blocks,
+    eliminate-dead-functions)
+string(REPLACE ";" "" _per_op_passes "${_per_op_passes}")
 set(FERRY_OP_MODULES)
 foreach(entry ${FERRY_PER_OP_SHADERS})
   string(REPLACE ":" ";" _parts ${entry})
@@ -89,24 +109,13 @@ foreach(entry ${FERRY_PER_OP_SHADERS})
         list(REMOVE_ITEM _f64_ops ${op_name})
       endif()
       foreach(variant ${_variants})
-        set(spv ${FERRY_SPV_DIR}/${name}.${variant}.${op_name}.spv)
-        set(defs -DFERRY_FULL=1)
+        set(defs -DFERRY_FULL=1 -DFERRY_FIXED_OP=${op_code}u)
         if(variant STREQUAL "f64")
           list(APPEND defs -DFERRY_F64=1)
         endif()
-        add_custom_command(
-          OUTPUT ${spv}
-          COMMAND ${CMAKE_COMMAND} -E make_directory ${FERRY_SPV_DIR}
-          COMMAND ${FERRY_GLSLANG} -V --target-env vulkan1.1 ${defs} -DFERRY_FIXED_OP=${op_code}u
-                  -I${FERRY_SHADER_DIR} -I${FERRY_GENERATED_DIR}/shaders -o ${spv}.unoptimized
-                  ${src}
-          COMMAND ${FERRY_SPIRV_OPT} --target-env=vulkan1.1 ${_per_op_passes} ${spv}.unoptimized
-                  -o ${spv}
-          COMMAND ${FERRY_SPIRV_VAL} --target-env vulkan1.1 ${spv}
-          DEPENDS ${src} ${FERRY_SHADER_HEADERS}
-          COMMENT "glslang + spirv-opt: ${name}.comp for ${op_name} alone (${variant})"
-          VERBATIM)
-        list(APPEND FERRY_SPV_FILES ${spv})
+        ferry_add_spv(${name}.${variant}.${op_name} ${src}
+                      "glslang + spirv-opt: ${name}.comp for ${op_name} alone (${variant})"
+                      ${_per_op_passes} ${defs})
         list(APPEND FERRY_OP_MODULES "${name}:${op_name}:${op_code}:${variant}:${name}.${variant}.${op_name}")
       endforeach()
     endforeach()
@@ -128,17 +137,8 @@ foreach(src ${FERRY_SHADER_SOURCES})
   string(REPLACE "// ferry-f64-ops:" "" _f64_ops "${_f64_lines}")
   string(REGEX REPLACE "[ ;]+" ";" _f64_ops "${_f64_ops}")
   list(REMOVE_ITEM _f64_ops "")
-  set(spv ${FERRY_SPV_DIR}/${name}.f64.spv)
-  add_custom_command(
-    OUTPUT ${spv}
-    COMMAND ${CMAKE_COMMAND} -E make_directory ${FERRY_SPV_DIR}
-    COMMAND ${FERRY_GLSLANG} -V --target-env vulkan1.1 -DFERRY_FULL=1 -DFERRY_F64=1
-            -I${FERRY_SHADER_DIR} -I${FERRY_GENERATED_DIR}/shaders -o ${spv} ${src}
-    COMMAND ${FERRY_SPIRV_VAL} --target-env vulkan1.1 ${spv}
-    DEPENDS ${src} ${FERRY_SHADER_HEADERS}
-    COMMENT "glslang: ${name}.comp (f64)"
-    VERBATIM)
-  list(APPEND FERRY_SPV_FILES ${spv})
+  ferry_add_spv(${name}.f64 ${src} "glslang: ${name}.comp (f64)" "" -DFERRY_FULL=1
+                -DFERRY_F64=1)
   foreach(op_name ${_f64_ops})
     set(_match ${FERRY_VULKAN_OPS})
     list(FILTER _match INCLUDE REGEX "^${op_name}=")

@@ -137,6 +137,26 @@ TEST(MasterWeights, F32ParametersKeepNoCopy) {
   for (const auto& [n, t] : opt.named_state()) EXPECT_EQ(n.find("master"), std::string::npos);
 }
 
+// A step refused by its checks keeps no master copy it made before the refusal (the checks
+// of later parameters run after the first ones' copies exist).
+TEST(MasterWeights, RefusedStepLeavesNoCopy) {
+  Tensor p = ferry::ones({4}, {.dtype = DType::bf16}).requires_grad_();
+  Tensor q = ferry::ones({2, 2}).t().requires_grad_();  // not contiguous: no fused update
+  optim::SGD opt({p, q}, {.lr = 0.5, .fused = true});
+  opt.set_master_weights(true);
+  p.set_grad(ferry::ones({4}, {.dtype = DType::bf16}));
+  q.set_grad(ferry::ones({2, 2}));
+  EXPECT_THROW(opt.step(), ferry::UnsupportedError);
+  EXPECT_TRUE(opt.named_state().empty());
+  EXPECT_EQ(p.dtype(), DType::bf16);
+  EXPECT_TRUE(ferry::equal(p.detach(), ferry::ones({4}, {.dtype = DType::bf16})));
+  q.set_grad({});
+  opt.step();
+  ASSERT_EQ(opt.named_state().size(), 1u);
+  EXPECT_EQ(opt.named_state()[0].first, "state.0.master");
+  EXPECT_TRUE(ferry::equal(p.detach(), ferry::full({4}, 0.5, {.dtype = DType::bf16})));
+}
+
 TEST(MasterWeights, StateDictRoundTripAndMismatches) {
   Tensor p = ferry::ones({6}, {.dtype = DType::bf16}).requires_grad_();
   optim::AdamW opt({p}, {.lr = 1e-3});

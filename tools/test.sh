@@ -18,8 +18,8 @@
 #   FERRY_FUZZ_SECONDS=N  how long each fuzz target runs (default: 60)
 #   FERRY_SKIP_DEPS=1     skip the package check
 #   FERRY_CUDA_ARCHITECTURES  GPU generations the CUDA backend is compiled for
-#                         (default here: 75, i.e. sm_75 code plus PTX that newer GPUs
-#                         compile at load; the build's own default is 75;80;86;89;90)
+#                         (default here: 75-virtual, i.e. PTX that the driver compiles
+#                         at load; the build's own default is 75;80;86;89;90)
 set -euo pipefail
 # shellcheck source-path=SCRIPTDIR source=common.sh
 source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
@@ -65,15 +65,21 @@ run_stage() {
 
 # Options every variant sets explicitly, so that a folder configured earlier
 # (by demo.sh, or by hand) cannot silently drop the tests.
-common_opts=(-DFERRY_BUILD_TESTS=ON -DFERRY_BUILD_SAMPLES=ON)
+# The variants share one folder of compiled shaders (Note [Shader cache] in tools/spv_compile.sh).
+common_opts=(-DFERRY_BUILD_TESTS=ON -DFERRY_BUILD_SAMPLES=ON
+  "-DFERRY_SHADER_CACHE=$ROOT/build/shader-cache")
 # Note [CUDA in the test command]
-# The CUDA backend is built (where the toolkit is) in the release variant, for
-# one architecture: nvcc compiles every kernel once per architecture, and five
-# of them would take most of the test command's time on a small machine. PTX
-# for sm_75 runs on every newer GPU. The asan variant leaves the module out:
-# device code cannot run under ASan, and the module's host logic is compiled
-# into ferry_tests (tests/test_cuda_host.cpp), which that variant runs.
-cuda_arch=${FERRY_CUDA_ARCHITECTURES:-75}
+# The CUDA backend is built (where the toolkit is) in the release variant, as
+# PTX for one virtual architecture (75-virtual): nvcc compiles every kernel once
+# per architecture, and five of them would take most of the test command's time
+# on a small machine; the machine code (ptxas) nearly doubled the time of one,
+# and a test machine without a GPU never runs it. PTX for compute_75 runs on
+# every newer GPU, compiled by the driver at load (once: the driver caches it);
+# on a GPU machine, set FERRY_CUDA_ARCHITECTURES to its own (90 for Hopper).
+# The asan variant leaves the module out: device code cannot run under ASan,
+# and the module's host logic is compiled into ferry_tests
+# (tests/test_cuda_host.cpp), which that variant runs.
+cuda_arch=${FERRY_CUDA_ARCHITECTURES:-75-virtual}
 
 run_ctest() {
   local dir=$1

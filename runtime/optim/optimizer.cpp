@@ -295,93 +295,104 @@ void Optimizer::step() {
     std::vector<std::size_t> params;
     bool fused = false;
   };
-  // Everything is checked before the first parameter changes.
+  // Everything is checked before the first parameter changes. The master copies made on the
+  // way (the checks after them see the f32 copies) are dropped again if a check fails, so that
+  // a refused step leaves the state as it found it.
   std::vector<Bucket> buckets;
-  for (std::size_t g = 0; g < groups_.size(); ++g) {
-    check_options(g);
-    const std::size_t first = buckets.size();
-    for (std::size_t i : groups_[g]) {
-      const Tensor& p = params_[i];
-      const Tensor grad = p.grad();
-      if (!grad.defined()) continue;
-      if (grad.device() != p.device())
-        throw DeviceMismatchError(fmt::format(
-            "{}.step: the gradient of parameter {} (param group {}) is on {} but the parameter "
-            "is on {}; move both to one device (ferry::migrate moves a model with its "
-            "gradients), or clear the gradient with zero_grad()",
-            name, i, g, grad.device().str(), p.device().str()));
-      if (grad.sizes() != p.sizes())
-        throw ShapeError(fmt::format(
-            "{}.step: the gradient of parameter {} (param group {}) has shape {} but the "
-            "parameter has shape {}; set a gradient of the parameter's shape",
-            name, i, g, shape_str(grad.sizes()), shape_str(p.sizes())));
-      if (grad.dtype() != p.dtype())
-        throw DTypeError(fmt::format(
-            "{}.step: the gradient of parameter {} (param group {}) is {} but the parameter is "
-            "{}; set a gradient of the parameter's dtype",
-            name, i, g, dtype_name(grad.dtype()), dtype_name(p.dtype())));
-      for (const auto& [sname, t] : state_[i].tensors) {
-        if (t.device() != p.device())
-          throw DeviceMismatchError(fmt::format(
-              "{}.step: state.{}.{} is on {} but its parameter is on {}; move the optimizer "
-              "with the model (ferry::migrate(model, optimizer, device))",
-              name, i, sname, t.device().str(), p.device().str()));
-        if (t.sizes() != p.sizes())
-          throw ShapeError(fmt::format(
-              "{}.step: state.{}.{} has shape {} but its parameter has shape {}; the parameter "
-              "was replaced by one of another shape: make a new optimizer for it",
-              name, i, sname, shape_str(t.sizes()), shape_str(p.sizes())));
-      }
-      if (uses_master(i)) {
-        const Tensor* master = state_[i].find("master");
-        if (!master) {
-          state_[i].tensors.emplace_back("master", p.detach().to(DType::f32).clone());
-          master = &state_[i].tensors.back().second;
-        }
-        masters.swap_in(i, *master);
-      }
-      auto it = std::find_if(buckets.begin() + std::ptrdiff_t(first), buckets.end(),
-                             [&](const Bucket& b) { return b.device == p.device(); });
-      if (it == buckets.end()) {
-        buckets.push_back(Bucket{g, p.device(), {}});
-        it = buckets.end() - 1;
-      }
-      it->params.push_back(i);
-    }
-    // The fused kernel needs every tensor of the call contiguous and of one
-    // dtype (docs/kernel-contract.md); non-contiguous gradients are copied.
-    const std::optional<bool> want = fused_option(g);
-    for (std::size_t b = first; b < buckets.size(); ++b) {
-      Bucket& bucket = buckets[b];
-      const Tensor& p0 = params_[bucket.params[0]];
-      std::string why_not;
-      const std::optional<OpId> kernel = fused_kernel();
-      if (!kernel)
-        why_not = fmt::format("{} has no fused kernel", name);
-      else if (!p0.storage()->impl().supports(*kernel, p0.dtype()))
-        why_not = fmt::format("{} has no '{}' kernel for {}", bucket.device.str(), op_name(*kernel),
-                              dtype_name(p0.dtype()));
-      for (std::size_t i : bucket.params) {
-        if (!why_not.empty()) break;
+  std::vector<std::size_t> new_masters;
+  try {
+    for (std::size_t g = 0; g < groups_.size(); ++g) {
+      check_options(g);
+      const std::size_t first = buckets.size();
+      for (std::size_t i : groups_[g]) {
         const Tensor& p = params_[i];
-        if (!p.is_contiguous())
-          why_not =
-              fmt::format("parameter {} is not contiguous (strides {})", i, shape_str(p.strides()));
-        else if (p.dtype() != p0.dtype())
-          why_not = fmt::format("parameters {} and {} have different dtypes ({} and {})",
-                                bucket.params[0], i, dtype_name(p0.dtype()), dtype_name(p.dtype()));
-        for (const auto& [sname, t] : state_[i].tensors)
-          if (why_not.empty() && (!t.is_contiguous() || t.dtype() != p.dtype()))
-            why_not = fmt::format("state.{}.{} is not a contiguous {} tensor", i, sname,
-                                  dtype_name(p.dtype()));
+        const Tensor grad = p.grad();
+        if (!grad.defined()) continue;
+        if (grad.device() != p.device())
+          throw DeviceMismatchError(fmt::format(
+              "{}.step: the gradient of parameter {} (param group {}) is on {} but the parameter "
+              "is on {}; move both to one device (ferry::migrate moves a model with its "
+              "gradients), or clear the gradient with zero_grad()",
+              name, i, g, grad.device().str(), p.device().str()));
+        if (grad.sizes() != p.sizes())
+          throw ShapeError(fmt::format(
+              "{}.step: the gradient of parameter {} (param group {}) has shape {} but the "
+              "parameter has shape {}; set a gradient of the parameter's shape",
+              name, i, g, shape_str(grad.sizes()), shape_str(p.sizes())));
+        if (grad.dtype() != p.dtype())
+          throw DTypeError(fmt::format(
+              "{}.step: the gradient of parameter {} (param group {}) is {} but the parameter is "
+              "{}; set a gradient of the parameter's dtype",
+              name, i, g, dtype_name(grad.dtype()), dtype_name(p.dtype())));
+        for (const auto& [sname, t] : state_[i].tensors) {
+          if (t.device() != p.device())
+            throw DeviceMismatchError(fmt::format(
+                "{}.step: state.{}.{} is on {} but its parameter is on {}; move the optimizer "
+                "with the model (ferry::migrate(model, optimizer, device))",
+                name, i, sname, t.device().str(), p.device().str()));
+          if (t.sizes() != p.sizes())
+            throw ShapeError(fmt::format(
+                "{}.step: state.{}.{} has shape {} but its parameter has shape {}; the parameter "
+                "was replaced by one of another shape: make a new optimizer for it",
+                name, i, sname, shape_str(t.sizes()), shape_str(p.sizes())));
+        }
+        if (uses_master(i)) {
+          const Tensor* master = state_[i].find("master");
+          if (!master) {
+            state_[i].tensors.emplace_back("master", p.detach().to(DType::f32).clone());
+            master = &state_[i].tensors.back().second;
+            new_masters.push_back(i);
+          }
+          masters.swap_in(i, *master);
+        }
+        auto it = std::find_if(buckets.begin() + std::ptrdiff_t(first), buckets.end(),
+                               [&](const Bucket& b) { return b.device == p.device(); });
+        if (it == buckets.end()) {
+          buckets.push_back(Bucket{g, p.device(), {}});
+          it = buckets.end() - 1;
+        }
+        it->params.push_back(i);
       }
-      if (want == true && !why_not.empty())
-        throw UnsupportedError(fmt::format(
-            "{}.step: param group {} asks for the fused update (fused = true) but on {} {}; "
-            "leave `fused` unset to use the fused kernel where it can run, or set it to false",
-            name, g, bucket.device.str(), why_not));
-      bucket.fused = want.value_or(true) && why_not.empty();
+      // The fused kernel needs every tensor of the call contiguous and of one
+      // dtype (docs/kernel-contract.md); non-contiguous gradients are copied.
+      const std::optional<bool> want = fused_option(g);
+      for (std::size_t b = first; b < buckets.size(); ++b) {
+        Bucket& bucket = buckets[b];
+        const Tensor& p0 = params_[bucket.params[0]];
+        std::string why_not;
+        const std::optional<OpId> kernel = fused_kernel();
+        if (!kernel)
+          why_not = fmt::format("{} has no fused kernel", name);
+        else if (!p0.storage()->impl().supports(*kernel, p0.dtype()))
+          why_not = fmt::format("{} has no '{}' kernel for {}", bucket.device.str(),
+                                op_name(*kernel), dtype_name(p0.dtype()));
+        for (std::size_t i : bucket.params) {
+          if (!why_not.empty()) break;
+          const Tensor& p = params_[i];
+          if (!p.is_contiguous())
+            why_not = fmt::format("parameter {} is not contiguous (strides {})", i,
+                                  shape_str(p.strides()));
+          else if (p.dtype() != p0.dtype())
+            why_not =
+                fmt::format("parameters {} and {} have different dtypes ({} and {})",
+                            bucket.params[0], i, dtype_name(p0.dtype()), dtype_name(p.dtype()));
+          for (const auto& [sname, t] : state_[i].tensors)
+            if (why_not.empty() && (!t.is_contiguous() || t.dtype() != p.dtype()))
+              why_not = fmt::format("state.{}.{} is not a contiguous {} tensor", i, sname,
+                                    dtype_name(p.dtype()));
+        }
+        if (want == true && !why_not.empty())
+          throw UnsupportedError(fmt::format(
+              "{}.step: param group {} asks for the fused update (fused = true) but on {} {}; "
+              "leave `fused` unset to use the fused kernel where it can run, or set it to false",
+              name, g, bucket.device.str(), why_not));
+        bucket.fused = want.value_or(true) && why_not.empty();
+      }
     }
+  } catch (...) {
+    for (std::size_t i : new_masters)
+      std::erase_if(state_[i].tensors, [](const auto& entry) { return entry.first == "master"; });
+    throw;
   }
   // The element-wise path goes one parameter at a time, so that a failure (out
   // of memory, a lost device) undoes the bookkeeping of exactly the update
