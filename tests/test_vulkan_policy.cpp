@@ -41,6 +41,21 @@ std::vector<std::uint8_t> fake_driver_cache(const fv::CacheIdentity& id, std::si
 }
 }  // namespace
 
+// The fused attention runs by default where it has run (CPU-type devices: lavapipe), not on
+// GPUs, and FERRY_VULKAN_FUSED_ATTENTION decides either way.
+TEST(VulkanPolicy, FusedAttentionOnlyWhereItRan) {
+  using ferry::DeviceKind;
+  using ferry::vulkan::fused_attention;
+  EXPECT_TRUE(fused_attention(DeviceKind::cpu_gpu, nullptr));
+  EXPECT_TRUE(fused_attention(DeviceKind::cpu_gpu, ""));
+  for (DeviceKind k : {DeviceKind::discrete_gpu, DeviceKind::integrated_gpu,
+                       DeviceKind::virtual_gpu, DeviceKind::other})
+    EXPECT_FALSE(fused_attention(k, nullptr));
+  EXPECT_TRUE(fused_attention(DeviceKind::discrete_gpu, "1"));
+  EXPECT_FALSE(fused_attention(DeviceKind::cpu_gpu, "0"));
+  EXPECT_THROW(fused_attention(DeviceKind::cpu_gpu, "yes"), ferry::Error);
+}
+
 TEST(VulkanPolicy, PipelineCacheRoundTrip) {
   fv::CacheIdentity id{0x10de, 0x2330, {1, 2, 3}};
   auto data = fake_driver_cache(id, 100);

@@ -15,6 +15,7 @@
 #include "cpu/cpu_backend.hpp"
 #include "cpu/cpu_clones.hpp"  // FERRY_CPU_CLONES on the block loops
 #include "cpu/cpu_loops.hpp"
+#include "ferry/kit/attention_args.hpp"
 
 namespace ferry::cpu {
 namespace {
@@ -40,48 +41,7 @@ namespace {
 constexpr std::int64_t kRows = 32;  // query rows per block
 constexpr std::int64_t kCols = 64;  // keys per block
 
-struct Geometry {
-  std::int64_t B = 0, Hq = 0, Hk = 0, L = 0, S = 0, E = 0, Ev = 0, Bm = 0, Hm = 0;
-  double scale = 1;
-  bool causal = false, has_mask = false;
-};
-
-void expect_shape(std::string_view op, std::string_view what, const TensorArg& t,
-                  const Shape& want) {
-  if (t.sizes != want)
-    throw ShapeError(fmt::format("{}: {} must have shape {}, got {}", op, what, shape_str(want),
-                                 shape_str(t.sizes)));
-}
-
-// q, k and v from inputs[first...], the mask (with has_mask) from inputs[mask_at].
-Geometry geometry(const OpCall& call, std::size_t first, std::size_t mask_at) {
-  const std::string_view op = call.name();
-  const TensorArg &q = call.inputs.at(first), &k = call.inputs.at(first + 1),
-                  &v = call.inputs.at(first + 2);
-  if (q.sizes.size() != 4 || k.sizes.size() != 4 || v.sizes.size() != 4)
-    throw ShapeError(fmt::format("{}: q, k and v must be [B, H, rows, dim], got {}, {} and {}", op,
-                                 shape_str(q.sizes), shape_str(k.sizes), shape_str(v.sizes)));
-  Geometry g;
-  g.B = q.sizes[0], g.Hq = q.sizes[1], g.L = q.sizes[2], g.E = q.sizes[3];
-  g.Hk = k.sizes[1], g.S = k.sizes[2], g.Ev = v.sizes[3];
-  expect_shape(op, "k", k, {g.B, g.Hk, g.S, g.E});
-  expect_shape(op, "v", v, {g.B, g.Hk, g.S, g.Ev});
-  if (g.Hk == 0 || g.Hq % g.Hk != 0)
-    throw ShapeError(
-        fmt::format("{}: the {} key heads must divide the {} query heads", op, g.Hk, g.Hq));
-  g.scale = call.attrs.f("scale");
-  g.causal = call.attrs.b("is_causal");
-  g.has_mask = call.attrs.b("has_mask");
-  if (g.has_mask) {
-    const TensorArg& m = call.inputs.at(mask_at);
-    if (m.sizes.size() != 4 || (m.sizes[0] != 1 && m.sizes[0] != g.B) ||
-        (m.sizes[1] != 1 && m.sizes[1] != g.Hq) || m.sizes[2] != g.L || m.sizes[3] != g.S)
-      throw ShapeError(fmt::format("{}: the mask must be [1 or {}, 1 or {}, {}, {}], got {}", op,
-                                   g.B, g.Hq, g.L, g.S, shape_str(m.sizes)));
-    g.Bm = m.sizes[0], g.Hm = m.sizes[1];
-  }
-  return g;
-}
+using Geometry = AttentionGeometry;  // ferry/kit/attention_args.hpp
 
 // exp, with 0 for x below the float range (-inf included) and NaN kept.
 inline float softmax_exp(float x) {
@@ -252,12 +212,7 @@ FERRY_CPU_CLONES void forward_block(const Geometry& g, const T* q, const T* k, c
 // inputs q [B, Hq, L, E], k [B, Hk, S, E], v [B, Hk, S, Ev], [mask [Bm, Hm, L, S]]; outputs
 // out [B, Hq, L, Ev], lse [B, Hq, L].
 template <typename T> void attention_kernel(const OpCall& call) {
-  const Geometry g = geometry(call, 0, 3);
-  expect_shape(call.name(), "the output", call.outputs.at(0), {g.B, g.Hq, g.L, g.Ev});
-  expect_shape(call.name(), "the logsumexp", call.outputs.at(1), {g.B, g.Hq, g.L});
-  if (call.outputs.at(1).dtype != dtype_of<stat_t<T>>())
-    throw DTypeError(fmt::format("{}: the logsumexp must be {}", call.name(),
-                                 dtype_name(dtype_of<stat_t<T>>())));
+  const Geometry g = attention_forward_args(call, dtype_of<stat_t<T>>());
   const T* q = call.inputs.at(0).data<T>();
   const T* k = call.inputs.at(1).data<T>();
   const T* v = call.inputs.at(2).data<T>();
@@ -356,17 +311,7 @@ template <typename T> FERRY_CPU_CLONES void backward_head(const Geometry& g, con
 
 // inputs dout, q, k, v, out, lse, [mask]; outputs dq, dk, dv (the forward's shapes).
 template <typename T> void attention_backward_kernel(const OpCall& call) {
-  const Geometry g = geometry(call, 1, 6);
-  const std::string_view op = call.name();
-  expect_shape(op, "the output's gradient", call.inputs.at(0), {g.B, g.Hq, g.L, g.Ev});
-  expect_shape(op, "the output", call.inputs.at(4), {g.B, g.Hq, g.L, g.Ev});
-  expect_shape(op, "the logsumexp", call.inputs.at(5), {g.B, g.Hq, g.L});
-  expect_shape(op, "dq", call.outputs.at(0), {g.B, g.Hq, g.L, g.E});
-  expect_shape(op, "dk", call.outputs.at(1), {g.B, g.Hk, g.S, g.E});
-  expect_shape(op, "dv", call.outputs.at(2), {g.B, g.Hk, g.S, g.Ev});
-  if (call.inputs.at(5).dtype != dtype_of<stat_t<T>>())
-    throw DTypeError(
-        fmt::format("{}: the logsumexp must be {}", op, dtype_name(dtype_of<stat_t<T>>())));
+  const Geometry g = attention_backward_args(call, dtype_of<stat_t<T>>());
   const Grads p{call.inputs.at(0).data<T>(),
                 call.inputs.at(1).data<T>(),
                 call.inputs.at(2).data<T>(),

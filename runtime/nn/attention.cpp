@@ -29,7 +29,8 @@ namespace ferry::nn::functional {
 // (softmax of -inf only); as PyTorch since 2.5 it gives 0, its scores replaced by 0 before
 // the softmax so that no NaN reaches the gradient either.
 // A device whose supports() lists both rows runs its fused kernel instead, forward and
-// backward (the CPU's: Note [Fused attention on the CPU]), on this form of the call:
+// backward (the CPU's: Note [Fused attention on the CPU]; Vulkan's: Note [Fused attention on
+// Vulkan] in shaders/attention.comp), on this form of the call:
 // - q [B, Hq, L, E], k [B, Hk, S, E], v [B, Hk, S, Ev] contiguous: B is the leading dims but
 //   the heads' (dim -3) flattened, and Hk divides Hq (Hk = Hq without grouped-query attention);
 // - the mask additive, in the query's dtype, [Bm, Hm, L, S] with Bm 1 or B and Hm 1 or Hq: a

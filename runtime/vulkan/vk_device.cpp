@@ -11,6 +11,7 @@
 
 #include "ferry/error.hpp"
 #include "log_internal.hpp"
+#include "vulkan/vk_policy.hpp"
 
 namespace ferry::vulkan {
 
@@ -20,6 +21,21 @@ bool env_flag(const char* name) {
 }
 
 namespace {
+DeviceKind kind_of(VkPhysicalDeviceType type) {
+  switch (type) {
+    case VK_PHYSICAL_DEVICE_TYPE_DISCRETE_GPU:
+      return DeviceKind::discrete_gpu;
+    case VK_PHYSICAL_DEVICE_TYPE_INTEGRATED_GPU:
+      return DeviceKind::integrated_gpu;
+    case VK_PHYSICAL_DEVICE_TYPE_VIRTUAL_GPU:
+      return DeviceKind::virtual_gpu;
+    case VK_PHYSICAL_DEVICE_TYPE_CPU:
+      return DeviceKind::cpu_gpu;
+    default:
+      return DeviceKind::other;
+  }
+}
+
 bool has_extension(const std::vector<VkExtensionProperties>& exts, const char* name) {
   return std::any_of(exts.begin(), exts.end(), [&](const VkExtensionProperties& e) {
     return std::strcmp(e.extensionName, name) == 0;
@@ -40,6 +56,8 @@ VulkanDevice::VulkanDevice(Device device, const PhysicalDevice& physical)
                       v));
     max_in_flight = n;
   }
+  fused_attention_ = fused_attention(kind_of(physical_.props.deviceType),
+                                     std::getenv("FERRY_VULKAN_FUSED_ATTENTION"));
   create_device();
   memory_ =
       std::make_unique<MemoryPools>(device_, vk_, physical_.handle, this->device().str(),
@@ -56,6 +74,7 @@ VulkanDevice::VulkanDevice(Device device, const PhysicalDevice& physical)
   add_nn_kernels(table);
   add_linalg_kernels(table);
   add_conv_kernels(table);
+  add_attention_kernels(table);
   add_index_kernels(table);
   add_optim_kernels(table);
   add_sort_kernels(table);
@@ -210,22 +229,7 @@ DeviceInfo VulkanDevice::info() {
       d.vendor = fmt::format("0x{:04x}", p.vendorID);
   }
   d.driver = driver_name_;
-  switch (p.deviceType) {
-    case VK_PHYSICAL_DEVICE_TYPE_DISCRETE_GPU:
-      d.kind = DeviceKind::discrete_gpu;
-      break;
-    case VK_PHYSICAL_DEVICE_TYPE_INTEGRATED_GPU:
-      d.kind = DeviceKind::integrated_gpu;
-      break;
-    case VK_PHYSICAL_DEVICE_TYPE_VIRTUAL_GPU:
-      d.kind = DeviceKind::virtual_gpu;
-      break;
-    case VK_PHYSICAL_DEVICE_TYPE_CPU:
-      d.kind = DeviceKind::cpu_gpu;
-      break;
-    default:
-      d.kind = DeviceKind::other;
-  }
+  d.kind = kind_of(p.deviceType);
   // Memory: the device pool's heap; its budget (VK_EXT_memory_budget) when known.
   const std::uint32_t heap = memory_->heap_index(kDevicePool);
   d.memory_total = memory_->heap_size(kDevicePool);

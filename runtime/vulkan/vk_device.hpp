@@ -213,6 +213,7 @@ class VulkanDevice final : public DeviceImpl {
   std::uint32_t queue_family_ = 0;
   bool full_variant_ = false;
   bool f64_ = false;  // shaderFloat64 enabled: the f64 modules run here
+  bool fused_attention_ = false;  // vk_policy.hpp's fused_attention()
   bool push_descriptors_ = false;
   bool memory_budget_ = false;
   bool host_import_ = false;  // VK_EXT_external_memory_host enabled

@@ -62,6 +62,10 @@ bool VulkanDevice::computes(DType dt) const {
 }
 
 bool VulkanDevice::supports(OpId op, DType dtype) const {
+  if ((op == OpId::scaled_dot_product_attention ||
+       op == OpId::scaled_dot_product_attention_backward) &&
+      !fused_attention_)
+    return false;  // the composition runs (vk_policy.hpp)
   // Comparisons also write a bool, which the f32/i32 shader variant lacks.
   if (op_info(op).result == OpResult::bool_ && !computes(DType::boolean)) return false;
   if (dtype == DType::f64)
