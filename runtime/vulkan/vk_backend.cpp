@@ -43,21 +43,6 @@ bool has_layer(const char* name) {
   return false;
 }
 
-DeviceKind kind_of(VkPhysicalDeviceType t) {
-  switch (t) {
-    case VK_PHYSICAL_DEVICE_TYPE_DISCRETE_GPU:
-      return DeviceKind::discrete_gpu;
-    case VK_PHYSICAL_DEVICE_TYPE_INTEGRATED_GPU:
-      return DeviceKind::integrated_gpu;
-    case VK_PHYSICAL_DEVICE_TYPE_VIRTUAL_GPU:
-      return DeviceKind::virtual_gpu;
-    case VK_PHYSICAL_DEVICE_TYPE_CPU:
-      return DeviceKind::cpu_gpu;
-    default:
-      return DeviceKind::other;
-  }
-}
-
 class VulkanBackend;
 VulkanBackend* g_backend = nullptr;
 
@@ -161,7 +146,7 @@ class VulkanBackend final : public Backend {
       vkGetPhysicalDeviceProperties(pd.handle, &pd.props);
       pd.api_version = std::min(pd.props.apiVersion, api);
       found.push_back(pd);
-      kinds.push_back(kind_of(pd.props.deviceType));
+      kinds.push_back(device_kind(pd.props.deviceType));
     }
     if (found.empty()) throw BackendError("vulkan: the Vulkan loader found no device", "no_device");
     std::vector<std::string> skipped;

@@ -20,8 +20,7 @@ bool env_flag(const char* name) {
   return v && *v && std::string_view(v) != "0";
 }
 
-namespace {
-DeviceKind kind_of(VkPhysicalDeviceType type) {
+DeviceKind device_kind(VkPhysicalDeviceType type) {
   switch (type) {
     case VK_PHYSICAL_DEVICE_TYPE_DISCRETE_GPU:
       return DeviceKind::discrete_gpu;
@@ -36,6 +35,7 @@ DeviceKind kind_of(VkPhysicalDeviceType type) {
   }
 }
 
+namespace {
 bool has_extension(const std::vector<VkExtensionProperties>& exts, const char* name) {
   return std::any_of(exts.begin(), exts.end(), [&](const VkExtensionProperties& e) {
     return std::strcmp(e.extensionName, name) == 0;
@@ -56,7 +56,7 @@ VulkanDevice::VulkanDevice(Device device, const PhysicalDevice& physical)
                       v));
     max_in_flight = n;
   }
-  fused_attention_ = fused_attention(kind_of(physical_.props.deviceType),
+  fused_attention_ = fused_attention(device_kind(physical_.props.deviceType),
                                      std::getenv("FERRY_VULKAN_FUSED_ATTENTION"));
   create_device();
   memory_ =
@@ -229,7 +229,7 @@ DeviceInfo VulkanDevice::info() {
       d.vendor = fmt::format("0x{:04x}", p.vendorID);
   }
   d.driver = driver_name_;
-  d.kind = kind_of(p.deviceType);
+  d.kind = device_kind(p.deviceType);
   // Memory: the device pool's heap; its budget (VK_EXT_memory_budget) when known.
   const std::uint32_t heap = memory_->heap_index(kDevicePool);
   d.memory_total = memory_->heap_size(kDevicePool);

@@ -85,6 +85,9 @@ bool env_flag(const char* name);
 
 class VulkanDevice;
 
+// The kind (ferry/device_info.hpp) of a Vulkan device type.
+DeviceKind device_kind(VkPhysicalDeviceType type);
+
 // A range of one VkBuffer (a memory block's buffer) holding a tensor's storage.
 // A sub-buffer (sub_buffer: a slot of a transfer arena) is a range of its
 // parent's range: it keeps the parent alive, frees nothing itself, and hands
@@ -212,7 +215,7 @@ class VulkanDevice final : public DeviceImpl {
   VkQueue queue_ = VK_NULL_HANDLE;
   std::uint32_t queue_family_ = 0;
   bool full_variant_ = false;
-  bool f64_ = false;  // shaderFloat64 enabled: the f64 modules run here
+  bool f64_ = false;              // shaderFloat64 enabled: the f64 modules run here
   bool fused_attention_ = false;  // vk_policy.hpp's fused_attention()
   bool push_descriptors_ = false;
   bool memory_budget_ = false;
