@@ -3,7 +3,8 @@
 // forward and forward+backward, through the device's fused kernel beside the composition
 // (matmul, softmax, matmul: ferry::debug::CompositesOnly) on the same device. Each run also
 // reports its peak allocated memory past the inputs ("peak_MiB", memory_stats), the other
-// half of what the fused kernel is for.
+// half of what the fused kernel is for. cuda:0 (the composition, cuBLAS and ferry's softmax,
+// until CUDA has a fused kernel) runs beside vulkan:0, the same GPU where vulkan:0 is one.
 #include <fmt/format.h>
 
 #include <functional>
@@ -85,8 +86,16 @@ void register_attention() {
       // takes four more products (the fused kernel's count; the composition does one less).
       const double fwd = 4.0 * double(L) * double(L) * kHeadDim * kHeads;
       const double work = backward ? fwd * 3.5 : fwd;
-      for (const std::string device : {"cpu", "vulkan:0"}) {
+      std::vector<std::string> devices{"cpu", "vulkan:0"};
+      // (a benchmark skipped for want of a device fails the run: registered where it runs)
+      const bool cuda = ferry::is_available("cuda:0");
+      if (cuda) devices.push_back("cuda:0");
+      for (const std::string& device : devices) {
+        // A backend with no fused kernel runs the composition either way: one row.
+        const bool fused = ferry::op_info(ferry::OpId::scaled_dot_product_attention)
+                               .builtin_kernel(device.substr(0, device.find(':')));
         for (const bool composed : {false, true}) {
+          if (composed && !fused) continue;
           auto* b = benchmark::RegisterBenchmark(
               (base + "/ferry " + device + (composed ? " composed" : "")).c_str(),
               [L, device, backward, composed](benchmark::State& s) {
@@ -94,8 +103,9 @@ void register_attention() {
               });
           b->Unit(benchmark::kMillisecond)->UseRealTime();
           // Seconds per call, gigabytes for the composition (lavapipe: seconds from 2048 on).
-          if (L >= 8192 || (device != "cpu" && L >= 2048)) b->Iterations(1);
+          if (L >= 8192 || (device == "vulkan:0" && L >= 2048)) b->Iterations(1);
         }
+        if (!fused) continue;
         add_comparison({.title = fmt::format("scaled_dot_product_attention {} [1, {}, {}, {}] ({})",
                                              pass, kHeads, L, kHeadDim, device),
                         .ferry = base + "/ferry " + device,
@@ -106,6 +116,18 @@ void register_attention() {
                         .ferry_work = work,
                         .baseline_work = work});
       }
+      // The same GPU through both backends, where vulkan:0 is one.
+      if (cuda)
+        add_comparison({.title = fmt::format("scaled_dot_product_attention {} [1, {}, {}, {}] "
+                                             "(vulkan:0 vs cuda:0)",
+                                             pass, kHeads, L, kHeadDim),
+                        .ferry = base + "/ferry vulkan:0",
+                        .ferry_label = "ferry vulkan:0",
+                        .baseline = base + "/ferry cuda:0",
+                        .baseline_label = "ferry cuda:0",
+                        .metric = Metric::gflops,
+                        .ferry_work = work,
+                        .baseline_work = work});
     }
 }
 

@@ -4,7 +4,9 @@
 // (samples/resnet.hpp, cross_entropy, SGD with momentum): ferry's CPU beside PyTorch's
 // (libtorch, this process, its oneDNN convolutions) and vulkan:0 beside ferry's CPU (on
 // lavapipe both are the CPU), and beside its own composition (gathered windows and matmul,
-// the path before its convolution kernels). Inputs are made once; each iteration is one call.
+// the path before its convolution kernels); with the CUDA toolkit, cuda:0 (its cuDNN
+// kernels) beside cuDNN called directly (bench_cudnn.cpp) and beside its composition, and
+// vulkan:0 beside cuda:0. Inputs are made once; each iteration is one call.
 #include "bench_conv.hpp"
 
 #include <fmt/format.h>
@@ -15,6 +17,9 @@
 #include <optional>
 
 #include "bench_common.hpp"
+#ifdef FERRY_BENCH_HAVE_CUDA
+#include "cuda_cudnn.hpp"
+#endif
 #include "ferry/debug.hpp"
 #include "ferry/ferry.hpp"
 #include "resnet.hpp"
@@ -52,19 +57,21 @@ void run_conv(benchmark::State& s, const ConvCase& c, const std::string& device,
     const Data& d = data(c, device);
     std::optional<ferry::debug::CompositesOnly> compositions_only;
     if (composed) compositions_only.emplace();
-    for (auto _ : s) {
+    auto call = [&] {
       if (!backward) {
         ferry::NoGradGuard no_grad;
         ferry::Tensor y = ferry::conv2d(d.x, d.w, {}, {c.stride}, c.pad);
         ferry::synchronize(y.device());
         benchmark::DoNotOptimize(y);
-        continue;
+        return;
       }
       ferry::Tensor y = ferry::conv2d(d.x, d.w, {}, {c.stride}, c.pad);
       auto g = ferry::autograd::grad({y}, {d.x, d.w}, {ferry::ones_like(y)});
       ferry::synchronize(y.device());
       benchmark::DoNotOptimize(g);
-    }
+    };
+    if (!quick()) call();  // untimed: a GPU backend compiles its pipelines on the first call
+    for (auto _ : s) call();
   } catch (const ferry::Error& e) {
     s.SkipWithError(e.what());
   }
@@ -83,13 +90,15 @@ void run_resnet(benchmark::State& s, const std::string& device, bool composed = 
     const std::int64_t n = batch(quick()), hw = resnet_image(quick());
     const ferry::Tensor x = ferry::randn({n, 3, hw, hw}, {.device = dev});
     const ferry::Tensor y = ferry::randint(0, 1000, {n}).to(dev);
-    for (auto _ : s) {
+    auto step = [&] {
       opt.zero_grad();
       ferry::Tensor loss = ferry::nn::functional::cross_entropy(model.forward(x), y);
       loss.backward();
       opt.step();
       benchmark::DoNotOptimize(loss.item<float>());
-    }
+    };
+    if (!quick()) step();  // untimed, as run_conv's first call
+    for (auto _ : s) step();
   } catch (const ferry::Error& e) {
     s.SkipWithError(e.what());
   }
@@ -131,6 +140,32 @@ void register_conv() {
             [&c, device, backward](benchmark::State& s) { run_conv(s, c, device, backward); });
       run(base + "/ferry vulkan:0 composed",
           [&c, backward](benchmark::State& s) { run_conv(s, c, "vulkan:0", backward, true); });
+#ifdef FERRY_BENCH_HAVE_CUDA
+      // (a benchmark skipped for want of a device fails the run: registered where it runs)
+      if (ferry::is_available("cuda:0")) {
+        run(base + "/ferry cuda:0",
+            [&c, backward](benchmark::State& s) { run_conv(s, c, "cuda:0", backward); });
+        run(base + "/ferry cuda:0 composed",
+            [&c, backward](benchmark::State& s) { run_conv(s, c, "cuda:0", backward, true); });
+        if (ferry::cuda::cudnn::api().ok) {
+          run(base + "/cudnn", [&c, backward](benchmark::State& s) {
+            try {
+              conv::cudnn_conv(c, quick(), backward);  // untimed: buffers, descriptors
+              for (auto _ : s) conv::cudnn_conv(c, quick(), backward);
+            } catch (const std::exception& e) {
+              s.SkipWithError(e.what());
+            }
+          });
+          compare(title + " (cuda:0 vs cuDNN direct)", base + "/ferry cuda:0", "ferry cuda:0",
+                  base + "/cudnn", "cuDNN called directly", Metric::gflops, work);
+        }
+        compare(title + " (cuda:0 kernels vs composition)", base + "/ferry cuda:0",
+                "ferry cuda:0 cuDNN", base + "/ferry cuda:0 composed",
+                "ferry cuda:0 unfold + cuBLAS matmul", Metric::gflops, work);
+        compare(title + " (vulkan:0 vs cuda:0)", base + "/ferry vulkan:0", "ferry vulkan:0",
+                base + "/ferry cuda:0", "ferry cuda:0", Metric::gflops, work);
+      }
+#endif
 #ifdef FERRY_BENCH_HAVE_TORCH
       run(base + "/pytorch", [name = std::string(c.name), backward](benchmark::State& s) {
         for (auto _ : s) conv::torch_conv(name, backward);
@@ -152,6 +187,18 @@ void register_conv() {
     run(base + "/ferry " + device, [device](benchmark::State& s) { run_resnet(s, device); });
   run(base + "/ferry vulkan:0 composed",
       [](benchmark::State& s) { run_resnet(s, "vulkan:0", true); });
+#ifdef FERRY_BENCH_HAVE_CUDA
+  if (ferry::is_available("cuda:0")) {
+    run(base + "/ferry cuda:0", [](benchmark::State& s) { run_resnet(s, "cuda:0"); });
+    run(base + "/ferry cuda:0 composed",
+        [](benchmark::State& s) { run_resnet(s, "cuda:0", true); });
+    compare(title + " (cuda:0 conv kernels vs composition)", base + "/ferry cuda:0",
+            "ferry cuda:0 cuDNN", base + "/ferry cuda:0 composed",
+            "ferry cuda:0 unfold + cuBLAS matmul", Metric::usec, 0);
+    compare(title + " (vulkan:0 vs cuda:0)", base + "/ferry vulkan:0", "ferry vulkan:0",
+            base + "/ferry cuda:0", "ferry cuda:0", Metric::usec, 0);
+  }
+#endif
 #ifdef FERRY_BENCH_HAVE_TORCH
   run(base + "/pytorch", [](benchmark::State& s) {
     for (auto _ : s) conv::torch_resnet_step();

@@ -1,5 +1,6 @@
-// benchmarks/bench_conv.hpp — issue 22's convolution benchmark's two sides: ferry's in
-// bench_conv.cpp, PyTorch's (libtorch, in this process) in bench_conv_torch.cpp.
+// benchmarks/bench_conv.hpp — issue 22's convolution benchmark's sides: ferry's in
+// bench_conv.cpp, PyTorch's (libtorch, in this process) in bench_conv_torch.cpp, cuDNN's
+// (called directly) in bench_cudnn.cpp.
 #pragma once
 
 #include <cstdint>
@@ -33,6 +34,13 @@ inline double flops(const ConvCase& c, bool quick) {
   return 2.0 * double(batch(quick)) * double(c.oc) * o * o * double(c.c * c.k * c.k);
 }
 inline std::int64_t resnet_image(bool quick) { return quick ? 32 : 224; }
+
+#ifdef FERRY_BENCH_HAVE_CUDA
+// cuDNN called directly on cuda:0 (bench_cudnn.cpp): the same convolution in f32, forward, or
+// forward and the input's and weight's gradients, synchronized. Throws std::runtime_error
+// where cuDNN or the GPU is missing.
+void cudnn_conv(const ConvCase& c, bool quick, bool backward);
+#endif
 
 #ifdef FERRY_BENCH_HAVE_TORCH
 // PyTorch's side: the same convolution (inputs made once per case), forward, or forward and

@@ -7,6 +7,8 @@
 
 #include <fmt/format.h>
 
+#include <optional>
+
 #include "bench_common.hpp"
 #include "ferry/ferry.hpp"
 #include "gpt.hpp"
@@ -16,7 +18,8 @@ namespace {
 
 using namespace gpt;
 
-void run_step(benchmark::State& s, const std::string& device) {
+// `amp`: each forward and loss under autocast to bf16 (no loss scaling: bf16 has f32's range).
+void run_step(benchmark::State& s, const std::string& device, bool amp = false) {
   if (!ferry::is_available(device)) return s.SkipWithError((device + " is not available").c_str());
   try {
     const ferry::Device dev(device);
@@ -31,14 +34,19 @@ void run_step(benchmark::State& s, const std::string& device) {
     ferry::optim::AdamW opt(model.parameters(), {.lr = 3e-4, .beta2 = 0.95});
     const ferry::Tensor x = ferry::randint(0, z.vocab, {z.batch, z.seq}).to(dev);
     const ferry::Tensor y = ferry::randint(0, z.vocab, {z.batch, z.seq}).to(dev);
-    for (auto _ : s) {
+    auto step = [&] {
       opt.zero_grad();
+      std::optional<ferry::Autocast> autocast;
+      if (amp) autocast.emplace(dev.type(), ferry::DType::bf16);
       ferry::Tensor loss = sample::gpt_loss(model.forward(x), y);
+      autocast.reset();
       loss.backward();
       ferry::nn::utils::clip_grad_norm_(model.parameters(), 1.0);
       opt.step();
       benchmark::DoNotOptimize(loss.item<float>());
-    }
+    };
+    if (!quick()) step();  // untimed: a GPU backend compiles its pipelines on the first step
+    for (auto _ : s) step();
   } catch (const ferry::Error& e) {
     s.SkipWithError(e.what());
   }
@@ -64,6 +72,15 @@ void register_gpt() {
         ->Unit(benchmark::kMillisecond)
         ->Iterations(device == "cpu" ? steps : 1)
         ->UseRealTime();
+  // cuda:0 in f32 and with autocast (PyTorch's side of these: docs/gpu-results.md); registered
+  // where it runs, as a benchmark skipped for want of a device fails the run.
+  if (ferry::is_available("cuda:0"))
+    for (const bool amp : {false, true})
+      benchmark::RegisterBenchmark((base + "/ferry cuda:0" + (amp ? " autocast bf16" : "")).c_str(),
+                                   [amp](benchmark::State& s) { run_step(s, "cuda:0", amp); })
+          ->Unit(benchmark::kMillisecond)
+          ->Iterations(quick() ? 1 : 20)
+          ->UseRealTime();
 #ifdef FERRY_BENCH_HAVE_TORCH
   benchmark::RegisterBenchmark((base + "/pytorch").c_str(),
                                [](benchmark::State& s) {

@@ -4,9 +4,11 @@
 
 #include <fmt/format.h>
 
+#include "cuda_cudnn.hpp"
 #include "cuda_error.hpp"
 #include "cuda_kernels.hpp"
 #include "ferry/error.hpp"
+#include "ferry/kit/conv_ops.hpp"
 
 namespace ferry::cuda {
 namespace {
@@ -67,6 +69,8 @@ KernelTable kernel_table() {
   add_index_kernels(table);
   add_grad_kernels(table);
   add_optim_kernels(table);
+  add_conv_kernels(table);
+  add_attention_kernels(table);
   return table;
 }
 
@@ -90,6 +94,11 @@ CudaDevice::CudaDevice(int index, int ordinal)
 CudaDevice::~CudaDevice() {
   if (cublas_) cublasDestroy(cublas_);
   if (stream_) cudaStreamDestroy(stream_);
+}
+
+bool CudaDevice::supports(OpId op, DType dtype) const {
+  if (is_conv_kernel_op(op) && !cudnn::takes(compute_capability(), dtype)) return false;
+  return DeviceImpl::supports(op, dtype);
 }
 
 void CudaDevice::make_current() const {
@@ -178,6 +187,7 @@ DeviceInfo CudaDevice::info() {
   d.properties["pci_bus_id"] =
       fmt::format("{:04x}:{:02x}:{:02x}.0", p.pciDomainID, p.pciBusID, p.pciDeviceID);
   d.properties["ordinal"] = std::to_string(ordinal_);
+  d.properties["cudnn"] = cudnn::status();
   const MemoryStats s = memory_stats();
   d.properties["allocator_reserved_bytes"] = std::to_string(s.reserved);
   return d;

@@ -95,7 +95,9 @@ class CudaDevice final : public DeviceImpl {
   }
   // Every kernel computes every dtype its op-table row takes, f64 included
   // (in double: Note [Where f64 computes] in docs/kernel-contract.md), so
-  // DeviceImpl::supports answers as it is.
+  // DeviceImpl::supports answers, except for the convolutions, which run where
+  // cuDNN loaded (Note [cuDNN convolutions]; else their composition runs).
+  bool supports(OpId op, DType dtype) const override;
   std::unique_ptr<Buffer> allocate_staging(std::size_t bytes) override;
   // cudaHostRegister (portable: every CUDA device's copies use it).
   std::unique_ptr<Buffer> register_host_memory(void* ptr, std::size_t bytes) override;

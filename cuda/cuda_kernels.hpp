@@ -30,6 +30,8 @@ void add_linalg_kernels(KernelTable& table);  // matmul (cuBLAS; integers in fer
 void add_index_kernels(KernelTable& table);   // index_select, gather, index_add, scatter_add
 void add_grad_kernels(KernelTable& table);    // activation backward
 void add_optim_kernels(KernelTable& table);   // adam_step, sgd_step (multi-tensor)
+void add_conv_kernels(KernelTable& table);    // conv1d/2d/3d and their backward (cuDNN)
+void add_attention_kernels(KernelTable& table);  // scaled_dot_product_attention (fused)
 // Every kernel above, as a CudaDevice registers them. Making the table needs
 // no GPU, so tests/cuda_module_tests.cpp checks it against the CPU backend's
 // ops on machines without one.

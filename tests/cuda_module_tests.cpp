@@ -9,6 +9,8 @@
 //   test_custom_kernel.cpp, needs a GPU): machine code for the GPU's own
 //   architecture, PTX for a GPU newer than NVRTC, compile errors with NVRTC's
 //   own log, a GPU older than NVRTC's targets refused with the range.
+// - cuDNN's loader answers, and a convolution's sizes become cuDNN's (its
+//   symmetric padding, or an explicitly padded copy where the padding is uneven).
 // test_cuda_host.cpp tests the module's plain C++ parts; test_kernel_coverage.cpp
 // the tables of the devices a machine has.
 #include <gtest/gtest.h>
@@ -19,6 +21,8 @@
 #include <string>
 #include <vector>
 
+#include "cuda_conv_geometry.hpp"
+#include "cuda_cudnn.hpp"
 #include "cuda_device.hpp"
 #include "cuda_kernels.hpp"
 #include "ferry/error.hpp"
@@ -143,6 +147,84 @@ TEST(Nvrtc, AGpuOlderThanEveryArchitectureItTargetsIsABackendErrorSayingSo) {
         << what;
     EXPECT_EQ(e.code(), "NVRTC_ERROR_INVALID_OPTION");
   }
+}
+
+// ---- cuDNN (Note [cuDNN convolutions]) ----
+
+TEST(Cudnn, StatusSaysWhetherItLoadedAndWhatItTakes) {
+  const std::string status = fc::cudnn::status();
+  const bool loaded = status.rfind("cuDNN 9.", 0) == 0;
+  EXPECT_TRUE(loaded || status.rfind("cuDNN off: ", 0) == 0) << status;
+  EXPECT_EQ(fc::cudnn::takes(90, ferry::DType::f32), loaded) << status;
+  EXPECT_EQ(fc::cudnn::takes(75, ferry::DType::f16), loaded) << status;
+  EXPECT_EQ(fc::cudnn::takes(80, ferry::DType::bf16), loaded) << status;
+  EXPECT_FALSE(fc::cudnn::takes(75, ferry::DType::bf16)) << "no bf16 convolutions before Ampere";
+  EXPECT_FALSE(fc::cudnn::takes(90, ferry::DType::i32));
+}
+
+ferry::TensorArg contiguous(std::vector<std::int64_t> sizes) {
+  ferry::TensorArg t;
+  t.strides.assign(sizes.size(), 1);
+  for (std::size_t i = sizes.size() - 1; i > 0; --i) t.strides[i - 1] = t.strides[i] * sizes[i];
+  t.sizes = std::move(sizes);
+  return t;
+}
+
+// A forward call's geometry: x [2, 4, in...], weight [6, 4 / groups, k...], y [2, 6, out...].
+fc::ConvGeometry forward_geometry(std::vector<std::int64_t> in, std::vector<std::int64_t> k,
+                                  std::vector<std::int64_t> out, std::vector<std::int64_t> stride,
+                                  std::vector<std::int64_t> lo, std::int64_t groups = 1) {
+  const std::size_t n = in.size();
+  std::vector<std::int64_t> xs{2, 4}, ws{6, 4 / groups}, ys{2, 6};
+  xs.insert(xs.end(), in.begin(), in.end());
+  ws.insert(ws.end(), k.begin(), k.end());
+  ys.insert(ys.end(), out.begin(), out.end());
+  const ferry::OpId op =
+      n == 1 ? ferry::OpId::conv1d : (n == 2 ? ferry::OpId::conv2d : ferry::OpId::conv3d);
+  ferry::OpCall c{op,
+                  {contiguous(xs), contiguous(ws)},
+                  {contiguous(ys)},
+                  {{"stride", stride},
+                   {"padding_lo", lo},
+                   {"dilation", std::vector<std::int64_t>(n, 1)},
+                   {"groups", groups},
+                   {"has_bias", false}}};
+  return fc::conv_geometry(c, c.inputs[0], c.inputs[1], c.outputs[0]);
+}
+
+TEST(CudnnConvGeometry, EvenPaddingGoesToCudnnAsItIs) {
+  const fc::ConvGeometry g = forward_geometry({9, 7}, {3, 3}, {5, 4}, {2, 2}, {1, 1}, 2);
+  EXPECT_FALSE(g.explicit_pad);
+  EXPECT_EQ(g.nd, 2);
+  EXPECT_EQ(g.G, 2);
+  EXPECT_EQ(g.pad[0], 1);
+  EXPECT_EQ(g.pad[1], 1);
+  EXPECT_EQ(g.x_dims(), (std::vector<int>{2, 4, 9, 7}));
+  EXPECT_EQ(g.w_dims(), (std::vector<int>{6, 2, 3, 3}));
+  EXPECT_EQ(g.y_dims(), (std::vector<int>{2, 6, 5, 4}));
+}
+
+TEST(CudnnConvGeometry, OneDimensionIsTwoOfHeightOne) {
+  const fc::ConvGeometry g = forward_geometry({10}, {3}, {10}, {1}, {1});
+  EXPECT_FALSE(g.explicit_pad);
+  EXPECT_EQ(g.x_dims(), (std::vector<int>{2, 4, 1, 10}));
+  EXPECT_EQ(g.w_dims(), (std::vector<int>{6, 4, 1, 3}));
+  EXPECT_EQ(g.pad[0], 0);
+  EXPECT_EQ(g.pad[1], 1);
+  EXPECT_EQ(g.stride[0], 1);
+}
+
+TEST(CudnnConvGeometry, UnevenPaddingGoesThroughAPaddedCopy) {
+  // padding='same' with a kernel of 4: one below, two above, along the width only.
+  const fc::ConvGeometry g =
+      forward_geometry({1, 3, 8}, {1, 1, 4}, {1, 3, 8}, {1, 1, 1}, {0, 0, 1});
+  EXPECT_TRUE(g.explicit_pad);
+  EXPECT_EQ(g.nd, 3);
+  EXPECT_EQ(g.x_dims(), (std::vector<int>{2, 4, 1, 3, 11}));
+  EXPECT_EQ(g.pad, (std::array<int, 3>{0, 0, 0}));
+  EXPECT_EQ(g.lo[2], 1);
+  // An output too short for its low padding would drop input cuDNN cannot drop.
+  EXPECT_THROW(forward_geometry({8}, {3}, {3}, {1}, {2}), ferry::UnsupportedError);
 }
 
 }  // namespace

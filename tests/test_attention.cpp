@@ -109,6 +109,12 @@ TEST(Attention, FusedVulkanPeakMemoryIsLinearInTheSequence) {
   expect_linear_peak(ferry::Device("vulkan:0"), 1024);
 }
 
+TEST(Attention, FusedCudaPeakMemoryIsLinearInTheSequence) {
+  if (!ferry::is_available("cuda:0"))
+    GTEST_SKIP() << "no CUDA device: " << ferry::describe_devices();
+  expect_linear_peak(ferry::Device("cuda:0"), 4096);
+}
+
 TEST(Attention, DropoutIsReproducibleAndScales) {
   ferry::manual_seed(1);
   const Tensor q = ferry::randn({2, 2, 6, 4}), k = ferry::randn({2, 2, 7, 4}),

@@ -16,6 +16,7 @@
 #include "cpu/cpu_loops.hpp"
 #include "cpu/onednn.hpp"
 #include "ferry/error.hpp"
+#include "ferry/kit/conv_ops.hpp"
 
 namespace ferry {
 namespace {
@@ -112,16 +113,8 @@ class CpuDevice final : public DeviceImpl {
   // The convolution kernels compute f32 and f64 (cpu_kernels_conv.cpp); the 16-bit types take
   // the composition.
   bool supports(OpId op, DType dtype) const override {
-    switch (op) {
-      case OpId::conv1d:
-      case OpId::conv2d:
-      case OpId::conv3d:
-      case OpId::conv_backward_input:
-      case OpId::conv_backward_weight:
-        return cpu::conv_supports(dtype) && DeviceImpl::supports(op, dtype);
-      default:
-        return DeviceImpl::supports(op, dtype);
-    }
+    if (is_conv_kernel_op(op) && !cpu::conv_supports(dtype)) return false;
+    return DeviceImpl::supports(op, dtype);
   }
 
   DeviceInfo info() override {

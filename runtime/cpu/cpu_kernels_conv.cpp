@@ -31,6 +31,7 @@
 #include "cpu/cpu_loops.hpp"
 #include "cpu/onednn.hpp"
 #include "ferry/error.hpp"
+#include "ferry/kit/conv_ops.hpp"
 #include "parallel.hpp"
 
 namespace ferry::cpu {
@@ -254,8 +255,7 @@ void dispatch(const OpCall& c) {
 bool conv_supports(DType dtype) { return dtype == DType::f32 || dtype == DType::f64; }
 
 void add_conv_kernels(KernelTable& table) {
-  for (OpId op : {OpId::conv1d, OpId::conv2d, OpId::conv3d, OpId::conv_backward_input,
-                  OpId::conv_backward_weight})
+  for (OpId op : kConvKernelOps)
     table.emplace_back(op, [](DeviceImpl&, const OpCall& c) { dispatch(c); });
 }
 

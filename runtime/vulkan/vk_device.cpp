@@ -56,8 +56,7 @@ VulkanDevice::VulkanDevice(Device device, const PhysicalDevice& physical)
                       v));
     max_in_flight = n;
   }
-  fused_attention_ = fused_attention(device_kind(physical_.props.deviceType),
-                                     std::getenv("FERRY_VULKAN_FUSED_ATTENTION"));
+  fused_attention_ = fused_attention(std::getenv("FERRY_VULKAN_FUSED_ATTENTION"));
   create_device();
   memory_ =
       std::make_unique<MemoryPools>(device_, vk_, physical_.handle, this->device().str(),

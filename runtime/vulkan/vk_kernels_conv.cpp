@@ -31,6 +31,7 @@
 
 #include "abi/conv.h"
 #include "ferry/error.hpp"
+#include "ferry/kit/conv_ops.hpp"
 #include "vulkan/vk_device.hpp"
 #include "vulkan/vk_gemm_tiles.hpp"
 #include "vulkan/vk_split.hpp"
@@ -348,9 +349,7 @@ void conv_kernel(DeviceImpl& d, const OpCall& call) {
 }  // namespace
 
 void add_conv_kernels(KernelTable& table) {
-  for (OpId op : {OpId::conv1d, OpId::conv2d, OpId::conv3d, OpId::conv_backward_input,
-                  OpId::conv_backward_weight})
-    table.emplace_back(op, conv_kernel);
+  for (OpId op : kConvKernelOps) table.emplace_back(op, conv_kernel);
 }
 
 }  // namespace ferry::vulkan

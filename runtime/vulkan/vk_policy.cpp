@@ -100,14 +100,14 @@ std::optional<std::vector<std::uint8_t>> unwrap_pipeline_cache(std::span<const s
   return std::vector<std::uint8_t>(data.begin(), data.end());
 }
 
-bool fused_attention(DeviceKind kind, const char* env) {
+bool fused_attention(const char* env) {
   if (env && *env) {
     const std::string v(env);
     if (v == "1") return true;
     if (v == "0") return false;
     throw Error("FERRY_VULKAN_FUSED_ATTENTION must be 1 or 0, not '" + v + "'");
   }
-  return kind == DeviceKind::cpu_gpu;
+  return true;
 }
 
 }  // namespace ferry::vulkan

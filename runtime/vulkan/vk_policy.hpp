@@ -34,12 +34,13 @@ std::vector<std::uint8_t> wrap_pipeline_cache(std::span<const std::uint8_t> driv
 std::optional<std::vector<std::uint8_t>> unwrap_pipeline_cache(std::span<const std::uint8_t> file,
                                                                const CacheIdentity& id);
 
-// Whether scaled_dot_product_attention runs as the fused kernel (shaders/attention.comp) on a
-// device of this kind; otherwise supports() says no and the composition runs. FERRY_VULKAN_
-// FUSED_ATTENTION (`env`) "1" or "0" decides; unset, the kernel runs where it has been run and
-// measured: CPU-type devices (lavapipe, in CI). On GPUs it stays off until it has run on one,
-// as every GPU path (docs/vulkan.md). Throws ferry::Error naming the variable for another value.
-bool fused_attention(DeviceKind kind, const char* env);
+// Whether scaled_dot_product_attention runs as the fused kernel (shaders/attention.comp);
+// otherwise supports() says no and the composition runs. FERRY_VULKAN_FUSED_ATTENTION (`env`)
+// "1" or "0" decides; unset, the kernel runs, on every device: it has run on lavapipe (CI) and
+// on an NVIDIA H100 (docs/gpu-results.md, 2026-11-27), and its memory stays linear in the
+// sequence, where the composition's grows with its square (docs/vulkan.md has the speeds).
+// Throws ferry::Error naming the variable for another value.
+bool fused_attention(const char* env);
 
 // Dim coalescing lives in the core (include/ferry/kit/coalesce.hpp), shared with CUDA.
 using detail::coalesce;

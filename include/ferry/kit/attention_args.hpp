@@ -1,7 +1,7 @@
 // include/ferry/kit/attention_args.hpp — the operands of scaled_dot_product_attention's fused
 // kernels as every backend reads them (the form of the call: Note [Scaled dot-product
-// attention] in runtime/nn/attention.cpp), checked once here for the CPU and Vulkan kernels
-// alike, before either touches memory.
+// attention] in runtime/nn/attention.cpp), checked once here for the CPU, Vulkan and CUDA
+// kernels alike, before any touches memory.
 #pragma once
 
 #include <fmt/format.h>

@@ -1,0 +1,71 @@
+// cuda/cuda_cudnn.cpp — opening cuDNN with dlopen (cuda_cudnn.hpp).
+#include "cuda_cudnn.hpp"
+
+#include <dlfcn.h>
+#include <fmt/format.h>
+
+#include <cstdlib>
+
+namespace ferry::cuda::cudnn {
+
+#ifndef FERRY_HAVE_CUDNN_HEADERS
+
+std::string status() { return "cuDNN off: cudnn.h was not found when ferry was built"; }
+bool takes(int, DType) { return false; }
+
+#else
+
+const Api& api() {
+  static const Api a = [] {
+    Api a;
+    const char* env = std::getenv("FERRY_CUDNN");
+    if (env && std::string(env) == "0") {
+      a.status = "cuDNN off: FERRY_CUDNN=0";
+      return a;
+    }
+    void* lib = dlopen("libcudnn.so.9", RTLD_NOW | RTLD_LOCAL);
+    if (!lib) {
+      const char* err = dlerror();
+      a.status = fmt::format(
+          "cuDNN off: libcudnn.so.9 did not load ({}); convolutions run as unfold + matmul",
+          err ? err : "not found");
+      return a;
+    }
+#define FERRY_CUDNN_LOAD(name)                                    \
+  a.name = reinterpret_cast<decltype(a.name)>(dlsym(lib, #name)); \
+  if (!a.name) {                                                  \
+    a.status = "cuDNN off: libcudnn.so.9 lacks " #name;           \
+    return a;                                                     \
+  }
+    FERRY_CUDNN_FUNCTIONS(FERRY_CUDNN_LOAD)
+#undef FERRY_CUDNN_LOAD
+    const std::size_t v = a.cudnnGetVersion();  // 91900 for 9.19.0
+    if (v / 10000 != 9) {
+      a.status = fmt::format("cuDNN off: libcudnn.so.9 reports version {}, not 9.x", v);
+      return a;
+    }
+    a.status = fmt::format("cuDNN {}.{}.{}", v / 10000, v / 100 % 100, v % 100);
+    a.ok = true;
+    return a;
+  }();
+  return a;
+}
+
+std::string status() { return api().status; }
+
+bool takes(int cc, DType dtype) {
+  switch (dtype) {
+    case DType::f32:
+    case DType::f16:
+    case DType::f64:
+      return api().ok;
+    case DType::bf16:
+      return api().ok && cc >= 80;
+    default:
+      return false;
+  }
+}
+
+#endif
+
+}  // namespace ferry::cuda::cudnn
