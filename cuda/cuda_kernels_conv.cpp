@@ -5,15 +5,16 @@
 // Each call describes its contiguous NC* tensors to cuDNN's convolution API (a 1-D
 // convolution as a 2-D one of height 1; groups as cuDNN's group count) and runs the algorithm
 // cuDNN's heuristics rank first among those that take the case with at most kMaxWorkspace of
-// scratch, as PyTorch does by default (torch.backends.cudnn.benchmark off). The choice is kept
-// per device and shape: a model calls the same few shapes every step. f32 runs without TF32
-// (CUDNN_FMA_MATH, and only algorithms that keep it), so cuda:0 gives the CPU's f32 results
-// as ferry's cuBLAS matmul does; f16 and bf16 use the tensor cores and accumulate in f32; f64
-// computes in double.
+// scratch, as PyTorch does by default (torch.backends.cudnn.benchmark off). The descriptors and
+// that choice are kept per device and shape (a Plan): a model calls the same few shapes every
+// step. f32 runs without TF32 (CUDNN_FMA_MATH, and only algorithms that keep it), so cuda:0
+// gives the CPU's f32 results as ferry's cuBLAS matmul does; f16 and bf16 use the tensor cores
+// and accumulate in f32; f64 computes in double.
 // cuDNN pads both sides of a dim alike. Where the output's size says the high side takes
 // more padding than the low (padding='same' with an even kernel), the input is copied into a
 // zeroed, explicitly padded buffer first, and the input gradient is computed in that padded
-// shape and its interior copied out (cudaMemcpy3DAsync, on the device's stream).
+// shape and its interior copied out (cudaMemcpy3DAsync, on the device's stream). The bias's
+// gradient comes from the device's own sum kernel: cuDNN's BackwardBias takes no bf16.
 // Where libcudnn.so.9 does not load, supports() says no for these ops and the front-end runs
 // the composition (unfold and cuBLAS matmul) instead.
 #include <cuda_runtime_api.h>
