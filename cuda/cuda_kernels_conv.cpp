@@ -201,46 +201,45 @@ template <typename Perf> bool usable(const Perf& p, DType dt) {
   return dt != DType::f32 || p.mathType == CUDNN_DEFAULT_MATH || p.mathType == CUDNN_FMA_MATH;
 }
 
-template <typename Perf> Choice first_usable(const Perf* perf, int n, DType dt) {
+// The first usable result of cuDNN's ranking, asked by `rank(requested, &returned, perf)`.
+template <typename Perf, int kCount, typename Rank>
+Choice first_usable(const CudaDevice& dev, DType dt, const char* call, Rank rank) {
+  Perf perf[kCount];
+  int n = 0;
+  check(dev, rank(kCount, &n, perf), call);
   for (int i = 0; i < n; ++i)
     if (usable(perf[i], dt))
       return {int(perf[i].algo), perf[i].mathType, std::size_t(perf[i].memory)};
   // Algorithm 0 (implicit GEMM) takes every case with no scratch.
-  return {0, dt == DType::f32 ? CUDNN_FMA_MATH : CUDNN_DEFAULT_MATH, 0};
+  return {0, CUDNN_DEFAULT_MATH, 0};
 }
 
 Choice choose(CudaDevice& dev, cudnnHandle_t h, Pass pass, DType dt, const TensorDesc& x,
               const FilterDesc& w, const ConvDesc& conv, const TensorDesc& y) {
   Choice c;
-  int n = 0;
   switch (pass) {
-    case Pass::forward: {
-      cudnnConvolutionFwdAlgoPerf_t perf[CUDNN_CONVOLUTION_FWD_ALGO_COUNT];
-      check(dev,
-            api().cudnnGetConvolutionForwardAlgorithm_v7(
-                h, x.d, w.d, conv.d, y.d, CUDNN_CONVOLUTION_FWD_ALGO_COUNT, &n, perf),
-            "cudnnGetConvolutionForwardAlgorithm_v7");
-      c = first_usable(perf, n, dt);
+    case Pass::forward:
+      c = first_usable<cudnnConvolutionFwdAlgoPerf_t, CUDNN_CONVOLUTION_FWD_ALGO_COUNT>(
+          dev, dt, "cudnnGetConvolutionForwardAlgorithm_v7", [&](int k, int* n, auto* perf) {
+            return api().cudnnGetConvolutionForwardAlgorithm_v7(h, x.d, w.d, conv.d, y.d, k, n,
+                                                                perf);
+          });
       break;
-    }
-    case Pass::backward_data: {
-      cudnnConvolutionBwdDataAlgoPerf_t perf[CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT];
-      check(dev,
-            api().cudnnGetConvolutionBackwardDataAlgorithm_v7(
-                h, w.d, y.d, conv.d, x.d, CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT, &n, perf),
-            "cudnnGetConvolutionBackwardDataAlgorithm_v7");
-      c = first_usable(perf, n, dt);
+    case Pass::backward_data:
+      c = first_usable<cudnnConvolutionBwdDataAlgoPerf_t, CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT>(
+          dev, dt, "cudnnGetConvolutionBackwardDataAlgorithm_v7", [&](int k, int* n, auto* perf) {
+            return api().cudnnGetConvolutionBackwardDataAlgorithm_v7(h, w.d, y.d, conv.d, x.d, k, n,
+                                                                     perf);
+          });
       break;
-    }
-    case Pass::backward_filter: {
-      cudnnConvolutionBwdFilterAlgoPerf_t perf[CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT];
-      check(dev,
-            api().cudnnGetConvolutionBackwardFilterAlgorithm_v7(
-                h, x.d, y.d, conv.d, w.d, CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT, &n, perf),
-            "cudnnGetConvolutionBackwardFilterAlgorithm_v7");
-      c = first_usable(perf, n, dt);
+    case Pass::backward_filter:
+      c = first_usable<cudnnConvolutionBwdFilterAlgoPerf_t,
+                       CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT>(
+          dev, dt, "cudnnGetConvolutionBackwardFilterAlgorithm_v7", [&](int k, int* n, auto* perf) {
+            return api().cudnnGetConvolutionBackwardFilterAlgorithm_v7(h, x.d, y.d, conv.d, w.d, k,
+                                                                       n, perf);
+          });
       break;
-    }
   }
   // f32 keeps to FMA kernels whatever the algorithm's own listing (CUDNN_DEFAULT_MATH would
   // let cuDNN use TF32).
