@@ -48,7 +48,7 @@ void register_train();     // a training step; beside PyTorch when libtorch was 
 void register_conv();      // conv2d at ResNet-18's shapes and a ResNet-18 step
 void register_attention();  // scaled_dot_product_attention, fused beside the composition
 void register_gpt();        // a GPT training step (samples/gpt.hpp); beside PyTorch
-void register_matvec();     // matrix-vector products (one token times a weight) on the CPU
+void register_matvec();     // matrix-vector products (one token times a weight), each device
 void register_vulkan();    // skipped when no Vulkan device is available
 void register_transfer();  // the transfer planner; skipped without a Vulkan device
 void register_cuda();      // built with the CUDA toolkit; skipped without a CUDA device

@@ -1,16 +1,20 @@
 // benchmarks/bench_matvec.cpp — issue 23's matrix-vector figures, the cost of every generated
 // token: x [S, 4096] times the transpose of a weight [14336, 4096] (S = 1 and 8; a 1024-row
 // weight with --quick), as a linear layer computes it, in f32, f16 and bf16, on the CPU
-// (Note [Matrix-vector products on the CPU]). Baselines in this process on the same numbers:
-// OpenBLAS's cblas_sgemv / cblas_sgemm (f32), and std::memcpy of the weight's bytes (how fast
-// this machine moves them: a matrix-vector product reads the weight once and cannot go faster
-// than reading it). The figure is the weight's bytes per second.
+// and on vulkan:0 and cuda:0 where they are available (Note [Matrix-vector products]).
+// Baselines in this process on the same numbers: OpenBLAS's cblas_sgemv / cblas_sgemm (f32),
+// std::memcpy of the weight's bytes (how fast this machine moves them: a matrix-vector product
+// reads the weight once and cannot go faster than reading it; lavapipe's memory is this
+// machine's), and on a GPU a device-to-device copy of the weight (ferry's clone, the
+// backend's copy command). The figure is the weight's bytes per second; a GPU call is waited
+// for every iteration, as a generated token waits for the last.
 #include <cblas.h>
 #include <fmt/format.h>
 
 #include <cstring>
 #include <map>
 #include <memory>
+#include <tuple>
 
 #include "bench_common.hpp"
 #include "ferry/backend.hpp"
@@ -29,15 +33,15 @@ struct MatvecData {
   std::vector<char> copy;         // memcpy's destination
 };
 
-MatvecData& data(ferry::DType dt, std::int64_t S) {
-  static std::map<std::pair<int, std::int64_t>, std::unique_ptr<MatvecData>> cache;
-  auto& d = cache[{int(dt), S}];
+MatvecData& data(ferry::DType dt, std::int64_t S, const std::string& device = "cpu") {
+  static std::map<std::tuple<int, std::int64_t, std::string>, std::unique_ptr<MatvecData>> cache;
+  auto& d = cache[{int(dt), S, device}];
   if (!d) {
     d = std::make_unique<MatvecData>();
     ferry::manual_seed(7);
-    const ferry::Tensor w = (ferry::randn({rows(), kK}) * 0.02).to(dt);
+    const ferry::Tensor w = (ferry::randn({rows(), kK}) * 0.02).to(dt).to(ferry::Device(device));
     d->w_t = w.transpose(0, 1);
-    d->x = ferry::randn({S, kK}).to(dt);
+    d->x = ferry::randn({S, kK}).to(dt).to(ferry::Device(device));
     if (dt == ferry::DType::f32) {
       d->hw = w.to_vector<float>();
       d->hx = d->x.to_vector<float>();
@@ -49,11 +53,31 @@ MatvecData& data(ferry::DType dt, std::int64_t S) {
 
 double weight_bytes(ferry::DType dt) { return double(rows() * kK * ferry::dtype_size(dt)); }
 
-void run_ferry(benchmark::State& s, ferry::DType dt, std::int64_t S) {
-  MatvecData& d = data(dt, S);
+void run_ferry(benchmark::State& s, ferry::DType dt, std::int64_t S, const std::string& device) {
+  try {
+    MatvecData& d = data(dt, S, device);
+    const ferry::Device dev(device);
+    ferry::synchronize(ferry::matmul(d.x, d.w_t).device());  // untimed: pipelines compile
+    for (auto _ : s) {
+      ferry::Tensor y = ferry::matmul(d.x, d.w_t);
+      ferry::synchronize(dev);
+      benchmark::DoNotOptimize(y.storage().get());
+    }
+  } catch (const ferry::Error& e) {
+    s.SkipWithError(e.what());
+  }
+}
+
+// A copy of the weight on the device, by the backend's own copy.
+void run_device_copy(benchmark::State& s, ferry::DType dt, const std::string& device) {
+  MatvecData& d = data(dt, 1, device);
+  const ferry::Tensor w = d.w_t.transpose(0, 1);
+  const ferry::Device dev(device);
+  ferry::synchronize(w.clone().device());
   for (auto _ : s) {
-    ferry::Tensor y = ferry::matmul(d.x, d.w_t);
-    benchmark::DoNotOptimize(y.storage().get());
+    ferry::Tensor c = w.clone();
+    ferry::synchronize(dev);
+    benchmark::DoNotOptimize(c.storage().get());
   }
 }
 
@@ -90,41 +114,47 @@ void register_matvec() {
         ->Unit(benchmark::kMillisecond)
         ->UseRealTime();
   };
+  // (a benchmark skipped for want of a device fails the run: registered where it runs)
+  std::vector<std::string> devices{"cpu"};
+  for (const char* gpu : {"vulkan:0", "cuda:0"})
+    if (ferry::is_available(gpu)) devices.push_back(gpu);
   for (const ferry::DType dt : {ferry::DType::f32, ferry::DType::f16, ferry::DType::bf16}) {
     const std::string dn(ferry::dtype_name(dt));
     reg("matvec/" + dn + "/memcpy", [dt](benchmark::State& s) { run_memcpy(s, dt); });
-    for (const std::int64_t S : {std::int64_t(1), std::int64_t(8)}) {
-      const std::string base = fmt::format("matvec/{}/S{}", dn, S);
-      const std::string title =
-          fmt::format("matmul [{}, {}] x [{}, {}]ᵀ {} (cpu)", S, kK, rows(), kK, dn);
-      reg(base + "/ferry cpu", [dt, S](benchmark::State& s) { run_ferry(s, dt, S); });
-      add_comparison({.title = title + " vs memcpy of the weight",
-                      .ferry = base + "/ferry cpu",
-                      .ferry_label = "ferry",
-                      .baseline = "matvec/" + dn + "/memcpy",
-                      .baseline_label = "memcpy",
-                      .metric = Metric::gbps,
-                      .ferry_work = weight_bytes(dt),
-                      .baseline_work = weight_bytes(dt)});
-      if (dt == ferry::DType::f32) {
-        reg(base + "/openblas", [S](benchmark::State& s) { run_openblas(s, S); });
-        add_comparison({.title = title + (S == 1 ? " vs sgemv" : " vs sgemm"),
-                        .ferry = base + "/ferry cpu",
-                        .ferry_label = "ferry",
-                        .baseline = base + "/openblas",
-                        .baseline_label = S == 1 ? "OpenBLAS sgemv" : "OpenBLAS sgemm",
-                        .metric = Metric::gbps,
-                        .ferry_work = weight_bytes(dt),
-                        .baseline_work = weight_bytes(dt)});
-      } else {
-        add_comparison({.title = title + " vs f32 OpenBLAS on the same values",
-                        .ferry = base + "/ferry cpu",
-                        .ferry_label = "ferry " + dn,
-                        .baseline = fmt::format("matvec/f32/S{}/openblas", S),
-                        .baseline_label = "OpenBLAS f32",
-                        .metric = Metric::usec,
-                        .ferry_work = 0,
-                        .baseline_work = 0});
+    for (const std::string& device : devices) {
+      const std::string copy = fmt::format("matvec/{}/copy {}", dn, device);
+      if (device != "cpu")
+        reg(copy, [dt, device](benchmark::State& s) { run_device_copy(s, dt, device); });
+      for (const std::int64_t S : {std::int64_t(1), std::int64_t(8)}) {
+        const std::string base = fmt::format("matvec/{}/S{}", dn, S);
+        const std::string ferry = base + "/ferry " + device;
+        const std::string title =
+            fmt::format("matmul [{}, {}] x [{}, {}]ᵀ {} ({})", S, kK, rows(), kK, dn, device);
+        reg(ferry, [dt, S, device](benchmark::State& s) { run_ferry(s, dt, S, device); });
+        auto compare = [&](const std::string& what, const std::string& baseline,
+                           const std::string& label, Metric metric) {
+          const double work = metric == Metric::gbps ? weight_bytes(dt) : 0;
+          add_comparison({.title = title + " vs " + what,
+                          .ferry = ferry,
+                          .ferry_label = "ferry",
+                          .baseline = baseline,
+                          .baseline_label = label,
+                          .metric = metric,
+                          .ferry_work = work,
+                          .baseline_work = work});
+        };
+        compare("memcpy of the weight", "matvec/" + dn + "/memcpy", "memcpy", Metric::gbps);
+        if (device != "cpu")
+          compare("a device copy of the weight", copy, "ferry clone on " + device, Metric::gbps);
+        if (dt == ferry::DType::f32) {
+          if (device == "cpu")
+            reg(base + "/openblas", [S](benchmark::State& s) { run_openblas(s, S); });
+          compare(S == 1 ? "sgemv" : "sgemm", base + "/openblas",
+                  S == 1 ? "OpenBLAS sgemv" : "OpenBLAS sgemm", Metric::gbps);
+        } else if (device == "cpu") {
+          compare("f32 OpenBLAS on the same values", fmt::format("matvec/f32/S{}/openblas", S),
+                  "OpenBLAS f32", Metric::usec);
+        }
       }
     }
   }

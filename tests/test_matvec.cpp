@@ -3,7 +3,7 @@
 // with a strided vector side and a K that is not a multiple of the vector width, against the
 // products computed in double on the host from the same (rounded) values. On the CPU these
 // take the matrix-vector path (Note [Matrix-vector products on the CPU]); every device runs
-// them.
+// them; on Vulkan they take shaders/matvec.comp.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -61,19 +61,30 @@ TEST(Matvec, FewRowsAgainstAWeightInEveryFloatDtype) {
     for (const DType dt : {DType::f32, DType::f16, DType::bf16}) {
       if (!ferry::device_impl(dev).supports(ferry::OpId::matmul, dt)) continue;
       ferry::manual_seed(11);
-      const std::int64_t K = 1031, G = 300;
-      const Tensor w = ferry::randn({2, G, K}).to(dt).to(dev);
-      for (const std::int64_t S : {1, 3, 8}) {
-        const std::string tag =
-            dev.str() + " " + std::string(ferry::dtype_name(dt)) + " S=" + std::to_string(S);
-        const Tensor x = ferry::randn({2, S, K}).to(dt).to(dev);
-        expect_product(x, w.transpose(1, 2), "x · Wᵀ " + tag);
-        expect_product(w, x.transpose(1, 2), "W · x " + tag);
-        // A strided vector side: every other column of a wider tensor.
-        const Tensor wide = ferry::randn({2, S, 2 * K}).to(dt).to(dev);
-        const Tensor strided = wide.narrow(2, 0, 2 * K - 1).slice(2, 0, 2 * K - 1, 2);
-        expect_product(strided, w.transpose(1, 2), "strided x · Wᵀ " + tag);
+      // K = 1031: no row starts at a multiple of 8 elements. K = 1035 in rows of 1040: every
+      // row does, and the last 3 elements follow the 8-element chunks (the Vulkan shader's two
+      // loops, shaders/matvec.comp).
+      for (const std::int64_t K : {1031, 1035}) {
+        const std::int64_t G = 300, row = K == 1031 ? K : 1040;
+        const Tensor w = ferry::randn({2, G, row}).to(dt).to(dev).narrow(2, 0, K);
+        for (const std::int64_t S : {1, 3, 8}) {
+          const std::string tag = dev.str() + " " + std::string(ferry::dtype_name(dt)) +
+                                  " K=" + std::to_string(K) + " S=" + std::to_string(S);
+          const Tensor x = ferry::randn({2, S, row}).to(dt).to(dev).narrow(2, 0, K);
+          expect_product(x, w.transpose(1, 2), "x · Wᵀ " + tag);
+          expect_product(w, x.transpose(1, 2), "W · x " + tag);
+          // A strided vector side: every other column of a wider tensor.
+          const Tensor wide = ferry::randn({2, S, 2 * K}).to(dt).to(dev);
+          const Tensor strided = wide.narrow(2, 0, 2 * K - 1).slice(2, 0, 2 * K - 1, 2);
+          expect_product(strided, w.transpose(1, 2), "strided x · Wᵀ " + tag);
+        }
       }
+    }
+    // The products took the matrix-vector shader, not the GEMM tiles.
+    if (dev.type() == "vulkan") {
+      const auto props = ferry::device_impl(dev).info().properties;
+      EXPECT_NE(props.at("shaders_used").find("matvec"), std::string::npos)
+          << props.at("shaders_used");
     }
   }
 }

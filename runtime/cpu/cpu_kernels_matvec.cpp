@@ -1,29 +1,28 @@
 // runtime/cpu/cpu_kernels_matvec.cpp — matmul's matrix-vector path on the CPU: products with
-// at most kMaxVectors rows on one side (a token's activations times a weight, a weight times a
-// vector), which are bound by reading the weight once (Note [Matrix-vector products on the CPU]).
+// at most kMatvecMaxVectors rows on one side (a token's activations times a weight, a weight times
+// a vector), which are bound by reading the weight once (Note [Matrix-vector products on the CPU]).
 #include <cstdint>
 #include <cstring>
+#include <optional>
 #include <type_traits>
 #include <vector>
 
 #include "cpu/cpu_backend.hpp"
 #include "cpu/cpu_clones.hpp"  // FERRY_CPU_CLONES, FERRY_CPU_FEATURE_PATHS
 #include "cpu/cpu_loops.hpp"
+#include "ferry/kit/matvec_shape.hpp"
 
 namespace ferry::cpu {
 namespace {
 
 // Note [Matrix-vector products on the CPU]
-// c[s][g] = Σ_k v[s][k] · w[g][k] for the s < S <= kMaxVectors "vectors" and every row g of the
-// "weight", whose rows are contiguous in k. That covers x · Wᵀ (linear: x [S, K], W [G, K]) and
-// W · x (W [G, K], x [K, S]) in any batch. The weight is read once, as it is: 16-bit rows are
-// converted in registers (GCC's vector extension: integer and float vector operations for f16, a
-// shift for bf16), never
-// widened in memory, which is what the general path (widen both operands, sgemm) did for every
-// call, at a hundred times the cost. The vectors are widened to f32 once (S · K floats, in
-// cache). Threads split the weight's rows; each row's S sums are kept in S vector registers
-// and reduced at the end, in f32 (f64 stays on its BLAS path).
-constexpr std::int64_t kMaxVectors = 8;
+// Which calls come here, and the names S, G, K, weight and vectors: Note [Matrix-vector
+// products] (ferry/kit/matvec_shape.hpp). The weight is read once, as it is: 16-bit rows are
+// converted in registers (GCC's vector extension: integer and float vector operations for f16,
+// a shift for bf16), never widened in memory, which is what the general path (widen both
+// operands, sgemm) did for every call, at a hundred times the cost. The vectors are widened to
+// f32 once (S · K floats, in cache). Threads split the weight's rows; each row's S sums are
+// kept in S vector registers and reduced at the end, in f32 (f64 stays on its BLAS path).
 constexpr int kLanes = 16;
 typedef float Vf __attribute__((vector_size(kLanes * sizeof(float))));
 typedef std::uint16_t Vh __attribute__((vector_size(kLanes * sizeof(std::uint16_t))));
@@ -191,35 +190,26 @@ template <typename T> void dispatch_rows(std::int64_t S, const T* w, std::int64_
 
 template <typename T> bool matvec(const OpCall& call) {
   const TensorArg &A = call.inputs[0], &B = call.inputs[1], &C = call.outputs[0];
-  const std::int64_t nb = C.sizes[0], M = C.sizes[1], N = C.sizes[2], K = A.sizes[2];
-  // Which side is the weight: B's columns (contiguous in k) against A's few rows, or A's rows
-  // against B's few columns.
-  const bool weight_is_b = M <= kMaxVectors && (B.strides[1] == 1 || K == 1) && N > M;
-  const bool weight_is_a = !weight_is_b && N <= kMaxVectors && (A.strides[2] == 1 || K == 1);
-  if (!weight_is_b && !weight_is_a) return false;
-  const TensorArg& W = weight_is_b ? B : A;
-  const TensorArg& X = weight_is_b ? A : B;
-  const std::int64_t S = weight_is_b ? M : N, G = weight_is_b ? N : M;
-  if (G * K < (1 << 14)) return false;  // small matrices: the general path's loops
-  const std::int64_t w_row = weight_is_b ? B.strides[2] : A.strides[1];
-  // X's vectors as S rows of K floats: A's rows (strides 1, 2) or B's columns (strides 2, 1).
-  const std::int64_t x_s = weight_is_b ? X.strides[1] : X.strides[2];
-  const std::int64_t x_k = weight_is_b ? X.strides[2] : X.strides[1];
-  std::vector<float> v(std::size_t(S * K)), c;
-  const bool f32_out = std::is_same_v<T, float>;
-  if (!f32_out) c.resize(std::size_t(S * G));
-  for (std::int64_t b = 0; b < nb; ++b) {
-    const T* x = X.data<T>() + b * X.strides[0];
-    for (std::int64_t s = 0; s < S; ++s)
-      for (std::int64_t k = 0; k < K; ++k) v[std::size_t(s * K + k)] = float(x[s * x_s + k * x_k]);
-    // C [M, N] contiguous: c[s][g] is C[s][g] when the weight is B, C[g][s] when it is A.
-    const std::int64_t c_s = weight_is_b ? N : 1, c_g = weight_is_b ? 1 : N;
-    float* out = f32_out ? reinterpret_cast<float*>(C.data<T>() + b * M * N) : c.data();
-    dispatch_rows<T>(S, W.data<T>() + b * W.strides[0], w_row, v.data(), K, G, out, c_s, c_g);
-    if (!f32_out) {
-      T* dst = C.data<T>() + b * M * N;
-      for (std::int64_t i = 0; i < M * N; ++i) dst[i] = T(c[std::size_t(i)]);
-    }
+  const std::optional<MatvecShape> shape = matvec_shape(A, B, C);
+  if (!shape) return false;
+  const MatvecShape& m = *shape;
+  const TensorArg &W = m.weight_is_b ? B : A, &X = m.weight_is_b ? A : B;
+  std::vector<float> v(std::size_t(m.S * m.K)), c;
+  const bool f32_out = std::is_same_v<T, float> && C.is_contiguous();
+  if (!f32_out) c.resize(std::size_t(m.S * m.G));
+  for (std::int64_t b = 0; b < m.batches; ++b) {
+    const T* x = X.data<T>() + b * m.x_batch;
+    for (std::int64_t s = 0; s < m.S; ++s)
+      for (std::int64_t k = 0; k < m.K; ++k)
+        v[std::size_t(s * m.K + k)] = float(x[s * m.x_s + k * m.x_k]);
+    T* dst = C.data<T>() + b * m.c_batch;
+    float* out = f32_out ? reinterpret_cast<float*>(dst) : c.data();
+    dispatch_rows<T>(m.S, W.data<T>() + b * m.w_batch, m.w_row, v.data(), m.K, m.G, out,
+                     f32_out ? m.c_s : 1, f32_out ? m.c_g : m.S);
+    if (!f32_out)
+      for (std::int64_t s = 0; s < m.S; ++s)
+        for (std::int64_t g = 0; g < m.G; ++g)
+          dst[s * m.c_s + g * m.c_g] = T(c[std::size_t(g * m.S + s)]);
   }
   return true;
 }

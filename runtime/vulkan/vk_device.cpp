@@ -285,6 +285,7 @@ DeviceInfo VulkanDevice::info() {
   pr["batches_submitted"] = std::to_string(recorder_->batch_serial() - 1);  // serials count from 1
   pr["barriers_recorded"] = std::to_string(recorder_->tracker().stats().barriers());
   pr["batches_in_flight"] = std::to_string(recorder_->in_flight());
+  pr["shaders_used"] = pipelines_->shaders_used();
   return d;
 }
 

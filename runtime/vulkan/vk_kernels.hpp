@@ -95,13 +95,17 @@ void add_random_kernels(KernelTable& table);
 void add_reduce_kernels(KernelTable& table);
 void add_nn_kernels(KernelTable& table);
 void add_linalg_kernels(KernelTable& table);
+// matmul's matrix-vector path (vk_kernels_matvec.cpp): dispatches A x B -> C ([B, M, K],
+// [B, K, N], [B, M, N]) and returns true when it is a few vectors against a weight (Note
+// [Matrix-vector products] in ferry/kit/matvec_shape.hpp); false leaves it to the GEMM.
+bool try_matvec(VulkanDevice& dev, const TensorArg& A, const TensorArg& B, const TensorArg& C);
 void add_index_kernels(KernelTable& table);  // index_select, gather, index_add, scatter_add
 // The ops whose kernels move elements by their size and compute nothing on them, so they take
 // f64 on every device (Note [f64 on Vulkan] in vk_pipelines.cpp): index_select and gather.
 bool moves_element_bytes(OpId op);
-void add_optim_kernels(KernelTable& table);  // adam_step, sgd_step
-void add_sort_kernels(KernelTable& table);   // cumsum, cumprod, cummax, cummin, sort
-void add_conv_kernels(KernelTable& table);   // conv1d/2d/3d and their backward rows
+void add_optim_kernels(KernelTable& table);      // adam_step, sgd_step
+void add_sort_kernels(KernelTable& table);       // cumsum, cumprod, cummax, cummin, sort
+void add_conv_kernels(KernelTable& table);       // conv1d/2d/3d and their backward rows
 void add_attention_kernels(KernelTable& table);  // scaled_dot_product_attention (+ backward)
 
 // The device a kernel was called on.

@@ -7,7 +7,8 @@
 // loader threads read coalesced runs), splits grids beyond the device's group-count limit,
 // and splits the operands into batch chunks, or blocks of B (along K and N) and row chunks
 // of A and C, when a view spans more than one storage-buffer binding can reach
-// (vk_split.hpp); the products of a K cut into pieces add up in C.
+// (vk_split.hpp); the products of a K cut into pieces add up in C. Products of a few vectors
+// against a weight take the matrix-vector path first (vk_kernels_matvec.cpp).
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -103,6 +104,7 @@ void matmul_kernel(DeviceImpl& d, const OpCall& call) {
     throw ShapeError("matmul: the vulkan kernel expects an output with unit column stride");
   if (M > 0xffffffffll / 2 || N > 0xffffffffll / 2 || A.sizes[2] > 0xffffffffll / 2)
     throw UnsupportedError("matmul: the vulkan kernel takes at most 2^31 rows and columns");
+  if (is_floating(dt) && try_matvec(dev, A, B, C)) return;  // a few rows against a weight
 
   const Tile t = is_floating(dt)
                      ? choose_tile("matmul", dev.limits(), std::uint64_t(nb), std::uint64_t(M),

@@ -21,6 +21,7 @@
 #include <filesystem>
 #include <fstream>
 #include <iterator>
+#include <set>
 #include <vector>
 
 #include "ferry/error.hpp"
@@ -123,6 +124,13 @@ bool has_f64_module(std::uint32_t op) {
     return v;
   }();
   return op < has.size() && has[op];
+}
+
+std::string Pipelines::shaders_used() const {
+  std::set<std::string> names;
+  for (const auto& [key, list] : pipelines_)
+    for (const CachedPipeline& c : list) names.insert(c.shader);
+  return fmt::format("{}", fmt::join(names, ","));
 }
 
 VkShaderModule Pipelines::shader_module(std::string_view name, std::uint32_t op, bool f64) {

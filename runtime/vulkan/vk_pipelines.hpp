@@ -53,6 +53,9 @@ class Pipelines {
   // Makes SPIR-V a shader that DispatchDesc::shader can name (a user's
   // kernel); does nothing when `name` is taken.
   void add_shader(const std::string& name, const std::vector<std::uint32_t>& spirv);
+  // The shaders this device has made pipelines of, sorted, comma-separated: which kernels
+  // have run (ferry-devices --verbose, and tests that check a call took a given path).
+  std::string shaders_used() const;
   // Writes the cache file when pipelines were made since it was read.
   void save_cache();
 

@@ -41,6 +41,16 @@ void add_matmul(std::vector<Case>& out) {
       {{7, 0}, {0, 5}, "empty", {}, " (K = 0)"},
       {{127, 1023}, {1023, 13}, "odd", {}, ""},
       {{256, 256}, {256, 256}, "square", {}, ""},
+      // A few vectors against a weight whose rows are contiguous in K (Note [Matrix-vector
+      // products] in ferry/kit/matvec_shape.hpp): a linear layer's x · Wᵀ, and W · x batched.
+      {{3, 1031},
+       {40, 1031},
+       "matvec",
+       [](const Inputs& in) {
+         return Inputs{in[0], in[1].t()};
+       },
+       " (x · Wᵀ)"},
+      {{2, 40, 1032}, {2, 1032, 5}, "matvec", {}, " (W · x)"},
   };
   for (DType dt : {DType::f32, DType::f16, DType::bf16, DType::f64, DType::i32, DType::i64})
     for (const MM& s : shapes) {
