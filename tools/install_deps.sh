@@ -19,6 +19,8 @@ packages=(
   libvulkan-dev libvulkan-volk-dev glslang-tools glslang-dev spirv-tools
   # a Vulkan device with no GPU (lavapipe) and the validation layers for tests
   mesa-vulkan-drivers vulkan-validationlayers
+  # ferry::distributed's mpi backend and its tests under mpirun (Open MPI)
+  libopenmpi-dev openmpi-bin
   # the fuzz targets (tests/fuzz): clang and its runtimes (libFuzzer, ASan, UBSan)
   clang libclang-rt-14-dev
 )

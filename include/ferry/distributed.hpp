@@ -1,0 +1,112 @@
+// ferry/distributed.hpp — process groups: collectives across processes (ranks), each rank
+// usually driving its own device, over a collective library loaded at run time.
+//
+// Note [Process groups]
+// init() opens a backend module from the backend search path (FERRY_BACKEND_PATH, then the
+// folder of libferry): "mpi" is libferry_distributed_mpi.so over Open MPI, which reads the rank
+// and the world size from the launcher's environment (mpirun). A machine without the module or
+// the library still runs ferry: init() raises UnsupportedError saying which is missing.
+//
+// Every collective has an async form returning a Work handle, and a blocking form that waits
+// on it. A group runs its collectives in the order they were issued, on a thread of its own
+// (the collective library is called from that thread alone), so a caller's thread goes on
+// while a collective is in flight; a tensor handed to one must not be touched until its Work
+// has completed. Tensors on any device are staged through host memory. Every collective
+// first compares, across the ranks, what each was asked (which collective, dtype, element
+// count, root): a mismatch raises DistributedError on every rank, naming each rank's call,
+// and the group stays usable. A collective that has not completed within the group's timeout
+// (FERRY_DISTRIBUTED_TIMEOUT seconds, 300 by default) means a peer died or hangs: the group
+// prints which collective timed out on which rank and ends the whole job (MPI_Abort), so no
+// rank waits forever. A rank that dies or exits with an error is ended by the launcher, and
+// with it the job.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "ferry/config.hpp"
+#include "ferry/error.hpp"
+#include "ferry/tensor.hpp"
+
+namespace ferry::distributed {
+
+// PyTorch's ReduceOp. avg is sum / world size (floating tensors). On bool tensors sum is a
+// logical or and product a logical and, as in PyTorch.
+enum class ReduceOp { sum, avg, min, max, product };
+FERRY_EXPORT std::string_view reduce_op_name(ReduceOp op);
+
+// A collective that the ranks called differently, or that failed in the collective library.
+class DistributedError : public Error {
+  using Error::Error;
+};
+
+class WorkState;
+
+// An issued collective. wait() blocks until it has completed and rethrows its error, if any.
+class FERRY_EXPORT Work {
+ public:
+  Work() = default;
+  explicit Work(std::shared_ptr<WorkState> state) : state_(std::move(state)) {}
+  void wait() const;
+  bool is_completed() const;
+
+ private:
+  std::shared_ptr<WorkState> state_;
+};
+
+struct InitOptions {
+  std::string backend = "mpi";
+  // How long a collective may take before the job is ended; zero: FERRY_DISTRIBUTED_TIMEOUT
+  // (seconds), else 300 s.
+  std::chrono::milliseconds timeout{0};
+};
+
+class FERRY_EXPORT ProcessGroup {
+ public:
+  virtual ~ProcessGroup() = default;
+  virtual int rank() const = 0;
+  virtual int size() const = 0;
+  virtual std::string backend() const = 0;
+  virtual std::chrono::milliseconds timeout() const = 0;
+
+  // In place: every rank's `t` becomes the reduction of all ranks' `t`.
+  virtual Work allreduce_async(const Tensor& t, ReduceOp op = ReduceOp::sum) = 0;
+  // In place: every rank's `t` becomes rank `root`'s.
+  virtual Work broadcast_async(const Tensor& t, int root) = 0;
+  // out [size, *in.shape]: out[r] is rank r's `in`.
+  virtual Work allgather_async(const Tensor& out, const Tensor& in) = 0;
+  // in [size, *out.shape]: rank r's `out` is the reduction of every rank's in[r].
+  virtual Work reduce_scatter_async(const Tensor& out, const Tensor& in,
+                                    ReduceOp op = ReduceOp::sum) = 0;
+  // in and out [size, ...]: rank r's out[s] is rank s's in[r].
+  virtual Work all_to_all_async(const Tensor& out, const Tensor& in) = 0;
+  virtual Work barrier_async() = 0;
+  // Point to point: `t` to rank `dst`, matched by a recv of the same tag and dtype and size.
+  virtual Work send_async(const Tensor& t, int dst, int tag = 0) = 0;
+  virtual Work recv_async(const Tensor& t, int src, int tag = 0) = 0;
+
+  void allreduce(const Tensor& t, ReduceOp op = ReduceOp::sum) { allreduce_async(t, op).wait(); }
+  void broadcast(const Tensor& t, int root) { broadcast_async(t, root).wait(); }
+  void allgather(const Tensor& out, const Tensor& in) { allgather_async(out, in).wait(); }
+  void reduce_scatter(const Tensor& out, const Tensor& in, ReduceOp op = ReduceOp::sum) {
+    reduce_scatter_async(out, in, op).wait();
+  }
+  void all_to_all(const Tensor& out, const Tensor& in) { all_to_all_async(out, in).wait(); }
+  void barrier() { barrier_async().wait(); }
+  void send(const Tensor& t, int dst, int tag = 0) { send_async(t, dst, tag).wait(); }
+  void recv(const Tensor& t, int src, int tag = 0) { recv_async(t, src, tag).wait(); }
+};
+
+// Opens the backend, joins the job and makes the result the default group. A second call
+// raises Error while the first group lives; after shutdown() the library may not allow
+// another (MPI does not).
+FERRY_EXPORT std::shared_ptr<ProcessGroup> init(const InitOptions& options = {});
+FERRY_EXPORT bool is_initialized();
+FERRY_EXPORT ProcessGroup& default_group();  // Error before init()
+// Waits for every issued collective and leaves the job (MPI_Finalize).
+FERRY_EXPORT void shutdown();
+
+}  // namespace ferry::distributed
