@@ -233,3 +233,60 @@ TEST(DataLoader, IteratorBasics) {
 }
 
 }  // namespace
+
+namespace {
+
+// One epoch's ids in visiting order, batches joined.
+std::vector<std::int64_t> flat_ids(DataLoader& loader) {
+  std::vector<std::int64_t> out;
+  for (const auto& b : epoch_ids(loader)) out.insert(out.end(), b.begin(), b.end());
+  return out;
+}
+
+// PyTorch's DistributedSampler on 10 samples and 3 ranks, without shuffling: the order padded
+// with its first samples to 12 (or cut to 9 with drop_last), rank r taking every third from r.
+TEST(DistributedSampler, ShardsAsPyTorchDoes) {
+  auto ds = id_dataset(10);
+  const std::vector<std::vector<std::int64_t>> padded = {{0, 3, 6, 9}, {1, 4, 7, 0}, {2, 5, 8, 1}};
+  const std::vector<std::vector<std::int64_t>> cut = {{0, 3, 6}, {1, 4, 7}, {2, 5, 8}};
+  for (int rank = 0; rank < 3; ++rank) {
+    DataLoader pad(ds, {.batch_size = 3, .sampler = ferry::data::DistributedSampler{3, rank}});
+    EXPECT_EQ(pad.size(), 2u);
+    EXPECT_EQ(flat_ids(pad), padded[std::size_t(rank)]) << "rank " << rank;
+    DataLoader drop(ds,
+                    {.batch_size = 3, .sampler = ferry::data::DistributedSampler{3, rank, true}});
+    EXPECT_EQ(flat_ids(drop), cut[std::size_t(rank)]) << "rank " << rank;
+  }
+}
+
+// Shuffled, the ranks share one seeded order per epoch: together they visit every sample once
+// (no padding: 12 samples on 3 ranks), and the next epoch is another order.
+TEST(DistributedSampler, ShuffledShardsCoverTheEpochOnce) {
+  auto ds = id_dataset(12);
+  std::vector<std::vector<std::int64_t>> first(3);
+  for (std::uint64_t epoch = 0; epoch < 2; ++epoch) {
+    std::multiset<std::int64_t> seen;
+    for (int rank = 0; rank < 3; ++rank) {
+      DataLoader loader(ds, {.batch_size = 2,
+                             .shuffle = true,
+                             .seed = 5,
+                             .num_workers = 1,
+                             .sampler = ferry::data::DistributedSampler{3, rank}});
+      loader.set_epoch(epoch);
+      const auto ids = flat_ids(loader);
+      EXPECT_EQ(ids.size(), 4u);
+      seen.insert(ids.begin(), ids.end());
+      if (epoch == 0)
+        first[std::size_t(rank)] = ids;
+      else
+        EXPECT_NE(ids, first[std::size_t(rank)]) << "rank " << rank;
+    }
+    EXPECT_EQ(seen, (std::multiset<std::int64_t>{0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11}));
+  }
+  EXPECT_THROW(DataLoader(ds, {.sampler = ferry::data::DistributedSampler{2, 2}}),
+               ferry::ValueError);
+  EXPECT_THROW(DataLoader(ds, {.sampler = ferry::data::DistributedSampler{0, 0}}),
+               ferry::ValueError);
+}
+
+}  // namespace

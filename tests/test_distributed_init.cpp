@@ -1,12 +1,14 @@
 // ferry::distributed's init() in a single process, without a job: what a machine or a build
 // without a distributed backend sees (typed errors that say what is missing), and its checks
-// of the timeout setting. The collectives themselves run under mpirun (tests/distributed/).
+// of the timeout setting; and the gradient hook DistributedDataParallel uses. The collectives
+// themselves run under mpirun (tests/distributed/).
 #include <gtest/gtest.h>
 
 #include <cstdlib>
 #include <string>
 
 #include "ferry/distributed.hpp"
+#include "ferry/ferry.hpp"
 
 namespace {
 
@@ -39,6 +41,32 @@ TEST(DistributedInit, ReduceOpsHavePyTorchsNames) {
   EXPECT_EQ(dist::reduce_op_name(dist::ReduceOp::sum), "sum");
   EXPECT_EQ(dist::reduce_op_name(dist::ReduceOp::avg), "avg");
   EXPECT_EQ(dist::reduce_op_name(dist::ReduceOp::product), "product");
+}
+
+}  // namespace
+
+namespace {
+
+// The hook DistributedDataParallel is built on: called after each accumulation, with the
+// accumulated gradient, until removed; refused on a tensor that accumulates nothing.
+TEST(PostAccumulateGradHook, CalledWithTheAccumulatedGradientUntilRemoved) {
+  ferry::Tensor w = ferry::ones({3}).requires_grad_();
+  std::vector<float> seen;
+  const auto id = ferry::autograd::register_post_accumulate_grad_hook(
+      w, [&](const ferry::Tensor& g) { seen.push_back(g.to_vector<float>()[0]); });
+  ferry::sum(w * 2.0).backward();
+  ferry::sum(w * 3.0).backward();  // accumulates: 2 + 3
+  EXPECT_EQ(seen, (std::vector<float>{2.0f, 5.0f}));
+  ferry::autograd::remove_post_accumulate_grad_hook(w, id);
+  ferry::sum(w * 4.0).backward();
+  EXPECT_EQ(seen.size(), 2u);
+  EXPECT_EQ(w.grad().to_vector<float>()[0], 9.0f);
+  const ferry::Tensor y = w * 2.0;
+  EXPECT_THROW(ferry::autograd::register_post_accumulate_grad_hook(y, [](const ferry::Tensor&) {}),
+               ferry::Error);
+  EXPECT_THROW(ferry::autograd::register_post_accumulate_grad_hook(ferry::ones({2}),
+                                                                   [](const ferry::Tensor&) {}),
+               ferry::Error);
 }
 
 }  // namespace

@@ -23,8 +23,8 @@
 // `_` ops (ferry/ops_inplace.hpp) are recorded, PyTorch's way, and refuse a
 // leaf that requires grad or a view of one (Note [In-place ops]); copy_ and
 // fill_ are not recorded, so they refuse any tensor that requires grad while
-// grad mode is on (update parameters under NoGradGuard, as the optimizers do). Higher-order gradients
-// (create_graph) are not supported: backward runs with grad mode off.
+// grad mode is on (update parameters under NoGradGuard, as the optimizers do). Higher-order
+// gradients (create_graph) are not supported: backward runs with grad mode off.
 //
 // Thread-safety: grad mode is per thread (a NoGradGuard on one thread leaves
 // the others recording, as in PyTorch). Threads may run backward() and
@@ -34,6 +34,8 @@
 // nothing (Note [One backward at a time] in runtime/autograd/graph.hpp).
 #pragma once
 
+#include <cstdint>
+#include <functional>
 #include <vector>
 
 #include "ferry/tensor.hpp"
@@ -86,6 +88,14 @@ void backward(const std::vector<Tensor>& tensors, const std::vector<Tensor>& gra
 std::vector<Tensor> grad(const std::vector<Tensor>& outputs, const std::vector<Tensor>& inputs,
                          const std::vector<Tensor>& grad_outputs = {}, bool retain_graph = false,
                          bool allow_unused = false);
+
+// Calls hook(leaf.grad()) each time backward() has added into the gradient of `leaf`, on the
+// thread running backward (PyTorch's Tensor.register_post_accumulate_grad_hook:
+// DistributedDataParallel starts a bucket's all-reduce from it). Returns an id for
+// remove_post_accumulate_grad_hook. Error unless `leaf` is a leaf that requires grad.
+std::uint64_t register_post_accumulate_grad_hook(const Tensor& leaf,
+                                                 std::function<void(const Tensor& grad)> hook);
+void remove_post_accumulate_grad_hook(const Tensor& leaf, std::uint64_t id);  // unknown: no-op
 
 }  // namespace autograd
 }  // namespace ferry

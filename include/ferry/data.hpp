@@ -35,6 +35,7 @@
 #include <cstdint>
 #include <iterator>
 #include <memory>
+#include <optional>
 #include <vector>
 
 #include "ferry/device.hpp"
@@ -90,6 +91,21 @@ class TensorDataset : public Dataset {
   std::size_t size_ = 0;
 };
 
+// PyTorch's DistributedSampler, for data-parallel training (ferry/nn/parallel.hpp): a loader
+// with one hands rank `rank` of `num_replicas` its share of each epoch. Every rank orders the
+// epoch alike (the same seed and shuffle), then the order is padded by repeating its first
+// samples to a multiple of num_replicas (or, with drop_last, cut to one), and rank r takes
+// samples r, r + num_replicas, r + 2 num_replicas, ...: the ranks' shards are disjoint (but
+// for the padding) and of equal size, so every rank runs as many steps.
+struct DistributedSampler {
+  int num_replicas = 1;
+  int rank = 0;
+  bool drop_last = false;
+  // This rank's samples of a full epoch order.
+  std::vector<std::size_t> shard(const std::vector<std::size_t>& order) const;
+  std::size_t num_samples(std::size_t dataset_size) const;
+};
+
 struct DataLoaderOptions {
   std::size_t batch_size = 1;  // > 0
   // Visit samples in a new order each epoch (Note [DataLoader shuffle] in
@@ -106,6 +122,8 @@ struct DataLoaderOptions {
   // it is a GPU, for every GPU that can pin when batches stay on the CPU.
   // Where nothing can pin, batches stay unpinned (logged once).
   bool pin_memory = false;
+  // Iterate this rank's share only (ValueError for a rank outside [0, num_replicas)).
+  std::optional<DistributedSampler> sampler;
 };
 
 // Iterates a Dataset in batches: `for (const Batch& b : loader) ...`. Each
@@ -123,7 +141,8 @@ class DataLoader {
   DataLoader(const DataLoader&) = delete;
   DataLoader& operator=(const DataLoader&) = delete;
 
-  // Batches per epoch: ceil(n / batch_size), or floor with drop_last.
+  // Batches per epoch: ceil(n / batch_size), or floor with drop_last (n: the
+  // sampler's num_samples when there is one).
   std::size_t size() const;
   const DataLoaderOptions& options() const { return options_; }
   const std::shared_ptr<const Dataset>& dataset() const { return dataset_; }
@@ -138,7 +157,8 @@ class DataLoader {
   std::uint64_t epoch() const { return next_epoch_; }
   void set_epoch(std::uint64_t epoch) { next_epoch_ = epoch; }
   // The sample indices of `epoch` in visiting order: a permutation of
-  // [0, n) when shuffling, else 0, 1, ..., n-1 (drop_last not applied).
+  // [0, n) when shuffling, else 0, 1, ..., n-1 (drop_last not applied); with a
+  // sampler, this rank's shard of that.
   std::vector<std::size_t> sample_order(std::uint64_t epoch) const;
 
  private:

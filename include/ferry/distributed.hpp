@@ -105,7 +105,7 @@ class FERRY_EXPORT ProcessGroup {
 // another (MPI does not).
 FERRY_EXPORT std::shared_ptr<ProcessGroup> init(const InitOptions& options = {});
 FERRY_EXPORT bool is_initialized();
-FERRY_EXPORT ProcessGroup& default_group();  // Error before init()
+FERRY_EXPORT std::shared_ptr<ProcessGroup> default_group();  // Error before init()
 // Waits for every issued collective and leaves the job (MPI_Finalize).
 FERRY_EXPORT void shutdown();
 

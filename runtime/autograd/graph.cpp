@@ -155,11 +155,12 @@ std::vector<Tensor> AccumulateGrad::apply(const Tensor& grad) {
                        grad.storage_offset() == 0 && grad.is_contiguous() &&
                        grad.storage()->nbytes() == std::size_t(grad.numel()) * grad.element_size();
     m.grad = owned ? grad : grad.clone();
-    return {};
+  } else {
+    // Later gradients add in place, so grad() keeps its identity (and memory).
+    detail::run_kernel(OpId::add, {m.grad, grad}, {m.grad});
+    m.grad.storage()->bump_version();
   }
-  // Later gradients add in place, so grad() keeps its identity (and memory).
-  detail::run_kernel(OpId::add, {m.grad, grad}, {m.grad});
-  m.grad.storage()->bump_version();
+  for (const auto& [id, hook] : m.post_accumulate_hooks) hook(m.grad);
   return {};
 }
 

@@ -36,6 +36,8 @@ struct AutogradMeta {
   // was made: a view whose base was written since gets a grad_fn made again
   // from the base's (gradient_edge), as PyTorch regenerates it.
   std::uint64_t history = 0, base_history = 0;
+  // Leaves: called with grad after AccumulateGrad adds into it, by id.
+  std::vector<std::pair<std::uint64_t, std::function<void(const Tensor&)>>> post_accumulate_hooks;
 };
 
 // What a node knows of one forward input, to check the gradient it returns.

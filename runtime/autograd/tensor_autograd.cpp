@@ -2,6 +2,8 @@
 // (Note [Autograd] in ferry/autograd.hpp).
 #include <fmt/format.h>
 
+#include <atomic>
+
 #include "autograd/graph.hpp"
 #include "ferry/autograd.hpp"
 #include "ferry/error.hpp"
@@ -34,6 +36,27 @@ Tensor& Tensor::requires_grad_(bool requires_grad) {
   return *this;
 }
 
+std::uint64_t autograd::register_post_accumulate_grad_hook(
+    const Tensor& leaf, std::function<void(const Tensor& grad)> hook) {
+  if (!leaf.requires_grad() || !leaf.is_leaf())
+    throw Error(fmt::format(
+        "register_post_accumulate_grad_hook: only a leaf that requires grad accumulates a "
+        "gradient; this tensor (shape {}) {}",
+        shape_str(leaf.sizes()),
+        leaf.requires_grad() ? "is the result of " + leaf.grad_fn_name()
+                             : "does not require grad"));
+  static std::atomic<std::uint64_t> next_id{1};
+  const std::uint64_t id = next_id++;
+  meta_of(leaf).post_accumulate_hooks.emplace_back(id, std::move(hook));
+  return id;
+}
+
+void autograd::remove_post_accumulate_grad_hook(const Tensor& leaf, std::uint64_t id) {
+  const auto& m = leaf.impl_ptr()->autograd;
+  if (!m) return;
+  std::erase_if(m->post_accumulate_hooks, [id](const auto& h) { return h.first == id; });
+}
+
 bool Tensor::requires_grad() const {
   const auto& m = checked_impl()->autograd;
   return m && (m->requires_grad || m->grad_fn);
@@ -58,9 +81,9 @@ void Tensor::set_grad(const Tensor& grad) const {
           dtype_name(grad.dtype()), shape_str(grad.sizes()), dtype_name(dtype()),
           shape_str(sizes())));
     if (grad.device() != device())
-      throw DeviceMismatchError(fmt::format(
-          "set_grad: the gradient is on {} but the tensor is on {}; move it first",
-          grad.device().str(), device().str()));
+      throw DeviceMismatchError(
+          fmt::format("set_grad: the gradient is on {} but the tensor is on {}; move it first",
+                      grad.device().str(), device().str()));
   } else if (!impl_->autograd) {
     return;  // nothing to clear
   }
@@ -68,8 +91,8 @@ void Tensor::set_grad(const Tensor& grad) const {
 }
 
 void Tensor::backward(const Tensor& gradient, bool retain_graph) const {
-  autograd::backward({*this}, gradient.defined() ? std::vector<Tensor>{gradient}
-                                                 : std::vector<Tensor>{},
+  autograd::backward({*this},
+                     gradient.defined() ? std::vector<Tensor>{gradient} : std::vector<Tensor>{},
                      retain_graph);
 }
 

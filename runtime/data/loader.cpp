@@ -268,6 +268,11 @@ DataLoader::DataLoader(std::shared_ptr<const Dataset> dataset, DataLoaderOptions
   if (options_.num_workers > kMaxWorkers)
     throw Error(fmt::format("DataLoader: num_workers is {}; at most {} worker threads are allowed",
                             options_.num_workers, kMaxWorkers));
+  if (const auto& d = options_.sampler;
+      d && (d->num_replicas < 1 || d->rank < 0 || d->rank >= d->num_replicas))
+    throw ValueError(
+        fmt::format("DataLoader: the sampler's rank {} is not in [0, num_replicas = {})", d->rank,
+                    d->num_replicas));
   if (!is_available(options_.device.str()))
     throw DeviceError(fmt::format("DataLoader: device {} is not available ({})",
                                   options_.device.str(), describe_devices()));
@@ -280,23 +285,48 @@ DataLoader::~DataLoader() {
   }
 }
 
+std::size_t DistributedSampler::num_samples(std::size_t n) const {
+  const std::size_t r = std::size_t(num_replicas);
+  return drop_last ? n / r : (n + r - 1) / r;
+}
+
+std::vector<std::size_t> DistributedSampler::shard(const std::vector<std::size_t>& order) const {
+  const std::size_t r = std::size_t(num_replicas), total = num_samples(order.size()) * r;
+  std::vector<std::size_t> mine;
+  if (order.empty()) return mine;
+  for (std::size_t i = std::size_t(rank); i < total; i += r)
+    mine.push_back(order[i % order.size()]);
+  return mine;
+}
+
 std::size_t DataLoader::size() const {
-  const std::size_t n = dataset_->size(), b = options_.batch_size;
+  const std::size_t n = options_.sampler ? options_.sampler->num_samples(dataset_->size())
+                                         : dataset_->size(),
+                    b = options_.batch_size;
   return options_.drop_last ? n / b : (n + b - 1) / b;
+}
+
+namespace {
+void shuffle(std::vector<std::size_t>& order, std::uint64_t seed, std::uint64_t epoch);
 }
 
 std::vector<std::size_t> DataLoader::sample_order(std::uint64_t epoch) const {
   std::vector<std::size_t> order(dataset_->size());
   std::iota(order.begin(), order.end(), std::size_t(0));
-  if (!options_.shuffle || order.size() < 2) return order;
-  const std::uint64_t seed = options_.seed;
+  if (options_.shuffle && order.size() >= 2) shuffle(order, options_.seed, epoch);
+  return options_.sampler ? options_.sampler->shard(order) : order;
+}
+
+namespace {
+// Note [DataLoader shuffle]'s Fisher-Yates shuffle of epoch `epoch`.
+void shuffle(std::vector<std::size_t>& order, std::uint64_t seed, std::uint64_t epoch) {
   std::seed_seq seq{std::uint32_t(seed), std::uint32_t(seed >> 32), std::uint32_t(epoch),
                     std::uint32_t(epoch >> 32)};
   std::mt19937_64 gen(seq);
   for (std::size_t i = order.size() - 1; i > 0; --i)
     std::swap(order[i], order[std::size_t(uniform_below(gen, std::uint64_t(i) + 1))]);
-  return order;
 }
+}  // namespace
 
 DataLoader::Iterator DataLoader::begin() {
   if (std::shared_ptr<Epoch> running = running_.lock()) {

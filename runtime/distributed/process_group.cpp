@@ -432,10 +432,10 @@ bool is_initialized() {
   return bool(g_default);
 }
 
-ProcessGroup& default_group() {
+std::shared_ptr<ProcessGroup> default_group() {
   std::lock_guard lock(g_mutex);
   if (!g_default) throw Error("distributed: no process group; call ferry::distributed::init()");
-  return *g_default;
+  return g_default;
 }
 
 void shutdown() {

@@ -18,6 +18,9 @@
 
 #include "ferry/distributed.hpp"
 #include "ferry/ferry.hpp"
+#include "ferry/nn.hpp"
+#include "ferry/nn/parallel.hpp"
+#include "ferry/optim.hpp"
 
 namespace {
 
@@ -26,7 +29,7 @@ using dist::ReduceOp;
 using ferry::DType;
 using ferry::Tensor;
 
-dist::ProcessGroup& group() { return dist::default_group(); }
+dist::ProcessGroup& group() { return *dist::default_group(); }
 
 // The CPU and vulkan:0 where it exists (rank 0 says which, once).
 std::vector<std::string> devices() {
@@ -212,6 +215,130 @@ TEST(Collectives, BadArgumentsAreTypedErrors) {
   EXPECT_THROW(group().all_to_all(t, t), ferry::ShapeError);
   EXPECT_THROW(dist::init(), ferry::Error);  // already initialized
   group().barrier();
+}
+
+// ---- DistributedDataParallel ----
+
+std::shared_ptr<ferry::nn::Sequential> mlp(std::uint64_t seed, const std::string& device) {
+  ferry::manual_seed(seed);
+  auto m = std::make_shared<ferry::nn::Sequential>(std::make_shared<ferry::nn::Linear>(6, 16),
+                                                   std::make_shared<ferry::nn::Tanh>(),
+                                                   std::make_shared<ferry::nn::Linear>(16, 3));
+  m->to(ferry::Device(device));
+  return m;
+}
+
+// Rank r's part of step k's batch: rows [r * 4, r * 4 + 4) of a batch every rank can make.
+std::pair<Tensor, Tensor> batch(int step, int ranks, const std::string& device) {
+  ferry::manual_seed(1000 + std::uint64_t(step));
+  const ferry::Device dev(device);
+  return {ferry::randn({4 * ranks, 6}).to(dev), ferry::randn({4 * ranks, 3}).to(dev)};
+}
+
+void expect_same_parameters(const ferry::nn::Module& got, const ferry::nn::Module& want,
+                            const std::string& what) {
+  const auto g = got.parameters(), w = want.parameters();
+  ASSERT_EQ(g.size(), w.size());
+  for (std::size_t i = 0; i < g.size(); ++i) {
+    const auto a = g[i].to_vector<float>(), b = w[i].to_vector<float>();
+    for (std::size_t j = 0; j < a.size(); ++j)
+      ASSERT_NEAR(a[j], b[j], 1e-6 * (1 + std::fabs(b[j]))) << what << " parameter " << i;
+  }
+}
+
+TEST(DistributedDataParallel, EqualsOneProcessOnTheWholeBatch) {
+  const int R = group().size(), me = group().rank();
+  for (const std::string& device : devices())
+    for (const double cap_mb : {25.0, 0.0002}) {  // one bucket; a bucket per parameter or two
+      const std::string what = device + " bucket_cap_mb " + std::to_string(cap_mb);
+      // Each rank starts from its own seed: the wrapper makes every replica rank 0's.
+      auto ddp = std::make_shared<ferry::nn::DistributedDataParallel>(
+          mlp(7 + std::uint64_t(me), device),
+          ferry::nn::DistributedDataParallelOptions{.bucket_cap_mb = cap_mb});
+      auto whole = mlp(7, device);  // rank 0's start, trained on the whole batch
+      if (cap_mb < 1) EXPECT_GT(ddp->buckets().size(), 1u) << what;
+      ferry::optim::SGD opt(ddp->parameters(), {.lr = 0.1, .momentum = 0.9});
+      ferry::optim::SGD ref(whole->parameters(), {.lr = 0.1, .momentum = 0.9});
+      for (int step = 0; step < 4; ++step) {
+        const auto [x, y] = batch(step, R, device);
+        opt.zero_grad();
+        ferry::nn::functional::mse_loss(ddp->forward(x.narrow(0, me * 4, 4)),
+                                        y.narrow(0, me * 4, 4))
+            .backward();
+        opt.step();
+        ref.zero_grad();
+        ferry::nn::functional::mse_loss(whole->forward(x), y).backward();
+        ref.step();
+        expect_same_parameters(*ddp->module(), *whole, what + " step " + std::to_string(step));
+      }
+    }
+}
+
+TEST(DistributedDataParallel, NoSyncAccumulatesAndTheNextBackwardAveragesIt) {
+  const int R = group().size(), me = group().rank();
+  auto ddp = std::make_shared<ferry::nn::DistributedDataParallel>(mlp(3, "cpu"));
+  auto whole = mlp(3, "cpu");
+  const auto [x, y] = batch(0, 2 * R, "cpu");  // two micro-batches per rank
+  {
+    ferry::nn::DistributedDataParallel::NoSync local(*ddp);
+    ferry::nn::functional::mse_loss(ddp->forward(x.narrow(0, me * 8, 4)), y.narrow(0, me * 8, 4))
+        .backward();
+    // Nothing was reduced: the gradient is this rank's alone.
+  }
+  ferry::nn::functional::mse_loss(ddp->forward(x.narrow(0, me * 8 + 4, 4)),
+                                  y.narrow(0, me * 8 + 4, 4))
+      .backward();
+  // The whole batch's mean loss per micro-batch: half the rows of each rank's shard at a time.
+  for (int half = 0; half < 2; ++half) {
+    std::vector<Tensor> xs, ys;
+    for (int r = 0; r < R; ++r) {
+      xs.push_back(x.narrow(0, r * 8 + half * 4, 4));
+      ys.push_back(y.narrow(0, r * 8 + half * 4, 4));
+    }
+    ferry::nn::functional::mse_loss(whole->forward(ferry::cat(xs)), ferry::cat(ys)).backward();
+  }
+  const auto g = ddp->module()->parameters(), w = whole->parameters();
+  for (std::size_t i = 0; i < g.size(); ++i) {
+    const auto a = g[i].grad().to_vector<float>(), b = w[i].grad().to_vector<float>();
+    for (std::size_t j = 0; j < a.size(); ++j)
+      ASSERT_NEAR(a[j], b[j], 1e-6 * (1 + std::fabs(b[j]))) << "parameter " << i;
+  }
+}
+
+// Two heads, of which forward uses the first.
+struct TwoHeads : ferry::nn::Module {
+  TwoHeads() {
+    used = register_module("used", std::make_shared<ferry::nn::Linear>(4, 2));
+    spare = register_module("spare", std::make_shared<ferry::nn::Linear>(4, 2));
+  }
+  Tensor forward(const Tensor& x) override { return used->forward(x); }
+  std::shared_ptr<ferry::nn::Linear> used, spare;
+};
+
+TEST(DistributedDataParallel, UnusedParametersAreNamedOrFoundWhenAsked) {
+  const Tensor x = ferry::ones({3, 4});
+  {
+    ferry::nn::DistributedDataParallel ddp(std::make_shared<TwoHeads>());
+    ferry::sum(ddp.forward(x)).backward();
+    try {
+      ddp.forward(x);
+      ADD_FAILURE() << "no error for a parameter without a gradient";
+    } catch (const ferry::Error& e) {
+      EXPECT_NE(std::string(e.what()).find("module.spare.weight"), std::string::npos) << e.what();
+    }
+  }
+  ferry::nn::DistributedDataParallel ddp(std::make_shared<TwoHeads>(),
+                                         {.find_unused_parameters = true});
+  for (int step = 0; step < 2; ++step) {
+    ddp.zero_grad();
+    ferry::sum(ddp.forward(x * double(group().rank() + 1))).backward();
+  }
+  // d(sum)/d(bias) is the batch size on every rank; the weight's is the mean of the ranks' x.
+  const auto& m = static_cast<const TwoHeads&>(*ddp.module());
+  EXPECT_EQ(m.used->bias.grad().to_vector<float>()[0], 3.0f);
+  const double mean_scale = double(group().size() + 1) / 2;
+  EXPECT_NEAR(m.used->weight.grad().to_vector<float>()[0], 3.0 * mean_scale, 1e-5);
+  EXPECT_EQ(m.spare->weight.grad().to_vector<float>()[0], 0.0f);
 }
 
 // ---- faults: each ends the job; run alone (tests/distributed/CMakeLists.txt) ----

@@ -1,0 +1,217 @@
+// runtime/nn/distributed_data_parallel.cpp — nn::DistributedDataParallel's reducer: buckets,
+// the gradient hooks that start their all-reduces in order, and the write-back at the end of
+// backward (Note [DistributedDataParallel] in ferry/nn/parallel.hpp).
+#include <fmt/format.h>
+
+#include <mutex>
+#include <string>
+#include <unordered_set>
+
+#include "autograd/graph.hpp"
+#include "ferry/autograd.hpp"
+#include "ferry/ferry.hpp"
+#include "ferry/nn/parallel.hpp"
+
+namespace ferry::nn {
+
+struct DistributedDataParallel::Reducer {
+  struct Bucket {
+    std::vector<std::size_t> members;  // indices into params
+    std::size_t pending = 0;           // members whose gradient has not come yet
+    Tensor flat;                       // the members' gradients, end to end, while reduced
+    distributed::Work work;
+  };
+
+  distributed::ProcessGroup* group = nullptr;
+  std::vector<Tensor> params;  // reverse registration order
+  std::vector<std::string> names;
+  std::vector<std::uint64_t> hooks;
+  std::vector<Bucket> buckets;
+  std::vector<std::size_t> bucket_of;
+  std::vector<bool> ready;
+  std::size_t next_bucket = 0;  // buckets start in order, the same on every rank
+  bool sync = true;
+  bool in_progress = false;  // a gradient came since the last write-back
+  std::mutex mutex;
+
+  void mark_ready(std::size_t i) {
+    if (ready[i])
+      throw Error(fmt::format(
+          "DistributedDataParallel: parameter '{}' received a second gradient before its "
+          "all-reduce finished; run one backward per forward, or accumulate inside no_sync()",
+          names[i]));
+    ready[i] = true;
+    in_progress = true;
+    --buckets[bucket_of[i]].pending;
+    while (next_bucket < buckets.size() && buckets[next_bucket].pending == 0)
+      launch(buckets[next_bucket++]);
+    if (next_bucket == buckets.size()) finish();
+  }
+
+  void launch(Bucket& b) {
+    NoGradGuard no_grad;
+    std::vector<Tensor> parts;
+    for (std::size_t m : b.members) {
+      const Tensor g = params[m].grad();
+      parts.push_back(g.defined() ? g.reshape({-1})
+                                  : zeros({params[m].numel()}, {.dtype = params[m].dtype(),
+                                                                .device = params[m].device()}));
+    }
+    b.flat = cat(parts, 0);
+    b.work = group->allreduce_async(b.flat, distributed::ReduceOp::avg);
+  }
+
+  // Every bucket has started: wait for each and write the averages back.
+  void finish() {
+    NoGradGuard no_grad;
+    for (Bucket& b : buckets) {
+      b.work.wait();
+      std::int64_t at = 0;
+      for (std::size_t m : b.members) {
+        const Tensor& p = params[m];
+        const Tensor avg = b.flat.narrow(0, at, p.numel()).reshape(p.sizes());
+        at += p.numel();
+        if (Tensor g = p.grad(); g.defined())
+          g.copy_(avg);
+        else
+          p.set_grad(avg.clone());
+      }
+      b.flat = Tensor();
+      b.pending = b.members.size();
+    }
+    std::fill(ready.begin(), ready.end(), false);
+    next_bucket = 0;
+    in_progress = false;
+  }
+
+  // The parameters whose gradients did not come in the last backward.
+  std::string missing() const {
+    std::string s;
+    for (std::size_t i = 0; i < params.size(); ++i)
+      if (!ready[i]) s += (s.empty() ? "" : ", ") + names[i];
+    return s;
+  }
+};
+
+DistributedDataParallel::DistributedDataParallel(std::shared_ptr<Module> module,
+                                                 DistributedDataParallelOptions options)
+    : module_(std::move(module)), options_(std::move(options)) {
+  if (!module_) throw Error("DistributedDataParallel: the module is null");
+  group_ = options_.group ? options_.group : distributed::default_group();
+  if (!(options_.bucket_cap_mb > 0))
+    throw ValueError(fmt::format("DistributedDataParallel: bucket_cap_mb must be positive, got {}",
+                                 options_.bucket_cap_mb));
+  register_module("module", module_);
+
+  // Every replica starts from rank 0's state.
+  {
+    NoGradGuard no_grad;
+    std::vector<distributed::Work> works;
+    for (const NamedTensor& p : module_->named_parameters())
+      works.push_back(group_->broadcast_async(p.second.detach(), 0));
+    for (const NamedTensor& b : module_->named_buffers())
+      works.push_back(group_->broadcast_async(b.second.detach(), 0));
+    for (const distributed::Work& w : works) w.wait();
+  }
+
+  auto r = std::make_shared<Reducer>();
+  r->group = group_.get();
+  const auto named = module_->named_parameters();
+  for (auto it = named.rbegin(); it != named.rend(); ++it)
+    if (it->second.requires_grad()) {
+      r->params.push_back(it->second);
+      r->names.push_back("module." + it->first);  // as in this module's own state_dict
+    }
+  const double cap = options_.bucket_cap_mb * 1024 * 1024;
+  double bytes = 0;
+  for (std::size_t i = 0; i < r->params.size(); ++i) {
+    const Tensor& p = r->params[i];
+    const double pb = double(p.numel()) * double(p.element_size());
+    bool fresh = r->buckets.empty() || bytes + pb > cap;
+    if (!fresh) {
+      const Tensor& first = r->params[r->buckets.back().members.front()];
+      fresh = first.dtype() != p.dtype() || first.device() != p.device();
+    }
+    if (fresh) {
+      r->buckets.emplace_back();
+      bytes = 0;
+    }
+    r->buckets.back().members.push_back(i);
+    ++r->buckets.back().pending;
+    r->bucket_of.push_back(r->buckets.size() - 1);
+    bytes += pb;
+  }
+  r->ready.assign(r->params.size(), false);
+  Reducer* raw = r.get();
+  for (std::size_t i = 0; i < r->params.size(); ++i)
+    r->hooks.push_back(
+        autograd::register_post_accumulate_grad_hook(r->params[i], [raw, i](const Tensor&) {
+          std::lock_guard lock(raw->mutex);
+          if (raw->sync) raw->mark_ready(i);
+        }));
+  reducer_ = std::move(r);
+}
+
+DistributedDataParallel::~DistributedDataParallel() {
+  if (!reducer_) return;
+  for (std::size_t i = 0; i < reducer_->params.size(); ++i)
+    autograd::remove_post_accumulate_grad_hook(reducer_->params[i], reducer_->hooks[i]);
+}
+
+Tensor DistributedDataParallel::forward(const Tensor& input) {
+  Reducer& r = *reducer_;
+  {
+    std::lock_guard lock(r.mutex);
+    if (r.in_progress)
+      throw Error(fmt::format(
+          "DistributedDataParallel: the last backward produced no gradient for {}, so their "
+          "buckets' all-reduces never ran; construct it with find_unused_parameters = true "
+          "when parts of the model may go unused",
+          r.missing()));
+  }
+  if (options_.broadcast_buffers && group_->size() > 1) {
+    NoGradGuard no_grad;
+    for (const NamedTensor& b : module_->named_buffers()) group_->broadcast(b.second.detach(), 0);
+  }
+  Tensor y = module_->forward(input);
+  if (options_.find_unused_parameters && is_grad_enabled() && y.requires_grad()) {
+    // The leaves backward will reach from y; the other parameters count as ready now.
+    std::unordered_set<const TensorImpl*> reached;
+    std::unordered_set<const autograd::Node*> seen;
+    std::vector<std::shared_ptr<autograd::Node>> stack;
+    if (y.impl_ptr()->autograd && y.impl_ptr()->autograd->grad_fn)
+      stack.push_back(y.impl_ptr()->autograd->grad_fn);
+    while (!stack.empty()) {
+      std::shared_ptr<autograd::Node> n = std::move(stack.back());
+      stack.pop_back();
+      if (!n || !seen.insert(n.get()).second) continue;
+      if (auto* acc = dynamic_cast<autograd::AccumulateGrad*>(n.get()))
+        reached.insert(acc->leaf().get());
+      for (const auto& next : n->next) stack.push_back(next);
+    }
+    std::lock_guard lock(r.mutex);
+    if (r.sync)
+      for (std::size_t i = 0; i < r.params.size(); ++i)
+        if (!reached.count(r.params[i].impl_ptr().get())) r.mark_ready(i);
+  }
+  return y;
+}
+
+std::vector<std::vector<std::size_t>> DistributedDataParallel::buckets() const {
+  std::vector<std::vector<std::size_t>> out;
+  for (const auto& b : reducer_->buckets) out.push_back(b.members);
+  return out;
+}
+
+DistributedDataParallel::NoSync::NoSync(DistributedDataParallel& ddp) : ddp_(ddp) {
+  std::lock_guard lock(ddp_.reducer_->mutex);
+  previous_ = ddp_.reducer_->sync;
+  ddp_.reducer_->sync = false;
+}
+
+DistributedDataParallel::NoSync::~NoSync() {
+  std::lock_guard lock(ddp_.reducer_->mutex);
+  ddp_.reducer_->sync = previous_;
+}
+
+}  // namespace ferry::nn
