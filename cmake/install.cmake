@@ -128,7 +128,7 @@ install(FILES ${PROJECT_BINARY_DIR}/cmake/ferryConfig.cmake
 
 # --- backend modules and programs ------------------------------------------
 
-# Every ferry_backend_* MODULE target in the project, except those under
+# Every ferry_backend_* and ferry_distributed_* MODULE target in the project, except those under
 # tests/ and benchmarks/ (test plugins such as ferry_backend_testdev are not
 # shipped) and those with the target property FERRY_NO_INSTALL set.
 function(_ferry_collect_backends dir out)
@@ -143,7 +143,7 @@ function(_ferry_collect_backends dir out)
   endforeach()
   get_property(_targets DIRECTORY ${dir} PROPERTY BUILDSYSTEM_TARGETS)
   foreach(_t IN LISTS _targets)
-    if(_t MATCHES "^ferry_backend_")
+    if(_t MATCHES "^ferry_(backend|distributed)_")
       get_target_property(_type ${_t} TYPE)
       get_target_property(_no_install ${_t} FERRY_NO_INSTALL)
       if(_type STREQUAL "MODULE_LIBRARY" AND NOT _no_install)

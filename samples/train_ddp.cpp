@@ -32,8 +32,9 @@ std::shared_ptr<nn::Sequential> make_mlp(std::int64_t in, std::int64_t hidden, s
 int main(int argc, char** argv) {
   sample::Args args(
       argc, argv,
-      "usage: mpirun -np N ferry-train-ddp [--device DEV] [--epochs N] [--samples N]\n"
-      "                                    [--hidden N] [--batch N] [--small]\n\n"
+      "usage: ferry-train-ddp [--device DEV] [--epochs N] [--samples N] [--hidden N]\n"
+      "                       [--batch N] [--small]\n"
+      "run as: mpirun -np N ferry-train-ddp ... (alone, it is one rank)\n\n"
       "Trains ferry-train-mlp's classifier data-parallel: one rank per process, each on its\n"
       "shard of the data, gradients averaged by DistributedDataParallel over Open MPI.\n"
       "DEV may contain {rank}, replaced by the rank (vulkan:{rank} on a machine with a GPU\n"
