@@ -8,6 +8,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <map>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -134,6 +135,18 @@ inline std::pair<ferry::Tensor, ferry::Tensor> blobs(std::int64_t n, std::int64_
   ferry::Tensor y = ferry::randint(0, classes, {n});
   ferry::Tensor x = ferry::index_select(centres, 0, y) + ferry::randn({n, features}) * noise;
   return {x, y};
+}
+
+// The MLP classifier ferry-train-mlp and ferry-train-ddp train: three Linear layers with GELU
+// between them, on `dev`.
+inline std::shared_ptr<ferry::nn::Sequential> make_mlp(std::int64_t in, std::int64_t hidden,
+                                                       std::int64_t out, const ferry::Device& dev) {
+  namespace nn = ferry::nn;
+  const ferry::TensorOptions on{.device = dev};
+  return std::make_shared<nn::Sequential>(
+      std::make_shared<nn::Linear>(in, hidden, true, on), std::make_shared<nn::GELU>(),
+      std::make_shared<nn::Linear>(hidden, hidden, true, on), std::make_shared<nn::GELU>(),
+      std::make_shared<nn::Linear>(hidden, out, true, on));
 }
 
 }  // namespace sample

@@ -18,15 +18,6 @@ namespace dist = ferry::distributed;
 using ferry::Device;
 using ferry::Tensor;
 
-std::shared_ptr<nn::Sequential> make_mlp(std::int64_t in, std::int64_t hidden, std::int64_t out,
-                                         const Device& dev) {
-  const ferry::TensorOptions on{.device = dev};
-  return std::make_shared<nn::Sequential>(
-      std::make_shared<nn::Linear>(in, hidden, true, on), std::make_shared<nn::GELU>(),
-      std::make_shared<nn::Linear>(hidden, hidden, true, on), std::make_shared<nn::GELU>(),
-      std::make_shared<nn::Linear>(hidden, out, true, on));
-}
-
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -72,8 +63,8 @@ int main(int argc, char** argv) {
                 .sampler = ferry::data::DistributedSampler{.num_replicas = ranks, .rank = rank}});
 
     ferry::manual_seed(std::uint64_t(rank));  // the wrapper makes every replica rank 0's
-    auto ddp =
-        std::make_shared<nn::DistributedDataParallel>(make_mlp(features, hidden, classes, dev));
+    auto ddp = std::make_shared<nn::DistributedDataParallel>(
+        sample::make_mlp(features, hidden, classes, dev));
     ferry::optim::Adam opt(ddp->parameters(), {.lr = 2e-3});
     if (rank == 0)
       std::printf("%d ranks over %s; %zu steps of %zu samples per rank per epoch\n", ranks,

@@ -13,15 +13,6 @@ namespace nn = ferry::nn;
 using ferry::Device;
 using ferry::Tensor;
 
-std::shared_ptr<nn::Sequential> make_mlp(std::int64_t in, std::int64_t hidden, std::int64_t out,
-                                         const Device& dev) {
-  const ferry::TensorOptions on{.device = dev};
-  return std::make_shared<nn::Sequential>(
-      std::make_shared<nn::Linear>(in, hidden, true, on), std::make_shared<nn::GELU>(),
-      std::make_shared<nn::Linear>(hidden, hidden, true, on), std::make_shared<nn::GELU>(),
-      std::make_shared<nn::Linear>(hidden, out, true, on));
-}
-
 // Fraction of rows of `x` the model classifies as `y` says.
 double accuracy(nn::Module& model, const Tensor& x, const Tensor& y, const Device& dev) {
   ferry::NoGradGuard no_grad;
@@ -68,7 +59,7 @@ int main(int argc, char** argv) {
                                            .device = dev});
 
     ferry::manual_seed(0);
-    auto model = make_mlp(features, hidden, classes, dev);
+    auto model = sample::make_mlp(features, hidden, classes, dev);
     ferry::optim::Adam opt(model->parameters(), {.lr = 2e-3});
     std::printf("training on %s: %lld samples (%lld held out), %zu batches of 128 per epoch\n",
                 dev.str().c_str(), (long long)(n - held), (long long)held, loader.size());
