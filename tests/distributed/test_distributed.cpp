@@ -114,7 +114,7 @@ TEST(Collectives, AllreduceEveryDtypeAndOp) {
 TEST(Collectives, BroadcastAllgatherReduceScatterAllToAll) {
   const int R = group().size(), me = group().rank();
   for (const std::string& device : devices())
-    for (const DType dt : {DType::f32, DType::bf16, DType::i64, DType::u8, DType::f64}) {
+    for (const DType dt : ferry::kAllDTypes) {
       const std::string what = device + " " + std::string(ferry::dtype_name(dt));
       const ferry::TensorOptions on{.dtype = dt, .device = ferry::Device(device)};
       for (int root = 0; root < R; ++root) {
