@@ -6,9 +6,8 @@
 // includes what its group adds to the library call: the cross-rank check of each call (Note
 // [Process groups]: one allgather of 32 bytes) and the hand-off to the group's thread.
 //   mpirun -np 2 ferry-bench-allreduce [--quick]
-#include <mpi.h>
-
 #include <fmt/format.h>
+#include <mpi.h>
 
 #include <algorithm>
 #include <chrono>
@@ -29,9 +28,10 @@ int main(int argc, char** argv) {
     const int R = group->size(), me = group->rank();
     const double bus = R > 1 ? 2.0 * (R - 1) / R : 1.0;
     if (me == 0)
-      fmt::print("allreduce, sum of f32, {} ranks; bus bandwidth = {:.2f} x bytes / time\n"
-                 "{:>10} {:>12} {:>12} {:>12} {:>12} {:>7}\n",
-                 R, bus, "bytes", "ferry us", "ferry GB/s", "MPI us", "MPI GB/s", "ratio");
+      fmt::print(
+          "allreduce, sum of f32, {} ranks; bus bandwidth = {:.2f} x bytes / time\n"
+          "{:>10} {:>12} {:>12} {:>12} {:>12} {:>7}\n",
+          R, bus, "bytes", "ferry us", "ferry GB/s", "MPI us", "MPI GB/s", "ratio");
     const std::size_t top = quick ? std::size_t(16) << 20 : std::size_t(256) << 20;
     for (std::size_t bytes = 4096; bytes <= top; bytes *= 4) {
       const std::int64_t n = std::int64_t(bytes / 4);
