@@ -101,6 +101,9 @@ class CudaDevice final : public DeviceImpl {
   std::unique_ptr<Buffer> allocate_staging(std::size_t bytes) override;
   // cudaHostRegister (portable: every CUDA device's copies use it).
   std::unique_ptr<Buffer> register_host_memory(void* ptr, std::size_t bytes) override;
+  // The buffer's device pointer, and this device's stream (Note [Native memory]).
+  void* native_address(const Buffer& buffer, std::size_t offset) const override;
+  void* native_queue() const override { return stream_; }
   MemoryStats memory_stats() override;
   void reset_peak_memory_stats() override;
   void empty_cache() override;

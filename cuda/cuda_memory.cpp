@@ -144,6 +144,13 @@ std::unique_ptr<Buffer> CudaDevice::register_host_memory(void* ptr, std::size_t 
   return b;
 }
 
+void* CudaDevice::native_address(const Buffer& buffer, std::size_t offset) const {
+  auto* b = dynamic_cast<const CudaBuffer*>(&buffer);
+  // Pinned host memory is not device memory a device library should be handed.
+  if (!b || &b->device() != this || b->pinned() || offset > b->size()) return nullptr;
+  return static_cast<char*>(b->ptr()) + offset;
+}
+
 std::unique_ptr<Buffer> CudaDevice::sub_buffer(std::shared_ptr<Buffer> parent, std::size_t offset,
                                                std::size_t bytes) {
   auto* p = dynamic_cast<CudaBuffer*>(parent.get());

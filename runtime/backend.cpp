@@ -124,6 +124,13 @@ std::unique_ptr<Buffer> DeviceImpl::allocate_staging(std::size_t) { return nullp
 
 std::unique_ptr<Buffer> DeviceImpl::register_host_memory(void*, std::size_t) { return nullptr; }
 
+void* DeviceImpl::native_address(const Buffer& buffer, std::size_t offset) const {
+  // Memory the host reaches directly is its own address (the CPU; mapped memory is not
+  // what a device library would take, so only the CPU's counts).
+  if (!device().is_cpu() || !buffer.host_ptr()) return nullptr;
+  return static_cast<char*>(buffer.host_ptr()) + offset;
+}
+
 // Large copies are split over threads: one core cannot saturate memory bandwidth.
 void host_memcpy(void* dst, const void* src, std::size_t bytes) {
   constexpr std::int64_t kChunk = 1 << 16;

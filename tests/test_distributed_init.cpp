@@ -3,12 +3,22 @@
 // of the timeout setting; and the gradient hook DistributedDataParallel uses. The collectives
 // themselves run under mpirun (tests/distributed/).
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <optional>
 #include <string>
+#include <thread>
+#include <vector>
 
+#include "distributed/rendezvous.hpp"
 #include "ferry/distributed.hpp"
 #include "ferry/ferry.hpp"
+#ifdef FERRY_TEST_HAVE_NCCL
+#include "distributed/nccl/nccl_types.hpp"
+#endif
 
 namespace {
 
@@ -28,12 +38,17 @@ TEST(DistributedInit, AnUnknownBackendSaysWhatIsMissing) {
   EXPECT_FALSE(dist::is_initialized());
 }
 
-TEST(DistributedInit, ABadTimeoutIsAValueError) {
+TEST(DistributedInit, ABadTimeoutOrChunkIsAValueError) {
   for (const char* bad : {"soon", "0", "-3", "5s"}) {
     ::setenv("FERRY_DISTRIBUTED_TIMEOUT", bad, 1);
     EXPECT_THROW(dist::init({.backend = "carrier-pigeon"}), ferry::ValueError) << bad;
   }
   ::unsetenv("FERRY_DISTRIBUTED_TIMEOUT");
+  for (const char* bad : {"4M", "-1", "big"}) {
+    ::setenv("FERRY_DISTRIBUTED_CHUNK", bad, 1);
+    EXPECT_THROW(dist::init({.backend = "carrier-pigeon"}), ferry::ValueError) << bad;
+  }
+  ::unsetenv("FERRY_DISTRIBUTED_CHUNK");
   EXPECT_FALSE(dist::is_initialized());
 }
 
@@ -42,6 +57,230 @@ TEST(DistributedInit, ReduceOpsHavePyTorchsNames) {
   EXPECT_EQ(dist::reduce_op_name(dist::ReduceOp::avg), "avg");
   EXPECT_EQ(dist::reduce_op_name(dist::ReduceOp::product), "product");
 }
+
+// Sets environment variables for one scope and restores what was there.
+class ScopedEnv {
+ public:
+  ScopedEnv(std::initializer_list<std::pair<const char*, const char*>> vars) {
+    for (auto [name, value] : vars) {
+      const char* old = std::getenv(name);
+      saved_.push_back({name, old ? std::optional<std::string>(old) : std::nullopt});
+      if (value)
+        ::setenv(name, value, 1);
+      else
+        ::unsetenv(name);
+    }
+  }
+  ~ScopedEnv() {
+    for (auto& [name, old] : saved_)
+      if (old)
+        ::setenv(name.c_str(), old->c_str(), 1);
+      else
+        ::unsetenv(name.c_str());
+  }
+
+ private:
+  std::vector<std::pair<std::string, std::optional<std::string>>> saved_;
+};
+
+// Every launcher variable unset, so that each test says what its launcher set.
+ScopedEnv no_launcher() {
+  return ScopedEnv({{"FERRY_RANK", nullptr},
+                    {"FERRY_WORLD_SIZE", nullptr},
+                    {"FERRY_LOCAL_RANK", nullptr},
+                    {"OMPI_COMM_WORLD_RANK", nullptr},
+                    {"OMPI_COMM_WORLD_SIZE", nullptr},
+                    {"OMPI_COMM_WORLD_LOCAL_RANK", nullptr},
+                    {"PMI_RANK", nullptr},
+                    {"PMI_SIZE", nullptr},
+                    {"FERRY_RENDEZVOUS", nullptr}});
+}
+
+TEST(DistributedJobPlace, FromOptionsThenFerrysThenMpirunsVariables) {
+  const ScopedEnv clean = no_launcher();
+  auto p = dist::job_place(-1, -1);
+  EXPECT_EQ(p.rank, 0);
+  EXPECT_EQ(p.size, 1);
+  {
+    const ScopedEnv env({{"OMPI_COMM_WORLD_RANK", "2"},
+                         {"OMPI_COMM_WORLD_SIZE", "4"},
+                         {"OMPI_COMM_WORLD_LOCAL_RANK", "0"}});
+    p = dist::job_place(-1, -1);
+    EXPECT_EQ(p.rank, 2);
+    EXPECT_EQ(p.size, 4);
+    EXPECT_EQ(p.local_rank, 0);
+    const ScopedEnv ferry({{"FERRY_RANK", "1"}, {"FERRY_WORLD_SIZE", "3"}});
+    p = dist::job_place(-1, -1);  // ferry's own variables come first
+    EXPECT_EQ(p.rank, 1);
+    EXPECT_EQ(p.size, 3);
+    p = dist::job_place(5, 8);  // and the options before them
+    EXPECT_EQ(p.rank, 5);
+    EXPECT_EQ(p.size, 8);
+    EXPECT_EQ(p.local_rank, 0);
+  }
+  {
+    const ScopedEnv env({{"PMI_RANK", "3"}, {"PMI_SIZE", "4"}});
+    p = dist::job_place(-1, -1);
+    EXPECT_EQ(p.rank, 3);
+    EXPECT_EQ(p.local_rank, 3);  // no local rank given: the rank
+  }
+}
+
+TEST(DistributedJobPlace, BadValuesAreValueErrors) {
+  const ScopedEnv clean = no_launcher();
+  EXPECT_THROW(dist::job_place(3, 3), ferry::ValueError);
+  EXPECT_THROW(dist::job_place(0, -1), ferry::ValueError);
+  EXPECT_THROW(dist::job_place(-1, 0), ferry::ValueError);
+  {
+    const ScopedEnv env({{"FERRY_RANK", "1"}});  // the size is missing
+    EXPECT_THROW(dist::job_place(-1, -1), ferry::ValueError);
+  }
+  for (const char* bad : {"one", "-1", "2x", ""}) {
+    const ScopedEnv env({{"FERRY_RANK", bad}, {"FERRY_WORLD_SIZE", "2"}});
+    EXPECT_THROW(dist::job_place(-1, -1), ferry::ValueError) << bad;
+  }
+  const ScopedEnv env({{"FERRY_RANK", "2"}, {"FERRY_WORLD_SIZE", "2"}});
+  EXPECT_THROW(dist::job_place(-1, -1), ferry::ValueError);
+}
+
+std::string fresh_path(const std::string& name) {
+  const auto dir =
+      std::filesystem::temp_directory_path() / ("ferry-rendezvous-" + std::to_string(::getpid()));
+  std::filesystem::create_directories(dir);
+  const auto path = dir / name;
+  std::filesystem::remove(path);
+  return path.string();
+}
+
+// Three ranks as threads: each gets rank 0's bytes (zeros among them, as in NCCL's id), and rank
+// 0 leaves no file behind, so the same path serves the next job.
+TEST(DistributedRendezvous, EveryRankGetsRankZerosBytesAndNothingIsLeft) {
+  const std::string path = fresh_path("share");
+  const std::string id("unique\0id\xff", 10);
+  for (int job = 0; job < 2; ++job) {
+    std::vector<std::string> got(3);
+    std::vector<std::thread> ranks;
+    for (int r = 2; r >= 0; --r)  // the others first: they wait for rank 0
+      ranks.emplace_back([&, r] {
+        dist::FileRendezvous rdv("file:" + path, {.rank = r, .size = 3, .local_rank = r},
+                                 std::chrono::seconds(20));
+        got[std::size_t(r)] = rdv.share(r == 0 ? id : std::string("ignored"));
+      });
+    for (auto& t : ranks) t.join();
+    for (int r = 0; r < 3; ++r) EXPECT_EQ(got[std::size_t(r)], id) << "rank " << r;
+    const auto dir = std::filesystem::path(path).parent_path();
+    EXPECT_TRUE(std::filesystem::is_empty(dir)) << "job " << job;
+  }
+}
+
+TEST(DistributedRendezvous, AFileLeftByAnEarlierJobIsRefused) {
+  const std::string path = fresh_path("stale");
+  std::ofstream(path) << "an earlier job's";
+  dist::FileRendezvous rdv(path, {.rank = 0, .size = 2}, std::chrono::seconds(5));
+  try {
+    rdv.share("id");
+    ADD_FAILURE() << "rank 0 wrote over a file it did not make";
+  } catch (const ferry::distributed::DistributedError& e) {
+    EXPECT_NE(std::string(e.what()).find("left by an earlier job"), std::string::npos) << e.what();
+  }
+  std::filesystem::remove(path);
+}
+
+TEST(DistributedRendezvous, AMissingPeerEndsTheWaitWithATypedError) {
+  const std::string path = fresh_path("alone");
+  // Rank 1 waits for a rank 0 that never comes; rank 0 for a rank 1 that never reads.
+  dist::FileRendezvous one(path, {.rank = 1, .size = 2}, std::chrono::milliseconds(200));
+  EXPECT_THROW(one.share(""), ferry::distributed::DistributedError);
+  dist::FileRendezvous zero(path, {.rank = 0, .size = 2}, std::chrono::milliseconds(200));
+  try {
+    zero.share("id");
+    ADD_FAILURE() << "rank 0 returned without rank 1";
+  } catch (const ferry::distributed::DistributedError& e) {
+    EXPECT_NE(std::string(e.what()).find("rank 1 to read"), std::string::npos) << e.what();
+  }
+  EXPECT_FALSE(std::filesystem::exists(path));  // removed, so a retry can use the path
+  // One rank needs no file; several need one.
+  dist::FileRendezvous single("", {.rank = 0, .size = 1}, std::chrono::seconds(1));
+  EXPECT_EQ(single.share("x"), "x");
+  dist::FileRendezvous none("", {.rank = 0, .size = 2}, std::chrono::seconds(1));
+  EXPECT_THROW(none.share("x"), ferry::ValueError);
+}
+
+bool module_present(const std::string& name) {
+  for (const std::string& dir : ferry::backend_search_path())
+    if (std::filesystem::exists(std::filesystem::path(dir) /
+                                ("libferry_distributed_" + name + ".so")))
+      return true;
+  return false;
+}
+
+// Where no CUDA device is usable, init("nccl") says so with the cuda backend's reason; where
+// one is, a group of one rank runs on it (NCCL takes a single rank) and refuses other devices'
+// tensors.
+TEST(DistributedNccl, InitSaysWhyOrRunsOneRankOnTheGpu) {
+  const ScopedEnv clean = no_launcher();
+  if (!module_present("nccl")) {
+    EXPECT_THROW(dist::init({.backend = "nccl"}), ferry::UnsupportedError);
+    GTEST_SKIP() << "libferry_distributed_nccl.so is not built here (no NCCL beside the toolkit)";
+  }
+  if (!ferry::is_available("cuda")) {
+    try {
+      dist::init({.backend = "nccl"});
+      ADD_FAILURE() << "init(nccl) succeeded without a CUDA device";
+    } catch (const ferry::UnsupportedError& e) {
+      const std::string msg = e.what();
+      EXPECT_NE(msg.find("runs on cuda devices, and this machine has none usable"),
+                std::string::npos)
+          << msg;
+    }
+    EXPECT_FALSE(dist::is_initialized());
+    GTEST_SKIP() << "no usable CUDA device: the nccl group's collectives were not run";
+  }
+  auto group = dist::init({.backend = "nccl", .rank = 0, .world_size = 1});
+  ASSERT_TRUE(group->device().has_value());
+  EXPECT_EQ(group->device()->str(), "cuda:0");
+  ferry::Tensor t = ferry::tensor(std::vector<float>{1, 2, 3}).to("cuda:0");
+  group->allreduce(t, dist::ReduceOp::avg);
+  EXPECT_EQ(t.to_vector<float>(), (std::vector<float>{1, 2, 3}));
+  ferry::Tensor h =
+      ferry::tensor(std::vector<float>{1, 2}, {2}, {.dtype = ferry::DType::f16}).to("cuda:0");
+  ferry::Tensor all = ferry::zeros({1, 2}, {.dtype = ferry::DType::f16, .device = "cuda:0"});
+  group->allgather(all, h);
+  EXPECT_EQ(all.to(ferry::DType::f32).to_vector<float>(), (std::vector<float>{1, 2}));
+  EXPECT_THROW(group->allreduce(ferry::ones({2})), ferry::DeviceError);
+  group->barrier();
+  dist::shutdown();
+}
+
+TEST(DistributedInit, TheMpiGroupTakesEveryDeviceSoNamingOneIsAnError) {
+  const ScopedEnv clean = no_launcher();
+  if (!module_present("mpi")) GTEST_SKIP() << "libferry_distributed_mpi.so is not built here";
+#if defined(__SANITIZE_ADDRESS__)
+  // Loading Open MPI patches the allocator's calls (tests/distributed/CMakeLists.txt).
+  GTEST_SKIP() << "Open MPI is not loaded under the sanitizers";
+#endif
+  EXPECT_THROW(dist::init({.backend = "mpi", .device = ferry::Device::cpu()}), ferry::ValueError);
+  EXPECT_FALSE(dist::is_initialized());
+}
+
+#ifdef FERRY_TEST_HAVE_NCCL
+TEST(DistributedNccl, TypesAndReductionsMapOntoNcclsOwn) {
+  using namespace ferry::distributed::nccl;
+  EXPECT_EQ(nccl_type(ferry::DType::f32), ncclFloat32);
+  EXPECT_EQ(nccl_type(ferry::DType::f64), ncclFloat64);
+  EXPECT_EQ(nccl_type(ferry::DType::i8), ncclInt8);
+  EXPECT_EQ(nccl_type(ferry::DType::i32), ncclInt32);
+  EXPECT_EQ(nccl_type(ferry::DType::i64), ncclInt64);
+  EXPECT_EQ(nccl_type(ferry::DType::u8), ncclUint8);
+  EXPECT_EQ(nccl_type(ferry::DType::boolean), ncclUint8);  // the core turns or/and into max/min
+  EXPECT_THROW(nccl_type(ferry::DType::i16), ferry::distributed::DistributedError);
+  EXPECT_EQ(nccl_op(dist::ReduceOp::sum), ncclSum);
+  EXPECT_EQ(nccl_op(dist::ReduceOp::product), ncclProd);
+  EXPECT_EQ(nccl_op(dist::ReduceOp::min), ncclMin);
+  EXPECT_EQ(nccl_op(dist::ReduceOp::max), ncclMax);
+  EXPECT_THROW(nccl_op(dist::ReduceOp::avg), ferry::distributed::DistributedError);
+}
+#endif
 
 }  // namespace
 

@@ -11,7 +11,8 @@
 #              architecture (default build/release), e.g.
 #              cmake -S . -B build/gpu -G Ninja -DFERRY_CUDA_ARCHITECTURES=90
 #   OUT_DIR    where the logs go (default gpu-check-<date>)
-#   STEP       any of: info ctest conformance sanitizer bench (default: all)
+#   STEP       any of: info ctest conformance sanitizer bench distributed
+#              (default: all)
 # Environment: FERRY_GPU_CHECK_JOBS (parallel tests, default: all cores),
 # FERRY_GPU_CHECK_TIMEOUT (seconds per step, default 900).
 set -uo pipefail
@@ -23,7 +24,7 @@ build=$(realpath "${1:-build/release}")
 out=${2:-gpu-check-$(date +%Y%m%d-%H%M%S)}
 shift $(($# < 2 ? $# : 2))
 steps=("$@")
-[[ ${#steps[@]} -eq 0 ]] && steps=(info ctest conformance sanitizer bench)
+[[ ${#steps[@]} -eq 0 ]] && steps=(info ctest conformance sanitizer bench distributed)
 mkdir -p "$out"
 out=$(realpath "$out")
 jobs=${FERRY_GPU_CHECK_JOBS:-$(nproc)}
@@ -87,8 +88,17 @@ for step in "${steps[@]}"; do
     bench)
       run bench "$bin/ferry-bench" --benchmark_filter='cuda|train_step|vulkan|transfer|ops/'
       ;;
+    distributed)
+      # Two ranks sharing cuda:0 through the mpi group (staged through pinned host memory in
+      # chunks), beside MPI_Allreduce on host buffers; and a DDP step on cuda:0. The nccl
+      # group's single-rank run is in ctest (DistributedNccl.*); NCCL refuses two ranks on
+      # one GPU.
+      mpirun=(mpirun --allow-run-as-root --oversubscribe -np 2)
+      run allreduce_cuda "${mpirun[@]}" "$bin/ferry-bench-allreduce" --device cuda:0
+      run ddp_cuda "${mpirun[@]}" "$bin/ferry-bench-ddp" --device cuda:0
+      ;;
     *)
-      echo "unknown step '$step' (expected: info ctest conformance sanitizer bench)" >&2
+      echo "unknown step '$step' (expected: info ctest conformance sanitizer bench distributed)" >&2
       exit 2
       ;;
   esac

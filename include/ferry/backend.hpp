@@ -242,6 +242,16 @@ class DeviceImpl {
   // registered (the driver's alignment, its limits).
   virtual std::unique_ptr<Buffer> register_host_memory(void* ptr, std::size_t bytes);
 
+  // Note [Native memory]
+  // For a library that reads and writes a device's memory itself, on the
+  // device's own queue (NCCL on CUDA, for ferry::distributed's nccl group):
+  // the device address of byte `offset` of `buffer` (a CUdeviceptr on CUDA),
+  // and the in-order queue the device's kernels run on (a cudaStream_t), so
+  // that the library's work is ordered with them. nullptr where the device
+  // has none to give (the default); the CPU's address is the host pointer.
+  virtual void* native_address(const Buffer& buffer, std::size_t offset) const;
+  virtual void* native_queue() const { return nullptr; }
+
   // Optional: allocator statistics and releasing cached memory. Defaults:
   // zeros, and nothing to release. reset_peak_memory_stats starts
   // MemoryStats::peak_allocated afresh from what is allocated now.
@@ -333,7 +343,8 @@ inline constexpr std::size_t kSubBufferAlignment = 256;
 //    form (attribute dim; docs/kernel-contract.md).
 // 9: pinned host memory: DeviceImpl gained register_host_memory, Buffer gained
 //    registration(), DeviceCapabilities gained host_registration.
-inline constexpr int kBackendAbiVersion = 9;
+// 10: DeviceImpl gained native_address and native_queue (Note [Native memory]).
+inline constexpr int kBackendAbiVersion = 10;
 
 }  // namespace ferry
 

@@ -6,24 +6,33 @@
 // folder of libferry): "mpi" is libferry_distributed_mpi.so over Open MPI, which reads the rank
 // and the world size from the launcher's environment (mpirun). A machine without the module or
 // the library still runs ferry: init() raises UnsupportedError saying which is missing.
+// "nccl" is libferry_distributed_nccl.so over NCCL (from the CUDA toolkit), for cuda tensors:
+// its collectives run on the device's own stream, on device memory, with no staging. NCCL has
+// no launcher of its own, so its rank and world size come from InitOptions or the environment
+// (FERRY_RANK and FERRY_WORLD_SIZE, or mpirun's OMPI_COMM_WORLD_RANK and _SIZE), and rank 0
+// hands the others NCCL's unique id through a rendezvous file that every rank sees.
 //
 // Every collective has an async form returning a Work handle, and a blocking form that waits
 // on it. A group runs its collectives in the order they were issued, on a thread of its own
 // (the collective library is called from that thread alone), so a caller's thread goes on
 // while a collective is in flight; a tensor handed to one must not be touched until its Work
-// has completed. Tensors on any device are staged through host memory. Every collective
+// has completed. An mpi group takes tensors on any device, staged through host memory (a device
+// tensor's reduction in chunks whose copies overlap the library's work: Note [Chunked staging]
+// in runtime/distributed/chunked_staging.hpp); an
+// nccl group takes tensors on its own device() only. Every collective
 // first compares, across the ranks, what each was asked (which collective, dtype, element
 // count, root): a mismatch raises DistributedError on every rank, naming each rank's call,
 // and the group stays usable. A collective that has not completed within the group's timeout
 // (FERRY_DISTRIBUTED_TIMEOUT seconds, 300 by default) means a peer died or hangs: the group
-// prints which collective timed out on which rank and ends the whole job (MPI_Abort), so no
-// rank waits forever. A rank that dies or exits with an error is ended by the launcher, and
-// with it the job.
+// prints which collective timed out on which rank and ends the whole job (MPI_Abort; nccl: it
+// aborts its communicator and exits, and the launcher ends the other ranks), so no rank waits
+// forever. A rank that dies or exits with an error is ended by the launcher, and with it the job.
 #pragma once
 
 #include <chrono>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -59,6 +68,19 @@ class FERRY_EXPORT Work {
 
 struct InitOptions {
   std::string backend = "mpi";
+  // This process's rank and the number of ranks; -1: from the launcher's environment
+  // (FERRY_RANK and FERRY_WORLD_SIZE, else OMPI_COMM_WORLD_RANK and OMPI_COMM_WORLD_SIZE, else
+  // PMI_RANK and PMI_SIZE, else a single rank). MPI knows its own: an mpi group checks them.
+  int rank = -1;
+  int world_size = -1;
+  // Where rank 0 hands the other ranks what the library needs to connect (NCCL's unique id):
+  // the path of a file on a file system that every rank sees, which must not exist yet; rank 0
+  // removes it once every rank has read it. Empty: FERRY_RENDEZVOUS. Unused by mpi.
+  std::string rendezvous;
+  // A group of one device backend (nccl: cuda) uses this device; none: the device of that
+  // backend numbered by the local rank (FERRY_LOCAL_RANK or OMPI_COMM_WORLD_LOCAL_RANK, else
+  // the rank) modulo the number of devices.
+  std::optional<Device> device;
   // How long a collective may take before the job is ended; zero: FERRY_DISTRIBUTED_TIMEOUT
   // (seconds), else 300 s.
   std::chrono::milliseconds timeout{0};
@@ -71,6 +93,9 @@ class FERRY_EXPORT ProcessGroup {
   virtual int size() const = 0;
   virtual std::string backend() const = 0;
   virtual std::chrono::milliseconds timeout() const = 0;
+  // The one device whose tensors this group takes (nccl: this rank's cuda device), or none
+  // where it takes tensors on every device (mpi).
+  virtual std::optional<Device> device() const = 0;
 
   // In place: every rank's `t` becomes the reduction of all ranks' `t`.
   virtual Work allreduce_async(const Tensor& t, ReduceOp op = ReduceOp::sum) = 0;

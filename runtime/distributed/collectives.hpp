@@ -1,12 +1,15 @@
 // runtime/distributed/collectives.hpp — what a distributed backend module implements:
-// collectives over host memory within one job (Note [Process groups] in ferry/distributed.hpp).
+// collectives within one job (Note [Process groups] in ferry/distributed.hpp).
 //
-// The core (process_group.cpp) checks every argument, stages tensors through host buffers,
+// A module's buffers are host memory (mpi), or the device memory of one backend's devices
+// (nccl: cuda), as device_backend() says. The core (process_group.cpp) checks every argument,
+// stages tensors into contiguous buffers where the module takes them (host memory; or the
+// group's device, at the addresses DeviceImpl::native_address gives: Note [Native memory]),
 // widens f16 and bf16 to f32 for reductions, maps bool's sum and product onto max and min and
-// divides for avg, so a module sees contiguous host buffers of the dtypes below and only sum,
-// min, max and product. It calls a module from one thread at a time (the group's worker
-// thread; create() and the destructor from the thread that called init() and shutdown()).
-// Each call blocks until its part is done and raises ferry::Error on failure.
+// divides for avg, so a module sees contiguous buffers of the dtypes below and only sum, min,
+// max and product. It calls a module from one thread at a time (the group's worker thread;
+// join() and the destructor from the thread that called init() and shutdown()). Each call
+// blocks until its part is done, on the device too, and raises ferry::Error on failure.
 #pragma once
 
 #include <cstddef>
@@ -18,11 +21,39 @@
 namespace ferry::distributed {
 
 // Bumped when this interface changes; a module built for another is refused.
-inline constexpr int kCollectivesAbiVersion = 1;
+// 2: join() and Rendezvous; device_backend() (modules over device memory).
+inline constexpr int kCollectivesAbiVersion = 2;
+
+// How a rank learns the job it joins: the rank and world size the core read from InitOptions
+// or the launcher's environment, and a way for rank 0 to hand every rank a few bytes (NCCL's
+// unique id). A library that learns these itself (MPI) need not ask.
+class Rendezvous {
+ public:
+  virtual ~Rendezvous() = default;
+  virtual int rank() const = 0;
+  virtual int size() const = 0;
+  // Rank 0's `value` on every rank (the other ranks' `value` is ignored). Blocks until rank 0
+  // has given it; DistributedError after the group's timeout, ValueError where no rendezvous
+  // was configured and there is more than one rank.
+  virtual std::string share(const std::string& value) = 0;
+};
+
+struct JoinArgs {
+  Rendezvous* rendezvous = nullptr;
+  // A device module's device: its index among device_backend()'s devices, and that device's
+  // queue (DeviceImpl::native_queue), on which the module enqueues its work.
+  int device_index = -1;
+  void* queue = nullptr;
+};
 
 class Collectives {
  public:
-  virtual ~Collectives() = default;  // leaves the job
+  virtual ~Collectives() = default;  // leaves the job, where it joined one
+  // Empty where the module's buffers are host memory; else the backend whose device memory
+  // they are ("cuda").
+  virtual std::string device_backend() const { return {}; }
+  // Joins the job (raises ferry::Error where it cannot). Called once, before anything below.
+  virtual void join(const JoinArgs& args) = 0;
   virtual std::string name() const = 0;
   virtual int rank() const = 0;
   virtual int size() const = 0;
@@ -45,9 +76,9 @@ class Collectives {
 
 }  // namespace ferry::distributed
 
-// A module exports `ferry_create_collectives` of this type: the collectives of the job the
-// process was launched in (it raises ferry::Error when it cannot join one), or null when the
-// module was built for another ABI version.
+// A module exports `ferry_create_collectives` of this type: its collectives, not yet joined
+// (cheap: no library is initialised), or null when the module was built for another ABI
+// version.
 extern "C" {
 using FerryCreateCollectivesFn = ferry::distributed::Collectives* (*)(int abi_version);
 }

@@ -6,6 +6,7 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include <atomic>
 #include <condition_variable>
 #include <cstdio>
 #include <cstdlib>
@@ -16,7 +17,9 @@
 #include <optional>
 #include <thread>
 
+#include "distributed/chunked_staging.hpp"
 #include "distributed/collectives.hpp"
+#include "distributed/rendezvous.hpp"
 #include "ferry/autograd.hpp"
 #include "ferry/backend.hpp"
 #include "ferry/distributed.hpp"
@@ -51,6 +54,7 @@ class WorkState {
       std::lock_guard lock(mutex_);
       done_ = true;
       error_ = std::move(error);
+      done_flag_.store(true, std::memory_order_release);
     }
     cv_.notify_all();
   }
@@ -59,6 +63,10 @@ class WorkState {
     return done_;
   }
   void wait() const {
+    // A short collective completes within microseconds: looking again for a while costs less
+    // than a sleep and a wake-up (Note [Process groups]).
+    for (int i = 0; i < kSpins && !done_flag_.load(std::memory_order_acquire); ++i)
+      std::this_thread::yield();
     std::unique_lock lock(mutex_);
     if (!cv_.wait_for(lock, timeout_, [&] { return done_; })) {
       // A peer died or hangs in another call: no rank may wait forever.
@@ -76,6 +84,8 @@ class WorkState {
   mutable std::mutex mutex_;
   mutable std::condition_variable cv_;
   bool done_ = false;
+  std::atomic<bool> done_flag_{false};  // done_, read without the mutex while spinning
+  static constexpr int kSpins = 2000;
   std::exception_ptr error_;
   std::string what_;
   std::chrono::milliseconds timeout_;
@@ -103,7 +113,7 @@ constexpr const char* kKindNames[] = {"allreduce",  "broadcast", "allgather", "r
                                       "all_to_all", "barrier",   "send"};
 
 // What a rank was asked, compared across the ranks before each collective.
-struct Call {
+struct Call {  // 32 bytes: exchanged as [1, 4] i64 where the module takes device memory
   std::int64_t kind = 0, dtype = 0, count = 0, arg = 0;  // arg: the op, or the root
   bool operator==(const Call&) const = default;
   std::string str() const {
@@ -117,6 +127,7 @@ struct Call {
     return s;
   }
 };
+static_assert(sizeof(Call) == 4 * sizeof(std::int64_t));
 
 std::chrono::milliseconds timeout_from(const InitOptions& o) {
   if (o.timeout.count() > 0) return o.timeout;
@@ -163,9 +174,12 @@ std::unique_ptr<Collectives> open_backend(const std::string& name) {
   }
   throw UnsupportedError(fmt::format(
       "distributed: no '{}' backend: {} is not in the backend search path ({}); ferry builds "
-      "it where {} was found at build time{}",
-      name, file, fmt::join(tried, ", "), name == "mpi" ? "Open MPI (libopenmpi-dev)" : name,
-      name == "mpi" || name == "nccl" ? "" : " (known backends: mpi)"));
+      "it where {} is found at build time{}",
+      name, file, fmt::join(tried, ", "),
+      name == "mpi"    ? "Open MPI (libopenmpi-dev)"
+      : name == "nccl" ? "the CUDA toolkit and NCCL (nccl.h, libnccl.so)"
+                       : name,
+      name == "mpi" || name == "nccl" ? "" : " (known backends: mpi, nccl)"));
 }
 
 void require(bool ok, const std::string& message) {
@@ -176,8 +190,15 @@ bool is_16_bit_float(DType dt) { return dt == DType::f16 || dt == DType::bf16; }
 
 class Group final : public ProcessGroup {
  public:
-  Group(std::unique_ptr<Collectives> lib, std::chrono::milliseconds timeout)
-      : lib_(std::move(lib)), timeout_(timeout), worker_([this] { run(); }) {}
+  // `device`: the device of a device module's group (its buffers are that device's memory).
+  Group(std::unique_ptr<Collectives> lib, std::chrono::milliseconds timeout,
+        std::optional<Device> device, std::size_t chunk_bytes)
+      : lib_(std::move(lib)),
+        timeout_(timeout),
+        device_(std::move(device)),
+        impl_(device_ ? &device_impl(*device_) : nullptr),
+        chunk_bytes_(chunk_bytes),
+        worker_([this] { run(); }) {}
   ~Group() override {
     {
       std::lock_guard lock(mutex_);
@@ -192,8 +213,10 @@ class Group final : public ProcessGroup {
   int size() const override { return lib_->size(); }
   std::string backend() const override { return lib_->name(); }
   std::chrono::milliseconds timeout() const override { return timeout_; }
+  std::optional<Device> device() const override { return device_; }
 
   Work allreduce_async(const Tensor& t, ReduceOp op) override {
+    check_device("allreduce", {t});
     check_reduction("allreduce", t.dtype(), op);
     return issue(
         Call{std::int64_t(Kind::allreduce), std::int64_t(t.dtype()), t.numel(), std::int64_t(op)},
@@ -205,30 +228,33 @@ class Group final : public ProcessGroup {
   }
   Work broadcast_async(const Tensor& t, int root) override {
     check_rank("broadcast", root);
+    check_device("broadcast", {t});
     return issue(Call{std::int64_t(Kind::broadcast), std::int64_t(t.dtype()), t.numel(), root},
                  [this, t, root] {
-                   Tensor h = host(t);
+                   Tensor h = staged(t);
                    lib_->broadcast(bytes(h), nbytes(h), root);
                    write_back(t, h);
                  });
   }
   Work allgather_async(const Tensor& out, const Tensor& in) override {
     check_blocks("allgather", out, in);
+    check_device("allgather", {out, in});
     return issue(Call{std::int64_t(Kind::allgather), std::int64_t(in.dtype()), in.numel(), 0},
                  [this, out, in] {
-                   Tensor hi = host(in), ho = host(out, false);
+                   Tensor hi = staged(in), ho = staged(out, false);
                    lib_->allgather(bytes(hi), bytes(ho), nbytes(hi));
                    write_back(out, ho);
                  });
   }
   Work reduce_scatter_async(const Tensor& out, const Tensor& in, ReduceOp op) override {
     check_blocks("reduce_scatter", in, out);
+    check_device("reduce_scatter", {out, in});
     check_reduction("reduce_scatter", in.dtype(), op);
     return issue(Call{std::int64_t(Kind::reduce_scatter), std::int64_t(in.dtype()), out.numel(),
                       std::int64_t(op)},
                  [this, out, in, op] {
                    const DType wide = is_16_bit_float(in.dtype()) ? DType::f32 : in.dtype();
-                   Tensor hi = host(in, true, wide), ho = host(out, false, wide);
+                   Tensor hi = staged(in, true, wide), ho = staged(out, false, wide);
                    lib_->reduce_scatter(bytes(hi), bytes(ho), std::size_t(ho.numel()), ho.dtype(),
                                         library_op(in.dtype(), op));
                    finish_reduction(ho, op);
@@ -242,9 +268,10 @@ class Group final : public ProcessGroup {
                         "first) and one dtype, got {} {} and {} {}",
                         size(), shape_str(in.sizes()), dtype_name(in.dtype()),
                         shape_str(out.sizes()), dtype_name(out.dtype())));
+    check_device("all_to_all", {out, in});
     return issue(Call{std::int64_t(Kind::all_to_all), std::int64_t(in.dtype()), in.numel(), 0},
                  [this, out, in] {
-                   Tensor hi = host(in), ho = host(out, false);
+                   Tensor hi = staged(in), ho = staged(out, false);
                    lib_->all_to_all(bytes(hi), bytes(ho), nbytes(hi) / std::size_t(size()));
                    write_back(out, ho);
                  });
@@ -254,31 +281,35 @@ class Group final : public ProcessGroup {
   }
   Work send_async(const Tensor& t, int dst, int tag) override {
     check_peer("send", dst);
+    check_device("send", {t});
     const Call call{std::int64_t(Kind::send), std::int64_t(t.dtype()), t.numel(), tag};
     return issue_local(fmt::format("send to rank {} (tag {})", dst, tag),
                        [this, t, dst, tag, call] {
-                         lib_->send(&call, sizeof call, dst, tag);
-                         Tensor h = host(t);
+                         Tensor header = staged_call(call);
+                         lib_->send(bytes(header), sizeof call, dst, tag);
+                         Tensor h = staged(t);
                          lib_->send(bytes(h), nbytes(h), dst, tag);
                        });
   }
   Work recv_async(const Tensor& t, int src, int tag) override {
     check_peer("recv", src);
+    check_device("recv", {t});
     return issue_local(fmt::format("recv from rank {} (tag {})", src, tag), [this, t, src, tag] {
-      Call sent;
-      lib_->recv(&sent, sizeof sent, src, tag);
+      Tensor header = staged_call(Call{});
+      lib_->recv(bytes(header), sizeof(Call), src, tag);
+      const Call sent = read_calls(header)[0];
       const Call want{std::int64_t(Kind::send), std::int64_t(t.dtype()), t.numel(), tag};
       if (!(sent == want)) {
         // Take the message all the same, so that the next one on this tag is read whole.
-        std::vector<char> drain(std::size_t(sent.count) * dtype_size(DType(sent.dtype)));
-        lib_->recv(drain.data(), drain.size(), src, tag);
+        Tensor drain = staged(empty({sent.count}, {.dtype = DType(sent.dtype)}), false);
+        lib_->recv(bytes(drain), nbytes(drain), src, tag);
         throw DistributedError(
             fmt::format("recv: rank {} expected {} elements of {} from rank {} (tag {}), which "
                         "sent {} elements of {}",
                         rank(), want.count, dtype_name(t.dtype()), src, tag, sent.count,
                         dtype_name(DType(sent.dtype))));
       }
-      Tensor h = host(t, false);
+      Tensor h = staged(t, false);
       lib_->recv(bytes(h), nbytes(h), src, tag);
       write_back(t, h);
     });
@@ -300,6 +331,15 @@ class Group final : public ProcessGroup {
     if (op == ReduceOp::avg && !is_floating(dt))
       throw DTypeError(fmt::format("{}: avg takes floating tensors, got {}", what, dtype_name(dt)));
   }
+  // A device module's group takes tensors on its device alone.
+  void check_device(const char* what, std::initializer_list<Tensor> ts) const {
+    if (!device_) return;
+    for (const Tensor& t : ts)
+      if (t.device() != *device_)
+        throw DeviceError(fmt::format(
+            "{}: the {} group of rank {} takes tensors on {}, got one on {} (move it with .to())",
+            what, backend(), rank(), device_->str(), t.device().str()));
+  }
   // `whole` is [size, *part.shape], of part's dtype.
   void check_blocks(const char* what, const Tensor& whole, const Tensor& part) const {
     Shape want{size()};
@@ -311,24 +351,46 @@ class Group final : public ProcessGroup {
   }
 
   // ---- staging, on the worker thread ----
-  // t's values (when `read`) in contiguous host memory of dtype `dt`: t itself when it already
-  // is that, else a copy.
-  static Tensor host(const Tensor& t, bool read = true, std::optional<DType> dt = {}) {
+  // Where the module's buffers live: host memory, or the group's device.
+  Device home() const { return device_.value_or(Device::cpu()); }
+  // t's values (when `read`) in a contiguous buffer the module takes, of dtype `dt`: t itself
+  // when it already is that, else a copy. A device module's work is ordered after t's producers
+  // by the device's queue; host memory is read once the device has finished writing it.
+  Tensor staged(const Tensor& t, bool read = true, std::optional<DType> dt = {}) const {
     const DType want = dt.value_or(t.dtype());
-    if (t.device().is_cpu() && t.is_contiguous() && t.dtype() == want) {
-      synchronize(t.device());
+    if (t.device() == home() && t.is_contiguous() && t.dtype() == want) {
+      if (!device_) synchronize(t.device());
       return t;
     }
-    if (!read) return empty(t.sizes(), {.dtype = want});
-    return t.to(Device::cpu(), want).contiguous();
+    if (!read) return empty(t.sizes(), {.dtype = want, .device = home()});
+    Tensor h = t.to(home(), want).contiguous();
+    if (!device_) synchronize(t.device());
+    return h;
   }
-  static void write_back(const Tensor& t, const Tensor& h) {
+  void write_back(const Tensor& t, const Tensor& h) const {
     if (!h.is_same(t)) const_cast<Tensor&>(t).copy_(h);
-    synchronize(t.device());
+    if (!device_) synchronize(t.device());
   }
-  static void* bytes(const Tensor& h) {
-    return static_cast<char*>(h.storage()->buffer().host_ptr()) +
-           h.storage_offset() * std::int64_t(dtype_size(h.dtype()));
+  // The address the module reads and writes h at (Note [Native memory]).
+  void* bytes(const Tensor& h) const {
+    const std::size_t offset = std::size_t(h.storage_offset()) * dtype_size(h.dtype());
+    if (!impl_) return static_cast<char*>(h.storage()->buffer().host_ptr()) + offset;
+    void* p = impl_->native_address(h.storage()->buffer(), offset);
+    if (!p)
+      throw UnsupportedError(fmt::format("distributed: {} gives no device address for the {} group",
+                                         device_->str(), backend()));
+    return p;
+  }
+  // Calls as the module exchanges them: [n, 4] i64 in its memory.
+  Tensor staged_call(const Call& c) const {
+    return staged(tensor(std::vector<std::int64_t>{c.kind, c.dtype, c.count, c.arg}, {1, 4}));
+  }
+  static std::vector<Call> read_calls(const Tensor& t) {
+    const std::vector<std::int64_t> v = t.to_vector<std::int64_t>();
+    std::vector<Call> calls;
+    for (std::size_t i = 0; i + 3 < v.size(); i += 4)
+      calls.push_back({v[i], v[i + 1], v[i + 2], v[i + 3]});
+    return calls;
   }
   static std::size_t nbytes(const Tensor& h) {
     return std::size_t(h.numel()) * dtype_size(h.dtype());
@@ -345,7 +407,14 @@ class Group final : public ProcessGroup {
   // An in-place reduction of t: 16-bit floats in f32, rounded once at the end.
   void reduce(const Tensor& t, ReduceOp op, const Reducer& run) const {
     const DType wide = is_16_bit_float(t.dtype()) ? DType::f32 : t.dtype();
-    Tensor h = host(t, true, wide);
+    if (!device_ && !t.device().is_cpu()) {  // Note [Chunked staging]
+      const ReduceOp library = library_op(t.dtype(), op);
+      reduce_in_chunks(
+          t, wide, chunk_bytes_, [&](void* p, std::size_t n) { run(p, n, wide, library); },
+          [&](Tensor& h) { finish_reduction(h, op); });
+      return;
+    }
+    Tensor h = staged(t, true, wide);
     run(bytes(h), std::size_t(h.numel()), wide, library_op(t.dtype(), op));
     finish_reduction(h, op);
     write_back(t, h);
@@ -356,7 +425,14 @@ class Group final : public ProcessGroup {
   Work issue(Call call, std::function<void()> body) {
     return enqueue(call.str(), [this, call, body = std::move(body)] {
       std::vector<Call> all(static_cast<std::size_t>(size()));
-      lib_->allgather(&call, all.data(), sizeof call);
+      if (!device_) {
+        lib_->allgather(&call, all.data(), sizeof call);  // host memory: no tensor needed
+      } else {
+        const Tensor mine = staged_call(call);
+        const Tensor gathered = empty({size(), 4}, {.dtype = DType::i64, .device = home()});
+        lib_->allgather(bytes(mine), bytes(gathered), sizeof call);
+        all = read_calls(gathered);
+      }
       for (const Call& c : all)
         if (!(c == call)) {
           std::string calls;
@@ -378,6 +454,7 @@ class Group final : public ProcessGroup {
       state = std::make_shared<WorkState>(
           fmt::format("{} (call #{} of this rank)", what, ++issued_), timeout_, rank(), lib_.get());
       queue_.emplace_back(state, std::move(body));
+      pending_.store(true, std::memory_order_release);
     }
     cv_.notify_all();
     return Work(state);
@@ -387,11 +464,16 @@ class Group final : public ProcessGroup {
     for (;;) {
       std::pair<std::shared_ptr<WorkState>, std::function<void()>> job;
       {
+        // The next collective often follows at once (a blocking call after a blocking call):
+        // look for it a while before sleeping, as WorkState::wait does.
+        for (int i = 0; i < kWorkerSpins && !pending_.load(std::memory_order_acquire); ++i)
+          std::this_thread::yield();
         std::unique_lock lock(mutex_);
         cv_.wait(lock, [&] { return stopping_ || !queue_.empty(); });
         if (queue_.empty()) return;  // stopping, and everything issued has run
         job = std::move(queue_.front());
         queue_.pop_front();
+        pending_.store(!queue_.empty(), std::memory_order_release);
       }
       try {
         job.second();
@@ -404,13 +486,54 @@ class Group final : public ProcessGroup {
 
   std::unique_ptr<Collectives> lib_;
   std::chrono::milliseconds timeout_;
+  std::optional<Device> device_;
+  DeviceImpl* impl_;         // device_'s
+  std::size_t chunk_bytes_;  // Note [Chunked staging]
   std::mutex mutex_;
   std::condition_variable cv_;
   std::deque<std::pair<std::shared_ptr<WorkState>, std::function<void()>>> queue_;
   bool stopping_ = false;
+  std::atomic<bool> pending_{false};  // !queue_.empty(), read without the mutex while spinning
+  static constexpr int kWorkerSpins = 2000;
   std::uint64_t issued_ = 0;
   std::thread worker_;  // last: starts once the rest is built
 };
+
+// A device module's device (InitOptions::device, else its backend's device numbered by the
+// local rank); none for a module over host memory.
+std::optional<Device> group_device(const Collectives& lib, const InitOptions& o,
+                                   const JobPlace& place) {
+  const std::string backend = lib.device_backend();
+  if (backend.empty()) {
+    if (o.device)
+      throw ValueError(
+          fmt::format("distributed: the {} backend takes tensors on every device; "
+                      "InitOptions::device is for a device backend's group (nccl)",
+                      lib.name()));
+    return std::nullopt;
+  }
+  if (o.device) {
+    if (o.device->type() != backend)
+      throw DeviceError(fmt::format("distributed: the {} backend runs on {} devices, not {}",
+                                    lib.name(), backend, o.device->str()));
+    return o.device;
+  }
+  int usable = 0;
+  std::string reason;
+  for (const DeviceInfo& d : devices()) {
+    if (d.backend != backend) continue;
+    if (d.available)
+      ++usable;
+    else if (reason.empty())
+      reason = d.unavailable_reason;
+  }
+  if (usable == 0)
+    throw UnsupportedError(
+        fmt::format("distributed: the {} backend runs on {} devices, and this machine has none "
+                    "usable ({})",
+                    lib.name(), backend, reason.empty() ? backend + " has no devices" : reason));
+  return Device::unchecked(backend, place.local_rank % usable);
+}
 
 std::mutex g_mutex;
 std::shared_ptr<ProcessGroup> g_default;
@@ -423,7 +546,28 @@ std::shared_ptr<ProcessGroup> init(const InitOptions& options) {
     throw Error(fmt::format("distributed::init: already initialized (backend {}, rank {} of {})",
                             g_default->backend(), g_default->rank(), g_default->size()));
   const auto timeout = timeout_from(options);
-  g_default = std::make_shared<Group>(open_backend(options.backend), timeout);
+  const std::size_t chunk_bytes = staging_chunk_bytes();
+  const JobPlace place = job_place(options.rank, options.world_size);
+  std::unique_ptr<Collectives> lib = open_backend(options.backend);
+  const std::optional<Device> device = group_device(*lib, options, place);
+  std::string path = options.rendezvous;
+  if (const char* env = std::getenv("FERRY_RENDEZVOUS"); path.empty() && env) path = env;
+  FileRendezvous rendezvous(path, place, timeout);
+  JoinArgs args{.rendezvous = &rendezvous};
+  if (device) {
+    args.device_index = device->index();
+    args.queue = device_impl(*device).native_queue();
+    if (!args.queue)
+      throw UnsupportedError(fmt::format("distributed: {} gives no queue for the {} backend",
+                                         device->str(), options.backend));
+  }
+  lib->join(args);
+  if (lib->rank() != place.rank || lib->size() != place.size)
+    throw ValueError(
+        fmt::format("distributed: the {} backend joined as rank {} of {}, where InitOptions or the "
+                    "environment (FERRY_RANK, FERRY_WORLD_SIZE) say rank {} of {}",
+                    options.backend, lib->rank(), lib->size(), place.rank, place.size));
+  g_default = std::make_shared<Group>(std::move(lib), timeout, device, chunk_bytes);
   return g_default;
 }
 

@@ -18,7 +18,7 @@ struct DistributedDataParallel::Reducer {
   struct Bucket {
     std::vector<std::size_t> members;  // indices into params
     std::size_t pending = 0;           // members whose gradient has not come yet
-    Tensor flat;                       // the members' gradients, end to end, while reduced
+    Tensor flat;  // the members' gradients, end to end; each member's grad is a view of it
     distributed::Work work;
   };
 
@@ -28,11 +28,48 @@ struct DistributedDataParallel::Reducer {
   std::vector<std::uint64_t> hooks;
   std::vector<Bucket> buckets;
   std::vector<std::size_t> bucket_of;
+  std::vector<Tensor> views;  // params[i]'s slot in its bucket, shaped as the parameter
   std::vector<bool> ready;
   std::size_t next_bucket = 0;  // buckets start in order, the same on every rank
   bool sync = true;
   bool in_progress = false;  // a gradient came since the last write-back
   std::mutex mutex;
+
+  // Note [Gradients as bucket views]
+  // Each parameter's gradient is made a view of its slot in its bucket the first time it comes
+  // (a copy), and stays one while the optimizer zeroes it in place (zero_grad(false): backward
+  // then adds into the slot itself, with no copy at all); the all-reduce averages the bucket
+  // in place, so nothing is copied back. A gradient that is not the view (zero_grad() set it to
+  // none, or code replaced it) is copied into the slot, and the view takes its place.
+  void adopt(std::size_t i, const Tensor& grad) {
+    // A migration while the gradients were unset moved the parameters without the bucket.
+    Bucket& b = buckets[bucket_of[i]];
+    if (b.flat.device() != params[i].device() || b.flat.dtype() != params[i].dtype()) allocate(b);
+    const Tensor& view = views[i];
+    if (grad.defined() && grad.storage() == view.storage() &&
+        grad.storage_offset() == view.storage_offset() && grad.sizes() == view.sizes() &&
+        grad.strides() == view.strides())
+      return;
+    NoGradGuard no_grad;
+    if (grad.defined())
+      const_cast<Tensor&>(view).copy_(grad);
+    else
+      const_cast<Tensor&>(view).zero_();
+    params[i].set_grad(view);
+  }
+
+  // The bucket's memory, on its members' device and of their dtype, and their views of it.
+  void allocate(Bucket& b) {
+    std::int64_t total = 0;
+    for (std::size_t m : b.members) total += params[m].numel();
+    const Tensor& first = params[b.members.front()];
+    b.flat = zeros({total}, {.dtype = first.dtype(), .device = first.device()});
+    std::int64_t at = 0;
+    for (std::size_t m : b.members) {
+      views[m] = b.flat.narrow(0, at, params[m].numel()).view(params[m].sizes());
+      at += params[m].numel();
+    }
+  }
 
   void mark_ready(std::size_t i) {
     if (ready[i])
@@ -48,35 +85,14 @@ struct DistributedDataParallel::Reducer {
     if (next_bucket == buckets.size()) finish();
   }
 
-  void launch(Bucket& b) {
-    NoGradGuard no_grad;
-    std::vector<Tensor> parts;
-    for (std::size_t m : b.members) {
-      const Tensor g = params[m].grad();
-      parts.push_back(g.defined() ? g.reshape({-1})
-                                  : zeros({params[m].numel()}, {.dtype = params[m].dtype(),
-                                                                .device = params[m].device()}));
-    }
-    b.flat = cat(parts, 0);
-    b.work = group->allreduce_async(b.flat, distributed::ReduceOp::avg);
-  }
+  void launch(Bucket& b) { b.work = group->allreduce_async(b.flat, distributed::ReduceOp::avg); }
 
-  // Every bucket has started: wait for each and write the averages back.
+  // Every bucket has started: wait for each (the gradients are views of the buckets, so they
+  // hold the averages once it has completed).
   void finish() {
-    NoGradGuard no_grad;
     for (Bucket& b : buckets) {
       b.work.wait();
-      std::int64_t at = 0;
-      for (std::size_t m : b.members) {
-        const Tensor& p = params[m];
-        const Tensor avg = b.flat.narrow(0, at, p.numel()).reshape(p.sizes());
-        at += p.numel();
-        if (Tensor g = p.grad(); g.defined())
-          g.copy_(avg);
-        else
-          p.set_grad(avg.clone());
-      }
-      b.flat = Tensor();
+      b.work = distributed::Work();
       b.pending = b.members.size();
     }
     std::fill(ready.begin(), ready.end(), false);
@@ -142,12 +158,16 @@ DistributedDataParallel::DistributedDataParallel(std::shared_ptr<Module> module,
     bytes += pb;
   }
   r->ready.assign(r->params.size(), false);
+  r->views.resize(r->params.size());
+  for (Reducer::Bucket& b : r->buckets) r->allocate(b);
   Reducer* raw = r.get();
   for (std::size_t i = 0; i < r->params.size(); ++i)
     r->hooks.push_back(
         autograd::register_post_accumulate_grad_hook(r->params[i], [raw, i](const Tensor&) {
           std::lock_guard lock(raw->mutex);
-          if (raw->sync) raw->mark_ready(i);
+          if (!raw->sync) return;
+          raw->adopt(i, raw->params[i].grad());
+          raw->mark_ready(i);
         }));
   reducer_ = std::move(r);
 }
@@ -192,7 +212,10 @@ Tensor DistributedDataParallel::forward(const Tensor& input) {
     std::lock_guard lock(r.mutex);
     if (r.sync)
       for (std::size_t i = 0; i < r.params.size(); ++i)
-        if (!reached.count(r.params[i].impl_ptr().get())) r.mark_ready(i);
+        if (!reached.count(r.params[i].impl_ptr().get())) {
+          r.adopt(i, Tensor());  // a zero gradient
+          r.mark_ready(i);
+        }
   }
   return y;
 }

@@ -7,11 +7,15 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <chrono>
 #include <cmath>
 #include <csignal>
 #include <cstdio>
+#include <filesystem>
+#include <functional>
+#include <memory>
 #include <string>
 #include <thread>
 #include <vector>
@@ -21,6 +25,8 @@
 #include "ferry/nn.hpp"
 #include "ferry/nn/parallel.hpp"
 #include "ferry/optim.hpp"
+#include "ferry/safetensors.hpp"
+#include "ferry/transfer.hpp"
 
 namespace {
 
@@ -31,11 +37,12 @@ using ferry::Tensor;
 
 dist::ProcessGroup& group() { return *dist::default_group(); }
 
-// The CPU and vulkan:0 where it exists (rank 0 says which, once).
+// The CPU, and vulkan:0 and cuda:0 where they exist (the ranks share them); rank 0 says which.
 std::vector<std::string> devices() {
   static const std::vector<std::string> d = [] {
     std::vector<std::string> v{"cpu"};
     if (ferry::is_available("vulkan:0")) v.push_back("vulkan:0");
+    if (ferry::is_available("cuda:0")) v.push_back("cuda:0");
     if (group().rank() == 0)
       std::printf("collectives on: %s\n", fmt::format("{}", fmt::join(v, ", ")).c_str());
     return v;
@@ -246,32 +253,166 @@ void expect_same_parameters(const ferry::nn::Module& got, const ferry::nn::Modul
   }
 }
 
-TEST(DistributedDataParallel, EqualsOneProcessOnTheWholeBatch) {
+using MakeOptimizer =
+    std::function<std::unique_ptr<ferry::optim::Optimizer>(const std::vector<Tensor>&)>;
+
+// Every optimizer keeps the replicas equal: each rank's state is built from the same averaged
+// gradients. (Adam's eps is large so that an element whose gradient is near zero cannot turn
+// rounding in the average into a different step.)
+const std::vector<std::pair<std::string, MakeOptimizer>>& optimizers() {
+  static const std::vector<std::pair<std::string, MakeOptimizer>> o = {
+      {"SGD",
+       [](const std::vector<Tensor>& p) {
+         return std::make_unique<ferry::optim::SGD>(
+             p, ferry::optim::SGDOptions{.lr = 0.1, .momentum = 0.9});
+       }},
+      {"Adam",
+       [](const std::vector<Tensor>& p) {
+         return std::make_unique<ferry::optim::Adam>(
+             p, ferry::optim::AdamOptions{.lr = 0.01, .eps = 1e-3});
+       }},
+      {"AdamW", [](const std::vector<Tensor>& p) {
+         return std::make_unique<ferry::optim::AdamW>(
+             p, ferry::optim::AdamWOptions{.lr = 0.01, .eps = 1e-3, .weight_decay = 0.1});
+       }}};
+  return o;
+}
+
+// DDP on rank r's rows of each step's batch against one process on the whole batch: `steps`
+// steps, parameters compared after each. Even steps clear the gradients (set to none: DDP
+// copies each into its bucket), odd steps zero them in place (they stay the buckets' views).
+void train_and_compare(ferry::nn::DistributedDataParallel& ddp, ferry::nn::Module& whole,
+                       ferry::optim::Optimizer& opt, ferry::optim::Optimizer& ref,
+                       const std::string& device, int first, int steps, const std::string& what) {
   const int R = group().size(), me = group().rank();
+  for (int step = first; step < first + steps; ++step) {
+    const auto [x, y] = batch(step, R, device);
+    opt.zero_grad(step % 2 == 0);
+    ferry::nn::functional::mse_loss(ddp.forward(x.narrow(0, me * 4, 4)), y.narrow(0, me * 4, 4))
+        .backward();
+    opt.step();
+    ref.zero_grad(step % 2 == 0);
+    ferry::nn::functional::mse_loss(whole.forward(x), y).backward();
+    ref.step();
+    expect_same_parameters(*ddp.module(), whole, what + " step " + std::to_string(step));
+  }
+}
+
+TEST(DistributedDataParallel, EqualsOneProcessOnTheWholeBatch) {
+  const int me = group().rank();
   for (const std::string& device : devices())
-    for (const double cap_mb : {25.0, 0.0002}) {  // one bucket; a bucket per parameter or two
-      const std::string what = device + " bucket_cap_mb " + std::to_string(cap_mb);
-      // Each rank starts from its own seed: the wrapper makes every replica rank 0's.
-      auto ddp = std::make_shared<ferry::nn::DistributedDataParallel>(
-          mlp(7 + std::uint64_t(me), device),
-          ferry::nn::DistributedDataParallelOptions{.bucket_cap_mb = cap_mb});
-      auto whole = mlp(7, device);  // rank 0's start, trained on the whole batch
-      if (cap_mb < 1) EXPECT_GT(ddp->buckets().size(), 1u) << what;
-      ferry::optim::SGD opt(ddp->parameters(), {.lr = 0.1, .momentum = 0.9});
-      ferry::optim::SGD ref(whole->parameters(), {.lr = 0.1, .momentum = 0.9});
-      for (int step = 0; step < 4; ++step) {
-        const auto [x, y] = batch(step, R, device);
-        opt.zero_grad();
-        ferry::nn::functional::mse_loss(ddp->forward(x.narrow(0, me * 4, 4)),
-                                        y.narrow(0, me * 4, 4))
-            .backward();
-        opt.step();
-        ref.zero_grad();
-        ferry::nn::functional::mse_loss(whole->forward(x), y).backward();
-        ref.step();
-        expect_same_parameters(*ddp->module(), *whole, what + " step " + std::to_string(step));
+    for (const double cap_mb : {25.0, 0.0002})  // one bucket; a bucket per parameter or two
+      for (const auto& [name, make] : optimizers()) {
+        if (cap_mb < 1 && name != "SGD") continue;  // the buckets do not depend on the optimizer
+        const std::string what = device + " " + name + " bucket_cap_mb " + std::to_string(cap_mb);
+        // Each rank starts from its own seed: the wrapper makes every replica rank 0's.
+        auto ddp = std::make_shared<ferry::nn::DistributedDataParallel>(
+            mlp(7 + std::uint64_t(me), device),
+            ferry::nn::DistributedDataParallelOptions{.bucket_cap_mb = cap_mb});
+        auto whole = mlp(7, device);  // rank 0's start, trained on the whole batch
+        if (cap_mb < 1) EXPECT_GT(ddp->buckets().size(), 1u) << what;
+        auto opt = make(ddp->parameters());
+        auto ref = make(whole->parameters());
+        train_and_compare(*ddp, *whole, *opt, *ref, device, 0, 4, what);
       }
-    }
+}
+
+// migrate() moves the wrapped replica, its gradients and the optimizer's state in place: the
+// buckets follow the parameters to the new device, with the gradients (their views) or, where
+// the gradients were cleared, at the next backward.
+TEST(DistributedDataParallel, TrainingGoesOnAfterMigrate) {
+  if (!ferry::is_available("vulkan:0")) GTEST_SKIP() << "no vulkan:0 to migrate to";
+  const int me = group().rank();
+  auto ddp = std::make_shared<ferry::nn::DistributedDataParallel>(
+      mlp(11 + std::uint64_t(me), "cpu"),
+      ferry::nn::DistributedDataParallelOptions{.bucket_cap_mb = 0.0002});
+  auto whole = mlp(11, "cpu");
+  ferry::optim::Adam opt(ddp->parameters(), {.lr = 0.01, .eps = 1e-3});
+  ferry::optim::Adam ref(whole->parameters(), {.lr = 0.01, .eps = 1e-3});
+  train_and_compare(*ddp, *whole, opt, ref, "cpu", 0, 2, "cpu");
+  ferry::migrate(*ddp, opt, ferry::Device("vulkan:0"));
+  ferry::migrate(*whole, ref, ferry::Device("vulkan:0"));
+  EXPECT_EQ(ddp->module()->parameters()[0].device().str(), "vulkan:0");
+  train_and_compare(*ddp, *whole, opt, ref, "vulkan:0", 2, 2, "after migrate to vulkan:0");
+  opt.zero_grad();
+  ref.zero_grad();
+  ferry::migrate(*ddp, opt, ferry::Device::cpu());
+  ferry::migrate(*whole, ref, ferry::Device::cpu());
+  train_and_compare(*ddp, *whole, opt, ref, "cpu", 4, 2, "back on cpu, gradients cleared");
+}
+
+// broadcast_buffers: each forward starts from rank 0's buffers, so the running statistics that
+// every rank moved with its own batch are rank 0's again at the next forward (in evaluation,
+// which reads them and moves nothing, they stay so).
+TEST(DistributedDataParallel, BatchNormBuffersFollowRankZero) {
+  const int R = group().size(), me = group().rank();
+  ferry::manual_seed(5);
+  auto net = std::make_shared<ferry::nn::Sequential>(std::make_shared<ferry::nn::Linear>(6, 8),
+                                                     std::make_shared<ferry::nn::BatchNorm1d>(8),
+                                                     std::make_shared<ferry::nn::Linear>(8, 3));
+  ferry::nn::DistributedDataParallel ddp(net);
+  auto& bn = static_cast<ferry::nn::BatchNorm1d&>(*net->children()[1]);
+  ferry::optim::SGD opt(ddp.parameters(), {.lr = 0.1});
+  const auto gather = [&](const Tensor& t) {
+    Tensor all = ferry::zeros({R, t.numel()});
+    group().allgather(all, t.flatten().contiguous());
+    return all;
+  };
+  for (int step = 0; step < 3; ++step) {
+    const auto [x, y] = batch(step, R, "cpu");
+    opt.zero_grad();
+    ferry::nn::functional::mse_loss(ddp.forward(x.narrow(0, me * 4, 4) * double(me + 1)),
+                                    y.narrow(0, me * 4, 4))
+        .backward();
+    opt.step();
+  }
+  // Each rank moved the statistics with its own batch: they differ now.
+  Tensor before = gather(bn.running_mean);
+  EXPECT_GT(ferry::max(ferry::abs(before.select(0, 1) - before.select(0, 0))).item<float>(), 1e-3);
+  const Tensor rank0 = before.select(0, 0).clone();
+  ddp.eval();
+  ddp.forward(ferry::ones({2, 6}));
+  Tensor after = gather(bn.running_mean);
+  for (int r = 0; r < R; ++r)
+    EXPECT_EQ(after.select(0, r).to_vector<float>(), rank0.to_vector<float>()) << "rank " << r;
+  EXPECT_EQ(gather(bn.num_batches_tracked.to(DType::f32)).to_vector<float>(),
+            std::vector<float>(std::size_t(R), 3.0f));
+}
+
+// Checkpoints: rank 0 saves the wrapper's state ("module."-prefixed names, as PyTorch's DDP),
+// every rank loads it into a model of its own, and holds what rank 0 trained.
+TEST(DistributedDataParallel, RankZeroSavesEveryRankLoads) {
+  const int R = group().size(), me = group().rank();
+  auto ddp =
+      std::make_shared<ferry::nn::DistributedDataParallel>(mlp(21 + std::uint64_t(me), "cpu"));
+  ferry::optim::SGD opt(ddp->parameters(), {.lr = 0.1});
+  for (int step = 0; step < 2; ++step) {
+    const auto [x, y] = batch(step, R, "cpu");
+    opt.zero_grad();
+    ferry::nn::functional::mse_loss(ddp->forward(x.narrow(0, me * 4, 4)), y.narrow(0, me * 4, 4))
+        .backward();
+    opt.step();
+  }
+  // One path for the job: rank 0's process id.
+  Tensor pid = ferry::full({1}, double(::getpid()), {.dtype = DType::i64});
+  group().broadcast(pid, 0);
+  const std::string path = (std::filesystem::temp_directory_path() /
+                            fmt::format("ferry-ddp-{}.safetensors", pid.item<std::int64_t>()))
+                               .string();
+  if (me == 0) {
+    const ferry::StateDict state = ddp->state_dict();
+    for (const auto& [name, t] : state) EXPECT_EQ(name.rfind("module.", 0), 0u) << name;
+    ferry::save_safetensors(path, state);
+  }
+  group().barrier();
+  // A replica of each rank's own, not wrapped (whose broadcast would make it rank 0's anyway):
+  // it holds what it read.
+  auto plain_ptr = mlp(99 + std::uint64_t(me), "cpu");
+  ferry::nn::Module& plain = *plain_ptr;
+  plain.load_state_dict(ferry::load_safetensors(path).strip_prefix("module."));
+  group().barrier();
+  if (me == 0) std::filesystem::remove(path);
+  expect_same_parameters(plain, *ddp->module(), "loaded");
 }
 
 TEST(DistributedDataParallel, NoSyncAccumulatesAndTheNextBackwardAveragesIt) {

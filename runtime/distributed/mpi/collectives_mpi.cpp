@@ -71,7 +71,9 @@ constexpr std::size_t kMaxCount = std::size_t(INT_MAX) / 16 * 16;
 
 class MpiCollectives final : public Collectives {
  public:
-  MpiCollectives() {
+  // MPI learns the rank and size from its launcher; the core checks them against the
+  // rendezvous's (InitOptions) after the join.
+  void join(const JoinArgs&) override {
     int initialized = 0;
     MPI_Initialized(&initialized);
     if (!initialized) {

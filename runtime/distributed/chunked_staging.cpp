@@ -1,0 +1,93 @@
+// runtime/distributed/chunked_staging.cpp — Note [Chunked staging] (chunked_staging.hpp).
+#include "distributed/chunked_staging.hpp"
+
+#include <fmt/format.h>
+
+#include <cstdlib>
+#include <future>
+
+#include "ferry/autograd.hpp"
+#include "ferry/backend.hpp"
+#include "ferry/ferry.hpp"
+
+namespace ferry::distributed {
+
+std::size_t staging_chunk_bytes() {
+  const char* env = std::getenv("FERRY_DISTRIBUTED_CHUNK");
+  if (!env) return std::size_t(4) << 20;
+  char* end = nullptr;
+  const long long n = std::strtoll(env, &end, 10);
+  if (end == env || *end != '\0' || n < 0)
+    throw ValueError(fmt::format(
+        "FERRY_DISTRIBUTED_CHUNK must be a whole number of bytes (0: no chunks), got '{}'", env));
+  return std::size_t(n);
+}
+
+void reduce_in_chunks(const Tensor& t, DType wide, std::size_t chunk_bytes,
+                      const std::function<void(void*, std::size_t)>& reduce,
+                      const std::function<void(Tensor&)>& finish) {
+  NoGradGuard no_grad;
+  const Device dev = t.device();
+  // The values as `wide`, contiguous, on the device: t itself where it already is.
+  const bool in_place = t.dtype() == wide && t.is_contiguous();
+  const Tensor d = (in_place ? t : t.to(wide).contiguous()).view({-1});
+  const std::int64_t n = d.numel();
+  const std::int64_t per = std::max<std::int64_t>(
+      1, std::int64_t(chunk_bytes == 0 ? std::size_t(n) : chunk_bytes / dtype_size(wide)));
+  const std::int64_t chunks = (n + per - 1) / per;
+  Tensor host = empty({n}, {.dtype = wide});
+  if (chunks > 1) {
+    try {
+      host = host.pin_memory(dev);
+    } catch (const Error&) {
+      // The device cannot pin this memory: its copies stage through their own buffers.
+    }
+  }
+  char* const base = static_cast<char*>(host.storage()->buffer().host_ptr()) +
+                     std::size_t(host.storage_offset()) * dtype_size(wide);
+  const auto part = [&](const Tensor& x, std::int64_t i) {
+    return x.narrow(0, i * per, std::min(per, n - i * per));
+  };
+  const auto down = [&](std::int64_t i) {
+    NoGradGuard g;
+    Tensor h = part(host, i);
+    h.copy_(part(d, i));
+  };
+  const auto up = [&](std::int64_t i) {
+    NoGradGuard g;
+    Tensor x = part(d, i);
+    x.copy_(part(host, i));
+  };
+  if (chunks <= 1) {
+    down(0);
+    reduce(base, std::size_t(n));
+    finish(host);
+    up(0);
+  } else {
+    std::future<void> next_down = std::async(std::launch::async, down, 0);
+    std::future<void> last_up;
+    const auto wait_all = [&] {
+      if (next_down.valid()) next_down.wait();
+      if (last_up.valid()) last_up.wait();
+    };
+    try {
+      for (std::int64_t i = 0; i < chunks; ++i) {
+        next_down.get();
+        if (i + 1 < chunks) next_down = std::async(std::launch::async, down, i + 1);
+        Tensor h = part(host, i);
+        reduce(base + std::size_t(i * per) * dtype_size(wide), std::size_t(h.numel()));
+        finish(h);
+        if (last_up.valid()) last_up.get();
+        last_up = std::async(std::launch::async, up, i);
+      }
+      last_up.get();
+    } catch (...) {
+      wait_all();  // no copy may outlive the memory it reads
+      throw;
+    }
+  }
+  if (!in_place) const_cast<Tensor&>(t).copy_(d.view(t.sizes()));
+  synchronize(dev);
+}
+
+}  // namespace ferry::distributed

@@ -1,0 +1,31 @@
+// runtime/distributed/chunked_staging.hpp — an in-place reduction of a device tensor through
+// pinned host memory, in chunks, for process groups whose library takes host memory (mpi).
+//
+// Note [Chunked staging]
+// Staging a device tensor whole costs a copy down, the collective, and a copy up, one after the
+// other. In chunks (FERRY_DISTRIBUTED_CHUNK bytes, 4 MiB by default; 0 stages whole) the three
+// overlap: while the library reduces chunk i on the group's thread, a helper thread copies chunk
+// i + 1 down and another copies chunk i - 1 back up. The host memory is pinned for the device
+// (Note [Pinned host memory]), so each copy is the device's DMA at the bus's speed, and
+// completes before its thread moves on. A tensor of one chunk or less is staged whole. The
+// device's queue takes copies from several host threads (Note [Device thread-safety]).
+#pragma once
+
+#include <cstddef>
+#include <functional>
+
+#include "ferry/tensor.hpp"
+
+namespace ferry::distributed {
+
+// The chunk size from FERRY_DISTRIBUTED_CHUNK (bytes; ValueError when not a number), else 4 MiB.
+std::size_t staging_chunk_bytes();
+
+// Reduces `t` (on a device other than the CPU) in place: its values, as dtype `wide`, pass to
+// `reduce(host pointer, elements)` chunk by chunk, then `finish(host chunk)` (avg's division),
+// then back into t. Returns once t holds the result.
+void reduce_in_chunks(const Tensor& t, DType wide, std::size_t chunk_bytes,
+                      const std::function<void(void*, std::size_t)>& reduce,
+                      const std::function<void(Tensor&)>& finish);
+
+}  // namespace ferry::distributed
