@@ -16,7 +16,9 @@
 // on it. A group runs its collectives in the order they were issued, on a thread of its own
 // (the collective library is called from that thread alone), so a caller's thread goes on
 // while a collective is in flight; a tensor handed to one must not be touched until its Work
-// has completed. An mpi group takes tensors on any device, staged through host memory (a device
+// has completed. A waiter, and the group's thread between collectives, look again a while
+// (yielding the core) before they sleep: a short collective takes microseconds, less than a
+// sleep and a wake-up cost. An mpi group takes tensors on any device, staged through host memory (a device
 // tensor's reduction in chunks whose copies overlap the library's work: Note [Chunked staging]
 // in runtime/distributed/chunked_staging.hpp); an
 // nccl group takes tensors on its own device() only. Every collective
