@@ -2,7 +2,11 @@
 // without a distributed backend sees (typed errors that say what is missing), and its checks
 // of the timeout setting; and the gradient hook DistributedDataParallel uses. The collectives
 // themselves run under mpirun (tests/distributed/).
+#include <arpa/inet.h>
+#include <fmt/format.h>
 #include <gtest/gtest.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 #include <cstdlib>
@@ -204,6 +208,84 @@ TEST(DistributedRendezvous, AMissingPeerEndsTheWaitWithATypedError) {
   EXPECT_EQ(single.share("x"), "x");
   dist::FileRendezvous none("", {.rank = 0, .size = 2}, std::chrono::seconds(1));
   EXPECT_THROW(none.share("x"), ferry::ValueError);
+}
+
+// A TCP port nothing listens at now: the kernel's pick for a socket bound to port 0, closed
+// again (another program could take it meanwhile; on a test machine, none does).
+int free_port() {
+  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t len = sizeof a;
+  if (fd < 0 || ::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0 ||
+      ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len) != 0)
+    throw std::runtime_error("no free port");
+  ::close(fd);
+  return ntohs(a.sin_port);
+}
+
+// Note [Rendezvous address]: four ranks as threads, rank 0 last (the others connect again until
+// it listens), every rank gets rank 0's bytes, and the port serves a second job at once.
+TEST(DistributedRendezvous, OverTcpEveryRankGetsRankZerosBytes) {
+  const std::string address = fmt::format("tcp://127.0.0.1:{}", free_port());
+  std::string id(128, '\0');  // NCCL's id is 128 bytes
+  for (std::size_t i = 0; i < id.size(); i += 3) id[i] = char(i);
+  for (int job = 0; job < 2; ++job) {
+    std::vector<std::string> got(4);
+    std::vector<std::thread> ranks;
+    for (int r = 3; r >= 0; --r)
+      ranks.emplace_back([&, r] {
+        if (r == 0) std::this_thread::sleep_for(std::chrono::milliseconds(100));
+        const auto rdv = dist::make_rendezvous(address, {.rank = r, .size = 4, .local_rank = r},
+                                               std::chrono::seconds(20));
+        got[std::size_t(r)] = rdv->share(r == 0 ? id : std::string("ignored"));
+      });
+    for (auto& t : ranks) t.join();
+    for (int r = 0; r < 4; ++r)
+      EXPECT_EQ(got[std::size_t(r)], id) << "job " << job << " rank " << r;
+  }
+}
+
+TEST(DistributedRendezvous, OverTcpAMissingOrForeignPeerIsATypedError) {
+  const std::string address = fmt::format("tcp://127.0.0.1:{}", free_port());
+  // Rank 1 with no rank 0; rank 0 with no rank 1. Each names what it waited for.
+  const auto expect_wait = [&](int rank, const std::string& says) {
+    dist::TcpRendezvous rdv(address, {.rank = rank, .size = 2}, std::chrono::milliseconds(300));
+    const auto t0 = std::chrono::steady_clock::now();
+    try {
+      rdv.share("id");
+      ADD_FAILURE() << "rank " << rank << " returned alone";
+    } catch (const ferry::distributed::DistributedError& e) {
+      EXPECT_NE(std::string(e.what()).find(says), std::string::npos) << e.what();
+    }
+    EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::seconds(5));
+  };
+  expect_wait(1, "for rank 0 to listen at " + address);
+  expect_wait(0, "for 1 of the other 1 ranks to connect");
+  // A rank of a job of another size at rank 0's address.
+  std::string error;
+  std::thread zero([&] {
+    dist::TcpRendezvous rdv(address, {.rank = 0, .size = 2}, std::chrono::seconds(10));
+    try {
+      rdv.share("id");
+    } catch (const ferry::distributed::DistributedError& e) {
+      error = e.what();
+    }
+  });
+  dist::TcpRendezvous foreign(address, {.rank = 2, .size = 3}, std::chrono::milliseconds(1500));
+  EXPECT_THROW(foreign.share(""), ferry::distributed::DistributedError);
+  zero.join();
+  EXPECT_NE(error.find("a rank 2 of 3 joined"), std::string::npos) << error;
+  // Addresses that are not tcp://HOST:PORT.
+  for (const char* bad :
+       {"tcp://127.0.0.1", "tcp://:80", "tcp://host:0", "tcp://host:99999", "tcp://host:8x"}) {
+    dist::TcpRendezvous rdv(bad, {.rank = 1, .size = 2}, std::chrono::seconds(1));
+    EXPECT_THROW(rdv.share(""), ferry::ValueError) << bad;
+  }
+  // One rank needs no rendezvous at all.
+  dist::TcpRendezvous single("tcp://unused:1", {.rank = 0, .size = 1}, std::chrono::seconds(1));
+  EXPECT_EQ(single.share("x"), "x");
 }
 
 bool module_present(const std::string& name) {

@@ -89,6 +89,29 @@ run_ctest() {
     "${CTEST_EXTRA[@]}" "$@"
 }
 
+# The GoogleTest cases that skipped (GTEST_SKIP: no CUDA driver, say), from the shards' logs
+# (Note [Test shards] in tests/CMakeLists.txt), grouped by reason: a shard that passes with
+# skips inside is reported passed by ctest, and the reasons belong in the log.
+report_skips() {
+  local log=$1/Testing/Temporary/LastTest.log
+  [[ -f "$log" ]] || return 0
+  awk '/^\[  SKIPPED \] [^ ]+ \([0-9]+ ms\)$/ {
+         total++; reason = (prev == "" ? "(no reason given)" : prev)
+         if (!(reason in n)) order[++kinds] = reason
+         if (++n[reason] <= 3) names[reason] = names[reason] (n[reason] > 1 ? ", " : "") $4
+         next }
+       /^\[/ { next }
+       { prev = $0 }
+       END {
+         if (!total) exit
+         printf "-- %d GoogleTest cases skipped:\n", total
+         for (k = 1; k <= kinds; k++) {
+           r = order[k]
+           printf "   %d: %s\n      e.g. %s%s\n", n[r], r, names[r], (n[r] > 3 ? ", ..." : "")
+         }
+       }' "$log"
+}
+
 run_asan_ctest() {
   local env_vars=(
     ASAN_OPTIONS=detect_leaks=1:abort_on_error=1
@@ -148,6 +171,7 @@ for v in "${variants[@]}"; do
         "-DFERRY_CUDA_ARCHITECTURES=$cuda_arch" "${common_opts[@]}"
       run_stage "release: build (-j$JOBS)" cmake --build "$dir" -j "$JOBS"
       run_stage "release: ctest (-j$CTEST_JOBS)" run_ctest "$dir"
+      report_skips "$dir"
       ;;
     fuzz)
       # libferry as the release variant builds it (a no-op after that variant).
@@ -172,6 +196,7 @@ for v in "${variants[@]}"; do
         "${common_opts[@]}"
       run_stage "asan: build (-j$JOBS)" cmake --build "$dir" -j "$JOBS"
       run_stage "asan: ctest (-j$CTEST_JOBS, ASan + UBSan)" run_asan_ctest
+      report_skips "$dir"
       ;;
     tsan)
       dir=$ROOT/build/tsan

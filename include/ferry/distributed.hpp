@@ -10,7 +10,8 @@
 // its collectives run on the device's own stream, on device memory, with no staging. NCCL has
 // no launcher of its own, so its rank and world size come from InitOptions or the environment
 // (FERRY_RANK and FERRY_WORLD_SIZE, or mpirun's OMPI_COMM_WORLD_RANK and _SIZE), and rank 0
-// hands the others NCCL's unique id through a rendezvous file that every rank sees.
+// hands the others NCCL's unique id through a rendezvous: a file that every rank sees, or a
+// TCP address rank 0 listens at ("tcp://HOST:PORT").
 //
 // Every collective has an async form returning a Work handle, and a blocking form that waits
 // on it. A group runs its collectives in the order they were issued, on a thread of its own
@@ -18,17 +19,17 @@
 // while a collective is in flight; a tensor handed to one must not be touched until its Work
 // has completed. A waiter, and the group's thread between collectives, look again a while
 // (yielding the core) before they sleep: a short collective takes microseconds, less than a
-// sleep and a wake-up cost. An mpi group takes tensors on any device, staged through host memory (a device
-// tensor's reduction in chunks whose copies overlap the library's work: Note [Chunked staging]
-// in runtime/distributed/chunked_staging.hpp); an
-// nccl group takes tensors on its own device() only. Every collective
-// first compares, across the ranks, what each was asked (which collective, dtype, element
-// count, root): a mismatch raises DistributedError on every rank, naming each rank's call,
-// and the group stays usable. A collective that has not completed within the group's timeout
-// (FERRY_DISTRIBUTED_TIMEOUT seconds, 300 by default) means a peer died or hangs: the group
-// prints which collective timed out on which rank and ends the whole job (MPI_Abort; nccl: it
-// aborts its communicator and exits, and the launcher ends the other ranks), so no rank waits
-// forever. A rank that dies or exits with an error is ended by the launcher, and with it the job.
+// sleep and a wake-up cost. An mpi group takes tensors on any device, staged through host memory (a
+// device tensor's reduction in chunks whose copies overlap the library's work: Note [Chunked
+// staging] in runtime/distributed/chunked_staging.hpp); an nccl group takes tensors on its own
+// device() only. Every collective first compares, across the ranks, what each was asked (which
+// collective, dtype, element count, root): a mismatch raises DistributedError on every rank, naming
+// each rank's call, and the group stays usable. A collective that has not completed within the
+// group's timeout (FERRY_DISTRIBUTED_TIMEOUT seconds, 300 by default) means a peer died or hangs:
+// the group prints which collective timed out on which rank and ends the whole job (MPI_Abort;
+// nccl: it aborts its communicator and exits, and the launcher ends the other ranks), so no rank
+// waits forever. A rank that dies or exits with an error is ended by the launcher, and with it the
+// job.
 #pragma once
 
 #include <chrono>
@@ -76,8 +77,10 @@ struct InitOptions {
   int rank = -1;
   int world_size = -1;
   // Where rank 0 hands the other ranks what the library needs to connect (NCCL's unique id):
-  // the path of a file on a file system that every rank sees, which must not exist yet; rank 0
-  // removes it once every rank has read it. Empty: FERRY_RENDEZVOUS. Unused by mpi.
+  // "tcp://HOST:PORT", an address on rank 0's machine that rank 0 listens at and the others
+  // connect to, or the path of a file on a file system that every rank sees, which must not
+  // exist yet (rank 0 removes it once every rank has read it). Empty: FERRY_RENDEZVOUS. Unused
+  // by mpi.
   std::string rendezvous;
   // A group of one device backend (nccl: cuda) uses this device; none: the device of that
   // backend numbered by the local rank (FERRY_LOCAL_RANK or OMPI_COMM_WORLD_LOCAL_RANK, else

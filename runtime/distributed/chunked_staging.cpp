@@ -3,8 +3,11 @@
 
 #include <fmt/format.h>
 
+#include <condition_variable>
 #include <cstdlib>
-#include <future>
+#include <exception>
+#include <mutex>
+#include <thread>
 
 #include "ferry/autograd.hpp"
 #include "ferry/backend.hpp"
@@ -22,6 +25,80 @@ std::size_t staging_chunk_bytes() {
         "FERRY_DISTRIBUTED_CHUNK must be a whole number of bytes (0: no chunks), got '{}'", env));
   return std::size_t(n);
 }
+
+namespace {
+
+// Runs down(i), then reduce(i), then up(i) for every chunk i, with the copies on two helper
+// threads made once for the call (not a thread per copy): the host buffer holds the whole
+// tensor, so the down helper never waits for a slot and copies every chunk in order while the
+// calling thread reduces behind it; the up helper copies each chunk back once it is reduced.
+// The first error stops the three and is thrown here, after both helpers have ended, so no
+// copy outlives the memory it uses.
+void pipeline(std::int64_t chunks, const std::function<void(std::int64_t)>& down,
+              const std::function<void(std::int64_t)>& up,
+              const std::function<void(std::int64_t)>& reduce) {
+  std::mutex m;
+  std::condition_variable cv;
+  std::int64_t copied_down = 0, reduced = 0;
+  bool stop = false;
+  std::exception_ptr error;
+  const auto fail = [&](std::exception_ptr e) {
+    std::lock_guard lock(m);
+    if (!error) error = e;
+    stop = true;
+    cv.notify_all();
+  };
+  std::thread down_helper([&] {
+    try {
+      for (std::int64_t i = 0; i < chunks; ++i) {
+        {
+          std::lock_guard lock(m);
+          if (stop) return;
+        }
+        down(i);
+        std::lock_guard lock(m);
+        copied_down = i + 1;
+        cv.notify_all();
+      }
+    } catch (...) {
+      fail(std::current_exception());
+    }
+  });
+  std::thread up_helper([&] {
+    try {
+      for (std::int64_t i = 0; i < chunks; ++i) {
+        {
+          std::unique_lock lock(m);
+          cv.wait(lock, [&] { return reduced > i || stop; });
+          if (reduced <= i) return;
+        }
+        up(i);
+      }
+    } catch (...) {
+      fail(std::current_exception());
+    }
+  });
+  try {
+    for (std::int64_t i = 0; i < chunks; ++i) {
+      {
+        std::unique_lock lock(m);
+        cv.wait(lock, [&] { return copied_down > i || stop; });
+        if (stop) break;
+      }
+      reduce(i);
+      std::lock_guard lock(m);
+      reduced = i + 1;
+      cv.notify_all();
+    }
+  } catch (...) {
+    fail(std::current_exception());
+  }
+  down_helper.join();
+  up_helper.join();
+  if (error) std::rethrow_exception(error);
+}
+
+}  // namespace
 
 void reduce_in_chunks(const Tensor& t, DType wide, std::size_t chunk_bytes,
                       const std::function<void(void*, std::size_t)>& reduce,
@@ -64,27 +141,11 @@ void reduce_in_chunks(const Tensor& t, DType wide, std::size_t chunk_bytes,
     finish(host);
     up(0);
   } else {
-    std::future<void> next_down = std::async(std::launch::async, down, 0);
-    std::future<void> last_up;
-    const auto wait_all = [&] {
-      if (next_down.valid()) next_down.wait();
-      if (last_up.valid()) last_up.wait();
-    };
-    try {
-      for (std::int64_t i = 0; i < chunks; ++i) {
-        next_down.get();
-        if (i + 1 < chunks) next_down = std::async(std::launch::async, down, i + 1);
-        Tensor h = part(host, i);
-        reduce(base + std::size_t(i * per) * dtype_size(wide), std::size_t(h.numel()));
-        finish(h);
-        if (last_up.valid()) last_up.get();
-        last_up = std::async(std::launch::async, up, i);
-      }
-      last_up.get();
-    } catch (...) {
-      wait_all();  // no copy may outlive the memory it reads
-      throw;
-    }
+    pipeline(chunks, down, up, [&](std::int64_t i) {
+      Tensor h = part(host, i);
+      reduce(base + std::size_t(i * per) * dtype_size(wide), std::size_t(h.numel()));
+      finish(h);
+    });
   }
   if (!in_place) const_cast<Tensor&>(t).copy_(d.view(t.sizes()));
   synchronize(dev);

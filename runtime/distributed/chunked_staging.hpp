@@ -4,11 +4,13 @@
 // Note [Chunked staging]
 // Staging a device tensor whole costs a copy down, the collective, and a copy up, one after the
 // other. In chunks (FERRY_DISTRIBUTED_CHUNK bytes, 4 MiB by default; 0 stages whole) the three
-// overlap: while the library reduces chunk i on the group's thread, a helper thread copies chunk
-// i + 1 down and another copies chunk i - 1 back up. The host memory is pinned for the device
-// (Note [Pinned host memory]), so each copy is the device's DMA at the bus's speed, and
-// completes before its thread moves on. A tensor of one chunk or less is staged whole. The
-// device's queue takes copies from several host threads (Note [Device thread-safety]).
+// overlap: while the library reduces chunk i on the group's thread, one helper thread copies
+// the chunks after it down (the host buffer holds the whole tensor, so it never waits for room)
+// and another copies the reduced ones back up; the two are made once per call. The host memory
+// is pinned for the device (Note [Pinned host memory]), so each copy is the device's DMA at the
+// bus's speed, and completes before its thread moves on. A tensor of one chunk or less is staged
+// whole. The device's queue takes copies from several host threads (Note [Device
+// thread-safety]).
 #pragma once
 
 #include <cstddef>

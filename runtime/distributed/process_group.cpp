@@ -552,8 +552,8 @@ std::shared_ptr<ProcessGroup> init(const InitOptions& options) {
   const std::optional<Device> device = group_device(*lib, options, place);
   std::string path = options.rendezvous;
   if (const char* env = std::getenv("FERRY_RENDEZVOUS"); path.empty() && env) path = env;
-  FileRendezvous rendezvous(path, place, timeout);
-  JoinArgs args{.rendezvous = &rendezvous};
+  const std::unique_ptr<Rendezvous> rendezvous = make_rendezvous(path, place, timeout);
+  JoinArgs args{.rendezvous = rendezvous.get()};
   if (device) {
     args.device_index = device->index();
     args.queue = device_impl(*device).native_queue();

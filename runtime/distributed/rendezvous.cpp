@@ -99,11 +99,14 @@ JobPlace job_place(int rank, int size) {
   return p;
 }
 
-std::string FileRendezvous::share(const std::string& value) {
+std::string PlacedRendezvous::share(const std::string& value) {
   if (used_) throw Error("distributed: a rendezvous is shared once");
   used_ = true;
-  if (place_.size == 1) return value;
-  std::string path = path_;
+  return place_.size == 1 ? value : exchange(value);
+}
+
+std::string FileRendezvous::exchange(const std::string& value) {
+  std::string path = where_;
   if (path.rfind("file:", 0) == 0) path = path.substr(5);
   if (path.empty())
     throw ValueError(fmt::format(
