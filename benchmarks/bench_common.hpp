@@ -53,6 +53,7 @@ void register_vulkan();    // skipped when no Vulkan device is available
 void register_transfer();  // the transfer planner; skipped without a Vulkan device
 void register_cuda();      // built with the CUDA toolkit; skipped without a CUDA device
 void register_overhead();  // per-op host overhead; beside PyTorch when libtorch was found
+void register_profiler();  // the profiler's cost on the MLP step: recording against off
 void register_ops();  // issue 21's ops on 16 Mi elements; beside PyTorch when libtorch was found
 
 // A rate counter in the console output, per second of wall time: counters

@@ -134,6 +134,7 @@ int main(int argc, char** argv) {
   bench::register_train();
   bench::register_overhead();
   bench::register_ops();
+  bench::register_profiler();
   bench::register_conv();
   bench::register_attention();
   bench::register_gpt();

@@ -4,6 +4,9 @@
 
 #include <fmt/format.h>
 
+#include <chrono>
+#include <unordered_map>
+
 #include "cuda_cudnn.hpp"
 #include "cuda_error.hpp"
 #include "cuda_kernels.hpp"
@@ -141,6 +144,68 @@ void CudaDevice::synchronize() {
   check(cudaStreamSynchronize(stream_), "cudaStreamSynchronize");
   std::lock_guard lock(deferred_mutex_);
   deferred_.collect();
+}
+
+// Note [CUDA timing]
+// For the profiler (Note [Device timing] in ferry/backend.hpp): each mark is a
+// timed cudaEvent_t recorded on the stream, and each is read at stop_timing as
+// cudaEventElapsedTime from an origin event recorded at start_timing. The
+// origin is mapped onto the host clock by recording it on an idle stream and
+// waiting for it: the host time read right after the wait is at most the
+// wait's wake-up latency late. Events cost about a microsecond each to create
+// (Note [Events]), paid only while profiling.
+bool CudaDevice::start_timing() {
+  make_current();
+  std::lock_guard lock(timing_mutex_);
+  check(cudaStreamSynchronize(stream_), "cudaStreamSynchronize");
+  if (!timing_origin_) check(cudaEventCreate(&timing_origin_), "cudaEventCreate");
+  check(cudaEventRecord(timing_origin_, stream_), "cudaEventRecord");
+  check(cudaEventSynchronize(timing_origin_), "cudaEventSynchronize");
+  timing_origin_ns_ = std::chrono::duration_cast<std::chrono::nanoseconds>(
+                          std::chrono::steady_clock::now().time_since_epoch())
+                          .count();
+  return true;
+}
+
+void CudaDevice::mark_time(std::uint64_t id, bool end) {
+  make_current();
+  std::lock_guard lock(timing_mutex_);
+  if (!timing_origin_) return;
+  cudaEvent_t e = nullptr;
+  check(cudaEventCreate(&e), "cudaEventCreate");
+  const cudaError_t err = cudaEventRecord(e, stream_);
+  if (err != cudaSuccess) {
+    cudaEventDestroy(e);
+    check(err, "cudaEventRecord");
+  }
+  timing_marks_.emplace_back(id << 1 | std::uint64_t(end), e);
+}
+
+std::vector<DeviceTimeSpan> CudaDevice::stop_timing() {
+  make_current();
+  std::lock_guard lock(timing_mutex_);
+  std::vector<DeviceTimeSpan> out;
+  if (!timing_origin_) return out;
+  const cudaError_t sync = cudaStreamSynchronize(stream_);
+  std::unordered_map<std::uint64_t, DeviceTimeSpan> spans;
+  for (const auto& [mark, e] : timing_marks_) {
+    float ms = 0;
+    if (sync == cudaSuccess && cudaEventElapsedTime(&ms, timing_origin_, e) == cudaSuccess) {
+      DeviceTimeSpan& sp = spans[mark >> 1];
+      sp.id = mark >> 1;
+      (mark & 1 ? sp.end_ns : sp.begin_ns) = timing_origin_ns_ + std::int64_t(double(ms) * 1e6);
+    } else {
+      cudaGetLastError();  // a span left out, not an error for the next call
+    }
+    cudaEventDestroy(e);
+  }
+  timing_marks_.clear();
+  cudaEventDestroy(timing_origin_);
+  timing_origin_ = nullptr;
+  check(sync, "cudaStreamSynchronize");
+  for (const auto& [id, sp] : spans)
+    if (sp.begin_ns != 0 && sp.end_ns != 0) out.push_back(sp);
+  return out;
 }
 
 std::size_t CudaDevice::free_memory() const {

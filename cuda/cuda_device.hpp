@@ -109,6 +109,10 @@ class CudaDevice final : public DeviceImpl {
   void empty_cache() override;
   void synchronize() override;
   std::unique_ptr<Event> record_event() override;
+  // CUDA events with timing on the stream (Note [CUDA timing] in cuda_device.cpp).
+  bool start_timing() override;
+  void mark_time(std::uint64_t id, bool end) override;
+  std::vector<DeviceTimeSpan> stop_timing() override;
   // CUDA C++ through NVRTC (cuda_custom_kernel.cpp).
   std::unique_ptr<CompiledKernel> compile_kernel(const KernelSource& source) override;
 
@@ -151,6 +155,11 @@ class CudaDevice final : public DeviceImpl {
   std::unique_ptr<detail::BlockAllocator> pinned_pool_;  // cudaHostAlloc blocks
   DeferredReleases deferred_;                            // pinned ranges whose copies are in flight
   std::mutex deferred_mutex_;  // buffers may be freed on another host thread
+  // Note [CUDA timing]; under timing_mutex_.
+  std::mutex timing_mutex_;
+  cudaEvent_t timing_origin_ = nullptr;
+  std::int64_t timing_origin_ns_ = 0;
+  std::vector<std::pair<std::uint64_t, cudaEvent_t>> timing_marks_;  // (id << 1 | end, event)
 };
 
 // The device a kernel was called on.

@@ -4,6 +4,7 @@
 #include <fmt/format.h>
 
 #include <cstring>
+#include <optional>
 #include <span>
 
 #include "copy_route.hpp"
@@ -13,6 +14,7 @@
 #include "ferry/registry.hpp"
 #include "guard.hpp"
 #include "log_internal.hpp"
+#include "profiler/profiler_hooks.hpp"
 
 namespace ferry {
 
@@ -116,12 +118,28 @@ void run_call(DeviceImpl& impl, OpCall call) {
   FERRY_DEBUG("op {} on {}: [{}] -> [{}]{}{}", op_name(op), impl.device().str(),
               describe_args(call.inputs), describe_args(call.outputs),
               call.attrs.str().empty() ? "" : " ", call.attrs.str());
+  // Note [Profiler]: one relaxed load when the profiler is off.
+  std::optional<profiler::detail::Work> work;
+  if (profiler::detail::on()) [[unlikely]] {
+    work.emplace(profiler::EventKind::op, impl, op_name(op));
+    if (work->record_shapes()) work->set_inputs(describe_args(call.inputs));
+  }
   if (debug::output_guards()) {
     run_guarded(impl, *kernel, std::move(call));
     return;
   }
   (*kernel)(impl, call);
 }
+
+namespace {
+// Synchronizes `d` before the host touches its memory: a host wait in the
+// profile (Note [Profiler]), except on the CPU, whose work is done already.
+void wait_for(DeviceImpl& d) {
+  if (d.device().is_cpu()) return d.synchronize();
+  profiler::detail::MaybeWork wait(profiler::EventKind::wait, d, "synchronize");
+  d.synchronize();
+}
+}  // namespace
 
 void copy_storage_bytes(Storage& dst, std::size_t dst_offset, Storage& src, std::size_t src_offset,
                         std::size_t bytes) {
@@ -133,32 +151,49 @@ void copy_storage_bytes(Storage& dst, std::size_t dst_offset, Storage& src, std:
   auto done = [&](const char* how) {
     FERRY_DEBUG("copy {} -> {}: {} bytes ({})", si.device().str(), di.device().str(), bytes, how);
   };
+  // Note [Profiler]: the copy, on the device that makes it.
+  std::optional<profiler::detail::Work> work;
+  auto profile = [&](DeviceImpl& on, const char* route, bool device_timed) {
+    if (!profiler::detail::on()) [[likely]]
+      return;
+    work.reset();
+    work.emplace(profiler::EventKind::copy, on, profiler::detail::copy_name(si, di), device_timed);
+    work->set_detail(fmt::format("{} -> {}, {}", si.device().str(), di.device().str(), route));
+    work->set_bytes(bytes);
+  };
   // Note [Copy routes]: the one decision, shared with the transfer planner.
   switch (copy_route(si, src.buffer(), di, &dst.buffer())) {
     case CopyRoute::dma:
+      profile(di, "DMA, pinned memory", true);
       dma_copy(di, dst.buffer(), dst_offset, si, src.buffer(), src_offset, bytes);
       return done("DMA, pinned memory");
     case CopyRoute::on_device:
+      profile(di, "on device", true);
       di.copy_within(dst.buffer(), dst_offset, src.buffer(), src_offset, bytes);
       return done("on device");
     case CopyRoute::upload:
     case CopyRoute::host:
     case CopyRoute::gather:  // one copy: read back straight into place
       if (src_ptr) {
-        si.synchronize();  // pending writes to host-visible memory must land first
+        wait_for(si);  // pending writes to host-visible memory must land first
+        profile(di, si.device().is_cpu() ? "upload" : "read from mapped memory", true);
         di.copy_from_host(dst.buffer(), dst_offset, src_ptr + src_offset, bytes);
         return done("upload");
       }
-      di.synchronize();  // the host writes dst's memory itself: dst's own uses must end first
+      wait_for(di);  // the host writes dst's memory itself: dst's own uses must end first
+      // copy_to_host waits for the device inside: its host span is the copy's.
+      profile(si, di.device().is_cpu() ? "download" : "download into mapped memory", false);
       si.copy_to_host(dst_ptr + dst_offset, src.buffer(), src_offset, bytes);
       return done("download");
     case CopyRoute::peer:
+      profile(di, "peer", true);
       if (di.copy_from_peer(dst.buffer(), dst_offset, si, src.buffer(), src_offset, bytes))
         return done("peer");
       break;  // this pair refused: through the host
     case CopyRoute::staged:
       break;
   }
+  profile(di, "through the host", false);
   std::vector<std::byte> bounce(bytes);
   si.copy_to_host(bounce.data(), src.buffer(), src_offset, bytes);
   di.copy_from_host(dst.buffer(), dst_offset, bounce.data(), bytes);

@@ -15,6 +15,7 @@
 #include "ferry/backend.hpp"
 #include "ferry/error.hpp"
 #include "log_internal.hpp"
+#include "profiler/profiler_hooks.hpp"
 #include "registry_internal.hpp"
 
 namespace ferry {
@@ -359,7 +360,11 @@ DeviceImpl& device_impl(const Device& device) {
                                 device.type(), describe_devices()));
 }
 
-void synchronize(const Device& device) { device_impl(device).synchronize(); }
+void synchronize(const Device& device) {
+  DeviceImpl& impl = device_impl(device);
+  profiler::detail::MaybeWork wait(profiler::EventKind::wait, impl, "synchronize");
+  impl.synchronize();
+}
 MemoryStats memory_stats(const Device& device) { return device_impl(device).memory_stats(); }
 void empty_cache(const Device& device) { device_impl(device).empty_cache(); }
 void reset_peak_memory_stats(const Device& device) {

@@ -16,6 +16,7 @@
 #include "memory_format_internal.hpp"
 #include "ops_internal.hpp"
 #include "pinned_memory.hpp"
+#include "profiler/profiler_hooks.hpp"
 
 namespace ferry {
 
@@ -29,9 +30,21 @@ using detail::wrap_dim;
 
 // ---- Storage ----
 
+// Note [Profiler]: every allocation and free, with the allocator's counters
+// read after it (so the free is read once the buffer is gone).
 Storage::Storage(DeviceImpl& impl, std::unique_ptr<Buffer> buffer)
-    : impl_(&impl), buffer_(std::move(buffer)) {}
-Storage::~Storage() = default;
+    : impl_(&impl), buffer_(std::move(buffer)) {
+  if (profiler::detail::on()) [[unlikely]]
+    profiler::detail::record_memory(*impl_, true, buffer_ ? buffer_->size() : 0);
+}
+
+Storage::~Storage() {
+  if (profiler::detail::on()) [[unlikely]] {
+    const std::size_t bytes = buffer_ ? buffer_->size() : 0;
+    buffer_.reset();
+    profiler::detail::record_memory(*impl_, false, bytes);
+  }
+}
 
 std::shared_ptr<Storage> Storage::allocate(const Device& device, std::size_t bytes) {
   DeviceImpl& impl = device_impl(device);

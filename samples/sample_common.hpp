@@ -10,6 +10,7 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "ferry/ferry.hpp"
@@ -76,6 +77,37 @@ class Args {
   std::string usage_;
   std::map<std::string, std::string> options_;
   std::map<std::string, std::string> values_;
+};
+
+// --profile PATH (every training sample): records the run with
+// ferry::profiler from construction to finish() and writes a Chrome trace to
+// PATH (open it in ui.perfetto.dev or chrome://tracing), with the busiest ops
+// on stdout. docs/profiling.md reads one.
+class Profiling {
+ public:
+  inline static const char* kOption = "profile";
+  inline static const char* kHelp = "write a trace of the run to PATH (ui.perfetto.dev reads it)";
+  explicit Profiling(const Args& args) : path_(args.get(kOption, "")) {
+    if (!path_.empty()) ferry::profiler::start();
+  }
+  ~Profiling() {
+    try {
+      finish();
+    } catch (const ferry::Error& e) {
+      std::fprintf(stderr, "profile: %s\n", e.what());
+    }
+  }
+  void finish() {
+    if (path_.empty()) return;
+    const std::string path = std::exchange(path_, {});
+    const ferry::profiler::Profile p = ferry::profiler::stop();
+    p.save(path);
+    std::printf("profile: %zu events written to %s (open it in ui.perfetto.dev)\n%s",
+                p.events().size(), path.c_str(), p.table(12).c_str());
+  }
+
+ private:
+  std::string path_;
 };
 
 // The available devices, the CPU first.

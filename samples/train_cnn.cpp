@@ -35,7 +35,8 @@ double accuracy(nn::Module& model, const Tensor& x, const Tensor& y, const Devic
 int main(int argc, char** argv) {
   sample::Args args(
       argc, argv,
-      "usage: ferry-train-cnn [--device DEV] [--epochs N] [--width N] [--data PATH] [--small]\n\n"
+      "usage: ferry-train-cnn [--device DEV] [--epochs N] [--width N] [--data PATH] [--small]\n"
+      "                       [--profile PATH]\n\n"
       "Trains a small ResNet on the UCI hand-written digits (8x8 images, 10 classes) with\n"
       "Adam, moving the model and its optimizer state between every available device\n"
       "mid-training, and prints the held-out accuracy after each epoch. Exits 0 when the\n"
@@ -44,8 +45,10 @@ int main(int argc, char** argv) {
        {"epochs", "passes over the training split (default 12)"},
        {"width", "channels of the first stage; the second has twice as many (default 16)"},
        {"data", "the digits file (default: the repository's data/digits/digits.safetensors)"},
-       {"small!", "a quick run: 6 epochs, width 8"}});
+       {"small!", "a quick run: 6 epochs, width 8"},
+       {sample::Profiling::kOption, sample::Profiling::kHelp}});
   try {
+    sample::Profiling profiling(args);
     const bool small = args.has("small");
     const Device home = args.device();
     const std::int64_t epochs = args.number("epochs", small ? 6 : 12);
@@ -105,9 +108,19 @@ int main(int argc, char** argv) {
       std::size_t k = 0;
       for (const ferry::data::Batch& b : loader) {
         opt.zero_grad();
-        Tensor loss = nn::functional::cross_entropy(model.forward(b[0].to(dev)), b[1].to(dev));
-        loss.backward();
-        opt.step();
+        Tensor loss;
+        {
+          auto r = ferry::profiler::range("forward");  // names the step's phases in a trace
+          loss = nn::functional::cross_entropy(model.forward(b[0].to(dev)), b[1].to(dev));
+        }
+        {
+          auto r = ferry::profiler::range("backward");
+          loss.backward();
+        }
+        {
+          auto r = ferry::profiler::range("optimizer step");
+          opt.step();
+        }
         total = total + loss.detach();
         if (++k % 4 == 0) bar.step(k, total.item<double>() / double(k));
       }
@@ -115,6 +128,7 @@ int main(int argc, char** argv) {
       acc = accuracy(model, x_test, y_test, dev);
       std::printf("  held-out accuracy %.1f%%\n", 100 * acc);
     }
+    profiling.finish();
     const double goal = small ? 0.90 : 0.97;
     std::printf("final held-out accuracy on %s: %.1f%% (goal %.0f%%)\n", at.str().c_str(),
                 100 * acc, 100 * goal);

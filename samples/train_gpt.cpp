@@ -142,6 +142,7 @@ int main(int argc, char** argv) {
   sample::Args args(
       argc, argv,
       "usage: ferry-gpt [--device DEV] [--steps N] [--small] [--amp] [--save PATH]\n"
+      "                [--profile PATH]\n"
       "       ferry-gpt --generate [--load PATH] [--tokens N] [--prompt TEXT]\n\n"
       "Trains a character-level GPT on Shakespeare with AdamW (cosine schedule, warmup,\n"
       "gradient clipping), moving the run between every available device mid-training, prints\n"
@@ -169,8 +170,10 @@ int main(int argc, char** argv) {
        {"amp!", "mixed precision: autocast (f16; bf16 on the CPU) and, for f16, GradScaler"},
        {"no-migrate!", "train on --device only"},
        {"generate!", "sample from --load instead of training"},
-       {"small!", "a quick run: 2 layers, width 64, context 64, 200 steps"}});
+       {"small!", "a quick run: 2 layers, width 64, context 64, 200 steps"},
+       {sample::Profiling::kOption, sample::Profiling::kHelp}});
   try {
+    sample::Profiling profiling(args);
     const bool small = args.has("small");
     const Device home = args.device();
     ferry::manual_seed(args.number("seed", 1337));
@@ -295,14 +298,21 @@ int main(int argc, char** argv) {
       opt.zero_grad();
       Tensor loss;
       {
+        auto r = ferry::profiler::range("forward");  // names the step's phases in a trace
         ferry::Autocast cast(dev.type(), amp_dtype, amp);
         loss = sample::gpt_loss(model.forward(x), y);
       }
-      scaler.scale(loss).backward();
-      scaler.unscale_(opt);
-      ferry::nn::utils::clip_grad_norm_(model.parameters(), 1.0);
-      scaler.step(opt);
-      scaler.update();
+      {
+        auto r = ferry::profiler::range("backward");
+        scaler.scale(loss).backward();
+      }
+      {
+        auto r = ferry::profiler::range("optimizer step");
+        scaler.unscale_(opt);
+        ferry::nn::utils::clip_grad_norm_(model.parameters(), 1.0);
+        scaler.step(opt);
+        scaler.update();
+      }
       running = running + loss.detach();
       // An interval ends every eval_every steps, at the last step, and before a move, so that
       // each line of the log is one device's.
@@ -326,6 +336,7 @@ int main(int argc, char** argv) {
       }
     }
     print_curve(curve);
+    profiling.finish();
 
     const std::string save = args.get("save", "gpt.safetensors");
     ferry::StateDict sd = model.state_dict();

@@ -26,7 +26,7 @@ int main(int argc, char** argv) {
   sample::Args args(
       argc, argv,
       "usage: ferry-train-mlp [--device DEV] [--epochs N] [--samples N] [--hidden N]\n"
-      "                       [--workers N] [--checkpoint PATH] [--small]\n\n"
+      "                       [--workers N] [--checkpoint PATH] [--small] [--profile PATH]\n\n"
       "Trains an MLP classifier on Gaussian blobs (16 features, 4 classes) with Adam\n"
       "and the data loader, prints the loss per epoch and the held-out accuracy, and\n"
       "saves model and optimizer to a safetensors checkpoint.",
@@ -36,8 +36,10 @@ int main(int argc, char** argv) {
        {"hidden", "hidden width (default 128)"},
        {"workers", "data loader threads (default 2)"},
        {"checkpoint", "where to save (default mlp.safetensors)"},
-       {"small!", "a quick run: 2 epochs of 2048 samples, width 32"}});
+       {"small!", "a quick run: 2 epochs of 2048 samples, width 32"},
+       {sample::Profiling::kOption, sample::Profiling::kHelp}});
   try {
+    sample::Profiling profiling(args);
     const bool small = args.has("small");
     const Device dev = args.device();
     const std::int64_t epochs = args.number("epochs", small ? 2 : 8);
@@ -71,9 +73,19 @@ int main(int argc, char** argv) {
       std::size_t k = 0;
       for (const ferry::data::Batch& b : loader) {
         opt.zero_grad();
-        Tensor loss = nn::functional::cross_entropy(model->forward(b[0]), b[1]);
-        loss.backward();
-        opt.step();
+        Tensor loss;
+        {
+          auto r = ferry::profiler::range("forward");  // names the step's phases in a trace
+          loss = nn::functional::cross_entropy(model->forward(b[0]), b[1]);
+        }
+        {
+          auto r = ferry::profiler::range("backward");
+          loss.backward();
+        }
+        {
+          auto r = ferry::profiler::range("optimizer step");
+          opt.step();
+        }
         total = total + loss.detach();
         if (++k % 16 == 0) bar.step(k, total.item<double>() / double(k));
       }
@@ -86,6 +98,7 @@ int main(int argc, char** argv) {
     ckpt.merge(opt.state_dict().add_prefix("optimizer."));
     ferry::save_safetensors(path, ckpt);
     std::printf("saved model and optimizer to %s (%zu tensors)\n", path.c_str(), ckpt.size());
+    profiling.finish();
     // Blobs this far apart are separable well above chance (25%).
     return acc > 0.5 ? 0 : 1;
   } catch (const ferry::Error& e) {

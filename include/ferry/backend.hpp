@@ -172,6 +172,13 @@ class CompiledKernel {
 // testdev plugin) keeps them by having no shared mutable state beyond a
 // locked allocator. `ferry-conformance --threads N` checks a backend against
 // this contract (docs/backend-guide.md).
+// One span of a device's work timed with its own clock, in host steady_clock
+// nanoseconds (Note [Device timing]).
+struct DeviceTimeSpan {
+  std::uint64_t id = 0;
+  std::int64_t begin_ns = 0, end_ns = 0;
+};
+
 class DeviceImpl {
  public:
   virtual ~DeviceImpl() = default;
@@ -263,6 +270,23 @@ class DeviceImpl {
   virtual void synchronize() = 0;
   // Default: synchronizes and returns a completed event.
   virtual std::unique_ptr<Event> record_event();
+
+  // Note [Device timing]
+  // For the profiler (ferry/profiler.hpp), which records how long each op and
+  // copy took on the device, not just to enqueue. A device with a clock of its
+  // own (Vulkan timestamp queries, CUDA events) says so by returning true from
+  // start_timing(); from then on the profiler brackets the work it enqueues
+  // for each op and copy with mark_time(id, false) before and mark_time(id,
+  // true) after, on the issuing thread, and the device writes its clock into
+  // its queue there, in stream order. stop_timing() waits for the device and
+  // returns every bracketed span as host steady_clock nanoseconds (the device
+  // maps its clock onto the host's), in any order, and stops writing. Brackets
+  // from threads that enqueue at once may interleave: spans then overlap.
+  // The default, false: the device's work has completed when each call
+  // returns (the CPU), and the profiler's host clock times it.
+  virtual bool start_timing() { return false; }
+  virtual void mark_time(std::uint64_t /*id*/, bool /*end*/) {}
+  virtual std::vector<DeviceTimeSpan> stop_timing() { return {}; }
 
   // Optional: compiles a user's kernel for this device (Note [Custom
   // kernels]); CompileError when it does not compile. Default:

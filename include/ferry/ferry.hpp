@@ -1,8 +1,8 @@
 // ferry/ferry.hpp — everything an application needs.
 #pragma once
 
-#include "ferry/autograd.hpp"
 #include "ferry/autocast.hpp"
+#include "ferry/autograd.hpp"
 #include "ferry/checkpoint.hpp"
 #include "ferry/custom_kernel.hpp"
 #include "ferry/custom_op.hpp"
@@ -10,14 +10,15 @@
 #include "ferry/device.hpp"
 #include "ferry/device_info.hpp"
 #include "ferry/dtype.hpp"
-#include "ferry/grad_scaler.hpp"
 #include "ferry/error.hpp"
+#include "ferry/grad_scaler.hpp"
 #include "ferry/log.hpp"
+#include "ferry/lr_scheduler.hpp"
 #include "ferry/memory.hpp"
 #include "ferry/nn.hpp"
 #include "ferry/ops.hpp"
-#include "ferry/lr_scheduler.hpp"
 #include "ferry/optim.hpp"
+#include "ferry/profiler.hpp"
 #include "ferry/random.hpp"
 #include "ferry/registry.hpp"
 #include "ferry/safetensors.hpp"

@@ -21,6 +21,7 @@
 #include "ferry/autograd.hpp"
 #include "ferry/error.hpp"
 #include "ferry/ops.hpp"
+#include "profiler/profiler_hooks.hpp"
 
 namespace ferry::autograd {
 namespace {
@@ -171,7 +172,11 @@ void execute(const std::vector<std::shared_ptr<Node>>& roots, const std::vector<
         grad.defined() && (task.accumulate ? true : !is_leaf && run.count(node.get()));
     if (apply) {
       if (task.accumulate) keep_retained(*node, grad);
+      // Note [Profiler]: each node's backward as a range around the kernels it runs.
+      profiler::Range range =
+          profiler::detail::on() ? profiler::Range(node->name()) : profiler::Range();
       std::vector<Tensor> in_grads = node->apply(std::move(grad));
+      range.end();
       for (std::size_t i = 0; i < in_grads.size() && i < node->next.size(); ++i) {
         if (!node->next[i] || !in_grads[i].defined()) continue;
         check_gradient(*node, i, in_grads[i]);

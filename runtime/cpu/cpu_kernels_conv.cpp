@@ -32,6 +32,7 @@
 #include "cpu/onednn.hpp"
 #include "ferry/error.hpp"
 #include "ferry/kit/conv_ops.hpp"
+#include "ferry/profiler.hpp"
 #include "parallel.hpp"
 
 namespace ferry::cpu {
@@ -227,7 +228,8 @@ bool pointwise(const OpCall& c) {
 template <typename T> void run(const OpCall& c) {
   check_contiguous(c);
   if constexpr (std::is_same_v<T, float>)
-    if (!pointwise(c) && onednn::run(c)) return;
+    if (!pointwise(c) && onednn::run(c)) return profiler::note_kernel("oneDNN");
+  profiler::note_kernel("im2col + BLAS");
   switch (c.op) {
     case OpId::conv_backward_input:
       return backward_input<T>(c);

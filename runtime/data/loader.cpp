@@ -21,6 +21,7 @@
 #include <exception>
 #include <mutex>
 #include <numeric>
+#include <optional>
 #include <random>
 #include <system_error>
 #include <thread>
@@ -31,6 +32,7 @@
 #include "ferry/registry.hpp"
 #include "log_internal.hpp"
 #include "pinned_memory.hpp"
+#include "profiler/profiler_hooks.hpp"
 
 namespace ferry::data {
 namespace {
@@ -116,6 +118,9 @@ struct DataLoader::Epoch {
   // The host batch k, built on this thread (grad mode off: batches are data).
   Batch build(std::size_t k) const {
     NoGradGuard no_grad;
+    std::optional<profiler::Range> range;  // Note [Profiler]
+    if (profiler::detail::on()) [[unlikely]]
+      range.emplace(fmt::format("DataLoader: build batch {}", k));
     const std::size_t first = k * options.batch_size;
     const std::size_t last = std::min(first + options.batch_size, order.size());
     std::vector<std::size_t> indices(order.begin() + std::ptrdiff_t(first),
@@ -125,6 +130,14 @@ struct DataLoader::Epoch {
       for (Tensor& t : batch)
         if (t.device().is_cpu()) t = detail::pin_tensor(t, pin_for);
     return batch;
+  }
+
+  // The profiler's range around sending batch k to the device: its copies
+  // overlap the training step's ops in the trace (Note [Profiler]).
+  profiler::Range send_range(std::size_t k) const {
+    if (!profiler::detail::on() || options.device.is_cpu()) [[likely]]
+      return profiler::Range();
+    return profiler::Range(fmt::format("DataLoader: send batch {} to {}", k, options.device.str()));
   }
 
   // Note [Pinned host memory]: for the loader's device when it can pin, for
@@ -167,6 +180,7 @@ struct DataLoader::Epoch {
         slot.batch = build(k);
         NoGradGuard no_grad;
         // Enqueued on the device's stream from this thread (Note [DataLoader threading]).
+        const profiler::Range range = send_range(k);
         for (Tensor& t : slot.batch) t = t.to(options.device);
       } catch (...) {
         slot.error = std::current_exception();
@@ -206,6 +220,7 @@ struct DataLoader::Epoch {
         f.batch = take(k);  // the worker has moved it
       } else {
         Batch batch = build(k);
+        const profiler::Range range = send_range(k);
         for (Tensor& t : batch) t = t.to(options.device);  // enqueued on the device's stream
         f.batch = std::move(batch);
       }

@@ -7,6 +7,7 @@
 #include <chrono>
 #include <cstring>
 #include <map>
+#include <optional>
 #include <utility>
 
 #include "copy_route.hpp"
@@ -15,12 +16,16 @@
 #include "ferry/error.hpp"
 #include "ferry/log.hpp"
 #include "log_internal.hpp"
+#include "profiler/profiler_hooks.hpp"
 #include "transfer/plan_state.hpp"
 
 namespace ferry {
 
 using detail::copy_route;
 using detail::CopyRoute;
+using profiler::EventKind;
+using profiler::detail::copy_name;
+using profiler::detail::MaybeWork;
 
 namespace {
 
@@ -143,6 +148,13 @@ std::vector<Chunk> make_chunks(const TransferPlan::State& s, const TransferGroup
   return chunks;
 }
 
+// The bytes a chunk's copies move.
+std::size_t chunk_bytes(const Chunk& c) {
+  std::size_t n = 0;
+  for (const ChunkCopy& cc : c.copies) n += cc.len;
+  return n;
+}
+
 std::size_t chunk_size(const std::vector<Chunk>& chunks) {
   std::size_t size = 0;
   for (const Chunk& c : chunks)
@@ -168,8 +180,13 @@ std::size_t gather_through_source_staging(const TransferPlan::State& s, const Tr
   std::size_t copies = 0;
   auto drain = [&](std::size_t c) {
     const int b = int(c % 2);
-    ready[b]->wait();
+    {
+      MaybeWork wait(EventKind::wait, src, "wait for staging chunk");
+      ready[b]->wait();
+    }
     const auto* h = static_cast<const std::byte*>(staging[b]->host_ptr());
+    MaybeWork copy(EventKind::copy, dst, copy_name(src, dst), chunk_bytes(chunks[c]),
+                   "a chunk from the source's staging memory");
     for (const ChunkCopy& cc : chunks[c].copies) {
       dst.copy_from_host(*cc.dst, cc.dst_off, h + cc.at, cc.len);
       ++copies;
@@ -182,10 +199,14 @@ std::size_t gather_through_source_staging(const TransferPlan::State& s, const Tr
       throw BackendError(
           fmt::format("{}: allocate_staging gave no host-visible memory", src.device().str()),
           "allocate_staging");
-    for (const Piece& pc : chunks[c].pieces) {
-      src.copy_within(*staging[b], pc.at, s.storages[pc.storage].storage->buffer(), pc.src_off,
-                      pc.len);
-      ++copies;
+    {
+      MaybeWork gather(EventKind::copy, src, "copy DtoD", chunk_bytes(chunks[c]),
+                       "a chunk gathered into staging memory");
+      for (const Piece& pc : chunks[c].pieces) {
+        src.copy_within(*staging[b], pc.at, s.storages[pc.storage].storage->buffer(), pc.src_off,
+                        pc.len);
+        ++copies;
+      }
     }
     ready[b] = src.record_event();
     if (c > 0) drain(c - 1);
@@ -200,7 +221,10 @@ std::size_t copy_group(const TransferPlan::State& s, const TransferGroup& g,
                        const std::vector<std::unique_ptr<Buffer>>& buffers) {
   DeviceImpl& src = *g.src;
   DeviceImpl& dst = *g.dst;
-  src.synchronize();  // pending writes to the sources must land first
+  {
+    MaybeWork wait(EventKind::wait, src, "synchronize");
+    src.synchronize();  // pending writes to the sources must land first
+  }
   std::size_t copies = 0;
   std::vector<std::size_t> staged, gathered;
   bool peer = true;       // until the destination refuses a peer copy
@@ -212,8 +236,11 @@ std::size_t copy_group(const TransferPlan::State& s, const TransferGroup& g,
     const auto* src_ptr = static_cast<const std::byte*>(from.host_ptr());
     auto* dst_ptr = static_cast<std::byte*>(buffers[i]->host_ptr());
     // Note [Copy routes]: the route the plan reported (explain()).
-    switch (copy_route(src, from, dst, buffers[i].get())) {
+    const CopyRoute route = copy_route(src, from, dst, buffers[i].get());
+    switch (route) {
       case CopyRoute::dma: {  // pinned memory (the group synchronizes dst at its end)
+        MaybeWork copy(EventKind::copy, dst, copy_name(src, dst), p.src_bytes,
+                       "DMA, pinned memory");
         const Buffer::Registration r = from.registration(dst);
         dst.copy_within(*buffers[i], 0, *r.buffer, r.offset, p.src_bytes);
         ++copies;
@@ -224,9 +251,11 @@ std::size_t copy_group(const TransferPlan::State& s, const TransferGroup& g,
         break;
       case CopyRoute::host:
         if (src_ptr) {
+          MaybeWork copy(EventKind::copy, dst, copy_name(src, dst), p.src_bytes, "upload");
           dst.copy_from_host(*buffers[i], 0, src_ptr, p.src_bytes);
         } else {
           if (!std::exchange(dst_idle, true)) dst.synchronize();
+          MaybeWork copy(EventKind::copy, src, copy_name(src, dst), p.src_bytes, "download", false);
           src.copy_to_host(dst_ptr, from, 0, p.src_bytes);
         }
         ++copies;
@@ -239,10 +268,12 @@ std::size_t copy_group(const TransferPlan::State& s, const TransferGroup& g,
         peer = false;  // once refused, stage the rest
         staged.push_back(i);
         break;
-      case CopyRoute::on_device:
+      case CopyRoute::on_device: {
+        MaybeWork copy(EventKind::copy, dst, copy_name(src, dst), p.src_bytes, "on device");
         dst.copy_within(*buffers[i], 0, from, 0, p.src_bytes);
         ++copies;
         break;
+      }
       case CopyRoute::upload:  // pipelined through staging chunks
       case CopyRoute::staged:
         staged.push_back(i);
@@ -265,9 +296,15 @@ std::size_t copy_group(const TransferPlan::State& s, const TransferGroup& g,
   if (!device_staging[0]) host_staging.resize(size);
   for (std::size_t c = 0; c < chunks.size(); ++c) {
     const int b = device_staging[1] ? int(c % 2) : 0;
-    if (in_flight[b]) in_flight[b]->wait();
+    if (in_flight[b]) {
+      MaybeWork wait(EventKind::wait, dst, "wait for staging chunk");
+      in_flight[b]->wait();
+    }
     auto* h = device_staging[0] ? static_cast<std::byte*>(device_staging[b]->host_ptr())
                                 : host_staging.data();
+    std::optional<profiler::Range> fill;
+    if (profiler::detail::on()) [[unlikely]]
+      fill.emplace(fmt::format("fill staging chunk {} of {}", c + 1, chunks.size()));
     for (const Piece& pc : chunks[c].pieces) {
       const Buffer& from = s.storages[pc.storage].storage->buffer();
       if (const auto* sp = static_cast<const std::byte*>(from.host_ptr()))
@@ -275,6 +312,9 @@ std::size_t copy_group(const TransferPlan::State& s, const TransferGroup& g,
       else
         src.copy_to_host(h + pc.at, from, pc.src_off, pc.len), ++copies;
     }
+    fill.reset();
+    MaybeWork copy(EventKind::copy, dst, copy_name(src, dst), chunk_bytes(chunks[c]),
+                   device_staging[0] ? "a chunk from staging memory" : "a chunk from host memory");
     for (const ChunkCopy& cc : chunks[c].copies) {
       if (device_staging[0])
         dst.copy_within(*cc.dst, cc.dst_off, *device_staging[b], cc.at, cc.len);
@@ -304,6 +344,7 @@ std::shared_ptr<Storage> convert_storage(const PlannedStorage& p, DeviceImpl& ds
 
 MigrationReport execute_plan(TransferPlan::State& s) {
   const auto t0 = Clock::now();
+  profiler::Range range("migrate");  // Note [Profiler]
   check_unchanged(s);
   check_capacity(s);
 
@@ -316,6 +357,10 @@ MigrationReport execute_plan(TransferPlan::State& s) {
   for (std::size_t gi = 0; gi < s.groups.size(); ++gi) {
     const TransferGroup& g = s.groups[gi];
     const auto g0 = Clock::now();
+    std::optional<profiler::Range> range;  // Note [Profiler]
+    if (profiler::detail::on()) [[unlikely]]
+      range.emplace(fmt::format("migrate {} -> {} ({} storages, {} arenas)", g.src->device().str(),
+                                g.dst->device().str(), g.storages.size(), g.arena_bytes.size()));
     for (std::size_t bytes : g.arena_bytes) arenas[gi].push_back(g.dst->allocate(bytes));
     for (std::size_t i : g.storages) {
       const PlannedStorage& p = s.storages[i];
@@ -331,7 +376,10 @@ MigrationReport execute_plan(TransferPlan::State& s) {
     pr.copies = copy_group(s, g, arenas[gi], buffers);
     for (std::size_t i : g.storages)
       if (s.storages[i].convert) converted[i] = convert_storage(s.storages[i], *g.dst), ++pr.copies;
-    g.dst->synchronize();  // every copy has completed (and any error surfaced)
+    {
+      MaybeWork wait(EventKind::wait, *g.dst, "synchronize");
+      g.dst->synchronize();  // every copy has completed (and any error surfaced)
+    }
     pr.storages = g.storages.size();
     pr.bytes = g.bytes;
     pr.seconds = seconds_since(g0);

@@ -154,6 +154,10 @@ class VulkanDevice final : public DeviceImpl {
   void synchronize() override;
   // Flushes the open batch; the event is its serial's fence.
   std::unique_ptr<Event> record_event() override;
+  // Timestamp queries (Note [Vulkan timing] in vk_recorder.cpp).
+  bool start_timing() override;
+  void mark_time(std::uint64_t id, bool end) override;
+  std::vector<DeviceTimeSpan> stop_timing() override;
   // GLSL through glslang (vk_custom_kernel.cpp, Note [Custom GLSL kernels]).
   std::unique_ptr<CompiledKernel> compile_kernel(const KernelSource& source) override;
 

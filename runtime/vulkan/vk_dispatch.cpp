@@ -177,6 +177,33 @@ void VulkanDevice::synchronize_locked(Lock& lock) {
   recorder_->synchronize(lock);
 }
 
+// ---- timing for the profiler (Note [Vulkan timing] in vk_recorder.cpp) ----
+
+bool VulkanDevice::start_timing() {
+  Lock lock(mutex_);
+  check_alive();
+  std::uint32_t count = 0;
+  vkGetPhysicalDeviceQueueFamilyProperties(physical_.handle, &count, nullptr);
+  std::vector<VkQueueFamilyProperties> families(count);
+  vkGetPhysicalDeviceQueueFamilyProperties(physical_.handle, &count, families.data());
+  const std::uint32_t bits = families.at(queue_family_).timestampValidBits;
+  // A queue without timestamps still runs ahead of the host: its spans stay
+  // unknown rather than host-timed.
+  if (bits > 0) recorder_->start_timing(lock, physical_.props.limits.timestampPeriod, bits);
+  return true;
+}
+
+void VulkanDevice::mark_time(std::uint64_t id, bool end) {
+  Lock lock(mutex_);
+  if (!recorder_->lost()) recorder_->write_timestamp(id, end);
+}
+
+std::vector<DeviceTimeSpan> VulkanDevice::stop_timing() {
+  Lock lock(mutex_);
+  if (!recorder_->timing() || recorder_->lost()) return {};
+  return recorder_->stop_timing(lock);
+}
+
 // ---- dispatch ----
 
 Binding VulkanDevice::bind(const TensorArg& t, Access access) const {

@@ -16,6 +16,7 @@
 
 #include "abi/matmul.h"
 #include "ferry/error.hpp"
+#include "ferry/profiler.hpp"
 #include "vulkan/vk_device.hpp"
 #include "vulkan/vk_gemm_tiles.hpp"
 #include "vulkan/vk_split.hpp"
@@ -110,6 +111,9 @@ void matmul_kernel(DeviceImpl& d, const OpCall& call) {
                      ? choose_tile("matmul", dev.limits(), std::uint64_t(nb), std::uint64_t(M),
                                    std::uint64_t(N), dt == DType::f64 ? 8 : 4)
                      : Tile{32, 32, 8, 4, 4};  // integers: a plain loop per thread
+  if (profiler::enabled())
+    profiler::note_kernel(
+        fmt::format("gemm tile {}x{}x{}, {}x{} per thread", t.bm, t.bn, t.bk, t.tm, t.tn));
   const KernelLimits& lim = dev.limits();
   const std::int64_t batches =
       std::min({max_chunk(lim, A, 0), max_chunk(lim, B, 0), max_chunk(lim, C, 0)});

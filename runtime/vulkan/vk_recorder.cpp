@@ -6,6 +6,10 @@
 
 #include <fmt/format.h>
 
+#include <chrono>
+#include <unordered_map>
+#include <utility>
+
 #include "ferry/error.hpp"
 #include "log_internal.hpp"
 #include "vulkan/vk_device.hpp"
@@ -47,6 +51,10 @@ Recorder::~Recorder() {
   for (VkDescriptorPool p : batch_pools_) vk_.vkDestroyDescriptorPool(device_, p, nullptr);
   for (auto& s : in_flight_)
     for (VkDescriptorPool p : s.descriptor_pools) vk_.vkDestroyDescriptorPool(device_, p, nullptr);
+  for (VkQueryPool q : free_query_pools_) vk_.vkDestroyQueryPool(device_, q, nullptr);
+  if (batch_queries_.pool) vk_.vkDestroyQueryPool(device_, batch_queries_.pool, nullptr);
+  for (auto& s : in_flight_)
+    if (s.queries.pool) vk_.vkDestroyQueryPool(device_, s.queries.pool, nullptr);
   // The command buffers go with their pool.
   vk_.vkDestroyCommandPool(device_, command_pool_, nullptr);
 }
@@ -175,6 +183,7 @@ void Recorder::flush() {
   s.cb = batch_cb_;
   s.descriptor_pools = std::move(batch_pools_);
   batch_pools_.clear();
+  s.queries = std::exchange(batch_queries_, Queries{});
   batch_cb_ = VK_NULL_HANDLE;
   if (!free_fences_.empty()) {
     s.fence = free_fences_.back();
@@ -238,6 +247,7 @@ void Recorder::retire() {
       parked_fences_.push_back(s.fence);  // another thread may be waiting on it
     else
       recycle_fence(s.fence);
+    if (s.queries.pool) read_timestamps(s.queries);
     check(vk_.vkResetCommandBuffer(s.cb, 0), "vkResetCommandBuffer");
     free_cbs_.push_back(s.cb);
     for (VkDescriptorPool p : s.descriptor_pools) {
@@ -273,6 +283,111 @@ void Recorder::make_room_for_staging(Lock& lock, std::uint64_t bytes) {
   retire();
   while (!deferred_.empty() && deferred_bytes_ + bytes > kMaxStagingInFlight)
     wait_for(lock, deferred_.begin()->first);
+}
+
+// Note [Vulkan timing]
+// While the profiler runs (Note [Device timing] in ferry/backend.hpp), each
+// batch that holds a bracketed op or copy gets a timestamp query pool, reset
+// by the batch's own command buffer before its first timestamp, with room for
+// two timestamps per command; a batch whose pool is full is submitted first.
+// Both ends of a span are written at BOTTOM_OF_PIPE: once every command
+// before has finished. Commands with no barrier between them may overlap on a
+// GPU; so timed, each span holds the time from the end of the work before it
+// to the end of its own, the spans of one queue never overlap (a trace viewer
+// needs its slices nested), and they add up to the queue's busy time. The open
+// copy run is recorded first, so the timestamp is
+// ordered after its copies. Results are read without waiting when the batch
+// retires (its fence has signalled) and the pool goes back to a free list.
+// The device's ticks are mapped onto the host's steady clock by timestamps
+// submitted alone at start_timing: each is written between the host's submit
+// and the end of its wait, and is taken to be written at the end, so that no
+// span can appear to start before the host enqueued it; of
+// kCalibrationSamples tries, the one with the shortest wait is kept (on
+// lavapipe one wait took 7 ms, when its queue thread was slow to wake, and
+// the mapping was that much off). VK_EXT_calibrated_timestamps would do
+// better where a driver has it.
+static constexpr std::uint32_t kQueriesPerBatch = 2 * kBatchCommands + 64;
+static constexpr std::uint64_t kCalibrationMark = ~std::uint64_t(0);
+static constexpr int kCalibrationSamples = 5;
+
+void Recorder::write_timestamp(std::uint64_t id, bool end) {
+  if (!timing_) return;
+  if (batch_queries_.marks.size() == kQueriesPerBatch) flush();
+  open_batch();
+  end_copy_run();
+  Queries& q = batch_queries_;
+  if (!q.pool) {
+    if (!free_query_pools_.empty()) {
+      q.pool = free_query_pools_.back();
+      free_query_pools_.pop_back();
+    } else {
+      VkQueryPoolCreateInfo qi{VK_STRUCTURE_TYPE_QUERY_POOL_CREATE_INFO};
+      qi.queryType = VK_QUERY_TYPE_TIMESTAMP;
+      qi.queryCount = kQueriesPerBatch;
+      check(vk_.vkCreateQueryPool(device_, &qi, nullptr, &q.pool), "vkCreateQueryPool");
+    }
+    vk_.vkCmdResetQueryPool(batch_cb_, q.pool, 0, kQueriesPerBatch);
+  }
+  vk_.vkCmdWriteTimestamp(batch_cb_, VK_PIPELINE_STAGE_BOTTOM_OF_PIPE_BIT, q.pool,
+                          std::uint32_t(q.marks.size()));
+  q.marks.push_back(id == kCalibrationMark ? id : id << 1 | std::uint64_t(end));
+}
+
+void Recorder::read_timestamps(Queries& q) {
+  const std::size_t n = q.marks.size();
+  std::vector<std::uint64_t> ticks(n);
+  if (n > 0)
+    check(vk_.vkGetQueryPoolResults(device_, q.pool, 0, std::uint32_t(n), n * sizeof(std::uint64_t),
+                                    ticks.data(), sizeof(std::uint64_t), VK_QUERY_RESULT_64_BIT),
+          "vkGetQueryPoolResults");
+  for (std::size_t i = 0; i < n; ++i) stamps_.emplace_back(q.marks[i], ticks[i] & valid_mask_);
+  free_query_pools_.push_back(q.pool);
+  q = Queries{};
+}
+
+void Recorder::start_timing(Lock& lock, double period_ns, std::uint32_t valid_bits) {
+  synchronize(lock);  // an idle queue: each calibration timestamp is written at once
+  stamps_.clear();
+  timing_ = true;
+  period_ns_ = period_ns;
+  valid_mask_ = valid_bits >= 64 ? ~std::uint64_t(0) : (std::uint64_t(1) << valid_bits) - 1;
+  auto ns = [](std::chrono::steady_clock::time_point t) {
+    return std::chrono::duration_cast<std::chrono::nanoseconds>(t.time_since_epoch()).count();
+  };
+  std::int64_t best_window = -1;
+  for (int sample = 0; sample < kCalibrationSamples; ++sample) {
+    write_timestamp(kCalibrationMark, false);
+    const auto t0 = std::chrono::steady_clock::now();
+    synchronize(lock);
+    const auto t1 = std::chrono::steady_clock::now();
+    for (auto it = stamps_.begin(); it != stamps_.end(); ++it) {
+      if (it->first != kCalibrationMark) continue;
+      if (best_window < 0 || ns(t1) - ns(t0) < best_window) {
+        best_window = ns(t1) - ns(t0);
+        clock_offset_ns_ = ns(t1) - std::int64_t(double(it->second) * period_ns_);
+      }
+      stamps_.erase(it);
+      break;
+    }
+  }
+}
+
+std::vector<DeviceTimeSpan> Recorder::stop_timing(Lock& lock) {
+  synchronize(lock);
+  timing_ = false;
+  std::unordered_map<std::uint64_t, DeviceTimeSpan> spans;
+  for (const auto& [mark, ticks] : stamps_) {
+    DeviceTimeSpan& sp = spans[mark >> 1];
+    sp.id = mark >> 1;
+    const std::int64_t ns = std::int64_t(double(ticks) * period_ns_) + clock_offset_ns_;
+    (mark & 1 ? sp.end_ns : sp.begin_ns) = ns;
+  }
+  stamps_.clear();
+  std::vector<DeviceTimeSpan> out;
+  out.reserve(spans.size());
+  for (const auto& [id, sp] : spans)
+    if (sp.begin_ns != 0 && sp.end_ns != 0) out.push_back(sp);
+  return out;
 }
 
 VkDescriptorSet Recorder::allocate_descriptor_set(VkDescriptorSetLayout set_layout) {

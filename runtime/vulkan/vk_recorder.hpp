@@ -26,6 +26,7 @@
 #include <string>
 #include <vector>
 
+#include "ferry/backend.hpp"
 #include "ferry/kit/block_allocator.hpp"
 #include "vulkan/barrier_tracker.hpp"
 #include "vulkan/vk_memory_pools.hpp"
@@ -97,6 +98,18 @@ class Recorder {
   // under kMaxStagingInFlight.
   void make_room_for_staging(Lock& lock, std::uint64_t bytes);
 
+  // ---- timestamps for the profiler (Note [Vulkan timing] in vk_recorder.cpp) ----
+  // Starts writing timestamps: `period_ns` nanoseconds per tick, of which the
+  // low `valid_bits` bits count. Maps the device's clock onto the host's by
+  // submitting one timestamp and waiting for it.
+  void start_timing(Lock& lock, double period_ns, std::uint32_t valid_bits);
+  bool timing() const { return timing_; }
+  // Writes the device's clock into the open batch: the start of span `id`, or
+  // its end when `end`.
+  void write_timestamp(std::uint64_t id, bool end);
+  // Waits for every batch and returns the spans timed since start_timing.
+  std::vector<DeviceTimeSpan> stop_timing(Lock& lock);
+
   // ---- state ----
   // Set once a submission or a wait reported VK_ERROR_DEVICE_LOST.
   bool lost() const { return lost_; }
@@ -108,7 +121,14 @@ class Recorder {
   const BarrierTracker& tracker() const { return tracker_; }
 
  private:
+  // A batch's timestamp queries: one pool, and what each query marks (a
+  // span's id shifted left by one, the low bit set for its end).
+  struct Queries {
+    VkQueryPool pool = VK_NULL_HANDLE;
+    std::vector<std::uint64_t> marks;
+  };
   struct Submission {
+    Queries queries;
     std::uint64_t serial = 0;
     VkFence fence = VK_NULL_HANDLE;
     VkCommandBuffer cb = VK_NULL_HANDLE;
@@ -128,6 +148,7 @@ class Recorder {
   void record_barrier(const std::optional<Barrier>& b);
   void recycle_fence(VkFence f);
   void mark_lost(VkResult r, const char* where);
+  void read_timestamps(Queries& q);  // of a completed batch; recycles its pool
 
   const VolkDeviceTable& vk_;
   VkDevice device_;
@@ -155,6 +176,15 @@ class Recorder {
   std::vector<VkDescriptorPool> free_descriptor_pools_;
   std::multimap<std::uint64_t, DeferredFree> deferred_;  // staging ranges, by batch serial
   std::uint64_t deferred_bytes_ = 0;
+
+  bool timing_ = false;
+  double period_ns_ = 1;
+  std::uint64_t valid_mask_ = ~std::uint64_t(0);
+  std::int64_t clock_offset_ns_ = 0;  // host ns = ticks * period_ns_ + this
+  Queries batch_queries_;             // the open batch's
+  std::vector<VkQueryPool> free_query_pools_;
+  std::vector<std::pair<std::uint64_t, std::uint64_t>>
+      stamps_;  // (mark, ticks) of completed batches
 };
 
 }  // namespace ferry::vulkan
