@@ -200,6 +200,7 @@ void Recorder::flush() {
   if (r != VK_SUCCESS) {
     free_fences_.push_back(s.fence);
     free_cbs_.push_back(s.cb);
+    if (s.queries.pool) free_query_pools_.push_back(s.queries.pool);
     mark_lost(r, "vkQueueSubmit");
   }
   FERRY_DEBUG("{}: submitted batch {} ({} commands)", name_, s.serial, batch_commands_);
