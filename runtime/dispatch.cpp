@@ -189,7 +189,8 @@ void copy_storage_bytes(Storage& dst, std::size_t dst_offset, Storage& src, std:
       profile(di, "peer", true);
       if (di.copy_from_peer(dst.buffer(), dst_offset, si, src.buffer(), src_offset, bytes))
         return done("peer");
-      break;  // this pair refused: through the host
+      if (work) work->drop();  // this pair refused: through the host
+      break;
     case CopyRoute::staged:
       break;
   }

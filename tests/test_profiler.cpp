@@ -14,6 +14,7 @@
 #include <thread>
 
 #include "ferry/ferry.hpp"
+#include "profiler/profiler_hooks.hpp"
 
 using namespace ferry;
 namespace prof = ferry::profiler;
@@ -134,6 +135,31 @@ TEST(Profiler, CopiesNameTheirRouteAndBytes) {
     EXPECT_EQ(copies[0]->detail, "cpu -> vulkan:0, upload");
     EXPECT_EQ(copies[1]->name, "copy DtoH");
     EXPECT_EQ(copies[1]->detail.rfind("vulkan:0 -> cpu, ", 0), 0u) << copies[1]->detail;
+  }
+}
+
+// A session whose first event on a device is a copy that keeps only its host
+// span (a download that waits inside the call) still times later ops with the
+// device's clock.
+TEST(Profiler, AHostTimedCopyFirstLeavesTheDeviceClockOn) {
+  if (!is_available("vulkan:0")) GTEST_SKIP() << "no Vulkan device";
+  const Device dev("vulkan:0");
+  Tensor x = ones({64}, {.device = dev});
+  synchronize(dev);
+  prof::Scope scope;
+  {
+    // The Work the core makes for a download that waits inside the call.
+    profiler::detail::Work download(prof::EventKind::copy, device_impl(dev), "copy DtoH",
+                                    /*device_timed=*/false);
+  }
+  Tensor y = relu(x);
+  synchronize(dev);
+  const prof::Profile p = scope.stop();
+  const auto ops = of_kind(p, prof::EventKind::op, dev.str());
+  ASSERT_FALSE(ops.empty());
+  for (const prof::Event* e : ops) {
+    ASSERT_TRUE(e->has_device_time()) << e->name;
+    EXPECT_NE(e->device_begin_ns, e->begin_ns) << e->name << ": timed by the device's clock";
   }
 }
 

@@ -104,7 +104,14 @@ Work::Work(EventKind kind, DeviceImpl& device, std::string_view name, bool devic
     generation_ = s.generation;
     record_shapes_ = s.options.record_shapes;
     event_.id = s.next_id++;
-    marked_ = kind != EventKind::wait && device_timed && device_times_itself(s, device);
+    // Decided once, here: whether the device's clock or the host's times the
+    // work (a wait has neither; a copy that waits inside the call keeps only
+    // its host span).
+    if (kind != EventKind::wait) {
+      const bool own_clock = device_times_itself(s, device);
+      marked_ = own_clock && device_timed;
+      host_clock_ = !own_clock;
+    }
   }
   // The host span starts before the device's clock is written, so that the
   // device span cannot start before it (CUDA runs an event on an idle stream
@@ -123,12 +130,13 @@ Work::~Work() {
     }
   }
   event_.end_ns = now_ns();
+  if (dropped_) return;
   Session& s = session();
   std::lock_guard lock(s.mutex);
   if (!on() || s.generation != generation_) return;
   // A device without a clock of its own has finished the work when the call
   // returns (Note [Device timing]): the host span is the device's.
-  if (event_.kind != EventKind::wait && !s.devices[device_]) {
+  if (host_clock_) {
     event_.device_begin_ns = event_.begin_ns;
     event_.device_end_ns = event_.end_ns;
   }

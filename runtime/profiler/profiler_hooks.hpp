@@ -47,6 +47,8 @@ class Work {
   void set_inputs(std::string s) { event_.inputs = std::move(s); }
   void set_detail(std::string_view s) { event_.detail = s; }
   void set_bytes(std::uint64_t n) { event_.bytes = n; }
+  // Records nothing after all (a peer copy the device refused).
+  void drop() { dropped_ = true; }
   // The innermost Work of the calling thread (note_kernel's target), or nullptr.
   static Work* current();
 
@@ -55,8 +57,10 @@ class Work {
   Work* outer_;  // the thread's current Work before this one
   DeviceImpl* device_;
   std::uint64_t generation_;
-  bool marked_ = false;  // the device was asked to bracket the work
+  bool marked_ = false;      // the device was asked to bracket the work
+  bool host_clock_ = false;  // the device has no clock of its own: the host span is its span
   bool record_shapes_ = true;
+  bool dropped_ = false;
 };
 
 // A copy's event name, by direction: "copy HtoD", "copy DtoH", "copy DtoD"
