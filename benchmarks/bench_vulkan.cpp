@@ -7,11 +7,19 @@
 //                       10,000 ops and as ops/s.
 //   add f32             ferry::add on vulkan:0 against ferry::add on the CPU.
 //   matmul f32          ferry::matmul on vulkan:0 against the CPU (OpenBLAS).
+//   row ops             sum over the last dim, softmax and layer_norm of f32 rows of 4096
+//                       and of 32 elements on vulkan:0, against a copy of the same tensor
+//                       on vulkan:0 (the least memory traffic each op can have, read once
+//                       and written once, as bandwidth). Which way a row's threads meet
+//                       (Note [Subgroup row reductions] in shaders/subgroup.glsl) is the
+//                       device's: run with FERRY_VULKAN_SUBGROUPS=0 and =1 to compare.
 // The add and matmul loops enqueue kRepeats ops per wait for the device, so
 // that the host's submit-and-wait is no part of the figure.
 // On a GPU, compare the element-wise figure with the device's copy bandwidth
 // (docs/gpu-results.md); on lavapipe both sides run on the same CPU cores.
 #include <fmt/format.h>
+
+#include <tuple>
 
 #include "bench_common.hpp"
 #include "ferry/ferry.hpp"
@@ -78,6 +86,34 @@ void bm_matmul(benchmark::State& state, bool on_vulkan) {
   state.counters["GFLOP"] = rate(kRepeats * 2.0 * double(n * n * n) / 1e9);
 }
 
+std::int64_t row_elements() { return quick() ? (std::int64_t(1) << 20) : (std::int64_t(8) << 20); }
+
+enum class RowOp { copy, sum, softmax, layer_norm };
+
+void bm_rows(benchmark::State& state, RowOp op, std::int64_t n) {
+  ferry::manual_seed(6);
+  const ferry::Tensor x = ferry::randn({row_elements() / n, n}).to(vk());
+  auto run = [&] {
+    switch (op) {
+      case RowOp::copy:
+        return x.clone();
+      case RowOp::sum:
+        return ferry::sum(x, {-1});
+      case RowOp::softmax:
+        return ferry::softmax(x, -1);
+      case RowOp::layer_norm:
+        return ferry::layer_norm(x, {n});
+    }
+    return ferry::Tensor();
+  };
+  run();
+  ferry::synchronize(vk());
+  for (auto _ : state) {
+    for (int r = 0; r < kRepeats; ++r) run();
+    ferry::synchronize(vk());
+  }
+}
+
 }  // namespace
 
 void register_vulkan() {
@@ -121,6 +157,34 @@ void register_vulkan() {
   const std::string m = fmt::format("{0}x{0}x{0}", mm_n());
   versus_cpu("vulkan/matmul_f32/" + m, "matmul f32 " + m, bm_matmul, "cpu (OpenBLAS)",
              Metric::gflops, kRepeats * 2.0 * double(mm_n() * mm_n() * mm_n()));
+
+  const double row_bytes = double(row_elements()) * 4;
+  for (const std::int64_t n : {4096, 32}) {
+    const std::string shape = fmt::format("{}x{}", row_elements() / n, n);
+    const std::string copy = "vulkan/rows_" + shape + "/copy";
+    auto row_bm = [&](const std::string& name, RowOp op) {
+      auto* bm = benchmark::RegisterBenchmark(
+          name.c_str(), [op, n](benchmark::State& st) { bm_rows(st, op, n); });
+      bm->UseRealTime()->Unit(benchmark::kMillisecond);
+      if (!quick()) bm->MinTime(1.0);
+    };
+    row_bm(copy, RowOp::copy);
+    for (const auto& [op_name, op, bytes] :
+         {std::tuple{"sum", RowOp::sum, row_bytes},
+          std::tuple{"softmax", RowOp::softmax, 2 * row_bytes},
+          std::tuple{"layer_norm", RowOp::layer_norm, 2 * row_bytes}}) {
+      const std::string name = "vulkan/rows_" + shape + "/" + op_name;
+      row_bm(name, op);
+      add_comparison({.title = fmt::format("vulkan:0 {} f32 {}", op_name, shape),
+                      .ferry = name,
+                      .ferry_label = "vulkan:0",
+                      .baseline = copy,
+                      .baseline_label = "copy on vulkan:0",
+                      .metric = Metric::gbps,
+                      .ferry_work = kRepeats * bytes,
+                      .baseline_work = kRepeats * 2 * row_bytes});
+    }
+  }
 }
 
 }  // namespace bench

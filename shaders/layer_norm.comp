@@ -4,7 +4,8 @@
 //
 // LANES threads share a row (WG / LANES rows per workgroup). Each thread runs
 // Welford's update over its strided share of the row and the threads' (count,
-// mean, M2) triples meet in a shared-memory tree with Chan's formula: stable
+// mean, M2) triples meet with Chan's formula (in a subgroup butterfly, then a
+// shared-memory tree: Note [Subgroup row reductions] in subgroup.glsl): stable
 // like the CPU's two passes, but reading the row once for the statistics and
 // once more for the output. Float Welford loses accuracy when |mean| >> std
 // (its running means carry errors of ulp(mean)), so it runs on x - K, K the
@@ -18,6 +19,7 @@
 #extension GL_GOOGLE_include_directive : require
 #include "common.glsl"
 #include "abi/layer_norm.h"  // spec and push constants, codes: shared with the host
+#include "subgroup.glsl"
 
 FERRY_TENSOR(0, y)
 FERRY_TENSOR(1, mo)  // mean, f32 (f64 in the f64 module)
@@ -80,8 +82,9 @@ Stats get(uint i) { return Stats(s_count[i], s_mean[i], s_m2[i], s_hi[i], s_lo[i
 
 void main() {
   const uint ROWS = gl_WorkGroupSize.x / LANES;
-  const uint lane = gl_LocalInvocationID.x % LANES;
-  const uint row = gl_LocalInvocationID.x / LANES;
+  const uint t = row_thread();
+  const uint lane = t % LANES;
+  const uint row = t / LANES;
   const uint head = row * LANES;
   const uint n_blocks = (p.rows + ROWS - 1u) / ROWS;
   for (uint blk = gl_WorkGroupID.x; blk < n_blocks; blk += gl_NumWorkGroups.x) {
@@ -105,9 +108,17 @@ void main() {
         add_exact(st, v);
       }
     }
-    if (LANES > 1u) {
+    const uint in_subgroup = row_subgroup_lanes(LANES);
+    for (uint h = 1u; h < in_subgroup; h <<= 1u)
+      merge(st, Stats(ROW_SHUFFLE(st.count, h), ROW_SHUFFLE(st.mean, h), ROW_SHUFFLE(st.m2, h),
+                      ROW_SHUFFLE(st.hi, h), ROW_SHUFFLE(st.lo, h)));
+    if (in_subgroup == LANES && LANES > 1u) {  // one subgroup: lane 0's triple for all
+      st = Stats(ROW_SHUFFLE_BACK(st.count, lane), ROW_SHUFFLE_BACK(st.mean, lane),
+                 ROW_SHUFFLE_BACK(st.m2, lane), ROW_SHUFFLE_BACK(st.hi, lane),
+                 ROW_SHUFFLE_BACK(st.lo, lane));
+    } else if (in_subgroup < LANES) {
       put(head + lane, st);
-      for (uint h = LANES / 2u; h > 0u; h >>= 1u) {
+      for (uint h = LANES / 2u; h >= in_subgroup; h >>= 1u) {
         memoryBarrierShared();
         barrier();
         if (lane < h) {
@@ -138,7 +149,9 @@ void main() {
         STORE_F(y, DT, yo + k * p.ys1, v)
       }
     }
-    memoryBarrierShared();
-    barrier();  // the next block reuses the slots
+    if (in_subgroup < LANES) {
+      memoryBarrierShared();
+      barrier();  // the next block reuses the slots
+    }
   }
 }

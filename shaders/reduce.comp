@@ -3,7 +3,8 @@
 //
 // A workgroup of WG threads works on WG / LANES rows (outputs) at a time, LANES
 // threads per row: each thread folds a strided subset of its row into an
-// accumulator, then the row's threads combine theirs in a shared-memory tree.
+// accumulator, then the row's threads combine theirs in a subgroup butterfly and a
+// shared-memory tree (Note [Subgroup row reductions] in subgroup.glsl).
 // With ROW_FAST the thread index runs along the rows, so when the outputs are
 // contiguous in memory and the rows are not (sum over dim 0), neighbouring
 // threads still load neighbouring elements.
@@ -22,6 +23,7 @@
 #extension GL_GOOGLE_include_directive : require
 #include "common.glsl"
 #include "abi/reduce.h"  // spec and push constants, codes: shared with the host
+#include "subgroup.glsl"
 
 #include "ferry_ops.glsl"  // OP_SUM, OP_PROD, OP_MAX, OP_MIN, OP_ARGMAX: ferry::OpId
 #ifdef FERRY_FIXED_OP
@@ -213,9 +215,27 @@ void put(uint s, Acc a) {
 }
 Acc get(uint s) { return Acc(s_hi[s], s_lo[s], s_iv[s], s_idx[s]); }
 
+// The accumulator of the thread o away in the subgroup (ROW_SHUFFLE), the fields the op uses.
+Acc shuffle_xor(Acc a, uint o) {
+  Acc b = a;
+  if (IS_FLOAT_DT(IN_DT)) {
+    b.hi = ROW_SHUFFLE(a.hi, o);
+    if (OP == OP_SUM) b.lo = ROW_SHUFFLE(a.lo, o);
+  } else {
+#ifdef FERRY_FULL  // 64-bit shuffles need an extension of their own: two words
+    b.iv = int64_t(uint64_t(ROW_SHUFFLE(uint(a.iv), o)) |
+                   (uint64_t(ROW_SHUFFLE(uint(a.iv >> 32), o)) << 32));
+#else
+    b.iv = ROW_SHUFFLE(a.iv, o);
+#endif
+  }
+  if (OP == OP_ARGMAX) b.idx = ROW_SHUFFLE(a.idx, o);
+  return b;
+}
+
 void main() {
   const uint ROWS = gl_WorkGroupSize.x / LANES;
-  const uint t = gl_LocalInvocationID.x;
+  const uint t = row_thread();
   const uint lane = ROW_FAST ? t / ROWS : t % LANES;
   const uint row = ROW_FAST ? t % ROWS : t / LANES;
   const uint slot = row * LANES + lane;
@@ -239,9 +259,13 @@ void main() {
         for (uint k = begin + lane; k < end; k += LANES) step(a, base + red_offset(k), p.first + k);
       }
     }
-    if (LANES > 1u) {
+    // The lanes' accumulators meet: first those in one subgroup, then the rest in shared
+    // memory; lane 0 ends with the row's.
+    const uint in_subgroup = ROW_FAST ? 1u : row_subgroup_lanes(LANES);
+    for (uint h = 1u; h < in_subgroup; h <<= 1u) combine(a, shuffle_xor(a, h));
+    if (in_subgroup < LANES) {
       put(slot, a);
-      for (uint s = LANES / 2u; s > 0u; s >>= 1u) {
+      for (uint s = LANES / 2u; s >= in_subgroup; s >>= 1u) {
         memoryBarrierShared();
         barrier();
         if (lane < s) {
@@ -254,7 +278,9 @@ void main() {
       if (MODE == REDUCE_MODE_PARTIAL || MODE == REDUCE_MODE_COMBINE) store_record(p.out_off + 4u * v, a);
       else store_result(p.out_off + v, a);
     }
-    memoryBarrierShared();
-    barrier();  // the next block reuses the slots
+    if (in_subgroup < LANES) {
+      memoryBarrierShared();
+      barrier();  // the next block reuses the slots
+    }
   }
 }

@@ -7,7 +7,8 @@
 // rows are contiguous). Each thread keeps an "online" pair: the maximum m of
 // what it saw and s = sum exp(v - m), rescaled when m grows, so the row is
 // read twice (statistics, then output) instead of three times. The pairs meet
-// in a shared-memory tree.
+// in a subgroup butterfly and a shared-memory tree (Note [Subgroup row reductions] in
+// subgroup.glsl).
 // Few long rows are cut into `splits` pieces: SOFTMAX_MODE_STATS writes each piece's
 // pair to a scratch buffer; SOFTMAX_MODE_WRITE merges a row's pairs and writes the
 // piece. SOFTMAX_MODE_FULL does a whole row in one dispatch. Host side:
@@ -21,6 +22,7 @@
 #include "transcendentals_f64.glsl"
 #endif
 #include "abi/softmax.h"  // spec and push constants, codes: shared with the host
+#include "subgroup.glsl"
 
 FERRY_TENSOR(0, y)  // the output (the scratch buffer again in SOFTMAX_MODE_STATS)
 FERRY_TENSOR(1, x)
@@ -67,7 +69,7 @@ shared FTYPE s_s[256];
 
 void main() {
   const uint ROWS = gl_WorkGroupSize.x / LANES;
-  const uint t = gl_LocalInvocationID.x;
+  const uint t = row_thread();
   const uint lane = ROW_FAST ? t / ROWS : t % LANES;
   const uint row = ROW_FAST ? t % ROWS : t / LANES;
   const uint head = row * LANES;  // the row's first slot
@@ -95,10 +97,13 @@ void main() {
         for (uint k = begin + lane; k < end; k += LANES) push(m, s, LOAD_F(x, DT, xo + k * p.xs));
       }
     }
-    if (LANES > 1u) {
+    // The lanes' pairs meet: first those in one subgroup, then the rest in shared memory.
+    const uint in_subgroup = ROW_FAST ? 1u : row_subgroup_lanes(LANES);
+    for (uint h = 1u; h < in_subgroup; h <<= 1u) merge(m, s, ROW_SHUFFLE(m, h), ROW_SHUFFLE(s, h));
+    if (in_subgroup < LANES) {
       s_m[head + lane] = m;
       s_s[head + lane] = s;
-      for (uint h = LANES / 2u; h > 0u; h >>= 1u) {
+      for (uint h = LANES / 2u; h >= in_subgroup; h >>= 1u) {
         memoryBarrierShared();
         barrier();
         if (lane < h) {
@@ -128,7 +133,9 @@ void main() {
         STORE_F(y, DT, yo + k * p.ys, LOG ? d - log_s : safe_exp(d) * inv)
       }
     }
-    memoryBarrierShared();
-    barrier();  // the next block reuses the slots
+    if (in_subgroup < LANES) {
+      memoryBarrierShared();
+      barrier();  // the next block reuses the slots
+    }
   }
 }

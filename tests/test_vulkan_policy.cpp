@@ -41,8 +41,8 @@ std::vector<std::uint8_t> fake_driver_cache(const fv::CacheIdentity& id, std::si
 }
 }  // namespace
 
-// The fused attention runs by default where it has run (CPU-type devices: lavapipe), not on
-// GPUs, and FERRY_VULKAN_FUSED_ATTENTION decides either way.
+// The fused attention runs by default (it has run on lavapipe and on an H100), and
+// FERRY_VULKAN_FUSED_ATTENTION decides either way.
 TEST(VulkanPolicy, FusedAttentionByDefaultAndTheVariableDecides) {
   using ferry::vulkan::fused_attention;
   EXPECT_TRUE(fused_attention(nullptr));
@@ -50,6 +50,17 @@ TEST(VulkanPolicy, FusedAttentionByDefaultAndTheVariableDecides) {
   EXPECT_TRUE(fused_attention("1"));
   EXPECT_FALSE(fused_attention("0"));
   EXPECT_THROW(fused_attention("yes"), ferry::Error);
+}
+
+// The subgroup modules run only when asked for, and only where the device has the operations.
+TEST(VulkanPolicy, SubgroupReductionsOnlyWhenAskedForAndAvailable) {
+  using ferry::vulkan::subgroup_reductions;
+  EXPECT_FALSE(subgroup_reductions(nullptr, true));
+  EXPECT_FALSE(subgroup_reductions("", true));
+  EXPECT_TRUE(subgroup_reductions("1", true));
+  EXPECT_FALSE(subgroup_reductions("1", false));
+  EXPECT_FALSE(subgroup_reductions("0", true));
+  EXPECT_THROW(subgroup_reductions("on", true), ferry::Error);
 }
 
 TEST(VulkanPolicy, PipelineCacheRoundTrip) {

@@ -66,6 +66,12 @@ for step in "${steps[@]}"; do
       for v in $(vulkan_gpus); do
         run "conformance_${v/:/_}" env FERRY_VULKAN_VALIDATION=1 "$bin/ferry-conformance" \
           --device "$v" --json "$out/conformance_${v/:/_}.json"
+        # The row kernels' subgroup modules (off by default until they have run on a GPU:
+        # Note [Subgroup row reductions] in shaders/subgroup.glsl).
+        run "conformance_${v/:/_}_subgroups" env FERRY_VULKAN_VALIDATION=1 \
+          FERRY_VULKAN_SUBGROUPS=1 "$bin/ferry-conformance" --device "$v" \
+          --op '^(sum|mean|var|std|prod|max|min|argmax|argmin|logsumexp|norm|softmax|log_softmax|layer_norm)$' \
+          --json "$out/conformance_${v/:/_}_subgroups.json"
       done
       ;;
     sanitizer)
@@ -87,6 +93,9 @@ for step in "${steps[@]}"; do
       ;;
     bench)
       run bench "$bin/ferry-bench" --benchmark_filter='cuda|train_step|vulkan|transfer|ops/'
+      # The row kernels again from their subgroup modules, beside the same copy.
+      run bench_rows_subgroups env FERRY_VULKAN_SUBGROUPS=1 "$bin/ferry-bench" \
+        --benchmark_filter='vulkan/rows'
       ;;
     distributed)
       # Two ranks sharing cuda:0 through the mpi group (staged through pinned host memory in

@@ -65,7 +65,8 @@ VulkanDevice::VulkanDevice(Device device, const PhysicalDevice& physical)
       std::make_unique<Recorder>(vk_, device_, queue_, queue_family_, this->device().str(),
                                  env_flag("FERRY_VULKAN_SERIALIZE"), max_in_flight, *memory_);
   pipelines_ = std::make_unique<Pipelines>(device_, vk_, physical_, this->device().str(),
-                                           full_variant_, push_descriptors_);
+                                           full_variant_, push_descriptors_,
+                                           subgroup_reductions_);
   KernelTable table;
   add_elementwise_kernels(table);
   add_random_kernels(table);
@@ -180,6 +181,18 @@ void VulkanDevice::create_device() {
   host_import_alignment_ = std::max<std::uint64_t>(1, host.minImportedHostPointerAlignment);
   const VkPhysicalDeviceLimits& l = physical_.props.limits;
   limits_.subgroup_size = std::max(1u, sub.subgroupSize);
+  if (physical_.props.deviceType == VK_PHYSICAL_DEVICE_TYPE_CPU) {
+    limits_.row_elements_per_lane = 1024;  // Note [Row kernel geometry] in vk_kernels.hpp
+    limits_.row_target_threads = 4096;
+  }
+  if (const char* r = std::getenv("FERRY_VULKAN_ROW_ELEMENTS_PER_LANE"))  // tests: a GPU's rows
+    limits_.row_elements_per_lane =
+        std::uint32_t(std::clamp<unsigned long long>(std::strtoull(r, nullptr, 10), 1, 1u << 20));
+  constexpr VkSubgroupFeatureFlags kRowOps =
+      VK_SUBGROUP_FEATURE_BASIC_BIT | VK_SUBGROUP_FEATURE_SHUFFLE_BIT;
+  subgroup_reductions_ = subgroup_reductions(std::getenv("FERRY_VULKAN_SUBGROUPS"),
+                                             (sub.supportedStages & VK_SHADER_STAGE_COMPUTE_BIT) &&
+                                                 (sub.supportedOperations & kRowOps) == kRowOps);
   limits_.shared_memory = l.maxComputeSharedMemorySize;
   limits_.max_workgroup_invocations = l.maxComputeWorkGroupInvocations;
   limits_.max_groups_x = std::min({l.maxComputeWorkGroupCount[0], l.maxComputeWorkGroupCount[1],
@@ -268,6 +281,7 @@ DeviceInfo VulkanDevice::info() {
                                   VK_API_VERSION_MINOR(physical_.api_version),
                                   VK_API_VERSION_PATCH(physical_.api_version));
   pr["subgroup_size"] = std::to_string(limits_.subgroup_size);
+  pr["subgroup_reductions"] = subgroup_reductions_ ? "yes" : "no";
   pr["shared_memory"] = std::to_string(limits_.shared_memory);
   pr["max_workgroup_invocations"] = std::to_string(limits_.max_workgroup_invocations);
   pr["max_storage_buffer_range"] = std::to_string(limits_.max_storage_range);

@@ -221,6 +221,7 @@ class VulkanDevice final : public DeviceImpl {
   bool full_variant_ = false;
   bool f64_ = false;              // shaderFloat64 enabled: the f64 modules run here
   bool fused_attention_ = false;  // vk_policy.hpp's fused_attention()
+  bool subgroup_reductions_ = false;  // vk_policy.hpp's subgroup_reductions()
   bool push_descriptors_ = false;
   bool memory_budget_ = false;
   bool host_import_ = false;  // VK_EXT_external_memory_host enabled

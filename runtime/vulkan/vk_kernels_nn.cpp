@@ -32,9 +32,7 @@ namespace ferry::vulkan {
 namespace {
 
 constexpr std::size_t kMaxOuterDims = 4;           // softmax.comp's limit
-constexpr std::uint64_t kTargetThreads = 1 << 17;  // enough to fill a large GPU
-constexpr std::uint64_t kMinPerThread = 64;        // elements per thread that make a split pay
-constexpr std::uint64_t kMaxSplits = 256;
+constexpr std::uint64_t kMaxSplits = 256;          // pieces of one softmax row
 constexpr std::uint64_t kMaxCount = std::uint64_t(1) << 31;  // rows, row length: 32-bit in shaders
 
 std::uint32_t groups_for(const VulkanDevice& dev, std::uint64_t rows, std::uint32_t per_group) {
@@ -84,16 +82,13 @@ void softmax_rows(VulkanDevice& dev, bool log, const TensorArg& x, const TensorA
   p.chunk = p.n;
 
   const std::uint32_t wg = workgroup_size(dev.limits());
-  std::uint32_t lanes = pow2_at_least(std::uint64_t(n), wg);
+  std::uint32_t lanes = row_lanes(dev.limits(), std::uint64_t(n), wg);
   bool row_fast = false;
   if (p.xs != 1 && !osize.empty() && xstride.back() == 1 && osize.back() >= 8) {
     row_fast = true;  // e.g. softmax over dim 0 of a row-major matrix
     lanes = std::min(wg / pow2_at_least(std::uint64_t(osize.back()), wg), lanes);
   }
-  std::uint64_t splits = 1;
-  if (rows * lanes < kTargetThreads && std::uint64_t(n) >= 2 * lanes * kMinPerThread)
-    splits = std::min({(kTargetThreads + rows * lanes - 1) / (rows * lanes),
-                       std::uint64_t(n) / (lanes * kMinPerThread), kMaxSplits});
+  const std::uint64_t splits = row_splits(dev.limits(), rows, lanes, std::uint64_t(n), kMaxSplits);
   auto run = [&](std::uint32_t mode, Binding out, Binding rec, std::uint64_t virtual_rows) {
     const abi::SoftmaxSpec spec{.WG = wg,
                                 .LOG = log,
@@ -210,7 +205,7 @@ void layer_norm_rows(VulkanDevice& dev, const OpCall& c, const TensorArg& x, con
   std::memcpy(p.eps_bits, &eps, sizeof eps);
 
   const std::uint32_t wg = workgroup_size(dev.limits());
-  const std::uint32_t lanes = pow2_at_least(std::uint64_t(n), wg);
+  const std::uint32_t lanes = row_lanes(dev.limits(), std::uint64_t(n), wg);
   const abi::LayerNormSpec spec{
       .WG = wg, .DT = dtype_code(x.dtype), .HAS_W = has_w, .HAS_B = has_b, .LANES = lanes};
   dev.dispatch({"layer_norm",

@@ -34,9 +34,6 @@ namespace {
 
 constexpr int kMaxKeptDims = 4;  // the shader's limits
 constexpr int kMaxReducedDims = 8;
-constexpr std::uint64_t kTargetThreads = 1 << 17;  // enough to fill a large GPU
-constexpr std::uint64_t kMinPerThread = 64;        // elements per thread that make a split pay
-constexpr std::uint64_t kMaxSplits = 1024;
 constexpr std::uint32_t kRecordWords = 4;  // one partial result in the scratch buffer
 constexpr std::uint64_t kMaxCount = std::uint64_t(1) << 31;
 
@@ -50,12 +47,11 @@ struct Layout {
 
 // `inner_rows`: outputs along the innermost kept dim, when that dim is
 // contiguous in memory while the rows are not (else 0).
-Layout choose_layout(std::uint32_t wg, std::uint64_t n_red, std::uint64_t inner_rows) {
-  if (inner_rows >= 8) {
-    const std::uint32_t rows = pow2_at_least(inner_rows, wg);
-    return {std::min(wg / rows, pow2_at_least(n_red, wg)), true};
-  }
-  return {pow2_at_least(n_red, wg), false};
+Layout choose_layout(const KernelLimits& lim, std::uint64_t n_red, std::uint64_t inner_rows) {
+  const std::uint32_t wg = workgroup_size(lim);
+  const std::uint32_t lanes = row_lanes(lim, n_red, wg);
+  if (inner_rows >= 8) return {std::min(wg / pow2_at_least(inner_rows, wg), lanes), true};
+  return {lanes, false};
 }
 
 // A view's kept (the first kdim) and reduced dims as the shader takes them, in its push
@@ -86,7 +82,7 @@ Geometry geometry(const TensorArg& x, int kdim) {
 Layout layout_of(const VulkanDevice& dev, const Geometry& g) {
   const ReduceParams& p = g.p;
   const bool columns = g.kdim > 0 && p.kstride[g.kdim - 1] == 1 && p.rstride[g.rdim - 1] != 1;
-  return choose_layout(workgroup_size(dev.limits()), g.n_red, columns ? p.ksize[g.kdim - 1] : 0);
+  return choose_layout(dev.limits(), g.n_red, columns ? p.ksize[g.kdim - 1] : 0);
 }
 
 // Rows of n_out records one binding holds.
@@ -97,11 +93,8 @@ std::uint64_t record_rows(const VulkanDevice& dev, std::uint64_t n_out) {
 // Pieces to cut each row into so that the GPU has enough threads (1: none), at
 // most `cap`. Rounded so that pieces of ceil(n_red / splits) elements each
 // number exactly `splits` (pass() recomputes that length; none is empty).
-std::uint64_t splits_for(const Geometry& g, Layout l, std::uint64_t cap) {
-  std::uint64_t s = 1;
-  if (g.n_out * l.lanes < kTargetThreads && g.n_red >= 2 * l.lanes * kMinPerThread)
-    s = std::min({(kTargetThreads + g.n_out * l.lanes - 1) / (g.n_out * l.lanes),
-                  g.n_red / (l.lanes * kMinPerThread), kMaxSplits, cap});
+std::uint64_t splits_for(const KernelLimits& lim, const Geometry& g, Layout l, std::uint64_t cap) {
+  const std::uint64_t s = row_splits(lim, g.n_out, l.lanes, g.n_red, cap);
   if (s <= 1) return 1;
   const std::uint64_t chunk = (g.n_red + s - 1) / s;
   return (g.n_red + chunk - 1) / chunk;
@@ -157,15 +150,14 @@ void pass(VulkanDevice& dev, const Kind& k, const TensorArg& x, const Geometry& 
 // reductions, first of groups of rows into fewer rows while they exceed a binding.
 void finish(VulkanDevice& dev, const Kind& k, std::unique_ptr<Buffer> scratch, std::uint64_t rows,
             std::uint64_t n_out, const TensorArg& y) {
-  const std::uint32_t wg = workgroup_size(dev.limits());
   auto combine = [&](std::uint32_t mode, const TensorArg& in, std::uint64_t count,
                      const TensorArg& out) {
     ReduceParams q{};
     q.n_out = std::uint32_t(n_out);
     q.n_red = q.chunk = std::uint32_t(count);
     q.splits = 1;
-    dispatch(dev, k, mode, 0, 1, choose_layout(wg, count, n_out > 1 ? n_out : 0), out, in, q,
-             n_out);
+    dispatch(dev, k, mode, 0, 1, choose_layout(dev.limits(), count, n_out > 1 ? n_out : 0), out, in,
+             q, n_out);
   };
   const std::uint64_t per = std::max<std::uint64_t>(record_rows(dev, n_out), 2);
   while (rows > per) {
@@ -199,7 +191,8 @@ void reduce(VulkanDevice& dev, const Kind& k, const TensorArg& x, int kdim, cons
     for (int d = kdim; d < x.ndim(); ++d)
       first = first * std::uint64_t(x.sizes[d]) + std::uint64_t(at[std::size_t(d)]);
     Geometry g = geometry(parts[0], kdim);
-    const std::uint64_t splits = splits_for(g, layout_of(dev, g), record_rows(dev, n_out));
+    const std::uint64_t splits =
+        splits_for(dev.limits(), g, layout_of(dev, g), record_rows(dev, n_out));
     pieces.push_back({parts[0], std::move(g), first, splits});
     rows += splits;
   });

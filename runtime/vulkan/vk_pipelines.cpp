@@ -33,13 +33,15 @@
 namespace ferry::vulkan {
 
 Pipelines::Pipelines(VkDevice device, const VolkDeviceTable& vk, const PhysicalDevice& physical,
-                     std::string device_name, bool full_variant, bool push_descriptors)
+                     std::string device_name, bool full_variant, bool push_descriptors,
+                     bool subgroups)
     : device_(device),
       vk_(vk),
       physical_(physical),
       device_name_(std::move(device_name)),
       full_variant_(full_variant),
-      push_descriptors_(push_descriptors) {
+      push_descriptors_(push_descriptors),
+      subgroups_(subgroups) {
   load_cache();
 }
 
@@ -129,8 +131,17 @@ bool has_f64_module(std::uint32_t op) {
 std::string Pipelines::shaders_used() const {
   std::set<std::string> names;
   for (const auto& [key, list] : pipelines_)
-    for (const CachedPipeline& c : list) names.insert(c.shader);
+    for (const CachedPipeline& c : list) names.insert(c.module_shader);
   return fmt::format("{}", fmt::join(names, ","));
+}
+
+std::string Pipelines::module_shader(std::string_view name) const {
+  if (subgroups_) {
+    std::string variant = fmt::format("{}_subgroup", name);
+    for (std::size_t i = 0; i < kEmbeddedShaderCount; ++i)
+      if (variant == kEmbeddedShaders[i].name) return variant;
+  }
+  return std::string(name);
 }
 
 VkShaderModule Pipelines::shader_module(std::string_view name, std::uint32_t op, bool f64) {
@@ -194,7 +205,8 @@ VkPipeline Pipelines::pipeline_for(const DispatchDesc& d, const Layout& layout) 
   VkComputePipelineCreateInfo ci{VK_STRUCTURE_TYPE_COMPUTE_PIPELINE_CREATE_INFO};
   ci.stage = {VK_STRUCTURE_TYPE_PIPELINE_SHADER_STAGE_CREATE_INFO};
   ci.stage.stage = VK_SHADER_STAGE_COMPUTE_BIT;
-  ci.stage.module = shader_module(d.shader, d.op, d.f64);
+  std::string module = module_shader(d.shader);
+  ci.stage.module = shader_module(module, d.op, d.f64);
   ci.stage.pName = "main";
   ci.stage.pSpecializationInfo = d.spec.empty() ? nullptr : &si;
   ci.layout = layout.pipeline_layout;
@@ -205,7 +217,8 @@ VkPipeline Pipelines::pipeline_for(const DispatchDesc& d, const Layout& layout) 
         fmt::format("creating the '{}' pipeline", key));
   FERRY_DEBUG("{}: pipeline {}", device_name_, key);
   cache_dirty_ = true;
-  bucket.push_back({std::string(d.shader), d.bindings.size(), d.spec, d.op, d.f64, p});
+  bucket.push_back(
+      {std::string(d.shader), std::move(module), d.bindings.size(), d.spec, d.op, d.f64, p});
   return p;
 }
 

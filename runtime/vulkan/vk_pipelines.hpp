@@ -35,9 +35,11 @@ class Pipelines {
  public:
   // Loads the on-disk cache. `device_name` ("vulkan:0") names it in logs;
   // `full_variant` picks the shaders' full or base SPIR-V;
-  // `push_descriptors`: set layouts for vkCmdPushDescriptorSetKHR.
+  // `push_descriptors`: set layouts for vkCmdPushDescriptorSetKHR;
+  // `subgroups`: make a shader's pipelines from its <name>_subgroup modules where it has them
+  // (Note [Subgroup row reductions] in shaders/subgroup.glsl).
   Pipelines(VkDevice device, const VolkDeviceTable& vk, const PhysicalDevice& physical,
-            std::string device_name, bool full_variant, bool push_descriptors);
+            std::string device_name, bool full_variant, bool push_descriptors, bool subgroups);
   // Destroys every object it made (before the VkDevice goes).
   ~Pipelines();
   Pipelines(const Pipelines&) = delete;
@@ -62,6 +64,9 @@ class Pipelines {
  private:
   // The module `name` (and `op`, Note [Per-op shader modules]) is made from, made once.
   VkShaderModule shader_module(std::string_view name, std::uint32_t op, bool f64);
+  // The embedded shader whose modules a dispatch of `name` runs: `name`, or its subgroup
+  // variant.
+  std::string module_shader(std::string_view name) const;
   void load_cache();
   std::string cache_path() const;
 
@@ -71,10 +76,12 @@ class Pipelines {
   std::string device_name_;
   bool full_variant_;
   bool push_descriptors_;
+  bool subgroups_;
   std::unordered_map<std::size_t, Layout> layouts_;
   std::unordered_map<std::string, VkShaderModule> modules_;
   struct CachedPipeline {
     std::string shader;
+    std::string module_shader;  // module_shader(shader)
     std::size_t bindings;
     std::vector<std::uint32_t> spec;
     std::uint32_t op;  // with f64, which module (shader_module) the pipeline was made from

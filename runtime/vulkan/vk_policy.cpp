@@ -110,4 +110,11 @@ bool fused_attention(const char* env) {
   return true;
 }
 
+bool subgroup_reductions(const char* env, bool has_ops) {
+  if (!env || !*env) return false;
+  const std::string v(env);
+  if (v != "1" && v != "0") throw Error("FERRY_VULKAN_SUBGROUPS must be 1 or 0, not '" + v + "'");
+  return v == "1" && has_ops;
+}
+
 }  // namespace ferry::vulkan

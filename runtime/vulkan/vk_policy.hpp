@@ -42,6 +42,14 @@ std::optional<std::vector<std::uint8_t>> unwrap_pipeline_cache(std::span<const s
 // Throws ferry::Error naming the variable for another value.
 bool fused_attention(const char* env);
 
+// Whether reduce, softmax and layer_norm run from their subgroup modules (Note [Subgroup row
+// reductions] in shaders/subgroup.glsl): where FERRY_VULKAN_SUBGROUPS (`env`) is "1" and the
+// device has basic and shuffle subgroup operations in compute shaders (`has_ops`). Off by
+// default: on lavapipe, where they pass every test, they were slower than the shared-memory
+// tree (docs/vulkan.md), and they have not run on a GPU yet. Throws ferry::Error naming the
+// variable for a value other than "1" or "0".
+bool subgroup_reductions(const char* env, bool has_ops);
+
 // Dim coalescing lives in the core (include/ferry/kit/coalesce.hpp), shared with CUDA.
 using detail::coalesce;
 using detail::Coalesced;
