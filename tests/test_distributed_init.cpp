@@ -3,10 +3,14 @@
 // of the timeout setting; and the gradient hook DistributedDataParallel uses. The collectives
 // themselves run under mpirun (tests/distributed/).
 #include <arpa/inet.h>
+#include <fcntl.h>
 #include <fmt/format.h>
 #include <gtest/gtest.h>
 #include <netinet/in.h>
+#include <signal.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cstdlib>
@@ -286,6 +290,61 @@ TEST(DistributedRendezvous, OverTcpAMissingOrForeignPeerIsATypedError) {
   // One rank needs no rendezvous at all.
   dist::TcpRendezvous single("tcp://unused:1", {.rank = 0, .size = 1}, std::chrono::seconds(1));
   EXPECT_EQ(single.share("x"), "x");
+}
+
+// Rank 0 out of file descriptors when a rank connects: accept() fails the same way every time
+// it is tried, so rank 0 says so at once, instead of spinning until its deadline and then
+// blaming the other ranks. The peer is a child process (its own descriptors), which only
+// connects.
+TEST(DistributedRendezvous, OverTcpRankZeroOutOfDescriptorsSaysSoAtOnce) {
+  const int port = free_port();
+  const pid_t child = ::fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {  // system calls only, as after fork() in a threaded process
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_port = htons(std::uint16_t(port));
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    for (int i = 0; i < 500; ++i) {
+      const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+      if (fd >= 0 && ::connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0) {
+        ::sleep(5);
+        ::_exit(0);
+      }
+      if (fd >= 0) ::close(fd);
+      ::usleep(10000);
+    }
+    ::_exit(1);
+  }
+  // Every descriptor but one taken (under a soft limit of 1024, restored after): the
+  // listening socket takes that one, and accept() finds none.
+  rlimit old{};
+  ASSERT_EQ(::getrlimit(RLIMIT_NOFILE, &old), 0);
+  rlimit low = old;
+  low.rlim_cur = std::min<rlim_t>(old.rlim_cur, 1024);
+  ASSERT_EQ(::setrlimit(RLIMIT_NOFILE, &low), 0);
+  std::vector<int> filler;
+  for (int fd; (fd = ::open("/dev/null", O_RDONLY | O_CLOEXEC)) >= 0;) filler.push_back(fd);
+  ASSERT_FALSE(filler.empty());
+  ::close(filler.back());
+  filler.pop_back();
+  std::string error;
+  const auto t0 = std::chrono::steady_clock::now();
+  try {
+    dist::TcpRendezvous zero(fmt::format("tcp://127.0.0.1:{}", port), {.rank = 0, .size = 2},
+                             std::chrono::seconds(20));
+    zero.share("id");
+  } catch (const ferry::distributed::DistributedError& e) {
+    error = e.what();
+  }
+  const auto took = std::chrono::steady_clock::now() - t0;
+  for (const int fd : filler) ::close(fd);
+  ::setrlimit(RLIMIT_NOFILE, &old);
+  ::kill(child, SIGKILL);
+  ::waitpid(child, nullptr, 0);
+  EXPECT_NE(error.find("rank 0 cannot accept connections"), std::string::npos) << error;
+  EXPECT_NE(error.find(std::strerror(EMFILE)), std::string::npos) << error;
+  EXPECT_LT(took, std::chrono::seconds(10));
 }
 
 bool module_present(const std::string& name) {

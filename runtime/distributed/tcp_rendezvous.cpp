@@ -212,12 +212,25 @@ std::string TcpRendezvous::exchange(const std::string& value) {
   char header[8];
   put_u64(header, value.size());
   while (left > 0) {
-    if (!ready(listener.fd, POLLIN, deadline))
+    // poll() with no time left still says "ready" while a connection waits: the deadline is
+    // checked here too, or stray connections could keep rank 0 past it.
+    if (Clock::now() >= deadline || !ready(listener.fd, POLLIN, deadline))
       throw DistributedError(fmt::format(
           "distributed: rank 0 waited {:.1f} s at {} for {} of the other {} ranks to connect",
           seconds, address, left, place_.size - 1));
     Socket peer(::accept4(listener.fd, nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK));
-    if (peer.fd < 0) continue;
+    if (peer.fd < 0) {
+      // A connection that went away before it was taken, or a signal: the next one may do.
+      // Anything else (no file descriptors left: EMFILE, ENFILE; no memory) stays while the
+      // connection waits, and poll() would say "ready" again at once: rank 0 would spin until
+      // its deadline and then blame the other ranks.
+      const int e = errno;
+      if (e == EINTR || e == ECONNABORTED || e == EAGAIN || e == EWOULDBLOCK || e == EPROTO ||
+          e == EPERM)
+        continue;
+      throw DistributedError(fmt::format("distributed: rank 0 cannot accept connections at {}: {}",
+                                         address, std::strerror(e)));
+    }
     // A peer that says nothing (a port scan, a stray client) costs at most a second.
     const auto hello_by = std::min(deadline, Clock::now() + std::chrono::seconds(1));
     char hello[24];
