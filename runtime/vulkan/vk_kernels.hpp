@@ -102,10 +102,10 @@ inline std::uint32_t pow2_at_least(std::uint64_t n, std::uint32_t cap) {
 // subgroup_size lanes: a lane's loop over its elements is cheap, each level of combining
 // costs a shuffle or a barrier, and the cores are few. So there a lane takes at least 1024
 // elements and 4096 threads are enough. Measured on lavapipe (2 cores, ferry-bench
-// vulkan/rows_*, against a copy of the same tensor on vulkan:0): f32 rows of 32, 1 lane
-// instead of 32: sum 0.04 -> 0.82 of the copy's bandwidth, softmax 0.05 -> 0.36, layer_norm
-// 0.04 -> 0.43; rows of 4096, 4 lanes instead of 256: sum 0.34 -> 0.80, layer_norm 0.26 ->
-// 0.47 (docs/vulkan.md has the table).
+// vulkan/rows_*, f32, GB/s of the least traffic; a copy of the same tensor on vulkan:0 ran at
+// 1.3 to 2.1): rows of 32, 1 lane instead of 32: sum 0.05 -> 2.01, softmax 0.11 -> 0.90,
+// layer_norm 0.05 -> 1.35; rows of 4096, 4 lanes instead of 256 and no pieces: sum 0.47 ->
+// 2.31, softmax 0.43 -> 0.66, layer_norm 0.43 -> 0.92 (docs/vulkan.md has the table).
 inline std::uint32_t row_lanes(const KernelLimits& lim, std::uint64_t n, std::uint32_t wg) {
   const std::uint64_t per = lim.row_elements_per_lane;
   return pow2_at_least((n + per - 1) / per, wg);
