@@ -297,6 +297,11 @@ TEST(DistributedRendezvous, OverTcpAMissingOrForeignPeerIsATypedError) {
 // blaming the other ranks. The peer is a child process (its own descriptors), which only
 // connects.
 TEST(DistributedRendezvous, OverTcpRankZeroOutOfDescriptorsSaysSoAtOnce) {
+#if defined(__SANITIZE_ADDRESS__)
+  // The sanitized build runs UBSan too, whose vptr check reads memory through a pipe: in a
+  // process with no descriptors left it reports every virtual call as a bad object.
+  GTEST_SKIP() << "a process out of file descriptors cannot run UBSan's checks";
+#endif
   const int port = free_port();
   const pid_t child = ::fork();
   ASSERT_GE(child, 0);
