@@ -163,10 +163,8 @@ void register_vulkan() {
     const std::string shape = fmt::format("{}x{}", row_elements() / n, n);
     const std::string copy = "vulkan/rows_" + shape + "/copy";
     auto row_bm = [&](const std::string& name, RowOp op) {
-      auto* bm = benchmark::RegisterBenchmark(
-          name.c_str(), [op, n](benchmark::State& st) { bm_rows(st, op, n); });
-      bm->UseRealTime()->Unit(benchmark::kMillisecond);
-      if (!quick()) bm->MinTime(1.0);
+      reg(
+          name, [op, n](benchmark::State& st, bool) { bm_rows(st, op, n); }, true);
     };
     row_bm(copy, RowOp::copy);
     for (const auto& [op_name, op, bytes] :

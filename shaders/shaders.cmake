@@ -27,11 +27,19 @@ list(APPEND FERRY_SHADER_HEADERS ${FERRY_GENERATED_DIR}/shaders/ferry_ops.glsl)
 # FERRY_F64 as well (Note [f64 on Vulkan] in runtime/vulkan/vk_pipelines.cpp): one per op here,
 # one of the whole shader for the shaders not listed here (below).
 set(FERRY_PER_OP_SHADERS "elementwise:unary,binary,compare,activation_backward,where,copy,fill,arange"
-    "reduce:reduce" "reduce_subgroup:reduce" "scan:scan" "random:random")
+    "reduce:reduce" "scan:scan" "random:random")
 # Note [Subgroup row reductions] (shaders/subgroup.glsl): these shaders are also compiled with
 # FERRY_SUBGROUP, as the shader <name>_subgroup with every module <name> has; the devices whose
 # subgroups can shuffle take those modules (runtime/vulkan/vk_pipelines.cpp).
 set(FERRY_SUBGROUP_SHADERS reduce softmax layer_norm)
+# A per-op shader's subgroup variant is per-op too, with the same op kinds.
+foreach(entry ${FERRY_PER_OP_SHADERS})
+  string(REGEX REPLACE ":.*" "" _name ${entry})
+  if(_name IN_LIST FERRY_SUBGROUP_SHADERS)
+    string(REGEX REPLACE "^([^:]+):" "\\1_subgroup:" _entry ${entry})
+    list(APPEND FERRY_PER_OP_SHADERS ${_entry})
+  endif()
+endforeach()
 # ferry_shader_source(NAME SRC_VAR DEFS_VAR): the source file of shader NAME and the -D
 # arguments that make it (a <name>_subgroup shader is <name>.comp with FERRY_SUBGROUP).
 function(ferry_shader_source name src_var defs_var)
