@@ -1,0 +1,28 @@
+// runtime/vulkan/vk_coopmat_shaders.hpp — the SPIR-V of shaders/gemm_coopmat.slang, compiled at
+// build time by Slang's compiler (tools/slangc/ferry_slangc.cpp, shaders/coopmat.cmake) and
+// embedded in the module, one entry per tile variant and kind. Empty when the build had no
+// Slang compiler; kCoopmatBuildNote then says why (Note [Cooperative-matrix GEMM] in
+// runtime/vulkan/vk_kernels_coopmat.cpp).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+namespace ferry::vulkan {
+
+struct EmbeddedCoopmatShader {
+  const char* name;  // "gemm_coopmat_w2x2_t4x4_k32", "..._emulated" for the scalar emulation
+  bool emulated;     // EMULATE_COOPMAT=1: plain scalar code, runs on any device (lavapipe)
+  // The tiling (shaders/gemm_coopmat.slang): WARPS_M x WARPS_N subgroups of 32, each TM x TN
+  // 16x16 accumulators; K stepped by BK.
+  std::uint32_t warps_m, warps_n, tm, tn, bk;
+  const std::uint32_t* words;
+  std::size_t word_count;
+};
+
+extern const EmbeddedCoopmatShader kEmbeddedCoopmatShaders[];
+extern const std::size_t kEmbeddedCoopmatShaderCount;
+// Empty when the modules were built; otherwise why not ("no Slang compiler: ...").
+extern const char* const kCoopmatBuildNote;
+
+}  // namespace ferry::vulkan
