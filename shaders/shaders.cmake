@@ -187,6 +187,6 @@ add_custom_command(
   COMMAND ${CMAKE_COMMAND} -DSPV_DIR=${FERRY_SPV_DIR} "-DNAMES=${FERRY_SHADER_NAMES}"
           "-DOP_MODULES=${FERRY_OP_MODULES}" "-DPER_OP_NAMES=${FERRY_PER_OP_SHADER_NAMES}"
           -DOUT=${FERRY_SHADER_BUILD_DIR}/ferry_shaders.cpp -P ${FERRY_SHADER_DIR}/embed.cmake
-  DEPENDS ${FERRY_SPV_FILES} ${FERRY_SHADER_DIR}/embed.cmake
+  DEPENDS ${FERRY_SPV_FILES} ${FERRY_SHADER_DIR}/embed.cmake ${FERRY_SHADER_DIR}/embed_words.cmake
   COMMENT "Embedding ${FERRY_SHADER_BUILD_DIR}/ferry_shaders.cpp"
   VERBATIM)

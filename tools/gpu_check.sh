@@ -72,6 +72,15 @@ for step in "${steps[@]}"; do
           FERRY_VULKAN_SUBGROUPS=1 "$bin/ferry-conformance" --device "$v" \
           --op '^(sum|mean|var|std|prod|max|min|argmax|argmin|logsumexp|norm|softmax|log_softmax|layer_norm)$' \
           --json "$out/conformance_${v/:/_}_subgroups.json"
+        # matmul's cooperative-matrix path (off by default until it has run on a GPU: Note
+        # [Cooperative-matrix GEMM] in runtime/vulkan/vk_kernels_coopmat.cpp); the device says
+        # under cooperative_matrix whether it took it.
+        run "devices_${v/:/_}_coopmat" env FERRY_VULKAN_COOPMAT=1 "$bin/ferry-devices" --verbose
+        run "conformance_${v/:/_}_coopmat" env FERRY_VULKAN_VALIDATION=1 \
+          FERRY_VULKAN_COOPMAT=1 "$bin/ferry-conformance" --device "$v" --op '^(matmul|linear)$' \
+          --json "$out/conformance_${v/:/_}_coopmat.json"
+        run "tests_${v/:/_}_coopmat" env FERRY_VULKAN_VALIDATION=1 FERRY_VULKAN_COOPMAT=1 \
+          "$bin/ferry_tests" --gtest_filter='Coopmat*:Matmul.*:Matvec.*'
       done
       ;;
     sanitizer)
@@ -96,6 +105,9 @@ for step in "${steps[@]}"; do
       # The row kernels again from their subgroup modules, beside the same copy.
       run bench_rows_subgroups env FERRY_VULKAN_SUBGROUPS=1 "$bin/ferry-bench" \
         --benchmark_filter='vulkan/rows'
+      # vulkan:0's f16 and f32 matmul on cooperative matrices, beside cuBLAS on the same GPU.
+      run bench_coopmat env FERRY_VULKAN_COOPMAT=1 "$bin/ferry-bench" \
+        --benchmark_filter='vulkan/matmul|cuda/cublas'
       ;;
     distributed)
       # Two ranks sharing cuda:0 through the mpi group (staged through pinned host memory in

@@ -11,8 +11,11 @@
 namespace ferry::vulkan {
 
 struct EmbeddedCoopmatShader {
-  const char* name;  // "gemm_coopmat_w2x2_t4x4_k32", "..._emulated" for the scalar emulation
-  bool emulated;     // EMULATE_COOPMAT=1: plain scalar code, runs on any device (lavapipe)
+  // "gemm_coopmat_w2x2_t4x4_k32"; "_bt" where B comes transposed, "_emulated" for the
+  // scalar emulation.
+  const char* name;
+  bool emulated;      // EMULATE_COOPMAT=1: plain scalar code, runs on any device (lavapipe)
+  bool b_transposed;  // B_TRANS=1: B as Bt[b, N, K], rows contiguous (a Linear's weight)
   // The tiling (shaders/gemm_coopmat.slang): WARPS_M x WARPS_N subgroups of 32, each TM x TN
   // 16x16 accumulators; K stepped by BK.
   std::uint32_t warps_m, warps_n, tm, tn, bk;

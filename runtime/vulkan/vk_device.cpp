@@ -8,9 +8,12 @@
 #include <algorithm>
 #include <cstdlib>
 #include <cstring>
+#include <string_view>
 
 #include "ferry/error.hpp"
 #include "log_internal.hpp"
+#include "vulkan/vk_coopmat.hpp"
+#include "vulkan/vk_coopmat_shaders.hpp"
 #include "vulkan/vk_policy.hpp"
 
 namespace ferry::vulkan {
@@ -140,6 +143,20 @@ void VulkanDevice::create_device() {
                   f8.storageBuffer8BitAccess && !env_flag("FERRY_VULKAN_BASE_SHADERS");
   f64_ = full_variant_ && f2.features.shaderFloat64;
 
+  // Note [Cooperative-matrix GEMM] in vk_kernels_coopmat.cpp: asked only when wanted.
+  const char* coopmat_env = std::getenv("FERRY_VULKAN_COOPMAT");
+  const bool coopmat_wanted = coopmat_env && std::string_view(coopmat_env) == "1";
+  CoopmatProbe coopmat = coopmat_wanted && full_variant_
+                             ? probe_coopmat(pd, physical_.api_version, exts)
+                             : CoopmatProbe{};
+  if (coopmat_wanted && !full_variant_) coopmat.why_not = "16-bit storage";
+  coopmat_mode_ = vulkan::coopmat_mode(coopmat_env, kEmbeddedCoopmatShaderCount > 0, coopmat.ready);
+  if (coopmat_mode_ == CoopmatMode::off)
+    coopmat_note_ = *kCoopmatBuildNote ? kCoopmatBuildNote
+                    : !coopmat_wanted  ? "FERRY_VULKAN_COOPMAT=1 turns it on"
+                                       : "the device lacks " + coopmat.why_not;
+  if (coopmat_mode_ == CoopmatMode::on) enable.push_back(VK_KHR_COOPERATIVE_MATRIX_EXTENSION_NAME);
+
   VkPhysicalDevice8BitStorageFeatures e8{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_8BIT_STORAGE_FEATURES};
   VkPhysicalDevice16BitStorageFeatures e16{
       VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_16BIT_STORAGE_FEATURES};
@@ -151,6 +168,10 @@ void VulkanDevice::create_device() {
     e8.storageBuffer8BitAccess = VK_TRUE;
     e2.pNext = &e16;
     e16.pNext = &e8;
+    if (coopmat_mode_ == CoopmatMode::on) {
+      e16.uniformAndStorageBuffer16BitAccess = VK_TRUE;
+      e8.pNext = coopmat.enable_chain(nullptr);
+    }
   }
 
   float priority = 1.0f;
@@ -290,7 +311,9 @@ DeviceInfo VulkanDevice::info() {
   pr["int64"] = full_variant_ ? "yes" : "no";
   pr["storage_16bit"] = full_variant_ ? "yes" : "no";
   pr["storage_8bit"] = full_variant_ ? "yes" : "no";
-  pr["cooperative_matrix"] = limits_.cooperative_matrix_f16 ? "yes" : "no";
+  pr["cooperative_matrix"] = coopmat_mode_ == CoopmatMode::off
+                                 ? fmt::format("off ({})", coopmat_note_)
+                                 : fmt::format("{} (f16 matmul)", coopmat_mode_name(coopmat_mode_));
   pr["push_descriptors"] = push_descriptors_ ? "yes" : "no";
   pr["direct_host_access"] = memory_is_mapped() ? "yes" : "no (staging copies)";
   pr["enumeration_index"] = std::to_string(physical_.enumeration_index);

@@ -76,6 +76,7 @@
 #include "vulkan/vk_kernels.hpp"
 #include "vulkan/vk_memory_pools.hpp"
 #include "vulkan/vk_pipelines.hpp"
+#include "vulkan/vk_policy.hpp"
 #include "vulkan/vk_recorder.hpp"
 
 namespace ferry::vulkan {
@@ -177,6 +178,8 @@ class VulkanDevice final : public DeviceImpl {
   void require_op(OpId op, DType dt) const;
   const KernelLimits& limits() const { return limits_; }
   bool full_variant() const { return full_variant_; }
+  // How matmul's f16 products run (Note [Cooperative-matrix GEMM] in vk_kernels_coopmat.cpp).
+  CoopmatMode coopmat_mode() const { return coopmat_mode_; }
   // Makes SPIR-V a shader that DispatchDesc::shader can name (a user's kernel);
   // does nothing when `name` is taken.
   void add_shader(const std::string& name, const std::vector<std::uint32_t>& spirv);
@@ -222,6 +225,8 @@ class VulkanDevice final : public DeviceImpl {
   bool f64_ = false;              // shaderFloat64 enabled: the f64 modules run here
   bool fused_attention_ = false;  // vk_policy.hpp's fused_attention()
   bool subgroup_reductions_ = false;  // vk_policy.hpp's subgroup_reductions()
+  CoopmatMode coopmat_mode_ = CoopmatMode::off;  // vk_policy.hpp's coopmat_mode()
+  std::string coopmat_note_;                     // why it is off, for info()
   bool push_descriptors_ = false;
   bool memory_budget_ = false;
   bool host_import_ = false;  // VK_EXT_external_memory_host enabled

@@ -53,6 +53,9 @@ struct DispatchDesc {
   std::uint32_t op = kAnyOp;
   // An f64 tensor is bound: the op's f64 module runs it (Note [f64 on Vulkan]).
   bool f64 = false;
+  // Nonzero: the pipeline runs in subgroups of exactly this size, all full (a kernel written
+  // for one subgroup size: Note [Cooperative-matrix GEMM] in vk_kernels_coopmat.cpp).
+  std::uint32_t subgroup_size = 0;
   static constexpr std::uint32_t kAnyOp = ~0u;
 };
 
@@ -71,7 +74,6 @@ struct KernelLimits {
   std::uint32_t max_groups_x = 65535;          // per dispatch, each dim
   std::uint64_t max_storage_range = 1u << 27;  // bytes one binding may span
   std::uint64_t storage_alignment = 256;       // bind() aligns a view's start down to this
-  bool cooperative_matrix_f16 = false;         // VK_KHR_cooperative_matrix, 16x16x16 f16 -> f32
   // The row kernels' geometry (Note [Row kernel geometry]).
   std::uint32_t row_elements_per_lane = 1;
   std::uint64_t row_target_threads = 1 << 17;
@@ -133,6 +135,9 @@ void add_linalg_kernels(KernelTable& table);
 // [B, K, N], [B, M, N]) and returns true when it is a few vectors against a weight (Note
 // [Matrix-vector products] in ferry/kit/matvec_shape.hpp); false leaves it to the GEMM.
 bool try_matvec(VulkanDevice& dev, const TensorArg& A, const TensorArg& B, const TensorArg& C);
+// matmul's cooperative-matrix path (vk_kernels_coopmat.cpp): false, having done nothing, where
+// the device's mode, the dtype, the shapes or the layout do not allow it.
+bool try_coopmat(VulkanDevice& dev, const TensorArg& A, const TensorArg& B, const TensorArg& C);
 void add_index_kernels(KernelTable& table);  // index_select, gather, index_add, scatter_add
 // The ops whose kernels move elements by their size and compute nothing on them, so they take
 // f64 on every device (Note [f64 on Vulkan] in vk_pipelines.cpp): index_select and gather.

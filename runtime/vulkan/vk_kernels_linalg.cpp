@@ -8,7 +8,8 @@
 // and splits the operands into batch chunks, or blocks of B (along K and N) and row chunks
 // of A and C, when a view spans more than one storage-buffer binding can reach
 // (vk_split.hpp); the products of a K cut into pieces add up in C. Products of a few vectors
-// against a weight take the matrix-vector path first (vk_kernels_matvec.cpp).
+// against a weight take the matrix-vector path first (vk_kernels_matvec.cpp), then f16 products
+// the cooperative-matrix path where it is on (vk_kernels_coopmat.cpp).
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -106,6 +107,7 @@ void matmul_kernel(DeviceImpl& d, const OpCall& call) {
   if (M > 0xffffffffll / 2 || N > 0xffffffffll / 2 || A.sizes[2] > 0xffffffffll / 2)
     throw UnsupportedError("matmul: the vulkan kernel takes at most 2^31 rows and columns");
   if (is_floating(dt) && try_matvec(dev, A, B, C)) return;  // a few rows against a weight
+  if (try_coopmat(dev, A, B, C)) return;  // f16 on tensor cores, where the device has them
 
   const Tile t = is_floating(dt)
                      ? choose_tile("matmul", dev.limits(), std::uint64_t(nb), std::uint64_t(M),

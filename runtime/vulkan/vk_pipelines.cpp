@@ -26,6 +26,7 @@
 
 #include "ferry/error.hpp"
 #include "log_internal.hpp"
+#include "vulkan/vk_coopmat_shaders.hpp"
 #include "vulkan/vk_error.hpp"
 #include "vulkan/vk_policy.hpp"
 #include "vulkan/vk_shaders.hpp"
@@ -168,9 +169,18 @@ VkShaderModule Pipelines::shader_module(std::string_view name, std::uint32_t op,
     const EmbeddedShader* found = nullptr;
     for (std::size_t i = 0; i < kEmbeddedShaderCount; ++i)
       if (name == kEmbeddedShaders[i].name) found = &kEmbeddedShaders[i];
-    if (!found) throw Error(fmt::format("vulkan: no embedded shader named '{}'", name));
-    words = full_variant_ ? found->full : found->base;
-    word_count = full_variant_ ? found->full_words : found->base_words;
+    // Slang's modules (Note [Cooperative-matrix GEMM] in vk_kernels_coopmat.cpp) have one
+    // variant.
+    for (std::size_t i = 0; i < kEmbeddedCoopmatShaderCount && !found; ++i)
+      if (name == kEmbeddedCoopmatShaders[i].name) {
+        words = kEmbeddedCoopmatShaders[i].words;
+        word_count = kEmbeddedCoopmatShaders[i].word_count;
+      }
+    if (!found && !words) throw Error(fmt::format("vulkan: no embedded shader named '{}'", name));
+    if (found) {
+      words = full_variant_ ? found->full : found->base;
+      word_count = full_variant_ ? found->full_words : found->base_words;
+    }
     if (!words)  // a per-op shader's dispatch that named no op, or an op the build left out
       throw Error(fmt::format("vulkan: the '{}' shader has no module for op {}", name, op));
   }
@@ -191,10 +201,11 @@ VkPipeline Pipelines::pipeline_for(const DispatchDesc& d, const Layout& layout) 
   for (std::uint32_t v : d.spec) mix(v);
   mix(d.op);
   mix(d.f64);
+  mix(d.subgroup_size);
   std::vector<CachedPipeline>& bucket = pipelines_[h];
   for (const CachedPipeline& c : bucket)
     if (c.shader == d.shader && c.bindings == d.bindings.size() && c.spec == d.spec &&
-        c.op == d.op && c.f64 == d.f64)
+        c.op == d.op && c.f64 == d.f64 && c.subgroup_size == d.subgroup_size)
       return c.pipeline;
 
   std::vector<VkSpecializationMapEntry> entries(d.spec.size());
@@ -209,6 +220,13 @@ VkPipeline Pipelines::pipeline_for(const DispatchDesc& d, const Layout& layout) 
   ci.stage.module = shader_module(module, d.op, d.f64);
   ci.stage.pName = "main";
   ci.stage.pSpecializationInfo = d.spec.empty() ? nullptr : &si;
+  VkPipelineShaderStageRequiredSubgroupSizeCreateInfo size{
+      VK_STRUCTURE_TYPE_PIPELINE_SHADER_STAGE_REQUIRED_SUBGROUP_SIZE_CREATE_INFO};
+  if (d.subgroup_size) {  // the device enabled subgroupSizeControl and computeFullSubgroups
+    size.requiredSubgroupSize = d.subgroup_size;
+    ci.stage.pNext = &size;
+    ci.stage.flags |= VK_PIPELINE_SHADER_STAGE_CREATE_REQUIRE_FULL_SUBGROUPS_BIT;
+  }
   ci.layout = layout.pipeline_layout;
   const std::string key =
       fmt::format("{}/{}/{}", d.shader, d.bindings.size(), fmt::join(d.spec, ","));
@@ -217,8 +235,8 @@ VkPipeline Pipelines::pipeline_for(const DispatchDesc& d, const Layout& layout) 
         fmt::format("creating the '{}' pipeline", key));
   FERRY_DEBUG("{}: pipeline {}", device_name_, key);
   cache_dirty_ = true;
-  bucket.push_back(
-      {std::string(d.shader), std::move(module), d.bindings.size(), d.spec, d.op, d.f64, p});
+  bucket.push_back({std::string(d.shader), std::move(module), d.bindings.size(), d.spec, d.op,
+                    d.f64, d.subgroup_size, p});
   return p;
 }
 

@@ -86,6 +86,7 @@ class Pipelines {
     std::vector<std::uint32_t> spec;
     std::uint32_t op;  // with f64, which module (shader_module) the pipeline was made from
     bool f64;
+    std::uint32_t subgroup_size;  // DispatchDesc::subgroup_size
     VkPipeline pipeline;
   };
   std::unordered_map<std::uint64_t, std::vector<CachedPipeline>> pipelines_;  // by key hash

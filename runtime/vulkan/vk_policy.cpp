@@ -117,4 +117,54 @@ bool subgroup_reductions(const char* env, bool has_ops) {
   return v == "1" && has_ops;
 }
 
+const char* coopmat_mode_name(CoopmatMode m) {
+  switch (m) {
+    case CoopmatMode::on:
+      return "on";
+    case CoopmatMode::emulated:
+      return "emulated";
+    case CoopmatMode::off:
+      break;
+  }
+  return "off";
+}
+
+CoopmatMode coopmat_mode(const char* env, bool built, bool device_ready) {
+  if (!env || !*env) return CoopmatMode::off;
+  const std::string v(env);
+  if (v == "0") return CoopmatMode::off;
+  if (v == "1") return built && device_ready ? CoopmatMode::on : CoopmatMode::off;
+  if (v == "emulate") return built ? CoopmatMode::emulated : CoopmatMode::off;
+  throw Error("FERRY_VULKAN_COOPMAT must be 1, 0 or emulate, not '" + v + "'");
+}
+
+bool has_coopmat_f16_shape(std::span<const CoopmatShape> shapes) {
+  for (const CoopmatShape& s : shapes)
+    if (s.m == 16 && s.n == 16 && s.k == 16 && s.a == 0 && s.b == 0 && s.c == 1 && s.result == 1 &&
+        s.subgroup_scope)
+      return true;
+  return false;
+}
+
+std::uint32_t CoopmatTile::shared_bytes() const {
+  return 2u * (bm * (bk + 8) + bk * (bn + 8)) * 2u;  // shaders/gemm_coopmat.slang's sA, sB
+}
+
+int choose_coopmat_tile(std::span<const CoopmatTile> tiles, std::uint64_t batches, std::uint64_t m,
+                        std::uint64_t n, std::uint64_t k, std::uint32_t shared_memory,
+                        std::uint32_t max_invocations, std::uint64_t min_groups) {
+  int best = -1, most = -1;
+  std::uint64_t best_area = 0, most_groups = 0;
+  for (std::size_t i = 0; i < tiles.size(); ++i) {
+    const CoopmatTile& t = tiles[i];
+    if (!t.bm || !t.bn || !t.bk || m % t.bm || n % t.bn || k == 0 || k % t.bk ||
+        t.shared_bytes() > shared_memory || t.threads > max_invocations)
+      continue;
+    const std::uint64_t groups = batches * (m / t.bm) * (n / t.bn), area = t.bm * t.bn;
+    if (groups >= min_groups && area > best_area) best = int(i), best_area = area;
+    if (groups > most_groups) most = int(i), most_groups = groups;
+  }
+  return best >= 0 ? best : most;
+}
+
 }  // namespace ferry::vulkan

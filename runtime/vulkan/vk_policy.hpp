@@ -50,6 +50,42 @@ bool fused_attention(const char* env);
 // variable for a value other than "1" or "0".
 bool subgroup_reductions(const char* env, bool has_ops);
 
+// Note [Cooperative-matrix GEMM] in vk_kernels_coopmat.cpp: how matmul's f16 products run.
+enum class CoopmatMode {
+  off,       // the GLSL tiles (shaders/matmul.comp)
+  on,        // gemm_coopmat's tensor-core modules (VK_KHR_cooperative_matrix)
+  emulated,  // its scalar emulation, same tiles and dispatch: the path tested on lavapipe
+};
+const char* coopmat_mode_name(CoopmatMode m);
+// FERRY_VULKAN_COOPMAT (`env`): unset or "0" off; "1" on where the build made the modules
+// (`built`) and the device can run them (`device_ready`); "emulate" the emulation where the
+// build made it (any device). Off by default: the path has not run on a GPU inside ferry yet
+// (the prototype it came from has, docs/gpu-results.md). Throws ferry::Error naming the
+// variable for another value.
+CoopmatMode coopmat_mode(const char* env, bool built, bool device_ready);
+
+// One entry of vkGetPhysicalDeviceCooperativeMatrixPropertiesKHR's list.
+struct CoopmatShape {
+  std::uint32_t m = 0, n = 0, k = 0;
+  std::uint32_t a = 0, b = 0, c = 0, result = 0;  // VkComponentTypeKHR: 0 f16, 1 f32
+  bool subgroup_scope = false;
+};
+// Whether the list has the shape the kernel is written for: 16x16x16, f16 x f16 + f32 -> f32,
+// subgroup scope.
+bool has_coopmat_f16_shape(std::span<const CoopmatShape> shapes);
+
+// A tile variant the build made of gemm_coopmat (vk_coopmat_shaders.hpp).
+struct CoopmatTile {
+  std::uint32_t bm = 0, bn = 0, bk = 0, threads = 0;
+  std::uint32_t shared_bytes() const;  // two stages of A and B tiles, rows padded by 8 halves
+};
+// The tile for a [batches, m, k] x [batches, k, n] product among `tiles`: of those whose bm, bn
+// and bk divide m, n and k, that fit the device's shared memory and workgroup size, the largest
+// that still gives `min_groups` workgroups, else the one giving the most; -1 when none fits.
+int choose_coopmat_tile(std::span<const CoopmatTile> tiles, std::uint64_t batches, std::uint64_t m,
+                        std::uint64_t n, std::uint64_t k, std::uint32_t shared_memory,
+                        std::uint32_t max_invocations, std::uint64_t min_groups = 128);
+
 // Dim coalescing lives in the core (include/ferry/kit/coalesce.hpp), shared with CUDA.
 using detail::coalesce;
 using detail::Coalesced;

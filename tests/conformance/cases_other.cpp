@@ -51,6 +51,16 @@ void add_matmul(std::vector<Case>& out) {
        },
        " (x · Wᵀ)"},
       {{2, 40, 1032}, {2, 1032, 5}, "matvec", {}, " (W · x)"},
+      // Multiples of the cooperative-matrix tiles (Note [Cooperative-matrix GEMM] in
+      // runtime/vulkan/vk_kernels_coopmat.cpp), B as it is and transposed as a Linear's weight.
+      {{2, 64, 96}, {96, 128}, "tiles", {}, ""},
+      {{128, 64},
+       {64, 64},
+       "tiles",
+       [](const Inputs& in) {
+         return Inputs{in[0], in[1].t()};
+       },
+       " (x · Wᵀ)"},
   };
   for (DType dt : {DType::f32, DType::f16, DType::bf16, DType::f64, DType::i32, DType::i64})
     for (const MM& s : shapes) {

@@ -1,12 +1,16 @@
 #!/bin/bash
 # Builds everything in this folder:
-#   slangc_spirv      - Slang -> SPIR-V driver (build-time only; needs the Slang libs from the slangpy wheel)
-#   *.spv, variants.txt - GEMM kernels (coopmat variants + scalar-emulation variants for self-tests)
+#   slangc_spirv      - Slang -> SPIR-V driver, from ../slangc/ferry_slangc.cpp (build-time only; needs the
+#                       Slang libs from the slangpy wheel)
+#   *.spv, variants.txt - GEMM kernels from ../../shaders/gemm_coopmat.slang (coopmat variants + scalar-emulation variants for self-tests)
 #   coopmat_bench     - the benchmark (run time: only libvulkan.so.1 + the .spv files + variants.txt)
-# Env: SLANG_DIR (default /tmp/slang/ex/slangpy: libslang-compiler.so.*, include/slang.h)
+# Env: SLANG_DIR (default /tmp/slang/ex/slangpy: libslang-compiler.so.*, include/slang.h; the build's
+#      ../../build/slang/lib has the library, ../../build/slang/include the headers)
 set -euo pipefail
 cd "$(dirname "$0")"
 SLANG_DIR=${SLANG_DIR:-/tmp/slang/ex/slangpy}
+KERNEL=../../shaders/gemm_coopmat.slang
+ENTRY=main
 CXX=${CXX:-g++}
 CC=${CC:-gcc}
 
@@ -22,10 +26,10 @@ w2x4_t4x4_k16 2 4 4 4 16
 "
 
 if [ -f "$SLANG_DIR/include/slang.h" ]; then
-  SLANG_LIB=$(ls "$SLANG_DIR"/libslang-compiler.so* | head -n1)
+  SLANG_LIB=$(ls "$SLANG_DIR"/libslang-compiler.so* "$SLANG_DIR"/lib/libslang-compiler.so.* 2>/dev/null | head -n1 || true)
   echo "== building slangc_spirv against $SLANG_LIB"
-  $CXX -std=c++20 -O1 -Wall -Wextra -I"$SLANG_DIR/include" slangc_spirv.cpp -o slangc_spirv \
-       "$SLANG_LIB" -Wl,-rpath,"$SLANG_DIR"
+  $CXX -std=c++20 -O1 -Wall -Wextra -I"$SLANG_DIR/include" ../slangc/ferry_slangc.cpp -o slangc_spirv \
+       "$SLANG_LIB" -Wl,-rpath,"$(dirname "$SLANG_LIB")"
 
   echo "== compiling kernels (SLANG_RUN_SPIRV_VALIDATION=1: Slang runs its bundled spirv-val on each module)"
   export SLANG_RUN_SPIRV_VALIDATION=1
@@ -35,14 +39,14 @@ if [ -f "$SLANG_DIR/include/slang.h" ]; then
   while read -r name wm wn tm tn bk; do
     [ -z "$name" ] && continue
     D="-DWARPS_M=$wm -DWARPS_N=$wn -DTM=$tm -DTN=$tn -DBK=$bk"
-    ./slangc_spirv gemm_coopmat.slang gemm_main "gemm_$name.spv" $D $CAPS
+    ./slangc_spirv $KERNEL $ENTRY "gemm_$name.spv" $D $CAPS
     echo "$name gemm_$name.spv $wm $wn $tm $tn $bk 0" >> variants.txt.tmp
-    ./slangc_spirv gemm_coopmat.slang gemm_main "gemm_emu_$name.spv" $D -DEMULATE_COOPMAT=1
+    ./slangc_spirv $KERNEL $ENTRY "gemm_emu_$name.spv" $D -DEMULATE_COOPMAT=1
     echo "emu_$name gemm_emu_$name.spv $wm $wn $tm $tn $bk 1" >> variants.txt.tmp
   done <<< "$VARIANTS"
   mv variants.txt.tmp variants.txt
   # SPIR-V assembly of the main variant, for inspection (Debian's spirv-dis is too old for coopmat)
-  ./slangc_spirv gemm_coopmat.slang gemm_main /tmp/gemm_main_variant.spv -o gemm_w2x2_t4x4_k32.spvasm \
+  ./slangc_spirv $KERNEL $ENTRY /tmp/gemm_main_variant.spv -o gemm_w2x2_t4x4_k32.spvasm \
        -DWARPS_M=2 -DWARPS_N=2 -DTM=4 -DTN=4 -DBK=32 $CAPS >/dev/null
 else
   echo "== $SLANG_DIR/include/slang.h not found: keeping the existing .spv files / variants.txt"

@@ -1,12 +1,16 @@
-// slangc_spirv: minimal Slang -> SPIR-V compiler driver over slang.h's COM API.
+// ferry_slangc: a minimal Slang -> SPIR-V compiler driver over slang.h's COM API.
 //
-// usage: slangc_spirv <input.slang> <entryPoint> <out.spv> [-o out.spvasm] [-DNAME[=VALUE]]...
-//                     [-O0..3] [-g] [-cap spvCapabilityName]...
+// usage: ferry_slangc <input.slang> <entryPoint> <out.spv> [-o out.spvasm] [-DNAME[=VALUE]]...
+//                     [-O0..3] [-g] [-cap spvCapabilityName]... [--require-capability N]...
 //
 // Compiles one compute entry point for a single SPIR-V target (profile spirv_1_6, SPIR-V emitted
 // directly by Slang, not via GLSL). `-o x.spvasm` additionally writes Slang's SPIR-V assembly
 // (useful because Debian's spirv-dis is too old for SPV_KHR_cooperative_matrix).
-// Only needed at build time; the benchmark only loads the resulting .spv files.
+// `--require-capability N` fails unless the module declares OpCapability N: a kernel whose
+// cooperative-matrix code a define or an edit switched off still compiles, and would only be
+// found out on a GPU; the build asks for 6022 (CooperativeMatrixKHR) in those modules.
+// Build-time only (shaders/coopmat.cmake builds it outside CMake's targets, without the
+// sanitizer flags, and runs it); ferry loads the resulting .spv files.
 #include <slang.h>
 
 #include <cstddef>
@@ -75,6 +79,35 @@ static bool writeFile(const std::string& path, const void* data, size_t size) {
   return ok;
 }
 
+// Whether SPIR-V module `words` (header included) declares OpCapability `cap`: walks the
+// instructions (word 0: word count << 16 | opcode) rather than searching the words, so that a
+// literal that happens to hold the same bits does not count.
+static bool hasCapability(const uint32_t* words, size_t count, uint32_t cap) {
+  constexpr uint32_t kOpCapability = (2u << 16) | 17u;  // two words, opcode 17
+  // The module's header is 5 words.
+  for (size_t i = 5; i < count;) {
+    const uint32_t wordCount = words[i] >> 16;
+    if (wordCount == 0) return false;  // malformed: stop instead of looping
+    if (words[i] == kOpCapability && i + 1 < count && words[i + 1] == cap) return true;
+    i += wordCount;
+  }
+  return false;
+}
+
+// Marks the module's OpSource (opcode 3) language Unknown (0) where Slang wrote its own, Slang
+// (11): the validation layer Debian 12 ships (1.3.239) predates that value and rejects the
+// whole module for it. The operand is informational only.
+static void hideSlangSourceLanguage(std::vector<uint32_t>& words) {
+  constexpr uint32_t kOpSource = 3, kSlang = 11;
+  for (size_t i = 5; i < words.size();) {
+    const uint32_t wordCount = words[i] >> 16;
+    if (wordCount == 0) return;
+    if ((words[i] & 0xffffu) == kOpSource && i + 1 < words.size() && words[i + 1] == kSlang)
+      words[i + 1] = 0;
+    i += wordCount;
+  }
+}
+
 #define CHECK(expr, msg)                                                             \
   do {                                                                               \
     SlangResult _r = (expr);                                                         \
@@ -88,7 +121,7 @@ int main(int argc, char** argv) {
   if (argc < 4) {
     fprintf(stderr,
             "usage: %s <input.slang> <entryPoint> <out.spv> [-o out.spvasm] [-DNAME[=VAL]]... "
-            "[-O0|-O1|-O2|-O3] [-g] [-cap spvCapabilityName]...\n",
+            "[-O0|-O1|-O2|-O3] [-g] [-cap spvCapabilityName]... [--require-capability N]...\n",
             argv[0]);
     return 2;
   }
@@ -99,8 +132,9 @@ int main(int argc, char** argv) {
   std::vector<std::string> macroStore;  // "NAME" / "VALUE" pairs
   int optLevel = SLANG_OPTIMIZATION_LEVEL_HIGH;
   bool debugInfo = false;
-  std::vector<std::string>
-      caps;  // extra capabilities (e.g. spvCooperativeMatrixKHR) for the profile
+  // Extra capabilities (e.g. spvCooperativeMatrixKHR) for the profile.
+  std::vector<std::string> caps;
+  std::vector<uint32_t> required;  // OpCapability operands the output must declare
   for (int i = 4; i < argc; ++i) {
     std::string a = argv[i];
     if (a == "-o" && i + 1 < argc) {
@@ -114,6 +148,14 @@ int main(int argc, char** argv) {
       optLevel = a[2] - '0';
     } else if (a == "-cap" && i + 1 < argc) {
       caps.push_back(argv[++i]);
+    } else if (a == "--require-capability" && i + 1 < argc) {
+      char* end = nullptr;
+      const unsigned long cap = strtoul(argv[++i], &end, 10);
+      if (*argv[i] == '\0' || *end != '\0' || cap > UINT32_MAX) {
+        fprintf(stderr, "error: --require-capability takes a number, not '%s'\n", argv[i]);
+        return 2;
+      }
+      required.push_back(uint32_t(cap));
     } else if (a == "-g") {
       debugInfo = true;
     } else {
@@ -249,7 +291,16 @@ int main(int argc, char** argv) {
     fprintf(stderr, "error: Slang returned something that is not a SPIR-V module\n");
     return 1;
   }
-  if (!writeFile(outPath, code->getBufferPointer(), code->getBufferSize())) {
+  const uint32_t* first = (const uint32_t*)code->getBufferPointer();
+  std::vector<uint32_t> words(first, first + code->getBufferSize() / 4);
+  hideSlangSourceLanguage(words);
+  for (uint32_t cap : required)
+    if (!hasCapability(words.data(), words.size(), cap)) {
+      fprintf(stderr, "error: %s: the SPIR-V declares no OpCapability %u (--require-capability)\n",
+              inPath, cap);
+      return 1;
+    }
+  if (!writeFile(outPath, words.data(), words.size() * 4)) {
     fprintf(stderr, "error: cannot write '%s'\n", outPath.c_str());
     return 1;
   }

@@ -1,0 +1,217 @@
+// runtime/vulkan/vk_kernels_coopmat.cpp — matmul's f16 products on tensor cores through
+// VK_KHR_cooperative_matrix (shaders/gemm_coopmat.slang), and what a device must offer for it.
+//
+// Note [Cooperative-matrix GEMM]
+// GPUs multiply 16-bit matrices an order of magnitude faster in their matrix units (NVIDIA's
+// tensor cores, AMD's WMMA) than in their ALUs, and Vulkan reaches them through cooperative
+// matrices: a subgroup holds 16x16 fragments and multiplies them in one instruction. Debian
+// 12's glslang predates the extension, so the kernel is written in Slang and compiled at build
+// time by Slang's compiler from PyPI's slangpy wheel (shaders/coopmat.cmake). Measured as a
+// standalone prototype on an H100 (tools/coopmat, docs/gpu-results.md): 170 TFLOP/s at
+// 4096^3, 4.7 times the GLSL tiles, with 128x128 blocks of four subgroups.
+// - What runs it: f16 x f16 -> f16 products (f32 accumulation, as the GLSL tiles and cuBLAS
+//   do), [B, M, K] x [B, K, N] with A's and C's rows contiguous, B's rows or its columns (the
+//   transposed weight of a Linear: B_TRANS modules), every stride and offset a multiple of 8
+//   elements, and M, N, K multiples of a built tile's block (choose_coopmat_tile in
+//   vk_policy.hpp). Everything else, and a tensor that needs splitting to fit a binding, takes
+//   the GLSL tiles (vk_kernels_linalg.cpp), which matmul tries next.
+// - Which devices: FERRY_VULKAN_COOPMAT=1 where probe_coopmat finds the extension, the
+//   16x16x16 f16 shape and the features the modules declare; its pipelines ask for subgroups of
+//   exactly 32 (the kernel's warp layout). Off by default until it has run on a GPU inside
+//   ferry (docs/vulkan.md). The VK_NV_cooperative_matrix fallback for older NVIDIA drivers is
+//   not built.
+// - FERRY_VULKAN_COOPMAT=emulate runs the same dispatch with the kernel's scalar emulation
+//   (EMULATE_COOPMAT: the same staging, offsets and barriers, fragments multiplied by plain
+//   loops), on any device: how CI checks the host code, the tiling and the kernel's indexing
+//   on lavapipe, whose Mesa release has no cooperative matrices.
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <array>
+#include <vector>
+
+#include "ferry/profiler.hpp"
+#include "vulkan/vk_coopmat.hpp"
+#include "vulkan/vk_coopmat_shaders.hpp"
+#include "vulkan/vk_device.hpp"
+#include "vulkan/vk_kernels.hpp"
+#include "vulkan/vk_split.hpp"
+
+namespace ferry::vulkan {
+
+void* CoopmatProbe::enable_chain(void* next) {
+  coop.cooperativeMatrix = VK_TRUE;
+  coop.cooperativeMatrixRobustBufferAccess = VK_FALSE;
+  float16.shaderFloat16 = VK_TRUE;
+  float16.shaderInt8 = VK_FALSE;
+  memory_model.vulkanMemoryModel = VK_TRUE;
+  memory_model.vulkanMemoryModelDeviceScope = VK_TRUE;
+  memory_model.vulkanMemoryModelAvailabilityVisibilityChains = VK_FALSE;
+  size_control.subgroupSizeControl = VK_TRUE;
+  size_control.computeFullSubgroups = VK_TRUE;
+  size_control.pNext = next;
+  memory_model.pNext = &size_control;
+  float16.pNext = &memory_model;
+  coop.pNext = &float16;
+  return &coop;
+}
+
+CoopmatProbe probe_coopmat(VkPhysicalDevice pd, std::uint32_t api_version,
+                           const std::vector<VkExtensionProperties>& exts) {
+  CoopmatProbe p;
+  auto lacks = [&](std::string what) {
+    p.why_not = std::move(what);
+    return std::move(p);
+  };
+  if (api_version < VK_API_VERSION_1_3) return lacks("Vulkan 1.3 (subgroup size control)");
+  const bool has_ext = std::any_of(exts.begin(), exts.end(), [](const VkExtensionProperties& e) {
+    return std::string_view(e.extensionName) == VK_KHR_COOPERATIVE_MATRIX_EXTENSION_NAME;
+  });
+  if (!has_ext) return lacks(VK_KHR_COOPERATIVE_MATRIX_EXTENSION_NAME);
+  auto get_shapes =
+      reinterpret_cast<PFN_vkGetPhysicalDeviceCooperativeMatrixPropertiesKHR>(vkGetInstanceProcAddr(
+          volkGetLoadedInstance(), "vkGetPhysicalDeviceCooperativeMatrixPropertiesKHR"));
+  if (!get_shapes) return lacks("vkGetPhysicalDeviceCooperativeMatrixPropertiesKHR");
+  std::uint32_t count = 0;
+  if (get_shapes(pd, &count, nullptr) != VK_SUCCESS) return lacks("its matrix shapes");
+  std::vector<VkCooperativeMatrixPropertiesKHR> props(
+      count, VkCooperativeMatrixPropertiesKHR{VK_STRUCTURE_TYPE_COOPERATIVE_MATRIX_PROPERTIES_KHR});
+  if (get_shapes(pd, &count, props.data()) != VK_SUCCESS) return lacks("its matrix shapes");
+  std::vector<CoopmatShape> shapes;
+  for (const auto& s : props)
+    shapes.push_back({s.MSize, s.NSize, s.KSize, std::uint32_t(s.AType), std::uint32_t(s.BType),
+                      std::uint32_t(s.CType), std::uint32_t(s.ResultType),
+                      s.scope == VK_SCOPE_SUBGROUP_KHR});
+  if (!has_coopmat_f16_shape(shapes)) return lacks("a 16x16x16 f16 x f16 + f32 subgroup shape");
+
+  VkPhysicalDevice16BitStorageFeatures s16{
+      VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_16BIT_STORAGE_FEATURES};
+  p.size_control.pNext = &s16;
+  p.memory_model.pNext = &p.size_control;
+  p.float16.pNext = &p.memory_model;
+  p.coop.pNext = &p.float16;
+  VkPhysicalDeviceFeatures2 f2{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FEATURES_2};
+  f2.pNext = &p.coop;
+  vkGetPhysicalDeviceFeatures2(pd, &f2);
+  p.coop.pNext = p.float16.pNext = p.memory_model.pNext = p.size_control.pNext = nullptr;
+  std::string missing;
+  auto need = [&](VkBool32 have, const char* name) {
+    if (!have) missing += missing.empty() ? name : fmt::format(", {}", name);
+  };
+  need(p.coop.cooperativeMatrix, "cooperativeMatrix");
+  need(p.float16.shaderFloat16, "shaderFloat16");
+  need(p.memory_model.vulkanMemoryModel, "vulkanMemoryModel");
+  need(p.memory_model.vulkanMemoryModelDeviceScope, "vulkanMemoryModelDeviceScope");
+  need(s16.storageBuffer16BitAccess && s16.uniformAndStorageBuffer16BitAccess,
+       "uniformAndStorageBuffer16BitAccess");
+  need(p.size_control.subgroupSizeControl && p.size_control.computeFullSubgroups,
+       "subgroupSizeControl with computeFullSubgroups");
+
+  VkPhysicalDeviceSubgroupSizeControlProperties sizes{
+      VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SUBGROUP_SIZE_CONTROL_PROPERTIES};
+  VkPhysicalDeviceProperties2 p2{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PROPERTIES_2};
+  p2.pNext = &sizes;
+  vkGetPhysicalDeviceProperties2(pd, &p2);
+  need(sizes.minSubgroupSize <= 32 && sizes.maxSubgroupSize >= 32 &&
+           (sizes.requiredSubgroupSizeStages & VK_SHADER_STAGE_COMPUTE_BIT),
+       "subgroups of 32 in compute shaders");
+  if (!missing.empty()) return lacks(missing);
+  p.ready = true;
+  return p;
+}
+
+namespace {
+
+// The built modules of one kind (tensor-core or emulated) and B layout, with their tiles, in
+// vk_coopmat_shaders.hpp's order.
+struct CoopmatModules {
+  std::vector<const EmbeddedCoopmatShader*> shaders;
+  std::vector<CoopmatTile> tiles;
+};
+
+const CoopmatModules& modules(bool emulated, bool b_transposed) {
+  static const std::array<CoopmatModules, 4> all = [] {
+    std::array<CoopmatModules, 4> m;
+    for (std::size_t i = 0; i < kEmbeddedCoopmatShaderCount; ++i) {
+      const EmbeddedCoopmatShader& s = kEmbeddedCoopmatShaders[i];
+      CoopmatModules& kind = m[2 * s.emulated + s.b_transposed];
+      kind.shaders.push_back(&s);
+      kind.tiles.push_back(
+          {s.warps_m * s.tm * 16, s.warps_n * s.tn * 16, s.bk, s.warps_m * s.warps_n * 32});
+    }
+    return m;
+  }();
+  return all[2 * emulated + b_transposed];
+}
+
+bool multiple_of_8(std::int64_t v) { return v % 8 == 0; }
+
+}  // namespace
+
+// Push constants of shaders/gemm_coopmat.slang's Params, in elements.
+struct CoopmatParams {
+  std::uint32_t M, N, K, lda, ldb, ldc, a_off, b_off, c_off, sa_b, sb_b, sc_b;
+};
+
+bool try_coopmat(VulkanDevice& dev, const TensorArg& A, const TensorArg& B, const TensorArg& C) {
+  const CoopmatMode mode = dev.coopmat_mode();
+  if (mode == CoopmatMode::off || C.dtype != DType::f16) return false;
+  const std::int64_t nb = C.sizes[0], M = C.sizes[1], N = C.sizes[2], K = A.sizes[2];
+  // Rows contiguous, B's along K or along N, and every row and batch 16-byte aligned (the
+  // kernel's uint4 loads).
+  const bool b_transposed = B.strides[1] == 1 && B.strides[2] != 1;
+  const std::int64_t ldb = b_transposed ? B.strides[2] : B.strides[1];
+  if (A.strides[2] != 1 || (!b_transposed && B.strides[2] != 1) || C.strides[2] != 1) return false;
+  for (std::int64_t s : {A.strides[0], A.strides[1], B.strides[0], ldb, C.strides[0], C.strides[1],
+                         A.offset, B.offset, C.offset})
+    if (!multiple_of_8(s)) return false;
+  const KernelLimits& lim = dev.limits();
+  const CoopmatModules& mods = modules(mode == CoopmatMode::emulated, b_transposed);
+  const int t =
+      choose_coopmat_tile(mods.tiles, std::uint64_t(nb), std::uint64_t(M), std::uint64_t(N),
+                          std::uint64_t(K), lim.shared_memory, lim.max_workgroup_invocations);
+  if (t < 0) return false;
+  // One binding per operand, the batches in as few dispatches as the group-count limit allows.
+  if (!fits(lim, A) || !fits(lim, B) || !fits(lim, C)) return false;
+  const CoopmatTile& tile = mods.tiles[std::size_t(t)];
+  const std::uint32_t gx = std::uint32_t(N / tile.bn), gy = std::uint32_t(M / tile.bm);
+  if (gx > lim.max_groups_x || gy > lim.max_groups_x) return false;
+  Binding a = dev.bind(A, Access::read), b = dev.bind(B, Access::read),
+          c = dev.bind(C, Access::write);
+  for (const Binding* x : {&a, &b, &c})
+    if (x->offset % 16 != 0 || !multiple_of_8(x->element_offset)) return false;
+  if (profiler::enabled())
+    profiler::note_kernel(fmt::format("coopmat gemm {}, block {}x{}x{}",
+                                      mods.shaders[std::size_t(t)]->name, tile.bm, tile.bn,
+                                      tile.bk));
+  CoopmatParams p{std::uint32_t(M),
+                  std::uint32_t(N),
+                  std::uint32_t(K),
+                  std::uint32_t(A.strides[1]),
+                  std::uint32_t(ldb),
+                  std::uint32_t(C.strides[1]),
+                  a.element_offset,
+                  b.element_offset,
+                  c.element_offset,
+                  std::uint32_t(A.strides[0]),
+                  std::uint32_t(B.strides[0]),
+                  std::uint32_t(C.strides[0])};
+  const std::uint32_t base_a = p.a_off, base_b = p.b_off, base_c = p.c_off;
+  for (std::int64_t z = 0; z < nb; z += lim.max_groups_x) {
+    // Later dispatches start max_groups_x batches on (element offsets stay below 2^32: bind()).
+    p.a_off = base_a + std::uint32_t(z * A.strides[0]);
+    p.b_off = base_b + std::uint32_t(z * B.strides[0]);
+    p.c_off = base_c + std::uint32_t(z * C.strides[0]);
+    dev.dispatch(
+        {.shader = mods.shaders[std::size_t(t)]->name,
+         .spec = {},
+         .bindings = {a, b, c},
+         .push = &p,
+         .push_size = sizeof p,
+         .groups = {gx, gy, std::uint32_t(std::min<std::int64_t>(lim.max_groups_x, nb - z))},
+         .subgroup_size = mode == CoopmatMode::on ? 32u : 0u});
+  }
+  return true;
+}
+
+}  // namespace ferry::vulkan

@@ -1,0 +1,131 @@
+# Included by runtime/vulkan/CMakeLists.txt after shaders.cmake (FERRY_SHADER_DIR,
+# FERRY_SHADER_BUILD_DIR).
+# shaders/gemm_coopmat.slang -> SPIR-V with Slang's compiler, embedded in one generated C++
+# file that the Vulkan module compiles (runtime/vulkan/vk_coopmat_shaders.hpp; Note
+# [Cooperative-matrix GEMM] in runtime/vulkan/vk_kernels_coopmat.cpp). Debian packages no
+# Slang, so the configure step takes the compiler library from PyPI's slangpy wheel
+# (tools/fetch_slang.py); where it cannot, the module is built without these kernels and
+# kCoopmatBuildNote says why.
+set(FERRY_COOPMAT AUTO CACHE STRING
+    "Cooperative-matrix GEMM modules (Slang): AUTO (when Slang can be fetched), ON, OFF")
+set_property(CACHE FERRY_COOPMAT PROPERTY STRINGS AUTO ON OFF)
+if(NOT FERRY_COOPMAT MATCHES "^(AUTO|ON|OFF)$")
+  message(FATAL_ERROR "FERRY_COOPMAT is AUTO, ON or OFF, not '${FERRY_COOPMAT}'")
+endif()
+# In the source tree's build/ by default, so every build folder shares one download.
+set(FERRY_SLANG_DIR ${PROJECT_SOURCE_DIR}/build/slang CACHE PATH
+    "Where tools/fetch_slang.py puts Slang's compiler library and headers")
+# The tile variants, name:WARPS_M:WARPS_N:TM:TN:BK (shaders/gemm_coopmat.slang). Each is built
+# four times: B's rows contiguous or B transposed (B_TRANS, "_bt"), on cooperative matrices
+# or in the scalar emulation ("_emulated").
+set(FERRY_COOPMAT_VARIANTS "w2x2_t4x4_k32:2:2:4:4:32" "w2x2_t2x2_k32:2:2:2:2:32")
+
+set(FERRY_COOPMAT_SOURCE ${FERRY_SHADER_DIR}/gemm_coopmat.slang)
+set(FERRY_COOPMAT_CPP ${FERRY_SHADER_BUILD_DIR}/coopmat_shaders.cpp)
+set(_coopmat_dir ${FERRY_SHADER_BUILD_DIR}/coopmat)
+set(_slang_stamp ${FERRY_SLANG_DIR}/slangpy-0.43.1.stamp)  # tools/fetch_slang.py's STAMP
+
+# Slang, fetched at configure time: the build's commands need to know whether they have it.
+set(_coopmat_note "")
+if(FERRY_COOPMAT STREQUAL "OFF")
+  set(_coopmat_note "the build had no Slang compiler (FERRY_COOPMAT=OFF)")
+elseif(NOT EXISTS ${FERRY_SLANG_DIR}/include/slang.h OR NOT EXISTS ${_slang_stamp})
+  message(STATUS "ferry: fetching Slang's compiler (slangpy 0.43.1 wheel) into ${FERRY_SLANG_DIR}")
+  find_program(FERRY_PYTHON3 python3)
+  if(NOT FERRY_PYTHON3)
+    set(_fetch_rc "no python3")
+    set(_fetch_err "no python3 to run tools/fetch_slang.py")
+  else()
+    execute_process(
+      COMMAND ${FERRY_PYTHON3} ${PROJECT_SOURCE_DIR}/tools/fetch_slang.py ${FERRY_SLANG_DIR}
+      RESULT_VARIABLE _fetch_rc
+      ERROR_VARIABLE _fetch_err
+      TIMEOUT 300)
+  endif()
+  if(NOT _fetch_rc STREQUAL "0")
+    # The script's one line, else what stopped it (a timeout: "Process terminated due to timeout").
+    string(STRIP "${_fetch_err}" _fetch_err)
+    string(REGEX REPLACE ".*\n" "" _fetch_err "${_fetch_err}")
+    if(NOT _fetch_err)
+      set(_fetch_err "tools/fetch_slang.py: ${_fetch_rc}")
+    endif()
+    if(FERRY_COOPMAT STREQUAL "ON")
+      message(FATAL_ERROR "ferry: FERRY_COOPMAT=ON, but no Slang compiler: ${_fetch_err}")
+    endif()
+    string(REPLACE ";" "," _fetch_err "${_fetch_err}")  # one argument of the embed command
+    set(_coopmat_note "the build had no Slang compiler: ${_fetch_err}")
+  endif()
+endif()
+if(_coopmat_note)
+  message(STATUS "ferry: cooperative-matrix GEMM off: ${_coopmat_note}")
+endif()
+
+set(FERRY_COOPMAT_SPV_FILES)
+set(_coopmat_modules)  # name:emulated:b_transposed:WARPS_M:WARPS_N:TM:TN:BK, for the embed step
+if(NOT _coopmat_note)
+  # The driver runs at build time: built by a plain command rather than as a target, so that
+  # the sanitizer builds' global -fsanitize flags (FERRY_SANITIZE) stay off a tool that loads
+  # Slang's uninstrumented library.
+  set(_slangc ${_coopmat_dir}/ferry_slangc)
+  set(_slangc_src ${PROJECT_SOURCE_DIR}/tools/slangc/ferry_slangc.cpp)
+  add_custom_command(
+    OUTPUT ${_slangc}
+    COMMAND ${CMAKE_COMMAND} -E make_directory ${_coopmat_dir}
+    COMMAND ${CMAKE_CXX_COMPILER} -std=c++20 -O1 -I${FERRY_SLANG_DIR}/include ${_slangc_src}
+            -o ${_slangc} ${FERRY_SLANG_DIR}/lib/libslang-compiler.so
+            -Wl,-rpath,${FERRY_SLANG_DIR}/lib
+    DEPENDS ${_slangc_src} ${_slang_stamp}
+    COMMENT "Building ferry_slangc (Slang -> SPIR-V, build-time only)"
+    VERBATIM)
+  foreach(variant ${FERRY_COOPMAT_VARIANTS})
+    string(REPLACE ":" ";" _parts ${variant})
+    list(LENGTH _parts _n)
+    if(NOT _n EQUAL 6)
+      message(FATAL_ERROR "FERRY_COOPMAT_VARIANTS: '${variant}' is not name:WARPS_M:WARPS_N:TM:TN:BK")
+    endif()
+    list(POP_FRONT _parts _vname _wm _wn _tm _tn _bk)
+    set(_tile -DWARPS_M=${_wm} -DWARPS_N=${_wn} -DTM=${_tm} -DTN=${_tn} -DBK=${_bk})
+    foreach(_bt 0 1)
+      foreach(_emulated 0 1)
+        set(name gemm_coopmat_${_vname})
+        set(defs ${_tile} -DB_TRANS=${_bt})
+        if(_bt)
+          string(APPEND name _bt)
+        endif()
+        if(_emulated)
+          string(APPEND name _emulated)
+          list(APPEND defs -DEMULATE_COOPMAT=1)
+        else()
+          # And fail unless the module holds OpCapability CooperativeMatrixKHR (6022): code
+          # that stopped using cooperative matrices would compile, and be slow.
+          list(APPEND defs -cap spvCooperativeMatrixKHR -cap spvGroupNonUniformBallot
+               --require-capability 6022)
+        endif()
+        set(spv ${_coopmat_dir}/${name}.spv)
+        # SLANG_RUN_SPIRV_VALIDATION: Slang checks each module with its bundled spirv-val
+        # (Debian's predates SPV_KHR_cooperative_matrix).
+        add_custom_command(
+          OUTPUT ${spv}
+          COMMAND ${CMAKE_COMMAND} -E env SLANG_RUN_SPIRV_VALIDATION=1 ${_slangc}
+                  ${FERRY_COOPMAT_SOURCE} main ${spv} ${defs}
+          DEPENDS ${FERRY_COOPMAT_SOURCE} ${_slangc}
+          COMMENT "slang: ${name}"
+          VERBATIM)
+        list(APPEND FERRY_COOPMAT_SPV_FILES ${spv})
+        list(APPEND _coopmat_modules "${name}:${_emulated}:${_bt}:${_wm}:${_wn}:${_tm}:${_tn}:${_bk}")
+      endforeach()
+    endforeach()
+  endforeach()
+endif()
+
+# Without Slang this writes the empty table and the note; a changed note changes the command,
+# so Ninja runs it again.
+add_custom_command(
+  OUTPUT ${FERRY_COOPMAT_CPP}
+  COMMAND ${CMAKE_COMMAND} -DSPV_DIR=${_coopmat_dir} "-DMODULES=${_coopmat_modules}"
+          "-DNOTE=${_coopmat_note}" -DOUT=${FERRY_COOPMAT_CPP}
+          -P ${FERRY_SHADER_DIR}/embed_coopmat.cmake
+  DEPENDS ${FERRY_COOPMAT_SPV_FILES} ${FERRY_SHADER_DIR}/embed_coopmat.cmake
+          ${FERRY_SHADER_DIR}/embed_words.cmake
+  COMMENT "Embedding ${FERRY_COOPMAT_CPP}"
+  VERBATIM)

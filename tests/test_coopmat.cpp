@@ -1,0 +1,242 @@
+// matmul's cooperative-matrix path on Vulkan (Note [Cooperative-matrix GEMM] in
+// runtime/vulkan/vk_kernels_coopmat.cpp): the choices it makes without a device (the mode from
+// FERRY_VULKAN_COOPMAT, the device's matrix shapes, the tile per problem), and on vulkan:0 with
+// FERRY_VULKAN_COOPMAT=emulate (ctest's coopmat_vulkan_emulated) the products it takes and
+// the ones it leaves to the GLSL tiles, against the CPU. The emulation runs the kernel's own
+// staging, offsets and barriers with scalar fragments, so a wrong index shows here; the
+// tensor-core instructions themselves need a GPU (tools/gpu_check.sh).
+#include <fmt/format.h>
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdint>
+#include <cstdlib>
+#include <functional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "ferry/backend.hpp"
+#include "ferry/error.hpp"
+#include "ferry/ferry.hpp"
+#include "op_test_util.hpp"
+#include "test_devices.hpp"
+#include "vulkan/vk_policy.hpp"
+
+namespace {
+
+using ferry::DType;
+using ferry::Tensor;
+using ferry::vulkan::choose_coopmat_tile;
+using ferry::vulkan::CoopmatMode;
+using ferry::vulkan::CoopmatShape;
+using ferry::vulkan::CoopmatTile;
+
+TEST(CoopmatPolicy, ModeFromTheEnvironment) {
+  using ferry::vulkan::coopmat_mode;
+  EXPECT_EQ(coopmat_mode(nullptr, true, true), CoopmatMode::off);  // off by default
+  EXPECT_EQ(coopmat_mode("", true, true), CoopmatMode::off);
+  EXPECT_EQ(coopmat_mode("0", true, true), CoopmatMode::off);
+  EXPECT_EQ(coopmat_mode("1", true, true), CoopmatMode::on);
+  EXPECT_EQ(coopmat_mode("1", true, false), CoopmatMode::off);  // the device cannot
+  EXPECT_EQ(coopmat_mode("1", false, true), CoopmatMode::off);  // the build made no modules
+  EXPECT_EQ(coopmat_mode("emulate", true, false), CoopmatMode::emulated);
+  EXPECT_EQ(coopmat_mode("emulate", false, false), CoopmatMode::off);
+  try {
+    coopmat_mode("yes", true, true);
+    FAIL() << "no error";
+  } catch (const ferry::Error& e) {
+    EXPECT_NE(std::string(e.what()).find("FERRY_VULKAN_COOPMAT"), std::string::npos) << e.what();
+  }
+}
+
+TEST(CoopmatPolicy, NeedsTheF16ShapeAtSubgroupScope) {
+  using ferry::vulkan::has_coopmat_f16_shape;
+  // As an NVIDIA driver lists some of its shapes (VkComponentTypeKHR: 0 f16, 1 f32, 3 s8, 5 s32).
+  const CoopmatShape f16{16, 16, 16, 0, 0, 1, 1, true};
+  const CoopmatShape f16_acc16{16, 16, 16, 0, 0, 0, 0, true};
+  const CoopmatShape int8{16, 16, 32, 3, 3, 5, 5, true};
+  const CoopmatShape f16_16x8{16, 8, 16, 0, 0, 1, 1, true};
+  CoopmatShape workgroup = f16;
+  workgroup.subgroup_scope = false;
+  EXPECT_TRUE(has_coopmat_f16_shape(std::vector{int8, f16_acc16, f16}));
+  EXPECT_FALSE(has_coopmat_f16_shape(std::vector{int8, f16_acc16, f16_16x8}));
+  EXPECT_FALSE(has_coopmat_f16_shape(std::vector{workgroup}));
+  EXPECT_FALSE(has_coopmat_f16_shape(std::vector<CoopmatShape>{}));
+}
+
+TEST(CoopmatPolicy, TileDividesTheProblemAndKeepsTheDeviceBusy) {
+  // The two tiles the build makes: 128x128 (4 subgroups of 4x4 fragments) and 64x64.
+  const std::vector<CoopmatTile> tiles{{128, 128, 32, 128}, {64, 64, 32, 128}};
+  EXPECT_EQ(tiles[0].shared_bytes(), 2u * (128 * 40 + 32 * 136) * 2);  // 37888 bytes
+  const std::uint32_t smem = 49152, inv = 1024;
+  // Large: the big tile gives enough workgroups.
+  EXPECT_EQ(choose_coopmat_tile(tiles, 1, 4096, 4096, 4096, smem, inv), 0);
+  // 1024^2 gives 64 big tiles, 256 small ones: the small tile keeps more of the GPU busy.
+  EXPECT_EQ(choose_coopmat_tile(tiles, 1, 1024, 1024, 1024, smem, inv), 1);
+  // ... unless batches make up the count.
+  EXPECT_EQ(choose_coopmat_tile(tiles, 2, 1024, 1024, 1024, smem, inv), 0);
+  // Too small for either count: the one giving the most workgroups.
+  EXPECT_EQ(choose_coopmat_tile(tiles, 1, 128, 128, 64, smem, inv), 1);
+  // Only the small tile divides M.
+  EXPECT_EQ(choose_coopmat_tile(tiles, 64, 192, 4096, 64, smem, inv), 1);
+  // Nothing divides: the GLSL tiles.
+  EXPECT_EQ(choose_coopmat_tile(tiles, 1, 100, 128, 64, smem, inv), -1);
+  EXPECT_EQ(choose_coopmat_tile(tiles, 1, 128, 128, 48, smem, inv), -1);
+  EXPECT_EQ(choose_coopmat_tile(tiles, 1, 128, 128, 0, smem, inv), -1);
+  // The big tile's shared memory does not fit a 32 KiB device; nor 128 threads a 64-thread one.
+  EXPECT_EQ(choose_coopmat_tile(tiles, 8, 4096, 4096, 64, 32768, inv), 1);
+  EXPECT_EQ(choose_coopmat_tile(tiles, 8, 4096, 4096, 64, smem, 64), -1);
+}
+
+// ---- on vulkan:0
+
+std::string coopmat_property() {
+  for (const std::string& n : ferry_test::available_device_names())
+    if (n == "vulkan:0")
+      return ferry::device_impl(ferry::Device(n)).info().properties.at("cooperative_matrix");
+  return {};
+}
+
+TEST(Coopmat, DeviceSaysWhetherItIsOnAndWhy) {
+  const std::string p = coopmat_property();
+  if (p.empty()) GTEST_SKIP() << "no vulkan:0";
+  const char* env = std::getenv("FERRY_VULKAN_COOPMAT");
+  if (!env || !*env || std::string(env) == "0") {
+    EXPECT_EQ(p.rfind("off (", 0), 0u) << p;  // off by default, with the reason
+  } else if (std::string(env) == "emulate") {
+    // Where the build made the modules (a build without Slang says so instead).
+    EXPECT_TRUE(p == "emulated (f16 matmul)" || p.find("Slang") != std::string::npos) << p;
+  }
+}
+
+// The kernel the matmul on `dev` chose, as the profiler names it.
+std::string matmul_kernel(const Tensor& a, const Tensor& b, Tensor* out) {
+  ferry::profiler::Scope scope;
+  *out = ferry::matmul(a, b);
+  std::string kernel;
+  for (const auto& e : scope.stop().events())
+    if (e.kind == ferry::profiler::EventKind::op && e.name == "matmul") kernel = e.detail;
+  return kernel;
+}
+
+using Views = std::function<std::pair<Tensor, Tensor>(const Tensor&, const Tensor&)>;
+
+// matmul(views(a, b)) on vulkan:0 against the CPU: the views are taken on the device (moving a
+// view makes it contiguous). `coopmat`: whether the product must take the path.
+void expect_matches_cpu(const Tensor& a, const Tensor& b, bool coopmat, const std::string& what,
+                        const Views& views = {}) {
+  const ferry::Device dev("vulkan:0");
+  auto [da, db] = views ? views(a.to(dev), b.to(dev)) : std::pair{a.to(dev), b.to(dev)};
+  auto [ca, cb] = views ? views(a, b) : std::pair{a, b};
+  Tensor got;
+  const std::string kernel = matmul_kernel(da, db, &got);
+  EXPECT_EQ(kernel.find("coopmat") != std::string::npos, coopmat) << what << ": " << kernel;
+  // Both round the f32 sum once to f16; the orders of the sums differ.
+  const Tensor want = ferry::matmul(ca, cb);
+  ferry_test::expect_close(ferry_test::as_double(got), ferry_test::as_double(want), 2e-3, 2e-3,
+                           what);
+}
+
+Tensor halves(const ferry::Shape& shape) { return ferry::randn(shape).to(DType::f16); }
+
+// Whether vulkan:0 runs f16 products on the path: emulated (CI) or on a GPU's matrix units
+// (FERRY_VULKAN_COOPMAT=1, tools/gpu_check.sh).
+bool path_is_on() {
+  const std::string p = coopmat_property();
+  return p == "emulated (f16 matmul)" || p == "on (f16 matmul)";
+}
+
+TEST(Coopmat, ProductsMatchTheCpu) {
+  if (!path_is_on())
+    GTEST_SKIP() << "run by ctest's coopmat_vulkan_emulated (FERRY_VULKAN_COOPMAT=emulate): "
+                 << coopmat_property();
+  ferry::manual_seed(7);
+  // One 64x64 tile; a row of them with K over several steps of 32; the 128x128 tile once
+  // there are 128 of its workgroups.
+  expect_matches_cpu(halves({64, 32}), halves({32, 64}), true, "[64, 32] x [32, 64]");
+  expect_matches_cpu(halves({128, 96}), halves({96, 192}), true, "[128, 96] x [96, 192]");
+  expect_matches_cpu(halves({32, 256, 32}), halves({32, 32, 256}), true,
+                     "[32, 256, 32] x [32, 32, 256] (128x128 tiles)");
+  // A batch of one weight (batch stride 0), and operands cut from larger tensors: row strides
+  // and offsets multiples of 8 elements.
+  expect_matches_cpu(halves({3, 64, 64}), halves({64, 128}), true, "[3, 64, 64] x [64, 128]");
+  expect_matches_cpu(halves({2, 72, 200}), halves({2, 64, 64}), true, "a narrowed [2, 64, 64] view",
+                     [](const Tensor& a, const Tensor& b) {
+                       return std::pair{a.narrow(1, 8, 64).narrow(2, 16, 64), b};
+                     });
+  expect_matches_cpu(halves({64, 64}), halves({4, 64, 64}), true, "batches of B, one A",
+                     [](const Tensor& a, const Tensor& b) {
+                       return std::pair{a.expand({4, 64, 64}), b};
+                     });
+  // Left to the GLSL tiles: sizes no tile divides.
+  expect_matches_cpu(halves({100, 64}), halves({64, 64}), false, "M = 100");
+  expect_matches_cpu(halves({64, 40}), halves({40, 64}), false, "K = 40");
+  // A Linear's weight, transposed: the B_TRANS modules, batched or folded into the rows.
+  auto b_transposed = [](const Tensor& a, const Tensor& b) {
+    return std::pair{a, b.transpose(-1, -2)};
+  };
+  expect_matches_cpu(halves({5, 64, 96}), halves({128, 96}), true, "[5, 64, 96] x [128, 96]^T",
+                     b_transposed);
+  expect_matches_cpu(halves({2, 64, 64}), halves({2, 64, 64}), true, "batched, B transposed",
+                     b_transposed);
+  expect_matches_cpu(halves({64, 64}), halves({64, 72}), true,
+                     "a transposed B cut from a wider one", [](const Tensor& a, const Tensor& b) {
+                       return std::pair{a, b.narrow(1, 8, 64).transpose(0, 1)};
+                     });
+  // Layouts the kernel does not take: A transposed, a row stride of 68, an offset of 4 elements.
+  expect_matches_cpu(halves({64, 64}), halves({64, 64}), false, "A transposed",
+                     [](const Tensor& a, const Tensor& b) {
+                       return std::pair{a.transpose(0, 1), b};
+                     });
+  expect_matches_cpu(halves({64, 68}), halves({64, 64}), false, "row stride 68",
+                     [](const Tensor& a, const Tensor& b) {
+                       return std::pair{a.narrow(1, 0, 64), b};
+                     });
+  expect_matches_cpu(halves({4 + 64 * 64}), halves({64, 64}), false, "an offset of 4 elements",
+                     [](const Tensor& a, const Tensor& b) {
+                       return std::pair{a.narrow(0, 4, 64 * 64).view({64, 64}), b};
+                     });
+  // f32 keeps the GLSL tiles.
+  expect_matches_cpu(ferry::randn({64, 64}), ferry::randn({64, 64}), false, "f32");
+}
+
+TEST(Coopmat, ResultsRoundToF16AsACastDoes) {
+  if (!path_is_on()) GTEST_SKIP() << coopmat_property();
+  // C[i][j] = x_j + s_i * y_j, all f16 values, exact in f32, so the only rounding is the
+  // kernel's to f16:
+  // ties to even, overflow to infinity, subnormals, infinities and NaNs, against the CPU's
+  // cast of the exact f32 product.
+  const std::vector<std::pair<float, float>> xy{
+      {1.0f, 0x1p-11f},  {1.0f, 0x3p-12f},    {1.0f + 0x1p-10f, 0x1p-11f}, {65504.0f, 8.0f},
+      {65504.0f, 16.0f}, {-65504.0f, -32.0f}, {0x1p-14f, -0x1p-15f},       {0.0f, 0x1p-24f},
+      {0.0f, 0x3p-24f},  {1.0f, 0x1p-10f},    {0.0f, -0x5p-24f},           {-1.0f, 0x1p-12f},
+      {INFINITY, 1.0f},  {NAN, 0.0f},         {INFINITY, -INFINITY},       {3.0f, 0x1p-10f}};
+  std::vector<float> av(64 * 32, 0.0f), bv(32 * 64, 0.0f);
+  for (int i = 0; i < 64; ++i) {
+    av[std::size_t(i) * 32] = 1.0f;
+    av[std::size_t(i) * 32 + 1] = i % 2 ? 0.5f : 1.0f;  // s_i
+  }
+  for (int j = 0; j < 64; ++j) {
+    bv[std::size_t(j)] = xy[std::size_t(j) % xy.size()].first;
+    bv[std::size_t(64 + j)] = xy[std::size_t(j) % xy.size()].second;
+  }
+  const Tensor a = ferry::tensor(av, {64, 32}).to(DType::f16);
+  const Tensor b = ferry::tensor(bv, {32, 64}).to(DType::f16);
+  Tensor got;
+  ASSERT_NE(matmul_kernel(a.to(ferry::Device("vulkan:0")), b.to(ferry::Device("vulkan:0")), &got)
+                .find("coopmat"),
+            std::string::npos);
+  const std::vector<double> g = ferry_test::as_double(got),
+                            w = ferry_test::as_double(
+                                ferry::matmul(a.to(DType::f32), b.to(DType::f32)).to(DType::f16));
+  ASSERT_EQ(g.size(), w.size());
+  for (std::size_t i = 0; i < g.size(); ++i) {
+    if (std::isnan(w[i]))
+      EXPECT_TRUE(std::isnan(g[i])) << "C[" << i / 64 << "][" << i % 64 << "]";
+    else
+      EXPECT_EQ(g[i], w[i]) << "C[" << i / 64 << "][" << i % 64 << "]";
+  }
+}
+
+}  // namespace
