@@ -6,7 +6,12 @@
 # Slang, so the configure step takes the compiler library from PyPI's slangpy wheel
 # (tools/fetch_slang.py); where it cannot, the module is built without these kernels and
 # kCoopmatBuildNote says why.
-set(FERRY_COOPMAT AUTO CACHE STRING
+# The environment's FERRY_COOPMAT is the default, so tools/test.sh and tools/demo.sh take it.
+set(_coopmat_default AUTO)
+if(DEFINED ENV{FERRY_COOPMAT})
+  set(_coopmat_default $ENV{FERRY_COOPMAT})
+endif()
+set(FERRY_COOPMAT ${_coopmat_default} CACHE STRING
     "Cooperative-matrix GEMM modules (Slang): AUTO (when Slang can be fetched), ON, OFF")
 set_property(CACHE FERRY_COOPMAT PROPERTY STRINGS AUTO ON OFF)
 if(NOT FERRY_COOPMAT MATCHES "^(AUTO|ON|OFF)$")
@@ -18,7 +23,12 @@ set(FERRY_SLANG_DIR ${PROJECT_SOURCE_DIR}/build/slang CACHE PATH
 # The tile variants, name:WARPS_M:WARPS_N:TM:TN:BK (shaders/gemm_coopmat.slang). Each is built
 # four times: B's rows contiguous or B transposed (B_TRANS, "_bt"), on cooperative matrices
 # or in the scalar emulation ("_emulated").
-set(FERRY_COOPMAT_VARIANTS "w2x2_t4x4_k32:2:2:4:4:32" "w2x2_t2x2_k32:2:2:2:2:32")
+# The first is the fastest measured (the prototype's sweep on an H100, docs/gpu-results.md:
+# 170 TFLOP/s at 4096^3, against 124 for its BK = 16 form); that one needs 37 KiB of shared
+# memory, so devices with 32 KiB (lavapipe among them) take the second, same blocks in 21 KiB;
+# the third keeps smaller products busy (choose_coopmat_tile in runtime/vulkan/vk_policy.hpp).
+set(FERRY_COOPMAT_VARIANTS "w2x2_t4x4_k32:2:2:4:4:32" "w2x2_t4x4_k16:2:2:4:4:16"
+    "w2x2_t2x2_k32:2:2:2:2:32")
 
 set(FERRY_COOPMAT_SOURCE ${FERRY_SHADER_DIR}/gemm_coopmat.slang)
 set(FERRY_COOPMAT_CPP ${FERRY_SHADER_BUILD_DIR}/coopmat_shaders.cpp)

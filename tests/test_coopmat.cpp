@@ -72,6 +72,11 @@ TEST(CoopmatPolicy, TileDividesTheProblemAndKeepsTheDeviceBusy) {
   const std::uint32_t smem = 49152, inv = 1024;
   // Large: the big tile gives enough workgroups.
   EXPECT_EQ(choose_coopmat_tile(tiles, 1, 4096, 4096, 4096, smem, inv), 0);
+  // Of two tiles with the same blocks, the first listed (the build lists the fastest first).
+  const std::vector<CoopmatTile> same{{128, 128, 32, 128}, {128, 128, 16, 128}};
+  EXPECT_EQ(choose_coopmat_tile(same, 1, 4096, 4096, 4096, smem, inv), 0);
+  EXPECT_EQ(choose_coopmat_tile(same, 1, 4096, 4096, 4096, 32768, inv), 1);  // 37 KiB do not fit
+  EXPECT_EQ(choose_coopmat_tile(same, 1, 4096, 4096, 48, smem, inv), 1);  // BK 32 does not divide
   // 1024^2 gives 64 big tiles, 256 small ones: the small tile keeps more of the GPU busy.
   EXPECT_EQ(choose_coopmat_tile(tiles, 1, 1024, 1024, 1024, smem, inv), 1);
   // ... unless batches make up the count.
@@ -152,12 +157,17 @@ TEST(Coopmat, ProductsMatchTheCpu) {
     GTEST_SKIP() << "run by ctest's coopmat_vulkan_emulated (FERRY_VULKAN_COOPMAT=emulate): "
                  << coopmat_property();
   ferry::manual_seed(7);
-  // One 64x64 tile; a row of them with K over several steps of 32; the 128x128 tile once
-  // there are 128 of its workgroups.
+  // One 64x64 tile; a row of them with K over several steps of 32; the 128x128 blocks once
+  // there are 128 of their workgroups (BK = 16 where 37 KiB of shared memory do not fit).
   expect_matches_cpu(halves({64, 32}), halves({32, 64}), true, "[64, 32] x [32, 64]");
   expect_matches_cpu(halves({128, 96}), halves({96, 192}), true, "[128, 96] x [96, 192]");
-  expect_matches_cpu(halves({32, 256, 32}), halves({32, 32, 256}), true,
-                     "[32, 256, 32] x [32, 32, 256] (128x128 tiles)");
+  const ferry::Device dev("vulkan:0");
+  Tensor c;
+  EXPECT_NE(matmul_kernel(halves({32, 256, 48}).to(dev), halves({32, 48, 256}).to(dev), &c)
+                .find("block 128x128"),
+            std::string::npos);
+  expect_matches_cpu(halves({32, 256, 48}), halves({32, 48, 256}), true,
+                     "[32, 256, 48] x [32, 48, 256] (128x128 blocks)");
   // A batch of one weight (batch stride 0), and operands cut from larger tensors: row strides
   // and offsets multiples of 8 elements.
   expect_matches_cpu(halves({3, 64, 64}), halves({64, 128}), true, "[3, 64, 64] x [64, 128]");

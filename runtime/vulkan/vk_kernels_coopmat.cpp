@@ -7,7 +7,7 @@
 // matrices: a subgroup holds 16x16 fragments and multiplies them in one instruction. Debian
 // 12's glslang predates the extension, so the kernel is written in Slang and compiled at build
 // time by Slang's compiler from PyPI's slangpy wheel (shaders/coopmat.cmake). Measured as a
-// standalone prototype on an H100 (tools/coopmat, docs/gpu-results.md): 170 TFLOP/s at
+// standalone prototype on an H100 (docs/gpu-results.md, 2026-11-26): 170 TFLOP/s at
 // 4096^3, 4.7 times the GLSL tiles, with 128x128 blocks of four subgroups.
 // - What runs it: f16 x f16 -> f16 products (f32 accumulation, as the GLSL tiles and cuBLAS
 //   do), [B, M, K] x [B, K, N] with A's and C's rows contiguous, B's rows or its columns (the
@@ -28,6 +28,8 @@
 
 #include <algorithm>
 #include <array>
+#include <cstdlib>
+#include <string_view>
 #include <vector>
 
 #include "ferry/profiler.hpp"
@@ -129,11 +131,17 @@ struct CoopmatModules {
   std::vector<CoopmatTile> tiles;
 };
 
+// FERRY_VULKAN_COOPMAT_TILE=w2x2_t4x4_k32 keeps only that tile (the others' products take the
+// GLSL tiles): for measuring each tile on a GPU.
 const CoopmatModules& modules(bool emulated, bool b_transposed) {
   static const std::array<CoopmatModules, 4> all = [] {
     std::array<CoopmatModules, 4> m;
+    const char* only = std::getenv("FERRY_VULKAN_COOPMAT_TILE");
     for (std::size_t i = 0; i < kEmbeddedCoopmatShaderCount; ++i) {
       const EmbeddedCoopmatShader& s = kEmbeddedCoopmatShaders[i];
+      const std::string tile = only ? fmt::format("gemm_coopmat_{}", only) : "";
+      const std::string_view name(s.name);
+      if (only && *only && name != tile && !name.starts_with(tile + "_")) continue;
       CoopmatModules& kind = m[2 * s.emulated + s.b_transposed];
       kind.shaders.push_back(&s);
       kind.tiles.push_back(

@@ -10,7 +10,7 @@
 // cooperative-matrix code a define or an edit switched off still compiles, and would only be
 // found out on a GPU; the build asks for 6022 (CooperativeMatrixKHR) in those modules.
 // Build-time only (shaders/coopmat.cmake builds it outside CMake's targets, without the
-// sanitizer flags, and runs it); ferry loads the resulting .spv files.
+// sanitizer flags, and runs it); the Vulkan module embeds the SPIR-V it writes.
 #include <slang.h>
 
 #include <cstddef>
