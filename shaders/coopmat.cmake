@@ -108,8 +108,11 @@ if(NOT _coopmat_note)
         else()
           # And fail unless the module holds OpCapability CooperativeMatrixKHR (6022): code
           # that stopped using cooperative matrices would compile, and be slow.
+          # spvCooperativeMatrixConversionsNV: Slang's type checker files the accumulator's
+          # f32 -> f16 conversion under it (and warns, adding it itself); the SPIR-V is the same
+          # byte for byte without it, KHR's OpFConvert, no NV extension.
           list(APPEND defs -cap spvCooperativeMatrixKHR -cap spvGroupNonUniformBallot
-               --require-capability 6022)
+               -cap spvCooperativeMatrixConversionsNV --require-capability 6022)
         endif()
         set(spv ${_coopmat_dir}/${name}.spv)
         # SLANG_RUN_SPIRV_VALIDATION: Slang checks each module with its bundled spirv-val
