@@ -8,7 +8,6 @@
 #include <algorithm>
 #include <cstdlib>
 #include <cstring>
-#include <string_view>
 
 #include "ferry/error.hpp"
 #include "log_internal.hpp"
@@ -143,17 +142,18 @@ void VulkanDevice::create_device() {
                   f8.storageBuffer8BitAccess && !env_flag("FERRY_VULKAN_BASE_SHADERS");
   f64_ = full_variant_ && f2.features.shaderFloat64;
 
-  // Note [Cooperative-matrix GEMM] in vk_kernels_coopmat.cpp: asked only when wanted.
-  const char* coopmat_env = std::getenv("FERRY_VULKAN_COOPMAT");
-  const bool coopmat_wanted = coopmat_env && std::string_view(coopmat_env) == "1";
-  CoopmatProbe coopmat = coopmat_wanted && full_variant_
-                             ? probe_coopmat(pd, physical_.api_version, exts)
-                             : CoopmatProbe{};
-  if (coopmat_wanted && !full_variant_) coopmat.why_not = "16-bit storage";
-  coopmat_mode_ = vulkan::coopmat_mode(coopmat_env, kEmbeddedCoopmatShaderCount > 0, coopmat.ready);
+  // Note [Cooperative-matrix GEMM] in vk_kernels_coopmat.cpp. The probe only asks the driver,
+  // so every device says what it lacks, asked for the path or not.
+  CoopmatProbe coopmat;
+  if (full_variant_)
+    coopmat = probe_coopmat(pd, physical_.api_version, exts);
+  else
+    coopmat.why_not = "16-bit storage";
+  coopmat_mode_ = vulkan::coopmat_mode(std::getenv("FERRY_VULKAN_COOPMAT"),
+                                       kEmbeddedCoopmatShaderCount > 0, coopmat.ready);
   if (coopmat_mode_ == CoopmatMode::off)
     coopmat_note_ = *kCoopmatBuildNote ? kCoopmatBuildNote
-                    : !coopmat_wanted  ? "FERRY_VULKAN_COOPMAT=1 turns it on"
+                    : coopmat.ready    ? "FERRY_VULKAN_COOPMAT=1 turns it on"
                                        : "the device lacks " + coopmat.why_not;
   if (coopmat_mode_ == CoopmatMode::on) enable.push_back(VK_KHR_COOPERATIVE_MATRIX_EXTENSION_NAME);
 

@@ -137,11 +137,11 @@ const CoopmatModules& modules(bool emulated, bool b_transposed) {
   static const std::array<CoopmatModules, 4> all = [] {
     std::array<CoopmatModules, 4> m;
     const char* only = std::getenv("FERRY_VULKAN_COOPMAT_TILE");
+    const std::string tile = only && *only ? fmt::format("gemm_coopmat_{}", only) : "";
     for (std::size_t i = 0; i < kEmbeddedCoopmatShaderCount; ++i) {
       const EmbeddedCoopmatShader& s = kEmbeddedCoopmatShaders[i];
-      const std::string tile = only ? fmt::format("gemm_coopmat_{}", only) : "";
       const std::string_view name(s.name);
-      if (only && *only && name != tile && !name.starts_with(tile + "_")) continue;
+      if (!tile.empty() && name != tile && !name.starts_with(tile + "_")) continue;
       CoopmatModules& kind = m[2 * s.emulated + s.b_transposed];
       kind.shaders.push_back(&s);
       kind.tiles.push_back(

@@ -165,25 +165,21 @@ VkShaderModule Pipelines::shader_module(std::string_view name, std::uint32_t op,
         fmt::format("vulkan: the '{}' shader has no f64 module for op {}", name, op));
   auto it = modules_.find(key);
   if (it != modules_.end()) return it->second;
-  if (!words) {
-    const EmbeddedShader* found = nullptr;
-    for (std::size_t i = 0; i < kEmbeddedShaderCount; ++i)
-      if (name == kEmbeddedShaders[i].name) found = &kEmbeddedShaders[i];
-    // Slang's modules (Note [Cooperative-matrix GEMM] in vk_kernels_coopmat.cpp) have one
-    // variant.
-    for (std::size_t i = 0; i < kEmbeddedCoopmatShaderCount && !found; ++i)
-      if (name == kEmbeddedCoopmatShaders[i].name) {
-        words = kEmbeddedCoopmatShaders[i].words;
-        word_count = kEmbeddedCoopmatShaders[i].word_count;
-      }
-    if (!found && !words) throw Error(fmt::format("vulkan: no embedded shader named '{}'", name));
-    if (found) {
-      words = full_variant_ ? found->full : found->base;
-      word_count = full_variant_ ? found->full_words : found->base_words;
+  for (std::size_t i = 0; i < kEmbeddedShaderCount && !words; ++i)
+    if (name == kEmbeddedShaders[i].name) {
+      const EmbeddedShader& s = kEmbeddedShaders[i];
+      words = full_variant_ ? s.full : s.base;
+      word_count = full_variant_ ? s.full_words : s.base_words;
+      if (!words)  // a per-op shader's dispatch that named no op, or an op the build left out
+        throw Error(fmt::format("vulkan: the '{}' shader has no module for op {}", name, op));
     }
-    if (!words)  // a per-op shader's dispatch that named no op, or an op the build left out
-      throw Error(fmt::format("vulkan: the '{}' shader has no module for op {}", name, op));
-  }
+  // Slang's modules (Note [Cooperative-matrix GEMM] in vk_kernels_coopmat.cpp): one variant.
+  for (std::size_t i = 0; i < kEmbeddedCoopmatShaderCount && !words; ++i)
+    if (name == kEmbeddedCoopmatShaders[i].name) {
+      words = kEmbeddedCoopmatShaders[i].words;
+      word_count = kEmbeddedCoopmatShaders[i].word_count;
+    }
+  if (!words) throw Error(fmt::format("vulkan: no embedded shader named '{}'", name));
   VkShaderModuleCreateInfo ci{VK_STRUCTURE_TYPE_SHADER_MODULE_CREATE_INFO};
   ci.codeSize = word_count * 4;
   ci.pCode = words;
