@@ -10,6 +10,13 @@
 //                          new memory, and so pays its first-touch page
 //                          faults) and into warm, already-touched memory.
 //   1 GiB single tensor    the same comparison for one large tensor.
+//   upload under matmul   one matmul on vulkan:0 and one upload of pageable host
+//                          memory enqueued together, then a wait, against the same
+//                          with a wait between them: the time saved is the overlap.
+//                          With a transfer queue (FERRY_VULKAN_TRANSFER_QUEUE, Note
+//                          [Transfer queue] in runtime/vulkan/vk_recorder.hpp) the
+//                          copy engines move the bytes while the matmul runs; without,
+//                          only the host's memcpy into staging overlaps it.
 // Each benchmark runs once untimed first (first-touch page faults cost this
 // VM about 1 s per GB, which would swamp the first iteration), and the move
 // back to the CPU between iterations of the one-way benchmarks is not timed.
@@ -169,6 +176,32 @@ void bm_memcpy_one_way(benchmark::State& state, Named* (*which)(), bool fresh) {
   state.counters["GB"] = rate(double(bytes) / 1e9);
 }
 
+// Sizes that take comparable times: a CPU-type device (lavapipe) is slow at matmul.
+std::pair<std::int64_t, std::int64_t> overlap_sizes() {  // (upload floats, matmul n)
+  bool cpu_type = true;
+  for (const ferry::DeviceInfo& d : ferry::devices())
+    if (d.device == "vulkan:0") cpu_type = d.kind == ferry::DeviceKind::cpu_gpu;
+  if (quick()) return {std::int64_t(1) << 20, 256};
+  return cpu_type ? std::pair<std::int64_t, std::int64_t>{std::int64_t(4) << 20, 512}
+                  : std::pair<std::int64_t, std::int64_t>{std::int64_t(64) << 20, 4096};
+}
+
+void bm_upload_under_matmul(benchmark::State& state, bool wait_between) {
+  const auto [floats, n] = overlap_sizes();
+  ferry::manual_seed(5);
+  ferry::Tensor host = ferry::rand({floats});  // pageable
+  ferry::Tensor a = ferry::rand({n, n}).to(vk()), b = ferry::rand({n, n}).to(vk());
+  ferry::Tensor c = ferry::matmul(a, b), up = host.to(vk());  // untimed: pipelines, staging
+  ferry::synchronize(vk());
+  for (auto _ : state) {
+    c = ferry::matmul(a, b);
+    if (wait_between) ferry::synchronize(vk());
+    up = host.to(vk());
+    ferry::synchronize(vk());
+  }
+  state.counters["GB"] = rate(double(floats) * 4 / 1e9);
+}
+
 Named* gpt2() { return &gpt2_tensors(); }
 Named* big() { return &one_big_tensor(); }
 
@@ -196,6 +229,17 @@ void register_transfer() {
                   .metric = Metric::gbps,
                   .ferry_work = small_work,
                   .baseline_work = small_work});
+  const auto [floats, n] = overlap_sizes();
+  const std::string u = fmt::format("transfer/upload_{}MB_under_matmul_{}/", (floats * 4) >> 20, n);
+  finish(benchmark::RegisterBenchmark((u + "together").c_str(), bm_upload_under_matmul, false));
+  finish(benchmark::RegisterBenchmark((u + "wait_between").c_str(), bm_upload_under_matmul, true));
+  add_comparison({.title = fmt::format("upload {} MiB while a {}^3 matmul runs on vulkan:0",
+                                       (floats * 4) >> 20, n),
+                  .ferry = u + "together",
+                  .ferry_label = "enqueued together",
+                  .baseline = u + "wait_between",
+                  .baseline_label = "a wait between",
+                  .metric = Metric::usec});
   for (auto [label, which] : {std::pair<const char*, Named* (*)()>{"gpt2_small_params", gpt2},
                               std::pair<const char*, Named* (*)()>{"single_tensor", big}}) {
     const std::string p = fmt::format("transfer/{}_{}MB/", label, total_bytes(*which()) >> 20);

@@ -4,6 +4,7 @@
 #include <bitset>
 #include <optional>
 #include <random>
+#include <stdexcept>
 #include <vector>
 
 #include "vulkan/barrier_tracker.hpp"
@@ -213,4 +214,15 @@ TEST(VulkanBarriers, ThousandsOfCommandsKeepStateSmall) {
   EXPECT_LE(t.tracked_intervals(), 3u) << "contiguous ranges merge";
   EXPECT_TRUE(t.before(Stage::compute, {R(B, 5000 * 64, 4)}));
   EXPECT_LE(t.tracked_intervals(), 2u) << "the barrier freed what it retired";
+}
+
+TEST(VulkanBarriers, ATransferQueuesBarriersNameOnlyTransferStages) {
+  // A transfer-only queue family supports no compute stage or shader access in its barriers.
+  BarrierTracker t(false, kTransfer);
+  EXPECT_FALSE(t.before(Stage::transfer, {R(A), W(B)}));
+  const Barrier expect{kTransfer, kTransfer, mask(AccessBit::transfer_write),
+                       mask(AccessBit::transfer_read) | mask(AccessBit::transfer_write),
+                       BarrierKind::raw};
+  EXPECT_EQ(t.before(Stage::transfer, {R(B), W(C)}), expect);
+  EXPECT_THROW(t.before(Stage::compute, {R(A)}), std::invalid_argument);
 }

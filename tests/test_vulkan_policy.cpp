@@ -109,3 +109,36 @@ TEST(VulkanPolicy, CoalesceMergesWhatEveryTensorAllows) {
   EXPECT_EQ(c.sizes, (std::vector<std::int64_t>{1}));
   EXPECT_EQ(c.strides, (std::vector<std::vector<std::int64_t>>{{0}, {0}}));
 }
+
+TEST(VulkanPolicy, TransferQueueOnlyWhenAskedForAndTheDeviceHasOne) {
+  // An NVIDIA-like device: graphics+compute, transfer-only (copy engines), compute-only.
+  const fv::QueueFamilyInfo gpu[] = {{fv::kQueueGraphics | fv::kQueueCompute | fv::kQueueTransfer, 16, 64},
+                                 {fv::kQueueTransfer, 2, 64},
+                                 {fv::kQueueCompute | fv::kQueueTransfer, 8, 64}};
+  // Lavapipe: one family with one queue.
+  const fv::QueueFamilyInfo cpu[] = {{fv::kQueueGraphics | fv::kQueueCompute | fv::kQueueTransfer, 1, 64}};
+  fv::TransferQueueChoice c = fv::choose_transfer_queue(nullptr, gpu, 0, true);
+  EXPECT_FALSE(c.on);
+  EXPECT_NE(c.note.find("queue family 1 is transfer-only"), std::string::npos) << c.note;
+  EXPECT_FALSE(fv::choose_transfer_queue("0", gpu, 0, true).on);
+  c = fv::choose_transfer_queue("1", gpu, 0, true);
+  EXPECT_TRUE(c.on);
+  EXPECT_EQ(c.family, 1u);
+  EXPECT_EQ(c.index, 0u);
+  EXPECT_FALSE(fv::choose_transfer_queue("1", gpu, 0, false).on);  // no timeline semaphores
+  c = fv::choose_transfer_queue("1", cpu, 0, true);
+  EXPECT_FALSE(c.on);
+  EXPECT_NE(c.note.find("no transfer-only"), std::string::npos) << c.note;
+  c = fv::choose_transfer_queue("force", gpu, 0, true);  // a real one where there is one
+  EXPECT_TRUE(c.on);
+  EXPECT_EQ(c.family, 1u);
+  c = fv::choose_transfer_queue("force", cpu, 0, true);  // the compute queue itself
+  EXPECT_TRUE(c.on);
+  EXPECT_EQ(c.family, 0u);
+  EXPECT_EQ(c.index, 0u);
+  const fv::QueueFamilyInfo two[] = {{fv::kQueueCompute | fv::kQueueTransfer, 2, 64}};
+  c = fv::choose_transfer_queue("force", two, 0, true);  // a second queue of the compute family
+  EXPECT_TRUE(c.on);
+  EXPECT_EQ(c.index, 1u);
+  EXPECT_THROW(fv::choose_transfer_queue("yes", gpu, 0, true), ferry::Error);
+}

@@ -81,6 +81,17 @@ for step in "${steps[@]}"; do
           --json "$out/conformance_${v/:/_}_coopmat.json"
         run "tests_${v/:/_}_coopmat" env FERRY_VULKAN_VALIDATION=1 FERRY_VULKAN_COOPMAT=1 \
           "$bin/ferry_tests" --gtest_filter='Coopmat*:Matmul.*:Matvec.*'
+        # The transfer queue (off by default until it has run on a GPU: Note [Transfer queue]
+        # in runtime/vulkan/vk_recorder.hpp): its tests and the copy-heavy ones, and the whole
+        # conformance suite, on the GPU's transfer-only family, validated.
+        run "devices_${v/:/_}_transfer_queue" env FERRY_VULKAN_TRANSFER_QUEUE=1 \
+          "$bin/ferry-devices" --verbose
+        run "tests_${v/:/_}_transfer_queue" env FERRY_VULKAN_VALIDATION=1 \
+          FERRY_VULKAN_TRANSFER_QUEUE=1 "$bin/ferry_tests" \
+          --gtest_filter='VulkanTransferQueue.*:*Transfer*:*Pinned*:*Threads*:*Profiler*:VulkanDevice.*'
+        run "conformance_${v/:/_}_transfer_queue" env FERRY_VULKAN_VALIDATION=1 \
+          FERRY_VULKAN_TRANSFER_QUEUE=1 "$bin/ferry-conformance" --device "$v" \
+          --json "$out/conformance_${v/:/_}_transfer_queue.json"
       done
       ;;
     sanitizer)
@@ -108,6 +119,9 @@ for step in "${steps[@]}"; do
       # vulkan:0's f16 and f32 matmul on cooperative matrices, beside cuBLAS on the same GPU.
       run bench_coopmat env FERRY_VULKAN_COOPMAT=1 "$bin/ferry-bench" \
         --benchmark_filter='vulkan/matmul|cuda/cublas'
+      # Uploads and migrations with the copies on the transfer queue's copy engines.
+      run bench_transfer_queue env FERRY_VULKAN_TRANSFER_QUEUE=1 "$bin/ferry-bench" \
+        --benchmark_filter='transfer/|vulkan/migrate'
       ;;
     distributed)
       # Two ranks sharing cuda:0 through the mpi group (staged through pinned host memory in

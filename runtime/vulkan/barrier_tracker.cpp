@@ -114,9 +114,10 @@ void BarrierTracker::add(PerBuffer& set, const Range& r) {
 }
 
 std::optional<Barrier> BarrierTracker::before(Stage stage, std::span<const Use> uses) {
-  if (stage != Stage::compute && stage != Stage::transfer) {
+  if ((stage != Stage::compute && stage != Stage::transfer) || !(mask(stage) & stages_)) {
     throw std::invalid_argument(
-        "BarrierTracker::before: a recorded command's stage must be compute or transfer");
+        "BarrierTracker::before: a recorded command's stage must be compute or transfer, and "
+        "one of the queue's stages");
   }
   ++stats_.commands;
 
@@ -136,8 +137,15 @@ std::optional<Barrier> BarrierTracker::before(Stage stage, std::span<const Use> 
     if (raw || waw || war) {
       // Note [Barrier placement]: the barrier retires every pending access, so its masks
       // cover all of them, not only the conflicting ones.
-      barrier = Barrier{pending_stages_, kDeviceStages, pending_write_access_,
-                        pending_write_access_ != 0 ? kDeviceAccess : 0,
+      const AccessMask dst_access =
+          (stages_ & mask(Stage::compute) ? access_bit(Stage::compute, Access::read) |
+                                                access_bit(Stage::compute, Access::write)
+                                          : 0) |
+          (stages_ & mask(Stage::transfer) ? access_bit(Stage::transfer, Access::read) |
+                                                 access_bit(Stage::transfer, Access::write)
+                                           : 0);
+      barrier = Barrier{pending_stages_, stages_, pending_write_access_,
+                        pending_write_access_ != 0 ? dst_access : 0,
                         raw   ? BarrierKind::raw
                         : waw ? BarrierKind::waw
                               : BarrierKind::war};

@@ -136,11 +136,15 @@ struct BarrierStats {
 
 class BarrierTracker {
  public:
-  explicit BarrierTracker(bool serialize = false) : serialize_(serialize) {}
+  // `stages`: the stages the queue's commands run in (kDeviceStages, or Stage::transfer alone
+  // on a transfer-only queue, where a barrier may name no compute stage or shader access); a
+  // device barrier's dst stages and access are those of `stages`.
+  explicit BarrierTracker(bool serialize = false, StageMask stages = kDeviceStages)
+      : serialize_(serialize), stages_(stages) {}
 
   // Call for each dispatch (Stage::compute) or copy/fill (Stage::transfer) in recording order;
   // record the returned barrier before the command. Throws std::invalid_argument for another
-  // stage.
+  // stage, or one outside the queue's stages.
   std::optional<Barrier> before(Stage stage, std::span<const Use> uses);
   std::optional<Barrier> before(Stage stage, std::initializer_list<Use> uses) {
     return before(stage, std::span<const Use>(uses.begin(), uses.size()));
@@ -183,6 +187,7 @@ class BarrierTracker {
   static void add(PerBuffer& set, const Range& r);
 
   bool serialize_;
+  StageMask stages_;
   BarrierStats stats_;
   // Accesses since the last device barrier, and the union of their stages / write bits.
   PerBuffer reads_, writes_;

@@ -60,12 +60,12 @@ VulkanDevice::VulkanDevice(Device device, const PhysicalDevice& physical)
   }
   fused_attention_ = fused_attention(std::getenv("FERRY_VULKAN_FUSED_ATTENTION"));
   create_device();
-  memory_ =
-      std::make_unique<MemoryPools>(device_, vk_, physical_.handle, this->device().str(),
-                                    storage_alignment_, env_flag("FERRY_VULKAN_FORCE_STAGING"));
-  recorder_ =
-      std::make_unique<Recorder>(vk_, device_, queue_, queue_family_, this->device().str(),
-                                 env_flag("FERRY_VULKAN_SERIALIZE"), max_in_flight, *memory_);
+  memory_ = std::make_unique<MemoryPools>(device_, vk_, physical_.handle, this->device().str(),
+                                          storage_alignment_,
+                                          env_flag("FERRY_VULKAN_FORCE_STAGING"), queue_families_);
+  recorder_ = std::make_unique<Recorder>(vk_, device_, compute_lane_, transfer_lane_,
+                                         this->device().str(), env_flag("FERRY_VULKAN_SERIALIZE"),
+                                         max_in_flight, *memory_);
   pipelines_ = std::make_unique<Pipelines>(device_, vk_, physical_, this->device().str(),
                                            full_variant_, push_descriptors_,
                                            subgroup_reductions_);
@@ -109,6 +109,11 @@ void VulkanDevice::create_device() {
   for (std::uint32_t i = 0; i < count && !found; ++i)
     if (families[i].queueFlags & VK_QUEUE_COMPUTE_BIT) queue_family_ = i, found = true;
   if (!found) throw BackendError("vulkan: the device has no compute queue", "no_compute_queue");
+  static_assert(kQueueGraphics == VK_QUEUE_GRAPHICS_BIT && kQueueCompute == VK_QUEUE_COMPUTE_BIT &&
+                kQueueTransfer == VK_QUEUE_TRANSFER_BIT);
+  std::vector<QueueFamilyInfo> family_info;
+  for (const VkQueueFamilyProperties& f : families)
+    family_info.push_back({f.queueFlags, f.queueCount, f.timestampValidBits});
 
   check(vkEnumerateDeviceExtensionProperties(pd, nullptr, &count, nullptr),
         "vkEnumerateDeviceExtensionProperties");
@@ -137,7 +142,18 @@ void VulkanDevice::create_device() {
   VkPhysicalDeviceFeatures2 f2{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FEATURES_2};
   f2.pNext = &f16;
   if (api12 || ext8) f16.pNext = &f8;
+  // Timeline semaphores order the transfer queue (Note [Transfer queue]); a transfer-only
+  // family resets its query pools from the host. Both are core in Vulkan 1.2.
+  VkPhysicalDeviceTimelineSemaphoreFeatures fts{
+      VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_TIMELINE_SEMAPHORE_FEATURES};
+  VkPhysicalDeviceHostQueryResetFeatures fqr{
+      VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_HOST_QUERY_RESET_FEATURES};
+  if (api12) fts.pNext = &fqr, fqr.pNext = f2.pNext, f2.pNext = &fts;
   vkGetPhysicalDeviceFeatures2(pd, &f2);
+  const TransferQueueChoice transfer = choose_transfer_queue(
+      std::getenv("FERRY_VULKAN_TRANSFER_QUEUE"), family_info, queue_family_,
+      api12 && fts.timelineSemaphore);
+  transfer_note_ = transfer.note;
   full_variant_ = f2.features.shaderInt64 && f16.storageBuffer16BitAccess &&
                   f8.storageBuffer8BitAccess && !env_flag("FERRY_VULKAN_BASE_SHADERS");
   f64_ = full_variant_ && f2.features.shaderFloat64;
@@ -174,20 +190,56 @@ void VulkanDevice::create_device() {
     }
   }
 
-  float priority = 1.0f;
-  VkDeviceQueueCreateInfo qci{VK_STRUCTURE_TYPE_DEVICE_QUEUE_CREATE_INFO};
-  qci.queueFamilyIndex = queue_family_;
-  qci.queueCount = 1;
-  qci.pQueuePriorities = &priority;
+  // The transfer lane's features, chained in front of the rest.
+  VkPhysicalDeviceTimelineSemaphoreFeatures ets{
+      VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_TIMELINE_SEMAPHORE_FEATURES};
+  VkPhysicalDeviceHostQueryResetFeatures eqr{
+      VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_HOST_QUERY_RESET_FEATURES};
+  const bool transfer_only =
+      transfer.on && !(families[transfer.family].queueFlags &
+                       (VK_QUEUE_COMPUTE_BIT | VK_QUEUE_GRAPHICS_BIT));
+  if (transfer.on) {
+    ets.timelineSemaphore = VK_TRUE;
+    eqr.hostQueryReset = fqr.hostQueryReset;
+    ets.pNext = &eqr;
+    eqr.pNext = e2.pNext;
+    e2.pNext = &ets;
+  }
+
+  const float priorities[2] = {1.0f, 1.0f};
+  VkDeviceQueueCreateInfo qci[2]{{VK_STRUCTURE_TYPE_DEVICE_QUEUE_CREATE_INFO},
+                                 {VK_STRUCTURE_TYPE_DEVICE_QUEUE_CREATE_INFO}};
+  qci[0].queueFamilyIndex = queue_family_;
+  qci[0].queueCount = transfer.on && transfer.family == queue_family_ ? transfer.index + 1 : 1;
+  qci[0].pQueuePriorities = priorities;
+  qci[1].queueFamilyIndex = transfer.family;
+  qci[1].queueCount = 1;
+  qci[1].pQueuePriorities = priorities;
+  const bool two_families = transfer.on && transfer.family != queue_family_;
   VkDeviceCreateInfo dci{VK_STRUCTURE_TYPE_DEVICE_CREATE_INFO};
   dci.pNext = &e2;
-  dci.queueCreateInfoCount = 1;
-  dci.pQueueCreateInfos = &qci;
+  dci.queueCreateInfoCount = two_families ? 2 : 1;
+  dci.pQueueCreateInfos = qci;
   dci.enabledExtensionCount = std::uint32_t(enable.size());
   dci.ppEnabledExtensionNames = enable.data();
   check(vkCreateDevice(pd, &dci, nullptr, &device_), "vkCreateDevice");
   volkLoadDeviceTable(&vk_, device_);
   vk_.vkGetDeviceQueue(device_, queue_family_, 0, &queue_);
+  queue_families_ = {queue_family_};
+  compute_lane_ = {queue_, queue_family_, kDeviceStages,
+                   families[queue_family_].timestampValidBits, false};
+  if (transfer.on) {
+    LaneQueue t;
+    vk_.vkGetDeviceQueue(device_, transfer.family, transfer.index, &t.queue);
+    t.family = transfer.family;
+    t.stages = transfer_only ? mask(Stage::transfer) : kDeviceStages;
+    t.timestamp_bits = families[transfer.family].timestampValidBits;
+    t.host_query_reset = transfer_only;
+    // Untimed where it could reset its queries neither in a command buffer nor on the host.
+    if (transfer_only && !fqr.hostQueryReset) t.timestamp_bits = 0;
+    transfer_lane_ = t;
+    if (two_families) queue_families_.push_back(transfer.family);
+  }
 
   // Limits kernels size their work by.
   VkPhysicalDeviceSubgroupProperties sub{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SUBGROUP_PROPERTIES};
@@ -319,8 +371,11 @@ DeviceInfo VulkanDevice::info() {
   pr["enumeration_index"] = std::to_string(physical_.enumeration_index);
   pr["max_batches_in_flight"] = std::to_string(recorder_->max_in_flight());
   std::lock_guard lock(mutex_);
-  pr["batches_submitted"] = std::to_string(recorder_->batch_serial() - 1);  // serials count from 1
-  pr["barriers_recorded"] = std::to_string(recorder_->tracker().stats().barriers());
+  pr["batches_submitted"] = std::to_string(recorder_->submitted());
+  pr["barriers_recorded"] = std::to_string(recorder_->barriers_recorded());
+  pr["transfer_queue"] = transfer_note_;
+  if (recorder_->has_transfer_lane())
+    pr["transfer_queue_waits"] = std::to_string(recorder_->cross_lane_waits());
   pr["batches_in_flight"] = std::to_string(recorder_->in_flight());
   pr["shaders_used"] = pipelines_->shaders_used();
   return d;

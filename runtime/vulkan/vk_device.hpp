@@ -48,7 +48,10 @@
 // itself in waiters_, drops the lock around vkWaitForFences, and retire()
 // recycles no fence while anyone waits (they are parked instead), so a wait
 // never sees its fence reset. Host copies into and out of mapped memory run
-// unlocked too. Kernels hold no lock between their dispatches; each
+// unlocked too. With a transfer queue (Note [Transfer queue] in
+// vk_recorder.hpp) copies may run beside kernels they do not conflict with;
+// every conflict is ordered by a semaphore, so results stay those of the
+// issue order. Kernels hold no lock between their dispatches; each
 // dispatch is atomic, and the tracker orders whatever another thread puts
 // between them. Members only read after construction (limits, physical
 // properties, the kernel table) need no lock.
@@ -65,6 +68,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <unordered_map>
@@ -221,6 +225,10 @@ class VulkanDevice final : public DeviceImpl {
   VolkDeviceTable vk_{};
   VkQueue queue_ = VK_NULL_HANDLE;
   std::uint32_t queue_family_ = 0;
+  LaneQueue compute_lane_;
+  std::optional<LaneQueue> transfer_lane_;  // Note [Transfer queue] in vk_recorder.hpp
+  std::string transfer_note_;               // for info()
+  std::vector<std::uint32_t> queue_families_;  // the families the lanes use, each once
   bool full_variant_ = false;
   bool f64_ = false;              // shaderFloat64 enabled: the f64 modules run here
   bool fused_attention_ = false;  // vk_policy.hpp's fused_attention()

@@ -182,14 +182,9 @@ void VulkanDevice::synchronize_locked(Lock& lock) {
 bool VulkanDevice::start_timing() {
   Lock lock(mutex_);
   check_alive();
-  std::uint32_t count = 0;
-  vkGetPhysicalDeviceQueueFamilyProperties(physical_.handle, &count, nullptr);
-  std::vector<VkQueueFamilyProperties> families(count);
-  vkGetPhysicalDeviceQueueFamilyProperties(physical_.handle, &count, families.data());
-  const std::uint32_t bits = families.at(queue_family_).timestampValidBits;
   // A queue without timestamps still runs ahead of the host: its spans stay
   // unknown rather than host-timed.
-  if (bits > 0) recorder_->start_timing(lock, physical_.props.limits.timestampPeriod, bits);
+  recorder_->start_timing(lock, physical_.props.limits.timestampPeriod);
   return true;
 }
 

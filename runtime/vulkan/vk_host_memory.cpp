@@ -33,6 +33,7 @@ std::unique_ptr<Buffer> VulkanDevice::register_host_memory(void* ptr, std::size_
   bci.pNext = &ext;
   bci.size = bytes;
   bci.usage = VK_BUFFER_USAGE_TRANSFER_SRC_BIT | VK_BUFFER_USAGE_TRANSFER_DST_BIT;
+  MemoryPools::share(bci, queue_families_);
   VkBuffer buffer = VK_NULL_HANDLE;
   check(vk_.vkCreateBuffer(device_, &bci, nullptr, &buffer), "vkCreateBuffer (host memory)");
   VkMemoryRequirements req;

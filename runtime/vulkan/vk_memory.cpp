@@ -137,7 +137,8 @@ void VulkanDevice::copy_from_host(Buffer& dst, std::size_t dst_offset, const voi
     lock.unlock();  // a fresh staging range: nothing else touches it
     host_memcpy(staging->host_ptr(), static_cast<const std::byte*>(src) + done, n);
     lock.lock();
-    recorder_->record_copy(*staging, d, {staging->offset(), d.offset() + dst_offset + done, n});
+    recorder_->record_copy(*staging, d, {staging->offset(), d.offset() + dst_offset + done, n},
+                           Lane::transfer);
     recorder_->throttle(lock);
     done += n;
   }  // each staging range is freed once its batch has completed
@@ -161,7 +162,8 @@ void VulkanDevice::copy_to_host(void* dst, const Buffer& src, std::size_t src_of
     std::unique_ptr<VulkanBuffer> staging;  // before the lock: freed after it is released
     Lock lock(mutex_);
     staging = allocate_in(lock, kStagingPool, n);
-    recorder_->record_copy(s, *staging, {s.offset() + src_offset + done, staging->offset(), n});
+    recorder_->record_copy(s, *staging, {s.offset() + src_offset + done, staging->offset(), n},
+                           Lane::transfer);
     recorder_->wait_for(lock, staging->last_use);
     lock.unlock();
     host_memcpy(static_cast<std::byte*>(dst) + done, staging->host_ptr(), n);
@@ -175,8 +177,12 @@ void VulkanDevice::copy_within(Buffer& dst, std::size_t dst_offset, const Buffer
   VulkanBuffer& s = as_vk(src, *this, "copy source");
   if (bytes == 0) return;
   failure_point(*this, "copy_within");
+  // Between host memory (staging, registered) and device memory: the transfer
+  // queue's, where there is one (Note [Transfer queue] in vk_recorder.hpp).
+  auto in_host_memory = [](const VulkanBuffer& b) { return b.pool() != kDevicePool; };
+  const Lane lane = in_host_memory(s) != in_host_memory(d) ? Lane::transfer : Lane::compute;
   Lock lock(mutex_);
-  recorder_->record_copy(s, d, {s.offset() + src_offset, d.offset() + dst_offset, bytes});
+  recorder_->record_copy(s, d, {s.offset() + src_offset, d.offset() + dst_offset, bytes}, lane);
   recorder_->throttle(lock);
 }
 

@@ -21,13 +21,17 @@ constexpr VkBufferUsageFlags kBufferUsage = VK_BUFFER_USAGE_STORAGE_BUFFER_BIT |
 
 MemoryPools::MemoryPools(VkDevice device, const VolkDeviceTable& vk, VkPhysicalDevice pd,
                          std::string device_name, std::uint64_t storage_alignment,
-                         bool force_staging)
-    : device_(device), vk_(vk), device_name_(std::move(device_name)) {
+                         bool force_staging, std::vector<std::uint32_t> queue_families)
+    : device_(device),
+      vk_(vk),
+      device_name_(std::move(device_name)),
+      queue_families_(std::move(queue_families)) {
   vkGetPhysicalDeviceMemoryProperties(pd, &memory_props_);
   // Which memory types can back our buffers.
   VkBufferCreateInfo bci{VK_STRUCTURE_TYPE_BUFFER_CREATE_INFO};
   bci.size = 4096;
   bci.usage = kBufferUsage;
+  share(bci, queue_families_);
   VkBuffer probe;
   check(vk_.vkCreateBuffer(device_, &bci, nullptr, &probe), "vkCreateBuffer");
   VkMemoryRequirements req;
@@ -89,6 +93,13 @@ MemoryPools::MemoryPools(VkDevice device, const VolkDeviceTable& vk, VkPhysicalD
   }
 }
 
+void MemoryPools::share(VkBufferCreateInfo& bci, const std::vector<std::uint32_t>& families) {
+  if (families.size() < 2) return;
+  bci.sharingMode = VK_SHARING_MODE_CONCURRENT;
+  bci.queueFamilyIndexCount = std::uint32_t(families.size());
+  bci.pQueueFamilyIndices = families.data();
+}
+
 std::optional<std::uint64_t> MemoryPools::acquire_block(int p, std::uint64_t bytes) {
   PoolState& pool = pools_[p];
   Block b;
@@ -101,6 +112,7 @@ std::optional<std::uint64_t> MemoryPools::acquire_block(int p, std::uint64_t byt
   VkBufferCreateInfo bci{VK_STRUCTURE_TYPE_BUFFER_CREATE_INFO};
   bci.size = bytes;
   bci.usage = kBufferUsage;
+  share(bci, queue_families_);
   r = vk_.vkCreateBuffer(device_, &bci, nullptr, &b.buffer);
   if (r == VK_SUCCESS) r = vk_.vkBindBufferMemory(device_, b.buffer, b.memory, 0);
   void* mapped = nullptr;

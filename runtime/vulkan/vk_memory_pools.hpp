@@ -21,6 +21,7 @@
 #include <optional>
 #include <string>
 #include <unordered_map>
+#include <vector>
 
 #include "ferry/kit/block_allocator.hpp"
 
@@ -37,9 +38,14 @@ class MemoryPools {
 
   // Chooses the memory types. `storage_alignment`: the device's
   // minStorageBufferOffsetAlignment (every range starts on it);
-  // `force_staging`: never map device memory (FERRY_VULKAN_FORCE_STAGING).
+  // `force_staging`: never map device memory (FERRY_VULKAN_FORCE_STAGING);
+  // `queue_families`: the families that use the blocks, each once (more than
+  // one: concurrent sharing, Note [Transfer queue] in vk_recorder.hpp).
   MemoryPools(VkDevice device, const VolkDeviceTable& vk, VkPhysicalDevice physical,
-              std::string device_name, std::uint64_t storage_alignment, bool force_staging);
+              std::string device_name, std::uint64_t storage_alignment, bool force_staging,
+              std::vector<std::uint32_t> queue_families);
+  // Sets `bci`'s sharing mode for the families (the vector must outlive the call it is for).
+  static void share(VkBufferCreateInfo& bci, const std::vector<std::uint32_t>& queue_families);
   // Frees every block (before the VkDevice goes).
   ~MemoryPools();
   MemoryPools(const MemoryPools&) = delete;
@@ -69,6 +75,7 @@ class MemoryPools {
   VkDevice device_;
   const VolkDeviceTable& vk_;
   std::string device_name_;
+  std::vector<std::uint32_t> queue_families_;
   VkPhysicalDeviceMemoryProperties memory_props_{};
   PoolState pools_[2];
 };

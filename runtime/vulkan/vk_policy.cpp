@@ -167,4 +167,45 @@ int choose_coopmat_tile(std::span<const CoopmatTile> tiles, std::uint64_t batche
   return best >= 0 ? best : most;
 }
 
+TransferQueueChoice choose_transfer_queue(const char* env, std::span<const QueueFamilyInfo> families,
+                                          std::uint32_t compute_family, bool timeline) {
+  const std::string v = env ? env : "";
+  if (!v.empty() && v != "0" && v != "1" && v != "force")
+    throw Error("FERRY_VULKAN_TRANSFER_QUEUE must be 1, 0 or force, not '" + v + "'");
+  int dedicated = -1;
+  for (std::size_t i = 0; i < families.size() && dedicated < 0; ++i)
+    if ((families[i].flags & kQueueTransfer) &&
+        !(families[i].flags & (kQueueCompute | kQueueGraphics)) && families[i].count > 0)
+      dedicated = int(i);
+  TransferQueueChoice c;
+  if (v.empty() || v == "0") {
+    c.note = dedicated >= 0 ? fmt::format("off (queue family {} is transfer-only; "
+                                          "FERRY_VULKAN_TRANSFER_QUEUE=1 uses it)",
+                                          dedicated)
+                            : "off (the device has no transfer-only queue family)";
+    return c;
+  }
+  if (!timeline) {
+    c.note = "off (the device lacks timeline semaphores)";
+    return c;
+  }
+  if (dedicated >= 0) {
+    c.on = true;
+    c.family = std::uint32_t(dedicated);
+    c.note = fmt::format("on (queue family {}, transfer-only)", dedicated);
+  } else if (v == "1") {
+    c.note = "off (the device has no transfer-only queue family)";
+  } else if (compute_family < families.size() && families[compute_family].count >= 2) {
+    c.on = true;
+    c.family = compute_family;
+    c.index = 1;
+    c.note = fmt::format("forced (a second queue of the compute family {})", compute_family);
+  } else {
+    c.on = true;
+    c.family = compute_family;
+    c.note = "forced (the compute queue itself)";
+  }
+  return c;
+}
+
 }  // namespace ferry::vulkan

@@ -86,6 +86,29 @@ int choose_coopmat_tile(std::span<const CoopmatTile> tiles, std::uint64_t batche
                         std::uint64_t n, std::uint64_t k, std::uint32_t shared_memory,
                         std::uint32_t max_invocations, std::uint64_t min_groups = 128);
 
+// Note [Transfer queue] in vk_recorder.hpp: the queue a Vulkan device copies between host and
+// device memory on. A queue family as the device reports it: VkQueueFlags (kQueueGraphics,
+// kQueueCompute, kQueueTransfer), queueCount, timestampValidBits.
+inline constexpr std::uint32_t kQueueGraphics = 1, kQueueCompute = 2, kQueueTransfer = 4;
+struct QueueFamilyInfo {
+  std::uint32_t flags = 0;
+  std::uint32_t count = 0;
+  std::uint32_t timestamp_bits = 0;
+};
+struct TransferQueueChoice {
+  bool on = false;
+  std::uint32_t family = 0, index = 0;  // the queue: vkGetDeviceQueue(family, index)
+  std::string note;                     // for the device's transfer_queue property
+};
+// FERRY_VULKAN_TRANSFER_QUEUE (`env`): unset or "0" off; "1" the first transfer-only family
+// (transfer, neither compute nor graphics: a GPU's copy engines) where the device has one;
+// "force" that family, else a second queue of `compute_family`, else the compute queue itself
+// (lavapipe: how its single queue tests the path). Every choice needs timeline semaphores
+// (`timeline`). Off by default: it has not run on a GPU yet. Throws ferry::Error naming the
+// variable for another value.
+TransferQueueChoice choose_transfer_queue(const char* env, std::span<const QueueFamilyInfo> families,
+                                          std::uint32_t compute_family, bool timeline);
+
 // Dim coalescing lives in the core (include/ferry/kit/coalesce.hpp), shared with CUDA.
 using detail::coalesce;
 using detail::Coalesced;

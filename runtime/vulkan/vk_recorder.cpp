@@ -1,7 +1,8 @@
 // runtime/vulkan/vk_recorder.cpp — the Recorder (vk_recorder.hpp): batching
-// commands into command buffers, barriers, copy runs, descriptor pools,
-// submission, completion and deferred staging frees (Note [Vulkan execution]
-// in vk_device.hpp).
+// commands into command buffers, barriers, copy runs, descriptor pools, the
+// transfer lane (Note [Transfer queue]), submission, completion and deferred
+// staging frees (Note [Vulkan execution] in vk_device.hpp). Timestamps are in
+// vk_recorder_timing.cpp.
 #include "vulkan/vk_recorder.hpp"
 
 #include <fmt/format.h>
@@ -26,37 +27,55 @@ static_assert(mask(AccessBit::transfer_read) == VK_ACCESS_TRANSFER_READ_BIT);
 static_assert(mask(AccessBit::transfer_write) == VK_ACCESS_TRANSFER_WRITE_BIT);
 static_assert(mask(AccessBit::host_read) == VK_ACCESS_HOST_READ_BIT);
 
-Recorder::Recorder(const VolkDeviceTable& vk, VkDevice device, VkQueue queue,
-                   std::uint32_t queue_family, std::string name, bool serialize,
+Recorder::Recorder(const VolkDeviceTable& vk, VkDevice device, const LaneQueue& compute,
+                   const std::optional<LaneQueue>& transfer, std::string name, bool serialize,
                    std::size_t max_in_flight, MemoryPools& memory)
     : vk_(vk),
       device_(device),
-      queue_(queue),
       name_(std::move(name)),
       memory_(memory),
-      max_in_flight_(max_in_flight),
-      tracker_(serialize) {
-  VkCommandPoolCreateInfo cpi{VK_STRUCTURE_TYPE_COMMAND_POOL_CREATE_INFO};
-  cpi.flags = VK_COMMAND_POOL_CREATE_RESET_COMMAND_BUFFER_BIT;
-  cpi.queueFamilyIndex = queue_family;
-  check(vk_.vkCreateCommandPool(device_, &cpi, nullptr, &command_pool_), "vkCreateCommandPool");
+      max_in_flight_(max_in_flight) {
+  lane_count_ = transfer ? 2 : 1;
+  for (int i = 0; i < lane_count_; ++i) {
+    LaneState& l = lanes_[i];
+    l.q = i == 0 ? compute : *transfer;
+    l.tracker = BarrierTracker(serialize, l.q.stages);
+    if (l.q.timestamp_bits > 0 && l.q.timestamp_bits < 64)
+      l.valid_mask = (std::uint64_t(1) << l.q.timestamp_bits) - 1;
+    VkCommandPoolCreateInfo cpi{VK_STRUCTURE_TYPE_COMMAND_POOL_CREATE_INFO};
+    cpi.flags = VK_COMMAND_POOL_CREATE_RESET_COMMAND_BUFFER_BIT;
+    cpi.queueFamilyIndex = l.q.family;
+    check(vk_.vkCreateCommandPool(device_, &cpi, nullptr, &l.command_pool),
+          "vkCreateCommandPool");
+    if (lane_count_ == 2) {
+      VkSemaphoreTypeCreateInfo type{VK_STRUCTURE_TYPE_SEMAPHORE_TYPE_CREATE_INFO};
+      type.semaphoreType = VK_SEMAPHORE_TYPE_TIMELINE;
+      VkSemaphoreCreateInfo sci{VK_STRUCTURE_TYPE_SEMAPHORE_CREATE_INFO};
+      sci.pNext = &type;
+      check(vk_.vkCreateSemaphore(device_, &sci, nullptr, &l.timeline), "vkCreateSemaphore");
+    }
+  }
 }
 
 Recorder::~Recorder() {
   for (VkFence f : free_fences_) vk_.vkDestroyFence(device_, f, nullptr);
   for (VkFence f : parked_fences_) vk_.vkDestroyFence(device_, f, nullptr);
-  for (auto& s : in_flight_) vk_.vkDestroyFence(device_, s.fence, nullptr);
   for (VkDescriptorPool p : free_descriptor_pools_)
     vk_.vkDestroyDescriptorPool(device_, p, nullptr);
-  for (VkDescriptorPool p : batch_pools_) vk_.vkDestroyDescriptorPool(device_, p, nullptr);
-  for (auto& s : in_flight_)
-    for (VkDescriptorPool p : s.descriptor_pools) vk_.vkDestroyDescriptorPool(device_, p, nullptr);
   for (VkQueryPool q : free_query_pools_) vk_.vkDestroyQueryPool(device_, q, nullptr);
-  if (batch_queries_.pool) vk_.vkDestroyQueryPool(device_, batch_queries_.pool, nullptr);
-  for (auto& s : in_flight_)
+  for (auto& s : in_flight_) {
+    vk_.vkDestroyFence(device_, s.fence, nullptr);
+    for (VkDescriptorPool p : s.descriptor_pools) vk_.vkDestroyDescriptorPool(device_, p, nullptr);
     if (s.queries.pool) vk_.vkDestroyQueryPool(device_, s.queries.pool, nullptr);
-  // The command buffers go with their pool.
-  vk_.vkDestroyCommandPool(device_, command_pool_, nullptr);
+  }
+  for (int i = 0; i < lane_count_; ++i) {
+    LaneState& l = lanes_[i];
+    for (VkDescriptorPool p : l.pools) vk_.vkDestroyDescriptorPool(device_, p, nullptr);
+    if (l.queries.pool) vk_.vkDestroyQueryPool(device_, l.queries.pool, nullptr);
+    if (l.timeline) vk_.vkDestroySemaphore(device_, l.timeline, nullptr);
+    // The command buffers go with their pool.
+    vk_.vkDestroyCommandPool(device_, l.command_pool, nullptr);
+  }
 }
 
 void Recorder::check_alive() const {
@@ -72,47 +91,75 @@ void Recorder::mark_lost(VkResult r, const char* where) {
   throw_result(r, where);
 }
 
-VkCommandBuffer Recorder::open_batch() {
-  if (batch_cb_) return batch_cb_;
+std::uint64_t Recorder::barriers_recorded() const {
+  std::uint64_t n = 0;
+  for (int i = 0; i < lane_count_; ++i) n += lanes_[i].tracker.stats().barriers();
+  return n;
+}
+
+VkCommandBuffer Recorder::open_batch(int lane) {
+  LaneState& l = lanes_[lane];
+  if (l.cb) return l.cb;
   check_alive();
-  if (!free_cbs_.empty()) {
-    batch_cb_ = free_cbs_.back();
-    free_cbs_.pop_back();
+  if (!l.free_cbs.empty()) {
+    l.cb = l.free_cbs.back();
+    l.free_cbs.pop_back();
   } else {
     VkCommandBufferAllocateInfo ai{VK_STRUCTURE_TYPE_COMMAND_BUFFER_ALLOCATE_INFO};
-    ai.commandPool = command_pool_;
+    ai.commandPool = l.command_pool;
     ai.level = VK_COMMAND_BUFFER_LEVEL_PRIMARY;
     ai.commandBufferCount = 1;
-    check(vk_.vkAllocateCommandBuffers(device_, &ai, &batch_cb_), "vkAllocateCommandBuffers");
+    check(vk_.vkAllocateCommandBuffers(device_, &ai, &l.cb), "vkAllocateCommandBuffers");
   }
   VkCommandBufferBeginInfo bi{VK_STRUCTURE_TYPE_COMMAND_BUFFER_BEGIN_INFO};
   bi.flags = VK_COMMAND_BUFFER_USAGE_ONE_TIME_SUBMIT_BIT;
-  check(vk_.vkBeginCommandBuffer(batch_cb_, &bi), "vkBeginCommandBuffer");
-  batch_commands_ = 0;
-  batch_writes_ = false;
-  return batch_cb_;
+  if (VkResult r = vk_.vkBeginCommandBuffer(l.cb, &bi); r != VK_SUCCESS) {
+    l.free_cbs.push_back(std::exchange(l.cb, VK_NULL_HANDLE));
+    throw_result(r, "vkBeginCommandBuffer");
+  }
+  l.serial = next_serial_++;
+  l.commands = 0;
+  l.writes = false;
+  return l.cb;
+}
+
+void Recorder::begin_command(int lane, std::span<const Use> uses) {
+  LaneState& l = lanes_[lane];
+  std::uint64_t wait = 0;
+  if (lane_count_ == 2) {
+    // Note [Transfer queue]: the other lane's conflicting batch goes first.
+    wait = order_.need(lane, uses, completed_serial_);
+    LaneState& other = lanes_[1 - lane];
+    if (wait > 0 && other.cb && other.serial <= wait) flush_lane(1 - lane);
+  }
+  write_pending_starts(lane);
+  open_batch(lane);
+  if (lane_count_ == 2) {
+    order_.record(lane, l.serial, uses);
+    if (wait > l.wait) l.wait = wait, ++cross_lane_waits_;
+  }
 }
 
 void Recorder::before_command(Stage stage, std::span<const Use> uses,
                               std::initializer_list<const VulkanBuffer*> buffers) {
   before_command(stage, uses);
-  for (const VulkanBuffer* vb : buffers) vb->last_use = batch_serial_;
+  for (const VulkanBuffer* vb : buffers) vb->last_use = lanes_[0].serial;
 }
 
 void Recorder::before_command(Stage stage, std::span<const Use> uses) {
-  open_batch();
-  end_copy_run();  // the copies recorded so far come first
-  record_barrier(tracker_.before(stage, uses));
-  ++batch_commands_;
+  begin_command(0, uses);
+  LaneState& l = lanes_[0];
+  end_copy_run(l);  // the copies recorded so far come first
+  record_barrier(l, l.tracker.before(stage, uses));
+  ++l.commands;
 }
 
-void Recorder::record_barrier(const std::optional<Barrier>& b) {
+void Recorder::record_barrier(LaneState& l, const std::optional<Barrier>& b) {
   if (!b) return;
   VkMemoryBarrier mb{VK_STRUCTURE_TYPE_MEMORY_BARRIER};
   mb.srcAccessMask = b->src_access;
   mb.dstAccessMask = b->dst_access;
-  vk_.vkCmdPipelineBarrier(batch_cb_, b->src_stages, b->dst_stages, 0, 1, &mb, 0, nullptr, 0,
-                           nullptr);
+  vk_.vkCmdPipelineBarrier(l.cb, b->src_stages, b->dst_stages, 0, 1, &mb, 0, nullptr, 0, nullptr);
 }
 
 // Note [Copy runs]
@@ -127,64 +174,85 @@ void Recorder::record_barrier(const std::optional<Barrier>& b) {
 // needed, or the batch is submitted. Within a run no two regions conflict,
 // so the union rule of vkCmdCopyBuffer for src == dst holds. Each copy still
 // counts as a command towards the batch size, so barrier-tracker work per
-// batch stays bounded.
+// batch stays bounded. Each lane has its own run.
 void Recorder::record_copy(const VulkanBuffer& s, const VulkanBuffer& d,
-                           const VkBufferCopy& region) {
+                           const VkBufferCopy& region, Lane which) {
+  const int lane = lane_count_ == 2 ? int(which) : 0;
   const Use uses[] = {{{std::uint64_t(s.handle()), region.srcOffset, region.size}, Access::read},
                       {{std::uint64_t(d.handle()), region.dstOffset, region.size}, Access::write}};
-  open_batch();
-  const std::optional<Barrier> barrier = tracker_.before(Stage::transfer, uses);
-  if (barrier || copy_run_.src != s.handle() || copy_run_.dst != d.handle()) {
-    end_copy_run();
-    record_barrier(barrier);
-    copy_run_.src = s.handle();
-    copy_run_.dst = d.handle();
+  begin_command(lane, uses);
+  LaneState& l = lanes_[lane];
+  CopyRun& run = l.copy_run;
+  const std::optional<Barrier> barrier = l.tracker.before(Stage::transfer, uses);
+  if (barrier || run.src != s.handle() || run.dst != d.handle()) {
+    end_copy_run(l);
+    record_barrier(l, barrier);
+    run.src = s.handle();
+    run.dst = d.handle();
   }
-  std::vector<VkBufferCopy>& r = copy_run_.regions;
+  std::vector<VkBufferCopy>& r = run.regions;
   if (!r.empty() && r.back().srcOffset + r.back().size == region.srcOffset &&
       r.back().dstOffset + r.back().size == region.dstOffset)
     r.back().size += region.size;
   else
     r.push_back(region);
-  s.last_use = batch_serial_;
-  d.last_use = batch_serial_;
-  ++batch_commands_;
-  after_command(true);
+  s.last_use = l.serial;
+  d.last_use = l.serial;
+  ++l.commands;
+  l.writes = true;
+  if (l.commands >= kBatchCommands) flush_lane(lane);
 }
 
-void Recorder::end_copy_run() {
-  if (!copy_run_.regions.empty())
-    vk_.vkCmdCopyBuffer(batch_cb_, copy_run_.src, copy_run_.dst,
-                        std::uint32_t(copy_run_.regions.size()), copy_run_.regions.data());
-  copy_run_.regions.clear();
-  copy_run_.src = copy_run_.dst = VK_NULL_HANDLE;
+void Recorder::end_copy_run(LaneState& l) {
+  CopyRun& run = l.copy_run;
+  if (!run.regions.empty())
+    vk_.vkCmdCopyBuffer(l.cb, run.src, run.dst, std::uint32_t(run.regions.size()),
+                        run.regions.data());
+  run.regions.clear();
+  run.src = run.dst = VK_NULL_HANDLE;
 }
 
 void Recorder::after_command(bool writes) {
-  batch_writes_ = batch_writes_ || writes;
-  if (batch_commands_ >= kBatchCommands) flush();
+  LaneState& l = lanes_[0];
+  l.writes = l.writes || writes;
+  if (l.commands >= kBatchCommands) flush_lane(0);
 }
 
 void Recorder::flush() {
-  if (!batch_cb_) return;
-  end_copy_run();
-  if (batch_writes_) {
+  // The newer open batch last: flush_lane submits the older one first.
+  int newest = -1;
+  for (int i = 0; i < lane_count_; ++i)
+    if (lanes_[i].cb && (newest < 0 || lanes_[i].serial > lanes_[newest].serial)) newest = i;
+  if (newest >= 0) flush_lane(newest);
+}
+
+void Recorder::flush_lane(int lane) {
+  LaneState& l = lanes_[lane];
+  if (!l.cb) return;
+  // Batches are submitted in serial order (Note [Transfer queue]).
+  if (lane_count_ == 2) {
+    LaneState& other = lanes_[1 - lane];
+    if (other.cb && other.serial < l.serial) flush_lane(1 - lane);
+  }
+  end_copy_run(l);
+  if (l.writes) {
     // Makes this batch's writes visible to the host once its fence has signalled.
     VkMemoryBarrier mb{VK_STRUCTURE_TYPE_MEMORY_BARRIER};
-    mb.srcAccessMask = VK_ACCESS_SHADER_WRITE_BIT | VK_ACCESS_TRANSFER_WRITE_BIT;
+    const bool compute = l.q.stages & mask(Stage::compute);
+    mb.srcAccessMask = VK_ACCESS_TRANSFER_WRITE_BIT | (compute ? VK_ACCESS_SHADER_WRITE_BIT : 0);
     mb.dstAccessMask = VK_ACCESS_HOST_READ_BIT;
-    vk_.vkCmdPipelineBarrier(batch_cb_,
-                             VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT | VK_PIPELINE_STAGE_TRANSFER_BIT,
-                             VK_PIPELINE_STAGE_HOST_BIT, 0, 1, &mb, 0, nullptr, 0, nullptr);
+    vk_.vkCmdPipelineBarrier(l.cb, l.q.stages, VK_PIPELINE_STAGE_HOST_BIT, 0, 1, &mb, 0, nullptr,
+                             0, nullptr);
   }
-  check(vk_.vkEndCommandBuffer(batch_cb_), "vkEndCommandBuffer");
+  check(vk_.vkEndCommandBuffer(l.cb), "vkEndCommandBuffer");
   Submission s;
-  s.serial = batch_serial_;
-  s.cb = batch_cb_;
-  s.descriptor_pools = std::move(batch_pools_);
-  batch_pools_.clear();
-  s.queries = std::exchange(batch_queries_, Queries{});
-  batch_cb_ = VK_NULL_HANDLE;
+  s.lane = lane;
+  s.serial = l.serial;
+  s.cb = std::exchange(l.cb, VK_NULL_HANDLE);
+  s.descriptor_pools = std::move(l.pools);
+  l.pools.clear();
+  s.queries = std::exchange(l.queries, Queries{});
+  const std::uint64_t wait = std::exchange(l.wait, 0);
   if (!free_fences_.empty()) {
     s.fence = free_fences_.back();
     free_fences_.pop_back();
@@ -195,15 +263,34 @@ void Recorder::flush() {
   VkSubmitInfo si{VK_STRUCTURE_TYPE_SUBMIT_INFO};
   si.commandBufferCount = 1;
   si.pCommandBuffers = &s.cb;
-  VkResult r = vk_.vkQueueSubmit(queue_, 1, &si, s.fence);
-  ++batch_serial_;
+  // With two lanes every batch signals its lane's timeline with its serial, and
+  // waits on the other lane's for the last batch it conflicts with.
+  VkTimelineSemaphoreSubmitInfo ts{VK_STRUCTURE_TYPE_TIMELINE_SEMAPHORE_SUBMIT_INFO};
+  const VkPipelineStageFlags wait_stage = l.q.stages;
+  if (lane_count_ == 2) {
+    si.pNext = &ts;
+    si.signalSemaphoreCount = 1;
+    si.pSignalSemaphores = &l.timeline;
+    ts.signalSemaphoreValueCount = 1;
+    ts.pSignalSemaphoreValues = &s.serial;
+    if (wait > completed_serial_) {
+      si.waitSemaphoreCount = 1;
+      si.pWaitSemaphores = &lanes_[1 - lane].timeline;
+      si.pWaitDstStageMask = &wait_stage;
+      ts.waitSemaphoreValueCount = 1;
+      ts.pWaitSemaphoreValues = &wait;
+    }
+  }
+  VkResult r = vk_.vkQueueSubmit(l.q.queue, 1, &si, s.fence);
   if (r != VK_SUCCESS) {
     free_fences_.push_back(s.fence);
-    free_cbs_.push_back(s.cb);
+    l.free_cbs.push_back(s.cb);
     if (s.queries.pool) free_query_pools_.push_back(s.queries.pool);
     mark_lost(r, "vkQueueSubmit");
   }
-  FERRY_DEBUG("{}: submitted batch {} ({} commands)", name_, s.serial, batch_commands_);
+  ++submitted_;
+  FERRY_DEBUG("{}: submitted batch {} ({} commands{})", name_, s.serial, l.commands,
+              lane == 1 ? ", transfer queue" : "");
   in_flight_.push_back(std::move(s));
 }
 
@@ -212,7 +299,9 @@ void Recorder::flush() {
 // from resetting the fence under it.
 void Recorder::wait_for(Lock& lock, std::uint64_t serial) {
   if (serial == 0 || serial <= completed_serial_) return;
-  if (serial >= batch_serial_) flush();
+  // Submit the open batches up to `serial` (flush_lane takes the older one first).
+  for (int i = lane_count_ - 1; i >= 0; --i)
+    if (lanes_[i].cb && lanes_[i].serial <= serial) flush_lane(i);
   while (serial > completed_serial_ && !in_flight_.empty()) {
     VkFence fence = in_flight_.front().fence;
     ++waiters_;
@@ -237,6 +326,7 @@ void Recorder::recycle_fence(VkFence f) {
 }
 
 void Recorder::retire() {
+  const std::uint64_t was = completed_serial_;
   while (!in_flight_.empty()) {
     Submission& s = in_flight_.front();
     VkResult r = vk_.vkGetFenceStatus(device_, s.fence);
@@ -248,9 +338,9 @@ void Recorder::retire() {
       parked_fences_.push_back(s.fence);  // another thread may be waiting on it
     else
       recycle_fence(s.fence);
-    if (s.queries.pool) read_timestamps(s.queries);
+    if (s.queries.pool) read_timestamps(s.lane, s.queries);
     check(vk_.vkResetCommandBuffer(s.cb, 0), "vkResetCommandBuffer");
-    free_cbs_.push_back(s.cb);
+    lanes_[s.lane].free_cbs.push_back(s.cb);
     for (VkDescriptorPool p : s.descriptor_pools) {
       check(vk_.vkResetDescriptorPool(device_, p, 0), "vkResetDescriptorPool");
       free_descriptor_pools_.push_back(p);
@@ -262,6 +352,7 @@ void Recorder::retire() {
     for (VkFence f : parked_fences_) recycle_fence(f);
     parked_fences_.clear();
   }
+  if (lane_count_ == 2 && completed_serial_ != was) order_.retire(completed_serial_);
   while (!deferred_.empty() && deferred_.begin()->first <= completed_serial_) {
     const DeferredFree& d = deferred_.begin()->second;
     memory_.allocator(d.pool).free(d.allocation);
@@ -272,7 +363,7 @@ void Recorder::retire() {
 
 void Recorder::synchronize(Lock& lock) {
   flush();
-  wait_for(lock, batch_serial_ - 1);
+  wait_for(lock, last_serial());
 }
 
 void Recorder::free_after(std::uint64_t serial, int pool, const detail::Allocation& a) {
@@ -286,117 +377,13 @@ void Recorder::make_room_for_staging(Lock& lock, std::uint64_t bytes) {
     wait_for(lock, deferred_.begin()->first);
 }
 
-// Note [Vulkan timing]
-// While the profiler runs (Note [Device timing] in ferry/backend.hpp), each
-// batch that holds a bracketed op or copy gets a timestamp query pool, reset
-// by the batch's own command buffer before its first timestamp, with room for
-// two timestamps per command; a batch whose pool is full is submitted first.
-// Both ends of a span are written at BOTTOM_OF_PIPE: once every command
-// before has finished. Commands with no barrier between them may overlap on a
-// GPU; so timed, each span holds the time from the end of the work before it
-// to the end of its own, the spans of one queue never overlap (a trace viewer
-// needs its slices nested), and they add up to the queue's busy time. The open
-// copy run is recorded first, so the timestamp is
-// ordered after its copies. Results are read without waiting when the batch
-// retires (its fence has signalled) and the pool goes back to a free list.
-// The device's ticks are mapped onto the host's steady clock by timestamps
-// submitted alone at start_timing: each is written between the host's submit
-// and the end of its wait, and is taken to be written at the end, so that no
-// span can appear to start before the host enqueued it; of
-// kCalibrationSamples tries, the one with the shortest wait is kept (on
-// lavapipe one wait took 7 ms, when its queue thread was slow to wake, and
-// the mapping was that much off). VK_EXT_calibrated_timestamps would do
-// better where a driver has it.
-static constexpr std::uint32_t kQueriesPerBatch = 2 * kBatchCommands + 64;
-static constexpr std::uint64_t kCalibrationMark = ~std::uint64_t(0);
-static constexpr int kCalibrationSamples = 5;
-
-void Recorder::write_timestamp(std::uint64_t id, bool end) {
-  if (!timing_) return;
-  if (batch_queries_.marks.size() == kQueriesPerBatch) flush();
-  open_batch();
-  end_copy_run();
-  Queries& q = batch_queries_;
-  if (!q.pool) {
-    if (!free_query_pools_.empty()) {
-      q.pool = free_query_pools_.back();
-      free_query_pools_.pop_back();
-    } else {
-      VkQueryPoolCreateInfo qi{VK_STRUCTURE_TYPE_QUERY_POOL_CREATE_INFO};
-      qi.queryType = VK_QUERY_TYPE_TIMESTAMP;
-      qi.queryCount = kQueriesPerBatch;
-      check(vk_.vkCreateQueryPool(device_, &qi, nullptr, &q.pool), "vkCreateQueryPool");
-    }
-    vk_.vkCmdResetQueryPool(batch_cb_, q.pool, 0, kQueriesPerBatch);
-  }
-  vk_.vkCmdWriteTimestamp(batch_cb_, VK_PIPELINE_STAGE_BOTTOM_OF_PIPE_BIT, q.pool,
-                          std::uint32_t(q.marks.size()));
-  q.marks.push_back(id == kCalibrationMark ? id : id << 1 | std::uint64_t(end));
-}
-
-void Recorder::read_timestamps(Queries& q) {
-  const std::size_t n = q.marks.size();
-  std::vector<std::uint64_t> ticks(n);
-  if (n > 0)
-    check(vk_.vkGetQueryPoolResults(device_, q.pool, 0, std::uint32_t(n), n * sizeof(std::uint64_t),
-                                    ticks.data(), sizeof(std::uint64_t), VK_QUERY_RESULT_64_BIT),
-          "vkGetQueryPoolResults");
-  for (std::size_t i = 0; i < n; ++i) stamps_.emplace_back(q.marks[i], ticks[i] & valid_mask_);
-  free_query_pools_.push_back(q.pool);
-  q = Queries{};
-}
-
-void Recorder::start_timing(Lock& lock, double period_ns, std::uint32_t valid_bits) {
-  synchronize(lock);  // an idle queue: each calibration timestamp is written at once
-  stamps_.clear();
-  timing_ = true;
-  period_ns_ = period_ns;
-  valid_mask_ = valid_bits >= 64 ? ~std::uint64_t(0) : (std::uint64_t(1) << valid_bits) - 1;
-  auto ns = [](std::chrono::steady_clock::time_point t) {
-    return std::chrono::duration_cast<std::chrono::nanoseconds>(t.time_since_epoch()).count();
-  };
-  std::int64_t best_window = -1;
-  for (int sample = 0; sample < kCalibrationSamples; ++sample) {
-    write_timestamp(kCalibrationMark, false);
-    const auto t0 = std::chrono::steady_clock::now();
-    synchronize(lock);
-    const auto t1 = std::chrono::steady_clock::now();
-    for (auto it = stamps_.begin(); it != stamps_.end(); ++it) {
-      if (it->first != kCalibrationMark) continue;
-      if (best_window < 0 || ns(t1) - ns(t0) < best_window) {
-        best_window = ns(t1) - ns(t0);
-        clock_offset_ns_ = ns(t1) - std::int64_t(double(it->second) * period_ns_);
-      }
-      stamps_.erase(it);
-      break;
-    }
-  }
-}
-
-std::vector<DeviceTimeSpan> Recorder::stop_timing(Lock& lock) {
-  synchronize(lock);
-  timing_ = false;
-  std::unordered_map<std::uint64_t, DeviceTimeSpan> spans;
-  for (const auto& [mark, ticks] : stamps_) {
-    DeviceTimeSpan& sp = spans[mark >> 1];
-    sp.id = mark >> 1;
-    const std::int64_t ns = std::int64_t(double(ticks) * period_ns_) + clock_offset_ns_;
-    (mark & 1 ? sp.end_ns : sp.begin_ns) = ns;
-  }
-  stamps_.clear();
-  std::vector<DeviceTimeSpan> out;
-  out.reserve(spans.size());
-  for (const auto& [id, sp] : spans)
-    if (sp.begin_ns != 0 && sp.end_ns != 0) out.push_back(sp);
-  return out;
-}
-
 VkDescriptorSet Recorder::allocate_descriptor_set(VkDescriptorSetLayout set_layout) {
   // Pools belong to the open batch and are reset when it has completed.
   for (int attempt = 0; attempt < 2; ++attempt) {
-    if (!batch_pools_.empty()) {
+    std::vector<VkDescriptorPool>& batch_pools = lanes_[0].pools;
+    if (!batch_pools.empty()) {
       VkDescriptorSetAllocateInfo ai{VK_STRUCTURE_TYPE_DESCRIPTOR_SET_ALLOCATE_INFO};
-      ai.descriptorPool = batch_pools_.back();
+      ai.descriptorPool = batch_pools.back();
       ai.descriptorSetCount = 1;
       ai.pSetLayouts = &set_layout;
       VkDescriptorSet set;
@@ -417,7 +404,7 @@ VkDescriptorSet Recorder::allocate_descriptor_set(VkDescriptorSetLayout set_layo
       pi.pPoolSizes = &size;
       check(vk_.vkCreateDescriptorPool(device_, &pi, nullptr, &pool), "vkCreateDescriptorPool");
     }
-    batch_pools_.push_back(pool);
+    batch_pools.push_back(pool);
   }
   throw BackendError("vulkan: could not allocate a descriptor set from a fresh pool",
                      "VK_ERROR_OUT_OF_POOL_MEMORY");
