@@ -3,18 +3,10 @@
 
 #include <algorithm>
 #include <iterator>
-#include <limits>
 #include <stdexcept>
 
 namespace ferry::vulkan {
 namespace {
-
-// One past the last byte of `r`; saturates, so kWholeSize (or any size running past 2^64)
-// reaches to the end of the address space and so overlaps everything from its offset on.
-std::uint64_t end_of(const Range& r) {
-  constexpr std::uint64_t kMax = std::numeric_limits<std::uint64_t>::max();
-  return r.size > kMax - r.offset ? kMax : r.offset + r.size;
-}
 
 // A full barrier: every earlier command and access before every later one.
 constexpr Barrier kSerializeBarrier{
@@ -105,12 +97,12 @@ void BarrierTracker::IntervalSet::add(std::uint64_t begin, std::uint64_t end) {
 
 bool BarrierTracker::overlaps(const PerBuffer& set, const Range& r) {
   auto it = set.find(r.buffer);
-  return it != set.end() && it->second.overlaps(r.offset, end_of(r));
+  return it != set.end() && it->second.overlaps(r.offset, r.end());
 }
 
 void BarrierTracker::add(PerBuffer& set, const Range& r) {
   if (r.size == 0) return;  // no map entry for an empty range
-  set[r.buffer].add(r.offset, end_of(r));
+  set[r.buffer].add(r.offset, r.end());
 }
 
 std::optional<Barrier> BarrierTracker::before(Stage stage, std::span<const Use> uses) {

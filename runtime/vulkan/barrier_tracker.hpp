@@ -99,6 +99,11 @@ struct Range {
   std::uint64_t offset = 0;
   std::uint64_t size = 0;
   static constexpr Range whole(std::uint64_t buffer) { return {buffer, 0, kWholeSize}; }
+  // One past the last byte; saturates, so kWholeSize (or any size running past 2^64) reaches
+  // to the end of the address space and so overlaps everything from its offset on.
+  constexpr std::uint64_t end() const {
+    return size > ~std::uint64_t(0) - offset ? ~std::uint64_t(0) : offset + size;
+  }
 };
 
 enum class Access { read, write };

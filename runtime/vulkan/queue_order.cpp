@@ -3,16 +3,10 @@
 
 #include <algorithm>
 #include <iterator>
-#include <limits>
 #include <stdexcept>
 
 namespace ferry::vulkan {
 namespace {
-
-std::uint64_t end_of(const Range& r) {  // saturating, as in barrier_tracker.cpp
-  constexpr std::uint64_t kMax = std::numeric_limits<std::uint64_t>::max();
-  return r.size > kMax - r.offset ? kMax : r.offset + r.size;
-}
 
 void check_queue(int queue) {
   if (queue < 0 || queue >= QueueOrder::kQueues)
@@ -27,7 +21,7 @@ std::uint64_t QueueOrder::need(int queue, std::span<const Use> uses,
   const PerBuffer& other = queues_[1 - queue];
   std::uint64_t wait = 0;
   for (const Use& u : uses) {
-    const std::uint64_t begin = u.range.offset, end = end_of(u.range);
+    const std::uint64_t begin = u.range.offset, end = u.range.end();
     if (begin >= end) continue;
     auto buffer = other.find(u.range.buffer);
     if (buffer == other.end()) continue;
@@ -57,7 +51,7 @@ void QueueOrder::split(Spans& spans, std::uint64_t at) {
 void QueueOrder::record(int queue, std::uint64_t serial, std::span<const Use> uses) {
   check_queue(queue);
   for (const Use& u : uses) {
-    const std::uint64_t begin = u.range.offset, end = end_of(u.range);
+    const std::uint64_t begin = u.range.offset, end = u.range.end();
     if (begin >= end) continue;
     Spans& spans = queues_[queue][u.range.buffer];
     split(spans, begin);
