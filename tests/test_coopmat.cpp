@@ -65,7 +65,7 @@ TEST(CoopmatPolicy, NeedsTheF16ShapeAtSubgroupScope) {
   EXPECT_FALSE(has_coopmat_f16_shape(std::vector<CoopmatShape>{}));
 }
 
-TEST(CoopmatPolicy, TileDividesTheProblemAndKeepsTheDeviceBusy) {
+TEST(CoopmatPolicy, TileWastesLeastAndKeepsTheDeviceBusy) {
   // The two tiles the build makes: 128x128 (4 subgroups of 4x4 fragments) and 64x64.
   const std::vector<CoopmatTile> tiles{{128, 128, 32, 128}, {64, 64, 32, 128}};
   EXPECT_EQ(tiles[0].shared_bytes(), 2u * (128 * 40 + 32 * 136) * 2);  // 37888 bytes
@@ -76,19 +76,22 @@ TEST(CoopmatPolicy, TileDividesTheProblemAndKeepsTheDeviceBusy) {
   const std::vector<CoopmatTile> same{{128, 128, 32, 128}, {128, 128, 16, 128}};
   EXPECT_EQ(choose_coopmat_tile(same, 1, 4096, 4096, 4096, smem, inv), 0);
   EXPECT_EQ(choose_coopmat_tile(same, 1, 4096, 4096, 4096, 32768, inv), 1);  // 37 KiB do not fit
-  EXPECT_EQ(choose_coopmat_tile(same, 1, 4096, 4096, 48, smem, inv), 1);  // BK 32 does not divide
+  EXPECT_EQ(choose_coopmat_tile(same, 1, 4096, 4096, 48, smem, inv), 1);     // BK 16 pads K less
   // 1024^2 gives 64 big tiles, 256 small ones: the small tile keeps more of the GPU busy.
   EXPECT_EQ(choose_coopmat_tile(tiles, 1, 1024, 1024, 1024, smem, inv), 1);
   // ... unless batches make up the count.
   EXPECT_EQ(choose_coopmat_tile(tiles, 2, 1024, 1024, 1024, smem, inv), 0);
   // Too small for either count: the one giving the most workgroups.
   EXPECT_EQ(choose_coopmat_tile(tiles, 1, 128, 128, 64, smem, inv), 1);
-  // Only the small tile divides M.
+  // Only the small tile divides M: the big one would compute 256 rows for 192.
   EXPECT_EQ(choose_coopmat_tile(tiles, 64, 192, 4096, 64, smem, inv), 1);
-  // Nothing divides: the GLSL tiles.
-  EXPECT_EQ(choose_coopmat_tile(tiles, 1, 100, 128, 64, smem, inv), -1);
-  EXPECT_EQ(choose_coopmat_tile(tiles, 1, 128, 128, 48, smem, inv), -1);
+  // The big tile pads 1000 rows to 1024, the small one to 1024 too: the big one.
+  EXPECT_EQ(choose_coopmat_tile(tiles, 16, 1000, 1000, 64, smem, inv), 0);
+  // Sizes no block divides still get a tile (edge blocks); an empty product gets none.
+  EXPECT_EQ(choose_coopmat_tile(tiles, 1, 100, 128, 64, smem, inv), 1);
+  EXPECT_EQ(choose_coopmat_tile(tiles, 1, 128, 128, 48, smem, inv), 1);
   EXPECT_EQ(choose_coopmat_tile(tiles, 1, 128, 128, 0, smem, inv), -1);
+  EXPECT_EQ(choose_coopmat_tile(tiles, 1, 0, 128, 64, smem, inv), -1);
   // The big tile's shared memory does not fit a 32 KiB device; nor 128 threads a 64-thread one.
   EXPECT_EQ(choose_coopmat_tile(tiles, 8, 4096, 4096, 64, 32768, inv), 1);
   EXPECT_EQ(choose_coopmat_tile(tiles, 8, 4096, 4096, 64, smem, 64), -1);
@@ -179,9 +182,30 @@ TEST(Coopmat, ProductsMatchTheCpu) {
                      [](const Tensor& a, const Tensor& b) {
                        return std::pair{a.expand({4, 64, 64}), b};
                      });
-  // Left to the GLSL tiles: sizes no tile divides.
-  expect_matches_cpu(halves({100, 64}), halves({64, 64}), false, "M = 100");
-  expect_matches_cpu(halves({64, 40}), halves({40, 64}), false, "K = 40");
+  // Sizes no block divides: edge blocks load zeros past A and B and store only inside C, in
+  // every direction, batched, with B as it is or transposed, one row or one 8-column strip.
+  expect_matches_cpu(halves({100, 64}), halves({64, 64}), true, "M = 100");
+  expect_matches_cpu(halves({64, 40}), halves({40, 64}), true, "K = 40");
+  expect_matches_cpu(halves({3, 77, 120}), halves({3, 120, 136}), true,
+                     "[3, 77, 120] x [3, 120, 136]");
+  expect_matches_cpu(halves({1, 8}), halves({8, 8}), true, "[1, 8] x [8, 8]");
+  expect_matches_cpu(halves({200, 264}), halves({264, 72}), true, "[200, 264] x [264, 72]");
+  expect_matches_cpu(halves({2, 130, 24}), halves({136, 24}), true, "[2, 130, 24] x [136, 24]^T",
+                     [](const Tensor& a, const Tensor& b) {
+                       return std::pair{a, b.transpose(-1, -2)};
+                     });
+  {  // 128x128 blocks (enough of them) with ragged edges: 250 and 200 pad to 256 either way
+    const ferry::Device dev("vulkan:0");
+    Tensor c;
+    EXPECT_NE(matmul_kernel(halves({32, 250, 40}).to(dev), halves({32, 40, 200}).to(dev), &c)
+                  .find("block 128x128"),
+              std::string::npos);
+    expect_matches_cpu(halves({32, 250, 40}), halves({32, 40, 200}), true,
+                       "[32, 250, 40] x [32, 40, 200] (128x128 blocks, ragged)");
+  }
+  // Left to the GLSL tiles: N or K not a multiple of 8 (16-byte loads).
+  expect_matches_cpu(halves({64, 64}), halves({64, 60}), false, "N = 60");
+  expect_matches_cpu(halves({64, 36}), halves({36, 64}), false, "K = 36");
   // A Linear's weight, transposed: the B_TRANS modules, batched or folded into the rows.
   auto b_transposed = [](const Tensor& a, const Tensor& b) {
     return std::pair{a, b.transpose(-1, -2)};

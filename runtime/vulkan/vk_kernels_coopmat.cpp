@@ -12,9 +12,11 @@
 // - What runs it: f16 x f16 -> f16 products (f32 accumulation, as the GLSL tiles and cuBLAS
 //   do), [B, M, K] x [B, K, N] with A's and C's rows contiguous, B's rows or its columns (the
 //   transposed weight of a Linear: B_TRANS modules), every stride and offset a multiple of 8
-//   elements, and M, N, K multiples of a built tile's block (choose_coopmat_tile in
-//   vk_policy.hpp). Everything else, and a tensor that needs splitting to fit a binding, takes
-//   the GLSL tiles (vk_kernels_linalg.cpp), which matmul tries next.
+//   elements, and N and K multiples of 8 (the kernel's 16-byte loads then lie wholly inside
+//   or outside a matrix); M, N and K need not be multiples of the tile's block: edge blocks
+//   load zeros and store only inside C. choose_coopmat_tile (vk_policy.hpp) picks the block.
+//   Everything else, and a tensor that needs splitting to fit a binding, takes the GLSL tiles
+//   (vk_kernels_linalg.cpp), which matmul tries next.
 // - Which devices: FERRY_VULKAN_COOPMAT=1 where probe_coopmat finds the extension, the
 //   16x16x16 f16 shape and the features the modules declare; its pipelines ask for subgroups of
 //   exactly 32 (the kernel's warp layout). Off by default until it has run on a GPU inside
@@ -165,6 +167,7 @@ bool try_coopmat(VulkanDevice& dev, const TensorArg& A, const TensorArg& B, cons
   const CoopmatMode mode = dev.coopmat_mode();
   if (mode == CoopmatMode::off || C.dtype != DType::f16) return false;
   const std::int64_t nb = C.sizes[0], M = C.sizes[1], N = C.sizes[2], K = A.sizes[2];
+  if (nb == 0 || M == 0 || !multiple_of_8(N) || !multiple_of_8(K) || N == 0 || K == 0) return false;
   // Rows contiguous, B's along K or along N, and every row and batch 16-byte aligned (the
   // kernel's uint4 loads).
   const bool b_transposed = B.strides[1] == 1 && B.strides[2] != 1;
@@ -182,7 +185,8 @@ bool try_coopmat(VulkanDevice& dev, const TensorArg& A, const TensorArg& B, cons
   // One binding per operand, the batches in as few dispatches as the group-count limit allows.
   if (!fits(lim, A) || !fits(lim, B) || !fits(lim, C)) return false;
   const CoopmatTile& tile = mods.tiles[std::size_t(t)];
-  const std::uint32_t gx = std::uint32_t(N / tile.bn), gy = std::uint32_t(M / tile.bm);
+  const std::uint32_t gx = std::uint32_t((N + tile.bn - 1) / tile.bn),
+                      gy = std::uint32_t((M + tile.bm - 1) / tile.bm);
   if (gx > lim.max_groups_x || gy > lim.max_groups_x) return false;
   Binding a = dev.bind(A, Access::read), b = dev.bind(B, Access::read),
           c = dev.bind(C, Access::write);

@@ -154,14 +154,19 @@ int choose_coopmat_tile(std::span<const CoopmatTile> tiles, std::uint64_t batche
                         std::uint64_t n, std::uint64_t k, std::uint32_t shared_memory,
                         std::uint32_t max_invocations, std::uint64_t min_groups) {
   int best = -1, most = -1;
-  std::uint64_t best_area = 0, most_groups = 0;
+  std::uint64_t best_padded = 0, best_area = 0, most_groups = 0;
   for (std::size_t i = 0; i < tiles.size(); ++i) {
     const CoopmatTile& t = tiles[i];
-    if (!t.bm || !t.bn || !t.bk || m % t.bm || n % t.bn || k == 0 || k % t.bk ||
-        t.shared_bytes() > shared_memory || t.threads > max_invocations)
+    if (!t.bm || !t.bn || !t.bk || m == 0 || n == 0 || k == 0 || t.shared_bytes() > shared_memory ||
+        t.threads > max_invocations)
       continue;
-    const std::uint64_t groups = batches * (m / t.bm) * (n / t.bn), area = t.bm * t.bn;
-    if (groups >= min_groups && area > best_area) best = int(i), best_area = area;
+    // Blocks past an edge multiply zeros: the work a tile does is that of the padded sizes.
+    const std::uint64_t gm = (m + t.bm - 1) / t.bm, gn = (n + t.bn - 1) / t.bn;
+    const std::uint64_t groups = batches * gm * gn, area = t.bm * t.bn;
+    const std::uint64_t padded = gm * t.bm * gn * t.bn * ((k + t.bk - 1) / t.bk * t.bk);
+    if (groups >= min_groups &&
+        (best < 0 || padded < best_padded || (padded == best_padded && area > best_area)))
+      best = int(i), best_padded = padded, best_area = area;
     if (groups > most_groups) most = int(i), most_groups = groups;
   }
   return best >= 0 ? best : most;

@@ -79,9 +79,11 @@ struct CoopmatTile {
   std::uint32_t bm = 0, bn = 0, bk = 0, threads = 0;
   std::uint32_t shared_bytes() const;  // two stages of A and B tiles, rows padded by 8 halves
 };
-// The tile for a [batches, m, k] x [batches, k, n] product among `tiles`: of those whose bm, bn
-// and bk divide m, n and k, that fit the device's shared memory and workgroup size, the largest
-// that still gives `min_groups` workgroups, else the one giving the most; -1 when none fits.
+// The tile for a [batches, m, k] x [batches, k, n] product among `tiles`: of those that fit the
+// device's shared memory and workgroup size and still give `min_groups` workgroups, the one
+// doing the least work padded to its blocks (bm, bn, bk need not divide m, n, k: edge blocks
+// multiply zeros), the largest on ties, the first listed on ties again; without such a tile,
+// the one giving the most workgroups; -1 when none fits.
 int choose_coopmat_tile(std::span<const CoopmatTile> tiles, std::uint64_t batches, std::uint64_t m,
                         std::uint64_t n, std::uint64_t k, std::uint32_t shared_memory,
                         std::uint32_t max_invocations, std::uint64_t min_groups = 128);
