@@ -273,4 +273,66 @@ TEST(Coopmat, ResultsRoundToF16AsACastDoes) {
   }
 }
 
+TEST(CoopmatPolicy, TileTableRoundTripsAndIgnoresWhatItCannotRead) {
+  using ferry::vulkan::TileKey;
+  using ferry::vulkan::TileTable;
+  const TileTable table{
+      {TileKey{1, 4096, 4096, 4096, false, false}, "gemm_coopmat_w2x2_t4x4_k32"},
+      {TileKey{32, 250, 200, 40, true, true}, "gemm_coopmat_w2x2_t2x2_k32_bt_emulated"}};
+  EXPECT_EQ(ferry::vulkan::read_tile_table(ferry::vulkan::write_tile_table(table)), table);
+  EXPECT_TRUE(ferry::vulkan::read_tile_table("").empty());
+  EXPECT_TRUE(ferry::vulkan::read_tile_table("1 2 3 4 0 0 gemm_coopmat_x\n").empty());  // no header
+  const TileTable got = ferry::vulkan::read_tile_table(
+      "FERRYTILES1\n"
+      "1 64 64 64 0 0 gemm_coopmat_a\n"     // kept
+      "1 64 64 0 0 gemm_coopmat_b\n"        // a field short
+      "1 64 64 64 2 0 gemm_coopmat_c\n"     // not a flag
+      "1 64 64 64 0 0 matmul\n"             // not a coopmat module
+      "1 64 64 64 0 0 gemm_coopmat_d x\n"   // a field too many
+      "-1 64 64 64 0 0 gemm_coopmat_e\n");  // not a count
+  ASSERT_EQ(got.size(), 1u);
+  EXPECT_EQ(got.begin()->second, "gemm_coopmat_a");
+}
+
+TEST(CoopmatPolicy, TuningFromTheEnvironment) {
+  using ferry::vulkan::coopmat_tuning;
+  EXPECT_TRUE(coopmat_tuning(nullptr, CoopmatMode::on));  // measured on the GPU path
+  EXPECT_FALSE(coopmat_tuning(nullptr, CoopmatMode::emulated));
+  EXPECT_TRUE(coopmat_tuning("1", CoopmatMode::emulated));
+  EXPECT_FALSE(coopmat_tuning("1", CoopmatMode::off));
+  EXPECT_FALSE(coopmat_tuning("0", CoopmatMode::on));
+  EXPECT_THROW(coopmat_tuning("yes", CoopmatMode::on), ferry::Error);
+}
+
+std::string vulkan_property(const char* name) {
+  const auto p = ferry::device_impl(ferry::Device("vulkan:0")).info().properties;
+  auto it = p.find(name);
+  return it == p.end() ? std::string() : it->second;
+}
+
+// With FERRY_VULKAN_COOPMAT_TUNE=1 (ctest's coopmat_vulkan_tiles, through
+// tests/vulkan_coopmat_tiles.sh: twice, the second run with FERRY_TEST_TILES_SAVED=1 and the
+// first run's FERRY_CACHE_DIR).
+TEST(Coopmat, TilesAreMeasuredOncePerShapeAndKept) {
+  if (!path_is_on() || vulkan_property("coopmat_tiles") != "measured per shape")
+    GTEST_SKIP() << "run by ctest's coopmat_vulkan_tiles (FERRY_VULKAN_COOPMAT_TUNE=1)";
+  const bool saved = std::getenv("FERRY_TEST_TILES_SAVED") != nullptr;
+  const ferry::Device dev("vulkan:0");
+  ferry::manual_seed(11);
+  const std::uint64_t before = std::stoull(vulkan_property("coopmat_tiles_measured"));
+  // Several tiles can take it (ragged edges); the products are right whichever wins.
+  const Tensor a = halves({32, 250, 40}), b = halves({32, 40, 200});
+  Tensor got;
+  const std::string first = matmul_kernel(a.to(dev), b.to(dev), &got);
+  EXPECT_NE(first.find(saved ? "(measured earlier)" : "(measured)"), std::string::npos) << first;
+  ferry_test::expect_close(ferry_test::as_double(got), ferry_test::as_double(ferry::matmul(a, b)),
+                           2e-3, 2e-3, "measured");
+  const std::string second = matmul_kernel(a.to(dev), b.to(dev), &got);
+  EXPECT_NE(second.find("(measured earlier)"), std::string::npos) << second;
+  // The same module both times, and one measurement at most.
+  EXPECT_EQ(first.substr(0, first.find(" (")), second.substr(0, second.find(" (")));
+  EXPECT_EQ(std::stoull(vulkan_property("coopmat_tiles_measured")), before + (saved ? 0 : 1));
+  ferry_test::expect_close(ferry_test::as_double(got), ferry_test::as_double(ferry::matmul(a, b)),
+                           2e-3, 2e-3, "measured earlier");
+}
 }  // namespace

@@ -83,6 +83,17 @@ VulkanDevice::VulkanDevice(Device device, const PhysicalDevice& physical)
   for (auto& [name, fn] : table) register_kernel(name, std::move(fn));
 }
 
+std::optional<std::string> VulkanDevice::coopmat_tile(const TileKey& key) {
+  std::lock_guard lock(mutex_);
+  return pipelines_->tile(key);
+}
+
+void VulkanDevice::remember_coopmat_tile(const TileKey& key, std::string name) {
+  std::lock_guard lock(mutex_);
+  pipelines_->remember_tile(key, std::move(name));
+  ++coopmat_tiles_measured_;
+}
+
 void VulkanDevice::save_pipeline_cache() {
   std::lock_guard lock(mutex_);
   if (pipelines_) pipelines_->save_cache();
@@ -172,6 +183,7 @@ void VulkanDevice::create_device() {
                     : coopmat.ready    ? "FERRY_VULKAN_COOPMAT=1 turns it on"
                                        : "the device lacks " + coopmat.why_not;
   if (coopmat_mode_ == CoopmatMode::on) enable.push_back(VK_KHR_COOPERATIVE_MATRIX_EXTENSION_NAME);
+  coopmat_tuning_ = vulkan::coopmat_tuning(std::getenv("FERRY_VULKAN_COOPMAT_TUNE"), coopmat_mode_);
 
   VkPhysicalDevice8BitStorageFeatures e8{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_8BIT_STORAGE_FEATURES};
   VkPhysicalDevice16BitStorageFeatures e16{
@@ -378,6 +390,10 @@ DeviceInfo VulkanDevice::info() {
     pr["transfer_queue_waits"] = std::to_string(recorder_->cross_lane_waits());
   pr["batches_in_flight"] = std::to_string(recorder_->in_flight());
   pr["shaders_used"] = pipelines_->shaders_used();
+  if (coopmat_mode_ != CoopmatMode::off) {
+    pr["coopmat_tiles"] = coopmat_tuning_ ? "measured per shape" : "by block padding";
+    pr["coopmat_tiles_measured"] = std::to_string(coopmat_tiles_measured_);
+  }
   return d;
 }
 

@@ -184,6 +184,11 @@ class VulkanDevice final : public DeviceImpl {
   bool full_variant() const { return full_variant_; }
   // How matmul's f16 products run (Note [Cooperative-matrix GEMM] in vk_kernels_coopmat.cpp).
   CoopmatMode coopmat_mode() const { return coopmat_mode_; }
+  // Whether its tiles are chosen by measurement (Note [Measured coopmat tiles]), and the
+  // table of those measured.
+  bool coopmat_tuning() const { return coopmat_tuning_; }
+  std::optional<std::string> coopmat_tile(const TileKey& key);
+  void remember_coopmat_tile(const TileKey& key, std::string name);
   // Makes SPIR-V a shader that DispatchDesc::shader can name (a user's kernel);
   // does nothing when `name` is taken.
   void add_shader(const std::string& name, const std::vector<std::uint32_t>& spirv);
@@ -235,6 +240,8 @@ class VulkanDevice final : public DeviceImpl {
   bool subgroup_reductions_ = false;  // vk_policy.hpp's subgroup_reductions()
   CoopmatMode coopmat_mode_ = CoopmatMode::off;  // vk_policy.hpp's coopmat_mode()
   std::string coopmat_note_;                     // why it is off, for info()
+  bool coopmat_tuning_ = false;                  // vk_policy.hpp's coopmat_tuning()
+  std::uint64_t coopmat_tiles_measured_ = 0;     // under mutex_
   bool push_descriptors_ = false;
   bool memory_budget_ = false;
   bool host_import_ = false;  // VK_EXT_external_memory_host enabled

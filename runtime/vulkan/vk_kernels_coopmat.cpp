@@ -14,7 +14,8 @@
 //   transposed weight of a Linear: B_TRANS modules), every stride and offset a multiple of 8
 //   elements, and N and K multiples of 8 (the kernel's 16-byte loads then lie wholly inside
 //   or outside a matrix); M, N and K need not be multiples of the tile's block: edge blocks
-//   load zeros and store only inside C. choose_coopmat_tile (vk_policy.hpp) picks the block.
+//   load zeros and store only inside C. Measurement picks the block (Note [Measured coopmat
+//   tiles]), or choose_coopmat_tile's padding rule (vk_policy.hpp).
 //   Everything else, and a tensor that needs splitting to fit a binding, takes the GLSL tiles
 //   (vk_kernels_linalg.cpp), which matmul tries next.
 // - Which devices: FERRY_VULKAN_COOPMAT=1 where probe_coopmat finds the extension, the
@@ -30,7 +31,9 @@
 
 #include <algorithm>
 #include <array>
+#include <chrono>
 #include <cstdlib>
+#include <optional>
 #include <string_view>
 #include <vector>
 
@@ -156,6 +159,37 @@ const CoopmatModules& modules(bool emulated, bool b_transposed) {
 
 bool multiple_of_8(std::int64_t v) { return v % 8 == 0; }
 
+// Note [Measured coopmat tiles]
+// Which block runs a product fastest depends on the GPU (its shared memory, its matrix units,
+// how many workgroups it keeps resident) in ways choose_coopmat_tile's padding rule only
+// guesses. So, with tuning on (FERRY_VULKAN_COOPMAT_TUNE, vk_policy.hpp; on by default on the
+// tensor-core path), the first product of each shape (batches, M, N, K, B's layout) runs
+// once on every tile the device can take, then kRuns more times each, timed by the host
+// between two synchronizes, and the fastest is kept: in the device's table, saved beside its
+// pipeline cache (<cache file>.tiles, Note [Pipeline cache]) so later runs on the same driver
+// skip the measurement, as cuDNN's benchmark mode and its caches do. The measured runs write
+// the product's own output, so they cost one stall per shape and nothing else; the winner
+// then runs once more. Products in training repeat their shapes every step, so the table
+// stays small. The profiler's kernel detail says "measured", "measured earlier" or "by
+// padding".
+constexpr int kRuns = 3;
+
+template <typename Run>
+int fastest_tile(VulkanDevice& dev, const std::vector<int>& candidates, const Run& run) {
+  int best = candidates.front();
+  double best_s = 0;
+  for (int i : candidates) {
+    run(i);  // makes the pipeline, and warms the caches
+    dev.synchronize();
+    const auto t0 = std::chrono::steady_clock::now();
+    for (int r = 0; r < kRuns; ++r) run(i);
+    dev.synchronize();
+    const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    if (i == candidates.front() || s < best_s) best = i, best_s = s;
+  }
+  return best;
+}
+
 }  // namespace
 
 // Push constants of shaders/gemm_coopmat.slang's Params, in elements.
@@ -178,51 +212,82 @@ bool try_coopmat(VulkanDevice& dev, const TensorArg& A, const TensorArg& B, cons
     if (!multiple_of_8(s)) return false;
   const KernelLimits& lim = dev.limits();
   const CoopmatModules& mods = modules(mode == CoopmatMode::emulated, b_transposed);
-  const int t =
-      choose_coopmat_tile(mods.tiles, std::uint64_t(nb), std::uint64_t(M), std::uint64_t(N),
-                          std::uint64_t(K), lim.shared_memory, lim.max_workgroup_invocations);
+  int t = choose_coopmat_tile(mods.tiles, std::uint64_t(nb), std::uint64_t(M), std::uint64_t(N),
+                              std::uint64_t(K), lim.shared_memory, lim.max_workgroup_invocations);
   if (t < 0) return false;
   // One binding per operand, the batches in as few dispatches as the group-count limit allows.
   if (!fits(lim, A) || !fits(lim, B) || !fits(lim, C)) return false;
-  const CoopmatTile& tile = mods.tiles[std::size_t(t)];
-  const std::uint32_t gx = std::uint32_t((N + tile.bn - 1) / tile.bn),
-                      gy = std::uint32_t((M + tile.bm - 1) / tile.bm);
-  if (gx > lim.max_groups_x || gy > lim.max_groups_x) return false;
+  auto groups = [&](const CoopmatTile& tile) {
+    return std::pair{std::uint32_t((N + tile.bn - 1) / tile.bn),
+                     std::uint32_t((M + tile.bm - 1) / tile.bm)};
+  };
+  // The tiles that can run this product: the device's limits allow them.
+  std::vector<int> candidates;
+  for (std::size_t i = 0; i < mods.tiles.size(); ++i) {
+    const CoopmatTile& tile = mods.tiles[i];
+    const auto [gx, gy] = groups(tile);
+    if (tile.shared_bytes() <= lim.shared_memory && tile.threads <= lim.max_workgroup_invocations &&
+        gx <= lim.max_groups_x && gy <= lim.max_groups_x)
+      candidates.push_back(int(i));
+  }
+  if (std::find(candidates.begin(), candidates.end(), t) == candidates.end()) return false;
   Binding a = dev.bind(A, Access::read), b = dev.bind(B, Access::read),
           c = dev.bind(C, Access::write);
   for (const Binding* x : {&a, &b, &c})
     if (x->offset % 16 != 0 || !multiple_of_8(x->element_offset)) return false;
-  if (profiler::enabled())
-    profiler::note_kernel(fmt::format("coopmat gemm {}, block {}x{}x{}",
-                                      mods.shaders[std::size_t(t)]->name, tile.bm, tile.bn,
-                                      tile.bk));
-  CoopmatParams p{std::uint32_t(M),
-                  std::uint32_t(N),
-                  std::uint32_t(K),
-                  std::uint32_t(A.strides[1]),
-                  std::uint32_t(ldb),
-                  std::uint32_t(C.strides[1]),
-                  a.element_offset,
-                  b.element_offset,
-                  c.element_offset,
-                  std::uint32_t(A.strides[0]),
-                  std::uint32_t(B.strides[0]),
-                  std::uint32_t(C.strides[0])};
-  const std::uint32_t base_a = p.a_off, base_b = p.b_off, base_c = p.c_off;
-  for (std::int64_t z = 0; z < nb; z += lim.max_groups_x) {
-    // Later dispatches start max_groups_x batches on (element offsets stay below 2^32: bind()).
-    p.a_off = base_a + std::uint32_t(z * A.strides[0]);
-    p.b_off = base_b + std::uint32_t(z * B.strides[0]);
-    p.c_off = base_c + std::uint32_t(z * C.strides[0]);
-    dev.dispatch(
-        {.shader = mods.shaders[std::size_t(t)]->name,
-         .spec = {},
-         .bindings = {a, b, c},
-         .push = &p,
-         .push_size = sizeof p,
-         .groups = {gx, gy, std::uint32_t(std::min<std::int64_t>(lim.max_groups_x, nb - z))},
-         .subgroup_size = mode == CoopmatMode::on ? 32u : 0u});
+  const CoopmatParams base{std::uint32_t(M),
+                           std::uint32_t(N),
+                           std::uint32_t(K),
+                           std::uint32_t(A.strides[1]),
+                           std::uint32_t(ldb),
+                           std::uint32_t(C.strides[1]),
+                           a.element_offset,
+                           b.element_offset,
+                           c.element_offset,
+                           std::uint32_t(A.strides[0]),
+                           std::uint32_t(B.strides[0]),
+                           std::uint32_t(C.strides[0])};
+  auto run = [&](int which) {
+    const auto [gx, gy] = groups(mods.tiles[std::size_t(which)]);
+    CoopmatParams p = base;
+    for (std::int64_t z = 0; z < nb; z += lim.max_groups_x) {
+      // Later dispatches start max_groups_x batches on (element offsets stay below 2^32: bind()).
+      p.a_off = base.a_off + std::uint32_t(z * A.strides[0]);
+      p.b_off = base.b_off + std::uint32_t(z * B.strides[0]);
+      p.c_off = base.c_off + std::uint32_t(z * C.strides[0]);
+      dev.dispatch(
+          {.shader = mods.shaders[std::size_t(which)]->name,
+           .spec = {},
+           .bindings = {a, b, c},
+           .push = &p,
+           .push_size = sizeof p,
+           .groups = {gx, gy, std::uint32_t(std::min<std::int64_t>(lim.max_groups_x, nb - z))},
+           .subgroup_size = mode == CoopmatMode::on ? 32u : 0u});
+    }
+  };
+  const char* how = "by padding";
+  if (dev.coopmat_tuning() && candidates.size() > 1) {
+    const TileKey key{std::uint64_t(nb), std::uint64_t(M), std::uint64_t(N),
+                      std::uint64_t(K),  b_transposed,     mode == CoopmatMode::emulated};
+    int known = -1;
+    if (const std::optional<std::string> name = dev.coopmat_tile(key))
+      for (int i : candidates)
+        if (*name == mods.shaders[std::size_t(i)]->name) known = i;
+    if (known >= 0) {
+      t = known, how = "measured earlier";
+    } else {
+      t = fastest_tile(dev, candidates, run);
+      how = "measured";
+      dev.remember_coopmat_tile(key, mods.shaders[std::size_t(t)]->name);
+    }
   }
+  if (profiler::enabled()) {
+    const CoopmatTile& tile = mods.tiles[std::size_t(t)];
+    profiler::note_kernel(fmt::format("coopmat gemm {}, block {}x{}x{} ({})",
+                                      mods.shaders[std::size_t(t)]->name, tile.bm, tile.bn, tile.bk,
+                                      how));
+  }
+  run(t);
   return true;
 }
 

@@ -8,7 +8,9 @@
 // $FERRY_CACHE_DIR (default $XDG_CACHE_HOME/ferry, else ~/.cache/ferry) in a
 // file named after the device's vendor, device id, pipelineCacheUUID and
 // driver version, wrapped with a hash (vk_policy.hpp). A missing, truncated,
-// corrupt or foreign file is ignored and the cache starts empty.
+// corrupt or foreign file is ignored and the cache starts empty. The
+// cooperative-matrix tiles measured on the device (Note [Measured coopmat
+// tiles] in vk_kernels_coopmat.cpp) are kept beside it, in <file>.tiles.
 #include "vulkan/vk_pipelines.hpp"
 
 #include <fmt/format.h>
@@ -278,35 +280,60 @@ void Pipelines::load_cache() {
           "vkCreatePipelineCache");
   }
   FERRY_DEBUG("{}: pipeline cache {} ({} bytes loaded)", device_name_, path, data.size());
+  if (!path.empty()) {  // the measured tiles, beside it
+    std::ifstream f(path + ".tiles");
+    tiles_ = read_tile_table(std::string((std::istreambuf_iterator<char>(f)), {}));
+  }
 }
 
+std::optional<std::string> Pipelines::tile(const TileKey& key) const {
+  auto it = tiles_.find(key);
+  if (it == tiles_.end()) return std::nullopt;
+  return it->second;
+}
+
+void Pipelines::remember_tile(const TileKey& key, std::string name) {
+  tiles_[key] = std::move(name);
+  tiles_dirty_ = true;
+}
+
+namespace {
+// Writes `bytes` to `path` through a temporary file and a rename, so a concurrent reader sees
+// the old file or the new one, never half of one.
+bool write_file(const std::string& path, const void* bytes, std::size_t size) {
+  std::error_code ec;
+  std::filesystem::create_directories(std::filesystem::path(path).parent_path(), ec);
+  std::string tmp = fmt::format("{}.{}.tmp", path, ::getpid());
+  {
+    std::ofstream f(tmp, std::ios::binary | std::ios::trunc);
+    f.write(static_cast<const char*>(bytes), std::streamsize(size));
+    if (!f) {
+      std::remove(tmp.c_str());
+      return false;
+    }
+  }
+  std::filesystem::rename(tmp, path, ec);
+  if (ec) std::remove(tmp.c_str());
+  return !ec;
+}
+}  // namespace
+
 void Pipelines::save_cache() {
-  if (!pipeline_cache_ || !cache_dirty_) return;
-  std::string path = cache_path();
+  const std::string path = cache_path();
   if (path.empty()) return;
+  if (tiles_dirty_) {
+    const std::string text = write_tile_table(tiles_);
+    if (write_file(path + ".tiles", text.data(), text.size())) tiles_dirty_ = false;
+  }
+  if (!pipeline_cache_ || !cache_dirty_) return;
   std::size_t size = 0;
   if (vk_.vkGetPipelineCacheData(device_, pipeline_cache_, &size, nullptr) != VK_SUCCESS) return;
   std::vector<std::uint8_t> data(size);
   if (vk_.vkGetPipelineCacheData(device_, pipeline_cache_, &size, data.data()) != VK_SUCCESS)
     return;
   data.resize(size);
-  std::vector<std::uint8_t> file = wrap_pipeline_cache(data);
-  // Written to a temporary file and renamed, so a concurrent reader sees the old file or the
-  // new one, never half of one.
-  std::error_code ec;
-  std::filesystem::create_directories(std::filesystem::path(path).parent_path(), ec);
-  std::string tmp = fmt::format("{}.{}.tmp", path, ::getpid());
-  {
-    std::ofstream f(tmp, std::ios::binary | std::ios::trunc);
-    f.write(reinterpret_cast<const char*>(file.data()), std::streamsize(file.size()));
-    if (!f) {
-      std::remove(tmp.c_str());
-      return;
-    }
-  }
-  std::filesystem::rename(tmp, path, ec);
-  if (ec) std::remove(tmp.c_str());
-  cache_dirty_ = false;
+  const std::vector<std::uint8_t> file = wrap_pipeline_cache(data);
+  if (write_file(path, file.data(), file.size())) cache_dirty_ = false;
 }
 
 void Pipelines::add_shader(const std::string& name, const std::vector<std::uint32_t>& spirv) {

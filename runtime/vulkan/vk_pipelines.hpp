@@ -14,12 +14,14 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <unordered_map>
 #include <vector>
 
 #include "vulkan/vk_kernels.hpp"
+#include "vulkan/vk_policy.hpp"
 
 namespace ferry::vulkan {
 
@@ -58,8 +60,13 @@ class Pipelines {
   // The shaders this device has made pipelines of, sorted, comma-separated: which kernels
   // have run (ferry-devices --verbose, and tests that check a call took a given path).
   std::string shaders_used() const;
-  // Writes the cache file when pipelines were made since it was read.
+  // Writes the cache file when pipelines were made since it was read, and the tile file
+  // when a tile was measured since (Note [Measured coopmat tiles] in vk_kernels_coopmat.cpp).
   void save_cache();
+  // The cooperative-matrix module measured fastest for `key`, if it was, in this run or an
+  // earlier one on the same driver.
+  std::optional<std::string> tile(const TileKey& key) const;
+  void remember_tile(const TileKey& key, std::string name);
 
  private:
   // The module `name` (and `op`, Note [Per-op shader modules]) is made from, made once.
@@ -92,6 +99,8 @@ class Pipelines {
   std::unordered_map<std::uint64_t, std::vector<CachedPipeline>> pipelines_;  // by key hash
   VkPipelineCache pipeline_cache_ = VK_NULL_HANDLE;
   bool cache_dirty_ = false;
+  TileTable tiles_;
+  bool tiles_dirty_ = false;
 };
 
 }  // namespace ferry::vulkan

@@ -4,6 +4,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <charconv>
 #include <cstring>
 #include <sstream>
 
@@ -211,6 +212,44 @@ TransferQueueChoice choose_transfer_queue(const char* env, std::span<const Queue
     c.note = "forced (the compute queue itself)";
   }
   return c;
+}
+
+std::string write_tile_table(const TileTable& table) {
+  std::string out = "FERRYTILES1\n";
+  for (const auto& [k, name] : table)
+    out += fmt::format("{} {} {} {} {} {} {}\n", k.batches, k.m, k.n, k.k, int(k.b_transposed),
+                       int(k.emulated), name);
+  return out;
+}
+
+TileTable read_tile_table(std::string_view text) {
+  TileTable table;
+  std::istringstream in{std::string(text)};
+  std::string line;
+  if (!std::getline(in, line) || line != "FERRYTILES1") return table;
+  while (std::getline(in, line)) {
+    std::istringstream fields(line);
+    std::string f[8];
+    int n = 0;
+    while (n < 8 && fields >> f[n]) ++n;
+    std::uint64_t v[6];
+    bool ok = n == 7 && f[6].starts_with("gemm_coopmat_");
+    for (int i = 0; ok && i < 6; ++i) {  // digits only: istream would wrap "-1"
+      const auto [end, ec] = std::from_chars(f[i].data(), f[i].data() + f[i].size(), v[i]);
+      ok = ec == std::errc() && end == f[i].data() + f[i].size() && (i < 4 || v[i] <= 1);
+    }
+    if (!ok) continue;
+    table[TileKey{v[0], v[1], v[2], v[3], v[4] == 1, v[5] == 1}] = f[6];
+  }
+  return table;
+}
+
+bool coopmat_tuning(const char* env, CoopmatMode mode) {
+  const std::string v = env ? env : "";
+  if (v.empty()) return mode == CoopmatMode::on;
+  if (v != "1" && v != "0")
+    throw Error("FERRY_VULKAN_COOPMAT_TUNE must be 1 or 0, not '" + v + "'");
+  return v == "1" && mode != CoopmatMode::off;
 }
 
 }  // namespace ferry::vulkan

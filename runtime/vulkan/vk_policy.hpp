@@ -4,14 +4,17 @@
 // ferry_tests checks them on any machine (tests/test_vulkan_policy.cpp).
 #pragma once
 
+#include <compare>
 #include <cstdint>
+#include <map>
 #include <optional>
 #include <span>
 #include <string>
+#include <string_view>
 #include <vector>
 
-#include "ferry/kit/coalesce.hpp"
 #include "ferry/device_info.hpp"
+#include "ferry/kit/coalesce.hpp"
 
 namespace ferry::vulkan {
 
@@ -87,6 +90,23 @@ struct CoopmatTile {
 int choose_coopmat_tile(std::span<const CoopmatTile> tiles, std::uint64_t batches, std::uint64_t m,
                         std::uint64_t n, std::uint64_t k, std::uint32_t shared_memory,
                         std::uint32_t max_invocations, std::uint64_t min_groups = 128);
+
+// Note [Measured coopmat tiles] in vk_kernels_coopmat.cpp: which tile a product of one shape
+// runs, once measured, kept per device beside its pipeline cache.
+struct TileKey {
+  std::uint64_t batches = 0, m = 0, n = 0, k = 0;
+  bool b_transposed = false, emulated = false;
+  auto operator<=>(const TileKey&) const = default;
+};
+using TileTable = std::map<TileKey, std::string>;  // -> the module's name
+// The file: a "FERRYTILES1" line, then a line per entry: batches m n k b_transposed emulated
+// name. read_tile_table ignores a file without the header and every malformed line.
+std::string write_tile_table(const TileTable& table);
+TileTable read_tile_table(std::string_view text);
+// FERRY_VULKAN_COOPMAT_TUNE (`env`): "1" measure, "0" the heuristic (choose_coopmat_tile);
+// unset, measure on the tensor-core path and not in the emulation (whose tests would time
+// every shape). Throws ferry::Error naming the variable for another value.
+bool coopmat_tuning(const char* env, CoopmatMode mode);
 
 // Note [Transfer queue] in vk_recorder.hpp: the queue a Vulkan device copies between host and
 // device memory on. A queue family as the device reports it: VkQueueFlags (kQueueGraphics,
