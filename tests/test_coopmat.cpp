@@ -273,6 +273,52 @@ TEST(Coopmat, ResultsRoundToF16AsACastDoes) {
   }
 }
 
+// The kernel the op named `op` chose on its device, as the profiler names it.
+std::string op_kernel(const std::string& op, const std::function<Tensor()>& run, Tensor* out) {
+  ferry::profiler::Scope scope;
+  *out = run();
+  std::string kernel;
+  for (const auto& e : scope.stop().events())
+    if (e.kind == ferry::profiler::EventKind::op && e.name == op) kernel = e.detail;
+  return kernel;
+}
+
+TEST(Coopmat, PointwiseConvolutionsRunOnIt) {
+  if (!path_is_on()) GTEST_SKIP() << coopmat_property();
+  const ferry::Device dev("vulkan:0");
+  ferry::manual_seed(13);
+  struct Case {
+    ferry::Shape x, w;
+    bool bias;
+    std::int64_t stride, padding;
+    bool coopmat;
+    const char* what;
+  };
+  for (const Case& k : std::vector<Case>{
+           {{2, 16, 8, 8}, {24, 16, 1, 1}, false, 1, 0, true, "1x1, [2, 16, 8, 8] -> 24"},
+           {{3, 40, 5, 8}, {72, 40, 1, 1}, false, 1, 0, true, "1x1, ragged blocks"},
+           {{2, 16, 8, 8}, {24, 16, 1, 1}, true, 1, 0, false, "1x1 with a bias"},
+           {{2, 16, 8, 8}, {24, 16, 1, 1}, false, 2, 0, false, "1x1, stride 2"},
+           {{2, 16, 8, 8}, {24, 16, 3, 3}, false, 1, 1, false, "3x3"},
+           {{2, 12, 8, 8}, {24, 12, 1, 1}, false, 1, 0, false, "12 channels (not 8k)"}}) {
+    const Tensor x = halves(k.x), w = halves(k.w), b = k.bias ? halves({k.w[0]}) : Tensor();
+    Tensor got;
+    const std::string kernel = op_kernel(
+        "conv2d",
+        [&] {
+          return ferry::conv2d(x.to(dev), w.to(dev), k.bias ? b.to(dev) : Tensor(), {k.stride},
+                               k.padding);
+        },
+        &got);
+    EXPECT_EQ(kernel.find("coopmat") != std::string::npos, k.coopmat) << k.what << ": " << kernel;
+    const Tensor want = ferry::conv2d(x.to(DType::f32), w.to(DType::f32),
+                                      k.bias ? b.to(DType::f32) : Tensor(), {k.stride}, k.padding)
+                            .to(DType::f16);
+    ferry_test::expect_close(ferry_test::as_double(got), ferry_test::as_double(want), 2e-3, 2e-3,
+                             k.what);
+  }
+}
+
 TEST(CoopmatPolicy, TileTableRoundTripsAndIgnoresWhatItCannotRead) {
   using ferry::vulkan::TileKey;
   using ferry::vulkan::TileTable;

@@ -19,6 +19,8 @@
 //   gradient's sum runs over the whole batch and every position (32 x 56 x 56 terms at ResNet-18's
 //   first stage) into few outputs, so it is cut into pieces that fill the GPU, each writing a
 //   partial result, added up in order by a second pass (deterministic: no atomics).
+// With the cooperative-matrix path on, an f16 pointwise convolution's forward pass runs on it
+// (pointwise_on_coopmat).
 // Tensors larger than one storage-buffer binding are cut along the batch (vk_split.hpp); the
 // sums over the batch then add one part per cut. A single sample larger than a binding raises
 // UnsupportedError.
@@ -194,6 +196,25 @@ void for_each_chunk(const Conv& cv, std::initializer_list<TensorArg> batched,
     f(n0, std::min<std::int64_t>(chunk, std::int64_t(cv.p.N) - n0));
 }
 
+// A pointwise convolution (1x1 kernel, stride 1, no padding, one group; a ResNet bottleneck's
+// two of three) is the product y[n] = w [OC, C] x x[n] [C, L] for each sample: matmul's f16
+// cooperative-matrix kernel runs it as a batch with the weight's batch stride 0, where
+// try_coopmat takes it (Note [Cooperative-matrix GEMM] in vk_kernels_coopmat.cpp).
+bool pointwise_on_coopmat(VulkanDevice& dev, const Conv& cv, const TensorArg& x, const TensorArg& w,
+                          const TensorArg& y) {
+  if (dev.coopmat_mode() == CoopmatMode::off || cv.dt != DType::f16 || cv.p.G != 1 || cv.K != 1 ||
+      cv.L != cv.area)
+    return false;
+  for (int e = 0; e < 3; ++e)
+    if (cv.p.stride[e] != 1 || cv.p.pad[e] != 0) return false;
+  const std::int64_t N = cv.p.N, C = cv.p.C, OC = cv.p.OC, L = cv.L;
+  TensorArg a = w, b = x, c = y;
+  a.sizes = {N, OC, C}, a.strides = {0, C, 1};
+  b.sizes = {N, C, L}, b.strides = {C * L, L, 1};
+  c.sizes = {N, OC, L}, c.strides = {OC * L, L, 1};
+  return try_coopmat(dev, a, b, c);
+}
+
 // The forward pass (y from x) or the input's gradient (gx from gy): `out` from `in` and the
 // weight, sample by sample, in chunks of the batch.
 void per_sample(VulkanDevice& dev, const OpCall& c, bool forward) {
@@ -205,6 +226,7 @@ void per_sample(VulkanDevice& dev, const OpCall& c, bool forward) {
   // The GEMM's rows per group, and its columns per sample (out's positions).
   const std::uint64_t rows = forward ? cv.OCg : cv.Cg, positions = forward ? cv.L : cv.area;
   const bool direct_kernel = forward ? cv.direct_forward() : cv.direct_backward_input();
+  if (forward && !f.has_bias && pointwise_on_coopmat(dev, cv, in, w, out)) return;
   for_each_chunk(cv, {in, out}, [&](std::int64_t n0, std::int64_t n) {
     const Binding ob = dev.bind(narrow(out, 0, n0, n), Access::write);
     const Binding ib = dev.bind(narrow(in, 0, n0, n), Access::read);
