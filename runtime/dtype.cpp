@@ -66,6 +66,8 @@ DType dtype_from_name(std::string_view name) {
 bool is_floating(DType t) {
   return t == DType::f32 || t == DType::f16 || t == DType::bf16 || t == DType::f64;
 }
+bool is_reduced_float(DType t) { return t == DType::f16 || t == DType::bf16; }
+DType compute_dtype(DType t) { return is_reduced_float(t) ? DType::f32 : t; }
 bool is_integral(DType t) {
   return t == DType::i8 || t == DType::i16 || t == DType::i32 || t == DType::i64 || t == DType::u8;
 }

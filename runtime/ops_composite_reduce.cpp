@@ -70,8 +70,6 @@ std::pair<Tensor, Tensor> std_mean(const Tensor& x, const std::vector<std::int64
 
 namespace {
 
-bool is_16_bit_float(DType t) { return t == DType::f16 || t == DType::bf16; }
-
 // s^(1/p) for s >= 0, with a zero gradient where s is 0 (the root's own
 // derivative is infinite there, and times d s = 0 it would be NaN): the root
 // takes 1 there instead, and where() passes nothing back from the branch it
@@ -93,7 +91,7 @@ Tensor norm(const Tensor& x, double p, const std::vector<std::int64_t>& dims, bo
     return norm(ac(x), p, dims, keepdim);
   }
   detail::check_dtype(OpId::norm, x);
-  if (is_16_bit_float(x.dtype())) return norm(x.to(DType::f32), p, dims, keepdim).to(x.dtype());
+  if (is_reduced_float(x.dtype())) return norm(x.to(DType::f32), p, dims, keepdim).to(x.dtype());
   if (std::isnan(p)) throw ValueError("norm: p is NaN");
   if (p == INFINITY) return max(abs(x), dims, keepdim);
   if (p == -INFINITY) return min(abs(x), dims, keepdim);

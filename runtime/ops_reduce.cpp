@@ -95,10 +95,8 @@ Tensor extremum(OpId id, const Tensor& x, const std::vector<std::int64_t>& dims,
   return run_reduce(id, plan, x.dtype(), keepdim);
 }
 
-// 16-bit floats are widened for mean and var: their sums overflow easily
-// (f16's largest value is 65504) and rounding the sum before dividing would
-// round twice.
-bool is_half(DType t) { return t == DType::f16 || t == DType::bf16; }
+// 16-bit floats are widened for mean and var (compute_dtype): their sums
+// overflow easily and rounding the sum before dividing would round twice.
 
 }  // namespace
 
@@ -135,7 +133,8 @@ namespace {
 
 Tensor mean_forward(const Tensor& x, const std::vector<std::int64_t>& dims, bool keepdim) {
   check_dtype(OpId::mean, x);
-  if (is_half(x.dtype())) return mean_forward(x.to(DType::f32), dims, keepdim).to(x.dtype());
+  if (is_reduced_float(x.dtype()))
+    return mean_forward(x.to(DType::f32), dims, keepdim).to(x.dtype());
   ReducePlan plan = plan_reduce("mean", x, dims);
   Tensor s = run_reduce(OpId::sum, plan, x.dtype(), keepdim);
   // An empty slice gives 0 / 0 = NaN, like PyTorch.
@@ -147,7 +146,7 @@ Tensor mean_forward(const Tensor& x, const std::vector<std::int64_t>& dims, bool
 Tensor var_forward(const Tensor& x, const std::vector<std::int64_t>& dims, double correction,
                    bool keepdim) {
   check_dtype(OpId::var, x);
-  if (is_half(x.dtype()))
+  if (is_reduced_float(x.dtype()))
     return var_forward(x.to(DType::f32), dims, correction, keepdim).to(x.dtype());
   ReducePlan plan = plan_reduce("var", x, dims);
   Tensor m = mean_forward(x, dims, /*keepdim=*/true);

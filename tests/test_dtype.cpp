@@ -100,3 +100,12 @@ TEST(DType, ScalarKeepsItsCategory) {
   EXPECT_EQ(ferry::Scalar(-2.7).to_int64(), -2);
   EXPECT_EQ(ferry::Scalar(NAN).to_int64(), 0);
 }
+
+TEST(DType, ReducedFloatsComputeInF32) {
+  using ferry::DType;
+  for (DType t : ferry::kAllDTypes) {
+    const bool reduced = t == DType::f16 || t == DType::bf16;
+    EXPECT_EQ(ferry::is_reduced_float(t), reduced) << ferry::dtype_name(t);
+    EXPECT_EQ(ferry::compute_dtype(t), reduced ? DType::f32 : t) << ferry::dtype_name(t);
+  }
+}

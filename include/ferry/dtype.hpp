@@ -27,6 +27,11 @@ std::string_view dtype_name(DType t);
 DType dtype_from_name(std::string_view name);  // throws DTypeError
 bool is_floating(DType t);                     // f32, f16, bf16, f64
 bool is_integral(DType t);                     // i8, i16, i32, i64, u8 (not bool)
+bool is_reduced_float(DType t);                // f16, bf16: the 16-bit floats
+// The dtype a computation on `t` runs in (PyTorch's opmath type): f32 for the 16-bit floats,
+// whose sums overflow (f16's largest value is 65504) and would round at every step; `t`
+// itself otherwise.
+DType compute_dtype(DType t);
 
 // PyTorch's promotion lattice: bool < integers < floating; within a category
 // the wider type wins; u8 with a signed type gives the narrowest signed type

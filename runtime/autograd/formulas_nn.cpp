@@ -10,8 +10,6 @@
 namespace ferry::autograd {
 namespace {
 
-bool is_half(DType t) { return t == DType::f16 || t == DType::bf16; }
-
 // Note [Matmul gradient layout]
 // For a 2-D operand stored transposed (a Linear layer's weight.t(): stride 1
 // along its rows) the gradient is computed transposed as well, (Gᵀ·A)ᵀ rather
@@ -88,7 +86,7 @@ void record_layer_norm(const Tensor& x, const Shape& normalized_shape, const Ten
          [x = Saved(x), w = Saved(weight), mu = Saved(mean_t), rs = Saved(rstd_t),
           normalized_shape](const Tensor& g, const Needs& n) -> std::vector<Tensor> {
            const Tensor xv = x.get(), wv = w.get();
-           const DType dt = is_half(xv.dtype()) ? DType::f32 : xv.dtype();
+           const DType dt = compute_dtype(xv.dtype());
            const std::int64_t cols = detail::shape_numel(normalized_shape);
            const std::int64_t rows = cols == 0 ? 0 : xv.numel() / cols;
            const Tensor x2 = xv.reshape({rows, cols}).to(dt);

@@ -186,8 +186,6 @@ void require(bool ok, const std::string& message) {
   if (!ok) throw ShapeError(message);
 }
 
-bool is_16_bit_float(DType dt) { return dt == DType::f16 || dt == DType::bf16; }
-
 class Group final : public ProcessGroup {
  public:
   // `device`: the device of a device module's group (its buffers are that device's memory).
@@ -253,7 +251,7 @@ class Group final : public ProcessGroup {
     return issue(Call{std::int64_t(Kind::reduce_scatter), std::int64_t(in.dtype()), out.numel(),
                       std::int64_t(op)},
                  [this, out, in, op] {
-                   const DType wide = is_16_bit_float(in.dtype()) ? DType::f32 : in.dtype();
+                   const DType wide = compute_dtype(in.dtype());
                    Tensor hi = staged(in, true, wide), ho = staged(out, false, wide);
                    lib_->reduce_scatter(bytes(hi), bytes(ho), std::size_t(ho.numel()), ho.dtype(),
                                         library_op(in.dtype(), op));
@@ -406,7 +404,7 @@ class Group final : public ProcessGroup {
   }
   // An in-place reduction of t: 16-bit floats in f32, rounded once at the end.
   void reduce(const Tensor& t, ReduceOp op, const Reducer& run) const {
-    const DType wide = is_16_bit_float(t.dtype()) ? DType::f32 : t.dtype();
+    const DType wide = compute_dtype(t.dtype());
     if (!device_ && !t.device().is_cpu()) {  // Note [Chunked staging]
       const ReduceOp library = library_op(t.dtype(), op);
       reduce_in_chunks(

@@ -26,7 +26,7 @@ void adam_elementwise(double lr, double beta1, double beta2, double eps, double 
                       bool amsgrad, bool maximize, bool decoupled, Tensor p, const Tensor& grad,
                       Tensor exp_avg, Tensor exp_avg_sq, Tensor max_exp_avg_sq, double step_size,
                       double bias_correction2_sqrt) {
-  const DType w = detail::work_dtype(p.dtype());
+  const DType w = compute_dtype(p.dtype());
   Tensor pw = p.to(w);
   Tensor g = grad.to(w);
   if (maximize) g = neg(g);

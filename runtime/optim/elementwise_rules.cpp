@@ -252,7 +252,7 @@ template <typename O> void ElementwiseOptimizer<O>::update(std::size_t group,
   const std::vector<std::string> names = Rule<O>::state();
   for (std::size_t i : params) {
     const Tensor& param = parameters()[i];
-    const DType w = detail::work_dtype(param.dtype());
+    const DType w = compute_dtype(param.dtype());
     Step s{param.to(w), param.grad().to(w), state(i).step + 1, false, {}};
     if constexpr (requires { o.maximize; })
       if (o.maximize) s.g = neg(s.g);

@@ -22,10 +22,6 @@ using json = nlohmann::ordered_json;
 void run_fused(OpId op, const std::vector<Tensor>& inputs, const std::vector<Tensor>& outputs,
                const Attrs& attrs);
 
-// Note [16-bit optimizer math] (runtime/optim/optimizer.cpp): f16 and bf16
-// updates compute in f32.
-DType work_dtype(DType dtype);
-
 // Options read back from load_state_dict's JSON. `where` names the group in
 // errors ("param_groups[1]"). Error when the key is missing or of another type.
 double json_number(const json& o, const char* key, const std::string& where);

@@ -38,10 +38,6 @@ void run_fused(OpId op, const std::vector<Tensor>& inputs, const std::vector<Ten
   for (const Tensor& t : outputs) t.storage()->bump_version();
 }
 
-DType work_dtype(DType dtype) {
-  return dtype == DType::f16 || dtype == DType::bf16 ? DType::f32 : dtype;
-}
-
 namespace {
 const json& json_field(const json& o, const char* key, const std::string& where) {
   auto it = o.find(key);
@@ -231,20 +227,16 @@ Tensor Optimizer::state_tensor(std::size_t param, std::string_view name, bool* c
 
 // ---------------------------------------------------------------- step
 
-namespace {
-// The parameters master weights apply to (Note [Master weights]): those work_dtype widens.
-bool is_16_bit(DType dt) { return detail::work_dtype(dt) != dt; }
-}  // namespace
-
+// Master weights (Note [Master weights]) apply to the 16-bit floats.
 bool Optimizer::uses_master(std::size_t i) const {
-  return master_weights_ && is_16_bit(params_[i].dtype());
+  return master_weights_ && is_reduced_float(params_[i].dtype());
 }
 
 void Optimizer::set_master_weights(bool enabled) {
   if (enabled == master_weights_) return;
   for (std::size_t i = 0; i < params_.size(); ++i) {
     const DType dt = params_[i].dtype();
-    if (is_16_bit(dt) && !state_[i].tensors.empty())
+    if (is_reduced_float(dt) && !state_[i].tensors.empty())
       throw Error(fmt::format(
           "{}.set_master_weights: parameter {} already has state in {}; switch master weights "
           "before the first step",

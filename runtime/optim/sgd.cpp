@@ -38,7 +38,7 @@ void check_sgd(const SGDOptions& o, const std::string& who) {
 // parameter and its buffer so both keep their identity.
 void sgd_elementwise(const SGDOptions& o, Tensor p, const Tensor& grad, Tensor buf,
                      bool init_buffer) {
-  const DType w = detail::work_dtype(p.dtype());
+  const DType w = compute_dtype(p.dtype());
   Tensor pw = p.to(w);
   Tensor d = grad.to(w);
   if (o.maximize) d = neg(d);
