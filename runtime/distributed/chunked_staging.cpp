@@ -7,10 +7,12 @@
 #include <cstdlib>
 #include <exception>
 #include <mutex>
+#include <system_error>
 #include <thread>
 
 #include "ferry/autograd.hpp"
 #include "ferry/backend.hpp"
+#include "ferry/distributed.hpp"
 #include "ferry/ferry.hpp"
 
 namespace ferry::distributed {
@@ -26,17 +28,10 @@ std::size_t staging_chunk_bytes() {
   return std::size_t(n);
 }
 
-namespace {
-
-// Runs down(i), then reduce(i), then up(i) for every chunk i, with the copies on two helper
-// threads made once for the call (not a thread per copy): the host buffer holds the whole
-// tensor, so the down helper never waits for a slot and copies every chunk in order while the
-// calling thread reduces behind it; the up helper copies each chunk back once it is reduced.
-// The first error stops the three and is thrown here, after both helpers have ended, so no
-// copy outlives the memory it uses.
-void pipeline(std::int64_t chunks, const std::function<void(std::int64_t)>& down,
-              const std::function<void(std::int64_t)>& up,
-              const std::function<void(std::int64_t)>& reduce) {
+void run_chunk_pipeline(std::int64_t chunks, const std::function<void(std::int64_t)>& down,
+                        const std::function<void(std::int64_t)>& up,
+                        const std::function<void(std::int64_t)>& reduce,
+                        const HelperStarter& start_helper) {
   std::mutex m;
   std::condition_variable cv;
   std::int64_t copied_down = 0, reduced = 0;
@@ -48,36 +43,47 @@ void pipeline(std::int64_t chunks, const std::function<void(std::int64_t)>& down
     stop = true;
     cv.notify_all();
   };
-  std::thread down_helper([&] {
-    try {
-      for (std::int64_t i = 0; i < chunks; ++i) {
-        {
+  const auto start = [&](std::function<void()> body) {
+    return start_helper ? start_helper(std::move(body)) : std::thread(std::move(body));
+  };
+  std::thread down_helper, up_helper;
+  try {
+    down_helper = start([&] {
+      try {
+        for (std::int64_t i = 0; i < chunks; ++i) {
+          {
+            std::lock_guard lock(m);
+            if (stop) return;
+          }
+          down(i);
           std::lock_guard lock(m);
-          if (stop) return;
+          copied_down = i + 1;
+          cv.notify_all();
         }
-        down(i);
-        std::lock_guard lock(m);
-        copied_down = i + 1;
-        cv.notify_all();
+      } catch (...) {
+        fail(std::current_exception());
       }
-    } catch (...) {
-      fail(std::current_exception());
-    }
-  });
-  std::thread up_helper([&] {
-    try {
-      for (std::int64_t i = 0; i < chunks; ++i) {
-        {
-          std::unique_lock lock(m);
-          cv.wait(lock, [&] { return reduced > i || stop; });
-          if (reduced <= i) return;
+    });
+    up_helper = start([&] {
+      try {
+        for (std::int64_t i = 0; i < chunks; ++i) {
+          {
+            std::unique_lock lock(m);
+            cv.wait(lock, [&] { return reduced > i || stop; });
+            if (reduced <= i) return;
+          }
+          up(i);
         }
-        up(i);
+      } catch (...) {
+        fail(std::current_exception());
       }
-    } catch (...) {
-      fail(std::current_exception());
-    }
-  });
+    });
+  } catch (const std::system_error& e) {
+    // The system would not make a helper: the one that runs stops at its next chunk (the loop
+    // below sees `stop` at once) and is joined below, before its copies' memory goes.
+    fail(std::make_exception_ptr(DistributedError(fmt::format(
+        "distributed: could not start a staging thread for a chunked reduction: {}", e.what()))));
+  }
   try {
     for (std::int64_t i = 0; i < chunks; ++i) {
       {
@@ -93,12 +99,10 @@ void pipeline(std::int64_t chunks, const std::function<void(std::int64_t)>& down
   } catch (...) {
     fail(std::current_exception());
   }
-  down_helper.join();
-  up_helper.join();
+  if (down_helper.joinable()) down_helper.join();
+  if (up_helper.joinable()) up_helper.join();
   if (error) std::rethrow_exception(error);
 }
-
-}  // namespace
 
 void reduce_in_chunks(const Tensor& t, DType wide, std::size_t chunk_bytes,
                       const std::function<void(void*, std::size_t)>& reduce,
@@ -141,7 +145,7 @@ void reduce_in_chunks(const Tensor& t, DType wide, std::size_t chunk_bytes,
     finish(host);
     up(0);
   } else {
-    pipeline(chunks, down, up, [&](std::int64_t i) {
+    run_chunk_pipeline(chunks, down, up, [&](std::int64_t i) {
       Tensor h = part(host, i);
       reduce(base + std::size_t(i * per) * dtype_size(wide), std::size_t(h.numel()));
       finish(h);

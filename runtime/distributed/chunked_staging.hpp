@@ -14,7 +14,9 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 #include <functional>
+#include <thread>
 
 #include "ferry/tensor.hpp"
 
@@ -29,5 +31,21 @@ std::size_t staging_chunk_bytes();
 void reduce_in_chunks(const Tensor& t, DType wide, std::size_t chunk_bytes,
                       const std::function<void(void*, std::size_t)>& reduce,
                       const std::function<void(Tensor&)>& finish);
+
+// Starts a helper thread running its argument: std::thread's constructor unless given (a test
+// gives one that refuses, as an exhausted system would).
+using HelperStarter = std::function<std::thread(std::function<void()>)>;
+
+// Runs down(i), then reduce(i), then up(i) for every chunk i in [0, chunks), with the copies on
+// two helper threads made once for the call (not a thread per copy): the host buffer holds the
+// whole tensor, so the down helper never waits for a slot and copies every chunk in order while
+// the calling thread reduces behind it; the up helper copies each chunk back once it is reduced.
+// The first error (from any of the three, or a helper the system would not make: a
+// DistributedError) stops all three and is thrown here, after every helper that started has
+// ended, so no copy outlives the memory it uses.
+void run_chunk_pipeline(std::int64_t chunks, const std::function<void(std::int64_t)>& down,
+                        const std::function<void(std::int64_t)>& up,
+                        const std::function<void(std::int64_t)>& reduce,
+                        const HelperStarter& start_helper = {});
 
 }  // namespace ferry::distributed
