@@ -1,10 +1,11 @@
 // cuda/cuda_cudnn.cpp — opening cuDNN with dlopen (cuda_cudnn.hpp).
 #include "cuda_cudnn.hpp"
 
-#include <dlfcn.h>
 #include <fmt/format.h>
 
 #include <cstdlib>
+
+#include "ferry/kit/optional_library.hpp"
 
 namespace ferry::cuda::cudnn {
 
@@ -18,27 +19,14 @@ bool takes(int, DType) { return false; }
 const Api& api() {
   static const Api a = [] {
     Api a;
-    const char* env = std::getenv("FERRY_CUDNN");
-    if (env && std::string(env) == "0") {
-      a.status = "cuDNN off: FERRY_CUDNN=0";
+    auto lib = kit::OptionalLibrary::open("cuDNN", "FERRY_CUDNN", "libcudnn.so.9",
+                                          "convolutions run as unfold + matmul");
+#define FERRY_CUDNN_BIND(name) lib.bind(a.name, #name)&&
+    if (!(FERRY_CUDNN_FUNCTIONS(FERRY_CUDNN_BIND) true)) {
+      a.status = lib.why_not();
       return a;
     }
-    void* lib = dlopen("libcudnn.so.9", RTLD_NOW | RTLD_LOCAL);
-    if (!lib) {
-      const char* err = dlerror();
-      a.status = fmt::format(
-          "cuDNN off: libcudnn.so.9 did not load ({}); convolutions run as unfold + matmul",
-          err ? err : "not found");
-      return a;
-    }
-#define FERRY_CUDNN_LOAD(name)                                    \
-  a.name = reinterpret_cast<decltype(a.name)>(dlsym(lib, #name)); \
-  if (!a.name) {                                                  \
-    a.status = "cuDNN off: libcudnn.so.9 lacks " #name;           \
-    return a;                                                     \
-  }
-    FERRY_CUDNN_FUNCTIONS(FERRY_CUDNN_LOAD)
-#undef FERRY_CUDNN_LOAD
+#undef FERRY_CUDNN_BIND
     const std::size_t v = a.cudnnGetVersion();  // 91900 for 9.19.0
     if (v / 10000 != 9) {
       a.status = fmt::format("cuDNN off: libcudnn.so.9 reports version {}, not 9.x", v);

@@ -10,7 +10,6 @@
 // a primitive is not to be run by two threads at once.
 #include "cpu/onednn.hpp"
 
-#include <dlfcn.h>
 #include <fmt/format.h>
 
 #include <cstdlib>
@@ -20,6 +19,7 @@
 #include <vector>
 
 #include "ferry/error.hpp"
+#include "ferry/kit/optional_library.hpp"
 
 #if __has_include(<oneapi/dnnl/dnnl.h>)
 #include <oneapi/dnnl/dnnl.h>
@@ -63,26 +63,14 @@ struct Api {
 const Api& api() {
   static const Api a = [] {
     Api a;
-    const char* env = std::getenv("FERRY_ONEDNN");
-    if (env && std::string(env) == "0") {
-      a.status = "oneDNN off: FERRY_ONEDNN=0";
+    auto lib =
+        kit::OptionalLibrary::open("oneDNN", "FERRY_ONEDNN", "libdnnl.so.2", "install libdnnl2");
+#define FERRY_DNNL_BIND(name) lib.bind(a.name, #name)&&
+    if (!(FERRY_DNNL_FUNCTIONS(FERRY_DNNL_BIND) true)) {
+      a.status = lib.why_not();
       return a;
     }
-    void* lib = dlopen("libdnnl.so.2", RTLD_NOW | RTLD_LOCAL);
-    if (!lib) {
-      const char* err = dlerror();
-      a.status = fmt::format("oneDNN off: libdnnl.so.2 did not load ({}); install libdnnl2",
-                             err ? err : "not found");
-      return a;
-    }
-#define FERRY_DNNL_LOAD(name)                                     \
-  a.name = reinterpret_cast<decltype(a.name)>(dlsym(lib, #name)); \
-  if (!a.name) {                                                  \
-    a.status = "oneDNN off: libdnnl.so.2 lacks " #name;           \
-    return a;                                                     \
-  }
-    FERRY_DNNL_FUNCTIONS(FERRY_DNNL_LOAD)
-#undef FERRY_DNNL_LOAD
+#undef FERRY_DNNL_BIND
     if (a.dnnl_engine_create(&a.engine, dnnl_cpu, 0) != dnnl_success ||
         a.dnnl_stream_create(&a.stream, a.engine, dnnl_stream_default_flags) != dnnl_success) {
       a.status = "oneDNN off: no CPU engine";
