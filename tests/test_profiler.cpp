@@ -117,6 +117,34 @@ TEST(Profiler, GpuOpsCarryTheDevicesOwnClock) {
   }
 }
 
+// Where the driver samples both clocks at once (VK_EXT_calibrated_timestamps; lavapipe has it),
+// the mapping is good to the deviation it reports: no op's device work ends before the host
+// enqueued it, nor after the range's final synchronize returned. The mapping by a submitted
+// timestamp (FERRY_VULKAN_CALIBRATED_TIMESTAMPS=0, ctest profiler_vulkan_submitted_clock) says so.
+TEST(Profiler, CalibratedClocksPlaceDeviceWorkBetweenEnqueueAndWait) {
+  if (!is_available("vulkan:0")) GTEST_SKIP() << "no Vulkan device";
+  const Device dev("vulkan:0");
+  const prof::Profile p = profile_step(dev);
+  const std::string how = device_impl(dev).info().properties.at("clock_calibration");
+  const char* off = std::getenv("FERRY_VULKAN_CALIBRATED_TIMESTAMPS");
+  if (off && std::string(off) == "0") {
+    EXPECT_EQ(how.rfind("submitted timestamps, window ", 0), 0u) << how;
+    return;
+  }
+  const std::string prefix = "VK_EXT_calibrated_timestamps, deviation ";
+  if (how.rfind(prefix, 0) != 0) GTEST_SKIP() << "clock_calibration: " << how;
+  const std::int64_t deviation = std::stoll(how.substr(prefix.size()));
+  EXPECT_LT(deviation, 1'000'000) << how;
+  const std::int64_t slack = deviation + 1000;  // and the double's rounding of the ticks
+  const prof::Event* step = find_range(p, "step");
+  ASSERT_NE(step, nullptr);
+  for (const prof::Event* e : of_kind(p, prof::EventKind::op, dev.str())) {
+    ASSERT_TRUE(e->has_device_time()) << e->name;
+    EXPECT_GE(e->device_end_ns, e->begin_ns - slack) << e->name << " ended before it was enqueued";
+    EXPECT_LE(e->device_end_ns, step->end_ns + slack) << e->name << " ended after the wait";
+  }
+}
+
 TEST(Profiler, CopiesNameTheirRouteAndBytes) {
   std::vector<std::string> devs = {"cpu"};
   if (is_available("vulkan:0")) devs.push_back("vulkan:0");

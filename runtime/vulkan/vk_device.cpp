@@ -145,6 +145,27 @@ void VulkanDevice::create_device() {
   host_import_ = physical_.api_version >= VK_API_VERSION_1_1 &&
                  has_extension(exts, VK_EXT_EXTERNAL_MEMORY_HOST_EXTENSION_NAME);
   if (host_import_) enable.push_back(VK_EXT_EXTERNAL_MEMORY_HOST_EXTENSION_NAME);
+  // The profiler's clock mapping (Note [Vulkan timing] in vk_recorder_timing.cpp).
+  if (!has_extension(exts, VK_EXT_CALIBRATED_TIMESTAMPS_EXTENSION_NAME)) {
+    calibration_note_ = "the device lacks VK_EXT_calibrated_timestamps";
+  } else if (const char* env = std::getenv("FERRY_VULKAN_CALIBRATED_TIMESTAMPS");
+             env && std::string(env) == "0") {
+    calibration_note_ = "FERRY_VULKAN_CALIBRATED_TIMESTAMPS=0";
+  } else {
+    std::uint32_t n = 0;
+    vkGetPhysicalDeviceCalibrateableTimeDomainsEXT(pd, &n, nullptr);
+    std::vector<VkTimeDomainEXT> domains(n);
+    vkGetPhysicalDeviceCalibrateableTimeDomainsEXT(pd, &n, domains.data());
+    const auto has = [&](VkTimeDomainEXT d) {
+      return std::find(domains.begin(), domains.end(), d) != domains.end();
+    };
+    calibrated_timestamps_ =
+        has(VK_TIME_DOMAIN_DEVICE_EXT) && has(VK_TIME_DOMAIN_CLOCK_MONOTONIC_EXT);
+    if (calibrated_timestamps_)
+      enable.push_back(VK_EXT_CALIBRATED_TIMESTAMPS_EXTENSION_NAME);
+    else
+      calibration_note_ = "VK_EXT_calibrated_timestamps lacks the device or CLOCK_MONOTONIC domain";
+  }
 
   // What the full shader variant needs (shaders/common.glsl).
   VkPhysicalDevice8BitStorageFeatures f8{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_8BIT_STORAGE_FEATURES};
@@ -389,6 +410,10 @@ DeviceInfo VulkanDevice::info() {
   if (recorder_->has_transfer_lane())
     pr["transfer_queue_waits"] = std::to_string(recorder_->cross_lane_waits());
   pr["batches_in_flight"] = std::to_string(recorder_->in_flight());
+  pr["clock_calibration"] =
+      calibrated_timestamps_
+          ? recorder_->calibration_note()
+          : fmt::format("{} ({})", recorder_->calibration_note(), calibration_note_);
   pr["shaders_used"] = pipelines_->shaders_used();
   if (coopmat_mode_ != CoopmatMode::off) {
     pr["coopmat_tiles"] = coopmat_tuning_ ? "measured per shape" : "by block padding";

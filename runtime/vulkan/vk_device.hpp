@@ -245,6 +245,10 @@ class VulkanDevice final : public DeviceImpl {
   bool push_descriptors_ = false;
   bool memory_budget_ = false;
   bool host_import_ = false;  // VK_EXT_external_memory_host enabled
+  // VK_EXT_calibrated_timestamps enabled, with the device's and CLOCK_MONOTONIC's domains (Note
+  // [Vulkan timing]); else why not, for info().
+  bool calibrated_timestamps_ = false;
+  std::string calibration_note_;
   std::uint64_t host_import_alignment_ = 1;
   std::unordered_map<VkBuffer, VkDeviceMemory> imported_;  // under mutex_
   KernelLimits limits_;

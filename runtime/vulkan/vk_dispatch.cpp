@@ -184,7 +184,7 @@ bool VulkanDevice::start_timing() {
   check_alive();
   // A queue without timestamps still runs ahead of the host: its spans stay
   // unknown rather than host-timed.
-  recorder_->start_timing(lock, physical_.props.limits.timestampPeriod);
+  recorder_->start_timing(lock, physical_.props.limits.timestampPeriod, calibrated_timestamps_);
   return true;
 }
 

@@ -141,10 +141,14 @@ class Recorder {
 
   // ---- timestamps for the profiler (Note [Vulkan timing] in vk_recorder_timing.cpp) ----
   // Starts writing timestamps, `period_ns` nanoseconds per tick. Maps the
-  // device's clock onto the host's by submitting one timestamp and waiting for
-  // it. Does nothing when the compute lane's family has no timestamps.
-  void start_timing(Lock& lock, double period_ns);
+  // device's clock onto the host's by sampling both at once where `calibrated`
+  // (VK_EXT_calibrated_timestamps enabled), else by submitting one timestamp
+  // and waiting for it. Does nothing when the compute lane's family has no
+  // timestamps.
+  void start_timing(Lock& lock, double period_ns, bool calibrated);
   bool timing() const { return timing_; }
+  // How the last start_timing mapped the clocks, and how closely.
+  const std::string& calibration_note() const { return calibration_note_; }
   // The start (`end` false) or end of span `id`: a start is written before
   // the next command, in that command's lane; an end in the lane of its start.
   void write_timestamp(std::uint64_t id, bool end);
@@ -247,6 +251,7 @@ class Recorder {
   bool timing_ = false;
   double period_ns_ = 1;
   std::int64_t clock_offset_ns_ = 0;  // host ns = ticks * period_ns_ + this
+  std::string calibration_note_ = "not started";
   std::vector<VkQueryPool> free_query_pools_;
   std::vector<std::uint64_t> pending_starts_;           // span starts before their command
   std::unordered_map<std::uint64_t, int> span_lane_;    // started spans: the lane of the start

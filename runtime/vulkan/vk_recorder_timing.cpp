@@ -32,14 +32,20 @@ namespace ferry::vulkan {
 // is recorded first, so the timestamp is ordered after its copies. Results are
 // read without waiting when the batch retires (its fence has signalled) and
 // the pool goes back to a free list. The device's ticks are mapped onto the
-// host's steady clock by timestamps submitted alone at start_timing: each is
-// written between the host's submit and the end of its wait, and is taken to
-// be written at the end, so that no span can appear to start before the host
-// enqueued it; of kCalibrationSamples tries, the one with the shortest wait is
-// kept (on lavapipe one wait took 7 ms, when its queue thread was slow to
-// wake, and the mapping was that much off). VK_EXT_calibrated_timestamps
-// would do better where a driver has it. A lane whose family has no
-// timestamps leaves its spans unknown.
+// host's steady clock (CLOCK_MONOTONIC) at start_timing:
+// - where the device has VK_EXT_calibrated_timestamps with its own and
+//   CLOCK_MONOTONIC's domains (lavapipe does), by the driver sampling both at
+//   once: of kCalibrationSamples samples the one with the least reported
+//   deviation is kept, and no wait is needed;
+// - else by timestamps submitted alone: each is written between the host's
+//   submit and the end of its wait, and is taken to be written at the end, so
+//   that no span can appear to start before the host enqueued it; of
+//   kCalibrationSamples tries, the one with the shortest wait is kept (on
+//   lavapipe one wait took 7 ms, when its queue thread was slow to wake, and
+//   the mapping was that much off). FERRY_VULKAN_CALIBRATED_TIMESTAMPS=0
+//   forces this way.
+// The device's `clock_calibration` property says which ran, and how closely.
+// A lane whose family has no timestamps leaves its spans unknown.
 static constexpr std::uint32_t kQueriesPerBatch = 2 * kBatchCommands + 64;
 static constexpr std::uint64_t kCalibrationMark = ~std::uint64_t(0);
 static constexpr int kCalibrationSamples = 5;
@@ -112,14 +118,38 @@ void Recorder::read_timestamps(int lane, Queries& q) {
   q = Queries{};
 }
 
-void Recorder::start_timing(Lock& lock, double period_ns) {
-  if (lanes_[0].q.timestamp_bits == 0) return;
-  synchronize(lock);  // an idle queue: each calibration timestamp is written at once
+void Recorder::start_timing(Lock& lock, double period_ns, bool calibrated) {
+  if (lanes_[0].q.timestamp_bits == 0) {
+    calibration_note_ = "none: the compute queue has no timestamps";
+    return;
+  }
+  if (!calibrated) synchronize(lock);  // an idle queue: each timestamp is written at once
   stamps_.clear();
   pending_starts_.clear();
   span_lane_.clear();
   timing_ = true;
   period_ns_ = period_ns;
+  if (calibrated) {
+    // Both clocks sampled by the driver at once; the pair with the least uncertainty is kept.
+    // steady_clock is CLOCK_MONOTONIC (libstdc++ and libc++ on Linux).
+    VkCalibratedTimestampInfoEXT info[2] = {{VK_STRUCTURE_TYPE_CALIBRATED_TIMESTAMP_INFO_EXT},
+                                            {VK_STRUCTURE_TYPE_CALIBRATED_TIMESTAMP_INFO_EXT}};
+    info[0].timeDomain = VK_TIME_DOMAIN_DEVICE_EXT;
+    info[1].timeDomain = VK_TIME_DOMAIN_CLOCK_MONOTONIC_EXT;
+    std::uint64_t best_deviation = ~std::uint64_t(0);
+    for (int sample = 0; sample < kCalibrationSamples; ++sample) {
+      std::uint64_t stamps[2] = {}, deviation = 0;
+      check(vk_.vkGetCalibratedTimestampsEXT(device_, 2, info, stamps, &deviation),
+            "vkGetCalibratedTimestampsEXT");
+      if (deviation >= best_deviation) continue;
+      best_deviation = deviation;
+      clock_offset_ns_ = std::int64_t(stamps[1]) -
+                         std::int64_t(double(stamps[0] & lanes_[0].valid_mask) * period_ns_);
+    }
+    calibration_note_ =
+        fmt::format("VK_EXT_calibrated_timestamps, deviation {} ns", best_deviation);
+    return;
+  }
   auto ns = [](std::chrono::steady_clock::time_point t) {
     return std::chrono::duration_cast<std::chrono::nanoseconds>(t.time_since_epoch()).count();
   };
@@ -139,6 +169,7 @@ void Recorder::start_timing(Lock& lock, double period_ns) {
       break;
     }
   }
+  calibration_note_ = fmt::format("submitted timestamps, window {} ns", best_window);
 }
 
 std::vector<DeviceTimeSpan> Recorder::stop_timing(Lock& lock) {
