@@ -33,16 +33,17 @@ struct Data {
   ferry::Tensor x, w;
 };
 
-const Data& data(const ConvCase& c, const std::string& device) {
+const Data& data(const ConvCase& c, const std::string& device, ferry::DType dtype) {
   static std::map<std::string, Data> by_key;
-  const std::string key = std::string(c.name) + "@" + device;
+  const std::string key = fmt::format("{}@{}@{}", c.name, device, ferry::dtype_name(dtype));
   auto it = by_key.find(key);
   if (it == by_key.end()) {
     ferry::manual_seed(0);
     const ferry::Device dev(device);
     const std::int64_t h = size(c, quick());
-    Data d{ferry::randn({batch(quick()), c.c, h, h}, {.device = dev}).requires_grad_(),
-           (ferry::randn({c.oc, c.c, c.k, c.k}, {.device = dev}) * 0.05).requires_grad_()};
+    Data d{
+        ferry::randn({batch(quick()), c.c, h, h}, {.device = dev}).to(dtype).requires_grad_(),
+        (ferry::randn({c.oc, c.c, c.k, c.k}, {.device = dev}) * 0.05).to(dtype).requires_grad_()};
     it = by_key.emplace(key, std::move(d)).first;
   }
   return it->second;
@@ -51,10 +52,10 @@ const Data& data(const ConvCase& c, const std::string& device) {
 // `composed`: through the composition (gathered windows and matmul) instead of the device's
 // convolution kernels (ferry::debug::CompositesOnly), the baseline the kernels replace.
 void run_conv(benchmark::State& s, const ConvCase& c, const std::string& device, bool backward,
-              bool composed = false) {
+              bool composed = false, ferry::DType dtype = ferry::DType::f32) {
   if (!ferry::is_available(device)) return s.SkipWithError((device + " is not available").c_str());
   try {
-    const Data& d = data(c, device);
+    const Data& d = data(c, device, dtype);
     std::optional<ferry::debug::CompositesOnly> compositions_only;
     if (composed) compositions_only.emplace();
     auto call = [&] {
@@ -179,6 +180,24 @@ void register_conv() {
               "ferry vulkan:0 conv kernels", base + "/ferry vulkan:0 composed",
               "ferry vulkan:0 im2col + matmul", Metric::gflops, work);
     }
+    // f16 forward passes: on vulkan:0 with FERRY_VULKAN_COOPMAT=1 the matrix units' path (Note
+    // [Convolutions on cooperative matrices]), beside cuDNN's f16 through cuda:0 on the same GPU.
+    const std::string base = fmt::format("conv/{}/forward f16", c.name);
+    const std::string title = fmt::format("conv2d forward f16 {} [{}, {}, {}, {}] -> {} ch", c.name,
+                                          n, c.c, size(c, quick()), size(c, quick()), c.oc);
+    run(base + "/ferry vulkan:0",
+        [&c](benchmark::State& s) { run_conv(s, c, "vulkan:0", false, false, ferry::DType::f16); });
+    compare(title + " (vulkan:0 f16 vs f32)", base + "/ferry vulkan:0", "ferry vulkan:0 f16",
+            fmt::format("conv/{}/forward/ferry vulkan:0", c.name), "ferry vulkan:0 f32",
+            Metric::gflops, flops(c, quick()));
+#ifdef FERRY_BENCH_HAVE_CUDA
+    if (ferry::is_available("cuda:0")) {
+      run(base + "/ferry cuda:0",
+          [&c](benchmark::State& s) { run_conv(s, c, "cuda:0", false, false, ferry::DType::f16); });
+      compare(title + " (vulkan:0 vs cuda:0)", base + "/ferry vulkan:0", "ferry vulkan:0",
+              base + "/ferry cuda:0", "ferry cuda:0 (cuDNN)", Metric::gflops, flops(c, quick()));
+    }
+#endif
   }
   const std::string base = "resnet18 step";
   const std::string title = fmt::format("ResNet-18 training step, batch {}, {}x{}", n,

@@ -21,8 +21,8 @@ endif()
 set(FERRY_SLANG_DIR ${PROJECT_SOURCE_DIR}/build/slang CACHE PATH
     "Where tools/fetch_slang.py puts Slang's compiler library and headers")
 # The tile variants, name:WARPS_M:WARPS_N:TM:TN:BK (shaders/gemm_coopmat.slang). Each is built
-# four times: B's rows contiguous or B transposed (B_TRANS, "_bt"), on cooperative matrices
-# or in the scalar emulation ("_emulated").
+# six times: B's rows contiguous, B transposed (B_TRANS, "_bt") or a convolution's input
+# (CONV, "_conv"), on cooperative matrices or in the scalar emulation ("_emulated").
 # The first is the fastest measured (the prototype's sweep on an H100, docs/gpu-results.md:
 # 170 TFLOP/s at 4096^3, against 124 for its BK = 16 form); that one needs 37 KiB of shared
 # memory, so devices with 32 KiB (lavapipe among them) take the second, same blocks in 21 KiB;
@@ -71,7 +71,7 @@ if(_coopmat_note)
 endif()
 
 set(FERRY_COOPMAT_SPV_FILES)
-set(_coopmat_modules)  # name:emulated:b_transposed:WARPS_M:WARPS_N:TM:TN:BK, for the embed step
+set(_coopmat_modules)  # name:emulated:b_layout:WARPS_M:WARPS_N:TM:TN:BK, for the embed step
 if(NOT _coopmat_note)
   # The driver runs at build time: built by a plain command rather than as a target, so that
   # the sanitizer builds' global -fsanitize flags (FERRY_SANITIZE) stay off a tool that loads
@@ -95,12 +95,17 @@ if(NOT _coopmat_note)
     endif()
     list(POP_FRONT _parts _vname _wm _wn _tm _tn _bk)
     set(_tile -DWARPS_M=${_wm} -DWARPS_N=${_wn} -DTM=${_tm} -DTN=${_tn} -DBK=${_bk})
-    foreach(_bt 0 1)
+    foreach(_b 0 1 2)  # B's layout: vk_coopmat_shaders.hpp's CoopmatOperandB
       foreach(_emulated 0 1)
         set(name gemm_coopmat_${_vname})
-        set(defs ${_tile} -DB_TRANS=${_bt})
-        if(_bt)
+        if(_b EQUAL 1)
+          set(defs ${_tile} -DB_TRANS=1)
           string(APPEND name _bt)
+        elseif(_b EQUAL 2)
+          set(defs ${_tile} -DCONV=1)
+          string(APPEND name _conv)
+        else()
+          set(defs ${_tile})
         endif()
         if(_emulated)
           string(APPEND name _emulated)
@@ -125,7 +130,7 @@ if(NOT _coopmat_note)
           COMMENT "slang: ${name}"
           VERBATIM)
         list(APPEND FERRY_COOPMAT_SPV_FILES ${spv})
-        list(APPEND _coopmat_modules "${name}:${_emulated}:${_bt}:${_wm}:${_wn}:${_tm}:${_tn}:${_bk}")
+        list(APPEND _coopmat_modules "${name}:${_emulated}:${_b}:${_wm}:${_wn}:${_tm}:${_tn}:${_bk}")
       endforeach()
     endforeach()
   endforeach()

@@ -118,14 +118,20 @@ TEST(Coopmat, DeviceSaysWhetherItIsOnAndWhy) {
   }
 }
 
-// The kernel the matmul on `dev` chose, as the profiler names it.
-std::string matmul_kernel(const Tensor& a, const Tensor& b, Tensor* out) {
+// The kernel the op named `op` chose on its device, as the profiler names it.
+std::string op_kernel(const std::string& op, const std::function<Tensor()>& run, Tensor* out) {
   ferry::profiler::Scope scope;
-  *out = ferry::matmul(a, b);
+  *out = run();
   std::string kernel;
   for (const auto& e : scope.stop().events())
-    if (e.kind == ferry::profiler::EventKind::op && e.name == "matmul") kernel = e.detail;
+    if (e.kind == ferry::profiler::EventKind::op && e.name == op) kernel = e.detail;
   return kernel;
+}
+
+// The kernel the matmul on `dev` chose.
+std::string matmul_kernel(const Tensor& a, const Tensor& b, Tensor* out) {
+  return op_kernel(
+      "matmul", [&] { return ferry::matmul(a, b); }, out);
 }
 
 using Views = std::function<std::pair<Tensor, Tensor>(const Tensor&, const Tensor&)>;
@@ -273,58 +279,116 @@ TEST(Coopmat, ResultsRoundToF16AsACastDoes) {
   }
 }
 
-// The kernel the op named `op` chose on its device, as the profiler names it.
-std::string op_kernel(const std::string& op, const std::function<Tensor()>& run, Tensor* out) {
-  ferry::profiler::Scope scope;
-  *out = run();
-  std::string kernel;
-  for (const auto& e : scope.stop().events())
-    if (e.kind == ferry::profiler::EventKind::op && e.name == op) kernel = e.detail;
-  return kernel;
-}
-
-TEST(Coopmat, PointwiseConvolutionsRunOnIt) {
+// Note [Convolutions on cooperative matrices]: f16 forward passes of one group, pointwise ones
+// through matmul's modules, the rest through the CONV modules' implicit GEMM, against the CPU in
+// f32 rounded once to f16.
+TEST(Coopmat, ConvolutionsRunOnIt) {
   if (!path_is_on()) GTEST_SKIP() << coopmat_property();
   const ferry::Device dev("vulkan:0");
   ferry::manual_seed(13);
+  enum Path { pointwise, implicit_gemm, glsl };
   struct Case {
     ferry::Shape x, w;
     bool bias;
-    std::int64_t stride, padding;
-    bool coopmat;
+    std::vector<std::int64_t> stride, padding, dilation;
+    std::int64_t groups;
+    Path path;
     const char* what;
   };
   for (const Case& k : std::vector<Case>{
-           {{2, 16, 8, 8}, {24, 16, 1, 1}, false, 1, 0, true, "1x1, [2, 16, 8, 8] -> 24"},
-           {{3, 40, 5, 8}, {72, 40, 1, 1}, false, 1, 0, true, "1x1, ragged blocks"},
-           {{2, 16, 8, 8}, {24, 16, 1, 1}, true, 1, 0, false, "1x1 with a bias"},
-           {{2, 16, 8, 8}, {24, 16, 1, 1}, false, 2, 0, false, "1x1, stride 2"},
-           {{2, 16, 8, 8}, {24, 16, 3, 3}, false, 1, 1, false, "3x3"},
-           {{2, 12, 8, 8}, {24, 12, 1, 1}, false, 1, 0, false, "12 channels (not 8k)"}}) {
+           {{2, 16, 8, 8}, {24, 16, 1, 1}, false, {1}, {0}, {1}, 1, pointwise, "1x1"},
+           {{3, 40, 5, 8}, {72, 40, 1, 1}, false, {1}, {0}, {1}, 1, pointwise, "1x1, ragged"},
+           {{2, 16, 8, 8}, {24, 16, 1, 1}, true, {1}, {0}, {1}, 1, implicit_gemm, "1x1, bias"},
+           {{2, 16, 8, 8}, {24, 16, 1, 1}, false, {2}, {0}, {1}, 1, implicit_gemm, "1x1, stride 2"},
+           {{2, 12, 8, 8}, {24, 12, 1, 1}, false, {1}, {0}, {1}, 1, implicit_gemm, "12 channels"},
+           {{2, 16, 8, 8}, {24, 16, 3, 3}, true, {1}, {1}, {1}, 1, implicit_gemm, "3x3, pad 1"},
+           // A first layer: 3 channels, 7x7 taps (147: the weight's rows load half by half),
+           // stride 2, 64 filters over 128-column blocks of 2 x 9 x 9 positions.
+           {{2, 3, 17, 17}, {64, 3, 7, 7}, true, {2}, {3}, {1}, 1, implicit_gemm, "7x7/2, 3 ch"},
+           // A late layer: 7x7 positions (49 per sample, the batch folded into the columns).
+           {{5, 32, 7, 7}, {40, 32, 3, 3}, false, {1}, {1}, {1}, 1, implicit_gemm, "7x7 maps"},
+           {{1, 8, 11, 9},
+            {16, 8, 3, 2},
+            false,
+            {2, 1},
+            {1, 0},
+            {2, 3},
+            1,
+            implicit_gemm,
+            "dilated, unequal"},
+           {{2, 8, 6, 6}, {136, 8, 3, 3}, false, {1}, {0}, {1}, 1, implicit_gemm, "136 filters"},
+           {{2, 16, 8, 8}, {16, 8, 3, 3}, false, {1}, {1}, {1}, 2, glsl, "2 groups"}}) {
     const Tensor x = halves(k.x), w = halves(k.w), b = k.bias ? halves({k.w[0]}) : Tensor();
     Tensor got;
     const std::string kernel = op_kernel(
         "conv2d",
         [&] {
-          return ferry::conv2d(x.to(dev), w.to(dev), k.bias ? b.to(dev) : Tensor(), {k.stride},
-                               k.padding);
+          return ferry::conv2d(x.to(dev), w.to(dev), k.bias ? b.to(dev) : Tensor(), k.stride,
+                               k.padding, k.dilation, k.groups);
         },
         &got);
-    EXPECT_EQ(kernel.find("coopmat") != std::string::npos, k.coopmat) << k.what << ": " << kernel;
-    const Tensor want = ferry::conv2d(x.to(DType::f32), w.to(DType::f32),
-                                      k.bias ? b.to(DType::f32) : Tensor(), {k.stride}, k.padding)
-                            .to(DType::f16);
+    EXPECT_EQ(kernel.find("coopmat") != std::string::npos, k.path != glsl)
+        << k.what << ": " << kernel;
+    EXPECT_EQ(kernel.find("_conv") != std::string::npos, k.path == implicit_gemm)
+        << k.what << ": " << kernel;
+    const Tensor want =
+        ferry::conv2d(x.to(DType::f32), w.to(DType::f32), k.bias ? b.to(DType::f32) : Tensor(),
+                      k.stride, k.padding, k.dilation, k.groups)
+            .to(DType::f16);
     ferry_test::expect_close(ferry_test::as_double(got), ferry_test::as_double(want), 2e-3, 2e-3,
                              k.what);
   }
+  // One and three spatial dims, an empty batch (the GLSL path: nothing to multiply), and f32
+  // (the GLSL path).
+  const Tensor x1 = halves({3, 8, 50}), w1 = halves({24, 8, 5});
+  Tensor got;
+  EXPECT_NE(op_kernel(
+                "conv1d", [&] { return ferry::conv1d(x1.to(dev), w1.to(dev), {}, {2}, {2}); }, &got)
+                .find("_conv"),
+            std::string::npos);
+  ferry_test::expect_close(
+      ferry_test::as_double(got),
+      ferry_test::as_double(
+          ferry::conv1d(x1.to(DType::f32), w1.to(DType::f32), {}, {2}, {2}).to(DType::f16)),
+      2e-3, 2e-3, "conv1d");
+  const Tensor x3 = halves({2, 8, 5, 6, 7}), w3 = halves({16, 8, 3, 3, 3}), b3 = halves({16});
+  EXPECT_NE(op_kernel(
+                "conv3d",
+                [&] { return ferry::conv3d(x3.to(dev), w3.to(dev), b3.to(dev), {1}, {1}); }, &got)
+                .find("_conv"),
+            std::string::npos);
+  ferry_test::expect_close(ferry_test::as_double(got),
+                           ferry_test::as_double(ferry::conv3d(x3.to(DType::f32), w3.to(DType::f32),
+                                                               b3.to(DType::f32), {1}, {1})
+                                                     .to(DType::f16)),
+                           2e-3, 2e-3, "conv3d");
+  EXPECT_EQ(op_kernel(
+                "conv2d",
+                [&] {
+                  return ferry::conv2d(halves({0, 8, 6, 6}).to(dev), halves({16, 8, 3, 3}).to(dev));
+                },
+                &got)
+                .find("coopmat"),
+            std::string::npos);
+  EXPECT_EQ(got.numel(), 0);
+  EXPECT_EQ(op_kernel(
+                "conv2d",
+                [&] {
+                  return ferry::conv2d(ferry::randn({2, 8, 6, 6}).to(dev),
+                                       ferry::randn({16, 8, 3, 3}).to(dev));
+                },
+                &got)
+                .find("coopmat"),
+            std::string::npos);
 }
 
 TEST(CoopmatPolicy, TileTableRoundTripsAndIgnoresWhatItCannotRead) {
   using ferry::vulkan::TileKey;
   using ferry::vulkan::TileTable;
   const TileTable table{
-      {TileKey{1, 4096, 4096, 4096, false, false}, "gemm_coopmat_w2x2_t4x4_k32"},
-      {TileKey{32, 250, 200, 40, true, true}, "gemm_coopmat_w2x2_t2x2_k32_bt_emulated"}};
+      {TileKey{1, 4096, 4096, 4096, 0, false}, "gemm_coopmat_w2x2_t4x4_k32"},
+      {TileKey{32, 250, 200, 40, 1, true}, "gemm_coopmat_w2x2_t2x2_k32_bt_emulated"},
+      {TileKey{1, 64, 6272, 576, 2, false}, "gemm_coopmat_w2x2_t4x4_k32_conv"}};
   EXPECT_EQ(ferry::vulkan::read_tile_table(ferry::vulkan::write_tile_table(table)), table);
   EXPECT_TRUE(ferry::vulkan::read_tile_table("").empty());
   EXPECT_TRUE(ferry::vulkan::read_tile_table("1 2 3 4 0 0 gemm_coopmat_x\n").empty());  // no header
@@ -332,7 +396,7 @@ TEST(CoopmatPolicy, TileTableRoundTripsAndIgnoresWhatItCannotRead) {
       "FERRYTILES1\n"
       "1 64 64 64 0 0 gemm_coopmat_a\n"     // kept
       "1 64 64 0 0 gemm_coopmat_b\n"        // a field short
-      "1 64 64 64 2 0 gemm_coopmat_c\n"     // not a flag
+      "1 64 64 64 3 0 gemm_coopmat_c\n"     // not a layout
       "1 64 64 64 0 0 matmul\n"             // not a coopmat module
       "1 64 64 64 0 0 gemm_coopmat_d x\n"   // a field too many
       "-1 64 64 64 0 0 gemm_coopmat_e\n");  // not a count

@@ -77,10 +77,11 @@ for step in "${steps[@]}"; do
         # under cooperative_matrix whether it took it.
         run "devices_${v/:/_}_coopmat" env FERRY_VULKAN_COOPMAT=1 "$bin/ferry-devices" --verbose
         run "conformance_${v/:/_}_coopmat" env FERRY_VULKAN_VALIDATION=1 \
-          FERRY_VULKAN_COOPMAT=1 "$bin/ferry-conformance" --device "$v" --op '^(matmul|linear)$' \
+          FERRY_VULKAN_COOPMAT=1 "$bin/ferry-conformance" --device "$v" \
+          --op '^(matmul|linear|conv1d|conv2d|conv3d)$' \
           --json "$out/conformance_${v/:/_}_coopmat.json"
         run "tests_${v/:/_}_coopmat" env FERRY_VULKAN_VALIDATION=1 FERRY_VULKAN_COOPMAT=1 \
-          "$bin/ferry_tests" --gtest_filter='Coopmat*:Matmul.*:Matvec.*'
+          "$bin/ferry_tests" --gtest_filter='Coopmat*:Matmul.*:Matvec.*:VulkanConv.*'
         # The transfer queue (off by default until it has run on a GPU: Note [Transfer queue]
         # in runtime/vulkan/vk_recorder.hpp): its tests and the copy-heavy ones, and the whole
         # conformance suite, on the GPU's transfer-only family, validated.

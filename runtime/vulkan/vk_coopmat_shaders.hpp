@@ -10,12 +10,19 @@
 
 namespace ferry::vulkan {
 
+// How the kernel reads its B operand.
+enum class CoopmatOperandB : std::uint32_t {
+  rows,        // B[b, K, N], rows contiguous
+  transposed,  // B_TRANS=1: B as Bt[b, N, K], rows contiguous (a Linear's weight)
+  conv_input,  // CONV=1: the im2col matrix of a convolution's input, gathered as it is staged
+};
+
 struct EmbeddedCoopmatShader {
-  // "gemm_coopmat_w2x2_t4x4_k32"; "_bt" where B comes transposed, "_emulated" for the
-  // scalar emulation.
+  // "gemm_coopmat_w2x2_t4x4_k32"; "_bt" where B comes transposed, "_conv" for convolutions,
+  // "_emulated" for the scalar emulation.
   const char* name;
-  bool emulated;      // EMULATE_COOPMAT=1: plain scalar code, runs on any device (lavapipe)
-  bool b_transposed;  // B_TRANS=1: B as Bt[b, N, K], rows contiguous (a Linear's weight)
+  bool emulated;  // EMULATE_COOPMAT=1: plain scalar code, runs on any device (lavapipe)
+  CoopmatOperandB b;
   // The tiling (shaders/gemm_coopmat.slang): WARPS_M x WARPS_N subgroups of 32, each TM x TN
   // 16x16 accumulators; K stepped by BK.
   std::uint32_t warps_m, warps_n, tm, tn, bk;

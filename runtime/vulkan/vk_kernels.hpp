@@ -18,12 +18,14 @@
 #include <algorithm>
 #include <array>
 #include <cstdint>
+#include <functional>
 #include <string_view>
 #include <vector>
 
 #include "abi/abi.h"
 #include "ferry/backend.hpp"
 #include "vulkan/barrier_tracker.hpp"
+#include "vulkan/vk_coopmat_shaders.hpp"
 
 namespace ferry::vulkan {
 
@@ -138,6 +140,16 @@ bool try_matvec(VulkanDevice& dev, const TensorArg& A, const TensorArg& B, const
 // matmul's cooperative-matrix path (vk_kernels_coopmat.cpp): false, having done nothing, where
 // the device's mode, the dtype, the shapes or the layout do not allow it.
 bool try_coopmat(VulkanDevice& dev, const TensorArg& A, const TensorArg& B, const TensorArg& C);
+// Records one product on the cooperative-matrix module `shader`, a grid of gx x gy blocks
+// (and the caller's batches), with pipelines asking for subgroups of `subgroup_size` (0: any).
+using CoopmatDispatch = std::function<void(const char* shader, std::uint32_t gx, std::uint32_t gy,
+                                           std::uint32_t subgroup_size)>;
+// The shared part of the cooperative-matrix paths (matmul's, and convolutions' in
+// vk_kernels_conv.cpp): for `batches` products of M x N x K with B read as `layout`, picks the
+// tile (Note [Measured coopmat tiles]), notes it for the profiler and has `dispatch` record it;
+// false, having done nothing, where the mode is off or no tile fits the device.
+bool run_coopmat(VulkanDevice& dev, CoopmatOperandB layout, std::uint64_t batches, std::uint64_t M,
+                 std::uint64_t N, std::uint64_t K, const CoopmatDispatch& dispatch);
 void add_index_kernels(KernelTable& table);  // index_select, gather, index_add, scatter_add
 // The ops whose kernels move elements by their size and compute nothing on them, so they take
 // f64 on every device (Note [f64 on Vulkan] in vk_pipelines.cpp): index_select and gather.

@@ -19,8 +19,8 @@
 //   gradient's sum runs over the whole batch and every position (32 x 56 x 56 terms at ResNet-18's
 //   first stage) into few outputs, so it is cut into pieces that fill the GPU, each writing a
 //   partial result, added up in order by a second pass (deterministic: no atomics).
-// With the cooperative-matrix path on, an f16 pointwise convolution's forward pass runs on it
-// (pointwise_on_coopmat).
+// With the cooperative-matrix path on, f16 forward passes run on it (Note [Convolutions on
+// cooperative matrices]).
 // Tensors larger than one storage-buffer binding are cut along the batch (vk_split.hpp); the
 // sums over the batch then add one part per cut. A single sample larger than a binding raises
 // UnsupportedError.
@@ -196,10 +196,19 @@ void for_each_chunk(const Conv& cv, std::initializer_list<TensorArg> batched,
     f(n0, std::min<std::int64_t>(chunk, std::int64_t(cv.p.N) - n0));
 }
 
-// A pointwise convolution (1x1 kernel, stride 1, no padding, one group; a ResNet bottleneck's
-// two of three) is the product y[n] = w [OC, C] x x[n] [C, L] for each sample: matmul's f16
-// cooperative-matrix kernel runs it as a batch with the weight's batch stride 0, where
-// try_coopmat takes it (Note [Cooperative-matrix GEMM] in vk_kernels_coopmat.cpp).
+// Note [Convolutions on cooperative matrices]
+// With the cooperative-matrix path on (Note [Cooperative-matrix GEMM] in vk_kernels_coopmat.cpp),
+// an f16 convolution's forward pass of one group runs on it, in one of two ways:
+// - pointwise (1x1 kernel, stride 1, no padding, no bias; a ResNet bottleneck's two of three):
+//   the product y[n] = w [OC, C] x x[n] [C, L] for each sample, which matmul's kernel runs as a
+//   batch with the weight's batch stride 0, where try_coopmat takes it (its 16-byte loads need
+//   C and L multiples of 8);
+// - any other (conv_on_coopmat): the kernel's CONV modules, an implicit GEMM
+//   y [OC, batch x L] = w [OC, C x taps] x im2col(x) [C x taps, batch x L], the batch folded
+//   into the columns so that small late layers (7 x 7 positions) still fill the blocks; each
+//   invocation gathers the input's halves for its 8 columns as it stages them (never writing
+//   the im2col matrix), and the results go out element by element, with the bias.
+// The weight gradient and the input gradient still run the GLSL GEMMs.
 bool pointwise_on_coopmat(VulkanDevice& dev, const Conv& cv, const TensorArg& x, const TensorArg& w,
                           const TensorArg& y) {
   if (dev.coopmat_mode() == CoopmatMode::off || cv.dt != DType::f16 || cv.p.G != 1 || cv.K != 1 ||
@@ -215,6 +224,68 @@ bool pointwise_on_coopmat(VulkanDevice& dev, const Conv& cv, const TensorArg& x,
   return try_coopmat(dev, a, b, c);
 }
 
+// Push constants of shaders/gemm_coopmat.slang's CONV Params (Note [Convolutions on cooperative
+// matrices]), in elements; dims as the ConvParams' (a leading 1 for fewer than 3).
+struct CoopmatConvParams {
+  std::uint32_t M, N, K, lda, a_off, b_off, c_off, bias_off, flags, L, osz1, osz2, isz0, isz1, isz2,
+      ksz1, ksz2, taps, s0, s1, s2, p0, p1, p2, d0, d1, d2;
+};
+static_assert(sizeof(CoopmatConvParams) <= 128, "the push constants every device takes");
+constexpr std::uint32_t kConvAVectors = 1, kConvBias = 2;  // its flags
+
+bool conv_on_coopmat(VulkanDevice& dev, const Conv& cv, const TensorArg& x, const TensorArg& w,
+                     const TensorArg& y, const TensorArg* bias) {
+  if (dev.coopmat_mode() == CoopmatMode::off || cv.dt != DType::f16 || cv.p.G != 1) return false;
+  const std::uint64_t columns = std::uint64_t(cv.p.N) * cv.L, K = std::uint64_t(cv.p.C) * cv.K;
+  if (columns == 0 || columns > 0xffffffffull || K > 0xffffffffull) return false;
+  const KernelLimits& lim = dev.limits();
+  for (const TensorArg* t : {&x, &w, &y, bias})
+    if (t && !fits(lim, *t)) return false;
+  const Binding xb = dev.bind(x, Access::read), wb = dev.bind(w, Access::read),
+                yb = dev.bind(y, Access::write);
+  const Binding bb = bias ? dev.bind(*bias, Access::read) : wb;
+  const abi::ConvParams& p = cv.p;
+  const bool a_vectors = K % 8 == 0 && wb.element_offset % 8 == 0;
+  const CoopmatConvParams push{p.OC,
+                               std::uint32_t(columns),
+                               std::uint32_t(K),
+                               std::uint32_t(K),
+                               wb.element_offset,
+                               xb.element_offset,
+                               yb.element_offset,
+                               bb.element_offset,
+                               (a_vectors ? kConvAVectors : 0) | (bias ? kConvBias : 0),
+                               cv.L,
+                               p.osz[1],
+                               p.osz[2],
+                               p.isz[0],
+                               p.isz[1],
+                               p.isz[2],
+                               p.ksz[1],
+                               p.ksz[2],
+                               cv.K,
+                               p.stride[0],
+                               p.stride[1],
+                               p.stride[2],
+                               p.pad[0],
+                               p.pad[1],
+                               p.pad[2],
+                               p.dil[0],
+                               p.dil[1],
+                               p.dil[2]};
+  return run_coopmat(
+      dev, CoopmatOperandB::conv_input, 1, p.OC, columns, K,
+      [&](const char* shader, std::uint32_t gx, std::uint32_t gy, std::uint32_t subgroup_size) {
+        dev.dispatch({.shader = shader,
+                      .spec = {},
+                      .bindings = {wb, xb, yb, bb},
+                      .push = &push,
+                      .push_size = sizeof push,
+                      .groups = {gx, gy, 1},
+                      .subgroup_size = subgroup_size});
+      });
+}
+
 // The forward pass (y from x) or the input's gradient (gx from gy): `out` from `in` and the
 // weight, sample by sample, in chunks of the batch.
 void per_sample(VulkanDevice& dev, const OpCall& c, bool forward) {
@@ -226,7 +297,9 @@ void per_sample(VulkanDevice& dev, const OpCall& c, bool forward) {
   // The GEMM's rows per group, and its columns per sample (out's positions).
   const std::uint64_t rows = forward ? cv.OCg : cv.Cg, positions = forward ? cv.L : cv.area;
   const bool direct_kernel = forward ? cv.direct_forward() : cv.direct_backward_input();
-  if (forward && !f.has_bias && pointwise_on_coopmat(dev, cv, in, w, out)) return;
+  if (forward && ((!f.has_bias && pointwise_on_coopmat(dev, cv, in, w, out)) ||
+                  conv_on_coopmat(dev, cv, in, w, out, f.has_bias ? &c.inputs.at(2) : nullptr)))
+    return;
   for_each_chunk(cv, {in, out}, [&](std::int64_t n0, std::int64_t n) {
     const Binding ob = dev.bind(narrow(out, 0, n0, n), Access::write);
     const Binding ib = dev.bind(narrow(in, 0, n0, n), Access::read);

@@ -17,7 +17,9 @@
 //   load zeros and store only inside C. Measurement picks the block (Note [Measured coopmat
 //   tiles]), or choose_coopmat_tile's padding rule (vk_policy.hpp).
 //   Everything else, and a tensor that needs splitting to fit a binding, takes the GLSL tiles
-//   (vk_kernels_linalg.cpp), which matmul tries next.
+//   (vk_kernels_linalg.cpp), which matmul tries next. Convolutions' forward passes run on the
+//   same kernel (Note [Convolutions on cooperative matrices] in vk_kernels_conv.cpp): run_coopmat
+//   is the tile choice and measurement both share.
 // - Which devices: FERRY_VULKAN_COOPMAT=1 where probe_coopmat finds the extension, the
 //   16x16x16 f16 shape and the features the modules declare; its pipelines ask for subgroups of
 //   exactly 32 (the kernel's warp layout). Off by default until it has run on a GPU inside
@@ -135,26 +137,27 @@ struct CoopmatModules {
   std::vector<const EmbeddedCoopmatShader*> shaders;
   std::vector<CoopmatTile> tiles;
 };
+constexpr std::size_t kLayouts = 3;  // CoopmatOperandB's values
 
 // FERRY_VULKAN_COOPMAT_TILE=w2x2_t4x4_k32 keeps only that tile (the others' products take the
 // GLSL tiles): for measuring each tile on a GPU.
-const CoopmatModules& modules(bool emulated, bool b_transposed) {
-  static const std::array<CoopmatModules, 4> all = [] {
-    std::array<CoopmatModules, 4> m;
+const CoopmatModules& modules(bool emulated, CoopmatOperandB b) {
+  static const std::array<CoopmatModules, 2 * kLayouts> all = [] {
+    std::array<CoopmatModules, 2 * kLayouts> m;
     const char* only = std::getenv("FERRY_VULKAN_COOPMAT_TILE");
     const std::string tile = only && *only ? fmt::format("gemm_coopmat_{}", only) : "";
     for (std::size_t i = 0; i < kEmbeddedCoopmatShaderCount; ++i) {
       const EmbeddedCoopmatShader& s = kEmbeddedCoopmatShaders[i];
       const std::string_view name(s.name);
       if (!tile.empty() && name != tile && !name.starts_with(tile + "_")) continue;
-      CoopmatModules& kind = m[2 * s.emulated + s.b_transposed];
+      CoopmatModules& kind = m[kLayouts * s.emulated + std::size_t(s.b)];
       kind.shaders.push_back(&s);
       kind.tiles.push_back(
           {s.warps_m * s.tm * 16, s.warps_n * s.tn * 16, s.bk, s.warps_m * s.warps_n * 32});
     }
     return m;
   }();
-  return all[2 * emulated + b_transposed];
+  return all[kLayouts * emulated + std::size_t(b)];
 }
 
 bool multiple_of_8(std::int64_t v) { return v % 8 == 0; }
@@ -192,83 +195,37 @@ int fastest_tile(VulkanDevice& dev, const std::vector<int>& candidates, const Ru
 
 }  // namespace
 
-// Push constants of shaders/gemm_coopmat.slang's Params, in elements.
-struct CoopmatParams {
-  std::uint32_t M, N, K, lda, ldb, ldc, a_off, b_off, c_off, sa_b, sb_b, sc_b;
-};
-
-bool try_coopmat(VulkanDevice& dev, const TensorArg& A, const TensorArg& B, const TensorArg& C) {
+bool run_coopmat(VulkanDevice& dev, CoopmatOperandB layout, std::uint64_t batches, std::uint64_t M,
+                 std::uint64_t N, std::uint64_t K, const CoopmatDispatch& dispatch) {
   const CoopmatMode mode = dev.coopmat_mode();
-  if (mode == CoopmatMode::off || C.dtype != DType::f16) return false;
-  const std::int64_t nb = C.sizes[0], M = C.sizes[1], N = C.sizes[2], K = A.sizes[2];
-  if (nb == 0 || M == 0 || !multiple_of_8(N) || !multiple_of_8(K) || N == 0 || K == 0) return false;
-  // Rows contiguous, B's along K or along N, and every row and batch 16-byte aligned (the
-  // kernel's uint4 loads).
-  const bool b_transposed = B.strides[1] == 1 && B.strides[2] != 1;
-  const std::int64_t ldb = b_transposed ? B.strides[2] : B.strides[1];
-  if (A.strides[2] != 1 || (!b_transposed && B.strides[2] != 1) || C.strides[2] != 1) return false;
-  for (std::int64_t s : {A.strides[0], A.strides[1], B.strides[0], ldb, C.strides[0], C.strides[1],
-                         A.offset, B.offset, C.offset})
-    if (!multiple_of_8(s)) return false;
+  if (mode == CoopmatMode::off || batches == 0 || M == 0 || N == 0 || K == 0) return false;
   const KernelLimits& lim = dev.limits();
-  const CoopmatModules& mods = modules(mode == CoopmatMode::emulated, b_transposed);
-  int t = choose_coopmat_tile(mods.tiles, std::uint64_t(nb), std::uint64_t(M), std::uint64_t(N),
-                              std::uint64_t(K), lim.shared_memory, lim.max_workgroup_invocations);
+  const CoopmatModules& mods = modules(mode == CoopmatMode::emulated, layout);
+  int t = choose_coopmat_tile(mods.tiles, batches, M, N, K, lim.shared_memory,
+                              lim.max_workgroup_invocations);
   if (t < 0) return false;
-  // One binding per operand, the batches in as few dispatches as the group-count limit allows.
-  if (!fits(lim, A) || !fits(lim, B) || !fits(lim, C)) return false;
-  auto groups = [&](const CoopmatTile& tile) {
-    return std::pair{std::uint32_t((N + tile.bn - 1) / tile.bn),
-                     std::uint32_t((M + tile.bm - 1) / tile.bm)};
+  auto groups = [&](int which) {
+    const CoopmatTile& tile = mods.tiles[std::size_t(which)];
+    return std::pair{(N + tile.bn - 1) / tile.bn, (M + tile.bm - 1) / tile.bm};
   };
   // The tiles that can run this product: the device's limits allow them.
   std::vector<int> candidates;
   for (std::size_t i = 0; i < mods.tiles.size(); ++i) {
     const CoopmatTile& tile = mods.tiles[i];
-    const auto [gx, gy] = groups(tile);
+    const auto [gx, gy] = groups(int(i));
     if (tile.shared_bytes() <= lim.shared_memory && tile.threads <= lim.max_workgroup_invocations &&
         gx <= lim.max_groups_x && gy <= lim.max_groups_x)
       candidates.push_back(int(i));
   }
   if (std::find(candidates.begin(), candidates.end(), t) == candidates.end()) return false;
-  Binding a = dev.bind(A, Access::read), b = dev.bind(B, Access::read),
-          c = dev.bind(C, Access::write);
-  for (const Binding* x : {&a, &b, &c})
-    if (x->offset % 16 != 0 || !multiple_of_8(x->element_offset)) return false;
-  const CoopmatParams base{std::uint32_t(M),
-                           std::uint32_t(N),
-                           std::uint32_t(K),
-                           std::uint32_t(A.strides[1]),
-                           std::uint32_t(ldb),
-                           std::uint32_t(C.strides[1]),
-                           a.element_offset,
-                           b.element_offset,
-                           c.element_offset,
-                           std::uint32_t(A.strides[0]),
-                           std::uint32_t(B.strides[0]),
-                           std::uint32_t(C.strides[0])};
   auto run = [&](int which) {
-    const auto [gx, gy] = groups(mods.tiles[std::size_t(which)]);
-    CoopmatParams p = base;
-    for (std::int64_t z = 0; z < nb; z += lim.max_groups_x) {
-      // Later dispatches start max_groups_x batches on (element offsets stay below 2^32: bind()).
-      p.a_off = base.a_off + std::uint32_t(z * A.strides[0]);
-      p.b_off = base.b_off + std::uint32_t(z * B.strides[0]);
-      p.c_off = base.c_off + std::uint32_t(z * C.strides[0]);
-      dev.dispatch(
-          {.shader = mods.shaders[std::size_t(which)]->name,
-           .spec = {},
-           .bindings = {a, b, c},
-           .push = &p,
-           .push_size = sizeof p,
-           .groups = {gx, gy, std::uint32_t(std::min<std::int64_t>(lim.max_groups_x, nb - z))},
-           .subgroup_size = mode == CoopmatMode::on ? 32u : 0u});
-    }
+    const auto [gx, gy] = groups(which);
+    dispatch(mods.shaders[std::size_t(which)]->name, std::uint32_t(gx), std::uint32_t(gy),
+             mode == CoopmatMode::on ? 32u : 0u);
   };
   const char* how = "by padding";
   if (dev.coopmat_tuning() && candidates.size() > 1) {
-    const TileKey key{std::uint64_t(nb), std::uint64_t(M), std::uint64_t(N),
-                      std::uint64_t(K),  b_transposed,     mode == CoopmatMode::emulated};
+    const TileKey key{batches, M, N, K, std::uint32_t(layout), mode == CoopmatMode::emulated};
     int known = -1;
     if (const std::optional<std::string> name = dev.coopmat_tile(key))
       for (int i : candidates)
@@ -289,6 +246,65 @@ bool try_coopmat(VulkanDevice& dev, const TensorArg& A, const TensorArg& B, cons
   }
   run(t);
   return true;
+}
+
+// Push constants of shaders/gemm_coopmat.slang's Params, in elements.
+struct CoopmatParams {
+  std::uint32_t M, N, K, lda, ldb, ldc, a_off, b_off, c_off, sa_b, sb_b, sc_b;
+};
+
+bool try_coopmat(VulkanDevice& dev, const TensorArg& A, const TensorArg& B, const TensorArg& C) {
+  if (dev.coopmat_mode() == CoopmatMode::off || C.dtype != DType::f16) return false;
+  const std::int64_t nb = C.sizes[0], M = C.sizes[1], N = C.sizes[2], K = A.sizes[2];
+  if (nb == 0 || M == 0 || !multiple_of_8(N) || !multiple_of_8(K) || N == 0 || K == 0) return false;
+  // Rows contiguous, B's along K or along N, and every row and batch 16-byte aligned (the
+  // kernel's uint4 loads).
+  const bool b_transposed = B.strides[1] == 1 && B.strides[2] != 1;
+  const std::int64_t ldb = b_transposed ? B.strides[2] : B.strides[1];
+  if (A.strides[2] != 1 || (!b_transposed && B.strides[2] != 1) || C.strides[2] != 1) return false;
+  for (std::int64_t s : {A.strides[0], A.strides[1], B.strides[0], ldb, C.strides[0], C.strides[1],
+                         A.offset, B.offset, C.offset})
+    if (!multiple_of_8(s)) return false;
+  // One binding per operand, the batches in as few dispatches as the group-count limit allows.
+  const KernelLimits& lim = dev.limits();
+  if (!fits(lim, A) || !fits(lim, B) || !fits(lim, C)) return false;
+  Binding a = dev.bind(A, Access::read), b = dev.bind(B, Access::read),
+          c = dev.bind(C, Access::write);
+  for (const Binding* x : {&a, &b, &c})
+    if (x->offset % 16 != 0 || !multiple_of_8(x->element_offset)) return false;
+  const CoopmatParams base{std::uint32_t(M),
+                           std::uint32_t(N),
+                           std::uint32_t(K),
+                           std::uint32_t(A.strides[1]),
+                           std::uint32_t(ldb),
+                           std::uint32_t(C.strides[1]),
+                           a.element_offset,
+                           b.element_offset,
+                           c.element_offset,
+                           std::uint32_t(A.strides[0]),
+                           std::uint32_t(B.strides[0]),
+                           std::uint32_t(C.strides[0])};
+  return run_coopmat(
+      dev, b_transposed ? CoopmatOperandB::transposed : CoopmatOperandB::rows, std::uint64_t(nb),
+      std::uint64_t(M), std::uint64_t(N), std::uint64_t(K),
+      [&](const char* shader, std::uint32_t gx, std::uint32_t gy, std::uint32_t subgroup_size) {
+        CoopmatParams p = base;
+        for (std::int64_t z = 0; z < nb; z += lim.max_groups_x) {
+          // Later dispatches start max_groups_x batches on (element offsets stay below 2^32:
+          // bind()).
+          p.a_off = base.a_off + std::uint32_t(z * A.strides[0]);
+          p.b_off = base.b_off + std::uint32_t(z * B.strides[0]);
+          p.c_off = base.c_off + std::uint32_t(z * C.strides[0]);
+          dev.dispatch(
+              {.shader = shader,
+               .spec = {},
+               .bindings = {a, b, c},
+               .push = &p,
+               .push_size = sizeof p,
+               .groups = {gx, gy, std::uint32_t(std::min<std::int64_t>(lim.max_groups_x, nb - z))},
+               .subgroup_size = subgroup_size});
+        }
+      });
 }
 
 }  // namespace ferry::vulkan

@@ -217,7 +217,7 @@ TransferQueueChoice choose_transfer_queue(const char* env, std::span<const Queue
 std::string write_tile_table(const TileTable& table) {
   std::string out = "FERRYTILES1\n";
   for (const auto& [k, name] : table)
-    out += fmt::format("{} {} {} {} {} {} {}\n", k.batches, k.m, k.n, k.k, int(k.b_transposed),
+    out += fmt::format("{} {} {} {} {} {} {}\n", k.batches, k.m, k.n, k.k, k.b_layout,
                        int(k.emulated), name);
   return out;
 }
@@ -236,10 +236,10 @@ TileTable read_tile_table(std::string_view text) {
     bool ok = n == 7 && f[6].starts_with("gemm_coopmat_");
     for (int i = 0; ok && i < 6; ++i) {  // digits only: istream would wrap "-1"
       const auto [end, ec] = std::from_chars(f[i].data(), f[i].data() + f[i].size(), v[i]);
-      ok = ec == std::errc() && end == f[i].data() + f[i].size() && (i < 4 || v[i] <= 1);
+      ok = ec == std::errc() && end == f[i].data() + f[i].size() && (i < 4 || v[i] <= 1 + (i == 4));
     }
     if (!ok) continue;
-    table[TileKey{v[0], v[1], v[2], v[3], v[4] == 1, v[5] == 1}] = f[6];
+    table[TileKey{v[0], v[1], v[2], v[3], std::uint32_t(v[4]), v[5] == 1}] = f[6];
   }
   return table;
 }

@@ -95,11 +95,12 @@ int choose_coopmat_tile(std::span<const CoopmatTile> tiles, std::uint64_t batche
 // runs, once measured, kept per device beside its pipeline cache.
 struct TileKey {
   std::uint64_t batches = 0, m = 0, n = 0, k = 0;
-  bool b_transposed = false, emulated = false;
+  std::uint32_t b_layout = 0;  // vk_coopmat_shaders.hpp's CoopmatOperandB
+  bool emulated = false;
   auto operator<=>(const TileKey&) const = default;
 };
 using TileTable = std::map<TileKey, std::string>;  // -> the module's name
-// The file: a "FERRYTILES1" line, then a line per entry: batches m n k b_transposed emulated
+// The file: a "FERRYTILES1" line, then a line per entry: batches m n k b_layout emulated
 // name. read_tile_table ignores a file without the header and every malformed line.
 std::string write_tile_table(const TileTable& table);
 TileTable read_tile_table(std::string_view text);
