@@ -209,9 +209,17 @@ TEST(Coopmat, ProductsMatchTheCpu) {
     expect_matches_cpu(halves({32, 250, 40}), halves({32, 40, 200}), true,
                        "[32, 250, 40] x [32, 40, 200] (128x128 blocks, ragged)");
   }
-  // Left to the GLSL tiles: N or K not a multiple of 8 (16-byte loads).
-  expect_matches_cpu(halves({64, 64}), halves({64, 60}), false, "N = 60");
-  expect_matches_cpu(halves({64, 36}), halves({36, 64}), false, "K = 36");
+  // N or K not a multiple of 8: those operands load half by half, zeros past the edge, and C
+  // stores element by element; every size odd; a Linear of 65 outputs (a character
+  // vocabulary), its weight transposed.
+  expect_matches_cpu(halves({64, 64}), halves({64, 60}), true, "N = 60");
+  expect_matches_cpu(halves({64, 36}), halves({36, 64}), true, "K = 36");
+  expect_matches_cpu(halves({3, 77, 37}), halves({3, 37, 61}), true, "[3, 77, 37] x [3, 37, 61]");
+  expect_matches_cpu(halves({2, 130, 45}), halves({65, 45}), true, "[2, 130, 45] x [65, 45]^T",
+                     [](const Tensor& a, const Tensor& b) {
+                       return std::pair{a, b.transpose(-1, -2)};
+                     });
+  expect_matches_cpu(halves({1, 1}), halves({1, 3}), true, "[1, 1] x [1, 3]");
   // A Linear's weight, transposed: the B_TRANS modules, batched or folded into the rows.
   auto b_transposed = [](const Tensor& a, const Tensor& b) {
     return std::pair{a, b.transpose(-1, -2)};
@@ -224,18 +232,24 @@ TEST(Coopmat, ProductsMatchTheCpu) {
                      "a transposed B cut from a wider one", [](const Tensor& a, const Tensor& b) {
                        return std::pair{a, b.narrow(1, 8, 64).transpose(0, 1)};
                      });
-  // Layouts the kernel does not take: A transposed, a row stride of 68, an offset of 4 elements.
-  expect_matches_cpu(halves({64, 64}), halves({64, 64}), false, "A transposed",
-                     [](const Tensor& a, const Tensor& b) {
-                       return std::pair{a.transpose(0, 1), b};
-                     });
-  expect_matches_cpu(halves({64, 68}), halves({64, 64}), false, "row stride 68",
+  // Rows and operands off 8-element boundaries: a row stride of 68 (and of 66 for C's rows
+  // through a narrowed output is not reachable from matmul), offsets of 4 and 3 elements.
+  expect_matches_cpu(halves({64, 68}), halves({64, 64}), true, "row stride 68",
                      [](const Tensor& a, const Tensor& b) {
                        return std::pair{a.narrow(1, 0, 64), b};
                      });
-  expect_matches_cpu(halves({4 + 64 * 64}), halves({64, 64}), false, "an offset of 4 elements",
+  expect_matches_cpu(halves({4 + 64 * 64}), halves({64, 64}), true, "an offset of 4 elements",
                      [](const Tensor& a, const Tensor& b) {
                        return std::pair{a.narrow(0, 4, 64 * 64).view({64, 64}), b};
+                     });
+  expect_matches_cpu(halves({64, 64}), halves({3 + 64 * 72}), true, "B at 3, row stride 72",
+                     [](const Tensor& a, const Tensor& b) {
+                       return std::pair{a, b.narrow(0, 3, 64 * 72).view({64, 72}).narrow(1, 0, 64)};
+                     });
+  // The layout the kernel does not take: A transposed.
+  expect_matches_cpu(halves({64, 64}), halves({64, 64}), false, "A transposed",
+                     [](const Tensor& a, const Tensor& b) {
+                       return std::pair{a.transpose(0, 1), b};
                      });
   // f32 keeps the GLSL tiles.
   expect_matches_cpu(ferry::randn({64, 64}), ferry::randn({64, 64}), false, "f32");
@@ -300,7 +314,15 @@ TEST(Coopmat, ConvolutionsRunOnIt) {
            {{3, 40, 5, 8}, {72, 40, 1, 1}, false, {1}, {0}, {1}, 1, pointwise, "1x1, ragged"},
            {{2, 16, 8, 8}, {24, 16, 1, 1}, true, {1}, {0}, {1}, 1, implicit_gemm, "1x1, bias"},
            {{2, 16, 8, 8}, {24, 16, 1, 1}, false, {2}, {0}, {1}, 1, implicit_gemm, "1x1, stride 2"},
-           {{2, 12, 8, 8}, {24, 12, 1, 1}, false, {1}, {0}, {1}, 1, implicit_gemm, "12 channels"},
+           {{2, 12, 5, 5},
+            {24, 12, 1, 1},
+            false,
+            {1},
+            {0},
+            {1},
+            1,
+            pointwise,
+            "12 ch, 25 positions"},
            {{2, 16, 8, 8}, {24, 16, 3, 3}, true, {1}, {1}, {1}, 1, implicit_gemm, "3x3, pad 1"},
            // A first layer: 3 channels, 7x7 taps (147: the weight's rows load half by half),
            // stride 2, 64 filters over 128-column blocks of 2 x 9 x 9 positions.

@@ -201,8 +201,7 @@ void for_each_chunk(const Conv& cv, std::initializer_list<TensorArg> batched,
 // an f16 convolution's forward pass of one group runs on it, in one of two ways:
 // - pointwise (1x1 kernel, stride 1, no padding, no bias; a ResNet bottleneck's two of three):
 //   the product y[n] = w [OC, C] x x[n] [C, L] for each sample, which matmul's kernel runs as a
-//   batch with the weight's batch stride 0, where try_coopmat takes it (its 16-byte loads need
-//   C and L multiples of 8);
+//   batch with the weight's batch stride 0;
 // - any other (conv_on_coopmat): the kernel's CONV modules, an implicit GEMM
 //   y [OC, batch x L] = w [OC, C x taps] x im2col(x) [C x taps, batch x L], the batch folded
 //   into the columns so that small late layers (7 x 7 positions) still fill the blocks; each

@@ -10,12 +10,12 @@
 // standalone prototype on an H100 (docs/gpu-results.md, 2026-11-26): 170 TFLOP/s at
 // 4096^3, 4.7 times the GLSL tiles, with 128x128 blocks of four subgroups.
 // - What runs it: f16 x f16 -> f16 products (f32 accumulation, as the GLSL tiles and cuBLAS
-//   do), [B, M, K] x [B, K, N] with A's and C's rows contiguous, B's rows or its columns (the
-//   transposed weight of a Linear: B_TRANS modules), every stride and offset a multiple of 8
-//   elements, and N and K multiples of 8 (the kernel's 16-byte loads then lie wholly inside
-//   or outside a matrix); M, N and K need not be multiples of the tile's block: edge blocks
-//   load zeros and store only inside C. Measurement picks the block (Note [Measured coopmat
-//   tiles]), or choose_coopmat_tile's padding rule (vk_policy.hpp).
+//   do), [B, M, K] x [B, K, N] with A's and C's rows contiguous and B's rows or its columns (the
+//   transposed weight of a Linear: B_TRANS modules), of any sizes. An operand whose strides and
+//   offset are multiples of 8 elements loads (stores) 16 bytes at a time, others half by half;
+//   blocks need not divide M, N or K: edge blocks load zeros and store only inside C.
+//   Measurement picks the block (Note [Measured coopmat tiles]), or choose_coopmat_tile's
+//   padding rule (vk_policy.hpp).
 //   Everything else, and a tensor that needs splitting to fit a binding, takes the GLSL tiles
 //   (vk_kernels_linalg.cpp), which matmul tries next. Convolutions' forward passes run on the
 //   same kernel (Note [Convolutions on cooperative matrices] in vk_kernels_conv.cpp): run_coopmat
@@ -250,28 +250,34 @@ bool run_coopmat(VulkanDevice& dev, CoopmatOperandB layout, std::uint64_t batche
 
 // Push constants of shaders/gemm_coopmat.slang's Params, in elements.
 struct CoopmatParams {
-  std::uint32_t M, N, K, lda, ldb, ldc, a_off, b_off, c_off, sa_b, sb_b, sc_b;
+  std::uint32_t M, N, K, lda, ldb, ldc, a_off, b_off, c_off, sa_b, sb_b, sc_b, flags;
 };
+constexpr std::uint32_t kAVectors = 1, kBVectors = 2, kCVectors = 4;  // its flags
 
 bool try_coopmat(VulkanDevice& dev, const TensorArg& A, const TensorArg& B, const TensorArg& C) {
   if (dev.coopmat_mode() == CoopmatMode::off || C.dtype != DType::f16) return false;
   const std::int64_t nb = C.sizes[0], M = C.sizes[1], N = C.sizes[2], K = A.sizes[2];
-  if (nb == 0 || M == 0 || !multiple_of_8(N) || !multiple_of_8(K) || N == 0 || K == 0) return false;
-  // Rows contiguous, B's along K or along N, and every row and batch 16-byte aligned (the
-  // kernel's uint4 loads).
+  if (nb == 0 || M == 0 || N == 0 || K == 0) return false;
+  // Rows contiguous, B's along K or along N.
   const bool b_transposed = B.strides[1] == 1 && B.strides[2] != 1;
   const std::int64_t ldb = b_transposed ? B.strides[2] : B.strides[1];
   if (A.strides[2] != 1 || (!b_transposed && B.strides[2] != 1) || C.strides[2] != 1) return false;
-  for (std::int64_t s : {A.strides[0], A.strides[1], B.strides[0], ldb, C.strides[0], C.strides[1],
-                         A.offset, B.offset, C.offset})
-    if (!multiple_of_8(s)) return false;
   // One binding per operand, the batches in as few dispatches as the group-count limit allows.
   const KernelLimits& lim = dev.limits();
   if (!fits(lim, A) || !fits(lim, B) || !fits(lim, C)) return false;
   Binding a = dev.bind(A, Access::read), b = dev.bind(B, Access::read),
           c = dev.bind(C, Access::write);
   for (const Binding* x : {&a, &b, &c})
-    if (x->offset % 16 != 0 || !multiple_of_8(x->element_offset)) return false;
+    if (x->offset % 16 != 0) return false;  // the kernel reads them as 16-byte vectors
+  // Each operand loads (or stores) 16 bytes at a time where its rows and batches start on
+  // 8-element boundaries, else half by half; C's 16-byte pieces also need N % 8 == 0.
+  auto aligned = [](const Binding& x, std::int64_t row, std::int64_t batch) {
+    return multiple_of_8(x.element_offset) && multiple_of_8(row) && multiple_of_8(batch);
+  };
+  const std::uint32_t flags =
+      (aligned(a, A.strides[1], A.strides[0]) ? kAVectors : 0) |
+      (aligned(b, ldb, B.strides[0]) ? kBVectors : 0) |
+      (aligned(c, C.strides[1], C.strides[0]) && multiple_of_8(N) ? kCVectors : 0);
   const CoopmatParams base{std::uint32_t(M),
                            std::uint32_t(N),
                            std::uint32_t(K),
@@ -283,7 +289,8 @@ bool try_coopmat(VulkanDevice& dev, const TensorArg& A, const TensorArg& B, cons
                            c.element_offset,
                            std::uint32_t(A.strides[0]),
                            std::uint32_t(B.strides[0]),
-                           std::uint32_t(C.strides[0])};
+                           std::uint32_t(C.strides[0]),
+                           flags};
   return run_coopmat(
       dev, b_transposed ? CoopmatOperandB::transposed : CoopmatOperandB::rows, std::uint64_t(nb),
       std::uint64_t(M), std::uint64_t(N), std::uint64_t(K),
