@@ -21,8 +21,9 @@ endif()
 set(FERRY_SLANG_DIR ${PROJECT_SOURCE_DIR}/build/slang CACHE PATH
     "Where tools/fetch_slang.py puts Slang's compiler library and headers")
 # The tile variants, name:WARPS_M:WARPS_N:TM:TN:BK (shaders/gemm_coopmat.slang). Each is built
-# six times: B's rows contiguous, B transposed (B_TRANS, "_bt") or a convolution's input
-# (CONV, "_conv"), on cooperative matrices or in the scalar emulation ("_emulated").
+# eight times: B's rows contiguous, B transposed (B_TRANS, "_bt"), a convolution's input (CONV=1,
+# "_conv") or its output's gradient (CONV=2, "_conv_dgrad"), on cooperative matrices or in the
+# scalar emulation ("_emulated").
 # The first is the fastest measured (the prototype's sweep on an H100, docs/gpu-results.md:
 # 170 TFLOP/s at 4096^3, against 124 for its BK = 16 form); that one needs 37 KiB of shared
 # memory, so devices with 32 KiB (lavapipe among them) take the second, same blocks in 21 KiB;
@@ -95,7 +96,7 @@ if(NOT _coopmat_note)
     endif()
     list(POP_FRONT _parts _vname _wm _wn _tm _tn _bk)
     set(_tile -DWARPS_M=${_wm} -DWARPS_N=${_wn} -DTM=${_tm} -DTN=${_tn} -DBK=${_bk})
-    foreach(_b 0 1 2)  # B's layout: vk_coopmat_shaders.hpp's CoopmatOperandB
+    foreach(_b 0 1 2 3)  # B's layout: vk_coopmat_shaders.hpp's CoopmatOperandB
       foreach(_emulated 0 1)
         set(name gemm_coopmat_${_vname})
         if(_b EQUAL 1)
@@ -104,6 +105,9 @@ if(NOT _coopmat_note)
         elseif(_b EQUAL 2)
           set(defs ${_tile} -DCONV=1)
           string(APPEND name _conv)
+        elseif(_b EQUAL 3)
+          set(defs ${_tile} -DCONV=2)
+          string(APPEND name _conv_dgrad)
         else()
           set(defs ${_tile})
         endif()

@@ -404,6 +404,80 @@ TEST(Coopmat, ConvolutionsRunOnIt) {
             std::string::npos);
 }
 
+// The input gradient of a convolution of stride 1 on the CONV=2 modules (the transposed
+// convolution, its kernel flipped), strided ones on the GLSL GEMMs; against the CPU's f32
+// gradient rounded once to f16.
+TEST(Coopmat, ConvolutionInputGradientsRunOnIt) {
+  if (!path_is_on()) GTEST_SKIP() << coopmat_property();
+  const ferry::Device dev("vulkan:0");
+  ferry::manual_seed(17);
+  struct Case {
+    ferry::Shape x, w;
+    std::vector<std::int64_t> stride, padding, dilation;
+    bool coopmat;
+    const char* what;
+  };
+  for (const Case& k : std::vector<Case>{
+           {{2, 16, 8, 8}, {24, 16, 3, 3}, {1}, {1}, {1}, true, "3x3, pad 1"},
+           {{3, 5, 9, 7}, {12, 5, 3, 2}, {1}, {0, 1}, {2, 1}, true, "dilated, unequal, odd"},
+           {{2, 8, 6, 6}, {16, 8, 5, 5}, {1}, {4}, {1}, true, "5x5, padding 4 (> kernel - 1)"},
+           {{4, 24, 7, 7}, {40, 24, 1, 1}, {1}, {0}, {1}, true, "1x1, 7x7 maps"},
+           {{2, 16, 8, 8}, {24, 16, 3, 3}, {2}, {1}, {1}, false, "stride 2"}}) {
+    const Tensor x = halves(k.x), w = halves(k.w);
+    const ferry::Shape y_shape =
+        ferry::conv2d(x.to(DType::f32), w.to(DType::f32), {}, k.stride, k.padding, k.dilation)
+            .sizes();
+    const Tensor g = halves(y_shape);
+    auto input_grad = [&](const Tensor& xs, const Tensor& ws, const Tensor& gs) {
+      const Tensor xr = xs.detach().requires_grad_();
+      const Tensor y = ferry::conv2d(xr, ws, {}, k.stride, k.padding, k.dilation);
+      return ferry::autograd::grad({y}, {xr}, {gs})[0];
+    };
+    Tensor got;
+    const std::string kernel = op_kernel(
+        "conv_backward_input", [&] { return input_grad(x.to(dev), w.to(dev), g.to(dev)); }, &got);
+    EXPECT_EQ(kernel.find("_conv_dgrad") != std::string::npos, k.coopmat)
+        << k.what << ": " << kernel;
+    const Tensor want =
+        input_grad(x.to(DType::f32), w.to(DType::f32), g.to(DType::f32)).to(DType::f16);
+    ferry_test::expect_close(ferry_test::as_double(got), ferry_test::as_double(want), 2e-3, 2e-3,
+                             k.what);
+  }
+  // conv1d and conv3d.
+  const Tensor x1 = halves({3, 8, 50}), w1 = halves({24, 8, 5}), g1 = halves({3, 24, 48});
+  const Tensor x3 = halves({2, 8, 5, 6, 7}), w3 = halves({16, 8, 3, 3, 3}),
+               g3 = halves({2, 16, 5, 6, 7});
+  auto grad1 = [](const Tensor& x, const Tensor& w, const Tensor& g) {
+    const Tensor xr = x.detach().requires_grad_();
+    return ferry::autograd::grad({ferry::conv1d(xr, w, {}, {1}, {1})}, {xr}, {g})[0];
+  };
+  auto grad3 = [](const Tensor& x, const Tensor& w, const Tensor& g) {
+    const Tensor xr = x.detach().requires_grad_();
+    return ferry::autograd::grad({ferry::conv3d(xr, w, {}, {1}, {1})}, {xr}, {g})[0];
+  };
+  Tensor got;
+  EXPECT_NE(
+      op_kernel(
+          "conv_backward_input", [&] { return grad1(x1.to(dev), w1.to(dev), g1.to(dev)); }, &got)
+          .find("_conv_dgrad"),
+      std::string::npos);
+  ferry_test::expect_close(
+      ferry_test::as_double(got),
+      ferry_test::as_double(
+          grad1(x1.to(DType::f32), w1.to(DType::f32), g1.to(DType::f32)).to(DType::f16)),
+      2e-3, 2e-3, "conv1d");
+  EXPECT_NE(
+      op_kernel(
+          "conv_backward_input", [&] { return grad3(x3.to(dev), w3.to(dev), g3.to(dev)); }, &got)
+          .find("_conv_dgrad"),
+      std::string::npos);
+  ferry_test::expect_close(
+      ferry_test::as_double(got),
+      ferry_test::as_double(
+          grad3(x3.to(DType::f32), w3.to(DType::f32), g3.to(DType::f32)).to(DType::f16)),
+      2e-3, 2e-3, "conv3d");
+}
+
 TEST(CoopmatPolicy, TileTableRoundTripsAndIgnoresWhatItCannotRead) {
   using ferry::vulkan::TileKey;
   using ferry::vulkan::TileTable;
@@ -418,7 +492,7 @@ TEST(CoopmatPolicy, TileTableRoundTripsAndIgnoresWhatItCannotRead) {
       "FERRYTILES1\n"
       "1 64 64 64 0 0 gemm_coopmat_a\n"     // kept
       "1 64 64 0 0 gemm_coopmat_b\n"        // a field short
-      "1 64 64 64 3 0 gemm_coopmat_c\n"     // not a layout
+      "1 64 64 64 4 0 gemm_coopmat_c\n"     // not a layout
       "1 64 64 64 0 0 matmul\n"             // not a coopmat module
       "1 64 64 64 0 0 gemm_coopmat_d x\n"   // a field too many
       "-1 64 64 64 0 0 gemm_coopmat_e\n");  // not a count

@@ -78,7 +78,7 @@ for step in "${steps[@]}"; do
         run "devices_${v/:/_}_coopmat" env FERRY_VULKAN_COOPMAT=1 "$bin/ferry-devices" --verbose
         run "conformance_${v/:/_}_coopmat" env FERRY_VULKAN_VALIDATION=1 \
           FERRY_VULKAN_COOPMAT=1 "$bin/ferry-conformance" --device "$v" \
-          --op '^(matmul|linear|conv1d|conv2d|conv3d)$' \
+          --op '^(matmul|linear|conv1d|conv2d|conv3d)(\.grad)?$' \
           --json "$out/conformance_${v/:/_}_coopmat.json"
         run "tests_${v/:/_}_coopmat" env FERRY_VULKAN_VALIDATION=1 FERRY_VULKAN_COOPMAT=1 \
           "$bin/ferry_tests" --gtest_filter='Coopmat*:Matmul.*:Matvec.*:VulkanConv.*'

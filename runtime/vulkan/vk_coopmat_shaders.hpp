@@ -12,9 +12,10 @@ namespace ferry::vulkan {
 
 // How the kernel reads its B operand.
 enum class CoopmatOperandB : std::uint32_t {
-  rows,        // B[b, K, N], rows contiguous
-  transposed,  // B_TRANS=1: B as Bt[b, N, K], rows contiguous (a Linear's weight)
-  conv_input,  // CONV=1: the im2col matrix of a convolution's input, gathered as it is staged
+  rows,              // B[b, K, N], rows contiguous
+  transposed,        // B_TRANS=1: B as Bt[b, N, K], rows contiguous (a Linear's weight)
+  conv_input,        // CONV=1: the im2col matrix of a convolution's input, gathered as it is staged
+  conv_output_grad,  // CONV=2: the same of its output's gradient, for its input's gradient
 };
 
 struct EmbeddedCoopmatShader {

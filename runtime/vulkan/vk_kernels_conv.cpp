@@ -207,7 +207,11 @@ void for_each_chunk(const Conv& cv, std::initializer_list<TensorArg> batched,
 //   into the columns so that small late layers (7 x 7 positions) still fill the blocks; each
 //   invocation gathers the input's halves for its 8 columns as it stages them (never writing
 //   the im2col matrix), and the results go out element by element, with the bias.
-// The weight gradient and the input gradient still run the GLSL GEMMs.
+// The input gradient of a convolution of stride 1 runs the same way (CONV=2 modules): it is the
+// forward pass of the transposed convolution, gx = w' x im2col(gy) with the kernel flipped (w'
+// gathered half by half) and padded by (kernel - 1) x dilation - padding. A strided one, and
+// the weight gradient (a sum over the whole batch into few outputs, which wants split sums),
+// still run the GLSL GEMMs.
 bool pointwise_on_coopmat(VulkanDevice& dev, const Conv& cv, const TensorArg& x, const TensorArg& w,
                           const TensorArg& y) {
   if (dev.coopmat_mode() == CoopmatMode::off || cv.dt != DType::f16 || cv.p.G != 1 || cv.K != 1 ||
@@ -232,52 +236,69 @@ struct CoopmatConvParams {
 static_assert(sizeof(CoopmatConvParams) <= 128, "the push constants every device takes");
 constexpr std::uint32_t kConvAVectors = 1, kConvBias = 2;  // its flags
 
-bool conv_on_coopmat(VulkanDevice& dev, const Conv& cv, const TensorArg& x, const TensorArg& w,
-                     const TensorArg& y, const TensorArg* bias) {
+// y from x (`forward`), or gx from gy (stride 1), on the CONV modules: `in` is x or gy, `out` y
+// or gx.
+bool conv_on_coopmat(VulkanDevice& dev, const Conv& cv, const TensorArg& in, const TensorArg& w,
+                     const TensorArg& out, const TensorArg* bias, bool forward) {
   if (dev.coopmat_mode() == CoopmatMode::off || cv.dt != DType::f16 || cv.p.G != 1) return false;
-  const std::uint64_t columns = std::uint64_t(cv.p.N) * cv.L, K = std::uint64_t(cv.p.C) * cv.K;
+  const abi::ConvParams& p = cv.p;
+  if (!forward)
+    for (int e = 0; e < 3; ++e)
+      if (p.stride[e] != 1) return false;  // most taps would land between outputs
+  // The GEMM: rows (y's channels, or gx's), columns (the batch's positions of y, or of gx), and
+  // the sum (x's channels' taps, or gy's).
+  const std::uint32_t rows = forward ? p.OC : p.C, positions = forward ? cv.L : cv.area;
+  const std::uint64_t columns = std::uint64_t(p.N) * positions,
+                      K = std::uint64_t(forward ? p.C : p.OC) * cv.K;
   if (columns == 0 || columns > 0xffffffffull || K > 0xffffffffull) return false;
   const KernelLimits& lim = dev.limits();
-  for (const TensorArg* t : {&x, &w, &y, bias})
+  for (const TensorArg* t : {&in, &w, &out, bias})
     if (t && !fits(lim, *t)) return false;
-  const Binding xb = dev.bind(x, Access::read), wb = dev.bind(w, Access::read),
-                yb = dev.bind(y, Access::write);
+  const Binding ib = dev.bind(in, Access::read), wb = dev.bind(w, Access::read),
+                ob = dev.bind(out, Access::write);
   const Binding bb = bias ? dev.bind(*bias, Access::read) : wb;
-  const abi::ConvParams& p = cv.p;
-  const bool a_vectors = K % 8 == 0 && wb.element_offset % 8 == 0;
-  const CoopmatConvParams push{p.OC,
+  const bool a_vectors = forward && K % 8 == 0 && wb.element_offset % 8 == 0;
+  // The gathered tensor's sizes and the positions' (x and y forward; gy and gx backward, where
+  // the flipped kernel pads by (kernel - 1) x dilation - padding, which may be negative).
+  const std::uint32_t* gathered = forward ? p.isz : p.osz;
+  const std::uint32_t* produced = forward ? p.osz : p.isz;
+  std::uint32_t pad[3];
+  for (int e = 0; e < 3; ++e)
+    pad[e] = forward ? p.pad[e] : std::uint32_t((p.ksz[e] - 1) * p.dil[e]) - p.pad[e];
+  const CoopmatConvParams push{rows,
                                std::uint32_t(columns),
                                std::uint32_t(K),
                                std::uint32_t(K),
                                wb.element_offset,
-                               xb.element_offset,
-                               yb.element_offset,
+                               ib.element_offset,
+                               ob.element_offset,
                                bb.element_offset,
                                (a_vectors ? kConvAVectors : 0) | (bias ? kConvBias : 0),
-                               cv.L,
-                               p.osz[1],
-                               p.osz[2],
-                               p.isz[0],
-                               p.isz[1],
-                               p.isz[2],
+                               positions,
+                               produced[1],
+                               produced[2],
+                               gathered[0],
+                               gathered[1],
+                               gathered[2],
                                p.ksz[1],
                                p.ksz[2],
                                cv.K,
                                p.stride[0],
                                p.stride[1],
                                p.stride[2],
-                               p.pad[0],
-                               p.pad[1],
-                               p.pad[2],
+                               pad[0],
+                               pad[1],
+                               pad[2],
                                p.dil[0],
                                p.dil[1],
                                p.dil[2]};
   return run_coopmat(
-      dev, CoopmatOperandB::conv_input, 1, p.OC, columns, K,
+      dev, forward ? CoopmatOperandB::conv_input : CoopmatOperandB::conv_output_grad, 1, rows,
+      columns, K,
       [&](const char* shader, std::uint32_t gx, std::uint32_t gy, std::uint32_t subgroup_size) {
         dev.dispatch({.shader = shader,
                       .spec = {},
-                      .bindings = {wb, xb, yb, bb},
+                      .bindings = {wb, ib, ob, bb},
                       .push = &push,
                       .push_size = sizeof push,
                       .groups = {gx, gy, 1},
@@ -296,8 +317,8 @@ void per_sample(VulkanDevice& dev, const OpCall& c, bool forward) {
   // The GEMM's rows per group, and its columns per sample (out's positions).
   const std::uint64_t rows = forward ? cv.OCg : cv.Cg, positions = forward ? cv.L : cv.area;
   const bool direct_kernel = forward ? cv.direct_forward() : cv.direct_backward_input();
-  if (forward && ((!f.has_bias && pointwise_on_coopmat(dev, cv, in, w, out)) ||
-                  conv_on_coopmat(dev, cv, in, w, out, f.has_bias ? &c.inputs.at(2) : nullptr)))
+  if ((forward && !f.has_bias && pointwise_on_coopmat(dev, cv, in, w, out)) ||
+      conv_on_coopmat(dev, cv, in, w, out, f.has_bias ? &c.inputs.at(2) : nullptr, forward))
     return;
   for_each_chunk(cv, {in, out}, [&](std::int64_t n0, std::int64_t n) {
     const Binding ob = dev.bind(narrow(out, 0, n0, n), Access::write);

@@ -236,7 +236,8 @@ TileTable read_tile_table(std::string_view text) {
     bool ok = n == 7 && f[6].starts_with("gemm_coopmat_");
     for (int i = 0; ok && i < 6; ++i) {  // digits only: istream would wrap "-1"
       const auto [end, ec] = std::from_chars(f[i].data(), f[i].data() + f[i].size(), v[i]);
-      ok = ec == std::errc() && end == f[i].data() + f[i].size() && (i < 4 || v[i] <= 1 + (i == 4));
+      ok = ec == std::errc() && end == f[i].data() + f[i].size() &&
+           (i < 4 || v[i] <= (i == 4 ? 3u : 1u));
     }
     if (!ok) continue;
     table[TileKey{v[0], v[1], v[2], v[3], std::uint32_t(v[4]), v[5] == 1}] = f[6];
