@@ -154,6 +154,28 @@ void expect_matches_cpu(const Tensor& a, const Tensor& b, bool coopmat, const st
 
 Tensor halves(const ferry::Shape& shape) { return ferry::randn(shape).to(DType::f16); }
 
+// Where an f16 operand goes: vulkan:0, or the CPU in f32 (the reference).
+using Place = std::function<Tensor(const Tensor&)>;
+
+// `run` with its operands on vulkan:0: op `op`'s kernel there is named with `module` (empty: no
+// cooperative-matrix module), and its result matches `run` on the CPU in f32, rounded once to
+// f16.
+void expect_module_matches_cpu(const std::string& op, const std::string& module,
+                               const std::function<Tensor(const Place&)>& run,
+                               const std::string& what) {
+  const ferry::Device dev("vulkan:0");
+  Tensor got;
+  const std::string kernel = op_kernel(
+      op, [&] { return run([&](const Tensor& t) { return t.to(dev); }); }, &got);
+  if (module.empty())
+    EXPECT_EQ(kernel.find("coopmat"), std::string::npos) << what << ": " << kernel;
+  else
+    EXPECT_NE(kernel.find(module), std::string::npos) << what << ": " << kernel;
+  const Tensor want = run([](const Tensor& t) { return t.to(DType::f32); }).to(DType::f16);
+  ferry_test::expect_close(ferry_test::as_double(got), ferry_test::as_double(want), 2e-3, 2e-3,
+                           what);
+}
+
 // Whether vulkan:0 runs f16 products on the path: emulated (CI) or on a GPU's matrix units
 // (FERRY_VULKAN_COOPMAT=1, tools/gpu_check.sh).
 bool path_is_on() {
@@ -363,43 +385,21 @@ TEST(Coopmat, ConvolutionsRunOnIt) {
   // One and three spatial dims, an empty batch (the GLSL path: nothing to multiply), and f32
   // (the GLSL path).
   const Tensor x1 = halves({3, 8, 50}), w1 = halves({24, 8, 5});
-  Tensor got;
-  EXPECT_NE(op_kernel(
-                "conv1d", [&] { return ferry::conv1d(x1.to(dev), w1.to(dev), {}, {2}, {2}); }, &got)
-                .find("_conv"),
-            std::string::npos);
-  ferry_test::expect_close(
-      ferry_test::as_double(got),
-      ferry_test::as_double(
-          ferry::conv1d(x1.to(DType::f32), w1.to(DType::f32), {}, {2}, {2}).to(DType::f16)),
-      2e-3, 2e-3, "conv1d");
+  expect_module_matches_cpu(
+      "conv1d", "_conv",
+      [&](const Place& at) { return ferry::conv1d(at(x1), at(w1), {}, {2}, {2}); }, "conv1d");
   const Tensor x3 = halves({2, 8, 5, 6, 7}), w3 = halves({16, 8, 3, 3, 3}), b3 = halves({16});
-  EXPECT_NE(op_kernel(
-                "conv3d",
-                [&] { return ferry::conv3d(x3.to(dev), w3.to(dev), b3.to(dev), {1}, {1}); }, &got)
-                .find("_conv"),
-            std::string::npos);
-  ferry_test::expect_close(ferry_test::as_double(got),
-                           ferry_test::as_double(ferry::conv3d(x3.to(DType::f32), w3.to(DType::f32),
-                                                               b3.to(DType::f32), {1}, {1})
-                                                     .to(DType::f16)),
-                           2e-3, 2e-3, "conv3d");
+  expect_module_matches_cpu(
+      "conv3d", "_conv",
+      [&](const Place& at) { return ferry::conv3d(at(x3), at(w3), at(b3), {1}, {1}); }, "conv3d");
+  const Tensor x0 = halves({0, 8, 6, 6}), w0 = halves({16, 8, 3, 3});
+  expect_module_matches_cpu(
+      "conv2d", "", [&](const Place& at) { return ferry::conv2d(at(x0), at(w0)); },
+      "an empty batch");
+  const Tensor x32 = ferry::randn({2, 8, 6, 6}), w32 = ferry::randn({16, 8, 3, 3});
+  Tensor got;
   EXPECT_EQ(op_kernel(
-                "conv2d",
-                [&] {
-                  return ferry::conv2d(halves({0, 8, 6, 6}).to(dev), halves({16, 8, 3, 3}).to(dev));
-                },
-                &got)
-                .find("coopmat"),
-            std::string::npos);
-  EXPECT_EQ(got.numel(), 0);
-  EXPECT_EQ(op_kernel(
-                "conv2d",
-                [&] {
-                  return ferry::conv2d(ferry::randn({2, 8, 6, 6}).to(dev),
-                                       ferry::randn({16, 8, 3, 3}).to(dev));
-                },
-                &got)
+                "conv2d", [&] { return ferry::conv2d(x32.to(dev), w32.to(dev)); }, &got)
                 .find("coopmat"),
             std::string::npos);
 }
@@ -424,58 +424,36 @@ TEST(Coopmat, ConvolutionInputGradientsRunOnIt) {
            {{4, 24, 7, 7}, {40, 24, 1, 1}, {1}, {0}, {1}, true, "1x1, 7x7 maps"},
            {{2, 16, 8, 8}, {24, 16, 3, 3}, {2}, {1}, {1}, false, "stride 2"}}) {
     const Tensor x = halves(k.x), w = halves(k.w);
-    const ferry::Shape y_shape =
+    const Tensor g = halves(
         ferry::conv2d(x.to(DType::f32), w.to(DType::f32), {}, k.stride, k.padding, k.dilation)
-            .sizes();
-    const Tensor g = halves(y_shape);
-    auto input_grad = [&](const Tensor& xs, const Tensor& ws, const Tensor& gs) {
-      const Tensor xr = xs.detach().requires_grad_();
-      const Tensor y = ferry::conv2d(xr, ws, {}, k.stride, k.padding, k.dilation);
-      return ferry::autograd::grad({y}, {xr}, {gs})[0];
-    };
-    Tensor got;
-    const std::string kernel = op_kernel(
-        "conv_backward_input", [&] { return input_grad(x.to(dev), w.to(dev), g.to(dev)); }, &got);
-    EXPECT_EQ(kernel.find("_conv_dgrad") != std::string::npos, k.coopmat)
-        << k.what << ": " << kernel;
-    const Tensor want =
-        input_grad(x.to(DType::f32), w.to(DType::f32), g.to(DType::f32)).to(DType::f16);
-    ferry_test::expect_close(ferry_test::as_double(got), ferry_test::as_double(want), 2e-3, 2e-3,
-                             k.what);
+            .sizes());
+    expect_module_matches_cpu(
+        "conv_backward_input", k.coopmat ? "_conv_dgrad" : "",
+        [&](const Place& at) {
+          const Tensor xr = at(x).requires_grad_();
+          const Tensor y = ferry::conv2d(xr, at(w), {}, k.stride, k.padding, k.dilation);
+          return ferry::autograd::grad({y}, {xr}, {at(g)})[0];
+        },
+        k.what);
   }
   // conv1d and conv3d.
   const Tensor x1 = halves({3, 8, 50}), w1 = halves({24, 8, 5}), g1 = halves({3, 24, 48});
+  expect_module_matches_cpu(
+      "conv_backward_input", "_conv_dgrad",
+      [&](const Place& at) {
+        const Tensor x = at(x1).requires_grad_();
+        return ferry::autograd::grad({ferry::conv1d(x, at(w1), {}, {1}, {1})}, {x}, {at(g1)})[0];
+      },
+      "conv1d");
   const Tensor x3 = halves({2, 8, 5, 6, 7}), w3 = halves({16, 8, 3, 3, 3}),
                g3 = halves({2, 16, 5, 6, 7});
-  auto grad1 = [](const Tensor& x, const Tensor& w, const Tensor& g) {
-    const Tensor xr = x.detach().requires_grad_();
-    return ferry::autograd::grad({ferry::conv1d(xr, w, {}, {1}, {1})}, {xr}, {g})[0];
-  };
-  auto grad3 = [](const Tensor& x, const Tensor& w, const Tensor& g) {
-    const Tensor xr = x.detach().requires_grad_();
-    return ferry::autograd::grad({ferry::conv3d(xr, w, {}, {1}, {1})}, {xr}, {g})[0];
-  };
-  Tensor got;
-  EXPECT_NE(
-      op_kernel(
-          "conv_backward_input", [&] { return grad1(x1.to(dev), w1.to(dev), g1.to(dev)); }, &got)
-          .find("_conv_dgrad"),
-      std::string::npos);
-  ferry_test::expect_close(
-      ferry_test::as_double(got),
-      ferry_test::as_double(
-          grad1(x1.to(DType::f32), w1.to(DType::f32), g1.to(DType::f32)).to(DType::f16)),
-      2e-3, 2e-3, "conv1d");
-  EXPECT_NE(
-      op_kernel(
-          "conv_backward_input", [&] { return grad3(x3.to(dev), w3.to(dev), g3.to(dev)); }, &got)
-          .find("_conv_dgrad"),
-      std::string::npos);
-  ferry_test::expect_close(
-      ferry_test::as_double(got),
-      ferry_test::as_double(
-          grad3(x3.to(DType::f32), w3.to(DType::f32), g3.to(DType::f32)).to(DType::f16)),
-      2e-3, 2e-3, "conv3d");
+  expect_module_matches_cpu(
+      "conv_backward_input", "_conv_dgrad",
+      [&](const Place& at) {
+        const Tensor x = at(x3).requires_grad_();
+        return ferry::autograd::grad({ferry::conv3d(x, at(w3), {}, {1}, {1})}, {x}, {at(g3)})[0];
+      },
+      "conv3d");
 }
 
 TEST(CoopmatPolicy, TileTableRoundTripsAndIgnoresWhatItCannotRead) {
