@@ -13,6 +13,7 @@
 #include <cstdlib>
 #include <functional>
 #include <string>
+#include <tuple>
 #include <utility>
 #include <vector>
 
@@ -336,30 +337,14 @@ TEST(Coopmat, ConvolutionsRunOnIt) {
            {{3, 40, 5, 8}, {72, 40, 1, 1}, false, {1}, {0}, {1}, 1, pointwise, "1x1, ragged"},
            {{2, 16, 8, 8}, {24, 16, 1, 1}, true, {1}, {0}, {1}, 1, implicit_gemm, "1x1, bias"},
            {{2, 16, 8, 8}, {24, 16, 1, 1}, false, {2}, {0}, {1}, 1, implicit_gemm, "1x1, stride 2"},
-           {{2, 12, 5, 5},
-            {24, 12, 1, 1},
-            false,
-            {1},
-            {0},
-            {1},
-            1,
-            pointwise,
-            "12 ch, 25 positions"},
+           {{2, 12, 5, 5}, {24, 12, 1, 1}, false, {1}, {0}, {1}, 1, pointwise, "12 ch, 5x5"},
            {{2, 16, 8, 8}, {24, 16, 3, 3}, true, {1}, {1}, {1}, 1, implicit_gemm, "3x3, pad 1"},
            // A first layer: 3 channels, 7x7 taps (147: the weight's rows load half by half),
            // stride 2, 64 filters over 128-column blocks of 2 x 9 x 9 positions.
            {{2, 3, 17, 17}, {64, 3, 7, 7}, true, {2}, {3}, {1}, 1, implicit_gemm, "7x7/2, 3 ch"},
            // A late layer: 7x7 positions (49 per sample, the batch folded into the columns).
            {{5, 32, 7, 7}, {40, 32, 3, 3}, false, {1}, {1}, {1}, 1, implicit_gemm, "7x7 maps"},
-           {{1, 8, 11, 9},
-            {16, 8, 3, 2},
-            false,
-            {2, 1},
-            {1, 0},
-            {2, 3},
-            1,
-            implicit_gemm,
-            "dilated, unequal"},
+           {{1, 8, 11, 9}, {16, 8, 3, 2}, false, {2, 1}, {1, 0}, {2, 3}, 1, implicit_gemm, "dil"},
            {{2, 8, 6, 6}, {136, 8, 3, 3}, false, {1}, {0}, {1}, 1, implicit_gemm, "136 filters"},
            {{2, 16, 8, 8}, {16, 8, 3, 3}, false, {1}, {1}, {1}, 2, glsl, "2 groups"}}) {
     const Tensor x = halves(k.x), w = halves(k.w), b = k.bias ? halves({k.w[0]}) : Tensor();
@@ -436,24 +421,23 @@ TEST(Coopmat, ConvolutionInputGradientsRunOnIt) {
         },
         k.what);
   }
-  // conv1d and conv3d.
-  const Tensor x1 = halves({3, 8, 50}), w1 = halves({24, 8, 5}), g1 = halves({3, 24, 48});
-  expect_module_matches_cpu(
-      "conv_backward_input", "_conv_dgrad",
-      [&](const Place& at) {
-        const Tensor x = at(x1).requires_grad_();
-        return ferry::autograd::grad({ferry::conv1d(x, at(w1), {}, {1}, {1})}, {x}, {at(g1)})[0];
-      },
-      "conv1d");
-  const Tensor x3 = halves({2, 8, 5, 6, 7}), w3 = halves({16, 8, 3, 3, 3}),
-               g3 = halves({2, 16, 5, 6, 7});
-  expect_module_matches_cpu(
-      "conv_backward_input", "_conv_dgrad",
-      [&](const Place& at) {
-        const Tensor x = at(x3).requires_grad_();
-        return ferry::autograd::grad({ferry::conv3d(x, at(w3), {}, {1}, {1})}, {x}, {at(g3)})[0];
-      },
-      "conv3d");
+  // conv1d and conv3d, padding 1.
+  using Conv = Tensor (*)(const Tensor&, const Tensor&, const Tensor&, const ferry::ConvSizes&,
+                          const ferry::ConvPadding&, const ferry::ConvSizes&, std::int64_t);
+  for (const auto& [conv, xs, ws, what] :
+       {std::tuple{Conv(ferry::conv1d), ferry::Shape{3, 8, 50}, ferry::Shape{24, 8, 5}, "conv1d"},
+        std::tuple{Conv(ferry::conv3d), ferry::Shape{2, 8, 5, 6, 7}, ferry::Shape{16, 8, 3, 3, 3},
+                   "conv3d"}}) {
+    const Tensor x = halves(xs), w = halves(ws);
+    const Tensor g = halves(conv(x.to(DType::f32), w.to(DType::f32), {}, {1}, 1, {1}, 1).sizes());
+    expect_module_matches_cpu(
+        "conv_backward_input", "_conv_dgrad",
+        [&](const Place& at) {
+          const Tensor xr = at(x).requires_grad_();
+          return ferry::autograd::grad({conv(xr, at(w), {}, {1}, 1, {1}, 1)}, {xr}, {at(g)})[0];
+        },
+        what);
+  }
 }
 
 TEST(CoopmatPolicy, TileTableRoundTripsAndIgnoresWhatItCannotRead) {
