@@ -269,10 +269,19 @@ TEST(Coopmat, ProductsMatchTheCpu) {
                      [](const Tensor& a, const Tensor& b) {
                        return std::pair{a, b.narrow(0, 3, 64 * 72).view({64, 72}).narrow(1, 0, 64)};
                      });
-  // The layout the kernel does not take: A transposed.
-  expect_matches_cpu(halves({64, 64}), halves({64, 64}), false, "A transposed",
+  // A transposed (a Linear's weight gradient: grad_yᵀ x), batched, ragged, or with no unit
+  // stride at all: gathered half by half.
+  expect_matches_cpu(halves({64, 64}), halves({64, 64}), true, "A transposed",
                      [](const Tensor& a, const Tensor& b) {
                        return std::pair{a.transpose(0, 1), b};
+                     });
+  expect_matches_cpu(halves({3, 45, 70}), halves({3, 45, 33}), true,
+                     "A transposed, batched, ragged", [](const Tensor& a, const Tensor& b) {
+                       return std::pair{a.transpose(-1, -2), b};
+                     });
+  expect_matches_cpu(halves({72, 40, 2}), halves({40, 24}), true, "A of strides (80, 2)",
+                     [](const Tensor& a, const Tensor& b) {
+                       return std::pair{a.select(2, 1), b};
                      });
   // f32 keeps the GLSL tiles.
   expect_matches_cpu(ferry::randn({64, 64}), ferry::randn({64, 64}), false, "f32");

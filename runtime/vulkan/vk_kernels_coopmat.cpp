@@ -10,8 +10,9 @@
 // standalone prototype on an H100 (docs/gpu-results.md, 2026-11-26): 170 TFLOP/s at
 // 4096^3, 4.7 times the GLSL tiles, with 128x128 blocks of four subgroups.
 // - What runs it: f16 x f16 -> f16 products (f32 accumulation, as the GLSL tiles and cuBLAS
-//   do), [B, M, K] x [B, K, N] with A's and C's rows contiguous and B's rows or its columns (the
-//   transposed weight of a Linear: B_TRANS modules), of any sizes. An operand whose strides and
+//   do), [B, M, K] x [B, K, N] with C's rows contiguous, B's rows or its columns (the
+//   transposed weight of a Linear: B_TRANS modules) and A of any strides (transposed: a
+//   Linear's output gradient in its weight's gradient), of any sizes. An operand whose strides and
 //   offset are multiples of 8 elements loads (stores) 16 bytes at a time, others half by half;
 //   blocks need not divide M, N or K: edge blocks load zeros and store only inside C.
 //   Measurement picks the block (Note [Measured coopmat tiles]), or choose_coopmat_tile's
@@ -250,7 +251,7 @@ bool run_coopmat(VulkanDevice& dev, CoopmatOperandB layout, std::uint64_t batche
 
 // Push constants of shaders/gemm_coopmat.slang's Params, in elements.
 struct CoopmatParams {
-  std::uint32_t M, N, K, lda, ldb, ldc, a_off, b_off, c_off, sa_b, sb_b, sc_b, flags;
+  std::uint32_t M, N, K, lda, ldb, ldc, a_off, b_off, c_off, sa_b, sb_b, sc_b, flags, sak;
 };
 constexpr std::uint32_t kAVectors = 1, kBVectors = 2, kCVectors = 4;  // its flags
 
@@ -258,10 +259,10 @@ bool try_coopmat(VulkanDevice& dev, const TensorArg& A, const TensorArg& B, cons
   if (dev.coopmat_mode() == CoopmatMode::off || C.dtype != DType::f16) return false;
   const std::int64_t nb = C.sizes[0], M = C.sizes[1], N = C.sizes[2], K = A.sizes[2];
   if (nb == 0 || M == 0 || N == 0 || K == 0) return false;
-  // Rows contiguous, B's along K or along N.
+  // C's rows contiguous, B's along K or along N; A any strides.
   const bool b_transposed = B.strides[1] == 1 && B.strides[2] != 1;
   const std::int64_t ldb = b_transposed ? B.strides[2] : B.strides[1];
-  if (A.strides[2] != 1 || (!b_transposed && B.strides[2] != 1) || C.strides[2] != 1) return false;
+  if ((!b_transposed && B.strides[2] != 1) || C.strides[2] != 1) return false;
   // One binding per operand, the batches in as few dispatches as the group-count limit allows.
   const KernelLimits& lim = dev.limits();
   if (!fits(lim, A) || !fits(lim, B) || !fits(lim, C)) return false;
@@ -275,7 +276,7 @@ bool try_coopmat(VulkanDevice& dev, const TensorArg& A, const TensorArg& B, cons
     return multiple_of_8(x.element_offset) && multiple_of_8(row) && multiple_of_8(batch);
   };
   const std::uint32_t flags =
-      (aligned(a, A.strides[1], A.strides[0]) ? kAVectors : 0) |
+      (A.strides[2] == 1 && aligned(a, A.strides[1], A.strides[0]) ? kAVectors : 0) |
       (aligned(b, ldb, B.strides[0]) ? kBVectors : 0) |
       (aligned(c, C.strides[1], C.strides[0]) && multiple_of_8(N) ? kCVectors : 0);
   const CoopmatParams base{std::uint32_t(M),
@@ -290,7 +291,8 @@ bool try_coopmat(VulkanDevice& dev, const TensorArg& A, const TensorArg& B, cons
                            std::uint32_t(A.strides[0]),
                            std::uint32_t(B.strides[0]),
                            std::uint32_t(C.strides[0]),
-                           flags};
+                           flags,
+                           std::uint32_t(A.strides[2])};
   return run_coopmat(
       dev, b_transposed ? CoopmatOperandB::transposed : CoopmatOperandB::rows, std::uint64_t(nb),
       std::uint64_t(M), std::uint64_t(N), std::uint64_t(K),
