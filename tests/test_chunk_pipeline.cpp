@@ -6,6 +6,7 @@
 
 #include <atomic>
 #include <mutex>
+#include <new>
 #include <stdexcept>
 #include <string>
 #include <system_error>
@@ -118,6 +119,21 @@ TEST(ChunkPipeline, AHelperTheSystemRefusesIsADistributedErrorAfterTheOtherHasEn
     EXPECT_EQ(log.count('r'), 0u) << "chunks were reduced with a helper missing";
     EXPECT_EQ(log.count('u'), 0u);
   }
+  // No memory for the second helper's state: that error, once the first has ended.
+  std::atomic<bool> helper_running{false};
+  int made = 0;
+  const dist::HelperStarter start = [&](std::function<void()> body) {
+    if (made++ == 1) throw std::bad_alloc();
+    return std::thread([&, body = std::move(body)] {
+      helper_running = true;
+      body();
+      helper_running = false;
+    });
+  };
+  EXPECT_THROW(dist::run_chunk_pipeline(
+                   1000, [](std::int64_t) {}, [](std::int64_t) {}, [](std::int64_t) {}, start),
+               std::bad_alloc);
+  EXPECT_FALSE(helper_running) << "a helper outlived the call";
 }
 
 }  // namespace

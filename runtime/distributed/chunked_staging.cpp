@@ -83,6 +83,8 @@ void run_chunk_pipeline(std::int64_t chunks, const std::function<void(std::int64
     // below sees `stop` at once) and is joined below, before its copies' memory goes.
     fail(std::make_exception_ptr(DistributedError(fmt::format(
         "distributed: could not start a staging thread for a chunked reduction: {}", e.what()))));
+  } catch (...) {
+    fail(std::current_exception());  // (no memory for its state): likewise, as it is
   }
   try {
     for (std::int64_t i = 0; i < chunks; ++i) {

@@ -41,8 +41,8 @@ using HelperStarter = std::function<std::thread(std::function<void()>)>;
 // whole tensor, so the down helper never waits for a slot and copies every chunk in order while
 // the calling thread reduces behind it; the up helper copies each chunk back once it is reduced.
 // The first error (from any of the three, or a helper the system would not make: a
-// DistributedError) stops all three and is thrown here, after every helper that started has
-// ended, so no copy outlives the memory it uses.
+// DistributedError, or std::bad_alloc) stops all three and is thrown here, after every helper that
+// started has ended, so no copy outlives the memory it uses.
 void run_chunk_pipeline(std::int64_t chunks, const std::function<void(std::int64_t)>& down,
                         const std::function<void(std::int64_t)>& up,
                         const std::function<void(std::int64_t)>& reduce,
