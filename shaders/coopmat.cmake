@@ -88,6 +88,14 @@ if(NOT _coopmat_note)
     DEPENDS ${_slangc_src} ${_slang_stamp}
     COMMENT "Building ferry_slangc (Slang -> SPIR-V, build-time only)"
     VERBATIM)
+  set(_slang_compile ${PROJECT_SOURCE_DIR}/tools/slang_compile.sh)
+  # The cache key holds what decides a module besides its arguments: the driver's source and
+  # the compiler's version (the stamp names it).
+  set(_slang_cache_args)
+  if(FERRY_SHADER_CACHE)
+    set(_slang_cache_args --cache=${FERRY_SHADER_CACHE} --key-file=${_slangc_src}
+                          --key-file=${_slang_stamp})
+  endif()
   foreach(variant ${FERRY_COOPMAT_VARIANTS})
     string(REPLACE ":" ";" _parts ${variant})
     list(LENGTH _parts _n)
@@ -124,13 +132,14 @@ if(NOT _coopmat_note)
                -cap spvCooperativeMatrixConversionsNV --require-capability 6022)
         endif()
         set(spv ${_coopmat_dir}/${name}.spv)
-        # SLANG_RUN_SPIRV_VALIDATION: Slang checks each module with its bundled spirv-val
-        # (Debian's predates SPV_KHR_cooperative_matrix).
+        # tools/slang_compile.sh: Slang checks each module with its bundled spirv-val
+        # (Debian's predates SPV_KHR_cooperative_matrix), and the modules go through the
+        # shader cache (FERRY_SHADER_CACHE) like the GLSL ones.
         add_custom_command(
           OUTPUT ${spv}
-          COMMAND ${CMAKE_COMMAND} -E env SLANG_RUN_SPIRV_VALIDATION=1 ${_slangc}
-                  ${FERRY_COOPMAT_SOURCE} main ${spv} ${defs}
-          DEPENDS ${FERRY_COOPMAT_SOURCE} ${_slangc}
+          COMMAND ${_slang_compile} --slangc=${_slangc} --out=${spv} ${_slang_cache_args}
+                  ${FERRY_COOPMAT_SOURCE} main ${defs}
+          DEPENDS ${FERRY_COOPMAT_SOURCE} ${_slangc} ${_slang_compile}
           COMMENT "slang: ${name}"
           VERBATIM)
         list(APPEND FERRY_COOPMAT_SPV_FILES ${spv})

@@ -11,7 +11,7 @@
 # values are in it; its #line directives, which name the build folder's paths, are left out)
 # and the flags that are not paths, and another folder compiling the same module copies it.
 # Only validated modules are stored. The folder is never pruned: each change of the shaders
-# adds a few MiB; delete it at will.
+# adds a few MiB; delete it at will. tools/slang_compile.sh keeps the Slang modules there too.
 #
 # Usage: spv_compile.sh --glslang=P --spirv-opt=P --spirv-val=P --out=FILE [--cache=DIR]
 #                       [--passes=a,b,...] SRC [glslang -D and -I arguments]

@@ -19,8 +19,8 @@
 //   gradient's sum runs over the whole batch and every position (32 x 56 x 56 terms at ResNet-18's
 //   first stage) into few outputs, so it is cut into pieces that fill the GPU, each writing a
 //   partial result, added up in order by a second pass (deterministic: no atomics).
-// With the cooperative-matrix path on, f16 forward passes run on it (Note [Convolutions on
-// cooperative matrices]).
+// With the cooperative-matrix path on, f16 forward passes and stride-1 input gradients run on
+// it (Note [Convolutions on cooperative matrices]).
 // Tensors larger than one storage-buffer binding are cut along the batch (vk_split.hpp); the
 // sums over the batch then add one part per cut. A single sample larger than a binding raises
 // UnsupportedError.
