@@ -180,24 +180,32 @@ void register_conv() {
               "ferry vulkan:0 conv kernels", base + "/ferry vulkan:0 composed",
               "ferry vulkan:0 im2col + matmul", Metric::gflops, work);
     }
-    // f16 forward passes: on vulkan:0 with FERRY_VULKAN_COOPMAT=1 the matrix units' path (Note
-    // [Convolutions on cooperative matrices]), beside cuDNN's f16 through cuda:0 on the same GPU.
-    const std::string base = fmt::format("conv/{}/forward f16", c.name);
-    const std::string title = fmt::format("conv2d forward f16 {} [{}, {}, {}, {}] -> {} ch", c.name,
-                                          n, c.c, size(c, quick()), size(c, quick()), c.oc);
-    run(base + "/ferry vulkan:0",
-        [&c](benchmark::State& s) { run_conv(s, c, "vulkan:0", false, false, ferry::DType::f16); });
-    compare(title + " (vulkan:0 f16 vs f32)", base + "/ferry vulkan:0", "ferry vulkan:0 f16",
-            fmt::format("conv/{}/forward/ferry vulkan:0", c.name), "ferry vulkan:0 f32",
-            Metric::gflops, flops(c, quick()));
+    // f16 passes: on vulkan:0 with FERRY_VULKAN_COOPMAT=1 the matrix units' path (Note
+    // [Convolutions on cooperative matrices]; forward, and backward but for a strided input
+    // gradient), beside cuDNN's f16 through cuda:0 on the same GPU.
+    for (const bool backward : {false, true}) {
+      const std::string pass = backward ? "forward+backward" : "forward";
+      const std::string base = fmt::format("conv/{}/{} f16", c.name, pass);
+      const std::string title =
+          fmt::format("conv2d {} f16 {} [{}, {}, {}, {}] -> {} ch", pass, c.name, n, c.c,
+                      size(c, quick()), size(c, quick()), c.oc);
+      const double work = flops(c, quick()) * (backward ? 3.0 : 1.0);
+      run(base + "/ferry vulkan:0", [&c, backward](benchmark::State& s) {
+        run_conv(s, c, "vulkan:0", backward, false, ferry::DType::f16);
+      });
+      compare(title + " (vulkan:0 f16 vs f32)", base + "/ferry vulkan:0", "ferry vulkan:0 f16",
+              fmt::format("conv/{}/{}/ferry vulkan:0", c.name, pass), "ferry vulkan:0 f32",
+              Metric::gflops, work);
 #ifdef FERRY_BENCH_HAVE_CUDA
-    if (ferry::is_available("cuda:0")) {
-      run(base + "/ferry cuda:0",
-          [&c](benchmark::State& s) { run_conv(s, c, "cuda:0", false, false, ferry::DType::f16); });
-      compare(title + " (vulkan:0 vs cuda:0)", base + "/ferry vulkan:0", "ferry vulkan:0",
-              base + "/ferry cuda:0", "ferry cuda:0 (cuDNN)", Metric::gflops, flops(c, quick()));
-    }
+      if (ferry::is_available("cuda:0")) {
+        run(base + "/ferry cuda:0", [&c, backward](benchmark::State& s) {
+          run_conv(s, c, "cuda:0", backward, false, ferry::DType::f16);
+        });
+        compare(title + " (vulkan:0 vs cuda:0)", base + "/ferry vulkan:0", "ferry vulkan:0",
+                base + "/ferry cuda:0", "ferry cuda:0 (cuDNN)", Metric::gflops, work);
+      }
 #endif
+    }
   }
   const std::string base = "resnet18 step";
   const std::string title = fmt::format("ResNet-18 training step, batch {}, {}x{}", n,

@@ -21,9 +21,10 @@ endif()
 set(FERRY_SLANG_DIR ${PROJECT_SOURCE_DIR}/build/slang CACHE PATH
     "Where tools/fetch_slang.py puts Slang's compiler library and headers")
 # The tile variants, name:WARPS_M:WARPS_N:TM:TN:BK (shaders/gemm_coopmat.slang). Each is built
-# eight times: B's rows contiguous, B transposed (B_TRANS, "_bt"), a convolution's input (CONV=1,
-# "_conv") or its output's gradient (CONV=2, "_conv_dgrad"), on cooperative matrices or in the
-# scalar emulation ("_emulated").
+# ten times: B's rows contiguous, B transposed (B_TRANS, "_bt"), a convolution's input (CONV=1,
+# "_conv"), its output's gradient (CONV=2, "_conv_dgrad") or its input's im2col transposed for
+# the weight's gradient (CONV=3, "_conv_wgrad"), on cooperative matrices or in the scalar
+# emulation ("_emulated").
 # The first is the fastest measured (the prototype's sweep on an H100, docs/gpu-results.md:
 # 170 TFLOP/s at 4096^3, against 124 for its BK = 16 form); that one needs 37 KiB of shared
 # memory, so devices with 32 KiB (lavapipe among them) take the second, same blocks in 21 KiB;
@@ -104,7 +105,7 @@ if(NOT _coopmat_note)
     endif()
     list(POP_FRONT _parts _vname _wm _wn _tm _tn _bk)
     set(_tile -DWARPS_M=${_wm} -DWARPS_N=${_wn} -DTM=${_tm} -DTN=${_tn} -DBK=${_bk})
-    foreach(_b 0 1 2 3)  # B's layout: vk_coopmat_shaders.hpp's CoopmatOperandB
+    foreach(_b 0 1 2 3 4)  # B's layout: vk_coopmat_shaders.hpp's CoopmatOperandB
       foreach(_emulated 0 1)
         set(name gemm_coopmat_${_vname})
         if(_b EQUAL 1)
@@ -116,6 +117,9 @@ if(NOT _coopmat_note)
         elseif(_b EQUAL 3)
           set(defs ${_tile} -DCONV=2)
           string(APPEND name _conv_dgrad)
+        elseif(_b EQUAL 4)
+          set(defs ${_tile} -DCONV=3)
+          string(APPEND name _conv_wgrad)
         else()
           set(defs ${_tile})
         endif()

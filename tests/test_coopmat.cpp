@@ -449,6 +449,57 @@ TEST(Coopmat, ConvolutionInputGradientsRunOnIt) {
   }
 }
 
+// The weight's gradient: a sum over the batch cut into pieces of f32 partial sums (Note
+// [Convolutions on cooperative matrices]); the larger batches here make two pieces, of
+// unequal lengths where the positions are odd.
+TEST(Coopmat, ConvolutionWeightGradientsRunOnIt) {
+  if (!path_is_on()) GTEST_SKIP() << coopmat_property();
+  ferry::manual_seed(19);
+  struct Case {
+    ferry::Shape x, w;
+    std::vector<std::int64_t> stride, padding, dilation;
+    bool bias;
+    const char* what;
+  };
+  for (const Case& k : std::vector<Case>{
+           {{2, 16, 8, 8}, {24, 16, 3, 3}, {1}, {1}, {1}, false, "3x3, pad 1, positions in eights"},
+           {{3, 5, 9, 7}, {12, 5, 3, 2}, {1}, {0, 1}, {2, 1}, true, "dilated, unequal, odd, bias"},
+           {{2, 16, 9, 9}, {24, 16, 3, 3}, {2}, {1}, {1}, false, "stride 2"},
+           {{4, 24, 7, 7}, {40, 24, 1, 1}, {1}, {0}, {1}, false, "1x1, 7x7 maps"},
+           {{8, 16, 16, 16}, {24, 16, 3, 3}, {1}, {1}, {1}, false, "two pieces"},
+           {{13, 8, 15, 15}, {16, 8, 3, 3}, {1}, {1}, {1}, false, "two unequal pieces"}}) {
+    const Tensor x = halves(k.x), w = halves(k.w), b = halves({k.w[0]});
+    const Tensor g = halves(
+        ferry::conv2d(x.to(DType::f32), w.to(DType::f32), {}, k.stride, k.padding, k.dilation)
+            .sizes());
+    expect_module_matches_cpu(
+        "conv_backward_weight", "_conv_wgrad",
+        [&](const Place& at) {
+          const Tensor wr = at(w).requires_grad_();
+          const Tensor y =
+              ferry::conv2d(at(x), wr, k.bias ? at(b) : Tensor{}, k.stride, k.padding, k.dilation);
+          return ferry::autograd::grad({y}, {wr}, {at(g)})[0];
+        },
+        k.what);
+  }
+  using Conv = Tensor (*)(const Tensor&, const Tensor&, const Tensor&, const ferry::ConvSizes&,
+                          const ferry::ConvPadding&, const ferry::ConvSizes&, std::int64_t);
+  for (const auto& [conv, xs, ws, what] :
+       {std::tuple{Conv(ferry::conv1d), ferry::Shape{3, 8, 50}, ferry::Shape{24, 8, 5}, "conv1d"},
+        std::tuple{Conv(ferry::conv3d), ferry::Shape{2, 8, 5, 6, 7}, ferry::Shape{16, 8, 3, 3, 3},
+                   "conv3d"}}) {
+    const Tensor x = halves(xs), w = halves(ws);
+    const Tensor g = halves(conv(x.to(DType::f32), w.to(DType::f32), {}, {1}, 1, {1}, 1).sizes());
+    expect_module_matches_cpu(
+        "conv_backward_weight", "_conv_wgrad",
+        [&](const Place& at) {
+          const Tensor wr = at(w).requires_grad_();
+          return ferry::autograd::grad({conv(at(x), wr, {}, {1}, 1, {1}, 1)}, {wr}, {at(g)})[0];
+        },
+        what);
+  }
+}
+
 TEST(CoopmatPolicy, TileTableRoundTripsAndIgnoresWhatItCannotRead) {
   using ferry::vulkan::TileKey;
   using ferry::vulkan::TileTable;

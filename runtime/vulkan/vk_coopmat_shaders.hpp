@@ -16,10 +16,11 @@ enum class CoopmatOperandB : std::uint32_t {
   transposed,        // B_TRANS=1: B as Bt[b, N, K], rows contiguous (a Linear's weight)
   conv_input,        // CONV=1: the im2col matrix of a convolution's input, gathered as it is staged
   conv_output_grad,  // CONV=2: the same of its output's gradient, for its input's gradient
+  conv_weight_grad,  // CONV=3: the input's im2col matrix transposed, for the weight's gradient
 };
 
 struct EmbeddedCoopmatShader {
-  // "gemm_coopmat_w2x2_t4x4_k32"; "_bt" where B comes transposed, "_conv" for convolutions,
+  // "gemm_coopmat_w2x2_t4x4_k32"; "_bt" where B comes transposed, "_conv..." for convolutions,
   // "_emulated" for the scalar emulation.
   const char* name;
   bool emulated;  // EMULATE_COOPMAT=1: plain scalar code, runs on any device (lavapipe)

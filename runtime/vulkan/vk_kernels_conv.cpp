@@ -209,9 +209,13 @@ void for_each_chunk(const Conv& cv, std::initializer_list<TensorArg> batched,
 //   the im2col matrix), and the results go out element by element, with the bias.
 // The input gradient of a convolution of stride 1 runs the same way (CONV=2 modules): it is the
 // forward pass of the transposed convolution, gx = w' x im2col(gy) with the kernel flipped (w'
-// gathered half by half) and padded by (kernel - 1) x dilation - padding. A strided one, and
-// the weight gradient (a sum over the whole batch into few outputs, which wants split sums),
-// still run the GLSL GEMMs.
+// gathered half by half) and padded by (kernel - 1) x dilation - padding; a strided one still
+// runs the GLSL GEMMs (most taps would land between outputs).
+// The weight gradient gw [OC, C x taps] = gy [OC, batch x L] x im2col(x)^T sums over the whole
+// batch into few outputs (ResNet-18's first stage: 64 x 576 outputs, 32 x 56 x 56 terms each),
+// so, as the GLSL GEMM does, it is cut into pieces that fill the GPU (CONV=3 modules, piece z in
+// workgroup z), each writing f32 partial sums that batch_sum's CONV_SUM_PARTS adds up in order
+// and rounds once to f16; gy's rows and x's taps are gathered half by half as they are staged.
 bool pointwise_on_coopmat(VulkanDevice& dev, const Conv& cv, const TensorArg& x, const TensorArg& w,
                           const TensorArg& y) {
   if (dev.coopmat_mode() == CoopmatMode::off || cv.dt != DType::f16 || cv.p.G != 1 || cv.K != 1 ||
@@ -231,7 +235,7 @@ bool pointwise_on_coopmat(VulkanDevice& dev, const Conv& cv, const TensorArg& x,
 // matrices]), in elements; dims as the ConvParams' (a leading 1 for fewer than 3).
 struct CoopmatConvParams {
   std::uint32_t M, N, K, lda, a_off, b_off, c_off, bias_off, flags, L, osz1, osz2, isz0, isz1, isz2,
-      ksz1, ksz2, taps, s0, s1, s2, p0, p1, p2, d0, d1, d2;
+      ksz1, ksz2, taps, s0, s1, s2, p0, p1, p2, d0, d1, d2, jlen;
 };
 static_assert(sizeof(CoopmatConvParams) <= 128, "the push constants every device takes");
 constexpr std::uint32_t kConvAVectors = 1, kConvBias = 2;  // its flags
@@ -291,7 +295,8 @@ bool conv_on_coopmat(VulkanDevice& dev, const Conv& cv, const TensorArg& in, con
                                pad[2],
                                p.dil[0],
                                p.dil[1],
-                               p.dil[2]};
+                               p.dil[2],
+                               0};
   return run_coopmat(
       dev, forward ? CoopmatOperandB::conv_input : CoopmatOperandB::conv_output_grad, 1, rows,
       columns, K,
@@ -302,6 +307,67 @@ bool conv_on_coopmat(VulkanDevice& dev, const Conv& cv, const TensorArg& in, con
                       .push = &push,
                       .push_size = sizeof push,
                       .groups = {gx, gy, 1},
+                      .subgroup_size = subgroup_size});
+      });
+}
+
+// Whether the weight's gradient runs on the CONV=3 modules (every chunk of the batch then writes
+// f32 parts, even a single one; the GLSL GEMM writes the same parts where no tile fits).
+bool weight_grad_on_coopmat(VulkanDevice& dev, const Conv& cv) {
+  return dev.coopmat_mode() != CoopmatMode::off && cv.dt == DType::f16 && cv.p.G == 1 &&
+         !cv.direct_backward_weight();
+}
+
+// The partial sums of gw from a chunk of n samples (x and gy bound to it), `pieces` of them,
+// into the f32 scratch `parts` [pieces, OC, C x taps]; false, having done nothing, where the
+// sizes or the device's limits do not allow it.
+bool weight_grad_parts_on_coopmat(VulkanDevice& dev, const Conv& cv, const Binding& xb,
+                                  const Binding& gyb, const Binding& parts, std::int64_t n,
+                                  std::uint64_t pieces) {
+  const abi::ConvParams& p = cv.p;
+  const std::uint64_t M = p.OC, N = std::uint64_t(p.C) * cv.K, K = std::uint64_t(n) * cv.L;
+  if (K > 0xffffffffull || pieces * M * N > 0xffffffffull) return false;
+  // Pieces start on multiples of 8 terms, so gy's rows load 16 bytes at a time where its
+  // positions come in eights.
+  const std::uint64_t jlen = ceil_div(ceil_div(K, pieces), 8) * 8;
+  const bool a_vectors = cv.L % 8 == 0 && gyb.element_offset % 8 == 0;
+  const CoopmatConvParams push{std::uint32_t(M),
+                               std::uint32_t(N),
+                               std::uint32_t(K),
+                               0,
+                               gyb.element_offset,
+                               xb.element_offset,
+                               parts.element_offset,
+                               0,
+                               a_vectors ? kConvAVectors : 0,
+                               cv.L,
+                               p.osz[1],
+                               p.osz[2],
+                               p.isz[0],
+                               p.isz[1],
+                               p.isz[2],
+                               p.ksz[1],
+                               p.ksz[2],
+                               cv.K,
+                               p.stride[0],
+                               p.stride[1],
+                               p.stride[2],
+                               p.pad[0],
+                               p.pad[1],
+                               p.pad[2],
+                               p.dil[0],
+                               p.dil[1],
+                               p.dil[2],
+                               std::uint32_t(jlen)};
+  return run_coopmat(
+      dev, CoopmatOperandB::conv_weight_grad, pieces, M, N, K,
+      [&](const char* shader, std::uint32_t gx, std::uint32_t gy, std::uint32_t subgroup_size) {
+        dev.dispatch({.shader = shader,
+                      .spec = {},
+                      .bindings = {gyb, xb, parts, gyb},
+                      .push = &push,
+                      .push_size = sizeof push,
+                      .groups = {gx, gy, std::uint32_t(pieces)},
                       .subgroup_size = subgroup_size});
       });
 }
@@ -352,13 +418,14 @@ void per_sample(VulkanDevice& dev, const OpCall& c, bool forward) {
 
 // A sum over the batch into `out` (count elements): per chunk of the batch (for_each_chunk),
 // `run(part0, out, n0, n, pieces, flags)` writes it in `pieces(n)` parts, straight into `out`
-// when that is one, else into scratch parts that CONV_SUM_PARTS adds up into `out`; the chunks
-// after the first add to what the earlier ones left there.
+// when that is one (unless `always_parts`), else into scratch parts that CONV_SUM_PARTS adds up
+// into `out`; the chunks after the first add to what the earlier ones left there.
 using SumRun = std::function<void(std::uint32_t, std::array<Binding, 2>, std::int64_t, std::int64_t,
                                   std::uint64_t, Flags)>;
 void batch_sum(const Conv& cv, const TensorArg& out, std::uint64_t count,
                std::initializer_list<TensorArg> batched,
-               const std::function<std::uint64_t(std::int64_t)>& pieces, const SumRun& run) {
+               const std::function<std::uint64_t(std::int64_t)>& pieces, const SumRun& run,
+               bool always_parts = false) {
   bool first = true;
   for_each_chunk(cv, batched, [&](std::int64_t n0, std::int64_t n) {
     const Flags f{.accumulate = !first};
@@ -367,7 +434,7 @@ void batch_sum(const Conv& cv, const TensorArg& out, std::uint64_t count,
     const std::array<Binding, 2> ob{cv.dev.bind(out, Access::write),
                                     f.accumulate ? cv.dev.bind(out, Access::read) : Binding{}};
     const std::uint64_t k = pieces(n);
-    if (k == 1) return run(abi::CONV_NO_PARTS, ob, n0, n, 1, f);
+    if (k == 1 && !always_parts) return run(abi::CONV_NO_PARTS, ob, n0, n, 1, f);
     std::unique_ptr<Buffer> scratch = cv.dev.allocate(k * count * cv.compute_bytes());
     const TensorArg all{
         scratch.get(), 0, {std::int64_t(k * count)}, {1}, cv.f64() ? DType::f64 : DType::f32};
@@ -397,34 +464,40 @@ void backward_weight(VulkanDevice& dev, const OpCall& c) {
                   M, N, cv.compute_bytes());
   const std::uint64_t budget = std::max<std::uint64_t>(
       1, std::min<std::uint64_t>(kMaxPartsBytes, usable_range(lim)) / (count * cv.compute_bytes()));
+  const bool coopmat = weight_grad_on_coopmat(dev, cv);
   auto pieces_for = [&](std::int64_t n) -> std::uint64_t {
     if (cv.direct_backward_weight()) return 1;
     // Enough workgroups to fill the GPU, each piece at least kMinPieceTerms long (so none is
-    // empty), the parts within the scratch budget and the grid.
-    const std::uint64_t tiles = cv.p.G * ceil_div(M, t.bm) * ceil_div(N, t.bn);
+    // empty), the parts within the scratch budget and the grid. The cooperative-matrix
+    // modules' blocks are counted as their largest (128 x 128).
+    const std::uint64_t bm = coopmat ? 128 : t.bm, bn = coopmat ? 128 : t.bn;
+    const std::uint64_t tiles = cv.p.G * ceil_div(M, bm) * ceil_div(N, bn);
     return std::min({ceil_div(kTargetGroups, tiles),
                      std::max<std::uint64_t>(1, std::uint64_t(n) * cv.L / kMinPieceTerms), budget,
                      std::max<std::uint64_t>(1, lim.max_groups_x / cv.p.G)});
   };
-  batch_sum(cv, gw, count, {x, gy}, pieces_for,
-            [&](std::uint32_t part0, std::array<Binding, 2> ob, std::int64_t n0, std::int64_t n,
-                std::uint64_t k, Flags f) {
-              const Binding xb = dev.bind(narrow(x, 0, n0, n), Access::read);
-              const Binding gyb = dev.bind(narrow(gy, 0, n0, n), Access::read);
-              const Binding old = f.accumulate ? ob[1] : gyb;
-              abi::ConvParams p = cv.p;
-              p.N = std::uint32_t(n);
-              p.part0 = part0;
-              p.off0 = ob[0].element_offset, p.off1 = xb.element_offset;
-              p.off2 = gyb.element_offset, p.off3 = old.element_offset;
-              if (cv.direct_backward_weight())
-                return direct(cv, abi::CONV_DIRECT_BACKWARD_WEIGHT, {ob[0], xb, gyb, old}, p, count,
-                              true, f);
-              p.jlen = std::uint32_t(ceil_div(std::uint64_t(n) * cv.L, k));
-              // gy's rows walk the sum (k fast), and so do x's columns (B_KFAST).
-              f.b_kfast = true;
-              gemm(cv, abi::CONV_BACKWARD_WEIGHT, t, {ob[0], xb, gyb, old}, p, M, N, k * cv.p.G, f);
-            });
+  batch_sum(
+      cv, gw, count, {x, gy}, pieces_for,
+      [&](std::uint32_t part0, std::array<Binding, 2> ob, std::int64_t n0, std::int64_t n,
+          std::uint64_t k, Flags f) {
+        const Binding xb = dev.bind(narrow(x, 0, n0, n), Access::read);
+        const Binding gyb = dev.bind(narrow(gy, 0, n0, n), Access::read);
+        const Binding old = f.accumulate ? ob[1] : gyb;
+        abi::ConvParams p = cv.p;
+        p.N = std::uint32_t(n);
+        p.part0 = part0;
+        p.off0 = ob[0].element_offset, p.off1 = xb.element_offset;
+        p.off2 = gyb.element_offset, p.off3 = old.element_offset;
+        if (cv.direct_backward_weight())
+          return direct(cv, abi::CONV_DIRECT_BACKWARD_WEIGHT, {ob[0], xb, gyb, old}, p, count, true,
+                        f);
+        if (coopmat && weight_grad_parts_on_coopmat(dev, cv, xb, gyb, ob[0], n, k)) return;
+        p.jlen = std::uint32_t(ceil_div(std::uint64_t(n) * cv.L, k));
+        // gy's rows walk the sum (k fast), and so do x's columns (B_KFAST).
+        f.b_kfast = true;
+        gemm(cv, abi::CONV_BACKWARD_WEIGHT, t, {ob[0], xb, gyb, old}, p, M, N, k * cv.p.G, f);
+      },
+      coopmat);
   if (!c.attrs.b("has_bias")) return;
   const TensorArg& gb = c.outputs.at(1);
   batch_sum(
