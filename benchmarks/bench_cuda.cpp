@@ -111,9 +111,10 @@ void bm_matmul(benchmark::State& state, ferry::DType dt) {
   }
 }
 
-void bm_cublas(benchmark::State& state, bool half) {
+// f32, f16 or bf16 operands and result, f32 accumulation.
+void bm_cublas(benchmark::State& state, ferry::DType dt) {
   const int n = int(mm());
-  const std::size_t el = half ? 2 : 4;
+  const std::size_t el = dt == ferry::DType::f32 ? 4 : 2;
   Raw a(std::size_t(n) * n * el), b(std::size_t(n) * n * el), c(std::size_t(n) * n * el);
   cublasHandle_t h = nullptr;
   if (!a.p || !b.p || !c.p || cublasCreate(&h) != CUBLAS_STATUS_SUCCESS)
@@ -124,15 +125,20 @@ void bm_cublas(benchmark::State& state, bool half) {
     std::normal_distribution<float> normal;
     std::vector<float> f(std::size_t(n) * n);
     for (float& v : f) v = normal(gen);
-    if (half) {
+    if (dt == ferry::DType::f16) {
       std::vector<ferry::Half> h(f.begin(), f.end());
+      cudaMemcpy(p, h.data(), h.size() * el, cudaMemcpyHostToDevice);
+    } else if (dt == ferry::DType::bf16) {
+      std::vector<ferry::BFloat16> h(f.begin(), f.end());
       cudaMemcpy(p, h.data(), h.size() * el, cudaMemcpyHostToDevice);
     } else {
       cudaMemcpy(p, f.data(), f.size() * el, cudaMemcpyHostToDevice);
     }
   }
   const float one = 1, zero = 0;
-  const cudaDataType t = half ? CUDA_R_16F : CUDA_R_32F;
+  const cudaDataType t = dt == ferry::DType::f16    ? CUDA_R_16F
+                         : dt == ferry::DType::bf16 ? CUDA_R_16BF
+                                                    : CUDA_R_32F;
   for (auto _ : state) {
     cublasGemmEx(h, CUBLAS_OP_N, CUBLAS_OP_N, n, n, n, &one, b.p, t, n, a.p, t, n, &zero, c.p, t, n,
                  CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
@@ -290,12 +296,10 @@ void register_cuda() {
                   .baseline_work = 2 * n4});
   const std::string m = fmt::format("{0}x{0}x{0}", mm());
   const double flops = 2.0 * double(mm()) * double(mm()) * double(mm());
-  for (bool half : {false, true}) {
-    const std::string t = half ? "f16" : "f32";
-    reg("cuda/matmul_" + t + "/" + m, [half](benchmark::State& s) {
-      bm_matmul(s, half ? ferry::DType::f16 : ferry::DType::f32);
-    });
-    reg("cuda/cublas_" + t + "/" + m, [half](benchmark::State& s) { bm_cublas(s, half); });
+  for (const ferry::DType dt : {ferry::DType::f32, ferry::DType::f16, ferry::DType::bf16}) {
+    const std::string t(ferry::dtype_name(dt));
+    reg("cuda/matmul_" + t + "/" + m, [dt](benchmark::State& s) { bm_matmul(s, dt); });
+    reg("cuda/cublas_" + t + "/" + m, [dt](benchmark::State& s) { bm_cublas(s, dt); });
     add_comparison({.title = "cuda:0 matmul " + t + " " + m,
                     .ferry = "cuda/matmul_" + t + "/" + m,
                     .ferry_label = "ferry",
@@ -366,13 +370,12 @@ void register_cuda() {
         "vulkan/exp/" + sz, "vulkan:0 exp f32 " + sz,
         [](benchmark::State& st) { bm_vulkan(st, [](auto& a, auto&) { return ferry::exp(a); }); },
         "cuda/copy_d2d/" + sz, "cudaMemcpy D2D", Metric::gbps, reps * 2 * n4, 2 * n4);
-    for (bool half : {false, true}) {
-      const std::string t = half ? "f16" : "f32";
+    for (const ferry::DType dt : {ferry::DType::f32, ferry::DType::f16, ferry::DType::bf16}) {
+      const std::string t(ferry::dtype_name(dt));
       versus(
           "vulkan/matmul_" + t + "/" + m, "vulkan:0 matmul " + t + " " + m,
-          [half](benchmark::State& st) {
+          [dt](benchmark::State& st) {
             const ferry::Device vk("vulkan:0");
-            const ferry::DType dt = half ? ferry::DType::f16 : ferry::DType::f32;
             ferry::Tensor a = ferry::randn({mm(), mm()}).to(vk).to(dt);
             ferry::Tensor b = ferry::randn({mm(), mm()}).to(vk).to(dt);
             for (auto _ : st) {

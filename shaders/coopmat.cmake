@@ -24,7 +24,8 @@ set(FERRY_SLANG_DIR ${PROJECT_SOURCE_DIR}/build/slang CACHE PATH
 # ten times: B's rows contiguous, B transposed (B_TRANS, "_bt"), a convolution's input (CONV=1,
 # "_conv"), its output's gradient (CONV=2, "_conv_dgrad") or its input's im2col transposed for
 # the weight's gradient (CONV=3, "_conv_wgrad"), on cooperative matrices or in the scalar
-# emulation ("_emulated").
+# emulation ("_emulated"); matmul's two layouts also with bf16 operands and result (BF16=1,
+# "_bf16").
 # The first is the fastest measured (the prototype's sweep on an H100, docs/gpu-results.md:
 # 170 TFLOP/s at 4096^3, against 124 for its BK = 16 form); that one needs 37 KiB of shared
 # memory, so devices with 32 KiB (lavapipe among them) take the second, same blocks in 21 KiB;
@@ -73,7 +74,7 @@ if(_coopmat_note)
 endif()
 
 set(FERRY_COOPMAT_SPV_FILES)
-set(_coopmat_modules)  # name:emulated:b_layout:WARPS_M:WARPS_N:TM:TN:BK, for the embed step
+set(_coopmat_modules)  # name:emulated:b_layout:bf16:WARPS_M:WARPS_N:TM:TN:BK, for the embed step
 if(NOT _coopmat_note)
   # The driver runs at build time: built by a plain command rather than as a target, so that
   # the sanitizer builds' global -fsanitize flags (FERRY_SANITIZE) stay off a tool that loads
@@ -105,49 +106,55 @@ if(NOT _coopmat_note)
     endif()
     list(POP_FRONT _parts _vname _wm _wn _tm _tn _bk)
     set(_tile -DWARPS_M=${_wm} -DWARPS_N=${_wn} -DTM=${_tm} -DTN=${_tn} -DBK=${_bk})
-    foreach(_b 0 1 2 3 4)  # B's layout: vk_coopmat_shaders.hpp's CoopmatOperandB
-      foreach(_emulated 0 1)
-        set(name gemm_coopmat_${_vname})
-        if(_b EQUAL 1)
-          set(defs ${_tile} -DB_TRANS=1)
-          string(APPEND name _bt)
-        elseif(_b EQUAL 2)
-          set(defs ${_tile} -DCONV=1)
-          string(APPEND name _conv)
-        elseif(_b EQUAL 3)
-          set(defs ${_tile} -DCONV=2)
-          string(APPEND name _conv_dgrad)
-        elseif(_b EQUAL 4)
-          set(defs ${_tile} -DCONV=3)
-          string(APPEND name _conv_wgrad)
-        else()
-          set(defs ${_tile})
-        endif()
-        if(_emulated)
-          string(APPEND name _emulated)
-          list(APPEND defs -DEMULATE_COOPMAT=1)
-        else()
-          # And fail unless the module holds OpCapability CooperativeMatrixKHR (6022): code
-          # that stopped using cooperative matrices would compile, and be slow.
-          # spvCooperativeMatrixConversionsNV: Slang's type checker files the accumulator's
-          # f32 -> f16 conversion under it (and warns, adding it itself); the SPIR-V is the same
-          # byte for byte without it, KHR's OpFConvert, no NV extension.
-          list(APPEND defs -cap spvCooperativeMatrixKHR -cap spvGroupNonUniformBallot
-               -cap spvCooperativeMatrixConversionsNV --require-capability 6022)
-        endif()
-        set(spv ${_coopmat_dir}/${name}.spv)
-        # tools/slang_compile.sh: Slang checks each module with its bundled spirv-val
-        # (Debian's predates SPV_KHR_cooperative_matrix), and the modules go through the
-        # shader cache (FERRY_SHADER_CACHE) like the GLSL ones.
-        add_custom_command(
-          OUTPUT ${spv}
-          COMMAND ${_slang_compile} --slangc=${_slangc} --out=${spv} ${_slang_cache_args}
-                  ${FERRY_COOPMAT_SOURCE} main ${defs}
-          DEPENDS ${FERRY_COOPMAT_SOURCE} ${_slangc} ${_slang_compile}
-          COMMENT "slang: ${name}"
-          VERBATIM)
-        list(APPEND FERRY_COOPMAT_SPV_FILES ${spv})
-        list(APPEND _coopmat_modules "${name}:${_emulated}:${_b}:${_wm}:${_wn}:${_tm}:${_tn}:${_bk}")
+    # B's layouts (vk_coopmat_shaders.hpp's CoopmatOperandB), their names' suffixes and defines.
+    set(_b_suffixes "" _bt _conv _conv_dgrad _conv_wgrad)
+    set(_b_defines "" -DB_TRANS=1 -DCONV=1 -DCONV=2 -DCONV=3)
+    foreach(_b 0 1 2 3 4)
+      set(_dtypes 0)
+      if(_b LESS 2)
+        set(_dtypes 0 1)  # f16, bf16
+      endif()
+      foreach(_bf16 ${_dtypes})
+        foreach(_emulated 0 1)
+          list(GET _b_suffixes ${_b} _suffix)
+          list(GET _b_defines ${_b} _define)
+          set(name gemm_coopmat_${_vname}${_suffix})
+          set(defs ${_tile} ${_define})
+          if(_bf16)
+            list(APPEND defs -DBF16=1)
+            string(APPEND name _bf16)
+          endif()
+          if(_emulated)
+            string(APPEND name _emulated)
+            list(APPEND defs -DEMULATE_COOPMAT=1)
+          else()
+            # And fail unless the module holds OpCapability CooperativeMatrixKHR (6022): code
+            # that stopped using cooperative matrices would compile, and be slow.
+            # spvCooperativeMatrixConversionsNV: Slang's type checker files the accumulator's
+            # f32 -> f16 conversion under it (and warns, adding it itself); the SPIR-V is the
+            # same byte for byte without it, KHR's OpFConvert, no NV extension.
+            list(APPEND defs -cap spvCooperativeMatrixKHR -cap spvGroupNonUniformBallot
+                 -cap spvCooperativeMatrixConversionsNV --require-capability 6022)
+            if(_bf16)
+              # SPV_KHR_bfloat16's BFloat16TypeKHR and BFloat16CooperativeMatrixKHR (5118).
+              list(APPEND defs -cap spvBFloat16KHR --require-capability 5118)
+            endif()
+          endif()
+          set(spv ${_coopmat_dir}/${name}.spv)
+          # tools/slang_compile.sh: Slang checks each module with its bundled spirv-val
+          # (Debian's predates SPV_KHR_cooperative_matrix), and the modules go through the
+          # shader cache (FERRY_SHADER_CACHE) like the GLSL ones.
+          add_custom_command(
+            OUTPUT ${spv}
+            COMMAND ${_slang_compile} --slangc=${_slangc} --out=${spv} ${_slang_cache_args}
+                    ${FERRY_COOPMAT_SOURCE} main ${defs}
+            DEPENDS ${FERRY_COOPMAT_SOURCE} ${_slangc} ${_slang_compile}
+            COMMENT "slang: ${name}"
+            VERBATIM)
+          list(APPEND FERRY_COOPMAT_SPV_FILES ${spv})
+          list(APPEND _coopmat_modules
+               "${name}:${_emulated}:${_b}:${_bf16}:${_wm}:${_wn}:${_tm}:${_tn}:${_bk}")
+        endforeach()
       endforeach()
     endforeach()
   endforeach()

@@ -1,4 +1,4 @@
-# cmake -DSPV_DIR=... -DMODULES=name:emulated:b_layout:wm:wn:tm:tn:bk;... -DNOTE=why
+# cmake -DSPV_DIR=... -DMODULES=name:emulated:b_layout:bf16:wm:wn:tm:tn:bk;... -DNOTE=why
 #       -DOUT=file.cpp -P embed_coopmat.cmake
 # Writes the SPIR-V words of shaders/coopmat.cmake's modules (SPV_DIR/<name>.spv) and the table
 # runtime/vulkan/vk_coopmat_shaders.hpp declares; with no MODULES an empty table, and NOTE
@@ -11,15 +11,20 @@ string(APPEND body "namespace ferry::vulkan {\nnamespace {\n")
 set(table "")
 foreach(module ${MODULES})
   string(REPLACE ":" ";" parts ${module})
-  list(POP_FRONT parts name emulated b_layout wm wn tm tn bk)
+  list(POP_FRONT parts name emulated b_layout bf16 wm wn tm tn bk)
   if(emulated)
     set(emulated true)
   else()
     set(emulated false)
   endif()
+  if(bf16)
+    set(bf16 true)
+  else()
+    set(bf16 false)
+  endif()
   embed_words(${SPV_DIR}/${name}.spv k_${name})
   string(APPEND table "    {.name = \"${name}\", .emulated = ${emulated}, "
-         ".b = CoopmatOperandB(${b_layout}), .warps_m = ${wm}, .warps_n = ${wn}, .tm = ${tm}, "
+         ".b = CoopmatOperandB(${b_layout}), .bf16 = ${bf16}, .warps_m = ${wm}, .warps_n = ${wn}, .tm = ${tm}, "
          ".tn = ${tn}, .bk = ${bk}, .words = k_${name}, .word_count = std::size(k_${name})},\n")
 endforeach()
 if(MODULES)

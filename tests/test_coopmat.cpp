@@ -51,8 +51,10 @@ TEST(CoopmatPolicy, ModeFromTheEnvironment) {
   }
 }
 
-TEST(CoopmatPolicy, NeedsTheF16ShapeAtSubgroupScope) {
-  using ferry::vulkan::has_coopmat_f16_shape;
+TEST(CoopmatPolicy, NeedsTheShapeAtSubgroupScope) {
+  using ferry::vulkan::has_coopmat_shape;
+  using ferry::vulkan::kComponentBF16;
+  using ferry::vulkan::kComponentF16;
   // As an NVIDIA driver lists some of its shapes (VkComponentTypeKHR: 0 f16, 1 f32, 3 s8, 5 s32).
   const CoopmatShape f16{16, 16, 16, 0, 0, 1, 1, true};
   const CoopmatShape f16_acc16{16, 16, 16, 0, 0, 0, 0, true};
@@ -60,10 +62,15 @@ TEST(CoopmatPolicy, NeedsTheF16ShapeAtSubgroupScope) {
   const CoopmatShape f16_16x8{16, 8, 16, 0, 0, 1, 1, true};
   CoopmatShape workgroup = f16;
   workgroup.subgroup_scope = false;
-  EXPECT_TRUE(has_coopmat_f16_shape(std::vector{int8, f16_acc16, f16}));
-  EXPECT_FALSE(has_coopmat_f16_shape(std::vector{int8, f16_acc16, f16_16x8}));
-  EXPECT_FALSE(has_coopmat_f16_shape(std::vector{workgroup}));
-  EXPECT_FALSE(has_coopmat_f16_shape(std::vector<CoopmatShape>{}));
+  EXPECT_TRUE(has_coopmat_shape(std::vector{int8, f16_acc16, f16}, kComponentF16));
+  EXPECT_FALSE(has_coopmat_shape(std::vector{int8, f16_acc16, f16_16x8}, kComponentF16));
+  EXPECT_FALSE(has_coopmat_shape(std::vector{workgroup}, kComponentF16));
+  EXPECT_FALSE(has_coopmat_shape(std::vector<CoopmatShape>{}, kComponentF16));
+  // bf16 (VK_KHR_shader_bfloat16's component type) is asked for separately.
+  const CoopmatShape bf16{16, 16, 16, kComponentBF16, kComponentBF16, 1, 1, true};
+  EXPECT_FALSE(has_coopmat_shape(std::vector{int8, f16}, kComponentBF16));
+  EXPECT_TRUE(has_coopmat_shape(std::vector{f16, bf16}, kComponentBF16));
+  EXPECT_FALSE(has_coopmat_shape(std::vector{bf16}, kComponentF16));
 }
 
 TEST(CoopmatPolicy, TileWastesLeastAndKeepsTheDeviceBusy) {
@@ -115,7 +122,7 @@ TEST(Coopmat, DeviceSaysWhetherItIsOnAndWhy) {
     EXPECT_EQ(p.rfind("off (", 0), 0u) << p;  // off by default, with the reason
   } else if (std::string(env) == "emulate") {
     // Where the build made the modules (a build without Slang says so instead).
-    EXPECT_TRUE(p == "emulated (f16 matmul)" || p.find("Slang") != std::string::npos) << p;
+    EXPECT_TRUE(p == "emulated (f16 and bf16 matmul)" || p.find("Slang") != std::string::npos) << p;
   }
 }
 
@@ -138,9 +145,10 @@ std::string matmul_kernel(const Tensor& a, const Tensor& b, Tensor* out) {
 using Views = std::function<std::pair<Tensor, Tensor>(const Tensor&, const Tensor&)>;
 
 // matmul(views(a, b)) on vulkan:0 against the CPU: the views are taken on the device (moving a
-// view makes it contiguous). `coopmat`: whether the product must take the path.
+// view makes it contiguous). `coopmat`: whether the product must take the path; `tol`: relative
+// and absolute.
 void expect_matches_cpu(const Tensor& a, const Tensor& b, bool coopmat, const std::string& what,
-                        const Views& views = {}) {
+                        const Views& views = {}, double tol = 2e-3) {
   const ferry::Device dev("vulkan:0");
   auto [da, db] = views ? views(a.to(dev), b.to(dev)) : std::pair{a.to(dev), b.to(dev)};
   auto [ca, cb] = views ? views(a, b) : std::pair{a, b};
@@ -149,8 +157,7 @@ void expect_matches_cpu(const Tensor& a, const Tensor& b, bool coopmat, const st
   EXPECT_EQ(kernel.find("coopmat") != std::string::npos, coopmat) << what << ": " << kernel;
   // Both round the f32 sum once to f16; the orders of the sums differ.
   const Tensor want = ferry::matmul(ca, cb);
-  ferry_test::expect_close(ferry_test::as_double(got), ferry_test::as_double(want), 2e-3, 2e-3,
-                           what);
+  ferry_test::expect_close(ferry_test::as_double(got), ferry_test::as_double(want), tol, tol, what);
 }
 
 Tensor halves(const ferry::Shape& shape) { return ferry::randn(shape).to(DType::f16); }
@@ -181,7 +188,7 @@ void expect_module_matches_cpu(const std::string& op, const std::string& module,
 // (FERRY_VULKAN_COOPMAT=1, tools/gpu_check.sh).
 bool path_is_on() {
   const std::string p = coopmat_property();
-  return p == "emulated (f16 matmul)" || p == "on (f16 matmul)";
+  return p.starts_with("emulated (f16") || p.starts_with("on (f16");
 }
 
 TEST(Coopmat, ProductsMatchTheCpu) {
@@ -285,6 +292,42 @@ TEST(Coopmat, ProductsMatchTheCpu) {
                      });
   // f32 keeps the GLSL tiles.
   expect_matches_cpu(ferry::randn({64, 64}), ferry::randn({64, 64}), false, "f32");
+}
+
+// bf16 operands and result (the "_bf16" modules, where the device takes them; always in the
+// emulation): the kernel differs from f16's only in the fragments' type and the rounding, so
+// a few shapes cover it. One bf16 ulp is 2^-8 of the value, and the two sums' orders may round
+// either way.
+TEST(Coopmat, Bf16ProductsMatchTheCpu) {
+  if (!path_is_on()) GTEST_SKIP() << coopmat_property();
+  if (coopmat_property().find("bf16 matmul") == std::string::npos)
+    GTEST_SKIP() << "no bf16 on the path: " << coopmat_property();
+  ferry::manual_seed(11);
+  auto bf = [](const ferry::Shape& shape) { return ferry::randn(shape).to(DType::bf16); };
+  const ferry::Device dev("vulkan:0");
+  Tensor c;
+  EXPECT_NE(matmul_kernel(bf({64, 32}).to(dev), bf({32, 64}).to(dev), &c).find("_bf16"),
+            std::string::npos);
+  auto b_transposed = [](const Tensor& a, const Tensor& b) {
+    return std::pair{a, b.transpose(-1, -2)};
+  };
+  const double tol = 1e-2;
+  expect_matches_cpu(bf({64, 32}), bf({32, 64}), true, "bf16 [64, 32] x [32, 64]", {}, tol);
+  expect_matches_cpu(bf({3, 77, 37}), bf({3, 37, 61}), true, "bf16 [3, 77, 37] x [3, 37, 61]", {},
+                     tol);
+  expect_matches_cpu(bf({2, 130, 45}), bf({65, 45}), true, "bf16 [2, 130, 45] x [65, 45]^T",
+                     b_transposed, tol);
+  expect_matches_cpu(bf({32, 250, 40}), bf({32, 40, 200}), true,
+                     "bf16 [32, 250, 40] x [32, 40, 200] (128x128 blocks, ragged)", {}, tol);
+  expect_matches_cpu(
+      bf({3, 45, 70}), bf({3, 45, 33}), true, "bf16, A transposed",
+      [](const Tensor& a, const Tensor& b) {
+        return std::pair{a.transpose(-1, -2), b};
+      },
+      tol);
+  // Large and tiny magnitudes keep bf16's range (f16 would overflow at 65504).
+  expect_matches_cpu(bf({64, 64}) * 1e4, bf({64, 64}) * 1e4, true, "bf16 beyond f16's range", {},
+                     tol);
 }
 
 TEST(Coopmat, ResultsRoundToF16AsACastDoes) {
@@ -505,21 +548,28 @@ TEST(CoopmatPolicy, TileTableRoundTripsAndIgnoresWhatItCannotRead) {
   using ferry::vulkan::TileTable;
   const TileTable table{
       {TileKey{1, 4096, 4096, 4096, 0, false}, "gemm_coopmat_w2x2_t4x4_k32"},
+      {TileKey{1, 4096, 4096, 4096, 0, false, true}, "gemm_coopmat_w2x2_t4x4_k16_bf16"},
       {TileKey{32, 250, 200, 40, 1, true}, "gemm_coopmat_w2x2_t2x2_k32_bt_emulated"},
-      {TileKey{1, 64, 6272, 576, 2, false}, "gemm_coopmat_w2x2_t4x4_k32_conv"}};
+      {TileKey{1, 64, 6272, 576, 2, false}, "gemm_coopmat_w2x2_t4x4_k32_conv"},
+      {TileKey{16, 64, 576, 100352, 4, false}, "gemm_coopmat_w2x2_t4x4_k32_conv_wgrad"}};
   EXPECT_EQ(ferry::vulkan::read_tile_table(ferry::vulkan::write_tile_table(table)), table);
   EXPECT_TRUE(ferry::vulkan::read_tile_table("").empty());
-  EXPECT_TRUE(ferry::vulkan::read_tile_table("1 2 3 4 0 0 gemm_coopmat_x\n").empty());  // no header
+  EXPECT_TRUE(
+      ferry::vulkan::read_tile_table("1 2 3 4 0 0 0 gemm_coopmat_x\n").empty());  // no header
+  EXPECT_TRUE(ferry::vulkan::read_tile_table("FERRYTILES1\n1 2 3 4 0 0 gemm_coopmat_x\n")
+                  .empty());  // the format before bf16: measured again
   const TileTable got = ferry::vulkan::read_tile_table(
-      "FERRYTILES1\n"
-      "1 64 64 64 0 0 gemm_coopmat_a\n"     // kept
-      "1 64 64 0 0 gemm_coopmat_b\n"        // a field short
-      "1 64 64 64 4 0 gemm_coopmat_c\n"     // not a layout
-      "1 64 64 64 0 0 matmul\n"             // not a coopmat module
-      "1 64 64 64 0 0 gemm_coopmat_d x\n"   // a field too many
-      "-1 64 64 64 0 0 gemm_coopmat_e\n");  // not a count
+      "FERRYTILES2\n"
+      "1 64 64 64 0 0 1 gemm_coopmat_a\n"     // kept
+      "1 64 64 0 0 0 gemm_coopmat_b\n"        // a field short
+      "1 64 64 64 5 0 0 gemm_coopmat_c\n"     // not a layout
+      "1 64 64 64 0 0 2 gemm_coopmat_f\n"     // not a flag
+      "1 64 64 64 0 0 0 matmul\n"             // not a coopmat module
+      "1 64 64 64 0 0 0 gemm_coopmat_d x\n"   // a field too many
+      "-1 64 64 64 0 0 0 gemm_coopmat_e\n");  // not a count
   ASSERT_EQ(got.size(), 1u);
   EXPECT_EQ(got.begin()->second, "gemm_coopmat_a");
+  EXPECT_TRUE(got.begin()->first.bf16);
 }
 
 TEST(CoopmatPolicy, TuningFromTheEnvironment) {

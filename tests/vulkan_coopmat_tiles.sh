@@ -13,7 +13,7 @@ filter=--gtest_filter=Coopmat.TilesAreMeasuredOncePerShapeAndKept
 if grep -q "SKIPPED" "$dir/log1"; then cat "$dir/log1"; echo "skipped: no coopmat path here"; exit 0; fi
 shopt -s nullglob
 tiles=("$dir"/vulkan-*.tiles)
-if [[ ${#tiles[@]} -ne 1 ]] || ! grep -q "^32 250 200 40 0 1 gemm_coopmat_" "${tiles[0]}"; then
+if [[ ${#tiles[@]} -ne 1 ]] || ! grep -q "^32 250 200 40 0 1 0 gemm_coopmat_" "${tiles[0]}"; then
   ls -la "$dir"; cat "${tiles[@]}" 2>/dev/null || true
   echo "FAILED: no measured tile written beside the pipeline cache"
   exit 1

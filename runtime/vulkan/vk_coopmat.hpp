@@ -1,7 +1,7 @@
 // runtime/vulkan/vk_coopmat.hpp — what a device offers matmul's cooperative-matrix path (Note
 // [Cooperative-matrix GEMM] in vk_kernels_coopmat.cpp), and the structures of
-// VK_KHR_cooperative_matrix that Debian 12's Vulkan headers (1.3.239) lack, declared from the
-// Vulkan registry (the extension's ABI is fixed).
+// VK_KHR_cooperative_matrix and VK_KHR_shader_bfloat16 that Debian 12's Vulkan headers
+// (1.3.239) lack, declared from the Vulkan registry (the extensions' ABI is fixed).
 #pragma once
 
 #ifndef VK_NO_PROTOTYPES
@@ -54,6 +54,19 @@ typedef VkResult(VKAPI_PTR* PFN_vkGetPhysicalDeviceCooperativeMatrixPropertiesKH
     VkPhysicalDevice physicalDevice, uint32_t* pPropertyCount,
     VkCooperativeMatrixPropertiesKHR* pProperties);
 #endif
+#ifndef VK_KHR_shader_bfloat16
+#define VK_KHR_shader_bfloat16 1
+#define VK_KHR_SHADER_BFLOAT16_EXTENSION_NAME "VK_KHR_shader_bfloat16"
+#define VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SHADER_BFLOAT16_FEATURES_KHR \
+  (static_cast<VkStructureType>(1000141000))
+typedef struct VkPhysicalDeviceShaderBfloat16FeaturesKHR {
+  VkStructureType sType;
+  void* pNext;
+  VkBool32 shaderBFloat16Type;
+  VkBool32 shaderBFloat16DotProduct;
+  VkBool32 shaderBFloat16CooperativeMatrix;
+} VkPhysicalDeviceShaderBfloat16FeaturesKHR;
+#endif
 
 namespace ferry::vulkan {
 
@@ -62,6 +75,10 @@ namespace ferry::vulkan {
 struct CoopmatProbe {
   bool ready = false;
   std::string why_not;  // what the device lacks, when not ready
+  // And the bf16 modules: VK_KHR_shader_bfloat16 with its type and cooperative matrices, and
+  // the 16x16x16 bf16 x bf16 + f32 subgroup shape.
+  bool bf16 = false;
+  std::string bf16_why_not;
   VkPhysicalDeviceCooperativeMatrixFeaturesKHR coop{
       VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_COOPERATIVE_MATRIX_FEATURES_KHR};
   VkPhysicalDeviceShaderFloat16Int8Features float16{
@@ -70,6 +87,8 @@ struct CoopmatProbe {
       VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_MEMORY_MODEL_FEATURES};
   VkPhysicalDeviceSubgroupSizeControlFeatures size_control{
       VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SUBGROUP_SIZE_CONTROL_FEATURES};
+  VkPhysicalDeviceShaderBfloat16FeaturesKHR bfloat16{
+      VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SHADER_BFLOAT16_FEATURES_KHR};
 
   // Sets exactly the features the modules need and links the structures in front of `next`;
   // returns the head. The probe must outlive vkCreateDevice.
@@ -79,7 +98,8 @@ struct CoopmatProbe {
 // Asks the device: the extension, the 16x16x16 f16 -> f32 subgroup shape, cooperativeMatrix
 // in compute shaders, shaderFloat16, the Vulkan memory model at device scope, uniform and
 // storage 16-bit access, and subgroups of exactly 32 (subgroup size control with full
-// subgroups), which the modules are compiled for.
+// subgroups), which the modules are compiled for; then, for the bf16 modules,
+// VK_KHR_shader_bfloat16 and its shape.
 CoopmatProbe probe_coopmat(VkPhysicalDevice pd, std::uint32_t api_version,
                            const std::vector<VkExtensionProperties>& exts);
 

@@ -21,10 +21,11 @@ enum class CoopmatOperandB : std::uint32_t {
 
 struct EmbeddedCoopmatShader {
   // "gemm_coopmat_w2x2_t4x4_k32"; "_bt" where B comes transposed, "_conv..." for convolutions,
-  // "_emulated" for the scalar emulation.
+  // "_bf16" for bf16, "_emulated" for the scalar emulation.
   const char* name;
   bool emulated;  // EMULATE_COOPMAT=1: plain scalar code, runs on any device (lavapipe)
   CoopmatOperandB b;
+  bool bf16;  // BF16=1: bf16 operands and result, else f16
   // The tiling (shaders/gemm_coopmat.slang): WARPS_M x WARPS_N subgroups of 32, each TM x TN
   // 16x16 accumulators; K stepped by BK.
   std::uint32_t warps_m, warps_n, tm, tn, bk;

@@ -204,6 +204,13 @@ void VulkanDevice::create_device() {
                     : coopmat.ready    ? "FERRY_VULKAN_COOPMAT=1 turns it on"
                                        : "the device lacks " + coopmat.why_not;
   if (coopmat_mode_ == CoopmatMode::on) enable.push_back(VK_KHR_COOPERATIVE_MATRIX_EXTENSION_NAME);
+  // The emulation reads bf16 as bits and needs nothing of the device.
+  coopmat_bf16_ =
+      coopmat_mode_ == CoopmatMode::emulated || (coopmat_mode_ == CoopmatMode::on && coopmat.bf16);
+  if (coopmat_mode_ == CoopmatMode::on && coopmat.bf16)
+    enable.push_back(VK_KHR_SHADER_BFLOAT16_EXTENSION_NAME);
+  else if (coopmat_mode_ == CoopmatMode::on)
+    coopmat_note_ = "bf16 off: the device lacks " + coopmat.bf16_why_not;
   coopmat_tuning_ = vulkan::coopmat_tuning(std::getenv("FERRY_VULKAN_COOPMAT_TUNE"), coopmat_mode_);
 
   VkPhysicalDevice8BitStorageFeatures e8{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_8BIT_STORAGE_FEATURES};
@@ -398,7 +405,9 @@ DeviceInfo VulkanDevice::info() {
   pr["storage_8bit"] = full_variant_ ? "yes" : "no";
   pr["cooperative_matrix"] = coopmat_mode_ == CoopmatMode::off
                                  ? fmt::format("off ({})", coopmat_note_)
-                                 : fmt::format("{} (f16 matmul)", coopmat_mode_name(coopmat_mode_));
+                                 : fmt::format("{} ({} matmul{})", coopmat_mode_name(coopmat_mode_),
+                                               coopmat_bf16_ ? "f16 and bf16" : "f16",
+                                               coopmat_note_.empty() ? "" : "; " + coopmat_note_);
   pr["push_descriptors"] = push_descriptors_ ? "yes" : "no";
   pr["direct_host_access"] = memory_is_mapped() ? "yes" : "no (staging copies)";
   pr["enumeration_index"] = std::to_string(physical_.enumeration_index);

@@ -184,6 +184,9 @@ class VulkanDevice final : public DeviceImpl {
   bool full_variant() const { return full_variant_; }
   // How matmul's f16 products run (Note [Cooperative-matrix GEMM] in vk_kernels_coopmat.cpp).
   CoopmatMode coopmat_mode() const { return coopmat_mode_; }
+  // Whether it takes bf16 products too (the emulation always; matrix units where the device
+  // has VK_KHR_shader_bfloat16's cooperative matrices).
+  bool coopmat_bf16() const { return coopmat_bf16_; }
   // Whether its tiles are chosen by measurement (Note [Measured coopmat tiles]), and the
   // table of those measured.
   bool coopmat_tuning() const { return coopmat_tuning_; }
@@ -239,7 +242,8 @@ class VulkanDevice final : public DeviceImpl {
   bool fused_attention_ = false;  // vk_policy.hpp's fused_attention()
   bool subgroup_reductions_ = false;  // vk_policy.hpp's subgroup_reductions()
   CoopmatMode coopmat_mode_ = CoopmatMode::off;  // vk_policy.hpp's coopmat_mode()
-  std::string coopmat_note_;                     // why it is off, for info()
+  std::string coopmat_note_;                     // why it is off (or bf16 is), for info()
+  bool coopmat_bf16_ = false;                    // coopmat_bf16()
   bool coopmat_tuning_ = false;                  // vk_policy.hpp's coopmat_tuning()
   std::uint64_t coopmat_tiles_measured_ = 0;     // under mutex_
   bool push_descriptors_ = false;

@@ -145,11 +145,13 @@ bool try_coopmat(VulkanDevice& dev, const TensorArg& A, const TensorArg& B, cons
 using CoopmatDispatch = std::function<void(const char* shader, std::uint32_t gx, std::uint32_t gy,
                                            std::uint32_t subgroup_size)>;
 // The shared part of the cooperative-matrix paths (matmul's, and convolutions' in
-// vk_kernels_conv.cpp): for `batches` products of M x N x K with B read as `layout`, picks the
-// tile (Note [Measured coopmat tiles]), notes it for the profiler and has `dispatch` record it;
-// false, having done nothing, where the mode is off or no tile fits the device.
-bool run_coopmat(VulkanDevice& dev, CoopmatOperandB layout, std::uint64_t batches, std::uint64_t M,
-                 std::uint64_t N, std::uint64_t K, const CoopmatDispatch& dispatch);
+// vk_kernels_conv.cpp): for `batches` products of M x N x K of `dt` (f16; bf16 where the device
+// takes it, matmul's layouts only) with B read as `layout`, picks the tile (Note [Measured
+// coopmat tiles]), notes it for the profiler and has `dispatch` record it; false, having done
+// nothing, where the mode is off, no module was built for it or no tile fits the device.
+bool run_coopmat(VulkanDevice& dev, CoopmatOperandB layout, DType dt, std::uint64_t batches,
+                 std::uint64_t M, std::uint64_t N, std::uint64_t K,
+                 const CoopmatDispatch& dispatch);
 void add_index_kernels(KernelTable& table);  // index_select, gather, index_add, scatter_add
 // The ops whose kernels move elements by their size and compute nothing on them, so they take
 // f64 on every device (Note [f64 on Vulkan] in vk_pipelines.cpp): index_select and gather.

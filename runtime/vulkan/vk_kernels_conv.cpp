@@ -298,8 +298,8 @@ bool conv_on_coopmat(VulkanDevice& dev, const Conv& cv, const TensorArg& in, con
                                p.dil[2],
                                0};
   return run_coopmat(
-      dev, forward ? CoopmatOperandB::conv_input : CoopmatOperandB::conv_output_grad, 1, rows,
-      columns, K,
+      dev, forward ? CoopmatOperandB::conv_input : CoopmatOperandB::conv_output_grad, cv.dt, 1,
+      rows, columns, K,
       [&](const char* shader, std::uint32_t gx, std::uint32_t gy, std::uint32_t subgroup_size) {
         dev.dispatch({.shader = shader,
                       .spec = {},
@@ -360,7 +360,7 @@ bool weight_grad_parts_on_coopmat(VulkanDevice& dev, const Conv& cv, const Bindi
                                p.dil[2],
                                std::uint32_t(jlen)};
   return run_coopmat(
-      dev, CoopmatOperandB::conv_weight_grad, pieces, M, N, K,
+      dev, CoopmatOperandB::conv_weight_grad, cv.dt, pieces, M, N, K,
       [&](const char* shader, std::uint32_t gx, std::uint32_t gy, std::uint32_t subgroup_size) {
         dev.dispatch({.shader = shader,
                       .spec = {},

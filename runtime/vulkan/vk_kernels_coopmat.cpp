@@ -59,7 +59,11 @@ void* CoopmatProbe::enable_chain(void* next) {
   memory_model.vulkanMemoryModelAvailabilityVisibilityChains = VK_FALSE;
   size_control.subgroupSizeControl = VK_TRUE;
   size_control.computeFullSubgroups = VK_TRUE;
-  size_control.pNext = next;
+  bfloat16.shaderBFloat16Type = VK_TRUE;
+  bfloat16.shaderBFloat16DotProduct = VK_FALSE;
+  bfloat16.shaderBFloat16CooperativeMatrix = VK_TRUE;
+  bfloat16.pNext = next;
+  size_control.pNext = bf16 ? static_cast<void*>(&bfloat16) : next;
   memory_model.pNext = &size_control;
   float16.pNext = &memory_model;
   coop.pNext = &float16;
@@ -92,7 +96,8 @@ CoopmatProbe probe_coopmat(VkPhysicalDevice pd, std::uint32_t api_version,
     shapes.push_back({s.MSize, s.NSize, s.KSize, std::uint32_t(s.AType), std::uint32_t(s.BType),
                       std::uint32_t(s.CType), std::uint32_t(s.ResultType),
                       s.scope == VK_SCOPE_SUBGROUP_KHR});
-  if (!has_coopmat_f16_shape(shapes)) return lacks("a 16x16x16 f16 x f16 + f32 subgroup shape");
+  if (!has_coopmat_shape(shapes, kComponentF16))
+    return lacks("a 16x16x16 f16 x f16 + f32 subgroup shape");
 
   VkPhysicalDevice16BitStorageFeatures s16{
       VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_16BIT_STORAGE_FEATURES};
@@ -127,13 +132,33 @@ CoopmatProbe probe_coopmat(VkPhysicalDevice pd, std::uint32_t api_version,
        "subgroups of 32 in compute shaders");
   if (!missing.empty()) return lacks(missing);
   p.ready = true;
+
+  // bf16, on top of the rest.
+  const bool has_bf16_ext =
+      std::any_of(exts.begin(), exts.end(), [](const VkExtensionProperties& e) {
+        return std::string_view(e.extensionName) == VK_KHR_SHADER_BFLOAT16_EXTENSION_NAME;
+      });
+  if (!has_bf16_ext) {
+    p.bf16_why_not = VK_KHR_SHADER_BFLOAT16_EXTENSION_NAME;
+    return p;
+  }
+  VkPhysicalDeviceFeatures2 bf2{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FEATURES_2};
+  bf2.pNext = &p.bfloat16;
+  vkGetPhysicalDeviceFeatures2(pd, &bf2);
+  p.bfloat16.pNext = nullptr;
+  if (!p.bfloat16.shaderBFloat16Type || !p.bfloat16.shaderBFloat16CooperativeMatrix)
+    p.bf16_why_not = "shaderBFloat16Type with shaderBFloat16CooperativeMatrix";
+  else if (!has_coopmat_shape(shapes, kComponentBF16))
+    p.bf16_why_not = "a 16x16x16 bf16 x bf16 + f32 subgroup shape";
+  else
+    p.bf16 = true;
   return p;
 }
 
 namespace {
 
-// The built modules of one kind (tensor-core or emulated) and B layout, with their tiles, in
-// vk_coopmat_shaders.hpp's order.
+// The built modules of one kind (tensor-core or emulated), operand type (f16 or bf16) and B
+// layout, with their tiles, in vk_coopmat_shaders.hpp's order.
 struct CoopmatModules {
   std::vector<const EmbeddedCoopmatShader*> shaders;
   std::vector<CoopmatTile> tiles;
@@ -142,23 +167,26 @@ constexpr std::size_t kLayouts = 5;  // CoopmatOperandB's values
 
 // FERRY_VULKAN_COOPMAT_TILE=w2x2_t4x4_k32 keeps only that tile (the others' products take the
 // GLSL tiles): for measuring each tile on a GPU.
-const CoopmatModules& modules(bool emulated, CoopmatOperandB b) {
-  static const std::array<CoopmatModules, 2 * kLayouts> all = [] {
-    std::array<CoopmatModules, 2 * kLayouts> m;
+std::size_t kind_index(bool emulated, bool bf16, CoopmatOperandB b) {
+  return kLayouts * (2 * std::size_t(bf16) + std::size_t(emulated)) + std::size_t(b);
+}
+const CoopmatModules& modules(bool emulated, bool bf16, CoopmatOperandB b) {
+  static const std::array<CoopmatModules, 4 * kLayouts> all = [] {
+    std::array<CoopmatModules, 4 * kLayouts> m;
     const char* only = std::getenv("FERRY_VULKAN_COOPMAT_TILE");
     const std::string tile = only && *only ? fmt::format("gemm_coopmat_{}", only) : "";
     for (std::size_t i = 0; i < kEmbeddedCoopmatShaderCount; ++i) {
       const EmbeddedCoopmatShader& s = kEmbeddedCoopmatShaders[i];
       const std::string_view name(s.name);
       if (!tile.empty() && name != tile && !name.starts_with(tile + "_")) continue;
-      CoopmatModules& kind = m[kLayouts * s.emulated + std::size_t(s.b)];
+      CoopmatModules& kind = m[kind_index(s.emulated, s.bf16, s.b)];
       kind.shaders.push_back(&s);
       kind.tiles.push_back(
           {s.warps_m * s.tm * 16, s.warps_n * s.tn * 16, s.bk, s.warps_m * s.warps_n * 32});
     }
     return m;
   }();
-  return all[kLayouts * emulated + std::size_t(b)];
+  return all[kind_index(emulated, bf16, b)];
 }
 
 bool multiple_of_8(std::int64_t v) { return v % 8 == 0; }
@@ -196,12 +224,16 @@ int fastest_tile(VulkanDevice& dev, const std::vector<int>& candidates, const Ru
 
 }  // namespace
 
-bool run_coopmat(VulkanDevice& dev, CoopmatOperandB layout, std::uint64_t batches, std::uint64_t M,
-                 std::uint64_t N, std::uint64_t K, const CoopmatDispatch& dispatch) {
+bool run_coopmat(VulkanDevice& dev, CoopmatOperandB layout, DType dt, std::uint64_t batches,
+                 std::uint64_t M, std::uint64_t N, std::uint64_t K,
+                 const CoopmatDispatch& dispatch) {
   const CoopmatMode mode = dev.coopmat_mode();
   if (mode == CoopmatMode::off || batches == 0 || M == 0 || N == 0 || K == 0) return false;
+  if (dt != DType::f16 && !(dt == DType::bf16 && dev.coopmat_bf16())) return false;
+  const bool bf16 = dt == DType::bf16;
   const KernelLimits& lim = dev.limits();
-  const CoopmatModules& mods = modules(mode == CoopmatMode::emulated, layout);
+  const CoopmatModules& mods = modules(mode == CoopmatMode::emulated, bf16, layout);
+  if (mods.shaders.empty()) return false;  // bf16 convolutions: none built
   int t = choose_coopmat_tile(mods.tiles, batches, M, N, K, lim.shared_memory,
                               lim.max_workgroup_invocations);
   if (t < 0) return false;
@@ -226,7 +258,7 @@ bool run_coopmat(VulkanDevice& dev, CoopmatOperandB layout, std::uint64_t batche
   };
   const char* how = "by padding";
   if (dev.coopmat_tuning() && candidates.size() > 1) {
-    const TileKey key{batches, M, N, K, std::uint32_t(layout), mode == CoopmatMode::emulated};
+    const TileKey key{batches, M, N, K, std::uint32_t(layout), mode == CoopmatMode::emulated, bf16};
     int known = -1;
     if (const std::optional<std::string> name = dev.coopmat_tile(key))
       for (int i : candidates)
@@ -256,7 +288,9 @@ struct CoopmatParams {
 constexpr std::uint32_t kAVectors = 1, kBVectors = 2, kCVectors = 4;  // its flags
 
 bool try_coopmat(VulkanDevice& dev, const TensorArg& A, const TensorArg& B, const TensorArg& C) {
-  if (dev.coopmat_mode() == CoopmatMode::off || C.dtype != DType::f16) return false;
+  if (dev.coopmat_mode() == CoopmatMode::off ||
+      (C.dtype != DType::f16 && !(C.dtype == DType::bf16 && dev.coopmat_bf16())))
+    return false;
   const std::int64_t nb = C.sizes[0], M = C.sizes[1], N = C.sizes[2], K = A.sizes[2];
   if (nb == 0 || M == 0 || N == 0 || K == 0) return false;
   // C's rows contiguous, B's along K or along N; A any strides.
@@ -294,8 +328,8 @@ bool try_coopmat(VulkanDevice& dev, const TensorArg& A, const TensorArg& B, cons
                            flags,
                            std::uint32_t(A.strides[2])};
   return run_coopmat(
-      dev, b_transposed ? CoopmatOperandB::transposed : CoopmatOperandB::rows, std::uint64_t(nb),
-      std::uint64_t(M), std::uint64_t(N), std::uint64_t(K),
+      dev, b_transposed ? CoopmatOperandB::transposed : CoopmatOperandB::rows, C.dtype,
+      std::uint64_t(nb), std::uint64_t(M), std::uint64_t(N), std::uint64_t(K),
       [&](const char* shader, std::uint32_t gx, std::uint32_t gy, std::uint32_t subgroup_size) {
         CoopmatParams p = base;
         for (std::int64_t z = 0; z < nb; z += lim.max_groups_x) {

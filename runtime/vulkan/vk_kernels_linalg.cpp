@@ -107,7 +107,7 @@ void matmul_kernel(DeviceImpl& d, const OpCall& call) {
   if (M > 0xffffffffll / 2 || N > 0xffffffffll / 2 || A.sizes[2] > 0xffffffffll / 2)
     throw UnsupportedError("matmul: the vulkan kernel takes at most 2^31 rows and columns");
   if (is_floating(dt) && try_matvec(dev, A, B, C)) return;  // a few rows against a weight
-  if (try_coopmat(dev, A, B, C)) return;  // f16 on tensor cores, where the device has them
+  if (try_coopmat(dev, A, B, C)) return;  // f16, bf16 on tensor cores, where the device has them
 
   const Tile t = is_floating(dt)
                      ? choose_tile("matmul", dev.limits(), std::uint64_t(nb), std::uint64_t(M),

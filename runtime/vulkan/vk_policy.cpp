@@ -139,10 +139,10 @@ CoopmatMode coopmat_mode(const char* env, bool built, bool device_ready) {
   throw Error("FERRY_VULKAN_COOPMAT must be 1, 0 or emulate, not '" + v + "'");
 }
 
-bool has_coopmat_f16_shape(std::span<const CoopmatShape> shapes) {
+bool has_coopmat_shape(std::span<const CoopmatShape> shapes, std::uint32_t operands) {
   for (const CoopmatShape& s : shapes)
-    if (s.m == 16 && s.n == 16 && s.k == 16 && s.a == 0 && s.b == 0 && s.c == 1 && s.result == 1 &&
-        s.subgroup_scope)
+    if (s.m == 16 && s.n == 16 && s.k == 16 && s.a == operands && s.b == operands && s.c == 1 &&
+        s.result == 1 && s.subgroup_scope)
       return true;
   return false;
 }
@@ -215,10 +215,10 @@ TransferQueueChoice choose_transfer_queue(const char* env, std::span<const Queue
 }
 
 std::string write_tile_table(const TileTable& table) {
-  std::string out = "FERRYTILES1\n";
+  std::string out = "FERRYTILES2\n";
   for (const auto& [k, name] : table)
-    out += fmt::format("{} {} {} {} {} {} {}\n", k.batches, k.m, k.n, k.k, k.b_layout,
-                       int(k.emulated), name);
+    out += fmt::format("{} {} {} {} {} {} {} {}\n", k.batches, k.m, k.n, k.k, k.b_layout,
+                       int(k.emulated), int(k.bf16), name);
   return out;
 }
 
@@ -226,21 +226,22 @@ TileTable read_tile_table(std::string_view text) {
   TileTable table;
   std::istringstream in{std::string(text)};
   std::string line;
-  if (!std::getline(in, line) || line != "FERRYTILES1") return table;
+  if (!std::getline(in, line) || line != "FERRYTILES2") return table;
+  constexpr int kNumbers = 7;  // batches m n k b_layout emulated bf16
   while (std::getline(in, line)) {
     std::istringstream fields(line);
-    std::string f[8];
+    std::string f[kNumbers + 2];
     int n = 0;
-    while (n < 8 && fields >> f[n]) ++n;
-    std::uint64_t v[6];
-    bool ok = n == 7 && f[6].starts_with("gemm_coopmat_");
-    for (int i = 0; ok && i < 6; ++i) {  // digits only: istream would wrap "-1"
+    while (n < kNumbers + 2 && fields >> f[n]) ++n;
+    std::uint64_t v[kNumbers];
+    bool ok = n == kNumbers + 1 && f[kNumbers].starts_with("gemm_coopmat_");
+    for (int i = 0; ok && i < kNumbers; ++i) {  // digits only: istream would wrap "-1"
       const auto [end, ec] = std::from_chars(f[i].data(), f[i].data() + f[i].size(), v[i]);
       ok = ec == std::errc() && end == f[i].data() + f[i].size() &&
-           (i < 4 || v[i] <= (i == 4 ? 3u : 1u));
+           (i < 4 || v[i] <= (i == 4 ? 4u : 1u));
     }
     if (!ok) continue;
-    table[TileKey{v[0], v[1], v[2], v[3], std::uint32_t(v[4]), v[5] == 1}] = f[6];
+    table[TileKey{v[0], v[1], v[2], v[3], std::uint32_t(v[4]), v[5] == 1, v[6] == 1}] = f[kNumbers];
   }
   return table;
 }

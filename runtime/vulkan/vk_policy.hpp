@@ -70,12 +70,14 @@ CoopmatMode coopmat_mode(const char* env, bool built, bool device_ready);
 // One entry of vkGetPhysicalDeviceCooperativeMatrixPropertiesKHR's list.
 struct CoopmatShape {
   std::uint32_t m = 0, n = 0, k = 0;
-  std::uint32_t a = 0, b = 0, c = 0, result = 0;  // VkComponentTypeKHR: 0 f16, 1 f32
+  std::uint32_t a = 0, b = 0, c = 0, result = 0;  // VkComponentTypeKHR: 0 f16, 1 f32, ...
   bool subgroup_scope = false;
 };
-// Whether the list has the shape the kernel is written for: 16x16x16, f16 x f16 + f32 -> f32,
-// subgroup scope.
-bool has_coopmat_f16_shape(std::span<const CoopmatShape> shapes);
+// VkComponentTypeKHR's 16-bit float types the kernel takes (bf16: VK_KHR_shader_bfloat16's).
+inline constexpr std::uint32_t kComponentF16 = 0, kComponentBF16 = 1000141000;
+// Whether the list has the shape the kernel is written for: 16x16x16, `operands` (f16 or bf16)
+// x `operands` + f32 -> f32, subgroup scope.
+bool has_coopmat_shape(std::span<const CoopmatShape> shapes, std::uint32_t operands);
 
 // A tile variant the build made of gemm_coopmat (vk_coopmat_shaders.hpp).
 struct CoopmatTile {
@@ -97,11 +99,13 @@ struct TileKey {
   std::uint64_t batches = 0, m = 0, n = 0, k = 0;
   std::uint32_t b_layout = 0;  // vk_coopmat_shaders.hpp's CoopmatOperandB
   bool emulated = false;
+  bool bf16 = false;  // the operands' type: bf16, else f16
   auto operator<=>(const TileKey&) const = default;
 };
 using TileTable = std::map<TileKey, std::string>;  // -> the module's name
-// The file: a "FERRYTILES1" line, then a line per entry: batches m n k b_layout emulated
-// name. read_tile_table ignores a file without the header and every malformed line.
+// The file: a "FERRYTILES2" line, then a line per entry: batches m n k b_layout emulated bf16
+// name. read_tile_table ignores a file without the header (an older format's too: its shapes
+// are measured again) and every malformed line.
 std::string write_tile_table(const TileTable& table);
 TileTable read_tile_table(std::string_view text);
 // FERRY_VULKAN_COOPMAT_TUNE (`env`): "1" measure, "0" the heuristic (choose_coopmat_tile);
