@@ -181,8 +181,8 @@ void register_conv() {
               "ferry vulkan:0 im2col + matmul", Metric::gflops, work);
     }
     // f16 passes: on vulkan:0 with FERRY_VULKAN_COOPMAT=1 the matrix units' path (Note
-    // [Convolutions on cooperative matrices]; forward, and backward but for a strided input
-    // gradient), beside cuDNN's f16 through cuda:0 on the same GPU.
+    // [Convolutions on cooperative matrices]; forward and backward), beside cuDNN's f16
+    // through cuda:0 on the same GPU.
     for (const bool backward : {false, true}) {
       const std::string pass = backward ? "forward+backward" : "forward";
       const std::string base = fmt::format("conv/{}/{} f16", c.name, pass);

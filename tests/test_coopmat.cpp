@@ -459,7 +459,17 @@ TEST(Coopmat, ConvolutionInputGradientsRunOnIt) {
            {{3, 5, 9, 7}, {12, 5, 3, 2}, {1}, {0, 1}, {2, 1}, true, "dilated, unequal, odd"},
            {{2, 8, 6, 6}, {16, 8, 5, 5}, {1}, {4}, {1}, true, "5x5, padding 4 (> kernel - 1)"},
            {{4, 24, 7, 7}, {40, 24, 1, 1}, {1}, {0}, {1}, true, "1x1, 7x7 maps"},
-           {{2, 16, 8, 8}, {24, 16, 3, 3}, {2}, {1}, {1}, false, "stride 2"}}) {
+           // Strided: taps that land between gy's positions multiply zeros.
+           {{2, 16, 8, 8}, {24, 16, 3, 3}, {2}, {1}, {1}, true, "stride 2"},
+           {{2, 16, 9, 9}, {24, 16, 3, 3}, {2}, {1}, {1}, true, "stride 2, odd map"},
+           {{3, 8, 14, 14}, {16, 8, 1, 1}, {2}, {0}, {1}, true, "1x1, stride 2 (a downsample)"},
+           {{2, 5, 11, 10},
+            {12, 5, 3, 2},
+            {3, 2},
+            {2, 1},
+            {2, 1},
+            true,
+            "strides 3 and 2, dilated, odd"}}) {
     const Tensor x = halves(k.x), w = halves(k.w);
     const Tensor g = halves(
         ferry::conv2d(x.to(DType::f32), w.to(DType::f32), {}, k.stride, k.padding, k.dilation)
@@ -473,20 +483,23 @@ TEST(Coopmat, ConvolutionInputGradientsRunOnIt) {
         },
         k.what);
   }
-  // conv1d and conv3d, padding 1.
+  // conv1d and conv3d, padding 1 (conv3d strided too).
   using Conv = Tensor (*)(const Tensor&, const Tensor&, const Tensor&, const ferry::ConvSizes&,
                           const ferry::ConvPadding&, const ferry::ConvSizes&, std::int64_t);
-  for (const auto& [conv, xs, ws, what] :
-       {std::tuple{Conv(ferry::conv1d), ferry::Shape{3, 8, 50}, ferry::Shape{24, 8, 5}, "conv1d"},
+  for (const auto& [conv, xs, ws, stride, what] :
+       {std::tuple{Conv(ferry::conv1d), ferry::Shape{3, 8, 50}, ferry::Shape{24, 8, 5},
+                   std::int64_t{1}, "conv1d"},
         std::tuple{Conv(ferry::conv3d), ferry::Shape{2, 8, 5, 6, 7}, ferry::Shape{16, 8, 3, 3, 3},
-                   "conv3d"}}) {
+                   std::int64_t{2}, "conv3d, stride 2"}}) {
     const Tensor x = halves(xs), w = halves(ws);
-    const Tensor g = halves(conv(x.to(DType::f32), w.to(DType::f32), {}, {1}, 1, {1}, 1).sizes());
+    const Tensor g =
+        halves(conv(x.to(DType::f32), w.to(DType::f32), {}, {stride}, 1, {1}, 1).sizes());
     expect_module_matches_cpu(
         "conv_backward_input", "_conv_dgrad",
         [&](const Place& at) {
           const Tensor xr = at(x).requires_grad_();
-          return ferry::autograd::grad({conv(xr, at(w), {}, {1}, 1, {1}, 1)}, {xr}, {at(g)})[0];
+          return ferry::autograd::grad({conv(xr, at(w), {}, {stride}, 1, {1}, 1)}, {xr},
+                                       {at(g)})[0];
         },
         what);
   }

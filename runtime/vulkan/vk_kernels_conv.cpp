@@ -19,8 +19,8 @@
 //   gradient's sum runs over the whole batch and every position (32 x 56 x 56 terms at ResNet-18's
 //   first stage) into few outputs, so it is cut into pieces that fill the GPU, each writing a
 //   partial result, added up in order by a second pass (deterministic: no atomics).
-// With the cooperative-matrix path on, f16 forward passes and stride-1 input gradients run on
-// it (Note [Convolutions on cooperative matrices]).
+// With the cooperative-matrix path on, f16 convolutions of one group run on it, forward and
+// backward (Note [Convolutions on cooperative matrices]).
 // Tensors larger than one storage-buffer binding are cut along the batch (vk_split.hpp); the
 // sums over the batch then add one part per cut. A single sample larger than a binding raises
 // UnsupportedError.
@@ -207,10 +207,13 @@ void for_each_chunk(const Conv& cv, std::initializer_list<TensorArg> batched,
 //   into the columns so that small late layers (7 x 7 positions) still fill the blocks; each
 //   invocation gathers the input's halves for its 8 columns as it stages them (never writing
 //   the im2col matrix), and the results go out element by element, with the bias.
-// The input gradient of a convolution of stride 1 runs the same way (CONV=2 modules): it is the
-// forward pass of the transposed convolution, gx = w' x im2col(gy) with the kernel flipped (w'
-// gathered half by half) and padded by (kernel - 1) x dilation - padding; a strided one still
-// runs the GLSL GEMMs (most taps would land between outputs).
+// The input gradient runs the same way (CONV=2 modules): it is the forward pass of the
+// transposed convolution, gx = w' x im2col(gy) with the kernel flipped (w' gathered half by
+// half) and padded by (kernel - 1) x dilation - padding. With a stride s, a tap reaches gy only
+// where s divides its coordinate, so the GEMM multiplies zeros for the others: s^dims times
+// the work of stride 1 (a ResNet's stride-2 layers: 4 times), where the GLSL kernel runs one
+// GEMM per stride phase over the taps that land. Which is faster on the matrix units is
+// unmeasured (no GPU has run this path).
 // The weight gradient gw [OC, C x taps] = gy [OC, batch x L] x im2col(x)^T sums over the whole
 // batch into few outputs (ResNet-18's first stage: 64 x 576 outputs, 32 x 56 x 56 terms each),
 // so, as the GLSL GEMM does, it is cut into pieces that fill the GPU (CONV=3 modules, piece z in
@@ -235,20 +238,16 @@ bool pointwise_on_coopmat(VulkanDevice& dev, const Conv& cv, const TensorArg& x,
 // matrices]), in elements; dims as the ConvParams' (a leading 1 for fewer than 3).
 struct CoopmatConvParams {
   std::uint32_t M, N, K, lda, a_off, b_off, c_off, bias_off, flags, L, osz1, osz2, isz0, isz1, isz2,
-      ksz1, ksz2, taps, s0, s1, s2, p0, p1, p2, d0, d1, d2, jlen;
+      ksz1, ksz2, taps, s0, s1, s2, p0, p1, p2, d0, d1, d2, jlen, g0, g1, g2;
 };
 static_assert(sizeof(CoopmatConvParams) <= 128, "the push constants every device takes");
 constexpr std::uint32_t kConvAVectors = 1, kConvBias = 2;  // its flags
 
-// y from x (`forward`), or gx from gy (stride 1), on the CONV modules: `in` is x or gy, `out` y
-// or gx.
+// y from x (`forward`), or gx from gy, on the CONV modules: `in` is x or gy, `out` y or gx.
 bool conv_on_coopmat(VulkanDevice& dev, const Conv& cv, const TensorArg& in, const TensorArg& w,
                      const TensorArg& out, const TensorArg* bias, bool forward) {
   if (dev.coopmat_mode() == CoopmatMode::off || cv.dt != DType::f16 || cv.p.G != 1) return false;
   const abi::ConvParams& p = cv.p;
-  if (!forward)
-    for (int e = 0; e < 3; ++e)
-      if (p.stride[e] != 1) return false;  // most taps would land between outputs
   // The GEMM: rows (y's channels, or gx's), columns (the batch's positions of y, or of gx), and
   // the sum (x's channels' taps, or gy's).
   const std::uint32_t rows = forward ? p.OC : p.C, positions = forward ? cv.L : cv.area;
@@ -266,9 +265,14 @@ bool conv_on_coopmat(VulkanDevice& dev, const Conv& cv, const TensorArg& in, con
   // the flipped kernel pads by (kernel - 1) x dilation - padding, which may be negative).
   const std::uint32_t* gathered = forward ? p.isz : p.osz;
   const std::uint32_t* produced = forward ? p.osz : p.isz;
-  std::uint32_t pad[3];
-  for (int e = 0; e < 3; ++e)
+  // Backward, the produced positions step by 1 and the stride decides where taps land
+  // (shaders/gemm_coopmat.slang's g0..g2).
+  std::uint32_t pad[3], step[3], lands[3];
+  for (int e = 0; e < 3; ++e) {
     pad[e] = forward ? p.pad[e] : std::uint32_t((p.ksz[e] - 1) * p.dil[e]) - p.pad[e];
+    step[e] = forward ? p.stride[e] : 1;
+    lands[e] = forward ? 1 : p.stride[e];
+  }
   const CoopmatConvParams push{rows,
                                std::uint32_t(columns),
                                std::uint32_t(K),
@@ -287,16 +291,19 @@ bool conv_on_coopmat(VulkanDevice& dev, const Conv& cv, const TensorArg& in, con
                                p.ksz[1],
                                p.ksz[2],
                                cv.K,
-                               p.stride[0],
-                               p.stride[1],
-                               p.stride[2],
+                               step[0],
+                               step[1],
+                               step[2],
                                pad[0],
                                pad[1],
                                pad[2],
                                p.dil[0],
                                p.dil[1],
                                p.dil[2],
-                               0};
+                               0,
+                               lands[0],
+                               lands[1],
+                               lands[2]};
   return run_coopmat(
       dev, forward ? CoopmatOperandB::conv_input : CoopmatOperandB::conv_output_grad, cv.dt, 1,
       rows, columns, K,
@@ -358,7 +365,10 @@ bool weight_grad_parts_on_coopmat(VulkanDevice& dev, const Conv& cv, const Bindi
                                p.dil[0],
                                p.dil[1],
                                p.dil[2],
-                               std::uint32_t(jlen)};
+                               std::uint32_t(jlen),
+                               1,
+                               1,
+                               1};
   return run_coopmat(
       dev, CoopmatOperandB::conv_weight_grad, cv.dt, pieces, M, N, K,
       [&](const char* shader, std::uint32_t gx, std::uint32_t gy, std::uint32_t subgroup_size) {

@@ -18,9 +18,9 @@
 //   Measurement picks the block (Note [Measured coopmat tiles]), or choose_coopmat_tile's
 //   padding rule (vk_policy.hpp).
 //   Everything else, and a tensor that needs splitting to fit a binding, takes the GLSL tiles
-//   (vk_kernels_linalg.cpp), which matmul tries next. Convolutions' forward passes and
-//   stride-1 input gradients run on the same kernel (Note [Convolutions on cooperative
-//   matrices] in vk_kernels_conv.cpp): run_coopmat is the tile choice and measurement they share.
+//   (vk_kernels_linalg.cpp), which matmul tries next. Convolutions of one group, forward and
+//   backward, run on the same kernel (Note [Convolutions on cooperative matrices] in
+//   vk_kernels_conv.cpp): run_coopmat is the tile choice and measurement they share.
 // - Which devices: FERRY_VULKAN_COOPMAT=1 where probe_coopmat finds the extension, the
 //   16x16x16 f16 shape and the features the modules declare; its pipelines ask for subgroups of
 //   exactly 32 (the kernel's warp layout). Off by default until it has run on a GPU inside
