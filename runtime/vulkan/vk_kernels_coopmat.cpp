@@ -1,4 +1,4 @@
-// runtime/vulkan/vk_kernels_coopmat.cpp — matmul's f16 products on tensor cores through
+// runtime/vulkan/vk_kernels_coopmat.cpp — matmul's f16 and bf16 products on tensor cores through
 // VK_KHR_cooperative_matrix (shaders/gemm_coopmat.slang), and what a device must offer for it.
 //
 // Note [Cooperative-matrix GEMM]
@@ -9,8 +9,9 @@
 // time by Slang's compiler from PyPI's slangpy wheel (shaders/coopmat.cmake). Measured as a
 // standalone prototype on an H100 (docs/gpu-results.md, 2026-11-26): 170 TFLOP/s at
 // 4096^3, 4.7 times the GLSL tiles, with 128x128 blocks of four subgroups.
-// - What runs it: f16 x f16 -> f16 products (f32 accumulation, as the GLSL tiles and cuBLAS
-//   do), [B, M, K] x [B, K, N] with C's rows contiguous, B's rows or its columns (the
+// - What runs it: f16 x f16 -> f16 products, and bf16's (BF16 modules, where the device has
+//   VK_KHR_shader_bfloat16's cooperative matrices), f32 accumulation as the GLSL tiles and
+//   cuBLAS do; [B, M, K] x [B, K, N] with C's rows contiguous, B's rows or its columns (the
 //   transposed weight of a Linear: B_TRANS modules) and A of any strides (transposed: a
 //   Linear's output gradient in its weight's gradient), of any sizes. An operand whose strides and
 //   offset are multiples of 8 elements loads (stores) 16 bytes at a time, others half by half;
@@ -22,7 +23,8 @@
 //   backward, run on the same kernel (Note [Convolutions on cooperative matrices] in
 //   vk_kernels_conv.cpp): run_coopmat is the tile choice and measurement they share.
 // - Which devices: FERRY_VULKAN_COOPMAT=1 where probe_coopmat finds the extension, the
-//   16x16x16 f16 shape and the features the modules declare; its pipelines ask for subgroups of
+//   16x16x16 f16 shape and the features the modules declare (bf16: its extension, features and
+//   shape too, else f16 only); its pipelines ask for subgroups of
 //   exactly 32 (the kernel's warp layout). Off by default until it has run on a GPU inside
 //   ferry (docs/vulkan.md). The VK_NV_cooperative_matrix fallback for older NVIDIA drivers is
 //   not built.
