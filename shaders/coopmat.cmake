@@ -146,9 +146,10 @@ if(NOT _coopmat_note)
           # shader cache (FERRY_SHADER_CACHE) like the GLSL ones.
           add_custom_command(
             OUTPUT ${spv}
-            COMMAND ${_slang_compile} --slangc=${_slangc} --out=${spv} ${_slang_cache_args}
+            COMMAND bash ${_slang_compile} --slangc=${_slangc} --out=${spv} ${_slang_cache_args}
                     ${FERRY_COOPMAT_SOURCE} main ${defs}
             DEPENDS ${FERRY_COOPMAT_SOURCE} ${_slangc} ${_slang_compile}
+                    ${PROJECT_SOURCE_DIR}/tools/shader_cache.sh
             COMMENT "slang: ${name}"
             VERBATIM)
           list(APPEND FERRY_COOPMAT_SPV_FILES ${spv})

@@ -90,6 +90,7 @@ function(ferry_add_spv name src comment passes)
             ${_spv_cache_arg} ${_passes_arg} ${src} ${ARGN} -I${FERRY_SHADER_DIR}
             -I${FERRY_GENERATED_DIR}/shaders
     DEPENDS ${src} ${FERRY_SHADER_HEADERS} ${PROJECT_SOURCE_DIR}/tools/spv_compile.sh
+            ${PROJECT_SOURCE_DIR}/tools/shader_cache.sh
     COMMENT "${comment}"
     VERBATIM)
   set(FERRY_SPV_FILES ${FERRY_SPV_FILES} ${spv} PARENT_SCOPE)

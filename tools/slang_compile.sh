@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # tools/slang_compile.sh — compiles one Slang entry point to SPIR-V with ferry_slangc
 # (shaders/coopmat.cmake runs it for every cooperative-matrix module), through the shader
-# cache of tools/spv_compile.sh (Note [Shader cache]) when --cache is given.
+# cache (Note [Shader cache] in tools/spv_compile.sh, tools/shader_cache.sh) when --cache is
+# given.
 #
 # The key is made of the files that decide the output — the Slang source (gemm_coopmat.slang
 # includes nothing), the driver's source and the fetched compiler's stamp, whose name is its
@@ -36,28 +37,18 @@ trap 'rm -f "$tmp"' EXIT
 
 compile() { SLANG_RUN_SPIRV_VALIDATION=1 "$slangc" "$src" "$entry" "$tmp" "$@"; }
 
-if [[ -z $cache ]]; then
-  compile "$@"
-  mv -f "$tmp" "$out"
-  exit 0
+key=""
+if [[ -n $cache ]]; then
+  key=$(
+    {
+      printf 'slang %s\n' "$entry"
+      printf '%s\n' "$@"
+      for f in "$src" "${key_files[@]}"; do
+        printf '%s %s\n' "${f##*/}" "$(sha256sum < "$f")"
+      done
+    } | sha256sum | cut -c1-40
+  )
 fi
-
-key=$(
-  {
-    printf 'slang %s\n' "$entry"
-    printf '%s\n' "$@"
-    for f in "$src" "${key_files[@]}"; do
-      printf '%s %s\n' "${f##*/}" "$(sha256sum < "$f")"
-    done
-  } | sha256sum | cut -c1-40
-)
-hit=$cache/$key.spv
-if [[ -f $hit ]]; then
-  cp "$hit" "$tmp"
-  mv -f "$tmp" "$out"
-  exit 0
-fi
-compile "$@"
-mkdir -p "$cache"
-cp "$tmp" "$hit.$$" && mv -f "$hit.$$" "$hit"
-mv -f "$tmp" "$out"
+# shellcheck source=tools/shader_cache.sh
+source "$(dirname "${BASH_SOURCE[0]}")/shader_cache.sh"
+cached_compile "$cache" "$key" "$out" "$tmp" compile "$@"

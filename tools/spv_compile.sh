@@ -51,32 +51,22 @@ compile() {
   "$val" --target-env vulkan1.1 "$tmp"
 }
 
-if [[ -z $cache ]]; then
-  compile "$@"
-  mv -f "$tmp" "$out"
-  exit 0
+key=""
+if [[ -n $cache ]]; then
+  defines=()
+  for a in "$@"; do
+    if [[ $a == -D* ]]; then defines+=("$a"); fi
+  done
+  key=$(
+    {
+      "$glslang" --version 2>&1 | sed -n 1p
+      "$opt" --version 2>&1 | sed -n 1p
+      printf 'passes %s\n' "$passes"
+      printf '%s\n' "${defines[@]}"
+      "$glslang" -E "$@" "$src" | grep -v '^#line'
+    } | sha256sum | cut -c1-40
+  )
 fi
-
-defines=()
-for a in "$@"; do
-  if [[ $a == -D* ]]; then defines+=("$a"); fi
-done
-key=$(
-  {
-    "$glslang" --version 2>&1 | sed -n 1p
-    "$opt" --version 2>&1 | sed -n 1p
-    printf 'passes %s\n' "$passes"
-    printf '%s\n' "${defines[@]}"
-    "$glslang" -E "$@" "$src" | grep -v '^#line'
-  } | sha256sum | cut -c1-40
-)
-hit=$cache/$key.spv
-if [[ -f $hit ]]; then
-  cp "$hit" "$tmp"
-  mv -f "$tmp" "$out"
-  exit 0
-fi
-compile "$@"
-mkdir -p "$cache"
-cp "$tmp" "$hit.$$" && mv -f "$hit.$$" "$hit"
-mv -f "$tmp" "$out"
+# shellcheck source=tools/shader_cache.sh
+source "$(dirname "${BASH_SOURCE[0]}")/shader_cache.sh"
+cached_compile "$cache" "$key" "$out" "$tmp" compile "$@"
