@@ -18,6 +18,8 @@ enum class CoopmatOperandB : std::uint32_t {
   conv_output_grad,  // CONV=2: the same of its output's gradient, for its input's gradient
   conv_weight_grad,  // CONV=3: the input's im2col matrix transposed, for the weight's gradient
 };
+// How many layouts there are: the module table's and the tile file's bound.
+inline constexpr std::uint32_t kCoopmatLayouts = 5;
 
 struct EmbeddedCoopmatShader {
   // "gemm_coopmat_w2x2_t4x4_k32"; "_bt" where B comes transposed, "_conv..." for convolutions,

@@ -165,7 +165,7 @@ struct CoopmatModules {
   std::vector<const EmbeddedCoopmatShader*> shaders;
   std::vector<CoopmatTile> tiles;
 };
-constexpr std::size_t kLayouts = 5;  // CoopmatOperandB's values
+constexpr std::size_t kLayouts = kCoopmatLayouts;
 
 // FERRY_VULKAN_COOPMAT_TILE=w2x2_t4x4_k32 keeps only that tile (the others' products take the
 // GLSL tiles): for measuring each tile on a GPU.

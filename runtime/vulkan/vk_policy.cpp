@@ -9,6 +9,7 @@
 #include <sstream>
 
 #include "ferry/error.hpp"
+#include "vulkan/vk_coopmat_shaders.hpp"
 
 namespace ferry::vulkan {
 namespace {
@@ -238,7 +239,7 @@ TileTable read_tile_table(std::string_view text) {
     for (int i = 0; ok && i < kNumbers; ++i) {  // digits only: istream would wrap "-1"
       const auto [end, ec] = std::from_chars(f[i].data(), f[i].data() + f[i].size(), v[i]);
       ok = ec == std::errc() && end == f[i].data() + f[i].size() &&
-           (i < 4 || v[i] <= (i == 4 ? 4u : 1u));
+           (i < 4 || v[i] <= (i == 4 ? kCoopmatLayouts - 1 : 1u));
     }
     if (!ok) continue;
     table[TileKey{v[0], v[1], v[2], v[3], std::uint32_t(v[4]), v[5] == 1, v[6] == 1}] = f[kNumbers];
