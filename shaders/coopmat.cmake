@@ -1,6 +1,7 @@
 # Included by runtime/vulkan/CMakeLists.txt after shaders.cmake (FERRY_SHADER_DIR,
 # FERRY_SHADER_BUILD_DIR).
-# shaders/gemm_coopmat.slang -> SPIR-V with Slang's compiler, embedded in one generated C++
+# shaders/gemm_coopmat.slang (with the shaders/coopmat_*.slang it includes) -> SPIR-V with
+# Slang's compiler, embedded in one generated C++
 # file that the Vulkan module compiles (runtime/vulkan/vk_coopmat_shaders.hpp; Note
 # [Cooperative-matrix GEMM] in runtime/vulkan/vk_kernels_coopmat.cpp). Debian packages no
 # Slang, so the configure step takes the compiler library from PyPI's slangpy wheel
@@ -21,7 +22,7 @@ endif()
 set(FERRY_SLANG_DIR ${PROJECT_SOURCE_DIR}/build/slang CACHE PATH
     "Where tools/fetch_slang.py puts Slang's compiler library and headers")
 # The tile variants, name:WARPS_M:WARPS_N:TM:TN:BK (shaders/gemm_coopmat.slang). Each is built
-# ten times: B's rows contiguous, B transposed (B_TRANS, "_bt"), a convolution's input (CONV=1,
+# fourteen times: B's rows contiguous, B transposed (B_TRANS, "_bt"), a convolution's input (CONV=1,
 # "_conv"), its output's gradient (CONV=2, "_conv_dgrad") or its input's im2col transposed for
 # the weight's gradient (CONV=3, "_conv_wgrad"), on cooperative matrices or in the scalar
 # emulation ("_emulated"); matmul's two layouts also with bf16 operands and result (BF16=1,
@@ -34,6 +35,8 @@ set(FERRY_COOPMAT_VARIANTS "w2x2_t4x4_k32:2:2:4:4:32" "w2x2_t4x4_k16:2:2:4:4:16"
     "w2x2_t2x2_k32:2:2:2:2:32")
 
 set(FERRY_COOPMAT_SOURCE ${FERRY_SHADER_DIR}/gemm_coopmat.slang)
+# Every Slang file in shaders/ decides every module: the kernel and the pieces it includes.
+file(GLOB FERRY_COOPMAT_SLANG_FILES CONFIGURE_DEPENDS ${FERRY_SHADER_DIR}/*.slang)
 set(FERRY_COOPMAT_CPP ${FERRY_SHADER_BUILD_DIR}/coopmat_shaders.cpp)
 set(_coopmat_dir ${FERRY_SHADER_BUILD_DIR}/coopmat)
 set(_slang_stamp ${FERRY_SLANG_DIR}/slangpy-0.43.1.stamp)  # tools/fetch_slang.py's STAMP
@@ -91,12 +94,15 @@ if(NOT _coopmat_note)
     COMMENT "Building ferry_slangc (Slang -> SPIR-V, build-time only)"
     VERBATIM)
   set(_slang_compile ${PROJECT_SOURCE_DIR}/tools/slang_compile.sh)
-  # The cache key holds what decides a module besides its arguments: the driver's source and
-  # the compiler's version (the stamp names it).
+  # The cache key holds what decides a module besides its arguments: the Slang files, the
+  # driver's source and the compiler's version (the stamp names it).
   set(_slang_cache_args)
   if(FERRY_SHADER_CACHE)
     set(_slang_cache_args --cache=${FERRY_SHADER_CACHE} --key-file=${_slangc_src}
                           --key-file=${_slang_stamp})
+    foreach(_f ${FERRY_COOPMAT_SLANG_FILES})
+      list(APPEND _slang_cache_args --key-file=${_f})
+    endforeach()
   endif()
   foreach(variant ${FERRY_COOPMAT_VARIANTS})
     string(REPLACE ":" ";" _parts ${variant})
@@ -148,7 +154,7 @@ if(NOT _coopmat_note)
             OUTPUT ${spv}
             COMMAND bash ${_slang_compile} --slangc=${_slangc} --out=${spv} ${_slang_cache_args}
                     ${FERRY_COOPMAT_SOURCE} main ${defs}
-            DEPENDS ${FERRY_COOPMAT_SOURCE} ${_slangc} ${_slang_compile}
+            DEPENDS ${FERRY_COOPMAT_SLANG_FILES} ${_slangc} ${_slang_compile}
                     ${PROJECT_SOURCE_DIR}/tools/shader_cache.sh
             COMMENT "slang: ${name}"
             VERBATIM)

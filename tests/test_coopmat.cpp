@@ -441,9 +441,35 @@ TEST(Coopmat, ConvolutionsRunOnIt) {
             std::string::npos);
 }
 
-// The input gradient of a convolution of stride 1 on the CONV=2 modules (the transposed
-// convolution, its kernel flipped), strided ones on the GLSL GEMMs; against the CPU's f32
-// gradient rounded once to f16.
+// conv1d's and conv3d's gradient (padding 1; conv3d's stride `conv3d_stride`) of x (`wrt` 0)
+// or w (1) on module `suffix` of `op`, against the CPU's.
+void expect_conv1d_conv3d_gradients_match(const char* op, const char* suffix, int wrt,
+                                          std::int64_t conv3d_stride) {
+  using Conv = Tensor (*)(const Tensor&, const Tensor&, const Tensor&, const ferry::ConvSizes&,
+                          const ferry::ConvPadding&, const ferry::ConvSizes&, std::int64_t);
+  for (const auto& [conv, xs, ws, stride, what] :
+       {std::tuple{Conv(ferry::conv1d), ferry::Shape{3, 8, 50}, ferry::Shape{24, 8, 5},
+                   std::int64_t{1}, "conv1d"},
+        std::tuple{Conv(ferry::conv3d), ferry::Shape{2, 8, 5, 6, 7}, ferry::Shape{16, 8, 3, 3, 3},
+                   conv3d_stride, "conv3d"}}) {
+    const Tensor x = halves(xs), w = halves(ws);
+    const Tensor g =
+        halves(conv(x.to(DType::f32), w.to(DType::f32), {}, {stride}, 1, {1}, 1).sizes());
+    expect_module_matches_cpu(
+        op, suffix,
+        [&](const Place& at) {
+          Tensor in[2] = {at(x), at(w)};
+          in[wrt].requires_grad_();
+          return ferry::autograd::grad({conv(in[0], in[1], {}, {stride}, 1, {1}, 1)}, {in[wrt]},
+                                       {at(g)})[0];
+        },
+        fmt::format("{}, stride {}", what, stride));
+  }
+}
+
+// The input gradient of a convolution on the CONV=2 modules (the transposed convolution, its
+// kernel flipped; strided ones multiply zeros where a tap lands between gy's positions);
+// against the CPU's f32 gradient rounded once to f16.
 TEST(Coopmat, ConvolutionInputGradientsRunOnIt) {
   if (!path_is_on()) GTEST_SKIP() << coopmat_property();
   const ferry::Device dev("vulkan:0");
@@ -483,26 +509,7 @@ TEST(Coopmat, ConvolutionInputGradientsRunOnIt) {
         },
         k.what);
   }
-  // conv1d and conv3d, padding 1 (conv3d strided too).
-  using Conv = Tensor (*)(const Tensor&, const Tensor&, const Tensor&, const ferry::ConvSizes&,
-                          const ferry::ConvPadding&, const ferry::ConvSizes&, std::int64_t);
-  for (const auto& [conv, xs, ws, stride, what] :
-       {std::tuple{Conv(ferry::conv1d), ferry::Shape{3, 8, 50}, ferry::Shape{24, 8, 5},
-                   std::int64_t{1}, "conv1d"},
-        std::tuple{Conv(ferry::conv3d), ferry::Shape{2, 8, 5, 6, 7}, ferry::Shape{16, 8, 3, 3, 3},
-                   std::int64_t{2}, "conv3d, stride 2"}}) {
-    const Tensor x = halves(xs), w = halves(ws);
-    const Tensor g =
-        halves(conv(x.to(DType::f32), w.to(DType::f32), {}, {stride}, 1, {1}, 1).sizes());
-    expect_module_matches_cpu(
-        "conv_backward_input", "_conv_dgrad",
-        [&](const Place& at) {
-          const Tensor xr = at(x).requires_grad_();
-          return ferry::autograd::grad({conv(xr, at(w), {}, {stride}, 1, {1}, 1)}, {xr},
-                                       {at(g)})[0];
-        },
-        what);
-  }
+  expect_conv1d_conv3d_gradients_match("conv_backward_input", "_conv_dgrad", 0, 2);
 }
 
 // The weight's gradient: a sum over the batch cut into pieces of f32 partial sums (Note
@@ -538,22 +545,7 @@ TEST(Coopmat, ConvolutionWeightGradientsRunOnIt) {
         },
         k.what);
   }
-  using Conv = Tensor (*)(const Tensor&, const Tensor&, const Tensor&, const ferry::ConvSizes&,
-                          const ferry::ConvPadding&, const ferry::ConvSizes&, std::int64_t);
-  for (const auto& [conv, xs, ws, what] :
-       {std::tuple{Conv(ferry::conv1d), ferry::Shape{3, 8, 50}, ferry::Shape{24, 8, 5}, "conv1d"},
-        std::tuple{Conv(ferry::conv3d), ferry::Shape{2, 8, 5, 6, 7}, ferry::Shape{16, 8, 3, 3, 3},
-                   "conv3d"}}) {
-    const Tensor x = halves(xs), w = halves(ws);
-    const Tensor g = halves(conv(x.to(DType::f32), w.to(DType::f32), {}, {1}, 1, {1}, 1).sizes());
-    expect_module_matches_cpu(
-        "conv_backward_weight", "_conv_wgrad",
-        [&](const Place& at) {
-          const Tensor wr = at(w).requires_grad_();
-          return ferry::autograd::grad({conv(at(x), wr, {}, {1}, 1, {1}, 1)}, {wr}, {at(g)})[0];
-        },
-        what);
-  }
+  expect_conv1d_conv3d_gradients_match("conv_backward_weight", "_conv_wgrad", 1, 1);
 }
 
 TEST(CoopmatPolicy, TileTableRoundTripsAndIgnoresWhatItCannotRead) {

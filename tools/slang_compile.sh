@@ -4,9 +4,10 @@
 # cache (Note [Shader cache] in tools/spv_compile.sh, tools/shader_cache.sh) when --cache is
 # given.
 #
-# The key is made of the files that decide the output — the Slang source (gemm_coopmat.slang
-# includes nothing), the driver's source and the fetched compiler's stamp, whose name is its
-# version — and the driver's arguments other than the output path. Slang validates each
+# The key is made of the files that decide the output — the Slang source, the files it
+# includes, the driver's source and the fetched compiler's stamp, whose name is its version
+# (the caller names all but the source with --key-file) — and the driver's arguments other
+# than the output path. Slang validates each
 # module it writes (SLANG_RUN_SPIRV_VALIDATION) and the driver fails a module without the
 # capabilities it was asked to require, so only checked modules are stored.
 #

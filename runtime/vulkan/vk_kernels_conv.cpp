@@ -243,6 +243,25 @@ struct CoopmatConvParams {
 static_assert(sizeof(CoopmatConvParams) <= 128, "the push constants every device takes");
 constexpr std::uint32_t kConvAVectors = 1, kConvBias = 2;  // its flags
 
+// The geometry of the gather: the sizes of the tensor B gathers from and of the positions the
+// GEMM's columns produce (their last two dims), the kernel, and per dim the step between
+// produced positions, the padding and the stride a tap's coordinate must be a multiple of to
+// land (g0..g2). The GEMM's sizes, offsets and flags are the caller's.
+CoopmatConvParams coopmat_conv_geometry(const Conv& cv, const std::uint32_t* gathered,
+                                        const std::uint32_t* produced, const std::uint32_t* step,
+                                        const std::uint32_t* pad, const std::uint32_t* lands) {
+  const abi::ConvParams& p = cv.p;
+  CoopmatConvParams q{};
+  q.osz1 = produced[1], q.osz2 = produced[2];
+  q.isz0 = gathered[0], q.isz1 = gathered[1], q.isz2 = gathered[2];
+  q.ksz1 = p.ksz[1], q.ksz2 = p.ksz[2], q.taps = cv.K;
+  q.s0 = step[0], q.s1 = step[1], q.s2 = step[2];
+  q.p0 = pad[0], q.p1 = pad[1], q.p2 = pad[2];
+  q.d0 = p.dil[0], q.d1 = p.dil[1], q.d2 = p.dil[2];
+  q.g0 = lands[0], q.g1 = lands[1], q.g2 = lands[2];
+  return q;
+}
+
 // y from x (`forward`), or gx from gy, on the CONV modules: `in` is x or gy, `out` y or gx.
 bool conv_on_coopmat(VulkanDevice& dev, const Conv& cv, const TensorArg& in, const TensorArg& w,
                      const TensorArg& out, const TensorArg* bias, bool forward) {
@@ -273,37 +292,11 @@ bool conv_on_coopmat(VulkanDevice& dev, const Conv& cv, const TensorArg& in, con
     step[e] = forward ? p.stride[e] : 1;
     lands[e] = forward ? 1 : p.stride[e];
   }
-  const CoopmatConvParams push{rows,
-                               std::uint32_t(columns),
-                               std::uint32_t(K),
-                               std::uint32_t(K),
-                               wb.element_offset,
-                               ib.element_offset,
-                               ob.element_offset,
-                               bb.element_offset,
-                               (a_vectors ? kConvAVectors : 0) | (bias ? kConvBias : 0),
-                               positions,
-                               produced[1],
-                               produced[2],
-                               gathered[0],
-                               gathered[1],
-                               gathered[2],
-                               p.ksz[1],
-                               p.ksz[2],
-                               cv.K,
-                               step[0],
-                               step[1],
-                               step[2],
-                               pad[0],
-                               pad[1],
-                               pad[2],
-                               p.dil[0],
-                               p.dil[1],
-                               p.dil[2],
-                               0,
-                               lands[0],
-                               lands[1],
-                               lands[2]};
+  CoopmatConvParams push = coopmat_conv_geometry(cv, gathered, produced, step, pad, lands);
+  push.M = rows, push.N = std::uint32_t(columns), push.K = std::uint32_t(K), push.lda = push.K;
+  push.a_off = wb.element_offset, push.b_off = ib.element_offset, push.c_off = ob.element_offset;
+  push.bias_off = bb.element_offset, push.L = positions;
+  push.flags = (a_vectors ? kConvAVectors : 0) | (bias ? kConvBias : 0);
   return run_coopmat(
       dev, forward ? CoopmatOperandB::conv_input : CoopmatOperandB::conv_output_grad, cv.dt, 1,
       rows, columns, K,
@@ -338,37 +331,12 @@ bool weight_grad_parts_on_coopmat(VulkanDevice& dev, const Conv& cv, const Bindi
   // positions come in eights.
   const std::uint64_t jlen = ceil_div(ceil_div(K, pieces), 8) * 8;
   const bool a_vectors = cv.L % 8 == 0 && gyb.element_offset % 8 == 0;
-  const CoopmatConvParams push{std::uint32_t(M),
-                               std::uint32_t(N),
-                               std::uint32_t(K),
-                               0,
-                               gyb.element_offset,
-                               xb.element_offset,
-                               parts.element_offset,
-                               0,
-                               a_vectors ? kConvAVectors : 0,
-                               cv.L,
-                               p.osz[1],
-                               p.osz[2],
-                               p.isz[0],
-                               p.isz[1],
-                               p.isz[2],
-                               p.ksz[1],
-                               p.ksz[2],
-                               cv.K,
-                               p.stride[0],
-                               p.stride[1],
-                               p.stride[2],
-                               p.pad[0],
-                               p.pad[1],
-                               p.pad[2],
-                               p.dil[0],
-                               p.dil[1],
-                               p.dil[2],
-                               std::uint32_t(jlen),
-                               1,
-                               1,
-                               1};
+  constexpr std::uint32_t kEveryTap[3] = {1, 1, 1};
+  CoopmatConvParams push = coopmat_conv_geometry(cv, p.isz, p.osz, p.stride, p.pad, kEveryTap);
+  push.M = std::uint32_t(M), push.N = std::uint32_t(N), push.K = std::uint32_t(K);
+  push.a_off = gyb.element_offset, push.b_off = xb.element_offset;
+  push.c_off = parts.element_offset, push.L = cv.L, push.jlen = std::uint32_t(jlen);
+  push.flags = a_vectors ? kConvAVectors : 0;
   return run_coopmat(
       dev, CoopmatOperandB::conv_weight_grad, cv.dt, pieces, M, N, K,
       [&](const char* shader, std::uint32_t gx, std::uint32_t gy, std::uint32_t subgroup_size) {
