@@ -1,7 +1,8 @@
 // benchmarks/bench_attention.cpp — issue 23's attention figures: scaled_dot_product_attention
 // at sequence 512, 2048 and 8192 (8 heads of dim 64, batch 1; 128 and 256 with --quick),
-// forward and forward+backward, through the device's fused kernel beside the composition
-// (matmul, softmax, matmul: ferry::debug::CompositesOnly) on the same device. Each run also
+// forward and forward+backward in f32 and the forward in f16 on the GPUs, through the device's
+// fused kernel beside the composition (matmul, softmax, matmul: ferry::debug::CompositesOnly)
+// on the same device. Each run also
 // reports its peak allocated memory past the inputs ("peak_MiB", memory_stats), the other
 // half of what the fused kernel is for. cuda:0 (the composition, cuBLAS and ferry's softmax,
 // until CUDA has a fused kernel) runs beside vulkan:0, the same GPU where vulkan:0 is one.
@@ -24,24 +25,24 @@ struct Qkv {
   ferry::Tensor q, k, v;
 };
 
-const Qkv& data(std::int64_t L, const std::string& device) {
+const Qkv& data(std::int64_t L, const std::string& device, ferry::DType dtype) {
   static std::map<std::string, Qkv> by_key;
-  const std::string key = fmt::format("{}@{}", L, device);
+  const std::string key = fmt::format("{}@{}@{}", L, device, ferry::dtype_name(dtype));
   auto it = by_key.find(key);
   if (it == by_key.end()) {
     ferry::manual_seed(0);
     const ferry::Device dev(device);
-    auto make = [&] { return ferry::randn({1, kHeads, L, kHeadDim}, {.device = dev}); };
+    auto make = [&] { return ferry::randn({1, kHeads, L, kHeadDim}, {.device = dev}).to(dtype); };
     it = by_key.emplace(key, Qkv{make(), make(), make()}).first;
   }
   return it->second;
 }
 
 void run_attention(benchmark::State& s, std::int64_t L, const std::string& device, bool backward,
-                   bool composed) {
+                   bool composed, ferry::DType dtype) {
   if (!ferry::is_available(device)) return s.SkipWithError((device + " is not available").c_str());
   try {
-    const Qkv& d = data(L, device);
+    const Qkv& d = data(L, device, dtype);
     const ferry::Device dev(device);
     std::optional<ferry::debug::CompositesOnly> compositions_only;
     if (composed) compositions_only.emplace();
@@ -78,15 +79,28 @@ void run_attention(benchmark::State& s, std::int64_t L, const std::string& devic
 void register_attention() {
   const std::vector<std::int64_t> lengths =
       quick() ? std::vector<std::int64_t>{128, 256} : std::vector<std::int64_t>{512, 2048, 8192};
+  // f32 forward and forward+backward; f16 forward, the inference pass (on vulkan:0 with
+  // FERRY_VULKAN_COOPMAT=1, the cooperative-matrix kernel: Note [Attention on cooperative
+  // matrices] in runtime/vulkan/vk_kernels_attention.cpp).
+  struct Pass {
+    bool backward;
+    ferry::DType dtype;
+    const char* name;
+  };
   for (const std::int64_t L : lengths)
-    for (const bool backward : {false, true}) {
-      const std::string pass = backward ? "forward+backward" : "forward";
-      const std::string base = fmt::format("attention/L{}/{}", L, pass);
+    for (const Pass& pass : {Pass{false, ferry::DType::f32, "forward"},
+                             Pass{true, ferry::DType::f32, "forward+backward"},
+                             Pass{false, ferry::DType::f16, "forward f16"}}) {
+      const bool backward = pass.backward;
+      const ferry::DType dtype = pass.dtype;
+      const std::string base = fmt::format("attention/L{}/{}", L, pass.name);
       // q kᵀ and p v: 4 L² E flops per head forward; the backward recomputes the scores and
       // takes four more products (the fused kernel's count; the composition does one less).
       const double fwd = 4.0 * double(L) * double(L) * kHeadDim * kHeads;
       const double work = backward ? fwd * 3.5 : fwd;
-      std::vector<std::string> devices{"cpu", "vulkan:0"};
+      // (f16 on the GPUs: the CPU's f16 attention measures its conversions)
+      std::vector<std::string> devices{"vulkan:0"};
+      if (dtype == ferry::DType::f32) devices.insert(devices.begin(), "cpu");
       // (a benchmark skipped for want of a device fails the run: registered where it runs)
       const bool cuda = ferry::is_available("cuda:0");
       if (cuda) devices.push_back("cuda:0");
@@ -98,8 +112,8 @@ void register_attention() {
           if (composed && !fused) continue;
           auto* b = benchmark::RegisterBenchmark(
               (base + "/ferry " + device + (composed ? " composed" : "")).c_str(),
-              [L, device, backward, composed](benchmark::State& s) {
-                run_attention(s, L, device, backward, composed);
+              [L, device, backward, composed, dtype](benchmark::State& s) {
+                run_attention(s, L, device, backward, composed, dtype);
               });
           b->Unit(benchmark::kMillisecond)->UseRealTime();
           // Seconds per call, gigabytes for the composition (lavapipe: seconds from 2048 on).
@@ -107,7 +121,7 @@ void register_attention() {
         }
         if (!fused) continue;
         add_comparison({.title = fmt::format("scaled_dot_product_attention {} [1, {}, {}, {}] ({})",
-                                             pass, kHeads, L, kHeadDim, device),
+                                             pass.name, kHeads, L, kHeadDim, device),
                         .ferry = base + "/ferry " + device,
                         .ferry_label = "ferry fused",
                         .baseline = base + "/ferry " + device + " composed",
@@ -120,7 +134,7 @@ void register_attention() {
       if (cuda)
         add_comparison({.title = fmt::format("scaled_dot_product_attention {} [1, {}, {}, {}] "
                                              "(vulkan:0 vs cuda:0)",
-                                             pass, kHeads, L, kHeadDim),
+                                             pass.name, kHeads, L, kHeadDim),
                         .ferry = base + "/ferry vulkan:0",
                         .ferry_label = "ferry vulkan:0",
                         .baseline = base + "/ferry cuda:0",

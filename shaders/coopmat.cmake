@@ -34,9 +34,19 @@ set(FERRY_SLANG_DIR ${PROJECT_SOURCE_DIR}/build/slang CACHE PATH
 set(FERRY_COOPMAT_VARIANTS "w2x2_t4x4_k32:2:2:4:4:32" "w2x2_t4x4_k16:2:2:4:4:16"
     "w2x2_t2x2_k32:2:2:2:2:32")
 
+# scaled_dot_product_attention's forward pass (shaders/attention_coopmat.slang), per head dim:
+# name:D:WARPS:TILE_KEYS. The first two take 31 and 21 KiB of shared memory (lavapipe's 32
+# fit), the third 47 KiB (the usual 48 of a GPU); Note [Attention on cooperative matrices] in
+# runtime/vulkan/vk_kernels_attention.cpp.
+set(FERRY_COOPMAT_ATTENTION_VARIANTS "d64_w4_k32:64:4:32" "d128_w2_k16:128:2:16"
+    "d128_w4_k32:128:4:32")
+
 set(FERRY_COOPMAT_SOURCE ${FERRY_SHADER_DIR}/gemm_coopmat.slang)
-# Every Slang file in shaders/ decides every module: the kernel and the pieces it includes.
-file(GLOB FERRY_COOPMAT_SLANG_FILES CONFIGURE_DEPENDS ${FERRY_SHADER_DIR}/*.slang)
+set(FERRY_COOPMAT_ATTENTION_SOURCE ${FERRY_SHADER_DIR}/attention_coopmat.slang)
+# Every Slang file in shaders/ decides every module, and so do the interfaces a Slang kernel
+# shares with a GLSL shader (shaders/abi).
+file(GLOB FERRY_COOPMAT_SLANG_FILES CONFIGURE_DEPENDS ${FERRY_SHADER_DIR}/*.slang
+     ${FERRY_SHADER_DIR}/abi/*.h)
 set(FERRY_COOPMAT_CPP ${FERRY_SHADER_BUILD_DIR}/coopmat_shaders.cpp)
 set(_coopmat_dir ${FERRY_SHADER_BUILD_DIR}/coopmat)
 set(_slang_stamp ${FERRY_SLANG_DIR}/slangpy-0.43.1.stamp)  # tools/fetch_slang.py's STAMP
@@ -104,6 +114,47 @@ if(NOT _coopmat_note)
       list(APPEND _slang_cache_args --key-file=${_f})
     endforeach()
   endif()
+  # ferry_coopmat_module(SOURCE NAME EMULATED BF16 ENTRY DEFINES...): module NAME of SOURCE
+  # (EMULATED, BF16: 0 or 1), the suffixes _bf16 and _emulated added to NAME where they apply;
+  # ENTRY (the table's fields after the name's, emulated's and bf16's) joins _coopmat_modules.
+  macro(ferry_coopmat_module _src _base _m_emulated _m_bf16 _entry)
+    set(name ${_base})
+    set(defs ${ARGN})
+    if(${_m_bf16})
+      list(APPEND defs -DBF16=1)
+      string(APPEND name _bf16)
+    endif()
+    if(${_m_emulated})
+      string(APPEND name _emulated)
+      list(APPEND defs -DEMULATE_COOPMAT=1)
+    else()
+      # And fail unless the module holds OpCapability CooperativeMatrixKHR (6022): code that
+      # stopped using cooperative matrices would compile, and be slow.
+      # spvCooperativeMatrixConversionsNV: Slang's type checker files the accumulator's f32 ->
+      # f16 conversion under it (and warns, adding it itself); the SPIR-V is the same byte for
+      # byte without it, KHR's OpFConvert, no NV extension.
+      list(APPEND defs -cap spvCooperativeMatrixKHR -cap spvGroupNonUniformBallot
+           -cap spvCooperativeMatrixConversionsNV --require-capability 6022)
+      if(${_m_bf16})
+        # SPV_KHR_bfloat16's BFloat16TypeKHR and BFloat16CooperativeMatrixKHR (5118).
+        list(APPEND defs -cap spvBFloat16KHR --require-capability 5118)
+      endif()
+    endif()
+    set(spv ${_coopmat_dir}/${name}.spv)
+    # tools/slang_compile.sh: Slang checks each module with its bundled spirv-val (Debian's
+    # predates SPV_KHR_cooperative_matrix), and the modules go through the shader cache
+    # (FERRY_SHADER_CACHE) like the GLSL ones.
+    add_custom_command(
+      OUTPUT ${spv}
+      COMMAND bash ${_slang_compile} --slangc=${_slangc} --out=${spv} ${_slang_cache_args}
+              ${_src} main ${defs}
+      DEPENDS ${FERRY_COOPMAT_SLANG_FILES} ${_slangc} ${_slang_compile}
+              ${PROJECT_SOURCE_DIR}/tools/shader_cache.sh
+      COMMENT "slang: ${name}"
+      VERBATIM)
+    list(APPEND FERRY_COOPMAT_SPV_FILES ${spv})
+    list(APPEND _coopmat_modules "${name}:${_m_emulated}:${_m_bf16}:${_entry}")
+  endmacro()
   foreach(variant ${FERRY_COOPMAT_VARIANTS})
     string(REPLACE ":" ";" _parts ${variant})
     list(LENGTH _parts _n)
@@ -120,48 +171,27 @@ if(NOT _coopmat_note)
       if(_b LESS 2)
         set(_dtypes 0 1)  # f16, bf16
       endif()
+      list(GET _b_suffixes ${_b} _suffix)
+      list(GET _b_defines ${_b} _define)
       foreach(_bf16 ${_dtypes})
         foreach(_emulated 0 1)
-          list(GET _b_suffixes ${_b} _suffix)
-          list(GET _b_defines ${_b} _define)
-          set(name gemm_coopmat_${_vname}${_suffix})
-          set(defs ${_tile} ${_define})
-          if(_bf16)
-            list(APPEND defs -DBF16=1)
-            string(APPEND name _bf16)
-          endif()
-          if(_emulated)
-            string(APPEND name _emulated)
-            list(APPEND defs -DEMULATE_COOPMAT=1)
-          else()
-            # And fail unless the module holds OpCapability CooperativeMatrixKHR (6022): code
-            # that stopped using cooperative matrices would compile, and be slow.
-            # spvCooperativeMatrixConversionsNV: Slang's type checker files the accumulator's
-            # f32 -> f16 conversion under it (and warns, adding it itself); the SPIR-V is the
-            # same byte for byte without it, KHR's OpFConvert, no NV extension.
-            list(APPEND defs -cap spvCooperativeMatrixKHR -cap spvGroupNonUniformBallot
-                 -cap spvCooperativeMatrixConversionsNV --require-capability 6022)
-            if(_bf16)
-              # SPV_KHR_bfloat16's BFloat16TypeKHR and BFloat16CooperativeMatrixKHR (5118).
-              list(APPEND defs -cap spvBFloat16KHR --require-capability 5118)
-            endif()
-          endif()
-          set(spv ${_coopmat_dir}/${name}.spv)
-          # tools/slang_compile.sh: Slang checks each module with its bundled spirv-val
-          # (Debian's predates SPV_KHR_cooperative_matrix), and the modules go through the
-          # shader cache (FERRY_SHADER_CACHE) like the GLSL ones.
-          add_custom_command(
-            OUTPUT ${spv}
-            COMMAND bash ${_slang_compile} --slangc=${_slangc} --out=${spv} ${_slang_cache_args}
-                    ${FERRY_COOPMAT_SOURCE} main ${defs}
-            DEPENDS ${FERRY_COOPMAT_SLANG_FILES} ${_slangc} ${_slang_compile}
-                    ${PROJECT_SOURCE_DIR}/tools/shader_cache.sh
-            COMMENT "slang: ${name}"
-            VERBATIM)
-          list(APPEND FERRY_COOPMAT_SPV_FILES ${spv})
-          list(APPEND _coopmat_modules
-               "${name}:${_emulated}:${_b}:${_bf16}:${_wm}:${_wn}:${_tm}:${_tn}:${_bk}")
+          ferry_coopmat_module(${FERRY_COOPMAT_SOURCE} gemm_coopmat_${_vname}${_suffix}
+                               ${_emulated} ${_bf16} "${_b}:${_wm}:${_wn}:${_tm}:${_tn}:${_bk}:0" ${_tile} ${_define})
         endforeach()
+      endforeach()
+    endforeach()
+  endforeach()
+  # Attention (shaders/attention_coopmat.slang): name:D:WARPS:TILE_KEYS, each with f16 and bf16
+  # operands, on cooperative matrices and emulated; in the table, WARPS as warps_m and
+  # TILE_KEYS as bk, D as head_dim.
+  foreach(variant ${FERRY_COOPMAT_ATTENTION_VARIANTS})
+    string(REPLACE ":" ";" _parts ${variant})
+    list(POP_FRONT _parts _vname _d _warps _keys)
+    foreach(_bf16 0 1)
+      foreach(_emulated 0 1)
+        ferry_coopmat_module(${FERRY_COOPMAT_ATTENTION_SOURCE} attention_coopmat_${_vname}
+                             ${_emulated} ${_bf16} "0:${_warps}:1:1:1:${_keys}:${_d}" -DD=${_d}
+                             -DWARPS=${_warps} -DTILE_KEYS=${_keys})
       endforeach()
     endforeach()
   endforeach()

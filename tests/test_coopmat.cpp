@@ -17,6 +17,7 @@
 #include <utility>
 #include <vector>
 
+#include "coopmat_test_util.hpp"
 #include "ferry/backend.hpp"
 #include "ferry/error.hpp"
 #include "ferry/ferry.hpp"
@@ -32,6 +33,7 @@ using ferry::vulkan::choose_coopmat_tile;
 using ferry::vulkan::CoopmatMode;
 using ferry::vulkan::CoopmatShape;
 using ferry::vulkan::CoopmatTile;
+using namespace ferry_test::coopmat;
 
 TEST(CoopmatPolicy, ModeFromTheEnvironment) {
   using ferry::vulkan::coopmat_mode;
@@ -107,13 +109,6 @@ TEST(CoopmatPolicy, TileWastesLeastAndKeepsTheDeviceBusy) {
 
 // ---- on vulkan:0
 
-std::string coopmat_property() {
-  for (const std::string& n : ferry_test::available_device_names())
-    if (n == "vulkan:0")
-      return ferry::device_impl(ferry::Device(n)).info().properties.at("cooperative_matrix");
-  return {};
-}
-
 TEST(Coopmat, DeviceSaysWhetherItIsOnAndWhy) {
   const std::string p = coopmat_property();
   if (p.empty()) GTEST_SKIP() << "no vulkan:0";
@@ -124,16 +119,6 @@ TEST(Coopmat, DeviceSaysWhetherItIsOnAndWhy) {
     // Where the build made the modules (a build without Slang says so instead).
     EXPECT_TRUE(p == "emulated (f16 and bf16 matmul)" || p.find("Slang") != std::string::npos) << p;
   }
-}
-
-// The kernel the op named `op` chose on its device, as the profiler names it.
-std::string op_kernel(const std::string& op, const std::function<Tensor()>& run, Tensor* out) {
-  ferry::profiler::Scope scope;
-  *out = run();
-  std::string kernel;
-  for (const auto& e : scope.stop().events())
-    if (e.kind == ferry::profiler::EventKind::op && e.name == op) kernel = e.detail;
-  return kernel;
 }
 
 // The kernel the matmul on `dev` chose.
@@ -158,37 +143,6 @@ void expect_matches_cpu(const Tensor& a, const Tensor& b, bool coopmat, const st
   // Both round the f32 sum once to f16; the orders of the sums differ.
   const Tensor want = ferry::matmul(ca, cb);
   ferry_test::expect_close(ferry_test::as_double(got), ferry_test::as_double(want), tol, tol, what);
-}
-
-Tensor halves(const ferry::Shape& shape) { return ferry::randn(shape).to(DType::f16); }
-
-// Where an f16 operand goes: vulkan:0, or the CPU in f32 (the reference).
-using Place = std::function<Tensor(const Tensor&)>;
-
-// `run` with its operands on vulkan:0: op `op`'s kernel there is named with `module` (empty: no
-// cooperative-matrix module), and its result matches `run` on the CPU in f32, rounded once to
-// f16.
-void expect_module_matches_cpu(const std::string& op, const std::string& module,
-                               const std::function<Tensor(const Place&)>& run,
-                               const std::string& what) {
-  const ferry::Device dev("vulkan:0");
-  Tensor got;
-  const std::string kernel = op_kernel(
-      op, [&] { return run([&](const Tensor& t) { return t.to(dev); }); }, &got);
-  if (module.empty())
-    EXPECT_EQ(kernel.find("coopmat"), std::string::npos) << what << ": " << kernel;
-  else
-    EXPECT_NE(kernel.find(module), std::string::npos) << what << ": " << kernel;
-  const Tensor want = run([](const Tensor& t) { return t.to(DType::f32); }).to(DType::f16);
-  ferry_test::expect_close(ferry_test::as_double(got), ferry_test::as_double(want), 2e-3, 2e-3,
-                           what);
-}
-
-// Whether vulkan:0 runs f16 products on the path: emulated (CI) or on a GPU's matrix units
-// (FERRY_VULKAN_COOPMAT=1, tools/gpu_check.sh).
-bool path_is_on() {
-  const std::string p = coopmat_property();
-  return p.starts_with("emulated (f16") || p.starts_with("on (f16");
 }
 
 TEST(Coopmat, ProductsMatchTheCpu) {

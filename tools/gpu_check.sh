@@ -78,7 +78,7 @@ for step in "${steps[@]}"; do
         run "devices_${v/:/_}_coopmat" env FERRY_VULKAN_COOPMAT=1 "$bin/ferry-devices" --verbose
         run "conformance_${v/:/_}_coopmat" env FERRY_VULKAN_VALIDATION=1 \
           FERRY_VULKAN_COOPMAT=1 "$bin/ferry-conformance" --device "$v" \
-          --op '^(matmul|linear|conv1d|conv2d|conv3d)(\.grad)?$' \
+          --op '^(matmul|linear|conv1d|conv2d|conv3d|scaled_dot_product_attention)(\.grad)?$' \
           --json "$out/conformance_${v/:/_}_coopmat.json"
         run "tests_${v/:/_}_coopmat" env FERRY_VULKAN_VALIDATION=1 FERRY_VULKAN_COOPMAT=1 \
           "$bin/ferry_tests" --gtest_filter='Coopmat*:Matmul.*:Matvec.*:VulkanConv.*'
@@ -117,9 +117,11 @@ for step in "${steps[@]}"; do
       # The row kernels again from their subgroup modules, beside the same copy.
       run bench_rows_subgroups env FERRY_VULKAN_SUBGROUPS=1 "$bin/ferry-bench" \
         --benchmark_filter='vulkan/rows'
-      # vulkan:0's f16 and f32 matmul on cooperative matrices, beside cuBLAS on the same GPU.
+      # vulkan:0's f16 and f32 matmul on cooperative matrices, beside cuBLAS on the same GPU,
+      # and its f16 attention (Note [Attention on cooperative matrices]) beside its composition
+      # and cuda:0's.
       run bench_coopmat env FERRY_VULKAN_COOPMAT=1 "$bin/ferry-bench" \
-        --benchmark_filter='vulkan/matmul|cuda/cublas'
+        --benchmark_filter='vulkan/matmul|cuda/cublas|attention/.*/forward f16'
       # Uploads and migrations with the copies on the transfer queue's copy engines.
       run bench_transfer_queue env FERRY_VULKAN_TRANSFER_QUEUE=1 "$bin/ferry-bench" \
         --benchmark_filter='transfer/|vulkan/migrate'

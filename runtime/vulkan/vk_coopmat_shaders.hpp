@@ -1,4 +1,5 @@
-// runtime/vulkan/vk_coopmat_shaders.hpp — the SPIR-V of shaders/gemm_coopmat.slang, compiled at
+// runtime/vulkan/vk_coopmat_shaders.hpp — the SPIR-V of shaders/gemm_coopmat.slang and
+// shaders/attention_coopmat.slang, compiled at
 // build time by Slang's compiler (tools/slangc/ferry_slangc.cpp, shaders/coopmat.cmake) and
 // embedded in the module, one entry per tile variant and kind. Empty when the build had no
 // Slang compiler; kCoopmatBuildNote then says why (Note [Cooperative-matrix GEMM] in
@@ -22,7 +23,8 @@ enum class CoopmatOperandB : std::uint32_t {
 inline constexpr std::uint32_t kCoopmatLayouts = 5;
 
 struct EmbeddedCoopmatShader {
-  // "gemm_coopmat_w2x2_t4x4_k32"; "_bt" where B comes transposed, "_conv..." for convolutions,
+  // "gemm_coopmat_w2x2_t4x4_k32", "attention_coopmat_d64_w4_k32"; "_bt" where B comes
+  // transposed, "_conv..." for convolutions,
   // "_bf16" for bf16, "_emulated" for the scalar emulation.
   const char* name;
   bool emulated;  // EMULATE_COOPMAT=1: plain scalar code, runs on any device (lavapipe)
@@ -31,6 +33,9 @@ struct EmbeddedCoopmatShader {
   // The tiling (shaders/gemm_coopmat.slang): WARPS_M x WARPS_N subgroups of 32, each TM x TN
   // 16x16 accumulators; K stepped by BK.
   std::uint32_t warps_m, warps_n, tm, tn, bk;
+  // 0 for the GEMMs; an attention module's (shaders/attention_coopmat.slang) head dim D, its
+  // WARPS subgroups of 16 query rows in warps_m and its TILE_KEYS keys per step in bk.
+  std::uint32_t head_dim;
   const std::uint32_t* words;
   std::size_t word_count;
 };

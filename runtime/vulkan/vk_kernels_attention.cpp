@@ -1,7 +1,9 @@
 // runtime/vulkan/vk_kernels_attention.cpp — scaled_dot_product_attention and its backward
 // through shaders/attention.comp (Note [Fused attention on Vulkan] there; the form of the
 // call: Note [Scaled dot-product attention] in runtime/nn/attention.cpp). The operands are
-// checked once, for every backend, by ferry/kit/attention_args.hpp.
+// checked once, for every backend, by ferry/kit/attention_args.hpp. The forward pass of f16 and
+// bf16 heads also runs on cooperative matrices where that path is on (Note [Attention on
+// cooperative matrices]).
 //
 // Each tensor is bound whole: the kernel walks whole heads, so a tensor larger than one
 // storage-buffer binding is an UnsupportedError naming it (at the head sizes attention runs,
@@ -16,6 +18,8 @@
 #include "abi/attention.h"
 #include "ferry/error.hpp"
 #include "ferry/kit/attention_args.hpp"
+#include "ferry/profiler.hpp"
+#include "vulkan/vk_coopmat_shaders.hpp"
 #include "vulkan/vk_device.hpp"
 #include "vulkan/vk_split.hpp"
 
@@ -109,6 +113,76 @@ struct AttentionCall {
   }
 };
 
+// Note [Attention on cooperative matrices]
+// With the cooperative-matrix path on (FERRY_VULKAN_COOPMAT, Note [Cooperative-matrix GEMM] in
+// vk_kernels_coopmat.cpp), the forward pass of f16 attention (bf16 too where the device has
+// bf16 matrices) whose q, k and v share a head dim the build made a module for (64, 128) runs
+// on shaders/attention_coopmat.slang: FlashAttention's loop with both products (q kᵀ and P v)
+// on the matrix units, the online softmax in f32 by one lane per row, P rounded to the
+// operands' type for the second product as FlashAttention does. Of the modules for the head
+// dim, the one with the most query rows x keys per step whose shared memory the device has
+// runs it. The operands' offsets must allow 16-byte loads (multiples of 8 elements); anything
+// else, and the backward pass (which reads the forward's o and logsumexp, the same either
+// way), takes attention.comp. Like every coopmat kernel, checked here through its scalar
+// emulation (FERRY_VULKAN_COOPMAT=emulate), not yet on a GPU's matrix units.
+
+// shaders/attention_coopmat.slang's shared memory: sA (q's rows, P's, the f32 staging), sB
+// (k's tile and v's) and sRow.
+std::uint64_t coopmat_attention_shared_bytes(const EmbeddedCoopmatShader& s) {
+  const std::uint64_t rows = 16 * s.warps_m, ld = (s.head_dim + 8) / 8, p_ld = (s.bk + 8) / 8;
+  return 16 * (rows * ld + rows * p_ld + s.warps_m * (s.bk / 16) * 64) + 16 * 2 * s.bk * ld +
+         4 * rows;
+}
+
+// The forward pass on the cooperative-matrix module that fits; false, having done nothing,
+// where none runs it.
+bool forward_on_coopmat(AttentionCall& call, const Binding& out, const Binding& lse) {
+  VulkanDevice& dev = call.dev;
+  const AttentionGeometry& g = call.g;
+  const CoopmatMode mode = dev.coopmat_mode();
+  const bool bf16 = call.dtype == DType::bf16;
+  if (mode == CoopmatMode::off || !(call.dtype == DType::f16 || (bf16 && dev.coopmat_bf16())) ||
+      g.E != g.Ev)
+    return false;
+  const KernelLimits& lim = dev.limits();
+  const EmbeddedCoopmatShader* best = nullptr;
+  for (std::size_t i = 0; i < kEmbeddedCoopmatShaderCount; ++i) {
+    const EmbeddedCoopmatShader& s = kEmbeddedCoopmatShaders[i];
+    if (s.head_dim == std::uint64_t(g.E) && s.bf16 == bf16 &&
+        s.emulated == (mode == CoopmatMode::emulated) &&
+        coopmat_attention_shared_bytes(s) <= lim.shared_memory &&
+        32 * s.warps_m <= lim.max_workgroup_invocations &&
+        (!best || s.warps_m * s.bk > best->warps_m * best->bk))
+      best = &s;
+  }
+  const std::vector<Binding>& in = call.inputs;
+  if (!best || in[0].element_offset % 8 || in[1].element_offset % 8 || in[2].element_offset % 8 ||
+      out.element_offset % 2)
+    return false;
+  const std::uint64_t rows = 16 * best->warps_m, blocks = (std::uint64_t(g.L) + rows - 1) / rows,
+                      heads = std::uint64_t(g.B * g.Hq);
+  if (blocks > lim.max_groups_x || heads > 65535) return false;
+  const abi::AttentionSpec spec{.DT = dtype_code(call.dtype),
+                                .MODE = abi::ATTN_MODE_FORWARD,
+                                .CAUSAL = g.causal,
+                                .MASK = g.has_mask};
+  abi::AttentionParams p = call.p;
+  p.q_off = in[0].element_offset, p.k_off = in[1].element_offset;
+  p.v_off = in[2].element_offset, p.m_off = in[3].element_offset;
+  p.a_off = out.element_offset, p.b_off = lse.element_offset;
+  if (profiler::enabled())
+    profiler::note_kernel(fmt::format("coopmat attention {}, {} query rows x {} keys per step",
+                                      best->name, rows, best->bk));
+  dev.dispatch({.shader = best->name,
+                .spec = spec.values(),
+                .bindings = {in[0], in[1], in[2], in[3], out, lse},
+                .push = &p,
+                .push_size = sizeof p,
+                .groups = {std::uint32_t(blocks), std::uint32_t(heads), 1},
+                .subgroup_size = mode == CoopmatMode::on ? 32u : 0u});
+  return true;
+}
+
 // inputs q, k, v, [mask]; outputs out, lse (f32; f64 for f64).
 void attention_kernel(DeviceImpl& d, const OpCall& c) {
   const AttentionGeometry g =
@@ -116,9 +190,10 @@ void attention_kernel(DeviceImpl& d, const OpCall& c) {
   AttentionCall call(vulkan_device(d), c, g, 0, 3);
   if (g.B * g.Hq * g.L == 0) return;  // the front-end sends no empty tensors
   const std::vector<Binding>& in = call.inputs;
-  call.run(abi::ATTN_MODE_FORWARD,
-           {in[0], in[1], in[2], in[3], in[0], in[0], call.dev.bind(c.outputs[0], Access::write),
-            call.dev.bind(c.outputs[1], Access::write)},
+  const Binding out = call.dev.bind(c.outputs[0], Access::write),
+                lse = call.dev.bind(c.outputs[1], Access::write);
+  if (forward_on_coopmat(call, out, lse)) return;
+  call.run(abi::ATTN_MODE_FORWARD, {in[0], in[1], in[2], in[3], in[0], in[0], out, lse},
            call.groups(g.L, g.B * g.Hq));
 }
 

@@ -21,7 +21,9 @@
 //   Everything else, and a tensor that needs splitting to fit a binding, takes the GLSL tiles
 //   (vk_kernels_linalg.cpp), which matmul tries next. Convolutions of one group, forward and
 //   backward, run on the same kernel (Note [Convolutions on cooperative matrices] in
-//   vk_kernels_conv.cpp): run_coopmat is the tile choice and measurement they share.
+//   vk_kernels_conv.cpp): run_coopmat is the tile choice and measurement they share. Attention's
+//   forward pass has its own kernel on the same fragments (Note [Attention on cooperative
+//   matrices] in vk_kernels_attention.cpp).
 // - Which devices: FERRY_VULKAN_COOPMAT=1 where probe_coopmat finds the extension, the
 //   16x16x16 f16 shape and the features the modules declare (bf16: its extension, features and
 //   shape too, else f16 only); its pipelines ask for subgroups of
@@ -180,6 +182,7 @@ const CoopmatModules& modules(bool emulated, bool bf16, CoopmatOperandB b) {
     for (std::size_t i = 0; i < kEmbeddedCoopmatShaderCount; ++i) {
       const EmbeddedCoopmatShader& s = kEmbeddedCoopmatShaders[i];
       const std::string_view name(s.name);
+      if (s.head_dim != 0) continue;  // attention's (vk_kernels_attention.cpp)
       if (!tile.empty() && name != tile && !name.starts_with(tile + "_")) continue;
       CoopmatModules& kind = m[kind_index(s.emulated, s.bf16, s.b)];
       kind.shaders.push_back(&s);

@@ -9,7 +9,8 @@
 // A push-constant block, the order of a shader's specialization constants, and
 // the codes the host passes (dtypes, modes, flags) are written once, in the
 // shader's interface file, instead of once in GLSL and again in C++ where
-// nothing compared the two:
+// nothing compared the two (a Slang kernel includes them too, where it shares
+// a GLSL shader's interface: __SLANG__ below):
 //   FERRY_PUSH_CONSTANTS(Name) { members } FERRY_END_PUSH_CONSTANTS(Name)
 //       GLSL: the block `layout(push_constant) uniform Name {...} p;`
 //       C++:  struct ferry::vulkan::abi::Name with the same members and layout
@@ -81,6 +82,16 @@ template <std::size_t N> constexpr bool ids_are_positions(const uint (&ids)[N]) 
   namespace ferry::vulkan::abi {      \
   inline constexpr uint name = value; \
   }
+
+#elif defined(__SLANG__)  // the cooperative-matrix kernels (shaders/*.slang)
+
+#define FERRY_PUSH_CONSTANTS(Name) struct Name
+#define FERRY_END_PUSH_CONSTANTS(Name) \
+  ;                                    \
+  [[vk::push_constant]] ConstantBuffer<Name> p;
+#define FERRY_SPEC_DECL_(id, type, name, dflt) [[vk::constant_id(id)]] const type name = dflt;
+#define FERRY_SPEC_CONSTANTS(Name, LIST) LIST(FERRY_SPEC_DECL_)  // [numthreads] is the kernel's
+#define FERRY_CODE(name, value) static const uint name = value;
 
 #else  // GLSL
 

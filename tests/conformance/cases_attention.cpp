@@ -1,9 +1,10 @@
 // tests/conformance/cases_attention.cpp — scaled_dot_product_attention in every float dtype:
 // odd lengths, a value dim other than the query's, causal (square, more keys than queries,
 // across blocks), bool and additive masks broadcast over batch or heads (a row with every key
-// masked among them), grouped-query attention, length 1, 2-D and 3-D inputs and a long causal
-// sequence, in forward and gradient modes. A device's fused kernel (the CPU's) is held to the
-// composition (Note [Scaled dot-product attention] in runtime/nn/attention.cpp).
+// masked among them), grouped-query attention, length 1, 2-D and 3-D inputs, head dims 64 and
+// 128 and a long causal sequence, in forward and gradient modes. A device's fused kernel (the
+// CPU's) is held to the composition (Note [Scaled dot-product attention] in
+// runtime/nn/attention.cpp).
 #include "catalog.hpp"
 #include "ferry/nn/attention.hpp"
 
@@ -84,6 +85,17 @@ std::vector<AttentionCase> attention_cases() {
       {"[2, 8, 5, 8] x [1, 8, 5, 8] key and value broadcast over the batch",
        {{2, 8, 5, 8}, {1, 8, 5, 8}, {1, 8, 5, 8}},
        [](const Inputs& in) { return scaled_dot_product_attention(in[0], in[1], in[2]); }},
+      // Head dims 64 and 128: the ones the cooperative-matrix modules take (Note [Attention on
+      // cooperative matrices] in runtime/vulkan/vk_kernels_attention.cpp).
+      {"[1, 4, 45, 64] x [1, 2, 70, 64] grouped-query, causal, head dim 64",
+       {{1, 4, 45, 64}, {1, 2, 70, 64}, {1, 2, 70, 64}},
+       [](const Inputs& in) {
+         return scaled_dot_product_attention(in[0], in[1], in[2], {}, 0.0, true, std::nullopt,
+                                             true);
+       }},
+      {"[1, 2, 20, 128] x [1, 2, 33, 128] additive mask [1, 1, 20, 33], head dim 128",
+       {{1, 2, 20, 128}, {1, 2, 33, 128}, {1, 2, 33, 128}, {1, 1, 20, 33}},
+       [](const Inputs& in) { return scaled_dot_product_attention(in[0], in[1], in[2], in[3]); }},
       {"[1, 2, 300, 16] causal, long",
        {{1, 2, 300, 16}, {1, 2, 300, 16}, {1, 2, 300, 16}},
        [](const Inputs& in) {

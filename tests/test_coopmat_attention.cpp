@@ -1,0 +1,124 @@
+// scaled_dot_product_attention's forward pass on cooperative matrices (Note [Attention on
+// cooperative matrices] in runtime/vulkan/vk_kernels_attention.cpp), through the kernel's
+// scalar emulation on vulkan:0 (ctest's coopmat_vulkan_emulated, FERRY_VULKAN_COOPMAT=emulate):
+// the heads it takes and the ones it leaves to attention.comp, against the CPU's f32 attention
+// rounded once; and the backward pass from its logsumexp.
+#include <fmt/format.h>
+#include <gtest/gtest.h>
+
+#include <cstdint>
+#include <limits>
+#include <string>
+#include <vector>
+
+#include "coopmat_test_util.hpp"
+#include "ferry/ferry.hpp"
+#include "ferry/nn/attention.hpp"
+
+namespace {
+
+using namespace ferry_test::coopmat;
+namespace F = ferry::nn::functional;
+
+constexpr const char* kOp = "scaled_dot_product_attention";
+
+struct Heads {
+  std::int64_t B, Hq, Hk, L, S, E, Ev;
+};
+
+// q [B, Hq, L, E], k [B, Hk, S, E], v [B, Hk, S, Ev] of `dt`, scaled so that the scores spread
+// over several units (the softmax far from uniform).
+std::vector<Tensor> heads(const Heads& h, DType dt) {
+  return {(ferry::randn({h.B, h.Hq, h.L, h.E}) * 2.0).to(dt),
+          ferry::randn({h.B, h.Hk, h.S, h.E}).to(dt), ferry::randn({h.B, h.Hk, h.S, h.Ev}).to(dt)};
+}
+
+TEST(CoopmatAttention, ForwardPassesRunOnIt) {
+  if (!path_is_on()) GTEST_SKIP() << coopmat_property();
+  ferry::manual_seed(23);
+  struct Case {
+    Heads h;
+    bool causal, mask;
+    const char* module;  // empty: attention.comp
+    const char* what;
+  };
+  for (const Case& k : std::vector<Case>{
+           {{2, 3, 3, 70, 50, 64, 64},
+            false,
+            false,
+            "attention_coopmat_d64",
+            "d64, ragged rows and keys"},
+           {{1, 2, 2, 100, 100, 64, 64}, true, false, "attention_coopmat_d64", "d64, causal"},
+           {{2, 4, 2, 33, 77, 128, 128},
+            false,
+            true,
+            "attention_coopmat_d128",
+            "d128, grouped, mask"},
+           {{1, 2, 1, 20, 45, 128, 128},
+            true,
+            false,
+            "attention_coopmat_d128",
+            "d128, causal, L < S"},
+           {{1, 1, 1, 40, 24, 64, 64}, false, true, "attention_coopmat_d64", "d64, mask, L > S"},
+           // Head dims no module is built for, and unequal ones: attention.comp.
+           {{1, 2, 2, 30, 20, 32, 32}, false, false, "", "d32"},
+           {{1, 2, 2, 30, 20, 64, 128}, false, false, "", "E != Ev"}}) {
+    const std::vector<Tensor> in = heads(k.h, DType::f16);
+    // An additive mask over [L, S] for every head: -inf on a few keys, one row wholly masked
+    // (its output 0, as PyTorch's fused kernels give).
+    Tensor mask;
+    if (k.mask) {
+      std::vector<float> m(std::size_t(k.h.L * k.h.S));
+      for (std::int64_t i = 0; i < k.h.L; ++i)
+        for (std::int64_t j = 0; j < k.h.S; ++j)
+          m[std::size_t(i * k.h.S + j)] = (i == 3 || (i + j) % 7 == 0)
+                                              ? -std::numeric_limits<float>::infinity()
+                                              : float((i * 3 + j) % 5) * 0.25f;
+      mask = ferry::tensor(m).reshape({1, 1, k.h.L, k.h.S}).to(DType::f16);
+    }
+    expect_module_matches_cpu(
+        kOp, k.module,
+        [&](const Place& at) {
+          return F::scaled_dot_product_attention(at(in[0]), at(in[1]), at(in[2]),
+                                                 k.mask ? at(mask) : Tensor(), 0.0, k.causal,
+                                                 std::nullopt, k.h.Hq != k.h.Hk);
+        },
+        k.what, 4e-3);
+  }
+}
+
+TEST(CoopmatAttention, Bf16HeadsRunOnIt) {
+  if (!path_is_on()) GTEST_SKIP() << coopmat_property();
+  if (coopmat_property().find("bf16 matmul") == std::string::npos)
+    GTEST_SKIP() << "no bf16 on the path: " << coopmat_property();
+  ferry::manual_seed(29);
+  const std::vector<Tensor> in = heads({2, 2, 2, 40, 72, 64, 64}, DType::bf16);
+  expect_module_matches_cpu(
+      kOp, "attention_coopmat_d64_w4_k32_bf16",
+      [&](const Place& at) {
+        return F::scaled_dot_product_attention(at(in[0]), at(in[1]), at(in[2]), {}, 0.0, true);
+      },
+      "bf16, causal", 2e-2);
+}
+
+// The backward pass (attention.comp's) reads the forward's output and logsumexp: from the
+// cooperative-matrix forward, its gradients match the CPU's.
+TEST(CoopmatAttention, GradientsFromItsLogsumexpMatchTheCpu) {
+  if (!path_is_on()) GTEST_SKIP() << coopmat_property();
+  ferry::manual_seed(31);
+  const Heads h{1, 2, 2, 37, 45, 64, 64};
+  const std::vector<Tensor> in = heads(h, DType::f16);
+  const Tensor g = halves({h.B, h.Hq, h.L, h.Ev});
+  for (int wrt = 0; wrt < 3; ++wrt)
+    expect_module_matches_cpu(
+        kOp, "attention_coopmat_d64",
+        [&](const Place& at) {
+          std::vector<Tensor> x = {at(in[0]), at(in[1]), at(in[2])};
+          x[std::size_t(wrt)].requires_grad_();
+          const Tensor y = F::scaled_dot_product_attention(x[0], x[1], x[2], {}, 0.0, true);
+          return ferry::autograd::grad({y}, {x[std::size_t(wrt)]}, {at(g)})[0];
+        },
+        fmt::format("the gradient of input {}", wrt), 1e-2);
+}
+
+}  // namespace
