@@ -22,11 +22,11 @@ endif()
 set(FERRY_SLANG_DIR ${PROJECT_SOURCE_DIR}/build/slang CACHE PATH
     "Where tools/fetch_slang.py puts Slang's compiler library and headers")
 # The tile variants, name:WARPS_M:WARPS_N:TM:TN:BK (shaders/gemm_coopmat.slang). Each is built
-# fourteen times: B's rows contiguous, B transposed (B_TRANS, "_bt"), a convolution's input (CONV=1,
-# "_conv"), its output's gradient (CONV=2, "_conv_dgrad") or its input's im2col transposed for
-# the weight's gradient (CONV=3, "_conv_wgrad"), on cooperative matrices or in the scalar
-# emulation ("_emulated"); matmul's two layouts also with bf16 operands and result (BF16=1,
-# "_bf16").
+# twenty times: B's rows contiguous, B transposed (B_TRANS, "_bt"), a convolution's input
+# (CONV=1, "_conv"), its output's gradient (CONV=2, "_conv_dgrad") or its input's im2col
+# transposed for the weight's gradient (CONV=3, "_conv_wgrad"), each with f16 or bf16 operands
+# and result (BF16=1, "_bf16"), on cooperative matrices or in the scalar emulation
+# ("_emulated").
 # The first is the fastest measured (the prototype's sweep on an H100, docs/gpu-results.md:
 # 170 TFLOP/s at 4096^3, against 124 for its BK = 16 form); that one needs 37 KiB of shared
 # memory, so devices with 32 KiB (lavapipe among them) take the second, same blocks in 21 KiB;
@@ -167,13 +167,9 @@ if(NOT _coopmat_note)
     set(_b_suffixes "" _bt _conv _conv_dgrad _conv_wgrad)
     set(_b_defines "" -DB_TRANS=1 -DCONV=1 -DCONV=2 -DCONV=3)
     foreach(_b 0 1 2 3 4)
-      set(_dtypes 0)
-      if(_b LESS 2)
-        set(_dtypes 0 1)  # f16, bf16
-      endif()
       list(GET _b_suffixes ${_b} _suffix)
       list(GET _b_defines ${_b} _define)
-      foreach(_bf16 ${_dtypes})
+      foreach(_bf16 0 1)
         foreach(_emulated 0 1)
           ferry_coopmat_module(${FERRY_COOPMAT_SOURCE} gemm_coopmat_${_vname}${_suffix}
                                ${_emulated} ${_bf16} "${_b}:${_wm}:${_wn}:${_tm}:${_tn}:${_bk}:0" ${_tile} ${_define})

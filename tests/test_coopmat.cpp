@@ -502,6 +502,37 @@ TEST(Coopmat, ConvolutionWeightGradientsRunOnIt) {
   expect_conv1d_conv3d_gradients_match("conv_backward_weight", "_conv_wgrad", 1, 1);
 }
 
+// bf16 convolutions on the bf16 modules: forward (pointwise through matmul's, the rest through
+// the CONV ones), input and weight gradients, against the CPU's f32 rounded once to bf16.
+TEST(Coopmat, Bf16ConvolutionsRunOnIt) {
+  if (!path_is_on()) GTEST_SKIP() << coopmat_property();
+  if (coopmat_property().find("bf16 matmul") == std::string::npos)
+    GTEST_SKIP() << "no bf16 on the path: " << coopmat_property();
+  ferry::manual_seed(37);
+  auto bf16 = [](const ferry::Shape& s) { return ferry::randn(s).to(DType::bf16); };
+  const Tensor x = bf16({3, 16, 9, 9}), w = bf16({24, 16, 3, 3}), b = bf16({24});
+  const Tensor w1 = bf16({24, 16, 1, 1}), g = bf16({3, 24, 5, 5});
+  const double tol = 2e-2;
+  expect_module_matches_cpu(
+      "conv2d", "_bf16", [&](const Place& at) { return ferry::conv2d(at(x), at(w1)); }, "bf16 1x1",
+      tol);
+  expect_module_matches_cpu(
+      "conv2d", "_conv_bf16",
+      [&](const Place& at) { return ferry::conv2d(at(x), at(w), at(b), {2}, {1}); },
+      "bf16 3x3/2, bias", tol);
+  for (const auto& [wrt, op, module] : {std::tuple{0, "conv_backward_input", "_conv_dgrad_bf16"},
+                                        std::tuple{1, "conv_backward_weight", "_conv_wgrad_bf16"}})
+    expect_module_matches_cpu(
+        op, module,
+        [&](const Place& at) {
+          Tensor in[2] = {at(x), at(w)};
+          in[wrt].requires_grad_();
+          const Tensor y = ferry::conv2d(in[0], in[1], {}, {2}, {1});
+          return ferry::autograd::grad({y}, {in[wrt]}, {at(g)})[0];
+        },
+        fmt::format("bf16 3x3/2, the gradient of input {}", wrt), tol);
+}
+
 TEST(CoopmatPolicy, TileTableRoundTripsAndIgnoresWhatItCannotRead) {
   using ferry::vulkan::TileKey;
   using ferry::vulkan::TileTable;

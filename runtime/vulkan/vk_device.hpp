@@ -187,6 +187,11 @@ class VulkanDevice final : public DeviceImpl {
   // Whether it takes bf16 products too (the emulation always; matrix units where the device
   // has VK_KHR_shader_bfloat16's cooperative matrices).
   bool coopmat_bf16() const { return coopmat_bf16_; }
+  // Whether the cooperative-matrix kernels run on operands of `dt`: f16, and bf16 as above.
+  bool coopmat_takes(DType dt) const {
+    return coopmat_mode_ != CoopmatMode::off &&
+           (dt == DType::f16 || (dt == DType::bf16 && coopmat_bf16_));
+  }
   // Whether its tiles are chosen by measurement (Note [Measured coopmat tiles]), and the
   // table of those measured.
   bool coopmat_tuning() const { return coopmat_tuning_; }

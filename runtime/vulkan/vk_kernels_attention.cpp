@@ -141,9 +141,7 @@ bool forward_on_coopmat(AttentionCall& call, const Binding& out, const Binding& 
   const AttentionGeometry& g = call.g;
   const CoopmatMode mode = dev.coopmat_mode();
   const bool bf16 = call.dtype == DType::bf16;
-  if (mode == CoopmatMode::off || !(call.dtype == DType::f16 || (bf16 && dev.coopmat_bf16())) ||
-      g.E != g.Ev)
-    return false;
+  if (!dev.coopmat_takes(call.dtype) || g.E != g.Ev) return false;
   const KernelLimits& lim = dev.limits();
   const EmbeddedCoopmatShader* best = nullptr;
   for (std::size_t i = 0; i < kEmbeddedCoopmatShaderCount; ++i) {

@@ -19,8 +19,8 @@
 //   gradient's sum runs over the whole batch and every position (32 x 56 x 56 terms at ResNet-18's
 //   first stage) into few outputs, so it is cut into pieces that fill the GPU, each writing a
 //   partial result, added up in order by a second pass (deterministic: no atomics).
-// With the cooperative-matrix path on, f16 convolutions of one group run on it, forward and
-// backward (Note [Convolutions on cooperative matrices]).
+// With the cooperative-matrix path on, f16 (and bf16, where it takes them) convolutions of one
+// group run on it, forward and backward (Note [Convolutions on cooperative matrices]).
 // Tensors larger than one storage-buffer binding are cut along the batch (vk_split.hpp); the
 // sums over the batch then add one part per cut. A single sample larger than a binding raises
 // UnsupportedError.
@@ -198,7 +198,8 @@ void for_each_chunk(const Conv& cv, std::initializer_list<TensorArg> batched,
 
 // Note [Convolutions on cooperative matrices]
 // With the cooperative-matrix path on (Note [Cooperative-matrix GEMM] in vk_kernels_coopmat.cpp),
-// an f16 convolution's forward pass of one group runs on it, in one of two ways:
+// an f16 convolution's forward pass of one group runs on it (bf16 too, on the BF16 modules,
+// where the device takes bf16 products: VulkanDevice::coopmat_takes), in one of two ways:
 // - pointwise (1x1 kernel, stride 1, no padding, no bias; a ResNet bottleneck's two of three):
 //   the product y[n] = w [OC, C] x x[n] [C, L] for each sample, which matmul's kernel runs as a
 //   batch with the weight's batch stride 0;
@@ -218,12 +219,11 @@ void for_each_chunk(const Conv& cv, std::initializer_list<TensorArg> batched,
 // batch into few outputs (ResNet-18's first stage: 64 x 576 outputs, 32 x 56 x 56 terms each),
 // so, as the GLSL GEMM does, it is cut into pieces that fill the GPU (CONV=3 modules, piece z in
 // workgroup z), each writing f32 partial sums that batch_sum's CONV_SUM_PARTS adds up in order
-// and rounds once to f16; gy's rows and x's taps are gathered half by half as they are staged.
+// and rounds once to the tensors' dtype; gy's rows and x's taps are gathered half by half as they
+// are staged.
 bool pointwise_on_coopmat(VulkanDevice& dev, const Conv& cv, const TensorArg& x, const TensorArg& w,
                           const TensorArg& y) {
-  if (dev.coopmat_mode() == CoopmatMode::off || cv.dt != DType::f16 || cv.p.G != 1 || cv.K != 1 ||
-      cv.L != cv.area)
-    return false;
+  if (!dev.coopmat_takes(cv.dt) || cv.p.G != 1 || cv.K != 1 || cv.L != cv.area) return false;
   for (int e = 0; e < 3; ++e)
     if (cv.p.stride[e] != 1 || cv.p.pad[e] != 0) return false;
   const std::int64_t N = cv.p.N, C = cv.p.C, OC = cv.p.OC, L = cv.L;
@@ -265,7 +265,7 @@ CoopmatConvParams coopmat_conv_geometry(const Conv& cv, const std::uint32_t* gat
 // y from x (`forward`), or gx from gy, on the CONV modules: `in` is x or gy, `out` y or gx.
 bool conv_on_coopmat(VulkanDevice& dev, const Conv& cv, const TensorArg& in, const TensorArg& w,
                      const TensorArg& out, const TensorArg* bias, bool forward) {
-  if (dev.coopmat_mode() == CoopmatMode::off || cv.dt != DType::f16 || cv.p.G != 1) return false;
+  if (!dev.coopmat_takes(cv.dt) || cv.p.G != 1) return false;
   const abi::ConvParams& p = cv.p;
   // The GEMM: rows (y's channels, or gx's), columns (the batch's positions of y, or of gx), and
   // the sum (x's channels' taps, or gy's).
@@ -314,8 +314,7 @@ bool conv_on_coopmat(VulkanDevice& dev, const Conv& cv, const TensorArg& in, con
 // Whether the weight's gradient runs on the CONV=3 modules (every chunk of the batch then writes
 // f32 parts, even a single one; the GLSL GEMM writes the same parts where no tile fits).
 bool weight_grad_on_coopmat(VulkanDevice& dev, const Conv& cv) {
-  return dev.coopmat_mode() != CoopmatMode::off && cv.dt == DType::f16 && cv.p.G == 1 &&
-         !cv.direct_backward_weight();
+  return dev.coopmat_takes(cv.dt) && cv.p.G == 1 && !cv.direct_backward_weight();
 }
 
 // The partial sums of gw from a chunk of n samples (x and gy bound to it), `pieces` of them,

@@ -233,12 +233,11 @@ bool run_coopmat(VulkanDevice& dev, CoopmatOperandB layout, DType dt, std::uint6
                  std::uint64_t M, std::uint64_t N, std::uint64_t K,
                  const CoopmatDispatch& dispatch) {
   const CoopmatMode mode = dev.coopmat_mode();
-  if (mode == CoopmatMode::off || batches == 0 || M == 0 || N == 0 || K == 0) return false;
-  if (dt != DType::f16 && !(dt == DType::bf16 && dev.coopmat_bf16())) return false;
+  if (!dev.coopmat_takes(dt) || batches == 0 || M == 0 || N == 0 || K == 0) return false;
   const bool bf16 = dt == DType::bf16;
   const KernelLimits& lim = dev.limits();
   const CoopmatModules& mods = modules(mode == CoopmatMode::emulated, bf16, layout);
-  if (mods.shaders.empty()) return false;  // bf16 convolutions: none built
+  if (mods.shaders.empty()) return false;  // a build without Slang, or one tile kept
   int t = choose_coopmat_tile(mods.tiles, batches, M, N, K, lim.shared_memory,
                               lim.max_workgroup_invocations);
   if (t < 0) return false;
@@ -293,9 +292,7 @@ struct CoopmatParams {
 constexpr std::uint32_t kAVectors = 1, kBVectors = 2, kCVectors = 4;  // its flags
 
 bool try_coopmat(VulkanDevice& dev, const TensorArg& A, const TensorArg& B, const TensorArg& C) {
-  if (dev.coopmat_mode() == CoopmatMode::off ||
-      (C.dtype != DType::f16 && !(C.dtype == DType::bf16 && dev.coopmat_bf16())))
-    return false;
+  if (!dev.coopmat_takes(C.dtype)) return false;
   const std::int64_t nb = C.sizes[0], M = C.sizes[1], N = C.sizes[2], K = A.sizes[2];
   if (nb == 0 || M == 0 || N == 0 || K == 0) return false;
   // C's rows contiguous, B's along K or along N; A any strides.
