@@ -136,8 +136,13 @@ if(NOT _coopmat_note)
       list(APPEND defs -cap spvCooperativeMatrixKHR -cap spvGroupNonUniformBallot
            -cap spvCooperativeMatrixConversionsNV --require-capability 6022)
       if(${_m_bf16})
-        # SPV_KHR_bfloat16's BFloat16TypeKHR and BFloat16CooperativeMatrixKHR (5118).
-        list(APPEND defs -cap spvBFloat16KHR --require-capability 5118)
+        # SPV_KHR_bfloat16's BFloat16TypeKHR and BFloat16CooperativeMatrixKHR (5118). The
+        # other five: Slang files the BFloat16 cooperative matrix under a capability set that
+        # names them (and warns, adding them itself); the module declares none of them, and is
+        # the same byte for byte without them.
+        list(APPEND defs -cap spvBFloat16KHR --require-capability 5118 -cap SPV_GOOGLE_user_type
+             -cap spvImageQuery -cap spvImageGatherExtended -cap spvSparseResidency
+             -cap spvMinLod)
       endif()
     endif()
     set(spv ${_coopmat_dir}/${name}.spv)
