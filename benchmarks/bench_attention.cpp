@@ -1,6 +1,6 @@
 // benchmarks/bench_attention.cpp — issue 23's attention figures: scaled_dot_product_attention
 // at sequence 512, 2048 and 8192 (8 heads of dim 64, batch 1; 128 and 256 with --quick),
-// forward and forward+backward in f32 and the forward in f16 on the GPUs, through the device's
+// forward and forward+backward in f32, and in f16 on the GPUs, through the device's
 // fused kernel beside the composition (matmul, softmax, matmul: ferry::debug::CompositesOnly)
 // on the same device. Each run also
 // reports its peak allocated memory past the inputs ("peak_MiB", memory_stats), the other
@@ -79,9 +79,9 @@ void run_attention(benchmark::State& s, std::int64_t L, const std::string& devic
 void register_attention() {
   const std::vector<std::int64_t> lengths =
       quick() ? std::vector<std::int64_t>{128, 256} : std::vector<std::int64_t>{512, 2048, 8192};
-  // f32 forward and forward+backward; f16 forward, the inference pass (on vulkan:0 with
-  // FERRY_VULKAN_COOPMAT=1, the cooperative-matrix kernel: Note [Attention on cooperative
-  // matrices] in runtime/vulkan/vk_kernels_attention.cpp).
+  // f32 and f16, forward and forward+backward (f16 on vulkan:0 with FERRY_VULKAN_COOPMAT=1:
+  // the cooperative-matrix kernels, Note [Attention on cooperative matrices] in
+  // runtime/vulkan/vk_kernels_attention.cpp).
   struct Pass {
     bool backward;
     ferry::DType dtype;
@@ -90,7 +90,8 @@ void register_attention() {
   for (const std::int64_t L : lengths)
     for (const Pass& pass : {Pass{false, ferry::DType::f32, "forward"},
                              Pass{true, ferry::DType::f32, "forward+backward"},
-                             Pass{false, ferry::DType::f16, "forward f16"}}) {
+                             Pass{false, ferry::DType::f16, "forward f16"},
+                             Pass{true, ferry::DType::f16, "forward+backward f16"}}) {
       const bool backward = pass.backward;
       const ferry::DType dtype = pass.dtype;
       const std::string base = fmt::format("attention/L{}/{}", L, pass.name);

@@ -40,9 +40,17 @@ set(FERRY_COOPMAT_VARIANTS "w2x2_t4x4_k32:2:2:4:4:32" "w2x2_t4x4_k16:2:2:4:4:16"
 # runtime/vulkan/vk_kernels_attention.cpp.
 set(FERRY_COOPMAT_ATTENTION_VARIANTS "d64_w4_k32:64:4:32" "d128_w2_k16:128:2:16"
     "d128_w4_k32:128:4:32")
+# Its backward (shaders/attention_backward_coopmat.slang), each variant twice (the query
+# gradient's pass, DQ, and the key and value gradients', DKV): name:D:WARPS:TILE, TILE the
+# other side's rows per step. Both passes hold two operands' rows of the workgroup and two
+# of the tile: the first and third take 25 and 29 KiB of shared memory (lavapipe's 32 fit),
+# the second and fourth 40 and 41 KiB.
+set(FERRY_COOPMAT_ATTENTION_BACKWARD_VARIANTS "d64_w2_k32:64:2:32" "d64_w4_k32:64:4:32"
+    "d128_w2_k16:128:2:16" "d128_w2_k32:128:2:32")
 
 set(FERRY_COOPMAT_SOURCE ${FERRY_SHADER_DIR}/gemm_coopmat.slang)
 set(FERRY_COOPMAT_ATTENTION_SOURCE ${FERRY_SHADER_DIR}/attention_coopmat.slang)
+set(FERRY_COOPMAT_ATTENTION_BACKWARD_SOURCE ${FERRY_SHADER_DIR}/attention_backward_coopmat.slang)
 # Every Slang file in shaders/ decides every module, and so do the interfaces a Slang kernel
 # shares with a GLSL shader (shaders/abi).
 file(GLOB FERRY_COOPMAT_SLANG_FILES CONFIGURE_DEPENDS ${FERRY_SHADER_DIR}/*.slang
@@ -177,26 +185,50 @@ if(NOT _coopmat_note)
       foreach(_bf16 0 1)
         foreach(_emulated 0 1)
           ferry_coopmat_module(${FERRY_COOPMAT_SOURCE} gemm_coopmat_${_vname}${_suffix}
-                               ${_emulated} ${_bf16} "${_b}:${_wm}:${_wn}:${_tm}:${_tn}:${_bk}:0" ${_tile} ${_define})
+                               ${_emulated} ${_bf16} "${_b}:${_wm}:${_wn}:${_tm}:${_tn}:${_bk}:0:0" ${_tile} ${_define})
         endforeach()
       endforeach()
     endforeach()
   endforeach()
-  # Attention (shaders/attention_coopmat.slang): name:D:WARPS:TILE_KEYS, each with f16 and bf16
-  # operands, on cooperative matrices and emulated; in the table, WARPS as warps_m and
-  # TILE_KEYS as bk, D as head_dim.
-  foreach(variant ${FERRY_COOPMAT_ATTENTION_VARIANTS})
-    string(REPLACE ":" ";" _parts ${variant})
-    list(LENGTH _parts _n)
-    if(NOT _n EQUAL 4)
-      message(FATAL_ERROR "FERRY_COOPMAT_ATTENTION_VARIANTS: '${variant}' is not name:D:WARPS:TILE_KEYS")
+  # Attention: name:D:WARPS:TILE_KEYS, each with f16 and bf16 operands, on cooperative matrices
+  # and emulated; in the table, WARPS as warps_m, TILE_KEYS (the backward's TILE) as bk, D as
+  # head_dim and the pass as attention_pass (shaders/abi/attention.h's ATTN_MODE_*: 0 the
+  # forward, shaders/attention_coopmat.slang; 2 DQ and 3 DKV, shaders/
+  # attention_backward_coopmat.slang with KEY_ROWS 0 and 1).
+  foreach(_pass forward dq dkv)
+    if(_pass STREQUAL "forward")
+      set(_variants ${FERRY_COOPMAT_ATTENTION_VARIANTS})
+      set(_src ${FERRY_COOPMAT_ATTENTION_SOURCE})
+      set(_code 0)
+      set(_base attention_coopmat)
+      set(_keys_define TILE_KEYS)
+      set(_pass_define "")
+    else()
+      set(_variants ${FERRY_COOPMAT_ATTENTION_BACKWARD_VARIANTS})
+      set(_src ${FERRY_COOPMAT_ATTENTION_BACKWARD_SOURCE})
+      set(_base attention_${_pass}_coopmat)
+      set(_keys_define TILE)
+      if(_pass STREQUAL "dq")
+        set(_code 2)
+        set(_pass_define -DKEY_ROWS=0)
+      else()
+        set(_code 3)
+        set(_pass_define -DKEY_ROWS=1)
+      endif()
     endif()
-    list(POP_FRONT _parts _vname _d _warps _keys)
-    foreach(_bf16 0 1)
-      foreach(_emulated 0 1)
-        ferry_coopmat_module(${FERRY_COOPMAT_ATTENTION_SOURCE} attention_coopmat_${_vname}
-                             ${_emulated} ${_bf16} "0:${_warps}:1:1:1:${_keys}:${_d}" -DD=${_d}
-                             -DWARPS=${_warps} -DTILE_KEYS=${_keys})
+    foreach(variant ${_variants})
+      string(REPLACE ":" ";" _parts ${variant})
+      list(LENGTH _parts _n)
+      if(NOT _n EQUAL 4)
+        message(FATAL_ERROR "ferry's attention variants: '${variant}' is not name:D:WARPS:TILE_KEYS")
+      endif()
+      list(POP_FRONT _parts _vname _d _warps _keys)
+      foreach(_bf16 0 1)
+        foreach(_emulated 0 1)
+          ferry_coopmat_module(${_src} ${_base}_${_vname} ${_emulated} ${_bf16}
+                               "0:${_warps}:1:1:1:${_keys}:${_d}:${_code}" -DD=${_d}
+                               -DWARPS=${_warps} -D${_keys_define}=${_keys} ${_pass_define})
+        endforeach()
       endforeach()
     endforeach()
   endforeach()

@@ -1,4 +1,4 @@
-# cmake -DSPV_DIR=... -DMODULES=name:emulated:bf16:b_layout:wm:wn:tm:tn:bk:head_dim;...
+# cmake -DSPV_DIR=... -DMODULES=name:emulated:bf16:b_layout:wm:wn:tm:tn:bk:head_dim:pass;...
 #       -DNOTE=why
 #       -DOUT=file.cpp -P embed_coopmat.cmake
 # Writes the SPIR-V words of shaders/coopmat.cmake's modules (SPV_DIR/<name>.spv) and the table
@@ -13,7 +13,7 @@ set(table "")
 set(max_layout 0)
 foreach(module ${MODULES})
   string(REPLACE ":" ";" parts ${module})
-  list(POP_FRONT parts name emulated bf16 b_layout wm wn tm tn bk head_dim)
+  list(POP_FRONT parts name emulated bf16 b_layout wm wn tm tn bk head_dim pass)
   if(emulated)
     set(emulated true)
   else()
@@ -30,7 +30,8 @@ foreach(module ${MODULES})
   embed_words(${SPV_DIR}/${name}.spv k_${name})
   string(APPEND table "    {.name = \"${name}\", .emulated = ${emulated}, "
          ".b = CoopmatOperandB(${b_layout}), .bf16 = ${bf16}, .warps_m = ${wm}, .warps_n = ${wn}, .tm = ${tm}, "
-         ".tn = ${tn}, .bk = ${bk}, .head_dim = ${head_dim}, .words = k_${name}, "
+         ".tn = ${tn}, .bk = ${bk}, .head_dim = ${head_dim}, .attention_pass = ${pass}, "
+         ".words = k_${name}, "
          ".word_count = std::size(k_${name})},\n")
 endforeach()
 if(MODULES)

@@ -2,7 +2,7 @@
 // cooperative matrices] in runtime/vulkan/vk_kernels_attention.cpp), through the kernel's
 // scalar emulation on vulkan:0 (ctest's coopmat_vulkan_emulated, FERRY_VULKAN_COOPMAT=emulate):
 // the heads it takes and the ones it leaves to attention.comp, against the CPU's f32 attention
-// rounded once; and the backward pass from its logsumexp.
+// rounded once; and the backward pass's gradients.
 #include <fmt/format.h>
 #include <gtest/gtest.h>
 
@@ -101,24 +101,76 @@ TEST(CoopmatAttention, Bf16HeadsRunOnIt) {
       "bf16, causal", 2e-2);
 }
 
-// The backward pass (attention.comp's) reads the forward's output and logsumexp: from the
-// cooperative-matrix forward, its gradients match the CPU's.
-TEST(CoopmatAttention, GradientsFromItsLogsumexpMatchTheCpu) {
+// dq, dk and dv of attention over `in` (and `mask`) at `at`, the upstream gradient `g`, in one
+// flat tensor.
+Tensor gradients(const std::vector<Tensor>& in, const Tensor& mask, const Tensor& g, bool causal,
+                 bool grouped, const Place& at) {
+  std::vector<Tensor> x = {at(in[0]), at(in[1]), at(in[2])};
+  for (Tensor& t : x) t.requires_grad_();
+  const Tensor y = F::scaled_dot_product_attention(
+      x[0], x[1], x[2], mask.defined() ? at(mask) : Tensor(), 0.0, causal, std::nullopt, grouped);
+  std::vector<Tensor> d = ferry::autograd::grad({y}, x, {at(g)});
+  for (Tensor& t : d) t = t.reshape({-1});
+  return ferry::cat(d);
+}
+
+// The backward's DQ and DKV passes (attention_backward_coopmat.slang) after the STATS pass:
+// every gradient against the CPU's f32 ones, from the forward's logsumexp of either kernel.
+TEST(CoopmatAttention, BackwardPassesRunOnIt) {
   if (!path_is_on()) GTEST_SKIP() << coopmat_property();
   ferry::manual_seed(31);
-  const Heads h{1, 2, 2, 37, 45, 64, 64};
-  const std::vector<Tensor> in = heads(h, DType::f16);
-  const Tensor g = halves({h.B, h.Hq, h.L, h.Ev});
-  for (int wrt = 0; wrt < 3; ++wrt)
+  struct Case {
+    Heads h;
+    bool causal, mask;
+    const char* module;  // empty: attention.comp
+    const char* what;
+  };
+  for (const Case& k : std::vector<Case>{
+           {{2, 2, 2, 37, 45, 64, 64}, false, false, "attention_dkv_coopmat_d64", "d64, ragged"},
+           {{1, 2, 2, 70, 70, 64, 64}, true, false, "attention_dkv_coopmat_d64", "d64, causal"},
+           {{1, 4, 2, 33, 50, 128, 128},
+            false,
+            true,
+            "attention_dkv_coopmat_d128",
+            "d128, grouped, mask"},
+           {{1, 2, 1, 20, 45, 128, 128},
+            true,
+            false,
+            "attention_dq_coopmat_d128",
+            "d128, grouped, causal, L < S"},
+           {{1, 1, 1, 40, 24, 64, 64}, false, true, "attention_dq_coopmat_d64", "d64, mask, L > S"},
+           {{1, 2, 2, 30, 20, 32, 32}, false, false, "", "d32"}}) {
+    const std::vector<Tensor> in = heads(k.h, DType::f16);
+    const Tensor g = halves({k.h.B, k.h.Hq, k.h.L, k.h.Ev});
+    // -inf on a few keys and on the whole of row 3 (its gradients 0).
+    Tensor mask;
+    if (k.mask) {
+      std::vector<float> m(std::size_t(k.h.L * k.h.S));
+      for (std::int64_t i = 0; i < k.h.L; ++i)
+        for (std::int64_t j = 0; j < k.h.S; ++j)
+          m[std::size_t(i * k.h.S + j)] = (i == 3 || (i + j) % 7 == 0)
+                                              ? -std::numeric_limits<float>::infinity()
+                                              : float((i * 3 + j) % 5) * 0.25f;
+      mask = ferry::tensor(m).reshape({1, 1, k.h.L, k.h.S}).to(DType::f16);
+    }
     expect_module_matches_cpu(
-        kOp, "attention_coopmat_d64",
-        [&](const Place& at) {
-          std::vector<Tensor> x = {at(in[0]), at(in[1]), at(in[2])};
-          x[std::size_t(wrt)].requires_grad_();
-          const Tensor y = F::scaled_dot_product_attention(x[0], x[1], x[2], {}, 0.0, true);
-          return ferry::autograd::grad({y}, {x[std::size_t(wrt)]}, {at(g)})[0];
-        },
-        fmt::format("the gradient of input {}", wrt), 1e-2);
+        "scaled_dot_product_attention_backward", k.module,
+        [&](const Place& at) { return gradients(in, mask, g, k.causal, k.h.Hq != k.h.Hk, at); },
+        k.what, 1e-2);
+  }
+}
+
+TEST(CoopmatAttention, Bf16BackwardRunsOnIt) {
+  if (!path_is_on()) GTEST_SKIP() << coopmat_property();
+  if (coopmat_property().find("bf16 matmul") == std::string::npos)
+    GTEST_SKIP() << "no bf16 on the path: " << coopmat_property();
+  ferry::manual_seed(37);
+  const std::vector<Tensor> in = heads({1, 2, 2, 40, 40, 64, 64}, DType::bf16);
+  const Tensor g = ferry::randn({1, 2, 40, 64}).to(DType::bf16);
+  expect_module_matches_cpu(
+      "scaled_dot_product_attention_backward", "attention_dq_coopmat_d64_w2_k32_bf16",
+      [&](const Place& at) { return gradients(in, Tensor(), g, true, false, at); }, "bf16, causal",
+      5e-2);
 }
 
 }  // namespace

@@ -118,10 +118,10 @@ for step in "${steps[@]}"; do
       run bench_rows_subgroups env FERRY_VULKAN_SUBGROUPS=1 "$bin/ferry-bench" \
         --benchmark_filter='vulkan/rows'
       # vulkan:0's f16 and f32 matmul on cooperative matrices, beside cuBLAS on the same GPU,
-      # and its f16 attention (Note [Attention on cooperative matrices]) beside its composition
-      # and cuda:0's.
+      # and its f16 attention, forward and backward (Note [Attention on cooperative matrices]),
+      # beside its composition and cuda:0's.
       run bench_coopmat env FERRY_VULKAN_COOPMAT=1 "$bin/ferry-bench" \
-        --benchmark_filter='vulkan/matmul|cuda/cublas|attention/.*/forward f16'
+        --benchmark_filter='vulkan/matmul|cuda/cublas|attention/.*/forward(\+backward)? f16'
       # Uploads and migrations with the copies on the transfer queue's copy engines.
       run bench_transfer_queue env FERRY_VULKAN_TRANSFER_QUEUE=1 "$bin/ferry-bench" \
         --benchmark_filter='transfer/|vulkan/migrate'

@@ -23,7 +23,8 @@ enum class CoopmatOperandB : std::uint32_t {
 inline constexpr std::uint32_t kCoopmatLayouts = 5;
 
 struct EmbeddedCoopmatShader {
-  // "gemm_coopmat_w2x2_t4x4_k32", "attention_coopmat_d64_w4_k32"; "_bt" where B comes
+  // "gemm_coopmat_w2x2_t4x4_k32", "attention_coopmat_d64_w4_k32",
+  // "attention_dkv_coopmat_d64_w2_k32"; "_bt" where B comes
   // transposed, "_conv..." for convolutions,
   // "_bf16" for bf16, "_emulated" for the scalar emulation.
   const char* name;
@@ -33,9 +34,13 @@ struct EmbeddedCoopmatShader {
   // The tiling (shaders/gemm_coopmat.slang): WARPS_M x WARPS_N subgroups of 32, each TM x TN
   // 16x16 accumulators; K stepped by BK.
   std::uint32_t warps_m, warps_n, tm, tn, bk;
-  // 0 for the GEMMs; an attention module's (shaders/attention_coopmat.slang) head dim D, its
-  // WARPS subgroups of 16 query rows in warps_m and its TILE_KEYS keys per step in bk.
+  // 0 for the GEMMs; an attention module's (shaders/attention_coopmat.slang,
+  // shaders/attention_backward_coopmat.slang) head dim D, its WARPS subgroups of 16 rows in
+  // warps_m and the other side's rows per step (TILE_KEYS, TILE) in bk.
   std::uint32_t head_dim;
+  // An attention module's pass, shaders/abi/attention.h's ATTN_MODE_FORWARD, _DQ or _DKV (0
+  // for the GEMMs).
+  std::uint32_t attention_pass;
   const std::uint32_t* words;
   std::size_t word_count;
 };

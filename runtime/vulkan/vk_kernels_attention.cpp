@@ -2,8 +2,8 @@
 // through shaders/attention.comp (Note [Fused attention on Vulkan] there; the form of the
 // call: Note [Scaled dot-product attention] in runtime/nn/attention.cpp). The operands are
 // checked once, for every backend, by ferry/kit/attention_args.hpp. The forward pass of f16 and
-// bf16 heads also runs on cooperative matrices where that path is on (Note [Attention on
-// cooperative matrices]).
+// bf16 heads, and its backward, also run on cooperative matrices where that path is on (Note
+// [Attention on cooperative matrices]).
 //
 // Each tensor is bound whole: the kernel walks whole heads, so a tensor larger than one
 // storage-buffer binding is an UnsupportedError naming it (at the head sizes attention runs,
@@ -14,6 +14,7 @@
 #include <array>
 #include <cstring>
 #include <memory>
+#include <optional>
 
 #include "abi/attention.h"
 #include "ferry/error.hpp"
@@ -115,69 +116,132 @@ struct AttentionCall {
 
 // Note [Attention on cooperative matrices]
 // With the cooperative-matrix path on (FERRY_VULKAN_COOPMAT, Note [Cooperative-matrix GEMM] in
-// vk_kernels_coopmat.cpp), the forward pass of f16 attention (bf16 too where the device has
-// bf16 matrices) whose q, k and v share a head dim the build made a module for (64, 128) runs
-// on shaders/attention_coopmat.slang: FlashAttention's loop with both products (q kᵀ and P v)
-// on the matrix units, the online softmax in f32 by one lane per row, P rounded to the
-// operands' type for the second product as FlashAttention does. Of the modules for the head
-// dim, the one with the most query rows x keys per step whose shared memory the device has
-// runs it. The operands' offsets must allow 16-byte loads (multiples of 8 elements); anything
-// else, and the backward pass (which reads the forward's o and logsumexp, the same either
-// way), takes attention.comp. Like every coopmat kernel, checked here through its scalar
-// emulation (FERRY_VULKAN_COOPMAT=emulate), not yet on a GPU's matrix units.
+// vk_kernels_coopmat.cpp), f16 attention (bf16 too where the device has bf16 matrices) whose
+// q, k and v share a head dim the build made modules for (64, 128) runs on them:
+// - the forward pass on shaders/attention_coopmat.slang: FlashAttention's loop with both
+//   products (q kᵀ and P v) on the matrix units, the online softmax in f32 by one lane per
+//   row, P rounded to the operands' type for the second product as FlashAttention does;
+// - the backward's DQ and DKV passes on shaders/attention_backward_coopmat.slang, after
+//   attention.comp's STATS pass (each row's logsumexp and rowsum(dO o O), O(L D) work): the
+//   five products (q kᵀ and dO vᵀ again, dS k, Pᵀ dO, dSᵀ q) on the matrix units, P and dS
+//   rounded to the operands' type, the gradients summed in f32. It reads the forward's o and
+//   logsumexp, so it follows either forward.
+// Of the modules for the head dim and pass, the one with the most rows x tile rows per step
+// whose shared memory the device has runs it. The operands' offsets must allow 16-byte loads
+// (multiples of 8 elements); anything else takes attention.comp. Like every coopmat kernel,
+// checked here through its scalar emulation (FERRY_VULKAN_COOPMAT=emulate), not yet on a
+// GPU's matrix units.
 
-// shaders/attention_coopmat.slang's shared memory: sA (q's rows, P's, the f32 staging), sB
-// (k's tile and v's) and sRow.
+// The shared memory of an attention module: sA (the workgroup's rows of one operand, q, or of
+// two, the backward's; P or dS; the f32 staging), sB (the other side's two tiles) and the
+// floats (the forward's sRow per row; the backward's sStat pair per tile row).
 std::uint64_t coopmat_attention_shared_bytes(const EmbeddedCoopmatShader& s) {
+  const bool forward = s.attention_pass == abi::ATTN_MODE_FORWARD;
   const std::uint64_t rows = 16 * s.warps_m, ld = (s.head_dim + 8) / 8, p_ld = (s.bk + 8) / 8;
-  return 16 * (rows * ld + rows * p_ld + s.warps_m * (s.bk / 16) * 64) + 16 * 2 * s.bk * ld +
-         4 * rows;
+  return 16 * ((forward ? 1 : 2) * rows * ld + rows * p_ld + s.warps_m * (s.bk / 16) * 64) +
+         16 * 2 * s.bk * ld + (forward ? 4 * rows : 8 * s.bk);
 }
 
-// The forward pass on the cooperative-matrix module that fits; false, having done nothing,
-// where none runs it.
-bool forward_on_coopmat(AttentionCall& call, const Binding& out, const Binding& lse) {
-  VulkanDevice& dev = call.dev;
-  const AttentionGeometry& g = call.g;
-  const CoopmatMode mode = dev.coopmat_mode();
-  const bool bf16 = call.dtype == DType::bf16;
-  if (!dev.coopmat_takes(call.dtype) || g.E != g.Ev) return false;
+// Of the modules of `pass` for the call's dtype and head dim, the one with the most rows x
+// tile rows per step whose shared memory the device has; null where none runs the call.
+const EmbeddedCoopmatShader* coopmat_attention_module(const AttentionCall& call,
+                                                      std::uint32_t pass) {
+  const VulkanDevice& dev = call.dev;
+  if (!dev.coopmat_takes(call.dtype) || call.g.E != call.g.Ev) return nullptr;
+  const bool emulated = dev.coopmat_mode() == CoopmatMode::emulated;
   const KernelLimits& lim = dev.limits();
   const EmbeddedCoopmatShader* best = nullptr;
   for (std::size_t i = 0; i < kEmbeddedCoopmatShaderCount; ++i) {
     const EmbeddedCoopmatShader& s = kEmbeddedCoopmatShaders[i];
-    if (s.head_dim == std::uint64_t(g.E) && s.bf16 == bf16 &&
-        s.emulated == (mode == CoopmatMode::emulated) &&
+    if (s.head_dim == std::uint64_t(call.g.E) && s.attention_pass == pass &&
+        s.bf16 == (call.dtype == DType::bf16) && s.emulated == emulated &&
         coopmat_attention_shared_bytes(s) <= lim.shared_memory &&
         32 * s.warps_m <= lim.max_workgroup_invocations &&
         (!best || s.warps_m * s.bk > best->warps_m * best->bk))
       best = &s;
   }
+  return best;
+}
+
+// Workgroups of `s` over `rows` rows (x) of `heads` heads (y); {} past the device's grid.
+std::optional<std::array<std::uint32_t, 3>> coopmat_attention_groups(const VulkanDevice& dev,
+                                                                     const EmbeddedCoopmatShader& s,
+                                                                     std::int64_t rows,
+                                                                     std::int64_t heads) {
+  const std::uint64_t per = 16 * s.warps_m, blocks = (std::uint64_t(rows) + per - 1) / per;
+  if (blocks > dev.limits().max_groups_x || std::uint64_t(heads) > 65535) return std::nullopt;
+  return std::array<std::uint32_t, 3>{std::uint32_t(blocks), std::uint32_t(heads), 1};
+}
+
+// One dispatch of attention module `s` with bindings q, k, v, mask, then `rest` (the
+// forward's o and logsumexp; the backward's statistics, dO and gradients), whose push
+// constants' offsets are `p`'s after the call's.
+void dispatch_coopmat_attention(AttentionCall& call, const EmbeddedCoopmatShader& s,
+                                abi::AttentionParams p, std::vector<Binding> bindings,
+                                std::array<std::uint32_t, 3> groups) {
+  const abi::AttentionSpec spec{.DT = dtype_code(call.dtype),
+                                .MODE = s.attention_pass,
+                                .CAUSAL = call.g.causal,
+                                .MASK = call.g.has_mask};
+  call.dev.dispatch({.shader = s.name,
+                     .spec = spec.values(),
+                     .bindings = std::move(bindings),
+                     .push = &p,
+                     .push_size = sizeof p,
+                     .groups = groups,
+                     .subgroup_size = call.dev.coopmat_mode() == CoopmatMode::on ? 32u : 0u});
+}
+
+// The forward pass on the cooperative-matrix module that fits; false, having done nothing,
+// where none runs it.
+bool forward_on_coopmat(AttentionCall& call, const Binding& out, const Binding& lse) {
+  const EmbeddedCoopmatShader* s = coopmat_attention_module(call, abi::ATTN_MODE_FORWARD);
   const std::vector<Binding>& in = call.inputs;
-  if (!best || in[0].element_offset % 8 || in[1].element_offset % 8 || in[2].element_offset % 8 ||
+  if (!s || in[0].element_offset % 8 || in[1].element_offset % 8 || in[2].element_offset % 8 ||
       out.element_offset % 2)
     return false;
-  const std::uint64_t rows = 16 * best->warps_m, blocks = (std::uint64_t(g.L) + rows - 1) / rows,
-                      heads = std::uint64_t(g.B * g.Hq);
-  if (blocks > lim.max_groups_x || heads > 65535) return false;
-  const abi::AttentionSpec spec{.DT = dtype_code(call.dtype),
-                                .MODE = abi::ATTN_MODE_FORWARD,
-                                .CAUSAL = g.causal,
-                                .MASK = g.has_mask};
+  const auto groups = coopmat_attention_groups(call.dev, *s, call.g.L, call.g.B * call.g.Hq);
+  if (!groups) return false;
   abi::AttentionParams p = call.p;
   p.q_off = in[0].element_offset, p.k_off = in[1].element_offset;
   p.v_off = in[2].element_offset, p.m_off = in[3].element_offset;
   p.a_off = out.element_offset, p.b_off = lse.element_offset;
   if (profiler::enabled())
     profiler::note_kernel(fmt::format("coopmat attention {}, {} query rows x {} keys per step",
-                                      best->name, rows, best->bk));
-  dev.dispatch({.shader = best->name,
-                .spec = spec.values(),
-                .bindings = {in[0], in[1], in[2], in[3], out, lse},
-                .push = &p,
-                .push_size = sizeof p,
-                .groups = {std::uint32_t(blocks), std::uint32_t(heads), 1},
-                .subgroup_size = mode == CoopmatMode::on ? 32u : 0u});
+                                      s->name, 16 * s->warps_m, s->bk));
+  dispatch_coopmat_attention(call, *s, p, {in[0], in[1], in[2], in[3], out, lse}, *groups);
+  return true;
+}
+
+// The backward's DQ and DKV passes on the cooperative-matrix modules that fit, from
+// attention.comp's row statistics `st`; false, having done nothing, where either pass has
+// none. `nothing` fills DQ's unused slot 7.
+bool backward_on_coopmat(AttentionCall& call, const Binding& dout, const Binding& st,
+                         const Binding& dq, const Binding& dk, const Binding& dv,
+                         const Binding& nothing) {
+  const EmbeddedCoopmatShader* sq = coopmat_attention_module(call, abi::ATTN_MODE_DQ);
+  const EmbeddedCoopmatShader* skv = coopmat_attention_module(call, abi::ATTN_MODE_DKV);
+  const std::vector<Binding>& in = call.inputs;
+  if (!sq || !skv || in[0].element_offset % 8 || in[1].element_offset % 8 ||
+      in[2].element_offset % 8 || dout.element_offset % 8 || dq.element_offset % 2 ||
+      dk.element_offset % 2 || dv.element_offset % 2)
+    return false;
+  const AttentionGeometry& g = call.g;
+  const auto dq_groups = coopmat_attention_groups(call.dev, *sq, g.L, g.B * g.Hq),
+             dkv_groups = coopmat_attention_groups(call.dev, *skv, g.S, g.B * g.Hk);
+  if (!dq_groups || !dkv_groups) return false;
+  abi::AttentionParams p = call.p;
+  p.q_off = in[0].element_offset, p.k_off = in[1].element_offset;
+  p.v_off = in[2].element_offset, p.m_off = in[3].element_offset;
+  p.st_off = st.element_offset, p.do_off = dout.element_offset;
+  if (profiler::enabled())
+    profiler::note_kernel(fmt::format("coopmat attention backward {} and {}", sq->name, skv->name));
+  p.a_off = dq.element_offset, p.b_off = 0;
+  dispatch_coopmat_attention(call, *sq, p, {in[0], in[1], in[2], in[3], st, dout, dq, nothing},
+                             *dq_groups);
+  p.a_off = dk.element_offset, p.b_off = dv.element_offset;
+  dispatch_coopmat_attention(call, *skv, p, {in[0], in[1], in[2], in[3], st, dout, dk, dv},
+                             *dkv_groups);
   return true;
 }
 
@@ -217,12 +281,13 @@ void attention_backward_kernel(DeviceImpl& d, const OpCall& c) {
             in[0], dout, dev.bind(stats, Access::write), nothing},
            {std::uint32_t(std::min<std::uint64_t>(stat_groups, dev.limits().max_groups_x)), 1, 1});
   const Binding st = dev.bind(stats, Access::read);
-  call.run(abi::ATTN_MODE_DQ,
-           {in[0], in[1], in[2], in[3], st, dout, dev.bind(c.outputs[0], Access::write), nothing},
+  const Binding dq = dev.bind(c.outputs[0], Access::write),
+                dk = dev.bind(c.outputs[1], Access::write),
+                dv = dev.bind(c.outputs[2], Access::write);
+  if (backward_on_coopmat(call, dout, st, dq, dk, dv, nothing)) return;
+  call.run(abi::ATTN_MODE_DQ, {in[0], in[1], in[2], in[3], st, dout, dq, nothing},
            call.groups(g.L, g.B * g.Hq));
-  call.run(abi::ATTN_MODE_DKV,
-           {in[0], in[1], in[2], in[3], st, dout, dev.bind(c.outputs[1], Access::write),
-            dev.bind(c.outputs[2], Access::write)},
+  call.run(abi::ATTN_MODE_DKV, {in[0], in[1], in[2], in[3], st, dout, dk, dv},
            call.groups(g.S, g.B * g.Hk));
   // The scratch buffers may go now: the device keeps their memory until the GPU is done.
 }
