@@ -33,15 +33,30 @@ std::vector<Tensor> heads(const Heads& h, DType dt) {
           ferry::randn({h.B, h.Hk, h.S, h.E}).to(dt), ferry::randn({h.B, h.Hk, h.S, h.Ev}).to(dt)};
 }
 
+struct Case {
+  Heads h;
+  bool causal, mask;
+  const char* module;  // the kernel's name holds it; empty: attention.comp
+  const char* what;
+};
+
+// The case's additive mask over [L, S] for every head, f16 (undefined where it has none): -inf
+// on a few keys and on the whole of row 3 (its output and gradients 0, as PyTorch's fused
+// kernels give).
+Tensor mask_for(const Case& k) {
+  if (!k.mask) return {};
+  std::vector<float> m(std::size_t(k.h.L * k.h.S));
+  for (std::int64_t i = 0; i < k.h.L; ++i)
+    for (std::int64_t j = 0; j < k.h.S; ++j)
+      m[std::size_t(i * k.h.S + j)] = (i == 3 || (i + j) % 7 == 0)
+                                          ? -std::numeric_limits<float>::infinity()
+                                          : float((i * 3 + j) % 5) * 0.25f;
+  return ferry::tensor(m).reshape({1, 1, k.h.L, k.h.S}).to(DType::f16);
+}
+
 TEST(CoopmatAttention, ForwardPassesRunOnIt) {
   if (!path_is_on()) GTEST_SKIP() << coopmat_property();
   ferry::manual_seed(23);
-  struct Case {
-    Heads h;
-    bool causal, mask;
-    const char* module;  // empty: attention.comp
-    const char* what;
-  };
   for (const Case& k : std::vector<Case>{
            {{2, 3, 3, 70, 50, 64, 64},
             false,
@@ -64,18 +79,7 @@ TEST(CoopmatAttention, ForwardPassesRunOnIt) {
            {{1, 2, 2, 30, 20, 32, 32}, false, false, "", "d32"},
            {{1, 2, 2, 30, 20, 64, 128}, false, false, "", "E != Ev"}}) {
     const std::vector<Tensor> in = heads(k.h, DType::f16);
-    // An additive mask over [L, S] for every head: -inf on a few keys, one row wholly masked
-    // (its output 0, as PyTorch's fused kernels give).
-    Tensor mask;
-    if (k.mask) {
-      std::vector<float> m(std::size_t(k.h.L * k.h.S));
-      for (std::int64_t i = 0; i < k.h.L; ++i)
-        for (std::int64_t j = 0; j < k.h.S; ++j)
-          m[std::size_t(i * k.h.S + j)] = (i == 3 || (i + j) % 7 == 0)
-                                              ? -std::numeric_limits<float>::infinity()
-                                              : float((i * 3 + j) % 5) * 0.25f;
-      mask = ferry::tensor(m).reshape({1, 1, k.h.L, k.h.S}).to(DType::f16);
-    }
+    const Tensor mask = mask_for(k);
     expect_module_matches_cpu(
         kOp, k.module,
         [&](const Place& at) {
@@ -119,12 +123,6 @@ Tensor gradients(const std::vector<Tensor>& in, const Tensor& mask, const Tensor
 TEST(CoopmatAttention, BackwardPassesRunOnIt) {
   if (!path_is_on()) GTEST_SKIP() << coopmat_property();
   ferry::manual_seed(31);
-  struct Case {
-    Heads h;
-    bool causal, mask;
-    const char* module;  // empty: attention.comp
-    const char* what;
-  };
   for (const Case& k : std::vector<Case>{
            {{2, 2, 2, 37, 45, 64, 64}, false, false, "attention_dkv_coopmat_d64", "d64, ragged"},
            {{1, 2, 2, 70, 70, 64, 64}, true, false, "attention_dkv_coopmat_d64", "d64, causal"},
@@ -142,17 +140,7 @@ TEST(CoopmatAttention, BackwardPassesRunOnIt) {
            {{1, 2, 2, 30, 20, 32, 32}, false, false, "", "d32"}}) {
     const std::vector<Tensor> in = heads(k.h, DType::f16);
     const Tensor g = halves({k.h.B, k.h.Hq, k.h.L, k.h.Ev});
-    // -inf on a few keys and on the whole of row 3 (its gradients 0).
-    Tensor mask;
-    if (k.mask) {
-      std::vector<float> m(std::size_t(k.h.L * k.h.S));
-      for (std::int64_t i = 0; i < k.h.L; ++i)
-        for (std::int64_t j = 0; j < k.h.S; ++j)
-          m[std::size_t(i * k.h.S + j)] = (i == 3 || (i + j) % 7 == 0)
-                                              ? -std::numeric_limits<float>::infinity()
-                                              : float((i * 3 + j) % 5) * 0.25f;
-      mask = ferry::tensor(m).reshape({1, 1, k.h.L, k.h.S}).to(DType::f16);
-    }
+    const Tensor mask = mask_for(k);
     expect_module_matches_cpu(
         "scaled_dot_product_attention_backward", k.module,
         [&](const Place& at) { return gradients(in, mask, g, k.causal, k.h.Hq != k.h.Hk, at); },
