@@ -27,6 +27,13 @@ inline std::string coopmat_property() {
   return {};
 }
 
+// vulkan:0's property `name`; empty where it has none.
+inline std::string vulkan_property(const char* name) {
+  const auto p = ferry::device_impl(ferry::Device("vulkan:0")).info().properties;
+  auto it = p.find(name);
+  return it == p.end() ? std::string() : it->second;
+}
+
 // Whether vulkan:0 runs f16 products on the path: emulated (CI) or on a GPU's matrix units
 // (FERRY_VULKAN_COOPMAT=1, tools/gpu_check.sh).
 inline bool path_is_on() {

@@ -330,25 +330,33 @@ TEST(CoopmatPolicy, TileTableRoundTripsAndIgnoresWhatItCannotRead) {
       {TileKey{1, 4096, 4096, 4096, 0, false, true}, "gemm_coopmat_w2x2_t4x4_k16_bf16"},
       {TileKey{32, 250, 200, 40, 1, true}, "gemm_coopmat_w2x2_t2x2_k32_bt_emulated"},
       {TileKey{1, 64, 6272, 576, 2, false}, "gemm_coopmat_w2x2_t4x4_k32_conv"},
-      {TileKey{16, 64, 576, 100352, 4, false}, "gemm_coopmat_w2x2_t4x4_k32_conv_wgrad"}};
+      {TileKey{16, 64, 576, 100352, 4, false}, "gemm_coopmat_w2x2_t4x4_k32_conv_wgrad"},
+      {TileKey{8, 2048, 2048, 64, 0, false, false, 1}, "attention_coopmat_d64_w4_k32"},
+      {TileKey{8, 2048, 2048, 128, 0, false, true, 4}, "attention_dkv_coopmat_d128_w2_k32_bf16"}};
   EXPECT_EQ(ferry::vulkan::read_tile_table(ferry::vulkan::write_tile_table(table)), table);
   EXPECT_TRUE(ferry::vulkan::read_tile_table("").empty());
   EXPECT_TRUE(
-      ferry::vulkan::read_tile_table("1 2 3 4 0 0 0 gemm_coopmat_x\n").empty());  // no header
-  EXPECT_TRUE(ferry::vulkan::read_tile_table("FERRYTILES1\n1 2 3 4 0 0 gemm_coopmat_x\n")
-                  .empty());  // the format before bf16: measured again
+      ferry::vulkan::read_tile_table("1 2 3 4 0 0 0 0 gemm_coopmat_x\n").empty());  // no header
+  EXPECT_TRUE(ferry::vulkan::read_tile_table("FERRYTILES2\n1 2 3 4 0 0 0 gemm_coopmat_x\n")
+                  .empty());  // the format before attention: measured again
   const TileTable got = ferry::vulkan::read_tile_table(
-      "FERRYTILES2\n"
-      "1 64 64 64 0 0 1 gemm_coopmat_a\n"     // kept
-      "1 64 64 0 0 0 gemm_coopmat_b\n"        // a field short
-      "1 64 64 64 5 0 0 gemm_coopmat_c\n"     // not a layout
-      "1 64 64 64 0 0 2 gemm_coopmat_f\n"     // not a flag
-      "1 64 64 64 0 0 0 matmul\n"             // not a coopmat module
-      "1 64 64 64 0 0 0 gemm_coopmat_d x\n"   // a field too many
-      "-1 64 64 64 0 0 0 gemm_coopmat_e\n");  // not a count
-  ASSERT_EQ(got.size(), 1u);
+      "FERRYTILES3\n"
+      "1 64 64 64 0 0 1 0 gemm_coopmat_a\n"         // kept
+      "2 64 64 64 0 0 0 1 attention_coopmat_d64\n"  // kept
+      "1 64 64 0 0 0 0 gemm_coopmat_b\n"            // a field short
+      "1 64 64 64 5 0 0 0 gemm_coopmat_c\n"         // not a layout
+      "1 64 64 64 0 0 2 0 gemm_coopmat_f\n"         // not a flag
+      "1 64 64 64 0 0 0 5 attention_coopmat_g\n"    // not a pass
+      "1 64 64 64 0 0 0 1 gemm_coopmat_h\n"         // a GEMM for an attention pass
+      "1 64 64 64 0 0 0 0 attention_coopmat_i\n"    // and the other way round
+      "1 64 64 64 0 0 0 0 matmul\n"                 // not a coopmat module
+      "1 64 64 64 0 0 0 0 gemm_coopmat_d x\n"       // a field too many
+      "-1 64 64 64 0 0 0 0 gemm_coopmat_e\n");      // not a count
+  ASSERT_EQ(got.size(), 2u);
   EXPECT_EQ(got.begin()->second, "gemm_coopmat_a");
   EXPECT_TRUE(got.begin()->first.bf16);
+  EXPECT_EQ(got.rbegin()->second, "attention_coopmat_d64");
+  EXPECT_EQ(got.rbegin()->first.attention, 1u);
 }
 
 TEST(CoopmatPolicy, TuningFromTheEnvironment) {
@@ -359,12 +367,6 @@ TEST(CoopmatPolicy, TuningFromTheEnvironment) {
   EXPECT_FALSE(coopmat_tuning("1", CoopmatMode::off));
   EXPECT_FALSE(coopmat_tuning("0", CoopmatMode::on));
   EXPECT_THROW(coopmat_tuning("yes", CoopmatMode::on), ferry::Error);
-}
-
-std::string vulkan_property(const char* name) {
-  const auto p = ferry::device_impl(ferry::Device("vulkan:0")).info().properties;
-  auto it = p.find(name);
-  return it == p.end() ? std::string() : it->second;
 }
 
 // With FERRY_VULKAN_COOPMAT_TUNE=1 (ctest's coopmat_vulkan_tiles, through

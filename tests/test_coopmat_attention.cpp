@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 
 #include <cstdint>
+#include <cstdlib>
 #include <limits>
 #include <string>
 #include <vector>
@@ -159,6 +160,49 @@ TEST(CoopmatAttention, Bf16BackwardRunsOnIt) {
       "scaled_dot_product_attention_backward", "attention_dq_coopmat_d64_w2_k32_bf16",
       [&](const Place& at) { return gradients(in, Tensor(), g, true, false, at); }, "bf16, causal",
       5e-2);
+}
+
+// With FERRY_VULKAN_COOPMAT_TUNE=1 (ctest's coopmat_vulkan_tiles, through
+// tests/vulkan_coopmat_tiles.sh: twice, the second run with FERRY_TEST_TILES_SAVED=1 and the
+// first run's FERRY_CACHE_DIR): head dim 64 has two forward modules and two of each backward
+// pass that fit lavapipe, so each pass is measured once per geometry, and the winners are
+// read back from beside the pipeline cache.
+TEST(CoopmatAttention, TilesAreMeasuredOncePerGeometryAndKept) {
+  if (!path_is_on() || vulkan_property("coopmat_tiles") != "measured per shape")
+    GTEST_SKIP() << "run by ctest's coopmat_vulkan_tiles (FERRY_VULKAN_COOPMAT_TUNE=1)";
+  const bool saved = std::getenv("FERRY_TEST_TILES_SAVED") != nullptr;
+  ferry::manual_seed(41);
+  const Heads h{1, 2, 2, 40, 56, 64, 64};
+  const std::vector<Tensor> in = heads(h, DType::f16);
+  const Tensor g = halves({h.B, h.Hq, h.L, h.Ev});
+  const std::uint64_t before = std::stoull(vulkan_property("coopmat_tiles_measured"));
+  std::string kernels[2];
+  for (std::string& kernel : kernels) {
+    Tensor got;
+    kernel = op_kernel(
+        "scaled_dot_product_attention_backward",
+        [&] {
+          return gradients(in, Tensor(), g, false, false,
+                           [](const Tensor& t) { return t.to(ferry::Device("vulkan:0")); });
+        },
+        &got);
+    const Tensor want = gradients(in, Tensor(), g, false, false, [](const Tensor& t) {
+                          return t.to(DType::f32);
+                        }).to(DType::f16);
+    ferry_test::expect_close(ferry_test::as_double(got), ferry_test::as_double(want), 1e-2, 1e-2,
+                             kernel);
+  }
+  // The first call measures both passes (unless an earlier run did), the second reads them.
+  const std::string first_how = saved ? "(measured earlier)" : "(measured)";
+  for (const char* pass : {"attention_dq_coopmat_d64", "attention_dkv_coopmat_d64"})
+    EXPECT_NE(kernels[0].find(std::string(pass)), std::string::npos) << kernels[0];
+  EXPECT_EQ(kernels[0].find(saved ? "(measured)" : "(measured earlier)"), std::string::npos)
+      << kernels[0];
+  EXPECT_NE(kernels[0].find(first_how), std::string::npos) << kernels[0];
+  EXPECT_EQ(kernels[1].find("(measured)"), std::string::npos) << kernels[1];
+  EXPECT_NE(kernels[1].find("(measured earlier)"), std::string::npos) << kernels[1];
+  // The forward of the first call was measured too: three measurements at most, once.
+  EXPECT_EQ(std::stoull(vulkan_property("coopmat_tiles_measured")), before + (saved ? 0 : 3));
 }
 
 }  // namespace

@@ -19,6 +19,7 @@
 #include <array>
 #include <cstdint>
 #include <functional>
+#include <span>
 #include <string_view>
 #include <vector>
 
@@ -26,6 +27,7 @@
 #include "ferry/backend.hpp"
 #include "vulkan/barrier_tracker.hpp"
 #include "vulkan/vk_coopmat_shaders.hpp"
+#include "vulkan/vk_policy.hpp"
 
 namespace ferry::vulkan {
 
@@ -152,6 +154,14 @@ using CoopmatDispatch = std::function<void(const char* shader, std::uint32_t gx,
 bool run_coopmat(VulkanDevice& dev, CoopmatOperandB layout, DType dt, std::uint64_t batches,
                  std::uint64_t M, std::uint64_t N, std::uint64_t K,
                  const CoopmatDispatch& dispatch);
+// Note [Measured coopmat tiles] (vk_kernels_coopmat.cpp), for every cooperative-matrix path:
+// of `candidates` (the modules that can run the call `key` names), the one measured for `key`
+// earlier on this device, else the fastest now, each timed through `run` (which records the
+// call on candidate i, writing its own outputs), and remembered. `how` gets "measured earlier"
+// or "measured". The caller asks when tuning is on and there are two candidates or more.
+std::size_t choose_measured_module(VulkanDevice& dev, const TileKey& key,
+                                   std::span<const EmbeddedCoopmatShader* const> candidates,
+                                   const std::function<void(std::size_t)>& run, const char** how);
 void add_index_kernels(KernelTable& table);  // index_select, gather, index_add, scatter_add
 // The ops whose kernels move elements by their size and compute nothing on them, so they take
 // f64 on every device (Note [f64 on Vulkan] in vk_pipelines.cpp): index_select and gather.

@@ -13,8 +13,8 @@
 #include <algorithm>
 #include <array>
 #include <cstring>
+#include <functional>
 #include <memory>
-#include <optional>
 
 #include "abi/attention.h"
 #include "ferry/error.hpp"
@@ -22,6 +22,7 @@
 #include "ferry/profiler.hpp"
 #include "vulkan/vk_coopmat_shaders.hpp"
 #include "vulkan/vk_device.hpp"
+#include "vulkan/vk_kernels.hpp"
 #include "vulkan/vk_split.hpp"
 
 namespace ferry::vulkan {
@@ -126,8 +127,10 @@ struct AttentionCall {
 //   five products (q kᵀ and dO vᵀ again, dS k, Pᵀ dO, dSᵀ q) on the matrix units, P and dS
 //   rounded to the operands' type, the gradients summed in f32. It reads the forward's o and
 //   logsumexp, so it follows either forward.
-// Of the modules for the head dim and pass, the one with the most rows x tile rows per step
-// whose shared memory the device has runs it. The operands' offsets must allow 16-byte loads
+// Of the modules for the head dim and pass whose shared memory the device has, the one
+// measured fastest for the call's geometry runs it where tuning is on (Note [Measured coopmat
+// tiles] in vk_kernels_coopmat.cpp: on by default on the tensor-core path), else the one
+// with the most rows x tile rows per step. The operands' offsets must allow 16-byte loads
 // (multiples of 8 elements); anything else takes attention.comp. Like every coopmat kernel,
 // checked here through its scalar emulation (FERRY_VULKAN_COOPMAT=emulate), not yet on a
 // GPU's matrix units.
@@ -142,106 +145,149 @@ std::uint64_t coopmat_attention_shared_bytes(const EmbeddedCoopmatShader& s) {
          16 * 2 * s.bk * ld + (forward ? 4 * rows : 8 * s.bk);
 }
 
-// Of the modules of `pass` for the call's dtype and head dim, the one with the most rows x
-// tile rows per step whose shared memory the device has; null where none runs the call.
-const EmbeddedCoopmatShader* coopmat_attention_module(const AttentionCall& call,
-                                                      std::uint32_t pass) {
+// A cooperative-matrix module that can run one pass of a call, and its grid: a workgroup per
+// 16 x warps_m rows (x) of each head (y).
+struct AttentionModule {
+  const EmbeddedCoopmatShader* shader;
+  std::array<std::uint32_t, 3> groups;
+};
+
+// The modules of `pass` that can run the call over `rows` rows of `heads` heads (the call's
+// dtype and head dim; shared memory, workgroup size and grid within the device's), the most
+// rows x tile rows per step first: the choice without measurement.
+std::vector<AttentionModule> coopmat_attention_modules(const AttentionCall& call,
+                                                       std::uint32_t pass, std::int64_t rows,
+                                                       std::int64_t heads) {
   const VulkanDevice& dev = call.dev;
-  if (!dev.coopmat_takes(call.dtype) || call.g.E != call.g.Ev) return nullptr;
+  std::vector<AttentionModule> out;
+  if (!dev.coopmat_takes(call.dtype) || call.g.E != call.g.Ev || heads > 65535) return out;
   const bool emulated = dev.coopmat_mode() == CoopmatMode::emulated;
   const KernelLimits& lim = dev.limits();
-  const EmbeddedCoopmatShader* best = nullptr;
   for (std::size_t i = 0; i < kEmbeddedCoopmatShaderCount; ++i) {
     const EmbeddedCoopmatShader& s = kEmbeddedCoopmatShaders[i];
+    const std::uint64_t per = 16 * s.warps_m, blocks = (std::uint64_t(rows) + per - 1) / per;
     if (s.head_dim == std::uint64_t(call.g.E) && s.attention_pass == pass &&
         s.bf16 == (call.dtype == DType::bf16) && s.emulated == emulated &&
         coopmat_attention_shared_bytes(s) <= lim.shared_memory &&
-        32 * s.warps_m <= lim.max_workgroup_invocations &&
-        (!best || s.warps_m * s.bk > best->warps_m * best->bk))
-      best = &s;
+        32 * s.warps_m <= lim.max_workgroup_invocations && blocks <= lim.max_groups_x)
+      out.push_back({&s, {std::uint32_t(blocks), std::uint32_t(heads), 1}});
   }
-  return best;
+  std::stable_sort(out.begin(), out.end(), [](const AttentionModule& a, const AttentionModule& b) {
+    return a.shader->warps_m * a.shader->bk > b.shader->warps_m * b.shader->bk;
+  });
+  return out;
 }
 
-// Workgroups of `s` over `rows` rows (x) of `heads` heads (y); {} past the device's grid.
-std::optional<std::array<std::uint32_t, 3>> coopmat_attention_groups(const VulkanDevice& dev,
-                                                                     const EmbeddedCoopmatShader& s,
-                                                                     std::int64_t rows,
-                                                                     std::int64_t heads) {
-  const std::uint64_t per = 16 * s.warps_m, blocks = (std::uint64_t(rows) + per - 1) / per;
-  if (blocks > dev.limits().max_groups_x || std::uint64_t(heads) > 65535) return std::nullopt;
-  return std::array<std::uint32_t, 3>{std::uint32_t(blocks), std::uint32_t(heads), 1};
+// Of `modules` (not empty) for `pass` over `rows` rows of `heads` heads against `others` rows,
+// the one that runs: with tuning on (FERRY_VULKAN_COOPMAT_TUNE), measured, each run through
+// `run` (Note [Measured coopmat tiles] in vk_kernels_coopmat.cpp); else the first. `how` says
+// which, for the profiler.
+const AttentionModule& pick_attention_module(AttentionCall& call, std::uint32_t pass,
+                                             const std::vector<AttentionModule>& modules,
+                                             std::int64_t rows, std::int64_t heads,
+                                             std::int64_t others,
+                                             const std::function<void(const AttentionModule&)>& run,
+                                             const char** how) {
+  *how = "the largest that fits";
+  if (!call.dev.coopmat_tuning() || modules.size() < 2) return modules.front();
+  const TileKey key{std::uint64_t(heads),
+                    std::uint64_t(rows),
+                    std::uint64_t(others),
+                    std::uint64_t(call.g.E),
+                    0,
+                    call.dev.coopmat_mode() == CoopmatMode::emulated,
+                    call.dtype == DType::bf16,
+                    1 + pass};
+  std::vector<const EmbeddedCoopmatShader*> shaders;
+  for (const AttentionModule& m : modules) shaders.push_back(m.shader);
+  return modules[choose_measured_module(
+      call.dev, key, shaders, [&](std::size_t i) { run(modules[i]); }, how)];
 }
 
-// One dispatch of attention module `s` with bindings q, k, v, mask, then `rest` (the
-// forward's o and logsumexp; the backward's statistics, dO and gradients), whose push
-// constants' offsets are `p`'s after the call's.
-void dispatch_coopmat_attention(AttentionCall& call, const EmbeddedCoopmatShader& s,
-                                abi::AttentionParams p, std::vector<Binding> bindings,
-                                std::array<std::uint32_t, 3> groups) {
+// One dispatch of attention module `m` with bindings q, k, v, mask, then `rest` (the
+// forward's o and logsumexp; the backward's statistics, dO and gradients), the push
+// constants `p`.
+void dispatch_coopmat_attention(AttentionCall& call, const AttentionModule& m,
+                                const abi::AttentionParams& p, std::vector<Binding> bindings) {
   const abi::AttentionSpec spec{.DT = dtype_code(call.dtype),
-                                .MODE = s.attention_pass,
+                                .MODE = m.shader->attention_pass,
                                 .CAUSAL = call.g.causal,
                                 .MASK = call.g.has_mask};
-  call.dev.dispatch({.shader = s.name,
+  call.dev.dispatch({.shader = m.shader->name,
                      .spec = spec.values(),
                      .bindings = std::move(bindings),
                      .push = &p,
                      .push_size = sizeof p,
-                     .groups = groups,
+                     .groups = m.groups,
                      .subgroup_size = call.dev.coopmat_mode() == CoopmatMode::on ? 32u : 0u});
 }
 
-// The forward pass on the cooperative-matrix module that fits; false, having done nothing,
-// where none runs it.
+// The forward pass on the cooperative-matrix module chosen; false, having done nothing, where
+// none runs it.
 bool forward_on_coopmat(AttentionCall& call, const Binding& out, const Binding& lse) {
-  const EmbeddedCoopmatShader* s = coopmat_attention_module(call, abi::ATTN_MODE_FORWARD);
+  const AttentionGeometry& g = call.g;
+  const std::vector<AttentionModule> modules =
+      coopmat_attention_modules(call, abi::ATTN_MODE_FORWARD, g.L, g.B * g.Hq);
   const std::vector<Binding>& in = call.inputs;
-  if (!s || in[0].element_offset % 8 || in[1].element_offset % 8 || in[2].element_offset % 8 ||
-      out.element_offset % 2)
+  if (modules.empty() || in[0].element_offset % 8 || in[1].element_offset % 8 ||
+      in[2].element_offset % 8 || out.element_offset % 2)
     return false;
-  const auto groups = coopmat_attention_groups(call.dev, *s, call.g.L, call.g.B * call.g.Hq);
-  if (!groups) return false;
   abi::AttentionParams p = call.p;
   p.q_off = in[0].element_offset, p.k_off = in[1].element_offset;
   p.v_off = in[2].element_offset, p.m_off = in[3].element_offset;
   p.a_off = out.element_offset, p.b_off = lse.element_offset;
+  auto run = [&](const AttentionModule& m) {
+    dispatch_coopmat_attention(call, m, p, {in[0], in[1], in[2], in[3], out, lse});
+  };
+  const char* how = nullptr;
+  const AttentionModule& m =
+      pick_attention_module(call, abi::ATTN_MODE_FORWARD, modules, g.L, g.B * g.Hq, g.S, run, &how);
   if (profiler::enabled())
-    profiler::note_kernel(fmt::format("coopmat attention {}, {} query rows x {} keys per step",
-                                      s->name, 16 * s->warps_m, s->bk));
-  dispatch_coopmat_attention(call, *s, p, {in[0], in[1], in[2], in[3], out, lse}, *groups);
+    profiler::note_kernel(fmt::format("coopmat attention {}, {} query rows x {} keys per step ({})",
+                                      m.shader->name, 16 * m.shader->warps_m, m.shader->bk, how));
+  run(m);
   return true;
 }
 
-// The backward's DQ and DKV passes on the cooperative-matrix modules that fit, from
+// The backward's DQ and DKV passes on the cooperative-matrix modules chosen, from
 // attention.comp's row statistics `st`; false, having done nothing, where either pass has
 // none. `nothing` fills DQ's unused slot 7.
 bool backward_on_coopmat(AttentionCall& call, const Binding& dout, const Binding& st,
                          const Binding& dq, const Binding& dk, const Binding& dv,
                          const Binding& nothing) {
-  const EmbeddedCoopmatShader* sq = coopmat_attention_module(call, abi::ATTN_MODE_DQ);
-  const EmbeddedCoopmatShader* skv = coopmat_attention_module(call, abi::ATTN_MODE_DKV);
-  const std::vector<Binding>& in = call.inputs;
-  if (!sq || !skv || in[0].element_offset % 8 || in[1].element_offset % 8 ||
-      in[2].element_offset % 8 || dout.element_offset % 8 || dq.element_offset % 2 ||
-      dk.element_offset % 2 || dv.element_offset % 2)
-    return false;
   const AttentionGeometry& g = call.g;
-  const auto dq_groups = coopmat_attention_groups(call.dev, *sq, g.L, g.B * g.Hq),
-             dkv_groups = coopmat_attention_groups(call.dev, *skv, g.S, g.B * g.Hk);
-  if (!dq_groups || !dkv_groups) return false;
+  const std::vector<AttentionModule> dq_modules =
+      coopmat_attention_modules(call, abi::ATTN_MODE_DQ, g.L, g.B * g.Hq);
+  const std::vector<AttentionModule> dkv_modules =
+      coopmat_attention_modules(call, abi::ATTN_MODE_DKV, g.S, g.B * g.Hk);
+  const std::vector<Binding>& in = call.inputs;
+  if (dq_modules.empty() || dkv_modules.empty() || in[0].element_offset % 8 ||
+      in[1].element_offset % 8 || in[2].element_offset % 8 || dout.element_offset % 8 ||
+      dq.element_offset % 2 || dk.element_offset % 2 || dv.element_offset % 2)
+    return false;
   abi::AttentionParams p = call.p;
   p.q_off = in[0].element_offset, p.k_off = in[1].element_offset;
   p.v_off = in[2].element_offset, p.m_off = in[3].element_offset;
   p.st_off = st.element_offset, p.do_off = dout.element_offset;
-  if (profiler::enabled())
-    profiler::note_kernel(fmt::format("coopmat attention backward {} and {}", sq->name, skv->name));
   p.a_off = dq.element_offset, p.b_off = 0;
-  dispatch_coopmat_attention(call, *sq, p, {in[0], in[1], in[2], in[3], st, dout, dq, nothing},
-                             *dq_groups);
-  p.a_off = dk.element_offset, p.b_off = dv.element_offset;
-  dispatch_coopmat_attention(call, *skv, p, {in[0], in[1], in[2], in[3], st, dout, dk, dv},
-                             *dkv_groups);
+  abi::AttentionParams pkv = p;
+  pkv.a_off = dk.element_offset, pkv.b_off = dv.element_offset;
+  auto run_dq = [&](const AttentionModule& m) {
+    dispatch_coopmat_attention(call, m, p, {in[0], in[1], in[2], in[3], st, dout, dq, nothing});
+  };
+  auto run_dkv = [&](const AttentionModule& m) {
+    dispatch_coopmat_attention(call, m, pkv, {in[0], in[1], in[2], in[3], st, dout, dk, dv});
+  };
+  const char *how_dq = nullptr, *how_dkv = nullptr;
+  const AttentionModule& mq = pick_attention_module(call, abi::ATTN_MODE_DQ, dq_modules, g.L,
+                                                    g.B * g.Hq, g.S, run_dq, &how_dq);
+  const AttentionModule& mkv = pick_attention_module(call, abi::ATTN_MODE_DKV, dkv_modules, g.S,
+                                                     g.B * g.Hk, g.L, run_dkv, &how_dkv);
+  if (profiler::enabled())
+    profiler::note_kernel(fmt::format("coopmat attention backward {} ({}) and {} ({})",
+                                      mq.shader->name, how_dq, mkv.shader->name, how_dkv));
+  run_dq(mq);
+  run_dkv(mkv);
   return true;
 }
 

@@ -40,7 +40,9 @@
 #include <array>
 #include <chrono>
 #include <cstdlib>
+#include <functional>
 #include <optional>
+#include <span>
 #include <string_view>
 #include <vector>
 
@@ -211,23 +213,32 @@ bool multiple_of_8(std::int64_t v) { return v % 8 == 0; }
 // padding".
 constexpr int kRuns = 3;
 
-template <typename Run>
-int fastest_tile(VulkanDevice& dev, const std::vector<int>& candidates, const Run& run) {
-  int best = candidates.front();
+}  // namespace
+
+std::size_t choose_measured_module(VulkanDevice& dev, const TileKey& key,
+                                   std::span<const EmbeddedCoopmatShader* const> candidates,
+                                   const std::function<void(std::size_t)>& run, const char** how) {
+  if (const std::optional<std::string> name = dev.coopmat_tile(key))
+    for (std::size_t i = 0; i < candidates.size(); ++i)
+      if (*name == candidates[i]->name) {
+        *how = "measured earlier";
+        return i;
+      }
+  std::size_t best = 0;
   double best_s = 0;
-  for (int i : candidates) {
+  for (std::size_t i = 0; i < candidates.size(); ++i) {
     run(i);  // makes the pipeline, and warms the caches
     dev.synchronize();
     const auto t0 = std::chrono::steady_clock::now();
     for (int r = 0; r < kRuns; ++r) run(i);
     dev.synchronize();
     const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    if (i == candidates.front() || s < best_s) best = i, best_s = s;
+    if (i == 0 || s < best_s) best = i, best_s = s;
   }
+  *how = "measured";
+  dev.remember_coopmat_tile(key, candidates[best]->name);
   return best;
 }
-
-}  // namespace
 
 bool run_coopmat(VulkanDevice& dev, CoopmatOperandB layout, DType dt, std::uint64_t batches,
                  std::uint64_t M, std::uint64_t N, std::uint64_t K,
@@ -263,17 +274,10 @@ bool run_coopmat(VulkanDevice& dev, CoopmatOperandB layout, DType dt, std::uint6
   const char* how = "by padding";
   if (dev.coopmat_tuning() && candidates.size() > 1) {
     const TileKey key{batches, M, N, K, std::uint32_t(layout), mode == CoopmatMode::emulated, bf16};
-    int known = -1;
-    if (const std::optional<std::string> name = dev.coopmat_tile(key))
-      for (int i : candidates)
-        if (*name == mods.shaders[std::size_t(i)]->name) known = i;
-    if (known >= 0) {
-      t = known, how = "measured earlier";
-    } else {
-      t = fastest_tile(dev, candidates, run);
-      how = "measured";
-      dev.remember_coopmat_tile(key, mods.shaders[std::size_t(t)]->name);
-    }
+    std::vector<const EmbeddedCoopmatShader*> shaders;
+    for (int i : candidates) shaders.push_back(mods.shaders[std::size_t(i)]);
+    t = candidates[choose_measured_module(
+        dev, key, shaders, [&](std::size_t i) { run(candidates[i]); }, &how)];
   }
   if (profiler::enabled()) {
     const CoopmatTile& tile = mods.tiles[std::size_t(t)];

@@ -216,10 +216,10 @@ TransferQueueChoice choose_transfer_queue(const char* env, std::span<const Queue
 }
 
 std::string write_tile_table(const TileTable& table) {
-  std::string out = "FERRYTILES2\n";
+  std::string out = "FERRYTILES3\n";
   for (const auto& [k, name] : table)
-    out += fmt::format("{} {} {} {} {} {} {} {}\n", k.batches, k.m, k.n, k.k, k.b_layout,
-                       int(k.emulated), int(k.bf16), name);
+    out += fmt::format("{} {} {} {} {} {} {} {} {}\n", k.batches, k.m, k.n, k.k, k.b_layout,
+                       int(k.emulated), int(k.bf16), k.attention, name);
   return out;
 }
 
@@ -227,22 +227,25 @@ TileTable read_tile_table(std::string_view text) {
   TileTable table;
   std::istringstream in{std::string(text)};
   std::string line;
-  if (!std::getline(in, line) || line != "FERRYTILES2") return table;
-  constexpr int kNumbers = 7;  // batches m n k b_layout emulated bf16
+  if (!std::getline(in, line) || line != "FERRYTILES3") return table;
+  constexpr int kNumbers = 8;  // batches m n k b_layout emulated bf16 attention
+  // The largest value of each field past the four sizes.
+  constexpr std::uint64_t kMost[] = {kCoopmatLayouts - 1, 1, 1, kMaxTileKeyAttention};
   while (std::getline(in, line)) {
     std::istringstream fields(line);
     std::string f[kNumbers + 2];
     int n = 0;
     while (n < kNumbers + 2 && fields >> f[n]) ++n;
     std::uint64_t v[kNumbers];
-    bool ok = n == kNumbers + 1 && f[kNumbers].starts_with("gemm_coopmat_");
+    bool ok = n == kNumbers + 1;
     for (int i = 0; ok && i < kNumbers; ++i) {  // digits only: istream would wrap "-1"
       const auto [end, ec] = std::from_chars(f[i].data(), f[i].data() + f[i].size(), v[i]);
-      ok = ec == std::errc() && end == f[i].data() + f[i].size() &&
-           (i < 4 || v[i] <= (i == 4 ? kCoopmatLayouts - 1 : 1u));
+      ok = ec == std::errc() && end == f[i].data() + f[i].size() && (i < 4 || v[i] <= kMost[i - 4]);
     }
-    if (!ok) continue;
-    table[TileKey{v[0], v[1], v[2], v[3], std::uint32_t(v[4]), v[5] == 1, v[6] == 1}] = f[kNumbers];
+    // A product's entry names a GEMM module, an attention pass's an attention module.
+    if (!ok || !f[kNumbers].starts_with(v[7] == 0 ? "gemm_coopmat_" : "attention_")) continue;
+    table[TileKey{v[0], v[1], v[2], v[3], std::uint32_t(v[4]), v[5] == 1, v[6] == 1,
+                  std::uint32_t(v[7])}] = f[kNumbers];
   }
   return table;
 }

@@ -94,17 +94,24 @@ int choose_coopmat_tile(std::span<const CoopmatTile> tiles, std::uint64_t batche
                         std::uint32_t max_invocations, std::uint64_t min_groups = 128);
 
 // Note [Measured coopmat tiles] in vk_kernels_coopmat.cpp: which tile a product of one shape
-// runs, once measured, kept per device beside its pipeline cache.
+// (or an attention pass of one geometry) runs, once measured, kept per device beside its
+// pipeline cache.
 struct TileKey {
   std::uint64_t batches = 0, m = 0, n = 0, k = 0;
   std::uint32_t b_layout = 0;  // vk_coopmat_shaders.hpp's CoopmatOperandB
   bool emulated = false;
   bool bf16 = false;  // the operands' type: bf16, else f16
+  // 0 for a product; for an attention pass 1 + its ATTN_MODE_* (shaders/abi/attention.h), the
+  // batches its heads, m the rows it owns (query rows; key rows for DKV), n the other side's
+  // and k the head dim.
+  std::uint32_t attention = 0;
   auto operator<=>(const TileKey&) const = default;
 };
+inline constexpr std::uint32_t kMaxTileKeyAttention = 4;  // 1 + ATTN_MODE_DKV
 using TileTable = std::map<TileKey, std::string>;  // -> the module's name
-// The file: a "FERRYTILES2" line, then a line per entry: batches m n k b_layout emulated bf16
-// name. read_tile_table ignores a file without the header (an older format's too: its shapes
+// The file: a "FERRYTILES3" line, then a line per entry: batches m n k b_layout emulated bf16
+// attention name (a product's module a gemm_coopmat_ one, an attention pass's an attention_
+// one). read_tile_table ignores a file without the header (an older format's too: its shapes
 // are measured again) and every malformed line.
 std::string write_tile_table(const TileTable& table);
 TileTable read_tile_table(std::string_view text);
