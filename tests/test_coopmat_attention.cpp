@@ -76,8 +76,13 @@ TEST(CoopmatAttention, ForwardPassesRunOnIt) {
             "attention_coopmat_d128",
             "d128, causal, L < S"},
            {{1, 1, 1, 40, 24, 64, 64}, false, true, "attention_coopmat_d64", "d64, mask, L > S"},
-           // Head dims no module is built for, and unequal ones: attention.comp.
-           {{1, 2, 2, 30, 20, 32, 32}, false, false, "", "d32"},
+           // Smaller head dims, multiples of 8, on the modules of the next dim up.
+           {{1, 2, 2, 30, 20, 32, 32}, false, false, "attention_coopmat_d64", "d32"},
+           {{2, 2, 1, 45, 33, 80, 80}, true, false, "attention_coopmat_d128", "d80, causal"},
+           {{1, 1, 1, 17, 29, 8, 8}, false, true, "attention_coopmat_d64", "d8, mask"},
+           // Head dims that are not, larger ones and unequal ones: attention.comp.
+           {{1, 2, 2, 30, 20, 20, 20}, false, false, "", "d20"},
+           {{1, 2, 2, 30, 20, 160, 160}, false, false, "", "d160"},
            {{1, 2, 2, 30, 20, 64, 128}, false, false, "", "E != Ev"}}) {
     const std::vector<Tensor> in = heads(k.h, DType::f16);
     const Tensor mask = mask_for(k);
@@ -138,7 +143,13 @@ TEST(CoopmatAttention, BackwardPassesRunOnIt) {
             "attention_dq_coopmat_d128",
             "d128, grouped, causal, L < S"},
            {{1, 1, 1, 40, 24, 64, 64}, false, true, "attention_dq_coopmat_d64", "d64, mask, L > S"},
-           {{1, 2, 2, 30, 20, 32, 32}, false, false, "", "d32"}}) {
+           {{1, 2, 2, 30, 20, 32, 32}, false, false, "attention_dkv_coopmat_d64", "d32"},
+           {{1, 4, 2, 26, 35, 96, 96},
+            false,
+            true,
+            "attention_dq_coopmat_d128",
+            "d96, grouped, mask"},
+           {{1, 2, 2, 30, 20, 12, 12}, false, false, "", "d12"}}) {
     const std::vector<Tensor> in = heads(k.h, DType::f16);
     const Tensor g = halves({k.h.B, k.h.Hq, k.h.L, k.h.Ev});
     const Tensor mask = mask_for(k);

@@ -118,7 +118,8 @@ struct AttentionCall {
 // Note [Attention on cooperative matrices]
 // With the cooperative-matrix path on (FERRY_VULKAN_COOPMAT, Note [Cooperative-matrix GEMM] in
 // vk_kernels_coopmat.cpp), f16 attention (bf16 too where the device has bf16 matrices) whose
-// q, k and v share a head dim the build made modules for (64, 128) runs on them:
+// q, k and v share one head dim E, a multiple of 8 up to 128, runs on them, on the modules of
+// the smallest head dim built that holds E (64 or 128; the columns past E are zeros):
 // - the forward pass on shaders/attention_coopmat.slang: FlashAttention's loop with both
 //   products (q kᵀ and P v) on the matrix units, the online softmax in f32 by one lane per
 //   row, P rounded to the operands' type for the second product as FlashAttention does;
@@ -153,28 +154,35 @@ struct AttentionModule {
 };
 
 // The modules of `pass` that can run the call over `rows` rows of `heads` heads (the call's
-// dtype and head dim; shared memory, workgroup size and grid within the device's), the most
-// rows x tile rows per step first: the choice without measurement.
+// dtype; the smallest head dim built that holds the call's; shared memory, workgroup size and
+// grid within the device's), the most rows x tile rows per step first: the choice without
+// measurement.
 std::vector<AttentionModule> coopmat_attention_modules(const AttentionCall& call,
                                                        std::uint32_t pass, std::int64_t rows,
                                                        std::int64_t heads) {
   const VulkanDevice& dev = call.dev;
+  const std::uint64_t E = std::uint64_t(call.g.E);
   std::vector<AttentionModule> out;
-  if (!dev.coopmat_takes(call.dtype) || call.g.E != call.g.Ev || heads > 65535) return out;
+  if (!dev.coopmat_takes(call.dtype) || call.g.Ev != call.g.E || E % 8 != 0 || heads > 65535)
+    return out;
   const bool emulated = dev.coopmat_mode() == CoopmatMode::emulated;
   const KernelLimits& lim = dev.limits();
   for (std::size_t i = 0; i < kEmbeddedCoopmatShaderCount; ++i) {
     const EmbeddedCoopmatShader& s = kEmbeddedCoopmatShaders[i];
     const std::uint64_t per = 16 * s.warps_m, blocks = (std::uint64_t(rows) + per - 1) / per;
-    if (s.head_dim == std::uint64_t(call.g.E) && s.attention_pass == pass &&
-        s.bf16 == (call.dtype == DType::bf16) && s.emulated == emulated &&
-        coopmat_attention_shared_bytes(s) <= lim.shared_memory &&
+    if (s.head_dim >= E && s.attention_pass == pass && s.bf16 == (call.dtype == DType::bf16) &&
+        s.emulated == emulated && coopmat_attention_shared_bytes(s) <= lim.shared_memory &&
         32 * s.warps_m <= lim.max_workgroup_invocations && blocks <= lim.max_groups_x)
       out.push_back({&s, {std::uint32_t(blocks), std::uint32_t(heads), 1}});
   }
+  // The modules of the smallest head dim that holds E (the padding multiplies zeros), the
+  // largest steps first.
   std::stable_sort(out.begin(), out.end(), [](const AttentionModule& a, const AttentionModule& b) {
+    if (a.shader->head_dim != b.shader->head_dim) return a.shader->head_dim < b.shader->head_dim;
     return a.shader->warps_m * a.shader->bk > b.shader->warps_m * b.shader->bk;
   });
+  const std::uint32_t head_dim = out.empty() ? 0 : out.front().shader->head_dim;
+  std::erase_if(out, [&](const AttentionModule& m) { return m.shader->head_dim != head_dim; });
   return out;
 }
 
