@@ -29,8 +29,10 @@ set(FERRY_SLANG_DIR ${PROJECT_SOURCE_DIR}/build/slang CACHE PATH
 # ("_emulated").
 # The first is the fastest measured (the prototype's sweep on an H100, docs/gpu-results.md:
 # 170 TFLOP/s at 4096^3, against 124 for its BK = 16 form); that one needs 37 KiB of shared
-# memory, so devices with 32 KiB (lavapipe among them) take the second, same blocks in 21 KiB;
-# the third keeps smaller products busy (choose_coopmat_tile in runtime/vulkan/vk_policy.hpp).
+# memory (40 with B transposed), so devices with 32 KiB (lavapipe among them) take the second,
+# same blocks in 21 KiB (24); the third keeps smaller products busy (choose_coopmat_tile in
+# runtime/vulkan/vk_policy.hpp). What each module needs is read from its SPIR-V
+# (runtime/vulkan/vk_spirv.hpp), so these figures are kept nowhere else.
 set(FERRY_COOPMAT_VARIANTS "w2x2_t4x4_k32:2:2:4:4:32" "w2x2_t4x4_k16:2:2:4:4:16"
     "w2x2_t2x2_k32:2:2:2:2:32")
 

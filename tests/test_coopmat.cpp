@@ -77,13 +77,13 @@ TEST(CoopmatPolicy, NeedsTheShapeAtSubgroupScope) {
 
 TEST(CoopmatPolicy, TileWastesLeastAndKeepsTheDeviceBusy) {
   // The two tiles the build makes: 128x128 (4 subgroups of 4x4 fragments) and 64x64.
-  const std::vector<CoopmatTile> tiles{{128, 128, 32, 128}, {64, 64, 32, 128}};
-  EXPECT_EQ(tiles[0].shared_bytes(), 2u * (128 * 40 + 32 * 136) * 2);  // 37888 bytes
+  // (Their shared memory: two stages of the A and B tiles, rows padded by 8 halves.)
+  const std::vector<CoopmatTile> tiles{{128, 128, 32, 128, 37888}, {64, 64, 32, 128, 19456}};
   const std::uint32_t smem = 49152, inv = 1024;
   // Large: the big tile gives enough workgroups.
   EXPECT_EQ(choose_coopmat_tile(tiles, 1, 4096, 4096, 4096, smem, inv), 0);
   // Of two tiles with the same blocks, the first listed (the build lists the fastest first).
-  const std::vector<CoopmatTile> same{{128, 128, 32, 128}, {128, 128, 16, 128}};
+  const std::vector<CoopmatTile> same{{128, 128, 32, 128, 37888}, {128, 128, 16, 128, 20992}};
   EXPECT_EQ(choose_coopmat_tile(same, 1, 4096, 4096, 4096, smem, inv), 0);
   EXPECT_EQ(choose_coopmat_tile(same, 1, 4096, 4096, 4096, 32768, inv), 1);  // 37 KiB do not fit
   EXPECT_EQ(choose_coopmat_tile(same, 1, 4096, 4096, 48, smem, inv), 1);     // BK 16 pads K less

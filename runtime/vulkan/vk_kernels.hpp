@@ -154,6 +154,9 @@ using CoopmatDispatch = std::function<void(const char* shader, std::uint32_t gx,
 bool run_coopmat(VulkanDevice& dev, CoopmatOperandB layout, DType dt, std::uint64_t batches,
                  std::uint64_t M, std::uint64_t N, std::uint64_t K,
                  const CoopmatDispatch& dispatch);
+// The shared memory cooperative-matrix module `s` (an entry of kEmbeddedCoopmatShaders)
+// declares, read from its SPIR-V once (vk_spirv.hpp).
+std::uint64_t coopmat_shared_bytes(const EmbeddedCoopmatShader& s);
 // Note [Measured coopmat tiles] (vk_kernels_coopmat.cpp), for every cooperative-matrix path:
 // of `candidates` (the modules that can run the call `key` names), the one measured for `key`
 // earlier on this device, else the fastest now, each timed through `run` (which records the

@@ -136,16 +136,6 @@ struct AttentionCall {
 // checked here through its scalar emulation (FERRY_VULKAN_COOPMAT=emulate), not yet on a
 // GPU's matrix units.
 
-// The shared memory of an attention module: sA (the workgroup's rows of one operand, q, or of
-// two, the backward's; P or dS; the f32 staging), sB (the other side's two tiles) and the
-// floats (the forward's sRow per row; the backward's sStat pair per tile row).
-std::uint64_t coopmat_attention_shared_bytes(const EmbeddedCoopmatShader& s) {
-  const bool forward = s.attention_pass == abi::ATTN_MODE_FORWARD;
-  const std::uint64_t rows = 16 * s.warps_m, ld = (s.head_dim + 8) / 8, p_ld = (s.bk + 8) / 8;
-  return 16 * ((forward ? 1 : 2) * rows * ld + rows * p_ld + s.warps_m * (s.bk / 16) * 64) +
-         16 * 2 * s.bk * ld + (forward ? 4 * rows : 8 * s.bk);
-}
-
 // A cooperative-matrix module that can run one pass of a call, and its grid: a workgroup per
 // 16 x warps_m rows (x) of each head (y).
 struct AttentionModule {
@@ -171,7 +161,7 @@ std::vector<AttentionModule> coopmat_attention_modules(const AttentionCall& call
     const EmbeddedCoopmatShader& s = kEmbeddedCoopmatShaders[i];
     const std::uint64_t per = 16 * s.warps_m, blocks = (std::uint64_t(rows) + per - 1) / per;
     if (s.head_dim >= E && s.attention_pass == pass && s.bf16 == (call.dtype == DType::bf16) &&
-        s.emulated == emulated && coopmat_attention_shared_bytes(s) <= lim.shared_memory &&
+        s.emulated == emulated && coopmat_shared_bytes(s) <= lim.shared_memory &&
         32 * s.warps_m <= lim.max_workgroup_invocations && blocks <= lim.max_groups_x)
       out.push_back({&s, {std::uint32_t(blocks), std::uint32_t(heads), 1}});
   }

@@ -51,6 +51,7 @@
 #include "vulkan/vk_coopmat_shaders.hpp"
 #include "vulkan/vk_device.hpp"
 #include "vulkan/vk_kernels.hpp"
+#include "vulkan/vk_spirv.hpp"
 #include "vulkan/vk_split.hpp"
 
 namespace ferry::vulkan {
@@ -188,8 +189,8 @@ const CoopmatModules& modules(bool emulated, bool bf16, CoopmatOperandB b) {
       if (!tile.empty() && name != tile && !name.starts_with(tile + "_")) continue;
       CoopmatModules& kind = m[kind_index(s.emulated, s.bf16, s.b)];
       kind.shaders.push_back(&s);
-      kind.tiles.push_back(
-          {s.warps_m * s.tm * 16, s.warps_n * s.tn * 16, s.bk, s.warps_m * s.warps_n * 32});
+      kind.tiles.push_back({s.warps_m * s.tm * 16, s.warps_n * s.tn * 16, s.bk,
+                            s.warps_m * s.warps_n * 32, coopmat_shared_bytes(s)});
     }
     return m;
   }();
@@ -214,6 +215,18 @@ bool multiple_of_8(std::int64_t v) { return v % 8 == 0; }
 constexpr int kRuns = 3;
 
 }  // namespace
+
+std::uint64_t coopmat_shared_bytes(const EmbeddedCoopmatShader& s) {
+  static const std::vector<std::uint64_t> bytes = [] {
+    std::vector<std::uint64_t> b;
+    for (std::size_t i = 0; i < kEmbeddedCoopmatShaderCount; ++i) {
+      const EmbeddedCoopmatShader& m = kEmbeddedCoopmatShaders[i];
+      b.push_back(spirv_shared_bytes({m.words, m.word_count}, m.name));
+    }
+    return b;
+  }();
+  return bytes.at(std::size_t(&s - kEmbeddedCoopmatShaders));
+}
 
 std::size_t choose_measured_module(VulkanDevice& dev, const TileKey& key,
                                    std::span<const EmbeddedCoopmatShader* const> candidates,
@@ -261,7 +274,7 @@ bool run_coopmat(VulkanDevice& dev, CoopmatOperandB layout, DType dt, std::uint6
   for (std::size_t i = 0; i < mods.tiles.size(); ++i) {
     const CoopmatTile& tile = mods.tiles[i];
     const auto [gx, gy] = groups(int(i));
-    if (tile.shared_bytes() <= lim.shared_memory && tile.threads <= lim.max_workgroup_invocations &&
+    if (tile.shared_bytes <= lim.shared_memory && tile.threads <= lim.max_workgroup_invocations &&
         gx <= lim.max_groups_x && gy <= lim.max_groups_x)
       candidates.push_back(int(i));
   }

@@ -148,10 +148,6 @@ bool has_coopmat_shape(std::span<const CoopmatShape> shapes, std::uint32_t opera
   return false;
 }
 
-std::uint32_t CoopmatTile::shared_bytes() const {
-  return 2u * (bm * (bk + 8) + bk * (bn + 8)) * 2u;  // shaders/gemm_coopmat.slang's sA, sB
-}
-
 int choose_coopmat_tile(std::span<const CoopmatTile> tiles, std::uint64_t batches, std::uint64_t m,
                         std::uint64_t n, std::uint64_t k, std::uint32_t shared_memory,
                         std::uint32_t max_invocations, std::uint64_t min_groups) {
@@ -159,7 +155,7 @@ int choose_coopmat_tile(std::span<const CoopmatTile> tiles, std::uint64_t batche
   std::uint64_t best_padded = 0, best_area = 0, most_groups = 0;
   for (std::size_t i = 0; i < tiles.size(); ++i) {
     const CoopmatTile& t = tiles[i];
-    if (!t.bm || !t.bn || !t.bk || m == 0 || n == 0 || k == 0 || t.shared_bytes() > shared_memory ||
+    if (!t.bm || !t.bn || !t.bk || m == 0 || n == 0 || k == 0 || t.shared_bytes > shared_memory ||
         t.threads > max_invocations)
       continue;
     // Blocks past an edge multiply zeros: the work a tile does is that of the padded sizes.

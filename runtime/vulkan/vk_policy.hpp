@@ -82,7 +82,7 @@ bool has_coopmat_shape(std::span<const CoopmatShape> shapes, std::uint32_t opera
 // A tile variant the build made of gemm_coopmat (vk_coopmat_shaders.hpp).
 struct CoopmatTile {
   std::uint32_t bm = 0, bn = 0, bk = 0, threads = 0;
-  std::uint32_t shared_bytes() const;  // two stages of A and B tiles, rows padded by 8 halves
+  std::uint64_t shared_bytes = 0;  // its module's shared memory, read from its SPIR-V
 };
 // The tile for a [batches, m, k] x [batches, k, n] product among `tiles`: of those that fit the
 // device's shared memory and workgroup size and still give `min_groups` workgroups, the one

@@ -85,8 +85,8 @@ std::vector<AttentionCase> attention_cases() {
       {"[2, 8, 5, 8] x [1, 8, 5, 8] key and value broadcast over the batch",
        {{2, 8, 5, 8}, {1, 8, 5, 8}, {1, 8, 5, 8}},
        [](const Inputs& in) { return scaled_dot_product_attention(in[0], in[1], in[2]); }},
-      // Head dims 64 and 128: the ones the cooperative-matrix modules take (Note [Attention on
-      // cooperative matrices] in runtime/vulkan/vk_kernels_attention.cpp).
+      // Head dims 64 and 128: the ones the cooperative-matrix modules are built for (Note
+      // [Attention on cooperative matrices] in runtime/vulkan/vk_kernels_attention.cpp).
       {"[1, 4, 45, 64] x [1, 2, 70, 64] grouped-query, causal, head dim 64",
        {{1, 4, 45, 64}, {1, 2, 70, 64}, {1, 2, 70, 64}},
        [](const Inputs& in) {
