@@ -144,6 +144,8 @@ TEST(CoopmatAttention, BackwardPassesRunOnIt) {
             "d128, grouped, causal, L < S"},
            {{1, 1, 1, 40, 24, 64, 64}, false, true, "attention_dq_coopmat_d64", "d64, mask, L > S"},
            {{1, 2, 2, 30, 20, 32, 32}, false, false, "attention_dkv_coopmat_d64", "d32"},
+           {{1, 1, 1, 75, 21, 64, 64}, true, false, "attention_dkv_coopmat_d64", "causal, L > S"},
+           {{1, 1, 1, 1, 1, 64, 64}, false, false, "attention_dq_coopmat_d64", "one row, one key"},
            {{1, 4, 2, 26, 35, 96, 96},
             false,
             true,
