@@ -189,9 +189,16 @@ if(NOT _coopmat_note)
       foreach(_bf16 0 1)
         foreach(_emulated 0 1)
           ferry_coopmat_module(${FERRY_COOPMAT_SOURCE} gemm_coopmat_${_vname}${_suffix}
-                               ${_emulated} ${_bf16} "${_b}:${_wm}:${_wn}:${_tm}:${_tn}:${_bk}:0:0" ${_tile} ${_define})
+                               ${_emulated} ${_bf16} "${_b}:${_wm}:${_wn}:${_tm}:${_tn}:${_bk}:0:0:0" ${_tile} ${_define})
         endforeach()
       endforeach()
+    endforeach()
+    # And bf16 operands with an f32 result, B's rows contiguous ("_f32out", OUT_F32=1): f32
+    # products through bf16 x 3 (Note [f32 products on cooperative matrices] in
+    # runtime/vulkan/vk_kernels_coopmat.cpp).
+    foreach(_emulated 0 1)
+      ferry_coopmat_module(${FERRY_COOPMAT_SOURCE} gemm_coopmat_${_vname}_f32out ${_emulated} 1
+                           "0:${_wm}:${_wn}:${_tm}:${_tn}:${_bk}:0:0:1" ${_tile} -DOUT_F32=1)
     endforeach()
   endforeach()
   # Attention: name:D:WARPS:TILE_KEYS, each with f16 and bf16 operands, on cooperative matrices
@@ -230,7 +237,7 @@ if(NOT _coopmat_note)
       foreach(_bf16 0 1)
         foreach(_emulated 0 1)
           ferry_coopmat_module(${_src} ${_base}_${_vname} ${_emulated} ${_bf16}
-                               "0:${_warps}:1:1:1:${_keys}:${_d}:${_code}" -DD=${_d}
+                               "0:${_warps}:1:1:1:${_keys}:${_d}:${_code}:0" -DD=${_d}
                                -DWARPS=${_warps} -D${_keys_define}=${_keys} ${_pass_define})
         endforeach()
       endforeach()

@@ -1,4 +1,4 @@
-# cmake -DSPV_DIR=... -DMODULES=name:emulated:bf16:b_layout:wm:wn:tm:tn:bk:head_dim:pass;...
+# cmake -DSPV_DIR=... -DMODULES=name:emulated:bf16:b_layout:wm:wn:tm:tn:bk:head_dim:pass:f32;...
 #       -DNOTE=why
 #       -DOUT=file.cpp -P embed_coopmat.cmake
 # Writes the SPIR-V words of shaders/coopmat.cmake's modules (SPV_DIR/<name>.spv) and the table
@@ -13,7 +13,7 @@ set(table "")
 set(max_layout 0)
 foreach(module ${MODULES})
   string(REPLACE ":" ";" parts ${module})
-  list(POP_FRONT parts name emulated bf16 b_layout wm wn tm tn bk head_dim pass)
+  list(POP_FRONT parts name emulated bf16 b_layout wm wn tm tn bk head_dim pass f32)
   if(emulated)
     set(emulated true)
   else()
@@ -24,6 +24,11 @@ foreach(module ${MODULES})
   else()
     set(bf16 false)
   endif()
+  if(f32)
+    set(f32 true)
+  else()
+    set(f32 false)
+  endif()
   if(b_layout GREATER max_layout)
     set(max_layout ${b_layout})
   endif()
@@ -31,6 +36,7 @@ foreach(module ${MODULES})
   string(APPEND table "    {.name = \"${name}\", .emulated = ${emulated}, "
          ".b = CoopmatOperandB(${b_layout}), .bf16 = ${bf16}, .warps_m = ${wm}, .warps_n = ${wn}, .tm = ${tm}, "
          ".tn = ${tn}, .bk = ${bk}, .head_dim = ${head_dim}, .attention_pass = ${pass}, "
+         ".f32_result = ${f32}, "
          ".words = k_${name}, "
          ".word_count = std::size(k_${name})},\n")
 endforeach()

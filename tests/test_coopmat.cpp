@@ -284,6 +284,51 @@ TEST(Coopmat, Bf16ProductsMatchTheCpu) {
                      tol);
 }
 
+// Note [f32 products on cooperative matrices]: with reduced-precision f32 products allowed, an
+// f32 matmul runs as bf16 x 3 with an f32 result, about 1e-5 off the CPU's f32 product, where
+// one bf16 product would be some 1e-2 off; without, it keeps the GLSL tiles.
+TEST(Coopmat, F32ProductsRunAsBf16TimesThreeWhenAllowed) {
+  if (!path_is_on()) GTEST_SKIP() << coopmat_property();
+  if (coopmat_property().find("bf16 matmul") == std::string::npos)
+    GTEST_SKIP() << "no bf16 on the path: " << coopmat_property();
+  ferry::manual_seed(13);
+  const ferry::Device dev("vulkan:0");
+  const Tensor a = ferry::randn({2, 70, 45}), b = ferry::randn({2, 45, 50});
+  struct Tf32Restore {
+    bool saved = ferry::matmul_allow_tf32();
+    ~Tf32Restore() { ferry::set_matmul_allow_tf32(saved); }
+  } restore;
+  Tensor got;
+  ferry::set_matmul_allow_tf32(false);
+  EXPECT_EQ(matmul_kernel(a.to(dev), b.to(dev), &got).find("coopmat"), std::string::npos);
+  ferry::set_matmul_allow_tf32(true);
+  EXPECT_NE(matmul_kernel(a.to(dev), b.to(dev), &got).find("_f32out"), std::string::npos);
+  // The error against the CPU's f32 product, relative to the largest result.
+  auto error = [](const Tensor& x, const Tensor& want) {
+    const std::vector<double> g = ferry_test::as_double(x), w = ferry_test::as_double(want);
+    double worst = 0, scale = 0;
+    for (std::size_t i = 0; i < g.size(); ++i)
+      worst = std::max(worst, std::abs(g[i] - w[i])), scale = std::max(scale, std::abs(w[i]));
+    return worst / scale;
+  };
+  EXPECT_LT(error(got, ferry::matmul(a, b)), 1e-4);
+  const Tensor one_bf16 = ferry::matmul(a.to(DType::bf16), b.to(DType::bf16)).to(DType::f32);
+  EXPECT_GT(error(one_bf16, ferry::matmul(a, b)), 1e-3);  // what the split buys
+  // Ragged sizes, K not a multiple of 8, B transposed and A transposed (both gathered by the
+  // split), several batches; 5e-4 absolute on sums of 40 terms of about 1 (one bf16 product:
+  // some 1e-2).
+  expect_matches_cpu(ferry::randn({33, 37}), ferry::randn({37, 19}), true,
+                     "f32 [33, 37] x [37, 19]", {}, 5e-4);
+  expect_matches_cpu(
+      ferry::randn({3, 40, 64}), ferry::randn({3, 50, 40}), true, "f32, A and B transposed",
+      [](const Tensor& x, const Tensor& y) {
+        return std::pair{x.transpose(-1, -2), y.transpose(-1, -2)};
+      },
+      5e-4);
+  expect_matches_cpu(ferry::randn({32, 250, 40}), ferry::randn({32, 40, 200}), true,
+                     "f32 [32, 250, 40] x [32, 40, 200]", {}, 5e-4);
+}
+
 TEST(Coopmat, ResultsRoundToF16AsACastDoes) {
   if (!path_is_on()) GTEST_SKIP() << coopmat_property();
   // C[i][j] = x_j + s_i * y_j, all f16 values, exact in f32, so the only rounding is the
@@ -332,7 +377,8 @@ TEST(CoopmatPolicy, TileTableRoundTripsAndIgnoresWhatItCannotRead) {
       {TileKey{1, 64, 6272, 576, 2, false}, "gemm_coopmat_w2x2_t4x4_k32_conv"},
       {TileKey{16, 64, 576, 100352, 4, false}, "gemm_coopmat_w2x2_t4x4_k32_conv_wgrad"},
       {TileKey{8, 2048, 2048, 64, 0, false, false, 1}, "attention_coopmat_d64_w4_k32"},
-      {TileKey{8, 2048, 2048, 128, 0, false, true, 4}, "attention_dkv_coopmat_d128_w2_k32_bf16"}};
+      {TileKey{8, 2048, 2048, 128, 0, false, true, 4}, "attention_dkv_coopmat_d128_w2_k32_bf16"},
+      {TileKey{1, 4096, 4096, 12288, 0, false, 2}, "gemm_coopmat_w2x2_t4x4_k32_f32out_bf16"}};
   EXPECT_EQ(ferry::vulkan::read_tile_table(ferry::vulkan::write_tile_table(table)), table);
   EXPECT_TRUE(ferry::vulkan::read_tile_table("").empty());
   EXPECT_TRUE(
@@ -345,7 +391,8 @@ TEST(CoopmatPolicy, TileTableRoundTripsAndIgnoresWhatItCannotRead) {
       "2 64 64 64 0 0 0 1 attention_coopmat_d64\n"  // kept
       "1 64 64 0 0 0 0 gemm_coopmat_b\n"            // a field short
       "1 64 64 64 5 0 0 0 gemm_coopmat_c\n"         // not a layout
-      "1 64 64 64 0 0 2 0 gemm_coopmat_f\n"         // not a flag
+      "1 64 64 64 0 0 3 0 gemm_coopmat_f\n"         // not an operands' type
+      "1 64 64 64 0 2 0 0 gemm_coopmat_j\n"         // not a flag
       "1 64 64 64 0 0 0 5 attention_coopmat_g\n"    // not a pass
       "1 64 64 64 0 0 0 1 gemm_coopmat_h\n"         // a GEMM for an attention pass
       "1 64 64 64 0 0 0 0 attention_coopmat_i\n"    // and the other way round
@@ -354,7 +401,7 @@ TEST(CoopmatPolicy, TileTableRoundTripsAndIgnoresWhatItCannotRead) {
       "-1 64 64 64 0 0 0 0 gemm_coopmat_e\n");      // not a count
   ASSERT_EQ(got.size(), 2u);
   EXPECT_EQ(got.begin()->second, "gemm_coopmat_a");
-  EXPECT_TRUE(got.begin()->first.bf16);
+  EXPECT_EQ(got.begin()->first.operands, 1u);
   EXPECT_EQ(got.rbegin()->second, "attention_coopmat_d64");
   EXPECT_EQ(got.rbegin()->first.attention, 1u);
 }

@@ -129,6 +129,7 @@ TEST(Spirv, CoopmatModulesDeclareTheirKernelsSharedArrays) {
       {"gemm_coopmat_w2x2_t4x4_k32", gemm(128, 128, 32, false)},
       {"gemm_coopmat_w2x2_t4x4_k16_bt", gemm(128, 128, 16, true)},
       {"gemm_coopmat_w2x2_t2x2_k32_bf16", gemm(64, 64, 32, false)},
+      {"gemm_coopmat_w2x2_t4x4_k16_f32out_bf16", gemm(128, 128, 16, false)},
       {"attention_coopmat_d64_w4_k32", attention(forward, 64, 4, 32)},
       {"attention_coopmat_d128_w2_k16_bf16", attention(forward, 128, 2, 16)},
       {"attention_dq_coopmat_d64_w2_k16", attention(dq, 64, 2, 16)},

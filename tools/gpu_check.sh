@@ -122,6 +122,10 @@ for step in "${steps[@]}"; do
       # beside its composition and cuda:0's.
       run bench_coopmat env FERRY_VULKAN_COOPMAT=1 "$bin/ferry-bench" \
         --benchmark_filter='vulkan/matmul|cuda/cublas|attention/.*/forward(\+backward)? f16'
+      # vulkan:0's f32 matmul as bf16 x 3 on the matrix units (allowed by FERRY_ALLOW_TF32=1: Note
+      # [f32 products on cooperative matrices]), beside cuBLAS's f32 on the same GPU.
+      run bench_coopmat_f32 env FERRY_VULKAN_COOPMAT=1 FERRY_ALLOW_TF32=1 "$bin/ferry-bench" \
+        --benchmark_filter='vulkan/matmul_f32|cuda/cublas_f32'
       # Uploads and migrations with the copies on the transfer queue's copy engines.
       run bench_transfer_queue env FERRY_VULKAN_TRANSFER_QUEUE=1 "$bin/ferry-bench" \
         --benchmark_filter='transfer/|vulkan/migrate'

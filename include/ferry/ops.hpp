@@ -279,8 +279,11 @@ Tensor matmul(const Tensor& a, const Tensor& b);
 // PyTorch since 1.12 (torch.backends.cuda.matmul.allow_tf32), ferry leaves it
 // off: an f32 matmul computes in f32 unless the program opts in, with
 // set_matmul_allow_tf32(true) or FERRY_ALLOW_TF32=1 in the environment (read
-// once, at the first query). Backends without TF32 ignore the switch; 16-bit
-// and f64 products are unaffected. Thread-safe; it applies to matmuls issued
+// once, at the first query). Vulkan's cooperative-matrix path takes it as
+// leave to run f32 products as three bf16 ones (about 1e-5 relative error: Note
+// [f32 products on cooperative matrices] in runtime/vulkan/vk_kernels_coopmat.cpp);
+// other backends without TF32 ignore the switch. 16-bit and f64 products are
+// unaffected. Thread-safe; it applies to matmuls issued
 // after it.
 FERRY_EXPORT void set_matmul_allow_tf32(bool allow);
 FERRY_EXPORT bool matmul_allow_tf32();

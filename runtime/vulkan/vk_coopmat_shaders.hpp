@@ -24,7 +24,7 @@ inline constexpr std::uint32_t kCoopmatLayouts = 5;
 
 struct EmbeddedCoopmatShader {
   // "gemm_coopmat_w2x2_t4x4_k32", "attention_coopmat_d64_w4_k32",
-  // "attention_dkv_coopmat_d64_w2_k32"; "_bt" where B comes
+  // "attention_dkv_coopmat_d64_w2_k32"; "_f32out" for an f32 result; "_bt" where B comes
   // transposed, "_conv..." for convolutions,
   // "_bf16" for bf16, "_emulated" for the scalar emulation.
   const char* name;
@@ -41,6 +41,9 @@ struct EmbeddedCoopmatShader {
   // An attention module's pass, shaders/abi/attention.h's ATTN_MODE_FORWARD, _DQ or _DKV (0
   // for the GEMMs).
   std::uint32_t attention_pass;
+  // OUT_F32=1 ("_f32out"): a GEMM of bf16 operands with an f32 result, for f32 products
+  // through bf16 x 3 (Note [f32 products on cooperative matrices] in vk_kernels_coopmat.cpp).
+  bool f32_result;
   const std::uint32_t* words;
   std::size_t word_count;
 };

@@ -131,6 +131,12 @@ inline std::uint64_t row_splits(const KernelLimits& lim, std::uint64_t rows, std
 // Each kernel file registers its kernels through one of these.
 using KernelTable = std::vector<std::pair<OpId, KernelFn>>;
 void add_elementwise_kernels(KernelTable& table);
+// Records elementwise op `op` (copy, or a unary or binary op) of `inputs`, all of one dtype,
+// into `out`, whose dtype may differ (the result converted as a copy converts): for kernels
+// that prepare their operands (Note [f32 products on cooperative matrices] in
+// vk_kernels_coopmat.cpp).
+void record_elementwise(VulkanDevice& dev, OpId op, const TensorArg& out,
+                        std::vector<TensorArg> inputs);
 void add_random_kernels(KernelTable& table);
 void add_reduce_kernels(KernelTable& table);
 void add_nn_kernels(KernelTable& table);
@@ -147,8 +153,9 @@ bool try_coopmat(VulkanDevice& dev, const TensorArg& A, const TensorArg& B, cons
 using CoopmatDispatch = std::function<void(const char* shader, std::uint32_t gx, std::uint32_t gy,
                                            std::uint32_t subgroup_size)>;
 // The shared part of the cooperative-matrix paths (matmul's, and convolutions' in
-// vk_kernels_conv.cpp): for `batches` products of M x N x K of `dt` (f16; bf16 where the device
-// takes it, matmul's layouts only) with B read as `layout`, picks the tile (Note [Measured
+// vk_kernels_conv.cpp): for `batches` products of M x N x K with a result of `dt` (f16; bf16
+// where the device takes it, matmul's layouts only; f32 from bf16 operands, B's rows only: Note
+// [f32 products on cooperative matrices]) with B read as `layout`, picks the tile (Note [Measured
 // coopmat tiles]), notes it for the profiler and has `dispatch` record it; false, having done
 // nothing, where the mode is off, no module was built for it or no tile fits the device.
 bool run_coopmat(VulkanDevice& dev, CoopmatOperandB layout, DType dt, std::uint64_t batches,

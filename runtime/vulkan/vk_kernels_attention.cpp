@@ -202,8 +202,8 @@ const AttentionModule& pick_attention_module(AttentionCall& call, std::uint32_t 
       call.dev, key, shaders, [&](std::size_t i) { run(modules[i]); }, how)];
 }
 
-// One dispatch of attention module `m` with bindings q, k, v, mask, then `rest` (the
-// forward's o and logsumexp; the backward's statistics, dO and gradients), the push
+// One dispatch of attention module `m` with `bindings` (q, k, v and the mask, then the
+// forward's o and logsumexp, or the backward's statistics, dO and gradients) and the push
 // constants `p`.
 void dispatch_coopmat_attention(AttentionCall& call, const AttentionModule& m,
                                 const abi::AttentionParams& p, std::vector<Binding> bindings) {

@@ -41,11 +41,13 @@
 #include <chrono>
 #include <cstdlib>
 #include <functional>
+#include <memory>
 #include <optional>
 #include <span>
 #include <string_view>
 #include <vector>
 
+#include "ferry/ops.hpp"
 #include "ferry/profiler.hpp"
 #include "vulkan/vk_coopmat.hpp"
 #include "vulkan/vk_coopmat_shaders.hpp"
@@ -164,8 +166,9 @@ CoopmatProbe probe_coopmat(VkPhysicalDevice pd, std::uint32_t api_version,
 
 namespace {
 
-// The built modules of one kind (tensor-core or emulated), operand type (f16 or bf16) and B
-// layout, with their tiles, in vk_coopmat_shaders.hpp's order.
+// The built modules of one kind (tensor-core or emulated), operand type (TileKey::operands:
+// f16, bf16, or bf16 with an f32 result) and B layout, with their tiles, in
+// vk_coopmat_shaders.hpp's order.
 struct CoopmatModules {
   std::vector<const EmbeddedCoopmatShader*> shaders;
   std::vector<CoopmatTile> tiles;
@@ -174,12 +177,15 @@ constexpr std::size_t kLayouts = kCoopmatLayouts;
 
 // FERRY_VULKAN_COOPMAT_TILE=w2x2_t4x4_k32 keeps only that tile (the others' products take the
 // GLSL tiles): for measuring each tile on a GPU.
-std::size_t kind_index(bool emulated, bool bf16, CoopmatOperandB b) {
-  return kLayouts * (2 * std::size_t(bf16) + std::size_t(emulated)) + std::size_t(b);
+std::size_t kind_index(bool emulated, std::uint32_t operands, CoopmatOperandB b) {
+  return kLayouts * (2 * std::size_t(operands) + std::size_t(emulated)) + std::size_t(b);
 }
-const CoopmatModules& modules(bool emulated, bool bf16, CoopmatOperandB b) {
-  static const std::array<CoopmatModules, 4 * kLayouts> all = [] {
-    std::array<CoopmatModules, 4 * kLayouts> m;
+std::uint32_t operands_of(DType result) {
+  return result == DType::f32 ? 2 : result == DType::bf16 ? 1 : 0;
+}
+const CoopmatModules& modules(bool emulated, std::uint32_t operands, CoopmatOperandB b) {
+  static const std::array<CoopmatModules, 6 * kLayouts> all = [] {
+    std::array<CoopmatModules, 6 * kLayouts> m;
     const char* only = std::getenv("FERRY_VULKAN_COOPMAT_TILE");
     const std::string tile = only && *only ? fmt::format("gemm_coopmat_{}", only) : "";
     for (std::size_t i = 0; i < kEmbeddedCoopmatShaderCount; ++i) {
@@ -187,14 +193,14 @@ const CoopmatModules& modules(bool emulated, bool bf16, CoopmatOperandB b) {
       const std::string_view name(s.name);
       if (s.head_dim != 0) continue;  // attention's (vk_kernels_attention.cpp)
       if (!tile.empty() && name != tile && !name.starts_with(tile + "_")) continue;
-      CoopmatModules& kind = m[kind_index(s.emulated, s.bf16, s.b)];
+      CoopmatModules& kind = m[kind_index(s.emulated, s.f32_result ? 2 : s.bf16 ? 1 : 0, s.b)];
       kind.shaders.push_back(&s);
       kind.tiles.push_back({s.warps_m * s.tm * 16, s.warps_n * s.tn * 16, s.bk,
                             s.warps_m * s.warps_n * 32, coopmat_shared_bytes(s)});
     }
     return m;
   }();
-  return all[kind_index(emulated, bf16, b)];
+  return all[kind_index(emulated, operands, b)];
 }
 
 bool multiple_of_8(std::int64_t v) { return v % 8 == 0; }
@@ -257,10 +263,12 @@ bool run_coopmat(VulkanDevice& dev, CoopmatOperandB layout, DType dt, std::uint6
                  std::uint64_t M, std::uint64_t N, std::uint64_t K,
                  const CoopmatDispatch& dispatch) {
   const CoopmatMode mode = dev.coopmat_mode();
-  if (!dev.coopmat_takes(dt) || batches == 0 || M == 0 || N == 0 || K == 0) return false;
-  const bool bf16 = dt == DType::bf16;
+  const std::uint32_t operands = operands_of(dt);  // f32: bf16 operands
+  if (!dev.coopmat_takes(operands == 0 ? DType::f16 : DType::bf16) || batches == 0 || M == 0 ||
+      N == 0 || K == 0)
+    return false;
   const KernelLimits& lim = dev.limits();
-  const CoopmatModules& mods = modules(mode == CoopmatMode::emulated, bf16, layout);
+  const CoopmatModules& mods = modules(mode == CoopmatMode::emulated, operands, layout);
   if (mods.shaders.empty()) return false;  // a build without Slang, or one tile kept
   int t = choose_coopmat_tile(mods.tiles, batches, M, N, K, lim.shared_memory,
                               lim.max_workgroup_invocations);
@@ -286,7 +294,8 @@ bool run_coopmat(VulkanDevice& dev, CoopmatOperandB layout, DType dt, std::uint6
   };
   const char* how = "by padding";
   if (dev.coopmat_tuning() && candidates.size() > 1) {
-    const TileKey key{batches, M, N, K, std::uint32_t(layout), mode == CoopmatMode::emulated, bf16};
+    const TileKey key{batches, M, N, K, std::uint32_t(layout), mode == CoopmatMode::emulated,
+                      operands};
     std::vector<const EmbeddedCoopmatShader*> shaders;
     for (int i : candidates) shaders.push_back(mods.shaders[std::size_t(i)]);
     t = candidates[choose_measured_module(
@@ -308,7 +317,125 @@ struct CoopmatParams {
 };
 constexpr std::uint32_t kAVectors = 1, kBVectors = 2, kCVectors = 4;  // its flags
 
+// Records product module `shader` over `nb` batches, a grid of `groups` blocks each, with the
+// push constants `base` (its offsets the first batch's; `batch_strides` A's, B's and C's), in as
+// few dispatches as the group-count limit allows.
+void dispatch_batches(VulkanDevice& dev, const char* shader, const CoopmatParams& base,
+                      const std::vector<Binding>& bindings,
+                      std::array<std::int64_t, 3> batch_strides, std::int64_t nb,
+                      std::array<std::uint32_t, 2> groups, std::uint32_t subgroup_size) {
+  const std::uint32_t most = dev.limits().max_groups_x;
+  CoopmatParams p = base;
+  for (std::int64_t z = 0; z < nb; z += most) {
+    // Later dispatches start `most` batches on (element offsets stay below 2^32: bind()).
+    p.a_off = base.a_off + std::uint32_t(z * batch_strides[0]);
+    p.b_off = base.b_off + std::uint32_t(z * batch_strides[1]);
+    p.c_off = base.c_off + std::uint32_t(z * batch_strides[2]);
+    dev.dispatch(
+        {.shader = shader,
+         .spec = {},
+         .bindings = bindings,
+         .push = &p,
+         .push_size = sizeof p,
+         .groups = {groups[0], groups[1], std::uint32_t(std::min<std::int64_t>(most, nb - z))},
+         .subgroup_size = subgroup_size});
+  }
+}
+
+// Note [f32 products on cooperative matrices]
+// No device offers f32 x f32 cooperative matrices, and Vulkan has no TF32. So where the program
+// opts into faster, less exact f32 products (set_matmul_allow_tf32 or FERRY_ALLOW_TF32=1: Note
+// [TF32] in ferry/ops.hpp) and the device takes bf16 matrices, an f32 matmul runs as bf16 x 3,
+// as oneDNN's and PyTorch's "high" f32 matmul precision may: each operand splits into
+// hi = bf16(x) and lo = bf16(x - hi), and one bf16 GEMM over K' = 3K, of A' = [A_hi | A_hi |
+// A_lo] (along K) and B' = [B_hi; B_lo; B_hi], with an f32 result (the "_f32out" modules) sums
+// A_hi B_hi + A_hi B_lo + A_lo B_hi in f32. It drops A_lo B_lo, about 2^-16 of each term, so
+// results carry about 1e-5 relative error (TF32's: 1e-3) for three bf16 products' work on the
+// matrix units. The split is recorded as the elementwise kernel's copies and a subtraction into
+// scratch memory (A' and B' contiguous, and one f32 temporary): O(MK + KN) work against the
+// product's O(MNK). Like the rest of the path, checked through the scalar emulation; unmeasured
+// on a GPU.
+bool try_coopmat_f32(VulkanDevice& dev, const TensorArg& A, const TensorArg& B,
+                     const TensorArg& C) {
+  if (!matmul_allow_tf32() || !dev.coopmat_takes(DType::bf16) || C.strides[2] != 1) return false;
+  const std::int64_t nb = C.sizes[0], M = C.sizes[1], N = C.sizes[2], K = A.sizes[2], K3 = 3 * K;
+  if (nb == 0 || M == 0 || N == 0 || K == 0) return false;
+  // A' [nb, M, 3K] and B' [nb, 3K, N], bf16, contiguous; the f32 temporary as large as either
+  // operand.
+  const TensorArg a3{nullptr, 0, {nb, M, K3}, {M * K3, K3, 1}, DType::bf16};
+  const TensorArg b3{nullptr, 0, {nb, K3, N}, {K3 * N, N, 1}, DType::bf16};
+  const std::int64_t temp_numel = std::max(nb * M * K, nb * K * N);
+  const KernelLimits& lim = dev.limits();
+  if (!fits(lim, A) || !fits(lim, B) || !fits(lim, C) || !fits(lim, a3) || !fits(lim, b3) ||
+      !fits(lim, {nullptr, 0, {temp_numel}, {1}, DType::f32}))
+    return false;
+  // C as the kernel writes it, and the tile run_coopmat takes first, before anything is
+  // recorded.
+  const Binding c = dev.bind(C, Access::write);
+  if (c.offset % 16 != 0) return false;
+  const CoopmatModules& mods =
+      modules(dev.coopmat_mode() == CoopmatMode::emulated, 2, CoopmatOperandB::rows);
+  const int t = mods.shaders.empty()
+                    ? -1
+                    : choose_coopmat_tile(mods.tiles, std::uint64_t(nb), std::uint64_t(M),
+                                          std::uint64_t(N), std::uint64_t(K3), lim.shared_memory,
+                                          lim.max_workgroup_invocations);
+  if (t < 0 ||
+      (N + mods.tiles[std::size_t(t)].bn - 1) / mods.tiles[std::size_t(t)].bn > lim.max_groups_x ||
+      (M + mods.tiles[std::size_t(t)].bm - 1) / mods.tiles[std::size_t(t)].bm > lim.max_groups_x)
+    return false;
+  std::unique_ptr<Buffer> a3_mem = dev.allocate(std::size_t(nb * M * K3) * 2),
+                          b3_mem = dev.allocate(std::size_t(nb * K3 * N) * 2),
+                          temp_mem = dev.allocate(std::size_t(temp_numel) * 4);
+  // x into parts [0, 3) of `whole` (the parts `at` apart): hi, hi, lo for A; hi, lo, hi for B.
+  auto split = [&](const TensorArg& x, const TensorArg& whole, std::int64_t at, bool lo_between) {
+    auto part = [&](int i) {
+      TensorArg p = whole;
+      p.sizes = x.sizes;
+      p.offset = i * at;
+      return p;
+    };
+    const TensorArg hi = part(0), hi2 = part(lo_between ? 2 : 1), lo = part(lo_between ? 1 : 2);
+    const TensorArg temp{
+        temp_mem.get(), 0, x.sizes, {x.sizes[1] * x.sizes[2], x.sizes[2], 1}, DType::f32};
+    record_elementwise(dev, OpId::copy, hi, {x});       // bf16(x)
+    record_elementwise(dev, OpId::copy, hi2, {x});      // the same, again
+    record_elementwise(dev, OpId::copy, temp, {hi});    // hi in f32
+    record_elementwise(dev, OpId::sub, lo, {x, temp});  // bf16(x - hi): exact before rounding
+  };
+  TensorArg a3_arg = a3, b3_arg = b3;
+  a3_arg.buffer = a3_mem.get(), b3_arg.buffer = b3_mem.get();
+  split(A, a3_arg, K, false);
+  split(B, b3_arg, K * N, true);
+  const Binding a = dev.bind(a3_arg, Access::read), b = dev.bind(b3_arg, Access::read);
+  const bool c_vectors = multiple_of_8(c.element_offset) && multiple_of_8(C.strides[1]) &&
+                         multiple_of_8(C.strides[0]) && multiple_of_8(N);
+  const CoopmatParams base{std::uint32_t(M),
+                           std::uint32_t(N),
+                           std::uint32_t(K3),
+                           std::uint32_t(K3),
+                           std::uint32_t(N),
+                           std::uint32_t(C.strides[1]),
+                           0,
+                           0,
+                           c.element_offset,
+                           std::uint32_t(M * K3),
+                           std::uint32_t(K3 * N),
+                           std::uint32_t(C.strides[0]),
+                           (multiple_of_8(K3) ? kAVectors : 0) |
+                               (multiple_of_8(N) ? kBVectors : 0) | (c_vectors ? kCVectors : 0),
+                           1};
+  return run_coopmat(
+      dev, CoopmatOperandB::rows, DType::f32, std::uint64_t(nb), std::uint64_t(M), std::uint64_t(N),
+      std::uint64_t(K3),
+      [&](const char* shader, std::uint32_t gx, std::uint32_t gy, std::uint32_t subgroup_size) {
+        dispatch_batches(dev, shader, base, {a, b, c}, {M * K3, K3 * N, C.strides[0]}, nb, {gx, gy},
+                         subgroup_size);
+      });
+}
+
 bool try_coopmat(VulkanDevice& dev, const TensorArg& A, const TensorArg& B, const TensorArg& C) {
+  if (C.dtype == DType::f32) return try_coopmat_f32(dev, A, B, C);
   if (!dev.coopmat_takes(C.dtype)) return false;
   const std::int64_t nb = C.sizes[0], M = C.sizes[1], N = C.sizes[2], K = A.sizes[2];
   if (nb == 0 || M == 0 || N == 0 || K == 0) return false;
@@ -350,22 +477,8 @@ bool try_coopmat(VulkanDevice& dev, const TensorArg& A, const TensorArg& B, cons
       dev, b_transposed ? CoopmatOperandB::transposed : CoopmatOperandB::rows, C.dtype,
       std::uint64_t(nb), std::uint64_t(M), std::uint64_t(N), std::uint64_t(K),
       [&](const char* shader, std::uint32_t gx, std::uint32_t gy, std::uint32_t subgroup_size) {
-        CoopmatParams p = base;
-        for (std::int64_t z = 0; z < nb; z += lim.max_groups_x) {
-          // Later dispatches start max_groups_x batches on (element offsets stay below 2^32:
-          // bind()).
-          p.a_off = base.a_off + std::uint32_t(z * A.strides[0]);
-          p.b_off = base.b_off + std::uint32_t(z * B.strides[0]);
-          p.c_off = base.c_off + std::uint32_t(z * C.strides[0]);
-          dev.dispatch(
-              {.shader = shader,
-               .spec = {},
-               .bindings = {a, b, c},
-               .push = &p,
-               .push_size = sizeof p,
-               .groups = {gx, gy, std::uint32_t(std::min<std::int64_t>(lim.max_groups_x, nb - z))},
-               .subgroup_size = subgroup_size});
-        }
+        dispatch_batches(dev, shader, base, {a, b, c}, {A.strides[0], B.strides[0], C.strides[0]},
+                         nb, {gx, gy}, subgroup_size);
       });
 }
 

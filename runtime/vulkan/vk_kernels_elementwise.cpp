@@ -268,6 +268,14 @@ void clamp_kernel(DeviceImpl& d, const OpCall& c) {
 
 }  // namespace
 
+void record_elementwise(VulkanDevice& dev, OpId op, const TensorArg& out,
+                        std::vector<TensorArg> inputs) {
+  const DType in = inputs.at(0).dtype;
+  dev.require_op(op, in);
+  dev.require_op(op, out.dtype);
+  run(dev, {code(op), dtype_code(in), dtype_code(out.dtype)}, out, std::move(inputs));
+}
+
 void add_elementwise_kernels(KernelTable& t) {
   for (const OpInfo& info : op_table()) {
     if (!(info.builtin_backends & kOpOn_vulkan)) continue;

@@ -215,7 +215,7 @@ std::string write_tile_table(const TileTable& table) {
   std::string out = "FERRYTILES3\n";
   for (const auto& [k, name] : table)
     out += fmt::format("{} {} {} {} {} {} {} {} {}\n", k.batches, k.m, k.n, k.k, k.b_layout,
-                       int(k.emulated), int(k.bf16), k.attention, name);
+                       int(k.emulated), k.operands, k.attention, name);
   return out;
 }
 
@@ -224,9 +224,9 @@ TileTable read_tile_table(std::string_view text) {
   std::istringstream in{std::string(text)};
   std::string line;
   if (!std::getline(in, line) || line != "FERRYTILES3") return table;
-  constexpr int kNumbers = 8;  // batches m n k b_layout emulated bf16 attention
+  constexpr int kNumbers = 8;  // batches m n k b_layout emulated operands attention
   // The largest value of each field past the four sizes.
-  constexpr std::uint64_t kMost[] = {kCoopmatLayouts - 1, 1, 1, kMaxTileKeyAttention};
+  constexpr std::uint64_t kMost[] = {kCoopmatLayouts - 1, 1, 2, kMaxTileKeyAttention};
   while (std::getline(in, line)) {
     std::istringstream fields(line);
     std::string f[kNumbers + 2];
@@ -240,7 +240,7 @@ TileTable read_tile_table(std::string_view text) {
     }
     // A product's entry names a GEMM module, an attention pass's an attention module.
     if (!ok || !f[kNumbers].starts_with(v[7] == 0 ? "gemm_coopmat_" : "attention_")) continue;
-    table[TileKey{v[0], v[1], v[2], v[3], std::uint32_t(v[4]), v[5] == 1, v[6] == 1,
+    table[TileKey{v[0], v[1], v[2], v[3], std::uint32_t(v[4]), v[5] == 1, std::uint32_t(v[6]),
                   std::uint32_t(v[7])}] = f[kNumbers];
   }
   return table;

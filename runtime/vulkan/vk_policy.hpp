@@ -100,7 +100,7 @@ struct TileKey {
   std::uint64_t batches = 0, m = 0, n = 0, k = 0;
   std::uint32_t b_layout = 0;  // vk_coopmat_shaders.hpp's CoopmatOperandB
   bool emulated = false;
-  bool bf16 = false;  // the operands' type: bf16, else f16
+  std::uint32_t operands = 0;  // 0 f16, 1 bf16, 2 f32 split into bf16 x 3 (an f32 result)
   // 0 for a product; for an attention pass 1 + its ATTN_MODE_* (shaders/abi/attention.h), the
   // batches its heads, m the rows it owns (query rows; key rows for DKV), n the other side's
   // and k the head dim.
@@ -109,7 +109,7 @@ struct TileKey {
 };
 inline constexpr std::uint32_t kMaxTileKeyAttention = 4;  // 1 + ATTN_MODE_DKV
 using TileTable = std::map<TileKey, std::string>;  // -> the module's name
-// The file: a "FERRYTILES3" line, then a line per entry: batches m n k b_layout emulated bf16
+// The file: a "FERRYTILES3" line, then a line per entry: batches m n k b_layout emulated operands
 // attention name (a product's module a gemm_coopmat_ one, an attention pass's an attention_
 // one). read_tile_table ignores a file without the header (an older format's too: its shapes
 // are measured again) and every malformed line.
