@@ -47,6 +47,7 @@
 #include <string_view>
 #include <vector>
 
+#include "ferry/error.hpp"
 #include "ferry/ops.hpp"
 #include "ferry/profiler.hpp"
 #include "vulkan/vk_coopmat.hpp"
@@ -380,13 +381,21 @@ bool try_coopmat_f32(VulkanDevice& dev, const TensorArg& A, const TensorArg& B,
                     : choose_coopmat_tile(mods.tiles, std::uint64_t(nb), std::uint64_t(M),
                                           std::uint64_t(N), std::uint64_t(K3), lim.shared_memory,
                                           lim.max_workgroup_invocations);
-  if (t < 0 ||
-      (N + mods.tiles[std::size_t(t)].bn - 1) / mods.tiles[std::size_t(t)].bn > lim.max_groups_x ||
-      (M + mods.tiles[std::size_t(t)].bm - 1) / mods.tiles[std::size_t(t)].bm > lim.max_groups_x)
+  if (t < 0) return false;
+  const CoopmatTile& tile = mods.tiles[std::size_t(t)];
+  if ((N + tile.bn - 1) / tile.bn > lim.max_groups_x ||
+      (M + tile.bm - 1) / tile.bm > lim.max_groups_x)
     return false;
-  std::unique_ptr<Buffer> a3_mem = dev.allocate(std::size_t(nb * M * K3) * 2),
-                          b3_mem = dev.allocate(std::size_t(nb * K3 * N) * 2),
-                          temp_mem = dev.allocate(std::size_t(temp_numel) * 4);
+  // The scratch (1.5 times A's and B's bytes, and as much as the larger again), or the GLSL
+  // tiles where the device has no room for it.
+  std::unique_ptr<Buffer> a3_mem, b3_mem, temp_mem;
+  try {
+    a3_mem = dev.allocate(std::size_t(nb * M * K3) * 2);
+    b3_mem = dev.allocate(std::size_t(nb * K3 * N) * 2);
+    temp_mem = dev.allocate(std::size_t(temp_numel) * 4);
+  } catch (const OutOfMemoryError&) {
+    return false;
+  }
   // x into parts [0, 3) of `whole` (the parts `at` apart): hi, hi, lo for A; hi, lo, hi for B.
   auto split = [&](const TensorArg& x, const TensorArg& whole, std::int64_t at, bool lo_between) {
     auto part = [&](int i) {
