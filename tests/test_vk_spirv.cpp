@@ -95,6 +95,10 @@ TEST(Spirv, WhatItCannotReadIsAFormatError) {
   m.insert(m.end(), {instruction(3, kTypeRuntimeArray), 12, 2, instruction(4, kTypePointer), 13,
                      kWorkgroup, 12, instruction(4, kVariable), 13, 14, kWorkgroup});
   EXPECT_THROW(spirv_shared_bytes(m, "a runtime array shared"), ferry::FormatError);
+  m = module();
+  m.push_back(instruction(2, kTypePointer));  // a pointer type without its operands
+  m.push_back(99);
+  EXPECT_THROW(spirv_shared_bytes(m, "an instruction too short"), ferry::FormatError);
 }
 
 std::vector<std::uint32_t> read_words(const std::filesystem::path& p) {

@@ -27,6 +27,13 @@ std::uint64_t spirv_shared_bytes(std::span<const std::uint32_t> words, const std
       throw FormatError(fmt::format("{}: an instruction runs past the module's end", what), what,
                         at * 4);
     const std::uint32_t* w = &words[at];
+    // The words an instruction of `op` has at least, for the operands read below.
+    auto need = [&](std::uint32_t n) {
+      if (count < n)
+        throw FormatError(fmt::format("{}: an instruction of opcode {} has {} words, not {}", what,
+                                      std::uint32_t(op), count, n),
+                          what, at * 4);
+    };
     auto sized = [&](std::uint32_t id) {
       auto it = size_of.find(id);
       return it == size_of.end() ? std::uint64_t(0) : it->second;  // 0: not sized
@@ -34,16 +41,20 @@ std::uint64_t spirv_shared_bytes(std::span<const std::uint32_t> words, const std
     switch (op) {
       case spv::OpTypeInt:
       case spv::OpTypeFloat:
+        need(3);
         size_of[w[1]] = w[2] / 8;
         break;
       case spv::OpTypeVector:
+        need(4);
         size_of[w[1]] = sized(w[2]) * w[3];
         break;
       case spv::OpTypeArray:
+        need(4);
         if (auto c = constant.find(w[3]); c != constant.end())
           size_of[w[1]] = sized(w[2]) * c->second;
         break;
       case spv::OpTypeStruct: {
+        need(2);
         std::uint64_t sum = 0;
         bool all = true;
         for (std::uint32_t i = 2; i < count; ++i) all = all && sized(w[i]) != 0, sum += sized(w[i]);
@@ -51,12 +62,15 @@ std::uint64_t spirv_shared_bytes(std::span<const std::uint32_t> words, const std
         break;
       }
       case spv::OpConstant:
+        need(4);
         constant[w[2]] = w[3];  // a length is 32 bits wide
         break;
       case spv::OpTypePointer:
+        need(4);
         if (w[2] == spv::StorageClassWorkgroup) pointee[w[1]] = w[3];
         break;
       case spv::OpVariable:
+        need(4);
         if (w[3] == spv::StorageClassWorkgroup) shared.push_back(pointee[w[1]]);
         break;
       default:
