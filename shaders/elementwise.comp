@@ -59,10 +59,13 @@ FTYPE unary_f(FTYPE x) {
     case OP_LOG: return safe_log(x);
     case OP_LOG1P: return log1p_f(x);
     case OP_LOG2: return log2_f(x);
-    case OP_FLOOR: return floor(x);
-    case OP_CEIL: return ceil(x);
-    case OP_TRUNC: return trunc(x);
-    case OP_ROUND: return roundEven(x);
+    // IEEE's rounding functions keep x's sign (trunc(-0.3) is -0), which a driver need not:
+    // lavapipe's f64 trunc and roundEven on an AVX2 CPU (AMD EPYC, Mesa 22.3) return +0 there.
+    // The sign bit is put back by hand; every result of these four has the sign of x.
+    case OP_FLOOR: return copysign_of(floor(x), x);
+    case OP_CEIL: return copysign_of(ceil(x), x);
+    case OP_TRUNC: return copysign_of(trunc(x), x);
+    case OP_ROUND: return copysign_of(roundEven(x), x);
     case OP_FRAC: return x - trunc(x);
     case OP_SIGN: return FTYPE(0.0 < x) - FTYPE(x < 0.0);  // 0 for NaN, as the CPU
     case OP_RECIPROCAL: return 1.0 / x;
