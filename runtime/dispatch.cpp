@@ -131,15 +131,11 @@ void run_call(DeviceImpl& impl, OpCall call) {
   (*kernel)(impl, call);
 }
 
-namespace {
-// Synchronizes `d` before the host touches its memory: a host wait in the
-// profile (Note [Profiler]), except on the CPU, whose work is done already.
 void wait_for(DeviceImpl& d) {
   if (d.device().is_cpu()) return d.synchronize();
   profiler::detail::MaybeWork wait(profiler::EventKind::wait, d, "synchronize");
   d.synchronize();
 }
-}  // namespace
 
 void copy_storage_bytes(Storage& dst, std::size_t dst_offset, Storage& src, std::size_t src_offset,
                         std::size_t bytes) {

@@ -13,6 +13,11 @@
 
 namespace ferry::detail {
 
+// Synchronizes `d` before the host touches its memory: a host wait in the profile (Note
+// [Profiler]), except on the CPU, whose work is done already. ferry::synchronize(Device) less
+// the registry's lookup, for callers that hold the device (a storage's impl()).
+void wait_for(DeviceImpl& d);
+
 // DeviceMismatchError unless every defined tensor is on one device; names the
 // op and the arguments.
 void check_same_device(std::string_view op,

@@ -46,7 +46,7 @@ TEST(DistributedInit, AnUnknownBackendSaysWhatIsMissing) {
   EXPECT_FALSE(dist::is_initialized());
 }
 
-TEST(DistributedInit, ABadTimeoutOrChunkIsAValueError) {
+TEST(DistributedInit, ABadTimeoutChunkOrCompareSwitchIsAValueError) {
   for (const char* bad : {"soon", "0", "-3", "5s"}) {
     ::setenv("FERRY_DISTRIBUTED_TIMEOUT", bad, 1);
     EXPECT_THROW(dist::init({.backend = "carrier-pigeon"}), ferry::ValueError) << bad;
@@ -57,6 +57,14 @@ TEST(DistributedInit, ABadTimeoutOrChunkIsAValueError) {
     EXPECT_THROW(dist::init({.backend = "carrier-pigeon"}), ferry::ValueError) << bad;
   }
   ::unsetenv("FERRY_DISTRIBUTED_CHUNK");
+  for (const char* bad : {"yes", "2", ""}) {
+    ::setenv("FERRY_DISTRIBUTED_COMPARE_CALLS", bad, 1);
+    EXPECT_THROW(dist::init({.backend = "carrier-pigeon"}), ferry::ValueError) << bad;
+  }
+  // An explicit choice is not read from the environment: the missing backend is what fails.
+  EXPECT_THROW(dist::init({.backend = "carrier-pigeon", .compare_calls = false}),
+               ferry::UnsupportedError);
+  ::unsetenv("FERRY_DISTRIBUTED_COMPARE_CALLS");
   EXPECT_FALSE(dist::is_initialized());
 }
 

@@ -14,22 +14,29 @@
 // TCP address rank 0 listens at ("tcp://HOST:PORT").
 //
 // Every collective has an async form returning a Work handle, and a blocking form that waits
-// on it. A group runs its collectives in the order they were issued, on a thread of its own
-// (the collective library is called from that thread alone), so a caller's thread goes on
-// while a collective is in flight; a tensor handed to one must not be touched until its Work
-// has completed. A waiter, and the group's thread between collectives, look again a while
-// (yielding the core) before they sleep: a short collective takes microseconds, less than a
-// sleep and a wake-up cost. An mpi group takes tensors on any device, staged through host memory (a
-// device tensor's reduction in chunks whose copies overlap the library's work: Note [Chunked
-// staging] in runtime/distributed/chunked_staging.hpp); an nccl group takes tensors on its own
-// device() only. Every collective first compares, across the ranks, what each was asked (which
-// collective, dtype, element count, root): a mismatch raises DistributedError on every rank, naming
-// each rank's call, and the group stays usable. A collective that has not completed within the
-// group's timeout (FERRY_DISTRIBUTED_TIMEOUT seconds, 300 by default) means a peer died or hangs:
-// the group prints which collective timed out on which rank and ends the whole job (MPI_Abort;
-// nccl: it aborts its communicator and exits, and the launcher ends the other ranks), so no rank
-// waits forever. A rank that dies or exits with an error is ended by the launcher, and with it the
-// job.
+// on it. A group runs its collectives one at a time, in the order they were issued. An async
+// form's runs on a thread of the group's own, so the caller's thread goes on while it is in
+// flight; a tensor handed to one must not be touched until its Work has completed. A blocking
+// form's runs on the calling thread itself where nothing issued before is still queued or
+// running (else it is queued and waited for): a short collective takes microseconds, and
+// handing it to another thread and back would cost as much again. A waiter looks again a while
+// (yielding the core) before it sleeps, for the same reason. An mpi group takes tensors on any
+// device, staged through host memory (a device tensor's reduction in chunks whose copies
+// overlap the library's work: Note [Chunked staging] in
+// runtime/distributed/chunked_staging.hpp); an nccl group takes tensors on its own device()
+// only. Every collective first compares, across the ranks, what each was asked (which
+// collective, dtype, element count, root): a mismatch raises DistributedError on every rank,
+// naming each rank's call, and the group stays usable. The comparison is one more collective
+// of 32 bytes per rank, which a short allreduce feels (measured over shared memory: about 1 µs
+// beside 2.5 µs for the allreduce of 4 KiB), so it can be switched off (compare_calls), as
+// PyTorch only compares under TORCH_DISTRIBUTED_DEBUG=DETAIL; mismatched calls are then the
+// library's undefined behaviour, which the timeout below still bounds. A collective that has
+// not completed within the group's timeout (FERRY_DISTRIBUTED_TIMEOUT seconds, 300 by default)
+// means a peer died or hangs: the group prints which collective timed out on which rank and
+// ends the whole job (MPI_Abort; nccl: it aborts its communicator and exits, and the launcher
+// ends the other ranks), so no rank waits forever. The group's thread watches a collective
+// that runs on its caller's thread for this. A rank that dies or exits with an error is ended
+// by the launcher, and with it the job.
 #pragma once
 
 #include <chrono>
@@ -89,6 +96,9 @@ struct InitOptions {
   // How long a collective may take before the job is ended; zero: FERRY_DISTRIBUTED_TIMEOUT
   // (seconds), else 300 s.
   std::chrono::milliseconds timeout{0};
+  // Whether the ranks compare each collective's call before running it (Note [Process
+  // groups]); unset: FERRY_DISTRIBUTED_COMPARE_CALLS (0 or 1), else on.
+  std::optional<bool> compare_calls;
 };
 
 class FERRY_EXPORT ProcessGroup {
@@ -101,6 +111,10 @@ class FERRY_EXPORT ProcessGroup {
   // The one device whose tensors this group takes (nccl: this rank's cuda device), or none
   // where it takes tensors on every device (mpi).
   virtual std::optional<Device> device() const = 0;
+  // Whether each collective issued from now on is first compared across the ranks. Every rank
+  // must switch it between the same two calls, as the calls themselves must match.
+  virtual bool compare_calls() const = 0;
+  virtual void set_compare_calls(bool on) = 0;
 
   // In place: every rank's `t` becomes the reduction of all ranks' `t`.
   virtual Work allreduce_async(const Tensor& t, ReduceOp op = ReduceOp::sum) = 0;
@@ -118,16 +132,16 @@ class FERRY_EXPORT ProcessGroup {
   virtual Work send_async(const Tensor& t, int dst, int tag = 0) = 0;
   virtual Work recv_async(const Tensor& t, int src, int tag = 0) = 0;
 
-  void allreduce(const Tensor& t, ReduceOp op = ReduceOp::sum) { allreduce_async(t, op).wait(); }
-  void broadcast(const Tensor& t, int root) { broadcast_async(t, root).wait(); }
-  void allgather(const Tensor& out, const Tensor& in) { allgather_async(out, in).wait(); }
-  void reduce_scatter(const Tensor& out, const Tensor& in, ReduceOp op = ReduceOp::sum) {
-    reduce_scatter_async(out, in, op).wait();
-  }
-  void all_to_all(const Tensor& out, const Tensor& in) { all_to_all_async(out, in).wait(); }
-  void barrier() { barrier_async().wait(); }
-  void send(const Tensor& t, int dst, int tag = 0) { send_async(t, dst, tag).wait(); }
-  void recv(const Tensor& t, int src, int tag = 0) { recv_async(t, src, tag).wait(); }
+  // The blocking forms: issue, then wait. Where nothing issued before is still queued or
+  // running, the group runs the collective on the calling thread (Note [Process groups]).
+  void allreduce(const Tensor& t, ReduceOp op = ReduceOp::sum);
+  void broadcast(const Tensor& t, int root);
+  void allgather(const Tensor& out, const Tensor& in);
+  void reduce_scatter(const Tensor& out, const Tensor& in, ReduceOp op = ReduceOp::sum);
+  void all_to_all(const Tensor& out, const Tensor& in);
+  void barrier();
+  void send(const Tensor& t, int dst, int tag = 0);
+  void recv(const Tensor& t, int src, int tag = 0);
 };
 
 // Opens the backend, joins the job and makes the result the default group. A second call

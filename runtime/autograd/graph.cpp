@@ -144,6 +144,22 @@ std::shared_ptr<Node> make_node(std::string name, BackwardFn backward) {
   return std::make_shared<FunctionNode>(std::move(name), std::move(backward));
 }
 
+std::unordered_set<const TensorImpl*> leaves_reached_from(const Tensor& root) {
+  std::unordered_set<const TensorImpl*> reached;
+  std::unordered_set<const Node*> seen;
+  std::vector<std::shared_ptr<Node>> stack;
+  if (root.defined() && root.impl_ptr()->autograd && root.impl_ptr()->autograd->grad_fn)
+    stack.push_back(root.impl_ptr()->autograd->grad_fn);
+  while (!stack.empty()) {
+    std::shared_ptr<Node> n = std::move(stack.back());
+    stack.pop_back();
+    if (!n || !seen.insert(n.get()).second) continue;
+    if (auto* acc = dynamic_cast<AccumulateGrad*>(n.get())) reached.insert(acc->leaf().get());
+    for (const auto& next : n->next) stack.push_back(next);
+  }
+  return reached;
+}
+
 std::vector<Tensor> AccumulateGrad::apply(const Tensor& grad) {
   AutogradMeta& m = *leaf_->autograd;
   if (!m.requires_grad) return {};  // requires_grad_(false) after the graph was built

@@ -18,6 +18,7 @@
 #include <memory>
 #include <string>
 #include <string_view>
+#include <unordered_set>
 #include <vector>
 
 #include "ferry/tensor.hpp"
@@ -144,6 +145,10 @@ void record(std::string name, const std::vector<Tensor>& inputs, const Tensor& o
 // A node whose backward is `backward`, with no edges yet: for the graph
 // surgery of in-place writes (runtime/autograd/formulas_views.cpp).
 std::shared_ptr<Node> make_node(std::string name, BackwardFn backward);
+
+// The leaves whose AccumulateGrad a backward from `root` would reach (none when root has no
+// grad_fn): what DistributedDataParallel's find_unused_parameters asks before backward runs.
+std::unordered_set<const TensorImpl*> leaves_reached_from(const Tensor& root);
 
 // The metadata of a tensor, made on first use.
 AutogradMeta& meta_of(const Tensor& t);

@@ -7,9 +7,11 @@
 // group's device, at the addresses DeviceImpl::native_address gives: Note [Native memory]),
 // widens f16 and bf16 to f32 for reductions, maps bool's sum and product onto max and min and
 // divides for avg, so a module sees contiguous buffers of the dtypes below and only sum, min,
-// max and product. It calls a module from one thread at a time (the group's worker thread;
-// join() and the destructor from the thread that called init() and shutdown()). Each call
-// blocks until its part is done, on the device too, and raises ferry::Error on failure.
+// max and product. It calls a module from one thread at a time, though not always the same one
+// (the group's worker thread, or the thread of a blocking call that runs its collective itself;
+// join() and the destructor from the thread that called init() and shutdown()), with the
+// group's mutex between them. Each call blocks until its part is done, on the device too, and
+// raises ferry::Error on failure.
 #pragma once
 
 #include <cstddef>

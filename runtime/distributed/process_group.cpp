@@ -6,7 +6,9 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include <algorithm>
 #include <atomic>
+#include <chrono>
 #include <condition_variable>
 #include <cstdio>
 #include <cstdlib>
@@ -17,6 +19,7 @@
 #include <optional>
 #include <thread>
 
+#include "dispatch.hpp"
 #include "distributed/chunked_staging.hpp"
 #include "distributed/collectives.hpp"
 #include "distributed/rendezvous.hpp"
@@ -44,11 +47,73 @@ std::string_view reduce_op_name(ReduceOp op) {
   return "?";
 }
 
+namespace {
+
+enum class Kind : std::int64_t {
+  allreduce,
+  broadcast,
+  allgather,
+  reduce_scatter,
+  all_to_all,
+  barrier,
+  send,
+  recv  // a Work's description only: a recv's sender exchanges Kind::send
+};
+constexpr const char* kKindNames[] = {"allreduce",  "broadcast", "allgather", "reduce_scatter",
+                                      "all_to_all", "barrier",   "send",      "recv"};
+
+// What a rank was asked, compared across the ranks before each collective.
+struct Call {  // 32 bytes: exchanged as [1, 4] i64 where the module takes device memory
+  std::int64_t kind = 0, dtype = 0, count = 0, arg = 0;  // arg: the op, or the root
+  bool operator==(const Call&) const = default;
+  std::string str() const {
+    const Kind k = Kind(kind);
+    std::string s = kKindNames[kind];
+    if (k == Kind::barrier) return s;
+    s += fmt::format(" of {} {} elements", count, dtype_name(DType(dtype)));
+    if (k == Kind::allreduce || k == Kind::reduce_scatter)
+      s += fmt::format(" ({})", reduce_op_name(ReduceOp(arg)));
+    if (k == Kind::broadcast) s += fmt::format(" from rank {}", arg);
+    return s;
+  }
+};
+static_assert(sizeof(Call) == 4 * sizeof(std::int64_t));
+
+// What a Work is, for the message that ends a job: its call, and for a send or recv its peer.
+// Kept as numbers and put into words only when needed, off the hot path.
+struct Described {
+  Call call;
+  int peer = -1;             // a send's or recv's other rank; -1 for a collective
+  std::uint64_t number = 0;  // the rank's how-manieth call this is
+  std::string str() const {
+    const std::string what =
+        peer < 0
+            ? call.str()
+            : fmt::format("{} rank {} (tag {})",
+                          Kind(call.kind) == Kind::send ? "send to" : "recv from", peer, call.arg);
+    return fmt::format("{} (call #{} of this rank)", what, number);
+  }
+};
+
+// No rank may wait forever for a peer that died or hangs in another call.
+[[noreturn]] void end_job_after_timeout(int rank, const Described& what,
+                                        std::chrono::milliseconds timeout, Collectives* lib) {
+  std::fprintf(stderr,
+               "ferry.distributed: rank %d: %s did not complete within %.1f s (a peer may have "
+               "died, hung, or called something else); ending the job\n",
+               rank, what.str().c_str(), double(timeout.count()) / 1000.0);
+  std::fflush(stderr);
+  lib->abort_job(3);
+}
+
+}  // namespace
+
 class WorkState {
  public:
-  WorkState(std::string what, std::chrono::milliseconds timeout, int rank, Collectives* lib)
-      : what_(std::move(what)), timeout_(timeout), rank_(rank), lib_(lib) {}
+  WorkState(Described what, std::chrono::milliseconds timeout, int rank, Collectives* lib)
+      : what_(what), timeout_(timeout), rank_(rank), lib_(lib) {}
 
+  const Described& what() const { return what_; }
   void finish(std::exception_ptr error) {
     {
       std::lock_guard lock(mutex_);
@@ -68,15 +133,8 @@ class WorkState {
     for (int i = 0; i < kSpins && !done_flag_.load(std::memory_order_acquire); ++i)
       std::this_thread::yield();
     std::unique_lock lock(mutex_);
-    if (!cv_.wait_for(lock, timeout_, [&] { return done_; })) {
-      // A peer died or hangs in another call: no rank may wait forever.
-      std::fprintf(stderr,
-                   "ferry.distributed: rank %d: %s did not complete within %.1f s (a peer may "
-                   "have died, hung, or called something else); ending the job\n",
-                   rank_, what_.c_str(), double(timeout_.count()) / 1000.0);
-      std::fflush(stderr);
-      lib_->abort_job(3);
-    }
+    if (!cv_.wait_for(lock, timeout_, [&] { return done_; }))
+      end_job_after_timeout(rank_, what_, timeout_, lib_);
     if (error_) std::rethrow_exception(error_);
   }
 
@@ -87,7 +145,7 @@ class WorkState {
   std::atomic<bool> done_flag_{false};  // done_, read without the mutex while spinning
   static constexpr int kSpins = 2000;
   std::exception_ptr error_;
-  std::string what_;
+  Described what_;
   std::chrono::milliseconds timeout_;
   int rank_;
   Collectives* lib_;
@@ -100,34 +158,15 @@ bool Work::is_completed() const { return !state_ || state_->done(); }
 
 namespace {
 
-enum class Kind : std::int64_t {
-  allreduce,
-  broadcast,
-  allgather,
-  reduce_scatter,
-  all_to_all,
-  barrier,
-  send
-};
-constexpr const char* kKindNames[] = {"allreduce",  "broadcast", "allgather", "reduce_scatter",
-                                      "all_to_all", "barrier",   "send"};
-
-// What a rank was asked, compared across the ranks before each collective.
-struct Call {  // 32 bytes: exchanged as [1, 4] i64 where the module takes device memory
-  std::int64_t kind = 0, dtype = 0, count = 0, arg = 0;  // arg: the op, or the root
-  bool operator==(const Call&) const = default;
-  std::string str() const {
-    const Kind k = Kind(kind);
-    std::string s = kKindNames[kind];
-    if (k == Kind::barrier) return s;
-    s += fmt::format(" of {} {} elements", count, dtype_name(DType(dtype)));
-    if (k == Kind::allreduce || k == Kind::reduce_scatter)
-      s += fmt::format(" ({})", reduce_op_name(ReduceOp(arg)));
-    if (k == Kind::broadcast) s += fmt::format(" from rank {}", arg);
-    return s;
-  }
-};
-static_assert(sizeof(Call) == 4 * sizeof(std::int64_t));
+bool compare_calls_from(const InitOptions& o) {
+  if (o.compare_calls) return *o.compare_calls;
+  const char* env = std::getenv("FERRY_DISTRIBUTED_COMPARE_CALLS");
+  if (!env) return true;
+  const std::string v = env;
+  if (v != "0" && v != "1")
+    throw ValueError(fmt::format("FERRY_DISTRIBUTED_COMPARE_CALLS must be 0 or 1, got '{}'", v));
+  return v == "1";
+}
 
 std::chrono::milliseconds timeout_from(const InitOptions& o) {
   if (o.timeout.count() > 0) return o.timeout;
@@ -182,6 +221,10 @@ std::unique_ptr<Collectives> open_backend(const std::string& name) {
       name == "mpi" || name == "nccl" ? "" : " (known backends: mpi, nccl)"));
 }
 
+// Set by a blocking form for the one call it issues (ProcessGroup::allreduce and the rest):
+// that call may run on this thread.
+thread_local const ProcessGroup* t_blocking_group = nullptr;
+
 void require(bool ok, const std::string& message) {
   if (!ok) throw ShapeError(message);
 }
@@ -190,10 +233,12 @@ class Group final : public ProcessGroup {
  public:
   // `device`: the device of a device module's group (its buffers are that device's memory).
   Group(std::unique_ptr<Collectives> lib, std::chrono::milliseconds timeout,
-        std::optional<Device> device, std::size_t chunk_bytes)
+        std::optional<Device> device, std::size_t chunk_bytes, bool compare_calls)
       : lib_(std::move(lib)),
         timeout_(timeout),
+        compare_calls_(compare_calls),
         device_(std::move(device)),
+        home_(device_.value_or(Device::cpu())),
         impl_(device_ ? &device_impl(*device_) : nullptr),
         chunk_bytes_(chunk_bytes),
         worker_([this] { run(); }) {}
@@ -212,6 +257,8 @@ class Group final : public ProcessGroup {
   std::string backend() const override { return lib_->name(); }
   std::chrono::milliseconds timeout() const override { return timeout_; }
   std::optional<Device> device() const override { return device_; }
+  bool compare_calls() const override { return compare_calls_.load(); }
+  void set_compare_calls(bool on) override { compare_calls_.store(on); }
 
   Work allreduce_async(const Tensor& t, ReduceOp op) override {
     check_device("allreduce", {t});
@@ -281,18 +328,18 @@ class Group final : public ProcessGroup {
     check_peer("send", dst);
     check_device("send", {t});
     const Call call{std::int64_t(Kind::send), std::int64_t(t.dtype()), t.numel(), tag};
-    return issue_local(fmt::format("send to rank {} (tag {})", dst, tag),
-                       [this, t, dst, tag, call] {
-                         Tensor header = staged_call(call);
-                         lib_->send(bytes(header), sizeof call, dst, tag);
-                         Tensor h = staged(t);
-                         lib_->send(bytes(h), nbytes(h), dst, tag);
-                       });
+    return issue_local(Described{.call = call, .peer = dst}, [this, t, dst, tag, call] {
+      Tensor header = staged_call(call);
+      lib_->send(bytes(header), sizeof call, dst, tag);
+      Tensor h = staged(t);
+      lib_->send(bytes(h), nbytes(h), dst, tag);
+    });
   }
   Work recv_async(const Tensor& t, int src, int tag) override {
     check_peer("recv", src);
     check_device("recv", {t});
-    return issue_local(fmt::format("recv from rank {} (tag {})", src, tag), [this, t, src, tag] {
+    const Call call{std::int64_t(Kind::recv), std::int64_t(t.dtype()), t.numel(), tag};
+    return issue_local(Described{.call = call, .peer = src}, [this, t, src, tag] {
       Tensor header = staged_call(Call{});
       lib_->recv(bytes(header), sizeof(Call), src, tag);
       const Call sent = read_calls(header)[0];
@@ -350,24 +397,24 @@ class Group final : public ProcessGroup {
 
   // ---- staging, on the worker thread ----
   // Where the module's buffers live: host memory, or the group's device.
-  Device home() const { return device_.value_or(Device::cpu()); }
+  const Device& home() const { return home_; }
   // t's values (when `read`) in a contiguous buffer the module takes, of dtype `dt`: t itself
   // when it already is that, else a copy. A device module's work is ordered after t's producers
   // by the device's queue; host memory is read once the device has finished writing it.
   Tensor staged(const Tensor& t, bool read = true, std::optional<DType> dt = {}) const {
     const DType want = dt.value_or(t.dtype());
-    if (t.device() == home() && t.is_contiguous() && t.dtype() == want) {
-      if (!device_) synchronize(t.device());
+    if (t.dtype() == want && t.is_contiguous() && t.device() == home_) {
+      if (!device_) detail::wait_for(t.storage()->impl());
       return t;
     }
     if (!read) return empty(t.sizes(), {.dtype = want, .device = home()});
     Tensor h = t.to(home(), want).contiguous();
-    if (!device_) synchronize(t.device());
+    if (!device_) detail::wait_for(t.storage()->impl());
     return h;
   }
   void write_back(const Tensor& t, const Tensor& h) const {
     if (!h.is_same(t)) const_cast<Tensor&>(t).copy_(h);
-    if (!device_) synchronize(t.device());
+    if (!device_) detail::wait_for(t.storage()->impl());
   }
   // The address the module reads and writes h at (Note [Native memory]).
   void* bytes(const Tensor& h) const {
@@ -418,81 +465,116 @@ class Group final : public ProcessGroup {
     write_back(t, h);
   }
 
-  // ---- the queue ----
+  // ---- the queue (Note [Process groups]) ----
   // A collective: the ranks' calls are compared first, then `body` runs.
   Work issue(Call call, std::function<void()> body) {
-    return enqueue(call.str(), [this, call, body = std::move(body)] {
-      std::vector<Call> all(static_cast<std::size_t>(size()));
-      if (!device_) {
-        lib_->allgather(&call, all.data(), sizeof call);  // host memory: no tensor needed
-      } else {
-        const Tensor mine = staged_call(call);
-        const Tensor gathered = empty({size(), 4}, {.dtype = DType::i64, .device = home()});
-        lib_->allgather(bytes(mine), bytes(gathered), sizeof call);
-        all = read_calls(gathered);
-      }
-      for (const Call& c : all)
-        if (!(c == call)) {
-          std::string calls;
-          for (std::size_t r = 0; r < all.size(); ++r)
-            calls += fmt::format("{}rank {}: {}", r ? "; " : "", r, all[r].str());
-          throw DistributedError(
-              fmt::format("distributed: the ranks called different collectives ({})", calls));
-        }
-      body();
-    });
+    // Compared or not as the switch stood at issue, which every rank flips between the same
+    // two calls.
+    return enqueue(Described{.call = call}, std::move(body),
+                   compare_calls_.load(std::memory_order_relaxed));
   }
-  Work issue_local(std::string what, std::function<void()> body) {
-    return enqueue(std::move(what), std::move(body));
-  }
-  Work enqueue(std::string what, std::function<void()> body) {
-    std::shared_ptr<WorkState> state;
-    {
-      std::lock_guard lock(mutex_);
-      state = std::make_shared<WorkState>(
-          fmt::format("{} (call #{} of this rank)", what, ++issued_), timeout_, rank(), lib_.get());
-      queue_.emplace_back(state, std::move(body));
-      pending_.store(true, std::memory_order_release);
+  // Raises DistributedError on every rank where the ranks' calls differ.
+  void check_calls(const Call& call) const {
+    std::vector<Call> all(static_cast<std::size_t>(size()));
+    if (!device_) {
+      lib_->allgather(&call, all.data(), sizeof call);  // host memory: no tensor needed
+    } else {
+      const Tensor mine = staged_call(call);
+      const Tensor gathered = empty({size(), 4}, {.dtype = DType::i64, .device = home()});
+      lib_->allgather(bytes(mine), bytes(gathered), sizeof call);
+      all = read_calls(gathered);
     }
+    for (const Call& c : all)
+      if (!(c == call)) {
+        std::string calls;
+        for (std::size_t r = 0; r < all.size(); ++r)
+          calls += fmt::format("{}rank {}: {}", r ? "; " : "", r, all[r].str());
+        throw DistributedError(
+            fmt::format("distributed: the ranks called different collectives ({})", calls));
+      }
+  }
+  Work issue_local(const Described& what, std::function<void()> body) {
+    return enqueue(what, std::move(body), false);
+  }
+  struct Job {
+    std::shared_ptr<WorkState> state;
+    std::function<void()> body;
+    bool compare = false;  // check_calls first
+  };
+  Work enqueue(Described what, std::function<void()> body, bool compare) {
+    const bool blocking = t_blocking_group == this;
+    t_blocking_group = nullptr;  // the one call the blocking form issues
+    std::unique_lock lock(mutex_);
+    what.number = ++issued_;
+    auto state = std::make_shared<WorkState>(what, timeout_, rank(), lib_.get());
+    if (blocking && queue_.empty() && !running_) {
+      // Nothing before it to wait for: run it here, watched by the group's thread.
+      running_ = true;
+      running_here_ = state.get();
+      running_since_ = std::chrono::steady_clock::now();
+      lock.unlock();
+      run_job(Job{state, std::move(body), compare});
+      lock.lock();
+      running_ = false;
+      running_here_ = nullptr;
+      const bool more = !queue_.empty();  // issued meanwhile by other threads
+      lock.unlock();
+      if (more) cv_.notify_all();
+      return Work(state);
+    }
+    queue_.push_back(Job{state, std::move(body), compare});
+    lock.unlock();
     cv_.notify_all();
     return Work(state);
   }
-  void run() {
+  void run_job(const Job& job) const {
     NoGradGuard no_grad;  // collectives write tensors in place, outside autograd
+    try {
+      if (job.compare) check_calls(job.state->what().call);
+      job.body();
+      job.state->finish(nullptr);
+    } catch (...) {
+      job.state->finish(std::current_exception());
+    }
+  }
+  // The group's thread: runs the queued work in order, and ends the job when a collective run
+  // on its caller's thread outlasts the timeout (that thread is inside the library).
+  void run() {
+    const auto watch = std::clamp<std::chrono::milliseconds>(
+        timeout_ / 10, std::chrono::milliseconds(10), std::chrono::seconds(1));
+    std::unique_lock lock(mutex_);
     for (;;) {
-      std::pair<std::shared_ptr<WorkState>, std::function<void()>> job;
-      {
-        // The next collective often follows at once (a blocking call after a blocking call):
-        // look for it a while before sleeping, as WorkState::wait does.
-        for (int i = 0; i < kWorkerSpins && !pending_.load(std::memory_order_acquire); ++i)
-          std::this_thread::yield();
-        std::unique_lock lock(mutex_);
-        cv_.wait(lock, [&] { return stopping_ || !queue_.empty(); });
-        if (queue_.empty()) return;  // stopping, and everything issued has run
-        job = std::move(queue_.front());
+      if (!running_ && !queue_.empty()) {
+        Job job = std::move(queue_.front());
         queue_.pop_front();
-        pending_.store(!queue_.empty(), std::memory_order_release);
+        running_ = true;
+        lock.unlock();
+        run_job(job);
+        lock.lock();
+        running_ = false;
+        continue;
       }
-      try {
-        job.second();
-        job.first->finish(nullptr);
-      } catch (...) {
-        job.first->finish(std::current_exception());
-      }
+      if (stopping_ && queue_.empty() && !running_) return;
+      if (running_here_ && std::chrono::steady_clock::now() - running_since_ > timeout_)
+        end_job_after_timeout(rank(), running_here_->what(), timeout_, lib_.get());
+      cv_.wait_for(lock, watch);
     }
   }
 
   std::unique_ptr<Collectives> lib_;
   std::chrono::milliseconds timeout_;
+  std::atomic<bool> compare_calls_;
   std::optional<Device> device_;
+  Device home_;              // where the module's buffers live: device_, else the CPU
   DeviceImpl* impl_;         // device_'s
   std::size_t chunk_bytes_;  // Note [Chunked staging]
   std::mutex mutex_;
   std::condition_variable cv_;
-  std::deque<std::pair<std::shared_ptr<WorkState>, std::function<void()>>> queue_;
+  std::deque<Job> queue_;
+  bool running_ = false;                     // a job is in the library (one at a time)
+  const WorkState* running_here_ = nullptr;  // the job a blocking caller runs itself
+  std::chrono::steady_clock::time_point running_since_;
   bool stopping_ = false;
-  std::atomic<bool> pending_{false};  // !queue_.empty(), read without the mutex while spinning
-  static constexpr int kWorkerSpins = 2000;
   std::uint64_t issued_ = 0;
   std::thread worker_;  // last: starts once the rest is built
 };
@@ -536,7 +618,45 @@ std::optional<Device> group_device(const Collectives& lib, const InitOptions& o,
 std::mutex g_mutex;
 std::shared_ptr<ProcessGroup> g_default;
 
+// Issues one call of `g` from a blocking form, then waits for it.
+template <typename Issue> void blocking(const ProcessGroup& g, Issue&& issue) {
+  t_blocking_group = &g;
+  Work w;
+  try {
+    w = issue();
+  } catch (...) {
+    t_blocking_group = nullptr;  // refused before it was queued
+    throw;
+  }
+  w.wait();
+}
+
 }  // namespace
+
+void ProcessGroup::allreduce(const Tensor& t, ReduceOp op) {
+  blocking(*this, [&] { return allreduce_async(t, op); });
+}
+void ProcessGroup::broadcast(const Tensor& t, int root) {
+  blocking(*this, [&] { return broadcast_async(t, root); });
+}
+void ProcessGroup::allgather(const Tensor& out, const Tensor& in) {
+  blocking(*this, [&] { return allgather_async(out, in); });
+}
+void ProcessGroup::reduce_scatter(const Tensor& out, const Tensor& in, ReduceOp op) {
+  blocking(*this, [&] { return reduce_scatter_async(out, in, op); });
+}
+void ProcessGroup::all_to_all(const Tensor& out, const Tensor& in) {
+  blocking(*this, [&] { return all_to_all_async(out, in); });
+}
+void ProcessGroup::barrier() {
+  blocking(*this, [&] { return barrier_async(); });
+}
+void ProcessGroup::send(const Tensor& t, int dst, int tag) {
+  blocking(*this, [&] { return send_async(t, dst, tag); });
+}
+void ProcessGroup::recv(const Tensor& t, int src, int tag) {
+  blocking(*this, [&] { return recv_async(t, src, tag); });
+}
 
 std::shared_ptr<ProcessGroup> init(const InitOptions& options) {
   std::lock_guard lock(g_mutex);
@@ -544,6 +664,7 @@ std::shared_ptr<ProcessGroup> init(const InitOptions& options) {
     throw Error(fmt::format("distributed::init: already initialized (backend {}, rank {} of {})",
                             g_default->backend(), g_default->rank(), g_default->size()));
   const auto timeout = timeout_from(options);
+  const bool compare_calls = compare_calls_from(options);
   const std::size_t chunk_bytes = staging_chunk_bytes();
   const JobPlace place = job_place(options.rank, options.world_size);
   std::unique_ptr<Collectives> lib = open_backend(options.backend);
@@ -565,7 +686,7 @@ std::shared_ptr<ProcessGroup> init(const InitOptions& options) {
         fmt::format("distributed: the {} backend joined as rank {} of {}, where InitOptions or the "
                     "environment (FERRY_RANK, FERRY_WORLD_SIZE) say rank {} of {}",
                     options.backend, lib->rank(), lib->size(), place.rank, place.size));
-  g_default = std::make_shared<Group>(std::move(lib), timeout, device, chunk_bytes);
+  g_default = std::make_shared<Group>(std::move(lib), timeout, device, chunk_bytes, compare_calls);
   return g_default;
 }
 

@@ -5,7 +5,6 @@
 
 #include <mutex>
 #include <string>
-#include <unordered_set>
 
 #include "autograd/graph.hpp"
 #include "ferry/autograd.hpp"
@@ -34,6 +33,19 @@ struct DistributedDataParallel::Reducer {
   bool sync = true;
   bool in_progress = false;  // a gradient came since the last write-back
   std::mutex mutex;
+
+  // Note [Unused parameters]
+  // With find_unused_parameters, forward() marks ready the parameters its output does not
+  // reach, each contributing the gradient it already has (zero where it has none), and keeps
+  // that gradient. Once every bucket has started, the ranks take the maximum of which
+  // parameters each used (one all-reduce of a byte per parameter, as PyTorch's reducer does
+  // with its local_used_map). A parameter some rank used gets the average like any other; one
+  // that no rank used gets back the gradient it had before (none, after zero_grad()), so an
+  // optimizer skips it as it would in one process, instead of applying momentum or weight
+  // decay to a zero.
+  bool find_unused = false;
+  std::vector<double> used;    // 1 where this rank used the parameter in this pass, else 0
+  std::vector<Tensor> before;  // an unreached parameter's gradient before forward
 
   // Note [Gradients as bucket views]
   // Each parameter's gradient is made a view of its slot in its bucket the first time it comes
@@ -90,10 +102,24 @@ struct DistributedDataParallel::Reducer {
   // Every bucket has started: wait for each (the gradients are views of the buckets, so they
   // hold the averages once it has completed).
   void finish() {
+    Tensor used_anywhere;
+    distributed::Work used_work;
+    if (find_unused) {
+      used_anywhere = tensor(used).to(DType::u8);
+      used_work = group->allreduce_async(used_anywhere, distributed::ReduceOp::max);
+    }
     for (Bucket& b : buckets) {
       b.work.wait();
       b.work = distributed::Work();
       b.pending = b.members.size();
+    }
+    if (find_unused) {
+      used_work.wait();
+      const std::vector<std::uint8_t> anywhere = used_anywhere.to_vector<std::uint8_t>();
+      for (std::size_t i = 0; i < params.size(); ++i)
+        if (!anywhere[i]) params[i].set_grad(before[i]);  // Note [Unused parameters]
+      std::fill(used.begin(), used.end(), 1.0);
+      std::fill(before.begin(), before.end(), Tensor());
     }
     std::fill(ready.begin(), ready.end(), false);
     next_bucket = 0;
@@ -159,6 +185,11 @@ DistributedDataParallel::DistributedDataParallel(std::shared_ptr<Module> module,
   }
   r->ready.assign(r->params.size(), false);
   r->views.resize(r->params.size());
+  if (options_.find_unused_parameters) {
+    r->find_unused = true;
+    r->used.assign(r->params.size(), 1.0);
+    r->before.resize(r->params.size());
+  }
   for (Reducer::Bucket& b : r->buckets) r->allocate(b);
   Reducer* raw = r.get();
   for (std::size_t i = 0; i < r->params.size(); ++i)
@@ -195,27 +226,20 @@ Tensor DistributedDataParallel::forward(const Tensor& input) {
   }
   Tensor y = module_->forward(input);
   if (options_.find_unused_parameters && is_grad_enabled() && y.requires_grad()) {
-    // The leaves backward will reach from y; the other parameters count as ready now.
-    std::unordered_set<const TensorImpl*> reached;
-    std::unordered_set<const autograd::Node*> seen;
-    std::vector<std::shared_ptr<autograd::Node>> stack;
-    if (y.impl_ptr()->autograd && y.impl_ptr()->autograd->grad_fn)
-      stack.push_back(y.impl_ptr()->autograd->grad_fn);
-    while (!stack.empty()) {
-      std::shared_ptr<autograd::Node> n = std::move(stack.back());
-      stack.pop_back();
-      if (!n || !seen.insert(n.get()).second) continue;
-      if (auto* acc = dynamic_cast<autograd::AccumulateGrad*>(n.get()))
-        reached.insert(acc->leaf().get());
-      for (const auto& next : n->next) stack.push_back(next);
-    }
+    // The leaves backward will reach from y; the others count as ready now (Note [Unused
+    // parameters]).
+    const auto reached = autograd::leaves_reached_from(y);
     std::lock_guard lock(r.mutex);
-    if (r.sync)
+    if (r.sync) {
+      NoGradGuard no_grad;
       for (std::size_t i = 0; i < r.params.size(); ++i)
         if (!reached.count(r.params[i].impl_ptr().get())) {
-          r.adopt(i, Tensor());  // a zero gradient
+          r.before[i] = r.params[i].grad();
+          r.used[i] = 0.0;
+          r.adopt(i, r.before[i]);
           r.mark_ready(i);
         }
+    }
   }
   return y;
 }

@@ -212,6 +212,49 @@ TEST(Collectives, MismatchedCallsRaiseOnEveryRankAndTheGroupGoesOn) {
   EXPECT_EQ(ok.to_vector<float>()[0], float(group().size()));
 }
 
+TEST(Collectives, ABlockingCallWaitsForTheAsyncWorkIssuedBeforeIt) {
+  const int R = group().size(), me = group().rank();
+  for (const std::string& device : devices()) {
+    // A blocking call runs on this thread only where nothing is queued or running: here it
+    // must queue behind the async reductions, so when it returns they have completed.
+    std::vector<Tensor> big;
+    std::vector<dist::Work> works;
+    for (int k = 0; k < 3; ++k) {
+      big.push_back(ferry::full({1 << 18}, double(me + k), {.device = ferry::Device(device)}));
+      works.push_back(group().allreduce_async(big.back()));
+    }
+    Tensor small = ferry::full({3}, double(me), {.device = ferry::Device(device)});
+    group().allreduce(small, ReduceOp::max);
+    for (int k = 0; k < 3; ++k) {
+      EXPECT_TRUE(works[std::size_t(k)].is_completed()) << device << " work " << k;
+      EXPECT_EQ(big[std::size_t(k)].to_vector<float>()[7], float(R * k + R * (R - 1) / 2))
+          << device;
+    }
+    EXPECT_EQ(small.to_vector<float>()[2], float(R - 1)) << device;
+    // Then, with nothing queued, blocking calls of every kind one after another.
+    Tensor b = ferry::full({4}, double(me + 1), {.device = ferry::Device(device)});
+    group().broadcast(b, R - 1);
+    EXPECT_EQ(b.to_vector<float>()[3], float(R)) << device;
+    group().barrier();
+  }
+}
+
+TEST(Collectives, CallsGoUncomparedWhenSwitchedOff) {
+  const int R = group().size(), me = group().rank();
+  ASSERT_TRUE(group().compare_calls());  // the default
+  group().set_compare_calls(false);      // every rank, between the same two calls
+  Tensor t = ferry::full({5}, double(me));
+  group().allreduce(t);
+  EXPECT_EQ(t.to_vector<float>()[4], float(R * (R - 1) / 2));
+  // Not compared, a broadcast of f32 to i32 of the same size moves rank 0's bits as they are
+  // (undefined as an API contract; here it shows that no comparison ran).
+  Tensor d = ferry::ones({4}, {.dtype = me == 0 ? DType::f32 : DType::i32});
+  EXPECT_NO_THROW(group().broadcast(d, 0));
+  if (me != 0) EXPECT_EQ(d.to_vector<std::int32_t>()[0], 0x3f800000);  // 1.0f
+  group().set_compare_calls(true);
+  EXPECT_THROW(group().broadcast(d, 0), dist::DistributedError);
+}
+
 TEST(Collectives, BadArgumentsAreTypedErrors) {
   const int R = group().size();
   Tensor t = ferry::ones({4});
@@ -446,14 +489,20 @@ TEST(DistributedDataParallel, NoSyncAccumulatesAndTheNextBackwardAveragesIt) {
   }
 }
 
-// Two heads, of which forward uses the first.
+// Heads of which forward uses the first always, the second where `rank_zeros` is set on rank
+// 0, and the third never.
 struct TwoHeads : ferry::nn::Module {
-  TwoHeads() {
+  explicit TwoHeads(bool rank_zeros = false) : rank_zeros(rank_zeros) {
     used = register_module("used", std::make_shared<ferry::nn::Linear>(4, 2));
     spare = register_module("spare", std::make_shared<ferry::nn::Linear>(4, 2));
+    sometimes = register_module("sometimes", std::make_shared<ferry::nn::Linear>(4, 2));
   }
-  Tensor forward(const Tensor& x) override { return used->forward(x); }
-  std::shared_ptr<ferry::nn::Linear> used, spare;
+  Tensor forward(const Tensor& x) override {
+    if (rank_zeros && group().rank() == 0) return used->forward(x) + sometimes->forward(x);
+    return used->forward(x);
+  }
+  bool rank_zeros;
+  std::shared_ptr<ferry::nn::Linear> used, spare, sometimes;
 };
 
 TEST(DistributedDataParallel, UnusedParametersAreNamedOrFoundWhenAsked) {
@@ -468,18 +517,39 @@ TEST(DistributedDataParallel, UnusedParametersAreNamedOrFoundWhenAsked) {
       EXPECT_NE(std::string(e.what()).find("module.spare.weight"), std::string::npos) << e.what();
     }
   }
-  ferry::nn::DistributedDataParallel ddp(std::make_shared<TwoHeads>(),
+  ferry::nn::DistributedDataParallel ddp(std::make_shared<TwoHeads>(true),
                                          {.find_unused_parameters = true});
+  const auto& m = static_cast<const TwoHeads&>(*ddp.module());
+  const int R = group().size();
   for (int step = 0; step < 2; ++step) {
     ddp.zero_grad();
     ferry::sum(ddp.forward(x * double(group().rank() + 1))).backward();
+    // d(sum)/d(bias) is the batch size on every rank; the weight's is the mean of the ranks' x.
+    EXPECT_EQ(m.used->bias.grad().to_vector<float>()[0], 3.0f);
+    const double mean_scale = double(R + 1) / 2;
+    EXPECT_NEAR(m.used->weight.grad().to_vector<float>()[0], 3.0 * mean_scale, 1e-5);
+    // Used on rank 0 alone: the others contribute zeros to the average, as in PyTorch.
+    ASSERT_TRUE(m.sometimes->bias.grad().defined());
+    EXPECT_NEAR(m.sometimes->bias.grad().to_vector<float>()[1], 3.0 / R, 1e-6);
+    EXPECT_NEAR(m.sometimes->weight.grad().to_vector<float>()[0], 3.0 / R, 1e-6);
+    // Used nowhere: its gradient stays none, so an optimizer leaves it be.
+    EXPECT_FALSE(m.spare->weight.grad().defined());
+    EXPECT_FALSE(m.spare->bias.grad().defined());
   }
-  // d(sum)/d(bias) is the batch size on every rank; the weight's is the mean of the ranks' x.
-  const auto& m = static_cast<const TwoHeads&>(*ddp.module());
-  EXPECT_EQ(m.used->bias.grad().to_vector<float>()[0], 3.0f);
-  const double mean_scale = double(group().size() + 1) / 2;
-  EXPECT_NEAR(m.used->weight.grad().to_vector<float>()[0], 3.0 * mean_scale, 1e-5);
-  EXPECT_EQ(m.spare->weight.grad().to_vector<float>()[0], 0.0f);
+  // One that has a gradient keeps it untouched where no rank uses it: this rank's own value,
+  // not the ranks' average.
+  ddp.zero_grad();
+  const float own = 0.25f * float(group().rank() + 1);
+  m.spare->weight.set_grad(ferry::full({2, 4}, double(own)));
+  ferry::sum(ddp.forward(x)).backward();
+  ASSERT_TRUE(m.spare->weight.grad().defined());
+  EXPECT_EQ(m.spare->weight.grad().to_vector<float>()[5], own);
+  ferry::optim::SGD sgd(ddp.parameters(), {.lr = 0.1, .weight_decay = 0.5});
+  const float spare_before = m.spare->weight.to_vector<float>()[0];
+  ddp.zero_grad();
+  ferry::sum(ddp.forward(x)).backward();
+  sgd.step();  // skips the parameter without a gradient, weight decay and all
+  EXPECT_EQ(m.spare->weight.to_vector<float>()[0], spare_before);
 }
 
 // ---- faults: each ends the job; run alone (tests/distributed/CMakeLists.txt) ----
@@ -494,7 +564,14 @@ TEST(Faults, RankKilledMidJob) {
 TEST(Faults, HangingPeerTimesOut) {
   Tensor t = ferry::ones({8});
   if (group().rank() == group().size() - 1) std::this_thread::sleep_for(std::chrono::minutes(2));
-  group().allreduce(t);
+  group().allreduce(t);  // runs on this thread; the group's thread watches it
+  ADD_FAILURE() << "the allreduce completed without the hanging rank";
+}
+
+TEST(Faults, HangingPeerTimesOutTheWaiter) {
+  Tensor t = ferry::ones({8});
+  if (group().rank() == group().size() - 1) std::this_thread::sleep_for(std::chrono::minutes(2));
+  group().allreduce_async(t).wait();  // runs on the group's thread; the waiter times out
   ADD_FAILURE() << "the allreduce completed without the hanging rank";
 }
 

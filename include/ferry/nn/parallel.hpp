@@ -20,8 +20,10 @@
 // A parameter that gets no gradient in a backward pass would leave its bucket waiting forever;
 // the next forward() raises Error naming such parameters, unless find_unused_parameters is set:
 // then forward() walks the autograd graph from its output, and the parameters it does not reach
-// count as ready with a zero gradient. Inside no_sync() gradients accumulate locally, with no
-// communication; the first backward after it averages what has accumulated (gradient
+// count as ready, contributing the gradient they have (zero where none); one that no rank used
+// keeps the gradient it had, none after zero_grad(), as in PyTorch (Note [Unused parameters] in
+// runtime/nn/distributed_data_parallel.cpp). Inside no_sync() gradients accumulate locally, with
+// no communication; the first backward after it averages what has accumulated (gradient
 // accumulation over several micro-batches costs one all-reduce).
 #pragma once
 

@@ -3,9 +3,10 @@
 // MPI_COMM_WORLD of the job mpirun launched.
 //
 // MPI is initialised with MPI_THREAD_SERIALIZED: the core calls it from one thread at a time
-// (its worker thread). Counts above INT_MAX elements are sent in pieces, since MPI counts are
-// ints. Errors return (MPI_ERRORS_RETURN) and become ferry::DistributedError with MPI's own
-// message; abort_job is MPI_Abort, which mpirun turns into the end of every rank.
+// (its worker thread, or a blocking call's own thread: runtime/distributed/collectives.hpp). Counts
+// above INT_MAX elements are sent in pieces, since MPI counts are ints. Errors return
+// (MPI_ERRORS_RETURN) and become ferry::DistributedError with MPI's own message; abort_job is
+// MPI_Abort, which mpirun turns into the end of every rank.
 #include <fmt/format.h>
 #include <mpi.h>
 

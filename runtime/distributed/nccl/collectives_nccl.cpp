@@ -128,7 +128,9 @@ class NcclCollectives final : public Collectives {
   }
   // Enqueues `call` on the stream and waits for it, watching for NCCL's asynchronous errors.
   template <typename F> void run(const char* what, F call) {
-    check_cuda(cudaSetDevice(device_), "cudaSetDevice");  // the worker thread's device
+    // The calling thread's device: the group's thread, or a blocking call's own (ferry's cuda
+    // device makes its own current before its work, so this leaves nothing behind for it).
+    check_cuda(cudaSetDevice(device_), "cudaSetDevice");
     check(call(), what);
     check_cuda(cudaEventRecord(done_, stream_), "cudaEventRecord");
     for (int spins = 0;; ++spins) {
