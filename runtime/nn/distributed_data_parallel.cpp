@@ -105,7 +105,8 @@ struct DistributedDataParallel::Reducer {
     Tensor used_anywhere;
     distributed::Work used_work;
     if (find_unused) {
-      used_anywhere = tensor(used).to(DType::u8);
+      // On the group's own device where it takes one (nccl: cuda), else on the CPU.
+      used_anywhere = tensor(used).to(DType::u8).to(group->device().value_or(Device::cpu()));
       used_work = group->allreduce_async(used_anywhere, distributed::ReduceOp::max);
     }
     for (Bucket& b : buckets) {
