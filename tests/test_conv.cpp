@@ -3,6 +3,7 @@
 // on every device, against finite differences in f64 on the CPU, and PyTorch's errors for
 // bad geometry, typed, with nothing computed.
 #include <gtest/gtest.h>
+#include <omp.h>
 
 #include <cmath>
 #include <nlohmann/json.hpp>
@@ -93,6 +94,49 @@ TEST(Conv, GradcheckInDouble) {
                            {1}, {1}, {2, 1});
       },
       {f64_input({2, 2, 5, 4}, 9)}));
+}
+
+// Note [CPU convolution's threads]: a batch whose samples the CPU's im2col path splits over
+// threads (8 samples on 2 threads) gives what the same samples give one at a time (a batch of
+// one runs unsplit), forward and both gradients, the weight's summed over the samples. f64
+// keeps oneDNN out (it computes f32 only); the 1x1/2 case is im2col in f32 too.
+TEST(Conv, CpuBatchSplitOverThreadsGivesWhatOneSampleAtATimeGives) {
+  const int threads = omp_get_max_threads();
+  omp_set_num_threads(2);
+  struct Case {
+    ferry::Shape x, w;
+    std::vector<std::int64_t> stride, padding;
+    std::int64_t groups;
+    DType dtype;
+  };
+  for (const Case& k : {Case{{8, 4, 7, 6}, {6, 4, 1, 1}, {2}, {0}, 1, DType::f32},
+                        Case{{8, 4, 7, 6}, {6, 4, 1, 1}, {1}, {0}, 1, DType::f64},
+                        Case{{8, 4, 7, 6}, {6, 2, 3, 2}, {2, 1}, {1}, 2, DType::f64}}) {
+    SCOPED_TRACE(ferry::shape_str(k.w));
+    const Tensor x0 = f64_input(k.x, 1).to(k.dtype), w0 = f64_input(k.w, 2).to(k.dtype),
+                 b0 = f64_input({k.w[0]}, 3).to(k.dtype);
+    auto run = [&](std::int64_t first, std::int64_t count) {
+      Tensor x = x0.narrow(0, first, count).contiguous().requires_grad_();
+      Tensor w = w0.clone().requires_grad_(), b = b0.clone().requires_grad_();
+      Tensor y = ferry::conv2d(x, w, b, k.stride, k.padding, {1}, k.groups);
+      ferry::sum(y * ferry::cos(y)).backward();
+      return std::vector<Tensor>{y, x.grad(), w.grad(), b.grad()};
+    };
+    const std::vector<Tensor> batch = run(0, k.x[0]);
+    std::vector<std::vector<Tensor>> one;
+    for (std::int64_t n = 0; n < k.x[0]; ++n) one.push_back(run(n, 1));
+    auto gather = [&](std::size_t i) {
+      std::vector<Tensor> parts;
+      for (const auto& r : one) parts.push_back(r[i]);
+      return i < 2 ? ferry::cat(parts, 0) : ferry::sum(ferry::stack(parts, 0), {0});
+    };
+    const double tol = k.dtype == DType::f64 ? 1e-12 : 1e-4;
+    for (std::size_t i = 0; i < 4; ++i)
+      ferry_test::expect_close(batch[i].to(DType::f64).to_vector<double>(),
+                               gather(i).to(DType::f64).to_vector<double>(), tol, tol,
+                               "output " + std::to_string(i));
+  }
+  omp_set_num_threads(threads);
 }
 
 // PyTorch's errors, as ShapeError (ValueError for a padding string it does not know or

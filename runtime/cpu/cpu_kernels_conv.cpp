@@ -19,8 +19,12 @@
 // stride-2 downsample, where oneDNN's cost is reordering the input into its blocked layout
 // and back, the im2col path is faster (forward 19 against 13 GFLOP/s, with backward 19
 // against 12.5), so 1x1 kernels always take it. The im2col path is what every machine has.
+// Measured again once it split the batch over threads (Note [CPU convolution's threads]), on
+// a 2-core AMD EPYC with AVX2 (2026-11-29): im2col 70-78 GFLOP/s forward and 67-70 with
+// backward, oneDNN 76-91 and 75-83, within that VM's noise of each other, so 1x1 stays here.
 #include <cblas.h>
 #include <fmt/format.h>
+#include <omp.h>
 
 #include <algorithm>
 #include <cstring>
@@ -144,30 +148,62 @@ void check_contiguous(const OpCall& c) {
         throw Error(fmt::format("{}: the cpu kernel takes contiguous tensors", c.name()));
 }
 
+// Note [CPU convolution's threads]
+// A convolution's GEMMs are one per sample (and group), each small next to the batch: at
+// ResNet-18's 1x1/2 downsample, [128, 64] x [64, 784], about 13 MFLOP. Threading each of
+// them inside OpenBLAS paid a fork and join per sample and left the im2col between them
+// to one thread's worth of bandwidth, so where the batch divides well among the threads the
+// samples are split over them instead, as PyTorch's slow_conv2d and oneDNN's gemm
+// convolution do: each thread walks its own samples with its own columns buffer, and its
+// gemm calls run single-threaded (OpenBLAS's OpenMP build does inside a parallel region).
+// The weight's gradient sums over samples, so each thread but the first adds into its own
+// copy, and the copies are summed once at the end. With fewer samples than that (a batch of
+// one, say), the samples go one after another with the gemm and im2col threaded within.
+//
+// body(n, cols, part) for every sample n: cols is a buffer of `cols_size` elements of the
+// thread's own, part the thread's index (0 when not split).
+template <typename T, typename Body>
+void for_each_sample(const Geometry& g, std::int64_t cols_size, int parts, const Body& body) {
+  std::vector<T> cols(std::size_t(cols_size * parts));
+  if (parts == 1) {
+    for (std::int64_t n = 0; n < g.N; ++n) body(n, cols.data(), 0);
+    return;
+  }
+#pragma omp parallel for num_threads(parts) schedule(static)
+  for (std::int64_t n = 0; n < g.N; ++n) {
+    const int part = omp_get_thread_num();
+    body(n, cols.data() + part * cols_size, part);
+  }
+}
+
+// How many threads split the batch: all of them where each gets the same number of samples
+// (or enough that one more does not matter), else 1.
+int sample_parts(const Geometry& g) {
+  const int threads = omp_in_parallel() ? 1 : omp_get_max_threads();
+  return threads > 1 && (g.N % threads == 0 || g.N >= 4 * threads) ? threads : 1;
+}
+
 // y [N, OC, *out] = conv(x [N, C, *in], w [OC, Cg, *k]) (+ bias [OC]).
 template <typename T> void forward(const OpCall& c) {
   const TensorArg &x = c.inputs.at(0), &w = c.inputs.at(1), &y = c.outputs.at(0);
   const Geometry g = geometry(c, x, w, y);
   const bool columns = needs_columns(g);
-  std::vector<T> cols(columns ? std::size_t(g.Cg * g.K * g.L) : 0);
-  for (std::int64_t n = 0; n < g.N; ++n)
-    for (std::int64_t gi = 0; gi < g.G; ++gi) {
-      const T* xg = x.data<T>() + (n * g.C + gi * g.Cg) * g.area;
-      if (columns) im2col(g, xg, cols.data());
-      gemm<T>(false, false, g.OCg, g.L, g.Cg * g.K, w.data<T>() + gi * g.OCg * g.Cg * g.K,
-              g.Cg * g.K, columns ? cols.data() : xg, g.L, T(0),
-              y.data<T>() + (n * g.OC + gi * g.OCg) * g.L, g.L);
-    }
-  if (c.attrs.b("has_bias")) {
-    const T* b = c.inputs.at(2).data<T>();
-    detail::parallel_range(g.N * g.OC, 16, [&](std::int64_t begin, std::int64_t end) {
-      for (std::int64_t r = begin; r < end; ++r) {
-        T* row = y.data<T>() + r * g.L;
-        const T v = b[r % g.OC];
-        for (std::int64_t l = 0; l < g.L; ++l) row[l] += v;
-      }
-    });
-  }
+  const T* b = c.attrs.b("has_bias") ? c.inputs.at(2).data<T>() : nullptr;
+  for_each_sample<T>(
+      g, columns ? g.Cg * g.K * g.L : 0, sample_parts(g), [&](std::int64_t n, T* cols, int) {
+        for (std::int64_t gi = 0; gi < g.G; ++gi) {
+          const T* xg = x.data<T>() + (n * g.C + gi * g.Cg) * g.area;
+          if (columns) im2col(g, xg, cols);
+          gemm<T>(false, false, g.OCg, g.L, g.Cg * g.K, w.data<T>() + gi * g.OCg * g.Cg * g.K,
+                  g.Cg * g.K, columns ? cols : xg, g.L, T(0),
+                  y.data<T>() + (n * g.OC + gi * g.OCg) * g.L, g.L);
+        }
+        // The bias while the sample's output is still in cache.
+        for (std::int64_t o = 0; b && o < g.OC; ++o) {
+          T* row = y.data<T>() + (n * g.OC + o) * g.L;
+          for (std::int64_t l = 0; l < g.L; ++l) row[l] += b[o];
+        }
+      });
 }
 
 // gx [N, C, *in] from gy [N, OC, *out] and w.
@@ -175,16 +211,18 @@ template <typename T> void backward_input(const OpCall& c) {
   const TensorArg &gy = c.inputs.at(0), &w = c.inputs.at(1), &gx = c.outputs.at(0);
   const Geometry g = geometry(c, gx, w, gy);
   const bool columns = needs_columns(g);
-  std::vector<T> cols(columns ? std::size_t(g.Cg * g.K * g.L) : 0);
-  if (columns) std::memset(gx.data<T>(), 0, std::size_t(gx.numel()) * sizeof(T));
-  for (std::int64_t n = 0; n < g.N; ++n)
-    for (std::int64_t gi = 0; gi < g.G; ++gi) {
-      T* xg = gx.data<T>() + (n * g.C + gi * g.Cg) * g.area;
-      gemm<T>(true, false, g.Cg * g.K, g.L, g.OCg, w.data<T>() + gi * g.OCg * g.Cg * g.K,
-              g.Cg * g.K, gy.data<T>() + (n * g.OC + gi * g.OCg) * g.L, g.L, T(0),
-              columns ? cols.data() : xg, g.L);
-      if (columns) col2im(g, cols.data(), xg);
-    }
+  for_each_sample<T>(
+      g, columns ? g.Cg * g.K * g.L : 0, sample_parts(g), [&](std::int64_t n, T* cols, int) {
+        if (columns)
+          std::memset(gx.data<T>() + n * g.C * g.area, 0, std::size_t(g.C * g.area) * sizeof(T));
+        for (std::int64_t gi = 0; gi < g.G; ++gi) {
+          T* xg = gx.data<T>() + (n * g.C + gi * g.Cg) * g.area;
+          gemm<T>(true, false, g.Cg * g.K, g.L, g.OCg, w.data<T>() + gi * g.OCg * g.Cg * g.K,
+                  g.Cg * g.K, gy.data<T>() + (n * g.OC + gi * g.OCg) * g.L, g.L, T(0),
+                  columns ? cols : xg, g.L);
+          if (columns) col2im(g, cols, xg);
+        }
+      });
 }
 
 // gw [OC, Cg, *k] (and gb [OC] with has_bias) from x and gy.
@@ -192,16 +230,30 @@ template <typename T> void backward_weight(const OpCall& c) {
   const TensorArg &x = c.inputs.at(0), &gy = c.inputs.at(1), &gw = c.outputs.at(0);
   const Geometry g = geometry(c, x, gw, gy);
   const bool columns = needs_columns(g);
-  std::vector<T> cols(columns ? std::size_t(g.Cg * g.K * g.L) : 0);
-  std::memset(gw.data<T>(), 0, std::size_t(gw.numel()) * sizeof(T));
-  for (std::int64_t n = 0; n < g.N; ++n)
-    for (std::int64_t gi = 0; gi < g.G; ++gi) {
-      const T* xg = x.data<T>() + (n * g.C + gi * g.Cg) * g.area;
-      if (columns) im2col(g, xg, cols.data());
-      gemm<T>(false, true, g.OCg, g.Cg * g.K, g.L, gy.data<T>() + (n * g.OC + gi * g.OCg) * g.L,
-              g.L, columns ? cols.data() : xg, g.L, T(1), gw.data<T>() + gi * g.OCg * g.Cg * g.K,
-              g.Cg * g.K);
-    }
+  const int parts = sample_parts(g);
+  const std::int64_t wsize = gw.numel();
+  // Part 0 sums into gw itself, each other part into its own copy (Note [CPU convolution's
+  // threads]).
+  std::vector<T> copies(std::size_t(wsize * (parts - 1)), T(0));
+  std::memset(gw.data<T>(), 0, std::size_t(wsize) * sizeof(T));
+  for_each_sample<T>(
+      g, columns ? g.Cg * g.K * g.L : 0, parts, [&](std::int64_t n, T* cols, int part) {
+        T* sum = part == 0 ? gw.data<T>() : copies.data() + (part - 1) * wsize;
+        for (std::int64_t gi = 0; gi < g.G; ++gi) {
+          const T* xg = x.data<T>() + (n * g.C + gi * g.Cg) * g.area;
+          if (columns) im2col(g, xg, cols);
+          gemm<T>(false, true, g.OCg, g.Cg * g.K, g.L, gy.data<T>() + (n * g.OC + gi * g.OCg) * g.L,
+                  g.L, columns ? cols : xg, g.L, T(1), sum + gi * g.OCg * g.Cg * g.K, g.Cg * g.K);
+        }
+      });
+  if (parts > 1)
+    detail::parallel_range(wsize, 1 << 14, [&](std::int64_t begin, std::int64_t end) {
+      T* out = gw.data<T>();
+      for (int p = 1; p < parts; ++p) {
+        const T* copy = copies.data() + (p - 1) * wsize;
+        for (std::int64_t i = begin; i < end; ++i) out[i] += copy[i];
+      }
+    });
   if (c.attrs.b("has_bias")) {
     T* gb = c.outputs.at(1).data<T>();
     detail::parallel_range(g.OC, 1, [&](std::int64_t begin, std::int64_t end) {
