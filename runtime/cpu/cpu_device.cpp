@@ -1,9 +1,7 @@
 // runtime/cpu/cpu_device.cpp — the CPU device: aligned host memory, memcpy
 // copies, synchronous execution, and the kernel table.
-#include <cblas.h>
 #include <fmt/format.h>
 #include <omp.h>
-#include <strings.h>
 #include <unistd.h>
 
 #include <array>
@@ -15,34 +13,14 @@
 
 #include "cpu/cpu_allocator.hpp"
 #include "cpu/cpu_backend.hpp"
+#include "cpu/cpu_blas.hpp"
 #include "cpu/cpu_loops.hpp"
 #include "cpu/onednn.hpp"
 #include "ferry/error.hpp"
 #include "ferry/kit/conv_ops.hpp"
-#include "log_internal.hpp"
 
 namespace ferry {
 namespace {
-
-// Note [OpenBLAS's kernels]
-// OpenBLAS picks its kernels by CPU model when it loads, and Debian 12's 0.3.21 does not know
-// every newer model: on a VM naming itself "Intel(R) Xeon(R) Processor" it ran its generic
-// Prescott (SSE3) kernels, three times slower than its AVX-512 ones on a convolution's GEMM
-// (docs/benchmarks-cpu.md, 2026-11-27). OPENBLAS_CORETYPE, with any value, makes it choose by
-// the CPU's features instead, but it is read before ferry's code runs, so ferry cannot set it
-// for the process: it names the kernels in the cpu device's driver string and warns, once,
-// where they leave out the AVX2 the CPU has.
-std::string openblas_kernels() {
-  const char* core = openblas_get_corename();
-  return core && *core ? core : "unknown";
-}
-
-bool openblas_leaves_out_avx2(const std::string& core) {
-  if (!__builtin_cpu_supports("avx2")) return false;
-  for (const char* k : {"haswell", "zen", "skylakex", "cooperlake", "sapphirerapids", "excavator"})
-    if (strcasecmp(core.c_str(), k) == 0) return false;
-  return true;
-}
 
 class CpuBuffer final : public Buffer {
  public:
@@ -131,17 +109,7 @@ class CpuDevice final : public DeviceImpl {
     cpu::add_cnn_kernels(table);
     cpu::add_attention_kernels(table);
     for (auto& [name, fn] : table) register_kernel(name, std::move(fn));
-    if (const std::string core = openblas_kernels(); openblas_leaves_out_avx2(core)) {
-      const char* forced = std::getenv("OPENBLAS_CORETYPE");
-      FERRY_WARN(
-          "cpu: OpenBLAS runs its {} kernels on this CPU, which has AVX2{}; {} (Note [OpenBLAS's "
-          "kernels]: its GEMM ran 3x faster choosing by features on an AVX-512 VM)",
-          core, __builtin_cpu_supports("avx512f") ? " and AVX-512" : "",
-          forced ? fmt::format("OPENBLAS_CORETYPE={} asked for them", forced)
-                 : std::string("it does not know the model, and OPENBLAS_CORETYPE=Haswell (any "
-                               "value) set before the program starts makes it choose by the "
-                               "CPU's features"));
-    }
+    cpu::warn_about_blas_once();
   }
 
   // The convolution kernels compute f32 and f64 (cpu_kernels_conv.cpp); the 16-bit types take
@@ -159,8 +127,8 @@ class CpuDevice final : public DeviceImpl {
     d.name = cpuinfo("model name");
     if (d.name.empty()) d.name = "CPU";
     d.vendor = cpuinfo("vendor_id");
-    d.driver = fmt::format("ferry cpu backend, {} threads, OpenBLAS ({} kernels), {}",
-                           omp_get_max_threads(), openblas_kernels(), cpu::onednn::status());
+    d.driver = fmt::format("ferry cpu backend, {} threads, {}, {}", omp_get_max_threads(),
+                           cpu::blas_status(), cpu::onednn::status());
     d.kind = DeviceKind::cpu;
     d.memory_total = meminfo("MemTotal");
     d.memory_free = meminfo("MemAvailable");

@@ -22,7 +22,6 @@
 // Measured again once it split the batch over threads (Note [CPU convolution's threads]), on
 // a 2-core AMD EPYC with AVX2 (2026-11-29): im2col 70-78 GFLOP/s forward and 67-70 with
 // backward, oneDNN 76-91 and 75-83, within that VM's noise of each other, so 1x1 stays here.
-#include <cblas.h>
 #include <fmt/format.h>
 #include <omp.h>
 
@@ -32,6 +31,7 @@
 #include <vector>
 
 #include "cpu/cpu_backend.hpp"
+#include "cpu/cpu_blas.hpp"
 #include "cpu/cpu_loops.hpp"
 #include "cpu/onednn.hpp"
 #include "ferry/error.hpp"
@@ -128,19 +128,6 @@ template <typename T> void col2im(const Geometry& g, const T* cols, T* x) {
   });
 }
 
-// C [M, N] = alpha op(A) op(B) + beta C, row-major, through sgemm or dgemm.
-template <typename T> void gemm(bool ta, bool tb, std::int64_t M, std::int64_t N, std::int64_t K,
-                                const T* a, std::int64_t lda, const T* b, std::int64_t ldb, T beta,
-                                T* c, std::int64_t ldc) {
-  const auto at = ta ? CblasTrans : CblasNoTrans, bt = tb ? CblasTrans : CblasNoTrans;
-  if constexpr (std::is_same_v<T, double>)
-    cblas_dgemm(CblasRowMajor, at, bt, int(M), int(N), int(K), 1.0, a, int(lda), b, int(ldb), beta,
-                c, int(ldc));
-  else
-    cblas_sgemm(CblasRowMajor, at, bt, int(M), int(N), int(K), 1.0f, a, int(lda), b, int(ldb), beta,
-                c, int(ldc));
-}
-
 void check_contiguous(const OpCall& c) {
   for (const auto* list : {&c.inputs, &c.outputs})
     for (const TensorArg& t : *list)
@@ -194,9 +181,9 @@ template <typename T> void forward(const OpCall& c) {
         for (std::int64_t gi = 0; gi < g.G; ++gi) {
           const T* xg = x.data<T>() + (n * g.C + gi * g.Cg) * g.area;
           if (columns) im2col(g, xg, cols);
-          gemm<T>(false, false, g.OCg, g.L, g.Cg * g.K, w.data<T>() + gi * g.OCg * g.Cg * g.K,
-                  g.Cg * g.K, columns ? cols : xg, g.L, T(0),
-                  y.data<T>() + (n * g.OC + gi * g.OCg) * g.L, g.L);
+          gemm(false, false, g.OCg, g.L, g.Cg * g.K, w.data<T>() + gi * g.OCg * g.Cg * g.K,
+               g.Cg * g.K, columns ? cols : xg, g.L, T(0),
+               y.data<T>() + (n * g.OC + gi * g.OCg) * g.L, g.L);
         }
         // The bias while the sample's output is still in cache.
         for (std::int64_t o = 0; b && o < g.OC; ++o) {
@@ -217,9 +204,9 @@ template <typename T> void backward_input(const OpCall& c) {
           std::memset(gx.data<T>() + n * g.C * g.area, 0, std::size_t(g.C * g.area) * sizeof(T));
         for (std::int64_t gi = 0; gi < g.G; ++gi) {
           T* xg = gx.data<T>() + (n * g.C + gi * g.Cg) * g.area;
-          gemm<T>(true, false, g.Cg * g.K, g.L, g.OCg, w.data<T>() + gi * g.OCg * g.Cg * g.K,
-                  g.Cg * g.K, gy.data<T>() + (n * g.OC + gi * g.OCg) * g.L, g.L, T(0),
-                  columns ? cols : xg, g.L);
+          gemm(true, false, g.Cg * g.K, g.L, g.OCg, w.data<T>() + gi * g.OCg * g.Cg * g.K,
+               g.Cg * g.K, gy.data<T>() + (n * g.OC + gi * g.OCg) * g.L, g.L, T(0),
+               columns ? cols : xg, g.L);
           if (columns) col2im(g, cols, xg);
         }
       });
@@ -242,8 +229,8 @@ template <typename T> void backward_weight(const OpCall& c) {
         for (std::int64_t gi = 0; gi < g.G; ++gi) {
           const T* xg = x.data<T>() + (n * g.C + gi * g.Cg) * g.area;
           if (columns) im2col(g, xg, cols);
-          gemm<T>(false, true, g.OCg, g.Cg * g.K, g.L, gy.data<T>() + (n * g.OC + gi * g.OCg) * g.L,
-                  g.L, columns ? cols : xg, g.L, T(1), sum + gi * g.OCg * g.Cg * g.K, g.Cg * g.K);
+          gemm(false, true, g.OCg, g.Cg * g.K, g.L, gy.data<T>() + (n * g.OC + gi * g.OCg) * g.L,
+               g.L, columns ? cols : xg, g.L, T(1), sum + gi * g.OCg * g.Cg * g.K, g.Cg * g.K);
         }
       });
   if (parts > 1)

@@ -2,15 +2,15 @@
 // -> [B, M, N], the inputs strided views (a batch stride may be 0), the output
 // contiguous (docs/kernel-contract.md).
 //
-// f32 goes to OpenBLAS's sgemm and f64 to its dgemm, one call per batch,
+// f32 goes to sgemm and f64 to dgemm (cpu_blas.hpp: OpenBLAS's, or oneDNN's sgemm where
+// OpenBLAS runs generic kernels), one call per batch,
 // straight on the caller's memory when each matrix has a unit stride in one of
-// its two dims (a transposed view becomes CblasTrans); otherwise the matrix is
+// its two dims (a transposed view is passed transposed); otherwise the matrix is
 // packed first. f16/bf16 are widened to f32, multiplied by sgemm and rounded
 // back, except products with at most 8 rows on one side (cpu_kernels_matvec.cpp). Integers,
 // and many small float matrices (where a BLAS call costs more
 // than the work), use a plain loop parallel over output rows (accumulating in
 // float, or double for f64); integer products wrap like PyTorch's.
-#include <cblas.h>
 
 #include <climits>
 #include <cstring>
@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "cpu/cpu_backend.hpp"
+#include "cpu/cpu_blas.hpp"
 #include "cpu/cpu_loops.hpp"
 #include "ferry/kit/math/scalar_ops.hpp"
 
@@ -83,16 +84,16 @@ template <typename T> void naive_matmul(const OpCall& call) {
 // do not matter. ok == false: it has to be packed first.
 struct BlasLayout {
   bool ok = false;
-  CBLAS_TRANSPOSE trans = CblasNoTrans;
+  bool trans = false;
   std::int64_t ld = 1;
 };
 
 BlasLayout blas_layout(std::int64_t rows, std::int64_t cols, std::int64_t rs, std::int64_t cs) {
   BlasLayout l;
   if ((cs == 1 || cols == 1) && (rows == 1 || rs >= std::max<std::int64_t>(1, cols))) {
-    l = {true, CblasNoTrans, rows == 1 ? std::max<std::int64_t>(1, cols) : rs};
+    l = {true, false, rows == 1 ? std::max<std::int64_t>(1, cols) : rs};
   } else if ((rs == 1 || rows == 1) && (cols == 1 || cs >= std::max<std::int64_t>(1, rows))) {
-    l = {true, CblasTrans, cols == 1 ? std::max<std::int64_t>(1, rows) : cs};
+    l = {true, true, cols == 1 ? std::max<std::int64_t>(1, rows) : cs};
   }
   if (l.ld > INT_MAX) l.ok = false;
   return l;
@@ -117,21 +118,15 @@ template <typename F> void gemm(const F* a, std::int64_t a_rs, std::int64_t a_cs
     scratch_a.resize(std::size_t(M * K));
     pack(a, M, K, a_rs, a_cs, scratch_a.data());
     a = scratch_a.data();
-    la = {true, CblasNoTrans, K};
+    la = {true, false, K};
   }
   if (!lb.ok) {
     scratch_b.resize(std::size_t(K * N));
     pack(b, K, N, b_rs, b_cs, scratch_b.data());
     b = scratch_b.data();
-    lb = {true, CblasNoTrans, N};
+    lb = {true, false, N};
   }
-  const int ldc = int(std::max<std::int64_t>(1, N));
-  if constexpr (std::is_same_v<F, double>)
-    cblas_dgemm(CblasRowMajor, la.trans, lb.trans, int(M), int(N), int(K), 1.0, a, int(la.ld), b,
-                int(lb.ld), 0.0, c, ldc);
-  else
-    cblas_sgemm(CblasRowMajor, la.trans, lb.trans, int(M), int(N), int(K), 1.0f, a, int(la.ld), b,
-                int(lb.ld), 0.0f, c, ldc);
+  cpu::gemm(la.trans, lb.trans, M, N, K, a, la.ld, b, lb.ld, F(0), c, std::max<std::int64_t>(1, N));
 }
 
 // f32 through sgemm, f64 through dgemm, on the caller's memory where it can.

@@ -32,6 +32,11 @@ namespace ferry::cpu::onednn {
 
 std::string status() { return "oneDNN off: dnnl.h was not found when ferry was built"; }
 bool run(const OpCall&) { return false; }
+bool has_sgemm() { return false; }
+bool sgemm(bool, bool, std::int64_t, std::int64_t, std::int64_t, const float*, std::int64_t,
+           const float*, std::int64_t, float, float*, std::int64_t) {
+  return false;
+}
 
 #else
 
@@ -43,15 +48,17 @@ struct Api {
 #define FERRY_DNNL_FUNCTIONS(X)                                                                    \
   X(dnnl_version)                                                                                  \
   X(dnnl_engine_create)                                                                            \
-  X(dnnl_stream_create) X(dnnl_stream_wait) X(dnnl_memory_desc_init_by_tag)                        \
-      X(dnnl_memory_desc_equal) X(dnnl_memory_desc_get_size)                                       \
-          X(dnnl_dilated_convolution_forward_desc_init)                                            \
-              X(dnnl_dilated_convolution_backward_data_desc_init)                                  \
-                  X(dnnl_dilated_convolution_backward_weights_desc_init)                           \
-                      X(dnnl_primitive_desc_create) X(dnnl_primitive_desc_query_md)                \
-                          X(dnnl_primitive_create) X(dnnl_primitive_execute)                       \
-                              X(dnnl_reorder_primitive_desc_create) X(dnnl_primitive_desc_destroy) \
-                                  X(dnnl_memory_create) X(dnnl_memory_set_data_handle)
+  X(dnnl_stream_create)                                                                            \
+  X(dnnl_stream_wait)                                                                              \
+  X(dnnl_memory_desc_init_by_tag)                                                                  \
+  X(dnnl_memory_desc_equal) X(dnnl_memory_desc_get_size)                                           \
+      X(dnnl_dilated_convolution_forward_desc_init)                                                \
+          X(dnnl_dilated_convolution_backward_data_desc_init)                                      \
+              X(dnnl_dilated_convolution_backward_weights_desc_init) X(dnnl_primitive_desc_create) \
+                  X(dnnl_primitive_desc_query_md) X(dnnl_primitive_create)                         \
+                      X(dnnl_primitive_execute) X(dnnl_reorder_primitive_desc_create)              \
+                          X(dnnl_primitive_desc_destroy) X(dnnl_memory_create)                     \
+                              X(dnnl_memory_set_data_handle) X(dnnl_sgemm)
   FERRY_DNNL_FUNCTIONS(FERRY_DNNL_FN)
 #undef FERRY_DNNL_FN
   dnnl_engine_t engine = nullptr;
@@ -250,6 +257,18 @@ std::unique_ptr<Prepared> prepare(OpId op, const Shapes& s) {
 }  // namespace
 
 std::string status() { return api().status; }
+
+bool has_sgemm() { return api().ok; }
+
+bool sgemm(bool ta, bool tb, std::int64_t M, std::int64_t N, std::int64_t K, const float* a,
+           std::int64_t lda, const float* b, std::int64_t ldb, float beta, float* c,
+           std::int64_t ldc) {
+  const Api& api_ = api();
+  if (!api_.ok) return false;
+  // A refusal (arguments it does not take) leaves C as it was, for OpenBLAS to compute.
+  return api_.dnnl_sgemm(ta ? 'T' : 'N', tb ? 'T' : 'N', M, N, K, 1.0f, a, lda, b, ldb, beta, c,
+                         ldc) == dnnl_success;
+}
 
 bool run(const OpCall& c) {
   const Api& a = api();
