@@ -9,7 +9,8 @@
 // for the process. oneDNN's sgemm, which ferry loads for the convolutions anyway (onednn.hpp),
 // picks its kernels by features. So where OpenBLAS's kernels leave out the AVX2 the CPU has
 // and oneDNN loads, f32 products go to oneDNN's sgemm; f64 (oneDNN has no dgemm) stays on
-// OpenBLAS, and the cpu device warns once and names the kernels in its driver string.
+// OpenBLAS. The cpu device names the kernels in its driver string and says so once in the
+// log: a warning where oneDNN is off, at info level where it takes the f32 products.
 // Measured on a 2-core AMD EPYC with AVX2 (2026-11-29), OpenBLAS forced to Prescott with
 // OPENBLAS_CORETYPE against oneDNN 2.6.3, GFLOP/s: [128, 64] x [64, 784] 24 against 108;
 // 1024^3 21 against 130; [256, 576] x [576, 3136] 24 against 130. Where OpenBLAS knows the CPU
@@ -97,7 +98,11 @@ void warn_about_blas_once() {
     const Choice& c = choice();
     if (!c.generic) return;
     const char* forced = std::getenv("OPENBLAS_CORETYPE");
-    FERRY_WARN(
+    // A warning where nothing makes up for it; where oneDNN takes the f32 products, which are
+    // most of a model's, the same line at info level (a warning in every process's output
+    // would also land in the output programs parse).
+    FERRY_LOG_AT(
+        c.f32_onednn ? LogLevel::info : LogLevel::warn,
         "cpu: OpenBLAS runs its {} kernels on this CPU, which has AVX2{}; {}. {} (Note "
         "[OpenBLAS's kernels] in runtime/cpu/cpu_blas.cpp)",
         c.kernels, __builtin_cpu_supports("avx512f") ? " and AVX-512" : "",

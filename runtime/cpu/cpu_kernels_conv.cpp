@@ -164,10 +164,13 @@ void for_each_sample(const Geometry& g, std::int64_t cols_size, int parts, const
 }
 
 // How many threads split the batch: all of them where each gets the same number of samples
-// (or enough that one more does not matter), else 1.
-int sample_parts(const Geometry& g) {
+// (or enough that one more does not matter) and their scratch, `part_bytes` each (columns and
+// a copy of the weight's gradient), stays within 256 MiB; else 1, as before the split (a
+// 64-thread machine's copies of an f64 3x3 layer's columns would take gigabytes).
+int sample_parts(const Geometry& g, std::int64_t part_bytes) {
   const int threads = omp_in_parallel() ? 1 : omp_get_max_threads();
-  return threads > 1 && (g.N % threads == 0 || g.N >= 4 * threads) ? threads : 1;
+  const bool even = g.N % threads == 0 || g.N >= 4 * threads;
+  return threads > 1 && even && part_bytes * threads <= (std::int64_t(256) << 20) ? threads : 1;
 }
 
 // y [N, OC, *out] = conv(x [N, C, *in], w [OC, Cg, *k]) (+ bias [OC]).
@@ -176,8 +179,10 @@ template <typename T> void forward(const OpCall& c) {
   const Geometry g = geometry(c, x, w, y);
   const bool columns = needs_columns(g);
   const T* b = c.attrs.b("has_bias") ? c.inputs.at(2).data<T>() : nullptr;
+  const std::int64_t cols_size = columns ? g.Cg * g.K * g.L : 0;
   for_each_sample<T>(
-      g, columns ? g.Cg * g.K * g.L : 0, sample_parts(g), [&](std::int64_t n, T* cols, int) {
+      g, cols_size, sample_parts(g, cols_size * std::int64_t(sizeof(T))),
+      [&](std::int64_t n, T* cols, int) {
         for (std::int64_t gi = 0; gi < g.G; ++gi) {
           const T* xg = x.data<T>() + (n * g.C + gi * g.Cg) * g.area;
           if (columns) im2col(g, xg, cols);
@@ -198,8 +203,10 @@ template <typename T> void backward_input(const OpCall& c) {
   const TensorArg &gy = c.inputs.at(0), &w = c.inputs.at(1), &gx = c.outputs.at(0);
   const Geometry g = geometry(c, gx, w, gy);
   const bool columns = needs_columns(g);
+  const std::int64_t cols_size = columns ? g.Cg * g.K * g.L : 0;
   for_each_sample<T>(
-      g, columns ? g.Cg * g.K * g.L : 0, sample_parts(g), [&](std::int64_t n, T* cols, int) {
+      g, cols_size, sample_parts(g, cols_size * std::int64_t(sizeof(T))),
+      [&](std::int64_t n, T* cols, int) {
         if (columns)
           std::memset(gx.data<T>() + n * g.C * g.area, 0, std::size_t(g.C * g.area) * sizeof(T));
         for (std::int64_t gi = 0; gi < g.G; ++gi) {
@@ -217,22 +224,21 @@ template <typename T> void backward_weight(const OpCall& c) {
   const TensorArg &x = c.inputs.at(0), &gy = c.inputs.at(1), &gw = c.outputs.at(0);
   const Geometry g = geometry(c, x, gw, gy);
   const bool columns = needs_columns(g);
-  const int parts = sample_parts(g);
-  const std::int64_t wsize = gw.numel();
+  const std::int64_t wsize = gw.numel(), cols_size = columns ? g.Cg * g.K * g.L : 0;
+  const int parts = sample_parts(g, (cols_size + wsize) * std::int64_t(sizeof(T)));
   // Part 0 sums into gw itself, each other part into its own copy (Note [CPU convolution's
   // threads]).
   std::vector<T> copies(std::size_t(wsize * (parts - 1)), T(0));
   std::memset(gw.data<T>(), 0, std::size_t(wsize) * sizeof(T));
-  for_each_sample<T>(
-      g, columns ? g.Cg * g.K * g.L : 0, parts, [&](std::int64_t n, T* cols, int part) {
-        T* sum = part == 0 ? gw.data<T>() : copies.data() + (part - 1) * wsize;
-        for (std::int64_t gi = 0; gi < g.G; ++gi) {
-          const T* xg = x.data<T>() + (n * g.C + gi * g.Cg) * g.area;
-          if (columns) im2col(g, xg, cols);
-          gemm(false, true, g.OCg, g.Cg * g.K, g.L, gy.data<T>() + (n * g.OC + gi * g.OCg) * g.L,
-               g.L, columns ? cols : xg, g.L, T(1), sum + gi * g.OCg * g.Cg * g.K, g.Cg * g.K);
-        }
-      });
+  for_each_sample<T>(g, cols_size, parts, [&](std::int64_t n, T* cols, int part) {
+    T* sum = part == 0 ? gw.data<T>() : copies.data() + (part - 1) * wsize;
+    for (std::int64_t gi = 0; gi < g.G; ++gi) {
+      const T* xg = x.data<T>() + (n * g.C + gi * g.Cg) * g.area;
+      if (columns) im2col(g, xg, cols);
+      gemm(false, true, g.OCg, g.Cg * g.K, g.L, gy.data<T>() + (n * g.OC + gi * g.OCg) * g.L, g.L,
+           columns ? cols : xg, g.L, T(1), sum + gi * g.OCg * g.Cg * g.K, g.Cg * g.K);
+    }
+  });
   if (parts > 1)
     detail::parallel_range(wsize, 1 << 14, [&](std::int64_t begin, std::int64_t end) {
       T* out = gw.data<T>();
