@@ -65,15 +65,18 @@ inline float softmax_exp(float x) {
 inline double softmax_exp(double x) { return std::exp(x); }
 
 // c[M][N] += a[M][K] · b[K][N]: b and c row-major (leading dims ldb, ldc), a read through
-// strides (a_rs, a_cs), so a transposed block is read as it is. R rows of c times one 64-byte
-// vector of columns stay in registers across the K loop (GCC's vector extension: the clones
-// make it one AVX-512 register, two AVX2 or four SSE ones), so each load of b feeds R
-// multiply-adds of broadcast elements of a.
-template <typename C, int R>
+// strides (a_rs, a_cs), so a transposed block is read as it is. R rows of c times one vector
+// of `Bytes` of columns stay in registers across the K loop (GCC's vector extension), so each
+// load of b feeds R multiply-adds of broadcast elements of a. The vector is the CPU's own
+// register (gemm_acc picks it): GCC lowers a wider one piece by piece through the stack, as
+// a 64-byte vector in the x86-64-v3 clone was (vmovq and vpinsrq of 8-byte pieces between the
+// FMAs), which left the fused forward at 11 GFLOP/s, 0.3 of the matmul composition, on a
+// 2-core AMD EPYC with AVX2 (ferry-bench attention/L512, 2026-11-29).
+template <typename C, int R, int Bytes>
 [[gnu::always_inline]] inline void gemm_rows(std::int64_t i, std::int64_t N, std::int64_t K,
                                              const C* a, std::int64_t a_rs, std::int64_t a_cs,
                                              const C* b, std::int64_t ldb, C* c, std::int64_t ldc) {
-  typedef C V __attribute__((vector_size(64)));
+  typedef C V __attribute__((vector_size(Bytes)));
   constexpr int W = int(sizeof(V) / sizeof(C));
   std::int64_t j = 0;
   for (; j + W <= N; j += W) {
@@ -94,14 +97,28 @@ template <typename C, int R>
     }
 }
 
+// Eight rows at a time (8 accumulator registers and b's), then four, then one.
+template <typename C, int Bytes>
+[[gnu::always_inline]] inline void gemm_acc_by(std::int64_t M, std::int64_t N, std::int64_t K,
+                                               const C* a, std::int64_t a_rs, std::int64_t a_cs,
+                                               const C* b, std::int64_t ldb, C* c,
+                                               std::int64_t ldc) {
+  std::int64_t i = 0;
+  for (; i + 8 <= M; i += 8) gemm_rows<C, 8, Bytes>(i, N, K, a, a_rs, a_cs, b, ldb, c, ldc);
+  for (; i + 4 <= M; i += 4) gemm_rows<C, 4, Bytes>(i, N, K, a, a_rs, a_cs, b, ldb, c, ldc);
+  for (; i < M; ++i) gemm_rows<C, 1, Bytes>(i, N, K, a, a_rs, a_cs, b, ldb, c, ldc);
+}
+
 template <typename C> FERRY_CPU_CLONES void gemm_acc(std::int64_t M, std::int64_t N, std::int64_t K,
                                                      const C* a, std::int64_t a_rs,
                                                      std::int64_t a_cs, const C* b,
                                                      std::int64_t ldb, C* c, std::int64_t ldc) {
-  std::int64_t i = 0;
-  for (; i + 8 <= M; i += 8) gemm_rows<C, 8>(i, N, K, a, a_rs, a_cs, b, ldb, c, ldc);
-  for (; i + 4 <= M; i += 4) gemm_rows<C, 4>(i, N, K, a, a_rs, a_cs, b, ldb, c, ldc);
-  for (; i < M; ++i) gemm_rows<C, 1>(i, N, K, a, a_rs, a_cs, b, ldb, c, ldc);
+  static const int bytes = __builtin_cpu_supports("avx512f") ? 64
+                           : __builtin_cpu_supports("avx2")  ? 32
+                                                             : 16;
+  if (bytes == 64) return gemm_acc_by<C, 64>(M, N, K, a, a_rs, a_cs, b, ldb, c, ldc);
+  if (bytes == 32) return gemm_acc_by<C, 32>(M, N, K, a, a_rs, a_cs, b, ldb, c, ldc);
+  gemm_acc_by<C, 16>(M, N, K, a, a_rs, a_cs, b, ldb, c, ldc);
 }
 
 // Rows [j0, j0 + n) of a [rows, dim] matrix of T into `out` as C: row-major ([n][dim]) and,
