@@ -1,7 +1,8 @@
 // benchmarks/bench_ops.cpp — issue 21's ops on 16 Mi f32 elements ([4096,
 // 4096]; 1 Mi with --quick): clamp, masked_fill, logsumexp over rows, erf,
 // atan2, remainder, cumsum (rows, and one 16 Mi line), sort and topk over
-// rows, and scatter_reduce amax into 64 columns, each beside PyTorch (libtorch) on the CPU in this
+// rows, scatter_reduce amax into 64 columns, and layer_norm's forward and backward over rows
+// (on the CPU also beside its composition), each beside PyTorch (libtorch) on the CPU in this
 // process, on vulkan:0 beside ferry's CPU (on lavapipe both are the CPU), and,
 // where a GPU is, on cuda:0 beside a device-to-device cudaMemcpyAsync of the
 // same bytes (the bandwidth ceiling of a memory-bound op on that GPU).
@@ -17,8 +18,10 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <optional>
 
 #include "bench_common.hpp"
+#include "ferry/debug.hpp"
 #include "ferry/ferry.hpp"
 #ifdef FERRY_BENCH_HAVE_CUDA
 #include <cuda_runtime_api.h>
@@ -31,6 +34,7 @@ using namespace ops;
 
 struct Data {
   ferry::Tensor x, y, mask, index;
+  ferry::Tensor xg, w, b, g;  // layer_norm's: x and the parameters requiring grad, an upstream g
 };
 
 Data& data(const std::string& device) {
@@ -43,16 +47,28 @@ Data& data(const std::string& device) {
     d.y = ferry::rand({rows(quick()), kCols}) + 0.5;
     d.mask = ferry::gt(ferry::rand({rows(quick()), kCols}), 0.5);
     d.index = ferry::randint(0, kBuckets, {rows(quick()), kCols});
+    d.w = ferry::rand({kCols});
+    d.b = ferry::randn({kCols});
+    d.g = ferry::randn({rows(quick()), kCols});
     if (device != "cpu") {
       const ferry::Device dev(device);
       d.x = d.x.to(dev), d.y = d.y.to(dev), d.mask = d.mask.to(dev), d.index = d.index.to(dev);
+      d.w = d.w.to(dev), d.b = d.b.to(dev), d.g = d.g.to(dev);
     }
+    d.xg = d.x.detach().requires_grad_();
+    d.w.requires_grad_(), d.b.requires_grad_();
     it = by_device.emplace(device, std::move(d)).first;
   }
   return it->second;
 }
 
 ferry::Tensor run_op(const std::string& name, const Data& d) {
+  if (name == kLayerNorm) {
+    ferry::layer_norm(d.xg, {kCols}, d.w, d.b).backward(d.g);
+    ferry::Tensor dx = d.xg.grad();
+    for (const ferry::Tensor* t : {&d.xg, &d.w, &d.b}) t->set_grad({});
+    return dx;
+  }
   if (name == "clamp") return ferry::clamp(d.x, -0.5, 0.5);
   if (name == "masked_fill") return ferry::masked_fill(d.x, d.mask, 0.0);
   if (name == "logsumexp dim=-1") return ferry::logsumexp(d.x, {-1});
@@ -68,12 +84,15 @@ ferry::Tensor run_op(const std::string& name, const Data& d) {
   return ferry::remainder(d.x, d.y);
 }
 
-void run_on(benchmark::State& s, const std::string& name, const std::string& device) {
+void run_on(benchmark::State& s, const std::string& name, const std::string& device,
+            bool composed = false) {
   if (!ferry::is_available(device)) {
     s.SkipWithError((device + " is not available").c_str());
     return;
   }
   const Data& d = data(device);
+  std::optional<ferry::debug::CompositesOnly> composition;
+  if (composed) composition.emplace();
   try {
     for (auto _ : s) {
       ferry::Tensor out = run_op(name, d);
@@ -160,6 +179,12 @@ void register_ops() {
     });
     compare("cpu", "ferry cpu", "ferry", "pytorch", "PyTorch (libtorch)");
 #endif
+    if (name == kLayerNorm) {
+      run("ferry cpu composition",
+          [name](benchmark::State& s) { run_on(s, name, "cpu", /*composed=*/true); });
+      compare("cpu, fused backward vs composition", "ferry cpu", "ferry (layer_norm_backward)",
+              "ferry cpu composition", "ferry's composition (debug::CompositesOnly)");
+    }
     run("memcpy 2 threads", [bytes](benchmark::State& s) { memcpy_2t(s, bytes); });
     compare("cpu, bandwidth", "ferry cpu", "ferry", "memcpy 2 threads",
             "memcpy, 2 threads, same bytes");

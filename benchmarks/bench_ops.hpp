@@ -8,6 +8,9 @@
 
 namespace bench::ops {
 
+// The name of the case that trains (its gradients reset after every call).
+inline constexpr const char* kLayerNorm = "layer_norm fwd+bwd";
+
 // The ops measured, on f32 tensors of kRows x kCols elements (16 Mi; 1 Mi quick).
 inline std::int64_t rows(bool quick) { return quick ? 256 : 4096; }
 inline constexpr std::int64_t kCols = 4096;
@@ -32,6 +35,9 @@ inline const std::vector<OpCase>& cases() {
       {"sort dim=-1", 16},          // x -> values and i64 positions
       {"topk k=64 dim=-1", 4},      // x read once
       {"scatter_reduce amax", 12},  // x and i64 targets -> [rows, 64]
+      // Forward (x -> y) and backward (g, x -> dx) with a weight and a bias over the rows: the
+      // CPU's one layer_norm_backward kernel, also beside its composition (CompositesOnly).
+      {"layer_norm fwd+bwd", 20},
   };
   return c;
 }

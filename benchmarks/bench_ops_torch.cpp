@@ -10,6 +10,7 @@ namespace {
 
 struct Data {
   torch::Tensor x, y, mask, index;
+  torch::Tensor xg, w, b, g;  // layer_norm's: x and the parameters requiring grad, an upstream g
 };
 
 Data& data() {
@@ -27,6 +28,10 @@ void torch_setup(bool quick) {
   data().y = torch::rand({rows(quick), kCols}) + 0.5;
   data().mask = torch::rand({rows(quick), kCols}) > 0.5;
   data().index = torch::randint(0, kBuckets, {rows(quick), kCols});
+  data().xg = data().x.detach().requires_grad_(true);
+  data().w = torch::rand({kCols}).requires_grad_(true);
+  data().b = torch::randn({kCols}).requires_grad_(true);
+  data().g = torch::randn({rows(quick), kCols});
 }
 
 void torch_run(const std::string& name) {
@@ -43,6 +48,11 @@ void torch_run(const std::string& name) {
   if (name == "topk k=64 dim=-1") keep(std::get<0>(torch::topk(d.x, 64, -1)));
   if (name == "scatter_reduce amax")
     keep(torch::zeros({d.x.size(0), kBuckets}).scatter_reduce(1, d.index, d.x, "amax"));
+  if (name == kLayerNorm) {
+    torch::layer_norm(d.xg, {kCols}, d.w, d.b).backward(d.g);
+    keep(d.xg.grad());
+    for (const torch::Tensor* t : {&d.xg, &d.w, &d.b}) t->mutable_grad().reset();
+  }
 }
 
 }  // namespace bench::ops

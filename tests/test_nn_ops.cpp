@@ -7,6 +7,9 @@
 #include <cmath>
 #include <limits>
 
+#include "dispatch.hpp"
+#include "ferry/backend.hpp"
+#include "ferry/debug.hpp"
 #include "ferry/ferry.hpp"
 #include "op_test_util.hpp"
 #include "ops_internal.hpp"
@@ -211,6 +214,112 @@ TEST(LayerNorm, DtypesAndEmpty) {
     expect_close(as_double(y), layer_norm_ref(as_double(xd), 32, {}, {}, 1e-5), tol, tol, "16-bit");
   }
   EXPECT_EQ(ferry::layer_norm(ferry::zeros({0, 8}), {8}).sizes(), (Shape{0, 8}));
+}
+
+// layer_norm's gradients in double: dx = rstd (ĝ - mean(ĝ) - x̂ mean(ĝ x̂)) with ĝ = g w per
+// row, dweight = Σ g x̂ and dbias = Σ g over the rows.
+struct LayerNormGrads {
+  std::vector<double> dx, dw, db;
+};
+LayerNormGrads layer_norm_grads_ref(const std::vector<double>& x, const std::vector<double>& g,
+                                    std::int64_t n, const std::vector<double>& w, double eps) {
+  const std::size_t un = std::size_t(n), rows = x.size() / un;
+  LayerNormGrads r{std::vector<double>(x.size()), std::vector<double>(un), std::vector<double>(un)};
+  for (std::size_t row = 0; row < rows; ++row) {
+    const double* xr = x.data() + row * un;
+    const double* gr = g.data() + row * un;
+    double m = 0, v = 0, c1 = 0, c2 = 0;
+    for (std::size_t i = 0; i < un; ++i) m += xr[i] / double(n);
+    for (std::size_t i = 0; i < un; ++i) v += (xr[i] - m) * (xr[i] - m) / double(n);
+    const double rstd = 1 / std::sqrt(v + eps);
+    for (std::size_t i = 0; i < un; ++i) {
+      const double xh = (xr[i] - m) * rstd, gh = gr[i] * (w.empty() ? 1.0 : w[i]);
+      c1 += gh / double(n);
+      c2 += gh * xh / double(n);
+      r.dw[i] += gr[i] * xh;
+      r.db[i] += gr[i];
+    }
+    for (std::size_t i = 0; i < un; ++i) {
+      const double xh = (xr[i] - m) * rstd, gh = gr[i] * (w.empty() ? 1.0 : w[i]);
+      r.dx[row * un + i] = rstd * (gh - c1 - xh * c2);
+    }
+  }
+  return r;
+}
+
+std::vector<double> doubles(const Tensor& t) {  // as_double goes through f32
+  return t.to(DType::f64).to_vector<double>();
+}
+
+// The CPU runs layer_norm's backward as one layer_norm_backward kernel (Note [layer_norm's
+// backward on the CPU]): held to the closed form in every float dtype, with more rows than one
+// thread's part, a transposed input, and no weight; under debug::CompositesOnly the composition
+// runs instead, and the profiler sees which.
+TEST(LayerNorm, CpuBackwardKernelAgainstTheClosedForm) {
+  ASSERT_TRUE(ferry::device_impl(ferry::Device::cpu())
+                  .supports(ferry::OpId::layer_norm_backward, DType::f32));
+  const std::int64_t n = 301;
+  for (DType dt : {DType::f32, DType::f64, DType::f16, DType::bf16})
+    for (const bool transposed : {false, true})
+      for (const bool affine : {true, false}) {
+        const std::string what =
+            fmt::format("{}{}{}", ferry::dtype_name(dt), transposed ? " transposed" : "",
+                        affine ? " affine" : " no weight");
+        Tensor x =
+            (transposed ? sample_tensor({n, 257}, -3, 7, 5).t() : sample_tensor({257, n}, -3, 7, 5))
+                .to(dt)
+                .requires_grad_();
+        Tensor w = sample_tensor({n}, 0.5, 2, 6).to(dt).requires_grad_();
+        Tensor b = sample_tensor({n}, -1, 1, 7).to(dt).requires_grad_();
+        const Tensor g = sample_tensor({257, n}, -1, 1, 8).to(dt);
+        ferry::profiler::Scope scope;
+        const Tensor y = affine ? ferry::layer_norm(x, {n}, w, b) : ferry::layer_norm(x, {n});
+        y.backward(g);
+        std::size_t kernels = 0;
+        for (const ferry::profiler::Event& e : scope.stop().events())
+          kernels += e.kind == ferry::profiler::EventKind::op && e.name == "layer_norm_backward";
+        EXPECT_EQ(kernels, 1u) << what;
+        const LayerNormGrads want =
+            layer_norm_grads_ref(doubles(x.detach()), doubles(g), n,
+                                 affine ? doubles(w.detach()) : std::vector<double>{}, 1e-5);
+        const double tol = dt == DType::f64 ? 1e-10 : dt == DType::f32 ? 1e-4 : 3e-2;
+        expect_close(doubles(x.grad()), want.dx, tol, tol, what + " dx");
+        if (affine) {
+          expect_close(doubles(w.grad()), want.dw, tol, tol * 16, what + " dweight");
+          expect_close(doubles(b.grad()), want.db, tol, tol * 16, what + " dbias");
+        }
+      }
+  // The composition, asked for, runs no such kernel and gives the same gradients.
+  Tensor x = sample_tensor({9, 31}).requires_grad_();
+  Tensor w = sample_tensor({31}, 0.5, 2, 1).requires_grad_();
+  const Tensor g = sample_tensor({9, 31}, -1, 1, 2);
+  ferry::layer_norm(x, {31}, w).backward(g);
+  const std::vector<double> fused = doubles(x.grad()), fused_w = doubles(w.grad());
+  x.set_grad(Tensor());
+  w.set_grad(Tensor());
+  ferry::profiler::Scope scope;
+  {
+    ferry::debug::CompositesOnly composition;
+    ferry::layer_norm(x, {31}, w).backward(g);
+  }
+  for (const ferry::profiler::Event& e : scope.stop().events())
+    EXPECT_NE(e.name, "layer_norm_backward");
+  expect_close(doubles(x.grad()), fused, 1e-5, 1e-5, "composition dx");
+  expect_close(doubles(w.grad()), fused_w, 1e-5, 1e-5, "composition dweight");
+  // The kernel called with operands that disagree is a typed error, not a read past them.
+  const Tensor x64 = ferry::ones({4, 8}, {.dtype = DType::f64});
+  const Tensor s64 = ferry::ones({4}, {.dtype = DType::f64});
+  const Tensor d64 = ferry::empty({4, 8}, {.dtype = DType::f64});
+  const Tensor p64 = ferry::empty({8}, {.dtype = DType::f64});
+  const ferry::Attrs no_weight{{"has_weight", false}};
+  EXPECT_FERRY_ERROR(
+      ferry::detail::run_kernel(ferry::OpId::layer_norm_backward,
+                                {ferry::ones({4, 8}), x64, s64, s64}, {d64, p64, p64}, no_weight),
+      ferry::DTypeError, "layer_norm_backward", "f64", "f32");
+  EXPECT_FERRY_ERROR(
+      ferry::detail::run_kernel(ferry::OpId::layer_norm_backward, {x64, x64, s64, s64},
+                                {d64, ferry::empty({7}, {.dtype = DType::f64}), p64}, no_weight),
+      ferry::ShapeError, "layer_norm_backward");
 }
 
 TEST(LayerNorm, Errors) {

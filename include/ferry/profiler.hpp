@@ -27,7 +27,7 @@
 //  - every Storage allocated and freed, with the device allocator's
 //    allocated and reserved bytes after it (ferry/memory.hpp);
 //  - ranges: the user's (range()), a migration's groups and chunks, the data
-//    loader's batches.
+//    loader's batches, a process group's collectives (ferry/distributed.hpp).
 // Ops that an op composes from other ops show as the kernels it runs, inside
 // the ranges around them. Events recorded by any thread go into one list, in
 // the order their spans end; a thread is numbered by its first event.

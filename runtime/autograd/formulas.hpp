@@ -96,9 +96,12 @@ void record_batch_norm(const Tensor& x, const Tensor& weight, const Tensor& bias
 void record_attention(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& mask,
                       const Attrs& attrs, const Tensor& out, const Tensor& lse);
 void record_max_pool(const Tensor& x, const Tensor& indices, const Tensor& y);
-// mean and rstd are layer_norm's saved statistics ([rows]).
+// mean and rstd are layer_norm's saved statistics ([rows]); with fused_backward (decided at
+// the forward, where debug::CompositesOnly is seen) the backward is one layer_norm_backward
+// kernel, else the composition.
 void record_layer_norm(const Tensor& x, const Shape& normalized_shape, const Tensor& weight,
-                       const Tensor& bias, const Tensor& mean, const Tensor& rstd, const Tensor& y);
+                       const Tensor& bias, const Tensor& mean, const Tensor& rstd, const Tensor& y,
+                       bool fused_backward);
 void record_embedding(const Tensor& weight, const Tensor& indices, const Tensor& out);
 void record_index_select(const Tensor& x, std::int64_t dim, const Tensor& index, const Tensor& out);
 void record_gather(const Tensor& x, std::int64_t dim, const Tensor& index, const Tensor& out);

@@ -80,20 +80,41 @@ void record_softmax(std::string_view op, const Tensor& x, std::int64_t dim, cons
 // 16-bit inputs are differentiated in f32 and rounded once at the end.
 void record_layer_norm(const Tensor& x, const Shape& normalized_shape, const Tensor& weight,
                        const Tensor& bias, const Tensor& mean_t, const Tensor& rstd_t,
-                       const Tensor& y) {
+                       const Tensor& y, bool fused_backward) {
   if (!should_record({&x, &weight, &bias})) return;
   record("layer_normBackward", {x, weight, bias}, y,
-         [x = Saved(x), w = Saved(weight), mu = Saved(mean_t), rs = Saved(rstd_t),
-          normalized_shape](const Tensor& g, const Needs& n) -> std::vector<Tensor> {
+         [x = Saved(x), w = Saved(weight), mu = Saved(mean_t), rs = Saved(rstd_t), normalized_shape,
+          fused_backward](const Tensor& g, const Needs& n) -> std::vector<Tensor> {
            const Tensor xv = x.get(), wv = w.get();
-           const DType dt = compute_dtype(xv.dtype());
            const std::int64_t cols = detail::shape_numel(normalized_shape);
            const std::int64_t rows = cols == 0 ? 0 : xv.numel() / cols;
+           std::vector<Tensor> r(3);
+           if (fused_backward) {  // Note [layer_norm's backward on the CPU]
+             const Tensor x2 = xv.contiguous().view({rows, cols});
+             const Tensor g2 = g.to(xv.dtype()).contiguous().view({rows, cols});
+             const Tensor mean_s = mu.get(), rstd_s = rs.get();
+             const Tensor dx = detail::new_tensor({rows, cols}, xv.dtype(), detail::impl_of(xv));
+             const Tensor dw = detail::new_tensor({cols}, mean_s.dtype(), detail::impl_of(xv));
+             const Tensor db = detail::new_tensor({cols}, mean_s.dtype(), detail::impl_of(xv));
+             const Attrs attrs{{"has_weight", wv.defined()}};
+             if (wv.defined())
+               detail::run_kernel(
+                   OpId::layer_norm_backward,
+                   {g2, x2, mean_s, rstd_s, wv.to(xv.dtype()).contiguous().view({cols})},
+                   {dx, dw, db}, attrs);
+             else
+               detail::run_kernel(OpId::layer_norm_backward, {g2, x2, mean_s, rstd_s}, {dx, dw, db},
+                                  attrs);
+             if (n[0]) r[0] = dx.view(xv.sizes());
+             if (n[1]) r[1] = dw.reshape(normalized_shape).to(wv.dtype());
+             if (n[2]) r[2] = db.reshape(normalized_shape).to(g.dtype());
+             return r;
+           }
+           const DType dt = compute_dtype(xv.dtype());
            const Tensor x2 = xv.reshape({rows, cols}).to(dt);
            const Tensor g2 = g.reshape({rows, cols}).to(dt);
            const Tensor rstd = rs.get().reshape({rows, 1}).to(dt);
            const Tensor xhat = (x2 - mu.get().reshape({rows, 1}).to(dt)) * rstd;
-           std::vector<Tensor> r(3);
            if (n[1]) r[1] = sum(g2 * xhat, {0}).reshape(normalized_shape).to(wv.dtype());
            if (n[2]) r[2] = sum(g2, {0}).reshape(normalized_shape).to(g.dtype());
            if (n[0]) {

@@ -1,8 +1,9 @@
-// runtime/cpu/cpu_kernels_nn.cpp — softmax, log_softmax, layer_norm and the fused logsumexp on the
-// CPU (docs/kernel-contract.md). Each row is loaded into a buffer of the compute type (float,
-// widening f16/bf16; double for f64), gathering a strided row, computed there, and stored; rows are
-// split over threads. Sums accumulate in double.
+// runtime/cpu/cpu_kernels_nn.cpp — softmax, log_softmax, layer_norm and its backward, and the fused
+// logsumexp on the CPU (docs/kernel-contract.md). Each row is loaded into a buffer of the compute
+// type (float, widening f16/bf16; double for f64), gathering a strided row, computed there, and
+// stored; rows are split over threads. Sums accumulate in double.
 #include <fmt/format.h>
+#include <omp.h>
 
 #include <algorithm>
 #include <cmath>
@@ -201,6 +202,102 @@ template <typename T> void layer_norm_rows(const OpCall& call) {
   });
 }
 
+// Note [layer_norm's backward on the CPU]
+// The composition (formulas_nn.cpp) walks [rows, n] a dozen times, one op at a time: x̂, g · w,
+// two row means, the products, the weight's and bias's column sums. This kernel reads g and x
+// once and writes dx once. Each row keeps x̂ and g · w in two buffers of the compute type while
+// it sums mean(g · w) and mean(g · w · x̂), then dx = rstd · (g · w - mean(g · w) - x̂ ·
+// mean(g · w · x̂)). The weight's (Σ g · x̂) and bias's (Σ g) gradients are column sums over the
+// rows: the rows are cut into one part per thread, each part sums its own columns in double,
+// and the parts are added once at the end, in a fixed order (so as many threads give the same
+// bits every run).
+constexpr int kSumLanes = 8;  // independent row sums, so the compiler can vectorize them
+
+// g, x [rows, n] (x's dtype); mean, rstd [rows] (the forward's, the statistics' dtype); then
+// weight [n] (x's dtype) if has_weight. Outputs dx [rows, n] (x's dtype), dweight and dbias [n]
+// (the statistics' dtype).
+template <typename T> void layer_norm_backward_rows(const OpCall& call) {
+  using C = compute_t<T>;
+  const bool has_w = call.attrs.b("has_weight");
+  const TensorArg &g = call.inputs.at(0), &x = call.inputs.at(1);
+  const TensorArg &mean_in = call.inputs.at(2), &rstd_in = call.inputs.at(3);
+  const TensorArg* w = has_w ? &call.inputs.at(4) : nullptr;
+  const TensorArg &dx = call.outputs.at(0), &dw = call.outputs.at(1), &db = call.outputs.at(2);
+  for (const TensorArg* t : {&mean_in, &rstd_in, &dw, &db})
+    if (t->dtype != dtype_of<C>())
+      throw DTypeError(fmt::format(
+          "layer_norm_backward: the cpu kernel takes the statistics and writes the parameters' "
+          "gradients as {} for a {} input, got {}",
+          dtype_name(dtype_of<C>()), dtype_name(x.dtype), dtype_name(t->dtype)));
+  for (const TensorArg* t : {&g, &dx, w})
+    if (t && t->dtype != x.dtype)
+      throw DTypeError(
+          fmt::format("layer_norm_backward: g, dx and the weight must be x's {}, got {}",
+                      dtype_name(x.dtype), dtype_name(t->dtype)));
+  if (x.ndim() != 2 || g.sizes != x.sizes || dx.sizes != x.sizes)
+    throw ShapeError("layer_norm_backward: the gradient, input and output must be one [rows, n]");
+  const std::int64_t rows = x.sizes[0], n = x.sizes[1];
+  const auto un = static_cast<std::size_t>(n);
+  if (mean_in.numel() != rows || rstd_in.numel() != rows || dw.numel() != n || db.numel() != n ||
+      (w && w->numel() != n))
+    throw ShapeError(
+        fmt::format("layer_norm_backward: mean and rstd must have {} elements and the weight and "
+                    "the parameters' gradients {}",
+                    rows, n));
+  std::vector<C> wf(un, C(1));
+  if (w) load_row(w->data<T>(), n, w->strides[0], wf.data());
+  const C* mean_p = mean_in.data<C>();
+  const C* rstd_p = rstd_in.data<C>();
+  const std::int64_t parts =
+      rows == 0 ? 0
+                : std::clamp<std::int64_t>(rows * n / kParallelGrain, 1,
+                                           std::min<std::int64_t>(omp_get_max_threads(), rows));
+  std::vector<double> sums(std::size_t(parts) * 2 * un, 0.0);  // per part: Σ g x̂, then Σ g
+  parallel_range(parts, 1, [&](std::int64_t p0, std::int64_t p1) {
+    std::vector<C> xbuf(un), gbuf(un);
+    C *xh = xbuf.data(), *gh = gbuf.data();
+    for (std::int64_t p = p0; p < p1; ++p) {
+      double* sgx = sums.data() + std::size_t(p) * 2 * un;
+      double* sg = sgx + un;
+      for (std::int64_t r = rows * p / parts; r < rows * (p + 1) / parts; ++r) {
+        load_row(x.data<T>() + r * x.strides[0], n, x.strides[1], xh);
+        load_row(g.data<T>() + r * g.strides[0], n, g.strides[1], gh);
+        const C mu = mean_p[r * mean_in.strides[0]], rs = rstd_p[r * rstd_in.strides[0]];
+        double s1[kSumLanes] = {}, s2[kSumLanes] = {};
+        std::int64_t i = 0;
+        auto step = [&](std::int64_t j, int l) {
+          const C xv = (xh[j] - mu) * rs, gv = gh[j], gw = gv * wf[std::size_t(j)];
+          sgx[j] += double(gv * xv);
+          sg[j] += double(gv);
+          xh[j] = xv;
+          gh[j] = gw;
+          s1[l] += double(gw);
+          s2[l] += double(gw * xv);
+        };
+        for (; i + kSumLanes <= n; i += kSumLanes)
+          for (int l = 0; l < kSumLanes; ++l) step(i + l, l);
+        for (; i < n; ++i) step(i, 0);
+        double t1 = 0, t2 = 0;
+        for (int l = 0; l < kSumLanes; ++l) t1 += s1[l], t2 += s2[l];
+        const C c1 = C(t1 / double(n)), c2 = C(t2 / double(n));
+        for (std::int64_t j = 0; j < n; ++j) gh[j] = (gh[j] - c1 - xh[j] * c2) * rs;
+        store_row(gh, n, dx.strides[1], dx.data<T>() + r * dx.strides[0]);
+      }
+    }
+  });
+  C* dw_p = dw.data<C>();
+  C* db_p = db.data<C>();
+  for (std::size_t j = 0; j < un; ++j) {
+    double a = 0, b = 0;
+    for (std::int64_t p = 0; p < parts; ++p) {
+      a += sums[std::size_t(p) * 2 * un + j];
+      b += sums[std::size_t(p) * 2 * un + un + j];
+    }
+    dw_p[std::int64_t(j) * dw.strides[0]] = C(a);
+    db_p[std::int64_t(j) * db.strides[0]] = C(b);
+  }
+}
+
 }  // namespace
 
 void add_nn_kernels(KernelTable& table) {
@@ -215,6 +312,10 @@ void add_nn_kernels(KernelTable& table) {
   });
   table.emplace_back(OpId::layer_norm, [](DeviceImpl&, const OpCall& c) {
     FERRY_DISPATCH_FLOATING(c.inputs.at(0).dtype, "layer_norm", layer_norm_rows<scalar_t>(c));
+  });
+  table.emplace_back(OpId::layer_norm_backward, [](DeviceImpl&, const OpCall& c) {
+    FERRY_DISPATCH_FLOATING(c.inputs.at(1).dtype, "layer_norm_backward",
+                            layer_norm_backward_rows<scalar_t>(c));
   });
 }
 

@@ -27,7 +27,9 @@
 #include "ferry/backend.hpp"
 #include "ferry/distributed.hpp"
 #include "ferry/ferry.hpp"
+#include "ferry/profiler.hpp"
 #include "ferry/registry.hpp"
+#include "profiler/profiler_hooks.hpp"
 
 namespace ferry::distributed {
 
@@ -85,14 +87,13 @@ struct Described {
   Call call;
   int peer = -1;             // a send's or recv's other rank; -1 for a collective
   std::uint64_t number = 0;  // the rank's how-manieth call this is
-  std::string str() const {
-    const std::string what =
-        peer < 0
-            ? call.str()
-            : fmt::format("{} rank {} (tag {})",
-                          Kind(call.kind) == Kind::send ? "send to" : "recv from", peer, call.arg);
-    return fmt::format("{} (call #{} of this rank)", what, number);
+  std::string name() const {  // what was called, with the peer
+    return peer < 0 ? call.str()
+                    : fmt::format("{} rank {} (tag {})",
+                                  Kind(call.kind) == Kind::send ? "send to" : "recv from", peer,
+                                  call.arg);
   }
+  std::string str() const { return fmt::format("{} (call #{} of this rank)", name(), number); }
 };
 
 // No rank may wait forever for a peer that died or hangs in another call.
@@ -104,6 +105,7 @@ struct Described {
                rank, what.str().c_str(), double(timeout.count()) / 1000.0);
   std::fflush(stderr);
   lib->abort_job(3);
+  std::_Exit(3);  // abort_job ends the processes; should the library return, this one ends here
 }
 
 }  // namespace
@@ -529,6 +531,12 @@ class Group final : public ProcessGroup {
   }
   void run_job(const Job& job) const {
     NoGradGuard no_grad;  // collectives write tensors in place, outside autograd
+    // A profile shows each collective (its comparison included) as a range on the thread that
+    // ran it, the caller's or the group's, named by the backend and the call: "mpi allreduce
+    // of 1024 f32 elements (sum)".
+    std::optional<profiler::Range> traced;
+    if (profiler::detail::on()) [[unlikely]]
+      traced.emplace(fmt::format("{} {}", lib_->name(), job.state->what().name()));
     try {
       if (job.compare) check_calls(job.state->what().call);
       job.body();

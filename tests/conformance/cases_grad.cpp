@@ -189,12 +189,27 @@ void add_nn(std::vector<Case>& out) {
     add(
         out, "matmul", s, 1e-10, [](const Inputs& in) { return ferry::matmul(in[0], in[1]); }, -2,
         2);
-  add(out, "layer_norm", {{{7, 13}, {13}, {13}}, "odd", {}, " affine"}, 1e-9,
-      [](const Inputs& in) { return ferry::layer_norm(in[0], {13}, in[1], in[2]); });
-  add(out, "layer_norm", {{{3, 5, 7}}, "odd", {}, " normalized [5, 7]"}, 1e-9,
-      [](const Inputs& in) {
-        return ferry::layer_norm(in[0], {5, 7});
-      });
+  // The CPU's layer_norm_backward kernel is held to the composition (Note [layer_norm's
+  // backward on the CPU]): the reference runs under debug::CompositesOnly.
+  const std::vector<std::pair<GradShape, Fn>> layer_norms = {
+      {{{{7, 13}, {13}, {13}}, "odd", {}, " affine"},
+       [](const Inputs& in) { return ferry::layer_norm(in[0], {13}, in[1], in[2]); }},
+      {{{{3, 5, 7}}, "odd", {}, " normalized [5, 7]"},
+       [](const Inputs& in) {
+         return ferry::layer_norm(in[0], {5, 7});
+       }},
+      {{{{64, 1031}, {1031}}, "odd", {}, " weight only"},
+       [](const Inputs& in) { return ferry::layer_norm(in[0], {1031}, in[1]); }},
+  };
+  for (const auto& [shape, fn] : layer_norms) {
+    const std::size_t first = out.size();
+    add(out, "layer_norm", shape, 1e-9, fn);
+    for (std::size_t i = first; i < out.size(); ++i)
+      out[i].reference = [fn](const Inputs& in) {
+        debug::CompositesOnly composition;
+        return gradients(fn, in);
+      };
+  }
 
   // Indices repeat, so the accumulation order matters (docs/kernel-contract.md).
   auto index = [](const Shape& s, std::int64_t n) {

@@ -9,6 +9,7 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <csignal>
@@ -237,6 +238,37 @@ TEST(Collectives, ABlockingCallWaitsForTheAsyncWorkIssuedBeforeIt) {
     EXPECT_EQ(b.to_vector<float>()[3], float(R)) << device;
     group().barrier();
   }
+}
+
+// A profile shows each collective as a range named by its call, on the thread that ran it: a
+// blocking call with nothing queued runs on the caller's thread, inside the caller's own range;
+// an async one on the group's thread (Note [Process groups]).
+TEST(Collectives, AProfileShowsEachCollectiveOnTheThreadThatRanIt) {
+  namespace prof = ferry::profiler;
+  Tensor t = ferry::ones({256});
+  prof::Scope scope;
+  {
+    auto caller = prof::range("caller");
+    group().allreduce(t);
+  }
+  group().allreduce_async(t).wait();
+  const prof::Profile p = scope.stop();
+  const prof::Event* caller = nullptr;
+  std::vector<const prof::Event*> calls;
+  for (const prof::Event& e : p.events()) {
+    if (e.kind != prof::EventKind::range) continue;
+    if (e.name == "caller") caller = &e;
+    if (e.name == "mpi allreduce of 256 f32 elements (sum)") calls.push_back(&e);
+  }
+  ASSERT_NE(caller, nullptr);
+  ASSERT_EQ(calls.size(), 2u) << "one range per allreduce";
+  std::sort(calls.begin(), calls.end(),
+            [](const prof::Event* a, const prof::Event* b) { return a->begin_ns < b->begin_ns; });
+  EXPECT_EQ(calls[0]->thread, caller->thread) << "the blocking call ran on the caller's thread";
+  EXPECT_GE(calls[0]->begin_ns, caller->begin_ns);
+  EXPECT_LE(calls[0]->end_ns, caller->end_ns);
+  EXPECT_NE(calls[1]->thread, caller->thread) << "the async call ran on the group's thread";
+  EXPECT_EQ(t.to_vector<float>()[255], float(group().size() * group().size()));
 }
 
 TEST(Collectives, CallsGoUncomparedWhenSwitchedOff) {
