@@ -37,7 +37,7 @@ inline const std::vector<OpCase>& cases() {
       {"scatter_reduce amax", 12},  // x and i64 targets -> [rows, 64]
       // Forward (x -> y) and backward (g, x -> dx) with a weight and a bias over the rows: the
       // CPU's one layer_norm_backward kernel, also beside its composition (CompositesOnly).
-      {"layer_norm fwd+bwd", 20},
+      {kLayerNorm, 20},
   };
   return c;
 }
