@@ -197,6 +197,42 @@ TEST(TrainingKernels, ActivationBackwardSpecialValues) {
     expect_near(run_specials(cpu(), dt), want, 0, 1e-8, std::string(ferry::dtype_name(dt)));
 }
 
+// f32 runs of GELU and its derivative go four at a time through libmvec's erfc and exp (Note
+// [CPU vector math]); a one-element tensor takes the functor. The two agree within a few ulp
+// on a sweep (absolute ones of the derivative's terms, of size 1, where they cancel near x =
+// -0.75) and on the special values, NaN for NaN and infinities where they fall.
+TEST(TrainingKernels, CpuGeluVectorRunsAgreeWithTheFunctor) {
+  std::vector<float> xs = {float(kNaN), float(kInf), -float(kInf), -0.0f,  0.0f,   12,
+                           -12,         40,          -40,          1e-30f, -1e-30f};
+  for (int i = 0; i <= 2000; ++i) xs.push_back(-10.0f + 0.01f * float(i));
+  std::vector<float> gs;
+  for (std::size_t i = 0; i < xs.size(); ++i) gs.push_back(i % 3 == 0 ? -1.5f : 0.75f);
+  const Tensor x = ferry::tensor(xs), g = ferry::tensor(gs);
+  const Tensor y = ferry::gelu(x);
+  const Tensor dx = ferry::empty(x.sizes());
+  call(cpu(), "gelu_backward", {g, x}, {dx});
+  const std::vector<float> yv = y.to_vector<float>(), dv = dx.to_vector<float>();
+  // Within `ulps` float ulps of `scale`: the value's own for gelu, at least |g|'s for the
+  // derivative.
+  auto near = [](float got, float want, float scale, float ulps) {
+    if (std::isnan(want) || std::isinf(want))
+      return std::isnan(got) == std::isnan(want) && (std::isnan(want) || got == want);
+    return std::fabs(got - want) <= ulps * std::numeric_limits<float>::epsilon() * scale;
+  };
+  for (std::size_t i = 0; i < xs.size(); ++i) {
+    const Tensor xi = ferry::tensor(std::vector<float>{xs[i]});
+    const Tensor gi = ferry::tensor(std::vector<float>{gs[i]});
+    const float y1 = ferry::gelu(xi).item<float>();
+    const Tensor d1 = ferry::empty({1});
+    call(cpu(), "gelu_backward", {gi, xi}, {d1});
+    EXPECT_TRUE(near(yv[i], y1, std::fabs(y1), 2))
+        << "gelu at x = " << xs[i] << ": " << yv[i] << " vs " << y1;
+    const float d = d1.item<float>();
+    EXPECT_TRUE(near(dv[i], d, std::max(std::fabs(d), std::fabs(gs[i])), 4))
+        << "gelu_backward at x = " << xs[i] << ": " << dv[i] << " vs " << d;
+  }
+}
+
 TEST(TrainingKernels, VulkanActivationBackwardMatchesCpu) {
   SKIP_WITHOUT_VULKAN();
   for (DType dt : kGpuFloats) {

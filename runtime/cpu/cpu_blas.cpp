@@ -7,16 +7,22 @@
 // (docs/benchmarks-cpu.md, 2026-11-27). OPENBLAS_CORETYPE, with any value, makes it choose by
 // the CPU's features instead, but it is read before ferry's code runs, so ferry cannot set it
 // for the process. oneDNN's sgemm, which ferry loads for the convolutions anyway (onednn.hpp),
-// picks its kernels by features. So where OpenBLAS's kernels leave out the AVX2 the CPU has
-// and oneDNN loads, f32 products go to oneDNN's sgemm; f64 (oneDNN has no dgemm) stays on
-// OpenBLAS. The cpu device names the kernels in its driver string and says so once in the
-// log: a warning where oneDNN is off, at info level where it takes the f32 products.
+// picks its kernels by features. So where OpenBLAS's kernels leave out the widest vectors the
+// CPU has (AVX2, or AVX-512) and oneDNN loads, f32 products go to oneDNN's sgemm; f64 (oneDNN
+// has no dgemm) stays on OpenBLAS. The cpu device names the kernels in its driver string and says
+// so once in the log: a warning where oneDNN is off, at info level where it takes the f32 products.
 // Measured on a 2-core AMD EPYC with AVX2 (2026-11-29), OpenBLAS forced to Prescott with
 // OPENBLAS_CORETYPE against oneDNN 2.6.3, GFLOP/s: [128, 64] x [64, 784] 24 against 108;
 // 1024^3 21 against 130; [256, 576] x [576, 3136] 24 against 130. Where OpenBLAS knows the CPU
 // it keeps every product: there oneDNN was 1.1 to 1.8x faster on most shapes but 0.68 on a
 // 512^3 product with A transposed, too mixed to move every machine's matmuls on one VM's
-// figures.
+// figures. That held for AVX2 kernels on an AVX2 CPU. On a 2-core AMD EPYC with AVX-512
+// (2026-12-01), whose environment set OPENBLAS_CORETYPE=Haswell, 0.3.21 ran its AVX2 kernels,
+// and oneDNN's sgemm was 1.6 to 3.0x OpenBLAS on every shape of ferry-bench's gemm_f32 (1024^3:
+// 454 against 228 GFLOP/s), the GPT training step 1.4x and the MLP step 1.2x faster: kernels a
+// vector width short are the same case as generic ones. (Left to choose, OpenBLAS ran its
+// Cooperlake AVX-512 kernels there and keeps the products, though it was 0.62 to 0.94 of
+// oneDNN's speed on those shapes, 64x4096x4096 the worst: one more VM's figures.)
 #include "cpu/cpu_blas.hpp"
 
 #include <cblas.h>
@@ -38,16 +44,28 @@ std::string openblas_kernels() {
   return core && *core ? core : "unknown";
 }
 
-bool leaves_out_avx2(const std::string& core) {
-  if (!__builtin_cpu_supports("avx2")) return false;
-  for (const char* k : {"haswell", "zen", "skylakex", "cooperlake", "sapphirerapids", "excavator"})
-    if (strcasecmp(core.c_str(), k) == 0) return false;
-  return true;
+// OpenBLAS's kernels with AVX-512, and with AVX2 (0.3.21's names).
+constexpr const char* kAvx512Kernels[] = {"skylakex", "cooperlake", "sapphirerapids"};
+constexpr const char* kAvx2Kernels[] = {"haswell", "zen", "excavator"};
+
+template <std::size_t N> bool is_one_of(const std::string& core, const char* const (&names)[N]) {
+  for (const char* k : names)
+    if (strcasecmp(core.c_str(), k) == 0) return true;
+  return false;
+}
+
+// The widest vectors the CPU has that OpenBLAS's kernels leave out: "AVX-512", "AVX2", or
+// nothing.
+std::string vectors_left_out(const std::string& core) {
+  const bool avx512 = is_one_of(core, kAvx512Kernels);
+  if (__builtin_cpu_supports("avx512f") && !avx512) return "AVX-512";
+  if (__builtin_cpu_supports("avx2") && !avx512 && !is_one_of(core, kAvx2Kernels)) return "AVX2";
+  return "";
 }
 
 struct Choice {
   std::string kernels;
-  bool generic = false;     // OpenBLAS's kernels leave out the CPU's AVX2
+  std::string narrow;       // the CPU's vectors that OpenBLAS's kernels leave out, if any
   bool f32_onednn = false;  // f32 products go to oneDNN's sgemm
 };
 
@@ -57,13 +75,14 @@ const Choice& choice() {
   static const Choice c = [] {
     Choice c;
     c.kernels = openblas_kernels();
-    c.generic = leaves_out_avx2(c.kernels);
+    c.narrow = vectors_left_out(c.kernels);
     const char* env = std::getenv("FERRY_CPU_SGEMM");
     const std::string how = env && *env ? env : "auto";
     if (how != "auto" && how != "openblas" && how != "onednn")
       throw ValueError(
           fmt::format("FERRY_CPU_SGEMM must be auto, openblas or onednn, got '{}'", how));
-    c.f32_onednn = how != "openblas" && (c.generic || how == "onednn") && onednn::has_sgemm();
+    c.f32_onednn =
+        how != "openblas" && (!c.narrow.empty() || how == "onednn") && onednn::has_sgemm();
     return c;
   }();
   return c;
@@ -96,20 +115,22 @@ void warn_about_blas_once() {
   static std::once_flag once;
   std::call_once(once, [] {
     const Choice& c = choice();
-    if (!c.generic) return;
+    if (c.narrow.empty()) return;
     const char* forced = std::getenv("OPENBLAS_CORETYPE");
     // A warning where nothing makes up for it; where oneDNN takes the f32 products, which are
     // most of a model's, the same line at info level (a warning in every process's output
     // would also land in the output programs parse).
     FERRY_LOG_AT(
         c.f32_onednn ? LogLevel::info : LogLevel::warn,
-        "cpu: OpenBLAS runs its {} kernels on this CPU, which has AVX2{}; {}. {} (Note "
-        "[OpenBLAS's kernels] in runtime/cpu/cpu_blas.cpp)",
-        c.kernels, __builtin_cpu_supports("avx512f") ? " and AVX-512" : "",
+        "cpu: OpenBLAS runs its {} kernels on this CPU, which has AVX2{}, without its {}; {}. "
+        "{} (Note [OpenBLAS's kernels] in runtime/cpu/cpu_blas.cpp)",
+        c.kernels, __builtin_cpu_supports("avx512f") ? " and AVX-512" : "", c.narrow,
         forced ? fmt::format("OPENBLAS_CORETYPE={} asked for them", forced)
-               : std::string("it does not know the model, and OPENBLAS_CORETYPE=Haswell (any "
-                             "value) set before the program starts makes it choose by the "
-                             "CPU's features"),
+        : !is_one_of(c.kernels, kAvx2Kernels)
+            ? std::string("it does not know the model, and OPENBLAS_CORETYPE=Haswell (any "
+                          "value) set before the program starts makes it choose by the CPU's "
+                          "features")
+            : std::string("they are what this OpenBLAS has for the model"),
         c.f32_onednn ? "f32 products go to oneDNN's sgemm; f64 ones stay on those kernels."
                      : "Every product runs on those kernels (oneDNN, which would take f32, is "
                        "off).");

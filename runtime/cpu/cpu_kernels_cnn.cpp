@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "cpu/cpu_backend.hpp"
+#include "cpu/cpu_lane_sums.hpp"
 #include "cpu/cpu_loops.hpp"
 
 namespace ferry::cpu {
@@ -37,48 +38,28 @@ std::int64_t grain_for(std::int64_t per_item) {
   return std::max<std::int64_t>(1, kParallelGrain / std::max<std::int64_t>(per_item, 1));
 }
 
-// Sums over a run in double, in kLanes independent accumulators: one running double sum is a
-// chain of dependent adds, and the compiler may not reorder it into vectors itself.
-constexpr int kLanes = 8;
-
-// s += Σ (p[i] - x0), ss += Σ (p[i] - x0)^2.
+// s += Σ (p[i] - x0), ss += Σ (p[i] - x0)^2, in double lanes (Note [Lane sums]).
 template <typename T>
 void add_moments(const T* p, std::int64_t n, double x0, double& s, double& ss) {
   using C = compute_t<T>;
-  double a[kLanes] = {}, b[kLanes] = {};
-  std::int64_t i = 0;
-  for (; i + kLanes <= n; i += kLanes)
-    for (int l = 0; l < kLanes; ++l) {
-      const double d = double(C(p[i + l])) - x0;
-      a[l] += d;
-      b[l] += d * d;
-    }
-  for (; i < n; ++i) {
+  const auto r = lane_sums<double, 2>(n, [&](std::int64_t i) {
     const double d = double(C(p[i])) - x0;
-    a[0] += d;
-    b[0] += d * d;
-  }
-  for (int l = 0; l < kLanes; ++l) s += a[l], ss += b[l];
+    return std::array<double, 2>{d, d * d};
+  });
+  s += r[0];
+  ss += r[1];
 }
 
-// sg += Σ g[i], sgx += Σ g[i] (x[i] - m).
+// sg += Σ g[i], sgx += Σ g[i] (x[i] - m), in double lanes.
 template <typename T> void add_grad_sums(const T* g, const T* x, std::int64_t n, compute_t<T> m,
                                          double& sg, double& sgx) {
   using C = compute_t<T>;
-  double a[kLanes] = {}, b[kLanes] = {};
-  std::int64_t i = 0;
-  for (; i + kLanes <= n; i += kLanes)
-    for (int l = 0; l < kLanes; ++l) {
-      const double gv = double(C(g[i + l]));
-      a[l] += gv;
-      b[l] += gv * double(C(x[i + l]) - m);
-    }
-  for (; i < n; ++i) {
+  const auto r = lane_sums<double, 2>(n, [&](std::int64_t i) {
     const double gv = double(C(g[i]));
-    a[0] += gv;
-    b[0] += gv * double(C(x[i]) - m);
-  }
-  for (int l = 0; l < kLanes; ++l) sg += a[l], sgx += b[l];
+    return std::array<double, 2>{gv, gv * double(C(x[i]) - m)};
+  });
+  sg += r[0];
+  sgx += r[1];
 }
 
 template <typename T, typename S> void check_stats(const TensorArg& t, std::string_view what) {

@@ -19,9 +19,10 @@
 #include <atomic>
 #include <cstring>
 
-#include "ferry/kit/accumulate_args.hpp"
 #include "cpu/cpu_backend.hpp"
 #include "cpu/cpu_loops.hpp"
+#include "cpu/cpu_vector_math.hpp"
+#include "ferry/kit/accumulate_args.hpp"
 #include "ferry/kit/math/elementwise_ops.hpp"
 #include "ferry/kit/math/scalar_ops.hpp"
 
@@ -37,7 +38,12 @@ template <typename T, typename F> void grad_loop(const OpCall& c, F f) {
     const T* __restrict g = reinterpret_cast<const T*>(r.ptr[1]);
     const T* __restrict z = reinterpret_cast<const T*>(r.ptr[2]);
     if (r.stride[0] == sizeof(T) && r.stride[1] == sizeof(T) && r.stride[2] == sizeof(T)) {
-      for (std::int64_t i = 0; i < r.n; ++i) o[i] = T(f(C(g[i]), C(z[i])));
+      std::int64_t i = 0;
+#ifdef FERRY_HAVE_LIBMVEC
+      if constexpr (std::is_same_v<T, float> && VectorForm<F>::exists)
+        i = vector_binary<F>(o, g, z, r.n);  // Note [CPU vector math]
+#endif
+      for (; i < r.n; ++i) o[i] = T(f(C(g[i]), C(z[i])));
     } else {
       for (std::int64_t i = 0; i < r.n; ++i)
         *reinterpret_cast<T*>(r.ptr[0] + i * r.stride[0]) =

@@ -3,7 +3,7 @@
 // contiguous (docs/kernel-contract.md).
 //
 // f32 goes to sgemm and f64 to dgemm (cpu_blas.hpp: OpenBLAS's, or oneDNN's sgemm where
-// OpenBLAS runs generic kernels), one call per batch,
+// OpenBLAS's kernels leave out the CPU's widest vectors), one call per batch,
 // straight on the caller's memory when each matrix has a unit stride in one of
 // its two dims (a transposed view is passed transposed); otherwise the matrix is
 // packed first. f16/bf16 are widened to f32, multiplied by sgemm and rounded

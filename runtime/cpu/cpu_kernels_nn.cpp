@@ -1,7 +1,8 @@
 // runtime/cpu/cpu_kernels_nn.cpp — softmax, log_softmax, layer_norm and its backward, and the fused
 // logsumexp on the CPU (docs/kernel-contract.md). Each row is loaded into a buffer of the compute
 // type (float, widening f16/bf16; double for f64), gathering a strided row, computed there, and
-// stored; rows are split over threads. Sums accumulate in double.
+// stored; rows are split over threads. softmax's sums accumulate in double, layer_norm's in
+// float lanes added into double (Note [Lane sums]).
 #include <fmt/format.h>
 #include <omp.h>
 
@@ -12,6 +13,8 @@
 #include <vector>
 
 #include "cpu/cpu_backend.hpp"
+#include "cpu/cpu_clones.hpp"  // FERRY_CPU_CLONES on the layer_norm row loops
+#include "cpu/cpu_lane_sums.hpp"
 #include "cpu/cpu_loops.hpp"
 #include "cpu/cpu_vector_math.hpp"
 
@@ -153,14 +156,47 @@ template <typename T> void logsumexp_rows(const OpCall& call) {
   });
 }
 
-// y = (x - mean) * rstd * weight + bias over each row of [rows, N]; the
-// variance is biased and computed in a second pass over the row (stable even
-// when the mean is large). mean and rstd are written in the compute type: f32,
-// or f64 for an f64 x.
+// The forward's operands, as one thread's range of rows reads them.
+template <typename T> struct LayerNormRows {
+  using C = compute_t<T>;
+  const TensorArg &x, &y;
+  const C *w, *b;  // the parameters widened to C: ones and zeros where there are none
+  C *mean, *rstd;  // in C: f32, or f64 for an f64 x
+  std::int64_t mean_s, rstd_s, n;
+  double eps;
+};
+
+// Rows [r0, r1) of y = (x - mean) * rstd * weight + bias. The mean and the biased variance
+// are two passes of float lanes over the row in `v` (Note [Lane sums]); the second pass,
+// over x - mean, stays accurate when the mean is large against the spread.
+template <typename T> FERRY_CPU_CLONES void layer_norm_row_range(const LayerNormRows<T>& a,
+                                                                 std::int64_t r0, std::int64_t r1,
+                                                                 compute_t<T>* v) {
+  using C = compute_t<T>;
+  const std::int64_t n = a.n;
+  for (std::int64_t r = r0; r < r1; ++r) {
+    load_row(a.x.template data<T>() + r * a.x.strides[0], n, a.x.strides[1], v);
+    const double mean =
+        lane_sums<C, 1>(n, [&](std::int64_t i) { return std::array<C, 1>{v[i]}; })[0] /
+        double(n);  // n == 0: NaN, like an empty mean
+    const C mf = C(mean);
+    const double ss = lane_sums<C, 1>(n, [&](std::int64_t i) {
+      const C d = v[i] - mf;
+      return std::array<C, 1>{d * d};
+    })[0];
+    const C rf = C(1.0 / std::sqrt(ss / double(n) + a.eps));
+    for (std::int64_t i = 0; i < n; ++i) v[i] = (v[i] - mf) * rf * a.w[i] + a.b[i];
+    store_row(v, n, a.y.strides[1], a.y.template data<T>() + r * a.y.strides[0]);
+    a.mean[r * a.mean_s] = mf;
+    a.rstd[r * a.rstd_s] = rf;
+  }
+}
+
+// y = (x - mean) * rstd * weight + bias over each row of [rows, N]; the variance is biased.
+// mean and rstd are written in the compute type: f32, or f64 for an f64 x.
 template <typename T> void layer_norm_rows(const OpCall& call) {
   using C = compute_t<T>;
   const bool has_w = call.attrs.b("has_weight"), has_b = call.attrs.b("has_bias");
-  const double eps = call.attrs.f("eps");
   const TensorArg& x = call.inputs.at(0);
   const TensorArg* w = has_w ? &call.inputs.at(1) : nullptr;
   const TensorArg* b = has_b ? &call.inputs.at(has_w ? 2 : 1) : nullptr;
@@ -176,29 +212,19 @@ template <typename T> void layer_norm_rows(const OpCall& call) {
   std::vector<C> wf(static_cast<std::size_t>(n), C(1)), bf(static_cast<std::size_t>(n), C(0));
   if (w) load_row(w->data<T>(), n, w->strides[0], wf.data());
   if (b) load_row(b->data<T>(), n, b->strides[0], bf.data());
-  C* mean_p = mean_out.data<C>();
-  C* rstd_p = rstd_out.data<C>();
+  const LayerNormRows<T> a{x,
+                           y,
+                           wf.data(),
+                           bf.data(),
+                           mean_out.data<C>(),
+                           rstd_out.data<C>(),
+                           mean_out.strides[0],
+                           rstd_out.strides[0],
+                           n,
+                           call.attrs.f("eps")};
   parallel_rows(rows, n, [&](std::int64_t begin, std::int64_t end) {
     std::vector<C> buf(static_cast<std::size_t>(n));
-    C* v = buf.data();
-    for (std::int64_t r = begin; r < end; ++r) {
-      load_row(x.data<T>() + r * x.strides[0], n, x.strides[1], v);
-      double s = 0;
-      for (std::int64_t i = 0; i < n; ++i) s += v[i];
-      const double mean = s / double(n);  // n == 0: NaN, like an empty mean
-      double ss = 0;
-      for (std::int64_t i = 0; i < n; ++i) {
-        const double d = double(v[i]) - mean;
-        ss += d * d;
-      }
-      const double rstd = 1.0 / std::sqrt(ss / double(n) + eps);
-      const C mf = C(mean), rf = C(rstd);
-      for (std::int64_t i = 0; i < n; ++i)
-        v[i] = (v[i] - mf) * rf * wf[std::size_t(i)] + bf[std::size_t(i)];
-      store_row(v, n, y.strides[1], y.data<T>() + r * y.strides[0]);
-      mean_p[r * mean_out.strides[0]] = mf;
-      rstd_p[r * rstd_out.strides[0]] = rf;
-    }
+    layer_norm_row_range<T>(a, begin, end, buf.data());
   });
 }
 
@@ -206,12 +232,59 @@ template <typename T> void layer_norm_rows(const OpCall& call) {
 // The composition (formulas_nn.cpp) walks [rows, n] a dozen times, one op at a time: x̂, g · w,
 // two row means, the products, the weight's and bias's column sums. This kernel reads g and x
 // once and writes dx once. Each row keeps x̂ and g · w in two buffers of the compute type while
-// it sums mean(g · w) and mean(g · w · x̂), then dx = rstd · (g · w - mean(g · w) - x̂ ·
-// mean(g · w · x̂)). The weight's (Σ g · x̂) and bias's (Σ g) gradients are column sums over the
-// rows: the rows are cut into one part per thread, each part sums its own columns in double,
-// and the parts are added once at the end, in a fixed order (so as many threads give the same
-// bits every run).
-constexpr int kSumLanes = 8;  // independent row sums, so the compiler can vectorize them
+// it sums mean(g · w) and mean(g · w · x̂) in lanes (Note [Lane sums]), then dx = rstd · (g · w
+// - mean(g · w) - x̂ · mean(g · w · x̂)). The weight's (Σ g · x̂) and bias's (Σ g) gradients are
+// column sums over the rows: the rows are cut into one part per thread; each part sums its
+// columns over kColumnBlock rows in the compute type, then adds them into its double sums, and
+// the parts are added once at the end, in a fixed order (so as many threads give the same bits
+// every run).
+constexpr std::int64_t kColumnBlock = 32;
+
+// The backward's operands, as one part's range of rows reads them.
+template <typename T> struct LayerNormGradRows {
+  using C = compute_t<T>;
+  const TensorArg &g, &x, &dx;
+  const C *w, *mean, *rstd;  // the weight widened to C (ones where there is none)
+  std::int64_t mean_s, rstd_s, n;
+};
+
+// One part's rows [r0, r1): dx, and the part's column sums sgx (Σ g x̂) and sg (Σ g), in double.
+// xh, gh and the column blocks cgx, cg are n elements each.
+template <typename T> FERRY_CPU_CLONES void layer_norm_backward_part(
+    const LayerNormGradRows<T>& a, std::int64_t r0, std::int64_t r1, compute_t<T>* __restrict xh,
+    compute_t<T>* __restrict gh, compute_t<T>* __restrict cgx, compute_t<T>* __restrict cg,
+    double* __restrict sgx, double* __restrict sg) {
+  using C = compute_t<T>;
+  const std::int64_t n = a.n;
+  const C* __restrict wf = a.w;
+  const auto flush = [&] {
+    for (std::int64_t j = 0; j < n; ++j) {
+      sgx[j] += double(cgx[j]);
+      sg[j] += double(cg[j]);
+      cgx[j] = C(0);
+      cg[j] = C(0);
+    }
+  };
+  for (std::int64_t j = 0; j < n; ++j) cgx[j] = cg[j] = C(0);
+  for (std::int64_t r = r0; r < r1; ++r) {
+    load_row(a.x.template data<T>() + r * a.x.strides[0], n, a.x.strides[1], xh);
+    load_row(a.g.template data<T>() + r * a.g.strides[0], n, a.g.strides[1], gh);
+    const C mu = a.mean[r * a.mean_s], rs = a.rstd[r * a.rstd_s];
+    const auto s = lane_sums<C, 2>(n, [&](std::int64_t j) {
+      const C xv = (xh[j] - mu) * rs, gv = gh[j], gw = gv * wf[j];
+      cgx[j] += gv * xv;
+      cg[j] += gv;
+      xh[j] = xv;
+      gh[j] = gw;
+      return std::array<C, 2>{gw, gw * xv};
+    });
+    const C c1 = C(s[0] / double(n)), c2 = C(s[1] / double(n));
+    for (std::int64_t j = 0; j < n; ++j) gh[j] = (gh[j] - c1 - xh[j] * c2) * rs;
+    store_row(gh, n, a.dx.strides[1], a.dx.template data<T>() + r * a.dx.strides[0]);
+    if ((r - r0) % kColumnBlock == kColumnBlock - 1) flush();
+  }
+  flush();
+}
 
 // g, x [rows, n] (x's dtype); mean, rstd [rows] (the forward's, the statistics' dtype); then
 // weight [n] (x's dtype) if has_weight. Outputs dx [rows, n] (x's dtype), dweight and dbias [n]
@@ -246,55 +319,39 @@ template <typename T> void layer_norm_backward_rows(const OpCall& call) {
                     rows, n));
   std::vector<C> wf(un, C(1));
   if (w) load_row(w->data<T>(), n, w->strides[0], wf.data());
-  const C* mean_p = mean_in.data<C>();
-  const C* rstd_p = rstd_in.data<C>();
+  const LayerNormGradRows<T> a{g,
+                               x,
+                               dx,
+                               wf.data(),
+                               mean_in.data<C>(),
+                               rstd_in.data<C>(),
+                               mean_in.strides[0],
+                               rstd_in.strides[0],
+                               n};
   const std::int64_t parts =
       rows == 0 ? 0
                 : std::clamp<std::int64_t>(rows * n / kParallelGrain, 1,
                                            std::min<std::int64_t>(omp_get_max_threads(), rows));
   std::vector<double> sums(std::size_t(parts) * 2 * un, 0.0);  // per part: Σ g x̂, then Σ g
   parallel_range(parts, 1, [&](std::int64_t p0, std::int64_t p1) {
-    std::vector<C> xbuf(un), gbuf(un);
-    C *xh = xbuf.data(), *gh = gbuf.data();
+    std::vector<C> scratch(4 * un);  // x̂, g · w, and the two column blocks
     for (std::int64_t p = p0; p < p1; ++p) {
       double* sgx = sums.data() + std::size_t(p) * 2 * un;
-      double* sg = sgx + un;
-      for (std::int64_t r = rows * p / parts; r < rows * (p + 1) / parts; ++r) {
-        load_row(x.data<T>() + r * x.strides[0], n, x.strides[1], xh);
-        load_row(g.data<T>() + r * g.strides[0], n, g.strides[1], gh);
-        const C mu = mean_p[r * mean_in.strides[0]], rs = rstd_p[r * rstd_in.strides[0]];
-        double s1[kSumLanes] = {}, s2[kSumLanes] = {};
-        std::int64_t i = 0;
-        auto step = [&](std::int64_t j, int l) {
-          const C xv = (xh[j] - mu) * rs, gv = gh[j], gw = gv * wf[std::size_t(j)];
-          sgx[j] += double(gv * xv);
-          sg[j] += double(gv);
-          xh[j] = xv;
-          gh[j] = gw;
-          s1[l] += double(gw);
-          s2[l] += double(gw * xv);
-        };
-        for (; i + kSumLanes <= n; i += kSumLanes)
-          for (int l = 0; l < kSumLanes; ++l) step(i + l, l);
-        for (; i < n; ++i) step(i, 0);
-        double t1 = 0, t2 = 0;
-        for (int l = 0; l < kSumLanes; ++l) t1 += s1[l], t2 += s2[l];
-        const C c1 = C(t1 / double(n)), c2 = C(t2 / double(n));
-        for (std::int64_t j = 0; j < n; ++j) gh[j] = (gh[j] - c1 - xh[j] * c2) * rs;
-        store_row(gh, n, dx.strides[1], dx.data<T>() + r * dx.strides[0]);
-      }
+      layer_norm_backward_part<T>(a, rows * p / parts, rows * (p + 1) / parts, scratch.data(),
+                                  scratch.data() + un, scratch.data() + 2 * un,
+                                  scratch.data() + 3 * un, sgx, sgx + un);
     }
   });
   C* dw_p = dw.data<C>();
   C* db_p = db.data<C>();
   for (std::size_t j = 0; j < un; ++j) {
-    double a = 0, b = 0;
+    double sa = 0, sb = 0;
     for (std::int64_t p = 0; p < parts; ++p) {
-      a += sums[std::size_t(p) * 2 * un + j];
-      b += sums[std::size_t(p) * 2 * un + un + j];
+      sa += sums[std::size_t(p) * 2 * un + j];
+      sb += sums[std::size_t(p) * 2 * un + un + j];
     }
-    dw_p[std::int64_t(j) * dw.strides[0]] = C(a);
-    db_p[std::int64_t(j) * db.strides[0]] = C(b);
+    dw_p[std::int64_t(j) * dw.strides[0]] = C(sa);
+    db_p[std::int64_t(j) * db.strides[0]] = C(sb);
   }
 }
 

@@ -6,14 +6,17 @@
 // element through the shared functor (include/ferry/kit/math/elementwise_ops.hpp),
 // which the compiler cannot vectorize. Where the build found libmvec
 // (FERRY_HAVE_LIBMVEC, runtime/CMakeLists.txt), VectorForm<Functor> names the
-// libmvec function that computes the same function four floats at a time; the
-// CPU loops use it for whole groups of four and the functor for the rest.
+// libmvec function that computes the same function four floats at a time (or, for
+// GELU and its derivative, the functor's own steps over four floats with libmvec's erfc
+// and exp); the CPU loops, the activations' backward among them, use it for whole groups
+// of four and the functor for the rest.
 // libmvec's float functions are within a few ulp of libm's (glibc's tests
 // hold them to that); the conformance suite holds the other devices to the
 // CPU within kMaxUlp on its special-value grid either way.
 #pragma once
 
 #include "ferry/kit/math/elementwise_ops.hpp"
+#include "ferry/kit/math/grad_ops.hpp"
 
 #ifdef FERRY_HAVE_LIBMVEC
 #include <immintrin.h>
@@ -27,6 +30,7 @@ __m128 _ZGVbN4v_cosf(__m128);
 __m128 _ZGVbN4v_tanhf(__m128);
 __m128 _ZGVbN4v_atanf(__m128);
 __m128 _ZGVbN4v_erff(__m128);
+__m128 _ZGVbN4v_erfcf(__m128);
 __m128 _ZGVbN4vv_atan2f(__m128, __m128);
 }
 #endif
@@ -53,6 +57,27 @@ FERRY_VECTOR_FORM(Atan, _ZGVbN4v_atanf)
 FERRY_VECTOR_FORM(Erf, _ZGVbN4v_erff)
 FERRY_VECTOR_FORM(Atan2, _ZGVbN4vv_atan2f)
 #undef FERRY_VECTOR_FORM
+
+// The exact GELU and its derivative, the activations of every GPT MLP: gelu_erf and
+// gelu_backward (include/ferry/kit/math/) step for step, the same operations in the same
+// order, with libmvec's erfc and exp.
+template <> struct VectorForm<math::ops::Gelu> {
+  static constexpr bool exists = true;
+  static __m128 apply(__m128 x) {
+    const __m128 t = _mm_mul_ps(x, _mm_set1_ps(float(-math::kSqrtHalf)));
+    return _mm_mul_ps(_mm_mul_ps(_mm_set1_ps(0.5f), x), _ZGVbN4v_erfcf(t));
+  }
+};
+template <> struct VectorForm<math::ops::GeluBackward> {
+  static constexpr bool exists = true;
+  static __m128 apply(__m128 g, __m128 x) {
+    const __m128 cdf = _mm_mul_ps(
+        _mm_set1_ps(0.5f), _ZGVbN4v_erfcf(_mm_mul_ps(x, _mm_set1_ps(float(-math::kSqrtHalf)))));
+    const __m128 pdf = _mm_mul_ps(_mm_set1_ps(float(math::kInvSqrt2Pi)),
+                                  _ZGVbN4v_expf(_mm_mul_ps(_mm_mul_ps(x, x), _mm_set1_ps(-0.5f))));
+    return _mm_mul_ps(g, _mm_add_ps(cdf, _mm_mul_ps(x, pdf)));
+  }
+};
 
 // o[i] = F(a[i]) (or F(a[i], b[i])) for i < n, four at a time; returns how many it wrote.
 template <typename F>

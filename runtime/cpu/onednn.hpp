@@ -1,8 +1,8 @@
 // runtime/cpu/onednn.hpp — oneDNN (libdnnl), loaded at run time, for the CPU's convolution
-// kernels (Note [CPU convolution] in cpu_kernels_conv.cpp) and, where OpenBLAS runs generic
-// kernels, f32 matrix products (cpu_blas.hpp). Built where dnnl.h was found; libdnnl.so.2 is opened
-// on first use, so a machine without it runs ferry's own kernels and status() says why.
-// FERRY_ONEDNN=0 turns it off (to measure or test the other path).
+// kernels (Note [CPU convolution] in cpu_kernels_conv.cpp) and, where OpenBLAS's kernels leave
+// out the CPU's widest vectors, f32 matrix products (cpu_blas.hpp). Built where dnnl.h was found;
+// libdnnl.so.2 is opened on first use, so a machine without it runs ferry's own kernels and
+// status() says why. FERRY_ONEDNN=0 turns it off (to measure or test the other path).
 #pragma once
 
 #include <cstdint>
