@@ -252,74 +252,91 @@ std::vector<double> doubles(const Tensor& t) {  // as_double goes through f32
 }
 
 // The CPU runs layer_norm's backward as one layer_norm_backward kernel (Note [layer_norm's
-// backward on the CPU]): held to the closed form in every float dtype, with more rows than one
-// thread's part, a transposed input, and no weight; under debug::CompositesOnly the composition
+// backward on the CPU], and shaders/layer_norm_backward.comp on vulkan:0 where it runs): held to
+// the closed form in every float dtype, with more rows than one thread's part, a transposed
+// input, and no weight, and to zeros with no rows; under debug::CompositesOnly the composition
 // runs instead, and the profiler sees which.
-TEST(LayerNorm, CpuBackwardKernelAgainstTheClosedForm) {
-  ASSERT_TRUE(ferry::device_impl(ferry::Device::cpu())
-                  .supports(ferry::OpId::layer_norm_backward, DType::f32));
-  const std::int64_t n = 301;
-  for (DType dt : {DType::f32, DType::f64, DType::f16, DType::bf16})
-    for (const bool transposed : {false, true})
-      for (const bool affine : {true, false}) {
-        const std::string what =
-            fmt::format("{}{}{}", ferry::dtype_name(dt), transposed ? " transposed" : "",
-                        affine ? " affine" : " no weight");
-        Tensor x =
-            (transposed ? sample_tensor({n, 257}, -3, 7, 5).t() : sample_tensor({257, n}, -3, 7, 5))
-                .to(dt)
-                .requires_grad_();
-        Tensor w = sample_tensor({n}, 0.5, 2, 6).to(dt).requires_grad_();
-        Tensor b = sample_tensor({n}, -1, 1, 7).to(dt).requires_grad_();
-        const Tensor g = sample_tensor({257, n}, -1, 1, 8).to(dt);
-        ferry::profiler::Scope scope;
-        const Tensor y = affine ? ferry::layer_norm(x, {n}, w, b) : ferry::layer_norm(x, {n});
-        y.backward(g);
-        std::size_t kernels = 0;
-        for (const ferry::profiler::Event& e : scope.stop().events())
-          kernels += e.kind == ferry::profiler::EventKind::op && e.name == "layer_norm_backward";
-        EXPECT_EQ(kernels, 1u) << what;
-        const LayerNormGrads want =
-            layer_norm_grads_ref(doubles(x.detach()), doubles(g), n,
-                                 affine ? doubles(w.detach()) : std::vector<double>{}, 1e-5);
-        const double tol = dt == DType::f64 ? 1e-10 : dt == DType::f32 ? 1e-4 : 3e-2;
-        expect_close(doubles(x.grad()), want.dx, tol, tol, what + " dx");
-        if (affine) {
-          expect_close(doubles(w.grad()), want.dw, tol, tol * 16, what + " dweight");
-          expect_close(doubles(b.grad()), want.db, tol, tol * 16, what + " dbias");
+TEST(LayerNorm, BackwardKernelAgainstTheClosedForm) {
+  std::vector<ferry::Device> devices{ferry::Device::cpu()};
+  if (ferry::is_available("vulkan:0")) devices.emplace_back("vulkan:0");
+  for (const ferry::Device& dev : devices) {
+    ASSERT_TRUE(ferry::device_impl(dev).supports(ferry::OpId::layer_norm_backward, DType::f32));
+    const std::int64_t n = 301;
+    for (DType dt : {DType::f32, DType::f64, DType::f16, DType::bf16})
+      for (const bool transposed : {false, true})
+        for (const bool affine : {true, false}) {
+          const std::string what =
+              fmt::format("{} {}{}{}", dev.str(), ferry::dtype_name(dt),
+                          transposed ? " transposed" : "", affine ? " affine" : " no weight");
+          Tensor x = (transposed ? sample_tensor({n, 257}, -3, 7, 5).t()
+                                 : sample_tensor({257, n}, -3, 7, 5))
+                         .to(dt)
+                         .to(dev)
+                         .requires_grad_();
+          Tensor w = sample_tensor({n}, 0.5, 2, 6).to(dt).to(dev).requires_grad_();
+          Tensor b = sample_tensor({n}, -1, 1, 7).to(dt).to(dev).requires_grad_();
+          const Tensor g = sample_tensor({257, n}, -1, 1, 8).to(dt).to(dev);
+          ferry::profiler::Scope scope;
+          const Tensor y = affine ? ferry::layer_norm(x, {n}, w, b) : ferry::layer_norm(x, {n});
+          y.backward(g);
+          std::size_t kernels = 0;
+          for (const ferry::profiler::Event& e : scope.stop().events())
+            kernels += e.kind == ferry::profiler::EventKind::op && e.name == "layer_norm_backward";
+          EXPECT_EQ(kernels, 1u) << what;
+          const LayerNormGrads want =
+              layer_norm_grads_ref(doubles(x.detach()), doubles(g), n,
+                                   affine ? doubles(w.detach()) : std::vector<double>{}, 1e-5);
+          const double tol = dt == DType::f64 ? 1e-10 : dt == DType::f32 ? 1e-4 : 3e-2;
+          expect_close(doubles(x.grad()), want.dx, tol, tol, what + " dx");
+          if (affine) {
+            expect_close(doubles(w.grad()), want.dw, tol, tol * 16, what + " dweight");
+            expect_close(doubles(b.grad()), want.db, tol, tol * 16, what + " dbias");
+          }
         }
-      }
-  // The composition, asked for, runs no such kernel and gives the same gradients.
-  Tensor x = sample_tensor({9, 31}).requires_grad_();
-  Tensor w = sample_tensor({31}, 0.5, 2, 1).requires_grad_();
-  const Tensor g = sample_tensor({9, 31}, -1, 1, 2);
-  ferry::layer_norm(x, {31}, w).backward(g);
-  const std::vector<double> fused = doubles(x.grad()), fused_w = doubles(w.grad());
-  x.set_grad(Tensor());
-  w.set_grad(Tensor());
-  ferry::profiler::Scope scope;
-  {
-    ferry::debug::CompositesOnly composition;
+    // No rows: no kernel runs, and the parameters' gradients are zeros.
+    {
+      Tensor x = ferry::empty({0, 5}, {.device = dev}).requires_grad_();
+      Tensor w = ferry::ones({5}, {.device = dev}).requires_grad_();
+      Tensor b = ferry::zeros({5}, {.device = dev}).requires_grad_();
+      ferry::sum(ferry::layer_norm(x, {5}, w, b)).backward();
+      EXPECT_EQ(x.grad().sizes(), (Shape{0, 5}));
+      EXPECT_EQ(doubles(w.grad()), std::vector<double>(5, 0.0)) << dev.str();
+      EXPECT_EQ(doubles(b.grad()), std::vector<double>(5, 0.0)) << dev.str();
+    }
+    // The composition, asked for, runs no such kernel and gives the same gradients.
+    Tensor x = sample_tensor({9, 31}).to(dev).requires_grad_();
+    Tensor w = sample_tensor({31}, 0.5, 2, 1).to(dev).requires_grad_();
+    const Tensor g = sample_tensor({9, 31}, -1, 1, 2).to(dev);
     ferry::layer_norm(x, {31}, w).backward(g);
+    const std::vector<double> fused = doubles(x.grad()), fused_w = doubles(w.grad());
+    x.set_grad(Tensor());
+    w.set_grad(Tensor());
+    ferry::profiler::Scope scope;
+    {
+      ferry::debug::CompositesOnly composition;
+      ferry::layer_norm(x, {31}, w).backward(g);
+    }
+    for (const ferry::profiler::Event& e : scope.stop().events())
+      EXPECT_NE(e.name, "layer_norm_backward");
+    expect_close(doubles(x.grad()), fused, 1e-5, 1e-5, dev.str() + " composition dx");
+    expect_close(doubles(w.grad()), fused_w, 1e-5, 1e-5, dev.str() + " composition dweight");
+    // The kernel called with operands that disagree is a typed error, not a read past them.
+    const ferry::TensorOptions f64{.dtype = DType::f64, .device = dev};
+    const Tensor x64 = ferry::ones({4, 8}, f64);
+    const Tensor s64 = ferry::ones({4}, f64);
+    const Tensor d64 = ferry::empty({4, 8}, f64);
+    const Tensor p64 = ferry::empty({8}, f64);
+    const ferry::Attrs no_weight{{"has_weight", false}};
+    EXPECT_FERRY_ERROR(
+        ferry::detail::run_kernel(ferry::OpId::layer_norm_backward,
+                                  {ferry::ones({4, 8}, {.device = dev}), x64, s64, s64},
+                                  {d64, p64, p64}, no_weight),
+        ferry::DTypeError, "layer_norm_backward", "f64", "f32");
+    EXPECT_FERRY_ERROR(
+        ferry::detail::run_kernel(ferry::OpId::layer_norm_backward, {x64, x64, s64, s64},
+                                  {d64, ferry::empty({7}, f64), p64}, no_weight),
+        ferry::ShapeError, "layer_norm_backward");
   }
-  for (const ferry::profiler::Event& e : scope.stop().events())
-    EXPECT_NE(e.name, "layer_norm_backward");
-  expect_close(doubles(x.grad()), fused, 1e-5, 1e-5, "composition dx");
-  expect_close(doubles(w.grad()), fused_w, 1e-5, 1e-5, "composition dweight");
-  // The kernel called with operands that disagree is a typed error, not a read past them.
-  const Tensor x64 = ferry::ones({4, 8}, {.dtype = DType::f64});
-  const Tensor s64 = ferry::ones({4}, {.dtype = DType::f64});
-  const Tensor d64 = ferry::empty({4, 8}, {.dtype = DType::f64});
-  const Tensor p64 = ferry::empty({8}, {.dtype = DType::f64});
-  const ferry::Attrs no_weight{{"has_weight", false}};
-  EXPECT_FERRY_ERROR(
-      ferry::detail::run_kernel(ferry::OpId::layer_norm_backward,
-                                {ferry::ones({4, 8}), x64, s64, s64}, {d64, p64, p64}, no_weight),
-      ferry::DTypeError, "layer_norm_backward", "f64", "f32");
-  EXPECT_FERRY_ERROR(
-      ferry::detail::run_kernel(ferry::OpId::layer_norm_backward, {x64, x64, s64, s64},
-                                {d64, ferry::empty({7}, {.dtype = DType::f64}), p64}, no_weight),
-      ferry::ShapeError, "layer_norm_backward");
 }
 
 TEST(LayerNorm, Errors) {

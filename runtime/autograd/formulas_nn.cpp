@@ -94,17 +94,16 @@ void record_layer_norm(const Tensor& x, const Shape& normalized_shape, const Ten
              const Tensor g2 = g.to(xv.dtype()).contiguous().view({rows, cols});
              const Tensor mean_s = mu.get(), rstd_s = rs.get();
              const Tensor dx = detail::new_tensor({rows, cols}, xv.dtype(), detail::impl_of(xv));
-             const Tensor dw = detail::new_tensor({cols}, mean_s.dtype(), detail::impl_of(xv));
-             const Tensor db = detail::new_tensor({cols}, mean_s.dtype(), detail::impl_of(xv));
+             // No rows: nothing to run, and the parameters' gradients are sums of nothing.
+             const auto stat = [&] {
+               return rows == 0 ? zeros({cols}, {.dtype = mean_s.dtype(), .device = xv.device()})
+                                : detail::new_tensor({cols}, mean_s.dtype(), detail::impl_of(xv));
+             };
+             const Tensor dw = stat(), db = stat();
              const Attrs attrs{{"has_weight", wv.defined()}};
-             if (wv.defined())
-               detail::run_kernel(
-                   OpId::layer_norm_backward,
-                   {g2, x2, mean_s, rstd_s, wv.to(xv.dtype()).contiguous().view({cols})},
-                   {dx, dw, db}, attrs);
-             else
-               detail::run_kernel(OpId::layer_norm_backward, {g2, x2, mean_s, rstd_s}, {dx, dw, db},
-                                  attrs);
+             std::vector<Tensor> in{g2, x2, mean_s, rstd_s};
+             if (wv.defined()) in.push_back(wv.to(xv.dtype()).contiguous().view({cols}));
+             if (rows > 0) detail::run_kernel(OpId::layer_norm_backward, in, {dx, dw, db}, attrs);
              if (n[0]) r[0] = dx.view(xv.sizes());
              if (n[1]) r[1] = dw.reshape(normalized_shape).to(wv.dtype());
              if (n[2]) r[2] = db.reshape(normalized_shape).to(g.dtype());

@@ -17,6 +17,7 @@
 #include "cpu/cpu_lane_sums.hpp"
 #include "cpu/cpu_loops.hpp"
 #include "cpu/cpu_vector_math.hpp"
+#include "ferry/kit/layer_norm_args.hpp"
 
 namespace ferry::cpu {
 namespace {
@@ -286,37 +287,15 @@ template <typename T> FERRY_CPU_CLONES void layer_norm_backward_part(
   flush();
 }
 
-// g, x [rows, n] (x's dtype); mean, rstd [rows] (the forward's, the statistics' dtype); then
-// weight [n] (x's dtype) if has_weight. Outputs dx [rows, n] (x's dtype), dweight and dbias [n]
-// (the statistics' dtype).
+// The operands: ferry/kit/layer_norm_args.hpp.
 template <typename T> void layer_norm_backward_rows(const OpCall& call) {
   using C = compute_t<T>;
-  const bool has_w = call.attrs.b("has_weight");
-  const TensorArg &g = call.inputs.at(0), &x = call.inputs.at(1);
-  const TensorArg &mean_in = call.inputs.at(2), &rstd_in = call.inputs.at(3);
-  const TensorArg* w = has_w ? &call.inputs.at(4) : nullptr;
-  const TensorArg &dx = call.outputs.at(0), &dw = call.outputs.at(1), &db = call.outputs.at(2);
-  for (const TensorArg* t : {&mean_in, &rstd_in, &dw, &db})
-    if (t->dtype != dtype_of<C>())
-      throw DTypeError(fmt::format(
-          "layer_norm_backward: the cpu kernel takes the statistics and writes the parameters' "
-          "gradients as {} for a {} input, got {}",
-          dtype_name(dtype_of<C>()), dtype_name(x.dtype), dtype_name(t->dtype)));
-  for (const TensorArg* t : {&g, &dx, w})
-    if (t && t->dtype != x.dtype)
-      throw DTypeError(
-          fmt::format("layer_norm_backward: g, dx and the weight must be x's {}, got {}",
-                      dtype_name(x.dtype), dtype_name(t->dtype)));
-  if (x.ndim() != 2 || g.sizes != x.sizes || dx.sizes != x.sizes)
-    throw ShapeError("layer_norm_backward: the gradient, input and output must be one [rows, n]");
-  const std::int64_t rows = x.sizes[0], n = x.sizes[1];
+  const LayerNormGradOperands o = layer_norm_backward_args(call, "cpu");
+  const TensorArg &g = o.g, &x = o.x, &mean_in = o.mean, &rstd_in = o.rstd, &dx = o.dx,
+                  &dw = o.dweight, &db = o.dbias;
+  const TensorArg* w = o.weight;
+  const std::int64_t rows = o.rows, n = o.n;
   const auto un = static_cast<std::size_t>(n);
-  if (mean_in.numel() != rows || rstd_in.numel() != rows || dw.numel() != n || db.numel() != n ||
-      (w && w->numel() != n))
-    throw ShapeError(
-        fmt::format("layer_norm_backward: mean and rstd must have {} elements and the weight and "
-                    "the parameters' gradients {}",
-                    rows, n));
   std::vector<C> wf(un, C(1));
   if (w) load_row(w->data<T>(), n, w->strides[0], wf.data());
   const LayerNormGradRows<T> a{g,

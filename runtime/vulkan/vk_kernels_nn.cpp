@@ -9,7 +9,9 @@
 // neighbours are contiguous get the thread index along the rows, and a few
 // long rows are split over workgroups: a statistics pass writes (max, sum of
 // exp) per piece into a scratch buffer, then the writing pass merges them.
-// layer_norm: x is a [rows, N] matrix; a group of threads per row.
+// layer_norm: x is a [rows, N] matrix; a group of threads per row. layer_norm_backward: two
+// dispatches per part of rows, dx over the rows and the parameters' gradients down the
+// columns, the later parts adding to the first's (shaders/layer_norm_backward.comp).
 // Both cut tensors larger than one storage-buffer binding into chunks of rows
 // (vk_split.hpp); a single row larger than a binding raises UnsupportedError
 // (row_too_long says why).
@@ -22,8 +24,10 @@
 #include <vector>
 
 #include "abi/layer_norm.h"
+#include "abi/layer_norm_backward.h"
 #include "abi/softmax.h"
 #include "ferry/error.hpp"
+#include "ferry/kit/layer_norm_args.hpp"
 #include "vulkan/vk_device.hpp"
 #include "vulkan/vk_policy.hpp"
 #include "vulkan/vk_split.hpp"
@@ -239,6 +243,93 @@ void layer_norm_kernel(DeviceImpl& d, const OpCall& c) {
   });
 }
 
+// One part of rows of g, x, dx, mean and rstd, each within one binding: dx, then the part's
+// column sums into dweight and dbias (added to what they hold when `accumulate`).
+void layer_norm_backward_rows(VulkanDevice& dev, const LayerNormGradOperands& o, const TensorArg& g,
+                              const TensorArg& x, const TensorArg& dx, const TensorArg& mean,
+                              const TensorArg& rstd, bool accumulate) {
+  const bool has_w = o.weight != nullptr;
+  const TensorArg &dw = o.dweight, &db = o.dbias;
+  abi::LayerNormBackwardParams p{};
+  const Binding dxb = dev.bind(dx, Access::write), gb = dev.bind(g, Access::read),
+                xb = dev.bind(x, Access::read), mb = dev.bind(mean, Access::read),
+                rb = dev.bind(rstd, Access::read);
+  Binding wb = xb;  // absent: x again (the shader never reads it)
+  if (has_w) {
+    wb = dev.bind(*o.weight, Access::read);
+    p.w_off = wb.element_offset;
+    p.ws = std::uint32_t(o.weight->strides[0]);
+  }
+  p.g_off = gb.element_offset;
+  p.x_off = xb.element_offset;
+  p.dx_off = dxb.element_offset;
+  p.m_off = mb.element_offset;
+  p.r_off = rb.element_offset;
+  p.rows = std::uint32_t(x.sizes[0]);
+  p.n = std::uint32_t(x.sizes[1]);
+  p.gs0 = std::uint32_t(g.strides[0]);
+  p.gs1 = std::uint32_t(g.strides[1]);
+  p.xs0 = std::uint32_t(x.strides[0]);
+  p.xs1 = std::uint32_t(x.strides[1]);
+  p.dxs0 = std::uint32_t(dx.strides[0]);
+  p.dxs1 = std::uint32_t(dx.strides[1]);
+  p.ms = std::uint32_t(mean.strides[0]);
+  p.rs = std::uint32_t(rstd.strides[0]);
+  p.dws = std::uint32_t(dw.strides[0]);
+  p.dbs = std::uint32_t(db.strides[0]);
+  p.accumulate = accumulate ? 1u : 0u;
+  const bool f64 = x.dtype == DType::f64;
+  const std::uint32_t wg = workgroup_size(dev.limits());
+  const std::uint32_t lanes = row_lanes(dev.limits(), std::uint64_t(p.n), wg);
+  abi::LayerNormBackwardSpec spec{
+      .WG = wg, .DT = dtype_code(x.dtype), .HAS_W = has_w, .LANES = lanes, .MODE = 0};
+  // The slots a mode leaves unused hold the tensor it writes: the shader has stores to them,
+  // which synchronization validation counts as writes whatever MODE rules out.
+  dev.dispatch({"layer_norm_backward",
+                spec.values(),
+                {dxb, dxb, dxb, gb, xb, mb, rb, wb},
+                &p,
+                sizeof p,
+                {groups_for(dev, std::uint64_t(p.rows), wg / lanes), 1, 1},
+                std::uint32_t(OpId::layer_norm_backward),
+                f64});
+  const Binding dwb = dev.bind(dw, Access::write), dbb = dev.bind(db, Access::write);
+  p.dw_off = dwb.element_offset;
+  p.db_off = dbb.element_offset;
+  spec.LANES = 1;
+  spec.MODE = 1;
+  dev.dispatch({"layer_norm_backward",
+                spec.values(),
+                {dwb, dwb, dbb, gb, xb, mb, rb, xb},
+                &p,
+                sizeof p,
+                {groups_for(dev, std::uint64_t(p.n), wg), 1, 1},
+                std::uint32_t(OpId::layer_norm_backward),
+                f64});
+}
+
+// The operands: ferry/kit/layer_norm_args.hpp.
+void layer_norm_backward_kernel(DeviceImpl& d, const OpCall& c) {
+  VulkanDevice& dev = vulkan_device(d);
+  const LayerNormGradOperands o = layer_norm_backward_args(c, "vulkan");
+  dev.require_op(OpId::layer_norm_backward, o.x.dtype);
+  const std::int64_t rows = o.rows, n = o.n;
+  if (std::uint64_t(rows) >= kMaxCount || std::uint64_t(n) >= kMaxCount)
+    throw UnsupportedError(fmt::format(
+        "layer_norm_backward: {} rows of {} elements exceed the Vulkan kernel's 2^31 limit", rows,
+        n));
+  if (rows == 0)  // the formula does not call it for an empty input (kernel-contract.md)
+    throw ShapeError("layer_norm_backward: the vulkan kernel takes at least one row");
+  bool first = true;
+  for_each_part(
+      dev.limits(), {o.g, o.x, o.dx, o.mean, o.rstd}, 0, 1, [&](const auto& part, const auto&) {
+        for (const TensorArg& t : {part[0], part[1], part[2]})
+          if (!fits(dev.limits(), t)) row_too_long("layer_norm_backward", t, 1, dev.limits());
+        layer_norm_backward_rows(dev, o, part[0], part[1], part[2], part[3], part[4], !first);
+        first = false;
+      });
+}
+
 }  // namespace
 
 void add_nn_kernels(KernelTable& table) {
@@ -247,6 +338,7 @@ void add_nn_kernels(KernelTable& table) {
   table.emplace_back(OpId::log_softmax,
                      [](DeviceImpl& d, const OpCall& c) { softmax_kernel(d, c, true); });
   table.emplace_back(OpId::layer_norm, layer_norm_kernel);
+  table.emplace_back(OpId::layer_norm_backward, layer_norm_backward_kernel);
 }
 
 }  // namespace ferry::vulkan

@@ -1,0 +1,127 @@
+// shaders/layer_norm_backward.comp — layer_norm's backward over the rows of x [rows, N]
+// (docs/kernel-contract.md), with x̂ = (x - mean) · rstd and ĝ = g · weight, in two
+// dispatches (MODE):
+//  0: dx = rstd · (ĝ - mean(ĝ) - x̂ · mean(ĝ · x̂)). LANES threads share a row (WG / LANES rows
+//     a workgroup), each summing its strided share of ĝ and ĝ · x̂; the shares meet in a
+//     shared-memory tree, then each thread writes its share of dx.
+//  1: dweight = Σ_rows g · x̂ and dbias = Σ_rows g. One thread a column walks down the rows
+//     (neighbouring threads read neighbouring elements), summing with the rounding error kept
+//     (TwoSum), and adds to what dweight and dbias hold where `accumulate` says this is a later
+//     part of a tensor split between bindings.
+// g, x, dx and the weight are x's dtype; mean, rstd, dweight and dbias f32 (f64 in the f64
+// module, which computes in double: Note [f64 on Vulkan] in runtime/vulkan/vk_pipelines.cpp).
+// Host side: runtime/vulkan/vk_kernels_nn.cpp.
+// ferry-f64-ops: layer_norm_backward
+#version 450
+#extension GL_GOOGLE_include_directive : require
+#include "common.glsl"
+#include "abi/layer_norm_backward.h"  // spec and push constants: shared with the host
+
+FERRY_TENSOR(0, dx)  // MODE 1 binds dweight here, MODE 0 dx at 1 and 2 (never touched)
+FERRY_TENSOR(1, dw)
+FERRY_TENSOR(2, db)
+FERRY_TENSOR(3, g)
+FERRY_TENSOR(4, x)
+FERRY_TENSOR(5, st_mean)
+FERRY_TENSOR(6, st_rstd)
+FERRY_TENSOR(7, w)   // when absent (or in MODE 1) the host binds x here (never read)
+
+#ifdef FERRY_F64
+#define STATS(N) N##_f64
+#else
+#define STATS(N) N##_f32
+#endif
+
+shared FTYPE s_a[256];
+shared FTYPE s_b[256];
+
+// hi += v with the rounding error kept in lo (TwoSum; `precise` keeps the compiler from
+// simplifying it away).
+void add_exact(inout FTYPE hi, inout FTYPE lo, FTYPE v) {
+  precise FTYPE s = hi + v;
+  precise FTYPE bv = s - hi;
+  precise FTYPE err = (hi - (s - bv)) + (v - bv);
+  hi = s;
+  lo += err;
+}
+
+void rows_mode() {
+  const uint ROWS = gl_WorkGroupSize.x / LANES;
+  const uint t = gl_LocalInvocationID.x;
+  const uint lane = t % LANES;
+  const uint row = t / LANES;
+  const uint head = row * LANES;
+  const uint n_blocks = (p.rows + ROWS - 1u) / ROWS;
+  for (uint blk = gl_WorkGroupID.x; blk < n_blocks; blk += gl_NumWorkGroups.x) {
+    const uint ri = blk * ROWS + row;
+    const bool valid = ri < p.rows;
+    FTYPE mu = 0.0, rs = 0.0, a = 0.0, b = 0.0;
+    const uint go = p.g_off + ri * p.gs0, xo = p.x_off + ri * p.xs0;
+    if (valid) {
+      mu = STATS(st_mean)[p.m_off + ri * p.ms];
+      rs = STATS(st_rstd)[p.r_off + ri * p.rs];
+      for (uint k = lane; k < p.n; k += LANES) {
+        FTYPE gh = LOAD_F(g, DT, go + k * p.gs1);
+        if (HAS_W) gh *= LOAD_F(w, DT, p.w_off + k * p.ws);
+        const FTYPE xh = (LOAD_F(x, DT, xo + k * p.xs1) - mu) * rs;
+        a += gh;
+        b += gh * xh;
+      }
+    }
+    s_a[t] = a;
+    s_b[t] = b;
+    for (uint h = LANES / 2u; h >= 1u; h >>= 1u) {
+      memoryBarrierShared();
+      barrier();
+      if (lane < h) {
+        s_a[t] += s_a[t + h];
+        s_b[t] += s_b[t + h];
+      }
+    }
+    memoryBarrierShared();
+    barrier();
+    if (valid) {
+      const FTYPE c1 = s_a[head] / FTYPE(p.n), c2 = s_b[head] / FTYPE(p.n);
+      const uint dxo = p.dx_off + ri * p.dxs0;
+      for (uint k = lane; k < p.n; k += LANES) {
+        FTYPE gh = LOAD_F(g, DT, go + k * p.gs1);
+        if (HAS_W) gh *= LOAD_F(w, DT, p.w_off + k * p.ws);
+        const FTYPE xh = (LOAD_F(x, DT, xo + k * p.xs1) - mu) * rs;
+        STORE_F(dx, DT, dxo + k * p.dxs1, rs * (gh - c1 - xh * c2))
+      }
+    }
+    memoryBarrierShared();
+    barrier();  // the next block reuses the slots
+  }
+}
+
+void columns_mode() {
+  const uint stride = gl_NumWorkGroups.x * gl_WorkGroupSize.x;
+  for (uint j = gl_GlobalInvocationID.x; j < p.n; j += stride) {
+    FTYPE sgx = 0.0, sgx_lo = 0.0, sg = 0.0, sg_lo = 0.0;
+    for (uint r = 0u; r < p.rows; ++r) {
+      const FTYPE gv = LOAD_F(g, DT, p.g_off + r * p.gs0 + j * p.gs1);
+      const FTYPE xh = (LOAD_F(x, DT, p.x_off + r * p.xs0 + j * p.xs1) -
+                        STATS(st_mean)[p.m_off + r * p.ms]) *
+                       STATS(st_rstd)[p.r_off + r * p.rs];
+      add_exact(sgx, sgx_lo, gv * xh);
+      add_exact(sg, sg_lo, gv);
+    }
+    // An infinite or NaN term makes lo NaN; hi is then the sum.
+    FTYPE dwv = isinf(sgx) || isnan(sgx) ? sgx : sgx + sgx_lo;
+    FTYPE dbv = isinf(sg) || isnan(sg) ? sg : sg + sg_lo;
+    if (p.accumulate != 0u) {
+      dwv += STATS(dw)[p.dw_off + j * p.dws];
+      dbv += STATS(db)[p.db_off + j * p.dbs];
+    }
+    STATS(dw)[p.dw_off + j * p.dws] = dwv;
+    STATS(db)[p.db_off + j * p.dbs] = dbv;
+  }
+}
+
+void main() {
+  if (MODE == 0u)
+    rows_mode();
+  else
+    columns_mode();
+}
