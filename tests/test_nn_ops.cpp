@@ -6,6 +6,7 @@
 
 #include <cmath>
 #include <limits>
+#include <optional>
 
 #include "dispatch.hpp"
 #include "ferry/backend.hpp"
@@ -293,7 +294,8 @@ TEST(LayerNorm, BackwardKernelAgainstTheClosedForm) {
             expect_close(doubles(b.grad()), want.db, tol, tol * 16, what + " dbias");
           }
         }
-    // No rows: no kernel runs, and the parameters' gradients are zeros.
+    // No rows: no kernel runs, and the parameters' gradients are zeros. Empty rows: empty
+    // gradients, fused and composed.
     {
       Tensor x = ferry::empty({0, 5}, {.device = dev}).requires_grad_();
       Tensor w = ferry::ones({5}, {.device = dev}).requires_grad_();
@@ -302,6 +304,15 @@ TEST(LayerNorm, BackwardKernelAgainstTheClosedForm) {
       EXPECT_EQ(x.grad().sizes(), (Shape{0, 5}));
       EXPECT_EQ(doubles(w.grad()), std::vector<double>(5, 0.0)) << dev.str();
       EXPECT_EQ(doubles(b.grad()), std::vector<double>(5, 0.0)) << dev.str();
+      for (const bool composed : {false, true}) {
+        std::optional<ferry::debug::CompositesOnly> only;
+        if (composed) only.emplace();
+        Tensor e = ferry::empty({3, 2, 0}, {.device = dev}).requires_grad_();
+        Tensor ew = ferry::ones({0}, {.device = dev}).requires_grad_();
+        ferry::sum(ferry::layer_norm(e, {0}, ew)).backward();
+        EXPECT_EQ(e.grad().sizes(), (Shape{3, 2, 0})) << dev.str();
+        EXPECT_EQ(ew.grad().sizes(), (Shape{0})) << dev.str();
+      }
     }
     // The composition, asked for, runs no such kernel and gives the same gradients.
     Tensor x = sample_tensor({9, 31}).to(dev).requires_grad_();

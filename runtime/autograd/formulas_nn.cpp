@@ -87,23 +87,26 @@ void record_layer_norm(const Tensor& x, const Shape& normalized_shape, const Ten
           fused_backward](const Tensor& g, const Needs& n) -> std::vector<Tensor> {
            const Tensor xv = x.get(), wv = w.get();
            const std::int64_t cols = detail::shape_numel(normalized_shape);
-           const std::int64_t rows = cols == 0 ? 0 : xv.numel() / cols;
+           // The leading dims' product (not numel / cols, which an empty row would divide by 0).
+           const std::int64_t rows = detail::shape_numel(Shape(
+               xv.sizes().begin(), xv.sizes().end() - std::ptrdiff_t(normalized_shape.size())));
            std::vector<Tensor> r(3);
            if (fused_backward) {  // Note [layer_norm's backward on the CPU]
              const Tensor x2 = xv.contiguous().view({rows, cols});
              const Tensor g2 = g.to(xv.dtype()).contiguous().view({rows, cols});
              const Tensor mean_s = mu.get(), rstd_s = rs.get();
              const Tensor dx = detail::new_tensor({rows, cols}, xv.dtype(), detail::impl_of(xv));
-             // No rows: nothing to run, and the parameters' gradients are sums of nothing.
+             // No elements: nothing to run, and the parameters' gradients are sums of nothing.
+             const bool empty = rows == 0 || cols == 0;
              const auto stat = [&] {
-               return rows == 0 ? zeros({cols}, {.dtype = mean_s.dtype(), .device = xv.device()})
-                                : detail::new_tensor({cols}, mean_s.dtype(), detail::impl_of(xv));
+               return empty ? zeros({cols}, {.dtype = mean_s.dtype(), .device = xv.device()})
+                            : detail::new_tensor({cols}, mean_s.dtype(), detail::impl_of(xv));
              };
              const Tensor dw = stat(), db = stat();
              const Attrs attrs{{"has_weight", wv.defined()}};
              std::vector<Tensor> in{g2, x2, mean_s, rstd_s};
              if (wv.defined()) in.push_back(wv.to(xv.dtype()).contiguous().view({cols}));
-             if (rows > 0) detail::run_kernel(OpId::layer_norm_backward, in, {dx, dw, db}, attrs);
+             if (!empty) detail::run_kernel(OpId::layer_norm_backward, in, {dx, dw, db}, attrs);
              if (n[0]) r[0] = dx.view(xv.sizes());
              if (n[1]) r[1] = dw.reshape(normalized_shape).to(wv.dtype());
              if (n[2]) r[2] = db.reshape(normalized_shape).to(g.dtype());
