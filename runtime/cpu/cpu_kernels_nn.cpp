@@ -241,36 +241,23 @@ template <typename T> void layer_norm_rows(const OpCall& call) {
 // every run).
 constexpr std::int64_t kColumnBlock = 32;
 
-// The backward's operands, as one part's range of rows reads them.
-template <typename T> struct LayerNormGradRows {
-  using C = compute_t<T>;
-  const TensorArg &g, &x, &dx;
-  const C *w, *mean, *rstd;  // the weight widened to C (ones where there is none)
-  std::int64_t mean_s, rstd_s, n;
-};
-
-// One part's rows [r0, r1): dx, and the part's column sums sgx (Σ g x̂) and sg (Σ g), in double.
-// xh, gh and the column blocks cgx, cg are n elements each.
+// One part's rows [r0, r1) of the backward (operands `o`, the weight widened to C in `wf`,
+// ones where there is none): dx, and the part's column sums sgx (Σ g x̂) and sg (Σ g), in
+// double. xh, gh and the column blocks cgx, cg are n elements each.
 template <typename T> FERRY_CPU_CLONES void layer_norm_backward_part(
-    const LayerNormGradRows<T>& a, std::int64_t r0, std::int64_t r1, compute_t<T>* __restrict xh,
-    compute_t<T>* __restrict gh, compute_t<T>* __restrict cgx, compute_t<T>* __restrict cg,
-    double* __restrict sgx, double* __restrict sg) {
+    const LayerNormGradOperands& o, const compute_t<T>* __restrict wf, std::int64_t r0,
+    std::int64_t r1, compute_t<T>* __restrict xh, compute_t<T>* __restrict gh,
+    compute_t<T>* __restrict cgx, compute_t<T>* __restrict cg, double* __restrict sgx,
+    double* __restrict sg) {
   using C = compute_t<T>;
-  const std::int64_t n = a.n;
-  const C* __restrict wf = a.w;
-  const auto flush = [&] {
-    for (std::int64_t j = 0; j < n; ++j) {
-      sgx[j] += double(cgx[j]);
-      sg[j] += double(cg[j]);
-      cgx[j] = C(0);
-      cg[j] = C(0);
-    }
-  };
+  const std::int64_t n = o.n;
+  const C* mean = o.mean.template data<C>();
+  const C* rstd = o.rstd.template data<C>();
   for (std::int64_t j = 0; j < n; ++j) cgx[j] = cg[j] = C(0);
   for (std::int64_t r = r0; r < r1; ++r) {
-    load_row(a.x.template data<T>() + r * a.x.strides[0], n, a.x.strides[1], xh);
-    load_row(a.g.template data<T>() + r * a.g.strides[0], n, a.g.strides[1], gh);
-    const C mu = a.mean[r * a.mean_s], rs = a.rstd[r * a.rstd_s];
+    load_row(o.x.template data<T>() + r * o.x.strides[0], n, o.x.strides[1], xh);
+    load_row(o.g.template data<T>() + r * o.g.strides[0], n, o.g.strides[1], gh);
+    const C mu = mean[r * o.mean.strides[0]], rs = rstd[r * o.rstd.strides[0]];
     const auto s = lane_sums<C, 2>(n, [&](std::int64_t j) {
       const C xv = (xh[j] - mu) * rs, gv = gh[j], gw = gv * wf[j];
       cgx[j] += gv * xv;
@@ -281,32 +268,24 @@ template <typename T> FERRY_CPU_CLONES void layer_norm_backward_part(
     });
     const C c1 = C(s[0] / double(n)), c2 = C(s[1] / double(n));
     for (std::int64_t j = 0; j < n; ++j) gh[j] = (gh[j] - c1 - xh[j] * c2) * rs;
-    store_row(gh, n, a.dx.strides[1], a.dx.template data<T>() + r * a.dx.strides[0]);
-    if ((r - r0) % kColumnBlock == kColumnBlock - 1) flush();
+    store_row(gh, n, o.dx.strides[1], o.dx.template data<T>() + r * o.dx.strides[0]);
+    if ((r - r0) % kColumnBlock == kColumnBlock - 1 || r + 1 == r1)  // the block into double
+      for (std::int64_t j = 0; j < n; ++j) {
+        sgx[j] += double(cgx[j]);
+        sg[j] += double(cg[j]);
+        cgx[j] = cg[j] = C(0);
+      }
   }
-  flush();
 }
 
 // The operands: ferry/kit/layer_norm_args.hpp.
 template <typename T> void layer_norm_backward_rows(const OpCall& call) {
   using C = compute_t<T>;
   const LayerNormGradOperands o = layer_norm_backward_args(call, "cpu");
-  const TensorArg &g = o.g, &x = o.x, &mean_in = o.mean, &rstd_in = o.rstd, &dx = o.dx,
-                  &dw = o.dweight, &db = o.dbias;
-  const TensorArg* w = o.weight;
   const std::int64_t rows = o.rows, n = o.n;
   const auto un = static_cast<std::size_t>(n);
   std::vector<C> wf(un, C(1));
-  if (w) load_row(w->data<T>(), n, w->strides[0], wf.data());
-  const LayerNormGradRows<T> a{g,
-                               x,
-                               dx,
-                               wf.data(),
-                               mean_in.data<C>(),
-                               rstd_in.data<C>(),
-                               mean_in.strides[0],
-                               rstd_in.strides[0],
-                               n};
+  if (o.weight) load_row(o.weight->data<T>(), n, o.weight->strides[0], wf.data());
   const std::int64_t parts =
       rows == 0 ? 0
                 : std::clamp<std::int64_t>(rows * n / kParallelGrain, 1,
@@ -316,21 +295,21 @@ template <typename T> void layer_norm_backward_rows(const OpCall& call) {
     std::vector<C> scratch(4 * un);  // x̂, g · w, and the two column blocks
     for (std::int64_t p = p0; p < p1; ++p) {
       double* sgx = sums.data() + std::size_t(p) * 2 * un;
-      layer_norm_backward_part<T>(a, rows * p / parts, rows * (p + 1) / parts, scratch.data(),
-                                  scratch.data() + un, scratch.data() + 2 * un,
+      layer_norm_backward_part<T>(o, wf.data(), rows * p / parts, rows * (p + 1) / parts,
+                                  scratch.data(), scratch.data() + un, scratch.data() + 2 * un,
                                   scratch.data() + 3 * un, sgx, sgx + un);
     }
   });
-  C* dw_p = dw.data<C>();
-  C* db_p = db.data<C>();
+  C* dw_p = o.dweight.data<C>();
+  C* db_p = o.dbias.data<C>();
   for (std::size_t j = 0; j < un; ++j) {
     double sa = 0, sb = 0;
     for (std::int64_t p = 0; p < parts; ++p) {
       sa += sums[std::size_t(p) * 2 * un + j];
       sb += sums[std::size_t(p) * 2 * un + un + j];
     }
-    dw_p[std::int64_t(j) * dw.strides[0]] = C(sa);
-    db_p[std::int64_t(j) * db.strides[0]] = C(sb);
+    dw_p[std::int64_t(j) * o.dweight.strides[0]] = C(sa);
+    db_p[std::int64_t(j) * o.dbias.strides[0]] = C(sb);
   }
 }
 
