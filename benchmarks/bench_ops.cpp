@@ -1,10 +1,10 @@
 // benchmarks/bench_ops.cpp — issue 21's ops on 16 Mi f32 elements ([4096,
 // 4096]; 1 Mi with --quick): clamp, masked_fill, logsumexp over rows, erf,
 // atan2, remainder, cumsum (rows, and one 16 Mi line), sort and topk over
-// rows, scatter_reduce amax into 64 columns, and layer_norm's forward and backward over rows
-// (on the CPU also beside its composition), each beside PyTorch (libtorch) on the CPU in this
-// process, on vulkan:0 beside ferry's CPU (on lavapipe both are the CPU), and,
-// where a GPU is, on cuda:0 beside a device-to-device cudaMemcpyAsync of the
+// rows, scatter_reduce amax into 64 columns, layer_norm's forward and backward over rows
+// (on the CPU also beside its composition), and GELU's forward and backward, each beside
+// PyTorch (libtorch) on the CPU in this process, on vulkan:0 beside ferry's CPU (on lavapipe both
+// are the CPU), and, where a GPU is, on cuda:0 beside a device-to-device cudaMemcpyAsync of the
 // same bytes (the bandwidth ceiling of a memory-bound op on that GPU).
 // Without libtorch (Debian: libtorch-dev) the CPU figures are compared with
 // a 2-thread memcpy of the same bytes, the bandwidth ceiling. Inputs are
@@ -67,6 +67,12 @@ ferry::Tensor run_op(const std::string& name, const Data& d) {
     ferry::layer_norm(d.xg, {kCols}, d.w, d.b).backward(d.g);
     ferry::Tensor dx = d.xg.grad();
     for (const ferry::Tensor* t : {&d.xg, &d.w, &d.b}) t->set_grad({});
+    return dx;
+  }
+  if (name == kGelu) {
+    ferry::gelu(d.xg).backward(d.g);
+    ferry::Tensor dx = d.xg.grad();
+    d.xg.set_grad({});
     return dx;
   }
   if (name == "clamp") return ferry::clamp(d.x, -0.5, 0.5);

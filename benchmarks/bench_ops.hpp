@@ -8,8 +8,9 @@
 
 namespace bench::ops {
 
-// The name of the case that trains (its gradients reset after every call).
+// The names of the cases that train (their gradients reset after every call).
 inline constexpr const char* kLayerNorm = "layer_norm fwd+bwd";
+inline constexpr const char* kGelu = "gelu fwd+bwd";
 
 // The ops measured, on f32 tensors of kRows x kCols elements (16 Mi; 1 Mi quick).
 inline std::int64_t rows(bool quick) { return quick ? 256 : 4096; }
@@ -38,6 +39,8 @@ inline const std::vector<OpCase>& cases() {
       // Forward (x -> y) and backward (g, x -> dx) with a weight and a bias over the rows: the
       // CPU's one layer_norm_backward kernel, also beside its composition (CompositesOnly).
       {kLayerNorm, 20},
+      // The exact GELU, forward (x -> y) and backward (g, x -> dx): a GPT MLP's activation.
+      {kGelu, 20},
   };
   return c;
 }

@@ -48,6 +48,11 @@ void torch_run(const std::string& name) {
   if (name == "topk k=64 dim=-1") keep(std::get<0>(torch::topk(d.x, 64, -1)));
   if (name == "scatter_reduce amax")
     keep(torch::zeros({d.x.size(0), kBuckets}).scatter_reduce(1, d.index, d.x, "amax"));
+  if (name == kGelu) {
+    torch::gelu(d.xg).backward(d.g);
+    keep(d.xg.grad());
+    d.xg.mutable_grad().reset();
+  }
   if (name == kLayerNorm) {
     torch::layer_norm(d.xg, {kCols}, d.w, d.b).backward(d.g);
     keep(d.xg.grad());

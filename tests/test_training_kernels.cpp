@@ -197,7 +197,7 @@ TEST(TrainingKernels, ActivationBackwardSpecialValues) {
     expect_near(run_specials(cpu(), dt), want, 0, 1e-8, std::string(ferry::dtype_name(dt)));
 }
 
-// f32 runs of GELU and its derivative go four at a time through libmvec's erfc and exp (Note
+// f32 runs of GELU and its derivative go a vector at a time through libmvec's erfc and exp (Note
 // [CPU vector math]); a one-element tensor takes the functor. The two agree within a few ulp
 // on a sweep (absolute ones of the derivative's terms, of size 1, where they cancel near x =
 // -0.75) and on the special values, NaN for NaN and infinities where they fall.

@@ -32,7 +32,7 @@ template <typename T, typename F> void unary_loop(const OpCall& c, F f) {
                 [&](T* __restrict o, std::int64_t at, std::int64_t n) {
                   std::int64_t i = 0;
 #ifdef FERRY_HAVE_LIBMVEC
-                  if constexpr (std::is_same_v<T, float> && VectorForm<F>::exists)
+                  if constexpr (std::is_same_v<T, float> && has_vector_form<F>)
                     i = vector_unary<F>(o, in + at, n);  // Note [CPU vector math]
 #endif
                   for (; i < n; ++i) o[i] = T(f(C(in[at + i])));
@@ -61,8 +61,7 @@ template <typename T, typename Out, typename F> void binary_loop(const OpCall& c
       write([&](Out* __restrict o, std::int64_t at, std::int64_t m) {
         std::int64_t i = 0;
 #ifdef FERRY_HAVE_LIBMVEC
-        if constexpr (std::is_same_v<T, float> && std::is_same_v<Out, float> &&
-                      VectorForm<F>::exists)
+        if constexpr (std::is_same_v<T, float> && std::is_same_v<Out, float> && has_vector_form<F>)
           i = vector_binary<F>(o, a + at, b + at, m);  // Note [CPU vector math]
 #endif
         for (; i < m; ++i) o[i] = Out(f(C(a[at + i]), C(b[at + i])));

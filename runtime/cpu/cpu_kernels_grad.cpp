@@ -40,7 +40,7 @@ template <typename T, typename F> void grad_loop(const OpCall& c, F f) {
     if (r.stride[0] == sizeof(T) && r.stride[1] == sizeof(T) && r.stride[2] == sizeof(T)) {
       std::int64_t i = 0;
 #ifdef FERRY_HAVE_LIBMVEC
-      if constexpr (std::is_same_v<T, float> && VectorForm<F>::exists)
+      if constexpr (std::is_same_v<T, float> && has_vector_form<F>)
         i = vector_binary<F>(o, g, z, r.n);  // Note [CPU vector math]
 #endif
       for (; i < r.n; ++i) o[i] = T(f(C(g[i]), C(z[i])));

@@ -95,17 +95,13 @@ template <typename T, bool kLog> void softmax_rows(const OpCall& call) {
   });
 }
 
-// v[i] = exp(v[i] - m) over a row: through glibc's libmvec four floats at a time where the
-// build found it (its expf is within a few ulps of the scalar one, which the conformance
-// suite's threshold for the composition allows), else one at a time.
+// v[i] = exp(v[i] - m) over a row: through glibc's libmvec a vector at a time where the
+// build found it (Note [CPU vector math]; its expf is within a few ulps of the scalar one,
+// which the conformance suite's threshold for the composition allows), else one at a time.
 template <typename C> void exp_shifted(C* v, std::int64_t n, C m) {
   std::int64_t i = 0;
 #ifdef FERRY_HAVE_LIBMVEC
-  if constexpr (std::is_same_v<C, float>) {
-    const __m128 mm = _mm_set1_ps(m);
-    for (; i + 4 <= n; i += 4)
-      _mm_storeu_ps(v + i, VectorForm<math::ops::Exp>::apply(_mm_sub_ps(_mm_loadu_ps(v + i), mm)));
-  }
+  if constexpr (std::is_same_v<C, float>) i = vector_exp_shifted(v, n, m);
 #endif
   for (; i < n; ++i) v[i] = std::exp(v[i] - m);
 }

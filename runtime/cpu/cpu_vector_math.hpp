@@ -1,98 +1,151 @@
-// runtime/cpu/cpu_vector_math.hpp — glibc's libmvec (4-wide SSE forms of libm's
-// float functions) for the element-wise functors that are those functions.
+// runtime/cpu/cpu_vector_math.hpp — glibc's libmvec (the SSE, AVX2 and AVX-512 forms of
+// libm's float functions) for the element-wise functors that are those functions.
 //
 // Note [CPU vector math]
 // An f32 contiguous run of exp, log, sin, erf, atan2, ... calls libm once per
 // element through the shared functor (include/ferry/kit/math/elementwise_ops.hpp),
 // which the compiler cannot vectorize. Where the build found libmvec
-// (FERRY_HAVE_LIBMVEC, runtime/CMakeLists.txt), VectorForm<Functor> names the
-// libmvec function that computes the same function four floats at a time (or, for
-// GELU and its derivative, the functor's own steps over four floats with libmvec's erfc
-// and exp); the CPU loops, the activations' backward among them, use it for whole groups
-// of four and the functor for the rest.
+// (FERRY_HAVE_LIBMVEC, runtime/CMakeLists.txt), Form<Functor> names the
+// libmvec function that computes the same function several floats at a time (or, for
+// GELU and its derivative, the functor's own steps with libmvec's erfc and exp);
+// the CPU loops, the activations' backward among them, use it for whole vectors and
+// the functor for the rest.
+// The forms are written once (cpu_vector_forms.inc) and compiled three times: 4 floats
+// (SSE, every x86-64), 8 (AVX2 + FMA) and 16 (AVX-512), the last two under their ISA's
+// target pragma. vector_unary and the rest take 8 where the CPU has AVX2, else 4, found once;
+// FERRY_CPU_VECTOR_WIDTH=4, 8 or 16 asks for another (where the CPU has it), so that a test
+// can hold each form to the functor on one machine (tests/CMakeLists.txt). Not 16 by default:
+// on a 2-core AMD EPYC with AVX-512, GELU's forward and backward over [256, 4096] took 1.55
+// ms at 4 floats, 0.74 at 8 and 0.93 at 16 (`ops/gelu fwd+bwd`, docs/benchmarks-cpu.md);
+// no Intel CPU with AVX-512 has been measured.
 // libmvec's float functions are within a few ulp of libm's (glibc's tests
 // hold them to that); the conformance suite holds the other devices to the
 // CPU within kMaxUlp on its special-value grid either way.
 #pragma once
+
+#include <cstdint>
 
 #include "ferry/kit/math/elementwise_ops.hpp"
 #include "ferry/kit/math/grad_ops.hpp"
 
 #ifdef FERRY_HAVE_LIBMVEC
 #include <immintrin.h>
+
+// libm's float functions that libmvec has (one argument; atan2f takes two).
+#define FERRY_LIBMVEC_UNARY(X) \
+  X(expf) X(expm1f) X(logf) X(log1pf) X(sinf) X(cosf) X(tanhf) X(atanf) X(erff) X(erfcf)
+
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wpsabi"  // the wide forms are called only under their ISA
 extern "C" {
-__m128 _ZGVbN4v_expf(__m128);
-__m128 _ZGVbN4v_expm1f(__m128);
-__m128 _ZGVbN4v_logf(__m128);
-__m128 _ZGVbN4v_log1pf(__m128);
-__m128 _ZGVbN4v_sinf(__m128);
-__m128 _ZGVbN4v_cosf(__m128);
-__m128 _ZGVbN4v_tanhf(__m128);
-__m128 _ZGVbN4v_atanf(__m128);
-__m128 _ZGVbN4v_erff(__m128);
-__m128 _ZGVbN4v_erfcf(__m128);
+#define FERRY_DECLARE(fn)       \
+  __m128 _ZGVbN4v_##fn(__m128); \
+  __m256 _ZGVdN8v_##fn(__m256); \
+  __m512 _ZGVeN16v_##fn(__m512);
+FERRY_LIBMVEC_UNARY(FERRY_DECLARE)
+#undef FERRY_DECLARE
 __m128 _ZGVbN4vv_atan2f(__m128, __m128);
+__m256 _ZGVdN8vv_atan2f(__m256, __m256);
+__m512 _ZGVeN16vv_atan2f(__m512, __m512);
 }
+#pragma GCC diagnostic pop
 #endif
 
 namespace ferry::cpu {
 
-// VectorForm<F>::apply(x) (or (a, b)): F of four floats; `exists` says whether there is one.
-template <typename F> struct VectorForm { static constexpr bool exists = false; };
-
 #ifdef FERRY_HAVE_LIBMVEC
-#define FERRY_VECTOR_FORM(Functor, fn)                                        \
-  template <> struct VectorForm<math::ops::Functor> {                         \
-    static constexpr bool exists = true;                                      \
-    template <typename... V> static __m128 apply(V... v) { return fn(v...); } \
-  };
-FERRY_VECTOR_FORM(Exp, _ZGVbN4v_expf)
-FERRY_VECTOR_FORM(Expm1, _ZGVbN4v_expm1f)
-FERRY_VECTOR_FORM(Log, _ZGVbN4v_logf)
-FERRY_VECTOR_FORM(Log1p, _ZGVbN4v_log1pf)
-FERRY_VECTOR_FORM(Sin, _ZGVbN4v_sinf)
-FERRY_VECTOR_FORM(Cos, _ZGVbN4v_cosf)
-FERRY_VECTOR_FORM(Tanh, _ZGVbN4v_tanhf)
-FERRY_VECTOR_FORM(Atan, _ZGVbN4v_atanf)
-FERRY_VECTOR_FORM(Erf, _ZGVbN4v_erff)
-FERRY_VECTOR_FORM(Atan2, _ZGVbN4vv_atan2f)
-#undef FERRY_VECTOR_FORM
+// The vector form's width on this CPU, 4, 8 or 16 floats (above).
+int vector_width();
 
-// The exact GELU and its derivative, the activations of every GPT MLP: gelu_erf and
-// gelu_backward (include/ferry/kit/math/) step for step, the same operations in the same
-// order, with libmvec's erfc and exp.
-template <> struct VectorForm<math::ops::Gelu> {
-  static constexpr bool exists = true;
-  static __m128 apply(__m128 x) {
-    const __m128 t = _mm_mul_ps(x, _mm_set1_ps(float(-math::kSqrtHalf)));
-    return _mm_mul_ps(_mm_mul_ps(_mm_set1_ps(0.5f), x), _ZGVbN4v_erfcf(t));
-  }
-};
-template <> struct VectorForm<math::ops::GeluBackward> {
-  static constexpr bool exists = true;
-  static __m128 apply(__m128 g, __m128 x) {
-    const __m128 cdf = _mm_mul_ps(
-        _mm_set1_ps(0.5f), _ZGVbN4v_erfcf(_mm_mul_ps(x, _mm_set1_ps(float(-math::kSqrtHalf)))));
-    const __m128 pdf = _mm_mul_ps(_mm_set1_ps(float(math::kInvSqrt2Pi)),
-                                  _ZGVbN4v_expf(_mm_mul_ps(_mm_mul_ps(x, x), _mm_set1_ps(-0.5f))));
-    return _mm_mul_ps(g, _mm_add_ps(cdf, _mm_mul_ps(x, pdf)));
-  }
-};
+// Each width's lanes: loads, stores and arithmetic, and libmvec's functions of that width.
+#define FERRY_LANES(prefix, fn) \
+  static V fn(V x) { return prefix##fn(x); }
 
-// o[i] = F(a[i]) (or F(a[i], b[i])) for i < n, four at a time; returns how many it wrote.
+namespace w4 {
+struct L {
+  using V = __m128;
+  static constexpr int width = 4;
+  static V load(const float* p) { return _mm_loadu_ps(p); }
+  static void store(float* p, V v) { _mm_storeu_ps(p, v); }
+  static V set1(float f) { return _mm_set1_ps(f); }
+  static V add(V a, V b) { return _mm_add_ps(a, b); }
+  static V sub(V a, V b) { return _mm_sub_ps(a, b); }
+  static V mul(V a, V b) { return _mm_mul_ps(a, b); }
+#define FERRY_W4(fn) FERRY_LANES(_ZGVbN4v_, fn)
+  FERRY_LIBMVEC_UNARY(FERRY_W4)
+#undef FERRY_W4
+  static V atan2f(V a, V b) { return _ZGVbN4vv_atan2f(a, b); }
+};
+#include "cpu/cpu_vector_forms.inc"
+}  // namespace w4
+
+#pragma GCC push_options
+#pragma GCC target("avx2,fma")
+namespace w8 {
+struct L {
+  using V = __m256;
+  static constexpr int width = 8;
+  static V load(const float* p) { return _mm256_loadu_ps(p); }
+  static void store(float* p, V v) { _mm256_storeu_ps(p, v); }
+  static V set1(float f) { return _mm256_set1_ps(f); }
+  static V add(V a, V b) { return _mm256_add_ps(a, b); }
+  static V sub(V a, V b) { return _mm256_sub_ps(a, b); }
+  static V mul(V a, V b) { return _mm256_mul_ps(a, b); }
+#define FERRY_W8(fn) FERRY_LANES(_ZGVdN8v_, fn)
+  FERRY_LIBMVEC_UNARY(FERRY_W8)
+#undef FERRY_W8
+  static V atan2f(V a, V b) { return _ZGVdN8vv_atan2f(a, b); }
+};
+#include "cpu/cpu_vector_forms.inc"
+}  // namespace w8
+#pragma GCC pop_options
+
+#pragma GCC push_options
+#pragma GCC target("avx512f")
+namespace w16 {
+struct L {
+  using V = __m512;
+  static constexpr int width = 16;
+  static V load(const float* p) { return _mm512_loadu_ps(p); }
+  static void store(float* p, V v) { _mm512_storeu_ps(p, v); }
+  static V set1(float f) { return _mm512_set1_ps(f); }
+  static V add(V a, V b) { return _mm512_add_ps(a, b); }
+  static V sub(V a, V b) { return _mm512_sub_ps(a, b); }
+  static V mul(V a, V b) { return _mm512_mul_ps(a, b); }
+#define FERRY_W16(fn) FERRY_LANES(_ZGVeN16v_, fn)
+  FERRY_LIBMVEC_UNARY(FERRY_W16)
+#undef FERRY_W16
+  static V atan2f(V a, V b) { return _ZGVeN16vv_atan2f(a, b); }
+};
+#include "cpu/cpu_vector_forms.inc"
+}  // namespace w16
+#pragma GCC pop_options
+#undef FERRY_LANES
+
+// Whether functor F has a vector form (the same at every width).
+template <typename F> inline constexpr bool has_vector_form = w4::Form<F>::exists;
+
+// o[i] = F(a[i]) (or F(a[i], b[i])) for i < n, as wide as the CPU goes and then 4 at a time;
+// returns how many it wrote (the rest is the caller's, through the functor).
 template <typename F>
 std::int64_t vector_unary(float* __restrict o, const float* __restrict a, std::int64_t n) {
-  std::int64_t i = 0;
-  for (; i + 4 <= n; i += 4) _mm_storeu_ps(o + i, VectorForm<F>::apply(_mm_loadu_ps(a + i)));
-  return i;
+  const int w = vector_width();
+  std::int64_t i = w == 16 ? w16::unary<F>(o, a, n) : w == 8 ? w8::unary<F>(o, a, n) : 0;
+  return i + w4::unary<F>(o + i, a + i, n - i);
 }
 template <typename F> std::int64_t vector_binary(float* __restrict o, const float* __restrict a,
                                                  const float* __restrict b, std::int64_t n) {
-  std::int64_t i = 0;
-  for (; i + 4 <= n; i += 4)
-    _mm_storeu_ps(o + i, VectorForm<F>::apply(_mm_loadu_ps(a + i), _mm_loadu_ps(b + i)));
-  return i;
+  const int w = vector_width();
+  std::int64_t i = w == 16 ? w16::binary<F>(o, a, b, n) : w == 8 ? w8::binary<F>(o, a, b, n) : 0;
+  return i + w4::binary<F>(o + i, a + i, b + i, n - i);
 }
+// v[i] = exp(v[i] - m) for i < n, the same way; returns how many it wrote.
+inline std::int64_t vector_exp_shifted(float* v, std::int64_t n, float m) {
+  const int w = vector_width();
+  std::int64_t i = w == 16 ? w16::exp_shifted(v, n, m) : w == 8 ? w8::exp_shifted(v, n, m) : 0;
+  return i + w4::exp_shifted(v + i, n - i, m);
+}
+#undef FERRY_LIBMVEC_UNARY
 #endif
 
 }  // namespace ferry::cpu
