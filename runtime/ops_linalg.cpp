@@ -12,6 +12,7 @@
 #include "autograd/formulas.hpp"
 #include "dispatch.hpp"
 #include "ferry/error.hpp"
+#include "ferry/kit/env.hpp"
 #include "ferry/ops.hpp"
 
 namespace ferry {
@@ -127,10 +128,7 @@ Tensor matmul_forward(const Tensor& a, const Tensor& b) {
 // opts in). A function-local static so the environment is read exactly once,
 // whichever of the two functions runs first.
 std::atomic<bool>& allow_tf32_storage() {
-  static std::atomic<bool> allow{[] {
-    const char* v = std::getenv("FERRY_ALLOW_TF32");
-    return v != nullptr && std::strcmp(v, "1") == 0;
-  }()};
+  static std::atomic<bool> allow{kit::env::flag("FERRY_ALLOW_TF32")};
   return allow;
 }
 

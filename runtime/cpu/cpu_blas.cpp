@@ -34,6 +34,7 @@
 
 #include "cpu/onednn.hpp"
 #include "ferry/error.hpp"
+#include "ferry/kit/env.hpp"
 #include "log_internal.hpp"
 
 namespace ferry::cpu {
@@ -76,11 +77,8 @@ const Choice& choice() {
     Choice c;
     c.kernels = openblas_kernels();
     c.narrow = vectors_left_out(c.kernels);
-    const char* env = std::getenv("FERRY_CPU_SGEMM");
-    const std::string how = env && *env ? env : "auto";
-    if (how != "auto" && how != "openblas" && how != "onednn")
-      throw ValueError(
-          fmt::format("FERRY_CPU_SGEMM must be auto, openblas or onednn, got '{}'", how));
+    const std::string how =
+        kit::env::choice("FERRY_CPU_SGEMM", {"auto", "openblas", "onednn"}, "auto");
     c.f32_onednn =
         how != "openblas" && (!c.narrow.empty() || how == "onednn") && onednn::has_sgemm();
     return c;

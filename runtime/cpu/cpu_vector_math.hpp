@@ -57,45 +57,23 @@ namespace ferry::cpu {
 // The vector form's width on this CPU, 4, 8 or 16 floats (above).
 int vector_width();
 
-// Each width's lanes: loads, stores and arithmetic, and libmvec's functions of that width.
-#define FERRY_LANES(prefix, fn) \
-  static V fn(V x) { return prefix##fn(x); }
-
+// Each width: its vector type, its intrinsics' prefix and libmvec's name prefix
+// (cpu_vector_forms.inc builds its lanes from them).
 namespace w4 {
-struct L {
-  using V = __m128;
-  static constexpr int width = 4;
-  static V load(const float* p) { return _mm_loadu_ps(p); }
-  static void store(float* p, V v) { _mm_storeu_ps(p, v); }
-  static V set1(float f) { return _mm_set1_ps(f); }
-  static V add(V a, V b) { return _mm_add_ps(a, b); }
-  static V sub(V a, V b) { return _mm_sub_ps(a, b); }
-  static V mul(V a, V b) { return _mm_mul_ps(a, b); }
-#define FERRY_W4(fn) FERRY_LANES(_ZGVbN4v_, fn)
-  FERRY_LIBMVEC_UNARY(FERRY_W4)
-#undef FERRY_W4
-  static V atan2f(V a, V b) { return _ZGVbN4vv_atan2f(a, b); }
-};
+#define FERRY_LANE_TYPE __m128
+#define FERRY_LANE_WIDTH 4
+#define FERRY_LANE_MM _mm_
+#define FERRY_LANE_MVEC _ZGVbN4
 #include "cpu/cpu_vector_forms.inc"
 }  // namespace w4
 
 #pragma GCC push_options
 #pragma GCC target("avx2,fma")
 namespace w8 {
-struct L {
-  using V = __m256;
-  static constexpr int width = 8;
-  static V load(const float* p) { return _mm256_loadu_ps(p); }
-  static void store(float* p, V v) { _mm256_storeu_ps(p, v); }
-  static V set1(float f) { return _mm256_set1_ps(f); }
-  static V add(V a, V b) { return _mm256_add_ps(a, b); }
-  static V sub(V a, V b) { return _mm256_sub_ps(a, b); }
-  static V mul(V a, V b) { return _mm256_mul_ps(a, b); }
-#define FERRY_W8(fn) FERRY_LANES(_ZGVdN8v_, fn)
-  FERRY_LIBMVEC_UNARY(FERRY_W8)
-#undef FERRY_W8
-  static V atan2f(V a, V b) { return _ZGVdN8vv_atan2f(a, b); }
-};
+#define FERRY_LANE_TYPE __m256
+#define FERRY_LANE_WIDTH 8
+#define FERRY_LANE_MM _mm256_
+#define FERRY_LANE_MVEC _ZGVdN8
 #include "cpu/cpu_vector_forms.inc"
 }  // namespace w8
 #pragma GCC pop_options
@@ -103,24 +81,13 @@ struct L {
 #pragma GCC push_options
 #pragma GCC target("avx512f")
 namespace w16 {
-struct L {
-  using V = __m512;
-  static constexpr int width = 16;
-  static V load(const float* p) { return _mm512_loadu_ps(p); }
-  static void store(float* p, V v) { _mm512_storeu_ps(p, v); }
-  static V set1(float f) { return _mm512_set1_ps(f); }
-  static V add(V a, V b) { return _mm512_add_ps(a, b); }
-  static V sub(V a, V b) { return _mm512_sub_ps(a, b); }
-  static V mul(V a, V b) { return _mm512_mul_ps(a, b); }
-#define FERRY_W16(fn) FERRY_LANES(_ZGVeN16v_, fn)
-  FERRY_LIBMVEC_UNARY(FERRY_W16)
-#undef FERRY_W16
-  static V atan2f(V a, V b) { return _ZGVeN16vv_atan2f(a, b); }
-};
+#define FERRY_LANE_TYPE __m512
+#define FERRY_LANE_WIDTH 16
+#define FERRY_LANE_MM _mm512_
+#define FERRY_LANE_MVEC _ZGVeN16
 #include "cpu/cpu_vector_forms.inc"
 }  // namespace w16
 #pragma GCC pop_options
-#undef FERRY_LANES
 
 // Whether functor F has a vector form (the same at every width).
 template <typename F> inline constexpr bool has_vector_form = w4::Form<F>::exists;

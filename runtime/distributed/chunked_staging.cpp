@@ -14,18 +14,14 @@
 #include "ferry/backend.hpp"
 #include "ferry/distributed.hpp"
 #include "ferry/ferry.hpp"
+#include "ferry/kit/env.hpp"
 
 namespace ferry::distributed {
 
 std::size_t staging_chunk_bytes() {
-  const char* env = std::getenv("FERRY_DISTRIBUTED_CHUNK");
-  if (!env) return std::size_t(4) << 20;
-  char* end = nullptr;
-  const long long n = std::strtoll(env, &end, 10);
-  if (end == env || *end != '\0' || n < 0)
-    throw ValueError(fmt::format(
-        "FERRY_DISTRIBUTED_CHUNK must be a whole number of bytes (0: no chunks), got '{}'", env));
-  return std::size_t(n);
+  return std::size_t(kit::env::whole_number("FERRY_DISTRIBUTED_CHUNK", 0, INT64_MAX,
+                                            "a whole number of bytes (0: no chunks)")
+                         .value_or(std::int64_t(4) << 20));
 }
 
 void run_chunk_pipeline(std::int64_t chunks, const std::function<void(std::int64_t)>& down,

@@ -27,6 +27,7 @@
 #include "ferry/backend.hpp"
 #include "ferry/distributed.hpp"
 #include "ferry/ferry.hpp"
+#include "ferry/kit/env.hpp"
 #include "ferry/profiler.hpp"
 #include "ferry/registry.hpp"
 #include "profiler/profiler_hooks.hpp"
@@ -162,24 +163,14 @@ namespace {
 
 bool compare_calls_from(const InitOptions& o) {
   if (o.compare_calls) return *o.compare_calls;
-  const char* env = std::getenv("FERRY_DISTRIBUTED_COMPARE_CALLS");
-  if (!env) return true;
-  const std::string v = env;
-  if (v != "0" && v != "1")
-    throw ValueError(fmt::format("FERRY_DISTRIBUTED_COMPARE_CALLS must be 0 or 1, got '{}'", v));
-  return v == "1";
+  return kit::env::choice("FERRY_DISTRIBUTED_COMPARE_CALLS", {"0", "1"}, "1") == "1";
 }
 
 std::chrono::milliseconds timeout_from(const InitOptions& o) {
   if (o.timeout.count() > 0) return o.timeout;
-  if (const char* env = std::getenv("FERRY_DISTRIBUTED_TIMEOUT")) {
-    char* end = nullptr;
-    const double s = std::strtod(env, &end);
-    if (end == env || *end != '\0' || !(s > 0))
-      throw ValueError(fmt::format(
-          "FERRY_DISTRIBUTED_TIMEOUT must be a positive number of seconds, got '{}'", env));
-    return std::chrono::milliseconds(std::int64_t(s * 1000));
-  }
+  if (const auto s =
+          kit::env::positive_number("FERRY_DISTRIBUTED_TIMEOUT", "a positive number of seconds"))
+    return std::chrono::milliseconds(std::int64_t(*s * 1000));
   return std::chrono::minutes(5);
 }
 

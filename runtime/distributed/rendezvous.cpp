@@ -17,19 +17,14 @@
 #include <thread>
 #include <tuple>
 
+#include "ferry/kit/env.hpp"
+
 namespace ferry::distributed {
 namespace {
 
 std::optional<int> env_int(const char* name) {
-  const char* v = std::getenv(name);
-  if (!v) return std::nullopt;
-  char* end = nullptr;
-  errno = 0;
-  const long n = std::strtol(v, &end, 10);
-  if (end == v || *end != '\0' || errno != 0 || n < 0 || n > 1 << 24)
-    throw ValueError(
-        fmt::format("distributed: {} must be a non-negative whole number, got '{}'", name, v));
-  return int(n);
+  const auto n = kit::env::whole_number(name, 0, 1 << 24, "a non-negative whole number");
+  return n ? std::optional<int>(int(*n)) : std::nullopt;
 }
 
 // The first pair of variables that is set: a rank without its size (or the reverse) is an

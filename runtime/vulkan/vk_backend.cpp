@@ -11,6 +11,7 @@
 #include <mutex>
 
 #include "ferry/error.hpp"
+#include "ferry/kit/env.hpp"
 #include "log_internal.hpp"
 #include "vulkan/vk_device.hpp"
 #include "vulkan/vk_policy.hpp"
@@ -105,7 +106,7 @@ class VulkanBackend final : public Backend {
                       VK_DEBUG_UTILS_MESSAGE_TYPE_VALIDATION_BIT_EXT |
                       VK_DEBUG_UTILS_MESSAGE_TYPE_PERFORMANCE_BIT_EXT;
     mci.pfnUserCallback = on_validation_message;
-    const bool validate = env_flag("FERRY_VULKAN_VALIDATION");
+    const bool validate = kit::env::flag("FERRY_VULKAN_VALIDATION");
     if (validate) {
       if (!has_layer("VK_LAYER_KHRONOS_validation"))
         throw BackendError(

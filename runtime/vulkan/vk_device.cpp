@@ -10,17 +10,13 @@
 #include <cstring>
 
 #include "ferry/error.hpp"
+#include "ferry/kit/env.hpp"
 #include "log_internal.hpp"
 #include "vulkan/vk_coopmat.hpp"
 #include "vulkan/vk_coopmat_shaders.hpp"
 #include "vulkan/vk_policy.hpp"
 
 namespace ferry::vulkan {
-
-bool env_flag(const char* name) {
-  const char* v = std::getenv(name);
-  return v && *v && std::string_view(v) != "0";
-}
 
 DeviceKind device_kind(VkPhysicalDeviceType type) {
   switch (type) {
@@ -48,24 +44,17 @@ bool has_extension(const std::vector<VkExtensionProperties>& exts, const char* n
 VulkanDevice::VulkanDevice(Device device, const PhysicalDevice& physical)
     : DeviceImpl(std::move(device)), physical_(physical) {
   std::size_t max_in_flight = 4;
-  if (const char* v = std::getenv("FERRY_VULKAN_MAX_BATCHES_IN_FLIGHT"); v && *v) {
-    char* end = nullptr;
-    const unsigned long n = std::strtoul(v, &end, 10);
-    if (*end || n == 0)
-      throw Error(
-          fmt::format("FERRY_VULKAN_MAX_BATCHES_IN_FLIGHT must be a positive number of "
-                      "batches, not '{}'",
-                      v));
-    max_in_flight = n;
-  }
+  if (const auto n = kit::env::whole_number("FERRY_VULKAN_MAX_BATCHES_IN_FLIGHT", 1, 1 << 16,
+                                            "a positive number of batches"))
+    max_in_flight = std::size_t(*n);
   fused_attention_ = fused_attention(std::getenv("FERRY_VULKAN_FUSED_ATTENTION"));
   create_device();
-  memory_ = std::make_unique<MemoryPools>(device_, vk_, physical_.handle, this->device().str(),
-                                          storage_alignment_,
-                                          env_flag("FERRY_VULKAN_FORCE_STAGING"), queue_families_);
-  recorder_ = std::make_unique<Recorder>(vk_, device_, compute_lane_, transfer_lane_,
-                                         this->device().str(), env_flag("FERRY_VULKAN_SERIALIZE"),
-                                         max_in_flight, *memory_);
+  memory_ = std::make_unique<MemoryPools>(
+      device_, vk_, physical_.handle, this->device().str(), storage_alignment_,
+      kit::env::flag("FERRY_VULKAN_FORCE_STAGING"), queue_families_);
+  recorder_ =
+      std::make_unique<Recorder>(vk_, device_, compute_lane_, transfer_lane_, this->device().str(),
+                                 kit::env::flag("FERRY_VULKAN_SERIALIZE"), max_in_flight, *memory_);
   pipelines_ = std::make_unique<Pipelines>(device_, vk_, physical_, this->device().str(),
                                            full_variant_, push_descriptors_,
                                            subgroup_reductions_);
@@ -134,7 +123,7 @@ void VulkanDevice::create_device() {
 
   std::vector<const char*> enable;
   push_descriptors_ = has_extension(exts, VK_KHR_PUSH_DESCRIPTOR_EXTENSION_NAME) &&
-                      !env_flag("FERRY_VULKAN_NO_PUSH_DESCRIPTORS");
+                      !kit::env::flag("FERRY_VULKAN_NO_PUSH_DESCRIPTORS");
   if (push_descriptors_) enable.push_back(VK_KHR_PUSH_DESCRIPTOR_EXTENSION_NAME);
   memory_budget_ = has_extension(exts, VK_EXT_MEMORY_BUDGET_EXTENSION_NAME);
   if (memory_budget_) enable.push_back(VK_EXT_MEMORY_BUDGET_EXTENSION_NAME);
@@ -187,7 +176,7 @@ void VulkanDevice::create_device() {
       api12 && fts.timelineSemaphore);
   transfer_note_ = transfer.note;
   full_variant_ = f2.features.shaderInt64 && f16.storageBuffer16BitAccess &&
-                  f8.storageBuffer8BitAccess && !env_flag("FERRY_VULKAN_BASE_SHADERS");
+                  f8.storageBuffer8BitAccess && !kit::env::flag("FERRY_VULKAN_BASE_SHADERS");
   f64_ = full_variant_ && f2.features.shaderFloat64;
 
   // Note [Cooperative-matrix GEMM] in vk_kernels_coopmat.cpp. The probe only asks the driver,
@@ -298,9 +287,10 @@ void VulkanDevice::create_device() {
     limits_.row_elements_per_lane = 1024;  // Note [Row kernel geometry] in vk_kernels.hpp
     limits_.row_target_threads = 4096;
   }
-  if (const char* r = std::getenv("FERRY_VULKAN_ROW_ELEMENTS_PER_LANE"))  // tests: a GPU's rows
-    limits_.row_elements_per_lane =
-        std::uint32_t(std::clamp<unsigned long long>(std::strtoull(r, nullptr, 10), 1, 1u << 20));
+  if (const auto r =
+          kit::env::whole_number("FERRY_VULKAN_ROW_ELEMENTS_PER_LANE", 1, 1 << 20,
+                                 "a number of elements from 1 to 2^20"))  // tests: a GPU's
+    limits_.row_elements_per_lane = std::uint32_t(*r);                    // rows
   constexpr VkSubgroupFeatureFlags kRowOps =
       VK_SUBGROUP_FEATURE_BASIC_BIT | VK_SUBGROUP_FEATURE_SHUFFLE_BIT;
   subgroup_reductions_ = subgroup_reductions(std::getenv("FERRY_VULKAN_SUBGROUPS"),
@@ -311,9 +301,10 @@ void VulkanDevice::create_device() {
   limits_.max_groups_x = std::min({l.maxComputeWorkGroupCount[0], l.maxComputeWorkGroupCount[1],
                                    l.maxComputeWorkGroupCount[2]});
   limits_.max_storage_range = l.maxStorageBufferRange;
-  if (const char* r = std::getenv("FERRY_VULKAN_MAX_STORAGE_RANGE"))  // tests: force splitting
-    limits_.max_storage_range =
-        std::min<std::uint64_t>(limits_.max_storage_range, std::strtoull(r, nullptr, 10));
+  if (const auto r =
+          kit::env::whole_number("FERRY_VULKAN_MAX_STORAGE_RANGE", 16, INT64_MAX,
+                                 "a number of bytes, at least 16"))  // tests: force splitting
+    limits_.max_storage_range = std::min<std::uint64_t>(limits_.max_storage_range, *r);
   storage_alignment_ = std::max<std::uint64_t>(16, l.minStorageBufferOffsetAlignment);
   limits_.storage_alignment = storage_alignment_;
   driver_name_ = api12 ? fmt::format("{} {}", drv.driverName, drv.driverInfo)

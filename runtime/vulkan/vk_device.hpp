@@ -85,9 +85,6 @@
 
 namespace ferry::vulkan {
 
-// Whether environment variable `name` is set to something other than "" or "0".
-bool env_flag(const char* name);
-
 class VulkanDevice;
 
 // The kind (ferry/device_info.hpp) of a Vulkan device type.

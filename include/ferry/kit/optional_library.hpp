@@ -15,22 +15,24 @@
 #include <dlfcn.h>
 #include <fmt/format.h>
 
-#include <cstdlib>
 #include <string>
 #include <string_view>
+
+#include "ferry/kit/env.hpp"
 
 namespace ferry::kit {
 
 class OptionalLibrary {
  public:
-  // Opens `soname` unless the environment variable `env_switch` is "0". `what` names the
+  // Opens `soname` unless the environment variable `env_switch` is "0" (it takes 0 or 1: Note
+  // [Environment variables] in ferry/kit/env.hpp). `what` names the
   // library in messages; `remedy` is said when the library does not load ("install libdnnl2").
   static OptionalLibrary open(std::string_view what, const char* env_switch, const char* soname,
                               std::string_view remedy) {
     OptionalLibrary lib;
     lib.what_ = what;
     lib.soname_ = soname;
-    if (const char* env = std::getenv(env_switch); env && std::string_view(env) == "0") {
+    if (env::choice(env_switch, {"0", "1"}, "1") == "0") {
       lib.why_not_ = fmt::format("{} off: {}=0", what, env_switch);
       return lib;
     }
