@@ -25,12 +25,13 @@ std::optional<std::string> value(const char* name) {
   return std::string(v);
 }
 
-std::string choice(const char* name, std::initializer_list<std::string_view> choices,
-                   std::string_view fallback, std::string_view unit) {
-  const std::optional<std::string> v = value(name);
-  if (!v) return std::string(fallback);
+std::string choice_of(const char* name, const char* value,
+                      std::initializer_list<std::string_view> choices, std::string_view fallback,
+                      std::string_view unit) {
+  if (!value || !*value) return std::string(fallback);
+  const std::string v = value;
   for (std::string_view c : choices)
-    if (*v == c) return *v;
+    if (v == c) return v;
   std::string what;
   std::size_t i = 0;
   for (std::string_view c : choices) {
@@ -39,7 +40,12 @@ std::string choice(const char* name, std::initializer_list<std::string_view> cho
     ++i;
   }
   if (!unit.empty()) what += fmt::format(" {}", unit);
-  refuse(name, what, *v);
+  refuse(name, what, v);
+}
+
+std::string choice(const char* name, std::initializer_list<std::string_view> choices,
+                   std::string_view fallback, std::string_view unit) {
+  return choice_of(name, std::getenv(name), choices, fallback, unit);
 }
 
 bool flag(const char* name) { return choice(name, {"0", "1"}, "0") == "1"; }

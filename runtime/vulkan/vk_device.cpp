@@ -137,8 +137,7 @@ void VulkanDevice::create_device() {
   // The profiler's clock mapping (Note [Vulkan timing] in vk_recorder_timing.cpp).
   if (!has_extension(exts, VK_EXT_CALIBRATED_TIMESTAMPS_EXTENSION_NAME)) {
     calibration_note_ = "the device lacks VK_EXT_calibrated_timestamps";
-  } else if (const char* env = std::getenv("FERRY_VULKAN_CALIBRATED_TIMESTAMPS");
-             env && std::string(env) == "0") {
+  } else if (kit::env::choice("FERRY_VULKAN_CALIBRATED_TIMESTAMPS", {"0", "1"}, "1") == "0") {
     calibration_note_ = "FERRY_VULKAN_CALIBRATED_TIMESTAMPS=0";
   } else {
     std::uint32_t n = 0;

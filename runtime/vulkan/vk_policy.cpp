@@ -9,6 +9,7 @@
 #include <sstream>
 
 #include "ferry/error.hpp"
+#include "ferry/kit/env.hpp"
 #include "vulkan/vk_coopmat_shaders.hpp"
 
 namespace ferry::vulkan {
@@ -103,20 +104,11 @@ std::optional<std::vector<std::uint8_t>> unwrap_pipeline_cache(std::span<const s
 }
 
 bool fused_attention(const char* env) {
-  if (env && *env) {
-    const std::string v(env);
-    if (v == "1") return true;
-    if (v == "0") return false;
-    throw Error("FERRY_VULKAN_FUSED_ATTENTION must be 1 or 0, not '" + v + "'");
-  }
-  return true;
+  return kit::env::choice_of("FERRY_VULKAN_FUSED_ATTENTION", env, {"0", "1"}, "1") == "1";
 }
 
 bool subgroup_reductions(const char* env, bool has_ops) {
-  if (!env || !*env) return false;
-  const std::string v(env);
-  if (v != "1" && v != "0") throw Error("FERRY_VULKAN_SUBGROUPS must be 1 or 0, not '" + v + "'");
-  return v == "1" && has_ops;
+  return kit::env::choice_of("FERRY_VULKAN_SUBGROUPS", env, {"0", "1"}, "0") == "1" && has_ops;
 }
 
 const char* coopmat_mode_name(CoopmatMode m) {
@@ -132,12 +124,11 @@ const char* coopmat_mode_name(CoopmatMode m) {
 }
 
 CoopmatMode coopmat_mode(const char* env, bool built, bool device_ready) {
-  if (!env || !*env) return CoopmatMode::off;
-  const std::string v(env);
-  if (v == "0") return CoopmatMode::off;
+  const std::string v =
+      kit::env::choice_of("FERRY_VULKAN_COOPMAT", env, {"0", "1", "emulate"}, "0");
   if (v == "1") return built && device_ready ? CoopmatMode::on : CoopmatMode::off;
   if (v == "emulate") return built ? CoopmatMode::emulated : CoopmatMode::off;
-  throw Error("FERRY_VULKAN_COOPMAT must be 1, 0 or emulate, not '" + v + "'");
+  return CoopmatMode::off;
 }
 
 bool has_coopmat_shape(std::span<const CoopmatShape> shapes, std::uint32_t operands) {
@@ -172,16 +163,15 @@ int choose_coopmat_tile(std::span<const CoopmatTile> tiles, std::uint64_t batche
 
 TransferQueueChoice choose_transfer_queue(const char* env, std::span<const QueueFamilyInfo> families,
                                           std::uint32_t compute_family, bool timeline) {
-  const std::string v = env ? env : "";
-  if (!v.empty() && v != "0" && v != "1" && v != "force")
-    throw Error("FERRY_VULKAN_TRANSFER_QUEUE must be 1, 0 or force, not '" + v + "'");
+  const std::string v =
+      kit::env::choice_of("FERRY_VULKAN_TRANSFER_QUEUE", env, {"0", "1", "force"}, "0");
   int dedicated = -1;
   for (std::size_t i = 0; i < families.size() && dedicated < 0; ++i)
     if ((families[i].flags & kQueueTransfer) &&
         !(families[i].flags & (kQueueCompute | kQueueGraphics)) && families[i].count > 0)
       dedicated = int(i);
   TransferQueueChoice c;
-  if (v.empty() || v == "0") {
+  if (v == "0") {
     c.note = dedicated >= 0 ? fmt::format("off (queue family {} is transfer-only; "
                                           "FERRY_VULKAN_TRANSFER_QUEUE=1 uses it)",
                                           dedicated)
@@ -247,10 +237,8 @@ TileTable read_tile_table(std::string_view text) {
 }
 
 bool coopmat_tuning(const char* env, CoopmatMode mode) {
-  const std::string v = env ? env : "";
-  if (v.empty()) return mode == CoopmatMode::on;
-  if (v != "1" && v != "0")
-    throw Error("FERRY_VULKAN_COOPMAT_TUNE must be 1 or 0, not '" + v + "'");
+  const std::string v = kit::env::choice_of("FERRY_VULKAN_COOPMAT_TUNE", env, {"0", "1"}, "");
+  if (v.empty()) return mode == CoopmatMode::on;  // measured on the GPU path only
   return v == "1" && mode != CoopmatMode::off;
 }
 

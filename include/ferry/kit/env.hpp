@@ -26,6 +26,13 @@ std::optional<std::string> value(const char* name);
 std::string choice(const char* name, std::initializer_list<std::string_view> choices,
                    std::string_view fallback, std::string_view unit = {});
 
+// choice() of a value already read (nullptr or empty: `fallback`), for a policy function that
+// takes the variable's value as an argument so that a test can call it without the environment
+// (runtime/vulkan/vk_policy.cpp).
+std::string choice_of(const char* name, const char* value,
+                      std::initializer_list<std::string_view> choices, std::string_view fallback,
+                      std::string_view unit = {});
+
 // A whole number in [min, max]; nullopt where `name` is not there. `what` says what it must be
 // ("a whole number of bytes (0: no chunks)").
 std::optional<std::int64_t> whole_number(const char* name, std::int64_t min, std::int64_t max,
