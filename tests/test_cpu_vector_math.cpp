@@ -76,6 +76,21 @@ TEST(CpuVectorMath, RunsAgreeWithTheFunctor) {
     expect_near(name, xs, fn(run).to_vector<float>(), fn(one_by_one).to_vector<float>(), 4);
 }
 
+// A run long enough to be split over the CPU's threads (and, with a bad FERRY_CPU_VECTOR_WIDTH,
+// the op's ValueError raised before the split: the CTest entry cpu_vector_math_bad_width).
+TEST(CpuVectorMath, LongRunsSplitOverThreadsAgree) {
+  std::vector<float> xs;
+  for (int i = 0; i < (1 << 20) + 3; ++i) xs.push_back(-8.0f + 16.0f * float(i % 4093) / 4093.0f);
+  const Tensor run = ferry::tensor(xs);
+  const std::vector<float> got = ferry::gelu(run).to_vector<float>();
+  const std::vector<float> want = ferry::gelu(strided(xs)).to_vector<float>();
+  std::size_t far = 0;
+  for (std::size_t i = 0; i < xs.size(); ++i)
+    far += std::fabs(got[i] - want[i]) >
+           4 * std::numeric_limits<float>::epsilon() * std::max(std::fabs(want[i]), 1.0f);
+  EXPECT_EQ(far, 0u);
+}
+
 // softmax's rows take exp(x - max) through the vector form (cpu_kernels_nn.cpp), and rows of
 // one element cannot: the two against each other, one row laid out both ways.
 TEST(CpuVectorMath, SoftmaxRowsAgreeWithTheFunctor) {

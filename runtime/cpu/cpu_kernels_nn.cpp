@@ -56,11 +56,25 @@ template <typename Body> void parallel_rows(std::int64_t rows, std::int64_t n, c
                  body);
 }
 
+// v[i] = exp(v[i] - m) over a row: through glibc's libmvec a vector at a time where the
+// build found it (Note [CPU vector math]; its expf is within a few ulps of the scalar one,
+// which the conformance suite's threshold for the composition allows), else one at a time.
+template <typename C> void exp_shifted(C* v, std::int64_t n, C m) {
+  std::int64_t i = 0;
+#ifdef FERRY_HAVE_LIBMVEC
+  if constexpr (std::is_same_v<C, float>) i = vector_exp_shifted(v, n, m);
+#endif
+  for (; i < n; ++i) v[i] = std::exp(v[i] - m);
+}
+
 // Along the last dim: softmax = exp(x - max) / sum, log_softmax = x - max -
 // log(sum), with max the row's maximum (subtracting it keeps exp from
 // overflowing). A NaN anywhere in a row makes the whole row NaN.
 template <typename T, bool kLog> void softmax_rows(const OpCall& call) {
   using C = compute_t<T>;
+#ifdef FERRY_HAVE_LIBMVEC
+  if constexpr (std::is_same_v<C, float>) resolve_vector_width();
+#endif
   const TensorArg& x = call.inputs.at(0);
   const TensorArg& y = call.outputs.at(0);
   const std::int64_t n = x.sizes.back();
@@ -83,10 +97,8 @@ template <typename T, bool kLog> void softmax_rows(const OpCall& call) {
         const C log_sum = C(std::log(sum));
         for (std::int64_t i = 0; i < n; ++i) v[i] = (v[i] - m) - log_sum;
       } else {
-        for (std::int64_t i = 0; i < n; ++i) {
-          v[i] = std::exp(v[i] - m);
-          sum += double(v[i]);
-        }
+        exp_shifted(v, n, m);
+        for (std::int64_t i = 0; i < n; ++i) sum += double(v[i]);
         const C inv = C(1.0 / sum);
         for (std::int64_t i = 0; i < n; ++i) v[i] *= inv;
       }
@@ -95,23 +107,15 @@ template <typename T, bool kLog> void softmax_rows(const OpCall& call) {
   });
 }
 
-// v[i] = exp(v[i] - m) over a row: through glibc's libmvec a vector at a time where the
-// build found it (Note [CPU vector math]; its expf is within a few ulps of the scalar one,
-// which the conformance suite's threshold for the composition allows), else one at a time.
-template <typename C> void exp_shifted(C* v, std::int64_t n, C m) {
-  std::int64_t i = 0;
-#ifdef FERRY_HAVE_LIBMVEC
-  if constexpr (std::is_same_v<C, float>) i = vector_exp_shifted(v, n, m);
-#endif
-  for (; i < n; ++i) v[i] = std::exp(v[i] - m);
-}
-
 // logsumexp's fused kernel (Note [Composite ops]) over each row of [rows, n]: the
 // composition's steps (ops_composite.cpp) in one read for the maximum m (taken as 0 when
 // infinite; NaN propagates) and one for the sum of exp(x - m), in double, rounded to the
 // compute type before the log as the composition's sum is; then log(sum) + m.
 template <typename T> void logsumexp_rows(const OpCall& call) {
   using C = compute_t<T>;
+#ifdef FERRY_HAVE_LIBMVEC
+  if constexpr (std::is_same_v<C, float>) resolve_vector_width();
+#endif
   const TensorArg& x = call.inputs.at(0);
   const std::int64_t n = x.sizes.back();
   const std::int64_t rows = n == 0 ? 0 : x.numel() / n;

@@ -56,6 +56,10 @@ namespace ferry::cpu {
 #ifdef FERRY_HAVE_LIBMVEC
 // The vector form's width on this CPU, 4, 8 or 16 floats (above).
 int vector_width();
+// What a kernel that takes the vector forms calls on entry, on its caller's thread: a bad
+// FERRY_CPU_VECTOR_WIDTH is then the op's ValueError, where read first inside an OpenMP region
+// it would end the process.
+inline void resolve_vector_width() { static_cast<void>(vector_width()); }
 
 // Each width: its vector type, its intrinsics' prefix and libmvec's name prefix
 // (cpu_vector_forms.inc builds its lanes from them).
@@ -92,7 +96,7 @@ namespace w16 {
 // Whether functor F has a vector form (the same at every width).
 template <typename F> inline constexpr bool has_vector_form = w4::Form<F>::exists;
 
-// o[i] = F(a[i]) (or F(a[i], b[i])) for i < n, as wide as the CPU goes and then 4 at a time;
+// o[i] = F(a[i]) (or F(a[i], b[i])) for i < n, at vector_width() and then 4 at a time;
 // returns how many it wrote (the rest is the caller's, through the functor).
 template <typename F>
 std::int64_t vector_unary(float* __restrict o, const float* __restrict a, std::int64_t n) {

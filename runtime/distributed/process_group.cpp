@@ -170,7 +170,7 @@ std::chrono::milliseconds timeout_from(const InitOptions& o) {
   if (o.timeout.count() > 0) return o.timeout;
   if (const auto s =
           kit::env::positive_number("FERRY_DISTRIBUTED_TIMEOUT", "a positive number of seconds"))
-    return std::chrono::milliseconds(std::int64_t(*s * 1000));
+    return std::chrono::milliseconds(std::max<std::int64_t>(1, std::int64_t(*s * 1000)));
   return std::chrono::minutes(5);
 }
 

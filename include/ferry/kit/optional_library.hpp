@@ -25,8 +25,8 @@ namespace ferry::kit {
 class OptionalLibrary {
  public:
   // Opens `soname` unless the environment variable `env_switch` is "0" (it takes 0 or 1: Note
-  // [Environment variables] in ferry/kit/env.hpp). `what` names the
-  // library in messages; `remedy` is said when the library does not load ("install libdnnl2").
+  // [Environment variables] in ferry/kit/env.hpp). `what` names the library in messages;
+  // `remedy` is said when the library does not load ("install libdnnl2").
   static OptionalLibrary open(std::string_view what, const char* env_switch, const char* soname,
                               std::string_view remedy) {
     OptionalLibrary lib;
