@@ -145,7 +145,12 @@ void discover_locked(Registry& r) {
   r.discovered = true;
   BackendEntry cpu;
   cpu.name = "cpu";
-  cpu.owned = make_cpu_backend();
+  try {
+    cpu.owned = make_cpu_backend();
+  } catch (...) {  // a bad FERRY_CPU_* setting: refused again at the next use, not half-found
+    r.discovered = false;
+    throw;
+  }
   adopt_backend(cpu, cpu.owned.get());
   r.entries.insert(r.entries.begin(), std::move(cpu));
 

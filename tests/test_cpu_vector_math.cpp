@@ -76,8 +76,9 @@ TEST(CpuVectorMath, RunsAgreeWithTheFunctor) {
     expect_near(name, xs, fn(run).to_vector<float>(), fn(one_by_one).to_vector<float>(), 4);
 }
 
-// A run long enough to be split over the CPU's threads (and, with a bad FERRY_CPU_VECTOR_WIDTH,
-// the op's ValueError raised before the split: the CTest entry cpu_vector_math_bad_width).
+// A run long enough to be split over the CPU's threads. With a bad FERRY_CPU_VECTOR_WIDTH the
+// CTest entry cpu_vector_math_bad_width runs it for the ValueError the CPU device raises when
+// it is made, at ferry's first use; read first inside the split, the value ended the process.
 TEST(CpuVectorMath, LongRunsSplitOverThreadsAgree) {
   std::vector<float> xs;
   for (int i = 0; i < (1 << 20) + 3; ++i) xs.push_back(-8.0f + 16.0f * float(i % 4093) / 4093.0f);

@@ -15,6 +15,7 @@
 #include "cpu/cpu_backend.hpp"
 #include "cpu/cpu_blas.hpp"
 #include "cpu/cpu_loops.hpp"
+#include "cpu/cpu_vector_math.hpp"
 #include "cpu/onednn.hpp"
 #include "ferry/error.hpp"
 #include "ferry/kit/conv_ops.hpp"
@@ -109,7 +110,10 @@ class CpuDevice final : public DeviceImpl {
     cpu::add_cnn_kernels(table);
     cpu::add_attention_kernels(table);
     for (auto& [name, fn] : table) register_kernel(name, std::move(fn));
-    cpu::warn_about_blas_once();
+    cpu::warn_about_blas_once();  // reads FERRY_CPU_SGEMM
+#ifdef FERRY_HAVE_LIBMVEC
+    cpu::vector_width();  // reads FERRY_CPU_VECTOR_WIDTH (Note [CPU vector math])
+#endif
   }
 
   // The convolution kernels compute f32 and f64 (cpu_kernels_conv.cpp); the 16-bit types take

@@ -24,9 +24,6 @@ template <typename T> T load(const char* p) {
 // out[i] = f(in[i]) in compute_t<T>.
 template <typename T, typename F> void unary_loop(const OpCall& c, F f) {
   using C = compute_t<T>;
-#ifdef FERRY_HAVE_LIBMVEC
-  if constexpr (std::is_same_v<T, float> && has_vector_form<F>) resolve_vector_width();
-#endif
   const bool streaming = stream_output(c.outputs[0]);
   loop_nd<2>({&c.outputs[0], &c.inputs[0]}, [&](const LoopRun<2>& r) {
     if (r.stride[0] == sizeof(T) && r.stride[1] == sizeof(T)) {
@@ -52,9 +49,6 @@ template <typename T, typename F> void unary_loop(const OpCall& c, F f) {
 // Unit-stride and scalar-operand runs get loops the compiler vectorizes.
 template <typename T, typename Out, typename F> void binary_loop(const OpCall& c, F f) {
   using C = compute_t<T>;
-#ifdef FERRY_HAVE_LIBMVEC
-  if constexpr (std::is_same_v<T, float> && has_vector_form<F>) resolve_vector_width();
-#endif
   const bool streaming = stream_output(c.outputs[0]);
   loop_nd<3>({&c.outputs[0], &c.inputs[0], &c.inputs[1]}, [&](const LoopRun<3>& r) {
     const T* __restrict a = reinterpret_cast<const T*>(r.ptr[1]);

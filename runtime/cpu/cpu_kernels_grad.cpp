@@ -33,9 +33,6 @@ namespace {
 
 template <typename T, typename F> void grad_loop(const OpCall& c, F f) {
   using C = compute_t<T>;
-#ifdef FERRY_HAVE_LIBMVEC
-  if constexpr (std::is_same_v<T, float> && has_vector_form<F>) resolve_vector_width();
-#endif
   loop_nd<3>({&c.outputs[0], &c.inputs[0], &c.inputs[1]}, [&](const LoopRun<3>& r) {
     T* __restrict o = reinterpret_cast<T*>(r.ptr[0]);
     const T* __restrict g = reinterpret_cast<const T*>(r.ptr[1]);

@@ -72,9 +72,6 @@ template <typename C> void exp_shifted(C* v, std::int64_t n, C m) {
 // overflowing). A NaN anywhere in a row makes the whole row NaN.
 template <typename T, bool kLog> void softmax_rows(const OpCall& call) {
   using C = compute_t<T>;
-#ifdef FERRY_HAVE_LIBMVEC
-  if constexpr (std::is_same_v<C, float>) resolve_vector_width();
-#endif
   const TensorArg& x = call.inputs.at(0);
   const TensorArg& y = call.outputs.at(0);
   const std::int64_t n = x.sizes.back();
@@ -113,9 +110,6 @@ template <typename T, bool kLog> void softmax_rows(const OpCall& call) {
 // compute type before the log as the composition's sum is; then log(sum) + m.
 template <typename T> void logsumexp_rows(const OpCall& call) {
   using C = compute_t<T>;
-#ifdef FERRY_HAVE_LIBMVEC
-  if constexpr (std::is_same_v<C, float>) resolve_vector_width();
-#endif
   const TensorArg& x = call.inputs.at(0);
   const std::int64_t n = x.sizes.back();
   const std::int64_t rows = n == 0 ? 0 : x.numel() / n;

@@ -54,12 +54,10 @@ __m512 _ZGVeN16vv_atan2f(__m512, __m512);
 namespace ferry::cpu {
 
 #ifdef FERRY_HAVE_LIBMVEC
-// The vector form's width on this CPU, 4, 8 or 16 floats (above).
+// The vector form's width on this CPU, 4, 8 or 16 floats (above). The CPU device reads it
+// when it is made (cpu_device.cpp), so that a bad FERRY_CPU_VECTOR_WIDTH is refused at ferry's
+// first use, never first inside a kernel's OpenMP region, where an exception ends the process.
 int vector_width();
-// What a kernel that takes the vector forms calls on entry, on its caller's thread: a bad
-// FERRY_CPU_VECTOR_WIDTH is then the op's ValueError, where read first inside an OpenMP region
-// it would end the process.
-inline void resolve_vector_width() { static_cast<void>(vector_width()); }
 
 // Each width: its vector type, its intrinsics' prefix and libmvec's name prefix
 // (cpu_vector_forms.inc builds its lanes from them).
