@@ -6,7 +6,6 @@
 
 #include <atomic>
 #include <cstdlib>
-#include <cstring>
 
 #include "autocast_internal.hpp"
 #include "autograd/formulas.hpp"
