@@ -525,16 +525,21 @@ class Group final : public ProcessGroup {
     // A profile shows each collective (its comparison included) as a range on the thread that
     // ran it, the caller's or the group's, named by the backend and the call: "mpi allreduce
     // of 1024 f32 elements (sum)".
-    std::optional<profiler::Range> traced;
-    if (profiler::detail::on()) [[unlikely]]
-      traced.emplace(fmt::format("{} {}", lib_->name(), job.state->what().name()));
-    try {
-      if (job.compare) check_calls(job.state->what().call);
-      job.body();
-      job.state->finish(nullptr);
-    } catch (...) {
-      job.state->finish(std::current_exception());
+    // The range ends before the work is finished: a waiter that stops its profile as soon as
+    // wait() returns finds the range in it.
+    std::exception_ptr error;
+    {
+      std::optional<profiler::Range> traced;
+      if (profiler::detail::on()) [[unlikely]]
+        traced.emplace(fmt::format("{} {}", lib_->name(), job.state->what().name()));
+      try {
+        if (job.compare) check_calls(job.state->what().call);
+        job.body();
+      } catch (...) {
+        error = std::current_exception();
+      }
     }
+    job.state->finish(std::move(error));
   }
   // The group's thread: runs the queued work in order, and ends the job when a collective run
   // on its caller's thread outlasts the timeout (that thread is inside the library).

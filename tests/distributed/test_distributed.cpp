@@ -221,7 +221,7 @@ TEST(Collectives, ABlockingCallWaitsForTheAsyncWorkIssuedBeforeIt) {
     std::vector<Tensor> big;
     std::vector<dist::Work> works;
     for (int k = 0; k < 3; ++k) {
-      big.push_back(ferry::full({1 << 18}, double(me + k), {.device = ferry::Device(device)}));
+      big.push_back(ferry::full({1 << 14}, double(me + k), {.device = ferry::Device(device)}));
       works.push_back(group().allreduce_async(big.back()));
     }
     Tensor small = ferry::full({3}, double(me), {.device = ferry::Device(device)});
