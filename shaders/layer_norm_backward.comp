@@ -3,7 +3,8 @@
 // dispatches (MODE):
 //  0: dx = rstd · (ĝ - mean(ĝ) - x̂ · mean(ĝ · x̂)). LANES threads share a row (WG / LANES rows
 //     a workgroup), each summing its strided share of ĝ and ĝ · x̂; the shares meet in a
-//     shared-memory tree, then each thread writes its share of dx.
+//     subgroup butterfly, then a shared-memory tree (Note [Subgroup row reductions] in
+//     subgroup.glsl), then each thread writes its share of dx.
 //  1: dweight = Σ_rows g · x̂ and dbias = Σ_rows g. One thread a column walks down the rows
 //     (neighbouring threads read neighbouring elements), summing with the rounding error kept
 //     (TwoSum), and adds to what dweight and dbias hold where `accumulate` says this is a later
@@ -16,6 +17,7 @@
 #extension GL_GOOGLE_include_directive : require
 #include "common.glsl"
 #include "abi/layer_norm_backward.h"  // spec and push constants: shared with the host
+#include "subgroup.glsl"
 
 FERRY_TENSOR(0, dx)  // MODE 1 binds dweight here, MODE 0 dx at 1 and 2 (never touched)
 FERRY_TENSOR(1, dw)
@@ -47,7 +49,7 @@ void add_exact(inout FTYPE hi, inout FTYPE lo, FTYPE v) {
 
 void rows_mode() {
   const uint ROWS = gl_WorkGroupSize.x / LANES;
-  const uint t = gl_LocalInvocationID.x;
+  const uint t = row_thread();
   const uint lane = t % LANES;
   const uint row = t / LANES;
   const uint head = row * LANES;
@@ -68,20 +70,31 @@ void rows_mode() {
         b += gh * xh;
       }
     }
-    s_a[t] = a;
-    s_b[t] = b;
-    for (uint h = LANES / 2u; h >= 1u; h >>= 1u) {
+    // A sum's two operands give the same result in either order, so every lane of the
+    // butterfly ends with the same sums.
+    const uint in_subgroup = row_subgroup_lanes(LANES);
+    for (uint h = 1u; h < in_subgroup; h <<= 1u) {
+      a += ROW_SHUFFLE(a, h);
+      b += ROW_SHUFFLE(b, h);
+    }
+    if (in_subgroup < LANES) {
+      s_a[t] = a;
+      s_b[t] = b;
+      for (uint h = LANES / 2u; h >= in_subgroup; h >>= 1u) {
+        memoryBarrierShared();
+        barrier();
+        if (lane < h) {
+          s_a[t] += s_a[t + h];
+          s_b[t] += s_b[t + h];
+        }
+      }
       memoryBarrierShared();
       barrier();
-      if (lane < h) {
-        s_a[t] += s_a[t + h];
-        s_b[t] += s_b[t + h];
-      }
+      a = s_a[head];
+      b = s_b[head];
     }
-    memoryBarrierShared();
-    barrier();
     if (valid) {
-      const FTYPE c1 = s_a[head] / FTYPE(p.n), c2 = s_b[head] / FTYPE(p.n);
+      const FTYPE c1 = a / FTYPE(p.n), c2 = b / FTYPE(p.n);
       const uint dxo = p.dx_off + ri * p.dxs0;
       for (uint k = lane; k < p.n; k += LANES) {
         FTYPE gh = LOAD_F(g, DT, go + k * p.gs1);
@@ -90,8 +103,10 @@ void rows_mode() {
         STORE_F(dx, DT, dxo + k * p.dxs1, rs * (gh - c1 - xh * c2))
       }
     }
-    memoryBarrierShared();
-    barrier();  // the next block reuses the slots
+    if (in_subgroup < LANES) {
+      memoryBarrierShared();
+      barrier();  // the next block reuses the slots
+    }
   }
 }
 

@@ -31,7 +31,7 @@ set(FERRY_PER_OP_SHADERS "elementwise:unary,binary,compare,activation_backward,w
 # Note [Subgroup row reductions] (shaders/subgroup.glsl): these shaders are also compiled with
 # FERRY_SUBGROUP, as the shader <name>_subgroup with every module <name> has; the devices whose
 # subgroups can shuffle take those modules (runtime/vulkan/vk_pipelines.cpp).
-set(FERRY_SUBGROUP_SHADERS reduce softmax layer_norm)
+set(FERRY_SUBGROUP_SHADERS reduce softmax layer_norm layer_norm_backward)
 # A per-op shader's subgroup variant is per-op too, with the same op kinds.
 foreach(entry ${FERRY_PER_OP_SHADERS})
   string(REGEX REPLACE ":.*" "" _name ${entry})

@@ -1,5 +1,6 @@
-// shaders/subgroup.glsl — how the LANES threads that share a row (reduce.comp,
-// softmax.comp, layer_norm.comp) find each other, with and without subgroup operations.
+// shaders/subgroup.glsl — how the LANES threads that share a row (reduce.comp, softmax.comp,
+// layer_norm.comp, layer_norm_backward.comp) find each other, with and without subgroup
+// operations.
 //
 // Note [Subgroup row reductions]
 // The threads of a row combine their partial results (a sum, a (max, sum) pair, Welford's

@@ -107,6 +107,16 @@ TEST(CpuVectorMath, SoftmaxRowsAgreeWithTheFunctor) {
   for (std::size_t i = 0; i < xs.size(); ++i)
     EXPECT_NEAR(got[i], want[i], 8 * std::numeric_limits<float>::epsilon() * want[i] + 1e-9)
         << "at " << i;
+  // log_softmax's exps go through the vector forms too (beside the row, which it keeps).
+  const std::vector<float> got_log = ferry::log_softmax(row, 1).to_vector<float>();
+  double sum = 0;
+  for (float v : e.to_vector<float>()) sum += double(v);
+  for (std::size_t i = 0; i < xs.size(); ++i) {
+    const float want_log = shifted[i] - float(std::log(sum));
+    EXPECT_NEAR(got_log[i], want_log,
+                4 * std::numeric_limits<float>::epsilon() * std::max(1.0f, std::abs(want_log)))
+        << "at " << i;
+  }
 }
 
 }  // namespace

@@ -134,11 +134,14 @@ TEST(RowReductions, VulkanRunsTheSubgroupModulesWhereItSaysSo) {
     const Tensor x = ferry::randn({4, 300}).to(ferry::Device(dev));
     (void)ferry::sum(x, {1}).to(ferry::Device::cpu());
     (void)ferry::softmax(x, 1).to(ferry::Device::cpu());
-    (void)ferry::layer_norm(x, {300}).to(ferry::Device::cpu());
+    const Tensor xg = x.detach().requires_grad_();
+    ferry::sum(ferry::layer_norm(xg, {300})).backward();
+    (void)xg.grad().to(ferry::Device::cpu());
     const auto props = ferry::device_impl(ferry::Device(dev)).info().properties;
     const std::string used = props.at("shaders_used");
     const bool on = props.at("subgroup_reductions") == "yes";
-    for (const char* shader : {"reduce_subgroup", "softmax_subgroup", "layer_norm_subgroup"})
+    for (const char* shader : {"reduce_subgroup", "softmax_subgroup", "layer_norm_subgroup",
+                               "layer_norm_backward_subgroup"})
       EXPECT_EQ(used.find(shader) != std::string::npos, on) << dev << ": " << used;
   }
 }

@@ -50,7 +50,7 @@ int main(int argc, char** argv) {
       // speed drifts from one moment to the next.
       constexpr int kRounds = 5;
       const int iters =
-          int(std::clamp<std::size_t>((std::size_t(256) << 20) / bytes, 3, 5000) + kRounds - 1) /
+          int(std::clamp<std::size_t>((std::size_t(256) << 20) / bytes, 3, 100000) + kRounds - 1) /
           kRounds;
       ferry::Tensor t = ferry::zeros({n}, {.device = ferry::Device(device)});  // sums stay finite
       std::vector<float> host(std::size_t(n), 0.0f);

@@ -80,7 +80,8 @@ template <typename T, bool kLog> void softmax_rows(const OpCall& call) {
   const T* xb = static_cast<const T*>(x.buffer->host_ptr());
   T* yb = static_cast<T*>(y.buffer->host_ptr());
   parallel_rows(rows, n, [&](std::int64_t begin, std::int64_t end) {
-    std::vector<C> buf(static_cast<std::size_t>(n));
+    // log_softmax keeps the row and takes its exps beside it.
+    std::vector<C> buf(static_cast<std::size_t>(kLog ? 2 * n : n));
     C* v = buf.data();
     for (std::int64_t r = begin; r < end; ++r) {
       load_row(xb + row_offset(x, r), n, xs, v);
@@ -88,7 +89,10 @@ template <typename T, bool kLog> void softmax_rows(const OpCall& call) {
       for (std::int64_t i = 0; i < n; ++i) m = (v[i] > m || v[i] != v[i]) ? v[i] : m;
       double sum = 0;
       if constexpr (kLog) {
-        for (std::int64_t i = 0; i < n; ++i) sum += double(std::exp(v[i] - m));
+        C* e = v + n;
+        std::copy(v, v + n, e);
+        exp_shifted(e, n, m);
+        for (std::int64_t i = 0; i < n; ++i) sum += double(e[i]);
         // (x - max) - log(sum), in that order: folding max + log(sum) into one
         // value first would round away log(sum) when max is large.
         const C log_sum = C(std::log(sum));

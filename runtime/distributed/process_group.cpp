@@ -126,15 +126,17 @@ class WorkState {
     }
     cv_.notify_all();
   }
-  bool done() const {
-    std::lock_guard lock(mutex_);
-    return done_;
-  }
+  bool done() const { return done_flag_.load(std::memory_order_acquire); }
   void wait() const {
     // A short collective completes within microseconds: looking again for a while costs less
     // than a sleep and a wake-up (Note [Process groups]).
-    for (int i = 0; i < kSpins && !done_flag_.load(std::memory_order_acquire); ++i)
+    for (int i = 0; i < kSpins; ++i) {
+      if (done_flag_.load(std::memory_order_acquire)) {
+        if (error_) std::rethrow_exception(error_);  // written before the flag, never after
+        return;
+      }
       std::this_thread::yield();
+    }
     std::unique_lock lock(mutex_);
     if (!cv_.wait_for(lock, timeout_, [&] { return done_; }))
       end_job_after_timeout(rank_, what_, timeout_, lib_);
@@ -460,15 +462,16 @@ class Group final : public ProcessGroup {
 
   // ---- the queue (Note [Process groups]) ----
   // A collective: the ranks' calls are compared first, then `body` runs.
-  Work issue(Call call, std::function<void()> body) {
+  template <typename Body> Work issue(Call call, Body&& body) {
     // Compared or not as the switch stood at issue, which every rank flips between the same
     // two calls.
-    return enqueue(Described{.call = call}, std::move(body),
+    return enqueue(Described{.call = call}, std::forward<Body>(body),
                    compare_calls_.load(std::memory_order_relaxed));
   }
   // Raises DistributedError on every rank where the ranks' calls differ.
   void check_calls(const Call& call) const {
-    std::vector<Call> all(static_cast<std::size_t>(size()));
+    std::vector<Call>& all = calls_;  // one job at a time: kept from call to call
+    all.resize(static_cast<std::size_t>(size()));
     if (!device_) {
       lib_->allgather(&call, all.data(), sizeof call);  // host memory: no tensor needed
     } else {
@@ -486,66 +489,80 @@ class Group final : public ProcessGroup {
             fmt::format("distributed: the ranks called different collectives ({})", calls));
       }
   }
-  Work issue_local(const Described& what, std::function<void()> body) {
-    return enqueue(what, std::move(body), false);
+  template <typename Body> Work issue_local(const Described& what, Body&& body) {
+    return enqueue(what, std::forward<Body>(body), false);
   }
   struct Job {
     std::shared_ptr<WorkState> state;
     std::function<void()> body;
     bool compare = false;  // check_calls first
   };
-  Work enqueue(Described what, std::function<void()> body, bool compare) {
+  // A blocking form's call runs on its caller's thread where nothing is queued or running;
+  // it then needs no WorkState, no std::function and no hand-off: its Work is an empty one
+  // (completed), and its error is thrown here, where the blocking form would have rethrown
+  // it. Anything else is queued for the group's thread.
+  template <typename Body> Work enqueue(Described what, Body&& body, bool compare) {
     const bool blocking = t_blocking_group == this;
     t_blocking_group = nullptr;  // the one call the blocking form issues
     std::unique_lock lock(mutex_);
     what.number = ++issued_;
-    auto state = std::make_shared<WorkState>(what, timeout_, rank(), lib_.get());
     if (blocking && queue_.empty() && !running_) {
       // Nothing before it to wait for: run it here, watched by the group's thread.
       running_ = true;
-      running_here_ = state.get();
-      running_since_ = std::chrono::steady_clock::now();
+      running_here_ = what;
       lock.unlock();
-      run_job(Job{state, std::move(body), compare});
-      lock.lock();
-      running_ = false;
-      running_here_ = nullptr;
-      const bool more = !queue_.empty();  // issued meanwhile by other threads
-      lock.unlock();
-      if (more) cv_.notify_all();
-      return Work(state);
+      struct Done {  // on return or throw
+        Group& g;
+        ~Done() {
+          std::unique_lock lock(g.mutex_);
+          g.running_ = false;
+          g.running_here_.reset();
+          const bool more = !g.queue_.empty();  // issued meanwhile by other threads
+          lock.unlock();
+          if (more) g.cv_.notify_all();
+        }
+      } done{*this};
+      run_traced(what, compare, body);
+      return Work();
     }
-    queue_.push_back(Job{state, std::move(body), compare});
+    auto state = std::make_shared<WorkState>(what, timeout_, rank(), lib_.get());
+    queue_.push_back(Job{state, std::function<void()>(std::forward<Body>(body)), compare});
     lock.unlock();
     cv_.notify_all();
     return Work(state);
   }
-  void run_job(const Job& job) const {
+  // Runs one call: the ranks' comparison (when asked), then its body.
+  template <typename Body> void run_traced(const Described& what, bool compare, Body& body) const {
     NoGradGuard no_grad;  // collectives write tensors in place, outside autograd
     // A profile shows each collective (its comparison included) as a range on the thread that
     // ran it, the caller's or the group's, named by the backend and the call: "mpi allreduce
     // of 1024 f32 elements (sum)".
-    // The range ends before the work is finished: a waiter that stops its profile as soon as
-    // wait() returns finds the range in it.
+    std::optional<profiler::Range> traced;
+    if (profiler::detail::on()) [[unlikely]]
+      traced.emplace(fmt::format("{} {}", lib_->name(), what.name()));
+    if (compare) check_calls(what.call);
+    body();
+  }
+  // A queued job, on the group's thread. Its range ends before the work is finished: a waiter
+  // that stops its profile as soon as wait() returns finds the range in it.
+  void run_job(Job& job) const {
     std::exception_ptr error;
-    {
-      std::optional<profiler::Range> traced;
-      if (profiler::detail::on()) [[unlikely]]
-        traced.emplace(fmt::format("{} {}", lib_->name(), job.state->what().name()));
-      try {
-        if (job.compare) check_calls(job.state->what().call);
-        job.body();
-      } catch (...) {
-        error = std::current_exception();
-      }
+    try {
+      run_traced(job.state->what(), job.compare, job.body);
+    } catch (...) {
+      error = std::current_exception();
     }
     job.state->finish(std::move(error));
   }
   // The group's thread: runs the queued work in order, and ends the job when a collective run
-  // on its caller's thread outlasts the timeout (that thread is inside the library).
+  // on its caller's thread outlasts the timeout (that thread is inside the library). It times
+  // such a call from when it first sees it, looking every `watch`, so that the caller reads no
+  // clock: the job ends between the timeout and two `watch`es later.
   void run() {
     const auto watch = std::clamp<std::chrono::milliseconds>(
         timeout_ / 10, std::chrono::milliseconds(10), std::chrono::seconds(1));
+    std::uint64_t seen = 0;  // the number of the call seen running here, and since when
+    std::chrono::steady_clock::time_point seen_since;
     std::unique_lock lock(mutex_);
     for (;;) {
       if (!running_ && !queue_.empty()) {
@@ -559,8 +576,15 @@ class Group final : public ProcessGroup {
         continue;
       }
       if (stopping_ && queue_.empty() && !running_) return;
-      if (running_here_ && std::chrono::steady_clock::now() - running_since_ > timeout_)
-        end_job_after_timeout(rank(), running_here_->what(), timeout_, lib_.get());
+      if (running_here_) {
+        const auto now = std::chrono::steady_clock::now();
+        if (running_here_->number != seen) {
+          seen = running_here_->number;
+          seen_since = now;
+        } else if (now - seen_since > timeout_) {
+          end_job_after_timeout(rank(), *running_here_, timeout_, lib_.get());
+        }
+      }
       cv_.wait_for(lock, watch);
     }
   }
@@ -575,11 +599,11 @@ class Group final : public ProcessGroup {
   std::mutex mutex_;
   std::condition_variable cv_;
   std::deque<Job> queue_;
-  bool running_ = false;                     // a job is in the library (one at a time)
-  const WorkState* running_here_ = nullptr;  // the job a blocking caller runs itself
-  std::chrono::steady_clock::time_point running_since_;
+  bool running_ = false;                   // a job is in the library (one at a time)
+  std::optional<Described> running_here_;  // the call a blocking caller runs itself
   bool stopping_ = false;
   std::uint64_t issued_ = 0;
+  mutable std::vector<Call> calls_;  // check_calls' gathered calls
   std::thread worker_;  // last: starts once the rest is built
 };
 
@@ -629,7 +653,7 @@ template <typename Issue> void blocking(const ProcessGroup& g, Issue&& issue) {
   try {
     w = issue();
   } catch (...) {
-    t_blocking_group = nullptr;  // refused before it was queued
+    t_blocking_group = nullptr;  // refused before it was queued, or run here and failed
     throw;
   }
   w.wait();
