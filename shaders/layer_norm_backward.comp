@@ -5,10 +5,17 @@
 //     a workgroup), each summing its strided share of ĝ and ĝ · x̂; the shares meet in a
 //     subgroup butterfly, then a shared-memory tree (Note [Subgroup row reductions] in
 //     subgroup.glsl), then each thread writes its share of dx.
-//  1: dweight = Σ_rows g · x̂ and dbias = Σ_rows g. One thread a column walks down the rows
-//     (neighbouring threads read neighbouring elements), summing with the rounding error kept
-//     (TwoSum), and adds to what dweight and dbias hold where `accumulate` says this is a later
-//     part of a tensor split between bindings.
+//  1: dweight = Σ_rows g · x̂ and dbias = Σ_rows g, summed with the rounding error kept
+//     (TwoSum). A workgroup takes COLS = 32 neighbouring columns (neighbouring threads read
+//     neighbouring elements) in WG / 32 slices of threads, each slice walking every slice-th
+//     row of the workgroup's chunk of rows; the slices meet in a shared-memory tree. With one
+//     chunk (chunks = 1) the tree's result is the gradient, added to what dweight and dbias
+//     hold where `accumulate` says this is a later part of a tensor split between bindings;
+//     with several (a grid of chunks in y, when the columns alone would leave a GPU idle) each
+//     chunk's four sums (dweight's and dbias's, each with its error) go to a scratch buffer,
+//     bound at 0, 1 and 2: (chunk · 4 + k) · N + column, k = 0..3.
+//  2: the chunks' sums, read from the scratch bound at 3, combined a thread a column, into
+//     dweight and dbias as mode 1 writes them.
 // g, x, dx and the weight are x's dtype; mean, rstd, dweight and dbias f32 (f64 in the f64
 // module, which computes in double: Note [f64 on Vulkan] in runtime/vulkan/vk_pipelines.cpp).
 // Host side: runtime/vulkan/vk_kernels_nn.cpp.
@@ -19,7 +26,7 @@
 #include "abi/layer_norm_backward.h"  // spec and push constants: shared with the host
 #include "subgroup.glsl"
 
-FERRY_TENSOR(0, dx)  // MODE 1 binds dweight here, MODE 0 dx at 1 and 2 (never touched)
+FERRY_TENSOR(0, dx)  // MODE 1 binds dweight or the scratch here, MODE 0 dx at 1 and 2 (unused)
 FERRY_TENSOR(1, dw)
 FERRY_TENSOR(2, db)
 FERRY_TENSOR(3, g)
@@ -36,6 +43,8 @@ FERRY_TENSOR(7, w)   // when absent (or in MODE 1) the host binds x here (never 
 
 shared FTYPE s_a[256];
 shared FTYPE s_b[256];
+shared FTYPE s_c[256];
+shared FTYPE s_d[256];
 
 // hi += v with the rounding error kept in lo (TwoSum; `precise` keeps the compiler from
 // simplifying it away).
@@ -110,33 +119,103 @@ void rows_mode() {
   }
 }
 
+// The sums of a column: dweight's (gx, with its error gx_lo) and dbias's (gs, gs_lo).
+struct ColumnSums {
+  FTYPE gx, gx_lo, gs, gs_lo;
+};
+
+void merge(inout ColumnSums a, ColumnSums b) {
+  add_exact(a.gx, a.gx_lo, b.gx);
+  a.gx_lo += b.gx_lo;
+  add_exact(a.gs, a.gs_lo, b.gs);
+  a.gs_lo += b.gs_lo;
+}
+
+// Column j's gradients into dweight and dbias (bound at 0 or 1, and 2).
+void write_column(uint j, ColumnSums c) {
+  // An infinite or NaN term makes lo NaN; hi is then the sum.
+  FTYPE dwv = isinf(c.gx) || isnan(c.gx) ? c.gx : c.gx + c.gx_lo;
+  FTYPE dbv = isinf(c.gs) || isnan(c.gs) ? c.gs : c.gs + c.gs_lo;
+  if (p.accumulate != 0u) {
+    dwv += STATS(dw)[p.dw_off + j * p.dws];
+    dbv += STATS(db)[p.db_off + j * p.dbs];
+  }
+  STATS(dw)[p.dw_off + j * p.dws] = dwv;
+  STATS(db)[p.db_off + j * p.dbs] = dbv;
+}
+
 void columns_mode() {
+  const uint COLS = min(32u, gl_WorkGroupSize.x);
+  const uint SLICES = gl_WorkGroupSize.x / COLS;
+  const uint t = gl_LocalInvocationID.x;
+  const uint col = t % COLS, slice = t / COLS;
+  const uint chunk = gl_WorkGroupID.y;
+  const uint r0 = chunk * p.chunk_rows;
+  const uint r1 = min(p.rows, r0 + p.chunk_rows);
+  const uint tiles = (p.n + COLS - 1u) / COLS;
+  for (uint tile = gl_WorkGroupID.x; tile < tiles; tile += gl_NumWorkGroups.x) {
+    const uint j = tile * COLS + col;
+    ColumnSums c = ColumnSums(FTYPE(0.0), FTYPE(0.0), FTYPE(0.0), FTYPE(0.0));
+    if (j < p.n) {
+      for (uint r = r0 + slice; r < r1; r += SLICES) {
+        const FTYPE gv = LOAD_F(g, DT, p.g_off + r * p.gs0 + j * p.gs1);
+        const FTYPE xh = (LOAD_F(x, DT, p.x_off + r * p.xs0 + j * p.xs1) -
+                          STATS(st_mean)[p.m_off + r * p.ms]) *
+                         STATS(st_rstd)[p.r_off + r * p.rs];
+        add_exact(c.gx, c.gx_lo, gv * xh);
+        add_exact(c.gs, c.gs_lo, gv);
+      }
+    }
+    s_a[t] = c.gx;
+    s_b[t] = c.gx_lo;
+    s_c[t] = c.gs;
+    s_d[t] = c.gs_lo;
+    for (uint h = SLICES / 2u; h >= 1u; h >>= 1u) {
+      memoryBarrierShared();
+      barrier();
+      if (slice < h) {
+        const uint o = t + h * COLS;
+        merge(c, ColumnSums(s_a[o], s_b[o], s_c[o], s_d[o]));
+        s_a[t] = c.gx;
+        s_b[t] = c.gx_lo;
+        s_c[t] = c.gs;
+        s_d[t] = c.gs_lo;
+      }
+    }
+    if (slice == 0u && j < p.n) {
+      if (p.chunks == 1u) {
+        write_column(j, c);
+      } else {
+        const uint at = p.s_off + chunk * 4u * p.n + j;
+        STATS(dx)[at] = c.gx;
+        STATS(dx)[at + p.n] = c.gx_lo;
+        STATS(dx)[at + 2u * p.n] = c.gs;
+        STATS(dx)[at + 3u * p.n] = c.gs_lo;
+      }
+    }
+    memoryBarrierShared();
+    barrier();  // the next tile reuses the slots
+  }
+}
+
+void combine_mode() {
   const uint stride = gl_NumWorkGroups.x * gl_WorkGroupSize.x;
   for (uint j = gl_GlobalInvocationID.x; j < p.n; j += stride) {
-    FTYPE sgx = 0.0, sgx_lo = 0.0, sg = 0.0, sg_lo = 0.0;
-    for (uint r = 0u; r < p.rows; ++r) {
-      const FTYPE gv = LOAD_F(g, DT, p.g_off + r * p.gs0 + j * p.gs1);
-      const FTYPE xh = (LOAD_F(x, DT, p.x_off + r * p.xs0 + j * p.xs1) -
-                        STATS(st_mean)[p.m_off + r * p.ms]) *
-                       STATS(st_rstd)[p.r_off + r * p.rs];
-      add_exact(sgx, sgx_lo, gv * xh);
-      add_exact(sg, sg_lo, gv);
+    ColumnSums c = ColumnSums(FTYPE(0.0), FTYPE(0.0), FTYPE(0.0), FTYPE(0.0));
+    for (uint k = 0u; k < p.chunks; ++k) {
+      const uint at = p.s_off + k * 4u * p.n + j;
+      merge(c, ColumnSums(STATS(g)[at], STATS(g)[at + p.n], STATS(g)[at + 2u * p.n],
+                          STATS(g)[at + 3u * p.n]));
     }
-    // An infinite or NaN term makes lo NaN; hi is then the sum.
-    FTYPE dwv = isinf(sgx) || isnan(sgx) ? sgx : sgx + sgx_lo;
-    FTYPE dbv = isinf(sg) || isnan(sg) ? sg : sg + sg_lo;
-    if (p.accumulate != 0u) {
-      dwv += STATS(dw)[p.dw_off + j * p.dws];
-      dbv += STATS(db)[p.db_off + j * p.dbs];
-    }
-    STATS(dw)[p.dw_off + j * p.dws] = dwv;
-    STATS(db)[p.db_off + j * p.dbs] = dbv;
+    write_column(j, c);
   }
 }
 
 void main() {
   if (MODE == 0u)
     rows_mode();
-  else
+  else if (MODE == 1u)
     columns_mode();
+  else
+    combine_mode();
 }

@@ -128,6 +128,39 @@ TEST(RowReductions, SixtyFourBitIntegersAndTies) {
   }
 }
 
+// layer_norm's backward: dx over the rows as the row kernels do; the weight's and bias's
+// gradients down the columns, in chunks of rows whose sums a second pass combines where the
+// columns alone are few (tall, narrow inputs), and in one pass where they are many.
+TEST(RowReductions, LayerNormBackwardMatchesTheCpu) {
+  for (const std::string& dev : accelerators()) {
+    for (const DType dt : {DType::f32, DType::f64}) {
+      if (!supported(dev, ferry::OpId::layer_norm_backward, dt)) continue;
+      for (const auto& [rows, n] : std::vector<std::pair<std::int64_t, std::int64_t>>{
+               {3000, 40}, {1000, 16}, {600, 300}, {37, 1000}, {1, 5}}) {
+        ferry::manual_seed(std::uint64_t(rows * n));
+        const Tensor x = ferry::add(ferry::randn({rows, n}), ferry::Scalar(3.0)).to(dt);
+        const Tensor w = ferry::randn({n}).to(dt), b = ferry::randn({n}).to(dt);
+        const Tensor g = ferry::randn({rows, n}).to(dt);
+        auto grads = [&](const ferry::Device& d) {
+          // Leaves of their own: on the CPU, to() would hand back x itself.
+          const Tensor xd = x.detach().to(d).requires_grad_(),
+                       wd = w.detach().to(d).requires_grad_(),
+                       bd = b.detach().to(d).requires_grad_();
+          ferry::sum(ferry::mul(ferry::layer_norm(xd, {n}, wd, bd), g.to(d))).backward();
+          return std::vector<Tensor>{xd.grad(), wd.grad(), bd.grad()};
+        };
+        const std::vector<Tensor> want = grads(ferry::Device::cpu());
+        const std::vector<Tensor> got = grads(ferry::Device(dev));
+        const std::string tag = fmt::format("{} {} [{}, {}]", dev, ferry::dtype_name(dt), rows, n);
+        const double tol = dt == DType::f64 ? 1e-10 : 1e-4;
+        const char* names[] = {"dx ", "dweight ", "dbias "};
+        for (std::size_t k = 0; k < 3; ++k)
+          expect_close(as_double(got[k]), as_double(want[k]), tol, tol, names[k] + tag);
+      }
+    }
+  }
+}
+
 TEST(RowReductions, VulkanRunsTheSubgroupModulesWhereItSaysSo) {
   for (const std::string& dev : accelerators()) {
     if (ferry::Device(dev).type() != "vulkan") continue;

@@ -9,9 +9,10 @@
 // neighbours are contiguous get the thread index along the rows, and a few
 // long rows are split over workgroups: a statistics pass writes (max, sum of
 // exp) per piece into a scratch buffer, then the writing pass merges them.
-// layer_norm: x is a [rows, N] matrix; a group of threads per row. layer_norm_backward: two
-// dispatches per part of rows, dx over the rows and the parameters' gradients down the
-// columns, the later parts adding to the first's (shaders/layer_norm_backward.comp).
+// layer_norm: x is a [rows, N] matrix; a group of threads per row. layer_norm_backward: per
+// part of rows, dx over the rows, then the parameters' gradients down the columns (in chunks
+// of rows combined by a third dispatch where the columns are few), the later parts adding to
+// the first's (shaders/layer_norm_backward.comp).
 // Both cut tensors larger than one storage-buffer binding into chunks of rows
 // (vk_split.hpp); a single row larger than a binding raises UnsupportedError
 // (row_too_long says why).
@@ -293,14 +294,59 @@ void layer_norm_backward_rows(VulkanDevice& dev, const LayerNormGradOperands& o,
                 {groups_for(dev, std::uint64_t(p.rows), wg / lanes), 1, 1},
                 std::uint32_t(OpId::layer_norm_backward),
                 f64});
+  // The columns: see the shader. Chunks of rows where the columns alone would leave the
+  // device idle (as row_splits cuts rows), none with fewer than 32 rows a thread.
+  const std::uint32_t cols = std::min<std::uint32_t>(32, wg), slices = wg / cols;
+  const std::uint64_t tiles = (std::uint64_t(p.n) + cols - 1) / cols, threads = tiles * wg;
+  const std::uint64_t stats_size = f64 ? 8 : 4;
+  std::uint64_t chunks = 1;
+  if (threads < dev.limits().row_target_threads)
+    chunks = std::max<std::uint64_t>(
+        1, std::min({(dev.limits().row_target_threads + threads - 1) / threads,
+                     std::uint64_t(p.rows) / (std::uint64_t(slices) * 32), std::uint64_t(256),
+                     std::uint64_t(dev.limits().max_groups_x),
+                     dev.limits().max_storage_range / (4 * std::uint64_t(p.n) * stats_size)}));
+  p.chunk_rows = std::uint32_t((p.rows + chunks - 1) / chunks);
+  p.chunks = std::uint32_t((p.rows + p.chunk_rows - 1) / p.chunk_rows);
   const Binding dwb = dev.bind(dw, Access::write), dbb = dev.bind(db, Access::write);
   p.dw_off = dwb.element_offset;
   p.db_off = dbb.element_offset;
   spec.LANES = 1;
   spec.MODE = 1;
+  const std::uint32_t column_groups = groups_for(dev, tiles, 1);
+  if (p.chunks == 1) {
+    dev.dispatch({"layer_norm_backward",
+                  spec.values(),
+                  {dwb, dwb, dbb, gb, xb, mb, rb, xb},
+                  &p,
+                  sizeof p,
+                  {column_groups, 1, 1},
+                  std::uint32_t(OpId::layer_norm_backward),
+                  f64});
+    return;
+  }
+  // The chunks' sums through a scratch buffer (the device keeps its memory until the GPU is
+  // done with it), then combined.
+  const std::unique_ptr<Buffer> scratch =
+      dev.allocate(std::size_t(p.chunks) * 4 * p.n * stats_size);
+  const TensorArg sums{
+      scratch.get(), 0, {std::int64_t(p.chunks) * 4 * p.n}, {1}, f64 ? DType::f64 : DType::f32};
+  const Binding sw = dev.bind(sums, Access::write);
+  p.s_off = sw.element_offset;
   dev.dispatch({"layer_norm_backward",
                 spec.values(),
-                {dwb, dwb, dbb, gb, xb, mb, rb, xb},
+                {sw, sw, sw, gb, xb, mb, rb, xb},
+                &p,
+                sizeof p,
+                {column_groups, p.chunks, 1},
+                std::uint32_t(OpId::layer_norm_backward),
+                f64});
+  const Binding sr = dev.bind(sums, Access::read);
+  p.s_off = sr.element_offset;
+  spec.MODE = 2;
+  dev.dispatch({"layer_norm_backward",
+                spec.values(),
+                {dwb, dwb, dbb, sr, sr, sr, sr, sr},
                 &p,
                 sizeof p,
                 {groups_for(dev, std::uint64_t(p.n), wg), 1, 1},
