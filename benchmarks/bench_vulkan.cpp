@@ -8,7 +8,9 @@
 //   add f32             ferry::add on vulkan:0 against ferry::add on the CPU.
 //   matmul f32          ferry::matmul on vulkan:0 against the CPU (OpenBLAS).
 //   row ops             sum over the last dim, softmax and layer_norm of f32 rows of 4096
-//                       and of 32 elements on vulkan:0, against a copy of the same tensor
+//                       and of 32 elements on vulkan:0, and layer_norm with a weight and a
+//                       bias forward and backward (the backward's column sums are the
+//                       weight's and bias's gradients), against a copy of the same tensor
 //                       on vulkan:0 (the least memory traffic each op can have, read once
 //                       and written once, as bandwidth). Which way a row's threads meet
 //                       (Note [Subgroup row reductions] in shaders/subgroup.glsl) is the
@@ -88,11 +90,14 @@ void bm_matmul(benchmark::State& state, bool on_vulkan) {
 
 std::int64_t row_elements() { return quick() ? (std::int64_t(1) << 20) : (std::int64_t(8) << 20); }
 
-enum class RowOp { copy, sum, softmax, layer_norm };
+enum class RowOp { copy, sum, softmax, layer_norm, layer_norm_fwd_bwd };
 
 void bm_rows(benchmark::State& state, RowOp op, std::int64_t n) {
   ferry::manual_seed(6);
   const ferry::Tensor x = ferry::randn({row_elements() / n, n}).to(vk());
+  const ferry::Tensor xg = x.detach().requires_grad_(), g = ferry::randn(x.sizes()).to(vk());
+  const ferry::Tensor w = ferry::rand({n}).to(vk()).requires_grad_(),
+                      b = ferry::randn({n}).to(vk()).requires_grad_();
   auto run = [&] {
     switch (op) {
       case RowOp::copy:
@@ -103,6 +108,12 @@ void bm_rows(benchmark::State& state, RowOp op, std::int64_t n) {
         return ferry::softmax(x, -1);
       case RowOp::layer_norm:
         return ferry::layer_norm(x, {n});
+      case RowOp::layer_norm_fwd_bwd: {
+        ferry::layer_norm(xg, {n}, w, b).backward(g);
+        ferry::Tensor dx = xg.grad();
+        for (const ferry::Tensor* t : {&xg, &w, &b}) t->set_grad({});
+        return dx;
+      }
     }
     return ferry::Tensor();
   };
@@ -170,7 +181,9 @@ void register_vulkan() {
     for (const auto& [op_name, op, bytes] :
          {std::tuple{"sum", RowOp::sum, row_bytes},
           std::tuple{"softmax", RowOp::softmax, 2 * row_bytes},
-          std::tuple{"layer_norm", RowOp::layer_norm, 2 * row_bytes}}) {
+          std::tuple{"layer_norm", RowOp::layer_norm, 2 * row_bytes},
+          // x read and y written forward, g and x read and dx written backward
+          std::tuple{"layer_norm fwd+bwd", RowOp::layer_norm_fwd_bwd, 5 * row_bytes}}) {
       const std::string name = "vulkan/rows_" + shape + "/" + op_name;
       row_bm(name, op);
       add_comparison({.title = fmt::format("vulkan:0 {} f32 {}", op_name, shape),

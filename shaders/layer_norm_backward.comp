@@ -6,9 +6,10 @@
 //     subgroup butterfly, then a shared-memory tree (Note [Subgroup row reductions] in
 //     subgroup.glsl), then each thread writes its share of dx.
 //  1: dweight = Σ_rows g · x̂ and dbias = Σ_rows g, summed with the rounding error kept
-//     (TwoSum). A workgroup takes COLS = 32 neighbouring columns (neighbouring threads read
-//     neighbouring elements) in WG / 32 slices of threads, each slice walking every slice-th
-//     row of the workgroup's chunk of rows; the slices meet in a shared-memory tree. With one
+//     (TwoSum). A workgroup takes COLS neighbouring columns (neighbouring threads read
+//     neighbouring elements) in WG / COLS slices of threads, each slice walking every
+//     slice-th row of the workgroup's chunk of rows; the slices meet in a shared-memory tree
+//     (on a GPU 32 columns, 8 slices; on a CPU-type device a slice, which needs no tree). With one
 //     chunk (chunks = 1) the tree's result is the gradient, added to what dweight and dbias
 //     hold where `accumulate` says this is a later part of a tensor split between bindings;
 //     with several (a grid of chunks in y, when the columns alone would leave a GPU idle) each
@@ -145,7 +146,6 @@ void write_column(uint j, ColumnSums c) {
 }
 
 void columns_mode() {
-  const uint COLS = min(32u, gl_WorkGroupSize.x);
   const uint SLICES = gl_WorkGroupSize.x / COLS;
   const uint t = gl_LocalInvocationID.x;
   const uint col = t % COLS, slice = t / COLS;
@@ -166,20 +166,24 @@ void columns_mode() {
         add_exact(c.gs, c.gs_lo, gv);
       }
     }
-    s_a[t] = c.gx;
-    s_b[t] = c.gx_lo;
-    s_c[t] = c.gs;
-    s_d[t] = c.gs_lo;
-    for (uint h = SLICES / 2u; h >= 1u; h >>= 1u) {
-      memoryBarrierShared();
-      barrier();
-      if (slice < h) {
-        const uint o = t + h * COLS;
-        merge(c, ColumnSums(s_a[o], s_b[o], s_c[o], s_d[o]));
-        s_a[t] = c.gx;
-        s_b[t] = c.gx_lo;
-        s_c[t] = c.gs;
-        s_d[t] = c.gs_lo;
+    // One slice (a constant once specialized) leaves no barrier in the pipeline: lavapipe
+    // runs a shader without barriers as plain SIMD loops.
+    if (SLICES > 1u) {
+      s_a[t] = c.gx;
+      s_b[t] = c.gx_lo;
+      s_c[t] = c.gs;
+      s_d[t] = c.gs_lo;
+      for (uint h = SLICES / 2u; h >= 1u; h >>= 1u) {
+        memoryBarrierShared();
+        barrier();
+        if (slice < h) {
+          const uint o = t + h * COLS;
+          merge(c, ColumnSums(s_a[o], s_b[o], s_c[o], s_d[o]));
+          s_a[t] = c.gx;
+          s_b[t] = c.gx_lo;
+          s_c[t] = c.gs;
+          s_d[t] = c.gs_lo;
+        }
       }
     }
     if (slice == 0u && j < p.n) {
@@ -193,8 +197,10 @@ void columns_mode() {
         STATS(dx)[at + 3u * p.n] = c.gs_lo;
       }
     }
-    memoryBarrierShared();
-    barrier();  // the next tile reuses the slots
+    if (SLICES > 1u) {
+      memoryBarrierShared();
+      barrier();  // the next tile reuses the slots
+    }
   }
 }
 

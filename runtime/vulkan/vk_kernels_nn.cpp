@@ -294,9 +294,13 @@ void layer_norm_backward_rows(VulkanDevice& dev, const LayerNormGradOperands& o,
                 {groups_for(dev, std::uint64_t(p.rows), wg / lanes), 1, 1},
                 std::uint32_t(OpId::layer_norm_backward),
                 f64});
-  // The columns: see the shader. Chunks of rows where the columns alone would leave the
+  // The columns: see the shader. On a GPU 32 columns a workgroup, in slices of rows; on a
+  // CPU-type device, whose rows take many elements a lane for the same reason (Note [Row
+  // kernel geometry]), one slice. Chunks of rows where the columns alone would leave the
   // device idle (as row_splits cuts rows), none with fewer than 32 rows a thread.
-  const std::uint32_t cols = std::min<std::uint32_t>(32, wg), slices = wg / cols;
+  const std::uint32_t cols =
+      dev.limits().row_elements_per_lane > 1 ? wg : std::min<std::uint32_t>(32, wg);
+  const std::uint32_t slices = wg / cols;
   const std::uint64_t tiles = (std::uint64_t(p.n) + cols - 1) / cols, threads = tiles * wg;
   const std::uint64_t stats_size = f64 ? 8 : 4;
   std::uint64_t chunks = 1;
@@ -313,6 +317,7 @@ void layer_norm_backward_rows(VulkanDevice& dev, const LayerNormGradOperands& o,
   p.db_off = dbb.element_offset;
   spec.LANES = 1;
   spec.MODE = 1;
+  spec.COLS = cols;
   const std::uint32_t column_groups = groups_for(dev, tiles, 1);
   if (p.chunks == 1) {
     dev.dispatch({"layer_norm_backward",

@@ -9,7 +9,8 @@
   X(2, bool, HAS_W, false)                                                              \
   X(3, uint, LANES, 1) /* threads per row (MODE 0), a power of two <= WG */             \
   X(4, uint, MODE, 0)  /* 0: dx over the rows; 1: dweight and dbias down the columns in \
-                          chunks of rows; 2: the chunks' sums combined */
+                          chunks of rows; 2: the chunks' sums combined */               \
+  X(5, uint, COLS, 32) /* MODE 1: columns a workgroup takes, a power of two <= WG */
 FERRY_SPEC_CONSTANTS(LayerNormBackwardSpec, FERRY_LAYER_NORM_BACKWARD_SPEC)
 
 FERRY_PUSH_CONSTANTS(LayerNormBackwardParams) {
