@@ -19,9 +19,10 @@
 // flight; a tensor handed to one must not be touched until its Work has completed. A blocking
 // form's runs on the calling thread itself where nothing issued before is still queued or
 // running (else it is queued and waited for): a short collective takes microseconds, and
-// handing it to another thread and back would cost as much again. A waiter looks again a while
-// (yielding the core) before it sleeps, for the same reason. An mpi group takes tensors on any
-// device, staged through host memory (a device tensor's reduction in chunks whose copies
+// handing it to another thread and back would cost as much again. Run so, it needs no Work
+// state at all (its error is thrown where the wait would have rethrown it). A waiter looks again a
+// while (yielding the core) before it sleeps, for the same reason. An mpi group takes tensors on
+// any device, staged through host memory (a device tensor's reduction in chunks whose copies
 // overlap the library's work: Note [Chunked staging] in
 // runtime/distributed/chunked_staging.hpp); an nccl group takes tensors on its own device()
 // only. Every collective first compares, across the ranks, what each was asked (which
