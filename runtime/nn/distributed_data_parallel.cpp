@@ -44,7 +44,7 @@ struct DistributedDataParallel::Reducer {
   // optimizer skips it as it would in one process, instead of applying momentum or weight
   // decay to a zero.
   bool find_unused = false;
-  std::vector<double> used;    // 1 where this rank used the parameter in this pass, else 0
+  std::vector<std::uint8_t> used;  // 1 where this rank used the parameter in this pass, else 0
   std::vector<Tensor> before;  // an unreached parameter's gradient before forward
 
   // Note [Gradients as bucket views]
@@ -106,7 +106,7 @@ struct DistributedDataParallel::Reducer {
     distributed::Work used_work;
     if (find_unused) {
       // On the group's own device where it takes one (nccl: cuda), else on the CPU.
-      used_anywhere = tensor(used).to(DType::u8).to(group->device().value_or(Device::cpu()));
+      used_anywhere = tensor(used, {}, {.device = group->device().value_or(Device::cpu())});
       used_work = group->allreduce_async(used_anywhere, distributed::ReduceOp::max);
     }
     for (Bucket& b : buckets) {
@@ -119,7 +119,7 @@ struct DistributedDataParallel::Reducer {
       const std::vector<std::uint8_t> anywhere = used_anywhere.to_vector<std::uint8_t>();
       for (std::size_t i = 0; i < params.size(); ++i)
         if (!anywhere[i]) params[i].set_grad(before[i]);  // Note [Unused parameters]
-      std::fill(used.begin(), used.end(), 1.0);
+      std::fill(used.begin(), used.end(), std::uint8_t(1));
       std::fill(before.begin(), before.end(), Tensor());
     }
     std::fill(ready.begin(), ready.end(), false);
@@ -188,7 +188,7 @@ DistributedDataParallel::DistributedDataParallel(std::shared_ptr<Module> module,
   r->views.resize(r->params.size());
   if (options_.find_unused_parameters) {
     r->find_unused = true;
-    r->used.assign(r->params.size(), 1.0);
+    r->used.assign(r->params.size(), std::uint8_t(1));
     r->before.resize(r->params.size());
   }
   for (Reducer::Bucket& b : r->buckets) r->allocate(b);
@@ -236,7 +236,7 @@ Tensor DistributedDataParallel::forward(const Tensor& input) {
       for (std::size_t i = 0; i < r.params.size(); ++i)
         if (!reached.count(r.params[i].impl_ptr().get())) {
           r.before[i] = r.params[i].grad();
-          r.used[i] = 0.0;
+          r.used[i] = 0;
           r.adopt(i, r.before[i]);
           r.mark_ready(i);
         }
