@@ -17,6 +17,7 @@
 #include "ferry/backend.hpp"
 #include "ferry/ferry.hpp"
 #include "optim_test_util.hpp"
+#include "transfer/arena_packing.hpp"
 
 namespace {
 
@@ -140,6 +141,25 @@ float train_step(Trained& t) {
 }
 
 // ---------------------------------------------------------------- planning
+
+// Note [Arena packing], which lays out the planner's arenas and DDP's buckets, by hand.
+TEST(Transfer, ArenaPackingFollowsTheNote) {
+  ferry::detail::ArenaPacker packer(1000, 256);
+  auto at = [&](std::uint64_t bytes, bool fresh = false) {
+    const auto slot = packer.place(bytes, fresh);
+    return std::pair{slot.arena, slot.offset};
+  };
+  EXPECT_EQ(at(100), (std::pair<std::size_t, std::uint64_t>{0, 0}));
+  EXPECT_EQ(at(100), (std::pair<std::size_t, std::uint64_t>{0, 256}));  // rounded up
+  EXPECT_EQ(at(700), (std::pair<std::size_t, std::uint64_t>{1, 0}));    // 512 + 700 > 1000
+  EXPECT_EQ(at(5000), (std::pair<std::size_t, std::uint64_t>{2, 0}));   // past the cap: alone
+  EXPECT_EQ(at(1), (std::pair<std::size_t, std::uint64_t>{3, 0}));
+  EXPECT_EQ(at(1, true), (std::pair<std::size_t, std::uint64_t>{4, 0}));  // may not share
+  EXPECT_EQ(packer.arena_bytes(), (std::vector<std::uint64_t>{512, 768, 5120, 256, 256}));
+  ferry::detail::ArenaPacker unlimited(0, 1);  // cap 0: no limit
+  for (int i = 0; i < 3; ++i) unlimited.place(std::uint64_t(1) << 40);
+  EXPECT_EQ(unlimited.arena_bytes(), (std::vector<std::uint64_t>{std::uint64_t(3) << 40}));
+}
 
 TEST(Transfer, FindsTiesViewsAndUniqueStorages) {
   Tensor a = ferry::randn({4, 4});

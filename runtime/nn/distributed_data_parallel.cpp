@@ -3,6 +3,7 @@
 // backward (Note [DistributedDataParallel] in ferry/nn/parallel.hpp).
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <mutex>
 #include <string>
 
@@ -10,6 +11,7 @@
 #include "ferry/autograd.hpp"
 #include "ferry/ferry.hpp"
 #include "ferry/nn/parallel.hpp"
+#include "transfer/arena_packing.hpp"
 
 namespace ferry::nn {
 
@@ -17,6 +19,7 @@ struct DistributedDataParallel::Reducer {
   struct Bucket {
     std::vector<std::size_t> members;  // indices into params
     std::size_t pending = 0;           // members whose gradient has not come yet
+    std::int64_t numel = 0;            // of flat
     Tensor flat;  // the members' gradients, end to end; each member's grad is a view of it
     distributed::Work work;
   };
@@ -27,6 +30,7 @@ struct DistributedDataParallel::Reducer {
   std::vector<std::uint64_t> hooks;
   std::vector<Bucket> buckets;
   std::vector<std::size_t> bucket_of;
+  std::vector<std::int64_t> offset_in_bucket;  // params[i]'s first element in its bucket
   std::vector<Tensor> views;  // params[i]'s slot in its bucket, shaped as the parameter
   std::vector<bool> ready;
   std::size_t next_bucket = 0;  // buckets start in order, the same on every rank
@@ -72,15 +76,10 @@ struct DistributedDataParallel::Reducer {
 
   // The bucket's memory, on its members' device and of their dtype, and their views of it.
   void allocate(Bucket& b) {
-    std::int64_t total = 0;
-    for (std::size_t m : b.members) total += params[m].numel();
     const Tensor& first = params[b.members.front()];
-    b.flat = zeros({total}, {.dtype = first.dtype(), .device = first.device()});
-    std::int64_t at = 0;
-    for (std::size_t m : b.members) {
-      views[m] = b.flat.narrow(0, at, params[m].numel()).view(params[m].sizes());
-      at += params[m].numel();
-    }
+    b.flat = zeros({b.numel}, {.dtype = first.dtype(), .device = first.device()});
+    for (std::size_t m : b.members)
+      views[m] = b.flat.narrow(0, offset_in_bucket[m], params[m].numel()).view(params[m].sizes());
   }
 
   void mark_ready(std::size_t i) {
@@ -165,24 +164,25 @@ DistributedDataParallel::DistributedDataParallel(std::shared_ptr<Module> module,
       r->params.push_back(it->second);
       r->names.push_back("module." + it->first);  // as in this module's own state_dict
     }
-  const double cap = options_.bucket_cap_mb * 1024 * 1024;
-  double bytes = 0;
+  // The buckets are arenas of the gradients' bytes, laid out as the transfer planner lays
+  // out a migration's (Note [Arena packing]); a bucket holds one dtype on one device.
+  detail::ArenaPacker packer(
+      std::max<std::uint64_t>(1, std::uint64_t(options_.bucket_cap_mb * 1024 * 1024)), 1);
   for (std::size_t i = 0; i < r->params.size(); ++i) {
     const Tensor& p = r->params[i];
-    const double pb = double(p.numel()) * double(p.element_size());
-    bool fresh = r->buckets.empty() || bytes + pb > cap;
-    if (!fresh) {
+    bool fresh = false;
+    if (!r->buckets.empty()) {
       const Tensor& first = r->params[r->buckets.back().members.front()];
       fresh = first.dtype() != p.dtype() || first.device() != p.device();
     }
-    if (fresh) {
-      r->buckets.emplace_back();
-      bytes = 0;
-    }
-    r->buckets.back().members.push_back(i);
-    ++r->buckets.back().pending;
-    r->bucket_of.push_back(r->buckets.size() - 1);
-    bytes += pb;
+    const auto slot = packer.place(std::uint64_t(p.numel()) * p.element_size(), fresh);
+    if (slot.arena == r->buckets.size()) r->buckets.emplace_back();
+    Reducer::Bucket& b = r->buckets.back();
+    b.members.push_back(i);
+    ++b.pending;
+    b.numel = std::int64_t(packer.arena_bytes().back() / p.element_size());
+    r->bucket_of.push_back(slot.arena);
+    r->offset_in_bucket.push_back(std::int64_t(slot.offset / p.element_size()));
   }
   r->ready.assign(r->params.size(), false);
   r->views.resize(r->params.size());

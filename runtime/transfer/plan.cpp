@@ -11,15 +11,12 @@
 #include "ferry/nn/module.hpp"
 #include "ferry/optim.hpp"
 #include "ferry/registry.hpp"
+#include "transfer/arena_packing.hpp"
 #include "transfer/plan_state.hpp"
 
 namespace ferry {
 
 namespace {
-
-std::size_t align_up(std::size_t n) {
-  return (n + kSubBufferAlignment - 1) / kSubBufferAlignment * kSubBufferAlignment;
-}
 
 std::string human_bytes(std::uint64_t b) {
   if (b >= (std::uint64_t(1) << 30)) return fmt::format("{:.2f} GiB", double(b) / (1 << 30));
@@ -31,13 +28,13 @@ std::string human_bytes(std::uint64_t b) {
 // The chunk size of the staging pipeline: two chunks fit in staging_bytes.
 std::size_t chunk_bytes(const TransferOptions& o) { return o.staging_bytes / 2; }
 
-// Lays out one group: arenas of at most the device's largest allocation.
+// Lays out one group: arenas of at most the device's largest allocation (Note [Arena
+// packing]), each storage at a sub-buffer's alignment.
 void lay_out(TransferPlan::State& s, TransferGroup& g) {
   g.arenas = !s.options.separate_allocations && g.dst->capabilities().sub_buffers;
   const DeviceInfo dst_info = g.dst->info();
   g.route = detail::copy_route(*g.src, *g.dst);
-  std::uint64_t max_alloc = dst_info.max_allocation;
-  if (max_alloc == 0) max_alloc = ~std::uint64_t(0);
+  detail::ArenaPacker packer(dst_info.max_allocation, kSubBufferAlignment);  // 0: no limit
   for (std::size_t i : g.storages) {
     PlannedStorage& p = s.storages[i];
     g.bytes += p.dst_bytes;
@@ -48,13 +45,11 @@ void lay_out(TransferPlan::State& s, TransferGroup& g) {
         detail::copy_route(*g.src, p.storage->buffer(), *g.dst, nullptr) == detail::CopyRoute::dma)
       ++g.dma_storages, g.dma_bytes += p.src_bytes;
     if (!g.arenas || p.convert) continue;
-    if (g.arena_bytes.empty() ||
-        (g.arena_bytes.back() > 0 && g.arena_bytes.back() + p.dst_bytes > max_alloc))
-      g.arena_bytes.push_back(0);
-    p.arena = g.arena_bytes.size() - 1;
-    p.offset = g.arena_bytes.back();
-    g.arena_bytes.back() = align_up(p.offset + p.dst_bytes);
+    const detail::ArenaPacker::Slot slot = packer.place(p.dst_bytes);
+    p.arena = slot.arena;
+    p.offset = std::size_t(slot.offset);
   }
+  g.arena_bytes.assign(packer.arena_bytes().begin(), packer.arena_bytes().end());
 }
 
 }  // namespace

@@ -6,15 +6,16 @@
 // Wrapping a module broadcasts its parameters and buffers from rank 0, so every replica starts
 // equal. The parameters that require grad are put into buckets in reverse registration order
 // (the order backward produces their gradients in, roughly), each at most bucket_cap_mb of one
-// dtype on one device. A hook on every parameter (autograd::register_post_accumulate_grad_hook)
-// counts the gradients backward has produced. Each bucket is one flat tensor, and each of its
-// parameters' gradients a view of its slot there (PyTorch's gradient_as_bucket_view: a
-// gradient that comes as a tensor of its own is copied into the slot once, and zero_grad(false)
-// keeps the views); when a bucket's gradients are all there, its all-reduce (avg) starts on
-// the process group's thread, in place, so communication overlaps the rest of the backward
-// pass. When the last bucket has started, backward waits for every bucket: after backward()
-// returns, every rank holds the same gradients, and the optimizer step keeps the replicas
-// equal. forward() first broadcasts the buffers from rank 0 (BatchNorm's running
+// dtype on one device, laid out as the transfer planner lays out its arenas (Note [Arena
+// packing] in runtime/transfer/arena_packing.hpp). A hook on every parameter
+// (autograd::register_post_accumulate_grad_hook) counts the gradients backward has produced. Each
+// bucket is one flat tensor, and each of its parameters' gradients a view of its slot there
+// (PyTorch's gradient_as_bucket_view: a gradient that comes as a tensor of its own is copied into
+// the slot once, and zero_grad(false) keeps the views); when a bucket's gradients are all there,
+// its all-reduce (avg) starts on the process group's thread, in place, so communication overlaps
+// the rest of the backward pass. When the last bucket has started, backward waits for every bucket:
+// after backward() returns, every rank holds the same gradients, and the optimizer step keeps the
+// replicas equal. forward() first broadcasts the buffers from rank 0 (BatchNorm's running
 // statistics), when broadcast_buffers is set.
 //
 // A parameter that gets no gradient in a backward pass would leave its bucket waiting forever;
