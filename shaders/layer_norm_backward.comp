@@ -1,5 +1,5 @@
 // shaders/layer_norm_backward.comp — layer_norm's backward over the rows of x [rows, N]
-// (docs/kernel-contract.md), with x̂ = (x - mean) · rstd and ĝ = g · weight, in two
+// (docs/kernel-contract.md), with x̂ = (x - mean) · rstd and ĝ = g · weight, in two or three
 // dispatches (MODE):
 //  0: dx = rstd · (ĝ - mean(ĝ) - x̂ · mean(ĝ · x̂)). LANES threads share a row (WG / LANES rows
 //     a workgroup), each summing its strided share of ĝ and ĝ · x̂; the shares meet in a
@@ -9,11 +9,11 @@
 //     (TwoSum). A workgroup takes COLS neighbouring columns (neighbouring threads read
 //     neighbouring elements) in WG / COLS slices of threads, each slice walking every
 //     slice-th row of the workgroup's chunk of rows; the slices meet in a shared-memory tree
-//     (on a GPU 32 columns, 8 slices; on a CPU-type device a slice, which needs no tree). With one
-//     chunk (chunks = 1) the tree's result is the gradient, added to what dweight and dbias
-//     hold where `accumulate` says this is a later part of a tensor split between bindings;
-//     with several (a grid of chunks in y, when the columns alone would leave a GPU idle) each
-//     chunk's four sums (dweight's and dbias's, each with its error) go to a scratch buffer,
+//     (on a GPU 32 columns, 8 slices; on a CPU-type device one slice, which needs no tree).
+//     With one chunk (chunks = 1) the tree's result is the gradient, added to what dweight
+//     and dbias hold where `accumulate` says this is a later part of a tensor split between
+//     bindings; with several (a grid of chunks in y, where the columns alone would leave the
+//     device idle) each chunk's four sums (dweight's and dbias's, each with its error) go to a scratch buffer,
 //     bound at 0, 1 and 2: (chunk · 4 + k) · N + column, k = 0..3.
 //  2: the chunks' sums, read from the scratch bound at 3, combined a thread a column, into
 //     dweight and dbias as mode 1 writes them.

@@ -304,7 +304,7 @@ void layer_norm_backward_rows(VulkanDevice& dev, const LayerNormGradOperands& o,
   const std::uint64_t tiles = (std::uint64_t(p.n) + cols - 1) / cols, threads = tiles * wg;
   const std::uint64_t stats_size = f64 ? 8 : 4;
   std::uint64_t chunks = 1;
-  if (threads < dev.limits().row_target_threads)
+  if (threads > 0 && threads < dev.limits().row_target_threads)  // none: N = 0
     chunks = std::max<std::uint64_t>(
         1, std::min({(dev.limits().row_target_threads + threads - 1) / threads,
                      std::uint64_t(p.rows) / (std::uint64_t(slices) * 32), std::uint64_t(256),
