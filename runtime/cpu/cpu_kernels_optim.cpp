@@ -14,11 +14,14 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <array>
 #include <atomic>
 #include <cmath>
 #include <type_traits>
+#include <utility>
 
 #include "cpu/cpu_backend.hpp"
+#include "cpu/cpu_clones.hpp"  // FERRY_CPU_CLONES on Adam's f32 loop
 #include "cpu/cpu_loops.hpp"
 #include "ferry/error.hpp"
 #include "ferry/kit/math/grad_ops.hpp"
@@ -73,6 +76,40 @@ template <typename T> void adam_range(const math::AdamScalars<compute_t<T>>& s, 
   }
 }
 
+// Adam over f32 elements, the common case: the flags that hold for a whole call are template
+// arguments set into the scalars before the loop, so each variant's loop has no branch left
+// and vectorizes, compiled for AVX-512 and AVX2 too (FERRY_CPU_CLONES). Each element takes
+// adam_update's operations in the same order, none contracted into an FMA (this file is
+// compiled with -ffp-contract=off: runtime/CMakeLists.txt), so the results are the same bits
+// as one element at a time; only the loop is faster (it took 0.84 ms of a 2.9 ms MLP step
+// over 670k parameters one element at a time).
+template <bool kAmsgrad, bool kMaximize, bool kDecoupled, bool kWeightDecay>
+FERRY_CPU_CLONES void adam_f32(math::AdamScalars<float> s, const float* __restrict grad,
+                               float* __restrict p, float* __restrict m, float* __restrict v,
+                               float* __restrict vmax, std::int64_t lo, std::int64_t hi) {
+  s.amsgrad = kAmsgrad, s.maximize = kMaximize, s.decoupled = kDecoupled;
+  s.has_weight_decay = kWeightDecay;
+  for (std::int64_t k = lo; k < hi; ++k) {
+    float pc = p[k], mc = m[k], vc = v[k], vmaxc = kAmsgrad ? vmax[k] : 0.0f;
+    math::adam_update<float>(s, grad[k], pc, mc, vc, vmaxc);
+    p[k] = pc;
+    m[k] = mc;
+    v[k] = vc;
+    if constexpr (kAmsgrad) vmax[k] = vmaxc;
+  }
+}
+using AdamF32 = void (*)(math::AdamScalars<float>, const float*, float*, float*, float*, float*,
+                         std::int64_t, std::int64_t);
+template <std::size_t... I>
+constexpr std::array<AdamF32, 16> adam_f32_variants(std::index_sequence<I...>) {
+  return {&adam_f32<bool(I & 1), bool(I & 2), bool(I & 4), bool(I & 8)>...};
+}
+const std::array<AdamF32, 16> kAdamF32 = adam_f32_variants(std::make_index_sequence<16>());
+AdamF32 adam_f32_for(const math::AdamScalars<float>& s) {
+  return kAdamF32[std::size_t(s.amsgrad) | std::size_t(s.maximize) << 1 |
+                  std::size_t(s.decoupled) << 2 | std::size_t(s.has_weight_decay) << 3];
+}
+
 void adam_step_kernel(DeviceImpl&, const OpCall& c) {
   const bool amsgrad = c.attrs.b("amsgrad");
   const std::size_t per = amsgrad ? 4 : 3;
@@ -83,6 +120,14 @@ void adam_step_kernel(DeviceImpl&, const OpCall& c) {
                                                   optim_args::adam_scalars<double>(c.attrs)};
   for_each_element_range(c.inputs, n, [&](std::size_t i, std::int64_t lo, std::int64_t hi) {
     const TensorArg* t = &c.outputs[i * per];
+    if (c.inputs[i].dtype == DType::f32) {
+      math::AdamScalars<float> s = group.f;
+      s.step_size = float(step_size[i]);
+      s.bias_correction2_sqrt = float(bc2[i]);
+      adam_f32_for(s)(s, c.inputs[i].data<float>(), t[0].data<float>(), t[1].data<float>(),
+                      t[2].data<float>(), amsgrad ? t[3].data<float>() : nullptr, lo, hi);
+      return;
+    }
     FERRY_DISPATCH_FLOATING(c.inputs[i].dtype, "adam_step", {
       using C = compute_t<scalar_t>;
       auto s = group.get<C>();
