@@ -16,6 +16,8 @@
 
 #include "ferry/backend.hpp"
 #include "ferry/ferry.hpp"
+#include "ferry/kit/math/grad_ops.hpp"
+#include "ferry/kit/optim_args.hpp"
 #include "op_test_util.hpp"
 #include "training_test_util.hpp"
 
@@ -215,6 +217,41 @@ TEST(TrainingKernels, OptimizerStepsMatchPyTorchRulesInDouble) {
                         reference_optimizer(c, dt, shapes, 4), optim_rtol(dt), optim_atol(dt),
                         what);
     }
+}
+
+// The CPU's f32 Adam runs vectorized variants of its loop (runtime/cpu/cpu_kernels_optim.cpp):
+// they must give the bits of the scalar rule (math::adam_update in float, one element at a
+// time, every operation rounded apart), which every other device computes.
+TEST(TrainingKernels, CpuAdamInF32IsTheScalarRuleBitForBit) {
+  for (const OptimConfig& c : kOptimConfigs) {
+    if (!c.adam) continue;
+    const auto shapes = optim_shapes(true);
+    const GroupValues got = run_optimizer(cpu(), c, DType::f32, shapes, 3);
+    std::size_t at = 0;
+    for (std::size_t i = 0; i < shapes.size(); ++i) {
+      const std::int64_t n = numel(shapes[i]);
+      std::vector<float> p, m(std::size_t(n), 0.0f), v(m), vmax(m);
+      for (double x : values(n, -2, 2, int(i))) p.push_back(float(x));
+      for (int step = 1; step <= 3; ++step) {
+        const ferry::Attrs a = optim_attrs(c, step, shapes.size());
+        auto s = ferry::optim_args::adam_scalars<float>(a);
+        s.step_size = float(a.floats("step_size")[i]);
+        s.bias_correction2_sqrt = float(a.floats("bias_correction2_sqrt")[i]);
+        const std::vector<double> g = grad_values(n, step, i, DType::f32);
+        for (std::size_t e = 0; e < p.size(); ++e)
+          ferry::math::adam_update<float>(s, float(g[e]), p[e], m[e], v[e], vmax[e]);
+      }
+      std::vector<std::vector<float>> want{p, m, v};
+      if (c.amsgrad) want.push_back(vmax);
+      for (const std::vector<float>& w : want) {
+        const std::vector<double>& t = got[at++];
+        ASSERT_EQ(t.size(), w.size());
+        int differ = 0;
+        for (std::size_t e = 0; e < w.size(); ++e) differ += float(t[e]) != w[e];
+        EXPECT_EQ(differ, 0) << c.name << ": parameter " << i << ", tensor " << (at - 1) % c.per();
+      }
+    }
+  }
 }
 
 TEST(TrainingKernels, VulkanOptimizerStepsMatchCpu) {
