@@ -70,7 +70,7 @@ for step in "${steps[@]}"; do
         # Note [Subgroup row reductions] in shaders/subgroup.glsl).
         run "conformance_${v/:/_}_subgroups" env FERRY_VULKAN_VALIDATION=1 \
           FERRY_VULKAN_SUBGROUPS=1 "$bin/ferry-conformance" --device "$v" \
-          --op '^(sum|mean|var|std|prod|max|min|argmax|argmin|logsumexp|norm|softmax|log_softmax|layer_norm)$' \
+          --op '^(sum|mean|var|std|prod|max|min|argmax|argmin|logsumexp|norm|softmax|log_softmax|layer_norm|layer_norm\.grad)$' \
           --json "$out/conformance_${v/:/_}_subgroups.json"
         # matmul's cooperative-matrix path (off by default until it has run on a GPU: Note
         # [Cooperative-matrix GEMM] in runtime/vulkan/vk_kernels_coopmat.cpp); the device says
