@@ -166,8 +166,9 @@ DistributedDataParallel::DistributedDataParallel(std::shared_ptr<Module> module,
     }
   // The buckets are arenas of the gradients' bytes, laid out as the transfer planner lays
   // out a migration's (Note [Arena packing]); a bucket holds one dtype on one device.
-  detail::ArenaPacker packer(
-      std::max<std::uint64_t>(1, std::uint64_t(options_.bucket_cap_mb * 1024 * 1024)), 1);
+  // A cap past 2^63 bytes (or infinite) is no cap: 0 to the packer.
+  const double cap = options_.bucket_cap_mb * 1024 * 1024;
+  detail::ArenaPacker packer(cap >= 0x1p63 ? 0 : std::max<std::uint64_t>(1, std::uint64_t(cap)), 1);
   for (std::size_t i = 0; i < r->params.size(); ++i) {
     const Tensor& p = r->params[i];
     bool fresh = false;

@@ -16,6 +16,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <functional>
+#include <limits>
 #include <memory>
 #include <string>
 #include <thread>
@@ -394,6 +395,11 @@ TEST(DistributedDataParallel, EqualsOneProcessOnTheWholeBatch) {
         auto ref = make(whole->parameters());
         train_and_compare(*ddp, *whole, *opt, *ref, device, 0, 4, what);
       }
+  // A cap beyond any byte count (here infinite) is no cap: one bucket.
+  const ferry::nn::DistributedDataParallel uncapped(
+      mlp(7, "cpu"), ferry::nn::DistributedDataParallelOptions{
+                         .bucket_cap_mb = std::numeric_limits<double>::infinity()});
+  EXPECT_EQ(uncapped.buckets(), (std::vector<std::vector<std::size_t>>{{0, 1, 2, 3}}));
 }
 
 // migrate() moves the wrapped replica, its gradients and the optimizer's state in place: the
