@@ -94,25 +94,30 @@ namespace w16 {
 // Whether functor F has a vector form (the same at every width).
 template <typename F> inline constexpr bool has_vector_form = w4::Form<F>::exists;
 
-// o[i] = F(a[i]) (or F(a[i], b[i])) for i < n, at vector_width() and then 4 at a time;
-// returns how many it wrote (the rest is the caller's, through the functor).
+// run(Loops, i) from element 0 at vector_width(), then from where that stopped 4 at a time;
+// returns how many elements were written (the rest is the caller's, through the functor).
+template <typename Run> std::int64_t at_vector_width(const Run& run) {
+  const int w = vector_width();
+  const std::int64_t i = w == 16 ? run(w16::Loops{}, 0) : w == 8 ? run(w8::Loops{}, 0) : 0;
+  return i + run(w4::Loops{}, i);
+}
+// o[i] = F(a[i]) (or F(a[i], b[i])) for i < n.
 template <typename F>
 std::int64_t vector_unary(float* __restrict o, const float* __restrict a, std::int64_t n) {
-  const int w = vector_width();
-  std::int64_t i = w == 16 ? w16::unary<F>(o, a, n) : w == 8 ? w8::unary<F>(o, a, n) : 0;
-  return i + w4::unary<F>(o + i, a + i, n - i);
+  return at_vector_width([&](auto loops, std::int64_t i) {
+    return loops.template unary<F>(o + i, a + i, n - i);
+  });
 }
 template <typename F> std::int64_t vector_binary(float* __restrict o, const float* __restrict a,
                                                  const float* __restrict b, std::int64_t n) {
-  const int w = vector_width();
-  std::int64_t i = w == 16 ? w16::binary<F>(o, a, b, n) : w == 8 ? w8::binary<F>(o, a, b, n) : 0;
-  return i + w4::binary<F>(o + i, a + i, b + i, n - i);
+  return at_vector_width([&](auto loops, std::int64_t i) {
+    return loops.template binary<F>(o + i, a + i, b + i, n - i);
+  });
 }
-// v[i] = exp(v[i] - m) for i < n, the same way; returns how many it wrote.
+// v[i] = exp(v[i] - m) for i < n.
 inline std::int64_t vector_exp_shifted(float* v, std::int64_t n, float m) {
-  const int w = vector_width();
-  std::int64_t i = w == 16 ? w16::exp_shifted(v, n, m) : w == 8 ? w8::exp_shifted(v, n, m) : 0;
-  return i + w4::exp_shifted(v + i, n - i, m);
+  return at_vector_width(
+      [&](auto loops, std::int64_t i) { return loops.exp_shifted(v + i, n - i, m); });
 }
 #undef FERRY_LIBMVEC_UNARY
 #endif

@@ -105,7 +105,8 @@ struct DistributedDataParallel::Reducer {
     distributed::Work used_work;
     if (find_unused) {
       // On the group's own device where it takes one (nccl: cuda), else on the CPU.
-      used_anywhere = tensor(used, {}, {.device = group->device().value_or(Device::cpu())});
+      used_anywhere =
+          tensor(used, {}, {.dtype = DType::u8, .device = group->device().value_or(Device::cpu())});
       used_work = group->allreduce_async(used_anywhere, distributed::ReduceOp::max);
     }
     for (Bucket& b : buckets) {
