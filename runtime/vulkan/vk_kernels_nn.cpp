@@ -19,6 +19,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <array>
 #include <cstring>
 #include <memory>
 #include <span>
@@ -284,16 +285,15 @@ void layer_norm_backward_rows(VulkanDevice& dev, const LayerNormGradOperands& o,
   const std::uint32_t lanes = row_lanes(dev.limits(), std::uint64_t(p.n), wg);
   abi::LayerNormBackwardSpec spec{
       .WG = wg, .DT = dtype_code(x.dtype), .HAS_W = has_w, .LANES = lanes, .MODE = 0};
+  // One dispatch of spec's MODE with p as it stands.
+  auto run = [&](std::vector<Binding> bindings, std::array<std::uint32_t, 3> groups) {
+    dev.dispatch({"layer_norm_backward", spec.values(), std::move(bindings), &p, sizeof p, groups,
+                  std::uint32_t(OpId::layer_norm_backward), f64});
+  };
   // The slots a mode leaves unused hold the tensor it writes: the shader has stores to them,
   // which synchronization validation counts as writes whatever MODE rules out.
-  dev.dispatch({"layer_norm_backward",
-                spec.values(),
-                {dxb, dxb, dxb, gb, xb, mb, rb, wb},
-                &p,
-                sizeof p,
-                {groups_for(dev, std::uint64_t(p.rows), wg / lanes), 1, 1},
-                std::uint32_t(OpId::layer_norm_backward),
-                f64});
+  run({dxb, dxb, dxb, gb, xb, mb, rb, wb},
+      {groups_for(dev, std::uint64_t(p.rows), wg / lanes), 1, 1});
   // The columns: see the shader. On a GPU 32 columns a workgroup, in slices of rows; on a
   // CPU-type device, whose rows take many elements a lane for the same reason (Note [Row
   // kernel geometry]), one slice. Chunks of rows where the columns alone would leave the
@@ -320,14 +320,7 @@ void layer_norm_backward_rows(VulkanDevice& dev, const LayerNormGradOperands& o,
   spec.COLS = cols;
   const std::uint32_t column_groups = groups_for(dev, tiles, 1);
   if (p.chunks == 1) {
-    dev.dispatch({"layer_norm_backward",
-                  spec.values(),
-                  {dwb, dwb, dbb, gb, xb, mb, rb, xb},
-                  &p,
-                  sizeof p,
-                  {column_groups, 1, 1},
-                  std::uint32_t(OpId::layer_norm_backward),
-                  f64});
+    run({dwb, dwb, dbb, gb, xb, mb, rb, xb}, {column_groups, 1, 1});
     return;
   }
   // The chunks' sums through a scratch buffer (the device keeps its memory until the GPU is
@@ -338,25 +331,11 @@ void layer_norm_backward_rows(VulkanDevice& dev, const LayerNormGradOperands& o,
       scratch.get(), 0, {std::int64_t(p.chunks) * 4 * p.n}, {1}, f64 ? DType::f64 : DType::f32};
   const Binding sw = dev.bind(sums, Access::write);
   p.s_off = sw.element_offset;
-  dev.dispatch({"layer_norm_backward",
-                spec.values(),
-                {sw, sw, sw, gb, xb, mb, rb, xb},
-                &p,
-                sizeof p,
-                {column_groups, p.chunks, 1},
-                std::uint32_t(OpId::layer_norm_backward),
-                f64});
+  run({sw, sw, sw, gb, xb, mb, rb, xb}, {column_groups, p.chunks, 1});
   const Binding sr = dev.bind(sums, Access::read);
   p.s_off = sr.element_offset;
   spec.MODE = 2;
-  dev.dispatch({"layer_norm_backward",
-                spec.values(),
-                {dwb, dwb, dbb, sr, sr, sr, sr, sr},
-                &p,
-                sizeof p,
-                {groups_for(dev, std::uint64_t(p.n), wg), 1, 1},
-                std::uint32_t(OpId::layer_norm_backward),
-                f64});
+  run({dwb, dwb, dbb, sr, sr, sr, sr, sr}, {groups_for(dev, std::uint64_t(p.n), wg), 1, 1});
 }
 
 // The operands: ferry/kit/layer_norm_args.hpp.
