@@ -2,7 +2,8 @@
 // predicates for channels_last and channels_last_3d, its errors, and the ops that keep a
 // channels-last input's layout (element-wise ops and casts, moves between devices,
 // convolution, batch_norm, pooling, interpolate) giving the values and gradients of the same
-// ops on contiguous inputs, on every device.
+// ops on contiguous inputs, on every device; Module::to(MemoryFormat), and optimizers' fused
+// updates of a channels-last model.
 #include <gtest/gtest.h>
 
 #include <functional>
@@ -11,6 +12,7 @@
 
 #include "ferry/ferry.hpp"
 #include "ferry/nn/functional.hpp"
+#include "ferry/optim.hpp"
 #include "op_test_util.hpp"
 
 namespace {
@@ -171,6 +173,123 @@ TEST(MemoryFormat, CnnLayersKeepChannelsLast) {
     ferry_test::expect_close(ferry_test::as_double(y.cpu()),
                              ferry_test::as_double(ferry::conv2d(x, w, b).cpu()), 1e-4, 1e-4,
                              "conv2d with a channels-last weight on " + dev.str());
+  }
+}
+
+namespace nn = ferry::nn;
+
+// A small CNN whose second convolution shares the first's weight (a tied 4-D parameter).
+std::shared_ptr<nn::Sequential> small_cnn() {
+  auto c1 = std::make_shared<nn::Conv2d>(4, 4, ferry::ConvSizes{3}, ferry::ConvSizes{1}, 1);
+  auto c2 = std::make_shared<nn::Conv2d>(4, 4, ferry::ConvSizes{3}, ferry::ConvSizes{1}, 1);
+  c2->weight = c2->replace_parameter("weight", c1->weight);
+  auto head = std::make_shared<nn::Conv2d>(4, 3, ferry::ConvSizes{3}, ferry::ConvSizes{1}, 1);
+  return std::make_shared<nn::Sequential>(c1, std::make_shared<nn::BatchNorm2d>(4),
+                                          std::make_shared<nn::ReLU>(), c2, head);
+}
+
+Tensor loss_of(nn::Module& m, const Tensor& x) {
+  const Tensor y = m.forward(x);
+  return ferry::mean(y * y);
+}
+
+TEST(MemoryFormat, ModuleToConvertsItsFourDimTensorsInPlace) {
+  ferry::manual_seed(11);
+  auto m = small_cnn();
+  const Tensor x = ferry_test::sample_tensor({2, 4, 6, 5}, -1, 1, 7);
+  loss_of(*m, x).backward();  // gradients exist, and are converted too
+  const Tensor before = m->forward(x).detach();
+  std::vector<std::pair<std::string, Tensor>> tensors = m->named_tensors();
+  std::vector<std::vector<float>> values;
+  for (const auto& [name, t] : tensors) values.push_back(t.to(DType::f32).to_vector<float>());
+  const Tensor w = m->parameters()[0];  // a handle an optimizer would hold
+
+  EXPECT_EQ(&m->to(MemoryFormat::channels_last), m.get());
+  for (std::size_t i = 0; i < tensors.size(); ++i) {
+    const auto& [name, t] = tensors[i];
+    EXPECT_EQ(t.is_contiguous(MemoryFormat::channels_last), t.dim() == 4) << name;
+    EXPECT_EQ(t.is_contiguous(), t.dim() != 4) << name;  // 1-D bias and running stats stay
+    EXPECT_EQ(t.to(DType::f32).to_vector<float>(), values[i]) << name;
+  }
+  EXPECT_TRUE(w.is_contiguous(MemoryFormat::channels_last));
+  EXPECT_TRUE(w.grad().is_contiguous(MemoryFormat::channels_last));
+  // The tie holds: one tensor under both names.
+  const auto tied = std::dynamic_pointer_cast<nn::Conv2d>(m->child("3"));
+  EXPECT_TRUE(tied->weight.is_same(w));
+  EXPECT_TRUE(tied->parameter("weight").is_contiguous(MemoryFormat::channels_last));
+  const Tensor after = m->forward(x.contiguous(MemoryFormat::channels_last));
+  EXPECT_TRUE(after.is_contiguous(MemoryFormat::channels_last));
+  ferry_test::expect_close(ferry_test::as_double(after), ferry_test::as_double(before), 1e-5, 1e-5,
+                           "forward after to(channels_last)");
+
+  // And back: contiguous converts 4-D and 5-D tensors; preserve changes nothing.
+  m->to(MemoryFormat::preserve);
+  EXPECT_TRUE(w.is_contiguous(MemoryFormat::channels_last));
+  m->to(MemoryFormat::contiguous);
+  EXPECT_TRUE(w.is_contiguous());
+  EXPECT_TRUE(w.grad().is_contiguous());
+  EXPECT_EQ(w.to_vector<float>(), values[0]);
+}
+
+TEST(MemoryFormat, ModuleToRefusesATensorOfTheWrongRankAndChangesNothing) {
+  // PyTorch: nn.Conv3d(...).to(memory_format=torch.channels_last) raises "required rank 4
+  // tensor to use channels_last format"; ferry checks every tensor before converting any.
+  nn::Sequential m(std::make_shared<nn::Conv2d>(2, 2, ferry::ConvSizes{3}),
+                   std::make_shared<nn::Conv3d>(2, 2, ferry::ConvSizes{3}));
+  EXPECT_FERRY_ERROR(m.to(MemoryFormat::channels_last), ferry::ShapeError, "'1.weight'",
+                     "[2, 2, 3, 3, 3]", "channels_last takes 4-D", "nothing was converted");
+  EXPECT_TRUE(m.parameters()[0].is_contiguous());  // the 4-D weight listed first is untouched
+  EXPECT_FERRY_ERROR(m.to(MemoryFormat::channels_last_3d), ferry::ShapeError, "'0.weight'",
+                     "channels_last_3d takes 5-D");
+  EXPECT_TRUE(m.parameters()[2].is_contiguous());
+}
+
+// A channels-last model trains as the contiguous one does, through the fused kernels
+// (fused = true raises UnsupportedError where they cannot run), with channels-last state.
+TEST(MemoryFormat, OptimizersUpdateAChannelsLastModelFused) {
+  for (const ferry::Device& dev : devices()) {
+    for (const bool adam : {false, true}) {
+      ferry::manual_seed(5);
+      auto plain = small_cnn();
+      auto cl = small_cnn();
+      cl->load_state_dict(plain->state_dict());
+      plain->to(dev);
+      cl->to(dev);
+      cl->to(MemoryFormat::channels_last);
+      const auto make = [&](nn::Module& m) -> std::unique_ptr<ferry::optim::Optimizer> {
+        if (adam)
+          return std::make_unique<ferry::optim::Adam>(
+              m.parameters(), ferry::optim::AdamOptions{.lr = 1e-2, .fused = true});
+        return std::make_unique<ferry::optim::SGD>(
+            m.parameters(), ferry::optim::SGDOptions{.lr = 1e-2, .momentum = 0.9, .fused = true});
+      };
+      auto opt_plain = make(*plain), opt_cl = make(*cl);
+      const Tensor x = ferry_test::sample_tensor({2, 4, 6, 5}, -1, 1, 9).to(dev);
+      for (int step = 0; step < 3; ++step) {
+        opt_plain->zero_grad();
+        opt_cl->zero_grad();
+        loss_of(*plain, x).backward();
+        loss_of(*cl, x.contiguous(MemoryFormat::channels_last)).backward();
+        opt_plain->step();
+        ASSERT_NO_THROW(opt_cl->step()) << dev.str() << (adam ? " Adam" : " SGD");
+      }
+      const std::string what = dev.str() + (adam ? " Adam" : " SGD");
+      const auto a = plain->named_parameters(), b = cl->named_parameters();
+      for (std::size_t i = 0; i < a.size(); ++i) {
+        EXPECT_EQ(b[i].second.is_contiguous(MemoryFormat::channels_last), b[i].second.dim() == 4)
+            << what << " " << b[i].first;
+        ferry_test::expect_close(ferry_test::as_double(b[i].second.cpu()),
+                                 ferry_test::as_double(a[i].second.cpu()), 1e-5, 1e-5,
+                                 what + " " + b[i].first);
+      }
+      // Made at the first step, or loaded from a saved (contiguous) state: the parameter's layout.
+      auto reloaded = make(*cl);
+      reloaded->load_state_dict(opt_cl->state_dict());
+      for (const auto* opt : {opt_cl.get(), reloaded.get()})
+        for (const auto& [name, t] : opt->named_state())
+          EXPECT_EQ(t.is_contiguous(MemoryFormat::channels_last), t.dim() == 4)
+              << what << " " << name;
+    }
   }
 }
 

@@ -104,7 +104,7 @@ void AdamBase::update(std::size_t group, const std::vector<std::size_t>& params,
     const double step_size = c.lr / (1 - std::pow(c.beta1, step));
     const double bias_correction2_sqrt = std::sqrt(1 - std::pow(c.beta2, step));
     if (fused) {
-      grads.push_back(p.grad().contiguous());
+      grads.push_back(detail::laid_out_as(p.grad(), p));
       outputs.insert(outputs.end(), {p, exp_avg, exp_avg_sq});
       if (c.amsgrad) outputs.push_back(max_exp_avg_sq);
       step_sizes.push_back(step_size);

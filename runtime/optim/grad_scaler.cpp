@@ -30,7 +30,8 @@ bool positive_finite_f32(double v) {
 void amp_unscale(const std::vector<Tensor>& grads, const Tensor& found_inf, double inv_scale) {
   bool fused = !debug::composites_only();
   for (const Tensor& g : grads)
-    fused = fused && g.is_contiguous() && detail::impl_of(g).supports(OpId::amp_unscale, g.dtype());
+    fused = fused && g.is_contiguous(g.suggest_memory_format()) &&
+            detail::impl_of(g).supports(OpId::amp_unscale, g.dtype());
   if (fused) {
     std::vector<Tensor> outputs = grads;
     outputs.push_back(found_inf);

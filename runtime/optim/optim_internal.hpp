@@ -17,8 +17,24 @@ namespace ferry::optim::detail {
 // Insertion-ordered, so saved options read in the order they were written.
 using json = nlohmann::ordered_json;
 
+// Note [Fused updates and memory formats]
+// A fused kernel walks each tensor's elements in memory order, so a parameter, its gradient and
+// its state must be dense in one layout for element i of each to be the same element. A
+// contiguous parameter has contiguous state; a channels-last one (a model after
+// Module::to(MemoryFormat::channels_last)) has channels-last state, as PyTorch's
+// zeros_like(p, memory_format=torch.preserve_format) gives, and its gradient is copied into
+// that layout when it is in another. run_fused hands each tensor to the kernel flattened in its
+// own memory order, and step() runs the fused kernel only where every state tensor is laid out
+// as its parameter; elsewhere the element-wise update runs, which takes any strides.
+
+// t in the layout of `param` (dense: contiguous or channels-last): t itself when it already is.
+Tensor laid_out_as(const Tensor& t, const Tensor& param);
+// An uninitialized tensor of param's shape and device, of `dtype`, in param's layout.
+Tensor empty_laid_out_as(const Tensor& param, DType dtype);
+
 // Runs a fused optimizer kernel (outputs are read and written in place) and
 // bumps the outputs' storage versions, as copy_ does for element-wise updates.
+// Each tensor must be dense in its own memory format (Note [Fused updates and memory formats]).
 void run_fused(OpId op, const std::vector<Tensor>& inputs, const std::vector<Tensor>& outputs,
                const Attrs& attrs);
 

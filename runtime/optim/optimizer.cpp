@@ -26,15 +26,39 @@
 #include "ferry/error.hpp"
 #include "ferry/ops.hpp"
 #include "ferry/optim.hpp"
+#include "memory_format_internal.hpp"
 #include "optim/optim_internal.hpp"
 
 namespace ferry::optim {
 
 namespace detail {
 
+Tensor laid_out_as(const Tensor& t, const Tensor& param) {
+  return t.contiguous(param.suggest_memory_format());
+}
+
+Tensor empty_laid_out_as(const Tensor& param, DType dtype) {
+  const TensorOptions options{.dtype = dtype, .device = param.device()};
+  const std::optional<Shape> order = ferry::detail::channels_last_order(param.sizes(), {&param});
+  if (!order) return empty(param.sizes(), options);
+  Shape permuted;
+  for (std::int64_t d : *order) permuted.push_back(param.size(d));
+  return empty(permuted, options).permute(ferry::detail::inverse_permutation(*order));
+}
+
 void run_fused(OpId op, const std::vector<Tensor>& inputs, const std::vector<Tensor>& outputs,
                const Attrs& attrs) {
-  ferry::detail::run_kernel(op, inputs, outputs, attrs);
+  // Each tensor as a 1-D run of its memory (Note [Fused updates and memory formats]).
+  const auto flat = [](const std::vector<Tensor>& ts) {
+    std::vector<Tensor> out;
+    out.reserve(ts.size());
+    for (const Tensor& t : ts) {
+      const std::optional<Shape> order = ferry::detail::channels_last_order(t.sizes(), {&t});
+      out.push_back((order ? t.permute(*order) : t).view({-1}));
+    }
+    return out;
+  };
+  ferry::detail::run_kernel(op, flat(inputs), flat(outputs), attrs);
   for (const Tensor& t : outputs) t.storage()->bump_version();
 }
 
@@ -217,9 +241,10 @@ Tensor Optimizer::state_tensor(std::size_t param, std::string_view name, bool* c
     if (created) *created = false;
     return *t;
   }
-  // zeros_like(param): contiguous even for a strided parameter.
+  // zeros_like(param, memory_format=preserve): contiguous, or channels-last for a channels-last
+  // parameter (Note [Fused updates and memory formats]); contiguous for any other strides.
   const Tensor& p = params_[param];
-  Tensor t = zeros(p.sizes(), {.dtype = p.dtype(), .device = p.device()});
+  Tensor t = detail::empty_laid_out_as(p, p.dtype()).zero_();
   s.tensors.emplace_back(std::string(name), t);
   if (created) *created = true;
   return t;
@@ -331,7 +356,8 @@ void Optimizer::step() {
         if (uses_master(i)) {
           const Tensor* master = state_[i].find("master");
           if (!master) {
-            state_[i].tensors.emplace_back("master", p.detach().to(DType::f32).clone());
+            state_[i].tensors.emplace_back("master",
+                                           detail::laid_out_as(p.detach().to(DType::f32), p));
             master = &state_[i].tensors.back().second;
             new_masters.push_back(i);
           }
@@ -345,8 +371,9 @@ void Optimizer::step() {
         }
         it->params.push_back(i);
       }
-      // The fused kernel needs every tensor of the call contiguous and of one
-      // dtype (docs/kernel-contract.md); non-contiguous gradients are copied.
+      // The fused kernel needs every tensor of the call dense and of one dtype, the state
+      // laid out as its parameter (Note [Fused updates and memory formats]); gradients in
+      // another layout are copied.
       const std::optional<bool> want = fused_option(g);
       for (std::size_t b = first; b < buckets.size(); ++b) {
         Bucket& bucket = buckets[b];
@@ -361,17 +388,18 @@ void Optimizer::step() {
         for (std::size_t i : bucket.params) {
           if (!why_not.empty()) break;
           const Tensor& p = params_[i];
-          if (!p.is_contiguous())
-            why_not = fmt::format("parameter {} is not contiguous (strides {})", i,
-                                  shape_str(p.strides()));
+          const MemoryFormat layout = p.suggest_memory_format();
+          if (!p.is_contiguous(layout))
+            why_not = fmt::format("parameter {} is not contiguous, nor channels-last (strides {})",
+                                  i, shape_str(p.strides()));
           else if (p.dtype() != p0.dtype())
             why_not =
                 fmt::format("parameters {} and {} have different dtypes ({} and {})",
                             bucket.params[0], i, dtype_name(p0.dtype()), dtype_name(p.dtype()));
           for (const auto& [sname, t] : state_[i].tensors)
-            if (why_not.empty() && (!t.is_contiguous() || t.dtype() != p.dtype()))
-              why_not = fmt::format("state.{}.{} is not a contiguous {} tensor", i, sname,
-                                    dtype_name(p.dtype()));
+            if (why_not.empty() && (!t.is_contiguous(layout) || t.dtype() != p.dtype()))
+              why_not = fmt::format("state.{}.{} is not a {} {} tensor like its parameter", i,
+                                    sname, memory_format_name(layout), dtype_name(p.dtype()));
         }
         if (want == true && !why_not.empty())
           throw UnsupportedError(fmt::format(
@@ -630,8 +658,7 @@ void Optimizer::load_state_dict(const StateDict& sd) {
     for (const std::string& n : names)  // the rule's order, whatever the dict's
       for (const auto& [fn, src] : found[i].tensors)
         if (fn == n) {
-          Tensor dst = empty(
-              p.sizes(), {.dtype = uses_master(i) ? DType::f32 : p.dtype(), .device = p.device()});
+          Tensor dst = detail::empty_laid_out_as(p, uses_master(i) ? DType::f32 : p.dtype());
           dst.copy_(*src);
           fresh[i].tensors.emplace_back(n, dst);
         }

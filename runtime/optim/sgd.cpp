@@ -100,7 +100,7 @@ void SGD::update(std::size_t group, const std::vector<std::size_t>& params, bool
     Tensor buf = o.momentum != 0 ? state_tensor(i, "momentum_buffer", &created) : Tensor();
     ++state(i).step;
     if (fused) {
-      grads.push_back(p.grad().contiguous());
+      grads.push_back(detail::laid_out_as(p.grad(), p));
       outputs.push_back(p);
       if (buf.defined()) outputs.push_back(buf);
       init.push_back(created ? 1 : 0);

@@ -134,6 +134,15 @@ class Module : public std::enable_shared_from_this<Module> {
   // the new dtype (Note [All or nothing] in ferry/transfer.hpp).
   Module& to(DType dtype);
   Module& to(const Device& device, DType dtype);
+  // PyTorch's module.to(memory_format=...): rebinds every 4-D and 5-D parameter, gradient and
+  // buffer to a copy in `format` (channels_last converts 4-D tensors and refuses 5-D ones,
+  // channels_last_3d the reverse, as PyTorch does; contiguous converts both; preserve changes
+  // nothing). Tensors of other ranks, and those already in the format, stay as they are. Like
+  // to(dtype), the tensors keep their identity (an optimizer holding the parameters follows)
+  // and a tied weight stays one tensor; views of them that are not listed stay on the old
+  // memory. Every copy is made before any tensor is rebound: a ShapeError (a tensor of the
+  // wrong rank, named) or an allocation failure changes nothing.
+  Module& to(MemoryFormat format);
 
   // ---- state
   // Parameters and persistent buffers under dotted names: each module's own
