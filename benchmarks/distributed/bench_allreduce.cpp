@@ -4,12 +4,14 @@
 // 4 KiB to 256 MiB (16 MiB with --quick). Bus bandwidth is NCCL's measure: 2 (R - 1) / R times
 // the bytes, per second, which is what each rank's links carry in a ring. ferry's figure
 // includes what its group adds to the library call (Note [Process groups]): the staging, and
-// the cross-rank comparison of each call (one allgather of 32 bytes), which the second ferry
+// the cross-rank comparison of each call (one allgather of 40 bytes), which the second ferry
 // column leaves out (set_compare_calls(false)). The calls are blocking, so each runs on the
 // calling thread, as MPI's does. With
 // --device DEV, ferry's tensor lives on DEV (vulkan:0, cuda:0) and its figure includes the
 // staging through host memory (Note [Chunked staging]; FERRY_DISTRIBUTED_CHUNK=0 stages whole).
-//   mpirun -np 2 ferry-bench-allreduce [--quick] [--device DEV]
+// With --broadcast, the collective is a broadcast from rank 0 beside MPI_Bcast (bus bandwidth =
+// the bytes per second, NCCL's measure for a broadcast).
+//   mpirun -np 2 ferry-bench-allreduce [--quick] [--device DEV] [--broadcast]
 #include <fmt/format.h>
 #include <mpi.h>
 
@@ -25,23 +27,24 @@
 namespace dist = ferry::distributed;
 
 int main(int argc, char** argv) {
-  bool quick = false;
+  bool quick = false, broadcast = false;
   std::string device = "cpu";
   for (int i = 1; i < argc; ++i) {
     if (std::strcmp(argv[i], "--quick") == 0) quick = true;
+    if (std::strcmp(argv[i], "--broadcast") == 0) broadcast = true;
     if (std::strcmp(argv[i], "--device") == 0 && i + 1 < argc) device = argv[++i];
   }
   try {
     auto group = dist::init();  // MPI is initialised by the group's module; the baseline uses it
     const int R = group->size(), me = group->rank();
-    const double bus = R > 1 ? 2.0 * (R - 1) / R : 1.0;
+    const double bus = R > 1 && !broadcast ? 2.0 * (R - 1) / R : 1.0;
     if (me == 0)
       fmt::print(
-          "allreduce, sum of f32 on {}, {} ranks; bus bandwidth = {:.2f} x bytes / time; "
+          "{} of f32 on {}, {} ranks; bus bandwidth = {:.2f} x bytes / time; "
           "ratio = MPI time / ferry time (compared calls, the default; uncompared)\n"
           "{:>10} {:>10} {:>10} {:>12} {:>10} {:>10} {:>7} {:>7}\n",
-          device, R, bus, "bytes", "ferry us", "GB/s", "uncompared", "MPI us", "MPI GB/s", "ratio",
-          "uncomp.");
+          broadcast ? "broadcast from rank 0" : "allreduce, sum", device, R, bus, "bytes",
+          "ferry us", "GB/s", "uncompared", "MPI us", "MPI GB/s", "ratio", "uncomp.");
     const std::size_t top = quick ? std::size_t(16) << 20 : std::size_t(256) << 20;
     for (std::size_t bytes = 4096; bytes <= top; bytes *= 4) {
       const std::int64_t n = std::int64_t(bytes / 4);
@@ -65,16 +68,20 @@ int main(int argc, char** argv) {
         group->allreduce(worst, dist::ReduceOp::max);
         return worst.item<double>() / iters;
       };
-      auto compared = [&] { group->allreduce(t); };
+      auto ferry_call = [&] { broadcast ? group->broadcast(t, 0) : group->allreduce(t); };
+      auto compared = [&] { ferry_call(); };
       auto uncompared = [&] {
         group->set_compare_calls(false);  // every rank, between the same two calls
-        group->allreduce(t);
+        ferry_call();
         group->set_compare_calls(true);
       };
       // The group's thread is idle between its calls, so this thread may call MPI (the module
       // asked for MPI_THREAD_SERIALIZED).
       auto mpi = [&] {
-        MPI_Allreduce(MPI_IN_PLACE, host.data(), int(n), MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
+        if (broadcast)
+          MPI_Bcast(host.data(), int(n), MPI_FLOAT, 0, MPI_COMM_WORLD);
+        else
+          MPI_Allreduce(MPI_IN_PLACE, host.data(), int(n), MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
       };
       compared(), uncompared(), mpi();  // warm-up
       std::vector<double> ferry_r, uncompared_r, mpi_r;

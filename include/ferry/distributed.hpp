@@ -22,13 +22,13 @@
 // handing it to another thread and back would cost as much again. Run so, it needs no Work
 // state at all (its error is thrown where the wait would have rethrown it). A waiter looks again a
 // while (yielding the core) before it sleeps, for the same reason. An mpi group takes tensors on
-// any device, staged through host memory (a device tensor's reduction in chunks whose copies
-// overlap the library's work: Note [Chunked staging] in
+// any device, staged through host memory (a collective of device tensors in chunks whose
+// copies overlap the library's work: Note [Chunked staging] in
 // runtime/distributed/chunked_staging.hpp); an nccl group takes tensors on its own device()
 // only. Every collective first compares, across the ranks, what each was asked (which
-// collective, dtype, element count, root): a mismatch raises DistributedError on every rank,
-// naming each rank's call, and the group stays usable. The comparison is one more collective
-// of 32 bytes per rank, which a short allreduce feels (measured over shared memory: about 1 µs
+// collective, dtype, element count, root, chunking): a mismatch raises DistributedError on every
+// rank, naming each rank's call, and the group stays usable. The comparison is one more collective
+// of 40 bytes per rank, which a short allreduce feels (measured over shared memory: about 1 µs
 // beside 2.5 µs for the allreduce of 4 KiB), so it can be switched off (compare_calls), as
 // PyTorch only compares under TORCH_DISTRIBUTED_DEBUG=DETAIL; mismatched calls are then the
 // library's undefined behaviour, which the timeout below still bounds. A collective that has

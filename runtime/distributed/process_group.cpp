@@ -66,8 +66,13 @@ constexpr const char* kKindNames[] = {"allreduce",  "broadcast", "allgather", "r
                                       "all_to_all", "barrier",   "send",      "recv"};
 
 // What a rank was asked, compared across the ranks before each collective.
-struct Call {  // 32 bytes: exchanged as [1, 4] i64 where the module takes device memory
+struct Call {  // 40 bytes: exchanged as [1, 5] i64 where the module takes device memory
   std::int64_t kind = 0, dtype = 0, count = 0, arg = 0;  // arg: the op, or the root
+  // Elements per chunk where the collective stages through host memory in more than one
+  // (Note [Chunked staging]), else 0: ranks that chunk differently (one rank's tensor on the
+  // CPU, another's on a device; unequal FERRY_DISTRIBUTED_CHUNK) would call the library
+  // differently, so it is compared with the rest.
+  std::int64_t chunk = 0;
   bool operator==(const Call&) const = default;
   std::string str() const {
     const Kind k = Kind(kind);
@@ -77,10 +82,11 @@ struct Call {  // 32 bytes: exchanged as [1, 4] i64 where the module takes devic
     if (k == Kind::allreduce || k == Kind::reduce_scatter)
       s += fmt::format(" ({})", reduce_op_name(ReduceOp(arg)));
     if (k == Kind::broadcast) s += fmt::format(" from rank {}", arg);
+    if (chunk) s += fmt::format(", staged in chunks of {} elements", chunk);
     return s;
   }
 };
-static_assert(sizeof(Call) == 4 * sizeof(std::int64_t));
+static_assert(sizeof(Call) == 5 * sizeof(std::int64_t));
 
 // What a Work is, for the message that ends a job: its call, and for a send or recv its peer.
 // Kept as numbers and put into words only when needed, off the hot path.
@@ -258,46 +264,73 @@ class Group final : public ProcessGroup {
   Work allreduce_async(const Tensor& t, ReduceOp op) override {
     check_device("allreduce", {t});
     check_reduction("allreduce", t.dtype(), op);
-    return issue(
-        Call{std::int64_t(Kind::allreduce), std::int64_t(t.dtype()), t.numel(), std::int64_t(op)},
-        [this, t, op] {
-          reduce(t, op, [&](void* p, std::size_t n, DType dt, ReduceOp o) {
-            lib_->allreduce(p, n, dt, o);
-          });
-        });
+    const std::int64_t chunk = chunk_elements({t}, t.numel(), compute_dtype(t.dtype()));
+    return issue(Call{std::int64_t(Kind::allreduce), std::int64_t(t.dtype()), t.numel(),
+                      std::int64_t(op), chunk},
+                 [this, t, op, chunk] {
+                   reduce(t, op, chunk, [&](void* p, std::size_t n, DType dt, ReduceOp o) {
+                     lib_->allreduce(p, n, dt, o);
+                   });
+                 });
   }
   Work broadcast_async(const Tensor& t, int root) override {
     check_rank("broadcast", root);
     check_device("broadcast", {t});
-    return issue(Call{std::int64_t(Kind::broadcast), std::int64_t(t.dtype()), t.numel(), root},
-                 [this, t, root] {
-                   Tensor h = staged(t);
-                   lib_->broadcast(bytes(h), nbytes(h), root);
-                   write_back(t, h);
-                 });
+    const std::int64_t chunk = chunk_elements({t}, t.numel(), t.dtype());
+    return issue(
+        Call{std::int64_t(Kind::broadcast), std::int64_t(t.dtype()), t.numel(), root, chunk},
+        [this, t, root, chunk] {
+          if (through_host({t})) {  // Note [Chunked staging]
+            const bool mine = root == rank();
+            stage_in_chunks(
+                mine ? std::vector{t} : std::vector<Tensor>{},
+                mine ? std::vector<Tensor>{} : std::vector{t}, t.dtype(), true, chunk,
+                [&](Tensor& h, Tensor&) { lib_->broadcast(bytes(h), nbytes(h), root); });
+            return;
+          }
+          Tensor h = staged(t);
+          lib_->broadcast(bytes(h), nbytes(h), root);
+          write_back(t, h);
+        });
   }
   Work allgather_async(const Tensor& out, const Tensor& in) override {
     check_blocks("allgather", out, in);
     check_device("allgather", {out, in});
-    return issue(Call{std::int64_t(Kind::allgather), std::int64_t(in.dtype()), in.numel(), 0},
-                 [this, out, in] {
-                   Tensor hi = staged(in), ho = staged(out, false);
-                   lib_->allgather(bytes(hi), bytes(ho), nbytes(hi));
-                   write_back(out, ho);
-                 });
+    const std::int64_t chunk = chunk_elements({out, in}, in.numel(), in.dtype());
+    return issue(
+        Call{std::int64_t(Kind::allgather), std::int64_t(in.dtype()), in.numel(), 0, chunk},
+        [this, out, in, chunk] {
+          if (through_host({out, in})) {
+            stage_in_chunks({in}, rows(out), in.dtype(), false, chunk, [&](Tensor& hi, Tensor& ho) {
+              lib_->allgather(bytes(hi), bytes(ho), nbytes(hi));
+            });
+            return;
+          }
+          Tensor hi = staged(in), ho = staged(out, false);
+          lib_->allgather(bytes(hi), bytes(ho), nbytes(hi));
+          write_back(out, ho);
+        });
   }
   Work reduce_scatter_async(const Tensor& out, const Tensor& in, ReduceOp op) override {
     check_blocks("reduce_scatter", in, out);
     check_device("reduce_scatter", {out, in});
     check_reduction("reduce_scatter", in.dtype(), op);
+    const std::int64_t chunk = chunk_elements({out, in}, out.numel(), compute_dtype(in.dtype()));
     return issue(Call{std::int64_t(Kind::reduce_scatter), std::int64_t(in.dtype()), out.numel(),
-                      std::int64_t(op)},
-                 [this, out, in, op] {
+                      std::int64_t(op), chunk},
+                 [this, out, in, op, chunk] {
                    const DType wide = compute_dtype(in.dtype());
+                   const auto run = [&](Tensor& hi, Tensor& ho) {
+                     lib_->reduce_scatter(bytes(hi), bytes(ho), std::size_t(ho.numel()), wide,
+                                          library_op(in.dtype(), op));
+                     finish_reduction(ho, op);
+                   };
+                   if (through_host({out, in})) {
+                     stage_in_chunks(rows(in), {out}, wide, false, chunk, run);
+                     return;
+                   }
                    Tensor hi = staged(in, true, wide), ho = staged(out, false, wide);
-                   lib_->reduce_scatter(bytes(hi), bytes(ho), std::size_t(ho.numel()), ho.dtype(),
-                                        library_op(in.dtype(), op));
-                   finish_reduction(ho, op);
+                   run(hi, ho);
                    write_back(out, ho);
                  });
   }
@@ -309,12 +342,21 @@ class Group final : public ProcessGroup {
                         size(), shape_str(in.sizes()), dtype_name(in.dtype()),
                         shape_str(out.sizes()), dtype_name(out.dtype())));
     check_device("all_to_all", {out, in});
-    return issue(Call{std::int64_t(Kind::all_to_all), std::int64_t(in.dtype()), in.numel(), 0},
-                 [this, out, in] {
-                   Tensor hi = staged(in), ho = staged(out, false);
-                   lib_->all_to_all(bytes(hi), bytes(ho), nbytes(hi) / std::size_t(size()));
-                   write_back(out, ho);
-                 });
+    const std::int64_t chunk = chunk_elements({out, in}, in.numel() / size(), in.dtype());
+    return issue(
+        Call{std::int64_t(Kind::all_to_all), std::int64_t(in.dtype()), in.numel(), 0, chunk},
+        [this, out, in, chunk] {
+          const auto run = [&](Tensor& hi, Tensor& ho) {
+            lib_->all_to_all(bytes(hi), bytes(ho), nbytes(hi) / std::size_t(size()));
+          };
+          if (through_host({out, in})) {
+            stage_in_chunks(rows(in), rows(out), in.dtype(), false, chunk, run);
+            return;
+          }
+          Tensor hi = staged(in), ho = staged(out, false);
+          run(hi, ho);
+          write_back(out, ho);
+        });
   }
   Work barrier_async() override {
     return issue(Call{std::int64_t(Kind::barrier), 0, 0, 0}, [this] { lib_->barrier(); });
@@ -423,13 +465,14 @@ class Group final : public ProcessGroup {
   }
   // Calls as the module exchanges them: [n, 4] i64 in its memory.
   Tensor staged_call(const Call& c) const {
-    return staged(tensor(std::vector<std::int64_t>{c.kind, c.dtype, c.count, c.arg}, {1, 4}));
+    return staged(
+        tensor(std::vector<std::int64_t>{c.kind, c.dtype, c.count, c.arg, c.chunk}, {1, 5}));
   }
   static std::vector<Call> read_calls(const Tensor& t) {
     const std::vector<std::int64_t> v = t.to_vector<std::int64_t>();
     std::vector<Call> calls;
-    for (std::size_t i = 0; i + 3 < v.size(); i += 4)
-      calls.push_back({v[i], v[i + 1], v[i + 2], v[i + 3]});
+    for (std::size_t i = 0; i + 4 < v.size(); i += 5)
+      calls.push_back({v[i], v[i + 1], v[i + 2], v[i + 3], v[i + 4]});
     return calls;
   }
   static std::size_t nbytes(const Tensor& h) {
@@ -444,14 +487,34 @@ class Group final : public ProcessGroup {
   void finish_reduction(Tensor& h, ReduceOp op) const {
     if (op == ReduceOp::avg) h.div_(Scalar(double(size())));
   }
+  // Whether a collective of these tensors stages through host memory in chunks (Note [Chunked
+  // staging]): the library takes host memory and one of them is on a device.
+  bool through_host(std::initializer_list<Tensor> ts) const {
+    return !device_ &&
+           std::any_of(ts.begin(), ts.end(), [](const Tensor& t) { return !t.device().is_cpu(); });
+  }
+  // The elements per chunk of a collective of `ts` whose blocks hold `elements` of `dt` each,
+  // where it stages in more than one chunk; else 0 (the Call's `chunk`).
+  std::int64_t chunk_elements(std::initializer_list<Tensor> ts, std::int64_t elements,
+                              DType dt) const {
+    if (!through_host(ts) || chunk_bytes_ == 0) return 0;
+    const auto per = std::max<std::int64_t>(1, std::int64_t(chunk_bytes_ / dtype_size(dt)));
+    return elements > per ? per : 0;
+  }
+  // t's blocks along dim 0 (a rank's each), as stage_in_chunks takes them.
+  static std::vector<Tensor> rows(const Tensor& t) {
+    std::vector<Tensor> out;
+    for (std::int64_t r = 0; r < t.size(0); ++r) out.push_back(t.select(0, r));
+    return out;
+  }
   // An in-place reduction of t: 16-bit floats in f32, rounded once at the end.
-  void reduce(const Tensor& t, ReduceOp op, const Reducer& run) const {
+  void reduce(const Tensor& t, ReduceOp op, std::int64_t chunk, const Reducer& run) const {
     const DType wide = compute_dtype(t.dtype());
-    if (!device_ && !t.device().is_cpu()) {  // Note [Chunked staging]
-      const ReduceOp library = library_op(t.dtype(), op);
-      reduce_in_chunks(
-          t, wide, chunk_bytes_, [&](void* p, std::size_t n) { run(p, n, wide, library); },
-          [&](Tensor& h) { finish_reduction(h, op); });
+    if (through_host({t})) {
+      stage_in_chunks({t}, {t}, wide, true, chunk, [&](Tensor& h, Tensor&) {
+        run(bytes(h), std::size_t(h.numel()), wide, library_op(t.dtype(), op));
+        finish_reduction(h, op);
+      });
       return;
     }
     Tensor h = staged(t, true, wide);
@@ -476,7 +539,7 @@ class Group final : public ProcessGroup {
       lib_->allgather(&call, all.data(), sizeof call);  // host memory: no tensor needed
     } else {
       const Tensor mine = staged_call(call);
-      const Tensor gathered = empty({size(), 4}, {.dtype = DType::i64, .device = home()});
+      const Tensor gathered = empty({size(), 5}, {.dtype = DType::i64, .device = home()});
       lib_->allgather(bytes(mine), bytes(gathered), sizeof call);
       all = read_calls(gathered);
     }

@@ -100,7 +100,7 @@ void expect_values(const Tensor& t, const std::vector<double>& want, const std::
 
 TEST(Collectives, AllreduceEveryDtypeAndOp) {
   const int R = group().size(), me = group().rank();
-  const std::int64_t n = 37;
+  const std::int64_t n = 45;  // past one 40-byte chunk for every dtype (the np3 entry's)
   for (const std::string& device : devices())
     for (const DType dt : ferry::kAllDTypes)
       for (const ReduceOp op :
@@ -126,36 +126,42 @@ TEST(Collectives, BroadcastAllgatherReduceScatterAllToAll) {
     for (const DType dt : ferry::kAllDTypes) {
       const std::string what = device + " " + std::string(ferry::dtype_name(dt));
       const ferry::TensorOptions on{.dtype = dt, .device = ferry::Device(device)};
+      // Sizes past 40 bytes for every dtype, so that the np3 entry's 40-byte chunks (Note
+      // [Chunked staging]) split each device collective into several, the last one short.
       for (int root = 0; root < R; ++root) {
-        Tensor t = rank_tensor(11, me, dt, device);
+        Tensor t = rank_tensor(45, me, dt, device);
         group().broadcast(t, root);
-        expect_values(t, rank_tensor(11, root, dt, "cpu").to(DType::f64).to_vector<double>(),
+        expect_values(t, rank_tensor(45, root, dt, "cpu").to(DType::f64).to_vector<double>(),
                       what + " broadcast from " + std::to_string(root));
       }
-      // allgather: out[r] is rank r's tensor, here a [2, 3] non-contiguous view's worth.
-      Tensor in = rank_tensor(6, me, dt, device).reshape({3, 2}).t();
-      Tensor out = ferry::zeros({R, 2, 3}, on);
+      // allgather: out[r] is rank r's tensor, here a [3, 15] non-contiguous view's worth.
+      Tensor in = rank_tensor(45, me, dt, device).reshape({15, 3}).t();
+      Tensor out = ferry::zeros({R, 3, 15}, on);
       group().allgather(out, in);
       std::vector<double> want;
       for (int r = 0; r < R; ++r) {
-        const auto v = rank_tensor(6, r, dt, "cpu").reshape({3, 2}).t().contiguous();
+        const auto v = rank_tensor(45, r, dt, "cpu").reshape({15, 3}).t().contiguous();
         for (double x : v.to(DType::f64).to_vector<double>()) want.push_back(x);
       }
       expect_values(out, want, what + " allgather");
+      // ... into a non-contiguous output: out[r] is written through a copy.
+      Tensor out_t = ferry::zeros({3, 15, R}, on).permute({2, 0, 1});
+      group().allgather(out_t, in);
+      expect_values(out_t, want, what + " allgather into a permuted output");
       // reduce_scatter: rank r gets the sum over ranks of their block r.
-      Tensor blocks = rank_tensor(R * 5, me, dt, device).reshape({R, 5});
-      Tensor mine = ferry::zeros({5}, on);
+      Tensor blocks = rank_tensor(R * 43, me, dt, device).reshape({R, 43});
+      Tensor mine = ferry::zeros({43}, on);
       group().reduce_scatter(mine, blocks, ReduceOp::sum);
-      want.assign(5, 0);
-      for (std::int64_t i = 0; i < 5; ++i)
-        want[std::size_t(i)] = reduce(me * 5 + i, dt, ReduceOp::sum, R);
+      want.assign(43, 0);
+      for (std::int64_t i = 0; i < 43; ++i)
+        want[std::size_t(i)] = reduce(me * 43 + i, dt, ReduceOp::sum, R);
       expect_values(mine, want, what + " reduce_scatter");
       // all_to_all: out[s] is rank s's in[me].
-      Tensor a2a = ferry::zeros({R, 4}, on);
-      group().all_to_all(a2a, rank_tensor(R * 4, me, dt, device).reshape({R, 4}));
+      Tensor a2a = ferry::zeros({R, 41}, on);
+      group().all_to_all(a2a, rank_tensor(R * 41, me, dt, device).reshape({R, 41}));
       want.clear();
       for (int s = 0; s < R; ++s)
-        for (std::int64_t i = 0; i < 4; ++i) want.push_back(value(me * 4 + i, s, dt));
+        for (std::int64_t i = 0; i < 41; ++i) want.push_back(value(me * 41 + i, s, dt));
       expect_values(a2a, want, what + " all_to_all");
     }
   group().barrier();
@@ -286,6 +292,27 @@ TEST(Collectives, CallsGoUncomparedWhenSwitchedOff) {
   if (me != 0) EXPECT_EQ(d.to_vector<std::int32_t>()[0], 0x3f800000);  // 1.0f
   group().set_compare_calls(true);
   EXPECT_THROW(group().broadcast(d, 0), dist::DistributedError);
+}
+
+// Rank 0's tensor on the CPU, the others' on vulkan:0: a collective larger than a chunk would
+// go to the library whole on rank 0 and in chunks elsewhere, so the compared calls differ and
+// name it (Note [Chunked staging]); one within a chunk goes whole everywhere and works.
+TEST(Collectives, RanksThatStageDifferentlyAreNamed) {
+  if (!ferry::is_available("vulkan:0")) GTEST_SKIP() << "needs vulkan:0 beside the CPU";
+  const int R = group().size(), me = group().rank();
+  const ferry::Device here = me == 0 ? ferry::Device::cpu() : ferry::Device("vulkan:0");
+  Tensor small = ferry::full({4}, 1.0, {.device = here});
+  group().allreduce(small);
+  EXPECT_EQ(small.cpu().to_vector<float>()[3], float(R));
+  // Past one chunk at the default 4 MiB and at the np3 entry's 40 bytes.
+  Tensor big = ferry::full({(std::int64_t(1) << 20) + 1}, 1.0, {.device = here});
+  try {
+    group().allreduce(big);
+    ADD_FAILURE() << "an allreduce staged whole on one rank and in chunks on another ran";
+  } catch (const dist::DistributedError& e) {
+    EXPECT_NE(std::string(e.what()).find("staged in chunks of"), std::string::npos) << e.what();
+  }
+  group().barrier();
 }
 
 TEST(Collectives, BadArgumentsAreTypedErrors) {
