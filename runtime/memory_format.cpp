@@ -109,6 +109,14 @@ std::optional<Shape> channels_last_order(const Shape& shape,
   return std::nullopt;
 }
 
+Tensor as_layout_of(const Tensor& run, const Tensor& like) {
+  const std::optional<Shape> order = channels_last_order(like.sizes(), {&like});
+  if (!order) return run.view(like.sizes());
+  Shape permuted;
+  for (std::int64_t d : *order) permuted.push_back(like.size(d));
+  return run.view(permuted).permute(inverse_permutation(*order));
+}
+
 Tensor in_memory_format_of(const Tensor& y, std::initializer_list<const Tensor*> likes) {
   for (const Tensor* t : likes)
     if (t->defined() && t->dim() == y.dim()) {

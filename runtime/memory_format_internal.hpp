@@ -19,4 +19,10 @@ Shape inverse_permutation(const Shape& order);
 // y in the memory format of the first of `likes` with y's rank that is channels-last, else y.
 Tensor in_memory_format_of(const Tensor& y, std::initializer_list<const Tensor*> likes);
 
+// `run` (1-D, contiguous, like.numel() elements) seen with like's shape, in like's layout where
+// like is channels-last, else contiguous: the element at each index lies where like's does, so
+// the two can be walked in memory order together (an optimizer's state, DDP's bucket views, as
+// PyTorch's reducer lays them).
+Tensor as_layout_of(const Tensor& run, const Tensor& like);
+
 }  // namespace ferry::detail

@@ -11,6 +11,7 @@
 #include "ferry/autograd.hpp"
 #include "ferry/ferry.hpp"
 #include "ferry/nn/parallel.hpp"
+#include "memory_format_internal.hpp"
 #include "transfer/arena_packing.hpp"
 
 namespace ferry::nn {
@@ -74,12 +75,18 @@ struct DistributedDataParallel::Reducer {
     params[i].set_grad(view);
   }
 
-  // The bucket's memory, on its members' device and of their dtype, and their views of it.
+  // The bucket's memory, on its members' device and of their dtype, and their views of it,
+  // each laid out as its parameter (channels-last for a channels-last one, as PyTorch's reducer
+  // lays them), so that an optimizer's fused update takes the gradient as it is. The layout is
+  // the parameters' when the bucket is made: convert the model before wrapping it, as PyTorch
+  // asks (a later conversion still gives the same gradients, copied into the parameter's layout
+  // by the optimizer).
   void allocate(Bucket& b) {
     const Tensor& first = params[b.members.front()];
     b.flat = zeros({b.numel}, {.dtype = first.dtype(), .device = first.device()});
     for (std::size_t m : b.members)
-      views[m] = b.flat.narrow(0, offset_in_bucket[m], params[m].numel()).view(params[m].sizes());
+      views[m] = ferry::detail::as_layout_of(
+          b.flat.narrow(0, offset_in_bucket[m], params[m].numel()), params[m]);
   }
 
   void mark_ready(std::size_t i) {

@@ -38,12 +38,8 @@ Tensor laid_out_as(const Tensor& t, const Tensor& param) {
 }
 
 Tensor empty_laid_out_as(const Tensor& param, DType dtype) {
-  const TensorOptions options{.dtype = dtype, .device = param.device()};
-  const std::optional<Shape> order = ferry::detail::channels_last_order(param.sizes(), {&param});
-  if (!order) return empty(param.sizes(), options);
-  Shape permuted;
-  for (std::int64_t d : *order) permuted.push_back(param.size(d));
-  return empty(permuted, options).permute(ferry::detail::inverse_permutation(*order));
+  return ferry::detail::as_layout_of(
+      empty({param.numel()}, {.dtype = dtype, .device = param.device()}), param);
 }
 
 void run_fused(OpId op, const std::vector<Tensor>& inputs, const std::vector<Tensor>& outputs,

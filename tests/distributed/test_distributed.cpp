@@ -429,6 +429,42 @@ TEST(DistributedDataParallel, EqualsOneProcessOnTheWholeBatch) {
   EXPECT_EQ(uncapped.buckets(), (std::vector<std::vector<std::size_t>>{{0, 1, 2, 3}}));
 }
 
+// A model converted to channels-last before it is wrapped: each gradient is its bucket's view
+// in the parameter's layout (PyTorch's reducer lays them so), the fused update takes it as it
+// is (fused = true raises where it cannot), and training equals one process's.
+TEST(DistributedDataParallel, AChannelsLastModelKeepsItsLayoutInTheBuckets) {
+  const int R = group().size(), me = group().rank();
+  const auto cnn = [](std::uint64_t seed) {
+    ferry::manual_seed(seed);
+    auto m = std::make_shared<ferry::nn::Sequential>(
+        std::make_shared<ferry::nn::Conv2d>(2, 4, ferry::ConvSizes{3}, ferry::ConvSizes{1}, 1),
+        std::make_shared<ferry::nn::Tanh>(),
+        std::make_shared<ferry::nn::Conv2d>(4, 3, ferry::ConvSizes{3}, ferry::ConvSizes{1}, 1));
+    m->to(ferry::MemoryFormat::channels_last);
+    return m;
+  };
+  ferry::nn::DistributedDataParallel ddp(cnn(31 + std::uint64_t(me)));
+  auto whole = cnn(31);
+  const ferry::optim::SGDOptions options{.lr = 0.1, .momentum = 0.9, .fused = true};
+  ferry::optim::SGD opt(ddp.parameters(), options), ref(whole->parameters(), options);
+  for (int step = 0; step < 3; ++step) {
+    ferry::manual_seed(2000 + std::uint64_t(step));
+    const Tensor x = ferry::randn({2 * R, 2, 5, 4}).contiguous(ferry::MemoryFormat::channels_last);
+    const Tensor y = ferry::randn({2 * R, 3, 5, 4});
+    opt.zero_grad(step % 2 == 0);
+    ferry::nn::functional::mse_loss(ddp.forward(x.narrow(0, me * 2, 2)), y.narrow(0, me * 2, 2))
+        .backward();
+    for (const Tensor& p : ddp.parameters())
+      EXPECT_EQ(p.grad().is_contiguous(ferry::MemoryFormat::channels_last), p.dim() == 4)
+          << "step " << step;
+    ASSERT_NO_THROW(opt.step());
+    ref.zero_grad(step % 2 == 0);
+    ferry::nn::functional::mse_loss(whole->forward(x), y).backward();
+    ref.step();
+    expect_same_parameters(*ddp.module(), *whole, "channels-last step " + std::to_string(step));
+  }
+}
+
 // migrate() moves the wrapped replica, its gradients and the optimizer's state in place: the
 // buckets follow the parameters to the new device, with the gradients (their views) or, where
 // the gradients were cleared, at the next backward.
