@@ -2,7 +2,9 @@
 // names, a 3x3 stem for 8x8 images) on the UCI hand-written digits (data/digits: 1,797 8x8
 // images, 20% held out), moving the model and its optimizer state to every available device
 // in turn with migrate() — home, one epoch on each other device from the middle epoch on,
-// home again — and reports the held-out accuracy after every epoch.
+// home again — and reports the held-out accuracy after every epoch. With --channels-last the
+// model and its inputs are channels-last (NHWC), PyTorch's recipe:
+// model.to(memory_format=torch.channels_last), x.to(memory_format=torch.channels_last).
 #include <cstdio>
 #include <memory>
 #include <string>
@@ -21,11 +23,18 @@ namespace nn = ferry::nn;
 using ferry::Device;
 using ferry::Tensor;
 
+// The images as the model takes them: on `dev`, channels-last when the model is.
+Tensor input(const Tensor& x, const Device& dev, bool channels_last) {
+  const Tensor on = x.to(dev);
+  return channels_last ? on.contiguous(ferry::MemoryFormat::channels_last) : on;
+}
+
 // Fraction of `x` the model (in eval mode: BatchNorm's running statistics) labels as `y`.
-double accuracy(nn::Module& model, const Tensor& x, const Tensor& y, const Device& dev) {
+double accuracy(nn::Module& model, const Tensor& x, const Tensor& y, const Device& dev,
+                bool channels_last) {
   ferry::NoGradGuard no_grad;
   model.eval();
-  const Tensor predicted = ferry::argmax(model.forward(x.to(dev)), 1);
+  const Tensor predicted = ferry::argmax(model.forward(input(x, dev, channels_last)), 1);
   model.train();
   return ferry::mean(ferry::eq(predicted, y.to(dev)).to(ferry::DType::f32)).item<double>();
 }
@@ -36,7 +45,7 @@ int main(int argc, char** argv) {
   sample::Args args(
       argc, argv,
       "usage: ferry-train-cnn [--device DEV] [--epochs N] [--width N] [--data PATH] [--small]\n"
-      "                       [--profile PATH]\n\n"
+      "                       [--channels-last] [--profile PATH]\n\n"
       "Trains a small ResNet on the UCI hand-written digits (8x8 images, 10 classes) with\n"
       "Adam, moving the model and its optimizer state between every available device\n"
       "mid-training, and prints the held-out accuracy after each epoch. Exits 0 when the\n"
@@ -46,6 +55,9 @@ int main(int argc, char** argv) {
        {"width", "channels of the first stage; the second has twice as many (default 16)"},
        {"data", "the digits file (default: the repository's data/digits/digits.safetensors)"},
        {"small!", "a quick run: 6 epochs, width 8"},
+       {"channels-last!",
+        "train in the channels-last (NHWC) layout: the model's 4-D tensors "
+        "and every batch"},
        {sample::Profiling::kOption, sample::Profiling::kHelp}});
   try {
     sample::Profiling profiling(args);
@@ -54,6 +66,7 @@ int main(int argc, char** argv) {
     const std::int64_t epochs = args.number("epochs", small ? 6 : 12);
     const std::int64_t width = args.number("width", small ? 8 : 16);
     const std::string path = args.get("data", FERRY_DIGITS_PATH);
+    const bool channels_last = args.has("channels-last");
 
     // Pixels 0..16 -> [-1, 1]; a fixed permutation splits 80 / 20.
     const ferry::StateDict digits = ferry::load_safetensors(path);
@@ -76,15 +89,16 @@ int main(int argc, char** argv) {
                           .num_classes = 10,
                           .small_stem = true},
                          {.device = home});
+    if (channels_last) model.to(ferry::MemoryFormat::channels_last);
     ferry::optim::Adam opt(model.parameters(), {.lr = 3e-3});
 
     // The devices the epochs run on: home first and last, each other device in between.
     std::vector<Device> others;
     for (const Device& d : sample::available_devices())
       if (d != home) others.push_back(d);
-    std::printf("training a ResNet (widths %lld, %lld) on %lld digits (%lld held out) from %s",
-                (long long)width, (long long)(2 * width), (long long)(n - held), (long long)held,
-                home.str().c_str());
+    std::printf("training a ResNet (widths %lld, %lld%s) on %lld digits (%lld held out) from %s",
+                (long long)width, (long long)(2 * width), channels_last ? ", channels-last" : "",
+                (long long)(n - held), (long long)held, home.str().c_str());
     for (const Device& d : others) std::printf(" -> %s", d.str().c_str());
     std::printf("%s\n", others.empty() ? "" : (" -> " + home.str()).c_str());
 
@@ -111,7 +125,8 @@ int main(int argc, char** argv) {
         Tensor loss;
         {
           auto r = ferry::profiler::range("forward");  // names the step's phases in a trace
-          loss = nn::functional::cross_entropy(model.forward(b[0].to(dev)), b[1].to(dev));
+          loss = nn::functional::cross_entropy(model.forward(input(b[0], dev, channels_last)),
+                                               b[1].to(dev));
         }
         {
           auto r = ferry::profiler::range("backward");
@@ -125,7 +140,7 @@ int main(int argc, char** argv) {
         if (++k % 4 == 0) bar.step(k, total.item<double>() / double(k));
       }
       bar.finish(total.item<double>() / double(loader.size()));
-      acc = accuracy(model, x_test, y_test, dev);
+      acc = accuracy(model, x_test, y_test, dev, channels_last);
       std::printf("  held-out accuracy %.1f%%\n", 100 * acc);
     }
     profiling.finish();
