@@ -24,8 +24,6 @@
 namespace ferry {
 namespace {
 
-std::int64_t rank_of(MemoryFormat format) { return format == MemoryFormat::channels_last ? 4 : 5; }
-
 // The dims from outermost to innermost in memory: dim 1 (the channels) last.
 Shape channels_last_dims(std::int64_t n) {
   Shape order{0};
@@ -56,7 +54,7 @@ bool Tensor::is_contiguous(MemoryFormat format) const {
     throw ValueError(
         "is_contiguous: MemoryFormat::preserve is not a layout; ask about contiguous, "
         "channels_last or channels_last_3d");
-  if (dim() != rank_of(format)) return false;
+  if (dim() != detail::rank_of(format)) return false;
   const Shape order = channels_last_dims(dim());
   std::int64_t expected = 1;  // as PyTorch, size-1 dims may have any stride
   for (auto d = order.rbegin(); d != order.rend(); ++d) {
@@ -75,10 +73,11 @@ Tensor Tensor::contiguous(MemoryFormat format) const {
     throw ValueError(
         "contiguous: MemoryFormat::preserve is not a layout; name contiguous, channels_last or "
         "channels_last_3d");
-  if (dim() != rank_of(format))
+  if (dim() != detail::rank_of(format))
     throw ShapeError(fmt::format("contiguous: {} needs a {}-D tensor [N, C, {}], got shape {}",
-                                 memory_format_name(format), rank_of(format),
-                                 rank_of(format) == 4 ? "H, W" : "D, H, W", shape_str(sizes())));
+                                 memory_format_name(format), detail::rank_of(format),
+                                 detail::rank_of(format) == 4 ? "H, W" : "D, H, W",
+                                 shape_str(sizes())));
   if (is_contiguous(format)) return *this;
   const Shape order = channels_last_dims(dim());
   return permute(order).contiguous().permute(detail::inverse_permutation(order));
@@ -86,11 +85,13 @@ Tensor Tensor::contiguous(MemoryFormat format) const {
 
 MemoryFormat Tensor::suggest_memory_format() const {
   for (MemoryFormat f : {MemoryFormat::channels_last, MemoryFormat::channels_last_3d})
-    if (dim() == rank_of(f) && is_contiguous(f) && !is_contiguous()) return f;
+    if (dim() == detail::rank_of(f) && is_contiguous(f) && !is_contiguous()) return f;
   return MemoryFormat::contiguous;
 }
 
 namespace detail {
+
+std::int64_t rank_of(MemoryFormat format) { return format == MemoryFormat::channels_last ? 4 : 5; }
 
 Shape inverse_permutation(const Shape& order) {
   Shape inverse(order.size());

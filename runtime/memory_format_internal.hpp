@@ -15,6 +15,8 @@ namespace ferry::detail {
 std::optional<Shape> channels_last_order(const Shape& shape,
                                          std::initializer_list<const Tensor*> operands);
 Shape inverse_permutation(const Shape& order);
+// The rank a channels-last format takes: 4 for channels_last, 5 for channels_last_3d.
+std::int64_t rank_of(MemoryFormat format);
 
 // y in the memory format of the first of `likes` with y's rank that is channels-last, else y.
 Tensor in_memory_format_of(const Tensor& y, std::initializer_list<const Tensor*> likes);

@@ -264,7 +264,7 @@ class Group final : public ProcessGroup {
   Work allreduce_async(const Tensor& t, ReduceOp op) override {
     check_device("allreduce", {t});
     check_reduction("allreduce", t.dtype(), op);
-    const std::int64_t chunk = chunk_elements({t}, t.numel(), compute_dtype(t.dtype()));
+    const std::int64_t chunk = chunk_elements({&t}, t.numel(), compute_dtype(t.dtype()));
     return issue(Call{std::int64_t(Kind::allreduce), std::int64_t(t.dtype()), t.numel(),
                       std::int64_t(op), chunk},
                  [this, t, op, chunk] {
@@ -276,11 +276,11 @@ class Group final : public ProcessGroup {
   Work broadcast_async(const Tensor& t, int root) override {
     check_rank("broadcast", root);
     check_device("broadcast", {t});
-    const std::int64_t chunk = chunk_elements({t}, t.numel(), t.dtype());
+    const std::int64_t chunk = chunk_elements({&t}, t.numel(), t.dtype());
     return issue(
         Call{std::int64_t(Kind::broadcast), std::int64_t(t.dtype()), t.numel(), root, chunk},
         [this, t, root, chunk] {
-          if (through_host({t})) {  // Note [Chunked staging]
+          if (through_host({&t})) {  // Note [Chunked staging]
             const bool mine = root == rank();
             stage_in_chunks(
                 mine ? std::vector{t} : std::vector<Tensor>{},
@@ -296,11 +296,11 @@ class Group final : public ProcessGroup {
   Work allgather_async(const Tensor& out, const Tensor& in) override {
     check_blocks("allgather", out, in);
     check_device("allgather", {out, in});
-    const std::int64_t chunk = chunk_elements({out, in}, in.numel(), in.dtype());
+    const std::int64_t chunk = chunk_elements({&out, &in}, in.numel(), in.dtype());
     return issue(
         Call{std::int64_t(Kind::allgather), std::int64_t(in.dtype()), in.numel(), 0, chunk},
         [this, out, in, chunk] {
-          if (through_host({out, in})) {
+          if (through_host({&out, &in})) {
             stage_in_chunks({in}, rows(out), in.dtype(), false, chunk, [&](Tensor& hi, Tensor& ho) {
               lib_->allgather(bytes(hi), bytes(ho), nbytes(hi));
             });
@@ -315,7 +315,7 @@ class Group final : public ProcessGroup {
     check_blocks("reduce_scatter", in, out);
     check_device("reduce_scatter", {out, in});
     check_reduction("reduce_scatter", in.dtype(), op);
-    const std::int64_t chunk = chunk_elements({out, in}, out.numel(), compute_dtype(in.dtype()));
+    const std::int64_t chunk = chunk_elements({&out, &in}, out.numel(), compute_dtype(in.dtype()));
     return issue(Call{std::int64_t(Kind::reduce_scatter), std::int64_t(in.dtype()), out.numel(),
                       std::int64_t(op), chunk},
                  [this, out, in, op, chunk] {
@@ -325,7 +325,7 @@ class Group final : public ProcessGroup {
                                           library_op(in.dtype(), op));
                      finish_reduction(ho, op);
                    };
-                   if (through_host({out, in})) {
+                   if (through_host({&out, &in})) {
                      stage_in_chunks(rows(in), {out}, wide, false, chunk, run);
                      return;
                    }
@@ -342,14 +342,14 @@ class Group final : public ProcessGroup {
                         size(), shape_str(in.sizes()), dtype_name(in.dtype()),
                         shape_str(out.sizes()), dtype_name(out.dtype())));
     check_device("all_to_all", {out, in});
-    const std::int64_t chunk = chunk_elements({out, in}, in.numel() / size(), in.dtype());
+    const std::int64_t chunk = chunk_elements({&out, &in}, in.numel() / size(), in.dtype());
     return issue(
         Call{std::int64_t(Kind::all_to_all), std::int64_t(in.dtype()), in.numel(), 0, chunk},
         [this, out, in, chunk] {
           const auto run = [&](Tensor& hi, Tensor& ho) {
             lib_->all_to_all(bytes(hi), bytes(ho), nbytes(hi) / std::size_t(size()));
           };
-          if (through_host({out, in})) {
+          if (through_host({&out, &in})) {
             stage_in_chunks(rows(in), rows(out), in.dtype(), false, chunk, run);
             return;
           }
@@ -489,13 +489,13 @@ class Group final : public ProcessGroup {
   }
   // Whether a collective of these tensors stages through host memory in chunks (Note [Chunked
   // staging]): the library takes host memory and one of them is on a device.
-  bool through_host(std::initializer_list<Tensor> ts) const {
+  bool through_host(std::initializer_list<const Tensor*> ts) const {
     return !device_ &&
-           std::any_of(ts.begin(), ts.end(), [](const Tensor& t) { return !t.device().is_cpu(); });
+           std::any_of(ts.begin(), ts.end(), [](const Tensor* t) { return !t->device().is_cpu(); });
   }
   // The elements per chunk of a collective of `ts` whose blocks hold `elements` of `dt` each,
   // where it stages in more than one chunk; else 0 (the Call's `chunk`).
-  std::int64_t chunk_elements(std::initializer_list<Tensor> ts, std::int64_t elements,
+  std::int64_t chunk_elements(std::initializer_list<const Tensor*> ts, std::int64_t elements,
                               DType dt) const {
     if (!through_host(ts) || chunk_bytes_ == 0) return 0;
     const auto per = std::max<std::int64_t>(1, std::int64_t(chunk_bytes_ / dtype_size(dt)));
@@ -510,7 +510,7 @@ class Group final : public ProcessGroup {
   // An in-place reduction of t: 16-bit floats in f32, rounded once at the end.
   void reduce(const Tensor& t, ReduceOp op, std::int64_t chunk, const Reducer& run) const {
     const DType wide = compute_dtype(t.dtype());
-    if (through_host({t})) {
+    if (through_host({&t})) {
       stage_in_chunks({t}, {t}, wide, true, chunk, [&](Tensor& h, Tensor&) {
         run(bytes(h), std::size_t(h.numel()), wide, library_op(t.dtype(), op));
         finish_reduction(h, op);

@@ -16,6 +16,7 @@
 #include "ferry/error.hpp"
 #include "ferry/memory_format.hpp"
 #include "ferry/transfer.hpp"
+#include "memory_format_internal.hpp"
 
 namespace ferry::nn {
 namespace {
@@ -286,7 +287,6 @@ Module& Module::to(const Device& device, DType dtype) {
 
 Module& Module::to(MemoryFormat format) {
   if (format == MemoryFormat::preserve) return *this;
-  const auto rank_of = [](MemoryFormat f) { return f == MemoryFormat::channels_last ? 4 : 5; };
   NoGradGuard no_grad;
   // Each tensor once (a tied weight is listed under each name), every copy made before any
   // tensor is rebound (Note [All or nothing] in ferry/transfer.hpp).
@@ -294,12 +294,12 @@ Module& Module::to(MemoryFormat format) {
   std::vector<std::pair<Tensor, Tensor>> rebinds;  // (tensor, its copy in `format`)
   for (const auto& [name, t] : named_tensors()) {
     if ((t.dim() != 4 && t.dim() != 5) || !seen.insert(t.impl_ptr().get()).second) continue;
-    if (format != MemoryFormat::contiguous && t.dim() != rank_of(format))
+    if (format != MemoryFormat::contiguous && t.dim() != detail::rank_of(format))
       throw ShapeError(fmt::format(
           "{}.to({}): '{}' has shape {}, and {} takes {}-D tensors (PyTorch refuses it too); "
           "nothing was converted",
           this->name(), memory_format_name(format), name, shape_str(t.sizes()),
-          memory_format_name(format), rank_of(format)));
+          memory_format_name(format), detail::rank_of(format)));
     if (!t.is_contiguous(format)) rebinds.emplace_back(t, Tensor());
   }
   for (auto& [t, copy] : rebinds) copy = t.contiguous(format);

@@ -44,17 +44,28 @@ Tensor empty_laid_out_as(const Tensor& param, DType dtype) {
 
 void run_fused(OpId op, const std::vector<Tensor>& inputs, const std::vector<Tensor>& outputs,
                const Attrs& attrs) {
-  // Each tensor as a 1-D run of its memory (Note [Fused updates and memory formats]).
-  const auto flat = [](const std::vector<Tensor>& ts) {
-    std::vector<Tensor> out;
-    out.reserve(ts.size());
-    for (const Tensor& t : ts) {
-      const std::optional<Shape> order = ferry::detail::channels_last_order(t.sizes(), {&t});
-      out.push_back((order ? t.permute(*order) : t).view({-1}));
-    }
-    return out;
+  // Where a tensor is channels-last, each tensor as a 1-D run of its memory (Note [Fused updates
+  // and memory formats]); else the tensors as they are.
+  const auto order = [](const Tensor& t) {
+    return ferry::detail::channels_last_order(t.sizes(), {&t});
   };
-  ferry::detail::run_kernel(op, flat(inputs), flat(outputs), attrs);
+  const auto channels_last = [&](const std::vector<Tensor>& ts) {
+    return std::any_of(ts.begin(), ts.end(), [&](const Tensor& t) { return order(t).has_value(); });
+  };
+  if (!channels_last(inputs) && !channels_last(outputs)) {
+    ferry::detail::run_kernel(op, inputs, outputs, attrs);
+  } else {
+    const auto flat = [&](const std::vector<Tensor>& ts) {
+      std::vector<Tensor> out;
+      out.reserve(ts.size());
+      for (const Tensor& t : ts) {
+        const std::optional<Shape> o = order(t);
+        out.push_back((o ? t.permute(*o) : t).view({-1}));
+      }
+      return out;
+    };
+    ferry::detail::run_kernel(op, flat(inputs), flat(outputs), attrs);
+  }
   for (const Tensor& t : outputs) t.storage()->bump_version();
 }
 
