@@ -364,10 +364,18 @@ class Group final : public ProcessGroup {
   Work send_async(const Tensor& t, int dst, int tag) override {
     check_peer("send", dst);
     check_device("send", {t});
-    const Call call{std::int64_t(Kind::send), std::int64_t(t.dtype()), t.numel(), tag};
+    // A device tensor goes in chunks, one message each (Note [Chunked staging]); the header
+    // tells the receiver how many, so that it takes them whatever its own tensor's device.
+    const Call call{std::int64_t(Kind::send), std::int64_t(t.dtype()), t.numel(), tag,
+                    chunk_elements({&t}, t.numel(), t.dtype())};
     return issue_local(Described{.call = call, .peer = dst}, [this, t, dst, tag, call] {
       Tensor header = staged_call(call);
       lib_->send(bytes(header), sizeof call, dst, tag);
+      if (call.chunk) {
+        stage_in_chunks({t}, {}, t.dtype(), true, call.chunk,
+                        [&](Tensor& h, Tensor&) { lib_->send(bytes(h), nbytes(h), dst, tag); });
+        return;
+      }
       Tensor h = staged(t);
       lib_->send(bytes(h), nbytes(h), dst, tag);
     });
@@ -380,16 +388,28 @@ class Group final : public ProcessGroup {
       Tensor header = staged_call(Call{});
       lib_->recv(bytes(header), sizeof(Call), src, tag);
       const Call sent = read_calls(header)[0];
-      const Call want{std::int64_t(Kind::send), std::int64_t(t.dtype()), t.numel(), tag};
+      // In the sender's chunks, whatever they are.
+      const Call want{std::int64_t(Kind::send), std::int64_t(t.dtype()), t.numel(), tag,
+                      sent.chunk};
       if (!(sent == want)) {
-        // Take the message all the same, so that the next one on this tag is read whole.
-        Tensor drain = staged(empty({sent.count}, {.dtype = DType(sent.dtype)}), false);
-        lib_->recv(bytes(drain), nbytes(drain), src, tag);
+        // Take the messages all the same, so that the next one on this tag is read whole.
+        std::int64_t left = sent.count;
+        do {
+          const std::int64_t n = sent.chunk > 0 ? std::min(sent.chunk, left) : left;
+          Tensor drain = staged(empty({n}, {.dtype = DType(sent.dtype)}), false);
+          lib_->recv(bytes(drain), nbytes(drain), src, tag);
+          left -= n;
+        } while (left > 0);
         throw DistributedError(
             fmt::format("recv: rank {} expected {} elements of {} from rank {} (tag {}), which "
                         "sent {} elements of {}",
                         rank(), want.count, dtype_name(t.dtype()), src, tag, sent.count,
                         dtype_name(DType(sent.dtype))));
+      }
+      if (sent.chunk) {
+        stage_in_chunks({}, {t}, t.dtype(), true, sent.chunk,
+                        [&](Tensor& h, Tensor&) { lib_->recv(bytes(h), nbytes(h), src, tag); });
+        return;
       }
       Tensor h = staged(t, false);
       lib_->recv(bytes(h), nbytes(h), src, tag);

@@ -14,6 +14,7 @@
 #include <cmath>
 #include <csignal>
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <functional>
 #include <limits>
@@ -171,8 +172,8 @@ TEST(Collectives, SendRecvAroundTheRing) {
   const int R = group().size(), me = group().rank();
   for (const std::string& device : devices()) {
     const int next = (me + 1) % R, prev = (me + R - 1) % R;
-    Tensor mine = rank_tensor(9, me, DType::f32, device);
-    Tensor got = ferry::zeros({9}, {.device = ferry::Device(device)});
+    Tensor mine = rank_tensor(45, me, DType::f32, device);  // in chunks in the np3 entry
+    Tensor got = ferry::zeros({45}, {.device = ferry::Device(device)});
     // Even ranks send first: blocking sends on every rank at once could wait on each other.
     if (me % 2 == 0) {
       group().send(mine, next, 7);
@@ -181,9 +182,49 @@ TEST(Collectives, SendRecvAroundTheRing) {
       group().recv(got, prev, 7);
       group().send(mine, next, 7);
     }
-    expect_values(got, rank_tensor(9, prev, DType::f64, "cpu").to_vector<double>(),
+    expect_values(got, rank_tensor(45, prev, DType::f64, "cpu").to_vector<double>(),
                   device + " recv");
   }
+}
+
+// Odd ranks on vulkan:0, even ones on the CPU: a device tensor is sent in chunks and a CPU one
+// whole, and each receiver takes the messages as its sender made them (the header says how).
+TEST(Collectives, SendRecvBetweenTheCpuAndADeviceInChunks) {
+  if (!ferry::is_available("vulkan:0")) GTEST_SKIP() << "needs vulkan:0 beside the CPU";
+  const int R = group().size(), me = group().rank();
+  if (R % 2 == 1 && me == R - 1) {  // the ring needs an even count of ranks: the last one waits
+    group().barrier();
+    return;
+  }
+  const int peer = me ^ 1;  // pairs (0, 1), (2, 3), ...
+  const ferry::Device here = me % 2 ? ferry::Device("vulkan:0") : ferry::Device::cpu();
+  // Two chunks and a short third of the entry's chunk size (40 bytes at np3, 4 MiB by default).
+  const char* chunk = std::getenv("FERRY_DISTRIBUTED_CHUNK");
+  const std::int64_t n = 2 * (chunk ? std::atoll(chunk) : std::int64_t(4) << 20) / 4 + 3;
+  const auto values = [&](int r) {
+    return ferry::arange(double(n), {.dtype = DType::f32}) * double(r + 1);
+  };
+  Tensor got = ferry::zeros({n}, {.device = here});
+  if (me % 2 == 0) {
+    group().send(values(me).to(here), peer, 3);
+    group().recv(got, peer, 3);
+  } else {
+    group().recv(got, peer, 3);
+    group().send(values(me).to(here), peer, 3);
+  }
+  EXPECT_EQ(ferry::max(ferry::abs(got.cpu() - values(peer))).item<float>(), 0.0f);
+  // A mismatched recv takes the chunks all the same: the next message arrives whole.
+  Tensor wrong = ferry::zeros({n - 1}, {.device = here});
+  if (me % 2 == 1) {
+    group().send(values(me).to(here), peer, 4);
+    group().send(ferry::full({2}, 7.0), peer, 4);
+  } else {
+    EXPECT_THROW(group().recv(wrong, peer, 4), dist::DistributedError);
+    Tensor next = ferry::zeros({2});
+    group().recv(next, peer, 4);
+    EXPECT_EQ(next.to_vector<float>(), (std::vector<float>{7, 7}));
+  }
+  group().barrier();
 }
 
 TEST(Collectives, AsyncWorkCompletesInIssueOrder) {
