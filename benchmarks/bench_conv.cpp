@@ -33,17 +33,21 @@ struct Data {
   ferry::Tensor x, w;
 };
 
-const Data& data(const ConvCase& c, const std::string& device, ferry::DType dtype) {
+const Data& data(const ConvCase& c, const std::string& device, ferry::DType dtype,
+                 ferry::MemoryFormat format) {
   static std::map<std::string, Data> by_key;
-  const std::string key = fmt::format("{}@{}@{}", c.name, device, ferry::dtype_name(dtype));
+  const std::string key = fmt::format("{}@{}@{}@{}", c.name, device, ferry::dtype_name(dtype),
+                                      ferry::memory_format_name(format));
   auto it = by_key.find(key);
   if (it == by_key.end()) {
     ferry::manual_seed(0);
     const ferry::Device dev(device);
     const std::int64_t h = size(c, quick());
-    Data d{
-        ferry::randn({batch(quick()), c.c, h, h}, {.device = dev}).to(dtype).requires_grad_(),
-        (ferry::randn({c.oc, c.c, c.k, c.k}, {.device = dev}) * 0.05).to(dtype).requires_grad_()};
+    const auto leaf = [&](const ferry::Tensor& t) {
+      return t.to(dtype).contiguous(format).detach().requires_grad_();
+    };
+    Data d{leaf(ferry::randn({batch(quick()), c.c, h, h}, {.device = dev})),
+           leaf(ferry::randn({c.oc, c.c, c.k, c.k}, {.device = dev}) * 0.05)};
     it = by_key.emplace(key, std::move(d)).first;
   }
   return it->second;
@@ -51,11 +55,13 @@ const Data& data(const ConvCase& c, const std::string& device, ferry::DType dtyp
 
 // `composed`: through the composition (gathered windows and matmul) instead of the device's
 // convolution kernels (ferry::debug::CompositesOnly), the baseline the kernels replace.
+// `format`: the input's and the weight's layout.
 void run_conv(benchmark::State& s, const ConvCase& c, const std::string& device, bool backward,
-              bool composed = false, ferry::DType dtype = ferry::DType::f32) {
+              bool composed = false, ferry::DType dtype = ferry::DType::f32,
+              ferry::MemoryFormat format = ferry::MemoryFormat::contiguous) {
   if (!ferry::is_available(device)) return s.SkipWithError((device + " is not available").c_str());
   try {
-    const Data& d = data(c, device, dtype);
+    const Data& d = data(c, device, dtype, format);
     std::optional<ferry::debug::CompositesOnly> compositions_only;
     if (composed) compositions_only.emplace();
     auto call = [&] {
@@ -67,7 +73,7 @@ void run_conv(benchmark::State& s, const ConvCase& c, const std::string& device,
         return;
       }
       ferry::Tensor y = ferry::conv2d(d.x, d.w, {}, {c.stride}, c.pad);
-      auto g = ferry::autograd::grad({y}, {d.x, d.w}, {ferry::ones_like(y)});
+      auto g = ferry::autograd::grad({y}, {d.x, d.w}, {ferry::ones_like(y).contiguous(format)});
       ferry::synchronize(y.device());
       benchmark::DoNotOptimize(g);
     };
@@ -78,8 +84,10 @@ void run_conv(benchmark::State& s, const ConvCase& c, const std::string& device,
   }
 }
 
-// One ResNet-18 training step per iteration on `device`.
-void run_resnet(benchmark::State& s, const std::string& device, bool composed = false) {
+// One ResNet-18 training step per iteration on `device`; `channels_last`: the model and its
+// input converted (Module::to(MemoryFormat)).
+void run_resnet(benchmark::State& s, const std::string& device, bool composed = false,
+                bool channels_last = false) {
   if (!ferry::is_available(device)) return s.SkipWithError((device + " is not available").c_str());
   try {
     std::optional<ferry::debug::CompositesOnly> compositions_only;
@@ -89,7 +97,11 @@ void run_resnet(benchmark::State& s, const std::string& device, bool composed = 
     sample::ResNet model(sample::ResNetOptions{}, {.device = dev});
     ferry::optim::SGD opt(model.parameters(), {.lr = 0.01, .momentum = 0.9});
     const std::int64_t n = batch(quick()), hw = resnet_image(quick());
-    const ferry::Tensor x = ferry::randn({n, 3, hw, hw}, {.device = dev});
+    ferry::Tensor x = ferry::randn({n, 3, hw, hw}, {.device = dev});
+    if (channels_last) {
+      model.to(ferry::MemoryFormat::channels_last);
+      x = x.contiguous(ferry::MemoryFormat::channels_last);
+    }
     const ferry::Tensor y = ferry::randint(0, 1000, {n}).to(dev);
     auto step = [&] {
       opt.zero_grad();
@@ -173,6 +185,19 @@ void register_conv() {
       });
       compare(title + " (cpu)", base + "/ferry cpu", "ferry", base + "/pytorch",
               "PyTorch (libtorch)", Metric::gflops, work);
+      // Channels-last input and weight, as after model.to(memory_format=channels_last).
+      const std::string cl = fmt::format("conv/{}/{} channels-last", c.name, pass);
+      run(cl + "/ferry cpu", [&c, backward](benchmark::State& s) {
+        run_conv(s, c, "cpu", backward, false, ferry::DType::f32,
+                 ferry::MemoryFormat::channels_last);
+      });
+      run(cl + "/pytorch", [name = std::string(c.name), backward](benchmark::State& s) {
+        for (auto _ : s) conv::torch_conv(name, backward, true);
+      });
+      compare(title + " channels-last (cpu)", cl + "/ferry cpu", "ferry", cl + "/pytorch",
+              "PyTorch (libtorch)", Metric::gflops, work);
+      compare(title + " (cpu, channels-last vs contiguous)", cl + "/ferry cpu",
+              "ferry channels-last", base + "/ferry cpu", "ferry contiguous", Metric::gflops, work);
 #endif
       compare(title + " (vulkan:0 vs cpu)", base + "/ferry vulkan:0", "ferry vulkan:0",
               base + "/ferry cpu", "ferry cpu", Metric::gflops, work);
@@ -232,6 +257,15 @@ void register_conv() {
   });
   compare(title + " (cpu)", base + "/ferry cpu", "ferry", base + "/pytorch", "PyTorch (libtorch)",
           Metric::usec, 0);
+  run(base + " channels-last/ferry cpu",
+      [](benchmark::State& s) { run_resnet(s, "cpu", false, true); });
+  run(base + " channels-last/pytorch", [](benchmark::State& s) {
+    for (auto _ : s) conv::torch_resnet_step(true);
+  });
+  compare(title + ", channels-last (cpu)", base + " channels-last/ferry cpu", "ferry",
+          base + " channels-last/pytorch", "PyTorch (libtorch)", Metric::usec, 0);
+  compare(title + " (cpu, channels-last vs contiguous)", base + " channels-last/ferry cpu",
+          "ferry channels-last", base + "/ferry cpu", "ferry contiguous", Metric::usec, 0);
 #endif
   compare(title + " (vulkan:0 vs cpu)", base + "/ferry vulkan:0", "ferry vulkan:0",
           base + "/ferry cpu", "ferry cpu", Metric::usec, 0);

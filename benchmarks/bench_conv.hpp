@@ -45,9 +45,11 @@ void cudnn_conv(const ConvCase& c, bool quick, bool backward);
 #ifdef FERRY_BENCH_HAVE_TORCH
 // PyTorch's side: the same convolution (inputs made once per case), forward, or forward and
 // backward (the input's and the weight's gradients); and one ResNet-18 training step (SGD).
+// `channels_last`: the input and weight (the model and its input) in
+// torch::MemoryFormat::ChannelsLast.
 void torch_setup(bool quick);
-void torch_conv(const std::string& name, bool backward);
-void torch_resnet_step();
+void torch_conv(const std::string& name, bool backward, bool channels_last = false);
+void torch_resnet_step(bool channels_last = false);
 #endif
 
 }  // namespace bench::conv

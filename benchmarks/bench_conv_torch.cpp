@@ -78,9 +78,9 @@ struct Step {
   torch::Tensor x, y;
 };
 
-Step& step() {
-  static Step s;
-  return s;
+Step& step(bool channels_last) {
+  static Step s[2];
+  return s[channels_last];
 }
 
 }  // namespace
@@ -92,17 +92,28 @@ void torch_setup(bool quick) {
     data()[c.name] = {torch::randn({batch(quick), c.c, h, h}, torch::requires_grad()),
                       torch::randn({c.oc, c.c, c.k, c.k}, torch::requires_grad()) * 0.05};
     data()[c.name].w = data()[c.name].w.detach().requires_grad_();
+    const auto cl = [](const torch::Tensor& t) {
+      return t.detach().contiguous(torch::MemoryFormat::ChannelsLast).requires_grad_();
+    };
+    data()[std::string(c.name) + " cl"] = {cl(data()[c.name].x), cl(data()[c.name].w)};
   }
-  Step& s = step();
-  s.model = std::make_shared<ResNet18>();
-  s.opt = std::make_unique<torch::optim::SGD>(s.model->parameters(),
-                                              torch::optim::SGDOptions(0.01).momentum(0.9));
-  s.x = torch::randn({batch(quick), 3, resnet_image(quick), resnet_image(quick)});
-  s.y = torch::randint(0, 1000, {batch(quick)});
+  for (const bool channels_last : {false, true}) {
+    Step& s = step(channels_last);
+    s.model = std::make_shared<ResNet18>();
+    s.x = torch::randn({batch(quick), 3, resnet_image(quick), resnet_image(quick)});
+    if (channels_last) {  // model.to(memory_format=torch.channels_last) in Python
+      for (auto& p : s.model->parameters())
+        if (p.dim() == 4) p.set_data(p.data().contiguous(torch::MemoryFormat::ChannelsLast));
+      s.x = s.x.contiguous(torch::MemoryFormat::ChannelsLast);
+    }
+    s.opt = std::make_unique<torch::optim::SGD>(s.model->parameters(),
+                                                torch::optim::SGDOptions(0.01).momentum(0.9));
+    s.y = torch::randint(0, 1000, {batch(quick)});
+  }
 }
 
-void torch_conv(const std::string& name, bool backward) {
-  const Data& d = data().at(name);
+void torch_conv(const std::string& name, bool backward, bool channels_last) {
+  const Data& d = data().at(channels_last ? name + " cl" : name);
   for (const ConvCase& c : cases())
     if (name == c.name) {
       if (!backward) {
@@ -117,8 +128,8 @@ void torch_conv(const std::string& name, bool backward) {
     }
 }
 
-void torch_resnet_step() {
-  Step& s = step();
+void torch_resnet_step(bool channels_last) {
+  Step& s = step(channels_last);
   s.opt->zero_grad();
   auto loss = torch::nn::functional::cross_entropy(s.model->forward(s.x), s.y);
   loss.backward();

@@ -9,14 +9,17 @@
 // a [N, C, H, W] view whose strides are channels-last. Element-wise ops do so when the first
 // operand of the output's shape is channels-last and not also contiguous (channels_last_order;
 // a broadcast bias does not decide), as PyTorch's TensorIterator follows its inputs' layout; the
-// other ops that keep the layout (convolution, pooling, interpolate) compute contiguously and
-// convert their result (in_memory_format_of), a copy that a channels-last kernel of their own would
-// save.
+// other ops that keep the layout (pooling, interpolate) compute contiguously and convert their
+// result (in_memory_format_of), a copy that a channels-last kernel of their own would save.
+// Convolution does so too, except on a device whose kernels take channels-last activations
+// and weights (DeviceCapabilities::channels_last_conv: the CPU's, through oneDNN's nhwc
+// primitives), which computes in that layout and copies nothing.
 #include <fmt/format.h>
 
 #include <optional>
 
 #include "autograd/formulas.hpp"
+#include "dispatch.hpp"
 #include "ferry/error.hpp"
 #include "ferry/tensor.hpp"
 #include "memory_format_internal.hpp"
@@ -118,13 +121,26 @@ Tensor as_layout_of(const Tensor& run, const Tensor& like) {
   return run.view(permuted).permute(inverse_permutation(*order));
 }
 
-Tensor in_memory_format_of(const Tensor& y, std::initializer_list<const Tensor*> likes) {
+MemoryFormat memory_format_of(std::int64_t rank, std::initializer_list<const Tensor*> likes) {
   for (const Tensor* t : likes)
-    if (t->defined() && t->dim() == y.dim()) {
+    if (t->defined() && t->dim() == rank) {
       const MemoryFormat f = t->suggest_memory_format();
-      if (f != MemoryFormat::contiguous) return y.contiguous(f);
+      if (f != MemoryFormat::contiguous) return f;
     }
-  return y;
+  return MemoryFormat::contiguous;
+}
+
+Tensor in_memory_format_of(const Tensor& y, std::initializer_list<const Tensor*> likes) {
+  const MemoryFormat f = memory_format_of(y.dim(), likes);
+  return f == MemoryFormat::contiguous ? y : y.contiguous(f);
+}
+
+Tensor new_tensor_in(const Shape& sizes, DType dtype, DeviceImpl& device, MemoryFormat format) {
+  if (format == MemoryFormat::contiguous) return new_tensor(sizes, dtype, device);
+  const Shape order = channels_last_dims(std::int64_t(sizes.size()));
+  Shape permuted;
+  for (std::int64_t d : order) permuted.push_back(sizes[std::size_t(d)]);
+  return new_tensor(permuted, dtype, device).permute(inverse_permutation(order));
 }
 
 }  // namespace detail

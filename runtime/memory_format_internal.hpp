@@ -7,6 +7,10 @@
 
 #include "ferry/tensor.hpp"
 
+namespace ferry {
+class DeviceImpl;
+}
+
 namespace ferry::detail {
 
 // The permutation that takes [N, C, *spatial] to [N, *spatial, C], when an op whose output has
@@ -18,8 +22,14 @@ Shape inverse_permutation(const Shape& order);
 // The rank a channels-last format takes: 4 for channels_last, 5 for channels_last_3d.
 std::int64_t rank_of(MemoryFormat format);
 
+// The memory format of the first of `likes` of rank `rank` that is channels-last, else
+// contiguous.
+MemoryFormat memory_format_of(std::int64_t rank, std::initializer_list<const Tensor*> likes);
 // y in the memory format of the first of `likes` with y's rank that is channels-last, else y.
 Tensor in_memory_format_of(const Tensor& y, std::initializer_list<const Tensor*> likes);
+// A new tensor (a kernel's output) of `sizes` laid out in `format` (contiguous, channels_last
+// or channels_last_3d) on `device`.
+Tensor new_tensor_in(const Shape& sizes, DType dtype, DeviceImpl& device, MemoryFormat format);
 
 // `run` (1-D, contiguous, like.numel() elements) seen with like's shape, in like's layout where
 // like is channels-last, else contiguous: the element at each index lies where like's does, so

@@ -10,9 +10,11 @@
 #include <string>
 #include <vector>
 
+#include "ferry/backend.hpp"
 #include "ferry/ferry.hpp"
 #include "ferry/nn/functional.hpp"
 #include "ferry/optim.hpp"
+#include "ferry/profiler.hpp"
 #include "op_test_util.hpp"
 
 namespace {
@@ -174,6 +176,79 @@ TEST(MemoryFormat, CnnLayersKeepChannelsLast) {
                              ferry_test::as_double(ferry::conv2d(x, w, b).cpu()), 1e-4, 1e-4,
                              "conv2d with a channels-last weight on " + dev.str());
   }
+}
+
+// A device whose convolution kernels take channels-last activations (the CPU's:
+// DeviceCapabilities::channels_last_conv) computes a channels-last convolution in that layout,
+// as PyTorch's oneDNN path does: the profile shows no layout copy, each convolution kernel
+// says it ran channels-last, and the values and every gradient are the contiguous
+// convolution's, the weight's gradient in the weight's layout (contiguous, or channels-last as
+// in a converted model). f32 runs oneDNN where it loads (ferry's im2col path under
+// FERRY_ONEDNN=0, the sanitized variant); f64 runs the im2col path, which transposes into its
+// own order.
+TEST(MemoryFormat, ConvolutionsRunChannelsLastWithoutLayoutCopies) {
+  namespace prof = ferry::profiler;
+  ASSERT_TRUE(ferry::device_impl(ferry::Device::cpu()).capabilities().channels_last_conv);
+  struct Case {
+    std::string what;
+    Shape x, w;
+    std::int64_t stride, padding, groups;
+  };
+  const std::vector<Case> cases{
+      {"3x3", {2, 6, 9, 8}, {4, 6, 3, 3}, 1, 1, 1},
+      {"3x3 stride 2, 2 groups", {3, 6, 9, 7}, {4, 3, 3, 3}, 2, 1, 2},
+      {"1x1", {2, 6, 5, 4}, {8, 6, 1, 1}, 1, 0, 1},
+      {"1x1 stride 2", {2, 6, 5, 4}, {8, 6, 1, 1}, 2, 0, 1},
+      {"3x3x3, channels_last_3d", {2, 4, 5, 4, 6}, {3, 4, 3, 3, 3}, 1, 1, 1},
+  };
+  for (DType dt : {DType::f32, DType::f64})
+    for (const Case& c : cases)
+      for (const bool weight_cl : {false, true}) {
+        const std::string where = c.what + ", " + std::string(ferry::dtype_name(dt)) +
+                                  (weight_cl ? ", channels-last weight" : "");
+        const bool two_d = c.x.size() == 4;
+        const MemoryFormat f = two_d ? MemoryFormat::channels_last : MemoryFormat::channels_last_3d;
+        const Tensor base = ferry_test::sample_tensor(c.x, -1, 1, 5).to(dt);
+        const Tensor w = ferry_test::sample_tensor(c.w, -0.5, 0.5, 6).to(dt).requires_grad_();
+        const Tensor b = ferry_test::sample_tensor({c.w[0]}, -0.5, 0.5, 7).to(dt).requires_grad_();
+        const auto conv = [&](const Tensor& x, const Tensor& w) {
+          return two_d ? ferry::conv2d(x, w, b, {c.stride}, c.padding, {1}, c.groups)
+                       : ferry::conv3d(x, w, b, {c.stride}, c.padding, {1}, c.groups);
+        };
+        const Tensor x = base.detach().requires_grad_();
+        const Tensor y = conv(x, w);
+        const Tensor g = ferry_test::sample_tensor(y.sizes(), -1, 1, 8).to(dt);
+        const auto grads = ferry::autograd::grad({y}, {x, w, b}, {g});
+
+        const Tensor x_cl = base.contiguous(f).detach().requires_grad_();
+        const Tensor g_cl = g.contiguous(f);
+        const Tensor w2 = weight_cl ? w.detach().contiguous(f).requires_grad_() : w;
+        prof::Scope scope;
+        const Tensor y_cl = conv(x_cl, w2);
+        const auto grads_cl = ferry::autograd::grad({y_cl}, {x_cl, w2, b}, {g_cl});
+        const prof::Profile& p = scope.stop();
+        EXPECT_TRUE(y_cl.is_contiguous(f)) << where;
+        EXPECT_TRUE(grads_cl[0].is_contiguous(f)) << where;
+        EXPECT_TRUE(grads_cl[1].is_contiguous(weight_cl ? f : MemoryFormat::contiguous)) << where;
+        int convs = 0;
+        for (const prof::Event& e : p.events()) {
+          if (e.kind != prof::EventKind::op) continue;
+          EXPECT_NE(e.name, "copy") << where << ": a layout copy of " << e.inputs;
+          if (e.name.rfind("conv", 0) != 0) continue;
+          ++convs;
+          EXPECT_NE(e.detail.find("channels-last"), std::string::npos)
+              << where << ": " << e.name << " ran " << e.detail;
+        }
+        EXPECT_EQ(convs, 3) << where << ": the forward and both gradients' kernels";
+        const double tol = dt == DType::f64 ? 1e-12 : 1e-5;
+        ferry_test::expect_close(ferry_test::as_double(y_cl), ferry_test::as_double(y), tol, tol,
+                                 where);
+        const char* names[] = {"input", "weight", "bias"};
+        for (std::size_t i = 0; i < 3; ++i)
+          ferry_test::expect_close(ferry_test::as_double(grads_cl[i]),
+                                   ferry_test::as_double(grads[i]), tol, tol,
+                                   where + ": the " + names[i] + "'s gradient");
+      }
 }
 
 namespace nn = ferry::nn;

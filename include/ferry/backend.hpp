@@ -368,7 +368,8 @@ inline constexpr std::size_t kSubBufferAlignment = 256;
 // 9: pinned host memory: DeviceImpl gained register_host_memory, Buffer gained
 //    registration(), DeviceCapabilities gained host_registration.
 // 10: DeviceImpl gained native_address and native_queue (Note [Native memory]).
-inline constexpr int kBackendAbiVersion = 10;
+// 11: DeviceCapabilities gained channels_last_conv.
+inline constexpr int kBackendAbiVersion = 11;
 
 }  // namespace ferry
 

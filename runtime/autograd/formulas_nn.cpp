@@ -6,6 +6,7 @@
 #include "autograd/graph.hpp"
 #include "dispatch.hpp"
 #include "ferry/ops.hpp"
+#include "memory_format_internal.hpp"
 
 namespace ferry::autograd {
 namespace {
@@ -138,19 +139,28 @@ void record_conv(const Tensor& x, const Tensor& w, const Tensor& b, const Attrs&
   record(
       "convolutionBackward", {x, w, b}, y,
       [x = Saved(x), w = Saved(w), attrs](const Tensor& g, const Needs& n) -> std::vector<Tensor> {
-        const Tensor xv = x.get(), wv = w.get(), gc = g.contiguous();
+        // x is in the kernel's layout (attribute channels_last), and so are g and the input's
+        // gradient.
+        const Tensor xv = x.get(), wv = w.get();
+        const MemoryFormat cl =
+            xv.dim() == 4 ? MemoryFormat::channels_last : MemoryFormat::channels_last_3d;
+        const MemoryFormat format = attrs.has("channels_last") ? cl : MemoryFormat::contiguous;
+        const MemoryFormat weight_format =
+            attrs.has("weight_channels_last") ? cl : MemoryFormat::contiguous;
+        const Tensor gc = g.contiguous(format);
         std::vector<Tensor> r(3);
         if (n[0]) {
-          r[0] = detail::new_tensor(xv.sizes(), xv.dtype(), detail::impl_of(xv));
-          detail::run_kernel(OpId::conv_backward_input, {gc, wv.contiguous()}, {r[0]}, attrs);
+          r[0] = detail::new_tensor_in(xv.sizes(), xv.dtype(), detail::impl_of(xv), format);
+          detail::run_kernel(OpId::conv_backward_input, {gc, wv}, {r[0]}, attrs);
         }
         if (n[1] || n[2]) {
           Attrs a = attrs;
           a.set("has_bias", bool(n[2]));
-          std::vector<Tensor> out{detail::new_tensor(wv.sizes(), wv.dtype(), detail::impl_of(wv))};
+          std::vector<Tensor> out{
+              detail::new_tensor_in(wv.sizes(), wv.dtype(), detail::impl_of(wv), weight_format)};
           if (n[2])
             out.push_back(detail::new_tensor({wv.size(0)}, wv.dtype(), detail::impl_of(wv)));
-          detail::run_kernel(OpId::conv_backward_weight, {xv.contiguous(), gc}, out, a);
+          detail::run_kernel(OpId::conv_backward_weight, {xv, gc}, out, a);
           if (n[1]) r[1] = out[0];
           if (n[2]) r[2] = out[1];
         }

@@ -175,7 +175,8 @@ class CpuDevice final : public DeviceImpl {
             .peer_copy = false,
             .sub_buffers = true,
             .staging = false,
-            .scatter_in_order = true};
+            .scatter_in_order = true,
+            .channels_last_conv = true};
   }
 
   void copy_from_host(Buffer& dst, std::size_t off, const void* src, std::size_t bytes) override {

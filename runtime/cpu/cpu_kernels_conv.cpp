@@ -128,11 +128,65 @@ template <typename T> void col2im(const Geometry& g, const T* cols, T* x) {
   });
 }
 
-void check_contiguous(const OpCall& c) {
-  for (const auto* list : {&c.inputs, &c.outputs})
-    for (const TensorArg& t : *list)
-      if (!t.is_contiguous())
-        throw Error(fmt::format("{}: the cpu kernel takes contiguous tensors", c.name()));
+// Whether the call's activations (x, y and their gradients) are channels-last, and whether
+// its weight (or the weight's gradient) is, as the attributes say
+// (DeviceCapabilities::channels_last_conv; docs/kernel-contract.md).
+bool channels_last(const OpCall& c) {
+  return c.attrs.has("channels_last") && c.attrs.b("channels_last");
+}
+bool weight_channels_last(const OpCall& c) {
+  return c.attrs.has("weight_channels_last") && c.attrs.b("weight_channels_last");
+}
+
+// Whether t is dense in [N, *spatial, C] order (a size-1 dim's stride does not matter).
+bool is_channels_last(const TensorArg& t) {
+  std::int64_t expected = 1;
+  const auto at = [&](std::size_t d) {
+    if (t.sizes[d] != 1 && t.strides[d] != expected) return false;
+    expected *= t.sizes[d];
+    return true;
+  };
+  if (!at(1)) return false;
+  for (std::size_t d = t.sizes.size() - 1; d >= 2; --d)
+    if (!at(d)) return false;
+  return at(0);
+}
+
+// The activations and the weight in the layouts the attributes say; the bias contiguous.
+void check_layouts(const OpCall& c) {
+  const bool cl = channels_last(c), wcl = weight_channels_last(c);
+  const bool bwd_w = c.op == OpId::conv_backward_weight;
+  const auto check = [&](const TensorArg& t, bool channels_last_here) {
+    if (channels_last_here ? !is_channels_last(t) : !t.is_contiguous())
+      throw Error(fmt::format("{}: the cpu kernel takes {} activations and a {} weight, dense",
+                              c.name(), cl ? "channels-last" : "contiguous",
+                              wcl ? "channels-last" : "contiguous"));
+  };
+  // x or gy first; then the weight, or gy for conv_backward_weight; the bias.
+  for (std::size_t i = 0; i < c.inputs.size(); ++i)
+    check(c.inputs[i], i == 0 ? cl : i == 1 ? (bwd_w ? cl : wcl) : false);
+  // y or gx; or the weight's and the bias's gradients.
+  for (std::size_t i = 0; i < c.outputs.size(); ++i)
+    check(c.outputs[i], i == 0 ? (bwd_w ? wcl : cl) : false);
+}
+
+// dst [N, cols, rows] = src [N, rows, cols] transposed sample by sample: a channels-last
+// activation ([N, area, C]) into the im2col path's order ([N, C, area]) and back.
+template <typename T>
+void transpose_samples(const T* src, T* dst, std::int64_t N, std::int64_t rows, std::int64_t cols) {
+  constexpr std::int64_t B = 32;  // tiles of B x B, read and written a cache line at a time
+  const std::int64_t row_tiles = (rows + B - 1) / B;
+  detail::parallel_range(N * row_tiles, 1, [&](std::int64_t begin, std::int64_t end) {
+    for (std::int64_t t = begin; t < end; ++t) {
+      const std::int64_t n = t / row_tiles, r0 = t % row_tiles * B, r1 = std::min(rows, r0 + B);
+      const T* s = src + n * rows * cols;
+      T* d = dst + n * rows * cols;
+      for (std::int64_t c0 = 0; c0 < cols; c0 += B)
+        for (std::int64_t r = r0; r < r1; ++r)
+          for (std::int64_t c = c0; c < std::min(cols, c0 + B); ++c)
+            d[c * rows + r] = s[r * cols + c];
+    }
+  });
 }
 
 // Note [CPU convolution's threads]
@@ -173,87 +227,77 @@ int sample_parts(const Geometry& g, std::int64_t part_bytes) {
   return threads > 1 && even && part_bytes * threads <= (std::int64_t(256) << 20) ? threads : 1;
 }
 
-// y [N, OC, *out] = conv(x [N, C, *in], w [OC, Cg, *k]) (+ bias [OC]).
-template <typename T> void forward(const OpCall& c) {
-  const TensorArg &x = c.inputs.at(0), &w = c.inputs.at(1), &y = c.outputs.at(0);
-  const Geometry g = geometry(c, x, w, y);
+// y [N, OC, *out] = conv(x [N, C, *in], w [OC, Cg, *k]) (+ bias [OC], where b is set).
+template <typename T> void forward(const Geometry& g, const T* x, const T* w, const T* b, T* y) {
   const bool columns = needs_columns(g);
-  const T* b = c.attrs.b("has_bias") ? c.inputs.at(2).data<T>() : nullptr;
   const std::int64_t cols_size = columns ? g.Cg * g.K * g.L : 0;
-  for_each_sample<T>(
-      g, cols_size, sample_parts(g, cols_size * std::int64_t(sizeof(T))),
-      [&](std::int64_t n, T* cols, int) {
-        for (std::int64_t gi = 0; gi < g.G; ++gi) {
-          const T* xg = x.data<T>() + (n * g.C + gi * g.Cg) * g.area;
-          if (columns) im2col(g, xg, cols);
-          gemm(false, false, g.OCg, g.L, g.Cg * g.K, w.data<T>() + gi * g.OCg * g.Cg * g.K,
-               g.Cg * g.K, columns ? cols : xg, g.L, T(0),
-               y.data<T>() + (n * g.OC + gi * g.OCg) * g.L, g.L);
-        }
-        // The bias while the sample's output is still in cache.
-        for (std::int64_t o = 0; b && o < g.OC; ++o) {
-          T* row = y.data<T>() + (n * g.OC + o) * g.L;
-          for (std::int64_t l = 0; l < g.L; ++l) row[l] += b[o];
-        }
-      });
+  for_each_sample<T>(g, cols_size, sample_parts(g, cols_size * std::int64_t(sizeof(T))),
+                     [&](std::int64_t n, T* cols, int) {
+                       for (std::int64_t gi = 0; gi < g.G; ++gi) {
+                         const T* xg = x + (n * g.C + gi * g.Cg) * g.area;
+                         if (columns) im2col(g, xg, cols);
+                         gemm(false, false, g.OCg, g.L, g.Cg * g.K, w + gi * g.OCg * g.Cg * g.K,
+                              g.Cg * g.K, columns ? cols : xg, g.L, T(0),
+                              y + (n * g.OC + gi * g.OCg) * g.L, g.L);
+                       }
+                       // The bias while the sample's output is still in cache.
+                       for (std::int64_t o = 0; b && o < g.OC; ++o) {
+                         T* row = y + (n * g.OC + o) * g.L;
+                         for (std::int64_t l = 0; l < g.L; ++l) row[l] += b[o];
+                       }
+                     });
 }
 
 // gx [N, C, *in] from gy [N, OC, *out] and w.
-template <typename T> void backward_input(const OpCall& c) {
-  const TensorArg &gy = c.inputs.at(0), &w = c.inputs.at(1), &gx = c.outputs.at(0);
-  const Geometry g = geometry(c, gx, w, gy);
+template <typename T> void backward_input(const Geometry& g, const T* gy, const T* w, T* gx) {
   const bool columns = needs_columns(g);
   const std::int64_t cols_size = columns ? g.Cg * g.K * g.L : 0;
   for_each_sample<T>(
       g, cols_size, sample_parts(g, cols_size * std::int64_t(sizeof(T))),
       [&](std::int64_t n, T* cols, int) {
-        if (columns)
-          std::memset(gx.data<T>() + n * g.C * g.area, 0, std::size_t(g.C * g.area) * sizeof(T));
+        if (columns) std::memset(gx + n * g.C * g.area, 0, std::size_t(g.C * g.area) * sizeof(T));
         for (std::int64_t gi = 0; gi < g.G; ++gi) {
-          T* xg = gx.data<T>() + (n * g.C + gi * g.Cg) * g.area;
-          gemm(true, false, g.Cg * g.K, g.L, g.OCg, w.data<T>() + gi * g.OCg * g.Cg * g.K,
-               g.Cg * g.K, gy.data<T>() + (n * g.OC + gi * g.OCg) * g.L, g.L, T(0),
-               columns ? cols : xg, g.L);
+          T* xg = gx + (n * g.C + gi * g.Cg) * g.area;
+          gemm(true, false, g.Cg * g.K, g.L, g.OCg, w + gi * g.OCg * g.Cg * g.K, g.Cg * g.K,
+               gy + (n * g.OC + gi * g.OCg) * g.L, g.L, T(0), columns ? cols : xg, g.L);
           if (columns) col2im(g, cols, xg);
         }
       });
 }
 
-// gw [OC, Cg, *k] (and gb [OC] with has_bias) from x and gy.
-template <typename T> void backward_weight(const OpCall& c) {
-  const TensorArg &x = c.inputs.at(0), &gy = c.inputs.at(1), &gw = c.outputs.at(0);
-  const Geometry g = geometry(c, x, gw, gy);
+// gw [OC, Cg, *k] (and gb [OC], where gb is set) from x and gy.
+template <typename T>
+void backward_weight(const Geometry& g, const T* x, const T* gy, T* gw, T* gb) {
   const bool columns = needs_columns(g);
-  const std::int64_t wsize = gw.numel(), cols_size = columns ? g.Cg * g.K * g.L : 0;
+  const std::int64_t wsize = g.OC * g.Cg * g.K, cols_size = columns ? g.Cg * g.K * g.L : 0;
   const int parts = sample_parts(g, (cols_size + wsize) * std::int64_t(sizeof(T)));
   // Part 0 sums into gw itself, each other part into its own copy (Note [CPU convolution's
   // threads]).
   std::vector<T> copies(std::size_t(wsize * (parts - 1)), T(0));
-  std::memset(gw.data<T>(), 0, std::size_t(wsize) * sizeof(T));
+  std::memset(gw, 0, std::size_t(wsize) * sizeof(T));
   for_each_sample<T>(g, cols_size, parts, [&](std::int64_t n, T* cols, int part) {
-    T* sum = part == 0 ? gw.data<T>() : copies.data() + (part - 1) * wsize;
+    T* sum = part == 0 ? gw : copies.data() + (part - 1) * wsize;
     for (std::int64_t gi = 0; gi < g.G; ++gi) {
-      const T* xg = x.data<T>() + (n * g.C + gi * g.Cg) * g.area;
+      const T* xg = x + (n * g.C + gi * g.Cg) * g.area;
       if (columns) im2col(g, xg, cols);
-      gemm(false, true, g.OCg, g.Cg * g.K, g.L, gy.data<T>() + (n * g.OC + gi * g.OCg) * g.L, g.L,
+      gemm(false, true, g.OCg, g.Cg * g.K, g.L, gy + (n * g.OC + gi * g.OCg) * g.L, g.L,
            columns ? cols : xg, g.L, T(1), sum + gi * g.OCg * g.Cg * g.K, g.Cg * g.K);
     }
   });
   if (parts > 1)
     detail::parallel_range(wsize, 1 << 14, [&](std::int64_t begin, std::int64_t end) {
-      T* out = gw.data<T>();
+      T* out = gw;
       for (int p = 1; p < parts; ++p) {
         const T* copy = copies.data() + (p - 1) * wsize;
         for (std::int64_t i = begin; i < end; ++i) out[i] += copy[i];
       }
     });
-  if (c.attrs.b("has_bias")) {
-    T* gb = c.outputs.at(1).data<T>();
+  if (gb) {
     detail::parallel_range(g.OC, 1, [&](std::int64_t begin, std::int64_t end) {
       for (std::int64_t o = begin; o < end; ++o) {
         double s = 0;
         for (std::int64_t n = 0; n < g.N; ++n) {
-          const T* row = gy.data<T>() + (n * g.OC + o) * g.L;
+          const T* row = gy + (n * g.OC + o) * g.L;
           for (std::int64_t l = 0; l < g.L; ++l) s += double(row[l]);
         }
         gb[o] = T(s);
@@ -271,17 +315,53 @@ bool pointwise(const OpCall& c) {
 }
 
 template <typename T> void run(const OpCall& c) {
-  check_contiguous(c);
+  check_layouts(c);
+  const bool cl = channels_last(c), wcl = weight_channels_last(c);
   if constexpr (std::is_same_v<T, float>)
-    if (!pointwise(c) && onednn::run(c)) return profiler::note_kernel("oneDNN");
-  profiler::note_kernel("im2col + BLAS");
-  switch (c.op) {
-    case OpId::conv_backward_input:
-      return backward_input<T>(c);
-    case OpId::conv_backward_weight:
-      return backward_weight<T>(c);
-    default:
-      return forward<T>(c);
+    if ((cl || !pointwise(c)) && onednn::run(c))
+      return profiler::note_kernel(cl ? "oneDNN, channels-last" : "oneDNN");
+  profiler::note_kernel(cl || wcl ? "im2col + BLAS (channels-last, transposed)" : "im2col + BLAS");
+  const bool bwd_in = c.op == OpId::conv_backward_input, bwd_w = c.op == OpId::conv_backward_weight;
+  const TensorArg& x = bwd_in ? c.outputs.at(0) : c.inputs.at(0);
+  const TensorArg& w = bwd_w ? c.outputs.at(0) : c.inputs.at(1);
+  const TensorArg& y = bwd_in ? c.inputs.at(0) : bwd_w ? c.inputs.at(1) : c.outputs.at(0);
+  const Geometry g = geometry(c, x, w, y);
+  // The im2col path computes in [N, C, *spatial] order: a channels-last call's activations are
+  // transposed into it, and its results back.
+  std::vector<T> xs, ys;
+  const auto first = [&](const TensorArg& t, std::vector<T>& buf, std::int64_t area,
+                         std::int64_t channels, bool read) {
+    if (!cl) return t.data<T>();
+    buf.resize(std::size_t(g.N * channels * area));
+    if (read) transpose_samples(t.data<T>(), buf.data(), g.N, area, channels);
+    return buf.data();
+  };
+  const auto back = [&](const std::vector<T>& buf, const TensorArg& t, std::int64_t area,
+                        std::int64_t channels) {
+    if (cl) transpose_samples(buf.data(), t.data<T>(), g.N, channels, area);
+  };
+  // A channels-last weight ([OC, *k, Cg] in memory) likewise, as [OC, Cg, *k].
+  std::vector<T> ws;
+  const auto weight = [&](bool read) {
+    if (!wcl) return w.data<T>();
+    ws.resize(std::size_t(g.OC * g.Cg * g.K));
+    if (read) transpose_samples(w.data<T>(), ws.data(), g.OC, g.K, g.Cg);
+    return ws.data();
+  };
+  const bool bias = !bwd_in && c.attrs.b("has_bias");
+  if (bwd_in) {
+    const T* gy = first(y, ys, g.L, g.OC, true);
+    backward_input<T>(g, gy, weight(true), first(x, xs, g.area, g.C, false));
+    back(xs, x, g.area, g.C);
+  } else if (bwd_w) {
+    backward_weight<T>(g, first(x, xs, g.area, g.C, true), first(y, ys, g.L, g.OC, true),
+                       weight(false), bias ? c.outputs.at(1).data<T>() : nullptr);
+    if (wcl) transpose_samples(ws.data(), w.data<T>(), g.OC, g.Cg, g.K);
+  } else {
+    const T* xp = first(x, xs, g.area, g.C, true);
+    forward<T>(g, xp, weight(true), bias ? c.inputs.at(2).data<T>() : nullptr,
+               first(y, ys, g.L, g.OC, false));
+    back(ys, y, g.L, g.OC);
   }
 }
 

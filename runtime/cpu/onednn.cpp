@@ -5,9 +5,12 @@
 // weight's oiw / oihw / oidhw, with a groups dim when there are groups) and lets oneDNN pick
 // its own ("any") for the primitive, as PyTorch's mkldnn path does: the inputs are reordered
 // into the primitive's layouts and the results back, each reorder skipped where the layouts
-// agree. Primitives and reorders are made once per shape and kept (a model calls the same
-// few shapes every step); the tensors' memory is attached per call. Calls are serialised:
-// a primitive is not to be run by two threads at once.
+// agree. A channels-last call (attribute channels_last) describes its activations as nhwc /
+// ndhwc and asks the primitive for those layouts too, as PyTorch does for a channels-last
+// model, so they are never reordered; the weight's layout is still oneDNN's choice, reordered
+// from and to the call's (ohwi where it is channels-last too). Primitives and reorders are made
+// once per shape and kept (a model calls the same few shapes every step); the tensors' memory is
+// attached per call. Calls are serialised: a primitive is not to be run by two threads at once.
 #include "cpu/onednn.hpp"
 
 #include <fmt/format.h>
@@ -45,20 +48,19 @@ namespace {
 // The functions ferry calls, looked up by name in the library.
 struct Api {
 #define FERRY_DNNL_FN(name) decltype(&::name) name = nullptr;
-#define FERRY_DNNL_FUNCTIONS(X)                                                                    \
-  X(dnnl_version)                                                                                  \
-  X(dnnl_engine_create)                                                                            \
-  X(dnnl_stream_create)                                                                            \
-  X(dnnl_stream_wait)                                                                              \
-  X(dnnl_memory_desc_init_by_tag)                                                                  \
-  X(dnnl_memory_desc_equal) X(dnnl_memory_desc_get_size)                                           \
-      X(dnnl_dilated_convolution_forward_desc_init)                                                \
-          X(dnnl_dilated_convolution_backward_data_desc_init)                                      \
-              X(dnnl_dilated_convolution_backward_weights_desc_init) X(dnnl_primitive_desc_create) \
-                  X(dnnl_primitive_desc_query_md) X(dnnl_primitive_create)                         \
-                      X(dnnl_primitive_execute) X(dnnl_reorder_primitive_desc_create)              \
-                          X(dnnl_primitive_desc_destroy) X(dnnl_memory_create)                     \
-                              X(dnnl_memory_set_data_handle) X(dnnl_sgemm)
+#define FERRY_DNNL_FUNCTIONS(X)                                                                  \
+  X(dnnl_version)                                                                                \
+  X(dnnl_engine_create)                                                                          \
+  X(dnnl_stream_create)                                                                          \
+  X(dnnl_stream_wait)                                                                            \
+  X(dnnl_memory_desc_init_by_tag)                                                                \
+  X(dnnl_memory_desc_equal)                                                                      \
+  X(dnnl_memory_desc_get_size) X(dnnl_dilated_convolution_forward_desc_init)                     \
+      X(dnnl_dilated_convolution_backward_data_desc_init)                                        \
+          X(dnnl_dilated_convolution_backward_weights_desc_init) X(dnnl_primitive_desc_create)   \
+              X(dnnl_primitive_desc_query_md) X(dnnl_primitive_create) X(dnnl_primitive_execute) \
+                  X(dnnl_reorder_primitive_desc_create) X(dnnl_primitive_desc_destroy)           \
+                      X(dnnl_memory_create) X(dnnl_memory_set_data_handle) X(dnnl_sgemm)
   FERRY_DNNL_FUNCTIONS(FERRY_DNNL_FN)
 #undef FERRY_DNNL_FN
   dnnl_engine_t engine = nullptr;
@@ -108,6 +110,20 @@ dnnl_memory_desc_t plain(const std::vector<std::int64_t>& dims) {
   return md;
 }
 
+// An activation's descriptor: channels-last (nwc / nhwc / ndhwc: dims in order a, c..., b)
+// or plain.
+dnnl_memory_desc_t activation(const std::vector<std::int64_t>& dims, bool channels_last) {
+  if (!channels_last) return plain(dims);
+  static const dnnl_format_tag_t tags[] = {dnnl_acb, dnnl_acdb, dnnl_acdeb};
+  dnnl_memory_desc_t md;
+  dnnl_dims_t d;
+  for (std::size_t i = 0; i < dims.size(); ++i) d[i] = dims[i];
+  check(
+      api().dnnl_memory_desc_init_by_tag(&md, int(dims.size()), d, dnnl_f32, tags[dims.size() - 3]),
+      "memory_desc_init_by_tag(channels-last)");
+  return md;
+}
+
 dnnl_memory_desc_t any(const std::vector<std::int64_t>& dims) {
   dnnl_memory_desc_t md;
   dnnl_dims_t d;
@@ -131,13 +147,12 @@ struct Prepared {
   std::vector<bool> is_output;
 };
 
-// Makes `op` for a tensor of plain dims and the primitive's layout `inner_md`; `output`: the
-// reorder runs primitive -> user.
-Operand make_operand(const std::vector<std::int64_t>& dims, const dnnl_memory_desc_t* inner_md,
+// Makes `op` for a tensor in the layout `user_md` and the primitive's layout `inner_md`;
+// `output`: the reorder runs primitive -> user.
+Operand make_operand(const dnnl_memory_desc_t& user_md, const dnnl_memory_desc_t* inner_md,
                      bool output) {
   const Api& a = api();
   Operand o;
-  const dnnl_memory_desc_t user_md = plain(dims);
   check(a.dnnl_memory_create(&o.user, &user_md, a.engine, DNNL_MEMORY_NONE), "memory_create");
   if (a.dnnl_memory_desc_equal(&user_md, inner_md)) return o;
   o.buffer.resize(a.dnnl_memory_desc_get_size(inner_md) / sizeof(float) + 16);
@@ -157,6 +172,8 @@ struct Shapes {
   std::vector<std::int64_t> x, w, y, stride, dil, lo, hi;
   std::int64_t groups;
   bool bias;
+  bool channels_last;         // x and y (or their gradients) are channels-last
+  bool weight_channels_last;  // the weight (or its gradient) is
 };
 
 // The weight's dims as oneDNN wants them: [G, OC/G, C/G, *k] with groups.
@@ -167,9 +184,29 @@ std::vector<std::int64_t> weight_dims(const Shapes& s) {
   return d;
 }
 
+// The weight as the call holds it: plain, or channels-last ([OC, *k, C/G] in memory: ohwi,
+// or gohwi with groups).
+dnnl_memory_desc_t user_weight(const Shapes& s) {
+  const std::vector<std::int64_t> dims = weight_dims(s);
+  if (!s.weight_channels_last) return plain(dims);
+  const bool g = s.groups != 1;
+  const std::size_t k = s.w.size() - 2;  // spatial dims
+  static const dnnl_format_tag_t plain_tags[] = {dnnl_acb, dnnl_acdb, dnnl_acdeb};
+  static const dnnl_format_tag_t grouped_tags[] = {dnnl_abdc, dnnl_abdec, dnnl_abdefc};
+  dnnl_memory_desc_t md;
+  dnnl_dims_t d;
+  for (std::size_t i = 0; i < dims.size(); ++i) d[i] = dims[i];
+  check(api().dnnl_memory_desc_init_by_tag(&md, int(dims.size()), d, dnnl_f32,
+                                           g ? grouped_tags[k - 1] : plain_tags[k - 1]),
+        "memory_desc_init_by_tag(channels-last weight)");
+  return md;
+}
+
 void init_desc(OpId op, const Shapes& s, dnnl_convolution_desc_t* desc, bool fwd_hint) {
   const Api& a = api();
-  const dnnl_memory_desc_t x = any(s.x), w = any(weight_dims(s)), y = any(s.y);
+  const dnnl_memory_desc_t x = s.channels_last ? activation(s.x, true) : any(s.x),
+                           y = s.channels_last ? activation(s.y, true) : any(s.y),
+                           w = any(weight_dims(s));
   const dnnl_memory_desc_t b = plain({s.y[1]});
   dnnl_dims_t stride, dil, lo, hi;
   for (std::size_t i = 0; i < s.stride.size(); ++i)
@@ -214,39 +251,42 @@ std::unique_ptr<Prepared> prepare(OpId op, const Shapes& s) {
   if (st != dnnl_success) return nullptr;
   auto p = std::make_unique<Prepared>();
   auto md = [&](dnnl_query_t q) { return a.dnnl_primitive_desc_query_md(pd, q, 0); };
+  auto act = [&](const std::vector<std::int64_t>& dims) {
+    return activation(dims, s.channels_last);
+  };
   if (op == OpId::conv_backward_input) {
     p->operands.emplace_back(DNNL_ARG_DIFF_DST,
-                             make_operand(s.y, md(dnnl_query_diff_dst_md), false));
+                             make_operand(act(s.y), md(dnnl_query_diff_dst_md), false));
     p->operands.emplace_back(DNNL_ARG_WEIGHTS,
-                             make_operand(weight_dims(s), md(dnnl_query_weights_md), false));
+                             make_operand(user_weight(s), md(dnnl_query_weights_md), false));
     p->operands.emplace_back(DNNL_ARG_DIFF_SRC,
-                             make_operand(s.x, md(dnnl_query_diff_src_md), true));
+                             make_operand(act(s.x), md(dnnl_query_diff_src_md), true));
     p->is_output = {false, false, true};
   } else if (op == OpId::conv_backward_weight) {
-    p->operands.emplace_back(DNNL_ARG_SRC, make_operand(s.x, md(dnnl_query_src_md), false));
+    p->operands.emplace_back(DNNL_ARG_SRC, make_operand(act(s.x), md(dnnl_query_src_md), false));
     p->operands.emplace_back(DNNL_ARG_DIFF_DST,
-                             make_operand(s.y, md(dnnl_query_diff_dst_md), false));
+                             make_operand(act(s.y), md(dnnl_query_diff_dst_md), false));
     p->operands.emplace_back(DNNL_ARG_DIFF_WEIGHTS,
-                             make_operand(weight_dims(s), md(dnnl_query_diff_weights_md), true));
+                             make_operand(user_weight(s), md(dnnl_query_diff_weights_md), true));
     p->is_output = {false, false, true};
     if (s.bias) {
       p->operands.emplace_back(
           DNNL_ARG_DIFF_BIAS,
-          make_operand({s.y[1]}, a.dnnl_primitive_desc_query_md(pd, dnnl_query_diff_weights_md, 1),
-                       true));
+          make_operand(plain({s.y[1]}),
+                       a.dnnl_primitive_desc_query_md(pd, dnnl_query_diff_weights_md, 1), true));
       p->is_output.push_back(true);
     }
   } else {
-    p->operands.emplace_back(DNNL_ARG_SRC, make_operand(s.x, md(dnnl_query_src_md), false));
+    p->operands.emplace_back(DNNL_ARG_SRC, make_operand(act(s.x), md(dnnl_query_src_md), false));
     p->operands.emplace_back(DNNL_ARG_WEIGHTS,
-                             make_operand(weight_dims(s), md(dnnl_query_weights_md), false));
+                             make_operand(user_weight(s), md(dnnl_query_weights_md), false));
     p->is_output = {false, false};
     if (s.bias) {
       const dnnl_memory_desc_t b = plain({s.y[1]});
-      p->operands.emplace_back(DNNL_ARG_BIAS, make_operand({s.y[1]}, &b, false));
+      p->operands.emplace_back(DNNL_ARG_BIAS, make_operand(plain({s.y[1]}), &b, false));
       p->is_output.push_back(false);
     }
-    p->operands.emplace_back(DNNL_ARG_DST, make_operand(s.y, md(dnnl_query_dst_md), true));
+    p->operands.emplace_back(DNNL_ARG_DST, make_operand(act(s.y), md(dnnl_query_dst_md), true));
     p->is_output.push_back(true);
   }
   check(a.dnnl_primitive_create(&p->primitive, pd), "primitive_create");
@@ -287,16 +327,18 @@ bool run(const OpCall& c) {
            c.attrs.ints("padding_lo"),
            {},
            c.attrs.i("groups"),
-           !bwd_in && c.attrs.b("has_bias")};
+           !bwd_in && c.attrs.b("has_bias"),
+           c.attrs.has("channels_last") && c.attrs.b("channels_last"),
+           c.attrs.has("weight_channels_last") && c.attrs.b("weight_channels_last")};
   for (std::size_t i = 0; i < s.stride.size(); ++i)  // the right padding the output implies
     s.hi.push_back((s.y[i + 2] - 1) * s.stride[i] + s.dil[i] * (s.w[i + 2] - 1) + 1 - s.x[i + 2] -
                    s.lo[i]);
   for (std::int64_t v : s.hi)
     if (v < 0) return false;  // windows that end before the input does: not oneDNN's shape
-  const std::string key = fmt::format("{} {} {} {} {} {} {} {} {} {}", int(c.op),
-                                      fmt::join(s.x, ","), fmt::join(s.w, ","), fmt::join(s.y, ","),
-                                      fmt::join(s.stride, ","), fmt::join(s.dil, ","),
-                                      fmt::join(s.lo, ","), fmt::join(s.hi, ","), s.groups, s.bias);
+  const std::string key = fmt::format(
+      "{} {} {} {} {} {} {} {} {} {} {} {}", int(c.op), fmt::join(s.x, ","), fmt::join(s.w, ","),
+      fmt::join(s.y, ","), fmt::join(s.stride, ","), fmt::join(s.dil, ","), fmt::join(s.lo, ","),
+      fmt::join(s.hi, ","), s.groups, s.bias, s.channels_last, s.weight_channels_last);
   static std::mutex mutex;
   static std::map<std::string, std::unique_ptr<Prepared>> cache;
   std::lock_guard<std::mutex> lock(mutex);
