@@ -6,7 +6,9 @@
 // lavapipe both are the CPU), and beside its own composition (gathered windows and matmul,
 // the path before its convolution kernels); with the CUDA toolkit, cuda:0 (its cuDNN
 // kernels) beside cuDNN called directly (bench_cudnn.cpp) and beside its composition, and
-// vulkan:0 beside cuda:0. Inputs are made once; each iteration is one call.
+// vulkan:0 beside cuda:0. The `channels-last` rows convert the input and weight (the model and
+// its input, for the step) to MemoryFormat::channels_last, on ferry's CPU and in libtorch,
+// each also beside ferry's NCHW figure. Inputs are made once; each iteration is one call.
 #include "bench_conv.hpp"
 
 #include <fmt/format.h>

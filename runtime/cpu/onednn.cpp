@@ -15,6 +15,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <map>
 #include <memory>
@@ -97,40 +98,33 @@ void check(dnnl_status_t s, const char* what) {
   if (s != dnnl_success) throw Error(fmt::format("oneDNN: {} failed (status {})", what, int(s)));
 }
 
+// An f32 memory descriptor of `dims` laid out as `tag` says.
+dnnl_memory_desc_t by_tag(const std::vector<std::int64_t>& dims, dnnl_format_tag_t tag) {
+  dnnl_memory_desc_t md;
+  dnnl_dims_t d;
+  for (std::size_t i = 0; i < dims.size(); ++i) d[i] = dims[i];
+  check(api().dnnl_memory_desc_init_by_tag(&md, int(dims.size()), d, dnnl_f32, tag),
+        "memory_desc_init_by_tag");
+  return md;
+}
+
 // A plain-layout memory descriptor of `dims` (row-major: a, ab, abc, ...).
 dnnl_memory_desc_t plain(const std::vector<std::int64_t>& dims) {
   static const dnnl_format_tag_t tags[] = {dnnl_a,    dnnl_ab,    dnnl_abc,
                                            dnnl_abcd, dnnl_abcde, dnnl_abcdef};
-  dnnl_memory_desc_t md;
-  dnnl_dims_t d;
-  for (std::size_t i = 0; i < dims.size(); ++i) d[i] = dims[i];
-  check(
-      api().dnnl_memory_desc_init_by_tag(&md, int(dims.size()), d, dnnl_f32, tags[dims.size() - 1]),
-      "memory_desc_init_by_tag");
-  return md;
+  return by_tag(dims, tags[dims.size() - 1]);
 }
 
 // An activation's descriptor: channels-last (nwc / nhwc / ndhwc: dims in order a, c..., b)
 // or plain.
 dnnl_memory_desc_t activation(const std::vector<std::int64_t>& dims, bool channels_last) {
-  if (!channels_last) return plain(dims);
   static const dnnl_format_tag_t tags[] = {dnnl_acb, dnnl_acdb, dnnl_acdeb};
-  dnnl_memory_desc_t md;
-  dnnl_dims_t d;
-  for (std::size_t i = 0; i < dims.size(); ++i) d[i] = dims[i];
-  check(
-      api().dnnl_memory_desc_init_by_tag(&md, int(dims.size()), d, dnnl_f32, tags[dims.size() - 3]),
-      "memory_desc_init_by_tag(channels-last)");
-  return md;
+  return channels_last ? by_tag(dims, tags[dims.size() - 3]) : plain(dims);
 }
 
+// The primitive's choice.
 dnnl_memory_desc_t any(const std::vector<std::int64_t>& dims) {
-  dnnl_memory_desc_t md;
-  dnnl_dims_t d;
-  for (std::size_t i = 0; i < dims.size(); ++i) d[i] = dims[i];
-  check(api().dnnl_memory_desc_init_by_tag(&md, int(dims.size()), d, dnnl_f32, dnnl_format_tag_any),
-        "memory_desc_init_by_tag(any)");
-  return md;
+  return by_tag(dims, dnnl_format_tag_any);
 }
 
 // One operand of a primitive: the user's plain layout, the primitive's, the reorder between
@@ -189,17 +183,10 @@ std::vector<std::int64_t> weight_dims(const Shapes& s) {
 dnnl_memory_desc_t user_weight(const Shapes& s) {
   const std::vector<std::int64_t> dims = weight_dims(s);
   if (!s.weight_channels_last) return plain(dims);
-  const bool g = s.groups != 1;
-  const std::size_t k = s.w.size() - 2;  // spatial dims
-  static const dnnl_format_tag_t plain_tags[] = {dnnl_acb, dnnl_acdb, dnnl_acdeb};
+  const std::size_t k = s.w.size() - 3;  // spatial dims - 1
+  static const dnnl_format_tag_t tags[] = {dnnl_acb, dnnl_acdb, dnnl_acdeb};
   static const dnnl_format_tag_t grouped_tags[] = {dnnl_abdc, dnnl_abdec, dnnl_abdefc};
-  dnnl_memory_desc_t md;
-  dnnl_dims_t d;
-  for (std::size_t i = 0; i < dims.size(); ++i) d[i] = dims[i];
-  check(api().dnnl_memory_desc_init_by_tag(&md, int(dims.size()), d, dnnl_f32,
-                                           g ? grouped_tags[k - 1] : plain_tags[k - 1]),
-        "memory_desc_init_by_tag(channels-last weight)");
-  return md;
+  return by_tag(dims, s.groups != 1 ? grouped_tags[k] : tags[k]);
 }
 
 void init_desc(OpId op, const Shapes& s, dnnl_convolution_desc_t* desc, bool fwd_hint) {
@@ -330,11 +317,16 @@ bool run(const OpCall& c) {
            !bwd_in && c.attrs.b("has_bias"),
            c.attrs.has("channels_last") && c.attrs.b("channels_last"),
            c.attrs.has("weight_channels_last") && c.attrs.b("weight_channels_last")};
-  for (std::size_t i = 0; i < s.stride.size(); ++i)  // the right padding the output implies
-    s.hi.push_back((s.y[i + 2] - 1) * s.stride[i] + s.dil[i] * (s.w[i + 2] - 1) + 1 - s.x[i + 2] -
-                   s.lo[i]);
-  for (std::int64_t v : s.hi)
-    if (v < 0) return false;  // windows that end before the input does: not oneDNN's shape
+  // The right padding the output implies. oneDNN rounds the output's size down as PyTorch does,
+  // so where the last window ends before the input does (a 1x1 stride-2 convolution of an even
+  // size leaves the last row out), a padding of 0 gives the same output; windows that end
+  // further in are not oneDNN's shape.
+  for (std::size_t i = 0; i < s.stride.size(); ++i) {
+    const std::int64_t hi =
+        (s.y[i + 2] - 1) * s.stride[i] + s.dil[i] * (s.w[i + 2] - 1) + 1 - s.x[i + 2] - s.lo[i];
+    if (hi + s.stride[i] - 1 < 0) return false;
+    s.hi.push_back(std::max<std::int64_t>(hi, 0));
+  }
   const std::string key = fmt::format(
       "{} {} {} {} {} {} {} {} {} {} {} {}", int(c.op), fmt::join(s.x, ","), fmt::join(s.w, ","),
       fmt::join(s.y, ","), fmt::join(s.stride, ","), fmt::join(s.dil, ","), fmt::join(s.lo, ","),
