@@ -108,7 +108,7 @@ Tensor Tensor::contiguous() const {
   if (is_contiguous()) return *this;
   Tensor out = new_tensor(sizes(), dtype(), storage()->impl());
   run_kernel(OpId::copy, {*this}, {out});
-  autograd::record_identity("contiguous", *this, out);
+  autograd::record_contiguous(*this, out);
   return out;
 }
 

@@ -251,6 +251,39 @@ TEST(MemoryFormat, ConvolutionsRunChannelsLastWithoutLayoutCopies) {
       }
 }
 
+// The gradients of a channels-last input come back channels-last where the gradient flowing in
+// is: the activations' fused backward kernels compute in that layout, and an op that computes
+// on its input's contiguous copy (pooling, batch_norm) hands the gradient back converted, so
+// that the ops before it never mix layouts (which walks one operand strided, element by
+// element).
+TEST(MemoryFormat, GradientsOfAChannelsLastInputAreChannelsLast) {
+  namespace F = ferry::nn::functional;
+  const Shape s{2, 4, 6, 5};
+  const Tensor gamma = ferry_test::sample_tensor({4}, 0.5, 1.5, 4);
+  const Tensor beta = ferry_test::sample_tensor({4}, -0.5, 0.5, 5);
+  const std::vector<std::pair<std::string, std::function<Tensor(const Tensor&)>>> ops{
+      {"relu", [](const Tensor& x) { return ferry::relu(x); }},
+      {"sigmoid", [](const Tensor& x) { return ferry::sigmoid(x); }},
+      {"gelu", [](const Tensor& x) { return F::gelu(x); }},
+      {"max_pool2d", [](const Tensor& x) { return ferry::max_pool2d(x, {3}, {1}, {1}); }},
+      {"batch_norm", [&](const Tensor& x) { return F::batch_norm(x, {}, {}, gamma, beta, true); }},
+  };
+  for (const auto& [what, f] : ops) {
+    const Tensor base = ferry_test::sample_tensor(s, -2, 2, 7);
+    const Tensor x = base.detach().requires_grad_();
+    const Tensor x_cl = base.contiguous(MemoryFormat::channels_last).detach().requires_grad_();
+    const Tensor y = f(x), y_cl = f(x_cl);
+    const Tensor g = ferry_test::sample_tensor(y.sizes(), -1, 1, 3);
+    const Tensor gx = ferry::autograd::grad({y}, {x}, {g})[0];
+    const Tensor gx_cl =
+        ferry::autograd::grad({y_cl}, {x_cl}, {g.contiguous(MemoryFormat::channels_last)})[0];
+    EXPECT_TRUE(gx_cl.is_contiguous(MemoryFormat::channels_last))
+        << what << ": strides " << ferry::shape_str(gx_cl.strides());
+    ferry_test::expect_close(ferry_test::as_double(gx_cl), ferry_test::as_double(gx), 1e-5, 1e-5,
+                             what);
+  }
+}
+
 namespace nn = ferry::nn;
 
 // A small CNN whose second convolution shares the first's weight (a tied 4-D parameter).

@@ -5,13 +5,21 @@
 #include "autograd/formulas.hpp"
 #include "dispatch.hpp"
 #include "ferry/ops.hpp"
+#include "memory_format_internal.hpp"
 
 namespace ferry::detail {
 
+// A channels-last gradient gives a channels-last result, computed in the permuted order as
+// the element-wise ops compute (Note [Channels-last outputs]): a contiguous output of
+// channels-last operands walked them strided element by element (ResNet-18's first
+// relu_backward, [32, 64, 112, 112] channels-last, took 69 ms a call against 11 ms for its
+// NCHW twin).
 Tensor activation_backward(OpId op, const Tensor& grad, const Tensor& z) {
-  Tensor out = new_tensor(grad.sizes(), grad.dtype(), impl_of(grad));
-  run_kernel(op, {grad, z.to(grad.dtype()).expand(grad.sizes())}, {out});
-  return out;
+  const std::optional<Shape> order = channels_last_order(grad.sizes(), {&grad, &z});
+  const auto laid = [&](const Tensor& t) { return order ? t.permute(*order) : t; };
+  Tensor out = new_tensor(laid(grad).sizes(), grad.dtype(), impl_of(grad));
+  run_kernel(op, {laid(grad), laid(z.to(grad.dtype()).expand(grad.sizes()))}, {out});
+  return order ? out.permute(inverse_permutation(*order)) : out;
 }
 
 // Both accumulate into a zero tensor the kernel reads and writes.

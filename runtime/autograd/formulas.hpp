@@ -46,7 +46,9 @@ void record_to_device(const Tensor& x, const Tensor& y);  // Tensor::to(device)
 // ---- views (formulas_views.cpp); sizes, dims and bounds as the view used them ----
 void record_reshape(std::string_view op, const Tensor& x,
                     const Tensor& y);  // same elements, new shape
-void record_identity(std::string_view op, const Tensor& x, const Tensor& y);  // contiguous, clone
+void record_identity(std::string_view op, const Tensor& x, const Tensor& y);  // clone, pin_memory
+// y = x.contiguous(): the gradient goes back in x's layout where x is channels-last.
+void record_contiguous(const Tensor& x, const Tensor& y);
 void record_permute(const Tensor& x, const Shape& dims, const Tensor& y);
 void record_transpose(const Tensor& x, std::int64_t d0, std::int64_t d1, const Tensor& y);
 void record_slice(const Tensor& x, std::int64_t dim, std::int64_t start, std::int64_t end,
