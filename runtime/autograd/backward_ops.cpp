@@ -17,8 +17,9 @@ namespace ferry::detail {
 Tensor activation_backward(OpId op, const Tensor& grad, const Tensor& z) {
   const std::optional<Shape> order = channels_last_order(grad.sizes(), {&grad, &z});
   const auto laid = [&](const Tensor& t) { return order ? t.permute(*order) : t; };
-  Tensor out = new_tensor(laid(grad).sizes(), grad.dtype(), impl_of(grad));
-  run_kernel(op, {laid(grad), laid(z.to(grad.dtype()).expand(grad.sizes()))}, {out});
+  const Tensor g = laid(grad);
+  Tensor out = new_tensor(g.sizes(), grad.dtype(), impl_of(grad));
+  run_kernel(op, {g, laid(z.to(grad.dtype()).expand(grad.sizes()))}, {out});
   return order ? out.permute(inverse_permutation(*order)) : out;
 }
 

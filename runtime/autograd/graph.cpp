@@ -168,7 +168,8 @@ std::vector<Tensor> AccumulateGrad::apply(const Tensor& grad) {
     // engine hands over its only handle); otherwise keep a copy, so that two
     // leaves never share one grad tensor. Dense in either layout: a
     // channels-last weight's gradient comes channels-last from its kernel.
-    const bool dense = grad.is_contiguous() || grad.is_contiguous(grad.suggest_memory_format());
+    const bool dense =
+        grad.is_contiguous() || grad.suggest_memory_format() != MemoryFormat::contiguous;
     const bool owned = grad.impl_ptr().use_count() == 1 && grad.storage().use_count() == 1 &&
                        grad.storage_offset() == 0 && dense &&
                        grad.storage()->nbytes() == std::size_t(grad.numel()) * grad.element_size();
