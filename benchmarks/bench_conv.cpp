@@ -8,7 +8,9 @@
 // kernels) beside cuDNN called directly (bench_cudnn.cpp) and beside its composition, and
 // vulkan:0 beside cuda:0. The `channels-last` rows convert the input and weight (the model and
 // its input, for the step) to MemoryFormat::channels_last, on ferry's CPU and in libtorch,
-// each also beside ferry's NCHW figure. Inputs are made once; each iteration is one call.
+// each also beside ferry's NCHW figure; the layers after ResNet-18's first convolution
+// (batch_norm, max_pool2d), forward and backward, contiguous and channels-last, beside
+// libtorch. Inputs are made once; each iteration is one call.
 #include "bench_conv.hpp"
 
 #include <fmt/format.h>
@@ -117,6 +119,33 @@ void run_resnet(benchmark::State& s, const std::string& device, bool composed = 
   } catch (const ferry::Error& e) {
     s.SkipWithError(e.what());
   }
+}
+
+// One of layers() (bench_conv.hpp) per iteration on the CPU, forward and the input's gradient,
+// the input and the gradient flowing in laid out in `format`.
+void run_layer(benchmark::State& s, const std::string& layer, ferry::MemoryFormat format) {
+  struct Layer {
+    ferry::Tensor x, w, b, g;
+  };
+  static std::map<std::string, Layer> by_key;
+  const std::string key = layer + "@" + std::string(ferry::memory_format_name(format));
+  auto it = by_key.find(key);
+  const auto run = [&](const Layer& l) {
+    return layer == "batch_norm" ? ferry::nn::functional::batch_norm(l.x, {}, {}, l.w, l.b, true)
+                                 : ferry::max_pool2d(l.x, {3}, {2}, {1});
+  };
+  if (it == by_key.end()) {
+    ferry::manual_seed(0);
+    const std::int64_t h = layer_size(quick());
+    Layer l{ferry::randn({batch(quick()), 64, h, h}).contiguous(format).requires_grad_(),
+            ferry::ones({64}).requires_grad_(),
+            ferry::zeros({64}).requires_grad_(),
+            {}};
+    l.g = ferry::randn(run(l).sizes()).contiguous(format);
+    it = by_key.emplace(key, std::move(l)).first;
+  }
+  const Layer& l = it->second;
+  for (auto _ : s) benchmark::DoNotOptimize(ferry::autograd::grad({run(l)}, {l.x}, {l.g}));
 }
 
 }  // namespace
@@ -234,6 +263,25 @@ void register_conv() {
 #endif
     }
   }
+#ifdef FERRY_BENCH_HAVE_TORCH
+  for (const std::string layer : layers())
+    for (const bool cl : {false, true}) {
+      const std::string base =
+          fmt::format("layer/{}/forward+backward{}", layer, cl ? " channels-last" : "");
+      const std::int64_t h = layer_size(quick());
+      run(base + "/ferry cpu", [layer, cl](benchmark::State& s) {
+        run_layer(s, layer,
+                  cl ? ferry::MemoryFormat::channels_last : ferry::MemoryFormat::contiguous);
+      });
+      run(base + "/pytorch", [layer, cl](benchmark::State& s) {
+        for (auto _ : s) conv::torch_layer(layer, cl);
+      });
+      compare(fmt::format("{} forward+backward [{}, 64, {}, {}]{} (cpu)", layer, n, h, h,
+                          cl ? " channels-last" : ""),
+              base + "/ferry cpu", "ferry", base + "/pytorch", "PyTorch (libtorch)", Metric::usec,
+              0);
+    }
+#endif
   const std::string base = "resnet18 step";
   const std::string title = fmt::format("ResNet-18 training step, batch {}, {}x{}", n,
                                         resnet_image(quick()), resnet_image(quick()));

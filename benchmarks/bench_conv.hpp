@@ -35,6 +35,15 @@ inline double flops(const ConvCase& c, bool quick) {
 }
 inline std::int64_t resnet_image(bool quick) { return quick ? 32 : 224; }
 
+// ResNet-18's layers after its first convolution, on that convolution's output ([32, 64, 112,
+// 112]; [2, 64, 28, 28] with --quick), forward and the input's gradient: batch_norm in
+// training (weight and bias) and max_pool2d 3x3/2 padding 1.
+inline const std::vector<const char*>& layers() {
+  static const std::vector<const char*> l = {"batch_norm", "max_pool2d 3x3/2"};
+  return l;
+}
+inline std::int64_t layer_size(bool quick) { return quick ? 28 : 112; }
+
 #ifdef FERRY_BENCH_HAVE_CUDA
 // cuDNN called directly on cuda:0 (bench_cudnn.cpp): the same convolution in f32, forward, or
 // forward and the input's and weight's gradients, synchronized. Throws std::runtime_error
@@ -50,6 +59,9 @@ void cudnn_conv(const ConvCase& c, bool quick, bool backward);
 void torch_setup(bool quick);
 void torch_conv(const std::string& name, bool backward, bool channels_last = false);
 void torch_resnet_step(bool channels_last = false);
+// One of layers(), forward and the input's gradient, its input (and the gradient flowing in)
+// channels-last or contiguous.
+void torch_layer(const std::string& layer, bool channels_last);
 #endif
 
 }  // namespace bench::conv

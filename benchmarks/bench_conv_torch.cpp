@@ -78,6 +78,12 @@ struct Step {
   torch::Tensor x, y;
 };
 
+// torch_setup's --quick, for the layers made on their first call.
+bool& quick_run() {
+  static bool quick = false;
+  return quick;
+}
+
 Step& step(bool channels_last) {
   static Step s[2];
   return s[channels_last];
@@ -86,6 +92,7 @@ Step& step(bool channels_last) {
 }  // namespace
 
 void torch_setup(bool quick) {
+  quick_run() = quick;
   torch::manual_seed(0);
   for (const ConvCase& c : cases()) {
     const int64_t h = size(c, quick);
@@ -126,6 +133,35 @@ void torch_conv(const std::string& name, bool backward, bool channels_last) {
       auto g = torch::autograd::grad({y}, {d.x, d.w}, {torch::ones_like(y)});
       asm volatile("" : : "r"(g[0].unsafeGetTensorImpl()) : "memory");
     }
+}
+
+void torch_layer(const std::string& layer, bool channels_last) {
+  struct Layer {
+    torch::Tensor x, w, b, g;
+  };
+  static std::map<std::string, Layer> by_key;
+  const std::string key = layer + (channels_last ? " cl" : "");
+  auto it = by_key.find(key);
+  const bool bn = layer == "batch_norm";
+  const auto run = [&](const Layer& l) {
+    return bn ? torch::batch_norm(l.x, l.w, l.b, {}, {}, true, 0.1, 1e-5, false)
+              : torch::max_pool2d(l.x, 3, 2, 1);
+  };
+  if (it == by_key.end()) {
+    torch::manual_seed(0);
+    const auto format =
+        channels_last ? torch::MemoryFormat::ChannelsLast : torch::MemoryFormat::Contiguous;
+    const int64_t h = layer_size(quick_run());
+    Layer l{torch::randn({batch(quick_run()), 64, h, h}).contiguous(format).requires_grad_(),
+            torch::ones({64}).requires_grad_(),
+            torch::zeros({64}).requires_grad_(),
+            {}};
+    l.g = torch::randn_like(run(l)).contiguous(format);
+    it = by_key.emplace(key, std::move(l)).first;
+  }
+  const Layer& l = it->second;
+  auto gx = torch::autograd::grad({run(l)}, {l.x}, {l.g});
+  asm volatile("" : : "r"(gx[0].unsafeGetTensorImpl()) : "memory");
 }
 
 void torch_resnet_step(bool channels_last) {

@@ -20,13 +20,13 @@ std::int64_t TensorArg::numel() const {
   return n;
 }
 
-bool TensorArg::is_contiguous() const {
-  std::int64_t expected = 1;
-  for (int d = ndim() - 1; d >= 0; --d) {
-    if (sizes[d] != 1 && strides[d] != expected) return false;
-    expected *= sizes[d];
-  }
-  return true;
+bool TensorArg::is_contiguous(MemoryFormat format) const {
+  return is_dense_in(sizes, strides, format);
+}
+
+MemoryFormat activation_format(const Attrs& attrs, std::int64_t rank) {
+  if (!attrs.has("channels_last") || !attrs.b("channels_last")) return MemoryFormat::contiguous;
+  return rank == 5 ? MemoryFormat::channels_last_3d : MemoryFormat::channels_last;
 }
 
 Attrs::Attrs(std::initializer_list<std::pair<std::string, AttrValue>> init) : items_(init) {}

@@ -11,9 +11,10 @@
 // a broadcast bias does not decide), as PyTorch's TensorIterator follows its inputs' layout; the
 // other ops that keep the layout (pooling, interpolate) compute contiguously and convert their
 // result (in_memory_format_of), a copy that a channels-last kernel of their own would save.
-// Convolution does so too, except on a device whose kernels take channels-last activations
-// and weights (DeviceCapabilities::channels_last_conv: the CPU's, through oneDNN's nhwc
-// primitives), which computes in that layout and copies nothing.
+// Convolution, batch_norm and max_pool2d do so too, except on a device whose CNN kernels take
+// channels-last activations (DeviceCapabilities::channels_last_cnn, cnn_kernel_format: the
+// CPU's, through oneDNN's nhwc primitives for convolution and its own row-wise kernels for the
+// others), which computes in that layout and copies nothing.
 #include <fmt/format.h>
 
 #include <optional>
@@ -51,23 +52,29 @@ std::string_view memory_format_name(MemoryFormat format) {
   return "unknown";
 }
 
-bool Tensor::is_contiguous(MemoryFormat format) const {
-  if (format == MemoryFormat::contiguous) return is_contiguous();
+bool is_dense_in(std::span<const std::int64_t> sizes, std::span<const std::int64_t> strides,
+                 MemoryFormat format) {
   if (format == MemoryFormat::preserve)
     throw ValueError(
         "is_contiguous: MemoryFormat::preserve is not a layout; ask about contiguous, "
         "channels_last or channels_last_3d");
-  if (dim() != detail::rank_of(format)) return false;
-  const Shape order = channels_last_dims(dim());
-  std::int64_t expected = 1;  // as PyTorch, size-1 dims may have any stride
-  for (auto d = order.rbegin(); d != order.rend(); ++d) {
-    const std::int64_t s = sizes()[std::size_t(*d)];
+  const std::size_t n = sizes.size();
+  const bool cl = format != MemoryFormat::contiguous;
+  if (cl && std::int64_t(n) != detail::rank_of(format)) return false;
+  for (std::int64_t s : sizes)
     if (s == 0) return true;
-    if (s == 1) continue;
-    if (strides()[std::size_t(*d)] != expected) return false;
-    expected *= s;
+  std::int64_t expected = 1;
+  for (std::size_t k = 0; k < n; ++k) {  // innermost first: channels-last's is C, then W, H, N
+    const std::size_t d = !cl ? n - 1 - k : k == 0 ? 1 : k == n - 1 ? 0 : n - k;
+    if (sizes[d] == 1) continue;
+    if (strides[d] != expected) return false;
+    expected *= sizes[d];
   }
   return true;
+}
+
+bool Tensor::is_contiguous(MemoryFormat format) const {
+  return is_dense_in(sizes(), strides(), format);
 }
 
 Tensor Tensor::contiguous(MemoryFormat format) const {
@@ -133,6 +140,17 @@ MemoryFormat memory_format_of(std::int64_t rank, std::initializer_list<const Ten
 Tensor in_memory_format_of(const Tensor& y, std::initializer_list<const Tensor*> likes) {
   const MemoryFormat f = memory_format_of(y.dim(), likes);
   return f == MemoryFormat::contiguous ? y : y.contiguous(f);
+}
+
+MemoryFormat cnn_kernel_format(const Tensor& x, std::initializer_list<const Tensor*> likes) {
+  const MemoryFormat f = memory_format_of(x.dim(), likes);
+  return f != MemoryFormat::contiguous && impl_of(x).capabilities().channels_last_cnn
+             ? f
+             : MemoryFormat::contiguous;
+}
+
+void set_activation_format(Attrs& attrs, MemoryFormat format) {
+  if (format != MemoryFormat::contiguous) attrs.set("channels_last", true);
 }
 
 Tensor new_tensor_in(const Shape& sizes, DType dtype, DeviceImpl& device, MemoryFormat format) {

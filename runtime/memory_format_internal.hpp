@@ -8,6 +8,7 @@
 #include "ferry/tensor.hpp"
 
 namespace ferry {
+class Attrs;
 class DeviceImpl;
 }
 
@@ -27,6 +28,13 @@ std::int64_t rank_of(MemoryFormat format);
 MemoryFormat memory_format_of(std::int64_t rank, std::initializer_list<const Tensor*> likes);
 // y in the memory format of the first of `likes` with y's rank that is channels-last, else y.
 Tensor in_memory_format_of(const Tensor& y, std::initializer_list<const Tensor*> likes);
+// The layout in which x's device runs a CNN layer's kernel (convolution, batch_norm,
+// max_pool2d) for this call: the channels-last format of the first of `likes` of x's rank that
+// is channels-last, where the device claims DeviceCapabilities::channels_last_cnn; contiguous
+// otherwise (the kernel computes on contiguous copies and the op converts its result).
+MemoryFormat cnn_kernel_format(const Tensor& x, std::initializer_list<const Tensor*> likes);
+// Tells the kernel (the attribute channels_last, read by ferry::activation_format).
+void set_activation_format(Attrs& attrs, MemoryFormat format);
 // A new tensor (a kernel's output) of `sizes` laid out in `format` (contiguous, channels_last
 // or channels_last_3d) on `device`.
 Tensor new_tensor_in(const Shape& sizes, DType dtype, DeviceImpl& device, MemoryFormat format);

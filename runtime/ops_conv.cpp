@@ -113,26 +113,24 @@ Tensor conv_kernel(OpId id, const Tensor& x, const Tensor& w, const Tensor& b,
   // Channels-last in (the input or the weight), channels-last out, as in PyTorch: a device
   // whose kernels take channels-last activations computes in that layout, where another
   // computes contiguously and the result is converted (Note [Channels-last outputs]).
-  const MemoryFormat format = detail::memory_format_of(x.dim(), {&x, &w});
-  const bool channels_last =
-      format != MemoryFormat::contiguous && detail::impl_of(x).capabilities().channels_last_conv;
+  const MemoryFormat format = detail::cnn_kernel_format(x, {&x, &w});
+  const bool channels_last = format != MemoryFormat::contiguous;
   Attrs attrs{{"stride", stride},
               {"padding_lo", lo},
               {"dilation", dilation},
               {"groups", groups},
               {"has_bias", b.defined()}};
+  detail::set_activation_format(attrs, format);
   // The weight as it is where it is channels-last (a converted model's), so that neither it
   // nor its gradient is copied between layouts at each step.
   const bool weight_channels_last = channels_last && w.is_contiguous(format);
-  if (channels_last) attrs.set("channels_last", true);
   if (weight_channels_last) attrs.set("weight_channels_last", true);
   // The copies in the kernel's layout (of a channels-last input, say) are recorded, so the
   // backward saves and reads them rather than copying again.
-  const Tensor xc = channels_last ? x.contiguous(format) : x.contiguous();
+  const Tensor xc = x.contiguous(format);
   const Tensor wc = weight_channels_last ? w : w.contiguous();
   const Tensor y = autograd::untracked([&] {
-    Tensor out = detail::new_tensor_in(out_shape, x.dtype(), detail::impl_of(x),
-                                       channels_last ? format : MemoryFormat::contiguous);
+    Tensor out = detail::new_tensor_in(out_shape, x.dtype(), detail::impl_of(x), format);
     std::vector<Tensor> in{xc, wc};
     if (b.defined()) in.push_back(b.contiguous());
     detail::run_kernel(id, in, {out}, attrs);

@@ -154,23 +154,25 @@ std::vector<double> outer_product(const std::vector<std::vector<double>>& per_di
 // Max pooling by the device's kernel (Note [Composite ops] in ferry/op.hpp: the kernel has a
 // backward row of its own, max_pool_backward, so it runs under autograd too).
 ValuesIndices max_pool_kernel(OpId id, const Tensor& x_in, const Tensor& x, const PoolGeometry& g) {
-  // Recorded (a channels-last input's copy is differentiable); the backward needs only its
-  // shape.
-  const Tensor xc = x.contiguous();
+  // A channels-last input as it is on a device whose kernel takes it, else a contiguous copy
+  // (recorded: differentiable); the backward needs only its shape and layout.
+  const MemoryFormat format = detail::cnn_kernel_format(x, {&x});
+  const Tensor xc = x.contiguous(format);
   Shape out{x.size(0), x.size(1)};
   for (const WindowDim& d : g.dims) out.push_back(d.out);
+  Attrs attrs{{"kernel_size", g.kernel},
+              {"stride", g.stride},
+              {"padding", g.padding},
+              {"dilation", g.dilation}};
+  detail::set_activation_format(attrs, format);
   ValuesIndices r;
   {
     NoGradGuard no_grad;
-    r.values = detail::new_tensor(out, x.dtype(), detail::impl_of(x));
-    r.indices = detail::new_tensor(out, DType::i64, detail::impl_of(x));
-    detail::run_kernel(id, {xc}, {r.values, r.indices},
-                       Attrs{{"kernel_size", g.kernel},
-                             {"stride", g.stride},
-                             {"padding", g.padding},
-                             {"dilation", g.dilation}});
+    r.values = detail::new_tensor_in(out, x.dtype(), detail::impl_of(x), format);
+    r.indices = detail::new_tensor_in(out, DType::i64, detail::impl_of(x), format);
+    detail::run_kernel(id, {xc}, {r.values, r.indices}, attrs);
   }
-  autograd::record_max_pool(xc, r.indices, r.values);
+  autograd::record_max_pool(xc, r.indices, attrs, r.values);
   if (x_in.dim() == x.dim()) return r;
   return {r.values.squeeze(0), r.indices.squeeze(0)};
 }

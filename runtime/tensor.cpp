@@ -78,14 +78,7 @@ std::int64_t Tensor::numel() const { return shape_numel(sizes()); }
 const Device& Tensor::device() const { return impl().storage->device(); }
 
 bool Tensor::is_contiguous() const {
-  std::int64_t expected = 1;
-  for (std::int64_t d = dim() - 1; d >= 0; --d) {
-    auto s = sizes()[std::size_t(d)];
-    if (s == 0) return true;
-    if (s != 1 && strides()[std::size_t(d)] != expected) return false;
-    expected *= s;
-  }
-  return true;
+  return is_dense_in(sizes(), strides(), MemoryFormat::contiguous);
 }
 
 std::string shape_str(const Shape& s) { return fmt::format("[{}]", fmt::join(s, ", ")); }

@@ -5,12 +5,16 @@
 // ops on contiguous inputs, on every device; Module::to(MemoryFormat), and optimizers' fused
 // updates of a channels-last model.
 #include <gtest/gtest.h>
+#include <omp.h>
 
+#include <algorithm>
+#include <cmath>
 #include <functional>
 #include <string>
 #include <vector>
 
 #include "ferry/backend.hpp"
+#include "ferry/debug.hpp"
 #include "ferry/ferry.hpp"
 #include "ferry/nn/functional.hpp"
 #include "ferry/optim.hpp"
@@ -64,6 +68,15 @@ TEST(MemoryFormat, StridesAndPredicatesArePyTorchs) {
                      "channels_last_3d", "5-D", "[2, 3, 4, 5]");
   EXPECT_FERRY_ERROR(x.contiguous(MemoryFormat::preserve), ferry::ValueError, "preserve");
   EXPECT_FALSE(ferry::ones({3, 4}).is_contiguous(MemoryFormat::channels_last));
+
+  // A kernel's view asks the same rule (ferry::is_dense_in).
+  for (const Tensor& t : {x, cl, v, cl3, one, x.transpose(2, 3), cl.narrow(3, 0, 2),
+                          ferry::ones({0, 3, 4, 5}), ferry::ones({3, 4})})
+    for (MemoryFormat f :
+         {MemoryFormat::contiguous, MemoryFormat::channels_last, MemoryFormat::channels_last_3d})
+      EXPECT_EQ(ferry::tensor_arg(t).is_contiguous(f), t.is_contiguous(f))
+          << ferry::shape_str(t.strides()) << " " << ferry::memory_format_name(f);
+  EXPECT_TRUE(ferry::ones({0, 3, 4, 5}).is_contiguous(MemoryFormat::channels_last));
 }
 
 // f(channels-last x) is channels-last and equals f(x); so do the gradients.
@@ -179,7 +192,7 @@ TEST(MemoryFormat, CnnLayersKeepChannelsLast) {
 }
 
 // A device whose convolution kernels take channels-last activations (the CPU's:
-// DeviceCapabilities::channels_last_conv) computes a channels-last convolution in that layout,
+// DeviceCapabilities::channels_last_cnn) computes a channels-last convolution in that layout,
 // as PyTorch's oneDNN path does: the profile shows no layout copy, each convolution kernel
 // says it ran channels-last, and the values and every gradient are the contiguous
 // convolution's, the weight's gradient in the weight's layout (contiguous, or channels-last as
@@ -188,7 +201,7 @@ TEST(MemoryFormat, CnnLayersKeepChannelsLast) {
 // own order.
 TEST(MemoryFormat, ConvolutionsRunChannelsLastWithoutLayoutCopies) {
   namespace prof = ferry::profiler;
-  ASSERT_TRUE(ferry::device_impl(ferry::Device::cpu()).capabilities().channels_last_conv);
+  ASSERT_TRUE(ferry::device_impl(ferry::Device::cpu()).capabilities().channels_last_cnn);
   struct Case {
     std::string what;
     Shape x, w;
@@ -249,6 +262,118 @@ TEST(MemoryFormat, ConvolutionsRunChannelsLastWithoutLayoutCopies) {
                                    ferry_test::as_double(grads[i]), tol, tol,
                                    where + ": the " + names[i] + "'s gradient");
       }
+}
+
+// The CPU's batch_norm and max_pool2d kernels (DeviceCapabilities::channels_last_cnn) compute
+// a channels-last input in that layout: the profile of the forward and the backward shows no
+// layout copy, the results and the input's gradient are channels-last, and they are the
+// composition's (ferry::debug::CompositesOnly, on contiguous inputs): batch_norm's values,
+// gradients and running statistics in training and eval, max pooling's values, indices (ties
+// and a NaN included: the first maximum, a NaN taking over) and gradient. f32 and f64; 4-D and
+// (batch_norm) 5-D. Over 2 threads the results are those of 1 thread, bit for bit (batch_norm's
+// sums go over blocks of rows fixed by the channels alone).
+TEST(MemoryFormat, BatchNormAndMaxPoolRunChannelsLastWithoutLayoutCopies) {
+  namespace prof = ferry::profiler;
+  namespace F = ferry::nn::functional;
+  ASSERT_TRUE(ferry::device_impl(ferry::Device::cpu()).capabilities().channels_last_cnn);
+  struct Case {
+    std::string what;
+    Shape x;
+    // The op on x; r holds what else it returns (running statistics, indices) to compare.
+    std::function<Tensor(const Tensor& x, std::vector<Tensor>& r)> f;
+  };
+  const auto bn = [](bool training) {
+    return [training](const Tensor& x, std::vector<Tensor>& r) {
+      const std::int64_t c = x.size(1);
+      const DType dt = x.dtype();
+      const Tensor w = ferry_test::sample_tensor({c}, 0.5, 1.5, 4).to(dt);
+      const Tensor b = ferry_test::sample_tensor({c}, -0.5, 0.5, 5).to(dt);
+      r = {ferry_test::sample_tensor({c}, -0.2, 0.2, 6).to(dt),
+           ferry_test::sample_tensor({c}, 0.5, 2, 7).to(dt)};
+      return F::batch_norm(x, r[0], r[1], w, b, training, 0.1, 1e-5);
+    };
+  };
+  const auto pool = [](ferry::ConvSizes k, ferry::ConvSizes s, ferry::ConvSizes p,
+                       ferry::ConvSizes d, bool ceil) {
+    return [=](const Tensor& x, std::vector<Tensor>& r) {
+      const ferry::ValuesIndices v = ferry::max_pool2d_with_indices(x, k, s, p, d, ceil);
+      r = {v.indices};
+      return v.values;
+    };
+  };
+  const std::vector<Case> cases{
+      {"batch_norm, training", {3, 5, 7, 6}, bn(true)},
+      {"batch_norm, eval", {3, 5, 7, 6}, bn(false)},
+      {"batch_norm, training, channels_last_3d", {2, 3, 4, 5, 3}, bn(true)},
+      {"batch_norm, training, 40 channels over 3 blocks of rows", {2, 40, 30, 31}, bn(true)},
+      {"max_pool2d 3x3/2, padding 1", {2, 5, 9, 8}, pool({3}, {2}, {1}, {1}, false)},
+      {"max_pool2d 2x3/(1, 2), dilation 2, ceil_mode",
+       {2, 3, 8, 9},
+       pool({2, 3}, {1, 2}, {1}, {2}, true)},
+  };
+  struct Run {
+    Tensor y, gx;
+    std::vector<Tensor> extra;
+  };
+  // The op on `input` and its gradient for g.
+  const auto run = [](const Case& c, const Tensor& input, const Tensor& g) {
+    Run r;
+    const Tensor x = input.detach().requires_grad_();
+    r.y = c.f(x, r.extra);
+    r.gx = ferry::autograd::grad({r.y}, {x}, {g})[0];
+    return r;
+  };
+  for (DType dt : {DType::f32, DType::f64})
+    for (const Case& c : cases) {
+      const std::string where = c.what + ", " + std::string(ferry::dtype_name(dt));
+      const MemoryFormat f =
+          c.x.size() == 4 ? MemoryFormat::channels_last : MemoryFormat::channels_last_3d;
+      // Steps of 1/4, so every pooling window has ties; one NaN for the pools.
+      std::vector<float> v = ferry_test::sample_tensor(c.x, -2, 2, 5).to_vector<float>();
+      for (float& e : v) e = std::round(e * 4) / 4;
+      if (c.what.rfind("max_pool", 0) == 0) v[7] = NAN;
+      const Tensor base = ferry::tensor(v, c.x).to(dt), base_cl = base.contiguous(f);
+      std::vector<Tensor> unused;
+      const Tensor g = ferry_test::sample_tensor(c.f(base, unused).sizes(), -1, 1, 8).to(dt);
+      const Tensor g_cl = g.contiguous(f);
+      Run want;
+      {
+        ferry::debug::CompositesOnly composites;
+        want = run(c, base, g);
+      }
+      prof::Scope scope;
+      const Run got = run(c, base_cl, g_cl);
+      const prof::Profile& p = scope.stop();
+      for (const prof::Event& e : p.events())  // the [C] statistics' copies aside
+        if (e.kind == prof::EventKind::op && e.name == "copy")
+          EXPECT_EQ(std::count(e.inputs.begin(), e.inputs.end(), ','), 0)
+              << where << ": a layout copy of " << e.inputs;
+      EXPECT_TRUE(got.y.is_contiguous(f)) << where;
+      EXPECT_TRUE(got.gx.is_contiguous(f)) << where;
+      const double tol = dt == DType::f64 ? 1e-12 : 2e-5;
+      ferry_test::expect_close(ferry_test::as_double(got.y), ferry_test::as_double(want.y), tol,
+                               tol, where);
+      ferry_test::expect_close(ferry_test::as_double(got.gx), ferry_test::as_double(want.gx), tol,
+                               tol, where + ": the input's gradient");
+      for (std::size_t i = 0; i < want.extra.size(); ++i)
+        ferry_test::expect_close(ferry_test::as_double(got.extra[i]),
+                                 ferry_test::as_double(want.extra[i]), tol, tol,
+                                 where + ": result " + std::to_string(i + 1));
+      // Threads: 1, then 2, bit for bit.
+      const int threads = omp_get_max_threads();
+      omp_set_num_threads(1);
+      const Run one = run(c, base_cl, g_cl);
+      omp_set_num_threads(2);
+      const Run two = run(c, base_cl, g_cl);
+      omp_set_num_threads(threads);
+      for (const auto& [a, b] : {std::pair{one.y, two.y}, std::pair{one.gx, two.gx}}) {
+        const std::vector<double> va = a.to(DType::f64).to_vector<double>(),
+                                  vb = b.to(DType::f64).to_vector<double>();
+        for (std::size_t i = 0; i < va.size(); ++i)
+          ASSERT_TRUE(va[i] == vb[i] || (std::isnan(va[i]) && std::isnan(vb[i])))
+              << where << ": 1 thread against 2 at " << i << ": " << va[i] << " " << vb[i];
+      }
+    }
 }
 
 // The gradients of a channels-last input come back channels-last where the gradient flowing in

@@ -29,6 +29,7 @@
 #include "ferry/device_info.hpp"
 #include "ferry/dtype.hpp"
 #include "ferry/memory.hpp"
+#include "ferry/memory_format.hpp"
 #include "ferry/op.hpp"
 
 namespace ferry {
@@ -79,7 +80,9 @@ struct TensorArg {
 
   int ndim() const { return int(sizes.size()); }
   std::int64_t numel() const;
-  bool is_contiguous() const;
+  // Dense in `format`'s order (ferry::is_dense_in): contiguous by default, or channels-last
+  // where a kernel's attributes say so (docs/kernel-contract.md, "Layouts").
+  bool is_contiguous(MemoryFormat format = MemoryFormat::contiguous) const;
   // Typed host pointer to element 0 of the view (host-visible buffers only).
   template <typename T> T* data() const { return static_cast<T*>(buffer->host_ptr()) + offset; }
 };
@@ -110,6 +113,12 @@ class Attrs {
   const AttrValue& get(std::string_view name) const;
   std::vector<std::pair<std::string, AttrValue>> items_;
 };
+
+// The layout of a CNN layer kernel's activations (docs/kernel-contract.md, "Layouts"):
+// channels-last of `rank` (channels_last for 4-D, channels_last_3d for 5-D) where the attribute
+// `channels_last` is set, which the core does only on a device whose
+// capabilities().channels_last_cnn; contiguous otherwise.
+MemoryFormat activation_format(const Attrs& attrs, std::int64_t rank);
 
 struct OpCall {
   OpId op;
@@ -369,7 +378,9 @@ inline constexpr std::size_t kSubBufferAlignment = 256;
 //    registration(), DeviceCapabilities gained host_registration.
 // 10: DeviceImpl gained native_address and native_queue (Note [Native memory]).
 // 11: DeviceCapabilities gained channels_last_conv.
-inline constexpr int kBackendAbiVersion = 11;
+// 12: channels_last_conv became channels_last_cnn: the batch_norm and max_pool2d kernels take
+//     the attribute channels_last too; TensorArg::is_contiguous takes a MemoryFormat.
+inline constexpr int kBackendAbiVersion = 12;
 
 }  // namespace ferry
 

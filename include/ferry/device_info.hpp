@@ -30,12 +30,12 @@ struct DeviceCapabilities {
   // each target's values in that order, and takes the index form (docs/kernel-contract.md): the
   // core then skips its sort, and for scatter and scatter_reduce its targets and range check.
   bool scatter_in_order = false;
-  // The convolution kernels (conv2d/3d and their backward rows) also take their activations
-  // channels-last, and their weight, as the attributes `channels_last` and
-  // `weight_channels_last` say (docs/kernel-contract.md): the core then hands a channels-last
-  // model's tensors over as they are, where it would otherwise copy them to contiguous and the
-  // results back.
-  bool channels_last_conv = false;
+  // The CNN layers' kernels (conv2d/3d, batch_norm, max_pool2d and their backward rows) also
+  // take their activations channels-last, and a convolution's weight, as the attributes
+  // `channels_last` and `weight_channels_last` say (docs/kernel-contract.md, "Layouts"): the
+  // core then hands a channels-last model's tensors over as they are, where it would otherwise
+  // copy them to contiguous and the results back.
+  bool channels_last_cnn = false;
 };
 
 struct DeviceInfo {

@@ -18,6 +18,8 @@
 // Reductions, matmul and the shape ops return contiguous results, as in PyTorch.
 #pragma once
 
+#include <cstdint>
+#include <span>
 #include <string_view>
 
 namespace ferry {
@@ -30,5 +32,13 @@ enum class MemoryFormat {
 };
 
 std::string_view memory_format_name(MemoryFormat format);
+
+// Whether a view of `sizes` and `strides` (in elements) is dense in `format`'s order:
+// contiguous, or channels-last (4-D for channels_last, 5-D for channels_last_3d; false at
+// another rank). Size-1 dims may have any stride and an empty view is in every order, as in
+// PyTorch. The one rule Tensor::is_contiguous and the kernels' TensorArg::is_contiguous ask;
+// ValueError for preserve, which is no layout.
+bool is_dense_in(std::span<const std::int64_t> sizes, std::span<const std::int64_t> strides,
+                 MemoryFormat format);
 
 }  // namespace ferry

@@ -90,14 +90,15 @@ void record_conv(const Tensor& x, const Tensor& w, const Tensor& b, const Attrs&
 // batch_norm_backward kernel with the forward's attributes.
 void record_batch_norm(const Tensor& x, const Tensor& weight, const Tensor& bias,
                        const Tensor& mean, const Tensor& var, const Attrs& attrs, const Tensor& y);
-// A max pool the device's kernel computed (runtime/ops_pool.cpp), x [N, C, *in] and indices
-// [N, C, *out]: its backward is the max_pool_backward kernel.
 // scaled_dot_product_attention by the device's kernel (runtime/nn/attention.cpp): q, k, v in
 // the kernel's form, its additive mask (or undefined) and attributes, its output and
 // logsumexp; the backward is one scaled_dot_product_attention_backward kernel.
 void record_attention(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& mask,
                       const Attrs& attrs, const Tensor& out, const Tensor& lse);
-void record_max_pool(const Tensor& x, const Tensor& indices, const Tensor& y);
+// A max pool the device's kernel computed (runtime/ops_pool.cpp), x [N, C, *in] and indices
+// [N, C, *out] in the layout of the forward's attributes: its backward is the
+// max_pool_backward kernel, in that layout.
+void record_max_pool(const Tensor& x, const Tensor& indices, const Attrs& attrs, const Tensor& y);
 // mean and rstd are layer_norm's saved statistics ([rows]); with fused_backward (decided at
 // the forward, where debug::CompositesOnly is seen) the backward is one layer_norm_backward
 // kernel, else the composition.

@@ -142,11 +142,9 @@ void record_conv(const Tensor& x, const Tensor& w, const Tensor& b, const Attrs&
         // x is in the kernel's layout (attribute channels_last), and so are g and the input's
         // gradient.
         const Tensor xv = x.get(), wv = w.get();
-        const MemoryFormat cl =
-            xv.dim() == 4 ? MemoryFormat::channels_last : MemoryFormat::channels_last_3d;
-        const MemoryFormat format = attrs.has("channels_last") ? cl : MemoryFormat::contiguous;
+        const MemoryFormat format = activation_format(attrs, xv.dim());
         const MemoryFormat weight_format =
-            attrs.has("weight_channels_last") ? cl : MemoryFormat::contiguous;
+            attrs.has("weight_channels_last") ? format : MemoryFormat::contiguous;
         const Tensor gc = g.contiguous(format);
         std::vector<Tensor> r(3);
         if (n[0]) {
@@ -177,10 +175,13 @@ void record_batch_norm(const Tensor& x, const Tensor& weight, const Tensor& bias
   record("batch_normBackward", {x, weight, bias}, y,
          [x = Saved(x), w = Saved(weight), b_dtype = bias.defined() ? bias.dtype() : x.dtype(),
           mean, var, attrs](const Tensor& g, const Needs& n) -> std::vector<Tensor> {
+           // x is in the kernel's layout (attribute channels_last), and so are g and dx.
            const Tensor xv = x.get(), wv = w.get();
-           std::vector<Tensor> in{g.contiguous(), xv, mean, var};
+           const MemoryFormat format = activation_format(attrs, xv.dim());
+           std::vector<Tensor> in{g.contiguous(format), xv, mean, var};
            if (wv.defined()) in.push_back(wv.to(xv.dtype()).contiguous());
-           const Tensor dx = detail::new_tensor(xv.sizes(), xv.dtype(), detail::impl_of(xv));
+           const Tensor dx =
+               detail::new_tensor_in(xv.sizes(), xv.dtype(), detail::impl_of(xv), format);
            const Shape c{mean.size(0)};
            const Tensor dw = detail::new_tensor(c, mean.dtype(), detail::impl_of(xv));
            const Tensor db = detail::new_tensor(c, mean.dtype(), detail::impl_of(xv));
@@ -193,13 +194,18 @@ void record_batch_norm(const Tensor& x, const Tensor& weight, const Tensor& bias
          });
 }
 
-void record_max_pool(const Tensor& x, const Tensor& indices, const Tensor& y) {
+void record_max_pool(const Tensor& x, const Tensor& indices, const Attrs& attrs, const Tensor& y) {
   if (!should_record({&x})) return;
+  Attrs layout;
+  const MemoryFormat format = activation_format(attrs, x.dim());
+  detail::set_activation_format(layout, format);
   record("max_poolBackward", {x}, y,
-         [shape = x.sizes(), idx = Saved(indices)](const Tensor& g,
-                                                   const Needs&) -> std::vector<Tensor> {
-           const Tensor dx = detail::new_tensor(shape, g.dtype(), detail::impl_of(g));
-           detail::run_kernel(OpId::max_pool_backward, {g.contiguous(), idx.get()}, {dx}, {});
+         [shape = x.sizes(), idx = Saved(indices), format, layout](
+             const Tensor& g, const Needs&) -> std::vector<Tensor> {
+           // In the forward's layout: the indices are, and g and dx are made so.
+           const Tensor dx = detail::new_tensor_in(shape, g.dtype(), detail::impl_of(g), format);
+           detail::run_kernel(OpId::max_pool_backward, {g.contiguous(format), idx.get()}, {dx},
+                              layout);
            return {dx};
          });
 }

@@ -36,12 +36,12 @@ void record_identity(std::string_view op, const Tensor& x, const Tensor& y) {
          [](const Tensor& g, const Needs&) -> std::vector<Tensor> { return {g}; });
 }
 
-// An op that computes on a channels-last input's contiguous copy (pooling and batch_norm, whose
-// kernels take NCHW) hands its input's gradient back contiguous; were it left so, the ops
-// before it would meet one operand in each layout (relu_backward of a channels-last output and
-// a contiguous gradient), which walks one of them strided, element by element (see
-// activation_backward in backward_ops.cpp for what that cost). Converting the gradient once
-// here costs one copy.
+// An op that computes on a channels-last input's contiguous copy (the pools, and batch_norm
+// where the device's kernels take NCHW alone) hands its input's gradient back contiguous; were it
+// left so, the ops before it would meet one operand in each layout (relu_backward of a
+// channels-last output and a contiguous gradient), which walks one of them strided, element by
+// element (see activation_backward in backward_ops.cpp for what that cost). Converting the gradient
+// once here costs one copy.
 void record_contiguous(const Tensor& x, const Tensor& y) {
   if (!should_record({&x})) return;
   record(

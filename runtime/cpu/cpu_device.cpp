@@ -176,7 +176,7 @@ class CpuDevice final : public DeviceImpl {
             .sub_buffers = true,
             .staging = false,
             .scatter_in_order = true,
-            .channels_last_conv = true};
+            .channels_last_cnn = true};
   }
 
   void copy_from_host(Buffer& dst, std::size_t off, const void* src, std::size_t bytes) override {

@@ -32,10 +32,52 @@ namespace {
 // - max_pool_backward: per plane, the gradient added into the positions in order, so the
 //   result does not depend on threads.
 // Channels run in parallel (planes for pooling); each one's work is sequential.
+//
+// Channels-last calls (the attribute channels_last; DeviceCapabilities::channels_last_cnn) see
+// x as [rows, C], a pixel's channels one run, and walk it row by row, the inner loop across the
+// channels (as oneDNN's nhwc primitives and PyTorch's channels-last kernels do):
+// - batch_norm's sums go per channel into double accumulators, over blocks of rows whose size
+//   depends on C alone, the blocks' sums then added in block order (channel_sums): the result
+//   does not depend on the number of threads.
+// - max pooling compares a tap's C channels at once (the taps in the same order);
+//   max_pool_backward adds each image's gradients in order, in blocks of channels.
 
 // Work per thread before the channels are split.
 std::int64_t grain_for(std::int64_t per_item) {
   return std::max<std::int64_t>(1, kParallelGrain / std::max<std::int64_t>(per_item, 1));
+}
+
+// K sums per channel of a channels-last [rows, C], in double: add_row(r, acc) adds row r's
+// terms into acc[k · C + c]. The rows go in fixed blocks (kParallelGrain elements each) summed
+// in parallel, then the blocks' sums in block order, the same for any number of threads.
+template <std::size_t K, typename AddRow>
+std::vector<double> channel_sums(std::int64_t rows, std::int64_t channels, const AddRow& add_row) {
+  const std::int64_t width = std::int64_t(K) * channels;
+  const std::int64_t per_block = std::max<std::int64_t>(1, kParallelGrain / channels);
+  const std::int64_t blocks = (rows + per_block - 1) / per_block;
+  std::vector<double> partial(std::size_t(blocks * width), 0.0);
+  parallel_range(blocks, 2, [&](std::int64_t b0, std::int64_t b1) {
+    for (std::int64_t b = b0; b < b1; ++b) {
+      double* acc = partial.data() + b * width;
+      for (std::int64_t r = b * per_block, r1 = std::min(rows, r + per_block); r < r1; ++r)
+        add_row(r, acc);
+    }
+  });
+  std::vector<double> total(std::size_t(width), 0.0);
+  for (std::int64_t b = 0; b < blocks; ++b)
+    for (std::int64_t i = 0; i < width; ++i)
+      total[std::size_t(i)] += partial[std::size_t(b * width + i)];
+  return total;
+}
+
+// The call's activations dense in the layout its attributes say (docs/kernel-contract.md).
+MemoryFormat check_activations(const OpCall& call, std::initializer_list<const TensorArg*> ts) {
+  const MemoryFormat f = activation_format(call.attrs, call.inputs.at(0).ndim());
+  for (const TensorArg* t : ts)
+    if (!t->is_contiguous(f))
+      throw Error(fmt::format("{}: the cpu kernel takes dense {} activations, got strides {}",
+                              call.name(), memory_format_name(f), fmt::join(t->strides, ", ")));
+  return f;
 }
 
 // s += Σ (p[i] - x0), ss += Σ (p[i] - x0)^2, in double lanes (Note [Lane sums]).
@@ -69,9 +111,29 @@ template <typename T, typename S> void check_stats(const TensorArg& t, std::stri
                                  dtype_name(t.dtype)));
 }
 
-// x [N, C, *] contiguous; [weight], [bias] [C] in x's dtype; eval: running mean, var [C] in
-// the statistics' dtype (f32, f64 for f64). Outputs y, and in training the batch mean and
-// biased variance [C].
+// y = x · scale[c] + shift[c] from the channel's mean and variance, and the weight and bias.
+template <typename T> struct Affine {
+  using C = compute_t<T>;
+  C scale, shift;
+  Affine(double mean, double var, double eps, const TensorArg* w, const TensorArg* b,
+         std::int64_t c) {
+    const double rstd = 1.0 / std::sqrt(var + eps);
+    const double wc = w ? double(C(w->data<T>()[c])) : 1.0;
+    const double bc = b ? double(C(b->data<T>()[c])) : 0.0;
+    scale = C(wc * rstd);
+    shift = C(bc - mean * wc * rstd);
+  }
+};
+
+// The mean and biased variance from the sums of x - x0 and (x - x0)^2 over `count` values.
+std::pair<double, double> moments(double x0, double s, double ss, std::int64_t count) {
+  const double m = s / double(count);
+  return {x0 + m, std::max(ss / double(count) - m * m, 0.0)};
+}
+
+// x [N, C, *] contiguous or channels-last (attribute channels_last); [weight], [bias] [C] in
+// x's dtype; eval: running mean, var [C] in the statistics' dtype (f32, f64 for f64). Outputs
+// y in x's layout, and in training the batch mean and biased variance [C].
 template <typename T> void batch_norm_kernel(const OpCall& call) {
   using C = compute_t<T>;
   using S = std::conditional_t<std::is_same_v<T, double>, double, float>;
@@ -89,44 +151,74 @@ template <typename T> void batch_norm_kernel(const OpCall& call) {
   const TensorArg* var_out = training ? &call.outputs.at(2) : nullptr;
   for (const TensorArg* t : {run_mean, run_var, mean_out, var_out})
     if (t) check_stats<T, S>(*t, "the statistics");
+  const MemoryFormat format = check_activations(call, {&x, &y});
   const std::int64_t N = x.sizes.at(0), channels = x.sizes.at(1);
   const std::int64_t area = channels == 0 ? 0 : x.numel() / (N * channels);
   const std::int64_t count = N * area;
   const T* xp = x.data<T>();
   T* yp = y.data<T>();
+  // The channel's statistics: the batch's (written out) or the running ones.
+  const auto statistics = [&](std::int64_t c, double x0, double s, double ss) {
+    if (!training) return std::pair{double(run_mean->data<S>()[c]), double(run_var->data<S>()[c])};
+    const auto mv = moments(x0, s, ss, count);
+    mean_out->data<S>()[c] = S(mv.first);
+    var_out->data<S>()[c] = S(mv.second);
+    return mv;
+  };
+  if (format != MemoryFormat::contiguous) {  // [rows, C]: the sums, then y row by row
+    std::vector<double> x0(static_cast<std::size_t>(channels)), sums;  // x0: the first row
+    for (std::int64_t c = 0; c < channels; ++c) x0[std::size_t(c)] = double(C(xp[c]));
+    if (training)
+      sums = channel_sums<2>(count, channels, [&](std::int64_t r, double* acc) {
+        const T* p = xp + r * channels;
+#pragma omp simd
+        for (std::int64_t c = 0; c < channels; ++c) {
+          const double d = double(C(p[c])) - x0[std::size_t(c)];
+          acc[c] += d;
+          acc[channels + c] += d * d;
+        }
+      });
+    std::vector<Affine<T>> affine;
+    for (std::int64_t c = 0; c < channels; ++c) {
+      const auto [mean, var] = training ? statistics(c, x0[std::size_t(c)], sums[std::size_t(c)],
+                                                     sums[std::size_t(channels + c)])
+                                        : statistics(c, 0, 0, 0);
+      affine.emplace_back(mean, var, eps, w, b, c);
+    }
+    parallel_range(count, grain_for(channels), [&](std::int64_t r0, std::int64_t r1) {
+      for (std::int64_t r = r0; r < r1; ++r) {
+        const T* p = xp + r * channels;
+        T* q = yp + r * channels;
+#pragma omp simd
+        for (std::int64_t c = 0; c < channels; ++c)
+          q[c] = T(C(p[c]) * affine[std::size_t(c)].scale + affine[std::size_t(c)].shift);
+      }
+    });
+    return;
+  }
   parallel_range(channels, grain_for(count), [&](std::int64_t c0, std::int64_t c1) {
     for (std::int64_t c = c0; c < c1; ++c) {
-      double mean = 0, var = 0;
+      double x0 = 0, s = 0, ss = 0;
       if (training) {
-        const double x0 = double(C(xp[c * area]));
-        double s = 0, ss = 0;
+        x0 = double(C(xp[c * area]));
         for (std::int64_t n = 0; n < N; ++n)
           add_moments(xp + (n * channels + c) * area, area, x0, s, ss);
-        const double m = s / double(count);
-        mean = x0 + m;
-        var = std::max(ss / double(count) - m * m, 0.0);
-        mean_out->data<S>()[c] = S(mean);
-        var_out->data<S>()[c] = S(var);
-      } else {
-        mean = double(run_mean->data<S>()[c]);
-        var = double(run_var->data<S>()[c]);
       }
-      const double rstd = 1.0 / std::sqrt(var + eps);
-      const double wc = w ? double(C(w->data<T>()[c])) : 1.0;
-      const double bc = b ? double(C(b->data<T>()[c])) : 0.0;
-      const C scale = C(wc * rstd), shift = C(bc - mean * wc * rstd);
+      const auto [mean, var] = statistics(c, x0, s, ss);
+      const Affine<T> a(mean, var, eps, w, b, c);
       for (std::int64_t n = 0; n < N; ++n) {
         const T* p = xp + (n * channels + c) * area;
         T* q = yp + (n * channels + c) * area;
-        for (std::int64_t i = 0; i < area; ++i) q[i] = T(C(p[i]) * scale + shift);
+        for (std::int64_t i = 0; i < area; ++i) q[i] = T(C(p[i]) * a.scale + a.shift);
       }
     }
   });
 }
 
-// g, x [N, C, *] contiguous; mean, var [C] (the batch's in training, the running ones in eval,
-// in the statistics' dtype); [weight] [C] in x's dtype. Outputs dx in x's dtype, and the
-// weight's and bias's gradients [C] in the statistics' dtype.
+// g, x [N, C, *] in one layout, contiguous or channels-last; mean, var [C] (the batch's in
+// training, the running ones in eval, in the statistics' dtype); [weight] [C] in x's dtype.
+// Outputs dx in x's dtype and layout, and the weight's and bias's gradients [C] in the
+// statistics' dtype.
 template <typename T> void batch_norm_backward_kernel(const OpCall& call) {
   using C = compute_t<T>;
   using S = std::conditional_t<std::is_same_v<T, double>, double, float>;
@@ -139,32 +231,67 @@ template <typename T> void batch_norm_backward_kernel(const OpCall& call) {
   for (const TensorArg* t : {&mean_in, &var_in, &dw, &db}) check_stats<T, S>(*t, "the statistics");
   if (g.sizes != x.sizes || dx.sizes != x.sizes)
     throw ShapeError("batch_norm_backward: the gradient, input and output must have one shape");
+  const MemoryFormat format = check_activations(call, {&g, &x, &dx});
   const std::int64_t N = x.sizes.at(0), channels = x.sizes.at(1);
   const std::int64_t area = channels == 0 ? 0 : x.numel() / (N * channels);
   const std::int64_t count = N * area;
   const T *gp = g.data<T>(), *xp = x.data<T>();
   T* dxp = dx.data<T>();
+  // dx = a (g - gmean - (x - mean) k): training's, from the channel's sums of g and
+  // g (x - mean); eval's is a g.
+  struct Coefficients {
+    C mean, a, gmean, k;
+  };
+  const auto coefficients = [&](std::int64_t c, double sg, double sgx) {
+    const double rstd = 1.0 / std::sqrt(double(var_in.data<S>()[c]) + eps);
+    db.data<S>()[c] = S(sg);
+    dw.data<S>()[c] = S(sgx * rstd);
+    const double wc = w ? double(C(w->data<T>()[c])) : 1.0;
+    return Coefficients{C(mean_in.data<S>()[c]), C(rstd * wc),
+                        training ? C(sg / double(count)) : C(0),
+                        training ? C(rstd * rstd * sgx / double(count)) : C(0)};
+  };
+  if (format != MemoryFormat::contiguous) {  // [rows, C]: the sums, then dx row by row
+    std::vector<C> mean(static_cast<std::size_t>(channels));
+    for (std::int64_t c = 0; c < channels; ++c) mean[std::size_t(c)] = C(mean_in.data<S>()[c]);
+    const std::vector<double> sums =
+        channel_sums<2>(count, channels, [&](std::int64_t r, double* acc) {
+          const T *gr = gp + r * channels, *xr = xp + r * channels;
+#pragma omp simd
+          for (std::int64_t c = 0; c < channels; ++c) {
+            const double gv = double(C(gr[c]));
+            acc[c] += gv;
+            acc[channels + c] += gv * double(C(xr[c]) - mean[std::size_t(c)]);
+          }
+        });
+    std::vector<Coefficients> k;
+    for (std::int64_t c = 0; c < channels; ++c)
+      k.push_back(coefficients(c, sums[std::size_t(c)], sums[std::size_t(channels + c)]));
+    parallel_range(count, grain_for(2 * channels), [&](std::int64_t r0, std::int64_t r1) {
+      for (std::int64_t r = r0; r < r1; ++r) {
+        const std::int64_t at = r * channels;
+#pragma omp simd
+        for (std::int64_t c = 0; c < channels; ++c) {
+          const Coefficients& kc = k[std::size_t(c)];
+          dxp[at + c] = T(kc.a * (C(gp[at + c]) - kc.gmean - (C(xp[at + c]) - kc.mean) * kc.k));
+        }
+      }
+    });
+    return;
+  }
   parallel_range(channels, grain_for(2 * count), [&](std::int64_t c0, std::int64_t c1) {
     for (std::int64_t c = c0; c < c1; ++c) {
-      const double mean = double(mean_in.data<S>()[c]);
-      const double rstd = 1.0 / std::sqrt(double(var_in.data<S>()[c]) + eps);
-      const C mc = C(mean);
+      const C mc = C(mean_in.data<S>()[c]);
       double sg = 0, sgx = 0;
       for (std::int64_t n = 0; n < N; ++n) {
         const std::int64_t at = (n * channels + c) * area;
         add_grad_sums(gp + at, xp + at, area, mc, sg, sgx);
       }
-      db.data<S>()[c] = S(sg);
-      dw.data<S>()[c] = S(sgx * rstd);
-      const double wc = w ? double(C(w->data<T>()[c])) : 1.0;
-      const C a = C(rstd * wc);
-      // training: dx = a (g - sg / M - (x - mean) rstd^2 sgx / M)
-      const C gmean = training ? C(sg / double(count)) : C(0);
-      const C k = training ? C(rstd * rstd * sgx / double(count)) : C(0);
+      const Coefficients kc = coefficients(c, sg, sgx);
       for (std::int64_t n = 0; n < N; ++n) {
         const std::int64_t at = (n * channels + c) * area;
         for (std::int64_t i = 0; i < area; ++i)
-          dxp[at + i] = T(a * (C(gp[at + i]) - gmean - (C(xp[at + i]) - mc) * k));
+          dxp[at + i] = T(kc.a * (C(gp[at + i]) - kc.gmean - (C(xp[at + i]) - kc.mean) * kc.k));
       }
     }
   });
@@ -202,65 +329,118 @@ Pool2d pool_geometry(const OpCall& call) {
           at(d, 1, 1)};
 }
 
+// n running maxima and their positions (max_pool_planes: an output row's windows;
+// max_pool_pixels: a pixel's channels). fold() takes one tap of windows [k0, k1): window k sees
+// src[k * stride], at position at + k * step, in one vector compare-and-select; the first of
+// equal values stays and a NaN takes over (v != v), as in PyTorch's kernel. I, the position
+// within a plane: 32 bits keep it as wide as a float lane.
+template <typename T, typename I> struct RunningMax {
+  using C = compute_t<T>;
+  std::vector<C> best;
+  std::vector<I> arg;
+  explicit RunningMax(std::int64_t n)
+      : best(static_cast<std::size_t>(n)), arg(static_cast<std::size_t>(n)) {}
+  void reset() {
+    std::fill(best.begin(), best.end(), -std::numeric_limits<C>::infinity());
+    std::fill(arg.begin(), arg.end(), I(-1));
+  }
+  void fold(std::int64_t k0, std::int64_t k1, const T* src, std::int64_t stride, std::int64_t at,
+            std::int64_t step) {
+    C* const bp = best.data();
+    I* const ap = arg.data();
+#pragma omp simd
+    for (std::int64_t k = k0; k < k1; ++k) {
+      const C v = C(src[k * stride]);
+      const C cur = bp[k];
+      const I a = ap[k];
+      const bool take = (a < 0) | (v > cur) | (v != v);  // v != v: NaN
+      bp[k] = take ? v : cur;
+      ap[k] = take ? I(at + k * step) : a;
+    }
+  }
+  void store(T* values, std::int64_t* indices) const {
+    for (std::size_t k = 0; k < best.size(); ++k) values[k] = T(best[k]), indices[k] = arg[k];
+  }
+};
+
 // The max pool of `planes` planes, one output row at a time and tap by tap across the row,
-// so the inner loop is a vector compare-and-select over the row's windows (each window still
-// sees its taps in (i, j) order). I, the position within a plane as the row buffer holds it:
-// 32 bits keep it as wide as a float lane.
+// so the inner loop runs across the row's windows (each window still sees its taps in (i, j)
+// order).
 template <typename T, typename I>
 void max_pool_planes(const Pool2d p, const std::vector<std::int64_t>& lo,
                      const std::vector<std::int64_t>& hi, std::int64_t planes, const T* xp, T* yp,
                      std::int64_t* ip) {
-  using C = compute_t<T>;
   const std::int64_t in_area = p.h * p.w, out_area = p.oh * p.ow;
   const std::int64_t work = out_area * p.kh * p.kw;
   parallel_range(planes, grain_for(work), [&](std::int64_t b, std::int64_t e) {
-    std::vector<C> best(static_cast<std::size_t>(p.ow));
-    std::vector<I> arg(static_cast<std::size_t>(p.ow));
-    C* const bp = best.data();
-    I* const ap = arg.data();
-    const std::int64_t sw = p.sw;
-    for (std::int64_t plane = b; plane < e; ++plane) {
-      const T* src = xp + plane * in_area;
+    RunningMax<T, I> m(p.ow);
+    for (std::int64_t plane = b; plane < e; ++plane)
       for (std::int64_t oh = 0; oh < p.oh; ++oh) {
-        std::fill(best.begin(), best.end(), -std::numeric_limits<C>::infinity());
-        std::fill(arg.begin(), arg.end(), I(-1));
+        m.reset();
         for (std::int64_t i = 0; i < p.kh; ++i) {
           const std::int64_t ih = oh * p.sh - p.ph + i * p.dh;
           if (ih < 0 || ih >= p.h) continue;
           for (std::int64_t j = 0; j < p.kw; ++j) {
             const std::int64_t off = ih * p.w + j * p.dw - p.pw;  // + ow * sw
-            const T* row = src + off;
-            const std::int64_t end = hi[std::size_t(j)];
-#pragma omp simd
-            for (std::int64_t ow = lo[std::size_t(j)]; ow < end; ++ow) {
-              const C v = C(row[ow * sw]);
-              const C cur = bp[ow];
-              const I a = ap[ow];
-              const bool take = (a < 0) | (v > cur) | (v != v);  // v != v: NaN
-              bp[ow] = take ? v : cur;
-              ap[ow] = take ? I(off + ow * sw) : a;
-            }
+            m.fold(lo[std::size_t(j)], hi[std::size_t(j)], xp + plane * in_area + off, p.sw, off,
+                   p.sw);
           }
         }
-        T* yrow = yp + plane * out_area + oh * p.ow;
-        std::int64_t* irow = ip + plane * out_area + oh * p.ow;
-        for (std::int64_t ow = 0; ow < p.ow; ++ow) yrow[ow] = T(bp[ow]), irow[ow] = ap[ow];
+        const std::int64_t out = plane * out_area + oh * p.ow;
+        m.store(yp + out, ip + out);
       }
-    }
   });
 }
 
-// x [N, C, *in] contiguous -> values [N, C, *out], indices (i64, flat in the plane).
+// The max pool of a channels-last x ([N, H, W, C] in memory) into channels-last values and
+// indices, an output row at a time: per output pixel, the taps in (i, j) order, each across
+// the pixel's channels.
+template <typename T, typename I> void max_pool_pixels(const Pool2d p, std::int64_t N,
+                                                       std::int64_t channels, const T* xp, T* yp,
+                                                       std::int64_t* ip) {
+  parallel_range(N * p.oh, grain_for(p.ow * p.kh * p.kw * channels),
+                 [&](std::int64_t b, std::int64_t e) {
+                   RunningMax<T, I> m(channels);
+                   for (std::int64_t row = b; row < e; ++row) {
+                     const std::int64_t n = row / p.oh, oh = row % p.oh;
+                     for (std::int64_t ow = 0; ow < p.ow; ++ow) {
+                       m.reset();
+                       for (std::int64_t i = 0; i < p.kh; ++i) {
+                         const std::int64_t ih = oh * p.sh - p.ph + i * p.dh;
+                         if (ih < 0 || ih >= p.h) continue;
+                         for (std::int64_t j = 0; j < p.kw; ++j) {
+                           const std::int64_t iw = ow * p.sw - p.pw + j * p.dw;
+                           if (iw < 0 || iw >= p.w) continue;
+                           const T* px = xp + ((n * p.h + ih) * p.w + iw) * channels;
+                           m.fold(0, channels, px, 1, ih * p.w + iw, 0);
+                         }
+                       }
+                       const std::int64_t out = (row * p.ow + ow) * channels;
+                       m.store(yp + out, ip + out);
+                     }
+                   }
+                 });
+}
+
+// x [N, C, *in] contiguous, or channels-last (2-D) -> values [N, C, *out] and indices (i64,
+// flat in the plane) in x's layout.
 template <typename T> void max_pool_kernel(const OpCall& call) {
   const TensorArg &x = call.inputs.at(0), &y = call.outputs.at(0), &ix = call.outputs.at(1);
   if (ix.dtype != DType::i64)
     throw DTypeError(
         fmt::format("{}: the indices must be i64, got {}", call.name(), dtype_name(ix.dtype)));
+  const MemoryFormat format = check_activations(call, {&x, &y, &ix});
   const Pool2d p = pool_geometry(call);
-  const std::int64_t planes = x.sizes.at(0) * x.sizes.at(1);
   const T* xp = x.data<T>();
   T* yp = y.data<T>();
   std::int64_t* ip = ix.data<std::int64_t>();
+  const bool wide = p.h * p.w > std::numeric_limits<std::int32_t>::max();
+  if (format != MemoryFormat::contiguous) {
+    const std::int64_t N = x.sizes.at(0), channels = x.sizes.at(1);
+    return wide ? max_pool_pixels<T, std::int64_t>(p, N, channels, xp, yp, ip)
+                : max_pool_pixels<T, std::int32_t>(p, N, channels, xp, yp, ip);
+  }
+  const std::int64_t planes = x.sizes.at(0) * x.sizes.at(1);
   // The windows of tap column j that lie inside the input: ow in [lo[j], hi[j]).
   std::vector<std::int64_t> lo(std::size_t(p.kw)), hi(std::size_t(p.kw));
   for (std::int64_t j = 0; j < p.kw; ++j) {
@@ -269,13 +449,14 @@ template <typename T> void max_pool_kernel(const OpCall& call) {
     hi[std::size_t(j)] =
         std::clamp<std::int64_t>(p.w - off <= 0 ? 0 : (p.w - off - 1) / p.sw + 1, 0, p.ow);
   }
-  if (p.h * p.w > std::numeric_limits<std::int32_t>::max())
+  if (wide)
     max_pool_planes<T, std::int64_t>(p, lo, hi, planes, xp, yp, ip);
   else
     max_pool_planes<T, std::int32_t>(p, lo, hi, planes, xp, yp, ip);
 }
 
-// g, indices [N, C, *out] -> dx [N, C, *in]: each window's gradient added at its maximum.
+// g, indices [N, C, *out] -> dx [N, C, *in], all contiguous or all channels-last: each
+// window's gradient added at its maximum, within its image and channel, in order.
 template <typename T> void max_pool_backward_kernel(const OpCall& call) {
   using C = compute_t<T>;
   const TensorArg &g = call.inputs.at(0), &ix = call.inputs.at(1), &dx = call.outputs.at(0);
@@ -283,28 +464,45 @@ template <typename T> void max_pool_backward_kernel(const OpCall& call) {
     throw ShapeError(fmt::format(
         "max_pool_backward: the indices must be i64 of the gradient's shape {}, got {} {}",
         fmt::join(g.sizes, "x"), dtype_name(ix.dtype), fmt::join(ix.sizes, "x")));
-  const std::int64_t planes = dx.sizes.at(0) * dx.sizes.at(1);
+  const bool cl = check_activations(call, {&g, &ix, &dx}) != MemoryFormat::contiguous;
+  const std::int64_t N = dx.sizes.at(0), channels = dx.sizes.at(1);
+  const std::int64_t planes = N * channels;
   const std::int64_t in_area = planes == 0 ? 0 : dx.numel() / planes;
   const std::int64_t out_area = planes == 0 ? 0 : g.numel() / planes;
+  // A task: one image's block of `width` channels (channels-last), or one plane (width 1).
+  const std::int64_t width = cl ? std::min<std::int64_t>(channels, 16) : 1;
+  const std::int64_t blocks = width == 0 ? 0 : (channels + width - 1) / width;
+  // Element (pixel, channel c) of image n: its offset in a tensor of `area` pixels per plane.
+  const auto at = [&](std::int64_t n, std::int64_t c, std::int64_t pixel, std::int64_t area) {
+    return cl ? (n * area + pixel) * channels + c : (n * channels + c) * area + pixel;
+  };
   const T* gp = g.data<T>();
   const std::int64_t* ip = ix.data<std::int64_t>();
   T* dp = dx.data<T>();
   std::atomic<bool> failed{false};
   std::atomic<std::int64_t> bad{0};
-  parallel_range(planes, grain_for(in_area + out_area), [&](std::int64_t b, std::int64_t e) {
-    std::vector<C> acc(static_cast<std::size_t>(in_area));
-    for (std::int64_t plane = b; plane < e; ++plane) {
+  const std::int64_t work = (in_area + out_area) * width;
+  parallel_range(N * blocks, grain_for(work), [&](std::int64_t b, std::int64_t e) {
+    std::vector<C> acc(static_cast<std::size_t>(in_area * width));  // [pixel][channel]
+    for (std::int64_t task = b; task < e; ++task) {
+      const std::int64_t n = task / blocks, c0 = task % blocks * width;
+      const std::int64_t span = std::min(width, channels - c0);
       std::fill(acc.begin(), acc.end(), C(0));
       for (std::int64_t o = 0; o < out_area; ++o) {
-        const std::int64_t at = ip[plane * out_area + o];
-        if (at < 0 || at >= in_area) {
-          if (!failed.exchange(true)) bad = at;
-          continue;  // never write outside the plane
+        const std::int64_t from = at(n, c0, o, out_area);
+        for (std::int64_t k = 0; k < span; ++k) {
+          const std::int64_t to = ip[from + k];
+          if (to < 0 || to >= in_area) {
+            if (!failed.exchange(true)) bad = to;
+            continue;  // never write outside the plane
+          }
+          acc[std::size_t(to * width + k)] += C(gp[from + k]);
         }
-        acc[std::size_t(at)] += C(gp[plane * out_area + o]);
       }
-      T* out = dp + plane * in_area;
-      for (std::int64_t i = 0; i < in_area; ++i) out[i] = T(acc[std::size_t(i)]);
+      for (std::int64_t i = 0; i < in_area; ++i) {
+        T* out = dp + at(n, c0, i, in_area);
+        for (std::int64_t k = 0; k < span; ++k) out[k] = T(acc[std::size_t(i * width + k)]);
+      }
     }
   });
   if (failed)

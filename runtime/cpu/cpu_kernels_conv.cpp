@@ -133,46 +133,34 @@ template <typename T> void col2im(const Geometry& g, const T* cols, T* x) {
   });
 }
 
-// Whether the call's activations (x, y and their gradients) are channels-last, and whether
-// its weight (or the weight's gradient) is, as the attributes say
-// (DeviceCapabilities::channels_last_conv; docs/kernel-contract.md).
-bool channels_last(const OpCall& c) {
-  return c.attrs.has("channels_last") && c.attrs.b("channels_last");
-}
-bool weight_channels_last(const OpCall& c) {
-  return c.attrs.has("weight_channels_last") && c.attrs.b("weight_channels_last");
-}
-
-// Whether t is dense in [N, *spatial, C] order (a size-1 dim's stride does not matter).
-bool is_channels_last(const TensorArg& t) {
-  std::int64_t expected = 1;
-  const auto at = [&](std::size_t d) {
-    if (t.sizes[d] != 1 && t.strides[d] != expected) return false;
-    expected *= t.sizes[d];
-    return true;
-  };
-  if (!at(1)) return false;
-  for (std::size_t d = t.sizes.size() - 1; d >= 2; --d)
-    if (!at(d)) return false;
-  return at(0);
+// The layouts of the call's activations (x, y and their gradients) and of its weight (or the
+// weight's gradient), as the attributes say (DeviceCapabilities::channels_last_cnn;
+// docs/kernel-contract.md): weight_channels_last comes only with channels_last.
+struct Layouts {
+  MemoryFormat activations, weight;
+};
+Layouts layouts(const OpCall& c) {
+  const MemoryFormat a = activation_format(c.attrs, c.inputs.at(0).ndim());
+  const bool w = c.attrs.has("weight_channels_last") && c.attrs.b("weight_channels_last");
+  return {a, w ? a : MemoryFormat::contiguous};
 }
 
-// The activations and the weight in the layouts the attributes say; the bias contiguous.
-void check_layouts(const OpCall& c) {
-  const bool cl = channels_last(c), wcl = weight_channels_last(c);
+// The activations and the weight dense in the layouts the attributes say; the bias contiguous.
+void check_layouts(const OpCall& c, const Layouts& l) {
   const bool bwd_w = c.op == OpId::conv_backward_weight;
-  const auto check = [&](const TensorArg& t, bool channels_last_here) {
-    if (channels_last_here ? !is_channels_last(t) : !t.is_contiguous())
+  const auto check = [&](const TensorArg& t, MemoryFormat f) {
+    if (!t.is_contiguous(f))
       throw Error(fmt::format("{}: the cpu kernel takes {} activations and a {} weight, dense",
-                              c.name(), cl ? "channels-last" : "contiguous",
-                              wcl ? "channels-last" : "contiguous"));
+                              c.name(), memory_format_name(l.activations),
+                              memory_format_name(l.weight)));
   };
+  const MemoryFormat none = MemoryFormat::contiguous;
   // x or gy first; then the weight, or gy for conv_backward_weight; the bias.
   for (std::size_t i = 0; i < c.inputs.size(); ++i)
-    check(c.inputs[i], i == 0 ? cl : i == 1 ? (bwd_w ? cl : wcl) : false);
+    check(c.inputs[i], i == 0 ? l.activations : i == 1 ? (bwd_w ? l.activations : l.weight) : none);
   // y or gx; or the weight's and the bias's gradients.
   for (std::size_t i = 0; i < c.outputs.size(); ++i)
-    check(c.outputs[i], i == 0 ? (bwd_w ? wcl : cl) : false);
+    check(c.outputs[i], i == 0 ? (bwd_w ? l.weight : l.activations) : none);
 }
 
 // dst [N, cols, rows] = src [N, rows, cols] transposed sample by sample: a channels-last
@@ -320,8 +308,10 @@ bool pointwise(const OpCall& c) {
 }
 
 template <typename T> void run(const OpCall& c) {
-  check_layouts(c);
-  const bool cl = channels_last(c), wcl = weight_channels_last(c);
+  const Layouts l = layouts(c);
+  check_layouts(c, l);
+  const bool cl = l.activations != MemoryFormat::contiguous;
+  const bool wcl = l.weight != MemoryFormat::contiguous;
   if constexpr (std::is_same_v<T, float>)
     if ((cl || !pointwise(c)) && onednn::run(c))
       return profiler::note_kernel(cl ? "oneDNN, channels-last" : "oneDNN");

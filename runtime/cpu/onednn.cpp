@@ -315,7 +315,7 @@ bool run(const OpCall& c) {
            {},
            c.attrs.i("groups"),
            !bwd_in && c.attrs.b("has_bias"),
-           c.attrs.has("channels_last") && c.attrs.b("channels_last"),
+           activation_format(c.attrs, std::int64_t(x.sizes.size())) != MemoryFormat::contiguous,
            c.attrs.has("weight_channels_last") && c.attrs.b("weight_channels_last")};
   // The right padding the output implies. oneDNN rounds the output's size down as PyTorch does,
   // so where the last window ends before the input does (a 1x1 stride-2 convolution of an even

@@ -65,21 +65,24 @@ Tensor batch_norm_kernel(const Tensor& x, const Tensor& running_mean, const Tens
                          double eps, std::int64_t count) {
   using ferry::detail::impl_of;
   using ferry::detail::new_tensor;
-  // Recorded (a channels-last input's copy is differentiable), and saved for the backward.
-  const Tensor xc = x.contiguous();
+  // A channels-last input as it is on a device whose kernel takes it, else a contiguous copy
+  // (recorded: differentiable); saved for the backward.
+  const MemoryFormat format = ferry::detail::cnn_kernel_format(x, {&x});
+  const Tensor xc = x.contiguous(format);
   const DType stats = x.dtype() == DType::f64 ? DType::f64 : DType::f32;
   const Shape c{x.size(1)};
-  const Attrs attrs{{"training", training},
-                    {"eps", eps},
-                    {"has_weight", weight.defined()},
-                    {"has_bias", bias.defined()}};
+  Attrs attrs{{"training", training},
+              {"eps", eps},
+              {"has_weight", weight.defined()},
+              {"has_bias", bias.defined()}};
+  ferry::detail::set_activation_format(attrs, format);
   Tensor y, mean_t, var_t;
   {
     NoGradGuard no_grad;
     std::vector<Tensor> in{xc};
     for (const Tensor& p : {weight, bias})
       if (p.defined()) in.push_back(p.to(x.dtype()).contiguous());
-    y = new_tensor(x.sizes(), x.dtype(), impl_of(x));
+    y = ferry::detail::new_tensor_in(x.sizes(), x.dtype(), impl_of(x), format);
     if (training) {
       mean_t = new_tensor(c, stats, impl_of(x));
       var_t = new_tensor(c, stats, impl_of(x));

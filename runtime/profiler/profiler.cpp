@@ -93,7 +93,7 @@ thread_local Work* t_current_work = nullptr;
 Work* Work::current() { return t_current_work; }
 
 Work::Work(EventKind kind, DeviceImpl& device, std::string_view name, bool device_timed)
-    : device_(&device), outer_(std::exchange(t_current_work, this)) {
+    : outer_(std::exchange(t_current_work, this)), device_(&device) {
   Session& s = session();
   event_.kind = kind;
   event_.name = name;

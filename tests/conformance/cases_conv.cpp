@@ -1,7 +1,8 @@
 // tests/conformance/cases_conv.cpp — the CNN ops: convolution, unfold and fold, transposed
 // convolution, pooling, batch/group/instance/local response normalisation, interpolate and
 // pixel_shuffle: each in every float dtype over strided, padded, dilated, grouped,
-// depthwise, 'same', unbatched and empty-batch geometries, in forward and gradient modes.
+// depthwise, 'same', unbatched, empty-batch and channels-last geometries, in forward and
+// gradient modes.
 #include "catalog.hpp"
 #include "ferry/nn/functional.hpp"
 
@@ -36,6 +37,21 @@ std::vector<FloatOpCase> conv_ops() {
        "[0, 2, 4, 4] empty batch w [3, 2, 3, 3]",
        {{0, 2, 4, 4}, {3, 2, 3, 3}},
        [](const Inputs& in) { return conv2d(in[0], in[1]); }},
+      // Channels-last activations and weights: a device whose CNN kernels take them as they
+      // are (DeviceCapabilities::channels_last_cnn) runs them in that layout.
+      {"conv2d",
+       "[2, 6, 9, 8] channels-last, w [4, 3, 3, 3] channels-last, b stride=2 padding=1 groups=2",
+       {{2, 6, 9, 8}, {4, 3, 3, 3}, {4}},
+       [](const Inputs& in) {
+         const MemoryFormat cl = MemoryFormat::channels_last;
+         return conv2d(in[0].contiguous(cl), in[1].contiguous(cl), in[2], {2}, 1, {1}, 2);
+       }},
+      {"conv3d",
+       "[2, 3, 4, 5, 3] channels_last_3d, w [2, 3, 3, 2, 3] padding=1",
+       {{2, 3, 4, 5, 3}, {2, 3, 3, 2, 3}},
+       [](const Inputs& in) {
+         return conv3d(in[0].contiguous(MemoryFormat::channels_last_3d), in[1], {}, {1}, 1);
+       }},
       {"conv3d",
        "[1, 2, 4, 5, 4] w [3, 2, 2, 3, 2] b stride=(1, 2, 1) padding=(1, 0, 1)",
        {{1, 2, 4, 5, 4}, {3, 2, 2, 3, 2}, {3}},
@@ -82,6 +98,12 @@ std::vector<FloatOpCase> conv_ops() {
        [](const Inputs& in) {
          return max_pool2d(in[0], {2, 3}, {1, 2}, {1, 0}, {3, 2});
        }},
+      {"max_pool2d",
+       "[2, 5, 9, 8] channels-last kernel=3 stride=2 padding=1",
+       {{2, 5, 9, 8}},
+       [](const Inputs& in) {
+         return max_pool2d(in[0].contiguous(MemoryFormat::channels_last), {3}, {2}, {1});
+       }},
       {"avg_pool1d",
        "[2, 3, 8] kernel=3 stride=2 padding=1 count_include_pad=false",
        {{2, 3, 8}},
@@ -115,6 +137,21 @@ std::vector<FloatOpCase> conv_ops() {
        {{3, 4, 3, 2}, {4}, {4}},
        [](const Inputs& in) {
          return nn::functional::batch_norm(in[0], {}, {}, in[1], in[2], true);
+       }},
+      {"batch_norm",
+       "[3, 5, 4, 3] channels-last training, weight, bias",
+       {{3, 5, 4, 3}, {5}, {5}},
+       [](const Inputs& in) {
+         return nn::functional::batch_norm(in[0].contiguous(MemoryFormat::channels_last), {}, {},
+                                           in[1], in[2], true);
+       }},
+      {"batch_norm",
+       "[2, 3, 3, 4, 2] channels_last_3d eval, running statistics (var = v^2 + 0.5)",
+       {{2, 3, 3, 4, 2}, {3}, {3}},
+       [](const Inputs& in) {
+         const Tensor var = (in[2] * in[2] + 0.5).detach(), mean = in[1].detach();
+         return nn::functional::batch_norm(in[0].contiguous(MemoryFormat::channels_last_3d), mean,
+                                           var, {}, {}, false);
        }},
       {"batch_norm",
        "[5, 3] training, no affine",
