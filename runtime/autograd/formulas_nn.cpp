@@ -196,18 +196,17 @@ void record_batch_norm(const Tensor& x, const Tensor& weight, const Tensor& bias
 
 void record_max_pool(const Tensor& x, const Tensor& indices, const Attrs& attrs, const Tensor& y) {
   if (!should_record({&x})) return;
-  Attrs layout;
-  const MemoryFormat format = activation_format(attrs, x.dim());
-  detail::set_activation_format(layout, format);
-  record("max_poolBackward", {x}, y,
-         [shape = x.sizes(), idx = Saved(indices), format, layout](
-             const Tensor& g, const Needs&) -> std::vector<Tensor> {
-           // In the forward's layout: the indices are, and g and dx are made so.
-           const Tensor dx = detail::new_tensor_in(shape, g.dtype(), detail::impl_of(g), format);
-           detail::run_kernel(OpId::max_pool_backward, {g.contiguous(format), idx.get()}, {dx},
-                              layout);
-           return {dx};
-         });
+  record(
+      "max_poolBackward", {x}, y,
+      [shape = x.sizes(), idx = Saved(indices), attrs](const Tensor& g,
+                                                       const Needs&) -> std::vector<Tensor> {
+        // In the forward's layout (attribute channels_last): the indices are, and g and dx
+        // are made so.
+        const MemoryFormat format = activation_format(attrs, std::int64_t(shape.size()));
+        const Tensor dx = detail::new_tensor_in(shape, g.dtype(), detail::impl_of(g), format);
+        detail::run_kernel(OpId::max_pool_backward, {g.contiguous(format), idx.get()}, {dx}, attrs);
+        return {dx};
+      });
 }
 
 void record_attention(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& mask,
