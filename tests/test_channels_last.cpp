@@ -307,6 +307,8 @@ TEST(MemoryFormat, BatchNormAndMaxPoolRunChannelsLastWithoutLayoutCopies) {
       {"batch_norm, training, channels_last_3d", {2, 3, 4, 5, 3}, bn(true)},
       {"batch_norm, training, 40 channels over 3 blocks of rows", {2, 40, 30, 31}, bn(true)},
       {"max_pool2d 3x3/2, padding 1", {2, 5, 9, 8}, pool({3}, {2}, {1}, {1}, false)},
+      // One image: on 2 threads the backward splits its channels (3 and 2).
+      {"max_pool2d 3x3/2, padding 1, one image", {1, 5, 9, 8}, pool({3}, {2}, {1}, {1}, false)},
       {"max_pool2d 2x3/(1, 2), dilation 2, ceil_mode",
        {2, 3, 8, 9},
        pool({2, 3}, {1, 2}, {1}, {2}, true)},
