@@ -41,7 +41,8 @@ namespace {
 //   depends on C alone, the blocks' sums then added in block order (channel_sums): the result
 //   does not depend on the number of threads.
 // - max pooling compares a tap's C channels at once (the taps in the same order);
-//   max_pool_backward adds each image's gradients in order, in blocks of channels.
+//   max_pool_backward adds each image's gradients in order, all its channels together (split
+//   only where there are fewer images than threads), into dx itself in f32 and f64.
 
 // Work per thread before the channels are split.
 std::int64_t grain_for(std::int64_t per_item) {
