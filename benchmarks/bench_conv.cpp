@@ -121,31 +121,44 @@ void run_resnet(benchmark::State& s, const std::string& device, bool composed = 
   }
 }
 
-// One of layers() (bench_conv.hpp) per iteration on the CPU, forward and the input's gradient,
-// the input and the gradient flowing in laid out in `format`.
-void run_layer(benchmark::State& s, const std::string& layer, ferry::MemoryFormat format) {
+// One of layers() (bench_conv.hpp) per iteration on `device`, forward and the input's
+// gradient, the input and the gradient flowing in laid out in `format`, made once per layer,
+// layout and device; `composed` as run_conv's.
+void run_layer(benchmark::State& s, const std::string& layer, ferry::MemoryFormat format,
+               const std::string& device = "cpu", bool composed = false) {
+  if (!ferry::is_available(device)) return s.SkipWithError((device + " is not available").c_str());
   struct Layer {
     ferry::Tensor x, w, b, g;
   };
   static std::map<std::string, Layer> by_key;
-  const std::string key = layer + "@" + std::string(ferry::memory_format_name(format));
+  const std::string key =
+      layer + "@" + std::string(ferry::memory_format_name(format)) + "@" + device;
   auto it = by_key.find(key);
   const auto run = [&](const Layer& l) {
     return layer == "batch_norm" ? ferry::nn::functional::batch_norm(l.x, {}, {}, l.w, l.b, true)
                                  : ferry::max_pool2d(l.x, {3}, {2}, {1});
   };
+  std::optional<ferry::debug::CompositesOnly> compositions_only;
+  if (composed) compositions_only.emplace();
   if (it == by_key.end()) {
     ferry::manual_seed(0);
     const std::int64_t h = layer_size(quick());
-    Layer l{ferry::randn({batch(quick()), 64, h, h}).contiguous(format).requires_grad_(),
-            ferry::ones({64}).requires_grad_(),
-            ferry::zeros({64}).requires_grad_(),
+    const ferry::TensorOptions on{.device = ferry::Device(device)};
+    Layer l{ferry::randn({batch(quick()), 64, h, h}, on).contiguous(format).requires_grad_(),
+            ferry::ones({64}, on).requires_grad_(),
+            ferry::zeros({64}, on).requires_grad_(),
             {}};
-    l.g = ferry::randn(run(l).sizes()).contiguous(format);
+    l.g = ferry::randn(run(l).sizes(), on).contiguous(format);
     it = by_key.emplace(key, std::move(l)).first;
   }
   const Layer& l = it->second;
-  for (auto _ : s) benchmark::DoNotOptimize(ferry::autograd::grad({run(l)}, {l.x}, {l.g}));
+  auto call = [&] {
+    std::vector<ferry::Tensor> g = ferry::autograd::grad({run(l)}, {l.x}, {l.g});
+    ferry::synchronize(l.x.device());
+    benchmark::DoNotOptimize(g);
+  };
+  if (!quick()) call();  // untimed, as run_conv's first call
+  for (auto _ : s) call();
 }
 
 }  // namespace
@@ -282,6 +295,25 @@ void register_conv() {
               0);
     }
 #endif
+  // The layers on vulkan:0: its kernels (batch_norm's, Note [Vulkan batch_norm]) against the
+  // composition on the same device, and against the CPU.
+  for (const std::string layer : layers()) {
+    const std::string base = fmt::format("layer/{}/forward+backward", layer);
+    const std::string title = fmt::format("{} forward+backward [{}, 64, {}, {}]", layer, n,
+                                          layer_size(quick()), layer_size(quick()));
+    for (const bool composed : {false, true})
+      run(base + "/ferry vulkan:0" + (composed ? " composed" : ""),
+          [layer, composed](benchmark::State& s) {
+            run_layer(s, layer, ferry::MemoryFormat::contiguous, "vulkan:0", composed);
+          });
+    compare(title + " (vulkan:0 kernels vs composition)", base + "/ferry vulkan:0",
+            "ferry vulkan:0", base + "/ferry vulkan:0 composed", "ferry vulkan:0 composed",
+            Metric::usec, 0);
+#ifdef FERRY_BENCH_HAVE_TORCH  // the CPU's row is beside libtorch's
+    compare(title + " (vulkan:0 vs cpu)", base + "/ferry vulkan:0", "ferry vulkan:0",
+            base + "/ferry cpu", "ferry cpu", Metric::usec, 0);
+#endif
+  }
   const std::string base = "resnet18 step";
   const std::string title = fmt::format("ResNet-18 training step, batch {}, {}x{}", n,
                                         resnet_image(quick()), resnet_image(quick()));

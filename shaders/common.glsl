@@ -192,6 +192,17 @@ ITYPE float_to_itype(double f, uint dt) {
 #endif
 
 // ---- float math with the edge cases GLSL leaves undefined ----
+// hi += v with the rounding error kept in lo (TwoSum: hi + lo is the exact sum of what was
+// added, to the working precision twice over, while no term is infinite or NaN; `precise`
+// keeps the compiler from simplifying it away). The sums of layer_norm's and batch_norm's
+// statistics and gradients.
+void add_exact(inout FTYPE hi, inout FTYPE lo, FTYPE v) {
+  precise FTYPE s = hi + v;
+  precise FTYPE bv = s - hi;
+  precise FTYPE err = (hi - (s - bv)) + (v - bv);
+  hi = s;
+  lo += err;
+}
 #define F_NAN uintBitsToFloat(0x7fc00000u)
 #define F_INF uintBitsToFloat(0x7f800000u)
 // A literal of the FTYPE math that float does not hold exactly, written with the lf suffix:

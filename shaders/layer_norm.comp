@@ -33,23 +33,13 @@ struct Stats {
   FTYPE hi, lo;           // the sum of the values is hi + lo
 };
 
-// hi += v with the rounding error kept in lo (TwoSum; `precise` keeps the
-// compiler from simplifying it away).
-void add_exact(inout Stats a, FTYPE v) {
-  precise FTYPE s = a.hi + v;
-  precise FTYPE bv = s - a.hi;
-  precise FTYPE err = (a.hi - (s - bv)) + (v - bv);
-  a.hi = s;
-  a.lo += err;
-}
-
 void merge(inout Stats a, Stats b) {
   if (b.count == 0.0) return;
   if (a.count == 0.0) {
     a = b;
     return;
   }
-  add_exact(a, b.hi);
+  add_exact(a.hi, a.lo, b.hi);
   a.lo += b.lo;
   FTYPE n = a.count + b.count;
   FTYPE d = b.mean - a.mean;
@@ -105,7 +95,7 @@ void main() {
         FTYPE d = v - st.mean;
         st.mean += d / st.count;
         st.m2 += d * (v - st.mean);
-        add_exact(st, v);
+        add_exact(st.hi, st.lo, v);
       }
     }
     const uint in_subgroup = row_subgroup_lanes(LANES);

@@ -47,16 +47,6 @@ shared FTYPE s_b[256];
 shared FTYPE s_c[256];
 shared FTYPE s_d[256];
 
-// hi += v with the rounding error kept in lo (TwoSum; `precise` keeps the compiler from
-// simplifying it away).
-void add_exact(inout FTYPE hi, inout FTYPE lo, FTYPE v) {
-  precise FTYPE s = hi + v;
-  precise FTYPE bv = s - hi;
-  precise FTYPE err = (hi - (s - bv)) + (v - bv);
-  hi = s;
-  lo += err;
-}
-
 void rows_mode() {
   const uint ROWS = gl_WorkGroupSize.x / LANES;
   const uint t = row_thread();

@@ -21,6 +21,7 @@ using ferry::DType;
 using ferry::Shape;
 using ferry::Tensor;
 using training_test::vulkan;
+using training_test::vulkan_float_dtypes;
 using training_test::vulkan_storage_range;
 using training_test::vulkan_takes;
 
@@ -101,13 +102,6 @@ void check(const Case& c, const ferry::Device& dev, DType dt) {
     expect_close(got[i], want[i], tolerance(dt), what + " " + names[i]);
 }
 
-std::vector<DType> float_dtypes() {
-  std::vector<DType> dts;
-  for (DType dt : {DType::f32, DType::f16, DType::bf16, DType::f64})
-    if (vulkan_takes(dt)) dts.push_back(dt);
-  return dts;
-}
-
 TEST(VulkanConv, KernelsMatchTheCpu) {
   SKIP_WITHOUT_VULKAN();
   if (vulkan_storage_range() < (1u << 24))
@@ -147,7 +141,7 @@ TEST(VulkanConv, KernelsMatchTheCpu) {
        {2, 1, 1},
        2},
   };
-  for (DType dt : float_dtypes())
+  for (DType dt : vulkan_float_dtypes())
     for (const Case& c : cases) {
       if (dt != DType::f32 && c.x[0] == 6) continue;  // the large one once
       check(c, vulkan(), dt);

@@ -60,6 +60,14 @@ inline bool vulkan_takes(DType dt) {
   return full || dt == DType::f32 || dt == DType::i32;
 }
 
+// The float dtypes vulkan:0's shaders take.
+inline std::vector<DType> vulkan_float_dtypes() {
+  std::vector<DType> dts;
+  for (DType dt : {DType::f32, DType::f16, DType::bf16, DType::f64})
+    if (vulkan_takes(dt)) dts.push_back(dt);
+  return dts;
+}
+
 // Runs `op`'s kernel of `dev` on the tensors' views, as the dispatcher would.
 inline void call(const ferry::Device& dev, std::string_view op, const std::vector<Tensor>& in,
                  const std::vector<Tensor>& out, ferry::Attrs attrs = {}) {

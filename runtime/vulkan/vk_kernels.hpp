@@ -180,6 +180,7 @@ void add_optim_kernels(KernelTable& table);      // adam_step, sgd_step
 void add_sort_kernels(KernelTable& table);       // cumsum, cumprod, cummax, cummin, sort
 void add_conv_kernels(KernelTable& table);       // conv1d/2d/3d and their backward rows
 void add_attention_kernels(KernelTable& table);  // scaled_dot_product_attention (+ backward)
+void add_batch_norm_kernels(KernelTable& table);  // batch_norm (+ backward)
 
 // The device a kernel was called on.
 VulkanDevice& vulkan_device(DeviceImpl& d);
