@@ -12,7 +12,7 @@
 //    dbias = sum g and dweight = rstd · sum g (x - mean) (backward), then the coefficients of
 //    APPLY at k · C + c: y = x · scale + shift, or dx = a (g - gmean - (x - mean) k), gmean and
 //    k 0 in eval (the CPU's formulas, Note [Fused CNN layers on the CPU]).
-//  APPLY: a thread per element (a grid over the planes where they are at least a workgroup).
+//  APPLY: a thread per element, over plane_grid's grid (runtime/vulkan/vk_kernels.hpp).
 // Bindings: 0 the output (SUMS: the sums; FINISH: the coefficients; APPLY: y or dx); 1 and 2
 // FINISH's [C] outputs (mean and var, or dbias and dweight), else binding 0's tensor again
 // (the shader has stores to them, which synchronization validation counts whatever MODE rules

@@ -14,6 +14,7 @@
 #include "cpu/cpu_backend.hpp"
 #include "cpu/cpu_lane_sums.hpp"
 #include "cpu/cpu_loops.hpp"
+#include "ferry/kit/pool_geometry.hpp"
 
 namespace ferry::cpu {
 namespace {
@@ -299,38 +300,6 @@ template <typename T> void batch_norm_backward_kernel(const OpCall& call) {
   });
 }
 
-// One plane's 2-D geometry: a 1-D pool is a plane of height 1.
-struct Pool2d {
-  std::int64_t h, w, oh, ow, kh, kw, sh, sw, ph, pw, dh, dw;
-};
-
-Pool2d pool_geometry(const OpCall& call) {
-  const TensorArg &x = call.inputs.at(0), &y = call.outputs.at(0);
-  const int n = x.ndim() - 2;
-  if (n != 1 && n != 2)
-    throw ShapeError(
-        fmt::format("{}: the cpu kernel pools 1 or 2 spatial dims, got {}", call.name(), n));
-  const auto& k = call.attrs.ints("kernel_size");
-  const auto& s = call.attrs.ints("stride");
-  const auto& p = call.attrs.ints("padding");
-  const auto& d = call.attrs.ints("dilation");
-  auto at = [&](const std::vector<std::int64_t>& v, int i, std::int64_t one) {
-    return n == 1 && i == 0 ? one : v.at(std::size_t(n == 1 ? 0 : i));
-  };
-  return {n == 2 ? x.sizes[2] : 1,
-          x.sizes[std::size_t(n + 1)],
-          n == 2 ? y.sizes[2] : 1,
-          y.sizes[std::size_t(n + 1)],
-          at(k, 0, 1),
-          at(k, 1, 1),
-          at(s, 0, 1),
-          at(s, 1, 1),
-          at(p, 0, 0),
-          at(p, 1, 0),
-          at(d, 0, 1),
-          at(d, 1, 1)};
-}
-
 // n running maxima and their positions (max_pool_planes: an output row's windows;
 // max_pool_pixels: a pixel's channels). fold() takes one tap of windows [k0, k1): window k sees
 // src[k * stride], at position at + k * step, in one vector compare-and-select; the first of
@@ -432,7 +401,7 @@ template <typename T> void max_pool_kernel(const OpCall& call) {
     throw DTypeError(
         fmt::format("{}: the indices must be i64, got {}", call.name(), dtype_name(ix.dtype)));
   const MemoryFormat format = check_activations(call, {&x, &y, &ix});
-  const Pool2d p = pool_geometry(call);
+  const Pool2d p = pool2d_geometry(call, x, y);
   const T* xp = x.data<T>();
   T* yp = y.data<T>();
   std::int64_t* ip = ix.data<std::int64_t>();

@@ -11,7 +11,7 @@
 //    where the channels are few, none of fewer than kMinPerThread elements a thread.
 // 2. FINISH: a thread per channel merges its chunks in order (deterministic: no atomics) into
 //    the statistics, or the weight's and bias's gradients, and the per-channel coefficients.
-// 3. APPLY: y or dx, a thread per element.
+// 3. APPLY: y or dx, a thread per element (plane_grid: a workgroup a plane on lavapipe).
 // Tensors larger than one binding are cut between samples, then between channels
 // (vk_split.hpp); every part's chunks go to one scratch. One channel of one sample larger than
 // a binding raises UnsupportedError. The activations are contiguous: Vulkan does not claim
@@ -228,17 +228,8 @@ void batch_norm_kernel(DeviceImpl& d, const OpCall& c, bool backward) {
     p.c0 = std::uint32_t(part.c0);
     p.part_c = std::uint32_t(part.views[0].sizes[1]);
     p.samples = std::uint32_t(part.views[0].sizes[0]);
-    // The shader's grid: pieces of planes, or the part as one range (planes below a
-    // workgroup), a thread taking `per` elements (Note [Row kernel geometry]: on lavapipe a
-    // workgroup a plane of ResNet-18's first stage ran 3.5 times as fast as 49 of them).
-    const std::uint64_t per = std::uint64_t(wg) * lim.row_elements_per_lane;
-    const std::uint64_t elements = std::uint64_t(part.views[0].numel());
-    const std::array<std::uint32_t, 3> grid =
-        std::uint64_t(area) >= wg
-            ? std::array<std::uint32_t, 3>{groups((std::uint64_t(area) + per - 1) / per),
-                                           groups(std::uint64_t(p.samples) * p.part_c), 1}
-            : std::array<std::uint32_t, 3>{groups((elements + per - 1) / per), 1, 1};
-    dispatch({ob, ob, ob, ab, bb, cr, ab, ab}, grid);
+    dispatch({ob, ob, ob, ab, bb, cr, ab, ab},
+             plane_grid(lim, std::uint64_t(p.samples) * p.part_c, std::uint64_t(area), wg));
   }
 }
 

@@ -1,0 +1,111 @@
+// runtime/vulkan/vk_kernels_pool.cpp — max_pool1d/2d and max_pool_backward through
+// shaders/max_pool.comp (docs/kernel-contract.md; the attributes are the CPU kernel's).
+//
+// Note [Vulkan max pooling]
+// Composed, max pooling gathers every window into memory (nine values a 3x3 window: 2.25
+// times the input at ResNet-18's stride 2) before its argmax, and its backward scatters
+// through index_add. The forward kernel reads each window's taps where they lie and writes
+// the values and indices once. The backward is a gather: a thread per input element adds
+// the gradients of the windows that hold it and chose it, in output order, so no two
+// threads write one element and the sum is the CPU's bit for bit, with no atomics (a scatter
+// by the indices would need atomic float adds, in no fixed order; PyTorch's CUDA kernel
+// gathers alike for NCHW). The indices reach the backward only from the forward
+// (autograd's max_poolBackward), so each lies inside its window; one that did not would be
+// matched by no thread and add nothing, where the CPU's scatter raises ShapeError.
+// Tensors larger than one binding are cut between samples, then between one sample's
+// channels (vk_split.hpp): the planes are independent. One plane larger than a binding
+// raises UnsupportedError. The activations are contiguous: Vulkan does not claim
+// DeviceCapabilities::channels_last_cnn, so the core hands it NCHW copies of channels-last ones.
+#include <fmt/format.h>
+
+#include <array>
+#include <cstdint>
+#include <limits>
+#include <vector>
+
+#include "abi/max_pool.h"
+#include "ferry/error.hpp"
+#include "ferry/kit/pool_geometry.hpp"
+#include "vulkan/vk_device.hpp"
+#include "vulkan/vk_split.hpp"
+
+namespace ferry::vulkan {
+namespace {
+
+// forward: x -> values, indices; backward: g, indices -> dx (docs/kernel-contract.md).
+void max_pool_kernel(DeviceImpl& d, const OpCall& c, bool backward) {
+  VulkanDevice& dev = vulkan_device(d);
+  const KernelLimits& lim = dev.limits();
+  const TensorArg& a = c.inputs.at(0);   // x, or g
+  const TensorArg& o = c.outputs.at(0);  // the values, or dx
+  const TensorArg& idx = backward ? c.inputs.at(1) : c.outputs.at(1);
+  const TensorArg &in = backward ? o : a, &out = backward ? a : o;  // input- and output-shaped
+  if (!is_floating(a.dtype) || o.dtype != a.dtype)
+    throw DTypeError(fmt::format("{}: the vulkan kernel takes one floating dtype, got {} and {}",
+                                 c.name(), dtype_name(a.dtype), dtype_name(o.dtype)));
+  if (idx.dtype != DType::i64 || idx.sizes != out.sizes)
+    throw ShapeError(fmt::format("{}: the indices must be i64 of the output's shape", c.name()));
+  for (const TensorArg* t : {&a, &o, &idx})
+    if (!t->is_contiguous())
+      throw Error(fmt::format("{}: the vulkan kernel takes contiguous tensors", c.name()));
+  dev.require_op(c.op, a.dtype);
+  const Pool2d g = pool2d_geometry(c, in, out);
+  if (in.sizes[0] != out.sizes[0] || in.sizes[1] != out.sizes[1])
+    throw ShapeError(fmt::format("{}: the input and output differ in batch or channels", c.name()));
+  constexpr std::int64_t kMax = std::numeric_limits<std::int32_t>::max();  // the shader's ints
+  if (g.h * g.w > kMax || g.oh * g.ow > kMax)
+    throw UnsupportedError(fmt::format(
+        "{}: planes of {} x {} exceed the Vulkan kernel's 2^31 positions", c.name(), g.h, g.w));
+  if (in.numel() == 0 || out.numel() == 0) return;  // the core composes empty inputs
+
+  abi::MaxPoolParams p{};
+  p.h = std::uint32_t(g.h);
+  p.w = std::uint32_t(g.w);
+  p.oh = std::uint32_t(g.oh);
+  p.ow = std::uint32_t(g.ow);
+  p.kh = std::uint32_t(g.kh);
+  p.kw = std::uint32_t(g.kw);
+  p.sh = std::uint32_t(g.sh);
+  p.sw = std::uint32_t(g.sw);
+  p.ph = std::uint32_t(g.ph);
+  p.pw = std::uint32_t(g.pw);
+  p.dh = std::uint32_t(g.dh);
+  p.dw = std::uint32_t(g.dw);
+  const std::uint32_t wg = workgroup_size(lim);
+  const abi::MaxPoolSpec spec{.WG = wg, .DT = dtype_code(a.dtype), .BACKWARD = backward};
+  // The views cut alike: the written one first, then the one read, then the indices.
+  for_each_part(lim, {o, a, idx}, 0, 2, [&](const auto& part, const auto&) {
+    for (const TensorArg& t : part)
+      if (!fits(lim, t))
+        throw UnsupportedError(fmt::format(
+            "{}: one plane spans more than the device's storage-buffer range ({} bytes)", c.name(),
+            lim.max_storage_range));
+    const Binding ob = dev.bind(part[0], Access::write), ab = dev.bind(part[1], Access::read);
+    const Binding ib = dev.bind(part[2], backward ? Access::read : Access::write);
+    // max_pool.comp's slots: written, written indices, read, read indices.
+    const std::array<Binding, 4> b =
+        backward ? std::array<Binding, 4>{ob, ob, ab, ib} : std::array<Binding, 4>{ob, ib, ab, ab};
+    for (std::size_t i = 0; i < b.size(); ++i) p.off[i] = b[i].element_offset;
+    p.planes = std::uint32_t(part[0].sizes[0] * part[0].sizes[1]);
+    const std::uint64_t area = backward ? std::uint64_t(g.h * g.w) : std::uint64_t(g.oh * g.ow);
+    dev.dispatch({"max_pool",
+                  spec.values(),
+                  {b.begin(), b.end()},
+                  &p,
+                  sizeof p,
+                  plane_grid(lim, p.planes, area, wg),
+                  std::uint32_t(c.op),
+                  a.dtype == DType::f64});
+  });
+}
+
+}  // namespace
+
+void add_pool_kernels(KernelTable& table) {
+  for (OpId op : {OpId::max_pool1d, OpId::max_pool2d})
+    table.emplace_back(op, [](DeviceImpl& d, const OpCall& c) { max_pool_kernel(d, c, false); });
+  table.emplace_back(OpId::max_pool_backward,
+                     [](DeviceImpl& d, const OpCall& c) { max_pool_kernel(d, c, true); });
+}
+
+}  // namespace ferry::vulkan

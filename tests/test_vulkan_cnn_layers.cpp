@@ -1,0 +1,191 @@
+// Vulkan's batch_norm and max pooling kernels (runtime/vulkan/vk_kernels_batch_norm.cpp, Note
+// [Vulkan batch_norm]; vk_kernels_pool.cpp, Note [Vulkan max pooling]) at geometries that take
+// each of their paths, against the CPU's fused kernels:
+// - batch_norm: few channels over many chunks of samples, many channels in one chunk, a
+//   spatial size of one, and a mean far larger than the spread (the chunks' shifts merged);
+//   training and eval, forward (y and the running statistics) and backward (the input's,
+//   weight's and bias's gradients), within a tolerance of the CPU's double sums.
+// - max pooling: planes larger and smaller than a workgroup, 1-D and 2-D, overlapping and
+//   dilated windows, ties and NaNs: the values, the indices and the input's gradient bit for
+//   bit (the backward adds in the CPU's order).
+// With a storage-buffer range small enough to cut the tensors between samples and between
+// channels (CTest's cnn_layers_vulkan_split), once more.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <string>
+#include <vector>
+
+#include "ferry/backend.hpp"
+#include "ferry/ferry.hpp"
+#include "op_test_util.hpp"
+#include "training_test_util.hpp"
+
+namespace {
+
+using ferry::DType;
+using ferry::Shape;
+using ferry::Tensor;
+using training_test::vulkan;
+using training_test::vulkan_float_dtypes;
+using training_test::vulkan_storage_range;
+namespace F = ferry::nn::functional;
+
+struct Case {
+  std::string name;
+  Shape x;
+  double mean = 0.0;  // added to x
+  bool affine = true;
+};
+
+struct Result {
+  std::vector<Tensor> values;  // y (training), y (eval), running mean, running var, dx, dw, db
+};
+
+Result run(const Case& c, const ferry::Device& dev, DType dt) {
+  ferry::manual_seed(11);
+  const std::int64_t C = c.x[1];
+  const Tensor x0 = (ferry::randn(c.x, {.dtype = DType::f64}) * 2.0 + c.mean).to(dt);
+  const Tensor g0 = ferry::randn(c.x, {.dtype = DType::f64}).to(dt);
+  const Tensor w0 = ferry::rand({C}).to(dt), b0 = ferry::randn({C}).to(dt);
+  Tensor x = x0.to(dev).requires_grad_();
+  Tensor w = c.affine ? w0.to(dev).requires_grad_() : Tensor();
+  Tensor b = c.affine ? b0.to(dev).requires_grad_() : Tensor();
+  const DType stats = dt == DType::f64 ? DType::f64 : DType::f32;
+  Tensor rm = ferry::zeros({C}, {.dtype = stats, .device = dev});
+  Tensor rv = ferry::ones({C}, {.dtype = stats, .device = dev});
+  const Tensor y = F::batch_norm(x, rm, rv, w, b, true, 0.5, 1e-5);
+  const Tensor ye = F::batch_norm(x, rm, rv, w, b, false, 0.5, 1e-5);
+  (ferry::sum(y * g0.to(dev)) + ferry::sum(ye * ye)).backward();
+  Result r{{y, ye, rm, rv, x.grad()}};
+  if (c.affine) r.values.insert(r.values.end(), {w.grad(), b.grad()});
+  return r;
+}
+
+void check(const Case& c, DType dt) {
+  const Result got = run(c, vulkan(), dt), want = run(c, ferry::Device::cpu(), dt);
+  const char* names[] = {"train y", "eval y", "running mean", "running var", "dx", "dw", "db"};
+  // f32: the sums in f32 with their errors kept against the CPU's double sums; 16-bit: a
+  // rounding of y or dx apart.
+  const double tol = dt == DType::f64 ? 1e-12 : dt == DType::f32 ? 1e-4 : 2e-2;
+  for (std::size_t i = 0; i < want.values.size(); ++i)
+    ferry_test::expect_close(ferry_test::as_double(got.values[i]),
+                             ferry_test::as_double(want.values[i]), tol, tol,
+                             c.name + " " + std::string(ferry::dtype_name(dt)) + " " + names[i]);
+}
+
+TEST(VulkanBatchNorm, KernelsMatchTheCpu) {
+  SKIP_WITHOUT_VULKAN();
+  const ferry::DeviceImpl& impl = ferry::device_impl(vulkan());
+  for (ferry::OpId op : {ferry::OpId::batch_norm, ferry::OpId::batch_norm_backward})
+    ASSERT_TRUE(impl.supports(op, DType::f32)) << ferry::op_name(op);
+  if (vulkan_storage_range() < (1u << 24))
+    GTEST_SKIP() << "the storage-buffer range is cut to " << vulkan_storage_range()
+                 << " bytes; VulkanBatchNorm.SplitMatchesTheCpu runs in that setting";
+  const std::vector<Case> cases = {
+      {"3 channels over chunks of samples", {48, 3, 17, 19}},
+      {"48 channels, one chunk each", {4, 48, 5, 6}},
+      {"[N, C], no affine", {300, 7}, 0.0, false},
+      {"a mean of 1000 over chunks", {64, 2, 24, 24}, 1000.0},
+  };
+  for (DType dt : vulkan_float_dtypes())
+    for (const Case& c : cases)
+      if (c.mean == 0.0 || dt == DType::f32 || dt == DType::f64)  // 16-bit: its gradients overflow
+        check(c, dt);
+}
+
+// Tensors cut between samples (48 KiB a sample of [4, 3, 64, 64] f32) and between one sample's
+// channels (100 KiB a sample of [2, 4, 80, 80]) by a 64 KiB binding.
+TEST(VulkanBatchNorm, SplitMatchesTheCpu) {
+  SKIP_WITHOUT_VULKAN();
+  if (vulkan_storage_range() > (1u << 16))
+    GTEST_SKIP() << "the storage-buffer range is " << vulkan_storage_range()
+                 << " bytes; CTest's cnn_layers_vulkan_split runs this with "
+                    "FERRY_VULKAN_MAX_STORAGE_RANGE=65536";
+  for (const Case& c : {Case{"cut between samples", {4, 3, 64, 64}, 5.0},
+                        Case{"cut between channels", {2, 4, 80, 80}, 5.0}})
+    check(c, DType::f32);
+}
+
+// ---- max pooling ----
+
+struct PoolCase {
+  std::string name;
+  Shape x;
+  std::vector<std::int64_t> kernel, stride, padding, dilation;
+  bool ceil_mode = false;
+  bool ties = false;  // x rounded to multiples of 0.5, with NaNs at some positions
+};
+
+std::vector<Tensor> pool(const PoolCase& c, const ferry::Device& dev, DType dt) {
+  ferry::manual_seed(13);
+  Tensor x0 = ferry::randn(c.x, {.dtype = DType::f64});
+  if (c.ties) {
+    x0 = ferry::round(x0 * 2.0) / 2.0;
+    const Tensor nan_at = ferry::lt(ferry::rand(c.x, {.dtype = DType::f64}), 0.02);
+    x0 = ferry::where(nan_at, std::nan(""), x0);
+  }
+  Tensor x = x0.to(dt).to(dev).requires_grad_();
+  const auto [values, indices] =
+      c.x.size() == 3 ? ferry::max_pool1d_with_indices(x, c.kernel, c.stride, c.padding, c.dilation,
+                                                       c.ceil_mode)
+                      : ferry::max_pool2d_with_indices(x, c.kernel, c.stride, c.padding, c.dilation,
+                                                       c.ceil_mode);
+  const Tensor g = ferry::randn(values.sizes(), {.dtype = DType::f64}).to(dt).to(dev);
+  ferry::sum(values * g).backward();
+  return {values, indices, x.grad()};
+}
+
+void check_pool(const PoolCase& c, DType dt) {
+  const std::vector<Tensor> got = pool(c, vulkan(), dt), want = pool(c, ferry::Device::cpu(), dt);
+  const char* names[] = {"values", "indices", "dx"};
+  for (std::size_t i = 0; i < want.size(); ++i) {
+    const std::vector<double> g = ferry_test::as_double(got[i]), w = ferry_test::as_double(want[i]);
+    ASSERT_EQ(g.size(), w.size());
+    std::size_t bad = 0;
+    for (std::size_t k = 0; k < g.size(); ++k)
+      if (!(g[k] == w[k] || (std::isnan(g[k]) && std::isnan(w[k]))) && bad++ == 0)
+        ADD_FAILURE() << c.name << " " << ferry::dtype_name(dt) << " " << names[i] << " at " << k
+                      << ": " << g[k] << " against the CPU's " << w[k];
+    EXPECT_EQ(bad, 0u) << c.name << " " << ferry::dtype_name(dt) << " " << names[i];
+  }
+}
+
+TEST(VulkanMaxPool, KernelsMatchTheCpuBitForBit) {
+  SKIP_WITHOUT_VULKAN();
+  const ferry::DeviceImpl& impl = ferry::device_impl(vulkan());
+  for (ferry::OpId op :
+       {ferry::OpId::max_pool1d, ferry::OpId::max_pool2d, ferry::OpId::max_pool_backward})
+    ASSERT_TRUE(impl.supports(op, DType::f32)) << ferry::op_name(op);
+  if (vulkan_storage_range() < (1u << 24))
+    GTEST_SKIP() << "the storage-buffer range is cut to " << vulkan_storage_range()
+                 << " bytes; VulkanMaxPool.SplitMatchesTheCpu runs in that setting";
+  const std::vector<PoolCase> cases = {
+      {"ResNet's 3x3/2, planes above a workgroup", {2, 3, 40, 40}, {3}, {2}, {1}, {1}},
+      {"overlapping (2, 3) windows, stride 1, dilation (2, 1)",
+       {2, 2, 30, 31},
+       {2, 3},
+       {1},
+       {1},
+       {2, 1}},
+      {"1-D, dilation 2, ceil_mode", {4, 5, 33}, {4}, {3}, {2}, {2}, true},
+      {"ties and NaNs", {3, 2, 20, 21}, {3}, {1}, {1}, {1}, false, true},
+  };
+  for (DType dt : vulkan_float_dtypes())
+    for (const PoolCase& c : cases) check_pool(c, dt);
+}
+
+// Cut between samples ([6, 2, 40, 40]: 12.5 KiB a sample) and between one sample's channels
+// ([3, 4, 64, 64]: 64 KiB a sample) by a 64 KiB binding.
+TEST(VulkanMaxPool, SplitMatchesTheCpu) {
+  SKIP_WITHOUT_VULKAN();
+  if (vulkan_storage_range() > (1u << 16))
+    GTEST_SKIP() << "the storage-buffer range is " << vulkan_storage_range()
+                 << " bytes; CTest's cnn_layers_vulkan_split runs this with "
+                    "FERRY_VULKAN_MAX_STORAGE_RANGE=65536";
+  for (const PoolCase& c : {PoolCase{"cut between samples", {6, 2, 40, 40}, {3}, {2}, {1}, {1}},
+                            PoolCase{"cut between channels", {3, 4, 64, 64}, {3}, {2}, {1}, {1}}})
+    check_pool(c, DType::f32);
+}
+
+}  // namespace
