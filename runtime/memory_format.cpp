@@ -61,16 +61,17 @@ bool is_dense_in(std::span<const std::int64_t> sizes, std::span<const std::int64
   const std::size_t n = sizes.size();
   const bool cl = format != MemoryFormat::contiguous;
   if (cl && std::int64_t(n) != detail::rank_of(format)) return false;
-  for (std::int64_t s : sizes)
-    if (s == 0) return true;
+  // One pass: an empty tensor is dense whatever its strides, so a mismatch is only noted.
+  bool dense = true;
   std::int64_t expected = 1;
   for (std::size_t k = 0; k < n; ++k) {  // innermost first: channels-last's is C, then W, H, N
     const std::size_t d = !cl ? n - 1 - k : k == 0 ? 1 : k == n - 1 ? 0 : n - k;
+    if (sizes[d] == 0) return true;
     if (sizes[d] == 1) continue;
-    if (strides[d] != expected) return false;
+    dense = dense && strides[d] == expected;
     expected *= sizes[d];
   }
-  return true;
+  return dense;
 }
 
 bool Tensor::is_contiguous(MemoryFormat format) const {

@@ -313,7 +313,7 @@ template <typename T> void run(const OpCall& c) {
   const bool cl = l.activations != MemoryFormat::contiguous;
   const bool wcl = l.weight != MemoryFormat::contiguous;
   if constexpr (std::is_same_v<T, float>)
-    if ((cl || !pointwise(c)) && onednn::run(c))
+    if ((cl || !pointwise(c)) && onednn::run(c, cl, wcl))
       return profiler::note_kernel(cl ? "oneDNN, channels-last" : "oneDNN");
   profiler::note_kernel(cl || wcl ? "im2col + BLAS (channels-last, transposed)" : "im2col + BLAS");
   const bool bwd_in = c.op == OpId::conv_backward_input, bwd_w = c.op == OpId::conv_backward_weight;

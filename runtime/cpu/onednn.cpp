@@ -35,7 +35,7 @@ namespace ferry::cpu::onednn {
 #ifndef FERRY_HAVE_DNNL_HEADERS
 
 std::string status() { return "oneDNN off: dnnl.h was not found when ferry was built"; }
-bool run(const OpCall&) { return false; }
+bool run(const OpCall&, bool, bool) { return false; }
 bool has_sgemm() { return false; }
 bool sgemm(bool, bool, std::int64_t, std::int64_t, std::int64_t, const float*, std::int64_t,
            const float*, std::int64_t, float, float*, std::int64_t) {
@@ -297,7 +297,7 @@ bool sgemm(bool ta, bool tb, std::int64_t M, std::int64_t N, std::int64_t K, con
                          ldc) == dnnl_success;
 }
 
-bool run(const OpCall& c) {
+bool run(const OpCall& c, bool channels_last, bool weight_channels_last) {
   const Api& a = api();
   if (!a.ok) return false;
   const bool bwd_in = c.op == OpId::conv_backward_input, bwd_w = c.op == OpId::conv_backward_weight;
@@ -315,8 +315,8 @@ bool run(const OpCall& c) {
            {},
            c.attrs.i("groups"),
            !bwd_in && c.attrs.b("has_bias"),
-           activation_format(c.attrs, std::int64_t(x.sizes.size())) != MemoryFormat::contiguous,
-           c.attrs.has("weight_channels_last") && c.attrs.b("weight_channels_last")};
+           channels_last,
+           weight_channels_last};
   // The right padding the output implies. oneDNN rounds the output's size down as PyTorch does,
   // so where the last window ends before the input does (a 1x1 stride-2 convolution of an even
   // size leaves the last row out), a padding of 0 gives the same output; windows that end

@@ -15,10 +15,13 @@ namespace ferry::cpu::onednn {
 // "oneDNN 2.6.3" where it runs, else "oneDNN off: <why>".
 std::string status();
 
-// Runs a conv1d/2d/3d, conv_backward_input or conv_backward_weight call (f32, contiguous;
-// cpu_kernels_conv.cpp's attributes) through oneDNN; false, having done nothing, where
-// oneDNN is off or does not take the case.
-bool run(const OpCall& call);
+// Runs a conv1d/2d/3d, conv_backward_input or conv_backward_weight call (f32;
+// cpu_kernels_conv.cpp's attributes) through oneDNN, its activations (x, y and their
+// gradients) channels-last where `channels_last` and its weight (or the weight's gradient)
+// where `weight_channels_last` (cpu_kernels_conv.cpp's Layouts, read from the attributes
+// there), else contiguous; false, having done nothing, where oneDNN is off or does not take
+// the case.
+bool run(const OpCall& call, bool channels_last, bool weight_channels_last);
 
 // Whether sgemm() below runs (oneDNN loaded).
 bool has_sgemm();
