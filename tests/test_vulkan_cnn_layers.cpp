@@ -107,6 +107,35 @@ TEST(VulkanBatchNorm, SplitMatchesTheCpu) {
     check(c, DType::f32);
 }
 
+// The kernels' operand checks (ferry/kit/batch_norm_args.hpp), the same on both devices: a
+// statistics vector of the wrong dtype or length, and a gradient of another shape, are typed
+// errors, never a read past a tensor.
+TEST(VulkanBatchNorm, KernelsRefuseMismatchedOperands) {
+  SKIP_WITHOUT_VULKAN();
+  const ferry::Attrs train = {
+      {"training", true}, {"eps", 1e-5}, {"has_weight", false}, {"has_bias", false}};
+  for (const ferry::Device& dev : {ferry::Device::cpu(), vulkan()}) {
+    const ferry::TensorOptions on{.device = dev};
+    const Tensor x = ferry::randn({2, 3, 4}, on), y = ferry::empty({2, 3, 4}, on);
+    EXPECT_THROW(training_test::call(dev, "batch_norm", {x},
+                                     {y, ferry::empty({3}, {.dtype = DType::f64, .device = dev}),
+                                      ferry::empty({3}, on)},
+                                     train),
+                 ferry::DTypeError)
+        << dev.str();
+    EXPECT_THROW(training_test::call(dev, "batch_norm", {x},
+                                     {y, ferry::empty({4}, on), ferry::empty({4}, on)}, train),
+                 ferry::ShapeError)
+        << dev.str();
+    EXPECT_THROW(training_test::call(
+                     dev, "batch_norm_backward",
+                     {ferry::randn({2, 3, 5}, on), x, ferry::zeros({3}, on), ferry::ones({3}, on)},
+                     {y, ferry::empty({3}, on), ferry::empty({3}, on)}, train),
+                 ferry::ShapeError)
+        << dev.str();
+  }
+}
+
 // ---- max pooling ----
 
 struct PoolCase {
@@ -173,6 +202,24 @@ TEST(VulkanMaxPool, KernelsMatchTheCpuBitForBit) {
   };
   for (DType dt : vulkan_float_dtypes())
     for (const PoolCase& c : cases) check_pool(c, dt);
+}
+
+// Indices that are not i64 of the gradient's shape are a ShapeError on both devices.
+TEST(VulkanMaxPool, BackwardRefusesMismatchedIndices) {
+  SKIP_WITHOUT_VULKAN();
+  const ferry::Attrs pool = {{"kernel_size", std::vector<std::int64_t>{2, 2}},
+                             {"stride", std::vector<std::int64_t>{2, 2}},
+                             {"padding", std::vector<std::int64_t>{0, 0}},
+                             {"dilation", std::vector<std::int64_t>{1, 1}}};
+  for (const ferry::Device& dev : {ferry::Device::cpu(), vulkan()}) {
+    const ferry::TensorOptions on{.device = dev};
+    const Tensor g = ferry::randn({1, 2, 3, 3}, on), dx = ferry::empty({1, 2, 6, 6}, on);
+    for (const Tensor& idx : {ferry::zeros({1, 2, 3, 3}, {.dtype = DType::i32, .device = dev}),
+                              ferry::zeros({1, 2, 3, 2}, {.dtype = DType::i64, .device = dev})})
+      EXPECT_THROW(training_test::call(dev, "max_pool_backward", {g, idx}, {dx}, pool),
+                   ferry::ShapeError)
+          << dev.str() << " " << ferry::dtype_name(idx.dtype());
+  }
 }
 
 // Cut between samples ([6, 2, 40, 40]: 12.5 KiB a sample) and between one sample's channels

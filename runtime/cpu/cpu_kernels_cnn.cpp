@@ -14,6 +14,7 @@
 #include "cpu/cpu_backend.hpp"
 #include "cpu/cpu_lane_sums.hpp"
 #include "cpu/cpu_loops.hpp"
+#include "ferry/kit/batch_norm_args.hpp"
 #include "ferry/kit/pool_geometry.hpp"
 
 namespace ferry::cpu {
@@ -107,13 +108,6 @@ template <typename T> void add_grad_sums(const T* g, const T* x, std::int64_t n,
   sgx += r[1];
 }
 
-template <typename T, typename S> void check_stats(const TensorArg& t, std::string_view what) {
-  if (t.dtype != dtype_of<S>())
-    throw DTypeError(fmt::format("batch_norm: the cpu kernel takes {} as {} for a {} input, got {}",
-                                 what, dtype_name(dtype_of<S>()), dtype_name(dtype_of<T>()),
-                                 dtype_name(t.dtype)));
-}
-
 // y = x · scale[c] + shift[c] from the channel's mean and variance, and the weight and bias.
 template <typename T> struct Affine {
   using C = compute_t<T>;
@@ -140,23 +134,14 @@ std::pair<double, double> moments(double x0, double s, double ss, std::int64_t c
 template <typename T> void batch_norm_kernel(const OpCall& call) {
   using C = compute_t<T>;
   using S = std::conditional_t<std::is_same_v<T, double>, double, float>;
-  const bool training = call.attrs.b("training");
-  const bool has_w = call.attrs.b("has_weight"), has_b = call.attrs.b("has_bias");
-  const double eps = call.attrs.f("eps");
-  const TensorArg& x = call.inputs.at(0);
-  std::size_t next = 1;
-  const TensorArg* w = has_w ? &call.inputs.at(next++) : nullptr;
-  const TensorArg* b = has_b ? &call.inputs.at(next++) : nullptr;
-  const TensorArg* run_mean = training ? nullptr : &call.inputs.at(next++);
-  const TensorArg* run_var = training ? nullptr : &call.inputs.at(next++);
-  const TensorArg& y = call.outputs.at(0);
-  const TensorArg* mean_out = training ? &call.outputs.at(1) : nullptr;
-  const TensorArg* var_out = training ? &call.outputs.at(2) : nullptr;
-  for (const TensorArg* t : {run_mean, run_var, mean_out, var_out})
-    if (t) check_stats<T, S>(*t, "the statistics");
+  const BatchNormOperands o = batch_norm_args(call, false, "cpu");
+  const bool training = o.training;
+  const double eps = o.eps;
+  const TensorArg &x = *o.x, &y = *o.out;
+  const TensorArg *w = o.weight, *b = o.bias, *run_mean = o.mean, *run_var = o.var;
+  const TensorArg *mean_out = o.batch_mean, *var_out = o.batch_var;
   const MemoryFormat format = check_activations(call, {&x, &y});
-  const std::int64_t N = x.sizes.at(0), channels = x.sizes.at(1);
-  const std::int64_t area = channels == 0 ? 0 : x.numel() / (N * channels);
+  const std::int64_t N = o.N, channels = o.C, area = o.area;
   const std::int64_t count = N * area;
   const T* xp = x.data<T>();
   T* yp = y.data<T>();
@@ -225,18 +210,14 @@ template <typename T> void batch_norm_kernel(const OpCall& call) {
 template <typename T> void batch_norm_backward_kernel(const OpCall& call) {
   using C = compute_t<T>;
   using S = std::conditional_t<std::is_same_v<T, double>, double, float>;
-  const bool training = call.attrs.b("training"), has_w = call.attrs.b("has_weight");
-  const double eps = call.attrs.f("eps");
-  const TensorArg &g = call.inputs.at(0), &x = call.inputs.at(1);
-  const TensorArg &mean_in = call.inputs.at(2), &var_in = call.inputs.at(3);
-  const TensorArg* w = has_w ? &call.inputs.at(4) : nullptr;
-  const TensorArg &dx = call.outputs.at(0), &dw = call.outputs.at(1), &db = call.outputs.at(2);
-  for (const TensorArg* t : {&mean_in, &var_in, &dw, &db}) check_stats<T, S>(*t, "the statistics");
-  if (g.sizes != x.sizes || dx.sizes != x.sizes)
-    throw ShapeError("batch_norm_backward: the gradient, input and output must have one shape");
+  const BatchNormOperands o = batch_norm_args(call, true, "cpu");
+  const bool training = o.training;
+  const double eps = o.eps;
+  const TensorArg &g = *o.g, &x = *o.x, &mean_in = *o.mean, &var_in = *o.var;
+  const TensorArg* w = o.weight;
+  const TensorArg &dx = *o.out, &dw = *o.dweight, &db = *o.dbias;
   const MemoryFormat format = check_activations(call, {&g, &x, &dx});
-  const std::int64_t N = x.sizes.at(0), channels = x.sizes.at(1);
-  const std::int64_t area = channels == 0 ? 0 : x.numel() / (N * channels);
+  const std::int64_t N = o.N, channels = o.C, area = o.area;
   const std::int64_t count = N * area;
   const T *gp = g.data<T>(), *xp = x.data<T>();
   T* dxp = dx.data<T>();
