@@ -54,7 +54,9 @@ shared FTYPE s_qe[256];
 // SUMS: channel c of the part, samples [n0, n1).
 void sums(uint c, uint n0, uint n1, uint slot0) {
   const uint t = gl_LocalInvocationID.x;
-  const uint stride = p.part_c * p.area;  // between a channel's runs in consecutive samples
+  // Between a channel's runs in consecutive samples: a part holds whole samples (part_c = C),
+  // or one sample's channels (no second sample).
+  const uint stride = p.part_c * p.area;
   const uint base = n0 * stride + c * p.area;
   const uint count = (n1 - n0) * p.area;
   FTYPE shift = 0.0, mean = 0.0;
