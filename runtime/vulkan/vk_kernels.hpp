@@ -134,14 +134,16 @@ inline std::uint64_t row_splits(const KernelLimits& lim, std::uint64_t rows, std
 // thread takes `row_elements_per_lane` elements at least (Note [Row kernel geometry]): on
 // lavapipe a workgroup a plane of ResNet-18's first stage ran batch_norm's y about six times
 // as fast as 49 workgroups a plane.
+// `n` workgroups along one dim of a grid, at least 1 and at most the device's limit (the
+// kernels that loop over the rest).
+inline std::uint32_t group_count(const KernelLimits& lim, std::uint64_t n) {
+  return std::uint32_t(std::clamp<std::uint64_t>(n, 1, lim.max_groups_x));
+}
 inline std::array<std::uint32_t, 3> plane_grid(const KernelLimits& lim, std::uint64_t planes,
                                                std::uint64_t area, std::uint32_t wg) {
   const std::uint64_t per = std::uint64_t(wg) * lim.row_elements_per_lane;
-  auto groups = [&](std::uint64_t n) {
-    return std::uint32_t(std::clamp<std::uint64_t>(n, 1, lim.max_groups_x));
-  };
-  if (area >= wg) return {groups((area + per - 1) / per), groups(planes), 1};
-  return {groups((planes * area + per - 1) / per), 1, 1};
+  if (area >= wg) return {group_count(lim, (area + per - 1) / per), group_count(lim, planes), 1};
+  return {group_count(lim, (planes * area + per - 1) / per), 1, 1};
 }
 
 // Each kernel file registers its kernels through one of these.

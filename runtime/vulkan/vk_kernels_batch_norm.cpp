@@ -100,9 +100,7 @@ class BatchNormCall {
     p_.part_c = std::uint32_t(a(part).sizes[1]);
     p_.samples = std::uint32_t(a(part).sizes[0]);
   }
-  std::uint32_t groups(std::uint64_t n) const {
-    return std::uint32_t(std::clamp<std::uint64_t>(n, 1, lim_.max_groups_x));
-  }
+  std::uint32_t groups(std::uint64_t n) const { return group_count(lim_, n); }
   // One dispatch of the eight slots (batch_norm.comp's list), their offsets passed.
   void dispatch(const std::array<Binding, 8>& b, std::array<std::uint32_t, 3> grid) {
     for (std::size_t i = 0; i < b.size(); ++i) p_.off[i] = b[i].element_offset;
