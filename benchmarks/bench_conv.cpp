@@ -9,8 +9,9 @@
 // vulkan:0 beside cuda:0. The `channels-last` rows convert the input and weight (the model and
 // its input, for the step) to MemoryFormat::channels_last, on ferry's CPU and in libtorch,
 // each also beside ferry's NCHW figure; the layers after ResNet-18's first convolution
-// (batch_norm, max_pool2d), forward and backward, contiguous and channels-last, beside
-// libtorch. Inputs are made once; each iteration is one call.
+// (batch_norm, max_pool2d, and an avg_pool2d of the same size), forward and backward,
+// contiguous and channels-last, beside libtorch and beside ferry's composition of the layer.
+// Inputs are made once; each iteration is one call.
 #include "bench_conv.hpp"
 
 #include <fmt/format.h>
@@ -135,8 +136,10 @@ void run_layer(benchmark::State& s, const std::string& layer, ferry::MemoryForma
       layer + "@" + std::string(ferry::memory_format_name(format)) + "@" + device;
   auto it = by_key.find(key);
   const auto run = [&](const Layer& l) {
-    return layer == "batch_norm" ? ferry::nn::functional::batch_norm(l.x, {}, {}, l.w, l.b, true)
-                                 : ferry::max_pool2d(l.x, {3}, {2}, {1});
+    if (layer == "batch_norm")
+      return ferry::nn::functional::batch_norm(l.x, {}, {}, l.w, l.b, true);
+    return layer == "avg_pool2d 3x3/2" ? ferry::avg_pool2d(l.x, {3}, {2}, {1})
+                                       : ferry::max_pool2d(l.x, {3}, {2}, {1});
   };
   std::optional<ferry::debug::CompositesOnly> compositions_only;
   if (composed) compositions_only.emplace();
@@ -162,6 +165,17 @@ void run_layer(benchmark::State& s, const std::string& layer, ferry::MemoryForma
 }
 
 }  // namespace
+
+#ifdef FERRY_BENCH_HAVE_TORCH
+namespace {
+// A libtorch row: one untimed call first, as run_conv's and run_layer's (it makes the layers'
+// inputs and warms libtorch's allocator, which a row of few iterations would otherwise time).
+template <typename F> void torch_row(benchmark::State& s, const F& call) {
+  if (!quick()) call();
+  for (auto _ : s) call();
+}
+}  // namespace
+#endif
 
 void register_conv() {
 #ifdef FERRY_BENCH_HAVE_TORCH
@@ -225,7 +239,7 @@ void register_conv() {
 #endif
 #ifdef FERRY_BENCH_HAVE_TORCH
       run(base + "/pytorch", [name = std::string(c.name), backward](benchmark::State& s) {
-        for (auto _ : s) conv::torch_conv(name, backward);
+        torch_row(s, [&] { conv::torch_conv(name, backward); });
       });
       compare(title + " (cpu)", base + "/ferry cpu", "ferry", base + "/pytorch",
               "PyTorch (libtorch)", Metric::gflops, work);
@@ -236,7 +250,7 @@ void register_conv() {
                  ferry::MemoryFormat::channels_last);
       });
       run(cl + "/pytorch", [name = std::string(c.name), backward](benchmark::State& s) {
-        for (auto _ : s) conv::torch_conv(name, backward, true);
+        torch_row(s, [&] { conv::torch_conv(name, backward, true); });
       });
       compare(title + " channels-last (cpu)", cl + "/ferry cpu", "ferry", cl + "/pytorch",
               "PyTorch (libtorch)", Metric::gflops, work);
@@ -286,9 +300,18 @@ void register_conv() {
         run_layer(s, layer,
                   cl ? ferry::MemoryFormat::channels_last : ferry::MemoryFormat::contiguous);
       });
-      run(base + "/pytorch", [layer, cl](benchmark::State& s) {
-        for (auto _ : s) conv::torch_layer(layer, cl);
+      run(base + "/ferry cpu composed", [layer, cl](benchmark::State& s) {
+        run_layer(s, layer,
+                  cl ? ferry::MemoryFormat::channels_last : ferry::MemoryFormat::contiguous, "cpu",
+                  true);
       });
+      run(base + "/pytorch", [layer, cl](benchmark::State& s) {
+        torch_row(s, [&] { conv::torch_layer(layer, cl); });
+      });
+      compare(fmt::format("{} forward+backward [{}, 64, {}, {}]{} (cpu kernels vs composition)",
+                          layer, n, h, h, cl ? " channels-last" : ""),
+              base + "/ferry cpu", "ferry", base + "/ferry cpu composed", "ferry composed",
+              Metric::usec, 0);
       compare(fmt::format("{} forward+backward [{}, 64, {}, {}]{} (cpu)", layer, n, h, h,
                           cl ? " channels-last" : ""),
               base + "/ferry cpu", "ferry", base + "/pytorch", "PyTorch (libtorch)", Metric::usec,
@@ -334,16 +357,14 @@ void register_conv() {
   }
 #endif
 #ifdef FERRY_BENCH_HAVE_TORCH
-  run(base + "/pytorch", [](benchmark::State& s) {
-    for (auto _ : s) conv::torch_resnet_step();
-  });
+  run(base + "/pytorch",
+      [](benchmark::State& s) { torch_row(s, [&] { conv::torch_resnet_step(); }); });
   compare(title + " (cpu)", base + "/ferry cpu", "ferry", base + "/pytorch", "PyTorch (libtorch)",
           Metric::usec, 0);
   run(base + " channels-last/ferry cpu",
       [](benchmark::State& s) { run_resnet(s, "cpu", false, true); });
-  run(base + " channels-last/pytorch", [](benchmark::State& s) {
-    for (auto _ : s) conv::torch_resnet_step(true);
-  });
+  run(base + " channels-last/pytorch",
+      [](benchmark::State& s) { torch_row(s, [&] { conv::torch_resnet_step(true); }); });
   compare(title + ", channels-last (cpu)", base + " channels-last/ferry cpu", "ferry",
           base + " channels-last/pytorch", "PyTorch (libtorch)", Metric::usec, 0);
   compare(title + " (cpu, channels-last vs contiguous)", base + " channels-last/ferry cpu",

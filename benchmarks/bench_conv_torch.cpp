@@ -144,8 +144,9 @@ void torch_layer(const std::string& layer, bool channels_last) {
   auto it = by_key.find(key);
   const bool bn = layer == "batch_norm";
   const auto run = [&](const Layer& l) {
-    return bn ? torch::batch_norm(l.x, l.w, l.b, {}, {}, true, 0.1, 1e-5, false)
-              : torch::max_pool2d(l.x, 3, 2, 1);
+    if (bn) return torch::batch_norm(l.x, l.w, l.b, {}, {}, true, 0.1, 1e-5, false);
+    return layer == "avg_pool2d 3x3/2" ? torch::avg_pool2d(l.x, 3, 2, 1)
+                                       : torch::max_pool2d(l.x, 3, 2, 1);
   };
   if (it == by_key.end()) {
     torch::manual_seed(0);

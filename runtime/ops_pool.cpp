@@ -11,6 +11,7 @@
 #include "dispatch.hpp"
 #include "ferry/backend.hpp"
 #include "ferry/error.hpp"
+#include "ferry/kit/pool_geometry.hpp"
 #include "ferry/ops.hpp"
 #include "memory_format_internal.hpp"
 #include "ops_internal.hpp"
@@ -151,30 +152,34 @@ std::vector<double> outer_product(const std::vector<std::vector<double>>& per_di
   return r;
 }
 
-// Max pooling by the device's kernel (Note [Composite ops] in ferry/op.hpp: the kernel has a
-// backward row of its own, max_pool_backward, so it runs under autograd too).
-ValuesIndices max_pool_kernel(OpId id, const Tensor& x_in, const Tensor& x, const PoolGeometry& g) {
+// A pool by the device's kernel (Note [Composite ops] in ferry/op.hpp: the kernel has a
+// backward row of its own, max_pool_backward or avg_pool_backward, so it runs under autograd
+// too): `attrs` its geometry, to which the layout is added; the indices only for max pooling.
+ValuesIndices pool_kernel(OpId id, const Tensor& x_in, const Tensor& x,
+                          const std::vector<WindowDim>& dims, Attrs attrs) {
   // A channels-last input as it is on a device whose kernel takes it, else a contiguous copy
   // (recorded: differentiable); the backward needs only its shape and layout.
   const MemoryFormat format = detail::cnn_kernel_format(x, {&x});
   const Tensor xc = x.contiguous(format);
+  const bool max = id == OpId::max_pool1d || id == OpId::max_pool2d;
   Shape out{x.size(0), x.size(1)};
-  for (const WindowDim& d : g.dims) out.push_back(d.out);
-  Attrs attrs{{"kernel_size", g.kernel},
-              {"stride", g.stride},
-              {"padding", g.padding},
-              {"dilation", g.dilation}};
+  for (const WindowDim& d : dims) out.push_back(d.out);
   detail::set_activation_format(attrs, format);
   ValuesIndices r;
   {
     NoGradGuard no_grad;
     r.values = detail::new_tensor_in(out, x.dtype(), detail::impl_of(x), format);
-    r.indices = detail::new_tensor_in(out, DType::i64, detail::impl_of(x), format);
-    detail::run_kernel(id, {xc}, {r.values, r.indices}, attrs);
+    std::vector<Tensor> outputs{r.values};
+    if (max) {
+      r.indices = detail::new_tensor_in(out, DType::i64, detail::impl_of(x), format);
+      outputs.push_back(r.indices);
+    }
+    detail::run_kernel(id, {xc}, outputs, attrs);
   }
-  autograd::record_max_pool(xc, r.indices, attrs, r.values);
+  autograd::record_pool(max ? OpId::max_pool_backward : OpId::avg_pool_backward, xc, r.indices,
+                        attrs, r.values);
   if (x_in.dim() == x.dim()) return r;
-  return {r.values.squeeze(0), r.indices.squeeze(0)};
+  return {r.values.squeeze(0), max ? r.indices.squeeze(0) : Tensor()};
 }
 
 ValuesIndices max_pool(std::size_t n, OpId id, const Tensor& x_in, const ConvSizes& kernel,
@@ -183,7 +188,11 @@ ValuesIndices max_pool(std::size_t n, OpId id, const Tensor& x_in, const ConvSiz
   const Tensor x = batched_input(n, id, x_in);
   const PoolGeometry g = pool_windows(n, id, x, kernel, stride, padding, dilation, ceil_mode);
   if (detail::use_fused_kernel_with_backward(x, {id, OpId::max_pool_backward}))
-    return max_pool_kernel(id, x_in, x, g);
+    return pool_kernel(id, x_in, x, g.dims,
+                       {{"kernel_size", g.kernel},
+                        {"stride", g.stride},
+                        {"padding", g.padding},
+                        {"dilation", g.dilation}});
   return max_over_windows(x_in, x, g.dims);
 }
 
@@ -196,18 +205,21 @@ Tensor avg_pool(std::size_t n, OpId id, const Tensor& x_in, const ConvSizes& ker
     throw ValueError(fmt::format("{}: divisor_override must be nonzero", op));
   const PoolGeometry g = pool_windows(n, id, x, kernel, stride, padding, {1}, ceil_mode);
   const std::vector<WindowDim>& dims = g.dims;
-  const auto &k = g.kernel, &s = g.stride, &p = g.padding;
-  // PyTorch's divisors: the window clipped to the padded input, or to the input.
+  if (detail::use_fused_kernel_with_backward(x, {id, OpId::avg_pool_backward})) {
+    Attrs attrs{{"kernel_size", g.kernel},
+                {"stride", g.stride},
+                {"padding", g.padding},
+                {"count_include_pad", count_include_pad}};
+    if (divisor_override) attrs.set("divisor_override", *divisor_override);
+    return pool_kernel(id, x_in, x, dims, std::move(attrs)).values;
+  }
+  // PyTorch's divisors (the kernels' rule, ferry/kit/pool_geometry.hpp).
   std::vector<std::vector<double>> counts;
   for (std::size_t i = 0; i < n; ++i) {
     std::vector<double> c;
-    for (std::int64_t o = 0; o < dims[i].out; ++o) {
-      const std::int64_t start = o * s[i] - p[i];
-      const std::int64_t end = std::min(start + k[i], dims[i].in + p[i]);
-      c.push_back(double(count_include_pad
-                             ? end - start
-                             : std::min(end, dims[i].in) - std::max(start, std::int64_t(0))));
-    }
+    for (std::int64_t o = 0; o < dims[i].out; ++o)
+      c.push_back(double(avg_pool_window_count(o, dims[i].in, g.kernel[i], g.stride[i],
+                                               g.padding[i], count_include_pad)));
     counts.push_back(std::move(c));
   }
   std::vector<double> divisor = outer_product(counts);

@@ -10,6 +10,7 @@
 #include <algorithm>
 #include <cmath>
 #include <functional>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -264,15 +265,16 @@ TEST(MemoryFormat, ConvolutionsRunChannelsLastWithoutLayoutCopies) {
       }
 }
 
-// The CPU's batch_norm and max_pool2d kernels (DeviceCapabilities::channels_last_cnn) compute
-// a channels-last input in that layout: the profile of the forward and the backward shows no
-// layout copy, the results and the input's gradient are channels-last, and they are the
-// composition's (ferry::debug::CompositesOnly, on contiguous inputs): batch_norm's values,
+// The CPU's batch_norm, max_pool2d and avg_pool2d kernels (DeviceCapabilities::channels_last_cnn)
+// compute a channels-last input in that layout: the profile of the forward and the backward
+// shows no layout copy, the results and the input's gradient are channels-last, and they are
+// the composition's (ferry::debug::CompositesOnly, on contiguous inputs): batch_norm's values,
 // gradients and running statistics in training and eval, max pooling's values, indices (ties
-// and a NaN included: the first maximum, a NaN taking over) and gradient. f32 and f64; 4-D and
+// and a NaN included: the first maximum, a NaN taking over) and gradient, average pooling's
+// values and gradient (padding counted or not, a divisor_override). f32 and f64; 4-D and
 // (batch_norm) 5-D. Over 2 threads the results are those of 1 thread, bit for bit (batch_norm's
 // sums go over blocks of rows fixed by the channels alone).
-TEST(MemoryFormat, BatchNormAndMaxPoolRunChannelsLastWithoutLayoutCopies) {
+TEST(MemoryFormat, BatchNormAndPoolsRunChannelsLastWithoutLayoutCopies) {
   namespace prof = ferry::profiler;
   namespace F = ferry::nn::functional;
   ASSERT_TRUE(ferry::device_impl(ferry::Device::cpu()).capabilities().channels_last_cnn);
@@ -301,6 +303,12 @@ TEST(MemoryFormat, BatchNormAndMaxPoolRunChannelsLastWithoutLayoutCopies) {
       return v.values;
     };
   };
+  const auto avg = [](ferry::ConvSizes k, ferry::ConvSizes s, ferry::ConvSizes p, bool ceil,
+                      bool include_pad, std::optional<std::int64_t> divisor) {
+    return [=](const Tensor& x, std::vector<Tensor>&) {
+      return ferry::avg_pool2d(x, k, s, p, ceil, include_pad, divisor);
+    };
+  };
   const std::vector<Case> cases{
       {"batch_norm, training", {3, 5, 7, 6}, bn(true)},
       {"batch_norm, eval", {3, 5, 7, 6}, bn(false)},
@@ -312,6 +320,12 @@ TEST(MemoryFormat, BatchNormAndMaxPoolRunChannelsLastWithoutLayoutCopies) {
       {"max_pool2d 2x3/(1, 2), dilation 2, ceil_mode",
        {2, 3, 8, 9},
        pool({2, 3}, {1, 2}, {1}, {2}, true)},
+      {"avg_pool2d 3x3/2, padding 1 not counted, one image",
+       {1, 5, 9, 8},
+       avg({3}, {2}, {1}, false, false, std::nullopt)},
+      {"avg_pool2d 2x3/(2, 1), ceil_mode, divisor_override 5",
+       {2, 3, 8, 9},
+       avg({2, 3}, {2, 1}, {1}, true, true, 5)},
   };
   struct Run {
     Tensor y, gx;

@@ -271,6 +271,71 @@ TEST(CnnOps, FusedCpuKernelsMatchTheComposition) {
   }
 }
 
+// The CPU's average pooling kernels (cpu_kernels_pool.cpp) against the composition, forward
+// and the input's gradient, in f32 and f64, at geometries with padding counted and not, a
+// divisor_override, ceil_mode, 1-D; and channels-last against contiguous bit for bit (both
+// add each window's taps, and each input's shares, in the same order).
+TEST(CnnOps, AvgPoolKernelsMatchTheCompositionInBothLayouts) {
+  const ferry::DeviceImpl& cpu = ferry::device_impl(ferry::Device::cpu());
+  for (ferry::OpId op :
+       {ferry::OpId::avg_pool1d, ferry::OpId::avg_pool2d, ferry::OpId::avg_pool_backward})
+    ASSERT_TRUE(cpu.supports(op, DType::f32)) << ferry::op_name(op);
+  struct Case {
+    std::string name;
+    ferry::Shape x;
+    std::vector<std::int64_t> kernel, stride, padding;
+    bool ceil_mode, include_pad;
+    std::optional<std::int64_t> divisor;
+  };
+  const std::vector<Case> cases = {
+      {"3x3/2 padding 1", {3, 5, 13, 11}, {3}, {2}, {1}, false, true, {}},
+      {"3x3/1 padding 1, padding not counted", {2, 6, 9, 10}, {3}, {1}, {1}, false, false, {}},
+      {"(2, 3)/(2, 1) ceil_mode, not counted",
+       {2, 3, 7, 8},
+       {2, 3},
+       {2, 1},
+       {1, 0},
+       true,
+       false,
+       {}},
+      {"2x2/2 divisor_override 3", {2, 4, 6, 7}, {2}, {2}, {0}, false, true, 3},
+      {"1-D kernel 4 stride 3 padding 2 ceil_mode", {3, 4, 17}, {4}, {3}, {2}, true, false, {}},
+  };
+  for (const DType dt : {DType::f32, DType::f64})
+    for (const Case& c : cases) {
+      ferry::manual_seed(8);
+      const Tensor x0 = ferry::randn(c.x, {.dtype = dt});
+      auto run = [&](bool composed, bool channels_last) {
+        std::optional<ferry::debug::CompositesOnly> only;
+        if (composed) only.emplace();
+        Tensor x = (channels_last ? x0.contiguous(ferry::MemoryFormat::channels_last) : x0.clone())
+                       .requires_grad_();
+        const Tensor y = c.x.size() == 3 ? ferry::avg_pool1d(x, c.kernel, c.stride, c.padding,
+                                                             c.ceil_mode, c.include_pad)
+                                         : ferry::avg_pool2d(x, c.kernel, c.stride, c.padding,
+                                                             c.ceil_mode, c.include_pad, c.divisor);
+        EXPECT_EQ(y.is_contiguous(ferry::MemoryFormat::channels_last) && !y.is_contiguous(),
+                  channels_last)
+            << c.name;
+        ferry::manual_seed(9);
+        ferry::sum(y * ferry::randn(y.sizes(), {.dtype = dt})).backward();
+        return std::vector<Tensor>{y, x.grad()};
+      };
+      const std::string at = c.name + " " + std::string(ferry::dtype_name(dt));
+      const auto fused = run(false, false), composed = run(true, false);
+      const double tol = dt == DType::f64 ? 1e-12 : 1e-5;
+      for (std::size_t i = 0; i < 2; ++i)
+        ferry_test::expect_close(ferry_test::as_double(fused[i]),
+                                 ferry_test::as_double(composed[i]), tol, tol,
+                                 at + (i == 0 ? " y" : " dx"));
+      if (c.x.size() == 3) continue;
+      const auto last = run(false, true);
+      for (std::size_t i = 0; i < 2; ++i)
+        EXPECT_EQ(ferry_test::as_double(last[i]), ferry_test::as_double(fused[i]))
+            << at << (i == 0 ? " y" : " dx") << ": channels-last against contiguous";
+    }
+}
+
 // The batch statistics keep their digits when the mean is far larger than the spread (the
 // fused kernel sums around each channel's first value), against the variance in double.
 TEST(CnnOps, BatchNormVarianceOfALargeMean) {

@@ -1,5 +1,5 @@
-// Vulkan's batch_norm and max pooling kernels (runtime/vulkan/vk_kernels_batch_norm.cpp, Note
-// [Vulkan batch_norm]; vk_kernels_pool.cpp, Note [Vulkan max pooling]) at geometries that take
+// Vulkan's batch_norm and pooling kernels (runtime/vulkan/vk_kernels_batch_norm.cpp, Note
+// [Vulkan batch_norm]; vk_kernels_pool.cpp, Note [Vulkan pooling]) at geometries that take
 // each of their paths, against the CPU's fused kernels:
 // - batch_norm: few channels over many chunks of samples, many channels in one chunk, a
 //   spatial size of one, and a mean far larger than the spread (the chunks' shifts merged);
@@ -8,11 +8,16 @@
 // - max pooling: planes larger and smaller than a workgroup, 1-D and 2-D, overlapping and
 //   dilated windows, ties and NaNs: the values, the indices and the input's gradient bit for
 //   bit (the backward adds in the CPU's order).
+// - average pooling: the same geometries (no dilation), with and without count_include_pad,
+//   with a divisor_override: y and the input's gradient, the CPU's terms in the CPU's order,
+//   within a few ulps of the device's division.
 // With a storage-buffer range small enough to cut the tensors between samples and between
 // channels (CTest's cnn_layers_vulkan_split), once more.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -136,7 +141,7 @@ TEST(VulkanBatchNorm, KernelsRefuseMismatchedOperands) {
   }
 }
 
-// ---- max pooling ----
+// ---- pooling ----
 
 struct PoolCase {
   std::string name;
@@ -144,6 +149,9 @@ struct PoolCase {
   std::vector<std::int64_t> kernel, stride, padding, dilation;
   bool ceil_mode = false;
   bool ties = false;  // x rounded to multiples of 0.5, with NaNs at some positions
+  // Average pooling (no dilation) with these arguments, in place of max pooling.
+  bool avg = false, count_include_pad = true;
+  std::optional<std::int64_t> divisor_override = std::nullopt;
 };
 
 std::vector<Tensor> pool(const PoolCase& c, const ferry::Device& dev, DType dt) {
@@ -155,6 +163,16 @@ std::vector<Tensor> pool(const PoolCase& c, const ferry::Device& dev, DType dt) 
     x0 = ferry::where(nan_at, std::nan(""), x0);
   }
   Tensor x = x0.to(dt).to(dev).requires_grad_();
+  if (c.avg) {
+    const Tensor y =
+        c.x.size() == 3
+            ? ferry::avg_pool1d(x, c.kernel, c.stride, c.padding, c.ceil_mode, c.count_include_pad)
+            : ferry::avg_pool2d(x, c.kernel, c.stride, c.padding, c.ceil_mode, c.count_include_pad,
+                                c.divisor_override);
+    const Tensor g = ferry::randn(y.sizes(), {.dtype = DType::f64}).to(dt).to(dev);
+    ferry::sum(y * g).backward();
+    return {y, x.grad()};
+  }
   const auto [values, indices] =
       c.x.size() == 3 ? ferry::max_pool1d_with_indices(x, c.kernel, c.stride, c.padding, c.dilation,
                                                        c.ceil_mode)
@@ -165,22 +183,29 @@ std::vector<Tensor> pool(const PoolCase& c, const ferry::Device& dev, DType dt) 
   return {values, indices, x.grad()};
 }
 
-void check_pool(const PoolCase& c, DType dt) {
+// Max pooling bit for bit; average pooling within `ulps` of the dtype's precision (relative,
+// or absolute below 1), the device's division apart.
+void check_pool(const PoolCase& c, DType dt, double ulps = 8) {
   const std::vector<Tensor> got = pool(c, vulkan(), dt), want = pool(c, ferry::Device::cpu(), dt);
-  const char* names[] = {"values", "indices", "dx"};
+  const std::vector<const char*> names = c.avg
+                                             ? std::vector<const char*>{"y", "dx"}
+                                             : std::vector<const char*>{"values", "indices", "dx"};
+  const double tol = c.avg ? ulps * training_test::eps_of(dt) : 0.0;
   for (std::size_t i = 0; i < want.size(); ++i) {
     const std::vector<double> g = ferry_test::as_double(got[i]), w = ferry_test::as_double(want[i]);
     ASSERT_EQ(g.size(), w.size());
     std::size_t bad = 0;
     for (std::size_t k = 0; k < g.size(); ++k)
-      if (!(g[k] == w[k] || (std::isnan(g[k]) && std::isnan(w[k]))) && bad++ == 0)
+      if (!(std::abs(g[k] - w[k]) <= tol * std::max(1.0, std::abs(w[k])) ||
+            (std::isnan(g[k]) && std::isnan(w[k]))) &&
+          bad++ == 0)
         ADD_FAILURE() << c.name << " " << ferry::dtype_name(dt) << " " << names[i] << " at " << k
                       << ": " << g[k] << " against the CPU's " << w[k];
     EXPECT_EQ(bad, 0u) << c.name << " " << ferry::dtype_name(dt) << " " << names[i];
   }
 }
 
-TEST(VulkanMaxPool, KernelsMatchTheCpuBitForBit) {
+TEST(VulkanPool, MaxPoolMatchesTheCpuBitForBit) {
   SKIP_WITHOUT_VULKAN();
   const ferry::DeviceImpl& impl = ferry::device_impl(vulkan());
   for (ferry::OpId op :
@@ -188,7 +213,7 @@ TEST(VulkanMaxPool, KernelsMatchTheCpuBitForBit) {
     ASSERT_TRUE(impl.supports(op, DType::f32)) << ferry::op_name(op);
   if (vulkan_storage_range() < (1u << 24))
     GTEST_SKIP() << "the storage-buffer range is cut to " << vulkan_storage_range()
-                 << " bytes; VulkanMaxPool.SplitMatchesTheCpu runs in that setting";
+                 << " bytes; VulkanPool.SplitMatchesTheCpu runs in that setting";
   const std::vector<PoolCase> cases = {
       {"ResNet's 3x3/2, planes above a workgroup", {2, 3, 40, 40}, {3}, {2}, {1}, {1}},
       {"overlapping (2, 3) windows, stride 1, dilation (2, 1)",
@@ -204,8 +229,36 @@ TEST(VulkanMaxPool, KernelsMatchTheCpuBitForBit) {
     for (const PoolCase& c : cases) check_pool(c, dt);
 }
 
+TEST(VulkanPool, AvgPoolMatchesTheCpu) {
+  SKIP_WITHOUT_VULKAN();
+  const ferry::DeviceImpl& impl = ferry::device_impl(vulkan());
+  for (ferry::OpId op :
+       {ferry::OpId::avg_pool1d, ferry::OpId::avg_pool2d, ferry::OpId::avg_pool_backward})
+    ASSERT_TRUE(impl.supports(op, DType::f32)) << ferry::op_name(op);
+  if (vulkan_storage_range() < (1u << 24))
+    GTEST_SKIP() << "the storage-buffer range is cut to " << vulkan_storage_range()
+                 << " bytes; VulkanPool.SplitMatchesTheCpu runs in that setting";
+  const auto avg = [](PoolCase c, bool include_pad = true,
+                      std::optional<std::int64_t> divisor = std::nullopt) {
+    c.avg = true;
+    c.count_include_pad = include_pad;
+    c.divisor_override = divisor;
+    return c;
+  };
+  const std::vector<PoolCase> cases = {
+      avg({"3x3/2, planes above a workgroup", {2, 3, 40, 40}, {3}, {2}, {1}, {}}),
+      avg({"3x3/2 ceil_mode, padding not counted", {2, 3, 17, 16}, {3}, {2}, {1}, {}, true}, false),
+      avg({"(2, 3) windows, stride 1, padding (1, 0)", {2, 2, 30, 31}, {2, 3}, {1}, {1, 0}, {}}),
+      avg({"2x2/2 with divisor_override -3", {3, 4, 9, 8}, {2}, {2}, {0}, {}}, true, -3),
+      avg({"1-D, kernel 4 stride 3 padding 2 ceil_mode", {4, 5, 33}, {4}, {3}, {2}, {}, true},
+          false),
+  };
+  for (DType dt : vulkan_float_dtypes())
+    for (const PoolCase& c : cases) check_pool(c, dt);
+}
+
 // Indices that are not i64 of the gradient's shape are a ShapeError on both devices.
-TEST(VulkanMaxPool, BackwardRefusesMismatchedIndices) {
+TEST(VulkanPool, BackwardRefusesMismatchedIndices) {
   SKIP_WITHOUT_VULKAN();
   const ferry::Attrs pool = {{"kernel_size", std::vector<std::int64_t>{2, 2}},
                              {"stride", std::vector<std::int64_t>{2, 2}},
@@ -224,15 +277,18 @@ TEST(VulkanMaxPool, BackwardRefusesMismatchedIndices) {
 
 // Cut between samples ([6, 2, 40, 40]: 12.5 KiB a sample) and between one sample's channels
 // ([3, 4, 64, 64]: 64 KiB a sample) by a 64 KiB binding.
-TEST(VulkanMaxPool, SplitMatchesTheCpu) {
+TEST(VulkanPool, SplitMatchesTheCpu) {
   SKIP_WITHOUT_VULKAN();
   if (vulkan_storage_range() > (1u << 16))
     GTEST_SKIP() << "the storage-buffer range is " << vulkan_storage_range()
                  << " bytes; CTest's cnn_layers_vulkan_split runs this with "
                     "FERRY_VULKAN_MAX_STORAGE_RANGE=65536";
-  for (const PoolCase& c : {PoolCase{"cut between samples", {6, 2, 40, 40}, {3}, {2}, {1}, {1}},
-                            PoolCase{"cut between channels", {3, 4, 64, 64}, {3}, {2}, {1}, {1}}})
-    check_pool(c, DType::f32);
+  for (const bool avg : {false, true})
+    for (PoolCase c : {PoolCase{"cut between samples", {6, 2, 40, 40}, {3}, {2}, {1}, {1}},
+                       PoolCase{"cut between channels", {3, 4, 64, 64}, {3}, {2}, {1}, {1}}}) {
+      c.avg = avg;
+      check_pool(c, DType::f32);
+    }
 }
 
 }  // namespace

@@ -31,12 +31,12 @@
 // the dtype and no gradient is being recorded for the call, the composition
 // otherwise — unless the kernel has backward rows of its own: the
 // convolutions (conv1d/2d/3d with conv_backward_input and
-// conv_backward_weight), the CPU's batch_norm (batch_norm_backward) and max
-// pooling (max_pool_backward) run under autograd too, their node calling
-// those kernels (detail::use_fused_kernel_with_backward decides). debug::CompositesOnly turns fused kernels off on a thread, which
-// is how the conformance suite holds each fused kernel to its composition.
-// Kind "composite" marks an op without a kernel interface (the arguments do
-// not fit one of the kernel kinds), which no backend can register.
+// conv_backward_weight), batch_norm (batch_norm_backward), max pooling
+// (max_pool_backward) and average pooling (avg_pool_backward) run under autograd too, their node
+// calling those kernels (detail::use_fused_kernel_with_backward decides). debug::CompositesOnly
+// turns fused kernels off on a thread, which is how the conformance suite holds each fused kernel
+// to its composition. Kind "composite" marks an op without a kernel interface (the arguments do not
+// fit one of the kernel kinds), which no backend can register.
 #pragma once
 
 #include <cstdint>

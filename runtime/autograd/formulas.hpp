@@ -95,10 +95,11 @@ void record_batch_norm(const Tensor& x, const Tensor& weight, const Tensor& bias
 // logsumexp; the backward is one scaled_dot_product_attention_backward kernel.
 void record_attention(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& mask,
                       const Attrs& attrs, const Tensor& out, const Tensor& lse);
-// A max pool the device's kernel computed (runtime/ops_pool.cpp), x [N, C, *in] and indices
-// [N, C, *out] in the layout of the forward's attributes: its backward is the
-// max_pool_backward kernel, in that layout.
-void record_max_pool(const Tensor& x, const Tensor& indices, const Attrs& attrs, const Tensor& y);
+// A pool the device's kernel computed (runtime/ops_pool.cpp), x [N, C, *in] and, for max
+// pooling, indices [N, C, *out], in the layout of the forward's attributes: its backward is
+// the `backward` kernel (max_pool_backward or avg_pool_backward), in that layout.
+void record_pool(OpId backward, const Tensor& x, const Tensor& indices, const Attrs& attrs,
+                 const Tensor& y);
 // mean and rstd are layer_norm's saved statistics ([rows]); with fused_backward (decided at
 // the forward, where debug::CompositesOnly is seen) the backward is one layer_norm_backward
 // kernel, else the composition.

@@ -194,19 +194,22 @@ void record_batch_norm(const Tensor& x, const Tensor& weight, const Tensor& bias
          });
 }
 
-void record_max_pool(const Tensor& x, const Tensor& indices, const Attrs& attrs, const Tensor& y) {
+void record_pool(OpId backward, const Tensor& x, const Tensor& indices, const Attrs& attrs,
+                 const Tensor& y) {
   if (!should_record({&x})) return;
-  record(
-      "max_poolBackward", {x}, y,
-      [shape = x.sizes(), idx = Saved(indices), attrs](const Tensor& g,
-                                                       const Needs&) -> std::vector<Tensor> {
-        // In the forward's layout (attribute channels_last): the indices are, and g and dx
-        // are made so.
-        const MemoryFormat format = activation_format(attrs, std::int64_t(shape.size()));
-        const Tensor dx = detail::new_tensor_in(shape, g.dtype(), detail::impl_of(g), format);
-        detail::run_kernel(OpId::max_pool_backward, {g.contiguous(format), idx.get()}, {dx}, attrs);
-        return {dx};
-      });
+  const bool max = backward == OpId::max_pool_backward;
+  record(max ? "max_poolBackward" : "avg_poolBackward", {x}, y,
+         [backward, shape = x.sizes(), idx = max ? Saved(indices) : Saved(), attrs](
+             const Tensor& g, const Needs&) -> std::vector<Tensor> {
+           // In the forward's layout (attribute channels_last): the indices are, and g and dx
+           // are made so.
+           const MemoryFormat format = activation_format(attrs, std::int64_t(shape.size()));
+           const Tensor dx = detail::new_tensor_in(shape, g.dtype(), detail::impl_of(g), format);
+           std::vector<Tensor> in{g.contiguous(format)};
+           if (backward == OpId::max_pool_backward) in.push_back(idx.get());
+           detail::run_kernel(backward, in, {dx}, attrs);
+           return {dx};
+         });
 }
 
 void record_attention(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& mask,

@@ -1,17 +1,19 @@
-// runtime/vulkan/vk_kernels_pool.cpp — max_pool1d/2d and max_pool_backward through
-// shaders/max_pool.comp (docs/kernel-contract.md; the attributes are the CPU kernel's).
+// runtime/vulkan/vk_kernels_pool.cpp — max_pool1d/2d, avg_pool1d/2d and their backward kernels
+// through shaders/pool.comp (docs/kernel-contract.md; the attributes are the CPU kernels').
 //
-// Note [Vulkan max pooling]
-// Composed, max pooling gathers every window into memory (nine values a 3x3 window: 2.25
-// times the input at ResNet-18's stride 2) before its argmax, and its backward scatters
-// through index_add. The forward kernel reads each window's taps where they lie and writes
-// the values and indices once. The backward is a gather: a thread per input element adds
-// the gradients of the windows that hold it and chose it, in output order, so no two
-// threads write one element and the sum is the CPU's bit for bit, with no atomics (a scatter
-// by the indices would need atomic float adds, in no fixed order; PyTorch's CUDA kernel
-// gathers alike for NCHW). The indices reach the backward only from the forward
-// (autograd's max_poolBackward), so each lies inside its window; one that did not would be
-// matched by no thread and add nothing, where the CPU's scatter raises ShapeError.
+// Note [Vulkan pooling]
+// Composed, pooling gathers every window into memory (nine values a 3x3 window: 2.25 times
+// the input at ResNet-18's stride 2) before its argmax or sum, and its backward scatters
+// through index_add. The forward kernels read each window's taps where they lie and write
+// each output once. The backward kernels are gathers: a thread per input element adds the
+// gradients of the windows that hold it (and, for max pooling, chose it), in output order, so
+// no two threads write one element and the sum is the CPU's, with no atomics (a scatter would
+// need atomic float adds, in no fixed order; PyTorch's CUDA kernels gather alike for NCHW).
+// For max pooling it is the CPU's bit for bit; for average pooling the terms and their order
+// are the CPU's (g / divisor, output order), the division the device's. The indices reach
+// max_pool_backward only from the forward (autograd's max_poolBackward), so each lies inside
+// its window; one that did not would be matched by no thread and add nothing, where the CPU's
+// scatter raises ShapeError.
 // Tensors larger than one binding are cut between samples, then between one sample's
 // channels (vk_split.hpp): the planes are independent. One plane larger than a binding
 // raises UnsupportedError. The activations are contiguous: Vulkan does not claim
@@ -23,7 +25,7 @@
 #include <limits>
 #include <vector>
 
-#include "abi/max_pool.h"
+#include "abi/pool.h"
 #include "ferry/error.hpp"
 #include "ferry/kit/pool_geometry.hpp"
 #include "vulkan/vk_device.hpp"
@@ -32,19 +34,22 @@
 namespace ferry::vulkan {
 namespace {
 
-// forward: x -> values, indices; backward: g, indices -> dx (docs/kernel-contract.md).
-void max_pool_kernel(DeviceImpl& d, const OpCall& c, bool backward) {
+// max pooling: x -> values, indices; g, indices -> dx. Average pooling: x -> y; g -> dx
+// (docs/kernel-contract.md).
+void pool_kernel(DeviceImpl& d, const OpCall& c, std::uint32_t mode) {
+  const bool backward = mode == abi::POOL_MAX_BACKWARD || mode == abi::POOL_AVG_BACKWARD;
+  const bool max = mode == abi::POOL_MAX || mode == abi::POOL_MAX_BACKWARD;
   VulkanDevice& dev = vulkan_device(d);
   const KernelLimits& lim = dev.limits();
   const TensorArg& a = c.inputs.at(0);   // x, or g
   const TensorArg& o = c.outputs.at(0);  // the values, or dx
-  const TensorArg& idx = backward ? c.inputs.at(1) : c.outputs.at(1);
   const TensorArg &in = backward ? o : a, &out = backward ? a : o;  // input- and output-shaped
+  // The indices (max pooling), else the tensor read again in their slot.
+  const TensorArg& idx = !max ? a : backward ? c.inputs.at(1) : c.outputs.at(1);
   if (!is_floating(a.dtype) || o.dtype != a.dtype)
     throw DTypeError(fmt::format("{}: the vulkan kernel takes one floating dtype, got {} and {}",
                                  c.name(), dtype_name(a.dtype), dtype_name(o.dtype)));
-  if (idx.dtype != DType::i64 || idx.sizes != out.sizes)
-    throw ShapeError(fmt::format("{}: the indices must be i64 of the output's shape", c.name()));
+  if (max) check_pool_indices(c, idx, out);
   for (const TensorArg* t : {&a, &o, &idx})
     if (!t->is_contiguous())
       throw Error(fmt::format("{}: the vulkan kernel takes contiguous tensors", c.name()));
@@ -58,7 +63,7 @@ void max_pool_kernel(DeviceImpl& d, const OpCall& c, bool backward) {
         "{}: planes of {} x {} exceed the Vulkan kernel's 2^31 positions", c.name(), g.h, g.w));
   if (in.numel() == 0 || out.numel() == 0) return;  // the core composes empty inputs
 
-  abi::MaxPoolParams p{};
+  abi::PoolParams p{};
   p.h = std::uint32_t(g.h);
   p.w = std::uint32_t(g.w);
   p.oh = std::uint32_t(g.oh);
@@ -71,9 +76,20 @@ void max_pool_kernel(DeviceImpl& d, const OpCall& c, bool backward) {
   p.pw = std::uint32_t(g.pw);
   p.dh = std::uint32_t(g.dh);
   p.dw = std::uint32_t(g.dw);
+  if (!max) {
+    const AvgPoolDivisor divisor = AvgPoolDivisor::of(c);
+    if (divisor.divisor_override < -kMax || divisor.divisor_override > kMax)
+      throw UnsupportedError(
+          fmt::format("{}: the Vulkan kernel takes a divisor_override of at "
+                      "most 2^31 - 1 in magnitude, got {}",
+                      c.name(), divisor.divisor_override));
+    p.divisor = std::int32_t(divisor.divisor_override);
+    p.count_include_pad = divisor.count_include_pad ? 1u : 0u;
+  }
   const std::uint32_t wg = workgroup_size(lim);
-  const abi::MaxPoolSpec spec{.WG = wg, .DT = dtype_code(a.dtype), .BACKWARD = backward};
-  // The views cut alike: the written one first, then the one read, then the indices.
+  const abi::PoolSpec spec{.WG = wg, .DT = dtype_code(a.dtype), .MODE = mode};
+  // The views cut alike: the written one first, then the one read, then the indices (or the
+  // one read again).
   for_each_part(lim, {o, a, idx}, 0, 2, [&](const auto& part, const auto&) {
     for (const TensorArg& t : part)
       if (!fits(lim, t))
@@ -81,14 +97,13 @@ void max_pool_kernel(DeviceImpl& d, const OpCall& c, bool backward) {
             "{}: one plane spans more than the device's storage-buffer range ({} bytes)", c.name(),
             lim.max_storage_range));
     const Binding ob = dev.bind(part[0], Access::write), ab = dev.bind(part[1], Access::read);
-    const Binding ib = dev.bind(part[2], backward ? Access::read : Access::write);
-    // max_pool.comp's slots: written, written indices, read, read indices.
-    const std::array<Binding, 4> b =
-        backward ? std::array<Binding, 4>{ob, ob, ab, ib} : std::array<Binding, 4>{ob, ib, ab, ab};
+    // pool.comp's slots: written, written indices, read, read indices.
+    std::array<Binding, 4> b{ob, ob, ab, ab};
+    if (max) b[backward ? 3 : 1] = dev.bind(part[2], backward ? Access::read : Access::write);
     for (std::size_t i = 0; i < b.size(); ++i) p.off[i] = b[i].element_offset;
     p.planes = std::uint32_t(part[0].sizes[0] * part[0].sizes[1]);
     const std::uint64_t area = backward ? std::uint64_t(g.h * g.w) : std::uint64_t(g.oh * g.ow);
-    dev.dispatch({"max_pool",
+    dev.dispatch({"pool",
                   spec.values(),
                   {b.begin(), b.end()},
                   &p,
@@ -102,10 +117,15 @@ void max_pool_kernel(DeviceImpl& d, const OpCall& c, bool backward) {
 }  // namespace
 
 void add_pool_kernels(KernelTable& table) {
-  for (OpId op : {OpId::max_pool1d, OpId::max_pool2d})
-    table.emplace_back(op, [](DeviceImpl& d, const OpCall& c) { max_pool_kernel(d, c, false); });
-  table.emplace_back(OpId::max_pool_backward,
-                     [](DeviceImpl& d, const OpCall& c) { max_pool_kernel(d, c, true); });
+  const auto add = [&](OpId op, std::uint32_t mode) {
+    table.emplace_back(op, [mode](DeviceImpl& d, const OpCall& c) { pool_kernel(d, c, mode); });
+  };
+  add(OpId::max_pool1d, abi::POOL_MAX);
+  add(OpId::max_pool2d, abi::POOL_MAX);
+  add(OpId::max_pool_backward, abi::POOL_MAX_BACKWARD);
+  add(OpId::avg_pool1d, abi::POOL_AVG);
+  add(OpId::avg_pool2d, abi::POOL_AVG);
+  add(OpId::avg_pool_backward, abi::POOL_AVG_BACKWARD);
 }
 
 }  // namespace ferry::vulkan

@@ -112,6 +112,19 @@ std::vector<FloatOpCase> conv_ops() {
        "[2, 3, 7, 6] kernel=3 stride=2 padding=1 ceil_mode",
        {{2, 3, 7, 6}},
        [](const Inputs& in) { return avg_pool2d(in[0], {3}, {2}, {1}, true); }},
+      {"avg_pool2d",
+       "[2, 5, 9, 8] channels-last kernel=3 stride=1 padding=1 count_include_pad=false",
+       {{2, 5, 9, 8}},
+       [](const Inputs& in) {
+         return avg_pool2d(in[0].contiguous(MemoryFormat::channels_last), {3}, {1}, {1}, false,
+                           false);
+       }},
+      {"avg_pool2d",
+       "[3, 6, 7] unbatched kernel=(2, 3) stride=(2, 1) divisor_override=4",
+       {{3, 6, 7}},
+       [](const Inputs& in) {
+         return avg_pool2d(in[0], {2, 3}, {2, 1}, {0}, false, true, 4);
+       }},
       {"adaptive_avg_pool1d",
        "[2, 3, 10] -> 4",
        {{2, 3, 10}},
@@ -228,6 +241,9 @@ std::vector<OpId> fused_kernels(OpId id) {
     case OpId::max_pool1d:
     case OpId::max_pool2d:
       return {id, OpId::max_pool_backward};
+    case OpId::avg_pool1d:
+    case OpId::avg_pool2d:
+      return {id, OpId::avg_pool_backward};
     case OpId::batch_norm:
       return {id, OpId::batch_norm_backward};
     default:

@@ -1,10 +1,13 @@
-// include/ferry/kit/pool_geometry.hpp — the geometry of a max_pool1d/2d call (and of its
-// max_pool_backward, which gets the forward's attributes) as every backend's kernel reads it
-// (docs/kernel-contract.md), read once here for the CPU and Vulkan kernels alike.
+// include/ferry/kit/pool_geometry.hpp — the geometry of a pooling kernel's call (max_pool1d/2d,
+// avg_pool1d/2d, and their backward kernels, which get the forward's attributes) as every
+// backend's kernel reads it (docs/kernel-contract.md), read once here for the CPU and Vulkan
+// kernels alike; and average pooling's divisors, which the core's composition reads too.
 #pragma once
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <vector>
 
@@ -28,7 +31,9 @@ inline Pool2d pool2d_geometry(const OpCall& call, const TensorArg& in, const Ten
   const auto& k = call.attrs.ints("kernel_size");
   const auto& s = call.attrs.ints("stride");
   const auto& p = call.attrs.ints("padding");
-  const auto& d = call.attrs.ints("dilation");
+  // Average pooling has no dilation.
+  static const std::vector<std::int64_t> ones{1, 1};
+  const auto& d = call.attrs.has("dilation") ? call.attrs.ints("dilation") : ones;
   // Dim i of the plane (0: height, 1: width) from an attribute; a 1-D pool's height is `one`.
   auto at = [&](const std::vector<std::int64_t>& v, int i, std::int64_t one) {
     return n == 1 && i == 0 ? one : v.at(std::size_t(n == 1 ? 0 : i));
@@ -45,6 +50,42 @@ inline Pool2d pool2d_geometry(const OpCall& call, const TensorArg& in, const Ten
           at(p, 1, 0),
           at(d, 0, 1),
           at(d, 1, 1)};
+}
+
+// The number of positions an average pool's window o along one dim counts (PyTorch's
+// avg_pool2d): the window clipped to the padded input, with count_include_pad, else to the
+// input. `in`, `kernel`, `stride`, `padding` along that dim.
+inline std::int64_t avg_pool_window_count(std::int64_t o, std::int64_t in, std::int64_t kernel,
+                                          std::int64_t stride, std::int64_t padding,
+                                          bool count_include_pad) {
+  const std::int64_t start = o * stride - padding;
+  const std::int64_t end = std::min(start + kernel, in + padding);
+  return count_include_pad ? end - start : std::min(end, in) - std::max(start, std::int64_t(0));
+}
+
+// An average pool's divisors: the attribute divisor_override where set (nonzero), else the
+// product of the window's counts along its dims.
+struct AvgPoolDivisor {
+  bool count_include_pad;
+  std::int64_t divisor_override;  // 0: none
+  static AvgPoolDivisor of(const OpCall& call) {
+    return {call.attrs.b("count_include_pad"),
+            call.attrs.has("divisor_override") ? call.attrs.i("divisor_override") : 0};
+  }
+  // Window (oh, ow)'s divisor.
+  std::int64_t operator()(const Pool2d& p, std::int64_t oh, std::int64_t ow) const {
+    if (divisor_override != 0) return divisor_override;
+    return avg_pool_window_count(oh, p.h, p.kh, p.sh, p.ph, count_include_pad) *
+           avg_pool_window_count(ow, p.w, p.kw, p.sw, p.pw, count_include_pad);
+  }
+};
+
+// A max pool's indices (i64, the shape of the pool's output `out`), checked.
+inline void check_pool_indices(const OpCall& call, const TensorArg& indices, const TensorArg& out) {
+  if (indices.dtype != DType::i64 || indices.sizes != out.sizes)
+    throw ShapeError(fmt::format("{}: the indices must be i64 of the output's shape {}, got {} {}",
+                                 call.name(), fmt::join(out.sizes, "x"), dtype_name(indices.dtype),
+                                 fmt::join(indices.sizes, "x")));
 }
 
 }  // namespace ferry

@@ -1,0 +1,141 @@
+// shaders/pool.comp — max_pool1d/2d, avg_pool1d/2d and their backward kernels over contiguous
+// [N, C, *] planes (docs/kernel-contract.md; a 1-D pool is a plane of height 1). Host side,
+// and why gathers: Note [Vulkan pooling] in runtime/vulkan/vk_kernels_pool.cpp.
+//  POOL_MAX: a thread per output element walks its window's taps in (i, j) order, keeping the
+//    first of equal values and letting a NaN take over (the CPU's rule), and writes the
+//    maximum and its flat position in the plane as an i64 (two 32-bit words: the base shader
+//    variant has no 64-bit integers).
+//  POOL_MAX_BACKWARD: a thread per input element adds the gradients of the windows that hold
+//    it and chose it, in the order of the outputs, as the CPU adds them: the same sum, bit for
+//    bit.
+//  POOL_AVG: a thread per output element adds its window's taps in (i, j) order and divides by
+//    the window's divisor (PyTorch's, as ferry/kit/pool_geometry.hpp's AvgPoolDivisor).
+//  POOL_AVG_BACKWARD: a thread per input element adds g / divisor of the windows that cover
+//    it, in output order, as the CPU does.
+// Bindings: 0 the values, y or dx; 1 the indices (POOL_MAX; binding 0's tensor otherwise: the
+// shader has stores to it, which synchronization validation counts whatever MODE rules out);
+// 2 x or g; 3 the indices (POOL_MAX_BACKWARD; binding 2's tensor otherwise).
+// The grid: plane_grid's (runtime/vulkan/vk_kernels.hpp).
+// ferry-f64-ops: max_pool1d max_pool2d max_pool_backward avg_pool1d avg_pool2d avg_pool_backward
+#version 450
+#extension GL_GOOGLE_include_directive : require
+#include "common.glsl"
+#include "abi/pool.h"  // spec and push constants: shared with the host
+
+FERRY_TENSOR(0, o)
+FERRY_TENSOR(1, io)
+FERRY_TENSOR(2, a)
+FERRY_TENSOR(3, ii)
+
+// Output element r of plane q.
+void forward(uint q, uint r) {
+  const int oh = int(r / p.ow), ow = int(r - uint(oh) * p.ow);
+  const uint plane = p.off[2] + q * p.h * p.w;
+  FTYPE best = -F_INF;
+  int arg = -1;
+  for (int i = 0; i < int(p.kh); ++i) {
+    const int ih = oh * int(p.sh) - int(p.ph) + i * int(p.dh);
+    if (ih < 0 || ih >= int(p.h)) continue;
+    for (int j = 0; j < int(p.kw); ++j) {
+      const int iw = ow * int(p.sw) - int(p.pw) + j * int(p.dw);
+      if (iw < 0 || iw >= int(p.w)) continue;
+      const int at = ih * int(p.w) + iw;
+      const FTYPE v = LOAD_F(a, DT, plane + uint(at));
+      if (arg < 0 || v > best || isnan(v)) {
+        best = v;
+        arg = at;
+      }
+    }
+  }
+  const uint oi = q * p.oh * p.ow + r;
+  STORE_F(o, DT, p.off[0] + oi, best)
+  io_u32[2u * (p.off[1] + oi)] = uint(arg);
+  io_u32[2u * (p.off[1] + oi) + 1u] = arg < 0 ? 0xffffffffu : 0u;
+}
+
+// Input element r of plane q: the windows whose span covers it, rows then columns in
+// increasing order (PyTorch's CUDA kernel finds them alike); a window whose dilated taps step
+// over r cannot have chosen it.
+void backward(uint q, uint r) {
+  const int ih = int(r / p.w), iw = int(r - uint(ih) * p.w);
+  const int th = ih + int(p.ph), tw = iw + int(p.pw);  // the position, padding counted
+  const int span_h = (int(p.kh) - 1) * int(p.dh) + 1, span_w = (int(p.kw) - 1) * int(p.dw) + 1;
+  const int oh0 = th < span_h ? 0 : (th - span_h) / int(p.sh) + 1;
+  const int ow0 = tw < span_w ? 0 : (tw - span_w) / int(p.sw) + 1;
+  const int oh1 = min(th / int(p.sh) + 1, int(p.oh)), ow1 = min(tw / int(p.sw) + 1, int(p.ow));
+  const uint plane = q * p.oh * p.ow;
+  FTYPE sum = 0.0;
+  for (int oh = oh0; oh < oh1; ++oh)
+    for (int ow = ow0; ow < ow1; ++ow) {
+      const uint oi = plane + uint(oh) * p.ow + uint(ow);
+      if (ii_u32[2u * (p.off[3] + oi)] == r && ii_u32[2u * (p.off[3] + oi) + 1u] == 0u)
+        sum += LOAD_F(a, DT, p.off[2] + oi);
+    }
+  STORE_F(o, DT, p.off[0] + q * p.h * p.w + r, sum)
+}
+
+// The number of positions window o counts along a dim of `len` positions (kernel k, stride s,
+// padding pad): clipped to the padded input with count_include_pad, else to the input.
+int window_count(int o, uint len, uint k, uint s, uint pad) {
+  const int start = o * int(s) - int(pad), end = min(start + int(k), int(len + pad));
+  return p.count_include_pad != 0u ? end - start : min(end, int(len)) - max(start, 0);
+}
+
+FTYPE divisor(int oh, int ow) {
+  if (p.divisor != 0) return FTYPE(p.divisor);
+  return FTYPE(window_count(oh, p.h, p.kh, p.sh, p.ph) * window_count(ow, p.w, p.kw, p.sw, p.pw));
+}
+
+// Output element r of plane q: its window's taps inside the input, rows then columns.
+void avg_forward(uint q, uint r) {
+  const int oh = int(r / p.ow), ow = int(r - uint(oh) * p.ow);
+  const int h0 = oh * int(p.sh) - int(p.ph), w0 = ow * int(p.sw) - int(p.pw);
+  const uint plane = p.off[2] + q * p.h * p.w;
+  FTYPE sum = 0.0;
+  for (int ih = max(h0, 0); ih < min(h0 + int(p.kh), int(p.h)); ++ih)
+    for (int iw = max(w0, 0); iw < min(w0 + int(p.kw), int(p.w)); ++iw)
+      sum += LOAD_F(a, DT, plane + uint(ih) * p.w + uint(iw));
+  STORE_F(o, DT, p.off[0] + q * p.oh * p.ow + r, sum / divisor(oh, ow))
+}
+
+// Input element r of plane q: the windows that cover it, rows then columns in increasing
+// order, each adding its gradient over its divisor.
+void avg_backward(uint q, uint r) {
+  const int ih = int(r / p.w), iw = int(r - uint(ih) * p.w);
+  const int th = ih + int(p.ph), tw = iw + int(p.pw);  // the position, padding counted
+  const int oh0 = th < int(p.kh) ? 0 : (th - int(p.kh)) / int(p.sh) + 1;
+  const int ow0 = tw < int(p.kw) ? 0 : (tw - int(p.kw)) / int(p.sw) + 1;
+  const int oh1 = min(th / int(p.sh) + 1, int(p.oh)), ow1 = min(tw / int(p.sw) + 1, int(p.ow));
+  const uint plane = p.off[2] + q * p.oh * p.ow;
+  FTYPE sum = 0.0;
+  for (int oh = oh0; oh < oh1; ++oh)
+    for (int ow = ow0; ow < ow1; ++ow)
+      sum += LOAD_F(a, DT, plane + uint(oh) * p.ow + uint(ow)) / divisor(oh, ow);
+  STORE_F(o, DT, p.off[0] + q * p.h * p.w + r, sum)
+}
+
+void visit(uint q, uint r) {
+  if (MODE == POOL_MAX)
+    forward(q, r);
+  else if (MODE == POOL_MAX_BACKWARD)
+    backward(q, r);
+  else if (MODE == POOL_AVG)
+    avg_forward(q, r);
+  else
+    avg_backward(q, r);
+}
+
+void main() {
+  const bool backward = MODE == POOL_MAX_BACKWARD || MODE == POOL_AVG_BACKWARD;
+  const uint area = backward ? p.h * p.w : p.oh * p.ow;
+  const uint step = gl_NumWorkGroups.x * gl_WorkGroupSize.x;
+  if (area >= gl_WorkGroupSize.x) {  // workgroup (x, y): a piece of plane y
+    for (uint q = gl_WorkGroupID.y; q < p.planes; q += gl_NumWorkGroups.y)
+      for (uint r = gl_GlobalInvocationID.x; r < area; r += step) visit(q, r);
+  } else {  // planes smaller than a workgroup: the part as one range
+    for (uint e = gl_GlobalInvocationID.x; e < p.planes * area; e += step) {
+      const uint q = e / area;
+      visit(q, e - q * area);
+    }
+  }
+}
