@@ -138,6 +138,8 @@ void run_layer(benchmark::State& s, const std::string& layer, ferry::MemoryForma
   const auto run = [&](const Layer& l) {
     if (layer == "batch_norm")
       return ferry::nn::functional::batch_norm(l.x, {}, {}, l.w, l.b, true);
+    if (layer == "interpolate bilinear x2")
+      return ferry::interpolate(l.x, {.scale_factor = {2.0}, .mode = "bilinear"});
     return layer == "avg_pool2d 3x3/2" ? ferry::avg_pool2d(l.x, {3}, {2}, {1})
                                        : ferry::max_pool2d(l.x, {3}, {2}, {1});
   };
@@ -321,6 +323,7 @@ void register_conv() {
   // The layers on vulkan:0: its kernels (batch_norm's, Note [Vulkan batch_norm]) against the
   // composition on the same device, and against the CPU.
   for (const std::string layer : layers()) {
+    if (layer.starts_with("interpolate")) continue;  // no Vulkan kernel: both rows would compose
     const std::string base = fmt::format("layer/{}/forward+backward", layer);
     const std::string title = fmt::format("{} forward+backward [{}, 64, {}, {}]", layer, n,
                                           layer_size(quick()), layer_size(quick()));

@@ -145,6 +145,12 @@ void torch_layer(const std::string& layer, bool channels_last) {
   const bool bn = layer == "batch_norm";
   const auto run = [&](const Layer& l) {
     if (bn) return torch::batch_norm(l.x, l.w, l.b, {}, {}, true, 0.1, 1e-5, false);
+    if (layer == "interpolate bilinear x2")
+      return torch::nn::functional::interpolate(l.x,
+                                                torch::nn::functional::InterpolateFuncOptions()
+                                                    .scale_factor(std::vector<double>{2.0, 2.0})
+                                                    .mode(torch::kBilinear)
+                                                    .align_corners(false));
     return layer == "avg_pool2d 3x3/2" ? torch::avg_pool2d(l.x, 3, 2, 1)
                                        : torch::max_pool2d(l.x, 3, 2, 1);
   };

@@ -29,9 +29,10 @@ MemoryFormat memory_format_of(std::int64_t rank, std::initializer_list<const Ten
 // y in the memory format of the first of `likes` with y's rank that is channels-last, else y.
 Tensor in_memory_format_of(const Tensor& y, std::initializer_list<const Tensor*> likes);
 // The layout in which x's device runs a CNN layer's kernel (convolution, batch_norm,
-// max_pool2d) for this call: the channels-last format of the first of `likes` of x's rank that
-// is channels-last, where the device claims DeviceCapabilities::channels_last_cnn; contiguous
-// otherwise (the kernel computes on contiguous copies and the op converts its result).
+// max_pool2d, avg_pool2d, interpolate) for this call: the channels-last format of the first of
+// `likes` of x's rank that is channels-last, where the device claims
+// DeviceCapabilities::channels_last_cnn; contiguous otherwise (the kernel computes on contiguous
+// copies and the op converts its result).
 MemoryFormat cnn_kernel_format(const Tensor& x, std::initializer_list<const Tensor*> likes);
 // Tells the kernel (the attribute channels_last, read by ferry::activation_format).
 void set_activation_format(Attrs& attrs, MemoryFormat format);

@@ -8,6 +8,9 @@
 #include <string>
 
 #include "autocast_internal.hpp"
+#include "autograd/formulas.hpp"
+#include "dispatch.hpp"
+#include "ferry/backend.hpp"
 #include "ferry/error.hpp"
 #include "ferry/ops.hpp"
 #include "memory_format_internal.hpp"
@@ -116,6 +119,40 @@ Tensor resample_dim(const Tensor& x, std::int64_t dim, const Taps& t, std::int64
   return sum(y.reshape(split) * w, {dim});
 }
 
+// A 2-D resampling by the device's kernel (Note [Composite ops] in ferry/op.hpp: it has a
+// backward row of its own, interpolate_backward): x [N, C, H, W] and each dim's taps as
+// tables on x's device, index i64 and weight f64 [taps, out] (nearest: weight 1); in a
+// channels-last x's layout where the device's kernels take it.
+Tensor resample2d_kernel(const Tensor& x, const std::vector<Taps>& dims,
+                         const std::vector<std::int64_t>& out) {
+  std::vector<Tensor> tables;
+  for (std::size_t i = 0; i < dims.size(); ++i) {
+    const Taps& t = dims[i];
+    const Shape s{t.taps, out[i]};
+    tables.push_back(tensor(t.index).reshape(s).to(x.device()));
+    tables.push_back(
+        (t.weight.empty() ? ones(s, {.dtype = DType::f64}) : tensor(t.weight).reshape(s))
+            .to(x.device()));
+  }
+  // A channels-last input as it is on a device whose kernel takes it, else a contiguous copy
+  // (recorded: differentiable).
+  const MemoryFormat format = detail::cnn_kernel_format(x, {&x});
+  const Tensor xc = x.contiguous(format);
+  Attrs attrs;
+  detail::set_activation_format(attrs, format);
+  Tensor y;
+  {
+    NoGradGuard no_grad;
+    y = detail::new_tensor_in({x.size(0), x.size(1), out[0], out[1]}, x.dtype(), detail::impl_of(x),
+                              format);
+    std::vector<Tensor> in{xc};
+    in.insert(in.end(), tables.begin(), tables.end());
+    detail::run_kernel(OpId::interpolate, in, {y}, attrs);
+  }
+  autograd::record_resample(xc, tables, attrs, y);
+  return y;
+}
+
 }  // namespace
 
 Tensor interpolate(const Tensor& x, const InterpolateOptions& o) {
@@ -183,7 +220,7 @@ Tensor interpolate(const Tensor& x, const InterpolateOptions& o) {
   }
   const bool align = o.align_corners.value_or(false);
   const bool f64 = x.dtype() == DType::f64;
-  Tensor y = x;
+  std::vector<Taps> dims;
   for (std::int64_t i = 0; i < n; ++i) {
     const std::int64_t a = in[std::size_t(i)], b = out[std::size_t(i)];
     const auto s = scales[std::size_t(i)];
@@ -196,7 +233,15 @@ Tensor interpolate(const Tensor& x, const InterpolateOptions& o) {
     } else {
       t = f64 ? linear_taps<double>(a, b, align, s) : linear_taps<float>(a, b, align, s);
     }
-    y = resample_dim(y, i + 2, t, b);
+    dims.push_back(std::move(t));
+  }
+  Tensor y = x;
+  if (n == 2 &&
+      detail::use_fused_kernel_with_backward(x, {OpId::interpolate, OpId::interpolate_backward})) {
+    y = resample2d_kernel(x, dims, out);
+  } else {
+    for (std::int64_t i = 0; i < n; ++i)
+      y = resample_dim(y, i + 2, dims[std::size_t(i)], out[std::size_t(i)]);
   }
   return detail::in_memory_format_of(y, {&x});  // a channels-last input's layout, as PyTorch
 }

@@ -265,13 +265,15 @@ TEST(MemoryFormat, ConvolutionsRunChannelsLastWithoutLayoutCopies) {
       }
 }
 
-// The CPU's batch_norm, max_pool2d and avg_pool2d kernels (DeviceCapabilities::channels_last_cnn)
+// The CPU's batch_norm, max_pool2d, avg_pool2d and interpolate kernels
+// (DeviceCapabilities::channels_last_cnn)
 // compute a channels-last input in that layout: the profile of the forward and the backward
 // shows no layout copy, the results and the input's gradient are channels-last, and they are
 // the composition's (ferry::debug::CompositesOnly, on contiguous inputs): batch_norm's values,
 // gradients and running statistics in training and eval, max pooling's values, indices (ties
 // and a NaN included: the first maximum, a NaN taking over) and gradient, average pooling's
-// values and gradient (padding counted or not, a divisor_override). f32 and f64; 4-D and
+// values and gradient (padding counted or not, a divisor_override), interpolate's values and
+// gradient (bilinear, bicubic). f32 and f64; 4-D and
 // (batch_norm) 5-D. Over 2 threads the results are those of 1 thread, bit for bit (batch_norm's
 // sums go over blocks of rows fixed by the channels alone).
 TEST(MemoryFormat, BatchNormAndPoolsRunChannelsLastWithoutLayoutCopies) {
@@ -326,6 +328,16 @@ TEST(MemoryFormat, BatchNormAndPoolsRunChannelsLastWithoutLayoutCopies) {
       {"avg_pool2d 2x3/(2, 1), ceil_mode, divisor_override 5",
        {2, 3, 8, 9},
        avg({2, 3}, {2, 1}, {1}, true, true, 5)},
+      {"interpolate bilinear, scale (1.5, 2)",
+       {2, 3, 5, 4},
+       [](const Tensor& x, std::vector<Tensor>&) {
+         return ferry::interpolate(x, {.scale_factor = {1.5, 2.0}, .mode = "bilinear"});
+       }},
+      {"interpolate bicubic to (3, 7), align_corners",
+       {1, 4, 6, 5},
+       [](const Tensor& x, std::vector<Tensor>&) {
+         return ferry::interpolate(x, {.size = {3, 7}, .mode = "bicubic", .align_corners = true});
+       }},
   };
   struct Run {
     Tensor y, gx;

@@ -165,6 +165,12 @@ TEST(CnnOps, GradcheckInDouble) {
           return ferry::interpolate(in[0], {.size = {5, 6}, .mode = "bicubic"});
         },
         {f64_input({1, 2, 3, 4}, 14)});
+  check("interpolate bilinear, down, align_corners",
+        [](const In& in) {
+          return ferry::interpolate(in[0],
+                                    {.size = {3, 2}, .mode = "bilinear", .align_corners = true});
+        },
+        {f64_input({2, 2, 5, 4}, 16)});
   check("pixel_shuffle", [](const In& in) { return ferry::pixel_shuffle(in[0], 2); },
         {f64_input({1, 8, 2, 3}, 15)});
 }
@@ -333,6 +339,59 @@ TEST(CnnOps, AvgPoolKernelsMatchTheCompositionInBothLayouts) {
       for (std::size_t i = 0; i < 2; ++i)
         EXPECT_EQ(ferry_test::as_double(last[i]), ferry_test::as_double(fused[i]))
             << at << (i == 0 ? " y" : " dx") << ": channels-last against contiguous";
+    }
+}
+
+// The CPU's 2-D interpolate kernels (cpu_kernels_resample.cpp) against the composition,
+// forward and the input's gradient, in f32 and f64: every 2-D mode, up and down, by size and
+// by scale_factor, align_corners both ways, a channels-last input (its result channels-last).
+TEST(CnnOps, InterpolateKernelsMatchTheComposition) {
+  const ferry::DeviceImpl& cpu = ferry::device_impl(ferry::Device::cpu());
+  for (ferry::OpId op : {ferry::OpId::interpolate, ferry::OpId::interpolate_backward})
+    ASSERT_TRUE(cpu.supports(op, DType::f32)) << ferry::op_name(op);
+  struct Case {
+    std::string name;
+    ferry::InterpolateOptions o;
+    bool channels_last = false;
+  };
+  const std::vector<Case> cases = {
+      {"nearest x2", {.scale_factor = {2.0}, .mode = "nearest"}},
+      {"nearest to (5, 13)", {.size = {5, 13}, .mode = "nearest"}},
+      {"nearest-exact scale 1.7", {.scale_factor = {1.7}, .mode = "nearest-exact"}},
+      {"bilinear x2", {.scale_factor = {2.0}, .mode = "bilinear"}},
+      {"bilinear to (4, 3), align_corners",
+       {.size = {4, 3}, .mode = "bilinear", .align_corners = true}},
+      {"bilinear scale (1.5, 0.6) channels-last",
+       {.scale_factor = {1.5, 0.6}, .mode = "bilinear"},
+       true},
+      {"bicubic to (15, 9)", {.size = {15, 9}, .mode = "bicubic"}},
+      {"bicubic x2 align_corners",
+       {.scale_factor = {2.0}, .mode = "bicubic", .align_corners = true}},
+  };
+  for (const DType dt : {DType::f32, DType::f64})
+    for (const Case& c : cases) {
+      ferry::manual_seed(12);
+      const Tensor x0 = ferry::randn({2, 3, 7, 6}, {.dtype = dt});
+      auto run = [&](bool composed) {
+        std::optional<ferry::debug::CompositesOnly> only;
+        if (composed) only.emplace();
+        Tensor x =
+            (c.channels_last ? x0.contiguous(ferry::MemoryFormat::channels_last) : x0.clone())
+                .requires_grad_();
+        const Tensor y = ferry::interpolate(x, c.o);
+        EXPECT_EQ(y.is_contiguous(ferry::MemoryFormat::channels_last) && !y.is_contiguous(),
+                  c.channels_last)
+            << c.name;
+        ferry::manual_seed(13);
+        ferry::sum(y * ferry::randn(y.sizes(), {.dtype = dt})).backward();
+        return std::vector<Tensor>{y, x.grad()};
+      };
+      const auto fused = run(false), composed = run(true);
+      const double tol = dt == DType::f64 ? 1e-12 : 1e-5;
+      for (std::size_t i = 0; i < 2; ++i)
+        ferry_test::expect_close(
+            ferry_test::as_double(fused[i]), ferry_test::as_double(composed[i]), tol, tol,
+            c.name + " " + std::string(ferry::dtype_name(dt)) + (i == 0 ? " y" : " dx"));
     }
 }
 

@@ -212,6 +212,21 @@ void record_pool(OpId backward, const Tensor& x, const Tensor& indices, const At
          });
 }
 
+void record_resample(const Tensor& x, const std::vector<Tensor>& tables, const Attrs& attrs,
+                     const Tensor& y) {
+  if (!should_record({&x})) return;
+  record("interpolateBackward", {x}, y,
+         [shape = x.sizes(), tables, attrs](const Tensor& g, const Needs&) -> std::vector<Tensor> {
+           // In the forward's layout (attribute channels_last).
+           const MemoryFormat format = activation_format(attrs, 4);
+           const Tensor dx = detail::new_tensor_in(shape, g.dtype(), detail::impl_of(g), format);
+           std::vector<Tensor> in{g.contiguous(format)};
+           in.insert(in.end(), tables.begin(), tables.end());
+           detail::run_kernel(OpId::interpolate_backward, in, {dx}, attrs);
+           return {dx};
+         });
+}
+
 void record_attention(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& mask,
                       const Attrs& attrs, const Tensor& out, const Tensor& lse) {
   if (!should_record({&q, &k, &v})) return;

@@ -31,6 +31,7 @@ void add_scatter_kernels(KernelTable& table);  // scatter_reduce
 void add_conv_kernels(KernelTable& table);     // conv1d/2d/3d and their backward rows
 bool conv_supports(DType dtype);               // f32 and f64
 void add_cnn_kernels(KernelTable& table);      // batch_norm and its backward row
+void add_resample_kernels(KernelTable& table);  // interpolate (2-D) and its backward row
 void add_pool_kernels(KernelTable& table);     // max_pool1d/2d, avg_pool1d/2d, their backward rows
 void add_attention_kernels(KernelTable& table);  // scaled_dot_product_attention and its backward
 }  // namespace cpu

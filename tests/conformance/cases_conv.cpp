@@ -219,6 +219,13 @@ std::vector<FloatOpCase> conv_ops() {
        [](const Inputs& in) {
          return interpolate(in[0], {.scale_factor = {2.5}, .mode = "nearest"});
        }},
+      {"interpolate",
+       "[2, 3, 5, 4] channels-last -> scale 2 bilinear align_corners",
+       {{2, 3, 5, 4}},
+       [](const Inputs& in) {
+         return interpolate(in[0].contiguous(MemoryFormat::channels_last),
+                            {.scale_factor = {2.0}, .mode = "bilinear", .align_corners = true});
+       }},
       {"pixel_shuffle",
        "[2, 8, 3, 2] r=2",
        {{2, 8, 3, 2}},
@@ -244,6 +251,8 @@ std::vector<OpId> fused_kernels(OpId id) {
     case OpId::avg_pool1d:
     case OpId::avg_pool2d:
       return {id, OpId::avg_pool_backward};
+    case OpId::interpolate:
+      return {id, OpId::interpolate_backward};
     case OpId::batch_norm:
       return {id, OpId::batch_norm_backward};
     default:
