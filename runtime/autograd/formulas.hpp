@@ -98,13 +98,13 @@ void record_attention(const Tensor& q, const Tensor& k, const Tensor& v, const T
 // A pool the device's kernel computed (runtime/ops_pool.cpp), x [N, C, *in] and, for max
 // pooling, indices [N, C, *out], in the layout of the forward's attributes: its backward is
 // the `backward` kernel (max_pool_backward or avg_pool_backward), in that layout.
+void record_pool(OpId backward, const Tensor& x, const Tensor& indices, const Attrs& attrs,
+                 const Tensor& y);
 // A 2-D resampling the device's kernel computed (interpolate, runtime/ops_resample.cpp), x
 // [N, C, H, W] in the layout of the forward's attributes and its tables (index and weight per
 // dim): its backward is the interpolate_backward kernel with the same tables, in that layout.
 void record_resample(const Tensor& x, const std::vector<Tensor>& tables, const Attrs& attrs,
                      const Tensor& y);
-void record_pool(OpId backward, const Tensor& x, const Tensor& indices, const Attrs& attrs,
-                 const Tensor& y);
 // mean and rstd are layer_norm's saved statistics ([rows]); with fused_backward (decided at
 // the forward, where debug::CompositesOnly is seen) the backward is one layer_norm_backward
 // kernel, else the composition.
