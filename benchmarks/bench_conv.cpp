@@ -323,7 +323,6 @@ void register_conv() {
   // The layers on vulkan:0: its kernels (batch_norm's, Note [Vulkan batch_norm]) against the
   // composition on the same device, and against the CPU.
   for (const std::string layer : layers()) {
-    if (layer.starts_with("interpolate")) continue;  // no Vulkan kernel: both rows would compose
     const std::string base = fmt::format("layer/{}/forward+backward", layer);
     const std::string title = fmt::format("{} forward+backward [{}, 64, {}, {}]", layer, n,
                                           layer_size(quick()), layer_size(quick()));

@@ -41,11 +41,12 @@ bool use_fused_kernel(OpId op, const Tensor& x, DType compute) {
   return impl_of(x).supports(op, compute);
 }
 
-bool use_fused_kernel_with_backward(const Tensor& x, std::initializer_list<OpId> kernels) {
+bool use_fused_kernel_with_backward(const Tensor& x, OpId op) {
   if (t_composites_only || x.numel() == 0) return false;
   const DeviceImpl& impl = impl_of(x);
-  for (OpId op : kernels)
-    if (!impl.supports(op, x.dtype())) return false;
+  if (!impl.supports(op, x.dtype())) return false;
+  for (OpId backward : op_info(op).backward_kernels())
+    if (!impl.supports(backward, x.dtype())) return false;
   return true;
 }
 

@@ -101,8 +101,7 @@ void check_bias(std::string_view op, const Tensor& b, std::int64_t channels) {
 // ferry/op.hpp; the kernel has a backward of its own, the conv_backward_input and
 // conv_backward_weight rows, so it runs under autograd too).
 bool conv_kernel_runs(OpId id, const Tensor& x, const Tensor& w) {
-  return w.numel() > 0 && detail::use_fused_kernel_with_backward(
-                              x, {id, OpId::conv_backward_input, OpId::conv_backward_weight});
+  return w.numel() > 0 && detail::use_fused_kernel_with_backward(x, id);
 }
 
 // y [N, OC, *out] by the device's kernel, its backward recorded (autograd::record_conv).

@@ -53,10 +53,10 @@ Tensor unary_kernel(OpId op, const Tensor& x);
 // op `op` runs as x's device's fused kernel, computing in `compute`; and the
 // unary composite ops by id (unary_op's way to them).
 bool use_fused_kernel(OpId op, const Tensor& x, DType compute);
-// The same for a fused kernel that brings its own backward rows (convolution, batch_norm, max
-// pooling), so it runs under autograd too: x's device supports every op of `kernels` (the
-// forward first) in x's dtype, x is not empty, and debug::CompositesOnly is off.
-bool use_fused_kernel_with_backward(const Tensor& x, std::initializer_list<OpId> kernels);
+// The same for an op whose row names backward kernel rows (OpInfo::backward_kernels(): the
+// convolutions, batch_norm, the pools...), so it runs under autograd too: x's device supports
+// `op` and those rows in x's dtype, x is not empty, and debug::CompositesOnly is off.
+bool use_fused_kernel_with_backward(const Tensor& x, OpId op);
 
 // A reduction's dims (ops_reduce.cpp): x permuted with the kept dims first, in order, and
 // the reduced ones last; `dims` empty means every dim; a repeated or out-of-range dim is a

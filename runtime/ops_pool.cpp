@@ -187,7 +187,7 @@ ValuesIndices max_pool(std::size_t n, OpId id, const Tensor& x_in, const ConvSiz
                        bool ceil_mode) {
   const Tensor x = batched_input(n, id, x_in);
   const PoolGeometry g = pool_windows(n, id, x, kernel, stride, padding, dilation, ceil_mode);
-  if (detail::use_fused_kernel_with_backward(x, {id, OpId::max_pool_backward}))
+  if (detail::use_fused_kernel_with_backward(x, id))
     return pool_kernel(id, x_in, x, g.dims,
                        {{"kernel_size", g.kernel},
                         {"stride", g.stride},
@@ -205,7 +205,7 @@ Tensor avg_pool(std::size_t n, OpId id, const Tensor& x_in, const ConvSizes& ker
     throw ValueError(fmt::format("{}: divisor_override must be nonzero", op));
   const PoolGeometry g = pool_windows(n, id, x, kernel, stride, padding, {1}, ceil_mode);
   const std::vector<WindowDim>& dims = g.dims;
-  if (detail::use_fused_kernel_with_backward(x, {id, OpId::avg_pool_backward})) {
+  if (detail::use_fused_kernel_with_backward(x, id)) {
     Attrs attrs{{"kernel_size", g.kernel},
                 {"stride", g.stride},
                 {"padding", g.padding},

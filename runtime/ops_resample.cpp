@@ -12,6 +12,7 @@
 #include "dispatch.hpp"
 #include "ferry/backend.hpp"
 #include "ferry/error.hpp"
+#include "ferry/kit/resample_args.hpp"
 #include "ferry/ops.hpp"
 #include "memory_format_internal.hpp"
 #include "ops_internal.hpp"
@@ -121,7 +122,8 @@ Tensor resample_dim(const Tensor& x, std::int64_t dim, const Taps& t, std::int64
 
 // A 2-D resampling by the device's kernel (Note [Composite ops] in ferry/op.hpp: it has a
 // backward row of its own, interpolate_backward): x [N, C, H, W] and each dim's taps as
-// tables on x's device, index i64 and weight f64 [taps, out] (nearest: weight 1); in a
+// tables on x's device, index i64 and weight [taps, out] in the compute type (the taps'
+// weights were computed in it: nothing is rounded; nearest: weight 1); in a
 // channels-last x's layout where the device's kernels take it.
 Tensor resample2d_kernel(const Tensor& x, const std::vector<Taps>& dims,
                          const std::vector<std::int64_t>& out) {
@@ -130,9 +132,13 @@ Tensor resample2d_kernel(const Tensor& x, const std::vector<Taps>& dims,
     const Taps& t = dims[i];
     const Shape s{t.taps, out[i]};
     tables.push_back(tensor(t.index).reshape(s).to(x.device()));
-    tables.push_back(
-        (t.weight.empty() ? ones(s, {.dtype = DType::f64}) : tensor(t.weight).reshape(s))
-            .to(x.device()));
+    // The weights made in the compute type on the host (no cast op).
+    const DType weight = resample_weight_dtype(x.dtype());
+    const Tensor w = t.weight.empty() ? ones(s, {.dtype = weight})
+                     : weight == DType::f64
+                         ? tensor(t.weight)
+                         : tensor(std::vector<float>(t.weight.begin(), t.weight.end()));
+    tables.push_back(w.reshape(s).to(x.device()));
   }
   // A channels-last input as it is on a device whose kernel takes it, else a contiguous copy
   // (recorded: differentiable).
@@ -236,8 +242,7 @@ Tensor interpolate(const Tensor& x, const InterpolateOptions& o) {
     dims.push_back(std::move(t));
   }
   Tensor y = x;
-  if (n == 2 &&
-      detail::use_fused_kernel_with_backward(x, {OpId::interpolate, OpId::interpolate_backward})) {
+  if (n == 2 && detail::use_fused_kernel_with_backward(x, OpId::interpolate)) {
     y = resample2d_kernel(x, dims, out);
   } else {
     for (std::int64_t i = 0; i < n; ++i)

@@ -191,6 +191,22 @@ ITYPE float_to_itype(double f, uint dt) {
   }
 #endif
 
+// ---- plane_grid's walk (runtime/vulkan/vk_kernels.hpp) ----
+// visit(q, r) for element r < area of each plane q < planes: workgroup (x, y) takes a piece of
+// plane y (and of y + the grid's height...), or, where a plane is smaller than a workgroup, the
+// planes' elements run as one range.
+#define FOR_EACH_PLANE_ELEMENT(planes, area, visit)                                      \
+  {                                                                                      \
+    const uint step_ = gl_NumWorkGroups.x * gl_WorkGroupSize.x;                          \
+    if ((area) >= gl_WorkGroupSize.x) {                                                  \
+      for (uint q_ = gl_WorkGroupID.y; q_ < (planes); q_ += gl_NumWorkGroups.y)          \
+        for (uint r_ = gl_GlobalInvocationID.x; r_ < (area); r_ += step_) visit(q_, r_); \
+    } else {                                                                             \
+      for (uint e_ = gl_GlobalInvocationID.x; e_ < (planes) * (area); e_ += step_)       \
+        visit(e_ / (area), e_ - (e_ / (area)) * (area));                                 \
+    }                                                                                    \
+  }
+
 // ---- float math with the edge cases GLSL leaves undefined ----
 // hi += v with the rounding error kept in lo (TwoSum: hi + lo is the exact sum of what was
 // added, to the working precision twice over, while no term is infinite or NaN; `precise`

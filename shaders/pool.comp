@@ -127,15 +127,5 @@ void visit(uint q, uint r) {
 
 void main() {
   const bool backward = MODE == POOL_MAX_BACKWARD || MODE == POOL_AVG_BACKWARD;
-  const uint area = backward ? p.h * p.w : p.oh * p.ow;
-  const uint step = gl_NumWorkGroups.x * gl_WorkGroupSize.x;
-  if (area >= gl_WorkGroupSize.x) {  // workgroup (x, y): a piece of plane y
-    for (uint q = gl_WorkGroupID.y; q < p.planes; q += gl_NumWorkGroups.y)
-      for (uint r = gl_GlobalInvocationID.x; r < area; r += step) visit(q, r);
-  } else {  // planes smaller than a workgroup: the part as one range
-    for (uint e = gl_GlobalInvocationID.x; e < p.planes * area; e += step) {
-      const uint q = e / area;
-      visit(q, e - q * area);
-    }
-  }
+  FOR_EACH_PLANE_ELEMENT(p.planes, backward ? p.h * p.w : p.oh * p.ow, visit)
 }

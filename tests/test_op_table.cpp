@@ -170,12 +170,15 @@ std::string ops_markdown() {
         "--gtest_filter=OpTable.DocsTableIsCurrent\n\n"
      << "Per backend: **kernel**: the backend's own kernel; **composite**: made of other ops, so "
         "it runs wherever\nthey do and is differentiable through them; **fused**: composite, "
-        "with a fused kernel of the backend's\nthat runs where no gradient is recorded; **-**: "
+        "with a fused kernel of the backend's\nthat runs where no gradient is recorded (or under "
+        "autograd too, where the grad cell names backward\nkernels the backend has); **-**: "
         "not supported. A device can take fewer dtypes than\nthe row lists (`supports()`: "
         "Vulkan's 16-bit and 64-bit types, f64 included, need the device's features);\n"
         "`ferry-conformance --list --device DEV` prints what one device takes.\n\n"
      << "Grad: **formula**, a backward formula (runtime/autograd/); **parts**, through the ops "
-        "it is made of;\n**none**, not differentiable; **backward**, a backward kernel itself. "
+        "it is made of;\n**none**, not differentiable; **backward**, a backward kernel itself; in "
+        "parentheses, the backward\nkernels its gradient runs where the device has them (the "
+        "column backward). "
         "Result: **same** (the compute\ndtype), **bool**, **i64**, **widen** (integers give "
         "i64), **given** (the caller's dtype). Autocast: what a `ferry::Autocast` scope does to "
         "the\nfloating inputs (Note [Autocast] in `include/ferry/autocast.hpp`): **low** (its "
@@ -190,15 +193,20 @@ std::string ops_markdown() {
     for (std::string w; words >> w;) col.push_back(w);
     if (col.empty() || col[0][0] == '#') continue;
     // name kind inputs outputs dtypes compute result promote grad impl backends attrs range
-    // autocast
+    // autocast backward
     const ferry::OpInfo& info = ferry::op_info(*ferry::op_from_name(col[0]));
     std::string dtypes;
     for (ferry::DType dt : ferry::kAllDTypes)
       if (info.dtypes.has(dt))
         dtypes += std::string(dtypes.empty() ? "" : " ") + std::string(ferry::dtype_name(dt));
     if (col[5] == "float") dtypes += " (integers and bool as f32)";
-    md << "| " << col[0] << " | " << col[1] << " | " << dtypes << " | " << col[6] << " | "
-       << col[8] << " | " << col[13];
+    std::string grad = col[8];
+    for (std::size_t i = 0; i < info.backward_kernels().size(); ++i)
+      grad += std::string(i == 0 ? " (" : ", ") +
+              std::string(ferry::op_name(info.backward_kernels()[i])) +
+              (i + 1 == info.backward_kernels().size() ? ")" : "");
+    md << "| " << col[0] << " | " << col[1] << " | " << dtypes << " | " << col[6] << " | " << grad
+       << " | " << col[13];
     for (const char* backend : {"cpu", "cuda", "vulkan"}) {
       const bool has = info.builtin_kernel(backend);
       const char* cell = info.impl == ferry::OpImpl::composite ? (has ? "fused" : "composite")

@@ -11,6 +11,9 @@
 // - average pooling: the same geometries (no dilation), with and without count_include_pad,
 //   with a divisor_override: y and the input's gradient, the CPU's terms in the CPU's order,
 //   within a few ulps of the device's division.
+// - interpolate (2-D): every mode, up and down, by size and by scale_factor, align_corners,
+//   planes larger and smaller than a workgroup: y and the input's gradient, the CPU's terms in
+//   the CPU's order, within a few ulps (the device may fuse a multiply and an add).
 // With a storage-buffer range small enough to cut the tensors between samples and between
 // channels (CTest's cnn_layers_vulkan_split), once more.
 #include <gtest/gtest.h>
@@ -289,6 +292,105 @@ TEST(VulkanPool, SplitMatchesTheCpu) {
       c.avg = avg;
       check_pool(c, DType::f32);
     }
+}
+
+// ---- interpolate ----
+
+struct ResampleCase {
+  std::string name;
+  Shape x;
+  ferry::InterpolateOptions o;
+};
+
+std::vector<Tensor> resample(const ResampleCase& c, const ferry::Device& dev, DType dt) {
+  ferry::manual_seed(17);
+  Tensor x = ferry::randn(c.x, {.dtype = DType::f64}).to(dt).to(dev).requires_grad_();
+  const Tensor y = ferry::interpolate(x, c.o);
+  const Tensor g = ferry::randn(y.sizes(), {.dtype = DType::f64}).to(dt).to(dev);
+  ferry::sum(y * g).backward();
+  return {y, x.grad()};
+}
+
+// y and dx within `ulps` of the dtype's precision of the CPU's (relative, or absolute below 1).
+void check_resample(const ResampleCase& c, DType dt, double ulps = 8) {
+  const std::vector<Tensor> got = resample(c, vulkan(), dt),
+                            want = resample(c, ferry::Device::cpu(), dt);
+  const double tol = ulps * training_test::eps_of(dt);
+  for (std::size_t i = 0; i < want.size(); ++i)
+    ferry_test::expect_close(
+        ferry_test::as_double(got[i]), ferry_test::as_double(want[i]), tol, tol,
+        c.name + " " + std::string(ferry::dtype_name(dt)) + (i == 0 ? " y" : " dx"));
+}
+
+TEST(VulkanResample, InterpolateMatchesTheCpu) {
+  SKIP_WITHOUT_VULKAN();
+  const ferry::DeviceImpl& impl = ferry::device_impl(vulkan());
+  for (ferry::OpId op : {ferry::OpId::interpolate, ferry::OpId::interpolate_backward})
+    ASSERT_TRUE(impl.supports(op, DType::f32)) << ferry::op_name(op);
+  if (vulkan_storage_range() < (1u << 24))
+    GTEST_SKIP() << "the storage-buffer range is cut to " << vulkan_storage_range()
+                 << " bytes; VulkanResample.SplitMatchesTheCpu runs in that setting";
+  const std::vector<ResampleCase> cases = {
+      {"bilinear x2, planes above a workgroup",
+       {2, 3, 20, 24},
+       {.scale_factor = {2.0}, .mode = "bilinear"}},
+      {"bilinear down to (5, 3), align_corners",
+       {2, 2, 11, 9},
+       {.size = {5, 3}, .mode = "bilinear", .align_corners = true}},
+      {"bilinear scale (1.5, 0.6)",
+       {1, 3, 7, 10},
+       {.scale_factor = {1.5, 0.6}, .mode = "bilinear"}},
+      {"nearest x2", {2, 3, 9, 8}, {.scale_factor = {2.0}, .mode = "nearest"}},
+      {"nearest to (5, 13)", {3, 2, 7, 6}, {.size = {5, 13}, .mode = "nearest"}},
+      {"nearest-exact scale 1.7", {2, 2, 6, 7}, {.scale_factor = {1.7}, .mode = "nearest-exact"}},
+      {"bicubic to (15, 9)", {2, 3, 7, 6}, {.size = {15, 9}, .mode = "bicubic"}},
+      {"bicubic x2 align_corners, one row",
+       {2, 2, 1, 9},
+       {.scale_factor = {2.0}, .mode = "bicubic", .align_corners = true}},
+  };
+  for (DType dt : vulkan_float_dtypes())
+    for (const ResampleCase& c : cases) check_resample(c, dt);
+}
+
+// Tables of another dtype or shape than the contract's (ferry/kit/resample_args.hpp) are a
+// ShapeError on both devices: f64 weights for an f32 tensor, a table one output short.
+TEST(VulkanResample, KernelsRefuseMismatchedTables) {
+  SKIP_WITHOUT_VULKAN();
+  for (const ferry::Device& dev : {ferry::Device::cpu(), vulkan()}) {
+    const ferry::TensorOptions on{.device = dev};
+    const Tensor x = ferry::randn({1, 2, 3, 3}, on), y = ferry::empty({1, 2, 6, 6}, on);
+    // Made on the CPU and moved (a device with the base shaders fills no i64 or f64).
+    const Tensor index = ferry::zeros({2, 6}, {.dtype = DType::i64}).to(dev);
+    const Tensor short_index = ferry::zeros({2, 5}, {.dtype = DType::i64}).to(dev);
+    const Tensor w32 = ferry::ones({2, 6}, on),
+                 w64 = ferry::ones({2, 6}, {.dtype = DType::f64}).to(dev);
+    EXPECT_NO_THROW(training_test::call(dev, "interpolate", {x, index, w32, index, w32}, {y}, {}))
+        << dev.str();
+    EXPECT_THROW(training_test::call(dev, "interpolate", {x, index, w64, index, w64}, {y}, {}),
+                 ferry::ShapeError)
+        << dev.str();
+    EXPECT_THROW(training_test::call(dev, "interpolate_backward", {y, index, w32, short_index, w32},
+                                     {x}, {}),
+                 ferry::ShapeError)
+        << dev.str();
+  }
+}
+
+// Cut between samples ([6, 2, 40, 40] f32 upsampled x2: 50 KiB a sample of y) and between one
+// sample's channels ([2, 4, 48, 48] x2: 144 KiB a sample of y, 36 KiB a plane) by a 64 KiB
+// binding.
+TEST(VulkanResample, SplitMatchesTheCpu) {
+  SKIP_WITHOUT_VULKAN();
+  if (vulkan_storage_range() > (1u << 16))
+    GTEST_SKIP() << "the storage-buffer range is " << vulkan_storage_range()
+                 << " bytes; CTest's cnn_layers_vulkan_split runs this with "
+                    "FERRY_VULKAN_MAX_STORAGE_RANGE=65536";
+  for (const ResampleCase& c :
+       {ResampleCase{
+            "cut between samples", {6, 2, 40, 40}, {.scale_factor = {2.0}, .mode = "bilinear"}},
+        ResampleCase{
+            "cut between channels", {2, 4, 48, 48}, {.scale_factor = {2.0}, .mode = "bicubic"}}})
+    check_resample(c, DType::f32);
 }
 
 }  // namespace

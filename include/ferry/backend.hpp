@@ -380,7 +380,9 @@ inline constexpr std::size_t kSubBufferAlignment = 256;
 // 11: DeviceCapabilities gained channels_last_conv.
 // 12: channels_last_conv became channels_last_cnn: the batch_norm and max_pool2d kernels take
 //     the attribute channels_last too; TensorArg::is_contiguous takes a MemoryFormat.
-inline constexpr int kBackendAbiVersion = 12;
+// 13: interpolate's and interpolate_backward's weight tables are in the compute type (f32, or
+//     f64 for f64), no longer f64 always.
+inline constexpr int kBackendAbiVersion = 13;
 
 }  // namespace ferry
 

@@ -29,11 +29,11 @@
 // still have a fused kernel for one (the row's backends, or a plugin that
 // registers it): the fused kernel runs when the device supports the op in
 // the dtype and no gradient is being recorded for the call, the composition
-// otherwise — unless the kernel has backward rows of its own: the
-// convolutions (conv1d/2d/3d with conv_backward_input and
-// conv_backward_weight), batch_norm (batch_norm_backward), max pooling
-// (max_pool_backward) and average pooling (avg_pool_backward) run under autograd too, their node
-// calling those kernels (detail::use_fused_kernel_with_backward decides). debug::CompositesOnly
+// otherwise — unless its row names backward kernel rows (the column backward,
+// OpInfo::backward_kernels(): the convolutions' conv_backward_input and
+// conv_backward_weight, batch_norm_backward, the pools', interpolate's and
+// scaled_dot_product_attention's): where the device has those too, it runs under autograd too,
+// its node calling them (detail::use_fused_kernel_with_backward decides). debug::CompositesOnly
 // turns fused kernels off on a thread, which is how the conformance suite holds each fused kernel
 // to its composition. Kind "composite" marks an op without a kernel interface (the arguments do not
 // fit one of the kernel kinds), which no backend can register.
@@ -137,6 +137,10 @@ struct OpInfo {
   std::string_view attrs;         // "dim", "eps,has_weight,has_bias", or empty
   double test_lo, test_hi;        // the inputs the conformance suite draws (its domain)
   OpAutocast autocast = OpAutocast::none;
+  // The backward kernel rows (grad backward) its gradient runs where the device has its kernel
+  // and theirs (the column backward; Note [Composite ops]): the first backward_count.
+  OpId backward_rows[2] = {};
+  int backward_count = 0;
 
   // The dtypes a kernel of this op is dispatched on: `dtypes`, narrowed to the
   // floating ones when the op computes in a float.
@@ -145,6 +149,9 @@ struct OpInfo {
   }
   // Whether the built-in backend `backend` ("cpu", "cuda", "vulkan") has a kernel.
   bool builtin_kernel(std::string_view backend) const;
+  std::span<const OpId> backward_kernels() const {
+    return {backward_rows, std::size_t(backward_count)};
+  }
 };
 
 // The row of `op`.

@@ -29,6 +29,7 @@
 #include "cpu/cpu_backend.hpp"
 #include "cpu/cpu_cnn.hpp"
 #include "cpu/cpu_loops.hpp"
+#include "ferry/kit/resample_args.hpp"
 
 namespace ferry::cpu {
 namespace {
@@ -40,32 +41,23 @@ template <typename C> struct Table {
   std::vector<C> weight;
 };
 
-// The tables of inputs 1-4 (index i64 and weight f64 [taps, out] per dim), checked against
-// the plane `in` (H, W) and `out` (OH, OW).
-template <typename C> std::pair<Table<C>, Table<C>> read_tables(const OpCall& call, std::int64_t h,
-                                                                std::int64_t w, std::int64_t oh,
-                                                                std::int64_t ow) {
+// The tables of inputs 1-4 (resample_args checked their dtypes and shapes), each index checked
+// against the plane `in` (H, W).
+template <typename C>
+std::pair<Table<C>, Table<C>> read_tables(const OpCall& call, const ResampleArgs& args) {
   const auto table = [&](std::size_t at, std::int64_t in, std::int64_t out) {
     const TensorArg &ix = call.inputs.at(at), &wt = call.inputs.at(at + 1);
-    if (ix.dtype != DType::i64 || wt.dtype != DType::f64 || ix.ndim() != 2 || ix.sizes[1] != out ||
-        wt.sizes != ix.sizes || !ix.is_contiguous() || !wt.is_contiguous())
-      throw ShapeError(fmt::format(
-          "{}: expected each dim's table as contiguous i64 indices and f64 weights [taps, {}], "
-          "got {} {} and {} {}",
-          call.name(), out, dtype_name(ix.dtype), fmt::join(ix.sizes, "x"), dtype_name(wt.dtype),
-          fmt::join(wt.sizes, "x")));
     Table<C> t{ix.sizes[0], out, {}, {}};
     const std::int64_t* ip = ix.data<std::int64_t>();
-    const double* wp = wt.data<double>();
     t.index.assign(ip, ip + ix.numel());
-    for (std::int64_t k = 0; k < wt.numel(); ++k) t.weight.push_back(C(wp[k]));
+    t.weight.assign(wt.data<C>(), wt.data<C>() + wt.numel());
     for (std::int64_t i : t.index)
       if (i < 0 || i >= in)
         throw ShapeError(fmt::format("{}: table index {} is outside the input's {} positions",
                                      call.name(), i, in));
     return t;
   };
-  return {table(1, h, oh), table(3, w, ow)};
+  return {table(1, args.h, args.oh), table(3, args.w, args.ow)};
 }
 
 // A table turned around: input position i's outputs out[e] and weights weight[e], e in
@@ -90,16 +82,15 @@ template <typename C> Inverse<C> inverse(const Table<C>& t, std::int64_t in) {
   return r;
 }
 
-// The 4-D operands: a (x, or dx) [N, C, H, W] and b (y, or g) [N, C, OH, OW], both dense in
-// the call's layout (contiguous, or channels-last: true is returned).
-bool check_planes(const OpCall& call, const TensorArg& a, const TensorArg& b) {
-  if (a.ndim() != 4 || b.ndim() != 4 || a.sizes[0] != b.sizes[0] || a.sizes[1] != b.sizes[1] ||
-      a.dtype != b.dtype)
-    throw ShapeError(
-        fmt::format("{}: expected [N, C, H, W] and [N, C, OH, OW] of one dtype, got {} "
-                    "and {}",
-                    call.name(), fmt::join(a.sizes, "x"), fmt::join(b.sizes, "x")));
-  return check_activations(call, {&a, &b}) != MemoryFormat::contiguous;
+// The operands (resample_args) of a call: a (x, or dx) [N, C, H, W] and b (y, or g)
+// [N, C, OH, OW], both dense in the call's layout (contiguous, or channels-last: `cl`).
+struct Planes {
+  ResampleArgs args;
+  bool cl;
+};
+Planes check_planes(const OpCall& call, const TensorArg& a, const TensorArg& b) {
+  const ResampleArgs args = resample_args(call, a, b);
+  return {args, check_activations(call, {&a, &b}) != MemoryFormat::contiguous};
 }
 
 // x [N, C, H, W] -> y [N, C, OH, OW], an output row at a time: the rows' taps first, into a row
@@ -107,9 +98,9 @@ bool check_planes(const OpCall& call, const TensorArg& a, const TensorArg& b) {
 template <typename T> void resample_kernel(const OpCall& call) {
   using C = compute_t<T>;
   const TensorArg &x = call.inputs.at(0), &y = call.outputs.at(0);
-  const bool cl = check_planes(call, x, y);
-  const std::int64_t H = x.sizes[2], W = x.sizes[3], OH = y.sizes[2], OW = y.sizes[3];
-  const auto [th, tw] = read_tables<C>(call, H, W, OH, OW);
+  const auto [args, cl] = check_planes(call, x, y);
+  const std::int64_t H = args.h, W = args.w, OH = args.oh, OW = args.ow;
+  const auto [th, tw] = read_tables<C>(call, args);
   // A task's image (plane, or channels-last image) and its k channels a position (1, or C).
   const std::int64_t k = cl ? x.sizes[1] : 1, images = cl ? x.sizes[0] : x.sizes[0] * x.sizes[1];
   const T* xp = x.data<T>();
@@ -159,9 +150,9 @@ template <typename T> void resample_kernel(const OpCall& call) {
 template <typename T> void resample_backward_kernel(const OpCall& call) {
   using C = compute_t<T>;
   const TensorArg &g = call.inputs.at(0), &dx = call.outputs.at(0);
-  const bool cl = check_planes(call, dx, g);
-  const std::int64_t H = dx.sizes[2], W = dx.sizes[3], OH = g.sizes[2], OW = g.sizes[3];
-  const auto [th, tw] = read_tables<C>(call, H, W, OH, OW);
+  const auto [args, cl] = check_planes(call, dx, g);
+  const std::int64_t H = args.h, W = args.w, OH = args.oh, OW = args.ow;
+  const auto [th, tw] = read_tables<C>(call, args);
   // A task's image (plane, or channels-last image: its rows of W · C) and its k channels a
   // position (1, or C). An image's outputs add into its dx in order, so one task an image.
   const std::int64_t k = cl ? dx.sizes[1] : 1,

@@ -154,8 +154,7 @@ bool kernel_form(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor
   const std::int64_t keep = q.dim() >= 3 ? 3 : 2;
   if (leading(k, keep) != leading(q, keep) || leading(v, keep) != leading(q, keep)) return false;
   if (heads(k) != heads(q) && !enable_gqa) return false;  // broadcast heads
-  return ferry::detail::use_fused_kernel_with_backward(
-      q, {OpId::scaled_dot_product_attention, OpId::scaled_dot_product_attention_backward});
+  return ferry::detail::use_fused_kernel_with_backward(q, OpId::scaled_dot_product_attention);
 }
 
 // The mask as the kernel takes it: additive, [Bm, Hm, L, S] (the note).

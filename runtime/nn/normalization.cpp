@@ -141,8 +141,7 @@ Tensor batch_norm(const Tensor& x, const Tensor& running_mean, const Tensor& run
         "batch_norm: training needs more than 1 value per channel to compute a variance, got "
         "input shape {}; use a larger batch or eval()",
         shape_str(x.sizes())));
-  if (ferry::detail::use_fused_kernel_with_backward(x,
-                                                    {OpId::batch_norm, OpId::batch_norm_backward}))
+  if (ferry::detail::use_fused_kernel_with_backward(x, OpId::batch_norm))
     return batch_norm_kernel(x, running_mean, running_var, weight, bias, training, momentum, eps,
                              count);
 

@@ -68,6 +68,7 @@ VulkanDevice::VulkanDevice(Device device, const PhysicalDevice& physical)
   add_attention_kernels(table);
   add_batch_norm_kernels(table);
   add_pool_kernels(table);
+  add_resample_kernels(table);
   add_index_kernels(table);
   add_optim_kernels(table);
   add_sort_kernels(table);

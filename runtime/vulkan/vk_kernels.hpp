@@ -199,7 +199,8 @@ void add_sort_kernels(KernelTable& table);        // cumsum, cumprod, cummax, cu
 void add_conv_kernels(KernelTable& table);        // conv1d/2d/3d and their backward rows
 void add_attention_kernels(KernelTable& table);   // scaled_dot_product_attention (+ backward)
 void add_batch_norm_kernels(KernelTable& table);  // batch_norm (+ backward)
-void add_pool_kernels(KernelTable& table);        // max_pool1d/2d (+ backward)
+void add_pool_kernels(KernelTable& table);        // max_pool1d/2d, avg_pool1d/2d (+ backward)
+void add_resample_kernels(KernelTable& table);    // interpolate, 2-D (+ backward)
 
 // The device a kernel was called on.
 VulkanDevice& vulkan_device(DeviceImpl& d);

@@ -237,27 +237,14 @@ std::vector<FloatOpCase> conv_ops() {
   };
 }
 
-// The kernels a CPU-fused op runs, its backward rows with it (Note [Composite ops]); none for
-// the ops that only compose.
+// The kernels a fused op runs, its backward rows with it (the op table's column backward: Note
+// [Composite ops]); none for the ops that only compose.
 std::vector<OpId> fused_kernels(OpId id) {
-  switch (id) {
-    case OpId::conv1d:
-    case OpId::conv2d:
-    case OpId::conv3d:
-      return {id, OpId::conv_backward_input, OpId::conv_backward_weight};
-    case OpId::max_pool1d:
-    case OpId::max_pool2d:
-      return {id, OpId::max_pool_backward};
-    case OpId::avg_pool1d:
-    case OpId::avg_pool2d:
-      return {id, OpId::avg_pool_backward};
-    case OpId::interpolate:
-      return {id, OpId::interpolate_backward};
-    case OpId::batch_norm:
-      return {id, OpId::batch_norm_backward};
-    default:
-      return {};
-  }
+  const auto backward = op_info(id).backward_kernels();
+  if (backward.empty()) return {};
+  std::vector<OpId> kernels{id};
+  kernels.insert(kernels.end(), backward.begin(), backward.end());
+  return kernels;
 }
 
 }  // namespace
