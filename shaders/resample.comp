@@ -11,8 +11,9 @@
 //  RESAMPLE_BACKWARD: a thread per input element gathers the outputs that read it, by those
 //    ranges: output row by output row, the row's columns summed with their weights and the sum
 //    times the row's weight, in the CPU's order.
-// An index outside the plane adds nothing (the tables reach the kernel only from the core; the
-// CPU's kernel raises ShapeError on one).
+// An index is read as its low 32-bit word; one at or past the plane's end adds nothing (the
+// tables reach the kernel only from the core; the CPU's kernel raises ShapeError on an index
+// outside the plane).
 // Bindings: abi/resample.h. The grid: plane_grid's (runtime/vulkan/vk_kernels.hpp).
 // ferry-f64-ops: interpolate interpolate_backward
 #version 450
