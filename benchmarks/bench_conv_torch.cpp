@@ -151,6 +151,7 @@ void torch_layer(const std::string& layer, bool channels_last) {
                                                     .scale_factor(std::vector<double>{2.0, 2.0})
                                                     .mode(torch::kBilinear)
                                                     .align_corners(false));
+    if (layer == "adaptive_avg_pool2d 1x1") return torch::adaptive_avg_pool2d(l.x, {1, 1});
     return layer == "avg_pool2d 3x3/2" ? torch::avg_pool2d(l.x, 3, 2, 1)
                                        : torch::max_pool2d(l.x, 3, 2, 1);
   };

@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <limits>
+#include <optional>
 #include <string>
 
 #include "autograd/formulas.hpp"
@@ -227,9 +228,28 @@ Tensor avg_pool(std::size_t n, OpId id, const Tensor& x_in, const ConvSizes& ker
   return mean_over_windows(x_in, x, dims, divisor);
 }
 
+// An adaptive pool's windows as a plain pool's geometry when every dim's output divides its
+// input (ResNet's global pool, 7 x 7 to 1 x 1): PyTorch's windows [o·in/out, (o+1)·in/out)
+// are then kernel = stride = in / out without padding, and the device's pool kernel runs them.
+// Otherwise none: the windows' widths differ, and they are gathered.
+std::optional<Attrs> uniform_adaptive_windows(const std::vector<WindowDim>& dims) {
+  std::vector<std::int64_t> kernel, padding(dims.size(), 0);
+  for (const WindowDim& d : dims) {
+    if (d.in % d.out != 0) return std::nullopt;
+    kernel.push_back(d.in / d.out);
+  }
+  return Attrs{{"kernel_size", kernel}, {"stride", kernel}, {"padding", padding}};
+}
+
 Tensor adaptive_avg_pool(std::size_t n, OpId id, const Tensor& x_in, const ConvSizes& output_size) {
   const Tensor x = batched_input(n, id, x_in);
   const auto dims = adaptive_windows(n, id, x, output_size);
+  const OpId pool = n == 1 ? OpId::avg_pool1d : OpId::avg_pool2d;
+  if (auto attrs = uniform_adaptive_windows(dims);
+      attrs && detail::use_fused_kernel_with_backward(x, pool)) {
+    attrs->set("count_include_pad", true);
+    return pool_kernel(pool, x_in, x, dims, std::move(*attrs)).values;
+  }
   std::vector<std::vector<double>> counts;
   for (const WindowDim& d : dims) {
     std::vector<double> c(std::size_t(d.out), 0.0);
@@ -244,7 +264,14 @@ Tensor adaptive_avg_pool(std::size_t n, OpId id, const Tensor& x_in, const ConvS
 ValuesIndices adaptive_max_pool(std::size_t n, OpId id, const Tensor& x_in,
                                 const ConvSizes& output_size) {
   const Tensor x = batched_input(n, id, x_in);
-  return max_over_windows(x_in, x, adaptive_windows(n, id, x, output_size));
+  const auto dims = adaptive_windows(n, id, x, output_size);
+  const OpId pool = n == 1 ? OpId::max_pool1d : OpId::max_pool2d;
+  if (auto attrs = uniform_adaptive_windows(dims);
+      attrs && detail::use_fused_kernel_with_backward(x, pool)) {
+    attrs->set("dilation", std::vector<std::int64_t>(n, 1));
+    return pool_kernel(pool, x_in, x, dims, std::move(*attrs));
+  }
+  return max_over_windows(x_in, x, dims);
 }
 
 // The 2-D pools' results in a channels-last input's layout, as PyTorch returns them (Note

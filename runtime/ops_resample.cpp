@@ -159,6 +159,31 @@ Tensor resample2d_kernel(const Tensor& x, const std::vector<Taps>& dims,
   return y;
 }
 
+// Taps that read each of `size` positions as it is: the dim a 1-D or 3-D resampling adds to
+// run as a 2-D one (weight 1: the product is exact).
+Taps identity_taps(std::int64_t size) {
+  Taps t;
+  for (std::int64_t i = 0; i < size; ++i) t.index.push_back(i);
+  return t;
+}
+
+// A 1-, 2- or 3-D resampling by the device's 2-D kernel: a 1-D one over [N, C, 1, W]; a 3-D
+// one as H and W over [N, C·D, H, W], then D over [N, C, D, H'·W'] (PyTorch's trilinear
+// nesting: the depth taps outermost).
+Tensor resample_kernel(const Tensor& x, const std::vector<Taps>& dims,
+                       const std::vector<std::int64_t>& out) {
+  if (dims.size() == 2) return resample2d_kernel(x, dims, out);
+  if (dims.size() == 1)
+    return resample2d_kernel(x.unsqueeze(2), {identity_taps(1), dims[0]}, {1, out[0]}).squeeze(2);
+  const std::int64_t n = x.size(0), c = x.size(1), d = x.size(2);
+  const Tensor planes = resample2d_kernel(x.reshape({n, c * d, x.size(3), x.size(4)}),
+                                          {dims[1], dims[2]}, {out[1], out[2]});
+  const std::int64_t area = out[1] * out[2];
+  return resample2d_kernel(planes.reshape({n, c, d, area}), {dims[0], identity_taps(area)},
+                           {out[0], area})
+      .reshape({n, c, out[0], out[1], out[2]});
+}
+
 }  // namespace
 
 Tensor interpolate(const Tensor& x, const InterpolateOptions& o) {
@@ -242,8 +267,8 @@ Tensor interpolate(const Tensor& x, const InterpolateOptions& o) {
     dims.push_back(std::move(t));
   }
   Tensor y = x;
-  if (n == 2 && detail::use_fused_kernel_with_backward(x, OpId::interpolate)) {
-    y = resample2d_kernel(x, dims, out);
+  if (detail::use_fused_kernel_with_backward(x, OpId::interpolate)) {
+    y = resample_kernel(x, dims, out);
   } else {
     for (std::int64_t i = 0; i < n; ++i)
       y = resample_dim(y, i + 2, dims[std::size_t(i)], out[std::size_t(i)]);

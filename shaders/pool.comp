@@ -21,6 +21,8 @@
 #extension GL_GOOGLE_include_directive : require
 #include "common.glsl"
 #include "abi/pool.h"  // spec and push constants: shared with the host
+// The windows' extents, counts and coverings: shared with the CPU's kernels
+#include "ferry/kit/pool_windows.hpp"
 
 FERRY_TENSOR(0, o)
 FERRY_TENSOR(1, io)
@@ -58,15 +60,13 @@ void forward(uint q, uint r) {
 // over r cannot have chosen it.
 void backward(uint q, uint r) {
   const int ih = int(r / p.w), iw = int(r - uint(ih) * p.w);
-  const int th = ih + int(p.ph), tw = iw + int(p.pw);  // the position, padding counted
   const int span_h = (int(p.kh) - 1) * int(p.dh) + 1, span_w = (int(p.kw) - 1) * int(p.dw) + 1;
-  const int oh0 = th < span_h ? 0 : (th - span_h) / int(p.sh) + 1;
-  const int ow0 = tw < span_w ? 0 : (tw - span_w) / int(p.sw) + 1;
-  const int oh1 = min(th / int(p.sh) + 1, int(p.oh)), ow1 = min(tw / int(p.sw) + 1, int(p.ow));
   const uint plane = q * p.oh * p.ow;
   FTYPE sum = 0.0;
-  for (int oh = oh0; oh < oh1; ++oh)
-    for (int ow = ow0; ow < ow1; ++ow) {
+  for (int oh = pool_covering_first(ih, span_h, int(p.sh), int(p.ph));
+       oh < pool_covering_end(ih, int(p.oh), int(p.sh), int(p.ph)); ++oh)
+    for (int ow = pool_covering_first(iw, span_w, int(p.sw), int(p.pw));
+         ow < pool_covering_end(iw, int(p.ow), int(p.sw), int(p.pw)); ++ow) {
       const uint oi = plane + uint(oh) * p.ow + uint(ow);
       if (ii_u32[2u * (p.off[3] + oi)] == r && ii_u32[2u * (p.off[3] + oi) + 1u] == 0u)
         sum += LOAD_F(a, DT, p.off[2] + oi);
@@ -74,26 +74,23 @@ void backward(uint q, uint r) {
   STORE_F(o, DT, p.off[0] + q * p.h * p.w + r, sum)
 }
 
-// The number of positions window o counts along a dim of `len` positions (kernel k, stride s,
-// padding pad): clipped to the padded input with count_include_pad, else to the input.
-int window_count(int o, uint len, uint k, uint s, uint pad) {
-  const int start = o * int(s) - int(pad), end = min(start + int(k), int(len + pad));
-  return p.count_include_pad != 0u ? end - start : min(end, int(len)) - max(start, 0);
-}
-
+// Window (oh, ow)'s divisor: divisor_override, or the product of its counts along the dims.
 FTYPE divisor(int oh, int ow) {
   if (p.divisor != 0) return FTYPE(p.divisor);
-  return FTYPE(window_count(oh, p.h, p.kh, p.sh, p.ph) * window_count(ow, p.w, p.kw, p.sw, p.pw));
+  const bool pad = p.count_include_pad != 0u;
+  return FTYPE(avg_pool_window_count(oh, int(p.h), int(p.kh), int(p.sh), int(p.ph), pad) *
+               avg_pool_window_count(ow, int(p.w), int(p.kw), int(p.sw), int(p.pw), pad));
 }
 
 // Output element r of plane q: its window's taps inside the input, rows then columns.
 void avg_forward(uint q, uint r) {
   const int oh = int(r / p.ow), ow = int(r - uint(oh) * p.ow);
-  const int h0 = oh * int(p.sh) - int(p.ph), w0 = ow * int(p.sw) - int(p.pw);
   const uint plane = p.off[2] + q * p.h * p.w;
   FTYPE sum = 0.0;
-  for (int ih = max(h0, 0); ih < min(h0 + int(p.kh), int(p.h)); ++ih)
-    for (int iw = max(w0, 0); iw < min(w0 + int(p.kw), int(p.w)); ++iw)
+  for (int ih = pool_window_first(oh, int(p.sh), int(p.ph));
+       ih < pool_window_end(oh, int(p.h), int(p.kh), int(p.sh), int(p.ph)); ++ih)
+    for (int iw = pool_window_first(ow, int(p.sw), int(p.pw));
+         iw < pool_window_end(ow, int(p.w), int(p.kw), int(p.sw), int(p.pw)); ++iw)
       sum += LOAD_F(a, DT, plane + uint(ih) * p.w + uint(iw));
   STORE_F(o, DT, p.off[0] + q * p.oh * p.ow + r, sum / divisor(oh, ow))
 }
@@ -102,14 +99,12 @@ void avg_forward(uint q, uint r) {
 // order, each adding its gradient over its divisor.
 void avg_backward(uint q, uint r) {
   const int ih = int(r / p.w), iw = int(r - uint(ih) * p.w);
-  const int th = ih + int(p.ph), tw = iw + int(p.pw);  // the position, padding counted
-  const int oh0 = th < int(p.kh) ? 0 : (th - int(p.kh)) / int(p.sh) + 1;
-  const int ow0 = tw < int(p.kw) ? 0 : (tw - int(p.kw)) / int(p.sw) + 1;
-  const int oh1 = min(th / int(p.sh) + 1, int(p.oh)), ow1 = min(tw / int(p.sw) + 1, int(p.ow));
   const uint plane = p.off[2] + q * p.oh * p.ow;
   FTYPE sum = 0.0;
-  for (int oh = oh0; oh < oh1; ++oh)
-    for (int ow = ow0; ow < ow1; ++ow)
+  for (int oh = pool_covering_first(ih, int(p.kh), int(p.sh), int(p.ph));
+       oh < pool_covering_end(ih, int(p.oh), int(p.sh), int(p.ph)); ++oh)
+    for (int ow = pool_covering_first(iw, int(p.kw), int(p.sw), int(p.pw));
+         ow < pool_covering_end(iw, int(p.ow), int(p.sw), int(p.pw)); ++ow)
       sum += LOAD_F(a, DT, plane + uint(oh) * p.ow + uint(ow)) / divisor(oh, ow);
   STORE_F(o, DT, p.off[0] + q * p.h * p.w + r, sum)
 }

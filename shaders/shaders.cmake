@@ -15,6 +15,9 @@ file(GLOB FERRY_SHADER_SOURCES CONFIGURE_DEPENDS ${FERRY_SHADER_DIR}/*.comp)
 # The interfaces each shader shares with its host code (shaders/abi/abi.h).
 file(GLOB FERRY_SHADER_HEADERS CONFIGURE_DEPENDS ${FERRY_SHADER_DIR}/*.glsl
      ${FERRY_SHADER_DIR}/abi/*.h)
+# The kit's rules written for both languages (Note [Code shared with the shaders] in
+# include/ferry/kit/pool_windows.hpp), included from include/.
+list(APPEND FERRY_SHADER_HEADERS ${PROJECT_SOURCE_DIR}/include/ferry/kit/pool_windows.hpp)
 # The ops' codes, generated from ops/ops.table (ops/generate.cmake).
 list(APPEND FERRY_SHADER_HEADERS ${FERRY_GENERATED_DIR}/shaders/ferry_ops.glsl)
 # Note [Per-op shader modules]: each shader here, with the op kinds it runs (its OP
@@ -88,7 +91,7 @@ function(ferry_add_spv name src comment passes)
     COMMAND bash ${PROJECT_SOURCE_DIR}/tools/spv_compile.sh --glslang=${FERRY_GLSLANG}
             --spirv-opt=${FERRY_SPIRV_OPT} --spirv-val=${FERRY_SPIRV_VAL} --out=${spv}
             ${_spv_cache_arg} ${_passes_arg} ${src} ${ARGN} -I${FERRY_SHADER_DIR}
-            -I${FERRY_GENERATED_DIR}/shaders
+            -I${FERRY_GENERATED_DIR}/shaders -I${PROJECT_SOURCE_DIR}/include
     DEPENDS ${src} ${FERRY_SHADER_HEADERS} ${PROJECT_SOURCE_DIR}/tools/spv_compile.sh
             ${PROJECT_SOURCE_DIR}/tools/shader_cache.sh
     COMMENT "${comment}"

@@ -5,6 +5,7 @@
 // device; finite differences in f64 on the CPU; PyTorch's errors, typed.
 #include <gtest/gtest.h>
 
+#include <functional>
 #include <limits>
 #include <nlohmann/json.hpp>
 #include <optional>
@@ -144,6 +145,16 @@ TEST(CnnOps, GradcheckInDouble) {
           return ferry::adaptive_max_pool2d(in[0], {4, 3});
         },
         {distinct});
+  check("adaptive_max_pool2d, dividing sizes (the pool kernel)",
+        [](const In& in) {
+          return ferry::adaptive_max_pool2d(in[0], {3, 5});
+        },
+        {distinct});
+  check("adaptive_avg_pool2d, dividing sizes (the pool kernel)",
+        [](const In& in) {
+          return ferry::adaptive_avg_pool2d(in[0], {2, 1});
+        },
+        {f64_input({2, 2, 6, 5}, 19)});
   check("avg_pool2d",
         [](const In& in) {
           return ferry::avg_pool2d(in[0], {3, 2}, {2}, {1}, true, false);
@@ -171,6 +182,16 @@ TEST(CnnOps, GradcheckInDouble) {
                                     {.size = {3, 2}, .mode = "bilinear", .align_corners = true});
         },
         {f64_input({2, 2, 5, 4}, 16)});
+  check("interpolate linear 1-D, align_corners",
+        [](const In& in) {
+          return ferry::interpolate(in[0], {.size = {7}, .mode = "linear", .align_corners = true});
+        },
+        {f64_input({2, 2, 4}, 17)});
+  check("interpolate trilinear",
+        [](const In& in) {
+          return ferry::interpolate(in[0], {.size = {3, 4, 5}, .mode = "trilinear"});
+        },
+        {f64_input({1, 2, 2, 3, 3}, 18)});
   check("pixel_shuffle", [](const In& in) { return ferry::pixel_shuffle(in[0], 2); },
         {f64_input({1, 8, 2, 3}, 15)});
 }
@@ -305,6 +326,16 @@ TEST(CnnOps, AvgPoolKernelsMatchTheCompositionInBothLayouts) {
        false,
        {}},
       {"2x2/2 divisor_override 3", {2, 4, 6, 7}, {2}, {2}, {0}, false, true, 3},
+      // windows wider than their rows' count (the contiguous kernels' window-by-window walk)
+      {"(5, 7)/(2, 3) padding (2, 3), not counted",
+       {2, 3, 9, 10},
+       {5, 7},
+       {2, 3},
+       {2, 3},
+       false,
+       false,
+       {}},
+      {"(8, 5)/(1, 4): a row of two", {2, 3, 8, 9}, {8, 5}, {1, 4}, {0}, false, true, {}},
       {"1-D kernel 4 stride 3 padding 2 ceil_mode", {3, 4, 17}, {4}, {3}, {2}, true, false, {}},
   };
   for (const DType dt : {DType::f32, DType::f64})
@@ -342,9 +373,22 @@ TEST(CnnOps, AvgPoolKernelsMatchTheCompositionInBothLayouts) {
     }
 }
 
-// The CPU's 2-D interpolate kernels (cpu_kernels_resample.cpp) against the composition,
-// forward and the input's gradient, in f32 and f64: every 2-D mode, up and down, by size and
-// by scale_factor, align_corners both ways, a channels-last input (its result channels-last).
+// How many kernel calls named `op` `f` made (the profiler's op events).
+namespace {
+std::size_t kernel_calls(std::string_view op, const std::function<void()>& f) {
+  ferry::profiler::Scope scope;
+  f();
+  std::size_t n = 0;
+  for (const ferry::profiler::Event& e : scope.stop().events())
+    n += e.kind == ferry::profiler::EventKind::op && e.name == op;
+  return n;
+}
+}  // namespace
+
+// The CPU's interpolate kernels (cpu_kernels_resample.cpp) against the composition, forward
+// and the input's gradient, in f32 and f64: every mode, up and down, by size and by
+// scale_factor, align_corners both ways, a channels-last input (its result channels-last),
+// and 1-D and 3-D inputs (one and two passes of the 2-D kernels).
 TEST(CnnOps, InterpolateKernelsMatchTheComposition) {
   const ferry::DeviceImpl& cpu = ferry::device_impl(ferry::Device::cpu());
   for (ferry::OpId op : {ferry::OpId::interpolate, ferry::OpId::interpolate_backward})
@@ -353,6 +397,7 @@ TEST(CnnOps, InterpolateKernelsMatchTheComposition) {
     std::string name;
     ferry::InterpolateOptions o;
     bool channels_last = false;
+    ferry::Shape x = {2, 3, 7, 6};
   };
   const std::vector<Case> cases = {
       {"nearest x2", {.scale_factor = {2.0}, .mode = "nearest"}},
@@ -367,24 +412,36 @@ TEST(CnnOps, InterpolateKernelsMatchTheComposition) {
       {"bicubic to (15, 9)", {.size = {15, 9}, .mode = "bicubic"}},
       {"bicubic x2 align_corners",
        {.scale_factor = {2.0}, .mode = "bicubic", .align_corners = true}},
+      {"linear 1-D to 11", {.size = {11}, .mode = "linear"}, false, {2, 3, 7}},
+      {"nearest 1-D scale 2.5", {.scale_factor = {2.5}, .mode = "nearest"}, false, {2, 3, 7}},
+      {"trilinear to (4, 5, 9)", {.size = {4, 5, 9}, .mode = "trilinear"}, false, {2, 2, 3, 7, 6}},
+      {"trilinear x2 align_corners channels-last",
+       {.scale_factor = {2.0}, .mode = "trilinear", .align_corners = true},
+       true,
+       {1, 3, 3, 4, 5}},
+      {"nearest 3-D to (5, 2, 8)", {.size = {5, 2, 8}, .mode = "nearest"}, false, {2, 2, 3, 7, 6}},
   };
   for (const DType dt : {DType::f32, DType::f64})
     for (const Case& c : cases) {
       ferry::manual_seed(12);
-      const Tensor x0 = ferry::randn({2, 3, 7, 6}, {.dtype = dt});
+      const Tensor x0 = ferry::randn(c.x, {.dtype = dt});
+      const auto layout = c.x.size() == 5 ? ferry::MemoryFormat::channels_last_3d
+                                          : ferry::MemoryFormat::channels_last;
       auto run = [&](bool composed) {
         std::optional<ferry::debug::CompositesOnly> only;
         if (composed) only.emplace();
-        Tensor x =
-            (c.channels_last ? x0.contiguous(ferry::MemoryFormat::channels_last) : x0.clone())
-                .requires_grad_();
-        const Tensor y = ferry::interpolate(x, c.o);
-        EXPECT_EQ(y.is_contiguous(ferry::MemoryFormat::channels_last) && !y.is_contiguous(),
-                  c.channels_last)
-            << c.name;
-        ferry::manual_seed(13);
-        ferry::sum(y * ferry::randn(y.sizes(), {.dtype = dt})).backward();
-        return std::vector<Tensor>{y, x.grad()};
+        Tensor x = (c.channels_last ? x0.contiguous(layout) : x0.clone()).requires_grad_();
+        std::vector<Tensor> r;
+        // one kernel call each way per 2-D pass
+        const std::size_t calls = kernel_calls("interpolate", [&] {
+          const Tensor y = ferry::interpolate(x, c.o);
+          EXPECT_EQ(y.is_contiguous(layout) && !y.is_contiguous(), c.channels_last) << c.name;
+          ferry::manual_seed(13);
+          ferry::sum(y * ferry::randn(y.sizes(), {.dtype = dt})).backward();
+          r = {y, x.grad()};
+        });
+        EXPECT_EQ(calls, composed ? 0u : c.x.size() == 5 ? 2u : 1u) << c.name;
+        return r;
       };
       const auto fused = run(false), composed = run(true);
       const double tol = dt == DType::f64 ? 1e-12 : 1e-5;
@@ -393,6 +450,63 @@ TEST(CnnOps, InterpolateKernelsMatchTheComposition) {
             ferry_test::as_double(fused[i]), ferry_test::as_double(composed[i]), tol, tol,
             c.name + " " + std::string(ferry::dtype_name(dt)) + (i == 0 ? " y" : " dx"));
     }
+}
+
+// Adaptive pooling whose output sizes divide the input's runs as the pooling kernels (kernel =
+// stride = in / out), against the composition: the values, max pooling's indices and the
+// input's gradient, 1-D and 2-D, contiguous and channels-last; uneven sizes compose.
+TEST(CnnOps, AdaptivePoolsOfDividingSizesRunThePoolKernels) {
+  struct Case {
+    std::string name;
+    ferry::Shape x, out;
+    bool max, channels_last;
+    const char* kernel;  // the kernel it runs, or nullptr: composed
+  };
+  const std::vector<Case> cases = {
+      {"avg 2-D global", {2, 5, 7, 6}, {1, 1}, false, false, "avg_pool2d"},
+      {"avg 2-D (7, 3) channels-last", {2, 5, 7, 6}, {7, 3}, false, true, "avg_pool2d"},
+      {"max 2-D (4, 3)", {2, 3, 8, 6}, {4, 3}, true, false, "max_pool2d"},
+      {"max 2-D (2, 1) channels-last", {2, 3, 8, 6}, {2, 1}, true, true, "max_pool2d"},
+      {"avg 1-D 12 to 4", {3, 4, 12}, {4}, false, false, "avg_pool1d"},
+      {"max 1-D unbatched 12 to 3", {4, 12}, {3}, true, false, "max_pool1d"},
+      {"avg 2-D uneven (3, 4)", {2, 3, 7, 6}, {3, 4}, false, false, nullptr},
+  };
+  for (const Case& c : cases) {
+    ferry::manual_seed(31);
+    const Tensor x0 = ferry::randn(c.x);
+    const bool two_d = c.out.size() == 2;
+    auto run = [&](bool composed) {
+      std::optional<ferry::debug::CompositesOnly> only;
+      if (composed) only.emplace();
+      Tensor x = (c.channels_last ? x0.contiguous(ferry::MemoryFormat::channels_last) : x0.clone())
+                     .requires_grad_();
+      std::vector<Tensor> r;
+      const std::size_t calls = kernel_calls(c.kernel ? c.kernel : "avg_pool2d", [&] {
+        ferry::ValuesIndices y;
+        if (c.max)
+          y = two_d ? ferry::adaptive_max_pool2d_with_indices(x, c.out)
+                    : ferry::adaptive_max_pool1d_with_indices(x, c.out);
+        else
+          y.values =
+              two_d ? ferry::adaptive_avg_pool2d(x, c.out) : ferry::adaptive_avg_pool1d(x, c.out);
+        EXPECT_EQ(
+            y.values.is_contiguous(ferry::MemoryFormat::channels_last) && !y.values.is_contiguous(),
+            c.channels_last)
+            << c.name;
+        ferry::manual_seed(32);
+        ferry::sum(y.values * ferry::randn(y.values.sizes())).backward();
+        r = {y.values, x.grad()};
+        if (c.max) r.push_back(y.indices.to(DType::f64));
+      });
+      EXPECT_EQ(calls, !composed && c.kernel ? 1u : 0u) << c.name;
+      return r;
+    };
+    const auto fused = run(false), composed = run(true);
+    const char* what[] = {" y", " dx", " indices"};
+    for (std::size_t i = 0; i < fused.size(); ++i)
+      ferry_test::expect_close(ferry_test::as_double(fused[i]), ferry_test::as_double(composed[i]),
+                               1e-5, 1e-5, c.name + what[i]);
+  }
 }
 
 // The batch statistics keep their digits when the mean is far larger than the spread (the

@@ -347,6 +347,12 @@ TEST(VulkanResample, InterpolateMatchesTheCpu) {
       {"bicubic x2 align_corners, one row",
        {2, 2, 1, 9},
        {.scale_factor = {2.0}, .mode = "bicubic", .align_corners = true}},
+      // the 2-D kernels over planes of height 1, and in two passes (height and width, depth)
+      {"linear 1-D to 19", {2, 3, 8}, {.size = {19}, .mode = "linear"}},
+      {"trilinear to (5, 7, 4), align_corners",
+       {2, 2, 3, 5, 6},
+       {.size = {5, 7, 4}, .mode = "trilinear", .align_corners = true}},
+      {"nearest 3-D x2", {1, 3, 2, 3, 4}, {.scale_factor = {2.0}, .mode = "nearest"}},
   };
   for (DType dt : vulkan_float_dtypes())
     for (const ResampleCase& c : cases) check_resample(c, dt);

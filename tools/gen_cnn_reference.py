@@ -120,6 +120,12 @@ def pool_cases():
     case("adaptive_max_pool1d_uneven", "adaptive_max_pool1d", [[2, 2, 11]], {"output_size": 3})
     case("adaptive_max_pool2d_uneven", "adaptive_max_pool2d", [[2, 3, 7, 6]],
          {"output_size": [3, 4]})
+    # output sizes that divide the input's: ferry runs these as the pooling kernels
+    case("adaptive_avg_pool1d_dividing", "adaptive_avg_pool1d", [[2, 3, 12]], {"output_size": 4})
+    case("adaptive_max_pool1d_dividing_unbatched", "adaptive_max_pool1d", [[3, 12]],
+         {"output_size": 3})
+    case("adaptive_max_pool2d_dividing", "adaptive_max_pool2d", [[2, 3, 8, 6]],
+         {"output_size": [4, 3]})
 
 
 def norm_cases():
@@ -163,6 +169,10 @@ def resample_cases():
              {"size": [6, 8], "mode": "bicubic", "align_corners": align})
         case(f"interpolate_trilinear_{a}", "interpolate", [[1, 1, 3, 2, 4]],
              {"size": [4, 3, 5], "mode": "trilinear", "align_corners": align})
+    case("interpolate_nearest_3d", "interpolate", [[1, 2, 3, 2, 4]],
+         {"size": [5, 3, 2], "mode": "nearest"})
+    case("interpolate_trilinear_scale", "interpolate", [[2, 1, 2, 3, 4]],
+         {"scale_factor": 1.5, "mode": "trilinear"})
     case("interpolate_bilinear_scale", "interpolate", [[1, 2, 3, 5]],
          {"scale_factor": [1.5, 0.6], "mode": "bilinear", "align_corners": False})
     case("interpolate_bicubic_scale_recompute", "interpolate", [[1, 1, 5, 4]],

@@ -229,22 +229,26 @@ template <typename C> std::vector<C> avg_divisors(const OpCall& call, const Pool
   return d;
 }
 
-// The input rows (or columns) window o covers: [o * stride - padding, + kernel) within [0, in).
+// A range of positions along one dim, [first, end).
 struct Covered {
   std::int64_t first, end;
 };
+// The input rows (or columns) window o covers, within [0, in) (ferry/kit/pool_windows.hpp).
 Covered covered(std::int64_t o, std::int64_t in, std::int64_t kernel, std::int64_t stride,
                 std::int64_t padding) {
-  const std::int64_t start = o * stride - padding;
-  return {std::max<std::int64_t>(start, 0), std::min(start + kernel, in)};
+  return {pool_window_first(o, stride, padding), pool_window_end(o, in, kernel, stride, padding)};
 }
-
-// The windows along one dim that cover input position i: [first, end).
+// The windows that cover input position i, of `out` along the dim.
 Covered covering(std::int64_t i, std::int64_t out, std::int64_t kernel, std::int64_t stride,
                  std::int64_t padding) {
-  const std::int64_t t = i + padding;  // the position, padding counted
-  return {t < kernel ? 0 : (t - kernel) / stride + 1, std::min(t / stride + 1, out)};
+  return {pool_covering_first(i, kernel, stride, padding),
+          pool_covering_end(i, out, stride, padding)};
 }
+
+// Average pooling's windows wider than an output row has windows (adaptive_avg_pool2d's
+// global pool): a tap column's run of windows is then shorter than a window's run of taps, and
+// the contiguous kernels walk window by window.
+bool wide_windows(const Pool2d& p) { return p.kw > p.ow; }
 
 // x [N, C, *in] -> y [N, C, *out], both contiguous or both channels-last (2-D): each window's
 // taps added in (i, j) order in the compute type, then divided by its divisor.
@@ -283,9 +287,12 @@ template <typename T> void avg_pool_kernel(const OpCall& call) {
                    });
     return;
   }
-  // A plane's output row at a time, tap by tap across the row's windows.
+  // A plane's output row at a time, tap by tap across the row's windows; or, where the
+  // windows are wider than they are many (a global pool: one window, 112 taps a row), window
+  // by window along its input rows. Both add a window's taps in (i, j) order.
   const auto [lo, hi] = tap_columns(p);
   const std::int64_t in_area = p.h * p.w, out_area = p.oh * p.ow;
+  const bool by_window = wide_windows(p);
   parallel_range(N * channels, grain_for(out_area * p.kh * p.kw),
                  [&](std::int64_t b, std::int64_t e) {
                    std::vector<C> acc(static_cast<std::size_t>(p.ow));
@@ -293,12 +300,24 @@ template <typename T> void avg_pool_kernel(const OpCall& call) {
                      for (std::int64_t oh = 0; oh < p.oh; ++oh) {
                        std::fill(acc.begin(), acc.end(), C(0));
                        const Covered rows = covered(oh, p.h, p.kh, p.sh, p.ph);
-                       for (std::int64_t ih = rows.first; ih < rows.end; ++ih)
+                       for (std::int64_t ih = rows.first; ih < rows.end; ++ih) {
+                         const T* row = xp + plane * in_area + ih * p.w;
+                         if (by_window) {
+                           for (std::int64_t ow = 0; ow < p.ow; ++ow) {
+                             const Covered cols = covered(ow, p.w, p.kw, p.sw, p.pw);
+                             C a = acc[std::size_t(ow)];
+                             for (std::int64_t iw = cols.first; iw < cols.end; ++iw)
+                               a += C(row[iw]);
+                             acc[std::size_t(ow)] = a;
+                           }
+                           continue;
+                         }
                          for (std::int64_t j = 0; j < p.kw; ++j) {
-                           const T* src = xp + plane * in_area + ih * p.w + j - p.pw;
+                           const T* src = row + j - p.pw;
                            for (std::int64_t ow = lo[std::size_t(j)]; ow < hi[std::size_t(j)]; ++ow)
                              acc[std::size_t(ow)] += C(src[ow * p.sw]);
                          }
+                       }
                        const C* d = div.data() + oh * p.ow;
                        T* py = yp + plane * out_area + oh * p.ow;
                        for (std::int64_t ow = 0; ow < p.ow; ++ow)
@@ -353,6 +372,7 @@ template <typename T> void avg_pool_backward_kernel(const OpCall& call) {
   }
   const auto [lo, hi] = tap_columns(p);
   const std::int64_t in_area = p.h * p.w, out_area = p.oh * p.ow;
+  const bool by_window = wide_windows(p);
   parallel_range(N * channels, grain_for(in_area + out_area * p.kh * p.kw),
                  [&](std::int64_t b, std::int64_t e) {
                    std::vector<C> acc(static_cast<std::size_t>(in_area)),
@@ -365,14 +385,25 @@ template <typename T> void avg_pool_backward_kernel(const OpCall& call) {
                        for (std::int64_t ow = 0; ow < p.ow; ++ow)
                          share[std::size_t(ow)] = C(pg[ow]) / d[ow];
                        const Covered rows = covered(oh, p.h, p.kh, p.sh, p.ph);
-                       // Tap columns last to first: an element's shares then come in
-                       // output order (ow rising), the channels-last gather's and Vulkan's.
-                       for (std::int64_t ih = rows.first; ih < rows.end; ++ih)
+                       // Tap columns last to first (or window by window, for wide windows):
+                       // an element's shares then come in output order (ow rising), the
+                       // channels-last gather's and Vulkan's.
+                       for (std::int64_t ih = rows.first; ih < rows.end; ++ih) {
+                         C* row = acc.data() + ih * p.w;
+                         if (by_window) {
+                           for (std::int64_t ow = 0; ow < p.ow; ++ow) {
+                             const Covered cols = covered(ow, p.w, p.kw, p.sw, p.pw);
+                             const C v = share[std::size_t(ow)];
+                             for (std::int64_t iw = cols.first; iw < cols.end; ++iw) row[iw] += v;
+                           }
+                           continue;
+                         }
                          for (std::int64_t j = p.kw - 1; j >= 0; --j) {
-                           C* dst = acc.data() + ih * p.w + j - p.pw;
+                           C* dst = row + j - p.pw;
                            for (std::int64_t ow = lo[std::size_t(j)]; ow < hi[std::size_t(j)]; ++ow)
                              dst[ow * p.sw] += share[std::size_t(ow)];
                          }
+                       }
                      }
                      T* px = dp + plane * in_area;
                      for (std::int64_t i = 0; i < in_area; ++i) px[i] = T(acc[std::size_t(i)]);

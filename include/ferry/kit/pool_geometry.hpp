@@ -1,7 +1,7 @@
 // include/ferry/kit/pool_geometry.hpp — the geometry of a pooling kernel's call (max_pool1d/2d,
 // avg_pool1d/2d, and their backward kernels, which get the forward's attributes) as every
 // backend's kernel reads it (docs/kernel-contract.md), read once here for the CPU and Vulkan
-// kernels alike; and average pooling's divisors, which the core's composition reads too.
+// kernels alike; and average pooling's divisors (ferry/kit/pool_windows.hpp's window counts).
 #pragma once
 
 #include <fmt/format.h>
@@ -13,6 +13,7 @@
 
 #include "ferry/backend.hpp"
 #include "ferry/error.hpp"
+#include "ferry/kit/pool_windows.hpp"
 
 namespace ferry {
 
@@ -50,17 +51,6 @@ inline Pool2d pool2d_geometry(const OpCall& call, const TensorArg& in, const Ten
           at(p, 1, 0),
           at(d, 0, 1),
           at(d, 1, 1)};
-}
-
-// The number of positions an average pool's window o along one dim counts (PyTorch's
-// avg_pool2d): the window clipped to the padded input, with count_include_pad, else to the
-// input. `in`, `kernel`, `stride`, `padding` along that dim.
-inline std::int64_t avg_pool_window_count(std::int64_t o, std::int64_t in, std::int64_t kernel,
-                                          std::int64_t stride, std::int64_t padding,
-                                          bool count_include_pad) {
-  const std::int64_t start = o * stride - padding;
-  const std::int64_t end = std::min(start + kernel, in + padding);
-  return count_include_pad ? end - start : std::min(end, in) - std::max(start, std::int64_t(0));
 }
 
 // An average pool's divisors: the attribute divisor_override where set (nonzero), else the
