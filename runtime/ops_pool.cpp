@@ -244,6 +244,16 @@ std::optional<Attrs> uniform_adaptive_windows(const std::vector<WindowDim>& dims
 Tensor adaptive_avg_pool(std::size_t n, OpId id, const Tensor& x_in, const ConvSizes& output_size) {
   const Tensor x = batched_input(n, id, x_in);
   const auto dims = adaptive_windows(n, id, x, output_size);
+  // A global pool (every output size 1) is the mean over the spatial dims, as PyTorch computes
+  // it: the reduction kernels take a window of the whole plane better than a pool's thread per
+  // window (fwd+bwd over [32, 64, 112, 112]: 4.2 against 20.6 ms on the CPU, 66 against 530 ms
+  // on lavapipe), and the gradient is the mean's broadcast.
+  if (std::all_of(dims.begin(), dims.end(), [](const WindowDim& d) { return d.out == 1; })) {
+    std::vector<std::int64_t> spatial;
+    for (std::int64_t d = 2; d < x.dim(); ++d) spatial.push_back(d);
+    const Tensor y = mean(x, spatial, /*keepdim=*/true);
+    return x_in.dim() == x.dim() ? y : y.squeeze(0);
+  }
   const OpId pool = n == 1 ? OpId::avg_pool1d : OpId::avg_pool2d;
   if (auto attrs = uniform_adaptive_windows(dims);
       attrs && detail::use_fused_kernel_with_backward(x, pool)) {

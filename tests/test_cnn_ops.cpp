@@ -150,6 +150,9 @@ TEST(CnnOps, GradcheckInDouble) {
           return ferry::adaptive_max_pool2d(in[0], {3, 5});
         },
         {distinct});
+  check("adaptive_avg_pool2d, global (a mean)",
+        [](const In& in) { return ferry::adaptive_avg_pool2d(in[0], {1}); },
+        {f64_input({2, 3, 4, 5}, 20)});
   check("adaptive_avg_pool2d, dividing sizes (the pool kernel)",
         [](const In& in) {
           return ferry::adaptive_avg_pool2d(in[0], {2, 1});
@@ -454,7 +457,8 @@ TEST(CnnOps, InterpolateKernelsMatchTheComposition) {
 
 // Adaptive pooling whose output sizes divide the input's runs as the pooling kernels (kernel =
 // stride = in / out), against the composition: the values, max pooling's indices and the
-// input's gradient, 1-D and 2-D, contiguous and channels-last; uneven sizes compose.
+// input's gradient, 1-D and 2-D, contiguous and channels-last; uneven sizes compose, and a
+// global pool is a mean.
 TEST(CnnOps, AdaptivePoolsOfDividingSizesRunThePoolKernels) {
   struct Case {
     std::string name;
@@ -463,7 +467,7 @@ TEST(CnnOps, AdaptivePoolsOfDividingSizesRunThePoolKernels) {
     const char* kernel;  // the kernel it runs, or nullptr: composed
   };
   const std::vector<Case> cases = {
-      {"avg 2-D global", {2, 5, 7, 6}, {1, 1}, false, false, "avg_pool2d"},
+      {"avg 2-D (1, 2)", {2, 5, 7, 6}, {1, 2}, false, false, "avg_pool2d"},
       {"avg 2-D (7, 3) channels-last", {2, 5, 7, 6}, {7, 3}, false, true, "avg_pool2d"},
       {"max 2-D (4, 3)", {2, 3, 8, 6}, {4, 3}, true, false, "max_pool2d"},
       {"max 2-D (2, 1) channels-last", {2, 3, 8, 6}, {2, 1}, true, true, "max_pool2d"},
@@ -507,6 +511,12 @@ TEST(CnnOps, AdaptivePoolsOfDividingSizesRunThePoolKernels) {
       ferry_test::expect_close(ferry_test::as_double(fused[i]), ferry_test::as_double(composed[i]),
                                1e-5, 1e-5, c.name + what[i]);
   }
+  // A global pool is the mean over the spatial dims (PyTorch's rule): the sum kernel, no pool.
+  const Tensor x = ferry::randn({2, 5, 7, 6});
+  for (const std::string kernel : {"sum", "avg_pool2d"})
+    EXPECT_EQ(kernel_calls(kernel, [&] { ferry::adaptive_avg_pool2d(x, {1}); }),
+              kernel == "sum" ? 1u : 0u)
+        << kernel;
 }
 
 // The batch statistics keep their digits when the mean is far larger than the spread (the
