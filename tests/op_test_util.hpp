@@ -6,7 +6,9 @@
 
 #include <cmath>
 #include <cstdint>
+#include <functional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "ferry/ferry.hpp"
@@ -61,6 +63,17 @@ void expect_error(F f, const std::vector<std::string>& needles, const std::strin
   } catch (const std::exception& e) {
     ADD_FAILURE() << what << ": threw the wrong type: " << e.what();
   }
+}
+
+// How many kernel calls named `op` `f` made: the profiler's op events (a fused kernel that
+// ran, or a composition that did not call it).
+inline std::size_t kernel_calls(std::string_view op, const std::function<void()>& f) {
+  ferry::profiler::Scope scope;
+  f();
+  std::size_t n = 0;
+  for (const ferry::profiler::Event& e : scope.stop().events())
+    n += e.kind == ferry::profiler::EventKind::op && e.name == op;
+  return n;
 }
 
 }  // namespace ferry_test

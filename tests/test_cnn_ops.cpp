@@ -5,7 +5,6 @@
 // device; finite differences in f64 on the CPU; PyTorch's errors, typed.
 #include <gtest/gtest.h>
 
-#include <functional>
 #include <limits>
 #include <nlohmann/json.hpp>
 #include <optional>
@@ -376,18 +375,6 @@ TEST(CnnOps, AvgPoolKernelsMatchTheCompositionInBothLayouts) {
     }
 }
 
-// How many kernel calls named `op` `f` made (the profiler's op events).
-namespace {
-std::size_t kernel_calls(std::string_view op, const std::function<void()>& f) {
-  ferry::profiler::Scope scope;
-  f();
-  std::size_t n = 0;
-  for (const ferry::profiler::Event& e : scope.stop().events())
-    n += e.kind == ferry::profiler::EventKind::op && e.name == op;
-  return n;
-}
-}  // namespace
-
 // The CPU's interpolate kernels (cpu_kernels_resample.cpp) against the composition, forward
 // and the input's gradient, in f32 and f64: every mode, up and down, by size and by
 // scale_factor, align_corners both ways, a channels-last input (its result channels-last),
@@ -435,8 +422,8 @@ TEST(CnnOps, InterpolateKernelsMatchTheComposition) {
         if (composed) only.emplace();
         Tensor x = (c.channels_last ? x0.contiguous(layout) : x0.clone()).requires_grad_();
         std::vector<Tensor> r;
-        // one kernel call each way per 2-D pass
-        const std::size_t calls = kernel_calls("interpolate", [&] {
+        // one forward kernel call per 2-D pass
+        const std::size_t calls = ferry_test::kernel_calls("interpolate", [&] {
           const Tensor y = ferry::interpolate(x, c.o);
           EXPECT_EQ(y.is_contiguous(layout) && !y.is_contiguous(), c.channels_last) << c.name;
           ferry::manual_seed(13);
@@ -485,7 +472,7 @@ TEST(CnnOps, AdaptivePoolsOfDividingSizesRunThePoolKernels) {
       Tensor x = (c.channels_last ? x0.contiguous(ferry::MemoryFormat::channels_last) : x0.clone())
                      .requires_grad_();
       std::vector<Tensor> r;
-      const std::size_t calls = kernel_calls(c.kernel ? c.kernel : "avg_pool2d", [&] {
+      const std::size_t calls = ferry_test::kernel_calls(c.kernel ? c.kernel : "avg_pool2d", [&] {
         ferry::ValuesIndices y;
         if (c.max)
           y = two_d ? ferry::adaptive_max_pool2d_with_indices(x, c.out)
@@ -514,7 +501,7 @@ TEST(CnnOps, AdaptivePoolsOfDividingSizesRunThePoolKernels) {
   // A global pool is the mean over the spatial dims (PyTorch's rule): the sum kernel, no pool.
   const Tensor x = ferry::randn({2, 5, 7, 6});
   for (const std::string kernel : {"sum", "avg_pool2d"})
-    EXPECT_EQ(kernel_calls(kernel, [&] { ferry::adaptive_avg_pool2d(x, {1}); }),
+    EXPECT_EQ(ferry_test::kernel_calls(kernel, [&] { ferry::adaptive_avg_pool2d(x, {1}); }),
               kernel == "sum" ? 1u : 0u)
         << kernel;
 }
