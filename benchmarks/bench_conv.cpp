@@ -141,6 +141,8 @@ void run_layer(benchmark::State& s, const std::string& layer, ferry::MemoryForma
     if (layer == "interpolate bilinear x2")
       return ferry::interpolate(l.x, {.scale_factor = {2.0}, .mode = "bilinear"});
     if (layer == "adaptive_avg_pool2d 1x1") return ferry::adaptive_avg_pool2d(l.x, {1});
+    if (layer == "adaptive_avg_pool2d 6x6") return ferry::adaptive_avg_pool2d(l.x, {6});
+    if (layer == "adaptive_max_pool2d 6x6") return ferry::adaptive_max_pool2d(l.x, {6});
     return layer == "avg_pool2d 3x3/2" ? ferry::avg_pool2d(l.x, {3}, {2}, {1})
                                        : ferry::max_pool2d(l.x, {3}, {2}, {1});
   };

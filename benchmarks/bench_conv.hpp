@@ -38,13 +38,18 @@ inline std::int64_t resnet_image(bool quick) { return quick ? 32 : 224; }
 // ResNet-18's layers after its first convolution, on that convolution's output ([32, 64, 112,
 // 112]; [2, 64, 28, 28] with --quick), forward and the input's gradient: batch_norm in
 // training (weight and bias), max_pool2d 3x3/2 padding 1, adaptive_avg_pool2d to 1x1 (its
-// global pool, there over [32, 512, 7, 7]); and, on the same input, two layers ResNet-18 has
-// not: avg_pool2d 3x3/2 padding 1 (Inception's and DenseNet's pools) and interpolate bilinear
-// x2 (a U-Net's or an FPN's upsampling).
+// global pool, there over [32, 512, 7, 7]); and, on the same input, layers ResNet-18 has not:
+// avg_pool2d 3x3/2 padding 1 (Inception's and DenseNet's pools), interpolate bilinear x2 (a
+// U-Net's or an FPN's upsampling), and adaptive average and max pooling to 6x6 (AlexNet's
+// pool; 112 to 6 is uneven: windows of 19 and 20 that overlap).
 inline const std::vector<const char*>& layers() {
-  static const std::vector<const char*> l = {"batch_norm", "max_pool2d 3x3/2",
-                                             "adaptive_avg_pool2d 1x1", "avg_pool2d 3x3/2",
-                                             "interpolate bilinear x2"};
+  static const std::vector<const char*> l = {"batch_norm",
+                                             "max_pool2d 3x3/2",
+                                             "adaptive_avg_pool2d 1x1",
+                                             "avg_pool2d 3x3/2",
+                                             "interpolate bilinear x2",
+                                             "adaptive_avg_pool2d 6x6",
+                                             "adaptive_max_pool2d 6x6"};
   return l;
 }
 inline std::int64_t layer_size(bool quick) { return quick ? 28 : 112; }

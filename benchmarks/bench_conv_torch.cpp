@@ -152,6 +152,9 @@ void torch_layer(const std::string& layer, bool channels_last) {
                                                     .mode(torch::kBilinear)
                                                     .align_corners(false));
     if (layer == "adaptive_avg_pool2d 1x1") return torch::adaptive_avg_pool2d(l.x, {1, 1});
+    if (layer == "adaptive_avg_pool2d 6x6") return torch::adaptive_avg_pool2d(l.x, {6, 6});
+    if (layer == "adaptive_max_pool2d 6x6")
+      return std::get<0>(torch::adaptive_max_pool2d(l.x, {6, 6}));
     return layer == "avg_pool2d 3x3/2" ? torch::avg_pool2d(l.x, 3, 2, 1)
                                        : torch::max_pool2d(l.x, 3, 2, 1);
   };

@@ -219,8 +219,9 @@ Tensor avg_pool(std::size_t n, OpId id, const Tensor& x_in, const ConvSizes& ker
   for (std::size_t i = 0; i < n; ++i) {
     std::vector<double> c;
     for (std::int64_t o = 0; o < dims[i].out; ++o)
-      c.push_back(double(avg_pool_window_count(o, dims[i].in, g.kernel[i], g.stride[i],
-                                               g.padding[i], count_include_pad)));
+      c.push_back(double(avg_pool_window_count(
+          PoolDim{dims[i].in, dims[i].out, g.kernel[i], g.stride[i], g.padding[i], 1, false}, o,
+          count_include_pad)));
     counts.push_back(std::move(c));
   }
   std::vector<double> divisor = outer_product(counts);
@@ -228,17 +229,23 @@ Tensor avg_pool(std::size_t n, OpId id, const Tensor& x_in, const ConvSizes& ker
   return mean_over_windows(x_in, x, dims, divisor);
 }
 
-// An adaptive pool's windows as a plain pool's geometry when every dim's output divides its
-// input (ResNet's global pool, 7 x 7 to 1 x 1): PyTorch's windows [o·in/out, (o+1)·in/out)
-// are then kernel = stride = in / out without padding, and the device's pool kernel runs them.
-// Otherwise none: the windows' widths differ, and they are gathered.
-std::optional<Attrs> uniform_adaptive_windows(const std::vector<WindowDim>& dims) {
-  std::vector<std::int64_t> kernel, padding(dims.size(), 0);
+// An adaptive pool's windows for the device's pool kernel. Where every dim's output divides its
+// input (VGG's 7 x 7 to 7 x 7, a 14 x 14 to 7 x 7), PyTorch's windows [o·in/out, (o+1)·in/out)
+// are a plain pool's, kernel = stride = in / out without padding, whose kernels walk a row's
+// windows tap by tap; otherwise the windows' widths differ and the kernel places each by the
+// attribute `adaptive` (ferry/kit/pool_windows.hpp). `dilation`: max pooling's.
+Attrs adaptive_pool_attrs(const std::vector<WindowDim>& dims, bool dilation) {
+  std::vector<std::int64_t> kernel, zeros(dims.size(), 0), ones(dims.size(), 1);
   for (const WindowDim& d : dims) {
-    if (d.in % d.out != 0) return std::nullopt;
+    if (d.in % d.out != 0) return {{"adaptive", true}};
     kernel.push_back(d.in / d.out);
   }
-  return Attrs{{"kernel_size", kernel}, {"stride", kernel}, {"padding", padding}};
+  Attrs attrs{{"kernel_size", kernel}, {"stride", kernel}, {"padding", zeros}};
+  if (dilation)
+    attrs.set("dilation", ones);
+  else
+    attrs.set("count_include_pad", true);
+  return attrs;
 }
 
 Tensor adaptive_avg_pool(std::size_t n, OpId id, const Tensor& x_in, const ConvSizes& output_size) {
@@ -255,17 +262,14 @@ Tensor adaptive_avg_pool(std::size_t n, OpId id, const Tensor& x_in, const ConvS
     return x_in.dim() == x.dim() ? y : y.squeeze(0);
   }
   const OpId pool = n == 1 ? OpId::avg_pool1d : OpId::avg_pool2d;
-  if (auto attrs = uniform_adaptive_windows(dims);
-      attrs && detail::use_fused_kernel_with_backward(x, pool)) {
-    attrs->set("count_include_pad", true);
-    return pool_kernel(pool, x_in, x, dims, std::move(*attrs)).values;
-  }
+  if (detail::use_fused_kernel_with_backward(x, pool))
+    return pool_kernel(pool, x_in, x, dims, adaptive_pool_attrs(dims, false)).values;
+  // Each window's extent (the kernels' divisors).
   std::vector<std::vector<double>> counts;
   for (const WindowDim& d : dims) {
-    std::vector<double> c(std::size_t(d.out), 0.0);
-    for (std::int64_t k = 0; k < d.taps; ++k)
-      for (std::int64_t o = 0; o < d.out; ++o)
-        if (d.at[std::size_t(k * d.out + o)] >= 0) c[std::size_t(o)] += 1;
+    std::vector<double> c;
+    for (std::int64_t o = 0; o < d.out; ++o)
+      c.push_back(double(pool_tap_count(adaptive_pool_dim(d.in, d.out), o)));
     counts.push_back(std::move(c));
   }
   return mean_over_windows(x_in, x, dims, outer_product(counts));
@@ -276,11 +280,8 @@ ValuesIndices adaptive_max_pool(std::size_t n, OpId id, const Tensor& x_in,
   const Tensor x = batched_input(n, id, x_in);
   const auto dims = adaptive_windows(n, id, x, output_size);
   const OpId pool = n == 1 ? OpId::max_pool1d : OpId::max_pool2d;
-  if (auto attrs = uniform_adaptive_windows(dims);
-      attrs && detail::use_fused_kernel_with_backward(x, pool)) {
-    attrs->set("dilation", std::vector<std::int64_t>(n, 1));
-    return pool_kernel(pool, x_in, x, dims, std::move(*attrs));
-  }
+  if (detail::use_fused_kernel_with_backward(x, pool))
+    return pool_kernel(pool, x_in, x, dims, adaptive_pool_attrs(dims, true));
   return max_over_windows(x_in, x, dims);
 }
 

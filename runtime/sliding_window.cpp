@@ -7,6 +7,7 @@
 #include <algorithm>
 
 #include "ferry/error.hpp"
+#include "ferry/kit/pool_geometry.hpp"
 #include "ferry/ops.hpp"
 
 namespace ferry::detail {
@@ -51,14 +52,12 @@ WindowDim sliding_dim(std::int64_t in, std::int64_t kernel, std::int64_t stride,
 }
 
 WindowDim adaptive_dim(std::int64_t in, std::int64_t out) {
-  auto start = [&](std::int64_t o) { return o * in / out; };
-  auto end = [&](std::int64_t o) { return ((o + 1) * in + out - 1) / out; };
-  std::int64_t widest = 0;
-  for (std::int64_t o = 0; o < out; ++o) widest = std::max(widest, end(o) - start(o));
+  const PoolDim pd = adaptive_pool_dim(in, out);  // PyTorch's windows (ferry/kit/pool_windows.hpp)
+  const std::int64_t widest = adaptive_widest_window(in, out);
   WindowDim d{in, widest, out, std::vector<std::int64_t>(std::size_t(widest * out))};
   for (std::int64_t k = 0; k < widest; ++k)
     for (std::int64_t o = 0; o < out; ++o)
-      d.at[std::size_t(k * out + o)] = start(o) + k < end(o) ? start(o) + k : -1;
+      d.at[std::size_t(k * out + o)] = k < pool_tap_count(pd, o) ? pool_tap_start(pd, o) + k : -1;
   return d;
 }
 

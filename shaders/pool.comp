@@ -1,6 +1,7 @@
 // shaders/pool.comp — max_pool1d/2d, avg_pool1d/2d and their backward kernels over contiguous
-// [N, C, *] planes (docs/kernel-contract.md; a 1-D pool is a plane of height 1). Host side,
-// and why gathers: Note [Vulkan pooling] in runtime/vulkan/vk_kernels_pool.cpp.
+// [N, C, *] planes (docs/kernel-contract.md; a 1-D pool is a plane of height 1), regular or
+// adaptive windows. Host side, and why gathers: Note [Vulkan pooling] in
+// runtime/vulkan/vk_kernels_pool.cpp.
 //  POOL_MAX: a thread per output element walks its window's taps in (i, j) order, keeping the
 //    first of equal values and letting a NaN take over (the CPU's rule), and writes the
 //    maximum and its flat position in the plane as an i64 (two 32-bit words: the base shader
@@ -29,17 +30,29 @@ FERRY_TENSOR(1, io)
 FERRY_TENSOR(2, a)
 FERRY_TENSOR(3, ii)
 
+// The plane's dims, regular or adaptive (ferry/kit/pool_windows.hpp).
+PoolDim rows() {
+  return PoolDim(int(p.h), int(p.oh), int(p.kh), int(p.sh), int(p.ph), int(p.dh),
+                 p.adaptive != 0u);
+}
+PoolDim cols() {
+  return PoolDim(int(p.w), int(p.ow), int(p.kw), int(p.sw), int(p.pw), int(p.dw),
+                 p.adaptive != 0u);
+}
+
 // Output element r of plane q.
 void forward(uint q, uint r) {
   const int oh = int(r / p.ow), ow = int(r - uint(oh) * p.ow);
   const uint plane = p.off[2] + q * p.h * p.w;
+  const int h0 = pool_tap_start(rows(), oh), kh = pool_tap_count(rows(), oh);
+  const int w0 = pool_tap_start(cols(), ow), kw = pool_tap_count(cols(), ow);
   FTYPE best = -F_INF;
   int arg = -1;
-  for (int i = 0; i < int(p.kh); ++i) {
-    const int ih = oh * int(p.sh) - int(p.ph) + i * int(p.dh);
+  for (int i = 0; i < kh; ++i) {
+    const int ih = h0 + i * int(p.dh);
     if (ih < 0 || ih >= int(p.h)) continue;
-    for (int j = 0; j < int(p.kw); ++j) {
-      const int iw = ow * int(p.sw) - int(p.pw) + j * int(p.dw);
+    for (int j = 0; j < kw; ++j) {
+      const int iw = w0 + j * int(p.dw);
       if (iw < 0 || iw >= int(p.w)) continue;
       const int at = ih * int(p.w) + iw;
       const FTYPE v = LOAD_F(a, DT, plane + uint(at));
@@ -60,13 +73,10 @@ void forward(uint q, uint r) {
 // over r cannot have chosen it.
 void backward(uint q, uint r) {
   const int ih = int(r / p.w), iw = int(r - uint(ih) * p.w);
-  const int span_h = (int(p.kh) - 1) * int(p.dh) + 1, span_w = (int(p.kw) - 1) * int(p.dw) + 1;
   const uint plane = q * p.oh * p.ow;
   FTYPE sum = 0.0;
-  for (int oh = pool_covering_first(ih, span_h, int(p.sh), int(p.ph));
-       oh < pool_covering_end(ih, int(p.oh), int(p.sh), int(p.ph)); ++oh)
-    for (int ow = pool_covering_first(iw, span_w, int(p.sw), int(p.pw));
-         ow < pool_covering_end(iw, int(p.ow), int(p.sw), int(p.pw)); ++ow) {
+  for (int oh = pool_covering_first(rows(), ih); oh < pool_covering_end(rows(), ih); ++oh)
+    for (int ow = pool_covering_first(cols(), iw); ow < pool_covering_end(cols(), iw); ++ow) {
       const uint oi = plane + uint(oh) * p.ow + uint(ow);
       if (ii_u32[2u * (p.off[3] + oi)] == r && ii_u32[2u * (p.off[3] + oi) + 1u] == 0u)
         sum += LOAD_F(a, DT, p.off[2] + oi);
@@ -78,8 +88,7 @@ void backward(uint q, uint r) {
 FTYPE divisor(int oh, int ow) {
   if (p.divisor != 0) return FTYPE(p.divisor);
   const bool pad = p.count_include_pad != 0u;
-  return FTYPE(avg_pool_window_count(oh, int(p.h), int(p.kh), int(p.sh), int(p.ph), pad) *
-               avg_pool_window_count(ow, int(p.w), int(p.kw), int(p.sw), int(p.pw), pad));
+  return FTYPE(avg_pool_window_count(rows(), oh, pad) * avg_pool_window_count(cols(), ow, pad));
 }
 
 // Output element r of plane q: its window's taps inside the input, rows then columns.
@@ -87,10 +96,8 @@ void avg_forward(uint q, uint r) {
   const int oh = int(r / p.ow), ow = int(r - uint(oh) * p.ow);
   const uint plane = p.off[2] + q * p.h * p.w;
   FTYPE sum = 0.0;
-  for (int ih = pool_window_first(oh, int(p.sh), int(p.ph));
-       ih < pool_window_end(oh, int(p.h), int(p.kh), int(p.sh), int(p.ph)); ++ih)
-    for (int iw = pool_window_first(ow, int(p.sw), int(p.pw));
-         iw < pool_window_end(ow, int(p.w), int(p.kw), int(p.sw), int(p.pw)); ++iw)
+  for (int ih = pool_window_first(rows(), oh); ih < pool_window_end(rows(), oh); ++ih)
+    for (int iw = pool_window_first(cols(), ow); iw < pool_window_end(cols(), ow); ++iw)
       sum += LOAD_F(a, DT, plane + uint(ih) * p.w + uint(iw));
   STORE_F(o, DT, p.off[0] + q * p.oh * p.ow + r, sum / divisor(oh, ow))
 }
@@ -101,10 +108,8 @@ void avg_backward(uint q, uint r) {
   const int ih = int(r / p.w), iw = int(r - uint(ih) * p.w);
   const uint plane = p.off[2] + q * p.oh * p.ow;
   FTYPE sum = 0.0;
-  for (int oh = pool_covering_first(ih, int(p.kh), int(p.sh), int(p.ph));
-       oh < pool_covering_end(ih, int(p.oh), int(p.sh), int(p.ph)); ++oh)
-    for (int ow = pool_covering_first(iw, int(p.kw), int(p.sw), int(p.pw));
-         ow < pool_covering_end(iw, int(p.ow), int(p.sw), int(p.pw)); ++ow)
+  for (int oh = pool_covering_first(rows(), ih); oh < pool_covering_end(rows(), ih); ++oh)
+    for (int ow = pool_covering_first(cols(), iw); ow < pool_covering_end(cols(), iw); ++ow)
       sum += LOAD_F(a, DT, plane + uint(oh) * p.ow + uint(ow)) / divisor(oh, ow);
   STORE_F(o, DT, p.off[0] + q * p.h * p.w + r, sum)
 }

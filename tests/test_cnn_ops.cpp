@@ -3,8 +3,10 @@
 // max pooling's indices and the running statistics they update
 // (tests/data/pytorch_cnn_reference.json, written by tools/gen_cnn_reference.py) on every
 // device; finite differences in f64 on the CPU; PyTorch's errors, typed.
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <limits>
 #include <nlohmann/json.hpp>
 #include <optional>
@@ -14,6 +16,7 @@
 #include "ferry/backend.hpp"
 #include "ferry/debug.hpp"
 #include "ferry/ferry.hpp"
+#include "ferry/kit/pool_windows.hpp"
 #include "gradcheck.hpp"
 #include "op_test_util.hpp"
 #include "torch_reference.hpp"
@@ -152,6 +155,11 @@ TEST(CnnOps, GradcheckInDouble) {
   check("adaptive_avg_pool2d, global (a mean)",
         [](const In& in) { return ferry::adaptive_avg_pool2d(in[0], {1}); },
         {f64_input({2, 3, 4, 5}, 20)});
+  check("adaptive_avg_pool2d, uneven and larger sizes (the kernel's adaptive windows)",
+        [](const In& in) {
+          return ferry::adaptive_avg_pool2d(in[0], {4, 7});
+        },
+        {f64_input({2, 2, 6, 5}, 21)});
   check("adaptive_avg_pool2d, dividing sizes (the pool kernel)",
         [](const In& in) {
           return ferry::adaptive_avg_pool2d(in[0], {2, 1});
@@ -442,16 +450,72 @@ TEST(CnnOps, InterpolateKernelsMatchTheComposition) {
     }
 }
 
-// Adaptive pooling whose output sizes divide the input's runs as the pooling kernels (kernel =
-// stride = in / out), against the composition: the values, max pooling's indices and the
-// input's gradient, 1-D and 2-D, contiguous and channels-last; uneven sizes compose, and a
-// global pool is a mean.
-TEST(CnnOps, AdaptivePoolsOfDividingSizesRunThePoolKernels) {
+// ferry/kit/pool_windows.hpp's rules, which the kernels and the shader share, against their
+// definitions by brute force: an adaptive window is [floor(o·in/out), ceil((o+1)·in/out)) (in
+// exact rationals: o·in and out), and the covering windows of a position are exactly those
+// whose span holds it, for adaptive and regular (padded, strided, dilated) windows.
+TEST(CnnOps, PoolWindowRules) {
+  using ferry::PoolDim;
+  const auto check_covering = [](const PoolDim& d, const std::string& what) {
+    for (std::int64_t i = 0; i < d.extent; ++i) {
+      std::vector<std::int64_t> want;
+      for (std::int64_t o = 0; o < d.windows; ++o) {
+        const std::int64_t start = ferry::pool_tap_start(d, o);
+        const std::int64_t last = start + d.dilation * (ferry::pool_tap_count(d, o) - 1);
+        if (start <= i && i <= last) want.push_back(o);
+      }
+      std::vector<std::int64_t> got;
+      for (std::int64_t o = ferry::pool_covering_first(d, i); o < ferry::pool_covering_end(d, i);
+           ++o)
+        got.push_back(o);
+      if (d.dilation == 1) {
+        EXPECT_EQ(got, want) << what << " i=" << i;
+      } else {  // dilated windows in the range may step over i, but none outside it covers i
+        for (std::int64_t o : want)
+          EXPECT_TRUE(std::find(got.begin(), got.end(), o) != got.end()) << what << " i=" << i;
+      }
+    }
+  };
+  for (std::int64_t in = 1; in <= 23; ++in)
+    for (std::int64_t out = 1; out <= 29; ++out) {
+      const PoolDim d{in, out, 1, 1, 0, 1, true};
+      const std::string what = fmt::format("adaptive {} to {}", in, out);
+      for (std::int64_t o = 0; o < out; ++o) {
+        const std::int64_t first = ferry::pool_window_first(d, o);
+        const std::int64_t end = ferry::pool_window_end(d, o);
+        // first = floor(o·in/out): first·out <= o·in < (first+1)·out; end = ceil(...) alike
+        EXPECT_TRUE(first * out <= o * in && o * in < (first + 1) * out) << what << " o=" << o;
+        EXPECT_TRUE((end - 1) * out < (o + 1) * in && (o + 1) * in <= end * out)
+            << what << " o=" << o;
+        EXPECT_EQ(ferry::pool_tap_count(d, o), end - first) << what;
+        EXPECT_EQ(ferry::avg_pool_window_count(d, o, true), end - first) << what;
+      }
+      check_covering(d, what);
+    }
+  for (std::int64_t in = 1; in <= 12; ++in)
+    for (std::int64_t kernel = 1; kernel <= 4; ++kernel)
+      for (std::int64_t stride = 1; stride <= 3; ++stride)
+        for (std::int64_t padding = 0; padding <= kernel / 2; ++padding)
+          for (std::int64_t dilation = 1; dilation <= 2; ++dilation) {
+            const std::int64_t span = dilation * (kernel - 1) + 1;
+            if (in + 2 * padding < span) continue;
+            const std::int64_t out = (in + 2 * padding - span) / stride + 1;
+            check_covering(PoolDim{in, out, kernel, stride, padding, dilation, false},
+                           fmt::format("in {} kernel {} stride {} padding {} dilation {}", in,
+                                       kernel, stride, padding, dilation));
+          }
+}
+
+// Adaptive pooling runs as the pooling kernels, against the composition: the values, max
+// pooling's indices and the input's gradient, 1-D and 2-D, contiguous and channels-last. Output
+// sizes that divide the input's are a plain pool's geometry (kernel = stride = in / out);
+// others, larger ones too, the kernels' adaptive windows. A global pool is a mean.
+TEST(CnnOps, AdaptivePoolsRunThePoolKernels) {
   struct Case {
     std::string name;
     ferry::Shape x, out;
     bool max, channels_last;
-    const char* kernel;  // the kernel it runs, or nullptr: composed
+    const char* kernel;  // the kernel it runs, or nullptr: none (an empty input composes)
   };
   const std::vector<Case> cases = {
       {"avg 2-D (1, 2)", {2, 5, 7, 6}, {1, 2}, false, false, "avg_pool2d"},
@@ -460,7 +524,15 @@ TEST(CnnOps, AdaptivePoolsOfDividingSizesRunThePoolKernels) {
       {"max 2-D (2, 1) channels-last", {2, 3, 8, 6}, {2, 1}, true, true, "max_pool2d"},
       {"avg 1-D 12 to 4", {3, 4, 12}, {4}, false, false, "avg_pool1d"},
       {"max 1-D unbatched 12 to 3", {4, 12}, {3}, true, false, "max_pool1d"},
-      {"avg 2-D uneven (3, 4)", {2, 3, 7, 6}, {3, 4}, false, false, nullptr},
+      {"avg 2-D uneven (3, 4)", {2, 3, 7, 6}, {3, 4}, false, false, "avg_pool2d"},
+      {"avg 2-D uneven (5, 4) channels-last", {2, 5, 7, 6}, {5, 4}, false, true, "avg_pool2d"},
+      {"max 2-D uneven (4, 5)", {2, 3, 7, 6}, {4, 5}, true, false, "max_pool2d"},
+      {"max 2-D uneven (3, 4) channels-last", {2, 5, 7, 6}, {3, 4}, true, true, "max_pool2d"},
+      {"avg 2-D larger (9, 8)", {2, 3, 4, 5}, {9, 8}, false, false, "avg_pool2d"},
+      {"max 2-D larger (5, 11) channels-last", {1, 4, 4, 5}, {5, 11}, true, true, "max_pool2d"},
+      {"avg 1-D uneven 13 to 5", {3, 4, 13}, {5}, false, false, "avg_pool1d"},
+      {"max 1-D unbatched uneven 10 to 7", {4, 10}, {7}, true, false, "max_pool1d"},
+      {"avg 2-D empty batch (3, 4)", {0, 3, 7, 6}, {3, 4}, false, false, nullptr},
   };
   for (const Case& c : cases) {
     ferry::manual_seed(31);

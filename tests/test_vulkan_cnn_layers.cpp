@@ -155,6 +155,8 @@ struct PoolCase {
   // Average pooling (no dilation) with these arguments, in place of max pooling.
   bool avg = false, count_include_pad = true;
   std::optional<std::int64_t> divisor_override = std::nullopt;
+  // Adaptive pooling to this output size, in place of the window arguments.
+  std::vector<std::int64_t> adaptive = {};
 };
 
 std::vector<Tensor> pool(const PoolCase& c, const ferry::Device& dev, DType dt) {
@@ -166,24 +168,34 @@ std::vector<Tensor> pool(const PoolCase& c, const ferry::Device& dev, DType dt) 
     x0 = ferry::where(nan_at, std::nan(""), x0);
   }
   Tensor x = x0.to(dt).to(dev).requires_grad_();
+  const bool one_d = c.x.size() == 3;
   if (c.avg) {
-    const Tensor y =
-        c.x.size() == 3
-            ? ferry::avg_pool1d(x, c.kernel, c.stride, c.padding, c.ceil_mode, c.count_include_pad)
-            : ferry::avg_pool2d(x, c.kernel, c.stride, c.padding, c.ceil_mode, c.count_include_pad,
-                                c.divisor_override);
+    const Tensor y = !c.adaptive.empty() ? (one_d ? ferry::adaptive_avg_pool1d(x, c.adaptive)
+                                                  : ferry::adaptive_avg_pool2d(x, c.adaptive))
+                     : one_d ? ferry::avg_pool1d(x, c.kernel, c.stride, c.padding, c.ceil_mode,
+                                                 c.count_include_pad)
+                             : ferry::avg_pool2d(x, c.kernel, c.stride, c.padding, c.ceil_mode,
+                                                 c.count_include_pad, c.divisor_override);
     const Tensor g = ferry::randn(y.sizes(), {.dtype = DType::f64}).to(dt).to(dev);
     ferry::sum(y * g).backward();
     return {y, x.grad()};
   }
   const auto [values, indices] =
-      c.x.size() == 3 ? ferry::max_pool1d_with_indices(x, c.kernel, c.stride, c.padding, c.dilation,
-                                                       c.ceil_mode)
-                      : ferry::max_pool2d_with_indices(x, c.kernel, c.stride, c.padding, c.dilation,
-                                                       c.ceil_mode);
+      !c.adaptive.empty() ? (one_d ? ferry::adaptive_max_pool1d_with_indices(x, c.adaptive)
+                                   : ferry::adaptive_max_pool2d_with_indices(x, c.adaptive))
+      : one_d ? ferry::max_pool1d_with_indices(x, c.kernel, c.stride, c.padding, c.dilation,
+                                               c.ceil_mode)
+              : ferry::max_pool2d_with_indices(x, c.kernel, c.stride, c.padding, c.dilation,
+                                               c.ceil_mode);
   const Tensor g = ferry::randn(values.sizes(), {.dtype = DType::f64}).to(dt).to(dev);
   ferry::sum(values * g).backward();
   return {values, indices, x.grad()};
+}
+
+// c pooling to adaptive windows of `size`.
+PoolCase adaptive(PoolCase c, std::vector<std::int64_t> size) {
+  c.adaptive = std::move(size);
+  return c;
 }
 
 // Max pooling bit for bit; average pooling within `ulps` of the dtype's precision (relative,
@@ -227,6 +239,10 @@ TEST(VulkanPool, MaxPoolMatchesTheCpuBitForBit) {
        {2, 1}},
       {"1-D, dilation 2, ceil_mode", {4, 5, 33}, {4}, {3}, {2}, {2}, true},
       {"ties and NaNs", {3, 2, 20, 21}, {3}, {1}, {1}, {1}, false, true},
+      adaptive({"adaptive (5, 3) of 17 x 13, planes above a workgroup", {2, 3, 17, 13}}, {5, 3}),
+      adaptive({"adaptive (9, 7) of 4 x 5, larger", {2, 2, 4, 5}, {}, {}, {}, {}, false, true},
+               {9, 7}),
+      adaptive({"adaptive 1-D 33 to 7", {4, 5, 33}}, {7}),
   };
   for (DType dt : vulkan_float_dtypes())
     for (const PoolCase& c : cases) check_pool(c, dt);
@@ -255,6 +271,9 @@ TEST(VulkanPool, AvgPoolMatchesTheCpu) {
       avg({"2x2/2 with divisor_override -3", {3, 4, 9, 8}, {2}, {2}, {0}, {}}, true, -3),
       avg({"1-D, kernel 4 stride 3 padding 2 ceil_mode", {4, 5, 33}, {4}, {3}, {2}, {}, true},
           false),
+      avg(adaptive({"adaptive (5, 3) of 17 x 13", {2, 3, 17, 13}}, {5, 3})),
+      avg(adaptive({"adaptive (9, 7) of 4 x 5, larger", {2, 2, 4, 5}}, {9, 7})),
+      avg(adaptive({"adaptive 1-D 33 to 7", {4, 5, 33}}, {7})),
   };
   for (DType dt : vulkan_float_dtypes())
     for (const PoolCase& c : cases) check_pool(c, dt);
@@ -288,7 +307,8 @@ TEST(VulkanPool, SplitMatchesTheCpu) {
                     "FERRY_VULKAN_MAX_STORAGE_RANGE=65536";
   for (const bool avg : {false, true})
     for (PoolCase c : {PoolCase{"cut between samples", {6, 2, 40, 40}, {3}, {2}, {1}, {1}},
-                       PoolCase{"cut between channels", {3, 4, 64, 64}, {3}, {2}, {1}, {1}}}) {
+                       PoolCase{"cut between channels", {3, 4, 64, 64}, {3}, {2}, {1}, {1}},
+                       adaptive({"adaptive, cut between channels", {3, 4, 64, 64}}, {9, 7})}) {
       c.avg = avg;
       check_pool(c, DType::f32);
     }

@@ -382,7 +382,9 @@ inline constexpr std::size_t kSubBufferAlignment = 256;
 //     the attribute channels_last too; TensorArg::is_contiguous takes a MemoryFormat.
 // 13: interpolate's and interpolate_backward's weight tables are in the compute type (f32, or
 //     f64 for f64), no longer f64 always.
-inline constexpr int kBackendAbiVersion = 13;
+// 14: the pooling kernels (max_pool1d/2d, avg_pool1d/2d and their backward rows) take the
+//     attribute `adaptive`: PyTorch's adaptive windows, placed by the sizes alone.
+inline constexpr int kBackendAbiVersion = 14;
 
 }  // namespace ferry
 

@@ -12,7 +12,9 @@
 // goes to the first maximum of each window alone, as PyTorch's, where max() over a dim would
 // share it among ties). The taps in the padding read -inf for a max and 0 for an average;
 // an adaptive window narrower than the widest reads them too. Max pooling's indices are the
-// table's entries at the argmax: flat positions in each input plane, as PyTorch's.
+// table's entries at the argmax: flat positions in each input plane, as PyTorch's. This is
+// the composition; a device with the pool kernels (cpu, vulkan) runs those, adaptive pooling
+// too (docs/kernel-contract.md).
 #pragma once
 
 #include <cstdint>

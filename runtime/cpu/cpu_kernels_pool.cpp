@@ -19,8 +19,23 @@
 namespace ferry::cpu {
 namespace {
 
+// A range of positions along one dim, [first, end).
+struct Covered {
+  std::int64_t first, end;
+};
+// The input rows (or columns) window o covers along dim d, within the input
+// (ferry/kit/pool_windows.hpp).
+Covered covered(const PoolDim& d, std::int64_t o) {
+  return {pool_window_first(d, o), pool_window_end(d, o)};
+}
+// The windows that cover input position i along dim d.
+Covered covering(const PoolDim& d, std::int64_t i) {
+  return {pool_covering_first(d, i), pool_covering_end(d, i)};
+}
+
 // The windows of each tap column j that lie inside the input along the width: ow in
-// [lo[j], hi[j]) (an output row's windows then take tap (i, j) as one strided run).
+// [lo[j], hi[j]) (an output row's windows then take tap (i, j) as one strided run). Regular
+// pools only: an adaptive pool's windows differ in width.
 std::pair<std::vector<std::int64_t>, std::vector<std::int64_t>> tap_columns(const Pool2d& p) {
   std::vector<std::int64_t> lo(std::size_t(p.kw)), hi(std::size_t(p.kw));
   for (std::int64_t j = 0; j < p.kw; ++j) {
@@ -95,6 +110,57 @@ void max_pool_planes(const Pool2d p, const std::vector<std::int64_t>& lo,
   });
 }
 
+// An adaptive max pool of contiguous planes, window by window: its windows differ in width, so
+// a row's windows share no tap column to run across (max_pool_planes' walk). RunningMax's
+// choice in (i, j) order (the first of equal values, the last NaN taking over) comes from each
+// row's maximum and NaN count, vector reductions, and one scan of the row that holds it. (x as
+// channels-last images of one channel through max_pool_pixels, the same memory, ran at 0.71 of
+// libtorch over AlexNet's 112 x 112 to 6 x 6: a fold call per tap.)
+template <typename T>
+void max_pool_windows(const Pool2d p, std::int64_t planes, const T* xp, T* yp, std::int64_t* ip) {
+  using C = compute_t<T>;
+  const std::int64_t in_area = p.h * p.w, out_area = p.oh * p.ow;
+  parallel_range(planes, grain_for(in_area), [&](std::int64_t b, std::int64_t e) {
+    for (std::int64_t plane = b; plane < e; ++plane)
+      for (std::int64_t oh = 0; oh < p.oh; ++oh) {
+        const Covered rows = covered(p.row(), oh);
+        for (std::int64_t ow = 0; ow < p.ow; ++ow) {
+          const Covered cols = covered(p.col(), ow);
+          const T* x = xp + plane * in_area;
+          // The row of the first maximum (a later row takes over only with a greater one) and
+          // of the last NaN (counted: a bool's || reduction kept GCC from vectorizing).
+          C best = -std::numeric_limits<C>::infinity();
+          std::int64_t best_row = -1, nan_row = -1;
+          for (std::int64_t ih = rows.first; ih < rows.end; ++ih) {
+            const T* row = x + ih * p.w;
+            C m = -std::numeric_limits<C>::infinity();
+            int nans = 0;
+#pragma omp simd reduction(max : m) reduction(+ : nans)
+            for (std::int64_t iw = cols.first; iw < cols.end; ++iw) {
+              const C v = C(row[iw]);
+              m = v > m ? v : m;
+              nans += v != v;
+            }
+            if (nans != 0) nan_row = ih;
+            if (best_row < 0 || m > best) best = m, best_row = ih;
+          }
+          std::int64_t arg = -1;
+          if (nan_row >= 0) {
+            for (std::int64_t iw = cols.first; iw < cols.end; ++iw)
+              if (const C v = C(x[nan_row * p.w + iw]); v != v) arg = nan_row * p.w + iw;
+          } else {
+            for (std::int64_t iw = cols.first; iw < cols.end && arg < 0; ++iw)
+              if (C(x[best_row * p.w + iw]) == best) arg = best_row * p.w + iw;
+          }
+          best = C(x[arg]);  // a NaN, or the first of equal values (0 and -0)
+          const std::int64_t out = plane * out_area + oh * p.ow + ow;
+          yp[out] = T(best);
+          ip[out] = arg;
+        }
+      }
+  });
+}
+
 // The max pool of a channels-last x ([N, H, W, C] in memory) into channels-last values and
 // indices, an output row at a time: per output pixel, the taps in (i, j) order, each across
 // the pixel's channels.
@@ -106,13 +172,17 @@ template <typename T, typename I> void max_pool_pixels(const Pool2d p, std::int6
                    RunningMax<T, I> m(channels);
                    for (std::int64_t row = b; row < e; ++row) {
                      const std::int64_t n = row / p.oh, oh = row % p.oh;
+                     const std::int64_t h0 = pool_tap_start(p.row(), oh),
+                                        kh = pool_tap_count(p.row(), oh);
                      for (std::int64_t ow = 0; ow < p.ow; ++ow) {
                        m.reset();
-                       for (std::int64_t i = 0; i < p.kh; ++i) {
-                         const std::int64_t ih = oh * p.sh - p.ph + i * p.dh;
+                       const std::int64_t w0 = pool_tap_start(p.col(), ow),
+                                          kw = pool_tap_count(p.col(), ow);
+                       for (std::int64_t i = 0; i < kh; ++i) {
+                         const std::int64_t ih = h0 + i * p.dh;
                          if (ih < 0 || ih >= p.h) continue;
-                         for (std::int64_t j = 0; j < p.kw; ++j) {
-                           const std::int64_t iw = ow * p.sw - p.pw + j * p.dw;
+                         for (std::int64_t j = 0; j < kw; ++j) {
+                           const std::int64_t iw = w0 + j * p.dw;
                            if (iw < 0 || iw >= p.w) continue;
                            const T* px = xp + ((n * p.h + ih) * p.w + iw) * channels;
                            m.fold(0, channels, px, 1, ih * p.w + iw, 0);
@@ -142,6 +212,7 @@ template <typename T> void max_pool_kernel(const OpCall& call) {
                 : max_pool_pixels<T, std::int32_t>(p, N, channels, xp, yp, ip);
   }
   const std::int64_t planes = x.sizes.at(0) * x.sizes.at(1);
+  if (p.adaptive) return max_pool_windows<T>(p, planes, xp, yp, ip);
   const auto [lo, hi] = tap_columns(p);
   if (wide)
     max_pool_planes<T, std::int64_t>(p, lo, hi, planes, xp, yp, ip);
@@ -178,11 +249,11 @@ template <typename T> void max_pool_backward_kernel(const OpCall& call) {
   T* dp = dx.data<T>();
   std::atomic<bool> failed{false};
   std::atomic<std::int64_t> bad{0};
-  // Channels-last f32 and f64 add into dx itself; a plane (a small run: it stays in cache), or
-  // the 16-bit floats, into a copy in the compute type.
+  // f32 and f64 add into dx itself (through a plane's copy, written back element by element,
+  // ResNet-18's first pool took 69.5 to 75.0 ms forward and backward, against 50.4 to 58.8 ms,
+  // three runs each in a timing program); the 16-bit floats into a copy in the compute type.
   C* direct = nullptr;
-  if constexpr (std::is_same_v<T, C>)
-    if (cl) direct = dp;
+  if constexpr (std::is_same_v<T, C>) direct = dp;
   const std::int64_t work = (in_area + out_area) * width;
   parallel_range(N * blocks, grain_for(work), [&](std::int64_t b, std::int64_t e) {
     std::vector<C> acc(direct ? 0 : static_cast<std::size_t>(in_area * width));
@@ -191,7 +262,7 @@ template <typename T> void max_pool_backward_kernel(const OpCall& call) {
       const std::int64_t span = std::min(width, channels - c0);
       // Input pixel i's channel c0 + k adds up at base[i * pitch + k].
       C* const base = direct ? direct + at(n, c0, 0, in_area) : acc.data();
-      const std::int64_t pitch = direct ? channels : width;
+      const std::int64_t pitch = direct ? (cl ? channels : 1) : width;
       if (pitch == span)  // one run
         std::fill_n(base, in_area * span, C(0));
       else
@@ -229,26 +300,11 @@ template <typename C> std::vector<C> avg_divisors(const OpCall& call, const Pool
   return d;
 }
 
-// A range of positions along one dim, [first, end).
-struct Covered {
-  std::int64_t first, end;
-};
-// The input rows (or columns) window o covers, within [0, in) (ferry/kit/pool_windows.hpp).
-Covered covered(std::int64_t o, std::int64_t in, std::int64_t kernel, std::int64_t stride,
-                std::int64_t padding) {
-  return {pool_window_first(o, stride, padding), pool_window_end(o, in, kernel, stride, padding)};
-}
-// The windows that cover input position i, of `out` along the dim.
-Covered covering(std::int64_t i, std::int64_t out, std::int64_t kernel, std::int64_t stride,
-                 std::int64_t padding) {
-  return {pool_covering_first(i, kernel, stride, padding),
-          pool_covering_end(i, out, stride, padding)};
-}
-
-// Average pooling's windows wider than an output row has windows (adaptive_avg_pool2d's
-// global pool): a tap column's run of windows is then shorter than a window's run of taps, and
-// the contiguous kernels walk window by window.
-bool wide_windows(const Pool2d& p) { return p.kw > p.ow; }
+// Whether the contiguous average pooling kernels walk window by window rather than tap column
+// by tap column: for an adaptive pool's windows, which differ in width, and for windows wider
+// than an output row has windows (adaptive_avg_pool2d's global pool), where a tap column's run
+// of windows is shorter than a window's run of taps.
+bool by_windows(const Pool2d& p) { return p.adaptive || p.kw > p.ow; }
 
 // x [N, C, *in] -> y [N, C, *out], both contiguous or both channels-last (2-D): each window's
 // taps added in (i, j) order in the compute type, then divided by its divisor.
@@ -268,10 +324,10 @@ template <typename T> void avg_pool_kernel(const OpCall& call) {
                      std::vector<C> acc(static_cast<std::size_t>(channels));
                      for (std::int64_t row = b; row < e; ++row) {
                        const std::int64_t n = row / p.oh, oh = row % p.oh;
-                       const Covered rows = covered(oh, p.h, p.kh, p.sh, p.ph);
+                       const Covered rows = covered(p.row(), oh);
                        for (std::int64_t ow = 0; ow < p.ow; ++ow) {
                          std::fill(acc.begin(), acc.end(), C(0));
-                         const Covered cols = covered(ow, p.w, p.kw, p.sw, p.pw);
+                         const Covered cols = covered(p.col(), ow);
                          for (std::int64_t ih = rows.first; ih < rows.end; ++ih)
                            for (std::int64_t iw = cols.first; iw < cols.end; ++iw) {
                              const T* px = xp + ((n * p.h + ih) * p.w + iw) * channels;
@@ -292,19 +348,19 @@ template <typename T> void avg_pool_kernel(const OpCall& call) {
   // by window along its input rows. Both add a window's taps in (i, j) order.
   const auto [lo, hi] = tap_columns(p);
   const std::int64_t in_area = p.h * p.w, out_area = p.oh * p.ow;
-  const bool by_window = wide_windows(p);
+  const bool by_window = by_windows(p);
   parallel_range(N * channels, grain_for(out_area * p.kh * p.kw),
                  [&](std::int64_t b, std::int64_t e) {
                    std::vector<C> acc(static_cast<std::size_t>(p.ow));
                    for (std::int64_t plane = b; plane < e; ++plane)
                      for (std::int64_t oh = 0; oh < p.oh; ++oh) {
                        std::fill(acc.begin(), acc.end(), C(0));
-                       const Covered rows = covered(oh, p.h, p.kh, p.sh, p.ph);
+                       const Covered rows = covered(p.row(), oh);
                        for (std::int64_t ih = rows.first; ih < rows.end; ++ih) {
                          const T* row = xp + plane * in_area + ih * p.w;
                          if (by_window) {
                            for (std::int64_t ow = 0; ow < p.ow; ++ow) {
-                             const Covered cols = covered(ow, p.w, p.kw, p.sw, p.pw);
+                             const Covered cols = covered(p.col(), ow);
                              C a = acc[std::size_t(ow)];
                              for (std::int64_t iw = cols.first; iw < cols.end; ++iw)
                                a += C(row[iw]);
@@ -351,10 +407,10 @@ template <typename T> void avg_pool_backward_kernel(const OpCall& call) {
           std::vector<C> acc(static_cast<std::size_t>(channels));
           for (std::int64_t row = b; row < e; ++row) {
             const std::int64_t n = row / p.h, ih = row % p.h;
-            const Covered rows = covering(ih, p.oh, p.kh, p.sh, p.ph);
+            const Covered rows = covering(p.row(), ih);
             for (std::int64_t iw = 0; iw < p.w; ++iw) {
               std::fill(acc.begin(), acc.end(), C(0));
-              const Covered cols = covering(iw, p.ow, p.kw, p.sw, p.pw);
+              const Covered cols = covering(p.col(), iw);
               for (std::int64_t oh = rows.first; oh < rows.end; ++oh)
                 for (std::int64_t ow = cols.first; ow < cols.end; ++ow) {
                   const T* pg = gp + ((n * p.oh + oh) * p.ow + ow) * channels;
@@ -372,7 +428,7 @@ template <typename T> void avg_pool_backward_kernel(const OpCall& call) {
   }
   const auto [lo, hi] = tap_columns(p);
   const std::int64_t in_area = p.h * p.w, out_area = p.oh * p.ow;
-  const bool by_window = wide_windows(p);
+  const bool by_window = by_windows(p);
   parallel_range(N * channels, grain_for(in_area + out_area * p.kh * p.kw),
                  [&](std::int64_t b, std::int64_t e) {
                    std::vector<C> acc(static_cast<std::size_t>(in_area)),
@@ -384,7 +440,7 @@ template <typename T> void avg_pool_backward_kernel(const OpCall& call) {
                        const C* d = div.data() + oh * p.ow;
                        for (std::int64_t ow = 0; ow < p.ow; ++ow)
                          share[std::size_t(ow)] = C(pg[ow]) / d[ow];
-                       const Covered rows = covered(oh, p.h, p.kh, p.sh, p.ph);
+                       const Covered rows = covered(p.row(), oh);
                        // Tap columns last to first (or window by window, for wide windows):
                        // an element's shares then come in output order (ow rising), the
                        // channels-last gather's and Vulkan's.
@@ -392,7 +448,7 @@ template <typename T> void avg_pool_backward_kernel(const OpCall& call) {
                          C* row = acc.data() + ih * p.w;
                          if (by_window) {
                            for (std::int64_t ow = 0; ow < p.ow; ++ow) {
-                             const Covered cols = covered(ow, p.w, p.kw, p.sw, p.pw);
+                             const Covered cols = covered(p.col(), ow);
                              const C v = share[std::size_t(ow)];
                              for (std::int64_t iw = cols.first; iw < cols.end; ++iw) row[iw] += v;
                            }

@@ -61,6 +61,12 @@ void pool_kernel(DeviceImpl& d, const OpCall& c, std::uint32_t mode) {
   if (g.h * g.w > kMax || g.oh * g.ow > kMax)
     throw UnsupportedError(fmt::format(
         "{}: planes of {} x {} exceed the Vulkan kernel's 2^31 positions", c.name(), g.h, g.w));
+  // An adaptive window's ends are products of a position and a size (pool_windows.hpp).
+  if (g.adaptive && ((g.h + 1) * (g.oh + 1) > kMax || (g.w + 1) * (g.ow + 1) > kMax))
+    throw UnsupportedError(fmt::format(
+        "{}: adaptive pooling of {} x {} to {} x {} exceeds the Vulkan kernel's 32-bit window "
+        "arithmetic",
+        c.name(), g.h, g.w, g.oh, g.ow));
   if (in.numel() == 0 || out.numel() == 0) return;  // the core composes empty inputs
 
   abi::PoolParams p{};
@@ -76,6 +82,7 @@ void pool_kernel(DeviceImpl& d, const OpCall& c, std::uint32_t mode) {
   p.pw = std::uint32_t(g.pw);
   p.dh = std::uint32_t(g.dh);
   p.dw = std::uint32_t(g.dw);
+  p.adaptive = g.adaptive ? 1u : 0u;
   if (!max) {
     const AvgPoolDivisor divisor = AvgPoolDivisor::of(c);
     if (divisor.divisor_override < -kMax || divisor.divisor_override > kMax)

@@ -22,6 +22,7 @@ FERRY_PUSH_CONSTANTS(PoolParams) {
   uint kh, kw, sh, sw, ph, pw, dh, dw;  // kernel, stride, padding (before), dilation
   int divisor;             // average pooling: divisor_override, or 0 for the windows' counts
   uint count_include_pad;  // average pooling: the counts include the padding (1) or not (0)
+  uint adaptive;  // PyTorch's adaptive windows (1: kernel, stride, padding, dilation unused)
 }
 FERRY_END_PUSH_CONSTANTS(PoolParams)
 

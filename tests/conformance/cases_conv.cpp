@@ -269,15 +269,14 @@ void add_conv_grad_cases(std::vector<Case>& out) {
                      {},
                      [run = c.run](const Inputs& in) { return gradients_of(run, in); }});
       // An op a device runs as a kernel (the CPU's) differentiates through its backward
-      // kernels, held to the composition's gradients.
-      const auto id = op_from_name(c.op);
-      if (id && !fused_kernels(*id).empty()) {
+      // kernels, held to the composition's gradients; so does one that calls another's kernels
+      // (adaptive pooling, the pool kernels').
+      out.back().reference = [run = c.run](const Inputs& in) {
+        debug::CompositesOnly composition;
+        return gradients_of(run, in);
+      };
+      if (const auto id = op_from_name(c.op); id && !fused_kernels(*id).empty())
         out.back().kernels = fused_kernels(*id);
-        out.back().reference = [run = c.run](const Inputs& in) {
-          debug::CompositesOnly composition;
-          return gradients_of(run, in);
-        };
-      }
     }
 }
 
