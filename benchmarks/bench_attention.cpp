@@ -25,24 +25,28 @@ struct Qkv {
   ferry::Tensor q, k, v;
 };
 
-const Qkv& data(std::int64_t L, const std::string& device, ferry::DType dtype) {
+// q of `Lq` rows (L where 0) against k and v of L rows, 8 heads of 64.
+const Qkv& data(std::int64_t L, const std::string& device, ferry::DType dtype,
+                std::int64_t Lq = 0) {
   static std::map<std::string, Qkv> by_key;
-  const std::string key = fmt::format("{}@{}@{}", L, device, ferry::dtype_name(dtype));
+  const std::string key = fmt::format("{}@{}@{}@{}", L, Lq, device, ferry::dtype_name(dtype));
   auto it = by_key.find(key);
   if (it == by_key.end()) {
     ferry::manual_seed(0);
     const ferry::Device dev(device);
-    auto make = [&] { return ferry::randn({1, kHeads, L, kHeadDim}, {.device = dev}).to(dtype); };
-    it = by_key.emplace(key, Qkv{make(), make(), make()}).first;
+    auto make = [&](std::int64_t rows) {
+      return ferry::randn({1, kHeads, rows, kHeadDim}, {.device = dev}).to(dtype);
+    };
+    it = by_key.emplace(key, Qkv{make(Lq ? Lq : L), make(L), make(L)}).first;
   }
   return it->second;
 }
 
 void run_attention(benchmark::State& s, std::int64_t L, const std::string& device, bool backward,
-                   bool composed, ferry::DType dtype) {
+                   bool composed, ferry::DType dtype, std::int64_t Lq = 0) {
   if (!ferry::is_available(device)) return s.SkipWithError((device + " is not available").c_str());
   try {
-    const Qkv& d = data(L, device, dtype);
+    const Qkv& d = data(L, device, dtype, Lq);
     const ferry::Device dev(device);
     std::optional<ferry::debug::CompositesOnly> compositions_only;
     if (composed) compositions_only.emplace();
@@ -144,6 +148,35 @@ void register_attention() {
                         .ferry_work = work,
                         .baseline_work = work});
     }
+  // A decoding step: one query row against a cache of S keys (8 heads of 64), the cost of
+  // every generated token; memory-bound, so its figure is the k and v bytes read per second.
+  // On vulkan:0 the split-key kernels (Note [Split-key attention on Vulkan] in
+  // shaders/attention.comp) beside the composition (a matrix-vector product, softmax, another).
+  for (const std::int64_t S :
+       quick() ? std::vector<std::int64_t>{1024} : std::vector<std::int64_t>{2048, 8192}) {
+    const std::string base = fmt::format("attention/decode S{}/forward", S);
+    const double bytes = 2.0 * double(S) * kHeadDim * kHeads * 4;
+    for (const std::string device : {"cpu", "vulkan:0"}) {
+      for (const bool composed : {false, true}) {
+        auto* b = benchmark::RegisterBenchmark(
+            (base + "/ferry " + device + (composed ? " composed" : "")).c_str(),
+            [S, device, composed](benchmark::State& s) {
+              run_attention(s, S, device, false, composed, ferry::DType::f32, 1);
+            });
+        b->Unit(benchmark::kMillisecond)->UseRealTime();
+      }
+      add_comparison({.title = fmt::format("scaled_dot_product_attention decoding step "
+                                           "[1, {}, 1, {}] against {} keys ({})",
+                                           kHeads, kHeadDim, S, device),
+                      .ferry = base + "/ferry " + device,
+                      .ferry_label = "ferry fused",
+                      .baseline = base + "/ferry " + device + " composed",
+                      .baseline_label = "ferry matmul + softmax + matmul",
+                      .metric = Metric::gbps,
+                      .ferry_work = bytes,
+                      .baseline_work = bytes});
+    }
+  }
 }
 
 }  // namespace bench

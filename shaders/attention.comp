@@ -23,6 +23,26 @@
 //   with dP = dO vᵀ and dS = P (dP - D), and adds dq += scale dS k; DKV, a thread per key row j
 //   of a key/value head, walks the query tiles of every query head of its group and adds
 //   dv += Pᵀ dO and dk += scale dSᵀ q. Each gradient element has one writer: no atomics.
+//   Where the device's loop budget asks (Note [Loop budget] in runtime/vulkan/vk_kernels.hpp),
+//   DQ walks the keys and DKV the query rows in ranges, a dispatch each, the later ones
+//   adding to what the earlier wrote (range_begin, range_end, accumulate).
+//
+// Note [Split-key attention on Vulkan]
+// A decoding step asks for one query row per head (a few with a short prompt or speculation),
+// where FORWARD's thread per row leaves all but one thread of each workgroup idle, and the
+// grid (a workgroup per head) smaller than a GPU's compute units; FlashDecoding's answer is to
+// spread each row's keys over threads and workgroups:
+// - SPLIT: a workgroup per (query row, split of split_len keys); thread t takes the split's
+//   keys t, t + WG, ..., keeping for them the online softmax's m, l and o (EVC columns of v
+//   a pass, as FORWARD), with no barrier in the loop. The workgroup then merges its threads'
+//   triples through the shared tiles: M = max m_t, l = sum l_t e^(m_t - M), o = sum o_t
+//   e^(m_t - M), a column a thread (so WG >= EVC). With one split it writes o / l and the
+//   logsumexp as FORWARD does; with more, the split's (M, l, o) to the partials (slot 6 in
+//   the statistics' type, row-major [rows, splits, EV + 2]).
+// - COMBINE: a thread per element of the output merges a row's splits the same way, reading
+//   the partials at slot 4, and writes o / l (slot 6) and, at column 0, the logsumexp (slot 7).
+// The host picks it (vk_kernels_attention.cpp) for calls of at most a few query rows per head.
+//
 // Bindings: 0-3 q, k, v and the mask, 4 the row statistics (f32), 5 dO, all only read; 6 and
 // 7 (a_off, b_off) the only ones written: the forward's o and logsumexp, STATS' statistics (it
 // reads o and the logsumexp through slots 1 and 2), DQ's dq, DKV's dk and dv. The validation
@@ -149,7 +169,7 @@ void forward_or_dq() {
         for (uint g0 = 0u; g0 < p.E; g0 += EC) {
           FTYPE dq[EC];
           for (uint e = 0u; e < EC; ++e) dq[e] = 0.0;
-          for (uint j0 = 0u; j0 < kend; j0 += BC) {
+          for (uint j0 = p.range_begin; j0 < min(kend, p.range_end); j0 += BC) {
             SCORES(s, qrow, kbase, j0)
             FTYPE dp[BC];
             for (uint jj = 0u; jj < BC; ++jj) dp[jj] = 0.0;
@@ -169,8 +189,10 @@ void forward_or_dq() {
           }
           if (valid) {
             const uint dqrow = p.a_off + row * p.E;
-            for (uint e = 0u; e < EC && g0 + e < p.E; ++e)
-              STORE_F(a, DT, dqrow + g0 + e, dq[e] * SCALE)
+            for (uint e = 0u; e < EC && g0 + e < p.E; ++e) {
+              const FTYPE before = p.accumulate != 0u ? FTYPE(LOAD_F(a, DT, dqrow + g0 + e)) : 0.0;
+              STORE_F(a, DT, dqrow + g0 + e, before + dq[e] * SCALE)
+            }
           }
         }
       }
@@ -202,7 +224,7 @@ void dkv() {
           const uint h = kvh * p.group + hh, bh = b * p.Hq + h;
           const uint qbase = p.q_off + bh * p.L * p.E, dobase = p.do_off + bh * p.L * p.EV;
           const uint mbase = p.m_off + b * p.mask_sb + h * p.mask_sh;
-          for (uint i0 = istart; i0 < p.L; i0 += BC) {
+          for (uint i0 = max(istart, p.range_begin); i0 < min(p.L, p.range_end); i0 += BC) {
             // The scores s[ii] = q_{i0+ii} · k_j and dP[ii] = dO_{i0+ii} · v_j.
             FTYPE s[BC], dp[BC];
             for (uint ii = 0u; ii < BC; ++ii) s[ii] = dp[ii] = 0.0;
@@ -245,10 +267,15 @@ void dkv() {
           }
         }
         if (valid) {
-          for (uint e = 0u; e < EC && g0 + e < p.E; ++e)
-            STORE_F(a, DT, p.a_off + jr * p.E + g0 + e, dk[e] * SCALE)
-          for (uint c = 0u; c < EVC && c0 + c < p.EV; ++c)
-            STORE_F(b, DT, p.b_off + jr * p.EV + c0 + c, dv[c])
+          const bool add = p.accumulate != 0u;
+          for (uint e = 0u; e < EC && g0 + e < p.E; ++e) {
+            const uint at = p.a_off + jr * p.E + g0 + e;
+            STORE_F(a, DT, at, (add ? FTYPE(LOAD_F(a, DT, at)) : 0.0) + dk[e] * SCALE)
+          }
+          for (uint c = 0u; c < EVC && c0 + c < p.EV; ++c) {
+            const uint at = p.b_off + jr * p.EV + c0 + c;
+            STORE_F(b, DT, at, (add ? FTYPE(LOAD_F(b, DT, at)) : 0.0) + dv[c])
+          }
         }
       }
     }
@@ -269,8 +296,101 @@ void stats() {
   }
 }
 
+// SPLIT (Note [Split-key attention on Vulkan]): a thread per key of each split.
+void split_keys() {
+  const uint R = gl_WorkGroupSize.x, t = gl_LocalInvocationID.x;
+  const uint Hk = p.Hq / p.group, rows = p.B * p.Hq * p.L;
+  for (uint row = gl_WorkGroupID.y; row < rows; row += gl_NumWorkGroups.y) {
+    const uint bh = row / p.L, i = row % p.L, b = bh / p.Hq, h = bh % p.Hq;
+    const uint kv = b * Hk + h / p.group;
+    const uint kbase = p.k_off + kv * p.S * p.E, vbase = p.v_off + kv * p.S * p.EV;
+    const uint qrow = p.q_off + row * p.E;
+    const uint mrow = p.m_off + b * p.mask_sb + h * p.mask_sh + i * p.S;
+    for (uint sp = gl_WorkGroupID.x; sp < p.splits; sp += gl_NumWorkGroups.x) {
+      const uint jend = min(p.S, (sp + 1u) * p.split_len);
+      for (uint c0 = 0u; c0 < p.EV; c0 += EVC) {
+        FTYPE m = -F_INF, l = 0.0;
+        FTYPE o[EVC];
+        for (uint c = 0u; c < EVC; ++c) o[c] = 0.0;
+        for (uint j = sp * p.split_len + t; j < jend; j += R) {
+          FTYPE dot = 0.0;
+          for (uint e = 0u; e < p.E; ++e)
+            dot += FTYPE(LOAD_F(q, DT, qrow + e)) * FTYPE(LOAD_F(k, DT, kbase + j * p.E + e));
+          const FTYPE s = masked(dot, i, j, mrow);
+          if (s == -F_INF) continue;
+          if (s > m) {
+            const FTYPE corr = exp_from(m, s);
+            l *= corr;
+            for (uint c = 0u; c < EVC; ++c) o[c] *= corr;
+            m = s;
+          }
+          const FTYPE pj = exp_from(s, m);
+          l += pj;
+          for (uint c = 0u; c < EVC && c0 + c < p.EV; ++c)
+            o[c] += pj * FTYPE(LOAD_F(v, DT, vbase + j * p.EV + c0 + c));
+        }
+        // The workgroup's maximum M, its sum, then its columns, BC threads' at a time.
+        barrier();
+        tile_e[t] = m;
+        barrier();
+        FTYPE M = -F_INF;
+        for (uint u = 0u; u < R; ++u) M = max(M, tile_e[u]);
+        const FTYPE w = exp_from(m, M);  // 0 for a thread that saw no key
+        barrier();
+        tile_e[t] = l * w;
+        barrier();
+        FTYPE lsum = 0.0, oc = 0.0;
+        for (uint u = 0u; u < R; ++u) lsum += tile_e[u];
+        for (uint r0 = 0u; r0 < R; r0 += BC) {
+          barrier();
+          if (t >= r0 && t < r0 + BC)
+            for (uint c = 0u; c < EVC; ++c) tile_v[(t - r0) * EVC + c] = o[c] * w;
+          barrier();
+          if (t < EVC)
+            for (uint rr = 0u; rr < BC; ++rr) oc += tile_v[rr * EVC + t];
+        }
+        const bool column = t < EVC && c0 + t < p.EV;
+        if (p.splits == 1u) {
+          if (column) STORE_F(a, DT, p.a_off + row * p.EV + c0 + t, lsum == 0.0 ? 0.0 : oc / lsum)
+          if (c0 == 0u && t == 0u) STAT(b)[p.b_off + row] = lsum == 0.0 ? F_INF : M + safe_log(lsum);
+        } else {
+          const uint part = p.a_off + (row * p.splits + sp) * (p.EV + 2u);
+          if (column) STAT(a)[part + 2u + c0 + t] = oc;
+          if (c0 == 0u && t == 0u) {
+            STAT(a)[part] = M;
+            STAT(a)[part + 1u] = lsum;
+          }
+        }
+      }
+    }
+  }
+}
+
+// COMBINE: a thread per output element merges its row's splits.
+void combine() {
+  const uint n = p.B * p.Hq * p.L * p.EV, stride = p.EV + 2u;
+  for (uint x = gl_GlobalInvocationID.x; x < n; x += gl_NumWorkGroups.x * gl_WorkGroupSize.x) {
+    const uint row = x / p.EV, c = x % p.EV, base = p.st_off + row * p.splits * stride;
+    FTYPE M = -F_INF;
+    for (uint sp = 0u; sp < p.splits; ++sp) M = max(M, STAT(st)[base + sp * stride]);
+    FTYPE l = 0.0, o = 0.0;
+    for (uint sp = 0u; sp < p.splits; ++sp) {
+      const uint at = base + sp * stride;
+      const FTYPE w = exp_from(STAT(st)[at], M);
+      l += w * STAT(st)[at + 1u];
+      o += w * STAT(st)[at + 2u + c];
+    }
+    STORE_F(a, DT, p.a_off + x, l == 0.0 ? 0.0 : o / l)
+    if (c == 0u) STAT(b)[p.b_off + row] = l == 0.0 ? F_INF : M + safe_log(l);
+  }
+}
+
 void main() {
-  if (MODE == ATTN_MODE_STATS)
+  if (MODE == ATTN_MODE_SPLIT)
+    split_keys();
+  else if (MODE == ATTN_MODE_COMBINE)
+    combine();
+  else if (MODE == ATTN_MODE_STATS)
     stats();
   else if (MODE == ATTN_MODE_DKV)
     dkv();

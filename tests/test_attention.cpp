@@ -5,6 +5,7 @@
 // the composition case by case in the conformance suite (tests/conformance/cases_attention.cpp).
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
@@ -113,6 +114,106 @@ TEST(Attention, FusedCudaPeakMemoryIsLinearInTheSequence) {
   if (!ferry::is_available("cuda:0"))
     GTEST_SKIP() << "no CUDA device: " << ferry::describe_devices();
   expect_linear_peak(ferry::Device("cuda:0"), 4096);
+}
+
+// Each of `got` (on any device) against `want` (the CPU's) within `tolerance`, relative to
+// 1 + |want|; `names` says which is which.
+void expect_matches(const std::vector<Tensor>& want, const std::vector<Tensor>& got,
+                  const std::vector<const char*>& names, double tolerance) {
+  ASSERT_EQ(want.size(), got.size());
+  for (std::size_t i = 0; i < want.size(); ++i) {
+    const std::vector<float> a = want[i].to_vector<float>(),
+                             b = got[i].to(ferry::Device::cpu()).to_vector<float>();
+    ASSERT_EQ(a.size(), b.size()) << names[i];
+    double worst = 0.0;
+    for (std::size_t j = 0; j < a.size(); ++j)
+      worst = std::max(worst, std::abs(double(a[j]) - double(b[j])) / (1.0 + std::abs(a[j])));
+    EXPECT_LT(worst, tolerance) << names[i];
+  }
+}
+
+// Attention's output and its gradients {out, dq, dk, dv} on `dev` for upstream gradient `g`;
+// `route` gets the profiler's note of the forward's kernel where given.
+std::vector<Tensor> attention_and_grads(const ferry::Device& dev, const Tensor& q, const Tensor& k,
+                                        const Tensor& v, const Tensor& mask, bool causal, bool gqa,
+                                        const Tensor& g, std::string* route = nullptr) {
+  std::vector<Tensor> x = {q.to(dev), k.to(dev), v.to(dev)};
+  for (Tensor& t : x) t.requires_grad_();
+  ferry::profiler::Scope scope;
+  const Tensor y = F::scaled_dot_product_attention(
+      x[0], x[1], x[2], mask.defined() ? mask.to(dev) : Tensor(), 0.0, causal, std::nullopt, gqa);
+  std::vector<Tensor> d = ferry::autograd::grad({y}, x, {g.to(dev)});
+  d.insert(d.begin(), y);
+  for (const ferry::profiler::Event& e : scope.stop().events())
+    if (route && e.kind == ferry::profiler::EventKind::op &&
+        e.name == "scaled_dot_product_attention")
+      *route = e.detail;
+  return d;
+}
+
+// Note [Split-key attention on Vulkan]: a decoding step's query rows (at most
+// kSplitKeyRows per head) take the split-key kernels, its keys spread over several workgroups
+// and merged. Each case against the CPU, forward and (through the backward's kernels, from the
+// split kernels' logsumexp) gradients, with the route the profiler recorded; ctest's
+// conformance_vulkan_attention_split runs the conformance suite's cases through them too.
+TEST(Attention, VulkanDecodingSplitsTheKeys) {
+  if (!ferry::is_available("vulkan:0"))
+    GTEST_SKIP() << "no Vulkan device: " << ferry::describe_devices();
+  struct Case {
+    const char* what;
+    ferry::Shape q, k, v;
+    bool causal, gqa, mask;
+    const char* route;  // the start of the profiler's note
+  };
+  // clang-format off
+  const std::vector<Case> cases{
+      {"one row, 8 heads", {1, 8, 1, 64}, {1, 8, 1000, 64}, {1, 8, 1000, 64},
+       false, false, false, "split-key attention, 4 splits of 256 keys"},
+      {"grouped query heads, v's head dim 48, a mask that leaves out whole splits",
+       {2, 4, 1, 64}, {2, 2, 700, 64}, {2, 2, 700, 48},
+       false, true, true, "split-key attention, 3 splits of 256 keys"},
+      {"3 rows, head dims past one pass (80)", {1, 2, 3, 80}, {1, 2, 600, 80}, {1, 2, 600, 80},
+       false, false, false, "split-key attention, 3 splits of 256 keys"},
+      {"causal: a row sees the keys up to its own", {1, 3, 2, 16}, {1, 3, 300, 16},
+       {1, 3, 300, 16}, true, false, false, "split-key attention, 2 splits of 256 keys"},
+      {"few keys: one workgroup a row", {2, 3, 1, 32}, {2, 3, 37, 32}, {2, 3, 37, 32},
+       false, false, false, "split-key attention, 1 split of 256 keys"}};
+  // clang-format on
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.what);
+    ferry::manual_seed(17);
+    const Tensor q = ferry::randn(c.q) * 2.0, k = ferry::randn(c.k), v = ferry::randn(c.v);
+    Tensor mask;
+    if (c.mask) {  // keys 0-299 left out for batch item 0, the last 200 for item 1
+      const std::int64_t S = c.k[2];
+      std::vector<float> m(std::size_t(2 * S), 0.0f);
+      for (std::int64_t j = 0; j < 300; ++j) m[std::size_t(j)] = -INFINITY;
+      for (std::int64_t j = S - 200; j < S; ++j) m[std::size_t(S + j)] = -INFINITY;
+      mask = ferry::tensor(m).reshape({2, 1, 1, S});
+    }
+    const Tensor g = ferry::randn({c.q[0], c.q[1], c.q[2], c.v[3]});
+    std::string route;
+    const std::vector<Tensor> got =
+        attention_and_grads(ferry::Device("vulkan:0"), q, k, v, mask, c.causal, c.gqa, g, &route);
+    EXPECT_EQ(route.rfind(c.route, 0), 0u) << route;
+    expect_matches(attention_and_grads(ferry::Device::cpu(), q, k, v, mask, c.causal, c.gqa, g), got,
+                 {"out", "dq", "dk", "dv"}, 2e-5);
+  }
+}
+
+// Note [Loop budget] (runtime/vulkan/vk_kernels.hpp): lavapipe ends an invocation's loops after
+// 65,535 iterations, where the thread-per-query-row kernels used to stop short from some 850
+// keys of head dim 64 on, silently. Past that length the forward takes the split kernels and
+// the backward walks its keys and query rows in ranges: both against the CPU.
+TEST(Attention, VulkanLongSequencesStayWithinTheLoopBudget) {
+  if (!ferry::is_available("vulkan:0"))
+    GTEST_SKIP() << "no Vulkan device: " << ferry::describe_devices();
+  ferry::manual_seed(23);
+  const Tensor q = ferry::randn({1, 1, 900, 64}), k = ferry::randn({1, 1, 900, 64}),
+               v = ferry::randn({1, 1, 900, 64}), g = ferry::randn({1, 1, 900, 64});
+  expect_matches(attention_and_grads(ferry::Device::cpu(), q, k, v, {}, true, false, g),
+               attention_and_grads(ferry::Device("vulkan:0"), q, k, v, {}, true, false, g),
+               {"out", "dq", "dk", "dv"}, 2e-5);
 }
 
 TEST(Attention, DropoutIsReproducibleAndScales) {

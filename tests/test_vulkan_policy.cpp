@@ -52,6 +52,48 @@ TEST(VulkanPolicy, FusedAttentionByDefaultAndTheVariableDecides) {
   EXPECT_THROW(fused_attention("yes"), ferry::Error);
 }
 
+// Note [Split-key attention on Vulkan]: a decoding step's few query rows per head take the
+// split kernels, in splits that give the grid about kSplitTargetWorkgroups workgroups and no
+// split under kMinSplitKeys keys; "force" takes every call, in splits of kForcedSplitKeys. With
+// a loop budget (Note [Loop budget]: lavapipe's), no split is longer than the budget allows,
+// and calls whose forward kernel would run past it take the split kernels too.
+TEST(VulkanPolicy, SplitKeyAttentionForFewQueryRows) {
+  using fv::KeySplit;
+  using fv::SplitAttention;
+  EXPECT_EQ(fv::split_attention(nullptr), SplitAttention::on);
+  EXPECT_EQ(fv::split_attention("1"), SplitAttention::on);
+  EXPECT_EQ(fv::split_attention("0"), SplitAttention::off);
+  EXPECT_EQ(fv::split_attention("force"), SplitAttention::force);
+  EXPECT_THROW(fv::split_attention("2"), ferry::Error);
+  using P = std::pair<std::uint32_t, std::uint32_t>;
+  auto split = [](SplitAttention mode, std::int64_t L, std::int64_t rows, std::int64_t S,
+                  bool forward_fits = true, std::uint64_t budget = 0, std::int64_t E = 64) {
+    const KeySplit k = fv::key_split(mode, {L, rows, S, E, E}, forward_fits, budget);
+    return P{k.splits, k.split_len};
+  };
+  // One query row of 8 heads: 32 splits wanted, none under 256 keys.
+  EXPECT_EQ(split(SplitAttention::on, 1, 8, 2048), (P{8, 256}));
+  EXPECT_EQ(split(SplitAttention::on, 1, 8, 16384), (P{32, 512}));
+  EXPECT_EQ(split(SplitAttention::on, 1, 8, 100), (P{1, 256}));      // one workgroup, no COMBINE
+  EXPECT_EQ(split(SplitAttention::on, 1, 8, 0), (P{1, 256}));        // no keys: still one split
+  EXPECT_EQ(split(SplitAttention::on, 1, 512, 8192), (P{1, 8192}));  // a large batch: a row each
+  EXPECT_EQ(split(SplitAttention::on, fv::kSplitKeyRows, 32, 8192), (P{8, 1024}));
+  // More query rows per head, or the policy off: the forward kernel.
+  EXPECT_EQ(split(SplitAttention::on, fv::kSplitKeyRows + 1, 40, 8192), (P{0, 0}));
+  EXPECT_EQ(split(SplitAttention::off, 1, 8, 2048), (P{0, 0}));
+  // Forced: every call, in splits of 16 keys.
+  EXPECT_EQ(split(SplitAttention::force, 70, 140, 70), (P{5, 16}));
+  EXPECT_EQ(split(SplitAttention::force, 1, 1, 16), (P{1, 16}));
+  // lavapipe's 65,535 iterations, head dim 64: (65535 - 864) / 194 = 333 keys a thread, so no
+  // split over 21,312 keys; a forward kernel past the budget sends any call to the splits.
+  EXPECT_EQ(split(SplitAttention::on, 1, 512, 8192, true, 65535), (P{1, 8192}));
+  EXPECT_EQ(split(SplitAttention::on, 1, 512, 65536, true, 65535), (P{4, 21312}));
+  EXPECT_EQ(split(SplitAttention::on, 512, 4096, 512, false, 65535), (P{1, 512}));
+  EXPECT_EQ(split(SplitAttention::on, 512, 4096, 512, true, 65535), (P{0, 0}));
+  // A head dim too long for one key a thread within the budget: no split either.
+  EXPECT_EQ(split(SplitAttention::on, 1, 8, 2048, false, 1000, 128), (P{0, 0}));
+}
+
 // The subgroup modules run only when asked for, and only where the device has the operations.
 TEST(VulkanPolicy, SubgroupReductionsOnlyWhenAskedForAndAvailable) {
   using ferry::vulkan::subgroup_reductions;

@@ -48,6 +48,7 @@ VulkanDevice::VulkanDevice(Device device, const PhysicalDevice& physical)
                                             "a positive number of batches"))
     max_in_flight = std::size_t(*n);
   fused_attention_ = fused_attention(std::getenv("FERRY_VULKAN_FUSED_ATTENTION"));
+  split_attention_ = vulkan::split_attention(std::getenv("FERRY_VULKAN_SPLIT_ATTENTION"));
   create_device();
   memory_ = std::make_unique<MemoryPools>(
       device_, vk_, physical_.handle, this->device().str(), storage_alignment_,
@@ -289,6 +290,8 @@ void VulkanDevice::create_device() {
     limits_.row_elements_per_lane = 1024;  // Note [Row kernel geometry] in vk_kernels.hpp
     limits_.row_target_threads = 4096;
   }
+  if (api12 && drv.driverID == VK_DRIVER_ID_MESA_LLVMPIPE)
+    limits_.loop_budget = 65535;  // Note [Loop budget] in vk_kernels.hpp
   if (const auto r =
           kit::env::whole_number("FERRY_VULKAN_ROW_ELEMENTS_PER_LANE", 1, 1 << 20,
                                  "a number of elements from 1 to 2^20"))  // tests: a GPU's
@@ -417,6 +420,7 @@ DeviceInfo VulkanDevice::info() {
           ? recorder_->calibration_note()
           : fmt::format("{} ({})", recorder_->calibration_note(), calibration_note_);
   pr["shaders_used"] = pipelines_->shaders_used();
+  pr["loop_budget"] = limits_.loop_budget ? std::to_string(limits_.loop_budget) : "none";
   if (coopmat_mode_ != CoopmatMode::off) {
     pr["coopmat_tiles"] = coopmat_tuning_ ? "measured per shape" : "by block padding";
     pr["coopmat_tiles_measured"] = std::to_string(coopmat_tiles_measured_);

@@ -192,6 +192,8 @@ class VulkanDevice final : public DeviceImpl {
   // Whether its tiles are chosen by measurement (Note [Measured coopmat tiles]), and the
   // table of those measured.
   bool coopmat_tuning() const { return coopmat_tuning_; }
+  // How attention's forward spreads a row's keys (vk_policy.hpp's split_attention()).
+  SplitAttention split_attention() const { return split_attention_; }
   std::optional<std::string> coopmat_tile(const TileKey& key);
   void remember_coopmat_tile(const TileKey& key, std::string name);
   // Makes SPIR-V a shader that DispatchDesc::shader can name (a user's kernel);
@@ -242,6 +244,7 @@ class VulkanDevice final : public DeviceImpl {
   bool full_variant_ = false;
   bool f64_ = false;              // shaderFloat64 enabled: the f64 modules run here
   bool fused_attention_ = false;  // vk_policy.hpp's fused_attention()
+  SplitAttention split_attention_ = SplitAttention::on;  // vk_policy.hpp's split_attention()
   bool subgroup_reductions_ = false;  // vk_policy.hpp's subgroup_reductions()
   CoopmatMode coopmat_mode_ = CoopmatMode::off;  // vk_policy.hpp's coopmat_mode()
   std::string coopmat_note_;                     // why it is off (or bf16 is), for info()

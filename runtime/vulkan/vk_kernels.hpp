@@ -81,7 +81,24 @@ struct KernelLimits {
   // The row kernels' geometry (Note [Row kernel geometry]).
   std::uint32_t row_elements_per_lane = 1;
   std::uint64_t row_target_threads = 1 << 17;
+  // Loop iterations one invocation may run, all its loops together; 0: no limit (Note [Loop
+  // budget]).
+  std::uint64_t loop_budget = 0;
 };
+
+// Note [Loop budget]
+// Mesa's llvmpipe, lavapipe's compiler, guards against shaders that never end by counting the
+// iterations of every loop of an invocation in one counter and leaving every loop once it
+// reaches 65,535 (gallivm's LP_MAX_TGSI_LOOP_ITERATIONS, Mesa 22.3 as Debian 12 ships it),
+// silently: the invocation goes on with what it has. Found in the fused attention, whose
+// thread per query row walks every key: with head dim 64 the outputs were right up to 840
+// keys and wrong from 850 (the first 853 keys' contribution, then nothing), a matmul with
+// K = 2^22 summed a quarter of its products. GPUs have no such limit. So a kernel whose
+// invocation could run longer than KernelLimits::loop_budget (65,535 on llvmpipe, 0 = none
+// elsewhere) must cut its work so that it does not, or refuse the call with an UnsupportedError
+// that says why; attention does (vk_kernels_attention.cpp). Loops the compiler unrolls do not
+// count, but which it unrolls is the driver's choice, so the estimates count every loop.
+// Kernels not yet checked against it: docs/vulkan.md ("Not done yet").
 
 // The largest power of two up to `preferred` that the device allows in one workgroup (shaders
 // with shared arrays sized for `preferred` slots need a power of two for their trees).

@@ -14,6 +14,7 @@
 #include <array>
 #include <cstring>
 #include <functional>
+#include <limits>
 #include <memory>
 
 #include "abi/attention.h"
@@ -77,6 +78,7 @@ struct AttentionCall {
     p.mask_sh = g.Hm == 1 ? 0u : std::uint32_t(g.L * g.S);
     p.scale = float(g.scale);
     std::memcpy(p.scale_bits, &g.scale, sizeof g.scale);
+    p.range_end = std::numeric_limits<std::uint32_t>::max();  // every key, every query row
   }
 
   bool f64() const { return dtype == DType::f64; }  // its f64 module runs it
@@ -85,11 +87,15 @@ struct AttentionCall {
   // One dispatch of `mode` with bindings 0-7 (Note [Fused attention on Vulkan]: slots 6 and 7
   // are the only ones the shader writes).
   void run(std::uint32_t mode, std::array<Binding, 8> b, std::array<std::uint32_t, 3> groups) {
+    // (SPLIT merges its threads' maxima and sums through tile_e: BC * EC >= kWorkgroup.)
+    const bool split = mode == abi::ATTN_MODE_SPLIT || mode == abi::ATTN_MODE_COMBINE;
     const abi::AttentionSpec spec{
         .WG = kWorkgroup,
         .DT = dtype_code(dtype),
         .MODE = mode,
-        .EC = std::min<std::uint32_t>(kMaxHeadChunk, std::uint32_t(std::max<std::int64_t>(g.E, 1))),
+        .EC = split ? kMaxHeadChunk
+                    : std::min<std::uint32_t>(kMaxHeadChunk,
+                                              std::uint32_t(std::max<std::int64_t>(g.E, 1))),
         .EVC =
             std::min<std::uint32_t>(kMaxHeadChunk, std::uint32_t(std::max<std::int64_t>(g.Ev, 1))),
         .BC = f64() ? kTileRows / 2 : kTileRows,  // the tiles' bytes as f32's
@@ -114,6 +120,68 @@ struct AttentionCall {
             std::uint32_t(std::min<std::uint64_t>(std::uint64_t(heads), 65535)), 1};
   }
 };
+
+// The loop iterations of one invocation of attention.comp's FORWARD pass over `g`, and of its
+// DQ and DKV passes as a fixed part and a part per tile of the keys (DQ) or query rows (DKV)
+// they walk; every loop counted (Note [Loop budget] in vk_kernels.hpp: which loops the driver
+// unrolls, and so leaves out of its count, is its choice).
+struct LoopIterations {
+  std::uint64_t forward = 0;
+  std::uint64_t dq_fixed = 0, dq_per_tile = 0, dkv_fixed = 0, dkv_per_tile = 0;
+  std::uint64_t tile_rows = 0;  // BC
+};
+LoopIterations attention_loop_iterations(const AttentionGeometry& g, bool f64,
+                                         const KernelLimits& lim) {
+  const auto ceil_div = [](std::uint64_t a, std::uint64_t b) { return (a + b - 1) / b; };
+  const std::uint64_t E = std::uint64_t(std::max<std::int64_t>(g.E, 1)),
+                      Ev = std::uint64_t(std::max<std::int64_t>(g.Ev, 1));
+  const std::uint64_t bc = f64 ? kTileRows / 2 : kTileRows,
+                      ec = std::min<std::uint64_t>(kMaxHeadChunk, E),
+                      evc = std::min<std::uint64_t>(kMaxHeadChunk, Ev);
+  const auto load = [&](std::uint64_t w) { return ceil_div(bc * w, kWorkgroup); };
+  const auto dots = [&](std::uint64_t w) { return w * (1 + bc); };
+  const std::uint64_t scores = bc + ceil_div(E, ec) * (load(ec) + dots(ec));
+  // The grid-stride loops' rounds: a workgroup per 64 rows, 65,535 heads a round.
+  const auto rounds = [&](std::int64_t rows, std::int64_t heads) {
+    const std::uint64_t blocks =
+        ceil_div(std::uint64_t(std::max<std::int64_t>(rows, 1)), kWorkgroup);
+    return ceil_div(std::uint64_t(std::max<std::int64_t>(heads, 1)), 65535) *
+           ceil_div(blocks, std::min<std::uint64_t>(blocks, lim.max_groups_x));
+  };
+  const std::uint64_t passes_q = rounds(g.L, g.B * g.Hq), group = std::uint64_t(g.Hq / g.Hk);
+  const std::uint64_t passes_kv =
+      rounds(g.S, g.B * g.Hk) * std::max(ceil_div(E, ec), ceil_div(Ev, evc));
+  LoopIterations n;
+  n.tile_rows = bc;
+  n.forward =
+      passes_q * ceil_div(Ev, evc) *
+      (evc + ceil_div(std::uint64_t(g.S), bc) * (scores + load(evc) + 2 * bc + evc + bc * evc));
+  n.dq_fixed = passes_q * ceil_div(E, ec) * ec;
+  n.dq_per_tile =
+      passes_q * ceil_div(E, ec) *
+      (scores + bc + ceil_div(Ev, evc) * (load(evc) + dots(evc)) + load(ec) + bc * (1 + ec));
+  n.dkv_fixed = passes_kv * (ec + evc);
+  n.dkv_per_tile = passes_kv * group *
+                   (scores + bc + ceil_div(Ev, evc) * (load(evc) + dots(evc)) + load(ec) +
+                    load(evc) + bc * (ec + evc));
+  return n;
+}
+
+// The rows (keys for DQ, query rows for DKV) one dispatch of a backward pass walks within the
+// device's loop budget: every one of `extent` where there is none; a multiple of the tile rows
+// else; an UnsupportedError where not even one tile fits.
+std::int64_t backward_range(const VulkanDevice& dev, const LoopIterations& n, std::uint64_t fixed,
+                            std::uint64_t per_tile, std::int64_t extent, const char* pass) {
+  const std::uint64_t budget = dev.limits().loop_budget;
+  if (budget == 0) return std::max<std::int64_t>(extent, 1);
+  if (fixed + per_tile > budget)
+    throw UnsupportedError(fmt::format(
+        "scaled_dot_product_attention_backward: on {}, whose compiler ends a shader's loops "
+        "after {} iterations (Note [Loop budget] in runtime/vulkan/vk_kernels.hpp), the {} pass "
+        "runs {} for its first rows alone; FERRY_VULKAN_FUSED_ATTENTION=0 runs the composition",
+        dev.device().str(), budget, pass, fixed + per_tile));
+  return std::int64_t((budget - fixed) / per_tile * n.tile_rows);
+}
 
 // Note [Attention on cooperative matrices]
 // With the cooperative-matrix path on (FERRY_VULKAN_COOPMAT, Note [Cooperative-matrix GEMM] in
@@ -289,6 +357,64 @@ bool backward_on_coopmat(AttentionCall& call, const Binding& dout, const Binding
   return true;
 }
 
+// The forward on SPLIT, and COMBINE where there are several splits (Note [Split-key attention
+// on Vulkan] in attention.comp); false, having done nothing, where the policy (vk_policy.hpp's
+// key_split) keeps the call on FORWARD or the partials would not fit one binding.
+bool forward_on_split_keys(AttentionCall& call, const Binding& out, const Binding& lse) {
+  static_assert(kWorkgroup >= kMaxHeadChunk && kWorkgroup % kTileRows == 0,
+                "SPLIT merges a column of the output per thread, kTileRows threads at a time");
+  const AttentionGeometry& g = call.g;
+  const std::uint64_t rows = std::uint64_t(g.B * g.Hq * g.L);
+  const std::uint64_t budget = call.dev.limits().loop_budget;
+  const bool forward_fits =
+      budget == 0 || attention_loop_iterations(g, call.f64(), call.dev.limits()).forward <= budget;
+  // (the backward's DQ and DKV walk ranges instead: attention_backward_kernel)
+  const KeySplit split = key_split(call.dev.split_attention(),
+                                   {g.L, std::int64_t(rows), g.S, g.E, g.Ev}, forward_fits, budget);
+  if (split.splits == 0 || g.Ev == 0) {
+    if (!forward_fits)
+      throw UnsupportedError(fmt::format(
+          "scaled_dot_product_attention: on {}, whose compiler ends a shader's loops after {} "
+          "iterations (Note [Loop budget] in runtime/vulkan/vk_kernels.hpp), no kernel walks "
+          "{} keys of head dim {} within it; FERRY_VULKAN_FUSED_ATTENTION=0 runs the "
+          "composition",
+          call.dev.device().str(), budget, g.S, g.E));
+    return false;
+  }
+  VulkanDevice& dev = call.dev;
+  const std::vector<Binding>& in = call.inputs;
+  const std::uint64_t parts = rows * split.splits * std::uint64_t(g.Ev + 2);
+  const std::uint64_t part_bytes = parts * dtype_size(call.stat());
+  if (split.splits > 1 && (parts >= kMaxCount || part_bytes > dev.limits().max_storage_range))
+    return false;
+  call.p.splits = split.splits;
+  call.p.split_len = split.split_len;
+  if (profiler::enabled())
+    profiler::note_kernel(fmt::format("split-key attention, {} split{} of {} keys per query row",
+                                      split.splits, split.splits == 1 ? "" : "s", split.split_len));
+  const std::array<std::uint32_t, 3> grid{
+      std::uint32_t(std::min<std::uint64_t>(split.splits, dev.limits().max_groups_x)),
+      std::uint32_t(std::min<std::uint64_t>(rows, 65535)), 1};
+  if (split.splits == 1) {
+    call.run(abi::ATTN_MODE_SPLIT, {in[0], in[1], in[2], in[3], in[0], in[0], out, lse}, grid);
+    return true;
+  }
+  // The partials, and a word for the slot SPLIT leaves unused.
+  std::unique_ptr<Buffer> scratch = dev.allocate(part_bytes);
+  std::unique_ptr<Buffer> unused = dev.allocate(16);
+  const TensorArg partials{scratch.get(), 0, {std::int64_t(parts)}, {1}, call.stat()};
+  const Binding nothing = dev.bind({unused.get(), 0, {4}, {1}, DType::f32}, Access::write);
+  call.run(abi::ATTN_MODE_SPLIT,
+           {in[0], in[1], in[2], in[3], in[0], in[0], dev.bind(partials, Access::write), nothing},
+           grid);
+  const std::uint64_t combine_groups = (rows * std::uint64_t(g.Ev) + kWorkgroup - 1) / kWorkgroup;
+  call.run(
+      abi::ATTN_MODE_COMBINE,
+      {in[0], in[1], in[2], in[3], dev.bind(partials, Access::read), in[0], out, lse},
+      {std::uint32_t(std::min<std::uint64_t>(combine_groups, dev.limits().max_groups_x)), 1, 1});
+  return true;  // (the device keeps the scratch buffers' memory until the GPU is done)
+}
+
 // inputs q, k, v, [mask]; outputs out, lse (f32; f64 for f64).
 void attention_kernel(DeviceImpl& d, const OpCall& c) {
   const AttentionGeometry g =
@@ -298,7 +424,7 @@ void attention_kernel(DeviceImpl& d, const OpCall& c) {
   const std::vector<Binding>& in = call.inputs;
   const Binding out = call.dev.bind(c.outputs[0], Access::write),
                 lse = call.dev.bind(c.outputs[1], Access::write);
-  if (forward_on_coopmat(call, out, lse)) return;
+  if (forward_on_split_keys(call, out, lse) || forward_on_coopmat(call, out, lse)) return;
   call.run(abi::ATTN_MODE_FORWARD, {in[0], in[1], in[2], in[3], in[0], in[0], out, lse},
            call.groups(g.L, g.B * g.Hq));
 }
@@ -310,6 +436,9 @@ void attention_backward_kernel(DeviceImpl& d, const OpCall& c) {
   AttentionCall call(vulkan_device(d), c, g, 1, 6);
   if (g.B * g.Hq * g.L == 0) return;
   VulkanDevice& dev = call.dev;
+  const LoopIterations n = attention_loop_iterations(g, call.f64(), dev.limits());
+  const std::int64_t dq_keys = backward_range(dev, n, n.dq_fixed, n.dq_per_tile, g.S, "DQ"),
+                     dkv_rows = backward_range(dev, n, n.dkv_fixed, n.dkv_per_tile, g.L, "DKV");
   const std::vector<Binding>& in = call.inputs;
   const Binding dout = dev.bind(c.inputs[0], Access::read);
   // (lse, D) per query row in the statistics' dtype; and a word for the written slot a mode
@@ -329,10 +458,27 @@ void attention_backward_kernel(DeviceImpl& d, const OpCall& c) {
                 dk = dev.bind(c.outputs[1], Access::write),
                 dv = dev.bind(c.outputs[2], Access::write);
   if (backward_on_coopmat(call, dout, st, dq, dk, dv, nothing)) return;
-  call.run(abi::ATTN_MODE_DQ, {in[0], in[1], in[2], in[3], st, dout, dq, nothing},
-           call.groups(g.L, g.B * g.Hq));
-  call.run(abi::ATTN_MODE_DKV, {in[0], in[1], in[2], in[3], st, dout, dk, dv},
-           call.groups(g.S, g.B * g.Hk));
+  // In ranges of keys (DQ) and query rows (DKV) where the loop budget asks, the later
+  // dispatches adding to the earlier's gradients; one dispatch each, of every row, elsewhere.
+  auto in_ranges = [&](std::uint32_t mode, std::int64_t extent, std::int64_t step,
+                       std::array<Binding, 8> b, std::array<std::uint32_t, 3> groups) {
+    std::int64_t begin = 0;
+    do {
+      call.p.range_begin = std::uint32_t(begin);
+      call.p.range_end = dev.limits().loop_budget == 0
+                             ? std::numeric_limits<std::uint32_t>::max()
+                             : std::uint32_t(std::min(extent, begin + step));
+      call.p.accumulate = begin > 0;
+      call.run(mode, b, groups);
+      begin += step;
+    } while (begin < extent);
+    call.p.range_begin = 0, call.p.range_end = std::numeric_limits<std::uint32_t>::max();
+    call.p.accumulate = 0;
+  };
+  in_ranges(abi::ATTN_MODE_DQ, g.S, dq_keys, {in[0], in[1], in[2], in[3], st, dout, dq, nothing},
+            call.groups(g.L, g.B * g.Hq));
+  in_ranges(abi::ATTN_MODE_DKV, g.L, dkv_rows, {in[0], in[1], in[2], in[3], st, dout, dk, dv},
+            call.groups(g.S, g.B * g.Hk));
   // The scratch buffers may go now: the device keeps their memory until the GPU is done.
 }
 

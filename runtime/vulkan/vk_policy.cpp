@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <charconv>
 #include <cstring>
+#include <limits>
 #include <sstream>
 
 #include "ferry/error.hpp"
@@ -105,6 +106,43 @@ std::optional<std::vector<std::uint8_t>> unwrap_pipeline_cache(std::span<const s
 
 bool fused_attention(const char* env) {
   return kit::env::choice_of("FERRY_VULKAN_FUSED_ATTENTION", env, {"0", "1"}, "1") == "1";
+}
+
+SplitAttention split_attention(const char* env) {
+  const std::string v =
+      kit::env::choice_of("FERRY_VULKAN_SPLIT_ATTENTION", env, {"0", "1", "force"}, "1");
+  return v == "force" ? SplitAttention::force : v == "1" ? SplitAttention::on : SplitAttention::off;
+}
+
+KeySplit key_split(SplitAttention mode, const AttentionShape& a, bool forward_fits,
+                   std::uint64_t loop_budget) {
+  const auto ceil_div = [](std::int64_t x, std::int64_t y) { return (x + y - 1) / y; };
+  std::int64_t len = 0;
+  if (mode == SplitAttention::force) {
+    len = kForcedSplitKeys;
+  } else if (mode == SplitAttention::on && (a.query_rows <= kSplitKeyRows || !forward_fits)) {
+    const std::int64_t most = std::max<std::int64_t>(1, ceil_div(kSplitTargetWorkgroups, a.rows));
+    len = std::max(kMinSplitKeys, ceil_div(a.keys, most));
+  } else {
+    return {};
+  }
+  if (loop_budget != 0) {
+    // An invocation of SPLIT (shaders/attention.comp, 64 threads, tiles of 8 to 16 rows), per
+    // pass of 64 columns of v and per row of the grid's rounds (65,535 rows a round): for each
+    // key it takes, the head dim and the columns twice; for the merge, some 800 more.
+    const std::int64_t columns = std::clamp<std::int64_t>(a.value_dim, 1, 64);
+    const std::int64_t passes = ceil_div(std::max<std::int64_t>(a.value_dim, 1), 64);
+    const std::int64_t rounds = ceil_div(std::max<std::int64_t>(a.rows, 1), 65535);
+    const std::int64_t per_key = a.head_dim + 2 * columns + 2, merge = 800 + columns;
+    const std::int64_t each = std::int64_t(loop_budget) / (passes * rounds) - merge;
+    if (each < per_key) return {};
+    len = std::min(len, each / per_key * 64);
+  }
+  const std::int64_t splits = std::max<std::int64_t>(1, ceil_div(a.keys, len));
+  if (splits > (loop_budget != 0 ? 65535 : std::numeric_limits<std::uint32_t>::max()) ||
+      len > std::numeric_limits<std::uint32_t>::max())
+    return {};
+  return {std::uint32_t(splits), std::uint32_t(len)};
 }
 
 bool subgroup_reductions(const char* env, bool has_ops) {

@@ -45,6 +45,35 @@ std::optional<std::vector<std::uint8_t>> unwrap_pipeline_cache(std::span<const s
 // Throws ferry::Error naming the variable for another value.
 bool fused_attention(const char* env);
 
+// How the fused forward of scaled_dot_product_attention spreads each query row's keys (Note
+// [Split-key attention on Vulkan] in shaders/attention.comp). FERRY_VULKAN_SPLIT_ATTENTION
+// (`env`): "1" (unset) for calls of at most kSplitKeyRows query rows per head, a decoding
+// step's; "force" for every call, in splits of kForcedSplitKeys keys (so that the conformance
+// suite runs all its cases through the split kernels, most of them in several splits); "0"
+// never. Throws ferry::Error naming the variable for another value.
+enum class SplitAttention { off, on, force };
+SplitAttention split_attention(const char* env);
+inline constexpr std::int64_t kSplitKeyRows = 4, kForcedSplitKeys = 16;
+// The split of one call's keys: `splits` workgroups of `split_len` keys per query row; splits
+// = 0 where the forward kernel runs the call instead. Under "1", the splits give the grid about
+// kSplitTargetWorkgroups workgroups (a large GPU's compute units twice over) but no split
+// fewer than kMinSplitKeys keys (4 per thread of the kernel's 64), so that a short row stays
+// in one workgroup and one dispatch. On a device with a loop budget (Note [Loop budget] in
+// vk_kernels.hpp; `loop_budget`, 0 for none) no split is longer than an invocation of the
+// kernel can walk within it, and a call of any number of query rows takes the split kernels
+// where the forward kernel's invocations would run past it (`forward_fits` false, the
+// kernel's estimate); splits = 0 too where even one key a thread would not fit.
+struct AttentionShape {
+  std::int64_t query_rows = 0, rows = 0, keys = 0;  // L, B * Hq * L, S
+  std::int64_t head_dim = 0, value_dim = 0;         // E, Ev
+};
+struct KeySplit {
+  std::uint32_t splits = 0, split_len = 0;
+};
+inline constexpr std::int64_t kSplitTargetWorkgroups = 256, kMinSplitKeys = 256;
+KeySplit key_split(SplitAttention mode, const AttentionShape& a, bool forward_fits,
+                   std::uint64_t loop_budget);
+
 // Whether reduce, softmax and layer_norm run from their subgroup modules (Note [Subgroup row
 // reductions] in shaders/subgroup.glsl): where FERRY_VULKAN_SUBGROUPS (`env`) is "1" and the
 // device has basic and shuffle subgroup operations in compute shaders (`has_ops`). Off by

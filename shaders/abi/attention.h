@@ -5,12 +5,17 @@
 #include "abi.h"
 
 // scaled_dot_product_attention and its backward (Note [Fused attention on Vulkan] in
-// attention.comp). The forward is one dispatch; the backward is three: STATS writes each query
-// row's (logsumexp, rowsum(dO o O)) pair, DQ the query gradient, DKV the key and value ones.
+// attention.comp). The forward is one dispatch (or SPLIT and COMBINE); the backward is three:
+// STATS writes each query row's (logsumexp, rowsum(dO o O)) pair, DQ the query gradient, DKV
+// the key and value ones.
 FERRY_CODE(ATTN_MODE_FORWARD, 0u)
 FERRY_CODE(ATTN_MODE_STATS, 1u)
 FERRY_CODE(ATTN_MODE_DQ, 2u)
 FERRY_CODE(ATTN_MODE_DKV, 3u)
+// The forward of a few query rows, the keys split across workgroups (Note [Split-key attention
+// on Vulkan] in attention.comp): SPLIT, then COMBINE where there is more than one split.
+FERRY_CODE(ATTN_MODE_SPLIT, 4u)
+FERRY_CODE(ATTN_MODE_COMBINE, 5u)
 
 #define FERRY_ATTENTION_SPEC(X)                                                   \
   X(1, uint, DT, 0)         /* q, k, v, the mask, the outputs (floating) */       \
@@ -31,6 +36,10 @@ FERRY_PUSH_CONSTANTS(AttentionParams) {
   uint a_off, b_off;          // the slots 6 and 7 (Note [Fused attention on Vulkan])
   float scale;
   uint scale_bits[2];  // the scale as a double, for the f64 module
+  uint splits, split_len;  // SPLIT, COMBINE: key splits per query row, and keys per split
+  // DQ: the keys [range_begin, range_end) only, DKV the query rows; with accumulate, each
+  // gradient added to what the slot holds (Note [Loop budget] in runtime/vulkan/vk_kernels.hpp).
+  uint range_begin, range_end, accumulate;
 }
 FERRY_END_PUSH_CONSTANTS(AttentionParams)
 
