@@ -371,22 +371,21 @@ bool forward_on_split_keys(AttentionCall& call, const Binding& out, const Bindin
   // (the backward's DQ and DKV walk ranges instead: attention_backward_kernel)
   const KeySplit split = key_split(call.dev.split_attention(),
                                    {g.L, std::int64_t(rows), g.S, g.E, g.Ev}, forward_fits, budget);
-  if (split.splits == 0 || g.Ev == 0) {
+  VulkanDevice& dev = call.dev;
+  const std::uint64_t parts = rows * split.splits * std::uint64_t(g.Ev + 2);
+  const std::uint64_t part_bytes = parts * dtype_size(call.stat());
+  if (split.splits == 0 || g.Ev == 0 ||
+      (split.splits > 1 && (parts >= kMaxCount || part_bytes > dev.limits().max_storage_range))) {
     if (!forward_fits)
       throw UnsupportedError(fmt::format(
           "scaled_dot_product_attention: on {}, whose compiler ends a shader's loops after {} "
           "iterations (Note [Loop budget] in runtime/vulkan/vk_kernels.hpp), no kernel walks "
           "{} keys of head dim {} within it; FERRY_VULKAN_FUSED_ATTENTION=0 runs the "
           "composition",
-          call.dev.device().str(), budget, g.S, g.E));
+          dev.device().str(), budget, g.S, g.E));
     return false;
   }
-  VulkanDevice& dev = call.dev;
   const std::vector<Binding>& in = call.inputs;
-  const std::uint64_t parts = rows * split.splits * std::uint64_t(g.Ev + 2);
-  const std::uint64_t part_bytes = parts * dtype_size(call.stat());
-  if (split.splits > 1 && (parts >= kMaxCount || part_bytes > dev.limits().max_storage_range))
-    return false;
   call.p.splits = split.splits;
   call.p.split_len = split.split_len;
   if (profiler::enabled())
