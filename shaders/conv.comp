@@ -250,6 +250,10 @@ void gemm_modes() {
   } else {
     M = OCg, N = Cg * KK, k0 = piece * p.jlen, k_end = max(k0, min(k0 + p.jlen, p.N * L));
   }
+  if (MODE != CONV_BACKWARD_WEIGHT && p.jlen != 0u) {  // a range of the terms
+    k0 = min(p.k_begin, k_end);
+    k_end = min(k_end, k0 + p.jlen);
+  }
   gemm_tile(m0, n0, k0, k_end - k0);
 
   [[unroll]] for (uint r = 0; r < TM; ++r) {
@@ -264,12 +268,16 @@ void gemm_modes() {
         if (MODE == CONV_FORWARD) {
           uint oc = g * OCg + m;
           FTYPE y = v[j];
+          const uint at = ((col / L) * p.OC + oc) * L + col % L;
           if (HAS_BIAS) y += LOAD_F(t3, DT, p.off3 + oc);
-          STORE_F(o, DT, p.off0 + ((col / L) * p.OC + oc) * L + col % L, y)
+          if (ACCUMULATE) y += LOAD_F(t3, DT, p.off3 + at);
+          STORE_F(o, DT, p.off0 + at, y)
         } else if (MODE == CONV_BACKWARD_INPUT) {
           const uvec3 in_pos = ph_first + unflatten(col % PH_AREA, ph_count) * U3(stride);
-          STORE_F(o, DT, p.off0 + ((col / PH_AREA) * p.C + g * Cg + m) * AREA +
-                             flatten(in_pos, U3(isz)), v[j])
+          const uint at = ((col / PH_AREA) * p.C + g * Cg + m) * AREA + flatten(in_pos, U3(isz));
+          FTYPE gx = v[j];
+          if (ACCUMULATE) gx += LOAD_F(t3, DT, p.off3 + at);
+          STORE_F(o, DT, p.off0 + at, gx)
         } else {
           store_sum((g * OCg + m) * Cg * KK + col, p.OC * Cg * KK, v[j]);
         }

@@ -13,7 +13,8 @@
 // them in the output's dtype. Rows past G (the last workgroup) read row G - 1, in bounds, and
 // store nothing.
 //
-// Specialization and push constants: shaders/abi/matvec.h. Grid: x = groups of ROWS rows,
+// A K too long for one invocation within the device's loop budget comes in pieces, each after
+// the first adding to c (ACCUMULATE). Specialization and push constants: shaders/abi/matvec.h. Grid: x = groups of ROWS rows,
 // y = batches, each offset by the push constants' bases (the host splits grids beyond the
 // device limit).
 #version 450
@@ -25,6 +26,7 @@
 FERRY_TENSOR(0, c)
 FERRY_TENSOR(1, w)
 FERRY_TENSOR(2, x)
+FERRY_TENSOR(3, c_old)  // ACCUMULATE: c's values before, added to the products
 // The weight and the vectors as 16-byte words, for the chunked loads.
 layout(set = 0, binding = 1, std430) buffer w_v4_t { uvec4 w_v4[]; };
 layout(set = 0, binding = 2, std430) buffer x_v4_t { uvec4 x_v4[]; };
@@ -102,7 +104,9 @@ void main() {
     const uint r = i / S, s = i % S;
     if (g0 + r < p.G) {
       const uint at = p.c_off + batch * p.c_batch + s * p.c_s + (g0 + r) * p.c_g;
-      STORE_F(c, DT, at, red[i * MATVEC_WG])
+      float v = red[i * MATVEC_WG];
+      if (ACCUMULATE) v += LOAD_F(c_old, DT, at);
+      STORE_F(c, DT, at, v)
     }
   }
 }

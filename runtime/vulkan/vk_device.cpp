@@ -292,6 +292,9 @@ void VulkanDevice::create_device() {
   }
   if (api12 && drv.driverID == VK_DRIVER_ID_MESA_LLVMPIPE)
     limits_.loop_budget = 65535;  // Note [Loop budget] in vk_kernels.hpp
+  if (const auto b = kit::env::whole_number("FERRY_VULKAN_LOOP_BUDGET", 0, 0xffffffffll,
+                                            "a number of loop iterations, 0 for none"))
+    limits_.loop_budget = std::uint64_t(*b);  // tests: the cuts at small sizes
   if (const auto r =
           kit::env::whole_number("FERRY_VULKAN_ROW_ELEMENTS_PER_LANE", 1, 1 << 20,
                                  "a number of elements from 1 to 2^20"))  // tests: a GPU's

@@ -23,6 +23,18 @@ struct Tile {
   std::uint32_t shared_bytes(std::uint32_t element_bytes) const {
     return 2 * bk * (bm + 4 + bn + 4) * element_bytes;
   }
+  // The loop iterations one invocation of gemm_tile.glsl counts per BK-deep slice, every loop
+  // counted (Note [Loop budget] in vk_kernels.hpp): its own trip, each thread's loads and
+  // stagings of the next slice, and per k the reads of its rows and columns and its TM x TN/4
+  // products. (llvmpipe unrolls all but the slice loop; the count does not rely on it.)
+  std::uint64_t loop_iterations_per_slice() const {
+    return 1 + 2 * loads_per_slice() +
+           std::uint64_t(bk) * (1 + tm / 4 + tn / 4 + tm * (1 + tn / 4));
+  }
+  // The runs of 4 elements of A and of B each thread loads per slice (LOADS_A + LOADS_B).
+  std::uint64_t loads_per_slice() const {
+    return (bm * bk / 4 + threads() - 1) / threads() + (bn * bk / 4 + threads() - 1) / threads();
+  }
 };
 
 // Largest first. 128 x 128 with 8 x 8 per thread is the classic shape for f32 on GPUs: 64 FMAs

@@ -96,9 +96,23 @@ struct KernelLimits {
 // K = 2^22 summed a quarter of its products. GPUs have no such limit. So a kernel whose
 // invocation could run longer than KernelLimits::loop_budget (65,535 on llvmpipe, 0 = none
 // elsewhere) must cut its work so that it does not, or refuse the call with an UnsupportedError
-// that says why; attention does (vk_kernels_attention.cpp). Loops the compiler unrolls do not
-// count, but which it unrolls is the driver's choice, so the estimates count every loop.
-// Kernels not yet checked against it: docs/vulkan.md ("Not done yet").
+// that says why: attention (vk_kernels_attention.cpp), matmul's GEMM and matrix-vector kernel,
+// convolution and layer_norm do. Loops the compiler unrolls do not count, but which it unrolls
+// is the driver's choice, so the estimates count every loop. loop_trips_per_invocation below
+// gives a kernel the trips of its long loop one dispatch may take. Kernels not yet checked
+// against it: docs/vulkan.md ("Not done yet").
+
+// How many trips of an invocation's long loop one dispatch may run within the device's loop
+// budget (Note [Loop budget]), each trip counting `per_trip` iterations (its inner loops'
+// included) besides `fixed` for the rest of the invocation: `trips` where the device has no
+// budget or all of them fit, 0 where not even one does (the caller then cuts elsewhere or
+// raises UnsupportedError).
+inline std::uint64_t loop_trips_per_invocation(const KernelLimits& lim, std::uint64_t trips,
+                                               std::uint64_t per_trip, std::uint64_t fixed = 0) {
+  if (lim.loop_budget == 0) return trips;
+  if (fixed >= lim.loop_budget) return 0;
+  return std::min(trips, (lim.loop_budget - fixed) / std::max<std::uint64_t>(per_trip, 1));
+}
 
 // The largest power of two up to `preferred` that the device allows in one workgroup (shaders
 // with shared arrays sized for `preferred` slots need a power of two for their trees).

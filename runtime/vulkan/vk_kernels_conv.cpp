@@ -29,11 +29,13 @@
 #include <algorithm>
 #include <array>
 #include <functional>
+#include <limits>
 #include <memory>
 
 #include "abi/conv.h"
 #include "ferry/error.hpp"
 #include "ferry/kit/conv_ops.hpp"
+#include "ferry/profiler.hpp"
 #include "vulkan/vk_device.hpp"
 #include "vulkan/vk_gemm_tiles.hpp"
 #include "vulkan/vk_split.hpp"
@@ -57,11 +59,28 @@ struct Conv {
   DType dt;
   abi::ConvParams p{};  // N is the whole batch's; each dispatch's is its chunk's
   std::uint32_t Cg = 0, OCg = 0, K = 0, L = 0, area = 0;
-  // Whether each pass runs a direct kernel (Note [Vulkan convolution]).
-  bool direct_forward() const { return OCg < kMinGemmRows; }
-  bool direct_backward_input() const { return Cg < kMinGemmRows; }
+  // Whether each pass runs a direct kernel (Note [Vulkan convolution]): where the GEMM's rows
+  // would be too few, and one invocation of the direct kernel stays within the device's loop
+  // budget (Note [Loop budget] in vk_kernels.hpp), every loop counted: a trip per tap (forward,
+  // input gradient: the channels it sums, and its index arithmetic's loops over 3 dims) or per
+  // sample (weight gradient: its share of the positions). The GEMM cuts its sums otherwise.
+  bool direct_forward() const { return OCg < kMinGemmRows && direct_fits(K, 1 + 6 + Cg, 16); }
+  bool direct_backward_input() const {
+    const std::uint64_t strides = std::uint64_t(p.stride[0]) + p.stride[1] + p.stride[2];
+    return Cg < kMinGemmRows && direct_fits(K, 1 + 6 + OCg, 16 + 3 * (2 + strides));
+  }
   // (its rows are the output channels, its columns the input channels' taps: either too few)
-  bool direct_backward_weight() const { return OCg < kMinGemmRows || Cg * K < kMinGemmRows; }
+  // (the batch then comes in chunks of direct_weight_samples())
+  bool direct_backward_weight() const {
+    return (OCg < kMinGemmRows || Cg * K < kMinGemmRows) && direct_weight_samples() > 0;
+  }
+  std::uint64_t direct_weight_samples() const {
+    const std::uint64_t share = ceil_div(L, workgroup_size(dev.limits(), kSmallGroup));
+    return loop_trips_per_invocation(dev.limits(), p.N, 1 + share * (1 + 6), 32);
+  }
+  bool direct_fits(std::uint64_t trips, std::uint64_t per_trip, std::uint64_t fixed) const {
+    return loop_trips_per_invocation(dev.limits(), trips, per_trip, fixed) == trips;
+  }
   bool f64() const { return dt == DType::f64; }
   // Bytes of the compute type: the GEMM's shared slices and the partial sums hold it.
   std::uint32_t compute_bytes() const { return f64() ? 8 : 4; }
@@ -181,11 +200,12 @@ void gemm(const Conv& cv, std::uint32_t mode, const Tile& t, std::array<Binding,
 // Calls f(first, count) for chunks of the batch whose tensors (batch-major, `batched`) each fit
 // one binding.
 void for_each_chunk(const Conv& cv, std::initializer_list<TensorArg> batched,
-                    const std::function<void(std::int64_t, std::int64_t)>& f) {
+                    const std::function<void(std::int64_t, std::int64_t)>& f,
+                    std::int64_t max_samples = std::numeric_limits<std::int64_t>::max()) {
   const KernelLimits& lim = cv.dev.limits();
   if (cv.p.N == 0)  // docs/kernel-contract.md: the composition handles empty batches
     throw Error(fmt::format("{}: the vulkan kernel was given an empty batch", op_name(cv.op)));
-  std::int64_t chunk = std::int64_t(cv.p.N);
+  std::int64_t chunk = std::min(std::int64_t(cv.p.N), max_samples);
   for (const TensorArg& t : batched) chunk = std::min(chunk, max_chunk(lim, t, 0));
   if (chunk <= 0)
     throw UnsupportedError(fmt::format(
@@ -349,6 +369,47 @@ bool weight_grad_parts_on_coopmat(VulkanDevice& dev, const Conv& cv, const Bindi
       });
 }
 
+// The loop iterations one invocation of conv.comp's GEMM counts per slice of the sums' terms:
+// matmul's (Tile::loop_iterations_per_slice), and its loaders' gathers (each run of 4 columns
+// walks its positions' 3 dims).
+std::uint64_t slice_iterations(const Tile& t) {
+  return t.loop_iterations_per_slice() + 8 * 4 * t.loads_per_slice();
+}
+
+// gemm() of the forward pass or the input gradient over its `terms` (a column's sum) in ranges
+// one invocation walks within the device's loop budget (Note [Loop budget] in vk_kernels.hpp),
+// `fixed` iterations besides: the ranges after the first add to what `out` (binding 0's
+// tensor) holds, read through binding 3, where the first range read the bias.
+void gemm_in_ranges(const Conv& cv, std::uint32_t mode, const Tile& t, std::array<Binding, 4> b,
+                    const TensorArg& out, abi::ConvParams p, std::uint64_t M, std::uint64_t N,
+                    std::uint64_t z, Flags f, std::uint64_t terms, std::uint64_t fixed) {
+  const std::uint64_t slices = ceil_div(terms, t.bk);
+  const std::uint64_t fit =
+      loop_trips_per_invocation(cv.dev.limits(), slices, slice_iterations(t), fixed);
+  if (fit == slices) return gemm(cv, mode, t, b, p, M, N, z, f);
+  if (fit == 0)
+    throw UnsupportedError(fmt::format(
+        "{}: on {}, whose compiler ends a shader's loops after {} iterations (Note [Loop budget] "
+        "in runtime/vulkan/vk_kernels.hpp), one slice of the GEMM runs {}",
+        op_name(cv.op), cv.dev.device().str(), cv.dev.limits().loop_budget,
+        fixed + slice_iterations(t)));
+  p.jlen = std::uint32_t(fit * t.bk);
+  if (profiler::enabled())
+    profiler::note_kernel(fmt::format("gemm in {} ranges of {} terms (loop budget)",
+                                      ceil_div(terms, p.jlen), p.jlen));
+  const Binding old = cv.dev.bind(out, Access::read);
+  for (std::uint64_t k0 = 0; k0 < terms; k0 += p.jlen) {
+    p.k_begin = std::uint32_t(k0);
+    if (k0 > 0) {
+      f.has_bias = false;
+      f.accumulate = true;
+      b[3] = old;
+      p.off3 = old.element_offset;
+    }
+    gemm(cv, mode, t, b, p, M, N, z, f);
+  }
+}
+
 // The forward pass (y from x) or the input's gradient (gx from gy): `out` from `in` and the
 // weight, sample by sample, in chunks of the batch.
 void per_sample(VulkanDevice& dev, const OpCall& c, bool forward) {
@@ -377,7 +438,8 @@ void per_sample(VulkanDevice& dev, const OpCall& c, bool forward) {
     if (forward) {
       const Tile t =
           choose_tile(op_name(c.op), dev.limits(), p.G, rows, columns, cv.compute_bytes());
-      return gemm(cv, abi::CONV_FORWARD, t, {ob, ib, wb, bb}, p, rows, columns, p.G, f);
+      return gemm_in_ranges(cv, abi::CONV_FORWARD, t, {ob, ib, wb, bb}, narrow(out, 0, n0, n), p,
+                            rows, columns, p.G, f, std::uint64_t(cv.Cg) * cv.K, 64);
     }
     // The input gradient, one GEMM per stride phase (conv.comp): as many as the stride's
     // product, each over at most ceil(in / stride) positions per dim.
@@ -388,8 +450,11 @@ void per_sample(VulkanDevice& dev, const OpCall& c, bool forward) {
     }
     const Tile t = choose_tile(op_name(c.op), dev.limits(), p.G * phases, rows, phase_columns,
                                cv.compute_bytes());
-    gemm(cv, abi::CONV_BACKWARD_INPUT, t, {ob, ib, wb, bb}, p, rows, phase_columns, p.G * phases,
-         f);
+    // (Each phase sums at most OCg x K terms; the ranges past a phase's own add nothing.)
+    const std::uint64_t strides = std::uint64_t(p.stride[0]) + p.stride[1] + p.stride[2];
+    gemm_in_ranges(cv, abi::CONV_BACKWARD_INPUT, t, {ob, ib, wb, bb}, narrow(out, 0, n0, n), p,
+                   rows, phase_columns, p.G * phases, f, std::uint64_t(cv.OCg) * cv.K,
+                   64 + 3 * (2 + strides));
   });
 }
 
@@ -402,30 +467,35 @@ using SumRun = std::function<void(std::uint32_t, std::array<Binding, 2>, std::in
 void batch_sum(const Conv& cv, const TensorArg& out, std::uint64_t count,
                std::initializer_list<TensorArg> batched,
                const std::function<std::uint64_t(std::int64_t)>& pieces, const SumRun& run,
-               bool always_parts = false) {
+               bool always_parts = false,
+               std::int64_t max_samples = std::numeric_limits<std::int64_t>::max()) {
   bool first = true;
-  for_each_chunk(cv, batched, [&](std::int64_t n0, std::int64_t n) {
-    const Flags f{.accumulate = !first};
-    first = false;
-    // out, and out bound for reading (binding 3) when the chunk adds to it.
-    const std::array<Binding, 2> ob{cv.dev.bind(out, Access::write),
-                                    f.accumulate ? cv.dev.bind(out, Access::read) : Binding{}};
-    const std::uint64_t k = pieces(n);
-    if (k == 1 && !always_parts) return run(abi::CONV_NO_PARTS, ob, n0, n, 1, f);
-    std::unique_ptr<Buffer> scratch = cv.dev.allocate(k * count * cv.compute_bytes());
-    const TensorArg all{
-        scratch.get(), 0, {std::int64_t(k * count)}, {1}, cv.f64() ? DType::f64 : DType::f32};
-    const Binding sw = cv.dev.bind(all, Access::write);
-    run(0, {sw, sw}, n0, n, k, {});
-    const Binding sr = cv.dev.bind(all, Access::read);
-    abi::ConvParams p = cv.p;
-    p.jlen = std::uint32_t(count);
-    p.part0 = std::uint32_t(k);
-    p.off0 = ob[0].element_offset, p.off1 = sr.element_offset;
-    p.off3 = f.accumulate ? ob[1].element_offset : sr.element_offset;
-    direct(cv, abi::CONV_SUM_PARTS, {ob[0], sr, sr, f.accumulate ? ob[1] : sr}, p, count, false, f);
-    // `scratch` may go now: the device keeps its memory until the GPU is done with it.
-  });
+  for_each_chunk(
+      cv, batched,
+      [&](std::int64_t n0, std::int64_t n) {
+        const Flags f{.accumulate = !first};
+        first = false;
+        // out, and out bound for reading (binding 3) when the chunk adds to it.
+        const std::array<Binding, 2> ob{cv.dev.bind(out, Access::write),
+                                        f.accumulate ? cv.dev.bind(out, Access::read) : Binding{}};
+        const std::uint64_t k = pieces(n);
+        if (k == 1 && !always_parts) return run(abi::CONV_NO_PARTS, ob, n0, n, 1, f);
+        std::unique_ptr<Buffer> scratch = cv.dev.allocate(k * count * cv.compute_bytes());
+        const TensorArg all{
+            scratch.get(), 0, {std::int64_t(k * count)}, {1}, cv.f64() ? DType::f64 : DType::f32};
+        const Binding sw = cv.dev.bind(all, Access::write);
+        run(0, {sw, sw}, n0, n, k, {});
+        const Binding sr = cv.dev.bind(all, Access::read);
+        abi::ConvParams p = cv.p;
+        p.jlen = std::uint32_t(count);
+        p.part0 = std::uint32_t(k);
+        p.off0 = ob[0].element_offset, p.off1 = sr.element_offset;
+        p.off3 = f.accumulate ? ob[1].element_offset : sr.element_offset;
+        direct(cv, abi::CONV_SUM_PARTS, {ob[0], sr, sr, f.accumulate ? ob[1] : sr}, p, count, false,
+               f);
+        // `scratch` may go now: the device keeps its memory until the GPU is done with it.
+      },
+      max_samples);
 }
 
 void backward_weight(VulkanDevice& dev, const OpCall& c) {
@@ -449,9 +519,15 @@ void backward_weight(VulkanDevice& dev, const OpCall& c) {
     // modules' blocks are counted as their largest (128 x 128).
     const std::uint64_t bm = coopmat ? 128 : t.bm, bn = coopmat ? 128 : t.bn;
     const std::uint64_t tiles = cv.p.G * ceil_div(M, bm) * ceil_div(N, bn);
-    return std::min({ceil_div(kTargetGroups, tiles),
-                     std::max<std::uint64_t>(1, std::uint64_t(n) * cv.L / kMinPieceTerms), budget,
-                     std::max<std::uint64_t>(1, lim.max_groups_x / cv.p.G)});
+    const std::uint64_t pieces =
+        std::min({ceil_div(kTargetGroups, tiles),
+                  std::max<std::uint64_t>(1, std::uint64_t(n) * cv.L / kMinPieceTerms), budget});
+    // No piece longer than an invocation walks within the device's loop budget (Note [Loop
+    // budget] in vk_kernels.hpp): a slice's count as matmul's, and its gathers' loops.
+    const std::uint64_t slices = loop_trips_per_invocation(lim, ~0ull, slice_iterations(t), 64);
+    const std::uint64_t sums =
+        ceil_div(std::uint64_t(n) * cv.L, std::max<std::uint64_t>(slices, 1) * t.bk);
+    return std::min(std::max(pieces, sums), std::max<std::uint64_t>(1, lim.max_groups_x / cv.p.G));
   };
   batch_sum(
       cv, gw, count, {x, gy}, pieces_for,
@@ -474,9 +550,22 @@ void backward_weight(VulkanDevice& dev, const OpCall& c) {
         f.b_kfast = true;
         gemm(cv, abi::CONV_BACKWARD_WEIGHT, t, {ob[0], xb, gyb, old}, p, M, N, k * cv.p.G, f);
       },
-      coopmat);
+      coopmat,
+      cv.direct_backward_weight() ? std::int64_t(cv.direct_weight_samples())
+                                  : std::numeric_limits<std::int64_t>::max());
   if (!c.attrs.b("has_bias")) return;
   const TensorArg& gb = c.outputs.at(1);
+  // A workgroup per channel, each thread walking its share of every sample's positions: no
+  // more samples a chunk than one invocation walks within the device's loop budget (Note
+  // [Loop budget] in vk_kernels.hpp), every loop counted (the workgroup's tree too).
+  const std::uint64_t share = ceil_div(cv.L, workgroup_size(lim, kSmallGroup));
+  const std::uint64_t samples = loop_trips_per_invocation(lim, cv.p.N, 1 + share, 32);
+  if (samples == 0)
+    throw UnsupportedError(fmt::format(
+        "{}: on {}, whose compiler ends a shader's loops after {} iterations (Note [Loop budget] "
+        "in runtime/vulkan/vk_kernels.hpp), the bias gradient's threads would walk {} positions "
+        "of one sample each",
+        op_name(c.op), dev.device().str(), lim.loop_budget, share));
   batch_sum(
       cv, gb, cv.p.OC, {gy}, [](std::int64_t) { return 1; },
       [&](std::uint32_t part0, std::array<Binding, 2> ob, std::int64_t n0, std::int64_t n,
@@ -489,7 +578,8 @@ void backward_weight(VulkanDevice& dev, const OpCall& c) {
         p.off0 = ob[0].element_offset, p.off1 = p.off2 = gyb.element_offset;
         p.off3 = old.element_offset;
         direct(cv, abi::CONV_BIAS_GRAD, {ob[0], gyb, gyb, old}, p, p.OC, true, f);
-      });
+      },
+      false, std::int64_t(samples));
 }
 
 void conv_kernel(DeviceImpl& d, const OpCall& call) {

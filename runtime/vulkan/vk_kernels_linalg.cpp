@@ -27,8 +27,8 @@ namespace {
 
 // One dispatch group per tile; grids beyond the device's limit go in several dispatches.
 // `accumulate`: C += A x B.
-void dispatch_part(VulkanDevice& dev, const TensorArg& A, const TensorArg& B, const TensorArg& C,
-                   const Tile& t, bool accumulate = false) {
+void dispatch_grid(VulkanDevice& dev, const TensorArg& A, const TensorArg& B, const TensorArg& C,
+                   const Tile& t, bool accumulate) {
   const std::uint32_t nb = std::uint32_t(C.sizes[0]), M = std::uint32_t(C.sizes[1]),
                       N = std::uint32_t(C.sizes[2]), K = std::uint32_t(A.sizes[2]);
   Binding c = dev.bind(C, Access::write);
@@ -88,6 +88,28 @@ void dispatch_part(VulkanDevice& dev, const TensorArg& A, const TensorArg& B, co
                       std::uint32_t(OpId::matmul),
                       C.dtype == DType::f64});
       }
+}
+
+// dispatch_grid over K in pieces that one invocation walks within the device's loop budget
+// (Note [Loop budget] in vk_kernels.hpp), the pieces after the first adding to C. Floats walk
+// K in slices of the tile's BK (gemm_tile.glsl), integers one k at a time, each k's loads and
+// TM x TN products counted. The extra passes over C cost little: a piece is thousands of k.
+void dispatch_part(VulkanDevice& dev, const TensorArg& A, const TensorArg& B, const TensorArg& C,
+                   const Tile& t, bool accumulate = false) {
+  const std::uint64_t K = std::uint64_t(A.sizes[2]);
+  const bool floats = is_floating(C.dtype);
+  const std::uint64_t step = floats ? t.bk : 1;
+  const std::uint64_t per_trip =
+      floats ? t.loop_iterations_per_slice() : 1 + t.tm + t.tn + t.tm * (1 + t.tn);
+  const std::uint64_t stores = std::uint64_t(t.tm) * (1 + t.tn);  // the epilogue's loops
+  const std::uint64_t trips =
+      loop_trips_per_invocation(dev.limits(), ceil_div(K, step), per_trip, stores);
+  if (K == 0 || trips * step >= K) return dispatch_grid(dev, A, B, C, t, accumulate);
+  const std::int64_t piece = std::int64_t(std::max<std::uint64_t>(trips, 1) * step);
+  for (std::int64_t k0 = 0; k0 < std::int64_t(K); k0 += piece) {
+    const std::int64_t n = std::min<std::int64_t>(piece, std::int64_t(K) - k0);
+    dispatch_grid(dev, narrow(A, 2, k0, n), narrow(B, 1, k0, n), C, t, accumulate || k0 > 0);
+  }
 }
 
 void matmul_kernel(DeviceImpl& d, const OpCall& call) {

@@ -43,12 +43,42 @@ MatvecViews views(const MatvecShape& m, const TensorArg& A, const TensorArg& B,
 
 bool multiple_of_8(std::int64_t v) { return v % 8 == 0; }
 
+// Eight rows share each vector chunk (ROWS x S <= abi::MATVEC_SLOTS sums per thread), and a
+// workgroup is one subgroup where it can be (8 to 64 threads): on lavapipe, whose workgroup
+// runs on one CPU thread and switches between its subgroups at every barrier, one subgroup
+// of 8 took half the time of 64 threads (docs/vulkan.md, "Matrix-vector products").
+std::uint32_t matvec_rows(std::uint32_t S) { return std::min(8u, abi::MATVEC_SLOTS / S); }
+std::uint32_t matvec_workgroup(const KernelLimits& lim) {
+  return workgroup_size(
+      lim, std::clamp<std::uint32_t>(pow2_at_least(lim.subgroup_size, abi::MATVEC_WG), 8,
+                                     abi::MATVEC_WG));
+}
+
+// The longest piece of K (a multiple of 8) one invocation of matvec.comp walks within the
+// device's loop budget (Note [Loop budget] in vk_kernels.hpp), every loop counted, the
+// vectors' loads as the element-wise ones: a trip per chunk of 8 of its share of K and one for
+// the rest, each loading S vectors' elements and adding ROWS x S products, then the tree over
+// the workgroup. K itself where it fits; 0 where not even one trip does.
+std::uint64_t max_piece(const KernelLimits& lim, std::uint64_t K, std::uint32_t S) {
+  const std::uint64_t rows = matvec_rows(S), wg = matvec_workgroup(lim);
+  const std::uint64_t per_trip = 1 + S * (1 + 8) + rows * (1 + S);
+  std::uint64_t tree = 0;
+  for (std::uint64_t h = wg / 2; h > 0; h /= 2) tree += 1 + rows * S;
+  const std::uint64_t fixed = per_trip + 3 * rows * S + rows + tree;
+  const std::uint64_t trips = ceil_div(K, wg * 8);
+  const std::uint64_t fit = loop_trips_per_invocation(lim, trips, per_trip, fixed);
+  return fit == trips ? K : fit * wg * 8;
+}
+
 // One dispatch per grid part: w [nb, G, K], x [nb, S, K], c [nb, G, S], each in one binding.
-void dispatch_part(VulkanDevice& dev, const TensorArg& w, const TensorArg& x, const TensorArg& c) {
+// `accumulate`: c += the products.
+void dispatch_grid(VulkanDevice& dev, const TensorArg& w, const TensorArg& x, const TensorArg& c,
+                   bool accumulate) {
   const std::uint32_t nb = std::uint32_t(w.sizes[0]), G = std::uint32_t(w.sizes[1]),
                       K = std::uint32_t(w.sizes[2]), S = std::uint32_t(x.sizes[1]);
   const Binding cb = dev.bind(c, Access::write), wb = dev.bind(w, Access::read),
                 xb = dev.bind(x, Access::read);
+  const Binding old = accumulate ? dev.bind(c, Access::read) : xb;  // binding 3, or unused
   abi::MatvecParams p{};
   p.G = G;
   p.K = K;
@@ -70,19 +100,15 @@ void dispatch_part(VulkanDevice& dev, const TensorArg& w, const TensorArg& x, co
   };
   const bool w_vec = aligned(p.w_off, p.w_batch, p.w_row);
   const bool x_vec = x.strides[2] == 1 && aligned(p.x_off, p.x_batch, p.x_s);
-  // Eight rows share each vector chunk (ROWS x S <= abi::MATVEC_SLOTS sums per thread), and a
-  // workgroup is one subgroup where it can be (8 to 64 threads): on lavapipe, whose workgroup
-  // runs on one CPU thread and switches between its subgroups at every barrier, one subgroup
-  // of 8 took half the time of 64 threads (docs/vulkan.md, "Matrix-vector products").
-  const std::uint32_t rows = std::min(8u, abi::MATVEC_SLOTS / S);
-  const std::uint32_t wg = workgroup_size(
-      dev.limits(),
-      std::clamp<std::uint32_t>(pow2_at_least(dev.limits().subgroup_size, abi::MATVEC_WG), 8,
-                                abi::MATVEC_WG));
-  const std::vector<std::uint32_t> spec =
-      abi::MatvecSpec{
-          .WG = wg, .DT = dtype_code(w.dtype), .S = S, .ROWS = rows, .W_VEC = w_vec, .X_VEC = x_vec}
-          .values();
+  const std::uint32_t rows = matvec_rows(S), wg = matvec_workgroup(dev.limits());
+  const std::vector<std::uint32_t> spec = abi::MatvecSpec{.WG = wg,
+                                                          .DT = dtype_code(w.dtype),
+                                                          .S = S,
+                                                          .ROWS = rows,
+                                                          .W_VEC = w_vec,
+                                                          .X_VEC = x_vec,
+                                                          .ACCUMULATE = accumulate}
+                                              .values();
   const std::uint32_t max_groups = dev.limits().max_groups_x;
   const std::uint32_t gx = std::uint32_t(ceil_div(G, rows));
   for (std::uint32_t y = 0; y < nb; y += max_groups)
@@ -91,11 +117,23 @@ void dispatch_part(VulkanDevice& dev, const TensorArg& w, const TensorArg& x, co
       p.batch0 = y;
       dev.dispatch({"matvec",
                     spec,
-                    {cb, wb, xb},
+                    {cb, wb, xb, old},
                     &p,
                     sizeof p,
                     {std::min(max_groups, gx - x0), std::min(max_groups, nb - y), 1}});
     }
+}
+
+// dispatch_grid over K in pieces of at most `piece` (max_piece), the pieces after the first
+// adding to c.
+void dispatch_part(VulkanDevice& dev, const TensorArg& w, const TensorArg& x, const TensorArg& c,
+                   std::int64_t piece) {
+  const std::int64_t K = w.sizes[2];
+  if (piece >= K) return dispatch_grid(dev, w, x, c, false);
+  for (std::int64_t k0 = 0; k0 < K; k0 += piece) {
+    const std::int64_t n = std::min(piece, K - k0);
+    dispatch_grid(dev, narrow(w, 2, k0, n), narrow(x, 2, k0, n), c, k0 > 0);
+  }
 }
 
 }  // namespace
@@ -105,14 +143,18 @@ bool try_matvec(VulkanDevice& dev, const TensorArg& A, const TensorArg& B, const
   if (dt != DType::f32 && dt != DType::f16 && dt != DType::bf16) return false;
   const std::optional<MatvecShape> shape = matvec_shape(A, B, C);
   if (!shape) return false;
-  const MatvecViews v = views(*shape, A, B, C);
   const KernelLimits& lim = dev.limits();
+  const std::int64_t piece =
+      std::int64_t(max_piece(lim, std::uint64_t(shape->K), std::uint32_t(shape->S)));
+  if (piece == 0) return false;
+  const MatvecViews v = views(*shape, A, B, C);
   const std::int64_t batches =
       std::min({max_chunk(lim, v.w, 0), max_chunk(lim, v.x, 0), max_chunk(lim, v.c, 0)});
   if (batches >= 1) {
     for (std::int64_t b0 = 0; b0 < shape->batches; b0 += batches) {
       const std::int64_t n = std::min(batches, shape->batches - b0);
-      dispatch_part(dev, narrow(v.w, 0, b0, n), narrow(v.x, 0, b0, n), narrow(v.c, 0, b0, n));
+      dispatch_part(dev, narrow(v.w, 0, b0, n), narrow(v.x, 0, b0, n), narrow(v.c, 0, b0, n),
+                    piece);
     }
     return true;
   }
@@ -125,7 +167,7 @@ bool try_matvec(VulkanDevice& dev, const TensorArg& A, const TensorArg& B, const
     const TensorArg x1 = narrow(v.x, 0, b, 1);
     for_each_part(
         lim, {narrow(v.w, 0, b, 1), narrow(v.c, 0, b, 1)}, 1, 2,
-        [&](const auto& parts, const auto&) { dispatch_part(dev, parts[0], x1, parts[1]); });
+        [&](const auto& parts, const auto&) { dispatch_part(dev, parts[0], x1, parts[1], piece); });
   }
   return true;
 }

@@ -46,6 +46,31 @@ std::uint32_t groups_for(const VulkanDevice& dev, std::uint64_t rows, std::uint3
       std::min<std::uint64_t>((rows + per_group - 1) / per_group, dev.limits().max_groups_x));
 }
 
+[[noreturn]] void past_loop_budget(const VulkanDevice& dev, std::string_view op, std::uint64_t rows,
+                                   std::uint64_t n, std::uint64_t iterations) {
+  throw UnsupportedError(fmt::format(
+      "{}: {} rows of {} elements: on {}, whose compiler ends a shader's loops after {} "
+      "iterations (Note [Loop budget] in runtime/vulkan/vk_kernels.hpp), one invocation of the "
+      "Vulkan kernel would run {}",
+      op, rows, n, dev.device().str(), dev.limits().loop_budget, iterations));
+}
+
+// layer_norm's row kernels walk each row `walks` times, a lane its share, for every round of
+// rows its workgroup takes (the grid stops at max_groups_x): an UnsupportedError where one
+// invocation would run past the device's loop budget (Note [Loop budget] in vk_kernels.hpp),
+// every loop counted (the walks and the lanes' combining tree).
+void check_row_loops(const VulkanDevice& dev, std::string_view op, std::uint64_t rows,
+                     std::uint64_t n, std::uint32_t wg, std::uint32_t lanes, std::uint64_t walks) {
+  const std::uint64_t per_group = wg / lanes, blocks = (rows + per_group - 1) / per_group;
+  const std::uint64_t groups = std::max<std::uint64_t>(groups_for(dev, rows, wg / lanes), 1);
+  const std::uint64_t rounds = (blocks + groups - 1) / groups;
+  std::uint64_t tree = 0;
+  for (std::uint32_t h = 1; h < lanes; h <<= 1) tree += 2;
+  const std::uint64_t per_round = 1 + walks * ((n + lanes - 1) / lanes) + tree;
+  if (loop_trips_per_invocation(dev.limits(), rounds, per_round) != rounds)
+    past_loop_budget(dev, op, rows, n, rounds * per_round);
+}
+
 // Rows are cut apart when a tensor exceeds one binding, but a single row is not cut into
 // pieces: softmax's would need their statistics merged across separately bound pieces, and
 // rows (a hidden size, a vocabulary) are far shorter than any device's storage-buffer range.
@@ -212,6 +237,7 @@ void layer_norm_rows(VulkanDevice& dev, const OpCall& c, const TensorArg& x, con
 
   const std::uint32_t wg = workgroup_size(dev.limits());
   const std::uint32_t lanes = row_lanes(dev.limits(), std::uint64_t(n), wg);
+  check_row_loops(dev, "layer_norm", std::uint64_t(rows), std::uint64_t(n), wg, lanes, 2);
   const abi::LayerNormSpec spec{
       .WG = wg, .DT = dtype_code(x.dtype), .HAS_W = has_w, .HAS_B = has_b, .LANES = lanes};
   dev.dispatch({"layer_norm",
@@ -283,6 +309,7 @@ void layer_norm_backward_rows(VulkanDevice& dev, const LayerNormGradOperands& o,
   const bool f64 = x.dtype == DType::f64;
   const std::uint32_t wg = workgroup_size(dev.limits());
   const std::uint32_t lanes = row_lanes(dev.limits(), std::uint64_t(p.n), wg);
+  check_row_loops(dev, "layer_norm_backward", p.rows, p.n, wg, lanes, 2);
   abi::LayerNormBackwardSpec spec{
       .WG = wg, .DT = dtype_code(x.dtype), .HAS_W = has_w, .LANES = lanes, .MODE = 0};
   // One dispatch of spec's MODE with p as it stands.
@@ -310,6 +337,17 @@ void layer_norm_backward_rows(VulkanDevice& dev, const LayerNormGradOperands& o,
                      std::uint64_t(p.rows) / (std::uint64_t(slices) * 32), std::uint64_t(256),
                      std::uint64_t(dev.limits().max_groups_x),
                      dev.limits().max_storage_range / (4 * std::uint64_t(p.n) * stats_size)}));
+  // No chunk longer than a thread walks within the device's loop budget (Note [Loop budget]
+  // in vk_kernels.hpp): its share of a chunk's rows, for each round of column tiles.
+  const std::uint64_t column_groups_max = std::max<std::uint64_t>(groups_for(dev, tiles, 1), 1);
+  const std::uint64_t tile_rounds = (tiles + column_groups_max - 1) / column_groups_max;
+  const std::uint64_t walk =
+      loop_trips_per_invocation(dev.limits(), ~0ull, tile_rounds, 8 + 2 * tile_rounds);
+  if (walk != ~0ull)
+    chunks = std::max<std::uint64_t>(chunks, (std::uint64_t(p.rows) + walk * slices - 1) /
+                                                 std::max<std::uint64_t>(walk * slices, 1));
+  if (walk == 0 || chunks > dev.limits().max_groups_x)
+    past_loop_budget(dev, "layer_norm_backward", p.rows, p.n, tile_rounds * p.rows);
   p.chunk_rows = std::uint32_t((p.rows + chunks - 1) / chunks);
   p.chunks = std::uint32_t((p.rows + p.chunk_rows - 1) / p.chunk_rows);
   const Binding dwb = dev.bind(dw, Access::write), dbb = dev.bind(db, Access::write);

@@ -44,9 +44,12 @@ FERRY_PUSH_CONSTANTS(ConvParams) {
   uint stride[3], pad[3], dil[3];  // pad: the low side's
   uint off0, off1, off2, off3;  // each binding's tensor's element 0 within the binding
   uint jlen;  // CONV_BACKWARD_WEIGHT: its sum over (sample, position) in pieces of jlen terms;
-              // CONV_SUM_PARTS: the elements of the result
+              // CONV_SUM_PARTS: the elements of the result; CONV_FORWARD and
+              // CONV_BACKWARD_INPUT: 0, or only the sums' terms k_begin .. k_begin + jlen - 1
+              // (the host's cut for the loop budget; with ACCUMULATE, added to binding 3)
   uint part0;  // the first part this dispatch writes, or CONV_NO_PARTS (CONV_SUM_PARTS: parts)
   uint m_tile0, n_tile0;  // added to gl_WorkGroupID (y, x)
+  uint k_begin;  // see jlen
 }
 FERRY_END_PUSH_CONSTANTS(ConvParams)
 

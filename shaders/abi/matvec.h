@@ -14,7 +14,8 @@ FERRY_CODE(MATVEC_SLOTS, 64u)  // ROWS * S <= 64
   X(2, uint, S, 1)         /* vectors, 1..8 */                                       \
   X(3, uint, ROWS, 1)      /* weight rows per workgroup; ROWS * S <= MATVEC_SLOTS */ \
   X(4, bool, W_VEC, false) /* the weight's rows start at multiples of 8 elements */  \
-  X(5, bool, X_VEC, false) /* the vectors too, and are contiguous in k */
+  X(5, bool, X_VEC, false) /* the vectors too, and are contiguous in k */           \
+  X(6, bool, ACCUMULATE, false) /* c += the products (binding 3: c, read) */
 FERRY_SPEC_CONSTANTS(MatvecSpec, FERRY_MATVEC_SPEC)
 
 FERRY_PUSH_CONSTANTS(MatvecParams) {

@@ -1,0 +1,135 @@
+// Note [Loop budget] (runtime/vulkan/vk_kernels.hpp): lavapipe's compiler ends all the loops of
+// a shader invocation after 65,535 iterations, silently. These calls each ran past it before
+// their kernels counted their loops, and gave wrong results on lavapipe (the figures in the
+// comments); each is held to a closed form or to the CPU. On a device without the limit they
+// run as they always did. Attention's own cases are in test_attention.cpp.
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+#include "ferry/ferry.hpp"
+#include "vulkan/vk_gemm_tiles.hpp"
+#include "vulkan/vk_kernels.hpp"
+
+using namespace ferry;
+namespace F = ferry::nn::functional;
+
+namespace {
+
+#define REQUIRE_VULKAN()                                                                       \
+  do {                                                                                         \
+    if (!is_available("vulkan:0")) GTEST_SKIP() << "no Vulkan device: " << describe_devices(); \
+  } while (0)
+
+// Every element of t, on the CPU as f64.
+std::vector<double> values(const Tensor& t) {
+  return t.to(Device::cpu()).to(DType::f64).to_vector<double>();
+}
+
+}  // namespace
+
+TEST(VulkanLoopBudget, TripsPerInvocation) {
+  vulkan::KernelLimits lim;
+  EXPECT_EQ(vulkan::loop_trips_per_invocation(lim, 1u << 30, 100, 5), 1u << 30);  // no budget
+  lim.loop_budget = 65535;
+  EXPECT_EQ(vulkan::loop_trips_per_invocation(lim, 10, 100, 5), 10u);
+  EXPECT_EQ(vulkan::loop_trips_per_invocation(lim, 1000, 100, 35), 655u);
+  EXPECT_EQ(vulkan::loop_trips_per_invocation(lim, 1000, 100, 65535), 0u);
+  // The 32 x 32 tile (64 threads, slices of 8): 2 loads a thread and 8 x (1 + 1 + 1 + 4 x 2).
+  const vulkan::Tile t{32, 32, 8, 4, 4};
+  EXPECT_EQ(t.loads_per_slice(), 2u);
+  EXPECT_EQ(t.loop_iterations_per_slice(), 1u + 4u + 88u);
+}
+
+// [8, K] x [K, 9] and [1, K] x [K, 1] of ones, K = 2^20 and 2^22: lavapipe's GEMM summed half
+// of K (one counted trip per slice of 8), its matrix-vector kernel a quarter. Both are exact
+// in f32 (integers below 2^24). Both now walk K in pieces, each adding to C.
+TEST(VulkanLoopBudget, MatmulCutsLongSums) {
+  REQUIRE_VULKAN();
+  const Device gpu("vulkan:0");
+  for (auto [M, N, K] :
+       {std::array<std::int64_t, 3>{8, 9, 1 << 20}, std::array<std::int64_t, 3>{1, 1, 1 << 22}}) {
+    const Tensor c = matmul(ones({M, K}, {DType::f32, gpu}), ones({K, N}, {DType::f32, gpu}));
+    for (double v : values(c)) ASSERT_EQ(v, double(K)) << M << "x" << N << " K=" << K;
+  }
+  // Integers take the kernel's plain loop, one k a trip.
+  const Tensor ci =
+      matmul(ones({3, 1 << 18}, {DType::i32, gpu}), ones({1 << 18, 5}, {DType::i32, gpu}));
+  for (double v : values(ci)) ASSERT_EQ(v, double(1 << 18));
+}
+
+// Four output channels from 8,192 input channels (K = 73,728 products an output): the direct
+// kernel's thread per output stopped after some 65,000 (11% off); now the GEMM takes it.
+TEST(VulkanLoopBudget, ConvWithFewOutputChannelsAndManyInputs) {
+  REQUIRE_VULKAN();
+  manual_seed(5);
+  const Tensor x = randn({1, 8192, 6, 6}), w = randn({4, 8192, 3, 3}), b = randn({4});
+  const std::vector<double> want = values(conv2d(x, w, b, {1}, {1}));
+  const Device gpu("vulkan:0");
+  const std::vector<double> got = values(conv2d(x.to(gpu), w.to(gpu), b.to(gpu), {1}, {1}));
+  ASSERT_EQ(got.size(), want.size());
+  for (std::size_t i = 0; i < want.size(); ++i)
+    ASSERT_NEAR(got[i], want[i], 1e-3 * (1 + std::fabs(want[i]))) << i;
+}
+
+// 512 input channels of 3 x 3 taps: 4,608 terms a sum, past the 3,336 that the conservative
+// count lets one invocation of the GEMM walk on lavapipe, so the forward pass (with its bias)
+// and the input gradient (stride 2: four phases) run in two ranges, the second adding to the
+// first; the weight gradient's pieces are as short. All three against the CPU.
+TEST(VulkanLoopBudget, ConvSumsInRanges) {
+  REQUIRE_VULKAN();
+  manual_seed(3);
+  const Tensor x = randn({2, 512, 12, 12}), w = randn({64, 512, 3, 3}), b = randn({64});
+  auto run = [&](const Device& d) {
+    const Tensor xd = x.to(d).detach().requires_grad_(true),
+                 wd = w.to(d).detach().requires_grad_(true),
+                 bd = b.to(d).detach().requires_grad_(true);
+    const Tensor y = conv2d(xd, wd, bd, {2}, {1});
+    sum(mul(y, y)).backward();
+    return std::vector<std::vector<double>>{values(y), values(xd.grad()), values(wd.grad()),
+                                            values(bd.grad())};
+  };
+  const auto want = run(Device::cpu()), got = run(Device("vulkan:0"));
+  for (std::size_t t = 0; t < want.size(); ++t) {
+    ASSERT_EQ(got[t].size(), want[t].size());
+    double scale = 0;
+    for (double v : want[t]) scale = std::max(scale, std::fabs(v));
+    for (std::size_t i = 0; i < want[t].size(); ++i)
+      ASSERT_NEAR(got[t][i], want[t][i], 1e-5 * scale) << "output " << t << " element " << i;
+  }
+}
+
+// The bias's and the (direct) weight's gradients of a 1 x 1 convolution, one channel, over
+// 9 samples of 1024 x 1024: a workgroup's thread walks 8,192 positions of every sample, 73,728
+// in all. (32 samples of 2 x 512 x 512 gave a bias gradient 98% off on lavapipe.) Now the
+// batch comes in chunks; ones make the sums exact.
+TEST(VulkanLoopBudget, ConvBatchSumsInChunks) {
+  REQUIRE_VULKAN();
+  const Device gpu("vulkan:0");
+  const Tensor w = ones({1, 1, 1, 1}, {DType::f32, gpu}).requires_grad_(true),
+               b = zeros({1}, {DType::f32, gpu}).requires_grad_(true);
+  sum(conv2d(ones({9, 1, 1024, 1024}, {DType::f32, gpu}), w, b)).backward();
+  EXPECT_EQ(values(b.grad()), std::vector<double>{9.0 * 1024 * 1024});
+  EXPECT_EQ(values(w.grad()), std::vector<double>{9.0 * 1024 * 1024});
+}
+
+// A layer_norm row of 2^23 elements: each of 256 lanes walks 32,768 of them twice. The kernel
+// cannot cut a row, so where the device has a budget it says so instead of normalising half.
+TEST(VulkanLoopBudget, LayerNormRowPastTheBudgetIsRefused) {
+  REQUIRE_VULKAN();
+  const Device gpu("vulkan:0");
+  const Tensor x = ones({1, 1 << 23}, {DType::f32, gpu});
+  bool budget = false;
+  for (const DeviceInfo& d : devices())
+    if (d.device == "vulkan:0") budget = d.properties.at("loop_budget") != "none";
+  if (!budget) {
+    for (double v : values(F::layer_norm(x, {1 << 23}))) ASSERT_EQ(v, 0.0);
+    return;
+  }
+  try {
+    F::layer_norm(x, {1 << 23});
+    FAIL() << "a row past the loop budget was accepted";
+  } catch (const UnsupportedError& e) {
+    EXPECT_NE(std::string(e.what()).find("Loop budget"), std::string::npos) << e.what();
+  }
+}
