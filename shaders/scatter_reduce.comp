@@ -7,6 +7,11 @@
 // order (starting from out's value with INCLUDE_SELF) and writes out once: no
 // atomics, and the same fold order as the CPU's, so the results agree
 // exactly (Note [CPU scatter_reduce] in runtime/cpu/cpu_kernels_scatter.cpp).
+// A dispatch folds the values [begin, end): the host cuts them into ranges, dispatched in order,
+// so that no invocation's loops run past the device's loop budget (Note [Loop budget] in
+// runtime/vulkan/vk_kernels.hpp). A run that began in an earlier range continues from the
+// partial fold that range stored (a mean divides once, where its run ends, by the run's
+// length, from its first element found by bisection).
 // Floats fold in float, integers in ITYPE (wrapping); narrow integers compare
 // and divide in 32 bits (llvmpipe miscompiles 64-bit sign tests on
 // sign-extended values; elementwise.comp has the same rule). The f64 module (Note [f64 on
@@ -53,23 +58,40 @@ ITYPE floor_div(ITYPE a, uint n) {
   return a >= ITYPE(0) ? a / d : -((-a + d - ITYPE(1)) / d);
 }
 
+// The first element of the run that holds i (its elements are contiguous: the predicate
+// target(k) == tg is false before the run and true from it to i).
+uint run_start(uint i, uvec2 tg) {
+  uint lo = 0u, hi = i;  // the start lies in [lo, hi]
+  while (lo < hi) {
+    const uint mid = lo + (hi - lo) / 2u;
+    if (target(mid) == tg) hi = mid; else lo = mid + 1u;
+  }
+  return lo;
+}
+
 void main() {
   const bool self = INCLUDE_SELF && FOLD != FOLD_ASSIGN;
   const uint stride = gl_NumWorkGroups.x * gl_WorkGroupSize.x;
-  for (uint i = gl_GlobalInvocationID.x; i < p.m; i += stride) {
+  for (uint i = p.begin + gl_GlobalInvocationID.x; i < p.end; i += stride) {
     const uvec2 tg = target(i);
-    if (i > 0u && target(i - 1u) == tg) continue;  // not the start of a run
-    const uint e = p.o_off + tg.x;                 // the host keeps targets below 2^32
-    uint j = self ? i : i + 1u;
+    const bool run_on = i > 0u && target(i - 1u) == tg;  // the run began before i
+    if (run_on && i > p.begin) continue;  // not the first of its run in this range
+    const uint e = p.o_off + tg.x;        // the host keeps targets below 2^32
+    const bool from_out = run_on || self;  // an earlier range's partial, or out's value
+    uint j = from_out ? i : i + 1u;
     if (IS_FLOAT_DT(DT)) {
-      FTYPE acc = self ? LOAD_F(o, DT, e) : LOAD_F(v, DT, p.v_off + i);
-      for (; j < p.m && target(j) == tg; ++j) acc = fold_f(acc, LOAD_F(v, DT, p.v_off + j));
-      if (FOLD == FOLD_MEAN) acc /= FTYPE(j - i + (self ? 1u : 0u));
+      FTYPE acc = from_out ? LOAD_F(o, DT, e) : LOAD_F(v, DT, p.v_off + i);
+      for (; j < p.end && target(j) == tg; ++j) acc = fold_f(acc, LOAD_F(v, DT, p.v_off + j));
+      const bool ends = j == p.m || target(j) != tg;
+      if (FOLD == FOLD_MEAN && ends)
+        acc /= FTYPE(j - (run_on ? run_start(i, tg) : i) + (self ? 1u : 0u));
       STORE_F(o, DT, e, acc)
     } else {
-      ITYPE acc = self ? LOAD_I(o, DT, e) : LOAD_I(v, DT, p.v_off + i);
-      for (; j < p.m && target(j) == tg; ++j) acc = fold_i(acc, LOAD_I(v, DT, p.v_off + j));
-      if (FOLD == FOLD_MEAN) acc = floor_div(acc, j - i + (self ? 1u : 0u));
+      ITYPE acc = from_out ? LOAD_I(o, DT, e) : LOAD_I(v, DT, p.v_off + i);
+      for (; j < p.end && target(j) == tg; ++j) acc = fold_i(acc, LOAD_I(v, DT, p.v_off + j));
+      const bool ends = j == p.m || target(j) != tg;
+      if (FOLD == FOLD_MEAN && ends)
+        acc = floor_div(acc, j - (run_on ? run_start(i, tg) : i) + (self ? 1u : 0u));
       STORE_I(o, DT, e, acc)
     }
   }

@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <functional>
 
 #include "ferry/ferry.hpp"
 #include "vulkan/vk_gemm_tiles.hpp"
@@ -111,6 +112,75 @@ TEST(VulkanLoopBudget, ConvBatchSumsInChunks) {
   sum(conv2d(ones({9, 1, 1024, 1024}, {DType::f32, gpu}), w, b)).backward();
   EXPECT_EQ(values(b.grad()), std::vector<double>{9.0 * 1024 * 1024});
   EXPECT_EQ(values(w.grad()), std::vector<double>{9.0 * 1024 * 1024});
+}
+
+// 2^18 values into 2 elements, runs of 131,072: index_add (and so embedding's and
+// index_put's sums, which compose through the same sorted fold) summed 65,536 of 2^20 such
+// values on lavapipe; scatter_reduce's folds the same. Now the values come in ranges, a run
+// continuing from the partial fold the last range stored; a mean divides once, by its whole
+// run. Against the CPU, whose fold order the kernel keeps.
+TEST(VulkanLoopBudget, ScatterFoldsLongRuns) {
+  REQUIRE_VULKAN();
+  const std::int64_t n = 1 << 18;
+  const Tensor index = div(arange(0, n, 1, {DType::i64}), n / 2).to(DType::i64);
+  const Tensor src = remainder(arange(0, n, 1), 7.0);
+  const Device gpu("vulkan:0");
+  EXPECT_EQ(values(index_add(zeros({2}, {DType::f32, gpu}), 0, index.to(gpu), src.to(gpu))),
+            values(index_add(zeros({2}), 0, index, src)));
+  for (auto [reduce, self] : {std::pair<const char*, bool>{"mean", true},
+                              {"mean", false},
+                              {"amax", false},
+                              {"sum", true}}) {
+    const Tensor x = arange(1, 3);
+    const std::vector<double> want = values(scatter_reduce(x, 0, index, src, reduce, self));
+    const std::vector<double> got =
+        values(scatter_reduce(x.to(gpu), 0, index.to(gpu), src.to(gpu), reduce, self));
+    ASSERT_EQ(got.size(), want.size());
+    for (std::size_t i = 0; i < want.size(); ++i)
+      EXPECT_NEAR(got[i], want[i], 1e-6 * std::fabs(want[i])) << reduce << " " << self << " " << i;
+  }
+}
+
+// Pooling and resampling give a thread 1,024 positions on lavapipe (Note [Row kernel
+// geometry]): an 8 x 8 window at stride 1 over a 2048 x 2048 plane ran 1,024 x 73 iterations a
+// thread and was wrong forward and backward (this test's 1024 x 1024 plane gives a thread as
+// many positions), a bilinear upsampling by 32 wrong backward. Now a thread takes as many
+// positions as its windows fit in the budget; a window that alone does not fit is refused.
+// Against the CPU.
+TEST(VulkanLoopBudget, PoolingAndResamplingFitTheirThreads) {
+  REQUIRE_VULKAN();
+  const Device gpu("vulkan:0");
+  auto both = [&](const std::function<std::vector<Tensor>(const Device&)>& f) {
+    const std::vector<Tensor> want = f(Device::cpu()), got = f(gpu);
+    for (std::size_t t = 0; t < want.size(); ++t) {
+      const std::vector<double> a = values(want[t]), b = values(got[t]);
+      ASSERT_EQ(a.size(), b.size());
+      for (std::size_t i = 0; i < a.size(); ++i)
+        ASSERT_NEAR(b[i], a[i], 1e-4 * (1 + std::fabs(a[i]))) << "output " << t << " at " << i;
+    }
+  };
+  both([](const Device& d) {
+    const Tensor x = remainder(arange(0, 1024 * 1024, 1, {DType::f32, d}), 1009.0)
+                         .reshape({1, 1, 1024, 1024})
+                         .requires_grad_(true);
+    const Tensor avg = avg_pool2d(x, {8, 8}, {1, 1}), max = max_pool2d(x, {8, 8}, {1, 1});
+    sum(add(avg, max)).backward();
+    return std::vector<Tensor>{avg, max, x.grad()};
+  });
+  both([](const Device& d) {
+    const Tensor x = remainder(arange(0, 64 * 64, 1, {DType::f32, d}), 13.0)
+                         .reshape({1, 1, 64, 64})
+                         .requires_grad_(true);
+    const Tensor y = interpolate(x, InterpolateOptions{.size = {2048, 2048}, .mode = "bilinear"});
+    sum(mul(y, y)).backward();
+    return std::vector<Tensor>{x.grad()};
+  });
+  bool budget = false;
+  for (const DeviceInfo& d : devices())
+    if (d.device == "vulkan:0") budget = d.properties.at("loop_budget") != "none";
+  if (budget)
+    EXPECT_THROW(avg_pool2d(ones({1, 1, 512, 512}, {DType::f32, gpu}), {512, 512}),
+                 UnsupportedError);
 }
 
 // A layer_norm row of 2^23 elements: each of 256 lanes walks 32,768 of them twice. The kernel

@@ -97,7 +97,8 @@ struct KernelLimits {
 // invocation could run longer than KernelLimits::loop_budget (65,535 on llvmpipe, 0 = none
 // elsewhere) must cut its work so that it does not, or refuse the call with an UnsupportedError
 // that says why: attention (vk_kernels_attention.cpp), matmul's GEMM and matrix-vector kernel,
-// convolution and layer_norm do. Loops the compiler unrolls do not count, but which it unrolls
+// convolution, the sorted scatter, pooling, resampling and layer_norm do (docs/vulkan.md has
+// what each gave wrong before). Loops the compiler unrolls do not count, but which it unrolls
 // is the driver's choice, so the estimates count every loop. loop_trips_per_invocation below
 // gives a kernel the trips of its long loop one dispatch may take. Kernels not yet checked
 // against it: docs/vulkan.md ("Not done yet").
@@ -170,11 +171,30 @@ inline std::uint64_t row_splits(const KernelLimits& lim, std::uint64_t rows, std
 inline std::uint32_t group_count(const KernelLimits& lim, std::uint64_t n) {
   return std::uint32_t(std::clamp<std::uint64_t>(n, 1, lim.max_groups_x));
 }
+// `cost`: the loop iterations one element takes (a pooling window's taps, every loop counted):
+// where the device has a loop budget (Note [Loop budget]), a thread takes no more elements
+// than fit in it.
 inline std::array<std::uint32_t, 3> plane_grid(const KernelLimits& lim, std::uint64_t planes,
-                                               std::uint64_t area, std::uint32_t wg) {
-  const std::uint64_t per = std::uint64_t(wg) * lim.row_elements_per_lane;
+                                               std::uint64_t area, std::uint32_t wg,
+                                               std::uint64_t cost = 1) {
+  std::uint64_t lane = lim.row_elements_per_lane;
+  if (lim.loop_budget != 0)
+    lane = std::clamp<std::uint64_t>(lim.loop_budget / (2 * (cost + 1)), 1, lane);
+  const std::uint64_t per = std::uint64_t(wg) * lane;
   if (area >= wg) return {group_count(lim, (area + per - 1) / per), group_count(lim, planes), 1};
   return {group_count(lim, (planes * area + per - 1) / per), 1, 1};
+}
+
+// The loop iterations one thread of a plane_grid(lim, planes, area, wg, cost) runs (shaders'
+// FOR_EACH_PLANE_ELEMENT: its elements of each plane its workgroup row takes, `cost` each),
+// for the kernels to hold against the device's loop budget.
+inline std::uint64_t plane_loop_iterations(std::array<std::uint32_t, 3> grid, std::uint64_t planes,
+                                           std::uint64_t area, std::uint32_t wg,
+                                           std::uint64_t cost) {
+  const std::uint64_t step = std::uint64_t(grid[0]) * wg;
+  if (area >= wg)
+    return (planes + grid[1] - 1) / grid[1] * (1 + (area + step - 1) / step * (cost + 1));
+  return (planes * area + step - 1) / step * (cost + 1);
 }
 
 // Each kernel file registers its kernels through one of these.

@@ -154,8 +154,8 @@ void gather_kernel(DeviceImpl& d, const OpCall& call) {
 //    tracker puts a barrier between two that write the same bytes).
 
 // One dispatch over views of at most 4 other dims, then `dim`; out holds the rows from `base`.
-void dispatch_accumulate(VulkanDevice& dev, OpId op, const TensorArg& out, const TensorArg& src,
-                         const TensorArg& idx, std::int64_t base) {
+void dispatch_accumulate_once(VulkanDevice& dev, OpId op, const TensorArg& out,
+                              const TensorArg& src, const TensorArg& idx, std::int64_t base) {
   // out is read and written: bound as a write, the barrier tracker orders this dispatch after
   // every earlier read or write of its bytes, and later commands after it.
   Binding bo = dev.bind(out, Access::write), bs = dev.bind(src, Access::read),
@@ -192,6 +192,36 @@ void dispatch_accumulate(VulkanDevice& dev, OpId op, const TensorArg& out, const
                 {groups, 1, 1},
                 std::uint32_t(op),
                 out.dtype == DType::f64});
+}
+
+// dispatch_accumulate_once, with src and the index cut along `dim` into pieces, dispatched in
+// order, where an invocation would walk its lines' contributions (a loop trip each, for each
+// round of the grid-stride loop over lines) past the device's loop budget (Note [Loop
+// budget] in vk_kernels.hpp): 1,048,576 contributions to one element summed 65,536 on
+// lavapipe before.
+void dispatch_accumulate(VulkanDevice& dev, OpId op, const TensorArg& out, const TensorArg& src,
+                         const TensorArg& idx, std::int64_t base) {
+  const int last = out.ndim() - 1;
+  std::uint64_t lines = 1;
+  for (int d = 0; d < last; ++d) lines *= std::uint64_t(out.sizes[d]);
+  const std::uint64_t wg = std::min(kWorkgroup, dev.limits().max_workgroup_invocations);
+  const std::uint64_t groups = std::max<std::uint64_t>(
+      1, std::min<std::uint64_t>((lines + wg - 1) / wg, dev.limits().max_groups_x));
+  const std::uint64_t rounds = (lines + groups * wg - 1) / (groups * wg);
+  const std::int64_t count = src.sizes[last];
+  const std::int64_t fit = std::int64_t(
+      loop_trips_per_invocation(dev.limits(), std::uint64_t(count), rounds, 2 * rounds));
+  if (fit >= count) return dispatch_accumulate_once(dev, op, out, src, idx, base);
+  if (fit == 0)
+    throw UnsupportedError(fmt::format(
+        "{}: on {}, whose compiler ends a shader's loops after {} iterations (Note [Loop budget] "
+        "in runtime/vulkan/vk_kernels.hpp), an invocation would walk {} output lines",
+        op_name(op), dev.device().str(), dev.limits().loop_budget, rounds));
+  for (std::int64_t j0 = 0; j0 < count; j0 += fit) {
+    const std::int64_t n = std::min(fit, count - j0);
+    dispatch_accumulate_once(dev, op, out, narrow(src, last, j0, n), narrow(idx, last, j0, n),
+                             base);
+  }
 }
 
 // Dispatches views (other dims first, `dim` last) in parts that fit a binding.

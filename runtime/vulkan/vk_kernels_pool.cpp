@@ -95,6 +95,20 @@ void pool_kernel(DeviceImpl& d, const OpCall& c, std::uint32_t mode) {
   }
   const std::uint32_t wg = workgroup_size(lim);
   const abi::PoolSpec spec{.WG = wg, .DT = dtype_code(a.dtype), .MODE = mode};
+  // The loop iterations an element takes (Note [Loop budget] in vk_kernels.hpp), every loop
+  // counted: the taps of its window (forward), or the windows that cover it (backward), a trip
+  // per row and per column; adaptive windows span up to ceil(in / out) + 1 positions, and
+  // cover up to ceil(out / in) + 1. An 8 x 8 window at stride 1 gave wrong results over a
+  // 2048 x 2048 plane on lavapipe, its threads taking 1,024 elements each.
+  auto extent = [&](std::int64_t in_size, std::int64_t out_size, std::int64_t k, std::int64_t s,
+                    std::int64_t dil) -> std::uint64_t {
+    if (g.adaptive)
+      return backward ? std::uint64_t((out_size + in_size - 1) / in_size + 1)
+                      : std::uint64_t((in_size + out_size - 1) / out_size + 1);
+    return backward ? std::uint64_t(((k - 1) * dil) / s + 2) : std::uint64_t(k);
+  };
+  const std::uint64_t cost =
+      1 + extent(g.h, g.oh, g.kh, g.sh, g.dh) * (1 + extent(g.w, g.ow, g.kw, g.sw, g.dw));
   // The views cut alike: the written one first, then the one read, then the indices (or the
   // one read again).
   for_each_part(lim, {o, a, idx}, 0, 2, [&](const auto& part, const auto&) {
@@ -110,12 +124,19 @@ void pool_kernel(DeviceImpl& d, const OpCall& c, std::uint32_t mode) {
     for (std::size_t i = 0; i < b.size(); ++i) p.off[i] = b[i].element_offset;
     p.planes = std::uint32_t(part[0].sizes[0] * part[0].sizes[1]);
     const std::uint64_t area = backward ? std::uint64_t(g.h * g.w) : std::uint64_t(g.oh * g.ow);
+    const std::array<std::uint32_t, 3> grid = plane_grid(lim, p.planes, area, wg, cost);
+    const std::uint64_t iterations = plane_loop_iterations(grid, p.planes, area, wg, cost);
+    if (lim.loop_budget != 0 && iterations > lim.loop_budget)
+      throw UnsupportedError(fmt::format(
+          "{}: on {}, whose compiler ends a shader's loops after {} iterations (Note [Loop "
+          "budget] in runtime/vulkan/vk_kernels.hpp), a thread would run {} ({} a position)",
+          c.name(), dev.device().str(), lim.loop_budget, iterations, cost));
     dev.dispatch({"pool",
                   spec.values(),
                   {b.begin(), b.end()},
                   &p,
                   sizeof p,
-                  plane_grid(lim, p.planes, area, wg),
+                  grid,
                   std::uint32_t(c.op),
                   a.dtype == DType::f64});
   });

@@ -76,16 +76,32 @@ void resample_kernel(DeviceImpl& d, const OpCall& c, std::uint32_t mode) {
                          .MODE = mode,
                          .TAPS_H = std::uint32_t(g.taps_h),
                          .TAPS_W = std::uint32_t(g.taps_w)};
+  // The loop iterations an element takes (Note [Loop budget] in vk_kernels.hpp), every loop
+  // counted: its taps (forward), or for each tap the range of outputs it reaches, up to
+  // ceil(out / in) + 1 a dim (backward). A bilinear upsampling by 32 gave a backward 99% off
+  // on lavapipe, its threads taking 1,024 elements each.
+  const std::uint64_t th = std::uint64_t(g.taps_h), tw = std::uint64_t(g.taps_w);
+  const std::uint64_t rh = std::uint64_t((g.oh + g.h - 1) / std::max<std::int64_t>(g.h, 1) + 1),
+                      rw = std::uint64_t((g.ow + g.w - 1) / std::max<std::int64_t>(g.w, 1) + 1);
+  const std::uint64_t cost =
+      backward ? tw + th * (2 + rh * (1 + tw * (1 + rw))) : 2 * tw + th * (1 + tw) + th;
   const auto dispatch = [&](const std::array<Binding, 7>& b, std::uint64_t planes,
                             std::uint64_t area) {
     for (std::size_t i = 0; i < b.size(); ++i) p.off[i] = b[i].element_offset;
     p.planes = std::uint32_t(planes);
+    const std::array<std::uint32_t, 3> grid = plane_grid(lim, planes, area, wg, cost);
+    const std::uint64_t iterations = plane_loop_iterations(grid, planes, area, wg, cost);
+    if (lim.loop_budget != 0 && iterations > lim.loop_budget)
+      throw UnsupportedError(fmt::format(
+          "{}: on {}, whose compiler ends a shader's loops after {} iterations (Note [Loop "
+          "budget] in runtime/vulkan/vk_kernels.hpp), a thread would run {} ({} a position)",
+          c.name(), dev.device().str(), lim.loop_budget, iterations, cost));
     dev.dispatch({"resample",
                   spec.values(),
                   {b.begin(), b.end()},
                   &p,
                   sizeof p,
-                  plane_grid(lim, planes, area, wg),
+                  grid,
                   std::uint32_t(c.op),
                   a.dtype == DType::f64});
   };

@@ -21,6 +21,7 @@ FERRY_SPEC_CONSTANTS(ScatterReduceSpec, FERRY_SCATTER_REDUCE_SPEC)
 FERRY_PUSH_CONSTANTS(ScatterReduceParams) {
   uint m;                    // values and targets
   uint v_off, t_off, o_off;  // first element in each binding (t_off: i64 elements)
+  uint begin, end;           // the values this dispatch folds: [begin, end) of the m
 }
 FERRY_END_PUSH_CONSTANTS(ScatterReduceParams)
 
