@@ -397,14 +397,13 @@ void gemm_in_ranges(const Conv& cv, std::uint32_t mode, const Tile& t, std::arra
   if (profiler::enabled())
     profiler::note_kernel(fmt::format("gemm in {} ranges of {} terms (loop budget)",
                                       ceil_div(terms, p.jlen), p.jlen));
-  const Binding old = cv.dev.bind(out, Access::read);
   for (std::uint64_t k0 = 0; k0 < terms; k0 += p.jlen) {
     p.k_begin = std::uint32_t(k0);
     if (k0 > 0) {
       f.has_bias = false;
       f.accumulate = true;
-      b[3] = old;
-      p.off3 = old.element_offset;
+      b[3] = cv.dev.bind(out, Access::read);
+      p.off3 = b[3].element_offset;
     }
     gemm(cv, mode, t, b, p, M, N, z, f);
   }
