@@ -203,3 +203,22 @@ TEST(VulkanLoopBudget, LayerNormRowPastTheBudgetIsRefused) {
     EXPECT_NE(std::string(e.what()).find("Loop budget"), std::string::npos) << e.what();
   }
 }
+
+// layer_norm's weight and bias gradients over 2^21 rows of 4: a column thread walks its
+// chunk's rows, and the chunks the device's threads alone ask for (16 on lavapipe) left
+// 131,072 rows a thread. Now no chunk is longer than the budget allows. Every row is
+// (0, 1, 2, 3): the bias gradient is exact, the weight's 2^21 times the normalised row.
+TEST(VulkanLoopBudget, LayerNormBackwardChunksItsColumns) {
+  REQUIRE_VULKAN();
+  const Device gpu("vulkan:0");
+  const std::int64_t rows = 1 << 21;
+  const Tensor x =
+      mul(ones({rows, 1}, {DType::f32, gpu}), arange(0, 4, 1, {DType::f32, gpu}).reshape({1, 4}));
+  const Tensor w = ones({4}, {DType::f32, gpu}).requires_grad_(true),
+               b = zeros({4}, {DType::f32, gpu}).requires_grad_(true);
+  sum(F::layer_norm(x, {4}, w, b)).backward();
+  EXPECT_EQ(values(b.grad()), std::vector<double>(4, double(rows)));
+  const std::vector<double> dw = values(w.grad());
+  for (int j = 0; j < 4; ++j)
+    EXPECT_NEAR(dw[j], double(rows) * (j - 1.5) / std::sqrt(1.25 + 1e-5), 1e-4 * rows) << j;
+}

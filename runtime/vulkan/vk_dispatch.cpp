@@ -15,6 +15,25 @@
 
 namespace ferry::vulkan {
 
+void throw_past_loop_budget(const VulkanDevice& dev, std::string_view op, std::string_view what) {
+  throw UnsupportedError(fmt::format(
+      "{}: on {}, whose compiler ends a shader's loops after {} iterations (Note [Loop budget] in "
+      "runtime/vulkan/vk_kernels.hpp), {}",
+      op, dev.device().str(), dev.limits().loop_budget, what));
+}
+
+std::array<std::uint32_t, 3> plane_grid_within_budget(const VulkanDevice& dev, std::string_view op,
+                                                      std::uint64_t planes, std::uint64_t area,
+                                                      std::uint32_t wg, std::uint64_t cost) {
+  const KernelLimits& lim = dev.limits();
+  const std::array<std::uint32_t, 3> grid = plane_grid(lim, planes, area, wg, cost);
+  const std::uint64_t iterations = plane_loop_iterations(grid, planes, area, wg, cost);
+  if (lim.loop_budget != 0 && iterations > lim.loop_budget)
+    throw_past_loop_budget(dev, op,
+                           fmt::format("a thread would run {} ({} a position)", iterations, cost));
+  return grid;
+}
+
 std::uint32_t dtype_code(DType dt) {
   switch (dt) {
     case DType::f32:

@@ -115,6 +115,12 @@ inline std::uint64_t loop_trips_per_invocation(const KernelLimits& lim, std::uin
   return std::min(trips, (lim.loop_budget - fixed) / std::max<std::uint64_t>(per_trip, 1));
 }
 
+// The UnsupportedError of a call that no cut of its work brings within the device's loop
+// budget, in one wording: "<op>: on <device>, whose compiler ends a shader's loops after <budget>
+// iterations (Note [Loop budget] ...), <what>".
+[[noreturn]] void throw_past_loop_budget(const VulkanDevice& dev, std::string_view op,
+                                         std::string_view what);
+
 // The largest power of two up to `preferred` that the device allows in one workgroup (shaders
 // with shared arrays sized for `preferred` slots need a power of two for their trees).
 inline std::uint32_t workgroup_size(const KernelLimits& lim, std::uint32_t preferred = 256) {
@@ -196,6 +202,13 @@ inline std::uint64_t plane_loop_iterations(std::array<std::uint32_t, 3> grid, st
     return (planes + grid[1] - 1) / grid[1] * (1 + (area + step - 1) / step * (cost + 1));
   return (planes * area + step - 1) / step * (cost + 1);
 }
+
+// plane_grid for a kernel whose thread runs plane_loop_iterations of it: throws
+// throw_past_loop_budget's error where even a thread of one element a plane would run past the
+// device's loop budget (a window or a stencil too long for it).
+std::array<std::uint32_t, 3> plane_grid_within_budget(const VulkanDevice& dev, std::string_view op,
+                                                      std::uint64_t planes, std::uint64_t area,
+                                                      std::uint32_t wg, std::uint64_t cost = 1);
 
 // Each kernel file registers its kernels through one of these.
 using KernelTable = std::vector<std::pair<OpId, KernelFn>>;

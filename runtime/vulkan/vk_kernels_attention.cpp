@@ -175,11 +175,10 @@ std::int64_t backward_range(const VulkanDevice& dev, const LoopIterations& n, st
   const std::uint64_t budget = dev.limits().loop_budget;
   if (budget == 0) return std::max<std::int64_t>(extent, 1);
   if (fixed + per_tile > budget)
-    throw UnsupportedError(fmt::format(
-        "scaled_dot_product_attention_backward: on {}, whose compiler ends a shader's loops "
-        "after {} iterations (Note [Loop budget] in runtime/vulkan/vk_kernels.hpp), the {} pass "
-        "runs {} for its first rows alone; FERRY_VULKAN_FUSED_ATTENTION=0 runs the composition",
-        dev.device().str(), budget, pass, fixed + per_tile));
+    throw_past_loop_budget(dev, "scaled_dot_product_attention_backward",
+                           fmt::format("the {} pass runs {} for its first rows alone; "
+                                       "FERRY_VULKAN_FUSED_ATTENTION=0 runs the composition",
+                                       pass, fixed + per_tile));
   return std::int64_t((budget - fixed) / per_tile * n.tile_rows);
 }
 
@@ -377,12 +376,10 @@ bool forward_on_split_keys(AttentionCall& call, const Binding& out, const Bindin
   if (split.splits == 0 || g.Ev == 0 ||
       (split.splits > 1 && (parts >= kMaxCount || part_bytes > dev.limits().max_storage_range))) {
     if (!forward_fits)
-      throw UnsupportedError(fmt::format(
-          "scaled_dot_product_attention: on {}, whose compiler ends a shader's loops after {} "
-          "iterations (Note [Loop budget] in runtime/vulkan/vk_kernels.hpp), no kernel walks "
-          "{} keys of head dim {} within it; FERRY_VULKAN_FUSED_ATTENTION=0 runs the "
-          "composition",
-          dev.device().str(), budget, g.S, g.E));
+      throw_past_loop_budget(dev, "scaled_dot_product_attention",
+                             fmt::format("no kernel walks {} keys of head dim {} within it; "
+                                         "FERRY_VULKAN_FUSED_ATTENTION=0 runs the composition",
+                                         g.S, g.E));
     return false;
   }
   const std::vector<Binding>& in = call.inputs;

@@ -177,7 +177,8 @@ class BatchNormCall {
       const Binding ob = dev_.bind(part.views.back(), Access::write);
       set_part(part);
       dispatch({ob, ob, ob, ab, bb, cr, ab, ab},
-               plane_grid(lim_, std::uint64_t(p_.samples) * p_.part_c, p_.area, wg_));
+               plane_grid_within_budget(dev_, c_.name(), std::uint64_t(p_.samples) * p_.part_c,
+                                        p_.area, wg_));
     }
   }
 

@@ -388,11 +388,9 @@ void gemm_in_ranges(const Conv& cv, std::uint32_t mode, const Tile& t, std::arra
       loop_trips_per_invocation(cv.dev.limits(), slices, slice_iterations(t), fixed);
   if (fit == slices) return gemm(cv, mode, t, b, p, M, N, z, f);
   if (fit == 0)
-    throw UnsupportedError(fmt::format(
-        "{}: on {}, whose compiler ends a shader's loops after {} iterations (Note [Loop budget] "
-        "in runtime/vulkan/vk_kernels.hpp), one slice of the GEMM runs {}",
-        op_name(cv.op), cv.dev.device().str(), cv.dev.limits().loop_budget,
-        fixed + slice_iterations(t)));
+    throw_past_loop_budget(
+        cv.dev, op_name(cv.op),
+        fmt::format("one slice of the GEMM runs {}", fixed + slice_iterations(t)));
   p.jlen = std::uint32_t(fit * t.bk);
   if (profiler::enabled())
     profiler::note_kernel(fmt::format("gemm in {} ranges of {} terms (loop budget)",
@@ -560,11 +558,10 @@ void backward_weight(VulkanDevice& dev, const OpCall& c) {
   const std::uint64_t share = ceil_div(cv.L, workgroup_size(lim, kSmallGroup));
   const std::uint64_t samples = loop_trips_per_invocation(lim, cv.p.N, 1 + share, 32);
   if (samples == 0)
-    throw UnsupportedError(fmt::format(
-        "{}: on {}, whose compiler ends a shader's loops after {} iterations (Note [Loop budget] "
-        "in runtime/vulkan/vk_kernels.hpp), the bias gradient's threads would walk {} positions "
-        "of one sample each",
-        op_name(c.op), dev.device().str(), lim.loop_budget, share));
+    throw_past_loop_budget(
+        dev, op_name(c.op),
+        fmt::format("the bias gradient's threads would walk {} positions of one sample each",
+                    share));
   batch_sum(
       cv, gb, cv.p.OC, {gy}, [](std::int64_t) { return 1; },
       [&](std::uint32_t part0, std::array<Binding, 2> ob, std::int64_t n0, std::int64_t n,

@@ -213,10 +213,8 @@ void dispatch_accumulate(VulkanDevice& dev, OpId op, const TensorArg& out, const
       loop_trips_per_invocation(dev.limits(), std::uint64_t(count), rounds, 2 * rounds));
   if (fit >= count) return dispatch_accumulate_once(dev, op, out, src, idx, base);
   if (fit == 0)
-    throw UnsupportedError(fmt::format(
-        "{}: on {}, whose compiler ends a shader's loops after {} iterations (Note [Loop budget] "
-        "in runtime/vulkan/vk_kernels.hpp), an invocation would walk {} output lines",
-        op_name(op), dev.device().str(), dev.limits().loop_budget, rounds));
+    throw_past_loop_budget(dev, op_name(op),
+                           fmt::format("an invocation would walk {} output lines", rounds));
   for (std::int64_t j0 = 0; j0 < count; j0 += fit) {
     const std::int64_t n = std::min(fit, count - j0);
     dispatch_accumulate_once(dev, op, out, narrow(src, last, j0, n), narrow(idx, last, j0, n),

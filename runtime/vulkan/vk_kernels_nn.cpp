@@ -48,11 +48,9 @@ std::uint32_t groups_for(const VulkanDevice& dev, std::uint64_t rows, std::uint3
 
 [[noreturn]] void past_loop_budget(const VulkanDevice& dev, std::string_view op, std::uint64_t rows,
                                    std::uint64_t n, std::uint64_t iterations) {
-  throw UnsupportedError(fmt::format(
-      "{}: {} rows of {} elements: on {}, whose compiler ends a shader's loops after {} "
-      "iterations (Note [Loop budget] in runtime/vulkan/vk_kernels.hpp), one invocation of the "
-      "Vulkan kernel would run {}",
-      op, rows, n, dev.device().str(), dev.limits().loop_budget, iterations));
+  throw_past_loop_budget(
+      dev, fmt::format("{} ({} rows of {} elements)", op, rows, n),
+      fmt::format("one invocation of the Vulkan kernel would run {}", iterations));
 }
 
 // layer_norm's row kernels walk each row `walks` times, a lane its share, for every round of

@@ -89,13 +89,8 @@ void resample_kernel(DeviceImpl& d, const OpCall& c, std::uint32_t mode) {
                             std::uint64_t area) {
     for (std::size_t i = 0; i < b.size(); ++i) p.off[i] = b[i].element_offset;
     p.planes = std::uint32_t(planes);
-    const std::array<std::uint32_t, 3> grid = plane_grid(lim, planes, area, wg, cost);
-    const std::uint64_t iterations = plane_loop_iterations(grid, planes, area, wg, cost);
-    if (lim.loop_budget != 0 && iterations > lim.loop_budget)
-      throw UnsupportedError(fmt::format(
-          "{}: on {}, whose compiler ends a shader's loops after {} iterations (Note [Loop "
-          "budget] in runtime/vulkan/vk_kernels.hpp), a thread would run {} ({} a position)",
-          c.name(), dev.device().str(), lim.loop_budget, iterations, cost));
+    const std::array<std::uint32_t, 3> grid =
+        plane_grid_within_budget(dev, c.name(), planes, area, wg, cost);
     dev.dispatch({"resample",
                   spec.values(),
                   {b.begin(), b.end()},
