@@ -201,6 +201,59 @@ TEST(Attention, VulkanDecodingSplitsTheKeys) {
   }
 }
 
+// Note [Fused attention on the CPU]: blocks of at most four query rows (a decoding step's)
+// take their scores as dot products of the keys' rows where they lie and their outputs from
+// the values' rows, with no transposed copy. Each case, in every floating dtype, against the
+// composition (matmul, softmax, matmul) in f32 on the same rounded inputs: several key blocks,
+// head dims that are no multiple of a vector, masks, causal rows, grouped query heads, and the
+// last rows of a longer sequence's blocks.
+TEST(Attention, CpuDecodingStepsMatchTheComposition) {
+  struct Case {
+    const char* what;
+    ferry::Shape q, k, v;
+    bool causal, gqa, mask;
+  };
+  // clang-format off
+  const std::vector<Case> cases{
+      {"one row, 8 heads, 3 key blocks and a piece", {1, 8, 1, 64}, {1, 8, 200, 64},
+       {1, 8, 200, 64}, false, false, false},
+      {"grouped query heads, head dims 20 and 12, a mask", {2, 4, 1, 20}, {2, 2, 150, 20},
+       {2, 2, 150, 12}, false, true, true},
+      {"4 rows, causal", {1, 3, 4, 16}, {1, 3, 300, 16}, {1, 3, 300, 16}, true, false, false},
+      {"35 rows: a block of 32, then one of 3", {1, 2, 35, 24}, {1, 2, 35, 24}, {1, 2, 35, 24},
+       true, false, false}};
+  // clang-format on
+  const ferry::Device cpu = ferry::Device::cpu();
+  for (const DType dt : {DType::f32, DType::f64, DType::f16, DType::bf16})
+    for (const Case& c : cases) {
+      SCOPED_TRACE(std::string(c.what) + ", " + std::string(ferry::dtype_name(dt)));
+      ferry::manual_seed(23);
+      const Tensor q = (ferry::randn(c.q) * 2.0).to(dt), k = ferry::randn(c.k).to(dt),
+                   v = ferry::randn(c.v).to(dt);
+      Tensor mask;
+      if (c.mask) {  // keys 0-69 left out for batch item 0, the last 40 for item 1
+        const std::int64_t S = c.k[2];
+        std::vector<float> m(std::size_t(2 * S), 0.0f);
+        for (std::int64_t j = 0; j < 70; ++j) m[std::size_t(j)] = -INFINITY;
+        for (std::int64_t j = S - 40; j < S; ++j) m[std::size_t(S + j)] = -INFINITY;
+        mask = ferry::tensor(m).reshape({2, 1, 1, S});
+      }
+      const Tensor g = ferry::randn({c.q[0], c.q[1], c.q[2], c.v[3]}).to(dt);
+      std::vector<Tensor> got =
+                              attention_and_grads(cpu, q, k, v, mask.defined() ? mask.to(dt) : mask,
+                                                  c.causal, c.gqa, g),
+                          want;
+      {
+        ferry::debug::CompositesOnly composition;
+        auto f32 = [](const Tensor& t) { return t.defined() ? t.to(DType::f32) : t; };
+        want = attention_and_grads(cpu, f32(q), f32(k), f32(v), f32(mask), c.causal, c.gqa, f32(g));
+      }
+      for (Tensor& t : got) t = t.to(DType::f32);
+      const double tolerance = dt == DType::f16 ? 1e-2 : dt == DType::bf16 ? 6e-2 : 2e-5;
+      expect_matches(want, got, {"out", "dq", "dk", "dv"}, tolerance);
+    }
+}
+
 // Note [Loop budget] (runtime/vulkan/vk_kernels.hpp): lavapipe ends an invocation's loops after
 // 65,535 iterations, where the thread-per-query-row kernels used to stop short from some 850
 // keys of head dim 64 on, silently. Past that length the forward takes the split kernels and

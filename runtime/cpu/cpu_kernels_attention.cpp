@@ -34,12 +34,25 @@ namespace {
 // - is_causal keeps key j for query i when j <= i and skips the blocks past the diagonal; the
 //   mask is added to the scaled scores. A row with every key masked has l = 0: its output is 0
 //   and its logsumexp +inf, which makes its probabilities 0 in the backward.
-// - Every product is a block product (gemm_acc) with rows of the result held in vector
+// - A block of a few query rows (kDotRows, a decoding step's) reads the keys and values where
+//   they lie instead: its scores are dot products of q with the keys' rows (key_dots), its
+//   outputs sums of the values' rows (value_rows), one pass over each in memory order.
+// - Every other product is a block product (gemm_acc) with rows of the result held in vector
 //   registers, K and V transposed per key block where the product needs them so; exp is a
 //   polynomial (cephes' expf) the compiler vectorises. The f32 loops run at about three times
 //   the composition's speed on OpenBLAS (docs/benchmarks-cpu.md).
 constexpr std::int64_t kRows = 32;  // query rows per block
 constexpr std::int64_t kCols = 64;  // keys per block
+// Blocks of at most this many query rows (a decoding step's) take their scores as dot products
+// of the keys' rows where they lie, and their outputs from the values' rows where they lie,
+// with no transposed or converted copy of either (f32): such a block reads each key once for
+// a few rows, so the copy cost as much as the products. On a 2-core AMD EPYC (ferry-bench
+// attention/decode, q [1, 8, 1, 64], f32) the copying kernel read k and v at 23.6 and 13.6
+// GB/s for 2,048 and 8,192 keys, 0.75 and 0.53 of the composition (docs/benchmarks-cpu.md).
+constexpr std::int64_t kDotRows = 4;
+// Keys per block of such rows: longer walks over one of k and v before the other. 512 read
+// the 8,192 keys at 23.0 and 25.6 GB/s where 64 read them at 18.9 and 17.9 (two A/B runs).
+constexpr std::int64_t kDotCols = 512;
 
 using Geometry = AttentionGeometry;  // ferry/kit/attention_args.hpp
 
@@ -121,6 +134,98 @@ template <typename C> FERRY_CPU_CLONES void gemm_acc(std::int64_t M, std::int64_
   gemm_acc_by<C, 16>(M, N, K, a, a_rs, a_cs, b, ldb, c, ldc);
 }
 
+// s[r][j] = q[r] · k[j] for `rows` query rows (q [rows][E]) against n keys read as they lie
+// (k [n][E]), s with leading dim ld: the decoding step's scores (Note [Fused attention on
+// the CPU]). Four keys at a time in vector registers, summed across at the end.
+template <typename C, int Bytes>
+[[gnu::always_inline]] inline void key_dots_by(std::int64_t rows, std::int64_t n, std::int64_t E,
+                                               const C* q, const C* k, C* s, std::int64_t ld) {
+  typedef C V __attribute__((vector_size(Bytes)));
+  constexpr int W = int(sizeof(V) / sizeof(C));
+  const std::int64_t Ev = E / W * W;
+  const auto across = [](V v) {
+    C sum = 0;
+    for (int w = 0; w < W; ++w) sum += v[w];
+    return sum;
+  };
+  for (std::int64_t r = 0; r < rows; ++r) {
+    const C* qr = q + r * E;
+    C* sr = s + r * ld;
+    std::int64_t j = 0;
+    for (; j + 4 <= n; j += 4) {
+      V acc[4] = {};
+      for (std::int64_t e = 0; e < Ev; e += W) {
+        V qv;
+        std::memcpy(&qv, qr + e, sizeof(V));
+        for (int u = 0; u < 4; ++u) {
+          V kv;
+          std::memcpy(&kv, k + (j + u) * E + e, sizeof(V));
+          acc[u] += qv * kv;
+        }
+      }
+      for (int u = 0; u < 4; ++u) {
+        C sum = across(acc[u]);
+        for (std::int64_t e = Ev; e < E; ++e) sum += qr[e] * k[(j + u) * E + e];
+        sr[j + u] = sum;
+      }
+    }
+    for (; j < n; ++j) {
+      C sum = 0;
+      for (std::int64_t e = 0; e < E; ++e) sum += qr[e] * k[j * E + e];
+      sr[j] = sum;
+    }
+  }
+}
+
+template <typename C> FERRY_CPU_CLONES void key_dots(std::int64_t rows, std::int64_t n,
+                                                     std::int64_t E, const C* q, const C* k, C* s,
+                                                     std::int64_t ld) {
+  static const int bytes = __builtin_cpu_supports("avx512f") ? 64
+                           : __builtin_cpu_supports("avx2")  ? 32
+                                                             : 16;
+  if (bytes == 64) return key_dots_by<C, 64>(rows, n, E, q, k, s, ld);
+  if (bytes == 32) return key_dots_by<C, 32>(rows, n, E, q, k, s, ld);
+  key_dots_by<C, 16>(rows, n, E, q, k, s, ld);
+}
+
+// o[r] += Σ_j p[r][j] v[j] for `rows` rows (p with leading dim ld, o [rows][Ev]), walking
+// v's n rows in order, as they lie: the decoding step's outputs (gemm_acc walks v a column
+// chunk at a time, which for a single row is a strided walk over the block).
+template <typename C, int Bytes>
+[[gnu::always_inline]] inline void value_rows_by(std::int64_t rows, std::int64_t n, std::int64_t Ev,
+                                                 const C* p, std::int64_t ld, const C* v, C* o) {
+  typedef C V __attribute__((vector_size(Bytes)));
+  constexpr int W = int(sizeof(V) / sizeof(C));
+  const std::int64_t Evv = Ev / W * W;
+  for (std::int64_t j = 0; j < n; ++j) {
+    const C* vj = v + j * Ev;
+    for (std::int64_t r = 0; r < rows; ++r) {
+      const C pj = p[r * ld + j];
+      C* orow = o + r * Ev;
+      std::int64_t e = 0;
+      for (; e < Evv; e += W) {
+        V ov, vv;
+        std::memcpy(&ov, orow + e, sizeof(V));
+        std::memcpy(&vv, vj + e, sizeof(V));
+        ov += pj * vv;
+        std::memcpy(orow + e, &ov, sizeof(V));
+      }
+      for (; e < Ev; ++e) orow[e] += pj * vj[e];
+    }
+  }
+}
+
+template <typename C> FERRY_CPU_CLONES void value_rows(std::int64_t rows, std::int64_t n,
+                                                       std::int64_t Ev, const C* p, std::int64_t ld,
+                                                       const C* v, C* o) {
+  static const int bytes = __builtin_cpu_supports("avx512f") ? 64
+                           : __builtin_cpu_supports("avx2")  ? 32
+                                                             : 16;
+  if (bytes == 64) return value_rows_by<C, 64>(rows, n, Ev, p, ld, v, o);
+  if (bytes == 32) return value_rows_by<C, 32>(rows, n, Ev, p, ld, v, o);
+  value_rows_by<C, 16>(rows, n, Ev, p, ld, v, o);
+}
+
 // Rows [j0, j0 + n) of a [rows, dim] matrix of T into `out` as C: row-major ([n][dim]) and,
 // when `transposed`, also as [dim][kCols].
 template <typename T, typename C> void load_rows(const T* m, std::int64_t j0, std::int64_t n,
@@ -138,15 +243,25 @@ template <typename T, typename C> void load_rows(const T* m, std::int64_t j0, st
 // The scaled, masked scores of query rows [i0, i0 + rows) (q, [rows][E]) against keys
 // [j0, j0 + n) (kt, [E][kCols]) into s [rows][kCols]: q · kt * scale + mask, -inf past the
 // diagonal when causal.
+template <typename T, typename C>
+inline void finish_scores(const Geometry& g, const T* mask_h, std::int64_t i0, std::int64_t rows,
+                          std::int64_t j0, std::int64_t n, C* s, std::int64_t ld);
 template <typename T, typename C> inline void block_scores(const Geometry& g, const C* q,
                                                            const C* kt, const T* mask_h,
                                                            std::int64_t i0, std::int64_t rows,
                                                            std::int64_t j0, std::int64_t n, C* s) {
   std::fill(s, s + rows * kCols, C(0));
   gemm_acc(rows, n, g.E, q, g.E, std::int64_t(1), kt, kCols, s, kCols);
+  finish_scores(g, mask_h, i0, rows, j0, n, s, kCols);
+}
+
+// s [rows][ld] of q · k: scaled, the mask added, -inf past the diagonal when causal.
+template <typename T, typename C>
+inline void finish_scores(const Geometry& g, const T* mask_h, std::int64_t i0, std::int64_t rows,
+                          std::int64_t j0, std::int64_t n, C* s, std::int64_t ld) {
   const C scale = C(g.scale);
   for (std::int64_t r = 0; r < rows; ++r) {
-    C* sr = s + r * kCols;
+    C* sr = s + r * ld;
     const std::int64_t i = i0 + r;
     for (std::int64_t j = 0; j < n; ++j) sr[j] *= scale;
     if (mask_h)
@@ -174,14 +289,17 @@ FERRY_CPU_CLONES void forward_block(const Geometry& g, const T* q, const T* k, c
                                     std::vector<compute_t<T>>& scratch) {
   using C = compute_t<T>;
   const std::int64_t rows = i1 - i0, hk = h / (g.Hq / g.Hk);
-  scratch.resize(std::size_t(kRows * (g.E + g.Ev + 2 + kCols) + kCols * (g.E + g.Ev)));
-  C* qb = scratch.data();    // [rows][E]
-  C* o = qb + kRows * g.E;   // [rows][Ev]
-  C* m = o + kRows * g.Ev;   // [rows]
-  C* l = m + kRows;          // [rows]
-  C* kt = l + kRows;         // [E][kCols]
-  C* vb = kt + kCols * g.E;  // [kCols][Ev]
-  C* s = vb + kCols * g.Ev;  // [rows][kCols]: scores, then probabilities
+  // A few rows walk the keys where they lie (copied only to convert), cols at a time.
+  const bool dots = rows <= kDotRows, copies = !dots || !std::is_same_v<T, C>;
+  const std::int64_t cols = dots ? kDotCols : kCols;
+  scratch.resize(std::size_t(rows * (g.E + g.Ev + 2 + cols) + (copies ? cols * (g.E + g.Ev) : 0)));
+  C* qb = scratch.data();                      // [rows][E]
+  C* o = qb + rows * g.E;                      // [rows][Ev]
+  C* m = o + rows * g.Ev;                      // [rows]
+  C* l = m + rows;                             // [rows]
+  C* s = l + rows;                             // [rows][cols]: scores, then probabilities
+  C* kt = s + rows * cols;                     // [E][kCols], or k's rows [cols][E] converted
+  C* vb = copies ? kt + cols * g.E : nullptr;  // [cols][Ev]
   const std::int64_t head = b * g.Hq + h, kv_head = b * g.Hk + hk;
   load_rows(q + head * g.L * g.E, i0, rows, g.E, qb, static_cast<C*>(nullptr));
   std::fill(o, o + rows * g.Ev, C(0));
@@ -189,13 +307,29 @@ FERRY_CPU_CLONES void forward_block(const Geometry& g, const T* q, const T* k, c
   std::fill(l, l + rows, C(0));
   const T* mask_h = mask_of(g, mask, b, h);
   const std::int64_t key_end = g.causal ? std::min(g.S, i1) : g.S;
-  for (std::int64_t j0 = 0; j0 < key_end; j0 += kCols) {
-    const std::int64_t n = std::min(kCols, key_end - j0);
-    load_rows(k + kv_head * g.S * g.E, j0, n, g.E, static_cast<C*>(nullptr), kt);
-    load_rows(v + kv_head * g.S * g.Ev, j0, n, g.Ev, vb, static_cast<C*>(nullptr));
-    block_scores(g, qb, kt, mask_h, i0, rows, j0, n, s);
+  const T *k_h = k + kv_head * g.S * g.E, *v_h = v + kv_head * g.S * g.Ev;
+  for (std::int64_t j0 = 0; j0 < key_end; j0 += cols) {
+    const std::int64_t n = std::min(cols, key_end - j0);
+    const C* vr = vb;  // v's rows [j0, j0 + n) as C
+    if (dots) {
+      // The keys' and values' rows as they lie where T is C, else converted row by row.
+      const C* kr = kt;
+      if constexpr (std::is_same_v<T, C>) {
+        kr = k_h + j0 * g.E;
+        vr = v_h + j0 * g.Ev;
+      } else {
+        load_rows(k_h, j0, n, g.E, kt, static_cast<C*>(nullptr));
+        load_rows(v_h, j0, n, g.Ev, vb, static_cast<C*>(nullptr));
+      }
+      key_dots(rows, n, g.E, qb, kr, s, cols);
+      finish_scores(g, mask_h, i0, rows, j0, n, s, cols);
+    } else {
+      load_rows(k_h, j0, n, g.E, static_cast<C*>(nullptr), kt);
+      load_rows(v_h, j0, n, g.Ev, vb, static_cast<C*>(nullptr));
+      block_scores(g, qb, kt, mask_h, i0, rows, j0, n, s);
+    }
     for (std::int64_t r = 0; r < rows; ++r) {
-      C* sr = s + r * kCols;
+      C* sr = s + r * cols;
       C mx = m[r];
       for (std::int64_t j = 0; j < n; ++j) mx = std::max(mx, sr[j]);
       if (mx == -std::numeric_limits<C>::infinity()) {  // every key so far masked
@@ -213,7 +347,10 @@ FERRY_CPU_CLONES void forward_block(const Geometry& g, const T* q, const T* k, c
       if (alpha != C(1))
         for (std::int64_t e = 0; e < g.Ev; ++e) o[r * g.Ev + e] *= alpha;
     }
-    gemm_acc(rows, g.Ev, n, s, kCols, std::int64_t(1), vb, g.Ev, o, g.Ev);
+    if (dots)
+      value_rows(rows, n, g.Ev, s, cols, vr, o);
+    else
+      gemm_acc(rows, g.Ev, n, s, kCols, std::int64_t(1), vr, g.Ev, o, g.Ev);
   }
   T* out_h = out + head * g.L * g.Ev;
   stat_t<T>* lse_h = lse + head * g.L;
