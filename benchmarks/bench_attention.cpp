@@ -25,17 +25,18 @@ struct Qkv {
   ferry::Tensor q, k, v;
 };
 
-// q of `Lq` rows (L where 0) against k and v of L rows, 8 heads of 64.
-const Qkv& data(std::int64_t L, const std::string& device, ferry::DType dtype,
-                std::int64_t Lq = 0) {
+// q of `Lq` rows (L where 0) against k and v of L rows, `heads` heads of 64.
+const Qkv& data(std::int64_t L, const std::string& device, ferry::DType dtype, std::int64_t Lq = 0,
+                std::int64_t heads = kHeads) {
   static std::map<std::string, Qkv> by_key;
-  const std::string key = fmt::format("{}@{}@{}@{}", L, Lq, device, ferry::dtype_name(dtype));
+  const std::string key =
+      fmt::format("{}@{}@{}@{}@{}", L, Lq, heads, device, ferry::dtype_name(dtype));
   auto it = by_key.find(key);
   if (it == by_key.end()) {
     ferry::manual_seed(0);
     const ferry::Device dev(device);
     auto make = [&](std::int64_t rows) {
-      return ferry::randn({1, kHeads, rows, kHeadDim}, {.device = dev}).to(dtype);
+      return ferry::randn({1, heads, rows, kHeadDim}, {.device = dev}).to(dtype);
     };
     it = by_key.emplace(key, Qkv{make(Lq ? Lq : L), make(L), make(L)}).first;
   }
@@ -43,10 +44,11 @@ const Qkv& data(std::int64_t L, const std::string& device, ferry::DType dtype,
 }
 
 void run_attention(benchmark::State& s, std::int64_t L, const std::string& device, bool backward,
-                   bool composed, ferry::DType dtype, std::int64_t Lq = 0) {
+                   bool composed, ferry::DType dtype, std::int64_t Lq = 0,
+                   std::int64_t heads = kHeads) {
   if (!ferry::is_available(device)) return s.SkipWithError((device + " is not available").c_str());
   try {
-    const Qkv& d = data(L, device, dtype, Lq);
+    const Qkv& d = data(L, device, dtype, Lq, heads);
     const ferry::Device dev(device);
     std::optional<ferry::debug::CompositesOnly> compositions_only;
     if (composed) compositions_only.emplace();
@@ -176,6 +178,32 @@ void register_attention() {
                       .ferry_work = bytes,
                       .baseline_work = bytes});
     }
+  }
+  // One head against 65,536 keys (the bytes of 8 heads of 8,192): on the CPU, fewer heads
+  // than threads, so the keys are cut into pieces over the idle threads (Note [Split keys on
+  // the CPU] in runtime/cpu/cpu_kernels_attention.cpp).
+  if (!quick()) {
+    const std::int64_t S = 65536;
+    const std::string base = fmt::format("attention/decode 1 head S{}/forward", S);
+    for (const bool composed : {false, true}) {
+      auto* b = benchmark::RegisterBenchmark(
+          (base + "/ferry cpu" + (composed ? " composed" : "")).c_str(),
+          [S, composed](benchmark::State& s) {
+            run_attention(s, S, "cpu", false, composed, ferry::DType::f32, 1, 1);
+          });
+      b->Unit(benchmark::kMillisecond)->UseRealTime();
+    }
+    const double bytes = 2.0 * double(S) * kHeadDim * 4;
+    add_comparison({.title = fmt::format("scaled_dot_product_attention decoding step "
+                                         "[1, 1, 1, {}] against {} keys (cpu)",
+                                         kHeadDim, S),
+                    .ferry = base + "/ferry cpu",
+                    .ferry_label = "ferry fused",
+                    .baseline = base + "/ferry cpu composed",
+                    .baseline_label = "ferry matmul + softmax + matmul",
+                    .metric = Metric::gbps,
+                    .ferry_work = bytes,
+                    .baseline_work = bytes});
   }
 }
 

@@ -4,6 +4,7 @@
 // composition's is quadratic; dropout; PyTorch's errors, typed. The fused kernels are held to
 // the composition case by case in the conformance suite (tests/conformance/cases_attention.cpp).
 #include <gtest/gtest.h>
+#include <omp.h>
 
 #include <cmath>
 #include <nlohmann/json.hpp>
@@ -119,7 +120,7 @@ TEST(Attention, FusedCudaPeakMemoryIsLinearInTheSequence) {
 // Each of `got` (on any device) against `want` (the CPU's) within `tolerance`, relative to
 // 1 + |want|; `names` says which is which.
 void expect_matches(const std::vector<Tensor>& want, const std::vector<Tensor>& got,
-                  const std::vector<const char*>& names, double tolerance) {
+                    const std::vector<const char*>& names, double tolerance) {
   ASSERT_EQ(want.size(), got.size());
   for (std::size_t i = 0; i < want.size(); ++i) {
     const std::vector<float> a = want[i].to_vector<float>(),
@@ -196,8 +197,8 @@ TEST(Attention, VulkanDecodingSplitsTheKeys) {
     const std::vector<Tensor> got =
         attention_and_grads(ferry::Device("vulkan:0"), q, k, v, mask, c.causal, c.gqa, g, &route);
     EXPECT_EQ(route.rfind(c.route, 0), 0u) << route;
-    expect_matches(attention_and_grads(ferry::Device::cpu(), q, k, v, mask, c.causal, c.gqa, g), got,
-                 {"out", "dq", "dk", "dv"}, 2e-5);
+    expect_matches(attention_and_grads(ferry::Device::cpu(), q, k, v, mask, c.causal, c.gqa, g),
+                   got, {"out", "dq", "dk", "dv"}, 2e-5);
   }
 }
 
@@ -254,6 +255,57 @@ TEST(Attention, CpuDecodingStepsMatchTheComposition) {
     }
 }
 
+// Note [Split keys on the CPU]: a decoding step with fewer heads than threads cuts each head's
+// keys into pieces, a thread each, and merges them. Four threads here whatever the machine
+// has; each case against the composition in f32, with the route the profiler recorded. The
+// first case's first piece has every key masked.
+TEST(Attention, CpuDecodingSplitsTheKeysOverIdleThreads) {
+  struct Case {
+    const char* what;
+    ferry::Shape q, k, v;
+    bool mask;
+    DType dtype;
+    const char* route;
+  };
+  // clang-format off
+  const std::vector<Case> cases{
+      {"one head, one row, the first piece masked", {1, 1, 1, 64}, {1, 1, 5000, 64},
+       {1, 1, 5000, 64}, true, DType::f32, "split-key attention, 4 pieces of 1250 keys"},
+      {"grouped query heads, 3 rows, v's head dim 48", {1, 2, 3, 32}, {1, 1, 3000, 32},
+       {1, 1, 3000, 48}, false, DType::f32, "split-key attention, 2 pieces of 1500 keys"},
+      {"f16", {1, 1, 2, 64}, {1, 1, 2100, 64}, {1, 1, 2100, 64}, false, DType::f16,
+       "split-key attention, 2 pieces of 1050 keys"}};
+  // clang-format on
+  const int threads = omp_get_max_threads();
+  omp_set_num_threads(4);
+  const ferry::Device cpu = ferry::Device::cpu();
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.what);
+    ferry::manual_seed(29);
+    const Tensor q = (ferry::randn(c.q) * 2.0).to(c.dtype), k = ferry::randn(c.k).to(c.dtype),
+                 v = ferry::randn(c.v).to(c.dtype);
+    Tensor mask;
+    if (c.mask) {  // the first 1,300 keys left out
+      std::vector<float> m(std::size_t(c.k[2]), 0.0f);
+      std::fill(m.begin(), m.begin() + 1300, -INFINITY);
+      mask = ferry::tensor(m).reshape({1, 1, 1, c.k[2]});
+    }
+    const Tensor g = ferry::randn({c.q[0], c.q[1], c.q[2], c.v[3]}).to(c.dtype);
+    const bool gqa = c.q[1] != c.k[1];
+    std::string route;
+    std::vector<Tensor> got = attention_and_grads(cpu, q, k, v, mask, false, gqa, g, &route), want;
+    EXPECT_EQ(route, c.route);
+    {
+      ferry::debug::CompositesOnly composition;
+      auto f32 = [](const Tensor& t) { return t.to(DType::f32); };
+      want = attention_and_grads(cpu, f32(q), f32(k), f32(v), mask, false, gqa, f32(g));
+    }
+    for (Tensor& t : got) t = t.to(DType::f32);
+    expect_matches(want, got, {"out", "dq", "dk", "dv"}, c.dtype == DType::f16 ? 1e-2 : 2e-5);
+  }
+  omp_set_num_threads(threads);
+}
+
 // Note [Loop budget] (runtime/vulkan/vk_kernels.hpp): lavapipe ends an invocation's loops after
 // 65,535 iterations, where the thread-per-query-row kernels used to stop short from some 850
 // keys of head dim 64 on, silently. Past that length the forward takes the split kernels and
@@ -265,8 +317,8 @@ TEST(Attention, VulkanLongSequencesStayWithinTheLoopBudget) {
   const Tensor q = ferry::randn({1, 1, 900, 64}), k = ferry::randn({1, 1, 900, 64}),
                v = ferry::randn({1, 1, 900, 64}), g = ferry::randn({1, 1, 900, 64});
   expect_matches(attention_and_grads(ferry::Device::cpu(), q, k, v, {}, true, false, g),
-               attention_and_grads(ferry::Device("vulkan:0"), q, k, v, {}, true, false, g),
-               {"out", "dq", "dk", "dv"}, 2e-5);
+                 attention_and_grads(ferry::Device("vulkan:0"), q, k, v, {}, true, false, g),
+                 {"out", "dq", "dk", "dv"}, 2e-5);
 }
 
 TEST(Attention, DropoutIsReproducibleAndScales) {

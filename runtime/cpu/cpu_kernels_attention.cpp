@@ -16,6 +16,7 @@
 #include "cpu/cpu_clones.hpp"  // FERRY_CPU_CLONES on the block loops
 #include "cpu/cpu_loops.hpp"
 #include "ferry/kit/attention_args.hpp"
+#include "ferry/profiler.hpp"
 
 namespace ferry::cpu {
 namespace {
@@ -281,12 +282,19 @@ const T* mask_of(const Geometry& g, const T* mask, std::int64_t b, std::int64_t 
 using Stat = float;  // the logsumexp's type (double for f64)
 template <typename T> using stat_t = std::conditional_t<std::is_same_v<T, double>, double, Stat>;
 
-// Query rows [i0, i1) of head h of batch item b.
+// A piece of a decoding step's keys (Note [Split keys on the CPU]): where a partial sum goes.
+template <typename C> struct KeyPiece {
+  std::int64_t begin = 0, end = std::numeric_limits<std::int64_t>::max();
+  C* partial = nullptr;  // [rows] m, [rows] l, [rows][Ev] o; null: write out and lse
+};
+
+// Query rows [i0, i1) of head h of batch item b, against the keys of `piece`.
 template <typename T>
 FERRY_CPU_CLONES void forward_block(const Geometry& g, const T* q, const T* k, const T* v,
                                     const T* mask, T* out, stat_t<T>* lse, std::int64_t b,
                                     std::int64_t h, std::int64_t i0, std::int64_t i1,
-                                    std::vector<compute_t<T>>& scratch) {
+                                    std::vector<compute_t<T>>& scratch,
+                                    const KeyPiece<compute_t<T>>& piece) {
   using C = compute_t<T>;
   const std::int64_t rows = i1 - i0, hk = h / (g.Hq / g.Hk);
   // A few rows walk the keys where they lie (copied only to convert), cols at a time.
@@ -306,9 +314,9 @@ FERRY_CPU_CLONES void forward_block(const Geometry& g, const T* q, const T* k, c
   std::fill(m, m + rows, -std::numeric_limits<C>::infinity());
   std::fill(l, l + rows, C(0));
   const T* mask_h = mask_of(g, mask, b, h);
-  const std::int64_t key_end = g.causal ? std::min(g.S, i1) : g.S;
+  const std::int64_t key_end = std::min(g.causal ? std::min(g.S, i1) : g.S, piece.end);
   const T *k_h = k + kv_head * g.S * g.E, *v_h = v + kv_head * g.S * g.Ev;
-  for (std::int64_t j0 = 0; j0 < key_end; j0 += cols) {
+  for (std::int64_t j0 = piece.begin; j0 < key_end; j0 += cols) {
     const std::int64_t n = std::min(cols, key_end - j0);
     const C* vr = vb;  // v's rows [j0, j0 + n) as C
     if (dots) {
@@ -352,6 +360,12 @@ FERRY_CPU_CLONES void forward_block(const Geometry& g, const T* q, const T* k, c
     else
       gemm_acc(rows, g.Ev, n, s, kCols, std::int64_t(1), vr, g.Ev, o, g.Ev);
   }
+  if (piece.partial) {
+    std::copy(m, m + rows, piece.partial);
+    std::copy(l, l + rows, piece.partial + rows);
+    std::copy(o, o + rows * g.Ev, piece.partial + 2 * rows);
+    return;
+  }
   T* out_h = out + head * g.L * g.Ev;
   stat_t<T>* lse_h = lse + head * g.L;
   for (std::int64_t r = 0; r < rows; ++r) {
@@ -361,6 +375,65 @@ FERRY_CPU_CLONES void forward_block(const Geometry& g, const T* q, const T* k, c
     lse_h[i0 + r] =
         empty ? std::numeric_limits<stat_t<T>>::infinity() : stat_t<T>(m[r] + std::log(l[r]));
   }
+}
+
+// Note [Split keys on the CPU]
+// A decoding step has a task per head (its few query rows are one block), so a machine with
+// more threads than the step has heads would leave the rest idle, and one long sequence of a
+// single head would run on one core. There, as FlashAttention's split-KV decoding does, each
+// head's keys are cut into pieces of at least 2 x kDotCols, a task a piece: each keeps its own
+// running maximum m, sum l and unnormalised output o, and a second loop merges a head's pieces
+// (M = max m, L = sum of l exp(m - M), o likewise; out = O / L, lse = M + log L). A piece whose
+// keys are all masked has m = -inf and adds nothing; a row with every key masked ends as in
+// one piece (output 0, logsumexp +inf).
+std::int64_t key_pieces(const Geometry& g, std::int64_t tasks, std::int64_t threads) {
+  if (g.L > kDotRows || g.causal || tasks >= threads) return 1;
+  return std::clamp<std::int64_t>((threads + tasks - 1) / tasks, 1, g.S / (2 * kDotCols));
+}
+
+template <typename T> void split_attention(const Geometry& g, const T* q, const T* k, const T* v,
+                                           const T* mask, T* out, stat_t<T>* lse,
+                                           std::int64_t pieces) {
+  using C = compute_t<T>;
+  const std::int64_t heads = g.B * g.Hq, rows = g.L, stride = rows * (2 + g.Ev);
+  const std::int64_t piece_len = (g.S + pieces - 1) / pieces;
+  if (profiler::enabled())
+    profiler::note_kernel(
+        fmt::format("split-key attention, {} pieces of {} keys", pieces, piece_len));
+  std::vector<C> partials(std::size_t(heads * pieces * stride));
+  parallel_range(heads * pieces, 1, [&](std::int64_t t0, std::int64_t t1) {
+    std::vector<C> scratch;
+    for (std::int64_t t = t0; t < t1; ++t) {
+      const std::int64_t bh = t / pieces, p = t % pieces;
+      const KeyPiece<C> piece{p * piece_len, std::min(g.S, (p + 1) * piece_len),
+                              partials.data() + t * stride};
+      forward_block<T>(g, q, k, v, mask, out, lse, bh / g.Hq, bh % g.Hq, 0, rows, scratch, piece);
+    }
+  });
+  std::vector<C> o(std::size_t(g.Ev));
+  for (std::int64_t bh = 0; bh < heads; ++bh)
+    for (std::int64_t r = 0; r < rows; ++r) {
+      const C* first = partials.data() + bh * pieces * stride;
+      C mx = -std::numeric_limits<C>::infinity();
+      for (std::int64_t p = 0; p < pieces; ++p) mx = std::max(mx, first[p * stride + r]);
+      C sum = 0;
+      std::fill(o.begin(), o.end(), C(0));
+      if (mx != -std::numeric_limits<C>::infinity())
+        for (std::int64_t p = 0; p < pieces; ++p) {
+          const C* part = first + p * stride;
+          if (part[r] == -std::numeric_limits<C>::infinity()) continue;
+          const C w = softmax_exp(part[r] - mx);
+          sum += part[rows + r] * w;
+          for (std::int64_t e = 0; e < g.Ev; ++e)
+            o[std::size_t(e)] += part[2 * rows + r * g.Ev + e] * w;
+        }
+      const bool empty = sum == C(0);
+      const C inv = empty ? C(0) : C(1) / sum;
+      for (std::int64_t e = 0; e < g.Ev; ++e)
+        out[(bh * rows + r) * g.Ev + e] = T(o[std::size_t(e)] * inv);
+      lse[bh * rows + r] =
+          empty ? std::numeric_limits<stat_t<T>>::infinity() : stat_t<T>(mx + std::log(sum));
+    }
 }
 
 // inputs q [B, Hq, L, E], k [B, Hk, S, E], v [B, Hk, S, Ev], [mask [Bm, Hm, L, S]]; outputs
@@ -374,12 +447,14 @@ template <typename T> void attention_kernel(const OpCall& call) {
   T* out = call.outputs.at(0).data<T>();
   stat_t<T>* lse = call.outputs.at(1).data<stat_t<T>>();
   const std::int64_t blocks = (g.L + kRows - 1) / kRows, tasks = g.B * g.Hq * blocks;
+  const std::int64_t pieces = key_pieces(g, tasks, omp_get_max_threads());
+  if (pieces > 1) return split_attention<T>(g, q, k, v, mask, out, lse, pieces);
   parallel_range(tasks, 1, [&](std::int64_t t0, std::int64_t t1) {
     std::vector<compute_t<T>> scratch;
     for (std::int64_t t = t0; t < t1; ++t) {
       const std::int64_t bh = t / blocks, i0 = (t % blocks) * kRows;
       forward_block<T>(g, q, k, v, mask, out, lse, bh / g.Hq, bh % g.Hq, i0,
-                       std::min(g.L, i0 + kRows), scratch);
+                       std::min(g.L, i0 + kRows), scratch, {});
     }
   });
 }
