@@ -172,14 +172,15 @@ LoopIterations attention_loop_iterations(const AttentionGeometry& g, bool f64,
 // else; an UnsupportedError where not even one tile fits.
 std::int64_t backward_range(const VulkanDevice& dev, const LoopIterations& n, std::uint64_t fixed,
                             std::uint64_t per_tile, std::int64_t extent, const char* pass) {
-  const std::uint64_t budget = dev.limits().loop_budget;
-  if (budget == 0) return std::max<std::int64_t>(extent, 1);
-  if (fixed + per_tile > budget)
+  const std::uint64_t tiles = std::max<std::uint64_t>(
+      (std::uint64_t(std::max<std::int64_t>(extent, 1)) + n.tile_rows - 1) / n.tile_rows, 1);
+  const std::uint64_t fit = loop_trips_per_invocation(dev.limits(), tiles, per_tile, fixed);
+  if (fit == 0)
     throw_past_loop_budget(dev, "scaled_dot_product_attention_backward",
                            fmt::format("the {} pass runs {} for its first rows alone; "
                                        "FERRY_VULKAN_FUSED_ATTENTION=0 runs the composition",
                                        pass, fixed + per_tile));
-  return std::int64_t((budget - fixed) / per_tile * n.tile_rows);
+  return fit == tiles ? std::max<std::int64_t>(extent, 1) : std::int64_t(fit * n.tile_rows);
 }
 
 // Note [Attention on cooperative matrices]
