@@ -111,6 +111,26 @@ template <typename C, int R, int Bytes>
     }
 }
 
+// The CPU's vector register in bytes, the width the block loops' vector types take (gemm_rows
+// says why no wider).
+inline int vector_bytes() {
+  static const int bytes = __builtin_cpu_supports("avx512f") ? 64
+                           : __builtin_cpu_supports("avx2")  ? 32
+                                                             : 16;
+  return bytes;
+}
+// Returns fn<C, B>(args...) for the CPU's vector width B. A macro, not a function taking a
+// lambda: a lambda's body is a function of its own, which FERRY_CPU_CLONES would not clone.
+#define FERRY_BY_VECTOR_BYTES(fn, ...) \
+  switch (vector_bytes()) {            \
+    case 64:                           \
+      return fn<C, 64>(__VA_ARGS__);   \
+    case 32:                           \
+      return fn<C, 32>(__VA_ARGS__);   \
+    default:                           \
+      return fn<C, 16>(__VA_ARGS__);   \
+  }
+
 // Eight rows at a time (8 accumulator registers and b's), then four, then one.
 template <typename C, int Bytes>
 [[gnu::always_inline]] inline void gemm_acc_by(std::int64_t M, std::int64_t N, std::int64_t K,
@@ -127,12 +147,7 @@ template <typename C> FERRY_CPU_CLONES void gemm_acc(std::int64_t M, std::int64_
                                                      const C* a, std::int64_t a_rs,
                                                      std::int64_t a_cs, const C* b,
                                                      std::int64_t ldb, C* c, std::int64_t ldc) {
-  static const int bytes = __builtin_cpu_supports("avx512f") ? 64
-                           : __builtin_cpu_supports("avx2")  ? 32
-                                                             : 16;
-  if (bytes == 64) return gemm_acc_by<C, 64>(M, N, K, a, a_rs, a_cs, b, ldb, c, ldc);
-  if (bytes == 32) return gemm_acc_by<C, 32>(M, N, K, a, a_rs, a_cs, b, ldb, c, ldc);
-  gemm_acc_by<C, 16>(M, N, K, a, a_rs, a_cs, b, ldb, c, ldc);
+  FERRY_BY_VECTOR_BYTES(gemm_acc_by, M, N, K, a, a_rs, a_cs, b, ldb, c, ldc)
 }
 
 // s[r][j] = q[r] · k[j] for `rows` query rows (q [rows][E]) against n keys read as they lie
@@ -181,12 +196,7 @@ template <typename C, int Bytes>
 template <typename C> FERRY_CPU_CLONES void key_dots(std::int64_t rows, std::int64_t n,
                                                      std::int64_t E, const C* q, const C* k, C* s,
                                                      std::int64_t ld) {
-  static const int bytes = __builtin_cpu_supports("avx512f") ? 64
-                           : __builtin_cpu_supports("avx2")  ? 32
-                                                             : 16;
-  if (bytes == 64) return key_dots_by<C, 64>(rows, n, E, q, k, s, ld);
-  if (bytes == 32) return key_dots_by<C, 32>(rows, n, E, q, k, s, ld);
-  key_dots_by<C, 16>(rows, n, E, q, k, s, ld);
+  FERRY_BY_VECTOR_BYTES(key_dots_by, rows, n, E, q, k, s, ld)
 }
 
 // o[r] += Σ_j p[r][j] v[j] for `rows` rows (p with leading dim ld, o [rows][Ev]), walking
@@ -219,12 +229,7 @@ template <typename C, int Bytes>
 template <typename C> FERRY_CPU_CLONES void value_rows(std::int64_t rows, std::int64_t n,
                                                        std::int64_t Ev, const C* p, std::int64_t ld,
                                                        const C* v, C* o) {
-  static const int bytes = __builtin_cpu_supports("avx512f") ? 64
-                           : __builtin_cpu_supports("avx2")  ? 32
-                                                             : 16;
-  if (bytes == 64) return value_rows_by<C, 64>(rows, n, Ev, p, ld, v, o);
-  if (bytes == 32) return value_rows_by<C, 32>(rows, n, Ev, p, ld, v, o);
-  value_rows_by<C, 16>(rows, n, Ev, p, ld, v, o);
+  FERRY_BY_VECTOR_BYTES(value_rows_by, rows, n, Ev, p, ld, v, o)
 }
 
 // Rows [j0, j0 + n) of a [rows, dim] matrix of T into `out` as C: row-major ([n][dim]) and,
