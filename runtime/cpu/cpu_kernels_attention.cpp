@@ -392,8 +392,8 @@ FERRY_CPU_CLONES void forward_block(const Geometry& g, const T* q, const T* k, c
 // keys are all masked has m = -inf and adds nothing; a row with every key masked ends as in
 // one piece (output 0, logsumexp +inf).
 std::int64_t key_pieces(const Geometry& g, std::int64_t tasks, std::int64_t threads) {
-  if (g.L > kDotRows || g.causal || tasks >= threads) return 1;
-  return std::clamp<std::int64_t>((threads + tasks - 1) / tasks, 1, g.S / (2 * kDotCols));
+  if (g.L > kDotRows || g.causal || tasks == 0 || tasks >= threads) return 1;
+  return std::max<std::int64_t>(1, std::min((threads + tasks - 1) / tasks, g.S / (2 * kDotCols)));
 }
 
 template <typename T> void split_attention(const Geometry& g, const T* q, const T* k, const T* v,
