@@ -179,6 +179,31 @@ void register_attention() {
                       .baseline_work = bytes});
     }
   }
+  // A cache of 16-bit keys and values, as generation mostly keeps it, on the CPU: the figure
+  // is their bytes read per second.
+  for (const std::int64_t S :
+       quick() ? std::vector<std::int64_t>{} : std::vector<std::int64_t>{8192}) {
+    const std::string base = fmt::format("attention/decode S{}/forward f16", S);
+    for (const bool composed : {false, true}) {
+      auto* b = benchmark::RegisterBenchmark(
+          (base + "/ferry cpu" + (composed ? " composed" : "")).c_str(),
+          [S, composed](benchmark::State& s) {
+            run_attention(s, S, "cpu", false, composed, ferry::DType::f16, 1);
+          });
+      b->Unit(benchmark::kMillisecond)->UseRealTime();
+    }
+    const double bytes = 2.0 * double(S) * kHeadDim * kHeads * 2;
+    add_comparison({.title = fmt::format("scaled_dot_product_attention decoding step "
+                                         "[1, {}, 1, {}] against {} f16 keys (cpu)",
+                                         kHeads, kHeadDim, S),
+                    .ferry = base + "/ferry cpu",
+                    .ferry_label = "ferry fused",
+                    .baseline = base + "/ferry cpu composed",
+                    .baseline_label = "ferry matmul + softmax + matmul",
+                    .metric = Metric::gbps,
+                    .ferry_work = bytes,
+                    .baseline_work = bytes});
+  }
   // One head against 65,536 keys (the bytes of 8 heads of 8,192): on the CPU, fewer heads
   // than threads, so the keys are cut into pieces over the idle threads (Note [Split keys on
   // the CPU] in runtime/cpu/cpu_kernels_attention.cpp).

@@ -14,6 +14,15 @@
   __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
 #define FERRY_CPU_FEATURE_PATHS 1
 #include <immintrin.h>
+namespace ferry::cpu {
+// Whether the CPU converts halves in hardware (F16C, with AVX2 and FMA as x86-64-v3 has them),
+// for the paths that convert by vcvtph2ps.
+inline bool cpu_has_f16c() {
+  static const bool yes = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
+                          __builtin_cpu_supports("f16c");
+  return yes;
+}
+}  // namespace ferry::cpu
 #else
 #define FERRY_CPU_CLONES
 #endif

@@ -144,11 +144,6 @@ template <int S> __attribute__((target("avx2,fma,f16c"))) void half_rows_f16c(
   for (; g < g1; ++g) half_group_f16c<S, 1>(w, w_row, v, K, g, c, c_s, c_g);
 }
 
-bool has_f16c() {
-  static const bool yes = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
-                          __builtin_cpu_supports("f16c");
-  return yes;
-}
 #endif
 
 template <typename T, int S> void run_rows(const T* w, std::int64_t w_row, const float* v,
@@ -159,7 +154,7 @@ template <typename T, int S> void run_rows(const T* w, std::int64_t w_row, const
   parallel_range(G, grain, [&](std::int64_t g0, std::int64_t g1) {
 #ifdef FERRY_CPU_FEATURE_PATHS
     if constexpr (std::is_same_v<T, Half>)
-      if (has_f16c()) return half_rows_f16c<S>(w, w_row, v, K, g0, g1, c, c_s, c_g);
+      if (cpu_has_f16c()) return half_rows_f16c<S>(w, w_row, v, K, g0, g1, c, c_s, c_g);
 #endif
     weight_rows<T, S>(w, w_row, v, K, g0, g1, c, c_s, c_g);
   });
