@@ -80,6 +80,37 @@ void run_attention(benchmark::State& s, std::int64_t L, const std::string& devic
   }
 }
 
+// A decoding step's pair of rows `base`/ferry <device>( composed)?: q [1, heads, 1, 64] against
+// S keys in `dtype`, the fused kernel beside the composition, the figure the k and v bytes
+// read per second.
+void register_decode(const std::string& base, std::int64_t S, std::int64_t heads,
+                     const std::string& device, ferry::DType dtype) {
+  for (const bool composed : {false, true}) {
+    auto* b = benchmark::RegisterBenchmark(
+        (base + "/ferry " + device + (composed ? " composed" : "")).c_str(),
+        [S, heads, device, composed, dtype](benchmark::State& s) {
+          run_attention(s, S, device, false, composed, dtype, 1, heads);
+        });
+    b->Unit(benchmark::kMillisecond)->UseRealTime();
+  }
+  const double bytes = 2.0 * double(S) * kHeadDim * double(heads) * ferry::dtype_size(dtype);
+  // "f16 keys" for a 16-bit cache; the f32 rows' titles name no dtype.
+  const std::string kind = dtype == ferry::DType::f32
+                               ? std::string("keys")
+                               : fmt::format("{} keys", ferry::dtype_name(dtype));
+  add_comparison(
+      {.title = fmt::format("scaled_dot_product_attention decoding step [1, {}, 1, {}] against "
+                            "{} {} ({})",
+                            heads, kHeadDim, S, kind, device),
+       .ferry = base + "/ferry " + device,
+       .ferry_label = "ferry fused",
+       .baseline = base + "/ferry " + device + " composed",
+       .baseline_label = "ferry matmul + softmax + matmul",
+       .metric = Metric::gbps,
+       .ferry_work = bytes,
+       .baseline_work = bytes});
+}
+
 }  // namespace
 
 void register_attention() {
@@ -155,81 +186,17 @@ void register_attention() {
   // On vulkan:0 the split-key kernels (Note [Split-key attention on Vulkan] in
   // shaders/attention.comp) beside the composition (a matrix-vector product, softmax, another).
   for (const std::int64_t S :
-       quick() ? std::vector<std::int64_t>{1024} : std::vector<std::int64_t>{2048, 8192}) {
-    const std::string base = fmt::format("attention/decode S{}/forward", S);
-    const double bytes = 2.0 * double(S) * kHeadDim * kHeads * 4;
-    for (const std::string device : {"cpu", "vulkan:0"}) {
-      for (const bool composed : {false, true}) {
-        auto* b = benchmark::RegisterBenchmark(
-            (base + "/ferry " + device + (composed ? " composed" : "")).c_str(),
-            [S, device, composed](benchmark::State& s) {
-              run_attention(s, S, device, false, composed, ferry::DType::f32, 1);
-            });
-        b->Unit(benchmark::kMillisecond)->UseRealTime();
-      }
-      add_comparison({.title = fmt::format("scaled_dot_product_attention decoding step "
-                                           "[1, {}, 1, {}] against {} keys ({})",
-                                           kHeads, kHeadDim, S, device),
-                      .ferry = base + "/ferry " + device,
-                      .ferry_label = "ferry fused",
-                      .baseline = base + "/ferry " + device + " composed",
-                      .baseline_label = "ferry matmul + softmax + matmul",
-                      .metric = Metric::gbps,
-                      .ferry_work = bytes,
-                      .baseline_work = bytes});
-    }
-  }
-  // A cache of 16-bit keys and values, as generation mostly keeps it, on the CPU: the figure
-  // is their bytes read per second.
-  for (const std::int64_t S :
-       quick() ? std::vector<std::int64_t>{} : std::vector<std::int64_t>{8192}) {
-    const std::string base = fmt::format("attention/decode S{}/forward f16", S);
-    for (const bool composed : {false, true}) {
-      auto* b = benchmark::RegisterBenchmark(
-          (base + "/ferry cpu" + (composed ? " composed" : "")).c_str(),
-          [S, composed](benchmark::State& s) {
-            run_attention(s, S, "cpu", false, composed, ferry::DType::f16, 1);
-          });
-      b->Unit(benchmark::kMillisecond)->UseRealTime();
-    }
-    const double bytes = 2.0 * double(S) * kHeadDim * kHeads * 2;
-    add_comparison({.title = fmt::format("scaled_dot_product_attention decoding step "
-                                         "[1, {}, 1, {}] against {} f16 keys (cpu)",
-                                         kHeads, kHeadDim, S),
-                    .ferry = base + "/ferry cpu",
-                    .ferry_label = "ferry fused",
-                    .baseline = base + "/ferry cpu composed",
-                    .baseline_label = "ferry matmul + softmax + matmul",
-                    .metric = Metric::gbps,
-                    .ferry_work = bytes,
-                    .baseline_work = bytes});
-  }
+       quick() ? std::vector<std::int64_t>{1024} : std::vector<std::int64_t>{2048, 8192})
+    for (const std::string device : {"cpu", "vulkan:0"})
+      register_decode(fmt::format("attention/decode S{}/forward", S), S, kHeads, device,
+                      ferry::DType::f32);
+  if (quick()) return;
+  // A cache of 16-bit keys and values, as generation mostly keeps it, on the CPU.
+  register_decode("attention/decode S8192/forward f16", 8192, kHeads, "cpu", ferry::DType::f16);
   // One head against 65,536 keys (the bytes of 8 heads of 8,192): on the CPU, fewer heads
   // than threads, so the keys are cut into pieces over the idle threads (Note [Split keys on
   // the CPU] in runtime/cpu/cpu_kernels_attention.cpp).
-  if (!quick()) {
-    const std::int64_t S = 65536;
-    const std::string base = fmt::format("attention/decode 1 head S{}/forward", S);
-    for (const bool composed : {false, true}) {
-      auto* b = benchmark::RegisterBenchmark(
-          (base + "/ferry cpu" + (composed ? " composed" : "")).c_str(),
-          [S, composed](benchmark::State& s) {
-            run_attention(s, S, "cpu", false, composed, ferry::DType::f32, 1, 1);
-          });
-      b->Unit(benchmark::kMillisecond)->UseRealTime();
-    }
-    const double bytes = 2.0 * double(S) * kHeadDim * 4;
-    add_comparison({.title = fmt::format("scaled_dot_product_attention decoding step "
-                                         "[1, 1, 1, {}] against {} keys (cpu)",
-                                         kHeadDim, S),
-                    .ferry = base + "/ferry cpu",
-                    .ferry_label = "ferry fused",
-                    .baseline = base + "/ferry cpu composed",
-                    .baseline_label = "ferry matmul + softmax + matmul",
-                    .metric = Metric::gbps,
-                    .ferry_work = bytes,
-                    .baseline_work = bytes});
-  }
+  register_decode("attention/decode 1 head S65536/forward", 65536, 1, "cpu", ferry::DType::f32);
 }
 
 }  // namespace bench
