@@ -16,7 +16,7 @@ shopt -s nullglob
 tiles=("$dir"/vulkan-*.tiles)
 # The product's tile, and the attention passes' modules (forward, DQ, DKV: batches m n k
 # b_layout emulated operands attention name; vk_policy.hpp's TileKey).
-for want in "32 250 200 40 0 1 0 0 gemm_coopmat_" "2 40 56 64 0 1 0 1 attention_coopmat_d64_" \
+for want in "4 250 200 40 0 1 0 0 gemm_coopmat_" "2 40 56 64 0 1 0 1 attention_coopmat_d64_" \
   "2 40 56 64 0 1 0 3 attention_dq_coopmat_d64_" "2 56 40 64 0 1 0 4 attention_dkv_coopmat_d64_"; do
   if [[ ${#tiles[@]} -ne 1 ]] || ! grep -q "^$want" "${tiles[0]}"; then
     ls -la "$dir"; cat "${tiles[@]}" 2>/dev/null || true
