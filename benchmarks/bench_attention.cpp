@@ -83,6 +83,20 @@ void run_attention(benchmark::State& s, std::int64_t L, const std::string& devic
 // A decoding step's pair of rows `base`/ferry <device>( composed)?: q [1, heads, 1, 64] against
 // S keys in `dtype`, the fused kernel beside the composition, the figure the k and v bytes
 // read per second.
+// The fused kernel's row `base + "/ferry " + device` beside its composition's (the same name,
+// " composed"), both doing `work` (bytes or FLOPs, as `metric` says).
+void add_fused_vs_composed(std::string title, const std::string& base, const std::string& device,
+                           Metric metric, double work) {
+  add_comparison({.title = std::move(title),
+                  .ferry = base + "/ferry " + device,
+                  .ferry_label = "ferry fused",
+                  .baseline = base + "/ferry " + device + " composed",
+                  .baseline_label = "ferry matmul + softmax + matmul",
+                  .metric = metric,
+                  .ferry_work = work,
+                  .baseline_work = work});
+}
+
 void register_decode(const std::string& base, std::int64_t S, std::int64_t heads,
                      const std::string& device, ferry::DType dtype) {
   for (const bool composed : {false, true}) {
@@ -98,17 +112,10 @@ void register_decode(const std::string& base, std::int64_t S, std::int64_t heads
   const std::string kind = dtype == ferry::DType::f32
                                ? std::string("keys")
                                : fmt::format("{} keys", ferry::dtype_name(dtype));
-  add_comparison(
-      {.title = fmt::format("scaled_dot_product_attention decoding step [1, {}, 1, {}] against "
-                            "{} {} ({})",
-                            heads, kHeadDim, S, kind, device),
-       .ferry = base + "/ferry " + device,
-       .ferry_label = "ferry fused",
-       .baseline = base + "/ferry " + device + " composed",
-       .baseline_label = "ferry matmul + softmax + matmul",
-       .metric = Metric::gbps,
-       .ferry_work = bytes,
-       .baseline_work = bytes});
+  add_fused_vs_composed(fmt::format("scaled_dot_product_attention decoding step [1, {}, 1, {}] "
+                                    "against {} {} ({})",
+                                    heads, kHeadDim, S, kind, device),
+                        base, device, Metric::gbps, bytes);
 }
 
 }  // namespace
@@ -158,15 +165,9 @@ void register_attention() {
           if (L >= 8192 || (device == "vulkan:0" && L >= 2048)) b->Iterations(1);
         }
         if (!fused) continue;
-        add_comparison({.title = fmt::format("scaled_dot_product_attention {} [1, {}, {}, {}] ({})",
-                                             pass.name, kHeads, L, kHeadDim, device),
-                        .ferry = base + "/ferry " + device,
-                        .ferry_label = "ferry fused",
-                        .baseline = base + "/ferry " + device + " composed",
-                        .baseline_label = "ferry matmul + softmax + matmul",
-                        .metric = Metric::gflops,
-                        .ferry_work = work,
-                        .baseline_work = work});
+        add_fused_vs_composed(fmt::format("scaled_dot_product_attention {} [1, {}, {}, {}] ({})",
+                                          pass.name, kHeads, L, kHeadDim, device),
+                              base, device, Metric::gflops, work);
       }
       // The same GPU through both backends, where vulkan:0 is one.
       if (cuda)
