@@ -26,22 +26,32 @@
 //                           view). Every buffer is allocated with kPadding
 //                           extra bytes, so a write past a whole buffer lands
 //                           in that padding and never corrupts the heap.
+//   FERRY_TESTDEV_RACY=1    "add" passes output element 0 through one
+//                           workspace for the whole process, zeroed as the
+//                           call starts, summed into and read back as it
+//                           ends, with no lock, as a kernel keeping partial
+//                           sums in a global would: calls from two threads
+//                           at once read each other's sums (what --threads
+//                           must report; a serial run is right).
 //
 // Every allocate and copy is a failure point (Note [Failure injection] in
 // ferry/backend.hpp), so tests can fail each step of a migration in turn.
 //
 // Threads (Note [Device thread-safety] in ferry/backend.hpp): kernels and
 // copies finish before they return and touch only their own arguments, so the
-// only shared state, the memory counters, is atomic.
+// only shared state, the memory counters, is atomic (but for the
+// FERRY_TESTDEV_RACY fault).
 //   FERRY_TESTDEV_MEMORY_FREE=B   info() reports B bytes free.
 #include <algorithm>
 #include <atomic>
+#include <chrono>
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
 #include <limits>
 #include <memory>
 #include <string>
+#include <thread>
 #include <type_traits>
 #include <vector>
 
@@ -225,9 +235,24 @@ template <typename F> void binary_f32(const OpCall& c, std::string_view op, F f)
 }
 
 void add_kernel(ferry::DeviceImpl&, const OpCall& c) {
+  // FERRY_TESTDEV_RACY: zeroed as the call starts, summed into and read back as it ends; atomic,
+  // so that the race is in the logic, not undefined behaviour. The sleeps are the window
+  // another thread's call lands in (threads that start together overlap there, whatever the
+  // size of the add between).
+  static std::atomic<float> workspace{0.0f};
+  const bool racy = env_flag("FERRY_TESTDEV_RACY");
+  if (racy) {
+    workspace.store(0.0f);
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
   binary_f32(c, "add", ferry::math::ops::Add{});  // the kit's functor: the CPU's own math
   const TensorArg& out = c.outputs[0];
   if (env_flag("FERRY_TESTDEV_BROKEN") && out.numel() > 0) base_of<float>(out)[0] += 1.0f;
+  if (racy && out.numel() > 0) {
+    workspace.fetch_add(base_of<float>(out)[0]);
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    base_of<float>(out)[0] = workspace.load();
+  }
 }
 
 void mul_kernel(ferry::DeviceImpl&, const OpCall& c) {
