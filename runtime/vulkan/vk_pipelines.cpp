@@ -17,6 +17,7 @@
 #include <fmt/ranges.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -229,9 +230,14 @@ VkPipeline Pipelines::pipeline_for(const DispatchDesc& d, const Layout& layout) 
   const std::string key =
       fmt::format("{}/{}/{}", d.shader, d.bindings.size(), fmt::join(d.spec, ","));
   VkPipeline p;
+  const auto started = std::chrono::steady_clock::now();
   check(vk_.vkCreateComputePipelines(device_, pipeline_cache_, 1, &ci, nullptr, &p),
         fmt::format("creating the '{}' pipeline", key));
-  FERRY_DEBUG("{}: pipeline {}", device_name_, key);
+  // With its time: on a driver that compiles in software (lavapipe, with its shader cache
+  // empty) pipelines are where a test run's time goes.
+  FERRY_DEBUG("{}: pipeline {} ({:.0f} ms)", device_name_, key,
+              std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - started)
+                  .count());
   cache_dirty_ = true;
   bucket.push_back({std::string(d.shader), std::move(module), d.bindings.size(), d.spec, d.op,
                     d.f64, d.subgroup_size, p});
