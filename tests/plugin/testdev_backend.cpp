@@ -53,6 +53,7 @@
 #include <string>
 #include <thread>
 #include <type_traits>
+#include <utility>
 #include <vector>
 
 #include <ferry/backend.hpp>
@@ -236,14 +237,36 @@ template <typename F> void binary_f32(const OpCall& c, std::string_view op, F f)
 
 void add_kernel(ferry::DeviceImpl&, const OpCall& c) {
   // FERRY_TESTDEV_RACY: zeroed as the call starts, summed into and read back as it ends; atomic,
-  // so that the race is in the logic, not undefined behaviour. The sleeps are the window
-  // another thread's call lands in (threads that start together overlap there, whatever the
-  // size of the add between).
+  // so that the race is in the logic, not undefined behaviour.
+  //
+  // The race must show whenever two threads call at once, however the machine schedules
+  // them: sleeps alone missed it once in a loaded test run, where one thread's 128 MiB add
+  // started after the other's had ended. So each thread's first call, on any thread but the
+  // first to call (the serial run's), waits until another call is inside (up to 5 s) before
+  // it adds. Each call zeroes before it counts itself in, so two calls that meet there have
+  // both zeroed before either sums: the later reader reads both sums, never its own alone.
+  // Later calls overlap by the 10 ms sleeps only, as a real kernel's races do.
   static std::atomic<float> workspace{0.0f};
+  static std::atomic<int> inside{0};
+  static const std::thread::id first_caller = std::this_thread::get_id();
+  thread_local bool met = false;
   const bool racy = env_flag("FERRY_TESTDEV_RACY");
+  struct Leave {
+    bool racy;
+    ~Leave() {
+      if (racy) inside.fetch_sub(1);
+    }
+  } leave{racy};
   if (racy) {
     workspace.store(0.0f);
-    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    inside.fetch_add(1);
+    if (std::this_thread::get_id() != first_caller && !std::exchange(met, true)) {
+      const auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+      while (inside.load() < 2 && std::chrono::steady_clock::now() < give_up)
+        std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    } else {
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
   }
   binary_f32(c, "add", ferry::math::ops::Add{});  // the kit's functor: the CPU's own math
   const TensorArg& out = c.outputs[0];
