@@ -94,6 +94,18 @@ TEST(VulkanPolicy, SplitKeyAttentionForFewQueryRows) {
   EXPECT_EQ(split(SplitAttention::on, 1, 8, 2048, false, 1000, 128), (P{0, 0}));
 }
 
+// Note [Attention head chunks]: on a GPU the head dim itself up to 64, on a CPU-type device 64
+// for every head dim; longer heads walk chunks of 64.
+TEST(VulkanPolicy, AttentionHeadChunks) {
+  using fv::attention_head_chunk;
+  for (std::int64_t dim : {0, 1}) EXPECT_EQ(attention_head_chunk(dim, 1), 1u) << dim;
+  for (std::int64_t dim : {4, 6, 32, 64}) EXPECT_EQ(attention_head_chunk(dim, 1), dim) << dim;
+  for (std::int64_t dim : {80, 128, 4096}) EXPECT_EQ(attention_head_chunk(dim, 1), 64u) << dim;
+  for (std::int64_t dim : {0, 1, 8, 64, 128}) EXPECT_EQ(attention_head_chunk(dim, 64), 64u) << dim;
+  EXPECT_EQ(attention_head_chunk(8, 16), 16u);
+  EXPECT_EQ(attention_head_chunk(8, 1000), 64u);  // never past the widest
+}
+
 // The subgroup modules run only when asked for, and only where the device has the operations.
 TEST(VulkanPolicy, SubgroupReductionsOnlyWhenAskedForAndAvailable) {
   using ferry::vulkan::subgroup_reductions;

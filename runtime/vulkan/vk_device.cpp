@@ -289,6 +289,7 @@ void VulkanDevice::create_device() {
   if (physical_.props.deviceType == VK_PHYSICAL_DEVICE_TYPE_CPU) {
     limits_.row_elements_per_lane = 1024;  // Note [Row kernel geometry] in vk_kernels.hpp
     limits_.row_target_threads = 4096;
+    limits_.attention_min_head_chunk = 64;  // Note [Attention head chunks] in vk_policy.hpp
   }
   if (api12 && drv.driverID == VK_DRIVER_ID_MESA_LLVMPIPE)
     limits_.loop_budget = 65535;  // Note [Loop budget] in vk_kernels.hpp

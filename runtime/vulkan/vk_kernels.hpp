@@ -81,6 +81,9 @@ struct KernelLimits {
   // The row kernels' geometry (Note [Row kernel geometry]).
   std::uint32_t row_elements_per_lane = 1;
   std::uint64_t row_target_threads = 1 << 17;
+  // The attention kernels' narrowest head-dim chunk (Note [Attention head chunks] in
+  // vk_policy.hpp): 1 on GPUs, 64 on CPU-type devices.
+  std::uint32_t attention_min_head_chunk = 1;
   // Loop iterations one invocation may run, all its loops together; 0: no limit (Note [Loop
   // budget]).
   std::uint64_t loop_budget = 0;

@@ -31,7 +31,7 @@ namespace {
 
 constexpr std::uint32_t kWorkgroup = 64;     // rows per workgroup, one per thread
 constexpr std::uint32_t kTileRows = 16;      // BC: rows of the shared tiles
-constexpr std::uint32_t kMaxHeadChunk = 64;  // EC, EVC: head-dim elements a thread holds
+constexpr std::uint32_t kMaxHeadChunk = kMaxAttentionHeadChunk;  // EC, EVC: at most
 constexpr std::uint64_t kMaxCount = std::uint64_t(1) << 31;  // 32-bit indices in the shader
 
 // What every dispatch of one call shares: the bindings of q, k, v and the mask, and the
@@ -82,25 +82,28 @@ struct AttentionCall {
   }
 
   bool f64() const { return dtype == DType::f64; }  // its f64 module runs it
+  std::uint32_t chunk(std::int64_t dim) const {     // EC, EVC
+    return attention_head_chunk(dim, dev.limits().attention_min_head_chunk);
+  }
   DType stat() const { return f64() ? DType::f64 : DType::f32; }
 
   // One dispatch of `mode` with bindings 0-7 (Note [Fused attention on Vulkan]: slots 6 and 7
   // are the only ones the shader writes).
   void run(std::uint32_t mode, std::array<Binding, 8> b, std::array<std::uint32_t, 3> groups) {
     // (SPLIT merges its threads' maxima and sums through tile_e: BC * EC >= kWorkgroup.)
-    const bool split = mode == abi::ATTN_MODE_SPLIT || mode == abi::ATTN_MODE_COMBINE;
+    // STATS and COMBINE take one pipeline per dtype (Note [Attention head chunks] in
+    // vk_policy.hpp).
+    const bool split = mode == abi::ATTN_MODE_SPLIT,
+               rowwise = mode == abi::ATTN_MODE_STATS || mode == abi::ATTN_MODE_COMBINE;
     const abi::AttentionSpec spec{
         .WG = kWorkgroup,
         .DT = dtype_code(dtype),
         .MODE = mode,
-        .EC = split ? kMaxHeadChunk
-                    : std::min<std::uint32_t>(kMaxHeadChunk,
-                                              std::uint32_t(std::max<std::int64_t>(g.E, 1))),
-        .EVC =
-            std::min<std::uint32_t>(kMaxHeadChunk, std::uint32_t(std::max<std::int64_t>(g.Ev, 1))),
+        .EC = split || rowwise ? kMaxHeadChunk : chunk(g.E),
+        .EVC = rowwise ? kMaxHeadChunk : chunk(g.Ev),
         .BC = f64() ? kTileRows / 2 : kTileRows,  // the tiles' bytes as f32's
-        .CAUSAL = g.causal,
-        .MASK = g.has_mask};
+        .CAUSAL = !rowwise && g.causal,
+        .MASK = !rowwise && g.has_mask};
     p.q_off = b[0].element_offset;
     p.k_off = b[1].element_offset;
     p.v_off = b[2].element_offset;
@@ -136,8 +139,8 @@ LoopIterations attention_loop_iterations(const AttentionGeometry& g, bool f64,
   const std::uint64_t E = std::uint64_t(std::max<std::int64_t>(g.E, 1)),
                       Ev = std::uint64_t(std::max<std::int64_t>(g.Ev, 1));
   const std::uint64_t bc = f64 ? kTileRows / 2 : kTileRows,
-                      ec = std::min<std::uint64_t>(kMaxHeadChunk, E),
-                      evc = std::min<std::uint64_t>(kMaxHeadChunk, Ev);
+                      ec = attention_head_chunk(g.E, lim.attention_min_head_chunk),
+                      evc = attention_head_chunk(g.Ev, lim.attention_min_head_chunk);
   const auto load = [&](std::uint64_t w) { return ceil_div(bc * w, kWorkgroup); };
   const auto dots = [&](std::uint64_t w) { return w * (1 + bc); };
   const std::uint64_t scores = bc + ceil_div(E, ec) * (load(ec) + dots(ec));
@@ -369,8 +372,9 @@ bool forward_on_split_keys(AttentionCall& call, const Binding& out, const Bindin
   const bool forward_fits =
       budget == 0 || attention_loop_iterations(g, call.f64(), call.dev.limits()).forward <= budget;
   // (the backward's DQ and DKV walk ranges instead: attention_backward_kernel)
-  const KeySplit split = key_split(call.dev.split_attention(),
-                                   {g.L, std::int64_t(rows), g.S, g.E, g.Ev}, forward_fits, budget);
+  const KeySplit split =
+      key_split(call.dev.split_attention(), {g.L, std::int64_t(rows), g.S, g.E, g.Ev}, forward_fits,
+                budget, call.dev.limits().attention_min_head_chunk);
   VulkanDevice& dev = call.dev;
   const std::uint64_t parts = rows * split.splits * std::uint64_t(g.Ev + 2);
   const std::uint64_t part_bytes = parts * dtype_size(call.stat());

@@ -115,7 +115,7 @@ SplitAttention split_attention(const char* env) {
 }
 
 KeySplit key_split(SplitAttention mode, const AttentionShape& a, bool forward_fits,
-                   std::uint64_t loop_budget) {
+                   std::uint64_t loop_budget, std::uint32_t min_head_chunk) {
   const auto ceil_div = [](std::int64_t x, std::int64_t y) { return (x + y - 1) / y; };
   std::int64_t len = 0;
   if (mode == SplitAttention::force) {
@@ -128,10 +128,11 @@ KeySplit key_split(SplitAttention mode, const AttentionShape& a, bool forward_fi
   }
   if (loop_budget != 0) {
     // An invocation of SPLIT (shaders/attention.comp, 64 threads, tiles of 8 to 16 rows), per
-    // pass of 64 columns of v and per row of the grid's rounds (65,535 rows a round): for each
-    // key it takes, the head dim and the columns twice; for the merge, some 800 more.
-    const std::int64_t columns = std::clamp<std::int64_t>(a.value_dim, 1, 64);
-    const std::int64_t passes = ceil_div(std::max<std::int64_t>(a.value_dim, 1), 64);
+    // pass of EVC columns of v (Note [Attention head chunks]) and per row of the grid's rounds
+    // (65,535 rows a round): for each key it takes, the head dim and the columns twice; for
+    // the merge, some 800 more.
+    const std::int64_t columns = attention_head_chunk(a.value_dim, min_head_chunk);
+    const std::int64_t passes = ceil_div(std::max<std::int64_t>(a.value_dim, 1), columns);
     const std::int64_t rounds = ceil_div(std::max<std::int64_t>(a.rows, 1), 65535);
     const std::int64_t per_key = a.head_dim + 2 * columns + 2, merge = 800 + columns;
     const std::int64_t each = std::int64_t(loop_budget) / (passes * rounds) - merge;

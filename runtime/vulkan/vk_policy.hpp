@@ -4,6 +4,7 @@
 // ferry_tests checks them on any machine (tests/test_vulkan_policy.cpp).
 #pragma once
 
+#include <algorithm>
 #include <compare>
 #include <cstdint>
 #include <map>
@@ -54,6 +55,29 @@ bool fused_attention(const char* env);
 enum class SplitAttention { off, on, force };
 SplitAttention split_attention(const char* env);
 inline constexpr std::int64_t kSplitKeyRows = 4, kForcedSplitKeys = 16;
+
+// Note [Attention head chunks]
+// EC and EVC of shaders/attention.comp, the head-dim elements of q·k and of v a thread holds,
+// are specialization constants: each value is a pipeline of its own, compiled by the driver.
+// On a GPU a chunk is the head dim itself, up to 64 (longer heads walk chunks of 64): the
+// accumulators' loops (o, dq, dk, dv) run the whole chunk, so a wider one would cost
+// arithmetic on zeros as well as registers. A CPU-type device (lavapipe) takes chunks of 64
+// for every head dim (KernelLimits::attention_min_head_chunk): llvmpipe unrolls the loops of
+// a short chunk in full and then compiles for seconds. With the shader cache empty, the
+// conformance suite's f16 attention gradients on lavapipe (14 cases) took 27.1 s with chunks
+// of the head dims (4 to 16, and 64), 24.1 s with chunks of 16 for the heads up to 16, 72.6 s
+// with 32 and 5.4 s with 64; the f32 forward and gradient cases (29) 29.2, 24.3, 69.6 and
+// 5.1 s, the f64 ones 16.6 s before and 4.6 s after. A CPU has no registers to save, and the
+// extra arithmetic is small beside that at the head dims tests use. The kernels' STATS and
+// COMBINE modes read neither chunk nor is_causal nor the mask, and take one pipeline per dtype
+// on every device.
+inline constexpr std::uint32_t kMaxAttentionHeadChunk = 64;
+constexpr std::uint32_t attention_head_chunk(std::int64_t dim, std::uint32_t min_chunk) {
+  const std::int64_t chunk =
+      std::min<std::int64_t>(std::max<std::int64_t>(dim, 1), kMaxAttentionHeadChunk);
+  return std::max(std::uint32_t(chunk), std::min(min_chunk, kMaxAttentionHeadChunk));
+}
+
 // The split of one call's keys: `splits` workgroups of `split_len` keys per query row; splits
 // = 0 where the forward kernel runs the call instead. Under "1", the splits give the grid about
 // kSplitTargetWorkgroups workgroups (a large GPU's compute units twice over) but no split
@@ -63,6 +87,7 @@ inline constexpr std::int64_t kSplitKeyRows = 4, kForcedSplitKeys = 16;
 // kernel can walk within it, and a call of any number of query rows takes the split kernels
 // where the forward kernel's invocations would run past it (`forward_fits` false, the
 // kernel's estimate); splits = 0 too where even one key a thread would not fit.
+// `min_head_chunk`: the device's KernelLimits::attention_min_head_chunk.
 struct AttentionShape {
   std::int64_t query_rows = 0, rows = 0, keys = 0;  // L, B * Hq * L, S
   std::int64_t head_dim = 0, value_dim = 0;         // E, Ev
@@ -72,7 +97,7 @@ struct KeySplit {
 };
 inline constexpr std::int64_t kSplitTargetWorkgroups = 256, kMinSplitKeys = 256;
 KeySplit key_split(SplitAttention mode, const AttentionShape& a, bool forward_fits,
-                   std::uint64_t loop_budget);
+                   std::uint64_t loop_budget, std::uint32_t min_head_chunk = 1);
 
 // Whether reduce, softmax and layer_norm run from their subgroup modules (Note [Subgroup row
 // reductions] in shaders/subgroup.glsl): where FERRY_VULKAN_SUBGROUPS (`env`) is "1" and the
