@@ -17,6 +17,8 @@
 #   FERRY_CTEST_ARGS      extra ctest arguments, e.g. "-R tensor"
 #   FERRY_FUZZ_SECONDS=N  how long each fuzz target runs (default: 60)
 #   FERRY_SKIP_DEPS=1     skip the package check
+#   OMP_WAIT_POLICY       OpenMP's idle threads (default here: passive; Note [OpenMP's idle
+#                         threads in the test command])
 #   FERRY_CUDA_ARCHITECTURES  GPU generations the CUDA backend is compiled for
 #                         (default here: 75-virtual, i.e. PTX that the driver compiles
 #                         at load; the build's own default is 75;80;86;89;90)
@@ -26,6 +28,16 @@ source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
 cd "$ROOT"
 
 CTEST_JOBS=${FERRY_CTEST_JOBS:-2}
+# Note [OpenMP's idle threads in the test command]
+# ctest runs CTEST_JOBS test processes side by side on the cores, and by default each
+# process's idle OpenMP threads (the CPU backend's, oneDNN's) spin for a while after every
+# parallel region before they sleep, on cores the other test needs. ctest -j2 of
+# ferry_tests_shard_0 and _1, sample_gpt and sample_train_cnn (Release, 2 cores) took 54.1 and
+# 65.3 s (101 and 125 CPU-s) with spinning and 35.0 and 34.7 s (63 CPU-s) with passive waiting,
+# sample_gpt alone 33.6 and 45.6 -> 13.2 and 14.0 s. So the test command has them sleep, unless
+# the caller chose otherwise. (A program that has the cores to itself, a benchmark among them,
+# keeps libgomp's default.)
+export OMP_WAIT_POLICY=${OMP_WAIT_POLICY:-passive}
 read -r -a CTEST_EXTRA <<<"${FERRY_CTEST_ARGS:-}"
 FUZZ_SECONDS=${FERRY_FUZZ_SECONDS:-60}
 if ! [[ "$FUZZ_SECONDS" =~ ^[1-9][0-9]*$ ]]; then
