@@ -30,13 +30,14 @@ cd "$ROOT"
 CTEST_JOBS=${FERRY_CTEST_JOBS:-2}
 # Note [OpenMP's idle threads in the test command]
 # ctest runs CTEST_JOBS test processes side by side on the cores, and by default each
-# process's idle OpenMP threads (the CPU backend's, oneDNN's) spin for a while after every
-# parallel region before they sleep, on cores the other test needs. ctest -j2 of
-# ferry_tests_shard_0 and _1, sample_gpt and sample_train_cnn (Release, 2 cores) took 54.1 and
-# 65.3 s (101 and 125 CPU-s) with spinning and 35.0 and 34.7 s (63 CPU-s) with passive waiting,
-# sample_gpt alone 33.6 and 45.6 -> 13.2 and 14.0 s. So the test command has them sleep, unless
-# the caller chose otherwise. (A program that has the cores to itself, a benchmark among them,
-# keeps libgomp's default.)
+# process's idle OpenMP threads (the CPU backend's, and OpenBLAS's and oneDNN's, which share
+# libgomp's pool: Note [One thread pool]) spin for a while after every parallel region before
+# they sleep, on cores the other test needs. ctest -j2 of ferry_tests_shard_0 and _1,
+# sample_gpt and sample_train_cnn (Release, 2 cores) took 54.1 and 65.3 s (101 and 125 CPU-s)
+# with spinning and 35.0 and 34.7 s (63 CPU-s) with passive waiting; sample_gpt's entry
+# 33.6 and 45.6 -> 13.2 and 14.0 s. So the test command has them sleep, unless the caller chose
+# otherwise. (Run by itself, as ferry-bench is for its figures, a program keeps libgomp's
+# default.)
 export OMP_WAIT_POLICY=${OMP_WAIT_POLICY:-passive}
 read -r -a CTEST_EXTRA <<<"${FERRY_CTEST_ARGS:-}"
 FUZZ_SECONDS=${FERRY_FUZZ_SECONDS:-60}
