@@ -31,7 +31,6 @@ namespace {
 
 constexpr std::uint32_t kWorkgroup = 64;     // rows per workgroup, one per thread
 constexpr std::uint32_t kTileRows = 16;      // BC: rows of the shared tiles
-constexpr std::uint32_t kMaxHeadChunk = kMaxAttentionHeadChunk;  // EC, EVC: at most
 constexpr std::uint64_t kMaxCount = std::uint64_t(1) << 31;  // 32-bit indices in the shader
 
 // What every dispatch of one call shares: the bindings of q, k, v and the mask, and the
@@ -99,8 +98,8 @@ struct AttentionCall {
         .WG = kWorkgroup,
         .DT = dtype_code(dtype),
         .MODE = mode,
-        .EC = split || rowwise ? kMaxHeadChunk : chunk(g.E),
-        .EVC = rowwise ? kMaxHeadChunk : chunk(g.Ev),
+        .EC = split || rowwise ? kMaxAttentionHeadChunk : chunk(g.E),
+        .EVC = rowwise ? kMaxAttentionHeadChunk : chunk(g.Ev),
         .BC = f64() ? kTileRows / 2 : kTileRows,  // the tiles' bytes as f32's
         .CAUSAL = !rowwise && g.causal,
         .MASK = !rowwise && g.has_mask};
@@ -364,7 +363,7 @@ bool backward_on_coopmat(AttentionCall& call, const Binding& dout, const Binding
 // on Vulkan] in attention.comp); false, having done nothing, where the policy (vk_policy.hpp's
 // key_split) keeps the call on FORWARD or the partials would not fit one binding.
 bool forward_on_split_keys(AttentionCall& call, const Binding& out, const Binding& lse) {
-  static_assert(kWorkgroup >= kMaxHeadChunk && kWorkgroup % kTileRows == 0,
+  static_assert(kWorkgroup >= kMaxAttentionHeadChunk && kWorkgroup % kTileRows == 0,
                 "SPLIT merges a column of the output per thread, kTileRows threads at a time");
   const AttentionGeometry& g = call.g;
   const std::uint64_t rows = std::uint64_t(g.B * g.Hq * g.L);
