@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include "ferry/ferry.hpp"
+#include "ferry/kit/index_args.hpp"
 #include "op_test_util.hpp"
 
 using ferry::DType;
@@ -266,4 +267,48 @@ TEST(Stack, Errors) {
                      "stack", "tensors[1]", "[3, 2]", "[2, 3]");
   EXPECT_FERRY_ERROR(ferry::stack({ferry::ones({2}), ferry::ones({2})}, 2), ferry::ShapeError,
                      "stack");
+}
+
+// The operand checks every backend's index kernels share (ferry/kit/index_args.hpp): the 1-D
+// index of index_select and index_add seen with the output's (or src's) shape, varying along
+// `dim` only, and a call the core would never send refused with the backend named.
+TEST(IndexArgs, ViewsAndRefusals) {
+  const auto arg = [](Shape sizes, Shape strides) {
+    ferry::TensorArg a;
+    a.sizes = std::move(sizes);
+    a.strides = std::move(strides);
+    return a;
+  };
+  const auto call = [](ferry::OpId op, std::vector<ferry::TensorArg> in, ferry::TensorArg out,
+                       std::int64_t dim) {
+    return ferry::OpCall{op, std::move(in), {std::move(out)}, ferry::Attrs{{"dim", dim}}};
+  };
+  const ferry::OpCall select =
+      call(ferry::OpId::index_select, {arg({4, 5, 6}, {30, 6, 1}), arg({3}, {2})},
+           arg({4, 3, 6}, {18, 6, 1}), 1);
+  const ferry::GatherOperands s = ferry::index_select_args(select, "cpu");
+  EXPECT_EQ(s.index.sizes, (Shape{4, 3, 6}));
+  EXPECT_EQ(s.index.strides, (Shape{0, 2, 0}));
+  EXPECT_EQ(s.dim, 1);
+  const ferry::OpCall add =
+      call(ferry::OpId::index_add, {arg({2, 7}, {7, 1}), arg({7}, {1})}, arg({2, 9}, {9, 1}), 1);
+  const ferry::AccumulateOperands a = ferry::index_add_args(add, "cuda");
+  EXPECT_EQ(a.index.sizes, (Shape{2, 7}));
+  EXPECT_EQ(a.index.strides, (Shape{0, 1}));
+
+  // index_select's index longer than the output along dim; gather's index wider than x off dim.
+  const ferry::OpCall long_index =
+      call(ferry::OpId::index_select, {arg({4, 5}, {5, 1}), arg({3}, {1})}, arg({4, 2}, {2, 1}), 1);
+  EXPECT_FERRY_ERROR(ferry::index_select_args(long_index, "vulkan"), ferry::ShapeError,
+                     "index_select", "vulkan kernel");
+  const ferry::OpCall wide =
+      call(ferry::OpId::gather, {arg({4, 5}, {5, 1}), arg({4, 6}, {6, 1})}, arg({4, 6}, {6, 1}), 0);
+  EXPECT_FERRY_ERROR(ferry::gather_args(wide, "cuda"), ferry::ShapeError, "gather", "cuda kernel");
+  const ferry::OpCall narrow =
+      call(ferry::OpId::gather, {arg({4, 5}, {5, 1}), arg({4, 6}, {6, 1})}, arg({4, 6}, {6, 1}), 1);
+  EXPECT_EQ(ferry::gather_args(narrow, "cpu").index.strides, (Shape{6, 1}));
+  const ferry::OpCall bad_dim = call(
+      ferry::OpId::scatter_add, {arg({2, 3}, {3, 1}), arg({2, 3}, {3, 1})}, arg({2, 3}, {3, 1}), 2);
+  EXPECT_FERRY_ERROR(ferry::scatter_add_args(bad_dim, "cpu"), ferry::ShapeError, "scatter_add",
+                     "cpu kernel");
 }

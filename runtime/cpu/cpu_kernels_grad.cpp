@@ -22,7 +22,7 @@
 #include "cpu/cpu_backend.hpp"
 #include "cpu/cpu_loops.hpp"
 #include "cpu/cpu_vector_math.hpp"
-#include "ferry/kit/accumulate_args.hpp"
+#include "ferry/kit/index_args.hpp"
 #include "ferry/kit/math/elementwise_ops.hpp"
 #include "ferry/kit/math/scalar_ops.hpp"
 

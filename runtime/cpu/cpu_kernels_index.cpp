@@ -17,6 +17,7 @@
 
 #include "cpu/cpu_backend.hpp"
 #include "cpu/cpu_loops.hpp"
+#include "ferry/kit/index_args.hpp"
 
 namespace ferry::cpu {
 namespace {
@@ -95,30 +96,13 @@ void gather_along(std::string_view op, const TensorArg& x, const TensorArg& inde
 }
 
 void index_select_kernel(DeviceImpl&, const OpCall& call) {
-  const TensorArg &x = call.inputs.at(0), &index = call.inputs.at(1), &out = call.outputs.at(0);
-  const int dim = int(call.attrs.i("dim"));
-  if (index.ndim() != 1 || dim < 0 || dim >= x.ndim() || out.ndim() != x.ndim() ||
-      out.sizes[std::size_t(dim)] != index.sizes[0])
-    throw ShapeError(
-        "index_select: the cpu kernel got shapes that do not fit (see docs/kernel-contract.md)");
-  // The index seen with the output's shape: it varies along `dim` only.
-  TensorArg idx = index;
-  idx.sizes = out.sizes;
-  idx.strides.assign(out.sizes.size(), 0);
-  idx.strides[std::size_t(dim)] = index.strides[0];
-  gather_along("index_select", x, idx, out, dim);
+  const GatherOperands a = index_select_args(call, "cpu");
+  gather_along("index_select", a.x, a.index, a.out, a.dim);
 }
 
 void gather_kernel(DeviceImpl&, const OpCall& call) {
-  const TensorArg &x = call.inputs.at(0), &index = call.inputs.at(1), &out = call.outputs.at(0);
-  const int dim = int(call.attrs.i("dim"));
-  bool fits = index.ndim() == x.ndim() && out.sizes == index.sizes && dim >= 0 && dim < x.ndim();
-  for (int d = 0; fits && d < x.ndim(); ++d)
-    fits = d == dim || index.sizes[std::size_t(d)] <= x.sizes[std::size_t(d)];
-  if (!fits)
-    throw ShapeError(
-        "gather: the cpu kernel got shapes that do not fit (see docs/kernel-contract.md)");
-  gather_along("gather", x, index, out, dim);
+  const GatherOperands a = gather_args(call, "cpu");
+  gather_along("gather", a.x, a.index, a.out, a.dim);
 }
 
 }  // namespace

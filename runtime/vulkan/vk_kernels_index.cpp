@@ -18,7 +18,7 @@
 #include "abi/index.h"
 #include "abi/index_add.h"
 #include "ferry/error.hpp"
-#include "ferry/kit/accumulate_args.hpp"
+#include "ferry/kit/index_args.hpp"
 #include "vulkan/vk_device.hpp"
 #include "vulkan/vk_policy.hpp"
 #include "vulkan/vk_split.hpp"
@@ -113,31 +113,13 @@ void gather_along(DeviceImpl& d, std::string_view op, const TensorArg& x, const 
 }
 
 void index_select_kernel(DeviceImpl& d, const OpCall& call) {
-  const TensorArg &x = call.inputs.at(0), &index = call.inputs.at(1), &out = call.outputs.at(0);
-  const int dim = int(call.attrs.i("dim"));
-  if (index.ndim() != 1 || dim < 0 || dim >= x.ndim() || out.ndim() != x.ndim() ||
-      out.sizes[std::size_t(dim)] != index.sizes[0])
-    throw ShapeError(
-        "index_select: the vulkan kernel got shapes that do not fit (see "
-        "docs/kernel-contract.md)");
-  // The index seen with the output's shape: it varies along `dim` only.
-  TensorArg idx = index;
-  idx.sizes = out.sizes;
-  idx.strides.assign(out.sizes.size(), 0);
-  idx.strides[std::size_t(dim)] = index.strides[0];
-  gather_along(d, "index_select", x, idx, out, dim);
+  const GatherOperands a = index_select_args(call, "vulkan");
+  gather_along(d, "index_select", a.x, a.index, a.out, a.dim);
 }
 
 void gather_kernel(DeviceImpl& d, const OpCall& call) {
-  const TensorArg &x = call.inputs.at(0), &index = call.inputs.at(1), &out = call.outputs.at(0);
-  const int dim = int(call.attrs.i("dim"));
-  bool fits = index.ndim() == x.ndim() && out.sizes == index.sizes && dim >= 0 && dim < x.ndim();
-  for (int k = 0; fits && k < x.ndim(); ++k)
-    fits = k == dim || index.sizes[std::size_t(k)] <= x.sizes[std::size_t(k)];
-  if (!fits)
-    throw ShapeError(
-        "gather: the vulkan kernel got shapes that do not fit (see docs/kernel-contract.md)");
-  gather_along(d, "gather", x, index, out, dim);
+  const GatherOperands a = gather_args(call, "vulkan");
+  gather_along(d, "gather", a.x, a.index, a.out, a.dim);
 }
 
 // ---- index_add, scatter_add ----
