@@ -18,7 +18,9 @@
 // runtime/vulkan/vk_kernels_reduce.cpp.
 //
 // Float sums keep a compensated (TwoSum) pair per accumulator, so they match
-// the CPU's double accumulation to about float rounding, even for 2^24 terms.
+// the CPU's double accumulation to about float rounding, even for 2^24 terms;
+// float products carry their rounding errors in the pair too (Note [Running
+// products in float] in common.glsl).
 #version 450
 #extension GL_GOOGLE_include_directive : require
 #include "common.glsl"
@@ -47,8 +49,8 @@ FERRY_TENSOR(1, x)
 #endif
 #define NO_INDEX 0xffffffffu
 
-// hi + lo is the float sum (lo holds the rounding errors of hi), or hi the float
-// max/min/argmax value; iv the integer value; idx the argmax position.
+// hi + lo is the float sum or product (lo holds the rounding errors of hi; Note [Running
+// products in float] in common.glsl), or hi the float max/min/argmax value; iv the integer value; idx the argmax position.
 struct Acc {
   FTYPE hi, lo;
   ITYPE iv;
@@ -93,7 +95,7 @@ void step(inout Acc a, uint e, uint k) {
   if (IS_FLOAT_DT(IN_DT)) {
     FTYPE v = LOAD_F(x, IN_DT, e);
     if (OP == OP_SUM) two_sum(a, v);
-    else if (OP == OP_PROD) a.hi *= v;
+    else if (OP == OP_PROD) mul_carried(a.hi, a.lo, v);
     else if (OP == OP_MAX) a.hi = max_f(a.hi, v);
     else if (OP == OP_MIN) a.hi = min_f(a.hi, v);
     else if (arg_better_f(v, k, a)) { a.hi = v; a.idx = k; }
@@ -110,7 +112,7 @@ void step(inout Acc a, uint e, uint k) {
 void combine(inout Acc a, Acc b) {
   if (IS_FLOAT_DT(IN_DT)) {
     if (OP == OP_SUM) { two_sum(a, b.hi); a.lo += b.lo; }
-    else if (OP == OP_PROD) a.hi *= b.hi;
+    else if (OP == OP_PROD) mul_carried_pair(a.hi, a.lo, b.hi, b.lo);
     else if (OP == OP_MAX) a.hi = max_f(a.hi, b.hi);
     else if (OP == OP_MIN) a.hi = min_f(a.hi, b.hi);
     else if (arg_better_f(b.hi, b.idx, a)) a = b;
@@ -176,7 +178,7 @@ void store_result(uint i, Acc a) {
     o_u32[2u * i + 1u] = 0u;
   } else if (IS_FLOAT_DT(IN_DT)) {
     // An infinite or NaN hi makes lo NaN (inf - inf); hi is then the answer.
-    FTYPE v = OP == OP_SUM && !isinf(a.hi) && !isnan(a.hi) ? a.hi + a.lo : a.hi;
+    FTYPE v = (OP == OP_SUM || OP == OP_PROD) && !isinf(a.hi) && !isnan(a.hi) ? a.hi + a.lo : a.hi;
     STORE_F(o, OUT_DT, i, v)
   } else {
     STORE_I(o, OUT_DT, i, a.iv)
@@ -220,7 +222,7 @@ Acc shuffle_xor(Acc a, uint o) {
   Acc b = a;
   if (IS_FLOAT_DT(IN_DT)) {
     b.hi = ROW_SHUFFLE(a.hi, o);
-    if (OP == OP_SUM) b.lo = ROW_SHUFFLE(a.lo, o);
+    if (OP == OP_SUM || OP == OP_PROD) b.lo = ROW_SHUFFLE(a.lo, o);
   } else {
 #ifdef FERRY_FULL  // 64-bit shuffles need an extension of their own: two words
     b.iv = int64_t(uint64_t(ROW_SHUFFLE(uint(a.iv), o)) |

@@ -13,7 +13,8 @@
 // before the chunk, which the first two dispatches compute.
 //
 // Float sums keep a compensated (TwoSum) pair, as reduce.comp's do, so they
-// track the CPU's double accumulation; products are plain float. Integer
+// track the CPU's double accumulation; float products carry their rounding
+// errors the same way (Note [Running products in float] in common.glsl). Integer
 // sums and products wrap in ITYPE (64-bit in the full variant). The f64
 // modules (Note [f64 on Vulkan] in runtime/vulkan/vk_pipelines.cpp) do the
 // same in FTYPE = double.
@@ -33,7 +34,7 @@ FERRY_TENSOR(3, st) // CHUNK modes: the chunks' states, SCAN_STATE_WORDS each (e
 #define NO_INDEX 0xffffffffu
 const bool EXTREMUM = OP == OP_CUMMAX || OP == OP_CUMMIN;
 
-// hi + lo the float sum (or hi the product or extremum), iv the integer's, idx
+// hi + lo the float sum or product (or hi the extremum), iv the integer's, idx
 // cummax / cummin's position (NO_INDEX: nothing seen).
 struct State {
   FTYPE hi, lo;
@@ -72,7 +73,7 @@ void step(inout State s, uint e, uint k) {
   if (IS_FLOAT_DT(IN_DT)) {
     FTYPE v = LOAD_F(x, IN_DT, e);
     if (OP == OP_CUMSUM) two_sum(s, v);
-    else if (OP == OP_CUMPROD) s.hi *= v;
+    else if (OP == OP_CUMPROD) mul_carried(s.hi, s.lo, v);
     else if (s.idx == NO_INDEX || takes_over_f(v, s.hi)) { s.hi = v; s.idx = k; }
   } else {
     ITYPE v = LOAD_I(x, IN_DT, e);
@@ -92,7 +93,7 @@ State combine(State a, State b) {
   }
   if (IS_FLOAT_DT(IN_DT)) {
     if (OP == OP_CUMSUM) { two_sum(a, b.hi); a.lo += b.lo; }
-    else a.hi *= b.hi;
+    else mul_carried_pair(a.hi, a.lo, b.hi, b.lo);
   } else {
     if (OP == OP_CUMSUM) a.iv += b.iv;
     else a.iv *= b.iv;
@@ -103,7 +104,7 @@ State combine(State a, State b) {
 void write(uint e, State s) {
   if (IS_FLOAT_DT(IN_DT)) {
     // An infinite or NaN hi makes lo NaN (inf - inf); hi is then the answer.
-    FTYPE v = OP == OP_CUMSUM && !isinf(s.hi) && !isnan(s.hi) ? s.hi + s.lo : s.hi;
+    FTYPE v = !EXTREMUM && !isinf(s.hi) && !isnan(s.hi) ? s.hi + s.lo : s.hi;
     STORE_F(y, OUT_DT, p.y_off + e, v)
   } else {
     STORE_I(y, OUT_DT, p.y_off + e, s.iv)
