@@ -1,7 +1,9 @@
 // benchmarks/bench_matvec.cpp — issue 23's matrix-vector figures, the cost of every generated
 // token: x [S, 4096] times the transpose of a weight [14336, 4096] (S = 1 and 8; a 1024-row
 // weight with --quick), as a linear layer computes it, in f32, f16 and bf16, on the CPU
-// and on vulkan:0 and cuda:0 where they are available (Note [Matrix-vector products]).
+// and on vulkan:0 and cuda:0 where they are available (Note [Matrix-vector products]); and
+// rows "x·W": the same weight kept as [4096, 14336] and used as x · W, as GPT-2's checkpoints
+// keep theirs (Note [Weights along the output on the CPU]).
 // Baselines in this process on the same numbers: OpenBLAS's cblas_sgemv / cblas_sgemm (f32),
 // std::memcpy of the weight's bytes (how fast this machine moves them: a matrix-vector product
 // reads the weight once and cannot go faster than reading it; lavapipe's memory is this
@@ -28,19 +30,25 @@ constexpr std::int64_t kK = 4096;
 std::int64_t rows() { return quick() ? 1024 : 14336; }
 
 struct MatvecData {
-  ferry::Tensor w_t, x;           // the weight's transpose (a view) and the activations
+  ferry::Tensor w_t, x;           // the weight as matmul's B ([K, rows]) and the activations
   std::vector<float> hw, hx, hy;  // f32 copies for OpenBLAS
   std::vector<char> copy;         // memcpy's destination
 };
 
-MatvecData& data(ferry::DType dt, std::int64_t S, const std::string& device = "cpu") {
-  static std::map<std::tuple<int, std::int64_t, std::string>, std::unique_ptr<MatvecData>> cache;
-  auto& d = cache[{int(dt), S, device}];
+// along_output: the weight stored [K, rows] (x · W), else [rows, K] (x · Wᵀ, w_t a view).
+MatvecData& data(ferry::DType dt, std::int64_t S, const std::string& device = "cpu",
+                 bool along_output = false) {
+  static std::map<std::tuple<int, std::int64_t, std::string, bool>, std::unique_ptr<MatvecData>>
+      cache;
+  auto& d = cache[{int(dt), S, device, along_output}];
   if (!d) {
     d = std::make_unique<MatvecData>();
     ferry::manual_seed(7);
-    const ferry::Tensor w = (ferry::randn({rows(), kK}) * 0.02).to(dt).to(ferry::Device(device));
-    d->w_t = w.transpose(0, 1);
+    const ferry::Tensor w =
+        (ferry::randn(along_output ? ferry::Shape{kK, rows()} : ferry::Shape{rows(), kK}) * 0.02)
+            .to(dt)
+            .to(ferry::Device(device));
+    d->w_t = along_output ? w : w.transpose(0, 1);
     d->x = ferry::randn({S, kK}).to(dt).to(ferry::Device(device));
     if (dt == ferry::DType::f32) {
       d->hw = w.to_vector<float>();
@@ -53,9 +61,10 @@ MatvecData& data(ferry::DType dt, std::int64_t S, const std::string& device = "c
 
 double weight_bytes(ferry::DType dt) { return double(rows() * kK * ferry::dtype_size(dt)); }
 
-void run_ferry(benchmark::State& s, ferry::DType dt, std::int64_t S, const std::string& device) {
+void run_ferry(benchmark::State& s, ferry::DType dt, std::int64_t S, const std::string& device,
+               bool along_output) {
   try {
-    MatvecData& d = data(dt, S, device);
+    MatvecData& d = data(dt, S, device, along_output);
     const ferry::Device dev(device);
     ferry::synchronize(ferry::matmul(d.x, d.w_t).device());  // untimed: pipelines compile
     for (auto _ : s) {
@@ -81,15 +90,22 @@ void run_device_copy(benchmark::State& s, ferry::DType dt, const std::string& de
   }
 }
 
-void run_openblas(benchmark::State& s, std::int64_t S) {
-  MatvecData& d = data(ferry::DType::f32, S);
+void run_openblas(benchmark::State& s, std::int64_t S, bool along_output) {
+  MatvecData& d = data(ferry::DType::f32, S, "cpu", along_output);
+  const int n = int(rows()), k = int(kK);
   for (auto _ : s) {
-    if (S == 1)
-      cblas_sgemv(CblasRowMajor, CblasNoTrans, int(rows()), int(kK), 1.0f, d.hw.data(), int(kK),
-                  d.hx.data(), 1, 0.0f, d.hy.data(), 1);
+    if (S == 1 && along_output)
+      cblas_sgemv(CblasRowMajor, CblasTrans, k, n, 1.0f, d.hw.data(), n, d.hx.data(), 1, 0.0f,
+                  d.hy.data(), 1);
+    else if (S == 1)
+      cblas_sgemv(CblasRowMajor, CblasNoTrans, n, k, 1.0f, d.hw.data(), k, d.hx.data(), 1, 0.0f,
+                  d.hy.data(), 1);
+    else if (along_output)
+      cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, int(S), n, k, 1.0f, d.hx.data(), k,
+                  d.hw.data(), n, 0.0f, d.hy.data(), n);
     else
-      cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, int(S), int(rows()), int(kK), 1.0f,
-                  d.hx.data(), int(kK), d.hw.data(), int(kK), 0.0f, d.hy.data(), int(rows()));
+      cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, int(S), n, k, 1.0f, d.hx.data(), k,
+                  d.hw.data(), k, 0.0f, d.hy.data(), n);
     benchmark::DoNotOptimize(d.hy.data());
   }
 }
@@ -125,12 +141,18 @@ void register_matvec() {
       const std::string copy = fmt::format("matvec/{}/copy {}", dn, device);
       if (device != "cpu")
         reg(copy, [dt, device](benchmark::State& s) { run_device_copy(s, dt, device); });
-      for (const std::int64_t S : {std::int64_t(1), std::int64_t(8)}) {
-        const std::string base = fmt::format("matvec/{}/S{}", dn, S);
+      for (const auto& [S, along] :
+           {std::pair{std::int64_t(1), false}, std::pair{std::int64_t(8), false},
+            std::pair{std::int64_t(1), true}, std::pair{std::int64_t(8), true}}) {
+        const std::string base = fmt::format("matvec/{}/S{}{}", dn, S, along ? " x·W" : "");
         const std::string ferry = base + "/ferry " + device;
         const std::string title =
-            fmt::format("matmul [{}, {}] x [{}, {}]ᵀ {} ({})", S, kK, rows(), kK, dn, device);
-        reg(ferry, [dt, S, device](benchmark::State& s) { run_ferry(s, dt, S, device); });
+            along
+                ? fmt::format("matmul [{}, {}] x [{}, {}] {} ({})", S, kK, kK, rows(), dn, device)
+                : fmt::format("matmul [{}, {}] x [{}, {}]ᵀ {} ({})", S, kK, rows(), kK, dn, device);
+        reg(ferry, [dt, S = S, along = along, device](benchmark::State& s) {
+          run_ferry(s, dt, S, device, along);
+        });
         auto compare = [&](const std::string& what, const std::string& baseline,
                            const std::string& label, Metric metric) {
           const double work = metric == Metric::gbps ? weight_bytes(dt) : 0;
@@ -148,12 +170,14 @@ void register_matvec() {
           compare("a device copy of the weight", copy, "ferry clone on " + device, Metric::gbps);
         if (dt == ferry::DType::f32) {
           if (device == "cpu")
-            reg(base + "/openblas", [S](benchmark::State& s) { run_openblas(s, S); });
+            reg(base + "/openblas",
+                [S = S, along = along](benchmark::State& s) { run_openblas(s, S, along); });
           compare(S == 1 ? "sgemv" : "sgemm", base + "/openblas",
                   S == 1 ? "OpenBLAS sgemv" : "OpenBLAS sgemm", Metric::gbps);
         } else if (device == "cpu") {
-          compare("f32 OpenBLAS on the same values", fmt::format("matvec/f32/S{}/openblas", S),
-                  "OpenBLAS f32", Metric::usec);
+          compare("f32 OpenBLAS on the same values",
+                  fmt::format("matvec/f32/S{}{}/openblas", S, along ? " x·W" : ""), "OpenBLAS f32",
+                  Metric::usec);
         }
       }
     }

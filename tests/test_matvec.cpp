@@ -89,4 +89,35 @@ TEST(Matvec, FewRowsAgainstAWeightInEveryFloatDtype) {
   }
 }
 
+// The weight's other layout (Note [Weights along the output on the CPU]): its K rows contiguous
+// along the output, as x · W with W [K, G] (a GPT-2 checkpoint's Conv1D weights) and W · x with
+// W seen transposed, in rows padded past G (a row stride that is not G), over more columns than
+// one block takes (1100: a block and a remainder not a multiple of 8), and batched like
+// attention's probabilities times V (16 heads of [1, 4096] x [4096, 64]).
+TEST(Matvec, WeightsAlongTheOutputInEveryFloatDtype) {
+  for (const std::string& name : ferry_test::available_device_names()) {
+    const ferry::Device dev(name);
+    for (const DType dt : {DType::f32, DType::f16, DType::bf16}) {
+      if (!ferry::device_impl(dev).supports(ferry::OpId::matmul, dt)) continue;
+      ferry::manual_seed(12);
+      const std::int64_t K = 1031;
+      for (const std::int64_t G : {300, 1100}) {
+        const Tensor w = ferry::randn({2, K, G + 5}).to(dt).to(dev).narrow(2, 0, G);
+        for (const std::int64_t S : {1, 3, 8}) {
+          const std::string tag = dev.str() + " " + std::string(ferry::dtype_name(dt)) +
+                                  " G=" + std::to_string(G) + " S=" + std::to_string(S);
+          const Tensor x = ferry::randn({2, S, K}).to(dt).to(dev);
+          expect_product(x, w, "x · W " + tag);
+          expect_product(w.transpose(1, 2), x.transpose(1, 2), "Wᵀ · x " + tag);
+          const Tensor wide = ferry::randn({2, S, 2 * K}).to(dt).to(dev);
+          expect_product(wide.slice(2, 0, 2 * K, 2), w, "strided x · W " + tag);
+        }
+      }
+      const Tensor p = ferry::softmax(ferry::randn({16, 1, 4096}), 2).to(dt).to(dev);
+      const Tensor v = ferry::randn({16, 4096, 64}).to(dt).to(dev);
+      expect_product(p, v, dev.str() + " " + std::string(ferry::dtype_name(dt)) + " heads");
+    }
+  }
+}
+
 }  // namespace

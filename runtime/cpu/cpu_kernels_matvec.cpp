@@ -1,6 +1,7 @@
 // runtime/cpu/cpu_kernels_matvec.cpp — matmul's matrix-vector path on the CPU: products with
 // at most kMatvecMaxVectors rows on one side (a token's activations times a weight, a weight times
 // a vector), which are bound by reading the weight once (Note [Matrix-vector products on the CPU]).
+#include <algorithm>
 #include <cstdint>
 #include <cstring>
 #include <optional>
@@ -183,12 +184,167 @@ template <typename T> void dispatch_rows(std::int64_t S, const T* w, std::int64_
   }
 }
 
+// Note [Weights along the output on the CPU]
+// The weight's second layout (w_along_g, Note [Matrix-vector products]): its K rows are
+// contiguous in g, so c[s][g] = Σ_k v[s][k] W[k][g] runs down its columns. A task takes a block
+// of kColumnBlock columns of one batch and keeps their S sums a column in an L1 array; for
+// each group of kRowsAtOnce rows of k it converts the block's pieces of them to floats (by
+// vcvtph2ps where the CPU has F16C; f32 pieces are read in place) and adds each v[s][k] times
+// its piece. The weight is still read once, from memory, as it is stored: the converted pieces
+// are a few kilobytes that stay in L1. Tasks are (batch, block) pairs, so attention's per-head
+// products (64 columns, thousands of keys) spread over the threads as a large weight does.
+constexpr std::int64_t kColumnBlock = 1024;
+constexpr int kRowsAtOnce = 8;  // row pieces in flight, and one pass over the sums for each
+
+#ifdef FERRY_CPU_FEATURE_PATHS
+__attribute__((target("avx2,fma,f16c"))) void halves_to_floats_f16c(const Half* p, std::int64_t n,
+                                                                    float* out) {
+  std::int64_t i = 0;
+  for (; i + 8 <= n; i += 8)
+    _mm256_storeu_ps(out + i,
+                     _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p + i))));
+  for (; i < n; ++i) out[i] = float(p[i]);
+}
+#endif
+
+// n (at most kColumnBlock) weights from p as floats: p itself for f32, else converted into buf.
+template <typename T> const float* as_floats(const T* p, std::int64_t n, float* buf) {
+  if constexpr (std::is_same_v<T, float>) {
+    return p;
+  } else {
+#ifdef FERRY_CPU_FEATURE_PATHS
+    if constexpr (std::is_same_v<T, Half>)
+      if (cpu_has_f16c()) {
+        halves_to_floats_f16c(p, n, buf);
+        return buf;
+      }
+#endif
+    std::int64_t i = 0;
+    for (; i + kLanes <= n; i += kLanes) {
+      Vf x;
+      load(p + i, x);
+      std::memcpy(buf + i, &x, sizeof x);
+    }
+    for (; i < n; ++i) buf[i] = float(p[i]);
+    return buf;
+  }
+}
+
+// acc[s * kColumnBlock + j] = Σ_k v[s * K + k] · w[k * w_k + j], for j < n and s < S.
+template <typename T>
+FERRY_CPU_CLONES void column_sums(const T* w, std::int64_t w_k, const float* v, std::int64_t S,
+                                  std::int64_t K, std::int64_t n, float* __restrict acc) {
+  alignas(64) float buf[kRowsAtOnce][kColumnBlock];
+  std::fill(acc, acc + S * kColumnBlock, 0.0f);
+  std::int64_t k = 0;
+  for (; k + kRowsAtOnce <= K; k += kRowsAtOnce) {
+    const float* __restrict r[kRowsAtOnce];
+    for (int q = 0; q < kRowsAtOnce; ++q) r[q] = as_floats(w + (k + q) * w_k, n, buf[q]);
+    for (std::int64_t s = 0; s < S; ++s) {
+      const float* vs = v + s * K + k;
+      float* __restrict a = acc + s * kColumnBlock;
+      for (std::int64_t j = 0; j < n; ++j) {
+        float sum = a[j];
+        for (int q = 0; q < kRowsAtOnce; ++q) sum += vs[q] * r[q][j];
+        a[j] = sum;
+      }
+    }
+  }
+  for (; k < K; ++k) {
+    const float* __restrict r = as_floats(w + k * w_k, n, buf[0]);
+    for (std::int64_t s = 0; s < S; ++s) {
+      const float vk = v[s * K + k];
+      float* __restrict a = acc + s * kColumnBlock;
+      for (std::int64_t j = 0; j < n; ++j) a[j] += vk * r[j];
+    }
+  }
+}
+
+#ifdef FERRY_CPU_FEATURE_PATHS
+// column_sums for f16 and bf16 where the CPU has AVX2, FMA and F16C: the pieces converted in
+// registers as they are added, with no buffer between ([1, 4096] x [4096, 14336] on this
+// 2-core VM: f16 5.6 -> 3.1 ms, bf16 5.7 -> see docs/benchmarks-cpu.md).
+template <typename T>
+__attribute__((target("avx2,fma,f16c"))) void column_sums_x86(const T* w, std::int64_t w_k,
+                                                              const float* v, std::int64_t S,
+                                                              std::int64_t K, std::int64_t n,
+                                                              float* __restrict acc) {
+  std::fill(acc, acc + S * kColumnBlock, 0.0f);
+  const std::int64_t n8 = n / 8 * 8;
+  std::int64_t k = 0;
+  for (; k + kRowsAtOnce <= K; k += kRowsAtOnce)
+    for (std::int64_t s = 0; s < S; ++s) {
+      const float* vs = v + s * K + k;
+      __m256 vq[kRowsAtOnce];
+      for (int q = 0; q < kRowsAtOnce; ++q) vq[q] = _mm256_set1_ps(vs[q]);
+      float* a = acc + s * kColumnBlock;
+      for (std::int64_t j = 0; j < n8; j += 8) {
+        __m256 sum = _mm256_loadu_ps(a + j);
+        for (int q = 0; q < kRowsAtOnce; ++q) {
+          const __m128i h =
+              _mm_loadu_si128(reinterpret_cast<const __m128i*>(w + (k + q) * w_k + j));
+          __m256 x;
+          if constexpr (std::is_same_v<T, Half>)
+            x = _mm256_cvtph_ps(h);
+          else  // bf16: the float's high half
+            x = _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16));
+          sum = _mm256_fmadd_ps(x, vq[q], sum);
+        }
+        _mm256_storeu_ps(a + j, sum);
+      }
+      for (std::int64_t j = n8; j < n; ++j)
+        for (int q = 0; q < kRowsAtOnce; ++q) a[j] += vs[q] * float(w[(k + q) * w_k + j]);
+    }
+  for (; k < K; ++k)
+    for (std::int64_t s = 0; s < S; ++s)
+      for (std::int64_t j = 0; j < n; ++j)
+        acc[s * kColumnBlock + j] += v[s * K + k] * float(w[k * w_k + j]);
+}
+#endif
+
+template <typename T> void matvec_columns(const MatvecShape& m, const T* w, const T* x, T* c) {
+  const std::int64_t blocks = (m.G + kColumnBlock - 1) / kColumnBlock;
+  parallel_range(m.batches * blocks, 1, [&](std::int64_t t0, std::int64_t t1) {
+    std::vector<float> v(std::size_t(m.S * m.K)), acc(std::size_t(m.S * kColumnBlock));
+    std::int64_t widened = -1;  // the batch whose vectors v holds
+    for (std::int64_t t = t0; t < t1; ++t) {
+      const std::int64_t b = t / blocks, g0 = (t % blocks) * kColumnBlock;
+      const std::int64_t n = std::min(kColumnBlock, m.G - g0);
+      if (widened != b) {
+        const T* xb = x + b * m.x_batch;
+        for (std::int64_t s = 0; s < m.S; ++s)
+          for (std::int64_t k = 0; k < m.K; ++k)
+            v[std::size_t(s * m.K + k)] = float(xb[s * m.x_s + k * m.x_k]);
+        widened = b;
+      }
+      const T* wb = w + b * m.w_batch + g0;
+      bool summed = false;
+#ifdef FERRY_CPU_FEATURE_PATHS
+      if constexpr (!std::is_same_v<T, float>)
+        if (cpu_has_f16c()) {
+          column_sums_x86(wb, m.w_k, v.data(), m.S, m.K, n, acc.data());
+          summed = true;
+        }
+#endif
+      if (!summed) column_sums(wb, m.w_k, v.data(), m.S, m.K, n, acc.data());
+      T* cb = c + b * m.c_batch + g0 * m.c_g;
+      for (std::int64_t s = 0; s < m.S; ++s)
+        for (std::int64_t j = 0; j < n; ++j)
+          cb[s * m.c_s + j * m.c_g] = T(acc[std::size_t(s * kColumnBlock + j)]);
+    }
+  });
+}
+
 template <typename T> bool matvec(const OpCall& call) {
   const TensorArg &A = call.inputs[0], &B = call.inputs[1], &C = call.outputs[0];
   const std::optional<MatvecShape> shape = matvec_shape(A, B, C);
   if (!shape) return false;
   const MatvecShape& m = *shape;
   const TensorArg &W = m.weight_is_b ? B : A, &X = m.weight_is_b ? A : B;
+  if (m.w_along_g) {
+    matvec_columns<T>(m, W.data<T>(), X.data<T>(), C.data<T>());
+    return true;
+  }
   std::vector<float> v(std::size_t(m.S * m.K)), c;
   const bool f32_out = std::is_same_v<T, float> && C.is_contiguous();
   if (!f32_out) c.resize(std::size_t(m.S * m.G));

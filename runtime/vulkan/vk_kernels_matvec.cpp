@@ -142,7 +142,8 @@ bool try_matvec(VulkanDevice& dev, const TensorArg& A, const TensorArg& B, const
   const DType dt = C.dtype;
   if (dt != DType::f32 && dt != DType::f16 && dt != DType::bf16) return false;
   const std::optional<MatvecShape> shape = matvec_shape(A, B, C);
-  if (!shape) return false;
+  // A weight contiguous in g goes to the GEMM, which reads 16-bit tiles as they are.
+  if (!shape || shape->w_along_g) return false;
   const KernelLimits& lim = dev.limits();
   const std::int64_t piece =
       std::int64_t(max_piece(lim, std::uint64_t(shape->K), std::uint32_t(shape->S)));

@@ -6,10 +6,16 @@
 // matmul's kernels see A [B, M, K] x B [B, K, N] -> C [B, M, N]. When one side has at most
 // kMatvecMaxVectors rows (a token's activations times a weight: x · Wᵀ; or W · x), the product
 // is bound by reading the other side, "the weight", once: c[s][g] = Σ_k v[s][k] · w[g][k] for
-// s < S vectors and g < G weight rows. The paths need the weight's rows contiguous in k (a
-// linear layer's W [G, K] is, whether it is B = Wᵀ or A = W), read as they are stored (16-bit
-// weights are converted in registers, never widened in memory); the vectors may have any
-// strides. Below kMatvecMinWeight elements the general path's loops are as fast.
+// s < S vectors and g < G weight rows. The weight is laid out one of two ways, each read as
+// it is stored (16-bit weights are converted in registers, never widened in memory):
+//  - its G rows contiguous in k: a linear layer's W [G, K], whether it is B = Wᵀ (x · Wᵀ) or
+//    A = W (W · x); every backend's path takes it;
+//  - its K rows contiguous in g (w_along_g): a weight kept as [K, G] and used as x · W (GPT-2's
+//    checkpoints store theirs so), or attention's probabilities times V; the CPU's path takes
+//    it (a sum down the columns), Vulkan leaves it to its GEMM, which reads 16-bit tiles as
+//    they are.
+// The vectors may have any strides. Below kMatvecMinWeight elements the general path's loops
+// are as fast.
 #pragma once
 
 #include <cstdint>
@@ -26,8 +32,11 @@ inline constexpr std::int64_t kMatvecMinWeight = std::int64_t(1) << 14;
 // in elements of each tensor's own view.
 struct MatvecShape {
   bool weight_is_b = false;  // W = B's columns (x · Wᵀ), else W = A's rows (W · x)
+  bool w_along_g = false;    // the weight's K rows are contiguous in g, not its G rows in k
   std::int64_t batches = 0, S = 0, G = 0, K = 0;
-  std::int64_t w_batch = 0, w_row = 0;         // the weight: its rows are contiguous in k
+  std::int64_t w_batch = 0;
+  std::int64_t w_row = 0;                      // the weight's stride along g (1 when w_along_g)
+  std::int64_t w_k = 0;                        // and along k (1 unless w_along_g)
   std::int64_t x_batch = 0, x_s = 0, x_k = 0;  // the vectors
   std::int64_t c_batch = 0, c_s = 0, c_g = 0;  // where c[s][g] goes in C
 };
@@ -38,10 +47,21 @@ inline std::optional<MatvecShape> matvec_shape(const TensorArg& A, const TensorA
                                                const TensorArg& C) {
   const std::int64_t M = C.sizes[1], N = C.sizes[2], K = A.sizes[2];
   MatvecShape s;
-  s.weight_is_b = M <= kMatvecMaxVectors && (B.strides[1] == 1 || K == 1) && N > M;
-  const bool weight_is_a =
-      !s.weight_is_b && N <= kMatvecMaxVectors && (A.strides[2] == 1 || K == 1);
-  if (!s.weight_is_b && !weight_is_a) return std::nullopt;
+  // The weight as B (x · W: few rows M) or as A (W · x: few columns N), contiguous in k first
+  // (every backend's form), then in g; neither, and the general path gathers it.
+  const bool b_side = M <= kMatvecMaxVectors && N > M, a_side = N <= kMatvecMaxVectors;
+  const auto take = [&](bool as_b, bool along_g) {
+    s.weight_is_b = as_b;
+    s.w_along_g = along_g;
+    s.w_k = along_g ? (as_b ? B.strides[1] : A.strides[2]) : 1;
+    s.w_row = along_g ? 1 : (as_b ? B.strides[2] : A.strides[1]);
+    return true;
+  };
+  const bool found = (b_side && (B.strides[1] == 1 || K == 1) && take(true, false)) ||
+                     (a_side && (A.strides[2] == 1 || K == 1) && take(false, false)) ||
+                     (b_side && B.strides[2] == 1 && take(true, true)) ||
+                     (a_side && A.strides[1] == 1 && take(false, true));
+  if (!found) return std::nullopt;
   const TensorArg &W = s.weight_is_b ? B : A, &X = s.weight_is_b ? A : B;
   s.batches = C.sizes[0];
   s.S = s.weight_is_b ? M : N;
@@ -49,7 +69,6 @@ inline std::optional<MatvecShape> matvec_shape(const TensorArg& A, const TensorA
   s.K = K;
   if (s.G * K < kMatvecMinWeight) return std::nullopt;
   s.w_batch = W.strides[0];
-  s.w_row = s.weight_is_b ? B.strides[2] : A.strides[1];
   // X's vectors as S rows of K: A's rows (strides 1, 2) or B's columns (strides 2, 1).
   s.x_batch = X.strides[0];
   s.x_s = s.weight_is_b ? X.strides[1] : X.strides[2];
