@@ -1,6 +1,7 @@
 // shaders/matvec.comp — matmul's matrix-vector path: c[s][g] = Σ_k x[s][k] · w[g][k] for
-// S <= 8 vectors against G weight rows contiguous in k, per batch (Note [Matrix-vector
-// products] in ferry/kit/matvec_shape.hpp; the host: runtime/vulkan/vk_kernels_matvec.cpp).
+// S <= 8 vectors against G weight rows contiguous in k (or, ALONG_G, K rows contiguous in g),
+// per batch (Note [Matrix-vector products] in ferry/kit/matvec_shape.hpp; the host:
+// runtime/vulkan/vk_kernels_matvec.cpp).
 //
 // A workgroup takes ROWS weight rows. Its threads walk k together in chunks of 8 elements,
 // thread t taking chunks t, t + WG, ..., so neighbouring threads read neighbouring 16 or 32
@@ -12,6 +13,13 @@
 // a shared-memory tree adds them up across the workgroup at the end, and the threads store
 // them in the output's dtype. Rows past G (the last workgroup) read row G - 1, in bounds, and
 // store nothing.
+//
+// ALONG_G: the weight's K rows are contiguous in g instead (x · W with W [K, G]; Note [Matrix-
+// vector products]). Then a thread takes 8 neighbouring columns, neighbouring threads the
+// next 8 (so a row's elements are read together, coalesced on a GPU), and walks k, reading the
+// 8 as one 16-byte word of f16 or bf16 or two of floats where W_VEC (rows starting at
+// multiples of 8 elements), else one at a time, and keeping its 8 x S sums in f32: no tree,
+// no barrier. Grid x: groups of 8 WG columns.
 //
 // A K too long for one invocation within the device's loop budget comes in pieces, each after
 // the first adding to c (ACCUMULATE). Specialization and push constants: shaders/abi/matvec.h. Grid: x = groups of ROWS rows,
@@ -53,9 +61,50 @@ void widen16(uvec4 u, out vec4 lo, out vec4 hi) {
     widen16(V4[(e) / 8u], lo, hi);              \
   }
 
+// c[s][g] + (c_old) at the output's place, in its dtype.
+void store_c(uint batch, uint s, uint g, float v) {
+  const uint at = p.c_off + batch * p.c_batch + s * p.c_s + g * p.c_g;
+  if (ACCUMULATE) v += LOAD_F(c_old, DT, at);
+  STORE_F(c, DT, at, v)
+}
+
+void columns(uint batch) {
+  const uint g0 = ((gl_WorkGroupID.x + p.group0) * gl_WorkGroupSize.x + gl_LocalInvocationID.x) * 8u;
+  if (g0 >= p.G) return;
+  const uint wcol = p.w_off + batch * p.w_batch + g0, xb = p.x_off + batch * p.x_batch;
+  const bool whole = W_VEC && g0 + 8u <= p.G;  // the 8 columns are one aligned chunk
+  vec4 lo[8], hi[8];  // [s]: columns g0 .. g0 + 3 and g0 + 4 .. g0 + 7
+  [[unroll]] for (uint s = 0; s < S; ++s) lo[s] = hi[s] = vec4(0.0);
+  for (uint k = 0; k < p.K; ++k) {
+    vec4 wl, wh;
+    if (whole) {
+      LOAD8(w_v4, wcol + k * p.w_k, wl, wh)
+    } else {
+      [[unroll]] for (uint j = 0; j < 4u; ++j) {
+        wl[j] = g0 + j < p.G ? LOAD_F(w, DT, wcol + k * p.w_k + j) : 0.0;
+        wh[j] = g0 + j + 4u < p.G ? LOAD_F(w, DT, wcol + k * p.w_k + j + 4u) : 0.0;
+      }
+    }
+    [[unroll]] for (uint s = 0; s < S; ++s) {
+      const float xv = LOAD_F(x, DT, xb + s * p.x_s + k * p.x_k);
+      lo[s] += xv * wl;
+      hi[s] += xv * wh;
+    }
+  }
+  [[unroll]] for (uint s = 0; s < S; ++s)
+    [[unroll]] for (uint j = 0; j < 4u; ++j) {
+      if (g0 + j < p.G) store_c(batch, s, g0 + j, lo[s][j]);
+      if (g0 + j + 4u < p.G) store_c(batch, s, g0 + j + 4u, hi[s][j]);
+    }
+}
+
 void main() {
   const uint tid = gl_LocalInvocationID.x, wg = gl_WorkGroupSize.x;
   const uint batch = gl_WorkGroupID.y + p.batch0;
+  if (ALONG_G) {
+    columns(batch);
+    return;
+  }
   const uint g0 = (gl_WorkGroupID.x + p.group0) * ROWS;
   const uint wb = p.w_off + batch * p.w_batch, xb = p.x_off + batch * p.x_batch;
   uint w_at[MATVEC_SLOTS];  // each row's element 0
@@ -102,11 +151,6 @@ void main() {
   }
   for (uint i = tid; i < ROWS * S; i += wg) {
     const uint r = i / S, s = i % S;
-    if (g0 + r < p.G) {
-      const uint at = p.c_off + batch * p.c_batch + s * p.c_s + (g0 + r) * p.c_g;
-      float v = red[i * MATVEC_WG];
-      if (ACCUMULATE) v += LOAD_F(c_old, DT, at);
-      STORE_F(c, DT, at, v)
-    }
+    if (g0 + r < p.G) store_c(batch, s, g0 + r, red[i * MATVEC_WG]);
   }
 }

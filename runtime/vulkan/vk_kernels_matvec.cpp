@@ -6,7 +6,9 @@
 // The host picks the rows per workgroup (more rows share each vector chunk, fewer keep the
 // ROWS x S sums in registers), tells the shader whether the weight's rows and the vectors
 // start at multiples of 8 elements (then it reads 16-byte words), and cuts the work into
-// batches, and within a batch into blocks of rows, that each fit a storage-buffer binding.
+// batches, and within a batch into blocks of rows, that each fit a storage-buffer binding. A
+// weight whose K rows run along g (w_along_g) takes the shader's ALONG_G mode: a thread a
+// column, WG columns a workgroup.
 #include <algorithm>
 #include <optional>
 
@@ -36,7 +38,7 @@ MatvecViews views(const MatvecShape& m, const TensorArg& A, const TensorArg& B,
     return v;
   };
   const TensorArg &W = m.weight_is_b ? B : A, &X = m.weight_is_b ? A : B;
-  return {view(W, {m.batches, m.G, m.K}, {m.w_batch, m.w_row, 1}),
+  return {view(W, {m.batches, m.G, m.K}, {m.w_batch, m.w_row, m.w_k}),
           view(X, {m.batches, m.S, m.K}, {m.x_batch, m.x_s, m.x_k}),
           view(C, {m.batches, m.G, m.S}, {m.c_batch, m.c_g, m.c_s})};
 }
@@ -59,7 +61,12 @@ std::uint32_t matvec_workgroup(const KernelLimits& lim) {
 // vectors' loads as the element-wise ones: a trip per chunk of 8 of its share of K and one for
 // the rest, each loading S vectors' elements and adding ROWS x S products, then the tree over
 // the workgroup. K itself where it fits; 0 where not even one trip does.
-std::uint64_t max_piece(const KernelLimits& lim, std::uint64_t K, std::uint32_t S) {
+std::uint64_t max_piece(const KernelLimits& lim, std::uint64_t K, std::uint32_t S, bool along_g) {
+  if (along_g) {  // a trip per k: 8 of the weight's elements (4 + 4 loads where not a word),
+    // then S vectors' elements, each added into 8 sums; the zeroing and the 8 x S stores
+    const std::uint64_t per_trip = 1 + 4 + S;
+    return std::min<std::uint64_t>(K, loop_trips_per_invocation(lim, K, per_trip, S + 4 * S + 2));
+  }
   const std::uint64_t rows = matvec_rows(S), wg = matvec_workgroup(lim);
   const std::uint64_t per_trip = 1 + S * (1 + 8) + rows * (1 + S);
   std::uint64_t tree = 0;
@@ -71,9 +78,9 @@ std::uint64_t max_piece(const KernelLimits& lim, std::uint64_t K, std::uint32_t 
 }
 
 // One dispatch per grid part: w [nb, G, K], x [nb, S, K], c [nb, G, S], each in one binding.
-// `accumulate`: c += the products.
+// `accumulate`: c += the products; `along_g`: w's K rows are contiguous in g (ALONG_G).
 void dispatch_grid(VulkanDevice& dev, const TensorArg& w, const TensorArg& x, const TensorArg& c,
-                   bool accumulate) {
+                   bool accumulate, bool along_g) {
   const std::uint32_t nb = std::uint32_t(w.sizes[0]), G = std::uint32_t(w.sizes[1]),
                       K = std::uint32_t(w.sizes[2]), S = std::uint32_t(x.sizes[1]);
   const Binding cb = dev.bind(c, Access::write), wb = dev.bind(w, Access::read),
@@ -87,6 +94,7 @@ void dispatch_grid(VulkanDevice& dev, const TensorArg& w, const TensorArg& x, co
   p.x_off = xb.element_offset;
   p.w_batch = std::uint32_t(w.strides[0]);
   p.w_row = std::uint32_t(w.strides[1]);
+  p.w_k = std::uint32_t(w.strides[2]);
   p.x_batch = std::uint32_t(x.strides[0]);
   p.x_s = std::uint32_t(x.strides[1]);
   p.x_k = std::uint32_t(x.strides[2]);
@@ -98,7 +106,10 @@ void dispatch_grid(VulkanDevice& dev, const TensorArg& w, const TensorArg& x, co
     return multiple_of_8(off) && (nb == 1 || multiple_of_8(batch)) &&
            (G == 1 || multiple_of_8(row));
   };
-  const bool w_vec = aligned(p.w_off, p.w_batch, p.w_row);
+  // Where the 8-element words start: along k (a row's chunks) or, along_g, along g (its K rows).
+  const bool w_vec = along_g ? multiple_of_8(p.w_off) && (nb == 1 || multiple_of_8(p.w_batch)) &&
+                                   (K == 1 || multiple_of_8(p.w_k))
+                             : aligned(p.w_off, p.w_batch, p.w_row);
   const bool x_vec = x.strides[2] == 1 && aligned(p.x_off, p.x_batch, p.x_s);
   const std::uint32_t rows = matvec_rows(S), wg = matvec_workgroup(dev.limits());
   const std::vector<std::uint32_t> spec = abi::MatvecSpec{.WG = wg,
@@ -107,10 +118,11 @@ void dispatch_grid(VulkanDevice& dev, const TensorArg& w, const TensorArg& x, co
                                                           .ROWS = rows,
                                                           .W_VEC = w_vec,
                                                           .X_VEC = x_vec,
-                                                          .ACCUMULATE = accumulate}
+                                                          .ACCUMULATE = accumulate,
+                                                          .ALONG_G = along_g}
                                               .values();
   const std::uint32_t max_groups = dev.limits().max_groups_x;
-  const std::uint32_t gx = std::uint32_t(ceil_div(G, rows));
+  const std::uint32_t gx = std::uint32_t(along_g ? ceil_div(G, 8 * wg) : ceil_div(G, rows));
   for (std::uint32_t y = 0; y < nb; y += max_groups)
     for (std::uint32_t x0 = 0; x0 < gx; x0 += max_groups) {
       p.group0 = x0;
@@ -127,12 +139,12 @@ void dispatch_grid(VulkanDevice& dev, const TensorArg& w, const TensorArg& x, co
 // dispatch_grid over K in pieces of at most `piece` (max_piece), the pieces after the first
 // adding to c.
 void dispatch_part(VulkanDevice& dev, const TensorArg& w, const TensorArg& x, const TensorArg& c,
-                   std::int64_t piece) {
+                   std::int64_t piece, bool along_g) {
   const std::int64_t K = w.sizes[2];
-  if (piece >= K) return dispatch_grid(dev, w, x, c, false);
+  if (piece >= K) return dispatch_grid(dev, w, x, c, false, along_g);
   for (std::int64_t k0 = 0; k0 < K; k0 += piece) {
     const std::int64_t n = std::min(piece, K - k0);
-    dispatch_grid(dev, narrow(w, 2, k0, n), narrow(x, 2, k0, n), c, k0 > 0);
+    dispatch_grid(dev, narrow(w, 2, k0, n), narrow(x, 2, k0, n), c, k0 > 0, along_g);
   }
 }
 
@@ -142,11 +154,11 @@ bool try_matvec(VulkanDevice& dev, const TensorArg& A, const TensorArg& B, const
   const DType dt = C.dtype;
   if (dt != DType::f32 && dt != DType::f16 && dt != DType::bf16) return false;
   const std::optional<MatvecShape> shape = matvec_shape(A, B, C);
-  // A weight contiguous in g goes to the GEMM, which reads 16-bit tiles as they are.
-  if (!shape || shape->w_along_g) return false;
+  if (!shape) return false;
+  const bool along_g = shape->w_along_g;
   const KernelLimits& lim = dev.limits();
   const std::int64_t piece =
-      std::int64_t(max_piece(lim, std::uint64_t(shape->K), std::uint32_t(shape->S)));
+      std::int64_t(max_piece(lim, std::uint64_t(shape->K), std::uint32_t(shape->S), along_g));
   if (piece == 0) return false;
   const MatvecViews v = views(*shape, A, B, C);
   const std::int64_t batches =
@@ -154,21 +166,33 @@ bool try_matvec(VulkanDevice& dev, const TensorArg& A, const TensorArg& B, const
   if (batches >= 1) {
     for (std::int64_t b0 = 0; b0 < shape->batches; b0 += batches) {
       const std::int64_t n = std::min(batches, shape->batches - b0);
-      dispatch_part(dev, narrow(v.w, 0, b0, n), narrow(v.x, 0, b0, n), narrow(v.c, 0, b0, n),
-                    piece);
+      dispatch_part(dev, narrow(v.w, 0, b0, n), narrow(v.x, 0, b0, n), narrow(v.c, 0, b0, n), piece,
+                    along_g);
     }
     return true;
   }
-  // One batch is too big for a binding: blocks of weight rows (and their outputs), the batch's
-  // vectors whole. Vectors, or a single weight row, too long for one binding take the GEMM
-  // path, which cuts along K.
+  // One batch is too big for a binding. A weight along g spans all its rows in every block of
+  // columns, so it is cut along K instead: pieces of whole rows (and the vectors' elements they
+  // meet), each after the first adding to c, which must fit whole.
+  if (along_g) {
+    const TensorArg w1 = narrow(v.w, 0, 0, 1), x1 = narrow(v.x, 0, 0, 1);
+    const std::int64_t rows = std::min(max_chunk(lim, w1, 2), max_chunk(lim, x1, 2));
+    if (rows == 0 || !fits(lim, narrow(v.c, 0, 0, 1))) return false;
+    for (std::int64_t b = 0; b < shape->batches; ++b)
+      dispatch_part(dev, narrow(v.w, 0, b, 1), narrow(v.x, 0, b, 1), narrow(v.c, 0, b, 1),
+                    std::min(piece, rows), true);
+    return true;
+  }
+  // Otherwise blocks of weight rows (and their outputs), the batch's vectors whole. Vectors, or a
+  // single weight row, too long for one binding take the GEMM path, which cuts along K.
   if (!fits(lim, narrow(v.x, 0, 0, 1)) || !fits(lim, narrow(narrow(v.w, 0, 0, 1), 1, 0, 1)))
     return false;
   for (std::int64_t b = 0; b < shape->batches; ++b) {
     const TensorArg x1 = narrow(v.x, 0, b, 1);
-    for_each_part(
-        lim, {narrow(v.w, 0, b, 1), narrow(v.c, 0, b, 1)}, 1, 2,
-        [&](const auto& parts, const auto&) { dispatch_part(dev, parts[0], x1, parts[1], piece); });
+    for_each_part(lim, {narrow(v.w, 0, b, 1), narrow(v.c, 0, b, 1)}, 1, 2,
+                  [&](const auto& parts, const auto&) {
+                    dispatch_part(dev, parts[0], x1, parts[1], piece, along_g);
+                  });
   }
   return true;
 }

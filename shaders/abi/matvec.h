@@ -15,13 +15,14 @@ FERRY_CODE(MATVEC_SLOTS, 64u)  // ROWS * S <= 64
   X(3, uint, ROWS, 1)      /* weight rows per workgroup; ROWS * S <= MATVEC_SLOTS */ \
   X(4, bool, W_VEC, false) /* the weight's rows start at multiples of 8 elements */  \
   X(5, bool, X_VEC, false) /* the vectors too, and are contiguous in k */           \
-  X(6, bool, ACCUMULATE, false) /* c += the products (binding 3: c, read) */
+  X(6, bool, ACCUMULATE, false) /* c += the products (binding 3: c, read) */         \
+  X(7, bool, ALONG_G, false) /* the weight's K rows are contiguous in g: a thread a column */
 FERRY_SPEC_CONSTANTS(MatvecSpec, FERRY_MATVEC_SPEC)
 
 FERRY_PUSH_CONSTANTS(MatvecParams) {
   uint G, K;                 // weight rows, their length
   uint c_off, w_off, x_off;  // each tensor's element 0 within its binding
-  uint w_batch, w_row;       // the weight's strides (its k stride is 1)
+  uint w_batch, w_row, w_k;  // the weight's strides (w_k 1, or w_row 1 with ALONG_G)
   uint x_batch, x_s, x_k;    // the vectors'
   uint c_batch, c_s, c_g;    // where c[s][g] goes
   uint group0, batch0;       // added to gl_WorkGroupID (x, y)

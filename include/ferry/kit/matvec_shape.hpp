@@ -11,9 +11,8 @@
 //  - its G rows contiguous in k: a linear layer's W [G, K], whether it is B = Wᵀ (x · Wᵀ) or
 //    A = W (W · x); every backend's path takes it;
 //  - its K rows contiguous in g (w_along_g): a weight kept as [K, G] and used as x · W (GPT-2's
-//    checkpoints store theirs so), or attention's probabilities times V; the CPU's path takes
-//    it (a sum down the columns), Vulkan leaves it to its GEMM, which reads 16-bit tiles as
-//    they are.
+//    checkpoints store theirs so), or attention's probabilities times V: sums down the
+//    columns (the CPU's Note [Weights along the output on the CPU], matvec.comp's ALONG_G).
 // The vectors may have any strides. Below kMatvecMinWeight elements the general path's loops
 // are as fast.
 #pragma once
