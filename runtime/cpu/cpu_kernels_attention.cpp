@@ -232,20 +232,6 @@ template <typename C> FERRY_CPU_CLONES void value_rows(std::int64_t rows, std::i
   FERRY_BY_VECTOR_BYTES(value_rows_by, rows, n, Ev, p, ld, v, o)
 }
 
-#ifdef FERRY_CPU_FEATURE_PATHS
-// n halves into floats, eight at a time by vcvtph2ps: the portable conversion's bit operations
-// left a decoding step over an f16 cache at 1.9 GB/s, where f32 reads 20 to 30 (ferry-bench
-// attention/decode S8192/forward f16).
-__attribute__((target("avx2,f16c"))) void halves_to_floats_f16c(const Half* src, std::int64_t n,
-                                                                float* dst) {
-  std::int64_t i = 0;
-  for (; i + 8 <= n; i += 8)
-    _mm256_storeu_ps(dst + i,
-                     _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(src + i))));
-  for (; i < n; ++i) dst[i] = float(src[i]);
-}
-#endif
-
 // Rows [j0, j0 + n) of a [rows, dim] matrix of T into `out` as C: row-major ([n][dim]) and,
 // when `transposed`, also as [dim][kCols].
 template <typename T, typename C> void load_rows(const T* m, std::int64_t j0, std::int64_t n,

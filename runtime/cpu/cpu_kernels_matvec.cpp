@@ -1,6 +1,8 @@
 // runtime/cpu/cpu_kernels_matvec.cpp — matmul's matrix-vector path on the CPU: products with
 // at most kMatvecMaxVectors rows on one side (a token's activations times a weight, a weight times
 // a vector), which are bound by reading the weight once (Note [Matrix-vector products on the CPU]).
+#include <omp.h>
+
 #include <algorithm>
 #include <cstdint>
 #include <cstring>
@@ -187,25 +189,16 @@ template <typename T> void dispatch_rows(std::int64_t S, const T* w, std::int64_
 // Note [Weights along the output on the CPU]
 // The weight's second layout (w_along_g, Note [Matrix-vector products]): its K rows are
 // contiguous in g, so c[s][g] = Σ_k v[s][k] W[k][g] runs down its columns. A task takes a block
-// of kColumnBlock columns of one batch and keeps their S sums a column in an L1 array; for
-// each group of kRowsAtOnce rows of k it converts the block's pieces of them to floats (by
-// vcvtph2ps where the CPU has F16C; f32 pieces are read in place) and adds each v[s][k] times
-// its piece. The weight is still read once, from memory, as it is stored: the converted pieces
-// are a few kilobytes that stay in L1. Tasks are (batch, block) pairs, so attention's per-head
-// products (64 columns, thousands of keys) spread over the threads as a large weight does.
+// of up to kColumnBlock columns of one batch (halved, down to 128, while there are fewer
+// blocks than threads) and keeps their S sums a column in an array; for each group of
+// kRowsAtOnce rows of k it adds each v[s][k] times the block's piece of that row, converted
+// to floats: in registers (vcvtph2ps, or a shift for bf16) where the CPU has AVX2, FMA and
+// F16C, else into a buffer of the pieces first (f32 pieces are read in place). The weight is
+// still read once, from memory, as it is stored; the sums and the buffer are tens of kilobytes,
+// in the caches. Tasks are (batch, block) pairs, so attention's per-head products (64
+// columns, thousands of keys) spread over the threads as a large weight does.
 constexpr std::int64_t kColumnBlock = 1024;
 constexpr int kRowsAtOnce = 8;  // row pieces in flight, and one pass over the sums for each
-
-#ifdef FERRY_CPU_FEATURE_PATHS
-__attribute__((target("avx2,fma,f16c"))) void halves_to_floats_f16c(const Half* p, std::int64_t n,
-                                                                    float* out) {
-  std::int64_t i = 0;
-  for (; i + 8 <= n; i += 8)
-    _mm256_storeu_ps(out + i,
-                     _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p + i))));
-  for (; i < n; ++i) out[i] = float(p[i]);
-}
-#endif
 
 // n (at most kColumnBlock) weights from p as floats: p itself for f32, else converted into buf.
 template <typename T> const float* as_floats(const T* p, std::int64_t n, float* buf) {
@@ -262,8 +255,8 @@ FERRY_CPU_CLONES void column_sums(const T* w, std::int64_t w_k, const float* v, 
 
 #ifdef FERRY_CPU_FEATURE_PATHS
 // column_sums for f16 and bf16 where the CPU has AVX2, FMA and F16C: the pieces converted in
-// registers as they are added, with no buffer between ([1, 4096] x [4096, 14336] on this
-// 2-core VM: f16 5.6 -> 3.1 ms, bf16 5.7 -> see docs/benchmarks-cpu.md).
+// registers as they are added, with no buffer between ([1, 4096] x [4096, 14336] on a 2-core
+// AVX-512 VM: f16 5.6 -> 3.1 ms, bf16 5.7 -> 3.3 ms).
 template <typename T>
 __attribute__((target("avx2,fma,f16c"))) void column_sums_x86(const T* w, std::int64_t w_k,
                                                               const float* v, std::int64_t S,
@@ -303,13 +296,16 @@ __attribute__((target("avx2,fma,f16c"))) void column_sums_x86(const T* w, std::i
 #endif
 
 template <typename T> void matvec_columns(const MatvecShape& m, const T* w, const T* x, T* c) {
-  const std::int64_t blocks = (m.G + kColumnBlock - 1) / kColumnBlock;
+  std::int64_t width = kColumnBlock;
+  const auto blocks_of = [&](std::int64_t wd) { return (m.G + wd - 1) / wd; };
+  while (width > 128 && m.batches * blocks_of(width) < omp_get_max_threads()) width /= 2;
+  const std::int64_t blocks = blocks_of(width);
   parallel_range(m.batches * blocks, 1, [&](std::int64_t t0, std::int64_t t1) {
     std::vector<float> v(std::size_t(m.S * m.K)), acc(std::size_t(m.S * kColumnBlock));
     std::int64_t widened = -1;  // the batch whose vectors v holds
     for (std::int64_t t = t0; t < t1; ++t) {
-      const std::int64_t b = t / blocks, g0 = (t % blocks) * kColumnBlock;
-      const std::int64_t n = std::min(kColumnBlock, m.G - g0);
+      const std::int64_t b = t / blocks, g0 = (t % blocks) * width;
+      const std::int64_t n = std::min(width, m.G - g0);
       if (widened != b) {
         const T* xb = x + b * m.x_batch;
         for (std::int64_t s = 0; s < m.S; ++s)
