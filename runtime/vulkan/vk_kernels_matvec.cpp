@@ -7,8 +7,9 @@
 // ROWS x S sums in registers), tells the shader whether the weight's rows and the vectors
 // start at multiples of 8 elements (then it reads 16-byte words), and cuts the work into
 // batches, and within a batch into blocks of rows, that each fit a storage-buffer binding. A
-// weight whose K rows run along g (w_along_g) takes the shader's ALONG_G mode: a thread a
-// column, WG columns a workgroup.
+// weight whose K rows run along g (w_along_g) takes the shader's ALONG_G mode: a thread per 8
+// columns, 8 WG columns a workgroup, K cut into pieces a binding holds where the batch does not
+// fit whole.
 #include <algorithm>
 #include <optional>
 

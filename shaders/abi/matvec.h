@@ -16,7 +16,7 @@ FERRY_CODE(MATVEC_SLOTS, 64u)  // ROWS * S <= 64
   X(4, bool, W_VEC, false) /* the weight's rows start at multiples of 8 elements */  \
   X(5, bool, X_VEC, false) /* the vectors too, and are contiguous in k */           \
   X(6, bool, ACCUMULATE, false) /* c += the products (binding 3: c, read) */         \
-  X(7, bool, ALONG_G, false) /* the weight's K rows are contiguous in g: a thread a column */
+  X(7, bool, ALONG_G, false) /* the weight's K rows are contiguous in g: 8 columns a thread */
 FERRY_SPEC_CONSTANTS(MatvecSpec, FERRY_MATVEC_SPEC)
 
 FERRY_PUSH_CONSTANTS(MatvecParams) {
