@@ -50,7 +50,8 @@ FERRY_TENSOR(1, x)
 #define NO_INDEX 0xffffffffu
 
 // hi + lo is the float sum or product (lo holds the rounding errors of hi; Note [Running
-// products in float] in common.glsl), or hi the float max/min/argmax value; iv the integer value; idx the argmax position.
+// products in float] in common.glsl), or hi the float max/min/argmax value; iv the integer
+// value; idx the argmax position.
 struct Acc {
   FTYPE hi, lo;
   ITYPE iv;
