@@ -295,6 +295,14 @@ __attribute__((target("avx2,fma,f16c"))) void column_sums_x86(const T* w, std::i
 }
 #endif
 
+// Batch b's S vectors as f32 rows of K (v [S][K]), whatever their strides and dtype.
+template <typename T>
+void widen_vectors(const MatvecShape& m, const T* x, std::int64_t b, float* v) {
+  const T* xb = x + b * m.x_batch;
+  for (std::int64_t s = 0; s < m.S; ++s)
+    for (std::int64_t k = 0; k < m.K; ++k) v[s * m.K + k] = float(xb[s * m.x_s + k * m.x_k]);
+}
+
 template <typename T> void matvec_columns(const MatvecShape& m, const T* w, const T* x, T* c) {
   std::int64_t width = kColumnBlock;
   const auto blocks_of = [&](std::int64_t wd) { return (m.G + wd - 1) / wd; };
@@ -307,10 +315,7 @@ template <typename T> void matvec_columns(const MatvecShape& m, const T* w, cons
       const std::int64_t b = t / blocks, g0 = (t % blocks) * width;
       const std::int64_t n = std::min(width, m.G - g0);
       if (widened != b) {
-        const T* xb = x + b * m.x_batch;
-        for (std::int64_t s = 0; s < m.S; ++s)
-          for (std::int64_t k = 0; k < m.K; ++k)
-            v[std::size_t(s * m.K + k)] = float(xb[s * m.x_s + k * m.x_k]);
+        widen_vectors(m, x, b, v.data());
         widened = b;
       }
       const T* wb = w + b * m.w_batch + g0;
@@ -345,10 +350,7 @@ template <typename T> bool matvec(const OpCall& call) {
   const bool f32_out = std::is_same_v<T, float> && C.is_contiguous();
   if (!f32_out) c.resize(std::size_t(m.S * m.G));
   for (std::int64_t b = 0; b < m.batches; ++b) {
-    const T* x = X.data<T>() + b * m.x_batch;
-    for (std::int64_t s = 0; s < m.S; ++s)
-      for (std::int64_t k = 0; k < m.K; ++k)
-        v[std::size_t(s * m.K + k)] = float(x[s * m.x_s + k * m.x_k]);
+    widen_vectors(m, X.data<T>(), b, v.data());
     T* dst = C.data<T>() + b * m.c_batch;
     float* out = f32_out ? reinterpret_cast<float*>(dst) : c.data();
     dispatch_rows<T>(m.S, W.data<T>() + b * m.w_batch, m.w_row, v.data(), m.K, m.G, out,
