@@ -211,7 +211,7 @@ ITYPE float_to_itype(double f, uint dt) {
 // hi += v with the rounding error kept in lo (TwoSum: hi + lo is the exact sum of what was
 // added, to the working precision twice over, while no term is infinite or NaN; `precise`
 // keeps the compiler from simplifying it away). The sums of layer_norm's and batch_norm's
-// statistics and gradients.
+// statistics and gradients, and reduce.comp's and scan.comp's float sums.
 void add_exact(inout FTYPE hi, inout FTYPE lo, FTYPE v) {
   precise FTYPE s = hi + v;
   precise FTYPE bv = s - hi;
@@ -219,6 +219,7 @@ void add_exact(inout FTYPE hi, inout FTYPE lo, FTYPE v) {
   hi = s;
   lo += err;
 }
+
 #define F_NAN uintBitsToFloat(0x7fc00000u)
 #define F_INF uintBitsToFloat(0x7f800000u)
 // A literal of the FTYPE math that float does not hold exactly, written with the lf suffix:
@@ -291,7 +292,7 @@ vec2 two_prod(float a, float b) {
 // factors 1 + U(0, 1e-4) 0.1% low through cumprod, where the CPU's and CUDA's running double
 // products are within an ulp or two of the float result. So reduce.comp's prod and
 // scan.comp's cumprod carry each product's rounding error in lo, as their sums carry theirs
-// (two_sum): (hi + lo) v = hi v + lo v, hi v = p + e exactly (two_prod), lo becoming lo v + e;
+// (add_exact): (hi + lo) v = hi v + lo v, hi v = p + e exactly (two_prod), lo becoming lo v + e;
 // the result is hi + lo wherever hi is finite. two_prod's split overflows past 2^115 and
 // loses exactness below 2^-100, so operands or products outside [1e-30, 1e30] multiply
 // plainly (there a product is no longer a run of factors near 1). The f64 modules multiply

@@ -67,16 +67,6 @@ Acc identity() {
   return a;
 }
 
-// hi += v exactly: Knuth's TwoSum puts the rounding error into lo. `precise`
-// stops the compiler from contracting or reassociating it away.
-void two_sum(inout Acc a, FTYPE v) {
-  precise FTYPE s = a.hi + v;
-  precise FTYPE bv = s - a.hi;
-  precise FTYPE err = (a.hi - (s - bv)) + (v - bv);
-  a.hi = s;
-  a.lo += err;
-}
-
 // Whether (v, i) beats (a.hi/a.iv, a.idx) for argmax: larger, or NaN (the
 // maximum), or equal (NaN included) at a smaller index: the first maximum wins.
 bool arg_better_f(FTYPE v, uint i, Acc a) {
@@ -95,7 +85,7 @@ bool arg_better_i(ITYPE v, uint i, Acc a) {
 void step(inout Acc a, uint e, uint k) {
   if (IS_FLOAT_DT(IN_DT)) {
     FTYPE v = LOAD_F(x, IN_DT, e);
-    if (OP == OP_SUM) two_sum(a, v);
+    if (OP == OP_SUM) add_exact(a.hi, a.lo, v);
     else if (OP == OP_PROD) mul_carried(a.hi, a.lo, v);
     else if (OP == OP_MAX) a.hi = max_f(a.hi, v);
     else if (OP == OP_MIN) a.hi = min_f(a.hi, v);
@@ -112,7 +102,7 @@ void step(inout Acc a, uint e, uint k) {
 
 void combine(inout Acc a, Acc b) {
   if (IS_FLOAT_DT(IN_DT)) {
-    if (OP == OP_SUM) { two_sum(a, b.hi); a.lo += b.lo; }
+    if (OP == OP_SUM) { add_exact(a.hi, a.lo, b.hi); a.lo += b.lo; }
     else if (OP == OP_PROD) mul_carried_pair(a.hi, a.lo, b.hi, b.lo);
     else if (OP == OP_MAX) a.hi = max_f(a.hi, b.hi);
     else if (OP == OP_MIN) a.hi = min_f(a.hi, b.hi);

@@ -47,14 +47,6 @@ State identity() {
   return State(FTYPE(prod ? 1.0 : 0.0), FTYPE(0.0), ITYPE(prod ? 1 : 0), NO_INDEX);
 }
 
-void two_sum(inout State a, FTYPE v) {
-  precise FTYPE s = a.hi + v;
-  precise FTYPE bv = s - a.hi;
-  precise FTYPE err = (a.hi - (s - bv)) + (v - bv);
-  a.hi = s;
-  a.lo += err;
-}
-
 // Whether a later value takes over from an earlier one: ties do (the later
 // position wins), a NaN does, and nothing but a NaN takes over from a NaN.
 bool takes_over_f(FTYPE later, FTYPE earlier) {
@@ -72,7 +64,7 @@ bool takes_over_i(ITYPE later, ITYPE earlier) {
 void step(inout State s, uint e, uint k) {
   if (IS_FLOAT_DT(IN_DT)) {
     FTYPE v = LOAD_F(x, IN_DT, e);
-    if (OP == OP_CUMSUM) two_sum(s, v);
+    if (OP == OP_CUMSUM) add_exact(s.hi, s.lo, v);
     else if (OP == OP_CUMPROD) mul_carried(s.hi, s.lo, v);
     else if (s.idx == NO_INDEX || takes_over_f(v, s.hi)) { s.hi = v; s.idx = k; }
   } else {
@@ -92,7 +84,7 @@ State combine(State a, State b) {
     return over ? b : a;
   }
   if (IS_FLOAT_DT(IN_DT)) {
-    if (OP == OP_CUMSUM) { two_sum(a, b.hi); a.lo += b.lo; }
+    if (OP == OP_CUMSUM) { add_exact(a.hi, a.lo, b.hi); a.lo += b.lo; }
     else mul_carried_pair(a.hi, a.lo, b.hi, b.lo);
   } else {
     if (OP == OP_CUMSUM) a.iv += b.iv;
