@@ -42,7 +42,7 @@ for l in "$build"/lib/*.so "$build"/lib/*.so.* "$build"/test_plugins/*.so; do [[
 
 # The shared libraries these load, except the C and C++ runtimes (every Linux has them) and
 # the CUDA toolkit's and driver's own (the GPU machine has its own, matching its driver).
-skip='^(libc|libm|libdl|librt|libpthread|libstdc\+\+|libgcc_s|ld-linux-x86-64|linux-vdso|libcuda|libcudart|libcublas|libcublasLt|libnvrtc|libnvrtc-builtins|libcudnn.*)\.so'
+skip='^(libc|libm|libdl|librt|libpthread|libstdc\+\+|libgcc_s|ld-linux-x86-64|linux-vdso|libcuda|libcudart|libcublas|libcublasLt|libnvrtc|libnvrtc-builtins|libcudnn.*|libnccl)\.so'
 for f in "${files[@]}"; do
   ldd "$f" | awk '$3 ~ /^\// {print $3}'
 done | sort -u | while read -r lib; do
@@ -53,7 +53,8 @@ done | sort -u | while read -r lib; do
 done
 # Loaded with dlopen, so ldd does not list them.
 for name in libvulkan.so.1 libGLdispatch.so.0 libVkLayer_khronos_validation.so; do
-  lib=$(ldconfig -p | awk -v n="$name" '$1 == n {print $NF; exit}')
+  # (awk reads to the end: an early exit would end ldconfig by SIGPIPE, failing under pipefail)
+  lib=$(ldconfig -p | awk -v n="$name" '$1 == n && !found {print $NF; found = 1}')
   [[ -n $lib ]] && cp -L "$lib" "$deps/$name"
 done
 manifest=/usr/share/vulkan/explicit_layer.d/VkLayer_khronos_validation.json
