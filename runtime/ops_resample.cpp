@@ -29,17 +29,19 @@ struct Taps {
   std::vector<double> weight;
 };
 
-// PyTorch's compute_scales_value: 1 / the given scale, else in / out; in `Real` (float for
-// the f32, f16 and bf16 kernels, double for f64), as PyTorch's opmath.
+// PyTorch's compute_scales_value: 1 / the given scale, else in / out; in `Real`. The linear
+// modes compute in their opmath (float for the f32, f16 and bf16 kernels, double for f64);
+// the nearest modes in float for every dtype, as UpSample.h's nearest_idx does, so an f64
+// input picks the pixels an f32 one does (at scale 2.7, output 41 of 51 reads input 14; in
+// double it would read 15).
 template <class Real>
 Real source_scale(std::optional<double> scale, std::int64_t in, std::int64_t out) {
   return scale && *scale > 0 ? Real(1.0 / *scale) : Real(in) / Real(out);
 }
 
-template <class Real>
 Taps nearest_taps(std::int64_t in, std::int64_t out, std::optional<double> scale, bool exact) {
   Taps t;
-  const Real s = source_scale<Real>(scale, in, out);
+  const float s = source_scale<float>(scale, in, out);
   for (std::int64_t o = 0; o < out; ++o) {
     std::int64_t i;
     if (!exact && out == in) {
@@ -47,7 +49,10 @@ Taps nearest_taps(std::int64_t in, std::int64_t out, std::optional<double> scale
     } else if (!exact && out == 2 * in) {
       i = o >> 1;
     } else {
-      i = std::int64_t(std::floor((Real(o) + Real(exact ? 0.5 : 0.0)) * s));
+      // PyTorch's source indices: floorf(dst * scale) in float, and nearest-exact's
+      // floorf((dst + 0.5) * scale), its product in double rounded to float.
+      i = exact ? std::int64_t(std::floor(float((double(o) + 0.5) * double(s))))
+                : std::int64_t(std::floor(float(o) * s));
     }
     t.index.push_back(std::min(i, in - 1));
   }
@@ -257,8 +262,7 @@ Tensor interpolate(const Tensor& x, const InterpolateOptions& o) {
     const auto s = scales[std::size_t(i)];
     Taps t;
     if (mode == "nearest" || mode == "nearest-exact") {
-      const bool exact = mode == "nearest-exact";
-      t = f64 ? nearest_taps<double>(a, b, s, exact) : nearest_taps<float>(a, b, s, exact);
+      t = nearest_taps(a, b, s, mode == "nearest-exact");
     } else if (mode == "bicubic") {
       t = f64 ? cubic_taps<double>(a, b, align, s) : cubic_taps<float>(a, b, align, s);
     } else {

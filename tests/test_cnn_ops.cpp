@@ -450,6 +450,33 @@ TEST(CnnOps, InterpolateKernelsMatchTheComposition) {
     }
 }
 
+// The nearest modes pick their source pixels in float whatever the dtype, as PyTorch does
+// (UpSample.h's nearest_idx: compute_scales_value<float>), so an f64 input reads the pixels an
+// f32 one does. The indices below are what PyTorch 1.13 (Debian's python3-torch) printed for
+// F.interpolate(torch.arange(19.).reshape(1, 1, 19, 1), scale_factor=(2.7, 1),
+// mode="nearest-exact") in float32 and in float64 alike; in double arithmetic output 41 would
+// read input 15.
+TEST(CnnOps, NearestModesPickThePixelsOfPyTorchInEveryDtype) {
+  const std::vector<double> pytorch = {0,  0,  0,  1,  1,  2,  2,  2,  3,  3,  3,  4,  4,
+                                       5,  5,  5,  6,  6,  6,  7,  7,  7,  8,  8,  9,  9,
+                                       9,  10, 10, 10, 11, 11, 12, 12, 12, 13, 13, 13, 14,
+                                       14, 14, 15, 15, 16, 16, 16, 17, 17, 17, 18, 18};
+  for (const DType dt : {DType::f32, DType::f64}) {
+    const Tensor x = ferry::arange(0, 19, 1, {.dtype = dt}).reshape({1, 1, 19, 1});
+    const Tensor y = ferry::interpolate(x, {.scale_factor = {2.7, 1.0}, .mode = "nearest-exact"});
+    EXPECT_EQ(ferry_test::as_double(y), pytorch) << ferry::dtype_name(dt);
+  }
+  // Every scale from 0.3 to 3.1 in both modes: f64 picks what f32 picks.
+  for (const char* mode : {"nearest", "nearest-exact"})
+    for (int tenths = 3; tenths <= 31; ++tenths) {
+      const ferry::InterpolateOptions o{.scale_factor = {tenths / 10.0}, .mode = mode};
+      const Tensor x = ferry::arange(0, 37, 1, {.dtype = DType::f64}).reshape({1, 1, 37});
+      EXPECT_EQ(ferry_test::as_double(ferry::interpolate(x, o)),
+                ferry_test::as_double(ferry::interpolate(x.to(DType::f32), o)))
+          << mode << " scale " << tenths / 10.0;
+    }
+}
+
 // ferry/kit/pool_windows.hpp's rules, which the kernels and the shader share, against their
 // definitions by brute force: an adaptive window is [floor(o·in/out), ceil((o+1)·in/out)) (in
 // exact rationals: o·in and out), and the covering windows of a position are exactly those
