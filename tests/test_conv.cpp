@@ -139,6 +139,47 @@ TEST(Conv, CpuBatchSplitOverThreadsGivesWhatOneSampleAtATimeGives) {
   omp_set_num_threads(threads);
 }
 
+// f16 and bf16 on the CPU run the f32 kernels on the widened operands and round each result
+// once, as PyTorch's CPU convolutions do: the forward pass and all three gradients equal, bit
+// for bit, the f32 pass over the same (16-bit) values rounded to the dtype. The composition
+// that ran before (unfold, matmul, fold) rounded the input's gradient twice.
+TEST(Conv, CpuSixteenBitConvolutionsAreTheF32KernelsRoundedOnce) {
+  struct Case {
+    ferry::Shape x, w;
+    std::vector<std::int64_t> stride, padding;
+    std::int64_t groups;
+    bool channels_last;
+  };
+  for (const Case& k : {Case{{3, 8, 17, 15}, {6, 8, 5, 5}, {2}, {2}, 1, false},
+                        Case{{2, 6, 9, 11}, {6, 2, 3, 3}, {1}, {1}, 3, false},
+                        Case{{2, 4, 9, 7}, {8, 4, 3, 3}, {2, 1}, {1}, 1, true},
+                        Case{{2, 4, 9, 7}, {8, 4, 1, 1}, {1}, {0}, 1, false}})
+    for (const DType dt : {DType::f16, DType::bf16}) {
+      SCOPED_TRACE(ferry::shape_str(k.w) + " " + std::string(ferry::dtype_name(dt)));
+      const Tensor x0 = f64_input(k.x, 4).to(dt), w0 = f64_input(k.w, 5).to(dt),
+                   b0 = f64_input({k.w[0]}, 6).to(dt);
+      auto run = [&](DType as) {
+        Tensor x = x0.to(as).detach(), w = w0.to(as).detach();  // leaves of their own
+        if (k.channels_last) x = x.contiguous(ferry::MemoryFormat::channels_last);
+        x.requires_grad_();
+        w.requires_grad_();
+        Tensor b = b0.to(as).detach().requires_grad_(), y;
+        const std::size_t calls = ferry_test::kernel_calls(
+            "conv2d", [&] { y = ferry::conv2d(x, w, b, k.stride, k.padding, {1}, k.groups); });
+        EXPECT_EQ(calls, 1u) << "the kernel ran, not the composition";
+        y.backward(f64_input(y.sizes(), 7).to(dt).to(as));
+        return std::vector<Tensor>{y, x.grad(), w.grad(), b.grad()};
+      };
+      const std::vector<Tensor> half = run(dt), wide = run(DType::f32);
+      for (std::size_t i = 0; i < 4; ++i)
+        EXPECT_EQ(ferry_test::as_double(half[i]), ferry_test::as_double(wide[i].to(dt)))
+            << (i == 0   ? "y"
+                : i == 1 ? "dx"
+                : i == 2 ? "dw"
+                         : "db");
+    }
+}
+
 // PyTorch's errors, as ShapeError (ValueError for a padding string it does not know or
 // 'same' with a stride), naming the sizes.
 TEST(Conv, BadGeometryIsAShapeErrorNamingTheSizes) {

@@ -29,7 +29,7 @@ void add_optim_kernels(KernelTable& table);    // adam_step, sgd_step
 void add_sort_kernels(KernelTable& table);     // cumsum, cumprod, cummax, cummin, sort, topk
 void add_scatter_kernels(KernelTable& table);  // scatter_reduce
 void add_conv_kernels(KernelTable& table);     // conv1d/2d/3d and their backward rows
-bool conv_supports(DType dtype);               // f32 and f64
+bool conv_supports(DType dtype);               // f32, f64, f16 and bf16 (widened)
 void add_cnn_kernels(KernelTable& table);      // batch_norm and its backward row
 void add_resample_kernels(KernelTable& table);  // interpolate (2-D) and its backward row
 void add_pool_kernels(KernelTable& table);     // max_pool1d/2d, avg_pool1d/2d, their backward rows

@@ -1,5 +1,6 @@
 // runtime/cpu/cpu_kernels_conv.cpp — the CPU's convolution kernels (conv1d/2d/3d and their
-// backward_input / backward_weight rows) in f32 and f64: oneDNN's primitives where the
+// backward_input / backward_weight rows) in f32 and f64, and f16 and bf16 widened to f32
+// (run_widened): oneDNN's primitives where the
 // library loads and takes the case (cpu/onednn.hpp), else ferry's own im2col + BLAS path
 // below. Note [CPU convolution] says which runs where and why.
 //
@@ -32,6 +33,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <memory>
 #include <type_traits>
 #include <vector>
 
@@ -360,21 +362,73 @@ template <typename T> void run(const OpCall& c) {
   }
 }
 
+// Host memory for a widened operand (run_widened).
+class FloatScratch final : public Buffer {
+ public:
+  explicit FloatScratch(std::int64_t n)
+      : Buffer(std::size_t(n) * sizeof(float)), v_(std::size_t(n)) {}
+  void* host_ptr() const override { return const_cast<float*>(v_.data()); }
+
+ private:
+  std::vector<float> v_;
+};
+
+// f16 and bf16: every operand widened to f32, the f32 kernel (oneDNN or im2col + sgemm), each
+// result rounded once, as PyTorch's CPU convolutions accumulate 16-bit operands in f32. The
+// composition this replaces (unfold, matmul, fold) rounded the input's gradient twice: its
+// columns, then their sums (2.5 times the error, 2026-12-04).
+template <typename H> void run_widened(const OpCall& c) {
+  check_layouts(c, layouts(c));  // dense: a view's elements fill [offset, offset + numel)
+  OpCall wide = c;
+  std::vector<std::unique_ptr<FloatScratch>> scratch;
+  const auto widen = [&](TensorArg& t, bool read) {
+    const std::int64_t n = t.numel();
+    scratch.push_back(std::make_unique<FloatScratch>(n));
+    float* to = static_cast<float*>(scratch.back()->host_ptr());
+    if (read) {
+      const H* from = t.data<H>();
+      detail::parallel_range(n, 1 << 15, [&](std::int64_t b, std::int64_t e) {
+        for (std::int64_t i = b; i < e; ++i) to[i] = float(from[i]);
+      });
+    }
+    t.buffer = scratch.back().get();
+    t.offset = 0;
+    t.dtype = DType::f32;
+  };
+  for (TensorArg& t : wide.inputs) widen(t, true);
+  for (TensorArg& t : wide.outputs) widen(t, false);
+  run<float>(wide);
+  for (std::size_t k = 0; k < c.outputs.size(); ++k) {
+    const float* from = wide.outputs[k].data<float>();
+    H* to = c.outputs[k].data<H>();
+    detail::parallel_range(c.outputs[k].numel(), 1 << 15, [&](std::int64_t b, std::int64_t e) {
+      for (std::int64_t i = b; i < e; ++i) to[i] = H(from[i]);
+    });
+  }
+}
+
 void dispatch(const OpCall& c) {
   switch (c.inputs.at(0).dtype) {
     case DType::f32:
       return run<float>(c);
     case DType::f64:
       return run<double>(c);
+    case DType::f16:
+      return run_widened<Half>(c);
+    case DType::bf16:
+      return run_widened<BFloat16>(c);
     default:
-      throw UnsupportedError(fmt::format("{}: the cpu kernel computes f32 and f64, not {}",
-                                         c.name(), dtype_name(c.inputs.at(0).dtype)));
+      throw UnsupportedError(
+          fmt::format("{}: the cpu kernel computes f32, f64, f16 and bf16, not {}", c.name(),
+                      dtype_name(c.inputs.at(0).dtype)));
   }
 }
 
 }  // namespace
 
-bool conv_supports(DType dtype) { return dtype == DType::f32 || dtype == DType::f64; }
+bool conv_supports(DType dtype) {
+  return dtype == DType::f32 || dtype == DType::f64 || dtype == DType::f16 || dtype == DType::bf16;
+}
 
 void add_conv_kernels(KernelTable& table) {
   for (OpId op : kConvKernelOps)
