@@ -4,7 +4,9 @@
 
 #include <cmath>
 
+#include "ferry/backend.hpp"
 #include "ferry/ferry.hpp"
+#include "gradcheck.hpp"
 
 namespace {
 
@@ -70,6 +72,50 @@ TEST(NnUtils, LossesRefuseWhatPyTorchRefuses) {
   EXPECT_FLOAT_EQ(
       F::binary_cross_entropy_with_logits(ferry::full({1}, -200.0), ferry::ones({1})).item<float>(),
       200);
+}
+
+// binary_cross_entropy's gradients are PyTorch's formulas, not the chain rule through its
+// clamped logs, which gave NaN where the input is 0 or 1: for x, (x - t) / max(x (1 - x),
+// 1e-12); for the target, -logit(x). The values are what PyTorch 1.13 (Debian's python3-torch)
+// printed for these inputs in float64, reduction "sum"; every device, f32 and f64 where it
+// takes them. Inside (0, 1), finite differences in f64, the weight's gradient too.
+TEST(NnUtils, BinaryCrossEntropyGradientsArePyTorchsAtZeroAndOne) {
+  const std::vector<double> xs = {1.0, 0.0, 0.5, 1.0, 0.0, 0.999},
+                            ts = {1.0, 0.0, 0.5, 0.3, 0.6, 0.2};
+  const std::vector<double> dx = {0, 0, 0, 700000002797.0619, -600000002397.4817, 799.799799799799};
+  const double inf = INFINITY;
+  const std::vector<double> dt = {-inf, inf, 0, -inf, inf, -6.906754778648552};
+  for (const std::string device : {"cpu", "vulkan:0", "cuda:0"}) {
+    if (!ferry::is_available(device)) continue;
+    for (const ferry::DType type : {ferry::DType::f32, ferry::DType::f64}) {
+      if (!ferry::device_impl(ferry::Device(device)).supports(ferry::OpId::log, type)) continue;
+      SCOPED_TRACE(device + " " + std::string(ferry::dtype_name(type)));
+      Tensor x = ferry::tensor(xs).to(type).to(ferry::Device(device)).requires_grad_();
+      Tensor t = ferry::tensor(ts).to(type).to(ferry::Device(device)).requires_grad_();
+      const Tensor loss = F::binary_cross_entropy(x, t, {}, ferry::nn::Reduction::sum);
+      EXPECT_NEAR(loss.item<double>(), 136.21955150381237, 136.2 * 1e-6);  // the clamped logs
+      loss.backward();
+      const std::vector<double> gx = x.grad().to(ferry::DType::f64).to_vector<double>(),
+                                gt = t.grad().to(ferry::DType::f64).to_vector<double>();
+      // 0.999 in f32 is 0.99900001: 1 / (1 - x) amplifies that to 1.3e-5 of dx.
+      const double rel = type == ferry::DType::f64 ? 1e-9 : 1e-4;
+      for (std::size_t i = 0; i < xs.size(); ++i) {
+        EXPECT_NEAR(gx[i], dx[i], std::abs(dx[i]) * rel) << "dx " << i;
+        if (std::isinf(dt[i]))
+          EXPECT_EQ(gt[i], dt[i]) << "dt " << i;
+        else
+          EXPECT_NEAR(gt[i], dt[i], std::abs(dt[i]) * rel) << "dt " << i;
+      }
+    }
+  }
+  const Tensor x = ferry_test::grad_input({3, 4}, 0.05, 0.95, 1);
+  const Tensor t = ferry_test::grad_input({3, 4}, 0, 1, 2),
+               w = ferry_test::grad_input({4}, 0.5, 2, 3);
+  EXPECT_TRUE(ferry_test::gradcheck(
+      [](const std::vector<Tensor>& in) {
+        return F::binary_cross_entropy(in[0], in[1], in[2], ferry::nn::Reduction::mean);
+      },
+      {x, t, w}));
 }
 
 // Each module is its op, with PyTorch's defaults.

@@ -112,6 +112,10 @@ void record_layer_norm(const Tensor& x, const Shape& normalized_shape, const Ten
                        const Tensor& bias, const Tensor& mean, const Tensor& rstd, const Tensor& y,
                        bool fused_backward);
 void record_embedding(const Tensor& weight, const Tensor& indices, const Tensor& out);
+// binary_cross_entropy's unreduced loss (weighted where weight is defined), with PyTorch's
+// gradients: w (x - t) / max(x (1 - x), 1e-12) for x, finite where x is 0 or 1.
+void record_binary_cross_entropy(const Tensor& x, const Tensor& target, const Tensor& weight,
+                                 const Tensor& loss);
 void record_index_select(const Tensor& x, std::int64_t dim, const Tensor& index, const Tensor& out);
 void record_gather(const Tensor& x, std::int64_t dim, const Tensor& index, const Tensor& out);
 // scatter ("assign"), scatter_reduce and index_put (index is i64 and src

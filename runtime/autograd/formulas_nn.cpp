@@ -329,4 +329,37 @@ void record_stack(const std::vector<Tensor>& tensors, std::int64_t dim, const Te
          });
 }
 
+// PyTorch's binary_cross_entropy_backward, not the composition's chain rule: through
+// log(1 - x) clamped at -100 that gives 0 x (-1 / (1 - x)) = NaN where x is 1 (and likewise
+// at 0), where PyTorch's (x - t) / max(x (1 - x), 1e-12) is finite: 0 where the target agrees,
+// about 1e12 where it does not. 16-bit inputs compute in f32 and round once, as PyTorch's CUDA
+// kernel does (1e-12 is zero in f16). The target's gradient is PyTorch's -logit(x), unclamped
+// (infinite where x is 0 or 1); the weight's the unweighted loss.
+void record_binary_cross_entropy(const Tensor& x, const Tensor& target, const Tensor& weight,
+                                 const Tensor& loss) {
+  if (!should_record({&x, &target, &weight})) return;
+  record("binary_cross_entropyBackward", {x, target, weight}, loss,
+         [xs = Saved(x), ts = Saved(target), ws = Saved(weight)](
+             const Tensor& g, const Needs& needs) -> std::vector<Tensor> {
+           const Tensor x = xs.get(), t = ts.get(), w = ws.get();
+           const DType dt = x.dtype();
+           const bool narrow = dt == DType::f16 || dt == DType::bf16;
+           const Tensor xw = narrow ? x.to(DType::f32) : x, tw = narrow ? t.to(DType::f32) : t;
+           const Tensor gw = w.defined() ? g * w : g;
+           std::vector<Tensor> r(3);
+           if (needs[0]) {
+             // PyTorch's EPSILON is the float 1e-12 (9.9999999600e-13), in f64 too.
+             const Tensor d = (xw - tw) / clamp_min(xw * (1 - xw), double(1e-12f));
+             r[0] = sum_to(gw * d.to(dt), x.sizes());
+           }
+           if (needs[1]) r[1] = sum_to(gw * neg(log(xw / (1 - xw))).to(dt), t.sizes());
+           if (needs[2]) {
+             const Tensor unweighted =
+                 neg(tw * clamp_min(log(xw), -100) + (1 - tw) * clamp_min(log1p(neg(xw)), -100));
+             r[2] = sum_to(g * unweighted.to(dt), w.sizes());
+           }
+           return r;
+         });
+}
+
 }  // namespace ferry::autograd

@@ -21,6 +21,7 @@
 #include <string_view>
 
 #include "autocast_internal.hpp"
+#include "autograd/formulas.hpp"
 #include "ferry/error.hpp"
 #include "ferry/nn/functional.hpp"
 #include "ferry/ops.hpp"
@@ -294,10 +295,14 @@ Tensor binary_cross_entropy(const Tensor& input, const Tensor& target, const Ten
   if (input.numel() > 0 &&
       (min(input.detach()).item<double>() < 0 || max(input.detach()).item<double>() > 1))
     throw ValueError("binary_cross_entropy: the input must hold probabilities in [0, 1]");
-  const Tensor log_x = clamp_min(log(input), -100);
-  const Tensor log_1mx = clamp_min(log1p(neg(input)), -100);
-  Tensor loss = neg(target * log_x + (1 - target) * log_1mx);
-  if (weight.defined()) loss = loss * weight;
+  // One node with PyTorch's backward (autograd/formulas_nn.cpp), not the composition's.
+  const Tensor loss = autograd::untracked([&] {
+    const Tensor log_x = clamp_min(log(input), -100);
+    const Tensor log_1mx = clamp_min(log1p(neg(input)), -100);
+    const Tensor l = neg(target * log_x + (1 - target) * log_1mx);
+    return weight.defined() ? l * weight : l;
+  });
+  autograd::record_binary_cross_entropy(input, target, weight, loss);
   return reduce_loss(loss, reduction);
 }
 
