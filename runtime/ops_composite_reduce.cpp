@@ -9,6 +9,7 @@
 #include <limits>
 
 #include "autocast_internal.hpp"
+#include "autograd/formulas.hpp"
 #include "ferry/autograd.hpp"
 #include "ferry/error.hpp"
 #include "ferry/ops.hpp"
@@ -53,7 +54,10 @@ Tensor count_nonzero(const Tensor& x, const std::vector<std::int64_t>& dims) {
 Tensor std(const Tensor& x, const std::vector<std::int64_t>& dims, double correction,
            bool keepdim) {
   detail::check_dtype(OpId::std, x);
-  return sqrt(var(x, dims, correction, keepdim));
+  const Tensor v = var(x, dims, correction, keepdim);
+  const Tensor s = autograd::untracked([&] { return sqrt(v); });
+  autograd::record_std(v, s);  // a zero gradient where the slice is constant, as PyTorch's
+  return s;
 }
 
 std::pair<Tensor, Tensor> var_mean(const Tensor& x, const std::vector<std::int64_t>& dims,

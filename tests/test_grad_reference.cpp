@@ -90,6 +90,19 @@ const std::map<std::string, std::function<Tensor(const In&)>>& cases() {
          return ferry::log(ferry::exp(x) + 1.0) * ferry::rsqrt(x * x + 1.0) +
                 ferry::sin(x) * ferry::cos(x) + ferry::sqrt(x * x + 2.0) - ferry::min(x);
        }},
+      {"kinks_and_zeros",
+       [](const In& in) {
+         namespace F = ferry::nn::functional;
+         const ferry::Device dev = in[0].device();
+         const auto on = [&](std::vector<float> v) { return ferry::tensor(v).to(dev); };
+         const auto none = ferry::nn::Reduction::none;
+         return ferry::cat(
+             {ferry::std(in[0], {1}), F::cosine_similarity(in[1], in[0], 1),
+              ferry::xlogy(in[2], in[3]),
+              F::binary_cross_entropy_with_logits(in[4], on({0.5f, 1, 0, 0.3f}), {}, {}, none),
+              F::binary_cross_entropy(in[5], on({1, 0.6f, 0.5f, 0.2f}), {}, none)},
+             0);
+       }},
       {"logits_through_embedding",
        [](const In& in) {
          const Tensor& e = in[0];

@@ -118,6 +118,19 @@ TEST(NnUtils, BinaryCrossEntropyGradientsArePyTorchsAtZeroAndOne) {
       {x, t, w}));
 }
 
+// cosine_similarity divides each vector by its norm (clamped at eps) before the dot product,
+// as PyTorch does: two short vectors whose norms multiply to less than eps still get their
+// cosine (dividing the dot product by max(|x1| |x2|, eps) gave 0.01 here, not 0.707).
+TEST(NnUtils, CosineSimilarityOfShortVectors) {
+  const Tensor x1 = ferry::tensor(std::vector<double>{1e-5, 0}),
+               x2 = ferry::tensor(std::vector<double>{1e-5, 1e-5});
+  EXPECT_NEAR(F::cosine_similarity(x1, x2, 0).item<double>(), std::sqrt(0.5), 1e-12);
+  // A zero vector: 0, as PyTorch (its norm clamps to eps).
+  EXPECT_EQ(
+      F::cosine_similarity(ferry::zeros({2}, {.dtype = ferry::DType::f64}), x2, 0).item<double>(),
+      0.0);
+}
+
 // Each module is its op, with PyTorch's defaults.
 TEST(NnUtils, ActivationAndShapeModules) {
   Tensor x = ferry::linspace(-4, 4, 12).reshape({3, 4});

@@ -93,6 +93,19 @@ def logits_through_embedding(e, idx, w, b):
     return cross_entropy_by_ops(h.reshape(-1, e.shape[1]) @ e.t(), idx.reshape(-1))
 
 
+def kinks_and_zeros(a, b, c, d, e, p):
+    # Where a composition's chain rule and PyTorch's formulas part: std of a constant row,
+    # the cosine of a zero vector, xlogy at x = 0, a logit of exactly 0, probabilities of
+    # exactly 0 and 1. Fixed inputs: random ones would never land on these points.
+    return torch.cat([
+        torch.std(a, 1),
+        F.cosine_similarity(b, a, dim=1),
+        torch.xlogy(c, d),
+        F.binary_cross_entropy_with_logits(e, torch.tensor([0.5, 1.0, 0.0, 0.3]), reduction="none"),
+        F.binary_cross_entropy(p, torch.tensor([1.0, 0.6, 0.5, 0.2]), reduction="none"),
+    ])
+
+
 CASES = [
     ("mlp_gelu_cross_entropy", mlp_gelu_cross_entropy,
      lambda g: [g.uniform([8, 5], -2, 2), g.uniform([7, 5], -0.5, 0.5), g.uniform([7], -0.5, 0.5),
@@ -112,6 +125,11 @@ CASES = [
      lambda g: [g.uniform([2, 1, 3, 4], -1, 1), g.uniform([3, 4, 5], -1, 1), g.uniform([5], -1, 1)]),
     ("activations", activations, lambda g: [g.uniform([3, 5], -3, 3)]),
     ("transcendental", transcendental, lambda g: [g.uniform([2, 5], -2, 2)]),
+    ("kinks_and_zeros", kinks_and_zeros,
+     lambda g: [torch.tensor([[2.0, 2.0, 2.0], [1.0, -0.5, 3.0]]),
+                torch.tensor([[0.0, 0.0, 0.0], [0.5, -1.0, 2.0]]), torch.tensor([0.0, 1.5, 0.3]),
+                torch.tensor([2.0, 0.5, 0.7]), torch.tensor([0.0, 0.0, 3.0, -2.0]),
+                torch.tensor([1.0, 0.0, 0.5, 0.999])]),
     ("logits_through_embedding", logits_through_embedding,
      lambda g: [g.uniform([7, 6], -1, 1), g.ints([2, 5], 0, 7), g.uniform([6], 0.5, 1.5),
                 g.uniform([6], -0.5, 0.5)]),

@@ -75,6 +75,9 @@ void record_mean(const Tensor& x, const std::vector<std::int64_t>& dims, bool ke
                  const Tensor& out);
 void record_extremum(std::string_view op, const Tensor& x, const std::vector<std::int64_t>& dims,
                      bool keepdim, const Tensor& out);  // max, min
+// std = sqrt(var): the gradient to var is g / (2 std), 0 where std is 0 (a constant slice),
+// as PyTorch's std_backward masks it; sqrt's own formula would give inf x 0 = NaN there.
+void record_std(const Tensor& var, const Tensor& std);
 void record_var(const Tensor& x, const std::vector<std::int64_t>& dims, double correction,
                 bool keepdim, const Tensor& out);
 

@@ -258,11 +258,15 @@ BackwardFn binary_formula(OpId op, const Tensor& a, const Tensor& b, const Tenso
         return {n[0] ? to_input(where(eq(av, 0), Scalar(0), g * (out.get() / av)), av) : Tensor(),
                 n[1] ? to_input(zeros_like(g), b.get()) : Tensor()};
       };
-    case OpId::xlogy:  // xlogy(x != 0, y) to x, x / y to y
+    // PyTorch's: xlogy(g, y) to x, 0 where x is 0 and y <= 0 (log y where x is 0 and y > 0:
+    // the derivative along x = 0, pytorch/pytorch#80770); x / y to y.
+    case OpId::xlogy:
       return [a = Saved(a), b = Saved(b)](const Tensor& g, const Needs& n) -> Grads {
         Tensor av = a.get(), bv = b.get();
-        return {n[0] ? to_input(g * xlogy(ne(av, 0), bv), av) : Tensor(),
-                n[1] ? to_input(g * av / bv, bv) : Tensor()};
+        return {
+            n[0] ? to_input(where(logical_and(eq(av, 0), le(bv, 0)), Scalar(0), xlogy(g, bv)), av)
+                 : Tensor(),
+            n[1] ? to_input(g * av / bv, bv) : Tensor()};
       };
     case OpId::maximum:
     case OpId::minimum:  // ties split the gradient in half

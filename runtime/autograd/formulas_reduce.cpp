@@ -69,6 +69,15 @@ void record_extremum(std::string_view op, const Tensor& x, const std::vector<std
 }
 
 // d var / dx = 2 (x - mean) / (N - correction), the denominator as the forward used it.
+void record_std(const Tensor& var, const Tensor& std) {
+  if (!should_record({&var})) return;
+  record("stdBackward", {var}, std,
+         [s = Saved(std)](const Tensor& g, const Needs&) -> std::vector<Tensor> {
+           const Tensor sv = s.get();
+           return {where(eq(sv, 0), Scalar(0), g / (2 * sv))};
+         });
+}
+
 void record_var(const Tensor& x, const std::vector<std::int64_t>& dims, double correction,
                 bool keepdim, const Tensor& out) {
   if (!should_record({&x})) return;

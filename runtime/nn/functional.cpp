@@ -104,8 +104,13 @@ Tensor cosine_similarity(const Tensor& x1, const Tensor& x2, std::int64_t dim, d
   }
   const Shape shape = broadcast_shapes(x1.sizes(), x2.sizes());
   const Tensor a = x1.expand(shape), b = x2.expand(shape);
-  const Tensor dot = sum(a * b, {dim});
-  return dot / clamp_min(norm(a, 2, {dim}) * norm(b, 2, {dim}), eps);
+  // PyTorch's: each vector divided by its norm clamped at eps, then the dot product, so the
+  // result stays in [-1, 1] and two short vectors (norms 1e-5: a product under eps) still get
+  // their cosine. PyTorch clamps the norms in place under no_grad, so the gradient flows as
+  // through the unclamped norms: the clamp's step here is detached.
+  const auto clamped = [&](const Tensor& n) { return n + (clamp_min(n, eps) - n).detach(); };
+  const Tensor n1 = clamped(norm(a, 2, {dim}, true)), n2 = clamped(norm(b, 2, {dim}, true));
+  return sum((a / n1) * (b / n2), {dim});
 }
 
 Tensor pairwise_distance(const Tensor& x1, const Tensor& x2, double p, double eps, bool keepdim) {

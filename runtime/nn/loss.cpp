@@ -318,10 +318,13 @@ Tensor binary_cross_entropy_with_logits(const Tensor& input, const Tensor& targe
                                             reduction);
   }
   check_pair("binary_cross_entropy_with_logits", input, target);
-  const Tensor softplus_neg = log1p(exp(neg(abs(input)))) + ferry::relu(neg(input));
+  // PyTorch's form: its gradient is (1 - t) - lw (1 - sigmoid(x)) everywhere. A softplus
+  // written with |x| and max(-x, 0) has the right values but, at x = 0 exactly (a zero-initialised
+  // last layer), both kinks take a zero gradient: 1 - t instead of 1/2 - t.
+  const Tensor log_sig = logsigmoid(input);
   Tensor loss = pos_weight.defined()
-                    ? (1 - target) * input + ((pos_weight - 1) * target + 1) * softplus_neg
-                    : (1 - target) * input + softplus_neg;
+                    ? (1 - target) * input - ((pos_weight - 1) * target + 1) * log_sig
+                    : (1 - target) * input - log_sig;
   if (weight.defined()) loss = loss * weight;
   return reduce_loss(loss, reduction);
 }
