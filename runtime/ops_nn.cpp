@@ -129,18 +129,26 @@ Tensor layer_norm(const Tensor& x, const Shape& normalized_shape, const Tensor& 
   return r.y;
 }
 
-Tensor embedding(const Tensor& weight, const Tensor& indices) {
+Tensor embedding(const Tensor& weight, const Tensor& indices,
+                 std::optional<std::int64_t> padding_idx) {
   check_same_device("embedding", {{"weight", &weight}, {"indices", &indices}});
   if (weight.dim() != 2)
     throw ShapeError(
         fmt::format("embedding: weight must be 2-D [num_embeddings, embedding_dim], got shape {}",
                     shape_str(weight.sizes())));
+  if (padding_idx) {
+    const std::int64_t n = weight.size(0);
+    if (*padding_idx >= n || *padding_idx < -n)
+      throw ValueError(fmt::format(
+          "embedding: padding_idx must be within num_embeddings ({}), got {}", n, *padding_idx));
+    if (*padding_idx < 0) padding_idx = *padding_idx + n;
+  }
   Tensor out = autograd::untracked([&] {
     Shape shape = indices.sizes();
     shape.push_back(weight.size(1));
     return detail::index_select("embedding", weight, 0, indices.reshape({-1})).view(shape);
   });
-  autograd::record_embedding(weight, indices, out);
+  autograd::record_embedding(weight, indices, out, padding_idx);
   return out;
 }
 

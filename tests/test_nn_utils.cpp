@@ -131,6 +131,34 @@ TEST(NnUtils, CosineSimilarityOfShortVectors) {
       0.0);
 }
 
+// padding_idx, as PyTorch's: the module's row starts at zeros, lookups of it return the row as
+// it is, and its gradient stays zero (the other rows get theirs); negative counts from the end.
+TEST(NnUtils, EmbeddingPaddingIdxGetsNoGradient) {
+  ferry::nn::Embedding emb(5, 3, {}, -2);
+  ASSERT_EQ(emb.padding_idx, 3);
+  EXPECT_EQ(emb.weight.select(0, 3).to_vector<float>(), (std::vector<float>{0, 0, 0}));
+  EXPECT_EQ(emb.extra_repr(), "5, 3, padding_idx=3");
+  EXPECT_THROW(ferry::nn::Embedding(5, 3, {}, 5), ferry::ValueError);
+  for (const std::string device : {"cpu", "vulkan:0"}) {
+    if (!ferry::is_available(device)) continue;
+    SCOPED_TRACE(device);
+    const ferry::Device dev(device);
+    ferry::manual_seed(3);
+    Tensor w = ferry::randn({5, 3}).to(dev).requires_grad_();
+    const Tensor idx = ferry::tensor(std::vector<std::int64_t>{3, 1, 3, 0}).to(dev);
+    const Tensor up = ferry::randn({4, 3}).to(dev);
+    const Tensor y = ferry::embedding(w, idx, 3);
+    EXPECT_TRUE(ferry::equal(y, ferry::index_select(w.detach(), 0, idx)));
+    ferry::sum(y * up).backward();
+    const Tensor g = w.grad().to(ferry::Device::cpu()), u = up.to(ferry::Device::cpu());
+    EXPECT_TRUE(ferry::equal(g.select(0, 3), ferry::zeros({3})));
+    EXPECT_TRUE(ferry::equal(g.select(0, 1), u.select(0, 1)));
+    EXPECT_TRUE(ferry::equal(g.select(0, 0), u.select(0, 3)));
+    EXPECT_TRUE(ferry::equal(g.select(0, 2), ferry::zeros({3})));
+    EXPECT_THROW(ferry::embedding(w, idx, -6), ferry::ValueError);
+  }
+}
+
 // Each module is its op, with PyTorch's defaults.
 TEST(NnUtils, ActivationAndShapeModules) {
   Tensor x = ferry::linspace(-4, 4, 12).reshape({3, 4});

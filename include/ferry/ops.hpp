@@ -294,8 +294,11 @@ Tensor log_softmax(const Tensor& x, std::int64_t dim);
 // optional (undefined Tensor).
 Tensor layer_norm(const Tensor& x, const Shape& normalized_shape, const Tensor& weight = {},
                   const Tensor& bias = {}, double eps = 1e-5);
-// weight[indices]: indices i32 or i64 of any shape -> indices.shape + [dim].
-Tensor embedding(const Tensor& weight, const Tensor& indices);
+// weight[indices]: indices i32 or i64 of any shape -> indices.shape + [dim]. The row
+// padding_idx (negative counts from the end, as PyTorch's) gets no gradient: F.embedding's
+// padding_idx, a padding token's row that training leaves as it is.
+Tensor embedding(const Tensor& weight, const Tensor& indices,
+                 std::optional<std::int64_t> padding_idx = std::nullopt);
 Tensor index_select(const Tensor& x, std::int64_t dim, const Tensor& index);
 Tensor gather(const Tensor& x, std::int64_t dim, const Tensor& index);
 Tensor cat(const std::vector<Tensor>& tensors, std::int64_t dim = 0);

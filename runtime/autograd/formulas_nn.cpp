@@ -245,13 +245,18 @@ void record_attention(const Tensor& q, const Tensor& k, const Tensor& v, const T
          });
 }
 
-void record_embedding(const Tensor& weight, const Tensor& indices, const Tensor& out) {
+void record_embedding(const Tensor& weight, const Tensor& indices, const Tensor& out,
+                      std::optional<std::int64_t> padding_idx) {
   if (!should_record({&weight})) return;
   record("embeddingBackward", {weight}, out,
-         [shape = weight.sizes(), idx = Saved(indices)](const Tensor& g,
-                                                        const Needs&) -> std::vector<Tensor> {
+         [shape = weight.sizes(), idx = Saved(indices), padding_idx](
+             const Tensor& g, const Needs&) -> std::vector<Tensor> {
            Tensor flat = idx.get().reshape({-1}).to(DType::i64).contiguous();
-           return {detail::index_add(shape, 0, flat, g.reshape({-1, shape[1]}))};
+           Tensor rows = g.reshape({-1, shape[1]});
+           // The padding row's lookups add nothing (PyTorch's embedding_backward skips them).
+           if (padding_idx)
+             rows = where(eq(flat, Scalar(*padding_idx)).unsqueeze(1), Scalar(0), rows);
+           return {detail::index_add(shape, 0, flat, rows)};
          });
 }
 

@@ -48,12 +48,25 @@ std::string Linear::extra_repr() const {
 
 // ---------------------------------------------------------------- Embedding
 
-Embedding::Embedding(std::int64_t num, std::int64_t dim, const TensorOptions& options)
-    : num_embeddings(num), embedding_dim(dim) {
+Embedding::Embedding(std::int64_t num, std::int64_t dim, const TensorOptions& options,
+                     std::optional<std::int64_t> padding)
+    : num_embeddings(num), embedding_dim(dim), padding_idx(padding) {
   check_size("Embedding", "num_embeddings", num);
   check_size("Embedding", "embedding_dim", dim);
+  if (padding_idx) {
+    if (*padding_idx >= num || *padding_idx < -num)
+      throw ValueError(
+          fmt::format("Embedding: padding_idx must be within num_embeddings ({}), "
+                      "got {}",
+                      num, *padding_idx));
+    if (*padding_idx < 0) padding_idx = *padding_idx + num;
+  }
   weight = register_parameter("weight", empty({num, dim}, param_options("Embedding", options)));
   init::normal_(weight);
+  if (padding_idx) {
+    NoGradGuard no_grad;
+    weight.select(0, *padding_idx).zero_();
+  }
 }
 
 Tensor Embedding::forward(const Tensor& indices) {
@@ -63,11 +76,13 @@ Tensor Embedding::forward(const Tensor& indices) {
         "Embedding({}, {}): the indices must be i64 or i32, got {} "
         "(shape {})",
         num_embeddings, embedding_dim, dtype_name(indices.dtype()), shape_str(indices.sizes())));
-  return embedding(weight, indices);
+  return embedding(weight, indices, padding_idx);
 }
 
 std::string Embedding::extra_repr() const {
-  return fmt::format("{}, {}", num_embeddings, embedding_dim);
+  return padding_idx
+             ? fmt::format("{}, {}, padding_idx={}", num_embeddings, embedding_dim, *padding_idx)
+             : fmt::format("{}, {}", num_embeddings, embedding_dim);
 }
 
 // ---------------------------------------------------------------- LayerNorm

@@ -38,15 +38,18 @@ class Linear : public Module {
 };
 
 // A lookup table: indices (i64 or i32, any shape) -> rows of weight
-// [num_embeddings, embedding_dim], drawn from N(0, 1).
+// [num_embeddings, embedding_dim], drawn from N(0, 1). With padding_idx (negative counts from
+// the end), that row starts at zeros and gets no gradient, as nn.Embedding's.
 class Embedding : public Module {
  public:
   Embedding(std::int64_t num_embeddings, std::int64_t embedding_dim,
-            const TensorOptions& options = {});
+            const TensorOptions& options = {},
+            std::optional<std::int64_t> padding_idx = std::nullopt);
   Tensor forward(const Tensor& indices) override;  // shape -> shape + [embedding_dim]
   std::string extra_repr() const override;
 
   std::int64_t num_embeddings, embedding_dim;
+  std::optional<std::int64_t> padding_idx;  // wrapped into [0, num_embeddings)
   Tensor weight;
 };
 
