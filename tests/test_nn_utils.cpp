@@ -159,6 +159,69 @@ TEST(NnUtils, EmbeddingPaddingIdxGetsNoGradient) {
   }
 }
 
+// The loss modules are their functional forms with the options they hold; class weights and
+// pos_weight are buffers under PyTorch's names; they print as PyTorch's do.
+TEST(NnUtils, LossModulesAreTheirFunctions) {
+  namespace nn = ferry::nn;
+  ferry::manual_seed(8);
+  const Tensor x = ferry::randn({6, 4}), y = ferry::randn({6, 4});
+  const Tensor p = ferry::sigmoid(x), t = ferry::rand({6, 4}), w = ferry::rand({4}) + 0.5;
+  const Tensor cls = ferry::tensor(std::vector<std::int64_t>{0, 3, 1, 1, 2, 0});
+  const Tensor sign = ferry::sign(ferry::randn({6}));
+  const auto same = [](nn::Module& m, const Tensor& got, const Tensor& want, const char* text) {
+    EXPECT_TRUE(ferry::equal(got, want)) << m.str();
+    EXPECT_EQ(m.str(), text);
+  };
+  {
+    F::NllLossOptions o;
+    o.weight = w;
+    o.ignore_index = 2;
+    nn::NLLLoss m(o);
+    same(m, m.forward(ferry::log_softmax(x, 1), cls), F::nll_loss(ferry::log_softmax(x, 1), cls, o),
+         "NLLLoss()");
+    EXPECT_EQ(m.state_dict().size(), 1u);
+  }
+  {
+    nn::L1Loss m(nn::Reduction::sum);
+    same(m, m.forward(x, y), F::l1_loss(x, y, nn::Reduction::sum), "L1Loss()");
+  }
+  {
+    nn::SmoothL1Loss m(nn::Reduction::mean, 0.5);
+    same(m, m.forward(x, y), F::smooth_l1_loss(x, y, nn::Reduction::mean, 0.5), "SmoothL1Loss()");
+  }
+  {
+    nn::HuberLoss m(nn::Reduction::none, 2.0);
+    same(m, m.forward(x, y), F::huber_loss(x, y, nn::Reduction::none, 2.0), "HuberLoss()");
+  }
+  {
+    nn::KLDivLoss m("batchmean", true);
+    const Tensor lp = ferry::log_softmax(x, 1), lq = ferry::log_softmax(y, 1);
+    same(m, m.forward(lp, lq), F::kl_div(lp, lq, "batchmean", true), "KLDivLoss()");
+  }
+  {
+    nn::BCELoss m(w);
+    same(m, m.forward(p, t), F::binary_cross_entropy(p, t, w), "BCELoss()");
+    EXPECT_EQ(m.named_buffers().at(0).first, "weight");
+  }
+  {
+    nn::BCEWithLogitsLoss m({}, nn::Reduction::sum, w);
+    same(m, m.forward(x, t), F::binary_cross_entropy_with_logits(x, t, {}, w, nn::Reduction::sum),
+         "BCEWithLogitsLoss()");
+    ASSERT_EQ(m.named_buffers().size(), 1u);
+    EXPECT_EQ(m.named_buffers().at(0).first, "pos_weight");
+  }
+  {
+    nn::MarginRankingLoss m(0.3);
+    same(m, m.forward(x.select(1, 0), y.select(1, 0), sign),
+         F::margin_ranking_loss(x.select(1, 0), y.select(1, 0), sign, 0.3), "MarginRankingLoss()");
+  }
+  {
+    nn::CosineEmbeddingLoss m(0.1, nn::Reduction::none);
+    same(m, m.forward(x, y, sign), F::cosine_embedding_loss(x, y, sign, 0.1, nn::Reduction::none),
+         "CosineEmbeddingLoss()");
+  }
+}
+
 // Each module is its op, with PyTorch's defaults.
 TEST(NnUtils, ActivationAndShapeModules) {
   Tensor x = ferry::linspace(-4, 4, 12).reshape({3, 4});

@@ -152,6 +152,45 @@ TEST(Transformer, TrainingDropoutAndBothAttentionPaths) {
   expect_close(fused, with_weights, 1e-5, 1e-6, "sdpa path vs weights path");
 }
 
+// TransformerEncoder and TransformerDecoder: PyTorch's state names (layers.<i>.…, norm.…),
+// every copy starting with the prototype's values (PyTorch deep-copies the layer), and the
+// forward the layers applied in turn, then the norm.
+TEST(Transformer, EncoderAndDecoderStacksAreTheirLayersInTurn) {
+  ferry::manual_seed(5);
+  nn::TransformerEncoderLayer layer(8, 2, {.dim_feedforward = 16, .dropout = 0.0});
+  nn::TransformerEncoder enc(layer, 3, std::make_shared<nn::LayerNorm>(ferry::Shape{8}));
+  const ferry::StateDict sd = enc.state_dict();
+  EXPECT_EQ(sd.size(), 3 * layer.state_dict().size() + 2);
+  for (const char* key : {"layers.0.self_attn.in_proj_weight", "layers.2.linear2.bias",
+                          "layers.1.norm1.weight", "norm.weight", "norm.bias"})
+    EXPECT_TRUE(sd.contains(key)) << key;
+  for (const auto& [name, value] : layer.state_dict())
+    EXPECT_TRUE(ferry::equal(sd.at("layers.2." + name), value)) << name;
+  // Different values per layer, then the forward against the layers by hand.
+  for (auto& [name, p] : enc.named_parameters()) {
+    ferry::NoGradGuard no_grad;
+    p.copy_(ferry::randn(p.sizes()) * 0.3);
+  }
+  const Tensor x = ferry::randn({5, 2, 8});
+  const nn::AttentionMasks causal{.is_causal = true};
+  Tensor want = x;
+  for (const auto& m : *enc.layers)
+    want = static_cast<nn::TransformerEncoderLayer&>(*m).forward(want, causal);
+  want = enc.norm->forward(want);
+  EXPECT_TRUE(ferry::equal(enc.forward(x, causal), want));
+
+  nn::TransformerDecoderLayer dlayer(8, 2, {.dim_feedforward = 16, .dropout = 0.0});
+  nn::TransformerDecoder dec(dlayer, 2);
+  EXPECT_FALSE(dec.norm);
+  EXPECT_TRUE(dec.state_dict().contains("layers.1.multihead_attn.out_proj.weight"));
+  const Tensor memory = enc.forward(x), tgt = ferry::randn({4, 2, 8});
+  Tensor dwant = tgt;
+  for (const auto& m : *dec.layers)
+    dwant = static_cast<nn::TransformerDecoderLayer&>(*m).forward(dwant, memory, causal);
+  EXPECT_TRUE(ferry::equal(dec.forward(tgt, memory, causal), dwant));
+  EXPECT_THROW(nn::TransformerEncoder(layer, 0), ferry::ValueError);
+}
+
 TEST(Transformer, BadArgumentsAreTyped) {
   EXPECT_THROW(nn::MultiheadAttention(10, 3), ferry::ValueError);
   EXPECT_THROW(nn::TransformerEncoderLayer(8, 2, {.activation = "tanh"}), ferry::ValueError);

@@ -379,4 +379,56 @@ Tensor MSELoss::forward(const Tensor& input, const Tensor& target) {
   return functional::mse_loss(input, target, reduction);
 }
 
+NLLLoss::NLLLoss(functional::NllLossOptions opts) : options(std::move(opts)) {
+  if (options.weight.defined()) options.weight = register_buffer("weight", options.weight);
+}
+
+Tensor NLLLoss::forward(const Tensor& input, const Tensor& target) {
+  return functional::nll_loss(input, target, options);
+}
+
+Tensor L1Loss::forward(const Tensor& input, const Tensor& target) {
+  return functional::l1_loss(input, target, reduction);
+}
+
+Tensor SmoothL1Loss::forward(const Tensor& input, const Tensor& target) {
+  return functional::smooth_l1_loss(input, target, reduction, beta);
+}
+
+Tensor HuberLoss::forward(const Tensor& input, const Tensor& target) {
+  return functional::huber_loss(input, target, reduction, delta);
+}
+
+Tensor KLDivLoss::forward(const Tensor& input, const Tensor& target) {
+  return functional::kl_div(input, target, reduction, log_target);
+}
+
+BCELoss::BCELoss(const Tensor& w, Reduction r) : reduction(r) {
+  if (w.defined()) weight = register_buffer("weight", w);
+}
+
+Tensor BCELoss::forward(const Tensor& input, const Tensor& target) {
+  return functional::binary_cross_entropy(input, target, weight, reduction);
+}
+
+BCEWithLogitsLoss::BCEWithLogitsLoss(const Tensor& w, Reduction r, const Tensor& pw)
+    : reduction(r) {
+  if (w.defined()) weight = register_buffer("weight", w);
+  if (pw.defined()) pos_weight = register_buffer("pos_weight", pw);
+}
+
+Tensor BCEWithLogitsLoss::forward(const Tensor& input, const Tensor& target) {
+  return functional::binary_cross_entropy_with_logits(input, target, weight, pos_weight, reduction);
+}
+
+Tensor MarginRankingLoss::forward(const Tensor& input1, const Tensor& input2,
+                                  const Tensor& target) {
+  return functional::margin_ranking_loss(input1, input2, target, margin, reduction);
+}
+
+Tensor CosineEmbeddingLoss::forward(const Tensor& input1, const Tensor& input2,
+                                    const Tensor& target) {
+  return functional::cosine_embedding_loss(input1, input2, target, margin, reduction);
+}
+
 }  // namespace ferry::nn

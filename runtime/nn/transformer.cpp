@@ -259,4 +259,58 @@ Tensor TransformerDecoderLayer::forward(const Tensor& tgt, const Tensor& memory,
   return residual(nf, *norm3, residual(nf, *norm2, residual(nf, *norm1, tgt, sa), mha), ff);
 }
 
+namespace {
+
+// num_layers modules made by `copy` (each a new layer with the prototype's sizes and options),
+// loaded with the prototype's values: PyTorch's _get_clones deep-copies one layer.
+template <class Layer>
+std::shared_ptr<ModuleList> clones(const char* what, const Layer& layer, std::int64_t n) {
+  if (n < 1) throw ValueError(fmt::format("{}: num_layers must be at least 1, got {}", what, n));
+  const Tensor& w = layer.self_attn->in_proj_weight;
+  const TensorOptions t{.dtype = w.dtype(), .device = w.device()};
+  const StateDict values = layer.state_dict();
+  auto list = std::make_shared<ModuleList>();
+  for (std::int64_t i = 0; i < n; ++i) {
+    auto copy = std::make_shared<Layer>(layer.self_attn->embed_dim, layer.self_attn->num_heads,
+                                        layer.options, t);
+    copy->load_state_dict(values);
+    copy->train(layer.is_training());
+    list->push_back(copy);
+  }
+  return list;
+}
+
+}  // namespace
+
+TransformerEncoder::TransformerEncoder(const TransformerEncoderLayer& layer, std::int64_t n,
+                                       std::shared_ptr<LayerNorm> norm_)
+    : num_layers(n) {
+  layers = register_module("layers", clones("TransformerEncoder", layer, n));
+  if (norm_) norm = register_module("norm", std::move(norm_));
+}
+
+Tensor TransformerEncoder::forward(const Tensor& src) { return forward(src, {}); }
+
+Tensor TransformerEncoder::forward(const Tensor& src, const AttentionMasks& masks) {
+  Tensor x = src;
+  for (const auto& m : *layers) x = static_cast<TransformerEncoderLayer&>(*m).forward(x, masks);
+  return norm ? norm->forward(x) : x;
+}
+
+TransformerDecoder::TransformerDecoder(const TransformerDecoderLayer& layer, std::int64_t n,
+                                       std::shared_ptr<LayerNorm> norm_)
+    : num_layers(n) {
+  layers = register_module("layers", clones("TransformerDecoder", layer, n));
+  if (norm_) norm = register_module("norm", std::move(norm_));
+}
+
+Tensor TransformerDecoder::forward(const Tensor& tgt, const Tensor& memory,
+                                   const AttentionMasks& tgt_masks,
+                                   const AttentionMasks& memory_masks) {
+  Tensor x = tgt;
+  for (const auto& m : *layers)
+    x = static_cast<TransformerDecoderLayer&>(*m).forward(x, memory, tgt_masks, memory_masks);
+  return norm ? norm->forward(x) : x;
+}
+
 }  // namespace ferry::nn

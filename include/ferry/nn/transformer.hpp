@@ -12,6 +12,7 @@
 #include <string>
 #include <utility>
 
+#include "ferry/nn/container.hpp"
 #include "ferry/nn/layers.hpp"
 #include "ferry/nn/module.hpp"
 #include "ferry/tensor.hpp"
@@ -103,6 +104,36 @@ class TransformerDecoderLayer : public Module {
   std::shared_ptr<Linear> linear1, linear2;
   std::shared_ptr<Dropout> dropout, dropout1, dropout2, dropout3;
   std::shared_ptr<LayerNorm> norm1, norm2, norm3;
+};
+
+// torch.nn.TransformerEncoder: num_layers copies of `layer` (in "layers", a ModuleList: state
+// names "layers.0.self_attn.in_proj_weight", ...), each starting with the layer's values as
+// PyTorch's deep copies do, applied in turn, then `norm` where given ("norm.weight", ...).
+// The copies are new modules on the layer's device and in its dtype; `layer` itself is not
+// part of the stack.
+class TransformerEncoder : public Module {
+ public:
+  TransformerEncoder(const TransformerEncoderLayer& layer, std::int64_t num_layers,
+                     std::shared_ptr<LayerNorm> norm = nullptr);
+  Tensor forward(const Tensor& src) override;
+  Tensor forward(const Tensor& src, const AttentionMasks& src_masks);
+
+  std::int64_t num_layers;
+  std::shared_ptr<ModuleList> layers;
+  std::shared_ptr<LayerNorm> norm;  // null without one
+};
+
+// torch.nn.TransformerDecoder: the same for TransformerDecoderLayer.
+class TransformerDecoder : public Module {
+ public:
+  TransformerDecoder(const TransformerDecoderLayer& layer, std::int64_t num_layers,
+                     std::shared_ptr<LayerNorm> norm = nullptr);
+  Tensor forward(const Tensor& tgt, const Tensor& memory, const AttentionMasks& tgt_masks = {},
+                 const AttentionMasks& memory_masks = {});
+
+  std::int64_t num_layers;
+  std::shared_ptr<ModuleList> layers;
+  std::shared_ptr<LayerNorm> norm;
 };
 
 }  // namespace ferry::nn
