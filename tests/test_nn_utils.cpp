@@ -222,6 +222,51 @@ TEST(NnUtils, LossModulesAreTheirFunctions) {
   }
 }
 
+// PReLU: x where x > 0, the slope times x elsewhere (at 0 too, whose gradient is the slope's
+// side, as PyTorch's); one slope or one per channel; its weight's gradient is the sum of the
+// non-positive inputs times the upstream, per channel. Finite differences in f64.
+TEST(NnUtils, PReLUIsItsClosedForm) {
+  ferry::nn::PReLU shared;
+  EXPECT_EQ(shared.weight.to_vector<float>(), (std::vector<float>{0.25f}));
+  EXPECT_EQ(shared.str(), "PReLU(num_parameters=1)");
+  ferry::nn::PReLU per_channel(3, 0.1);
+  const Tensor x = ferry::tensor(std::vector<float>{-2, 0, 3, -1, 4, -0.5}).reshape({1, 3, 2});
+  const Tensor y = per_channel.forward(x);
+  EXPECT_EQ(y.to_vector<float>(), (std::vector<float>{-0.2f, 0, 3, -0.1f, 4, -0.05f}));
+  ferry::sum(y).backward();
+  EXPECT_EQ(per_channel.weight.grad().to_vector<float>(), (std::vector<float>{-2, -1, -0.5f}));
+  EXPECT_THROW(F::prelu(x, ferry::ones({2})), ferry::ShapeError);
+  EXPECT_TRUE(ferry_test::gradcheck(
+      [](const std::vector<Tensor>& in) { return F::prelu(in[0], in[1]); },
+      {ferry_test::grad_input({2, 3, 4}, -2, 2, 1), ferry_test::grad_input({3}, 0, 1, 2)}));
+}
+
+// The padding modules are ferry::pad of the last N dims with their mode; one size pads every
+// side; they print as PyTorch's do.
+TEST(NnUtils, PaddingModulesAreTheirPads) {
+  namespace nn = ferry::nn;
+  ferry::manual_seed(6);
+  const Tensor x = ferry::randn({2, 3, 5, 6, 7});
+  const auto same = [&](nn::Module& m, const Tensor& want, const std::string& text) {
+    EXPECT_TRUE(ferry::equal(m.forward(x), want)) << text;
+    EXPECT_EQ(m.str(), text);
+    EXPECT_TRUE(m.state_dict().empty());
+  };
+  nn::ZeroPad2d zero({1, 2, 0, 3});
+  same(zero, ferry::pad(x, {1, 2, 0, 3}), "ZeroPad2d((1, 2, 0, 3))");
+  nn::ConstantPad1d constant(2, 3.5);
+  same(constant, ferry::pad(x, {2, 2}, "constant", 3.5),
+       "ConstantPad1d(padding=(2, 2), value=3.5)");
+  nn::ReflectionPad2d reflect(2);
+  same(reflect, ferry::pad(x, {2, 2, 2, 2}, "reflect"), "ReflectionPad2d((2, 2, 2, 2))");
+  nn::ReplicationPad3d replicate({1, 0, 2, 1, 0, 3});
+  same(replicate, ferry::pad(x, {1, 0, 2, 1, 0, 3}, "replicate"),
+       "ReplicationPad3d((1, 0, 2, 1, 0, 3))");
+  nn::CircularPad1d circular({3, 1});
+  same(circular, ferry::pad(x, {3, 1}, "circular"), "CircularPad1d((3, 1))");
+  EXPECT_THROW(nn::ZeroPad2d({1, 2, 3}), ferry::ShapeError);
+}
+
 // Each module is its op, with PyTorch's defaults.
 TEST(NnUtils, ActivationAndShapeModules) {
   Tensor x = ferry::linspace(-4, 4, 12).reshape({3, 4});

@@ -12,6 +12,7 @@
 #include "ferry/nn/loss.hpp"
 #include "ferry/nn/module.hpp"
 #include "ferry/nn/normalization.hpp"
+#include "ferry/nn/padding.hpp"
 #include "ferry/nn/pooling.hpp"
 #include "ferry/nn/transformer.hpp"
 #include "ferry/nn/utils.hpp"

@@ -6,6 +6,7 @@
 #include "ferry/error.hpp"
 #include "ferry/nn/functional.hpp"
 #include "ferry/ops.hpp"
+#include "nn_internal.hpp"
 
 namespace ferry::nn {
 
@@ -62,6 +63,13 @@ std::string Softplus::extra_repr() const {
   return fmt::format("beta={}, threshold={}", beta, threshold);
 }
 Tensor GLU::forward(const Tensor& x) { return functional::glu(x, dim); }
+
+PReLU::PReLU(std::int64_t n, double init, const TensorOptions& options) : num_parameters(n) {
+  if (n < 1) throw ShapeError(fmt::format("PReLU: num_parameters must be >= 1, got {}", n));
+  weight = register_parameter("weight", full({n}, init, detail::param_options("PReLU", options)));
+}
+Tensor PReLU::forward(const Tensor& x) { return functional::prelu(x, weight); }
+std::string PReLU::extra_repr() const { return fmt::format("num_parameters={}", num_parameters); }
 std::string GLU::extra_repr() const { return fmt::format("dim={}", dim); }
 
 }  // namespace ferry::nn

@@ -120,6 +120,18 @@ Tensor pairwise_distance(const Tensor& x1, const Tensor& x2, double p, double ep
 
 Tensor softmin(const Tensor& x, std::int64_t dim) { return softmax(neg(x), dim); }
 
+Tensor prelu(const Tensor& x, const Tensor& weight) {
+  const std::int64_t channels = x.dim() >= 2 ? x.size(1) : 1, n = weight.numel();
+  if (n != 1 && n != channels)
+    throw ShapeError(fmt::format(
+        "prelu: the weight has {} elements, expected 1 or the input's {} channels (shape {})", n,
+        channels, shape_str(x.sizes())));
+  Shape along(std::size_t(std::max<std::int64_t>(x.dim(), 1)), 1);
+  if (n > 1) along[1] = n;
+  const Tensor w = n == 1 ? weight.reshape({}) : weight.reshape(along);
+  return where(gt(x, 0), x, w * x);  // at 0 the slope side, as PyTorch's gradient takes it
+}
+
 Tensor glu(const Tensor& x, std::int64_t dim) {
   const std::int64_t n = x.size(dim);
   if (n % 2 != 0)

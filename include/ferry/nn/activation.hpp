@@ -122,6 +122,17 @@ class Softplus : public Module {
   std::string extra_repr() const override;
   double beta, threshold;
 };
+// nn.PReLU: a learnable slope for the negative part, num_parameters of them (1, or the
+// input's channels), each starting at init; the parameter "weight".
+class PReLU : public Module {
+ public:
+  explicit PReLU(std::int64_t num_parameters = 1, double init = 0.25,
+                 const TensorOptions& options = {});
+  Tensor forward(const Tensor& x) override;
+  std::string extra_repr() const override;
+  std::int64_t num_parameters;
+  Tensor weight;
+};
 class GLU : public Module {
  public:
   explicit GLU(std::int64_t dim = -1) : dim(dim) {}

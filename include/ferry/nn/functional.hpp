@@ -149,5 +149,8 @@ Tensor pairwise_distance(const Tensor& x1, const Tensor& x2, double p = 2, doubl
 Tensor softmin(const Tensor& x, std::int64_t dim);  // softmax(-x)
 // The first half of dim times sigmoid of the second half (dim even).
 Tensor glu(const Tensor& x, std::int64_t dim = -1);
+// F.prelu: x where x > 0, weight x elsewhere; weight has one element or one per channel (dim 1
+// of x; x of fewer than 2 dims has one channel). ShapeError for other sizes.
+Tensor prelu(const Tensor& x, const Tensor& weight);
 
 }  // namespace ferry::nn::functional
