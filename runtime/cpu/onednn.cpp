@@ -56,12 +56,15 @@ struct Api {
   X(dnnl_stream_wait)                                                                            \
   X(dnnl_memory_desc_init_by_tag)                                                                \
   X(dnnl_memory_desc_equal)                                                                      \
-  X(dnnl_memory_desc_get_size) X(dnnl_dilated_convolution_forward_desc_init)                     \
+  X(dnnl_memory_desc_get_size)                                                                   \
+  X(dnnl_dilated_convolution_forward_desc_init)                                                  \
       X(dnnl_dilated_convolution_backward_data_desc_init)                                        \
           X(dnnl_dilated_convolution_backward_weights_desc_init) X(dnnl_primitive_desc_create)   \
               X(dnnl_primitive_desc_query_md) X(dnnl_primitive_create) X(dnnl_primitive_execute) \
                   X(dnnl_reorder_primitive_desc_create) X(dnnl_primitive_desc_destroy)           \
-                      X(dnnl_memory_create) X(dnnl_memory_set_data_handle) X(dnnl_sgemm)
+                      X(dnnl_memory_create) X(dnnl_memory_set_data_handle) X(dnnl_sgemm)         \
+                          X(dnnl_primitive_attr_create) X(dnnl_primitive_attr_destroy)           \
+                              X(dnnl_primitive_attr_set_scratchpad_mode)
   FERRY_DNNL_FUNCTIONS(FERRY_DNNL_FN)
 #undef FERRY_DNNL_FN
   dnnl_engine_t engine = nullptr;
@@ -127,19 +130,67 @@ dnnl_memory_desc_t any(const std::vector<std::int64_t>& dims) {
   return by_tag(dims, dnnl_format_tag_any);
 }
 
+// Note [oneDNN scratchpads]
+// oneDNN's default scratchpad (the library mode) is kept in thread-local storage of the thread
+// that made the primitive. run() caches primitives for every thread, so a convolution set up
+// on one host thread and run on another worked in a buffer that thread never had: a segfault
+// inside oneDNN (ferry-conformance --threads 2 over conv2d, 2026-12-04). Every primitive here
+// is made in the user mode and carries its own scratchpad, passed as DNNL_ARG_SCRATCHPAD;
+// run()'s mutex keeps one execution of it at a time.
+struct Scratchpad {
+  std::vector<float> buffer;
+  dnnl_memory_t memory = nullptr;  // null where the primitive needs none
+};
+
+// Attributes asking for the user mode (destroyed with the holder).
+struct UserScratchpadAttr {
+  dnnl_primitive_attr_t attr = nullptr;
+  UserScratchpadAttr() {
+    const Api& a = api();
+    check(a.dnnl_primitive_attr_create(&attr), "primitive_attr_create");
+    check(a.dnnl_primitive_attr_set_scratchpad_mode(attr, dnnl_scratchpad_mode_user),
+          "primitive_attr_set_scratchpad_mode");
+  }
+  ~UserScratchpadAttr() { api().dnnl_primitive_attr_destroy(attr); }
+  UserScratchpadAttr(const UserScratchpadAttr&) = delete;
+  UserScratchpadAttr& operator=(const UserScratchpadAttr&) = delete;
+};
+
+Scratchpad scratchpad_of(const_dnnl_primitive_desc_t pd) {
+  const Api& a = api();
+  Scratchpad s;
+  const dnnl_memory_desc_t* md = a.dnnl_primitive_desc_query_md(pd, dnnl_query_scratchpad_md, 0);
+  const std::size_t bytes = md ? a.dnnl_memory_desc_get_size(md) : 0;
+  if (bytes == 0) return s;
+  s.buffer.resize(bytes / sizeof(float) + 16);
+  check(a.dnnl_memory_create(&s.memory, md, a.engine, s.buffer.data()),
+        "memory_create(scratchpad)");
+  return s;
+}
+
 // One operand of a primitive: the user's plain layout, the primitive's, the reorder between
-// them (null when they agree) and the primitive-layout buffer it goes through.
+// them (null when they agree), its scratchpad, and the primitive-layout buffer it goes through.
 struct Operand {
   dnnl_memory_t user = nullptr, inner = nullptr;
   dnnl_primitive_t reorder = nullptr;
+  Scratchpad scratch;
   std::vector<float> buffer;
 };
 
 struct Prepared {
   dnnl_primitive_t primitive = nullptr;
+  Scratchpad scratch;
   std::vector<std::pair<int, Operand>> operands;  // by DNNL_ARG_*
   std::vector<bool> is_output;
 };
+
+// Runs a primitive with its arguments and its scratchpad.
+void execute(dnnl_primitive_t primitive, const Scratchpad& scratch,
+             std::vector<dnnl_exec_arg_t> args, const char* what) {
+  const Api& a = api();
+  if (scratch.memory) args.push_back({DNNL_ARG_SCRATCHPAD, scratch.memory});
+  check(a.dnnl_primitive_execute(primitive, a.stream, int(args.size()), args.data()), what);
+}
 
 // Makes `op` for a tensor in the layout `user_md` and the primitive's layout `inner_md`;
 // `output`: the reorder runs primitive -> user.
@@ -152,11 +203,13 @@ Operand make_operand(const dnnl_memory_desc_t& user_md, const dnnl_memory_desc_t
   o.buffer.resize(a.dnnl_memory_desc_get_size(inner_md) / sizeof(float) + 16);
   check(a.dnnl_memory_create(&o.inner, inner_md, a.engine, o.buffer.data()), "memory_create");
   dnnl_primitive_desc_t pd = nullptr;
+  const UserScratchpadAttr user;
   check(output ? a.dnnl_reorder_primitive_desc_create(&pd, inner_md, a.engine, &user_md, a.engine,
-                                                      nullptr)
+                                                      user.attr)
                : a.dnnl_reorder_primitive_desc_create(&pd, &user_md, a.engine, inner_md, a.engine,
-                                                      nullptr),
+                                                      user.attr),
         "reorder_primitive_desc_create");
+  o.scratch = scratchpad_of(pd);
   check(a.dnnl_primitive_create(&o.reorder, pd), "primitive_create(reorder)");
   a.dnnl_primitive_desc_destroy(pd);
   return o;
@@ -233,7 +286,8 @@ std::unique_ptr<Prepared> prepare(OpId op, const Shapes& s) {
     if (a.dnnl_primitive_desc_create(&hint, &fwd, nullptr, a.engine, nullptr) != dnnl_success)
       return nullptr;
   }
-  const dnnl_status_t st = a.dnnl_primitive_desc_create(&pd, &desc, nullptr, a.engine, hint);
+  const UserScratchpadAttr user;
+  const dnnl_status_t st = a.dnnl_primitive_desc_create(&pd, &desc, user.attr, a.engine, hint);
   if (hint) a.dnnl_primitive_desc_destroy(hint);
   if (st != dnnl_success) return nullptr;
   auto p = std::make_unique<Prepared>();
@@ -276,6 +330,7 @@ std::unique_ptr<Prepared> prepare(OpId op, const Shapes& s) {
     p->operands.emplace_back(DNNL_ARG_DST, make_operand(act(s.y), md(dnnl_query_dst_md), true));
     p->is_output.push_back(true);
   }
+  p->scratch = scratchpad_of(pd);
   check(a.dnnl_primitive_create(&p->primitive, pd), "primitive_create");
   a.dnnl_primitive_desc_destroy(pd);
   return p;
@@ -363,20 +418,15 @@ bool run(const OpCall& c, bool channels_last, bool weight_channels_last) {
   for (std::size_t i = 0; i < tensors.size(); ++i) {
     Operand& o = p->operands[i].second;
     check(a.dnnl_memory_set_data_handle(o.user, tensors[i]->data<float>()), "set_data_handle");
-    if (o.reorder && !p->is_output[i]) {
-      const dnnl_exec_arg_t r[] = {{DNNL_ARG_FROM, o.user}, {DNNL_ARG_TO, o.inner}};
-      check(a.dnnl_primitive_execute(o.reorder, a.stream, 2, r), "reorder");
-    }
+    if (o.reorder && !p->is_output[i])
+      execute(o.reorder, o.scratch, {{DNNL_ARG_FROM, o.user}, {DNNL_ARG_TO, o.inner}}, "reorder");
     args.push_back({p->operands[i].first, o.inner ? o.inner : o.user});
   }
-  check(a.dnnl_primitive_execute(p->primitive, a.stream, int(args.size()), args.data()),
-        "convolution");
+  execute(p->primitive, p->scratch, args, "convolution");
   for (std::size_t i = 0; i < tensors.size(); ++i) {
     Operand& o = p->operands[i].second;
-    if (o.reorder && p->is_output[i]) {
-      const dnnl_exec_arg_t r[] = {{DNNL_ARG_FROM, o.inner}, {DNNL_ARG_TO, o.user}};
-      check(a.dnnl_primitive_execute(o.reorder, a.stream, 2, r), "reorder");
-    }
+    if (o.reorder && p->is_output[i])
+      execute(o.reorder, o.scratch, {{DNNL_ARG_FROM, o.inner}, {DNNL_ARG_TO, o.user}}, "reorder");
   }
   check(a.dnnl_stream_wait(a.stream), "stream_wait");
   return true;
