@@ -162,8 +162,11 @@ Scratchpad scratchpad_of(const_dnnl_primitive_desc_t pd) {
   const dnnl_memory_desc_t* md = a.dnnl_primitive_desc_query_md(pd, dnnl_query_scratchpad_md, 0);
   const std::size_t bytes = md ? a.dnnl_memory_desc_get_size(md) : 0;
   if (bytes == 0) return s;
-  s.buffer.resize(bytes / sizeof(float) + 16);
-  check(a.dnnl_memory_create(&s.memory, md, a.engine, s.buffer.data()),
+  // At a 64-byte boundary, as oneDNN aligns its own.
+  s.buffer.resize(bytes / sizeof(float) + 32);
+  void* at = s.buffer.data();
+  std::size_t room = s.buffer.size() * sizeof(float);
+  check(a.dnnl_memory_create(&s.memory, md, a.engine, std::align(64, bytes, at, room)),
         "memory_create(scratchpad)");
   return s;
 }
