@@ -261,8 +261,8 @@ Tensor TransformerDecoderLayer::forward(const Tensor& tgt, const Tensor& memory,
 
 namespace {
 
-// num_layers modules made by `copy` (each a new layer with the prototype's sizes and options),
-// loaded with the prototype's values: PyTorch's _get_clones deep-copies one layer.
+// n new layers with the prototype's sizes, options, device and dtype, each loaded with the
+// prototype's values and in its training mode: what PyTorch's _get_clones (deep copies) gives.
 template <class Layer>
 std::shared_ptr<ModuleList> clones(const char* what, const Layer& layer, std::int64_t n) {
   if (n < 1) throw ValueError(fmt::format("{}: num_layers must be at least 1, got {}", what, n));
