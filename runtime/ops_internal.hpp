@@ -30,6 +30,9 @@ Tensor& write_in_place(std::string_view op, Tensor& x,
 
 // index_select with `op` naming the caller in errors (embedding uses it).
 Tensor index_select(std::string_view op, const Tensor& x, std::int64_t dim, const Tensor& index);
+// An embedding's padding_idx in [0, rows): a negative one counts from the end; ValueError
+// (naming `who`) outside [-rows, rows). embedding() and nn::Embedding share it.
+std::int64_t padding_row(std::string_view who, std::int64_t rows, std::int64_t padding_idx);
 
 // layer_norm's forward with the statistics its backward needs: y has x's
 // shape and dtype; mean and rstd (1 / sqrt(var + eps), biased variance) are

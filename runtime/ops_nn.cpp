@@ -129,6 +129,17 @@ Tensor layer_norm(const Tensor& x, const Shape& normalized_shape, const Tensor& 
   return r.y;
 }
 
+namespace detail {
+
+std::int64_t padding_row(std::string_view who, std::int64_t rows, std::int64_t padding_idx) {
+  if (padding_idx >= rows || padding_idx < -rows)
+    throw ValueError(fmt::format("{}: padding_idx must be within num_embeddings ({}), got {}", who,
+                                 rows, padding_idx));
+  return padding_idx < 0 ? padding_idx + rows : padding_idx;
+}
+
+}  // namespace detail
+
 Tensor embedding(const Tensor& weight, const Tensor& indices,
                  std::optional<std::int64_t> padding_idx) {
   check_same_device("embedding", {{"weight", &weight}, {"indices", &indices}});
@@ -136,13 +147,7 @@ Tensor embedding(const Tensor& weight, const Tensor& indices,
     throw ShapeError(
         fmt::format("embedding: weight must be 2-D [num_embeddings, embedding_dim], got shape {}",
                     shape_str(weight.sizes())));
-  if (padding_idx) {
-    const std::int64_t n = weight.size(0);
-    if (*padding_idx >= n || *padding_idx < -n)
-      throw ValueError(fmt::format(
-          "embedding: padding_idx must be within num_embeddings ({}), got {}", n, *padding_idx));
-    if (*padding_idx < 0) padding_idx = *padding_idx + n;
-  }
+  if (padding_idx) padding_idx = detail::padding_row("embedding", weight.size(0), *padding_idx);
   Tensor out = autograd::untracked([&] {
     Shape shape = indices.sizes();
     shape.push_back(weight.size(1));

@@ -362,15 +362,18 @@ template <typename T> void run(const OpCall& c) {
   }
 }
 
-// Host memory for a widened operand (run_widened).
+// Host memory for a widened operand (run_widened): an input's is filled by the widening
+// loop, so only outputs start at zero (a bias gradient the call does not ask for stays so).
 class FloatScratch final : public Buffer {
  public:
-  explicit FloatScratch(std::int64_t n)
-      : Buffer(std::size_t(n) * sizeof(float)), v_(std::size_t(n)) {}
-  void* host_ptr() const override { return const_cast<float*>(v_.data()); }
+  FloatScratch(std::int64_t n, bool zeroed)
+      : Buffer(std::size_t(n) * sizeof(float)),
+        v_(zeroed ? std::make_unique<float[]>(std::size_t(n))
+                  : std::make_unique_for_overwrite<float[]>(std::size_t(n))) {}
+  void* host_ptr() const override { return v_.get(); }
 
  private:
-  std::vector<float> v_;
+  std::unique_ptr<float[]> v_;
 };
 
 // f16 and bf16: every operand widened to f32, the f32 kernel (oneDNN or im2col + sgemm), each
@@ -383,7 +386,7 @@ template <typename H> void run_widened(const OpCall& c) {
   std::vector<std::unique_ptr<FloatScratch>> scratch;
   const auto widen = [&](TensorArg& t, bool read) {
     const std::int64_t n = t.numel();
-    scratch.push_back(std::make_unique<FloatScratch>(n));
+    scratch.push_back(std::make_unique<FloatScratch>(n, !read));
     float* to = static_cast<float*>(scratch.back()->host_ptr());
     if (read) {
       const H* from = t.data<H>();

@@ -12,6 +12,7 @@
 #include "ferry/nn/init.hpp"
 #include "ferry/ops.hpp"
 #include "nn_internal.hpp"
+#include "ops_internal.hpp"
 
 namespace ferry::nn {
 
@@ -53,14 +54,7 @@ Embedding::Embedding(std::int64_t num, std::int64_t dim, const TensorOptions& op
     : num_embeddings(num), embedding_dim(dim), padding_idx(padding) {
   check_size("Embedding", "num_embeddings", num);
   check_size("Embedding", "embedding_dim", dim);
-  if (padding_idx) {
-    if (*padding_idx >= num || *padding_idx < -num)
-      throw ValueError(
-          fmt::format("Embedding: padding_idx must be within num_embeddings ({}), "
-                      "got {}",
-                      num, *padding_idx));
-    if (*padding_idx < 0) padding_idx = *padding_idx + num;
-  }
+  if (padding_idx) padding_idx = ferry::detail::padding_row("Embedding", num, *padding_idx);
   weight = register_parameter("weight", empty({num, dim}, param_options("Embedding", options)));
   init::normal_(weight);
   if (padding_idx) {
