@@ -162,7 +162,7 @@ ValuesIndices pool_kernel(OpId id, const Tensor& x_in, const Tensor& x,
   // (recorded: differentiable); the backward needs only its shape and layout.
   const MemoryFormat format = detail::cnn_kernel_format(x, {&x});
   const Tensor xc = x.contiguous(format);
-  const bool max = id == OpId::max_pool1d || id == OpId::max_pool2d;
+  const bool max = id == OpId::max_pool1d || id == OpId::max_pool2d || id == OpId::max_pool3d;
   Shape out{x.size(0), x.size(1)};
   for (const WindowDim& d : dims) out.push_back(d.out);
   detail::set_activation_format(attrs, format);
@@ -261,7 +261,7 @@ Tensor adaptive_avg_pool(std::size_t n, OpId id, const Tensor& x_in, const ConvS
     const Tensor y = mean(x, spatial, /*keepdim=*/true);
     return x_in.dim() == x.dim() ? y : y.squeeze(0);
   }
-  const OpId pool = n == 1 ? OpId::avg_pool1d : OpId::avg_pool2d;
+  const OpId pool = n == 1 ? OpId::avg_pool1d : n == 2 ? OpId::avg_pool2d : OpId::avg_pool3d;
   if (detail::use_fused_kernel_with_backward(x, pool))
     return pool_kernel(pool, x_in, x, dims, adaptive_pool_attrs(dims, false)).values;
   // Each window's extent (the kernels' divisors).
@@ -279,13 +279,13 @@ ValuesIndices adaptive_max_pool(std::size_t n, OpId id, const Tensor& x_in,
                                 const ConvSizes& output_size) {
   const Tensor x = batched_input(n, id, x_in);
   const auto dims = adaptive_windows(n, id, x, output_size);
-  const OpId pool = n == 1 ? OpId::max_pool1d : OpId::max_pool2d;
+  const OpId pool = n == 1 ? OpId::max_pool1d : n == 2 ? OpId::max_pool2d : OpId::max_pool3d;
   if (detail::use_fused_kernel_with_backward(x, pool))
     return pool_kernel(pool, x_in, x, dims, adaptive_pool_attrs(dims, true));
   return max_over_windows(x_in, x, dims);
 }
 
-// The 2-D pools' results in a channels-last input's layout, as PyTorch returns them (Note
+// The 2-D and 3-D pools' results in a channels-last input's layout, as PyTorch returns them (Note
 // [Channels-last outputs]; indices too).
 Tensor like_input(const Tensor& y, const Tensor& x) { return detail::in_memory_format_of(y, {&x}); }
 ValuesIndices like_input(const ValuesIndices& r, const Tensor& x) {
@@ -314,6 +314,17 @@ ValuesIndices max_pool2d_with_indices(const Tensor& x, const ConvSizes& kernel_s
       max_pool(2, OpId::max_pool2d, x, kernel_size, stride, padding, dilation, ceil_mode), x);
 }
 
+Tensor max_pool3d(const Tensor& x, const ConvSizes& kernel_size, const ConvSizes& stride,
+                  const ConvSizes& padding, const ConvSizes& dilation, bool ceil_mode) {
+  return max_pool3d_with_indices(x, kernel_size, stride, padding, dilation, ceil_mode).values;
+}
+ValuesIndices max_pool3d_with_indices(const Tensor& x, const ConvSizes& kernel_size,
+                                      const ConvSizes& stride, const ConvSizes& padding,
+                                      const ConvSizes& dilation, bool ceil_mode) {
+  return like_input(
+      max_pool(3, OpId::max_pool3d, x, kernel_size, stride, padding, dilation, ceil_mode), x);
+}
+
 Tensor avg_pool1d(const Tensor& x, const ConvSizes& kernel_size, const ConvSizes& stride,
                   const ConvSizes& padding, bool ceil_mode, bool count_include_pad) {
   return avg_pool(1, OpId::avg_pool1d, x, kernel_size, stride, padding, ceil_mode,
@@ -327,11 +338,22 @@ Tensor avg_pool2d(const Tensor& x, const ConvSizes& kernel_size, const ConvSizes
                     x);
 }
 
+Tensor avg_pool3d(const Tensor& x, const ConvSizes& kernel_size, const ConvSizes& stride,
+                  const ConvSizes& padding, bool ceil_mode, bool count_include_pad,
+                  std::optional<std::int64_t> divisor_override) {
+  return like_input(avg_pool(3, OpId::avg_pool3d, x, kernel_size, stride, padding, ceil_mode,
+                             count_include_pad, divisor_override),
+                    x);
+}
+
 Tensor adaptive_avg_pool1d(const Tensor& x, const ConvSizes& output_size) {
   return adaptive_avg_pool(1, OpId::adaptive_avg_pool1d, x, output_size);
 }
 Tensor adaptive_avg_pool2d(const Tensor& x, const ConvSizes& output_size) {
   return like_input(adaptive_avg_pool(2, OpId::adaptive_avg_pool2d, x, output_size), x);
+}
+Tensor adaptive_avg_pool3d(const Tensor& x, const ConvSizes& output_size) {
+  return like_input(adaptive_avg_pool(3, OpId::adaptive_avg_pool3d, x, output_size), x);
 }
 Tensor adaptive_max_pool1d(const Tensor& x, const ConvSizes& output_size) {
   return adaptive_max_pool(1, OpId::adaptive_max_pool1d, x, output_size).values;
@@ -339,11 +361,18 @@ Tensor adaptive_max_pool1d(const Tensor& x, const ConvSizes& output_size) {
 Tensor adaptive_max_pool2d(const Tensor& x, const ConvSizes& output_size) {
   return adaptive_max_pool2d_with_indices(x, output_size).values;
 }
+Tensor adaptive_max_pool3d(const Tensor& x, const ConvSizes& output_size) {
+  return adaptive_max_pool3d_with_indices(x, output_size).values;
+}
 ValuesIndices adaptive_max_pool1d_with_indices(const Tensor& x, const ConvSizes& output_size) {
   return adaptive_max_pool(1, OpId::adaptive_max_pool1d, x, output_size);
 }
 ValuesIndices adaptive_max_pool2d_with_indices(const Tensor& x, const ConvSizes& output_size) {
   return like_input(adaptive_max_pool(2, OpId::adaptive_max_pool2d, x, output_size), x);
+}
+
+ValuesIndices adaptive_max_pool3d_with_indices(const Tensor& x, const ConvSizes& output_size) {
+  return like_input(adaptive_max_pool(3, OpId::adaptive_max_pool3d, x, output_size), x);
 }
 
 }  // namespace ferry

@@ -51,25 +51,30 @@ Result call(const std::string& op, const json& a, const std::vector<Tensor>& in,
   }
   const auto kernel = sizes(a, "kernel_size", 1);
   const auto pool_stride = a.contains("stride") ? stride : ferry::ConvSizes{};
-  if (op == "max_pool1d" || op == "max_pool2d") {
-    auto f = op == "max_pool1d" ? ferry::max_pool1d_with_indices : ferry::max_pool2d_with_indices;
+  if (op == "max_pool1d" || op == "max_pool2d" || op == "max_pool3d") {
+    auto f = op == "max_pool1d"   ? ferry::max_pool1d_with_indices
+             : op == "max_pool2d" ? ferry::max_pool2d_with_indices
+                                  : ferry::max_pool3d_with_indices;
     auto [v, i] = f(in[0], kernel, pool_stride, padding, dilation, ceil);
     return {v, i};
   }
   const bool include_pad = a.value("count_include_pad", true);
   if (op == "avg_pool1d")
     return {ferry::avg_pool1d(in[0], kernel, pool_stride, padding, ceil, include_pad)};
-  if (op == "avg_pool2d") {
+  if (op == "avg_pool2d" || op == "avg_pool3d") {
     std::optional<std::int64_t> divisor;
     if (a.contains("divisor_override")) divisor = a["divisor_override"].get<std::int64_t>();
-    return {ferry::avg_pool2d(in[0], kernel, pool_stride, padding, ceil, include_pad, divisor)};
+    auto f = op == "avg_pool2d" ? ferry::avg_pool2d : ferry::avg_pool3d;
+    return {f(in[0], kernel, pool_stride, padding, ceil, include_pad, divisor)};
   }
   const auto out_size = sizes(a, "output_size", 1);
   if (op == "adaptive_avg_pool1d") return {ferry::adaptive_avg_pool1d(in[0], out_size)};
   if (op == "adaptive_avg_pool2d") return {ferry::adaptive_avg_pool2d(in[0], out_size)};
-  if (op == "adaptive_max_pool1d" || op == "adaptive_max_pool2d") {
-    auto f = op == "adaptive_max_pool1d" ? ferry::adaptive_max_pool1d_with_indices
-                                         : ferry::adaptive_max_pool2d_with_indices;
+  if (op == "adaptive_avg_pool3d") return {ferry::adaptive_avg_pool3d(in[0], out_size)};
+  if (op == "adaptive_max_pool1d" || op == "adaptive_max_pool2d" || op == "adaptive_max_pool3d") {
+    auto f = op == "adaptive_max_pool1d"   ? ferry::adaptive_max_pool1d_with_indices
+             : op == "adaptive_max_pool2d" ? ferry::adaptive_max_pool2d_with_indices
+                                           : ferry::adaptive_max_pool3d_with_indices;
     auto [v, i] = f(in[0], out_size);
     return {v, i};
   }
@@ -102,7 +107,7 @@ Result call(const std::string& op, const json& a, const std::vector<Tensor>& in,
 }
 
 void run_reference(const ferry::Device& dev) {
-  ferry_test::run_reference_file("pytorch_cnn_reference.json", dev, 50, call);
+  ferry_test::run_reference_file("pytorch_cnn_reference.json", dev, 67, call);
 }
 
 TEST(CnnOps, PyTorchReferenceCpu) { run_reference(ferry::Device::cpu()); }

@@ -251,6 +251,12 @@ void run_activation(const Case& k) {
   if (fn == "tanh") m = std::make_shared<nn::Tanh>();
   if (fn == "sigmoid") m = std::make_shared<nn::Sigmoid>();
   if (fn == "relu") m = std::make_shared<nn::ReLU>();
+  if (fn == "hardshrink") m = std::make_shared<nn::Hardshrink>(k.attrs().at("lambd"));
+  if (fn == "softshrink") m = std::make_shared<nn::Softshrink>(k.attrs().at("lambd"));
+  if (fn == "tanhshrink") m = std::make_shared<nn::Tanhshrink>();
+  if (fn == "softsign") m = std::make_shared<nn::Softsign>();
+  if (fn == "threshold")
+    m = std::make_shared<nn::Threshold>(k.attrs().at("threshold"), k.attrs().at("value"));
   ASSERT_TRUE(m) << "unknown activation " << fn;
   Tensor x = k.input("x");
   Tensor out = m->forward(x);
@@ -295,6 +301,8 @@ void run_loss(const Case& k) {
   const std::string fn = a.at("fn");
   Tensor x = k.input("x");
   Tensor x2 = k.has("x2") ? k.input("x2") : Tensor();
+  Tensor x3 = k.has("x3") ? k.input("x3") : Tensor();
+  Tensor var = k.has("var") ? k.input("var") : Tensor();
   Tensor t = k.has("target") ? k.get("target") : Tensor();
   Tensor w = k.has("weight") ? k.get("weight") : Tensor();
   Tensor pw = k.has("pos_weight") ? k.get("pos_weight") : Tensor();
@@ -320,11 +328,42 @@ void run_loss(const Case& k) {
         F::nll_loss(x, t, {.weight = w, .ignore_index = a.at("ignore_index"), .reduction = red()});
   if (fn == "softmin") out = F::softmin(x, a.at("dim"));
   if (fn == "glu") out = F::glu(x, a.at("dim"));
+  if (fn == "soft_margin_loss") out = nn::SoftMarginLoss(red()).forward(x, t);
+  if (fn == "multilabel_soft_margin_loss")
+    out = nn::MultiLabelSoftMarginLoss(w, red()).forward(x, t);
+  if (fn == "hinge_embedding_loss")
+    out = nn::HingeEmbeddingLoss(a.at("margin"), red()).forward(x, t);
+  if (fn == "triplet_margin_loss")
+    out = nn::TripletMarginLoss(a.at("margin"), a.at("p"), 1e-6, a.at("swap"), red())
+              .forward(x, x2, x3);
+  if (fn == "poisson_nll_loss")
+    out = nn::PoissonNLLLoss(a.at("log_input"), a.at("full"), 1e-8, red()).forward(x, t);
+  if (fn == "gaussian_nll_loss")
+    out = nn::GaussianNLLLoss(a.at("full"), a.at("eps"), red()).forward(x, t, var);
+  if (fn == "multi_margin_loss")
+    out = nn::MultiMarginLoss(a.at("p"), a.at("margin"), w, red()).forward(x, t);
   ASSERT_TRUE(out.defined()) << "unknown function " << fn;
   k.expect("out", out);
   k.backward(out);
   k.expect_grad("x", x);
   if (x2.defined()) k.expect_grad("x2", x2);
+  if (x3.defined()) k.expect_grad("x3", x3);
+  if (var.defined()) k.expect_grad("var", var);
+}
+
+void run_bilinear(const Case& k) {
+  const json& a = k.attrs();
+  nn::Bilinear m(a.at("in1_features"), a.at("in2_features"), a.at("out_features"),
+                 a.at("bias").get<bool>(), {.device = k.device});
+  m.load_state_dict(k.params({"weight", "bias"}));
+  Tensor x1 = k.input("x"), x2 = k.input("x2");
+  Tensor out = m.forward(x1, x2);
+  k.expect("out", out);
+  k.backward(out);
+  k.expect_grad("x", x1);
+  k.expect_grad("x2", x2);
+  k.expect_grad("weight", m.weight);
+  if (m.bias.defined()) k.expect_grad("bias", m.bias);
 }
 
 void run_case(std::size_t index, const Device& device) {
@@ -342,6 +381,7 @@ void run_case(std::size_t index, const Device& device) {
     if (kind == "cross_entropy") return run_cross_entropy(k);
     if (kind == "mse_loss") return run_mse(k);
     if (kind == "loss") return run_loss(k);
+    if (kind == "bilinear") return run_bilinear(k);
     FAIL() << "unknown kind " << kind;
   } catch (const ferry::UnsupportedError& e) {
     if (device.is_cpu()) FAIL() << "the CPU must run every case: " << e.what();
@@ -359,8 +399,9 @@ TEST(NnReferenceData, Loads) {
   EXPECT_GT(case_refs().size(), 40u) << "the reference file looks truncated";
   std::set<std::string> kinds;
   for (const json& c : doc()["cases"]) kinds.insert(c.at("kind").get<std::string>());
-  EXPECT_EQ(kinds, (std::set<std::string>{"activation", "batch_norm", "cross_entropy", "embedding",
-                                          "layer_norm", "linear", "loss", "mse_loss"}));
+  EXPECT_EQ(kinds,
+            (std::set<std::string>{"activation", "batch_norm", "bilinear", "cross_entropy",
+                                   "embedding", "layer_norm", "linear", "loss", "mse_loss"}));
 }
 
 class NnReference : public ::testing::TestWithParam<CaseRef> {};

@@ -35,7 +35,8 @@ CASES = []
 
 def call(op, inputs, buffers, attrs):
     """The op as PyTorch runs it: (output, indices or None)."""
-    if op in ("max_pool1d", "max_pool2d", "adaptive_max_pool1d", "adaptive_max_pool2d"):
+    if op in ("max_pool1d", "max_pool2d", "max_pool3d", "adaptive_max_pool1d",
+              "adaptive_max_pool2d", "adaptive_max_pool3d"):
         return getattr(F, op)(*inputs, return_indices=True, **attrs)
     if op == "batch_norm":
         x, w, b = (inputs + [None, None])[:3]
@@ -51,9 +52,9 @@ def call(op, inputs, buffers, attrs):
     return getattr(F, op)(*inputs, **attrs), None
 
 
-def case(name, op, shapes, attrs, buffers=(), lo=-1.0, hi=1.0, tol=None):
+def case(name, op, shapes, attrs, buffers=(), lo=-1.0, hi=1.0, tol=None, decimals=3):
     g = ref.Gen(name)
-    inputs = [g.uniform(s, lo, hi) for s in shapes]
+    inputs = [g.uniform(s, lo, hi, decimals=decimals) for s in shapes]
     bufs = [g.uniform(s, 0.5, 1.5) for s in buffers]
     before = [b.clone() for b in bufs]
     for t in inputs:
@@ -126,6 +127,30 @@ def pool_cases():
          {"output_size": 3})
     case("adaptive_max_pool2d_dividing", "adaptive_max_pool2d", [[2, 3, 8, 6]],
          {"output_size": [4, 3]})
+    # The 3-D pools.
+    case("max_pool3d_basic", "max_pool3d", [[2, 2, 5, 6, 7]],
+         {"kernel_size": 3, "stride": 2, "padding": 1})
+    case("max_pool3d_ceil_dilation_unbatched", "max_pool3d", [[2, 7, 6, 5]],
+         {"kernel_size": [2, 2, 3], "stride": [2, 1, 2], "dilation": [2, 1, 1],
+          "ceil_mode": True})
+    # Values in {-1, 0, 1}: every window has ties, and the index is the first maximum in
+    # (d, h, w) order, as PyTorch's.
+    case("max_pool3d_ties", "max_pool3d", [[1, 2, 4, 5, 6]], {"kernel_size": [2, 3, 2],
+                                                              "stride": 1}, decimals=0)
+    case("avg_pool3d_basic", "avg_pool3d", [[2, 3, 4, 6, 6]], {"kernel_size": 2})
+    case("avg_pool3d_pad_ceil_exclude", "avg_pool3d", [[1, 2, 5, 7, 6]],
+         {"kernel_size": 3, "stride": 2, "padding": 1, "ceil_mode": True,
+          "count_include_pad": False})
+    case("avg_pool3d_pad_ceil_include", "avg_pool3d", [[1, 2, 5, 7, 6]],
+         {"kernel_size": [3, 2, 3], "stride": 2, "padding": [1, 1, 0], "ceil_mode": True})
+    case("avg_pool3d_divisor_override_unbatched", "avg_pool3d", [[2, 6, 6, 6]],
+         {"kernel_size": 3, "stride": 3, "divisor_override": 5})
+    case("adaptive_avg_pool3d_uneven", "adaptive_avg_pool3d", [[2, 2, 5, 7, 6]],
+         {"output_size": [2, 3, 4]})
+    case("adaptive_avg_pool3d_global", "adaptive_avg_pool3d", [[2, 3, 3, 4, 5]],
+         {"output_size": 1})
+    case("adaptive_max_pool3d_uneven", "adaptive_max_pool3d", [[1, 2, 5, 7, 6]],
+         {"output_size": [3, 2, 4]})
 
 
 def norm_cases():

@@ -206,7 +206,13 @@ def activation_cases():
              ("silu", nn.SiLU(), {"fn": "silu"}),
              ("tanh", nn.Tanh(), {"fn": "tanh"}),
              ("sigmoid", nn.Sigmoid(), {"fn": "sigmoid"}),
-             ("relu", nn.ReLU(), {"fn": "relu"}))
+             ("relu", nn.ReLU(), {"fn": "relu"}),
+             ("hardshrink", nn.Hardshrink(0.7), {"fn": "hardshrink", "lambd": 0.7}),
+             ("softshrink", nn.Softshrink(1.5), {"fn": "softshrink", "lambd": 1.5}),
+             ("tanhshrink", nn.Tanhshrink(), {"fn": "tanhshrink"}),
+             ("softsign", nn.Softsign(), {"fn": "softsign"}),
+             ("threshold", nn.Threshold(0.3, -2.0), {"fn": "threshold", "threshold": 0.3,
+                                                      "value": -2.0}))
     for name, m, attrs in specs:
         g = Gen(name)
         x = leaf(g.uniform([3, 5], -4, 4))
@@ -313,7 +319,7 @@ def loss_cases():
     pos_weight; the gradients of every floating input."""
     def case(name, fn, attrs, inputs, tol=T_COMP):
         g = Gen(name)
-        leaves = {k: leaf(v) for k, v in inputs.items() if k in ("x", "x2")}
+        leaves = {k: leaf(v) for k, v in inputs.items() if k in ("x", "x2", "x3", "var")}
         args = dict(inputs, **leaves)
         f = getattr(F, fn)
         kw = {k: v for k, v in attrs.items()}
@@ -323,8 +329,14 @@ def loss_cases():
             out = f(args["x"], **kw)
         elif fn in ("cosine_similarity", "pairwise_distance"):
             out = f(args["x"], args["x2"], **kw)
+        elif fn == "triplet_margin_loss":
+            out = f(args["x"], args["x2"], args["x3"], **kw)
+        elif fn == "gaussian_nll_loss":
+            out = f(args["x"], args["target"], args["var"], **kw)
         else:
             extra = {k: args[k] for k in ("weight", "pos_weight") if k in args}
+            if fn == "hinge_embedding_loss" or fn == "soft_margin_loss":
+                extra = {}
             out = f(args["x"], args["target"], **extra, **kw)
         R, grads = backward(out, g, leaves)
         add_case(name, "loss", dict(attrs, fn=fn),
@@ -382,6 +394,87 @@ def loss_cases():
     case("softmin", "softmin", {"dim": 1}, {"x": a2})
     case("glu", "glu", {"dim": -1}, {"x": a2})
 
+    # The margin and likelihood losses of torch.nn.functional.
+    g = Gen("losses_more")
+    x, y = g.uniform([4, 5]), torch.where(g.bools([4, 5]), 1.0, -1.0)
+    for red in ("mean", "sum", "none"):
+        case(f"soft_margin_{red}", "soft_margin_loss", {"reduction": red}, {"x": x, "target": y})
+    case("hinge_embedding_mean", "hinge_embedding_loss", {"margin": 1.0, "reduction": "mean"},
+         {"x": x, "target": y})
+    case("hinge_embedding_m2_none", "hinge_embedding_loss", {"margin": 2.0, "reduction": "none"},
+         {"x": x, "target": y})
+    y01 = g.bools([4, 5]).float()
+    case("multilabel_soft_margin_mean", "multilabel_soft_margin_loss", {"reduction": "mean"},
+         {"x": x, "target": y01})
+    case("multilabel_soft_margin_weight_none", "multilabel_soft_margin_loss",
+         {"reduction": "none"}, {"x": x, "target": y01, "weight": g.uniform([5], 0.5, 2)})
+    an, po, ne = g.uniform([6, 4]), g.uniform([6, 4]), g.uniform([6, 4])
+    case("triplet_margin_mean", "triplet_margin_loss", {"margin": 1.0, "p": 2.0, "swap": False,
+                                                         "reduction": "mean"},
+         {"x": an, "x2": po, "x3": ne})
+    case("triplet_margin_p1_swap_none", "triplet_margin_loss",
+         {"margin": 0.5, "p": 1.0, "swap": True, "reduction": "none"},
+         {"x": an, "x2": po, "x3": ne})
+    case("triplet_margin_1d_sum", "triplet_margin_loss", {"margin": 2.0, "p": 2.0, "swap": False,
+                                                           "reduction": "sum"},
+         {"x": an[0], "x2": po[0], "x3": ne[0]})
+    counts = g.ints([4, 5], 0, 6).float()
+    case("poisson_nll_log_mean", "poisson_nll_loss",
+         {"log_input": True, "full": False, "reduction": "mean"}, {"x": x * 0.5, "target": counts})
+    case("poisson_nll_full_sum", "poisson_nll_loss",
+         {"log_input": True, "full": True, "reduction": "sum"}, {"x": x * 0.5, "target": counts})
+    case("poisson_nll_rate_full_none", "poisson_nll_loss",
+         {"log_input": False, "full": True, "reduction": "none"},
+         {"x": g.uniform([4, 5], 0.1, 4), "target": counts})
+    mu, tg = g.uniform([4, 3]), g.uniform([4, 3])
+    var = g.uniform([4, 3], 0.05, 2)
+    var[0, 0] = 1e-8  # below eps: clamped in the forward, its gradient unclamped
+    case("gaussian_nll_mean", "gaussian_nll_loss", {"full": False, "eps": 1e-6,
+                                                     "reduction": "mean"},
+         {"x": mu, "target": tg, "var": var})
+    case("gaussian_nll_full_sum", "gaussian_nll_loss", {"full": True, "eps": 1e-6,
+                                                         "reduction": "sum"},
+         {"x": mu, "target": tg, "var": var})
+    case("gaussian_nll_row_var_none", "gaussian_nll_loss",
+         {"full": False, "eps": 1e-6, "reduction": "none"},
+         {"x": mu, "target": tg, "var": g.uniform([4], 0.1, 2)})
+    case("gaussian_nll_last1_var_mean", "gaussian_nll_loss",
+         {"full": False, "eps": 1e-6, "reduction": "mean"},
+         {"x": mu, "target": tg, "var": g.uniform([4, 1], 0.1, 2)})
+    scores, cls = g.uniform([5, 4]), torch.tensor([0, 3, 1, 1, 2])
+    case("multi_margin_mean", "multi_margin_loss", {"p": 1, "margin": 1.0, "reduction": "mean"},
+         {"x": scores, "target": cls})
+    case("multi_margin_p2_weight_none", "multi_margin_loss",
+         {"p": 2, "margin": 0.5, "reduction": "none"},
+         {"x": scores, "target": cls, "weight": g.uniform([4], 0.5, 2)})
+    case("multi_margin_1d_sum", "multi_margin_loss", {"p": 1, "margin": 1.0, "reduction": "sum"},
+         {"x": scores[0], "target": cls[1:2].reshape([])})
+
+
+def bilinear_cases():
+    for name, s1, s2, i1, i2, o, bias in (("bilinear_bias", [4, 3], [4, 5], 3, 5, 2, True),
+                                          ("bilinear_nobias_3d", [2, 3, 2], [2, 3, 4], 2, 4, 3,
+                                           False),
+                                          ("bilinear_1d", [3], [2], 3, 2, 4, True)):
+        g = Gen(name)
+        m = nn.Bilinear(i1, i2, o, bias=bias)
+        with torch.no_grad():
+            m.weight.copy_(g.uniform([o, i1, i2], -1, 1))
+            if bias:
+                m.bias.copy_(g.uniform([o], -1, 1))
+        x1, x2 = leaf(g.uniform(s1)), leaf(g.uniform(s2))
+        out = m(x1, x2)
+        leaves = {"x": x1, "x2": x2, "weight": m.weight}
+        if bias:
+            leaves["bias"] = m.bias
+        R, grads = backward(out, g, leaves)
+        tensors = {"x": x1, "x2": x2, "weight": m.weight}
+        if bias:
+            tensors["bias"] = m.bias
+        add_case(name, "bilinear", {"in1_features": i1, "in2_features": i2, "out_features": o,
+                                    "bias": bias},
+                 {**tensors, "R": R, "out": out, **grads}, T_COMP)
+
 
 def main():
     torch.set_default_dtype(torch.float32)
@@ -393,6 +486,7 @@ def main():
     cross_entropy_cases()
     mse_cases()
     loss_cases()
+    bilinear_cases()
     size = dump(OUT_PATH)
     print(f"wrote {len(CASES)} cases, {size} bytes, torch {torch.__version__} -> "
           f"{os.path.normpath(OUT_PATH)}")

@@ -1,7 +1,7 @@
-// ferry/ops_pool.hpp — pooling, PyTorch's torch.nn.functional semantics: max_pool1d/2d
+// ferry/ops_pool.hpp — pooling, PyTorch's torch.nn.functional semantics: max_pool1d/2d/3d
 // (stride defaulting to the kernel, padding, dilation, ceil_mode, the argmax indices),
-// avg_pool1d/2d (count_include_pad, divisor_override), adaptive_avg_pool1d/2d and
-// adaptive_max_pool1d/2d. Inputs are batched [N, C, *spatial] or unbatched [C, *spatial], in
+// avg_pool1d/2d/3d (count_include_pad, divisor_override), adaptive_avg_pool1d/2d/3d and
+// adaptive_max_pool1d/2d/3d. Inputs are batched [N, C, *spatial] or unbatched [C, *spatial], in
 // a float dtype; bad geometry is a ShapeError naming the sizes, PyTorch's checks, before
 // anything is computed. Included by ferry/ops.hpp.
 //
@@ -14,7 +14,8 @@
 // an adaptive window narrower than the widest reads them too. Max pooling's indices are the
 // table's entries at the argmax: flat positions in each input plane, as PyTorch's. This is
 // the composition; a device with the pool kernels (cpu, vulkan) runs those, adaptive pooling
-// too (docs/kernel-contract.md).
+// too (docs/kernel-contract.md). The 3-D pools have no kernels: they are the composition on
+// every device (its window table is n-dimensional), and a global adaptive average is the mean.
 #pragma once
 
 #include <cstdint>
@@ -36,11 +37,18 @@ Tensor max_pool1d(const Tensor& x, const ConvSizes& kernel_size, const ConvSizes
 Tensor max_pool2d(const Tensor& x, const ConvSizes& kernel_size, const ConvSizes& stride = {},
                   const ConvSizes& padding = {0}, const ConvSizes& dilation = {1},
                   bool ceil_mode = false);
-// The same, with the i64 index of each maximum within its input plane (h * W + w).
+Tensor max_pool3d(const Tensor& x, const ConvSizes& kernel_size, const ConvSizes& stride = {},
+                  const ConvSizes& padding = {0}, const ConvSizes& dilation = {1},
+                  bool ceil_mode = false);
+// The same, with the i64 index of each maximum within its input plane (h * W + w; in 3-D
+// within its volume, d * H * W + h * W + w).
 ValuesIndices max_pool1d_with_indices(const Tensor& x, const ConvSizes& kernel_size,
                                       const ConvSizes& stride = {}, const ConvSizes& padding = {0},
                                       const ConvSizes& dilation = {1}, bool ceil_mode = false);
 ValuesIndices max_pool2d_with_indices(const Tensor& x, const ConvSizes& kernel_size,
+                                      const ConvSizes& stride = {}, const ConvSizes& padding = {0},
+                                      const ConvSizes& dilation = {1}, bool ceil_mode = false);
+ValuesIndices max_pool3d_with_indices(const Tensor& x, const ConvSizes& kernel_size,
                                       const ConvSizes& stride = {}, const ConvSizes& padding = {0},
                                       const ConvSizes& dilation = {1}, bool ceil_mode = false);
 
@@ -53,14 +61,21 @@ Tensor avg_pool2d(const Tensor& x, const ConvSizes& kernel_size, const ConvSizes
                   const ConvSizes& padding = {0}, bool ceil_mode = false,
                   bool count_include_pad = true,
                   std::optional<std::int64_t> divisor_override = std::nullopt);
+Tensor avg_pool3d(const Tensor& x, const ConvSizes& kernel_size, const ConvSizes& stride = {},
+                  const ConvSizes& padding = {0}, bool ceil_mode = false,
+                  bool count_include_pad = true,
+                  std::optional<std::int64_t> divisor_override = std::nullopt);
 
 // Adaptive pooling to output_size (positive; one value or one per spatial dim): window o of
 // a dim spans [floor(o in / out), ceil((o + 1) in / out)).
 Tensor adaptive_avg_pool1d(const Tensor& x, const ConvSizes& output_size);
 Tensor adaptive_avg_pool2d(const Tensor& x, const ConvSizes& output_size);
+Tensor adaptive_avg_pool3d(const Tensor& x, const ConvSizes& output_size);
 Tensor adaptive_max_pool1d(const Tensor& x, const ConvSizes& output_size);
 Tensor adaptive_max_pool2d(const Tensor& x, const ConvSizes& output_size);
+Tensor adaptive_max_pool3d(const Tensor& x, const ConvSizes& output_size);
 ValuesIndices adaptive_max_pool1d_with_indices(const Tensor& x, const ConvSizes& output_size);
 ValuesIndices adaptive_max_pool2d_with_indices(const Tensor& x, const ConvSizes& output_size);
+ValuesIndices adaptive_max_pool3d_with_indices(const Tensor& x, const ConvSizes& output_size);
 
 }  // namespace ferry

@@ -37,6 +37,20 @@ Tensor Hardsigmoid::forward(const Tensor& x) { return hardsigmoid(x); }
 Tensor Hardswish::forward(const Tensor& x) { return hardswish(x); }
 Tensor Mish::forward(const Tensor& x) { return mish(x); }
 Tensor LogSigmoid::forward(const Tensor& x) { return logsigmoid(x); }
+Tensor Tanhshrink::forward(const Tensor& x) { return functional::tanhshrink(x); }
+Tensor Softsign::forward(const Tensor& x) { return functional::softsign(x); }
+
+Tensor Hardshrink::forward(const Tensor& x) { return functional::hardshrink(x, lambd); }
+std::string Hardshrink::extra_repr() const { return fmt::format("{}", lambd); }
+Softshrink::Softshrink(double l) : lambd(l) {
+  if (!(lambd >= 0)) throw ValueError(fmt::format("Softshrink: lambd must be >= 0, got {}", l));
+}
+Tensor Softshrink::forward(const Tensor& x) { return functional::softshrink(x, lambd); }
+std::string Softshrink::extra_repr() const { return fmt::format("{}", lambd); }
+Tensor Threshold::forward(const Tensor& x) { return functional::threshold(x, threshold, value); }
+std::string Threshold::extra_repr() const {
+  return fmt::format("threshold={}, value={}", threshold, value);
+}
 
 GELU::GELU(std::string approx) : approximate(std::move(approx)) {
   if (approximate != "none" && approximate != "tanh")

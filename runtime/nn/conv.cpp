@@ -19,6 +19,11 @@ std::string sizes_str(const ConvSizes& v) {
   return v.size() == 1 ? fmt::format("({},)", v[0]) : fmt::format("({})", fmt::join(v, ", "));
 }
 
+// Unfold's and Fold's sizes as PyTorch prints what it was given: one int, or a tuple.
+std::string given_str(const ConvSizes& v) {
+  return v.size() == 1 ? fmt::format("{}", v[0]) : sizes_str(v);
+}
+
 }  // namespace
 
 ConvNd::ConvNd(std::size_t dims, std::int64_t in, std::int64_t out, const ConvSizes& kernel,
@@ -174,5 +179,26 @@ ConvTranspose3d::ConvTranspose3d(std::int64_t in, std::int64_t out, const ConvSi
                                  const ConvSizes& s, const ConvSizes& p, const ConvSizes& op,
                                  std::int64_t g, bool b, const ConvSizes& d, const TensorOptions& o)
     : ConvTransposeNd(3, in, out, k, s, p, op, g, b, d, o) {}
+
+// ---------------------------------------------------------------- Unfold, Fold
+
+Tensor Unfold::forward(const Tensor& x) {
+  return unfold(x, kernel_size, dilation, padding, stride);
+}
+
+std::string Unfold::extra_repr() const {
+  return fmt::format("kernel_size={}, dilation={}, padding={}, stride={}", given_str(kernel_size),
+                     given_str(dilation), given_str(padding), given_str(stride));
+}
+
+Tensor Fold::forward(const Tensor& columns) {
+  return fold(columns, output_size, kernel_size, dilation, padding, stride);
+}
+
+std::string Fold::extra_repr() const {
+  return fmt::format("output_size={}, kernel_size={}, dilation={}, padding={}, stride={}",
+                     given_str(output_size), given_str(kernel_size), given_str(dilation),
+                     given_str(padding), given_str(stride));
+}
 
 }  // namespace ferry::nn

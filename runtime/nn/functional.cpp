@@ -1,10 +1,12 @@
-// runtime/nn/functional.cpp — linear, dropout, dropout2d and the thin
+// runtime/nn/functional.cpp — linear, bilinear, the dropouts, channel_shuffle and the thin
 // activation forms of nn::functional (ferry/nn/functional.hpp). The losses
 // are in loss.cpp. Everything here is composed of differentiable ops: no
 // kernel of its own, so every device that has the ops has these.
 #include "ferry/nn/functional.hpp"
 
 #include <fmt/format.h>
+
+#include <algorithm>
 
 #include "autocast_internal.hpp"
 #include "ferry/autograd.hpp"
@@ -71,17 +73,84 @@ Tensor dropout(const Tensor& x, double p, bool training) {
   return dropout_masked("dropout", x, p, training, x.defined() ? x.sizes() : Shape{});
 }
 
-Tensor dropout2d(const Tensor& x, double p, bool training) {
-  if (x.defined() && x.dim() != 3 && x.dim() != 4)
-    throw ShapeError(fmt::format(
-        "dropout2d: expects a 4-D [N, C, H, W] or 3-D (unbatched) [C, H, W] input, got shape {}",
-        shape_str(x.sizes())));
+namespace {
+
+// Dropout of whole channels of a [N, C, *spatial] (or unbatched [C, *spatial]) input with
+// `spatial` dims: one draw per channel, the spatial dims of the mask 1.
+Tensor dropout_channels(std::string_view fn, std::string_view layout, const Tensor& x, double p,
+                        bool training, std::int64_t spatial) {
+  if (x.defined() && x.dim() != spatial + 1 && x.dim() != spatial + 2)
+    throw ShapeError(
+        fmt::format("{}: expects a {}-D [N, {}] or {}-D (unbatched) [{}] input, got shape {}", fn,
+                    spatial + 2, layout, spatial + 1, layout, shape_str(x.sizes())));
   Shape mask;
   if (x.defined()) {
     mask = x.sizes();
-    mask[mask.size() - 1] = mask[mask.size() - 2] = 1;
+    for (std::int64_t d = 0; d < spatial; ++d) mask[mask.size() - 1 - std::size_t(d)] = 1;
   }
-  return dropout_masked("dropout2d", x, p, training, mask);
+  return dropout_masked(fn, x, p, training, mask);
+}
+
+}  // namespace
+
+Tensor dropout1d(const Tensor& x, double p, bool training) {
+  return dropout_channels("dropout1d", "C, L", x, p, training, 1);
+}
+
+Tensor dropout2d(const Tensor& x, double p, bool training) {
+  return dropout_channels("dropout2d", "C, H, W", x, p, training, 2);
+}
+
+Tensor dropout3d(const Tensor& x, double p, bool training) {
+  return dropout_channels("dropout3d", "C, D, H, W", x, p, training, 3);
+}
+
+Tensor bilinear(const Tensor& x1, const Tensor& x2, const Tensor& weight, const Tensor& bias) {
+  if (ferry::detail::autocast_applies(OpId::bilinear)) {
+    const ferry::detail::AutocastOp ac(OpId::bilinear, {&x1, &x2, &weight, &bias});
+    return bilinear(ac(x1), ac(x2), ac(weight), ac(bias));
+  }
+  check_defined("bilinear", "input1", x1);
+  check_defined("bilinear", "input2", x2);
+  check_defined("bilinear", "weight", weight);
+  if (weight.dim() != 3)
+    throw ShapeError(fmt::format(
+        "bilinear: weight must be 3-D [out_features, in1_features, in2_features], got shape {}",
+        shape_str(weight.sizes())));
+  const std::int64_t out = weight.size(0), in1 = weight.size(1), in2 = weight.size(2);
+  if (x1.dim() == 0 || x2.dim() != x1.dim() || x1.size(-1) != in1 || x2.size(-1) != in2 ||
+      !std::equal(x1.sizes().begin(), x1.sizes().end() - 1, x2.sizes().begin()))
+    throw ShapeError(fmt::format(
+        "bilinear: the inputs must be [..., {}] and [..., {}] with the same leading dims "
+        "(weight {}), got {} and {}",
+        in1, in2, shape_str(weight.sizes()), shape_str(x1.sizes()), shape_str(x2.sizes())));
+  if (bias.defined() && bias.sizes() != Shape{out})
+    throw ShapeError(fmt::format("bilinear: bias must have shape [{}] (out_features), got {}", out,
+                                 shape_str(bias.sizes())));
+  // One matmul: x1 [B, in1] times weight as [in1, out * in2] gives x1 · weight[o] for every o;
+  // the product with x2 summed over in2 finishes each bilinear form.
+  Shape lead(x1.sizes().begin(), x1.sizes().end() - 1);
+  const Tensor a = x1.reshape({-1, in1});
+  const Tensor w = weight.permute({1, 0, 2}).reshape({in1, out * in2});
+  const Tensor u = matmul(a, w).reshape({-1, out, in2});
+  Tensor y = sum(u * x2.reshape({-1, 1, in2}), {2});
+  if (bias.defined()) y = y + bias;
+  lead.push_back(out);
+  return y.reshape(lead);
+}
+
+Tensor channel_shuffle(const Tensor& x, std::int64_t groups) {
+  check_defined("channel_shuffle", "input", x);
+  if (groups <= 0)
+    throw Error(fmt::format("channel_shuffle: groups must be positive, got {}", groups));
+  if (x.dim() < 3 || x.size(1) % groups != 0)
+    throw ShapeError(fmt::format(
+        "channel_shuffle: expects [N, C, *] with C divisible by groups = {}, got shape {}", groups,
+        shape_str(x.sizes())));
+  Shape split = x.sizes();
+  split[1] = x.size(1) / groups;
+  split.insert(split.begin() + 1, groups);
+  return x.reshape(split).transpose(1, 2).reshape(x.sizes());
 }
 
 Tensor layer_norm(const Tensor& x, const Shape& normalized_shape, const Tensor& weight,
@@ -119,6 +188,21 @@ Tensor pairwise_distance(const Tensor& x1, const Tensor& x2, double p, double ep
 }
 
 Tensor softmin(const Tensor& x, std::int64_t dim) { return softmax(neg(x), dim); }
+
+Tensor hardshrink(const Tensor& x, double lambd) { return where(gt(abs(x), lambd), x, Scalar(0)); }
+
+Tensor softshrink(const Tensor& x, double lambd) {
+  if (!(lambd >= 0)) throw ValueError(fmt::format("softshrink: lambd must be >= 0, got {}", lambd));
+  return where(gt(x, lambd), x - lambd, where(lt(x, -lambd), x + lambd, Scalar(0)));
+}
+
+Tensor tanhshrink(const Tensor& x) { return x - tanh(x); }
+
+Tensor softsign(const Tensor& x) { return x / (abs(x) + 1); }
+
+Tensor threshold(const Tensor& x, double threshold, double value) {
+  return where(gt(x, threshold), x, Scalar(value));
+}
 
 Tensor prelu(const Tensor& x, const Tensor& weight) {
   const std::int64_t channels = x.dim() >= 2 ? x.size(1) : 1, n = weight.numel();

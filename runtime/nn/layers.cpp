@@ -127,13 +127,59 @@ Tensor Dropout::forward(const Tensor& x) { return functional::dropout(x, p, is_t
 
 std::string Dropout::extra_repr() const { return fmt::format("p={}, inplace=false", p); }
 
-Dropout2d::Dropout2d(double p_) : p(p_) {
+ChannelDropout::ChannelDropout(const char* layer, double p_) : p(p_) {
   if (!(p >= 0.0 && p <= 1.0))
-    throw Error(fmt::format("Dropout2d: the probability p must be in [0, 1], got {}", p));
+    throw Error(fmt::format("{}: the probability p must be in [0, 1], got {}", layer, p));
 }
 
-Tensor Dropout2d::forward(const Tensor& x) { return functional::dropout2d(x, p, is_training()); }
+std::string ChannelDropout::extra_repr() const { return fmt::format("p={}, inplace=false", p); }
 
-std::string Dropout2d::extra_repr() const { return fmt::format("p={}, inplace=false", p); }
+Tensor Dropout1d::forward(const Tensor& x) { return functional::dropout1d(x, p, is_training()); }
+Tensor Dropout2d::forward(const Tensor& x) { return functional::dropout2d(x, p, is_training()); }
+Tensor Dropout3d::forward(const Tensor& x) { return functional::dropout3d(x, p, is_training()); }
+
+// ---------------------------------------------------------------- Bilinear
+
+Bilinear::Bilinear(std::int64_t in1, std::int64_t in2, std::int64_t out, bool with_bias,
+                   const TensorOptions& options)
+    : in1_features(in1), in2_features(in2), out_features(out) {
+  check_size("Bilinear", "in1_features", in1);
+  check_size("Bilinear", "in2_features", in2);
+  check_size("Bilinear", "out_features", out);
+  const TensorOptions o = param_options("Bilinear", options);
+  weight = register_parameter("weight", empty({out, in1, in2}, o));
+  if (with_bias) bias = register_parameter("bias", empty({out}, o));
+  // PyTorch's reset_parameters: both from U(±1/√in1).
+  const double bound = in1 > 0 ? 1.0 / std::sqrt(double(in1)) : 0.0;
+  init::uniform_(weight, -bound, bound);
+  if (bias.defined()) init::uniform_(bias, -bound, bound);
+}
+
+Tensor Bilinear::forward(const Tensor& x1, const Tensor& x2) {
+  return functional::bilinear(x1, x2, weight, bias);
+}
+
+std::string Bilinear::extra_repr() const {
+  return fmt::format("in1_features={}, in2_features={}, out_features={}, bias={}", in1_features,
+                     in2_features, out_features, bool_str(bias.defined()));
+}
+
+// ---------------------------------------------------------------- the distances, the shuffle
+
+Tensor CosineSimilarity::forward(const Tensor& x1, const Tensor& x2) {
+  return functional::cosine_similarity(x1, x2, dim, eps);
+}
+
+Tensor PairwiseDistance::forward(const Tensor& x1, const Tensor& x2) {
+  return functional::pairwise_distance(x1, x2, p, eps, keepdim);
+}
+
+ChannelShuffle::ChannelShuffle(std::int64_t g) : groups(g) {
+  if (g <= 0) throw Error(fmt::format("ChannelShuffle: groups must be positive, got {}", g));
+}
+
+Tensor ChannelShuffle::forward(const Tensor& x) { return functional::channel_shuffle(x, groups); }
+
+std::string ChannelShuffle::extra_repr() const { return fmt::format("groups={}", groups); }
 
 }  // namespace ferry::nn

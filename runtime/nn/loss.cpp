@@ -25,9 +25,13 @@
 #include "ferry/error.hpp"
 #include "ferry/nn/functional.hpp"
 #include "ferry/ops.hpp"
+#include "nn_internal.hpp"
 
 namespace ferry::nn {
 namespace functional {
+
+using detail::check_pair;
+using detail::reduce_loss;
 namespace {
 
 void check_target(const char* op, const Tensor& input, const Tensor& target,
@@ -84,18 +88,6 @@ void check_weight(const char* op, const Tensor& weight, const Tensor& input, std
     throw DeviceMismatchError(
         fmt::format("{}: the input is on {} but weight is on {}; move them to one device", op,
                     input.device().str(), weight.device().str()));
-}
-
-Tensor reduce_loss(const Tensor& per_element, Reduction reduction) {
-  switch (reduction) {
-    case Reduction::none:
-      return per_element;
-    case Reduction::sum:
-      return sum(per_element);
-    case Reduction::mean:
-      break;
-  }
-  return mean(per_element);
 }
 
 // Note [cross_entropy from ops], from the log-probabilities `lsm`: the one
@@ -215,21 +207,6 @@ Tensor mse_loss(const Tensor& input, const Tensor& target, Reduction reduction) 
 }
 
 // ---- the element-wise losses, PyTorch's definitions (torch.nn.functional).
-namespace {
-
-// The input and target of an element-wise loss: floating, one shape, one device.
-void check_pair(const char* op, const Tensor& input, const Tensor& target) {
-  if (!input.defined() || !target.defined())
-    throw Error(fmt::format("{}: the input and the target must be defined", op));
-  if (input.sizes() != target.sizes())
-    throw ShapeError(fmt::format("{}: the input has shape {} but the target has shape {}", op,
-                                 shape_str(input.sizes()), shape_str(target.sizes())));
-  if (!is_floating(input.dtype()) || !is_floating(target.dtype()))
-    throw DTypeError(fmt::format("{}: the input and the target must be floating, got {} and {}", op,
-                                 dtype_name(input.dtype()), dtype_name(target.dtype())));
-}
-
-}  // namespace
 
 Tensor l1_loss(const Tensor& input, const Tensor& target, Reduction reduction) {
   if (ferry::detail::autocast_applies(OpId::l1_loss)) {

@@ -33,14 +33,16 @@ MaxPoolNd::MaxPoolNd(std::size_t dims, ConvSizes kernel, ConvSizes stride_, Conv
 
 ValuesIndices MaxPoolNd::forward_with_indices(const Tensor& x) {
   if (!x.defined()) throw Error(fmt::format("{}.forward: the input is undefined", name()));
-  return dims_ == 1 ? max_pool1d_with_indices(x, kernel_size, stride, padding, dilation, ceil_mode)
-                    : max_pool2d_with_indices(x, kernel_size, stride, padding, dilation, ceil_mode);
+  const auto pool = dims_ == 1   ? max_pool1d_with_indices
+                    : dims_ == 2 ? max_pool2d_with_indices
+                                 : max_pool3d_with_indices;
+  return pool(x, kernel_size, stride, padding, dilation, ceil_mode);
 }
 
 Tensor MaxPoolNd::forward(const Tensor& x) {
   if (!x.defined()) throw Error(fmt::format("{}.forward: the input is undefined", name()));
-  return dims_ == 1 ? max_pool1d(x, kernel_size, stride, padding, dilation, ceil_mode)
-                    : max_pool2d(x, kernel_size, stride, padding, dilation, ceil_mode);
+  const auto pool = dims_ == 1 ? max_pool1d : dims_ == 2 ? max_pool2d : max_pool3d;
+  return pool(x, kernel_size, stride, padding, dilation, ceil_mode);
 }
 
 std::string MaxPoolNd::extra_repr() const {
@@ -55,6 +57,9 @@ MaxPool1d::MaxPool1d(const ConvSizes& k, const ConvSizes& s, const ConvSizes& p,
 MaxPool2d::MaxPool2d(const ConvSizes& k, const ConvSizes& s, const ConvSizes& p, const ConvSizes& d,
                      bool ceil)
     : MaxPoolNd(2, k, s, p, d, ceil) {}
+MaxPool3d::MaxPool3d(const ConvSizes& k, const ConvSizes& s, const ConvSizes& p, const ConvSizes& d,
+                     bool ceil)
+    : MaxPoolNd(3, k, s, p, d, ceil) {}
 
 // ---------------------------------------------------------------- average pooling
 
@@ -76,63 +81,53 @@ std::string AvgPool1d::extra_repr() const {
                      size_repr(stride), size_repr(padding));
 }
 
-AvgPool2d::AvgPool2d(const ConvSizes& k, const ConvSizes& s, const ConvSizes& p, bool ceil,
+AvgPoolNd::AvgPoolNd(std::size_t dims, ConvSizes k, ConvSizes s, ConvSizes p, bool ceil,
                      bool include_pad, std::optional<std::int64_t> divisor)
-    : kernel_size(k),
-      stride(s.empty() ? k : s),
-      padding(p),
+    : kernel_size(std::move(k)),
+      stride(s.empty() ? kernel_size : std::move(s)),
+      padding(std::move(p)),
       ceil_mode(ceil),
       count_include_pad(include_pad),
-      divisor_override(divisor) {}
+      divisor_override(divisor),
+      dims_(dims) {}
 
-Tensor AvgPool2d::forward(const Tensor& x) {
-  if (!x.defined()) throw Error("AvgPool2d.forward: the input is undefined");
-  return avg_pool2d(x, kernel_size, stride, padding, ceil_mode, count_include_pad,
-                    divisor_override);
+Tensor AvgPoolNd::forward(const Tensor& x) {
+  if (!x.defined()) throw Error(fmt::format("{}.forward: the input is undefined", name()));
+  const auto pool = dims_ == 2 ? avg_pool2d : avg_pool3d;
+  return pool(x, kernel_size, stride, padding, ceil_mode, count_include_pad, divisor_override);
 }
 
-std::string AvgPool2d::extra_repr() const {
+std::string AvgPoolNd::extra_repr() const {
   return fmt::format("kernel_size={}, stride={}, padding={}", size_repr(kernel_size),
                      size_repr(stride), size_repr(padding));
 }
 
 // ---------------------------------------------------------------- adaptive pooling
 
-AdaptiveAvgPool1d::AdaptiveAvgPool1d(const ConvSizes& s) : output_size(s) {}
-Tensor AdaptiveAvgPool1d::forward(const Tensor& x) {
-  if (!x.defined()) throw Error("AdaptiveAvgPool1d.forward: the input is undefined");
-  return adaptive_avg_pool1d(x, output_size);
+AdaptiveAvgPoolNd::AdaptiveAvgPoolNd(std::size_t dims, ConvSizes s)
+    : output_size(std::move(s)), dims_(dims) {}
+Tensor AdaptiveAvgPoolNd::forward(const Tensor& x) {
+  if (!x.defined()) throw Error(fmt::format("{}.forward: the input is undefined", name()));
+  const auto pool = dims_ == 1   ? adaptive_avg_pool1d
+                    : dims_ == 2 ? adaptive_avg_pool2d
+                                 : adaptive_avg_pool3d;
+  return pool(x, output_size);
 }
-std::string AdaptiveAvgPool1d::extra_repr() const {
+std::string AdaptiveAvgPoolNd::extra_repr() const {
   return "output_size=" + size_repr(output_size);
 }
 
-AdaptiveAvgPool2d::AdaptiveAvgPool2d(const ConvSizes& s) : output_size(s) {}
-Tensor AdaptiveAvgPool2d::forward(const Tensor& x) {
-  if (!x.defined()) throw Error("AdaptiveAvgPool2d.forward: the input is undefined");
-  return adaptive_avg_pool2d(x, output_size);
+AdaptiveMaxPoolNd::AdaptiveMaxPoolNd(std::size_t dims, ConvSizes s)
+    : output_size(std::move(s)), dims_(dims) {}
+Tensor AdaptiveMaxPoolNd::forward(const Tensor& x) { return forward_with_indices(x).values; }
+ValuesIndices AdaptiveMaxPoolNd::forward_with_indices(const Tensor& x) {
+  if (!x.defined()) throw Error(fmt::format("{}.forward: the input is undefined", name()));
+  const auto pool = dims_ == 1   ? adaptive_max_pool1d_with_indices
+                    : dims_ == 2 ? adaptive_max_pool2d_with_indices
+                                 : adaptive_max_pool3d_with_indices;
+  return pool(x, output_size);
 }
-std::string AdaptiveAvgPool2d::extra_repr() const {
-  return "output_size=" + size_repr(output_size);
-}
-
-AdaptiveMaxPool1d::AdaptiveMaxPool1d(const ConvSizes& s) : output_size(s) {}
-Tensor AdaptiveMaxPool1d::forward(const Tensor& x) { return forward_with_indices(x).values; }
-ValuesIndices AdaptiveMaxPool1d::forward_with_indices(const Tensor& x) {
-  if (!x.defined()) throw Error("AdaptiveMaxPool1d.forward: the input is undefined");
-  return adaptive_max_pool1d_with_indices(x, output_size);
-}
-std::string AdaptiveMaxPool1d::extra_repr() const {
-  return "output_size=" + size_repr(output_size);
-}
-
-AdaptiveMaxPool2d::AdaptiveMaxPool2d(const ConvSizes& s) : output_size(s) {}
-Tensor AdaptiveMaxPool2d::forward(const Tensor& x) { return forward_with_indices(x).values; }
-ValuesIndices AdaptiveMaxPool2d::forward_with_indices(const Tensor& x) {
-  if (!x.defined()) throw Error("AdaptiveMaxPool2d.forward: the input is undefined");
-  return adaptive_max_pool2d_with_indices(x, output_size);
-}
-std::string AdaptiveMaxPool2d::extra_repr() const {
+std::string AdaptiveMaxPoolNd::extra_repr() const {
   return "output_size=" + size_repr(output_size);
 }
 

@@ -145,6 +145,30 @@ std::vector<FloatOpCase> conv_ops() {
        [](const Inputs& in) {
          return adaptive_max_pool2d(in[0], {3, 4});
        }},
+      {"max_pool3d",
+       "[2, 2, 5, 6, 5] kernel=3 stride=2 padding=1 ceil_mode",
+       {{2, 2, 5, 6, 5}},
+       [](const Inputs& in) { return max_pool3d(in[0], {3}, {2}, {1}, {1}, true); }},
+      {"avg_pool3d",
+       "[1, 2, 5, 4, 6] channels_last_3d kernel=(2, 3, 2) padding=1 "
+       "count_include_pad=false",
+       {{1, 2, 5, 4, 6}},
+       [](const Inputs& in) {
+         return avg_pool3d(in[0].contiguous(MemoryFormat::channels_last_3d), {2, 3, 2}, {}, {1},
+                           false, false);
+       }},
+      {"adaptive_avg_pool3d",
+       "[2, 2, 5, 4, 7] -> (2, 3, 4)",
+       {{2, 2, 5, 4, 7}},
+       [](const Inputs& in) {
+         return adaptive_avg_pool3d(in[0], {2, 3, 4});
+       }},
+      {"adaptive_max_pool3d",
+       "[1, 3, 4, 5, 6] -> (3, 2, 4)",
+       {{1, 3, 4, 5, 6}},
+       [](const Inputs& in) {
+         return adaptive_max_pool3d(in[0], {3, 2, 4});
+       }},
       {"batch_norm",
        "[3, 4, 3, 2] training, weight, bias",
        {{3, 4, 3, 2}, {4}, {4}},

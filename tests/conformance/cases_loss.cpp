@@ -86,6 +86,38 @@ std::vector<FloatOpCase> loss_ops() {
        "[4, 6] x [1, 6] over dim 1",
        {{4, 6}, {1, 6}},
        [](const Inputs& in) { return F::cosine_similarity(in[0], in[1], 1); }},
+      {"soft_margin_loss",
+       "[3, 4] labels ±1, sum",
+       {{3, 4}, {3, 4}},
+       [](const Inputs& in) { return F::soft_margin_loss(in[0], sign(in[1]), Reduction::sum); }},
+      {"hinge_embedding_loss",
+       "[3, 4] labels ±1, margin 0.5, none",
+       {{3, 4}, {3, 4}},
+       [](const Inputs& in) {
+         return F::hinge_embedding_loss(in[0], sign(in[1]), 0.5, Reduction::none);
+       }},
+      {"triplet_margin_loss",
+       "[4, 5] p 2, swap",
+       {{4, 5}, {4, 5}, {4, 5}},
+       [](const Inputs& in) {
+         return F::triplet_margin_loss(in[0], in[1], in[2], 1.0, 2, 1e-6, true);
+       }},
+      {"poisson_nll_loss",
+       "[3, 4] log input, full",
+       {{3, 4}, {3, 4}},
+       [](const Inputs& in) {
+         return F::poisson_nll_loss(in[0], abs(in[1]) * 3, true, true, 1e-8, Reduction::sum);
+       }},
+      {"multi_margin_loss",
+       "[4, 3] p 2, margin 0.5, class weights",
+       {{4, 3}, {3}},
+       [](const Inputs& in) {
+         return F::multi_margin_loss(in[0], ints({0, 2, 1, 2}, in[0]), 2, 0.5, in[1] * in[1] + 0.5);
+       }},
+      {"bilinear",
+       "[3, 4] x [3, 2] w [5, 4, 2] b [5]",
+       {{3, 4}, {3, 2}, {5, 4, 2}, {5}},
+       [](const Inputs& in) { return F::bilinear(in[0], in[1], in[2], in[3]); }},
   };
 }
 

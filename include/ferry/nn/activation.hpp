@@ -74,6 +74,8 @@ FERRY_NN_ACTIVATION(Hardsigmoid)
 FERRY_NN_ACTIVATION(Hardswish)
 FERRY_NN_ACTIVATION(Mish)
 FERRY_NN_ACTIVATION(LogSigmoid)
+FERRY_NN_ACTIVATION(Tanhshrink)
+FERRY_NN_ACTIVATION(Softsign)
 #undef FERRY_NN_ACTIVATION
 
 // approximate: "none" (exact, erf) or "tanh"; Error for anything else.
@@ -122,6 +124,33 @@ class Softplus : public Module {
   std::string extra_repr() const override;
   double beta, threshold;
 };
+// x where |x| > lambd, else 0.
+class Hardshrink : public Module {
+ public:
+  explicit Hardshrink(double lambd = 0.5) : lambd(lambd) {}
+  Tensor forward(const Tensor& x) override;
+  std::string extra_repr() const override;
+  double lambd;
+};
+
+// x ∓ lambd outside [-lambd, lambd], else 0. ValueError for lambd < 0.
+class Softshrink : public Module {
+ public:
+  explicit Softshrink(double lambd = 0.5);
+  Tensor forward(const Tensor& x) override;
+  std::string extra_repr() const override;
+  double lambd;
+};
+
+// x where x > threshold, else value.
+class Threshold : public Module {
+ public:
+  Threshold(double threshold, double value) : threshold(threshold), value(value) {}
+  Tensor forward(const Tensor& x) override;
+  std::string extra_repr() const override;
+  double threshold, value;
+};
+
 // nn.PReLU: a learnable slope for the negative part, num_parameters of them (1, or the
 // input's channels), each starting at init; the parameter "weight".
 class PReLU : public Module {

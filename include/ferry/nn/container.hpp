@@ -1,9 +1,13 @@
-// ferry/nn/container.hpp — Sequential and ModuleList: modules that hold
-// other modules as children named "0", "1", ... in order.
+// ferry/nn/container.hpp — the containers of PyTorch's nn: Sequential and ModuleList hold
+// other modules as children named "0", "1", ... in order; ModuleDict holds them under the
+// names it is given, in insertion order; ParameterList and ParameterDict hold parameters the
+// same two ways. Names follow Module's rules (non-empty, no '.', unique: Error).
 #pragma once
 
 #include <cstddef>
 #include <memory>
+#include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -55,6 +59,62 @@ class ModuleList : public Module {
 
  private:
   std::vector<std::shared_ptr<Module>> items_;
+};
+
+// Children under their own names, in insertion order; no forward of its own.
+class ModuleDict : public Module {
+ public:
+  ModuleDict() = default;
+  explicit ModuleDict(std::vector<NamedModule> modules);
+
+  // Registers `module` as the child `name` (Error when the name is taken or not a valid name).
+  void insert(std::string name, std::shared_ptr<Module> module);
+  std::size_t size() const { return items_.size(); }
+  bool empty() const { return items_.empty(); }
+  bool contains(std::string_view name) const;
+  const std::shared_ptr<Module>& operator[](std::string_view name) const;  // Error naming the keys
+  std::vector<std::string> keys() const;
+  std::vector<NamedModule>::const_iterator begin() const { return items_.begin(); }
+  std::vector<NamedModule>::const_iterator end() const { return items_.end(); }
+
+ private:
+  std::vector<NamedModule> items_;
+};
+
+// Parameters named "0", "1", ... in order (each registered with requires_grad).
+class ParameterList : public Module {
+ public:
+  ParameterList() = default;
+  explicit ParameterList(std::vector<Tensor> parameters);
+
+  void push_back(Tensor parameter);
+  std::size_t size() const { return items_.size(); }
+  bool empty() const { return items_.empty(); }
+  const Tensor& operator[](std::size_t i) const;  // Error when out of range
+  std::vector<Tensor>::const_iterator begin() const { return items_.begin(); }
+  std::vector<Tensor>::const_iterator end() const { return items_.end(); }
+
+ private:
+  std::vector<Tensor> items_;
+};
+
+// Parameters under their own names, in insertion order.
+class ParameterDict : public Module {
+ public:
+  ParameterDict() = default;
+  explicit ParameterDict(std::vector<NamedTensor> parameters);
+
+  void insert(std::string name, Tensor parameter);
+  std::size_t size() const { return items_.size(); }
+  bool empty() const { return items_.empty(); }
+  bool contains(std::string_view name) const;
+  const Tensor& operator[](std::string_view name) const;  // Error naming the keys
+  std::vector<std::string> keys() const;
+  std::vector<NamedTensor>::const_iterator begin() const { return items_.begin(); }
+  std::vector<NamedTensor>::const_iterator end() const { return items_.end(); }
+
+ private:
+  std::vector<NamedTensor> items_;
 };
 
 }  // namespace ferry::nn

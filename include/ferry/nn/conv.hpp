@@ -1,5 +1,5 @@
 // ferry/nn/conv.hpp — the convolution layers, PyTorch's Conv1d, Conv2d, Conv3d and
-// ConvTranspose1d/2d/3d. Conv1d, Conv2d and Conv3d: weight
+// ConvTranspose1d/2d/3d, and the im2col modules Unfold and Fold. Conv1d, Conv2d and Conv3d: weight
 // [out_channels, in_channels / groups, *kernel_size] and bias [out_channels] (state_dict
 // names "weight" and "bias"), both drawn from U(±1/√fan_in), fan_in = in_channels / groups ×
 // prod(kernel_size), as reset_parameters' kaiming_uniform_(a = √5) does; padding as sizes
@@ -11,6 +11,7 @@
 #include <cstdint>
 #include <string>
 #include <string_view>
+#include <utility>
 
 #include "ferry/nn/module.hpp"
 #include "ferry/ops_conv.hpp"
@@ -108,6 +109,36 @@ class ConvTranspose3d : public ConvTransposeNd {
                   const ConvSizes& stride = {1}, const ConvSizes& padding = {0},
                   const ConvSizes& output_padding = {0}, std::int64_t groups = 1, bool bias = true,
                   const ConvSizes& dilation = {1}, const TensorOptions& options = {});
+};
+
+// ferry::unfold (im2col) and ferry::fold (col2im) as modules, PyTorch's nn.Unfold and nn.Fold.
+class Unfold : public Module {
+ public:
+  explicit Unfold(ConvSizes kernel_size, ConvSizes dilation = {1}, ConvSizes padding = {0},
+                  ConvSizes stride = {1})
+      : kernel_size(std::move(kernel_size)),
+        dilation(std::move(dilation)),
+        padding(std::move(padding)),
+        stride(std::move(stride)) {}
+  Tensor forward(const Tensor& x) override;  // [N, C, H, W] -> [N, C * kh * kw, L]
+  std::string extra_repr() const override;
+
+  ConvSizes kernel_size, dilation, padding, stride;
+};
+
+class Fold : public Module {
+ public:
+  Fold(ConvSizes output_size, ConvSizes kernel_size, ConvSizes dilation = {1},
+       ConvSizes padding = {0}, ConvSizes stride = {1})
+      : output_size(std::move(output_size)),
+        kernel_size(std::move(kernel_size)),
+        dilation(std::move(dilation)),
+        padding(std::move(padding)),
+        stride(std::move(stride)) {}
+  Tensor forward(const Tensor& columns) override;  // [N, C * kh * kw, L] -> [N, C, *output_size]
+  std::string extra_repr() const override;
+
+  ConvSizes output_size, kernel_size, dilation, padding, stride;
 };
 
 }  // namespace ferry::nn

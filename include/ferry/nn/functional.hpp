@@ -33,6 +33,10 @@ Tensor dropout(const Tensor& x, double p = 0.5, bool training = true);
 // the channel zeroed or scaled by 1 / (1 - p). ShapeError for another rank.
 Tensor dropout2d(const Tensor& x, double p = 0.5, bool training = true);
 
+// dropout2d's rule for [N, C, L] (or [C, L]) and for [N, C, D, H, W] (or [C, D, H, W]):
+// F.dropout1d and F.dropout3d. ShapeError for another rank.
+Tensor dropout1d(const Tensor& x, double p = 0.5, bool training = true);
+Tensor dropout3d(const Tensor& x, double p = 0.5, bool training = true);
 // Batch normalisation over dim 1 of x [N, C, *] (PyTorch's F.batch_norm). With `training`,
 // normalises with the batch's statistics (biased variance) and, when running_mean / running_var are
 // defined, updates them in place as (1 - momentum) · running + momentum · batch, with the unbiased
@@ -83,6 +87,27 @@ struct CrossEntropyOptions {
   Reduction reduction = Reduction::mean;
   double label_smoothing = 0.0;  // in [0, 1]
 };
+
+// The shrinking activations and threshold, PyTorch's definitions (values exactly at a bound
+// take the inner side, and its gradient):
+//   hardshrink  x where |x| > lambd, else 0
+//   softshrink  x - lambd where x > lambd, x + lambd where x < -lambd, else 0 (ValueError for
+//               lambd < 0)
+//   tanhshrink  x - tanh(x);  softsign  x / (1 + |x|)
+//   threshold   x where x > threshold, else value
+Tensor hardshrink(const Tensor& x, double lambd = 0.5);
+Tensor softshrink(const Tensor& x, double lambd = 0.5);
+Tensor tanhshrink(const Tensor& x);
+Tensor softsign(const Tensor& x);
+Tensor threshold(const Tensor& x, double threshold, double value);
+// F.bilinear: y[..., o] = x1[..., :] · weight[o] · x2[..., :] + bias[o], x1 [..., in1], x2
+// [..., in2] (the same leading dims), weight [out, in1, in2], bias [out] or undefined.
+// ShapeError naming the sizes that do not fit.
+Tensor bilinear(const Tensor& x1, const Tensor& x2, const Tensor& weight, const Tensor& bias = {});
+// F.channel_shuffle: x [N, C, *] with C split into `groups` groups of C / groups, read back
+// channel-major: channel g * (C / groups) + i goes to i * groups + g. ShapeError unless groups
+// divides C; Error unless groups > 0.
+Tensor channel_shuffle(const Tensor& x, std::int64_t groups);
 
 // PyTorch's cross_entropy with class-index targets. input: [N, C],
 // [N, C, d1, ...] or [C] (unbatched) logits, floating; target: class indices
@@ -138,6 +163,40 @@ Tensor margin_ranking_loss(const Tensor& input1, const Tensor& input2, const Ten
 Tensor cosine_embedding_loss(const Tensor& input1, const Tensor& input2, const Tensor& target,
                              double margin = 0, Reduction reduction = Reduction::mean);
 
+// The margin and likelihood losses (PyTorch's definitions; reduction as above):
+// soft_margin_loss       log(1 + exp(-y x)), y = ±1 (computed as -logsigmoid(y x): no overflow)
+// multilabel_soft_margin_loss  -mean over the last dim of w (y logsigmoid(x) + (1 - y)
+//                        logsigmoid(-x)), y in {0, 1}, weight broadcast over the last dim
+// hinge_embedding_loss   x where y = 1, max(0, margin - x) where y = -1
+// triplet_margin_loss    max(0, margin + d(a, p) - d(a, n)) with d pairwise_distance (p, eps);
+//                        swap: d(a, n) replaced by min(d(a, n), d(p, n))
+// poisson_nll_loss       exp(x) - y x (log_input), else x - y log(x + eps); full adds Stirling's
+//                        y log y - y + log(2 pi y) / 2 where y > 1
+// gaussian_nll_loss      (log(var) + (x - y)^2 / var) / 2 (+ log(2 pi) / 2 when full), var
+//                        clamped at eps in the forward only (as PyTorch's no_grad clamp); var of
+//                        x's shape, of x's shape without the last dim, or with it 1. ValueError
+//                        for a negative var.
+// multi_margin_loss      per sample sum over i != y of w[y] max(0, margin - x[y] + x[i])^p / C,
+//                        x [N, C] or [C], y class indices [N] or [], p 1 or 2 (ValueError).
+Tensor soft_margin_loss(const Tensor& input, const Tensor& target,
+                        Reduction reduction = Reduction::mean);
+Tensor multilabel_soft_margin_loss(const Tensor& input, const Tensor& target,
+                                   const Tensor& weight = {},
+                                   Reduction reduction = Reduction::mean);
+Tensor hinge_embedding_loss(const Tensor& input, const Tensor& target, double margin = 1.0,
+                            Reduction reduction = Reduction::mean);
+Tensor triplet_margin_loss(const Tensor& anchor, const Tensor& positive, const Tensor& negative,
+                           double margin = 1.0, double p = 2, double eps = 1e-6, bool swap = false,
+                           Reduction reduction = Reduction::mean);
+Tensor poisson_nll_loss(const Tensor& input, const Tensor& target, bool log_input = true,
+                        bool full = false, double eps = 1e-8,
+                        Reduction reduction = Reduction::mean);
+Tensor gaussian_nll_loss(const Tensor& input, const Tensor& target, const Tensor& var,
+                         bool full = false, double eps = 1e-6,
+                         Reduction reduction = Reduction::mean);
+Tensor multi_margin_loss(const Tensor& input, const Tensor& target, std::int64_t p = 1,
+                         double margin = 1.0, const Tensor& weight = {},
+                         Reduction reduction = Reduction::mean);
 // x / max(||x||_p over dim, eps).
 Tensor normalize(const Tensor& x, double p = 2, std::int64_t dim = 1, double eps = 1e-12);
 // x1 . x2 / max(||x1|| ||x2||, eps) over dim (inputs broadcast).

@@ -1,6 +1,6 @@
-// ferry/nn/layers.hpp — the built-in layers: Linear, Embedding, LayerNorm,
-// Dropout and Dropout2d (the activations: ferry/nn/activation.hpp; batch,
-// group and instance normalisation: ferry/nn/normalization.hpp).
+// ferry/nn/layers.hpp — the built-in layers: Linear, Bilinear, Embedding, LayerNorm, the
+// dropouts, CosineSimilarity, PairwiseDistance and ChannelShuffle (the activations:
+// ferry/nn/activation.hpp; batch, group and instance normalisation: ferry/nn/normalization.hpp).
 //
 // Semantics, defaults and initial distributions are PyTorch's (the numbers
 // are drawn from ferry's generator, so they differ from PyTorch's but a
@@ -78,14 +78,78 @@ class Dropout : public Module {
   double p;
 };
 
-// functional::dropout2d(x, p, is_training()): whole channels of [N, C, H, W] or [C, H, W].
-class Dropout2d : public Module {
+// What the channel dropouts share: p, checked, and their printing.
+class ChannelDropout : public Module {
  public:
-  explicit Dropout2d(double p = 0.5);
-  Tensor forward(const Tensor& x) override;
   std::string extra_repr() const override;
 
   double p;
+
+ protected:
+  ChannelDropout(const char* layer, double p);
+};
+
+// functional::dropout1d / dropout2d / dropout3d(x, p, is_training()): whole channels of
+// [N, C, L], [N, C, H, W] or [N, C, D, H, W] (or the unbatched forms).
+class Dropout1d : public ChannelDropout {
+ public:
+  explicit Dropout1d(double p = 0.5) : ChannelDropout("Dropout1d", p) {}
+  Tensor forward(const Tensor& x) override;
+};
+class Dropout2d : public ChannelDropout {
+ public:
+  explicit Dropout2d(double p = 0.5) : ChannelDropout("Dropout2d", p) {}
+  Tensor forward(const Tensor& x) override;
+};
+class Dropout3d : public ChannelDropout {
+ public:
+  explicit Dropout3d(double p = 0.5) : ChannelDropout("Dropout3d", p) {}
+  Tensor forward(const Tensor& x) override;
+};
+
+// y = x1 · weight[o] · x2 + bias[o] (functional::bilinear). weight [out, in1, in2] and bias
+// [out] are both drawn from U(-1/√in1, 1/√in1), as PyTorch's reset_parameters.
+class Bilinear : public Module {
+ public:
+  Bilinear(std::int64_t in1_features, std::int64_t in2_features, std::int64_t out_features,
+           bool bias = true, const TensorOptions& options = {});
+  using Module::forward;
+  Tensor forward(const Tensor& x1, const Tensor& x2);  // [..., in1], [..., in2] -> [..., out]
+  std::string extra_repr() const override;
+
+  std::int64_t in1_features, in2_features, out_features;
+  Tensor weight, bias;  // bias undefined when built without one
+};
+
+// functional::cosine_similarity and functional::pairwise_distance as modules.
+class CosineSimilarity : public Module {
+ public:
+  explicit CosineSimilarity(std::int64_t dim = 1, double eps = 1e-8) : dim(dim), eps(eps) {}
+  using Module::forward;
+  Tensor forward(const Tensor& x1, const Tensor& x2);
+
+  std::int64_t dim;
+  double eps;
+};
+class PairwiseDistance : public Module {
+ public:
+  explicit PairwiseDistance(double p = 2, double eps = 1e-6, bool keepdim = false)
+      : p(p), eps(eps), keepdim(keepdim) {}
+  using Module::forward;
+  Tensor forward(const Tensor& x1, const Tensor& x2);
+
+  double p, eps;
+  bool keepdim;
+};
+
+// functional::channel_shuffle(x, groups).
+class ChannelShuffle : public Module {
+ public:
+  explicit ChannelShuffle(std::int64_t groups);
+  Tensor forward(const Tensor& x) override;
+  std::string extra_repr() const override;
+
+  std::int64_t groups;
 };
 
 }  // namespace ferry::nn

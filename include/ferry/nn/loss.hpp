@@ -1,12 +1,16 @@
 // ferry/nn/loss.hpp — the losses as modules (PyTorch's nn.CrossEntropyLoss, nn.NLLLoss,
 // nn.MSELoss, nn.L1Loss, nn.SmoothL1Loss, nn.HuberLoss, nn.KLDivLoss, nn.BCELoss,
-// nn.BCEWithLogitsLoss, nn.MarginRankingLoss, nn.CosineEmbeddingLoss): their forward takes the
-// input and the target (and the second input, for the two ranking losses) and calls the
+// nn.BCEWithLogitsLoss, nn.MarginRankingLoss, nn.CosineEmbeddingLoss, nn.SoftMarginLoss,
+// nn.MultiLabelSoftMarginLoss, nn.HingeEmbeddingLoss, nn.TripletMarginLoss, nn.PoissonNLLLoss,
+// nn.GaussianNLLLoss, nn.MultiMarginLoss): their forward takes the input and the target (and
+// the second input for the two ranking losses, the three embeddings for the triplet loss, the
+// variance for the Gaussian one) and calls the
 // functional form (ferry/nn/functional.hpp), where the definitions are. Class weights (and
 // BCEWithLogitsLoss's pos_weight) are buffers, as PyTorch registers them: they move with the
 // module and are in its state_dict. They print as PyTorch's do: "CrossEntropyLoss()".
 #pragma once
 
+#include <cstdint>
 #include <string>
 
 #include "ferry/nn/functional.hpp"
@@ -126,6 +130,89 @@ class CosineEmbeddingLoss : public Module {
   Tensor forward(const Tensor& input1, const Tensor& input2, const Tensor& target);
 
   double margin;
+  Reduction reduction;
+};
+
+class SoftMarginLoss : public Module {
+ public:
+  explicit SoftMarginLoss(Reduction reduction = Reduction::mean) : reduction(reduction) {}
+  using Module::forward;
+  Tensor forward(const Tensor& input, const Tensor& target);
+
+  Reduction reduction;
+};
+
+class MultiLabelSoftMarginLoss : public Module {
+ public:
+  explicit MultiLabelSoftMarginLoss(const Tensor& weight = {},
+                                    Reduction reduction = Reduction::mean);
+  using Module::forward;
+  Tensor forward(const Tensor& input, const Tensor& target);
+
+  Tensor weight;  // the buffer "weight", where given
+  Reduction reduction;
+};
+
+class HingeEmbeddingLoss : public Module {
+ public:
+  explicit HingeEmbeddingLoss(double margin = 1.0, Reduction reduction = Reduction::mean)
+      : margin(margin), reduction(reduction) {}
+  using Module::forward;
+  Tensor forward(const Tensor& input, const Tensor& target);
+
+  double margin;
+  Reduction reduction;
+};
+
+class TripletMarginLoss : public Module {
+ public:
+  explicit TripletMarginLoss(double margin = 1.0, double p = 2, double eps = 1e-6,
+                             bool swap = false, Reduction reduction = Reduction::mean)
+      : margin(margin), p(p), eps(eps), swap(swap), reduction(reduction) {}
+  using Module::forward;
+  Tensor forward(const Tensor& anchor, const Tensor& positive, const Tensor& negative);
+
+  double margin, p, eps;
+  bool swap;
+  Reduction reduction;
+};
+
+class PoissonNLLLoss : public Module {
+ public:
+  explicit PoissonNLLLoss(bool log_input = true, bool full = false, double eps = 1e-8,
+                          Reduction reduction = Reduction::mean)
+      : log_input(log_input), full(full), eps(eps), reduction(reduction) {}
+  using Module::forward;
+  Tensor forward(const Tensor& log_input_or_rate, const Tensor& target);
+
+  bool log_input, full;
+  double eps;
+  Reduction reduction;
+};
+
+class GaussianNLLLoss : public Module {
+ public:
+  explicit GaussianNLLLoss(bool full = false, double eps = 1e-6,
+                           Reduction reduction = Reduction::mean)
+      : full(full), eps(eps), reduction(reduction) {}
+  using Module::forward;
+  Tensor forward(const Tensor& input, const Tensor& target, const Tensor& var);
+
+  bool full;
+  double eps;
+  Reduction reduction;
+};
+
+class MultiMarginLoss : public Module {
+ public:
+  explicit MultiMarginLoss(std::int64_t p = 1, double margin = 1.0, const Tensor& weight = {},
+                           Reduction reduction = Reduction::mean);
+  using Module::forward;
+  Tensor forward(const Tensor& input, const Tensor& target);
+
+  std::int64_t p;
+  double margin;
+  Tensor weight;  // the buffer "weight", where given
   Reduction reduction;
 };
 

@@ -1,5 +1,5 @@
-// ferry/nn/pooling.hpp — the pooling and resampling layers: MaxPool1d/2d, AvgPool1d/2d,
-// AdaptiveAvgPool1d/2d, AdaptiveMaxPool1d/2d, Upsample, PixelShuffle and PixelUnshuffle.
+// ferry/nn/pooling.hpp — the pooling and resampling layers: MaxPool1d/2d/3d, AvgPool1d/2d/3d,
+// AdaptiveAvgPool1d/2d/3d, AdaptiveMaxPool1d/2d/3d, Upsample, PixelShuffle and PixelUnshuffle.
 // No parameters; PyTorch's arguments, defaults and repr; the math is ferry/ops_pool.hpp and
 // ferry/ops_resample.hpp.
 #pragma once
@@ -14,7 +14,7 @@
 
 namespace ferry::nn {
 
-// max_pool1d/2d; stride empty: the kernel size. forward_with_indices also gives the
+// max_pool1d/2d/3d; stride empty: the kernel size. forward_with_indices also gives the
 // positions of the maxima (MaxUnpool's input, PyTorch's return_indices).
 class MaxPoolNd : public Module {
  public:
@@ -45,6 +45,12 @@ class MaxPool2d : public MaxPoolNd {
                      const ConvSizes& padding = {0}, const ConvSizes& dilation = {1},
                      bool ceil_mode = false);
 };
+class MaxPool3d : public MaxPoolNd {
+ public:
+  explicit MaxPool3d(const ConvSizes& kernel_size, const ConvSizes& stride = {},
+                     const ConvSizes& padding = {0}, const ConvSizes& dilation = {1},
+                     bool ceil_mode = false);
+};
 
 // avg_pool1d/2d (divisor_override: 2-D only, as PyTorch's AvgPool1d has none).
 class AvgPool1d : public Module {
@@ -59,50 +65,93 @@ class AvgPool1d : public Module {
   bool ceil_mode, count_include_pad;
 };
 
-class AvgPool2d : public Module {
+// avg_pool2d/3d.
+class AvgPoolNd : public Module {
  public:
-  explicit AvgPool2d(const ConvSizes& kernel_size, const ConvSizes& stride = {},
-                     const ConvSizes& padding = {0}, bool ceil_mode = false,
-                     bool count_include_pad = true,
-                     std::optional<std::int64_t> divisor_override = std::nullopt);
   Tensor forward(const Tensor& x) override;
   std::string extra_repr() const override;
 
   ConvSizes kernel_size, stride, padding;
   bool ceil_mode, count_include_pad;
   std::optional<std::int64_t> divisor_override;
+
+ protected:
+  AvgPoolNd(std::size_t dims, ConvSizes kernel_size, ConvSizes stride, ConvSizes padding,
+            bool ceil_mode, bool count_include_pad, std::optional<std::int64_t> divisor_override);
+
+ private:
+  std::size_t dims_;
+};
+
+class AvgPool2d : public AvgPoolNd {
+ public:
+  explicit AvgPool2d(const ConvSizes& kernel_size, const ConvSizes& stride = {},
+                     const ConvSizes& padding = {0}, bool ceil_mode = false,
+                     bool count_include_pad = true,
+                     std::optional<std::int64_t> divisor_override = std::nullopt)
+      : AvgPoolNd(2, kernel_size, stride, padding, ceil_mode, count_include_pad, divisor_override) {
+  }
+};
+class AvgPool3d : public AvgPoolNd {
+ public:
+  explicit AvgPool3d(const ConvSizes& kernel_size, const ConvSizes& stride = {},
+                     const ConvSizes& padding = {0}, bool ceil_mode = false,
+                     bool count_include_pad = true,
+                     std::optional<std::int64_t> divisor_override = std::nullopt)
+      : AvgPoolNd(3, kernel_size, stride, padding, ceil_mode, count_include_pad, divisor_override) {
+  }
 };
 
 // Adaptive pooling to a fixed output_size (one value, or one per spatial dim).
-class AdaptiveAvgPool1d : public Module {
+class AdaptiveAvgPoolNd : public Module {
  public:
-  explicit AdaptiveAvgPool1d(const ConvSizes& output_size);
   Tensor forward(const Tensor& x) override;
   std::string extra_repr() const override;
   ConvSizes output_size;
+
+ protected:
+  AdaptiveAvgPoolNd(std::size_t dims, ConvSizes output_size);
+
+ private:
+  std::size_t dims_;
 };
-class AdaptiveAvgPool2d : public Module {
+class AdaptiveAvgPool1d : public AdaptiveAvgPoolNd {
  public:
-  explicit AdaptiveAvgPool2d(const ConvSizes& output_size);
-  Tensor forward(const Tensor& x) override;
-  std::string extra_repr() const override;
-  ConvSizes output_size;
+  explicit AdaptiveAvgPool1d(const ConvSizes& output_size) : AdaptiveAvgPoolNd(1, output_size) {}
 };
-class AdaptiveMaxPool1d : public Module {
+class AdaptiveAvgPool2d : public AdaptiveAvgPoolNd {
  public:
-  explicit AdaptiveMaxPool1d(const ConvSizes& output_size);
+  explicit AdaptiveAvgPool2d(const ConvSizes& output_size) : AdaptiveAvgPoolNd(2, output_size) {}
+};
+class AdaptiveAvgPool3d : public AdaptiveAvgPoolNd {
+ public:
+  explicit AdaptiveAvgPool3d(const ConvSizes& output_size) : AdaptiveAvgPoolNd(3, output_size) {}
+};
+
+class AdaptiveMaxPoolNd : public Module {
+ public:
   Tensor forward(const Tensor& x) override;
   ValuesIndices forward_with_indices(const Tensor& x);
   std::string extra_repr() const override;
   ConvSizes output_size;
+
+ protected:
+  AdaptiveMaxPoolNd(std::size_t dims, ConvSizes output_size);
+
+ private:
+  std::size_t dims_;
 };
-class AdaptiveMaxPool2d : public Module {
+class AdaptiveMaxPool1d : public AdaptiveMaxPoolNd {
  public:
-  explicit AdaptiveMaxPool2d(const ConvSizes& output_size);
-  Tensor forward(const Tensor& x) override;
-  ValuesIndices forward_with_indices(const Tensor& x);
-  std::string extra_repr() const override;
-  ConvSizes output_size;
+  explicit AdaptiveMaxPool1d(const ConvSizes& output_size) : AdaptiveMaxPoolNd(1, output_size) {}
+};
+class AdaptiveMaxPool2d : public AdaptiveMaxPoolNd {
+ public:
+  explicit AdaptiveMaxPool2d(const ConvSizes& output_size) : AdaptiveMaxPoolNd(2, output_size) {}
+};
+class AdaptiveMaxPool3d : public AdaptiveMaxPoolNd {
+ public:
+  explicit AdaptiveMaxPool3d(const ConvSizes& output_size) : AdaptiveMaxPoolNd(3, output_size) {}
 };
 
 // interpolate with fixed options (PyTorch's Upsample: size or scale_factor, mode,
