@@ -116,4 +116,41 @@ Tensor norm(const Tensor& x, std::string_view p, const std::vector<std::int64_t>
       "norm: p \"{}\" is not a vector norm; give a number (1, 2, inf, ...) or \"fro\"", p));
 }
 
+Tensor cdist(const Tensor& x1, const Tensor& x2, double p, std::string_view compute_mode) {
+  if (ferry::detail::autocast_applies(OpId::cdist)) {
+    const ferry::detail::AutocastOp ac(OpId::cdist, {&x1, &x2});
+    return cdist(ac(x1), ac(x2), p, compute_mode);
+  }
+  detail::check_dtype(OpId::cdist, x1);
+  detail::check_dtype(OpId::cdist, x2);
+  if (x1.dim() < 2 || x2.dim() < 2)
+    throw ShapeError(fmt::format("cdist: the inputs must be at least 2-D, got {} and {}",
+                                 shape_str(x1.sizes()), shape_str(x2.sizes())));
+  if (x1.size(-1) != x2.size(-1))
+    throw ShapeError(
+        fmt::format("cdist: x1 and x2 must have the same number of columns, got {} "
+                    "and {}",
+                    shape_str(x1.sizes()), shape_str(x2.sizes())));
+  if (!(p >= 0)) throw ValueError(fmt::format("cdist: p must be non-negative, got {}", p));
+  const bool mm_if_needed = compute_mode == "use_mm_for_euclid_dist_if_necessary";
+  if (!mm_if_needed && compute_mode != "use_mm_for_euclid_dist" &&
+      compute_mode != "donot_use_mm_for_euclid_dist")
+    throw ValueError(fmt::format(
+        "cdist: compute_mode must be use_mm_for_euclid_dist_if_necessary, use_mm_for_euclid_dist "
+        "or donot_use_mm_for_euclid_dist, got \"{}\"",
+        compute_mode));
+  const std::int64_t P = x1.size(-2), R = x2.size(-2);
+  const bool use_mm =
+      p == 2 && (compute_mode == "use_mm_for_euclid_dist" || (mm_if_needed && (P > 25 || R > 25)));
+  if (!use_mm) return norm(x1.unsqueeze(-2) - x2.unsqueeze(-3), p, {-1});
+  // PyTorch's _euclidean_dist: one matmul of [-2 a, |a|^2, 1] by [b, 1, |b|^2]. Where the
+  // clamped square is 0, the distance is 0 and so is its gradient (PyTorch's subgradient).
+  const Tensor n1 = sum(x1 * x1, {-1}, true), n2 = sum(x2 * x2, {-1}, true);
+  const Tensor a = cat({x1 * -2.0, n1, ones_like(n1)}, -1);
+  const Tensor b = cat({x2, ones_like(n2), n2}, -1);
+  const Tensor sq = clamp_min(matmul(a, b.transpose(-1, -2)), 0);
+  const Tensor zero = eq(sq, 0);
+  return where(zero, Scalar(0), sqrt(where(zero, Scalar(1), sq)));
+}
+
 }  // namespace ferry

@@ -285,6 +285,64 @@ ValuesIndices adaptive_max_pool(std::size_t n, OpId id, const Tensor& x_in,
   return max_over_windows(x_in, x, dims);
 }
 
+// max_unpool in n dims: PyTorch's _unpool_output_size, then a scatter into zeros.
+Tensor max_unpool(std::size_t n, OpId id, const Tensor& x_in, const Tensor& indices,
+                  const ConvSizes& kernel_arg, const ConvSizes& stride_arg,
+                  const ConvSizes& padding_arg, const ConvSizes& output_size) {
+  const std::string_view op = op_info(id).name;
+  const Tensor x = batched_input(n, id, x_in);
+  if (!indices.defined() || indices.dtype() != DType::i64 || indices.sizes() != x_in.sizes())
+    throw ShapeError(fmt::format(
+        "{}: indices must be i64 of the input's shape {}, got {}", op, shape_str(x_in.sizes()),
+        indices.defined()
+            ? fmt::format("{} {}", dtype_name(indices.dtype()), shape_str(indices.sizes()))
+            : std::string("undefined")));
+  if (kernel_arg.empty())
+    throw ShapeError(fmt::format("{}: kernel_size must be given (one value or {})", op, n));
+  const auto kernel = detail::per_dim(op, "kernel_size", kernel_arg, n);
+  const auto stride =
+      detail::per_dim(op, "stride", stride_arg.empty() ? kernel_arg : stride_arg, n);
+  const auto padding = detail::per_dim(op, "padding", padding_arg, n);
+  const auto in = spatial_sizes(x);
+  ConvSizes out(n);
+  for (std::size_t i = 0; i < n; ++i) out[i] = (in[i] - 1) * stride[i] + kernel[i] - 2 * padding[i];
+  if (!output_size.empty()) {
+    ConvSizes given = output_size;
+    if (given.size() == n + 2) given.erase(given.begin(), given.begin() + 2);
+    if (given.size() != n)
+      throw ValueError(fmt::format("{}: output_size should hold {} or {} sizes, but it has {}", op,
+                                   n, n + 2, output_size.size()));
+    for (std::size_t i = 0; i < n; ++i)
+      if (!(out[i] - stride[i] < given[i] && given[i] < out[i] + stride[i]))
+        throw ValueError(
+            fmt::format("{}: invalid output_size ({}): dim {} must be between {} and {}", op,
+                        fmt::join(output_size, ", "), i, out[i] - stride[i], out[i] + stride[i]));
+    out = given;
+  }
+  std::int64_t plane = 1;
+  for (std::int64_t o : out) {
+    if (o <= 0)
+      throw ShapeError(
+          fmt::format("{}: the output size ({}) must be positive", op, fmt::join(out, "x")));
+    plane *= o;
+  }
+  const std::int64_t N = x.size(0), C = x.size(1);
+  const Tensor idx = (x_in.dim() == x.dim() ? indices : indices.unsqueeze(0)).reshape({N, C, -1});
+  if (idx.numel() > 0) {
+    const auto range = stack({min(idx), max(idx)}).to_vector<std::int64_t>();  // one read back
+    if (range[0] < 0 || range[1] >= plane)
+      throw ValueError(
+          fmt::format("{}: found an invalid max index {} (output planes are of size {})", op,
+                      range[0] < 0 ? range[0] : range[1], fmt::join(out, "x")));
+  }
+  Shape shape{N, C};
+  shape.insert(shape.end(), out.begin(), out.end());
+  const Tensor y = scatter(zeros({N, C, plane}, {.dtype = x.dtype(), .device = x.device()}), 2, idx,
+                           x.reshape({N, C, -1}))
+                       .reshape(shape);
+  return x_in.dim() == x.dim() ? y : y.squeeze(0);
+}
+
 // The 2-D and 3-D pools' results in a channels-last input's layout, as PyTorch returns them (Note
 // [Channels-last outputs]; indices too).
 Tensor like_input(const Tensor& y, const Tensor& x) { return detail::in_memory_format_of(y, {&x}); }
@@ -373,6 +431,22 @@ ValuesIndices adaptive_max_pool2d_with_indices(const Tensor& x, const ConvSizes&
 
 ValuesIndices adaptive_max_pool3d_with_indices(const Tensor& x, const ConvSizes& output_size) {
   return like_input(adaptive_max_pool(3, OpId::adaptive_max_pool3d, x, output_size), x);
+}
+
+Tensor max_unpool1d(const Tensor& x, const Tensor& indices, const ConvSizes& kernel_size,
+                    const ConvSizes& stride, const ConvSizes& padding,
+                    const ConvSizes& output_size) {
+  return max_unpool(1, OpId::max_unpool1d, x, indices, kernel_size, stride, padding, output_size);
+}
+Tensor max_unpool2d(const Tensor& x, const Tensor& indices, const ConvSizes& kernel_size,
+                    const ConvSizes& stride, const ConvSizes& padding,
+                    const ConvSizes& output_size) {
+  return max_unpool(2, OpId::max_unpool2d, x, indices, kernel_size, stride, padding, output_size);
+}
+Tensor max_unpool3d(const Tensor& x, const Tensor& indices, const ConvSizes& kernel_size,
+                    const ConvSizes& stride, const ConvSizes& padding,
+                    const ConvSizes& output_size) {
+  return max_unpool(3, OpId::max_unpool3d, x, indices, kernel_size, stride, padding, output_size);
 }
 
 }  // namespace ferry

@@ -58,6 +58,18 @@ Result call(const std::string& op, const json& a, const std::vector<Tensor>& in,
     auto [v, i] = f(in[0], kernel, pool_stride, padding, dilation, ceil);
     return {v, i};
   }
+  if (op.rfind("max_unpool", 0) == 0) {  // unpooling what max_poolNd gives, as the generator
+    const char n = op.back() == 'd' ? op[op.size() - 2] : '2';
+    auto pool = n == '1'   ? ferry::max_pool1d_with_indices
+                : n == '2' ? ferry::max_pool2d_with_indices
+                           : ferry::max_pool3d_with_indices;
+    auto unpool = n == '1'   ? ferry::max_unpool1d
+                  : n == '2' ? ferry::max_unpool2d
+                             : ferry::max_unpool3d;
+    auto [v, i] = pool(in[0], kernel, pool_stride, padding, {1}, false);
+    const auto out = a.contains("output_size") ? sizes(a, "output_size", 1) : ferry::ConvSizes{};
+    return {unpool(v, i, kernel, pool_stride, padding, out)};
+  }
   const bool include_pad = a.value("count_include_pad", true);
   if (op == "avg_pool1d")
     return {ferry::avg_pool1d(in[0], kernel, pool_stride, padding, ceil, include_pad)};
@@ -107,7 +119,7 @@ Result call(const std::string& op, const json& a, const std::vector<Tensor>& in,
 }
 
 void run_reference(const ferry::Device& dev) {
-  ferry_test::run_reference_file("pytorch_cnn_reference.json", dev, 67, call);
+  ferry_test::run_reference_file("pytorch_cnn_reference.json", dev, 71, call);
 }
 
 TEST(CnnOps, PyTorchReferenceCpu) { run_reference(ferry::Device::cpu()); }

@@ -328,6 +328,9 @@ void run_loss(const Case& k) {
         F::nll_loss(x, t, {.weight = w, .ignore_index = a.at("ignore_index"), .reduction = red()});
   if (fn == "softmin") out = F::softmin(x, a.at("dim"));
   if (fn == "glu") out = F::glu(x, a.at("dim"));
+  if (fn == "cdist")
+    out = ferry::cdist(x, x2, to_double(a.at("p")),
+                       a.value("compute_mode", std::string("use_mm_for_euclid_dist_if_necessary")));
   if (fn == "soft_margin_loss") out = nn::SoftMarginLoss(red()).forward(x, t);
   if (fn == "multilabel_soft_margin_loss")
     out = nn::MultiLabelSoftMarginLoss(w, red()).forward(x, t);

@@ -288,4 +288,51 @@ TEST(NnSurface, ThreeDimensionalPools) {
       {x64}));
 }
 
+// MaxUnpool puts each pooled value back where max pooling found it: unpooling a max pool of
+// non-overlapping windows keeps exactly the maxima, zeros elsewhere.
+TEST(NnSurface, MaxUnpoolUndoesMaxPoolOnItsMaxima) {
+  ferry::manual_seed(21);
+  const Tensor x = ferry::randn({2, 3, 6, 8});
+  nn::MaxPool2d pool({2});
+  nn::MaxUnpool2d unpool({2});
+  EXPECT_EQ(unpool.str(), "MaxUnpool2d(kernel_size=(2, 2), stride=(2, 2), padding=(0, 0))");
+  const auto [v, i] = pool.forward_with_indices(x);
+  const Tensor y = unpool.forward(v, i);
+  ASSERT_EQ(y.sizes(), x.sizes());
+  const Tensor kept = ne(y, 0);
+  EXPECT_EQ(ferry::sum(kept).item<std::int64_t>(), v.numel());
+  EXPECT_TRUE(ferry::equal(ferry::where(kept, x, ferry::Scalar(0)), y));
+  // The same in 3-D, and an output_size one larger than the default (with N and C).
+  const Tensor x3 = ferry::randn({1, 2, 4, 4, 6});
+  const auto [v3, i3] = ferry::max_pool3d_with_indices(x3, {2});
+  EXPECT_EQ(nn::MaxUnpool3d({2}).forward(v3, i3, {1, 2, 5, 4, 7}).sizes(),
+            (ferry::Shape{1, 2, 5, 4, 7}));
+  EXPECT_THROW(ferry::max_unpool2d(v, i, {2}, {}, {0}, {9, 8}), ferry::ValueError);  // too big
+  EXPECT_THROW(ferry::max_unpool2d(v, i, {2}, {}, {0}, {6}), ferry::ValueError);
+  EXPECT_THROW(ferry::max_unpool2d(v, i + 100, {2}), ferry::ValueError);  // past the plane
+  EXPECT_THROW(ferry::max_unpool2d(v, i.to(ferry::DType::i32), {2}), ferry::ShapeError);
+  EXPECT_THROW(ferry::max_unpool2d(v, i.narrow(0, 0, 1), {2}), ferry::ShapeError);
+}
+
+// cdist against the definition, both of p = 2's forms, and PyTorch's refusals.
+TEST(NnSurface, CdistIsEveryPairsDistance) {
+  ferry::manual_seed(22);
+  const Tensor a = ferry::randn({30, 4}, {.dtype = ferry::DType::f64});
+  const Tensor b = ferry::randn({3, 4}, {.dtype = ferry::DType::f64});
+  const Tensor want = ferry::norm(a.unsqueeze(1) - b.unsqueeze(0), 2, {-1});
+  EXPECT_TRUE(ferry::allclose(ferry::cdist(a, b), want, 1e-12, 1e-12));  // the matrix product
+  EXPECT_TRUE(ferry::allclose(ferry::cdist(a, b, 2, "donot_use_mm_for_euclid_dist"), want));
+  EXPECT_TRUE(ferry::allclose(ferry::cdist(a, b, 0),
+                              ferry::sum(ne(a.unsqueeze(1), b.unsqueeze(0)), {-1}).to(a.dtype())));
+  for (const char* mode : {"use_mm_for_euclid_dist", "donot_use_mm_for_euclid_dist"})
+    EXPECT_TRUE(ferry_test::gradcheck(
+        [mode](const std::vector<Tensor>& in) { return ferry::cdist(in[0], in[1], 2, mode); },
+        {a.narrow(0, 0, 5), b}))
+        << mode;
+  EXPECT_THROW(ferry::cdist(a, b, -1), ferry::ValueError);
+  EXPECT_THROW(ferry::cdist(a, b, 2, "fast"), ferry::ValueError);
+  EXPECT_THROW(ferry::cdist(a, b.narrow(1, 0, 3)), ferry::ShapeError);
+  EXPECT_THROW(ferry::cdist(a.select(0, 0), b), ferry::ShapeError);
+}
+
 }  // namespace

@@ -38,6 +38,10 @@ def call(op, inputs, buffers, attrs):
     if op in ("max_pool1d", "max_pool2d", "max_pool3d", "adaptive_max_pool1d",
               "adaptive_max_pool2d", "adaptive_max_pool3d"):
         return getattr(F, op)(*inputs, return_indices=True, **attrs)
+    if op.startswith("max_unpool"):  # unpooling what max_poolNd gives
+        pool_attrs = {k: v for k, v in attrs.items() if k != "output_size"}
+        v, i = getattr(F, "max_pool" + op[-2:])(*inputs, return_indices=True, **pool_attrs)
+        return getattr(F, op)(v, i, **attrs), None
     if op == "batch_norm":
         x, w, b = (inputs + [None, None])[:3]
         rm, rv = (buffers + [None, None])[:2]
@@ -151,6 +155,15 @@ def pool_cases():
          {"output_size": 1})
     case("adaptive_max_pool3d_uneven", "adaptive_max_pool3d", [[1, 2, 5, 7, 6]],
          {"output_size": [3, 2, 4]})
+    # max_unpool of max_pool's values and indices (overlapping windows: indices repeat).
+    case("max_unpool1d_overlapping", "max_unpool1d", [[2, 3, 9]], {"kernel_size": 3, "stride": 2,
+                                                                   "padding": 1})
+    case("max_unpool2d_output_size", "max_unpool2d", [[2, 2, 7, 6]],
+         {"kernel_size": 2, "stride": 2, "output_size": [7, 6]})
+    case("max_unpool2d_unbatched", "max_unpool2d", [[3, 6, 7]], {"kernel_size": [2, 3],
+                                                                 "stride": [2, 2]})
+    case("max_unpool3d_basic", "max_unpool3d", [[1, 2, 4, 6, 5]],
+         {"kernel_size": 2, "stride": 2, "output_size": [1, 2, 5, 6, 5]})
 
 
 def norm_cases():

@@ -75,7 +75,7 @@ def dump(path):
         lines.append(s + ("," if k + 1 < len(CASES) else ""))
     lines.append("]}")
     text = "\n".join(lines) + "\n"
-    json.loads(text)  # must parse
+    json.loads(text, parse_constant=lambda c: 1 / 0)  # must parse, strictly (no Infinity)
     with open(path, "w") as f:
         f.write(text)
     return len(text)
@@ -321,13 +321,13 @@ def loss_cases():
         g = Gen(name)
         leaves = {k: leaf(v) for k, v in inputs.items() if k in ("x", "x2", "x3", "var")}
         args = dict(inputs, **leaves)
-        f = getattr(F, fn)
-        kw = {k: v for k, v in attrs.items()}
+        f = getattr(F, fn) if hasattr(F, fn) else getattr(torch, fn)  # torch.cdist
+        kw = {k: float(v) if v == "inf" else v for k, v in attrs.items()}  # JSON has no inf
         if fn in ("margin_ranking_loss", "cosine_embedding_loss"):
             out = f(args["x"], args["x2"], args["target"], **kw)
         elif fn in ("normalize", "softmin", "glu"):
             out = f(args["x"], **kw)
-        elif fn in ("cosine_similarity", "pairwise_distance"):
+        elif fn in ("cosine_similarity", "pairwise_distance", "cdist"):
             out = f(args["x"], args["x2"], **kw)
         elif fn == "triplet_margin_loss":
             out = f(args["x"], args["x2"], args["x3"], **kw)
@@ -441,6 +441,23 @@ def loss_cases():
     case("gaussian_nll_last1_var_mean", "gaussian_nll_loss",
          {"full": False, "eps": 1e-6, "reduction": "mean"},
          {"x": mu, "target": tg, "var": g.uniform([4, 1], 0.1, 2)})
+    # torch.cdist: the norm of the differences, and for p = 2 past 25 rows the matrix-product
+    # form; a row of x2 equal to one of x1 checks the zero distance's zero gradient in both.
+    gd = Gen("cdist")
+    a3, b3 = gd.uniform([2, 4, 3]), gd.uniform([2, 5, 3])
+    b3[0, 2] = a3[0, 1]
+    case("cdist_p2", "cdist", {"p": 2.0}, {"x": a3, "x2": b3})
+    case("cdist_p1_broadcast", "cdist", {"p": 1.0}, {"x": a3, "x2": b3[1]})
+    case("cdist_pinf", "cdist", {"p": "inf"}, {"x": a3, "x2": b3})
+    case("cdist_p3", "cdist", {"p": 3.0}, {"x": a3, "x2": b3})
+    big1, big2 = gd.uniform([30, 3]), gd.uniform([6, 3])
+    big2[4] = big1[7]
+    case("cdist_p2_mm", "cdist", {"p": 2.0}, {"x": big1, "x2": big2})
+    case("cdist_p2_mm_forced", "cdist", {"p": 2.0, "compute_mode": "use_mm_for_euclid_dist"},
+         {"x": a3, "x2": b3})
+    case("cdist_p2_mm_never", "cdist", {"p": 2.0,
+                                        "compute_mode": "donot_use_mm_for_euclid_dist"},
+         {"x": big1, "x2": big2})
     scores, cls = g.uniform([5, 4]), torch.tensor([0, 3, 1, 1, 2])
     case("multi_margin_mean", "multi_margin_loss", {"p": 1, "margin": 1.0, "reduction": "mean"},
          {"x": scores, "target": cls})

@@ -272,6 +272,15 @@ Tensor norm(const Tensor& x, std::string_view p, const std::vector<std::int64_t>
 // Matrix product, PyTorch's matmul: 1-D, 2-D, and batched with broadcast batch dims.
 Tensor matmul(const Tensor& a, const Tensor& b);
 
+// torch.cdist: the p-norm distance between every row of x1 [..., P, M] and every row of x2
+// [..., R, M] (batch dims broadcast) -> [..., P, R]; p >= 0 (ValueError otherwise), inf too.
+// compute_mode as PyTorch's: for p = 2, "use_mm_for_euclid_dist_if_necessary" (the default)
+// takes the matrix-product form |a|^2 + |b|^2 - 2 a.b (clamped at 0) when P or R exceeds 25,
+// "use_mm_for_euclid_dist" always, "donot_use_mm_for_euclid_dist" never; every other p is the
+// norm of the differences. The gradient at a zero distance is 0, as PyTorch's.
+Tensor cdist(const Tensor& x1, const Tensor& x2, double p = 2,
+             std::string_view compute_mode = "use_mm_for_euclid_dist_if_necessary");
+
 // Note [TF32]
 // Ampere and later NVIDIA GPUs can run f32 matrix products on tensor cores in
 // TF32: the inputs are rounded to 10 mantissa bits (f32 keeps 23), so results

@@ -1,9 +1,9 @@
 // ferry/ops_pool.hpp — pooling, PyTorch's torch.nn.functional semantics: max_pool1d/2d/3d
 // (stride defaulting to the kernel, padding, dilation, ceil_mode, the argmax indices),
 // avg_pool1d/2d/3d (count_include_pad, divisor_override), adaptive_avg_pool1d/2d/3d and
-// adaptive_max_pool1d/2d/3d. Inputs are batched [N, C, *spatial] or unbatched [C, *spatial], in
-// a float dtype; bad geometry is a ShapeError naming the sizes, PyTorch's checks, before
-// anything is computed. Included by ferry/ops.hpp.
+// adaptive_max_pool1d/2d/3d, and max_unpool1d/2d/3d. Inputs are batched [N, C, *spatial] or
+// unbatched [C, *spatial], in a float dtype; bad geometry is a ShapeError naming the sizes,
+// PyTorch's checks, before anything is computed. Included by ferry/ops.hpp.
 //
 // Note [Pooling as gathered windows]
 // A pool is the window table of convolution (Note [Convolution as im2col] in
@@ -77,5 +77,21 @@ Tensor adaptive_max_pool3d(const Tensor& x, const ConvSizes& output_size);
 ValuesIndices adaptive_max_pool1d_with_indices(const Tensor& x, const ConvSizes& output_size);
 ValuesIndices adaptive_max_pool2d_with_indices(const Tensor& x, const ConvSizes& output_size);
 ValuesIndices adaptive_max_pool3d_with_indices(const Tensor& x, const ConvSizes& output_size);
+
+// Max pooling's partial inverse (F.max_unpool1d/2d/3d): each value of x placed at its index
+// (as max_poolNd_with_indices gives them, within each plane or volume) of a zero output of
+// [N, C, *output_size]. output_size empty: (in - 1) stride - 2 padding + kernel per dim; given
+// (n sizes, or n + 2 with N and C first), each within stride of that (ValueError otherwise).
+// indices: i64 of x's shape, each in [0, the output's plane size) (ValueError naming the one
+// that is not). Where two indices are equal, one of their values lands there.
+Tensor max_unpool1d(const Tensor& x, const Tensor& indices, const ConvSizes& kernel_size,
+                    const ConvSizes& stride = {}, const ConvSizes& padding = {0},
+                    const ConvSizes& output_size = {});
+Tensor max_unpool2d(const Tensor& x, const Tensor& indices, const ConvSizes& kernel_size,
+                    const ConvSizes& stride = {}, const ConvSizes& padding = {0},
+                    const ConvSizes& output_size = {});
+Tensor max_unpool3d(const Tensor& x, const Tensor& indices, const ConvSizes& kernel_size,
+                    const ConvSizes& stride = {}, const ConvSizes& padding = {0},
+                    const ConvSizes& output_size = {});
 
 }  // namespace ferry

@@ -61,6 +61,28 @@ MaxPool3d::MaxPool3d(const ConvSizes& k, const ConvSizes& s, const ConvSizes& p,
                      bool ceil)
     : MaxPoolNd(3, k, s, p, d, ceil) {}
 
+MaxUnpoolNd::MaxUnpoolNd(std::size_t dims, ConvSizes kernel, ConvSizes stride_, ConvSizes padding_)
+    : kernel_size(std::move(kernel)),
+      stride(stride_.empty() ? kernel_size : std::move(stride_)),
+      padding(std::move(padding_)),
+      dims_(dims) {}
+
+Tensor MaxUnpoolNd::forward(const Tensor& x, const Tensor& indices, const ConvSizes& output_size) {
+  if (!x.defined()) throw Error(fmt::format("{}.forward: the input is undefined", name()));
+  const auto unpool = dims_ == 1 ? max_unpool1d : dims_ == 2 ? max_unpool2d : max_unpool3d;
+  return unpool(x, indices, kernel_size, stride, padding, output_size);
+}
+
+std::string MaxUnpoolNd::extra_repr() const {
+  // PyTorch keeps these as tuples of one value per dim (_single, _pair, _triple).
+  const auto tuple = [&](const ConvSizes& v) {
+    ConvSizes t = v.size() == 1 ? ConvSizes(dims_, v[0]) : v;
+    return t.size() == 1 ? fmt::format("({},)", t[0]) : fmt::format("({})", fmt::join(t, ", "));
+  };
+  return fmt::format("kernel_size={}, stride={}, padding={}", tuple(kernel_size), tuple(stride),
+                     tuple(padding));
+}
+
 // ---------------------------------------------------------------- average pooling
 
 AvgPool1d::AvgPool1d(const ConvSizes& k, const ConvSizes& s, const ConvSizes& p, bool ceil,

@@ -169,6 +169,27 @@ std::vector<FloatOpCase> conv_ops() {
        [](const Inputs& in) {
          return adaptive_max_pool3d(in[0], {3, 2, 4});
        }},
+      {"max_unpool1d",
+       "[2, 3, 9] of max_pool1d kernel=3 stride=2 padding=1 (repeated indices)",
+       {{2, 3, 9}},
+       [](const Inputs& in) {
+         const auto [v, i] = max_pool1d_with_indices(in[0], {3}, {2}, {1});
+         return max_unpool1d(v, i, {3}, {2}, {1});
+       }},
+      {"max_unpool2d",
+       "[2, 3, 7, 6] of max_pool2d kernel=2, output_size=(7, 6)",
+       {{2, 3, 7, 6}},
+       [](const Inputs& in) {
+         const auto [v, i] = max_pool2d_with_indices(in[0], {2});
+         return max_unpool2d(v, i, {2}, {}, {0}, {7, 6});
+       }},
+      {"max_unpool3d",
+       "[1, 2, 4, 6, 4] of max_pool3d kernel=2",
+       {{1, 2, 4, 6, 4}},
+       [](const Inputs& in) {
+         const auto [v, i] = max_pool3d_with_indices(in[0], {2});
+         return max_unpool3d(v, i, {2});
+       }},
       {"batch_norm",
        "[3, 4, 3, 2] training, weight, bias",
        {{3, 4, 3, 2}, {4}, {4}},

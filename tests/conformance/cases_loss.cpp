@@ -114,6 +114,16 @@ std::vector<FloatOpCase> loss_ops() {
        [](const Inputs& in) {
          return F::multi_margin_loss(in[0], ints({0, 2, 1, 2}, in[0]), 2, 0.5, in[1] * in[1] + 0.5);
        }},
+      {"cdist",
+       "[2, 4, 3] x [5, 3] p=2 (differences) and [30, 3] x [6, 3] (matrix product)",
+       {{2, 4, 3}, {5, 3}, {30, 3}, {6, 3}},
+       [](const Inputs& in) {
+         return cat({cdist(in[0], in[1]).reshape({-1}), cdist(in[2], in[3]).reshape({-1})});
+       }},
+      {"cdist",
+       "[4, 3] x [2, 5, 3] p=1, broadcast batch",
+       {{4, 3}, {2, 5, 3}},
+       [](const Inputs& in) { return cdist(in[0], in[1], 1.0); }},
       {"bilinear",
        "[3, 4] x [3, 2] w [5, 4, 2] b [5]",
        {{3, 4}, {3, 2}, {5, 4, 2}, {5}},

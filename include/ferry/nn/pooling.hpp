@@ -1,7 +1,7 @@
 // ferry/nn/pooling.hpp — the pooling and resampling layers: MaxPool1d/2d/3d, AvgPool1d/2d/3d,
-// AdaptiveAvgPool1d/2d/3d, AdaptiveMaxPool1d/2d/3d, Upsample, PixelShuffle and PixelUnshuffle.
-// No parameters; PyTorch's arguments, defaults and repr; the math is ferry/ops_pool.hpp and
-// ferry/ops_resample.hpp.
+// AdaptiveAvgPool1d/2d/3d, AdaptiveMaxPool1d/2d/3d, MaxUnpool1d/2d/3d, Upsample, PixelShuffle and
+// PixelUnshuffle. No parameters; PyTorch's arguments, defaults and repr; the math is
+// ferry/ops_pool.hpp and ferry/ops_resample.hpp.
 #pragma once
 
 #include <cstdint>
@@ -50,6 +50,41 @@ class MaxPool3d : public MaxPoolNd {
   explicit MaxPool3d(const ConvSizes& kernel_size, const ConvSizes& stride = {},
                      const ConvSizes& padding = {0}, const ConvSizes& dilation = {1},
                      bool ceil_mode = false);
+};
+
+// max_unpool1d/2d/3d: forward takes the pooled values and their indices (a MaxPoolNd's
+// forward_with_indices) and, optionally, the output's size (PyTorch's output_size argument).
+class MaxUnpoolNd : public Module {
+ public:
+  using Module::forward;
+  Tensor forward(const Tensor& x, const Tensor& indices, const ConvSizes& output_size = {});
+  std::string extra_repr() const override;
+
+  ConvSizes kernel_size, stride, padding;
+
+ protected:
+  MaxUnpoolNd(std::size_t dims, ConvSizes kernel_size, ConvSizes stride, ConvSizes padding);
+
+ private:
+  std::size_t dims_;
+};
+class MaxUnpool1d : public MaxUnpoolNd {
+ public:
+  explicit MaxUnpool1d(const ConvSizes& kernel_size, const ConvSizes& stride = {},
+                       const ConvSizes& padding = {0})
+      : MaxUnpoolNd(1, kernel_size, stride, padding) {}
+};
+class MaxUnpool2d : public MaxUnpoolNd {
+ public:
+  explicit MaxUnpool2d(const ConvSizes& kernel_size, const ConvSizes& stride = {},
+                       const ConvSizes& padding = {0})
+      : MaxUnpoolNd(2, kernel_size, stride, padding) {}
+};
+class MaxUnpool3d : public MaxUnpoolNd {
+ public:
+  explicit MaxUnpool3d(const ConvSizes& kernel_size, const ConvSizes& stride = {},
+                       const ConvSizes& padding = {0})
+      : MaxUnpoolNd(3, kernel_size, stride, padding) {}
 };
 
 // avg_pool1d/2d (divisor_override: 2-D only, as PyTorch's AvgPool1d has none).
