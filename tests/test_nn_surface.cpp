@@ -5,6 +5,7 @@
 // NnReference's (tests/test_nn_reference.cpp); here, closed forms and identities.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <vector>
 
@@ -333,6 +334,37 @@ TEST(NnSurface, CdistIsEveryPairsDistance) {
   EXPECT_THROW(ferry::cdist(a, b, 2, "fast"), ferry::ValueError);
   EXPECT_THROW(ferry::cdist(a, b.narrow(1, 0, 3)), ferry::ShapeError);
   EXPECT_THROW(ferry::cdist(a.select(0, 0), b), ferry::ShapeError);
+}
+
+// nn.Transformer: PyTorch's state names and initialization, its causal mask, its checks.
+TEST(NnSurface, TransformerIsTheEncoderAndDecoderStacks) {
+  ferry::manual_seed(23);
+  nn::Transformer t(16, 4, 2, 1, {.dim_feedforward = 32, .dropout = 0.0});
+  std::vector<std::string> names;
+  for (const auto& [name, p] : t.state_dict()) names.push_back(name);
+  for (const char* want : {"encoder.layers.0.self_attn.in_proj_weight",
+                           "encoder.layers.1.linear2.bias", "encoder.norm.weight",
+                           "decoder.layers.0.multihead_attn.out_proj.weight", "decoder.norm.bias"})
+    EXPECT_NE(std::find(names.begin(), names.end(), want), names.end()) << want;
+  EXPECT_EQ(t.encoder->num_layers, 2);
+  EXPECT_EQ(t.decoder->num_layers, 1);
+  // Every matrix re-drawn Xavier-uniform: linear1's weight [32, 16] within sqrt(6 / 48).
+  const double bound = std::sqrt(6.0 / 48.0);
+  for (const auto& [name, p] : t.named_parameters())
+    if (name.find("linear1.weight") != std::string::npos)
+      for (float v : values(p)) ASSERT_LE(std::fabs(v), bound) << name;
+  const Tensor mask = nn::Transformer::generate_square_subsequent_mask(3);
+  const float inf = INFINITY;
+  EXPECT_EQ(values(mask), (std::vector<float>{0, -inf, -inf, 0, 0, -inf, 0, 0, 0}));
+  t.eval();
+  const Tensor src = ferry::randn({5, 2, 16}), tgt = ferry::randn({4, 2, 16});
+  const Tensor out =
+      t.forward(src, tgt, {}, {.attn_mask = nn::Transformer::generate_square_subsequent_mask(4)});
+  EXPECT_EQ(out.sizes(), (ferry::Shape{4, 2, 16}));
+  // The decoder sees the encoder's output: a different source changes the result.
+  EXPECT_FALSE(ferry::allclose(out, t.forward(src * 2.0, tgt)));
+  EXPECT_THROW(t.forward(src, ferry::randn({4, 3, 16})), ferry::ShapeError);  // batch 2 vs 3
+  EXPECT_THROW(t.forward(src, ferry::randn({4, 2, 8})), ferry::ShapeError);   // not d_model
 }
 
 }  // namespace

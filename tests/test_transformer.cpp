@@ -51,7 +51,7 @@ void run_reference(const ferry::Device& dev) {
   std::ifstream f(std::string(FERRY_TEST_DATA_DIR) + "/pytorch_transformer_reference.json");
   ASSERT_TRUE(f) << "missing tests/data/pytorch_transformer_reference.json";
   const json doc = json::parse(f);
-  ASSERT_GE(doc["cases"].size(), 8u);
+  ASSERT_GE(doc["cases"].size(), 10u);
   for (const json& c : doc["cases"]) {
     const std::string name = c["name"], kind = c["module"];
     SCOPED_TRACE(name + " on " + dev.str());
@@ -61,6 +61,7 @@ void run_reference(const ferry::Device& dev) {
     std::shared_ptr<nn::MultiheadAttention> mha;
     std::shared_ptr<nn::TransformerEncoderLayer> encoder;
     std::shared_ptr<nn::TransformerDecoderLayer> decoder;
+    std::shared_ptr<nn::Transformer> transformer;
     if (kind == "mha") {
       module = mha = std::make_shared<nn::MultiheadAttention>(
           8, 2,
@@ -70,6 +71,9 @@ void run_reference(const ferry::Device& dev) {
     } else if (kind == "encoder") {
       module = encoder =
           std::make_shared<nn::TransformerEncoderLayer>(8, 2, layer_options(cfg), on);
+    } else if (kind == "transformer") {
+      module = transformer = std::make_shared<nn::Transformer>(
+          8, 2, cfg["num_encoder_layers"], cfg["num_decoder_layers"], layer_options(cfg), on);
     } else {
       module = decoder =
           std::make_shared<nn::TransformerDecoderLayer>(8, 2, layer_options(cfg), on);
@@ -90,6 +94,12 @@ void run_reference(const ferry::Device& dev) {
           in[0], in[1], in[2],
           {.key_padding_mask = mask("key_padding_mask"), .attn_mask = mask("attn_mask")},
           cfg["need_weights"], cfg.value("average_attn_weights", true));
+    } else if (transformer) {
+      out = transformer->forward(
+          in[0], in[1],
+          {.key_padding_mask = mask("src_key_padding_mask"), .attn_mask = mask("src_mask")},
+          {.key_padding_mask = mask("tgt_key_padding_mask"), .attn_mask = mask("tgt_mask")},
+          {.key_padding_mask = mask("memory_key_padding_mask"), .attn_mask = mask("memory_mask")});
     } else if (encoder) {
       out = encoder->forward(
           in[0], {.key_padding_mask = mask("src_key_padding_mask"), .attn_mask = mask("src_mask")});

@@ -8,7 +8,7 @@ Regenerate (from the repository root), as tools/gen_cnn_reference.py:
 
     /usr/bin/python3 tools/gen_transformer_reference.py
 
-Format: {"torch_version", "cases": [{"name", "module" ("mha", "encoder", "decoder"),
+Format: {"torch_version", "cases": [{"name", "module" ("mha", "encoder", "decoder", "transformer"),
 "config" (the constructor's and forward's keyword arguments), "state" {name: tensor},
 "inputs" [tensor...] (query, key, value; src; tgt, memory), "masks" {name: tensor} (bool masks
 as {"shape", "dtype": "bool", "data": 0/1}), "upstream", "output", "weights" (mha with
@@ -55,6 +55,8 @@ def case(name, module, config, shapes, masks):
         m = nn.MultiheadAttention(E, H, **kw)
     elif module == "encoder":
         m = nn.TransformerEncoderLayer(E, H, **kw)
+    elif module == "transformer":
+        m = nn.Transformer(E, H, **kw)
     else:
         m = nn.TransformerDecoderLayer(E, H, **kw)
     m.eval()
@@ -69,6 +71,8 @@ def case(name, module, config, shapes, masks):
                          average_attn_weights=config.get("average_attn_weights", True), **masks)
     elif module == "encoder":
         out = m(inputs[0], **masks)
+    elif module == "transformer":
+        out = m(inputs[0], inputs[1], **masks)
     else:
         out = m(inputs[0], inputs[1], **masks)
     upstream = g.uniform(list(out.shape), -1.0, 1.0)
@@ -115,6 +119,16 @@ def main():
     case("decoder_pre_norm_batch_first", "decoder",
          {"dim_feedforward": 12, "dropout": 0.0, "batch_first": True, "norm_first": True,
           "activation": "gelu"}, [[2, 4, E], [2, 6, E]], {"tgt_mask": causal(4)})
+    # The whole nn.Transformer: encoder and decoder stacks with their final norms.
+    case("transformer_post_norm", "transformer",
+         {"num_encoder_layers": 2, "num_decoder_layers": 1, "dim_feedforward": 12,
+          "dropout": 0.0}, [[6, 2, E], [4, 2, E]],
+         {"src_key_padding_mask": padding, "tgt_mask": causal(4),
+          "memory_key_padding_mask": padding})
+    case("transformer_pre_norm_gelu_batch_first", "transformer",
+         {"num_encoder_layers": 1, "num_decoder_layers": 2, "dim_feedforward": 12,
+          "dropout": 0.0, "activation": "gelu", "batch_first": True, "norm_first": True},
+         [[2, 5, E], [2, 3, E]], {"tgt_mask": causal(3), "src_mask": causal(5)})
     ref.write_case_file(OUT_PATH, CASES)
 
 

@@ -313,4 +313,50 @@ Tensor TransformerDecoder::forward(const Tensor& tgt, const Tensor& memory,
   return norm ? norm->forward(x) : x;
 }
 
+Transformer::Transformer(std::int64_t d_model_, std::int64_t nhead_,
+                         std::int64_t num_encoder_layers, std::int64_t num_decoder_layers,
+                         const TransformerLayerOptions& options,
+                         const TensorOptions& tensor_options)
+    : d_model(d_model_), nhead(nhead_), batch_first(options.batch_first) {
+  const auto final_norm = [&] {
+    return std::make_shared<LayerNorm>(Shape{d_model}, options.layer_norm_eps, true, options.bias,
+                                       tensor_options);
+  };
+  encoder = register_module("encoder",
+                            std::make_shared<TransformerEncoder>(
+                                TransformerEncoderLayer(d_model, nhead, options, tensor_options),
+                                num_encoder_layers, final_norm()));
+  decoder = register_module("decoder",
+                            std::make_shared<TransformerDecoder>(
+                                TransformerDecoderLayer(d_model, nhead, options, tensor_options),
+                                num_decoder_layers, final_norm()));
+  for (auto& [name, p] : named_parameters())
+    if (p.dim() > 1) init::xavier_uniform_(p);
+}
+
+Tensor Transformer::forward(const Tensor& src, const Tensor& tgt, const AttentionMasks& src_masks,
+                            const AttentionMasks& tgt_masks, const AttentionMasks& memory_masks) {
+  detail::check_defined("Transformer.forward", "src", src);
+  detail::check_defined("Transformer.forward", "tgt", tgt);
+  const bool batched = src.dim() == 3;
+  const std::int64_t batch_dim = batch_first ? 0 : 1;
+  if (src.dim() != tgt.dim() || (batched && src.size(batch_dim) != tgt.size(batch_dim)))
+    throw ShapeError(fmt::format(
+        "Transformer.forward: the batch sizes of src and tgt must be equal, got src {} and tgt "
+        "{}{}",
+        shape_str(src.sizes()), shape_str(tgt.sizes()), batch_first ? " (batch_first)" : ""));
+  if (src.dim() == 0 || src.size(-1) != d_model || tgt.size(-1) != d_model)
+    throw ShapeError(fmt::format(
+        "Transformer.forward: the feature size of src and tgt must be d_model = {}, got {} and {}",
+        d_model, shape_str(src.sizes()), shape_str(tgt.sizes())));
+  const Tensor memory = encoder->forward(src, src_masks);
+  return decoder->forward(tgt, memory, tgt_masks, memory_masks);
+}
+
+Tensor Transformer::generate_square_subsequent_mask(std::int64_t sz, const TensorOptions& options) {
+  return triu(full({sz, sz}, -std::numeric_limits<double>::infinity(),
+                   {.dtype = options.dtype_or(DType::f32), .device = options.device}),
+              1);
+}
+
 }  // namespace ferry::nn

@@ -136,4 +136,29 @@ class TransformerDecoder : public Module {
   std::shared_ptr<LayerNorm> norm;
 };
 
+// torch.nn.Transformer: a TransformerEncoder of num_encoder_layers layers and a
+// TransformerDecoder of num_decoder_layers, each ending in a LayerNorm ("encoder.norm",
+// "decoder.norm"), and every parameter of more than one dim re-drawn Xavier-uniform, as
+// PyTorch's _reset_parameters. forward(src, tgt): the encoder's output is the decoder's memory.
+// src [S, N, E] and tgt [T, N, E] ([N, S, E] and [N, T, E] with batch_first; or unbatched
+// [S, E], [T, E]); ShapeError when their batch sizes or feature sizes are not d_model's.
+class Transformer : public Module {
+ public:
+  explicit Transformer(std::int64_t d_model = 512, std::int64_t nhead = 8,
+                       std::int64_t num_encoder_layers = 6, std::int64_t num_decoder_layers = 6,
+                       const TransformerLayerOptions& options = {},
+                       const TensorOptions& tensor_options = {});
+  using Module::forward;
+  Tensor forward(const Tensor& src, const Tensor& tgt, const AttentionMasks& src_masks = {},
+                 const AttentionMasks& tgt_masks = {}, const AttentionMasks& memory_masks = {});
+  // [sz, sz] of `options`' floating dtype: -inf above the diagonal, 0 on and below it (the
+  // causal mask a decoder's tgt_mask takes).
+  static Tensor generate_square_subsequent_mask(std::int64_t sz, const TensorOptions& options = {});
+
+  std::int64_t d_model, nhead;
+  bool batch_first;
+  std::shared_ptr<TransformerEncoder> encoder;
+  std::shared_ptr<TransformerDecoder> decoder;
+};
+
 }  // namespace ferry::nn
