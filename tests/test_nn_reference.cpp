@@ -354,6 +354,21 @@ void run_loss(const Case& k) {
   if (var.defined()) k.expect_grad("var", var);
 }
 
+void run_embedding_bag(const Case& k) {
+  const json& a = k.attrs();
+  nn::functional::EmbeddingBagOptions o{
+      .mode = a.at("mode"), .include_last_offset = a.value("include_last_offset", false)};
+  if (a.contains("padding_idx")) o.padding_idx = a.at("padding_idx").get<std::int64_t>();
+  nn::EmbeddingBag m(a.at("num_embeddings"), a.at("embedding_dim"), o, {.device = k.device});
+  m.load_state_dict(k.params({"weight"}));
+  Tensor psw = k.has("per_sample_weights") ? k.input("per_sample_weights") : Tensor();
+  Tensor out = m.forward(k.get("x"), k.has("offsets") ? k.get("offsets") : Tensor(), psw);
+  k.expect("out", out);
+  k.backward(out);
+  k.expect_grad("weight", m.weight);
+  if (psw.defined()) k.expect_grad("per_sample_weights", psw);
+}
+
 void run_bilinear(const Case& k) {
   const json& a = k.attrs();
   nn::Bilinear m(a.at("in1_features"), a.at("in2_features"), a.at("out_features"),
@@ -385,6 +400,7 @@ void run_case(std::size_t index, const Device& device) {
     if (kind == "mse_loss") return run_mse(k);
     if (kind == "loss") return run_loss(k);
     if (kind == "bilinear") return run_bilinear(k);
+    if (kind == "embedding_bag") return run_embedding_bag(k);
     FAIL() << "unknown kind " << kind;
   } catch (const ferry::UnsupportedError& e) {
     if (device.is_cpu()) FAIL() << "the CPU must run every case: " << e.what();
@@ -402,9 +418,9 @@ TEST(NnReferenceData, Loads) {
   EXPECT_GT(case_refs().size(), 40u) << "the reference file looks truncated";
   std::set<std::string> kinds;
   for (const json& c : doc()["cases"]) kinds.insert(c.at("kind").get<std::string>());
-  EXPECT_EQ(kinds,
-            (std::set<std::string>{"activation", "batch_norm", "bilinear", "cross_entropy",
-                                   "embedding", "layer_norm", "linear", "loss", "mse_loss"}));
+  EXPECT_EQ(kinds, (std::set<std::string>{"activation", "batch_norm", "bilinear", "cross_entropy",
+                                          "embedding", "embedding_bag", "layer_norm", "linear",
+                                          "loss", "mse_loss"}));
 }
 
 class NnReference : public ::testing::TestWithParam<CaseRef> {};

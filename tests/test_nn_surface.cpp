@@ -367,4 +367,27 @@ TEST(NnSurface, TransformerIsTheEncoderAndDecoderStacks) {
   EXPECT_THROW(t.forward(src, ferry::randn({4, 2, 8})), ferry::ShapeError);   // not d_model
 }
 
+// EmbeddingBag's refusals (PyTorch's), its printing, and a bag's sum against the rows.
+TEST(NnSurface, EmbeddingBagChecksItsBags) {
+  nn::EmbeddingBag bag(10, 4, {.mode = "sum", .padding_idx = -1});
+  EXPECT_EQ(bag.str(), "EmbeddingBag(10, 4, mode='sum', padding_idx=9)");
+  EXPECT_EQ(values(bag.weight.select(0, 9)), std::vector<float>(4, 0.0f));
+  const auto i64 = [](std::vector<std::int64_t> v) { return ferry::tensor(v); };
+  const Tensor input = i64({2, 9, 5, 5}), offsets = i64({0, 1});
+  const Tensor out = bag.forward(input, offsets);
+  EXPECT_TRUE(ferry::equal(out.select(0, 0), bag.weight.select(0, 2)));
+  EXPECT_TRUE(ferry::allclose(out.select(0, 1), bag.weight.select(0, 5) * 2.0));
+  EXPECT_THROW(bag.forward(input), ferry::ShapeError);                  // 1-D without offsets
+  EXPECT_THROW(bag.forward(input, i64({1, 2})), ferry::ValueError);     // offsets[0] != 0
+  EXPECT_THROW(bag.forward(input, i64({0, 3, 2})), ferry::ValueError);  // decreasing
+  EXPECT_THROW(bag.forward(input, i64({0, 5})), ferry::ValueError);     // past the input
+  EXPECT_THROW(bag.forward(input.reshape({2, 2}), offsets), ferry::ValueError);
+  EXPECT_THROW(bag.forward(input, offsets, ferry::ones({3})), ferry::ShapeError);
+  EXPECT_THROW(bag.forward(input.to(ferry::DType::f32), offsets), ferry::DTypeError);
+  EXPECT_THROW(bag.forward(i64({2, 10}), i64({0})), ferry::ShapeError);  // index 10 of 10
+  nn::EmbeddingBag mean(10, 4);
+  EXPECT_THROW(mean.forward(input, offsets, ferry::ones({4})), ferry::ValueError);  // sum only
+  EXPECT_THROW(F::embedding_bag(input, bag.weight, offsets, {.mode = "median"}), ferry::ValueError);
+}
+
 }  // namespace

@@ -468,6 +468,43 @@ def loss_cases():
          {"x": scores[0], "target": cls[1:2].reshape([])})
 
 
+def embedding_bag_cases():
+    """nn.EmbeddingBag: bags from offsets (with an empty one) or a 2-D input, each mode,
+    per_sample_weights, include_last_offset and padding_idx; the gradients of the weight and
+    of per_sample_weights."""
+    flat = torch.tensor([1, 4, 4, 0, 6, 2, 3, 5, 1])
+    offsets = torch.tensor([0, 3, 3, 7])  # bags of 3, 0, 4 and 2 entries
+    specs = (("embedding_bag_mean", "mean", flat, offsets, {}, False),
+             ("embedding_bag_sum_weights", "sum", flat, offsets, {}, True),
+             ("embedding_bag_max", "max", flat, offsets, {}, False),
+             ("embedding_bag_sum_last_offset", "sum", flat, torch.tensor([0, 2, 5, 8]),
+              {"include_last_offset": True}, False),
+             ("embedding_bag_mean_padding", "mean", flat, offsets, {"padding_idx": 4}, False),
+             ("embedding_bag_2d_max_padding", "max", flat[:8].reshape(2, 4), None,
+              {"padding_idx": 1}, False),
+             ("embedding_bag_2d_sum_i32", "sum", flat[:6].reshape(3, 2).int(), None, {}, True))
+    for name, mode, inp, offs, extra, weighted in specs:
+        g = Gen(name)
+        m = nn.EmbeddingBag(7, 3, mode=mode, **extra)
+        with torch.no_grad():
+            m.weight.copy_(g.uniform([7, 3]))
+            if "padding_idx" in extra:
+                m.weight[extra["padding_idx"]] = 0
+        psw = leaf(g.uniform(list(inp.shape), 0.1, 2)) if weighted else None
+        out = m(inp, offs, per_sample_weights=psw)
+        leaves = {"weight": m.weight}
+        if weighted:
+            leaves["per_sample_weights"] = psw
+        R, grads = backward(out, g, leaves)
+        tensors = {"x": inp, "weight": m.weight}
+        if offs is not None:
+            tensors["offsets"] = offs
+        if weighted:
+            tensors["per_sample_weights"] = psw
+        add_case(name, "embedding_bag", dict(extra, mode=mode, num_embeddings=7, embedding_dim=3),
+                 {**tensors, "R": R, "out": out, **grads}, T_COMP)
+
+
 def bilinear_cases():
     for name, s1, s2, i1, i2, o, bias in (("bilinear_bias", [4, 3], [4, 5], 3, 5, 2, True),
                                           ("bilinear_nobias_3d", [2, 3, 2], [2, 3, 4], 2, 4, 3,
@@ -504,6 +541,7 @@ def main():
     mse_cases()
     loss_cases()
     bilinear_cases()
+    embedding_bag_cases()
     size = dump(OUT_PATH)
     print(f"wrote {len(CASES)} cases, {size} bytes, torch {torch.__version__} -> "
           f"{os.path.normpath(OUT_PATH)}")

@@ -7,6 +7,7 @@
 
 #include <cstdint>
 #include <optional>
+#include <string>
 #include <string_view>
 
 #include "ferry/tensor.hpp"
@@ -87,6 +88,25 @@ struct CrossEntropyOptions {
   Reduction reduction = Reduction::mean;
   double label_smoothing = 0.0;  // in [0, 1]
 };
+
+// F.embedding_bag's options (max_norm, scale_grad_by_freq and sparse are not offered).
+struct EmbeddingBagOptions {
+  std::string mode = "mean";  // "sum", "mean" or "max"
+  // offsets holds one more entry than there are bags: the end of the last.
+  bool include_last_offset = false;
+  // Entries equal to it (negative counts from the end) are left out of their bag (and of the
+  // mean's count); that row gets no gradient.
+  std::optional<std::int64_t> padding_idx;
+};
+// F.embedding_bag: the rows of weight [num_embeddings, dim] that each bag's indices pick,
+// reduced per bag (sum, mean or max) into [B, dim]. input is 2-D [B, N] (bags of N, offsets
+// undefined) or 1-D with offsets (1-D, the first 0, non-decreasing, none past the input's
+// length): bag b holds input[offsets[b] : offsets[b + 1]]. An empty bag gives zeros.
+// per_sample_weights (input's shape, mode "sum" only) scales each row before the sum. Indices
+// and offsets are i64 or i32; bad ones are ShapeError or ValueError naming them.
+Tensor embedding_bag(const Tensor& input, const Tensor& weight, const Tensor& offsets = {},
+                     const EmbeddingBagOptions& options = {},
+                     const Tensor& per_sample_weights = {});
 
 // The shrinking activations and threshold, PyTorch's definitions (values exactly at a bound
 // take the inner side, and its gradient):

@@ -1,5 +1,5 @@
-// ferry/nn/layers.hpp — the built-in layers: Linear, Bilinear, Embedding, LayerNorm, the
-// dropouts, CosineSimilarity, PairwiseDistance and ChannelShuffle (the activations:
+// ferry/nn/layers.hpp — the built-in layers: Linear, Bilinear, Embedding, EmbeddingBag, LayerNorm,
+// the dropouts, CosineSimilarity, PairwiseDistance and ChannelShuffle (the activations:
 // ferry/nn/activation.hpp; batch, group and instance normalisation: ferry/nn/normalization.hpp).
 //
 // Semantics, defaults and initial distributions are PyTorch's (the numbers
@@ -18,6 +18,7 @@
 #include <string>
 
 #include "ferry/nn/activation.hpp"  // the activation modules, once here
+#include "ferry/nn/functional.hpp"
 #include "ferry/nn/module.hpp"
 #include "ferry/nn/normalization.hpp"  // BatchNorm1d used to live here
 #include "ferry/tensor.hpp"
@@ -50,6 +51,23 @@ class Embedding : public Module {
 
   std::int64_t num_embeddings, embedding_dim;
   std::optional<std::int64_t> padding_idx;  // wrapped into [0, num_embeddings)
+  Tensor weight;
+};
+
+// nn.EmbeddingBag: functional::embedding_bag over its weight [num_embeddings, embedding_dim]
+// (N(0, 1); the padding_idx row zeros).
+class EmbeddingBag : public Module {
+ public:
+  EmbeddingBag(std::int64_t num_embeddings, std::int64_t embedding_dim,
+               functional::EmbeddingBagOptions options = {},
+               const TensorOptions& tensor_options = {});
+  using Module::forward;
+  Tensor forward(const Tensor& input, const Tensor& offsets = {},
+                 const Tensor& per_sample_weights = {});
+  std::string extra_repr() const override;
+
+  std::int64_t num_embeddings, embedding_dim;
+  functional::EmbeddingBagOptions options;  // padding_idx wrapped into [0, num_embeddings)
   Tensor weight;
 };
 

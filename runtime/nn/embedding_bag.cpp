@@ -1,0 +1,155 @@
+// runtime/nn/embedding_bag.cpp — F.embedding_bag and nn.EmbeddingBag (ferry/nn/functional.hpp,
+// ferry/nn/layers.hpp), composed of ops: the rows are an embedding lookup, each entry's bag
+// comes from the offsets by searchsorted, and the bags are index_add (sum, mean) or
+// scatter_reduce amax (max) over rows, so autograd differentiates them on every device.
+#include <fmt/format.h>
+
+#include <limits>
+
+#include "ferry/error.hpp"
+#include "ferry/nn/functional.hpp"
+#include "ferry/nn/init.hpp"
+#include "ferry/nn/layers.hpp"
+#include "ferry/ops.hpp"
+#include "nn_internal.hpp"
+#include "ops_internal.hpp"
+
+namespace ferry::nn {
+namespace functional {
+namespace {
+
+void check_indices(const char* what, const Tensor& t) {
+  if (t.dtype() != DType::i64 && t.dtype() != DType::i32)
+    throw DTypeError(fmt::format("embedding_bag: {} must be i64 or i32, got {} (shape {})", what,
+                                 dtype_name(t.dtype()), shape_str(t.sizes())));
+}
+
+// Each entry's bag, [T] i64, and the number of bags, from the offsets (PyTorch's checks).
+std::pair<Tensor, std::int64_t> bags_of(const Tensor& input, const Tensor& offsets,
+                                        bool include_last_offset) {
+  const std::int64_t T = input.numel();
+  const Device dev = input.device();
+  if (input.dim() == 2) {
+    if (offsets.defined())
+      throw ValueError(fmt::format(
+          "embedding_bag: with a 2-D input {} (fixed-size bags) offsets must be undefined",
+          shape_str(input.sizes())));
+    const std::int64_t N = input.size(1);
+    const Tensor pos = arange(double(T), {.dtype = DType::i64, .device = dev});
+    return {N > 0 ? floor_divide(pos, N) : pos, input.size(0)};
+  }
+  if (input.dim() != 1)
+    throw ShapeError(
+        fmt::format("embedding_bag: the input must be 1-D (with offsets) or 2-D, "
+                    "got {}",
+                    shape_str(input.sizes())));
+  if (!offsets.defined() || offsets.dim() != 1)
+    throw ShapeError("embedding_bag: a 1-D input needs 1-D offsets, the start of each bag");
+  check_indices("offsets", offsets);
+  const Tensor off = offsets.to(DType::i64);
+  const std::int64_t bags = offsets.numel() - (include_last_offset ? 1 : 0);
+  if (bags < 0) throw ShapeError("embedding_bag: include_last_offset needs at least one offset");
+  if (off.numel() > 0) {
+    const std::int64_t n = off.numel();
+    const Tensor steps = n > 1 ? off.narrow(0, 1, n - 1) - off.narrow(0, 0, n - 1)
+                               : zeros({1}, {.dtype = DType::i64, .device = off.device()});
+    // One read back: the first offset, the least step, the last offset.
+    const auto ends = stack({off.select(0, 0), min(steps), max(off)}).to_vector<std::int64_t>();
+    if (ends[0] != 0)
+      throw ValueError(fmt::format(
+          "embedding_bag: offsets[0] must be 0 (the first bag starts the input), got {}", ends[0]));
+    if (ends[1] < 0) throw ValueError("embedding_bag: offsets must not decrease");
+    if (ends[2] > T)
+      throw ValueError(
+          fmt::format("embedding_bag: offset {} is past the input's {} entries", ends[2], T));
+  }
+  // Entry j is in the last bag whose offset is <= j; past include_last_offset's end, none.
+  const Tensor pos = arange(double(T), {.dtype = DType::i64, .device = dev});
+  return {searchsorted(off, pos, /*right=*/true) - 1, bags};
+}
+
+}  // namespace
+
+Tensor embedding_bag(const Tensor& input, const Tensor& weight, const Tensor& offsets,
+                     const EmbeddingBagOptions& options, const Tensor& per_sample_weights) {
+  detail::check_defined("embedding_bag", "input", input);
+  detail::check_defined("embedding_bag", "weight", weight);
+  check_indices("the input", input);
+  if (weight.dim() != 2)
+    throw ShapeError(fmt::format("embedding_bag: weight must be 2-D [num_embeddings, dim], got {}",
+                                 shape_str(weight.sizes())));
+  const std::string& mode = options.mode;
+  if (mode != "sum" && mode != "mean" && mode != "max")
+    throw ValueError(
+        fmt::format("embedding_bag: mode must be \"sum\", \"mean\" or \"max\", got \"{}\"", mode));
+  if (per_sample_weights.defined()) {
+    if (mode != "sum")
+      throw ValueError(fmt::format(
+          "embedding_bag: per_sample_weights are only supported for mode \"sum\", got \"{}\"",
+          mode));
+    if (per_sample_weights.sizes() != input.sizes())
+      throw ShapeError(
+          fmt::format("embedding_bag: per_sample_weights must have the input's shape {}, got {}",
+                      shape_str(input.sizes()), shape_str(per_sample_weights.sizes())));
+  }
+  const auto [bag, bags] = bags_of(input, offsets, options.include_last_offset);
+  const std::int64_t dim = weight.size(1);
+  const Tensor idx = input.reshape({-1});
+  Tensor rows = embedding(weight, idx, options.padding_idx);  // [T, dim]
+  // Entries outside every bag (past include_last_offset's end) and padding entries count for
+  // nothing: their rows are zeroed and the mean does not count them.
+  Tensor counted = logical_and(ge(bag, 0), lt(bag, bags));
+  if (options.padding_idx)
+    counted = logical_and(
+        counted,
+        ne(idx, ferry::detail::padding_row("embedding_bag", weight.size(0), *options.padding_idx)));
+  const Tensor target = where(counted, bag, Scalar(0));  // any valid bag; the row is masked
+  const Tensor keep = counted.to(weight.dtype()).unsqueeze(1);
+  const TensorOptions like{.dtype = weight.dtype(), .device = weight.device()};
+  if (mode == "max") {
+    // Masked rows read -inf so they never win; a bag with no counted row stays 0.
+    const Tensor masked =
+        where(counted.unsqueeze(1), rows, -std::numeric_limits<double>::infinity());
+    return scatter_reduce(zeros({bags, dim}, like), 0,
+                          target.unsqueeze(1).expand({idx.numel(), dim}), masked, "amax",
+                          /*include_self=*/false);
+  }
+  rows = rows * keep;
+  if (per_sample_weights.defined())
+    rows = rows * per_sample_weights.reshape({-1, 1}).to(weight.dtype());
+  const Tensor sums = index_add(zeros({bags, dim}, like), 0, target, rows);
+  if (mode == "sum") return sums;
+  const Tensor counts = index_add(zeros({bags}, like), 0, target, keep.squeeze(1));
+  return sums / clamp_min(counts, 1).unsqueeze(1);
+}
+
+}  // namespace functional
+
+EmbeddingBag::EmbeddingBag(std::int64_t num, std::int64_t dim, functional::EmbeddingBagOptions o,
+                           const TensorOptions& tensor_options)
+    : num_embeddings(num), embedding_dim(dim), options(std::move(o)) {
+  detail::check_size("EmbeddingBag", "num_embeddings", num);
+  detail::check_size("EmbeddingBag", "embedding_dim", dim);
+  if (options.padding_idx)
+    options.padding_idx = ferry::detail::padding_row("EmbeddingBag", num, *options.padding_idx);
+  weight = register_parameter(
+      "weight", empty({num, dim}, detail::param_options("EmbeddingBag", tensor_options)));
+  init::normal_(weight);
+  if (options.padding_idx) {
+    NoGradGuard no_grad;
+    weight.select(0, *options.padding_idx).zero_();
+  }
+}
+
+Tensor EmbeddingBag::forward(const Tensor& input, const Tensor& offsets,
+                             const Tensor& per_sample_weights) {
+  return functional::embedding_bag(input, weight, offsets, options, per_sample_weights);
+}
+
+std::string EmbeddingBag::extra_repr() const {
+  std::string s = fmt::format("{}, {}, mode='{}'", num_embeddings, embedding_dim, options.mode);
+  if (options.padding_idx) s += fmt::format(", padding_idx={}", *options.padding_idx);
+  return s;
+}
+
+}  // namespace ferry::nn
