@@ -385,6 +385,14 @@ TEST(NnSurface, EmbeddingBagChecksItsBags) {
   EXPECT_THROW(bag.forward(input, offsets, ferry::ones({3})), ferry::ShapeError);
   EXPECT_THROW(bag.forward(input.to(ferry::DType::f32), offsets), ferry::DTypeError);
   EXPECT_THROW(bag.forward(i64({2, 10}), i64({0})), ferry::ShapeError);  // index 10 of 10
+  // A bag of nothing but padding is empty: zeros in every mode (PyTorch's), and no gradient.
+  for (const char* mode : {"sum", "mean", "max"}) {
+    nn::EmbeddingBag m(10, 4, {.mode = mode, .padding_idx = 1});
+    const Tensor y = m.forward(i64({1, 1, 2, 3}), i64({0, 2}));
+    EXPECT_EQ(values(y.select(0, 0)), std::vector<float>(4, 0.0f)) << mode;
+    ferry::sum(y).backward();
+    EXPECT_EQ(values(m.weight.grad().select(0, 1)), std::vector<float>(4, 0.0f)) << mode;
+  }
   nn::EmbeddingBag mean(10, 4);
   EXPECT_THROW(mean.forward(input, offsets, ferry::ones({4})), ferry::ValueError);  // sum only
   EXPECT_THROW(F::embedding_bag(input, bag.weight, offsets, {.mode = "median"}), ferry::ValueError);

@@ -4,8 +4,6 @@
 // scatter_reduce amax (max) over rows, so autograd differentiates them on every device.
 #include <fmt/format.h>
 
-#include <limits>
-
 #include "ferry/error.hpp"
 #include "ferry/nn/functional.hpp"
 #include "ferry/nn/init.hpp"
@@ -97,29 +95,26 @@ Tensor embedding_bag(const Tensor& input, const Tensor& weight, const Tensor& of
   const Tensor idx = input.reshape({-1});
   Tensor rows = embedding(weight, idx, options.padding_idx);  // [T, dim]
   // Entries outside every bag (past include_last_offset's end) and padding entries count for
-  // nothing: their rows are zeroed and the mean does not count them.
+  // nothing: they go to one extra bag, dropped at the end, so they reach no value (a bag of
+  // only padding is empty: zeros, in every mode, as PyTorch's), no mean's count and no gradient.
   Tensor counted = logical_and(ge(bag, 0), lt(bag, bags));
   if (options.padding_idx)
     counted = logical_and(
         counted,
         ne(idx, ferry::detail::padding_row("embedding_bag", weight.size(0), *options.padding_idx)));
-  const Tensor target = where(counted, bag, Scalar(0));  // any valid bag; the row is masked
-  const Tensor keep = counted.to(weight.dtype()).unsqueeze(1);
+  const Tensor target = where(counted, bag, Scalar(bags));
   const TensorOptions like{.dtype = weight.dtype(), .device = weight.device()};
-  if (mode == "max") {
-    // Masked rows read -inf so they never win; a bag with no counted row stays 0.
-    const Tensor masked =
-        where(counted.unsqueeze(1), rows, -std::numeric_limits<double>::infinity());
-    return scatter_reduce(zeros({bags, dim}, like), 0,
-                          target.unsqueeze(1).expand({idx.numel(), dim}), masked, "amax",
-                          /*include_self=*/false);
-  }
-  rows = rows * keep;
+  const auto real_bags = [&](const Tensor& t) { return t.narrow(0, 0, bags); };
+  if (mode == "max")
+    return real_bags(scatter_reduce(zeros({bags + 1, dim}, like), 0,
+                                    target.unsqueeze(1).expand({idx.numel(), dim}), rows, "amax",
+                                    /*include_self=*/false));
   if (per_sample_weights.defined())
     rows = rows * per_sample_weights.reshape({-1, 1}).to(weight.dtype());
-  const Tensor sums = index_add(zeros({bags, dim}, like), 0, target, rows);
+  const Tensor sums = real_bags(index_add(zeros({bags + 1, dim}, like), 0, target, rows));
   if (mode == "sum") return sums;
-  const Tensor counts = index_add(zeros({bags}, like), 0, target, keep.squeeze(1));
+  const Tensor counts =
+      real_bags(index_add(zeros({bags + 1}, like), 0, target, ones({idx.numel()}, like)));
   return sums / clamp_min(counts, 1).unsqueeze(1);
 }
 
