@@ -7,7 +7,7 @@
 // An index outside its dim is the caller's error, so the front-end finds it
 // before any kernel runs and raises a ShapeError naming the op, the bad value
 // and the valid range. It does so with the generic min and max reductions and
-// item(), which work on every device (one small read back to the host); the
+// one read back of both to the host (index_range), which works on every device; the
 // check is skipped for an empty index. Negative indices are refused, as in
 // PyTorch's index_select and gather. Kernels may rely on the check but must
 // still never read outside the tensor.
@@ -41,12 +41,17 @@ Tensor as_index(std::string_view op, const Tensor& index) {
   return index.to(DType::i64);
 }
 
+std::pair<std::int64_t, std::int64_t> index_range(const Tensor& index) {
+  const auto v = ferry::stack({ferry::min(index).to(DType::i64), ferry::max(index).to(DType::i64)})
+                     .to_vector<std::int64_t>();
+  return {v[0], v[1]};
+}
+
 // Note [Index bounds].
 void check_bounds(std::string_view op, const Tensor& index, std::int64_t dim, std::int64_t size,
                   const Shape& x_shape) {
   if (index.numel() == 0) return;
-  const std::int64_t lo = ferry::min(index).item<std::int64_t>();
-  const std::int64_t hi = ferry::max(index).item<std::int64_t>();
+  const auto [lo, hi] = index_range(index);
   if (lo >= 0 && hi < size) return;
   throw ShapeError(
       fmt::format("{}: index {} is out of range for dim {} of size {} (input shape {}); valid "

@@ -7,6 +7,7 @@
 #include <functional>
 #include <initializer_list>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "ferry/op.hpp"
@@ -20,6 +21,10 @@ namespace ferry::detail {
 Tensor as_index(std::string_view op, const Tensor& index);
 void check_bounds(std::string_view op, const Tensor& index, std::int64_t dim, std::int64_t size,
                   const Shape& x_shape);
+// The least and the greatest element of a non-empty integer tensor, read back to the host in
+// one transfer (one sync on a GPU): the range checks of check_bounds and of the ops whose
+// indices have rules of their own (nll_loss's ignore_index, max_unpool's output planes).
+std::pair<std::int64_t, std::int64_t> index_range(const Tensor& index);
 
 // x = f(x) in place, checked and recorded (Note [In-place ops] in
 // ferry/ops_inplace.hpp): every `_` op, and copy_ and fill_ where autograd is

@@ -329,11 +329,11 @@ Tensor max_unpool(std::size_t n, OpId id, const Tensor& x_in, const Tensor& indi
   const std::int64_t N = x.size(0), C = x.size(1);
   const Tensor idx = (x_in.dim() == x.dim() ? indices : indices.unsqueeze(0)).reshape({N, C, -1});
   if (idx.numel() > 0) {
-    const auto range = stack({min(idx), max(idx)}).to_vector<std::int64_t>();  // one read back
-    if (range[0] < 0 || range[1] >= plane)
+    const auto [lo, hi] = detail::index_range(idx);
+    if (lo < 0 || hi >= plane)
       throw ValueError(
           fmt::format("{}: found an invalid max index {} (output planes are of size {})", op,
-                      range[0] < 0 ? range[0] : range[1], fmt::join(out, "x")));
+                      lo < 0 ? lo : hi, fmt::join(out, "x")));
   }
   Shape shape{N, C};
   shape.insert(shape.end(), out.begin(), out.end());

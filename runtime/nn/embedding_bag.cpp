@@ -16,12 +16,6 @@ namespace ferry::nn {
 namespace functional {
 namespace {
 
-void check_indices(const char* what, const Tensor& t) {
-  if (t.dtype() != DType::i64 && t.dtype() != DType::i32)
-    throw DTypeError(fmt::format("embedding_bag: {} must be i64 or i32, got {} (shape {})", what,
-                                 dtype_name(t.dtype()), shape_str(t.sizes())));
-}
-
 // Each entry's bag, [T] i64, and the number of bags, from the offsets (PyTorch's checks).
 std::pair<Tensor, std::int64_t> bags_of(const Tensor& input, const Tensor& offsets,
                                         bool include_last_offset) {
@@ -43,8 +37,7 @@ std::pair<Tensor, std::int64_t> bags_of(const Tensor& input, const Tensor& offse
                     shape_str(input.sizes())));
   if (!offsets.defined() || offsets.dim() != 1)
     throw ShapeError("embedding_bag: a 1-D input needs 1-D offsets, the start of each bag");
-  check_indices("offsets", offsets);
-  const Tensor off = offsets.to(DType::i64);
+  const Tensor off = ferry::detail::as_index("embedding_bag", offsets);
   const std::int64_t bags = offsets.numel() - (include_last_offset ? 1 : 0);
   if (bags < 0) throw ShapeError("embedding_bag: include_last_offset needs at least one offset");
   if (off.numel() > 0) {
@@ -72,7 +65,7 @@ Tensor embedding_bag(const Tensor& input, const Tensor& weight, const Tensor& of
                      const EmbeddingBagOptions& options, const Tensor& per_sample_weights) {
   detail::check_defined("embedding_bag", "input", input);
   detail::check_defined("embedding_bag", "weight", weight);
-  check_indices("the input", input);
+  ferry::detail::as_index("embedding_bag", input);  // DTypeError unless i64 or i32
   if (weight.dim() != 2)
     throw ShapeError(fmt::format("embedding_bag: weight must be 2-D [num_embeddings, dim], got {}",
                                  shape_str(weight.sizes())));

@@ -26,6 +26,7 @@
 #include "ferry/nn/functional.hpp"
 #include "ferry/ops.hpp"
 #include "nn_internal.hpp"
+#include "ops_internal.hpp"
 
 namespace ferry::nn {
 namespace functional {
@@ -104,10 +105,7 @@ Tensor nll_of(const char* op, const Tensor& input, const Tensor& lsm, const Tens
   const Tensor ignored = eq(target, options.ignore_index);
   const Tensor safe = where(ignored, Scalar(0), target);
   if (safe.numel() > 0) {
-    // One read back to the host for both ends (a sync on a GPU).
-    const auto range =
-        stack({min(safe).to(DType::i64), max(safe).to(DType::i64)}).to_vector<std::int64_t>();
-    const std::int64_t lo = range[0], hi = range[1];
+    const auto [lo, hi] = ferry::detail::index_range(safe);
     if (lo < 0 || hi >= classes)
       throw ShapeError(
           fmt::format("{}: target {} is out of range for {} classes (input shape {}); targets must "

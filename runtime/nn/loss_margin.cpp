@@ -20,6 +20,7 @@
 #include "ferry/nn/loss.hpp"
 #include "ferry/ops.hpp"
 #include "nn_internal.hpp"
+#include "ops_internal.hpp"
 
 namespace ferry::nn {
 namespace functional {
@@ -37,23 +38,6 @@ Tensor label_target(std::string_view op, const Tensor& input, const Tensor& targ
   const Tensor t = is_floating(target.dtype()) ? target : target.to(input.dtype());
   check_pair(op, input, t);
   return t;
-}
-
-// Class-index targets of multi_margin_loss: i64 or i32, one per row, each in [0, classes).
-void check_class_targets(std::string_view op, const Tensor& target, const Shape& expected,
-                         std::int64_t classes) {
-  if (target.dtype() != DType::i64 && target.dtype() != DType::i32)
-    throw DTypeError(fmt::format("{}: the target must hold class indices as i64 or i32, got {}", op,
-                                 dtype_name(target.dtype())));
-  if (target.sizes() != expected)
-    throw ShapeError(fmt::format("{}: the target must have shape {}, got {}", op,
-                                 shape_str(expected), shape_str(target.sizes())));
-  if (target.numel() == 0) return;
-  const auto range = stack({min(target).to(DType::i64), max(target).to(DType::i64)})
-                         .to_vector<std::int64_t>();  // one read back for both ends
-  if (range[0] < 0 || range[1] >= classes)
-    throw ShapeError(fmt::format("{}: target {} is out of range for {} classes", op,
-                                 range[0] < 0 ? range[0] : range[1], classes));
 }
 
 }  // namespace
@@ -182,12 +166,15 @@ Tensor multi_margin_loss(const Tensor& input, const Tensor& target, std::int64_t
                                  shape_str(input.sizes())));
   const std::int64_t classes = input.size(-1);
   const Tensor x = input.dim() == 1 ? input.unsqueeze(0) : input;
-  check_class_targets("multi_margin_loss", target, input.dim() == 1 ? Shape{} : Shape{x.size(0)},
-                      classes);
+  const Shape target_shape = input.dim() == 1 ? Shape{} : Shape{x.size(0)};
+  if (target.sizes() != target_shape)
+    throw ShapeError(fmt::format("multi_margin_loss: the target must have shape {}, got {}",
+                                 shape_str(target_shape), shape_str(target.sizes())));
+  const Tensor t = ferry::detail::as_index("multi_margin_loss", target).reshape({-1, 1});
+  ferry::detail::check_bounds("multi_margin_loss", t, 1, classes, input.sizes());
   if (weight.defined() && weight.sizes() != Shape{classes})
     throw ShapeError(fmt::format("multi_margin_loss: weight must have shape [{}], got {}", classes,
                                  shape_str(weight.sizes())));
-  const Tensor t = target.reshape({-1, 1}).to(DType::i64);
   const Tensor z = ferry::relu(x - gather(x, 1, t) + margin);  // PyTorch counts z > 0 only
   Tensor h = p == 2 ? z * z : z;
   if (weight.defined()) h = h * index_select(weight.to(x.dtype()), 0, t.reshape({-1})).unsqueeze(1);
