@@ -14,6 +14,7 @@
 
 #include <benchmark/benchmark.h>
 
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -40,6 +41,14 @@ struct Comparison {
 void add_comparison(Comparison c);
 const std::vector<Comparison>& comparisons();
 
+// A training step's rows: "<base>/ferry cpu" (cpu_steps timed calls) and "<base>/ferry
+// vulkan:0" (one: lavapipe's steps take seconds), each run(state, device); and, where libtorch
+// was found (torch_step set), "<base>/pytorch" beside ferry's cpu. vulkan:0 is compared with
+// ferry's cpu. Titles are `title` and " (cpu)" or " (vulkan:0 vs cpu)".
+void register_step_rows(const std::string& base, const std::string& title, int cpu_steps,
+                        const std::function<void(benchmark::State&, const std::string&)>& run,
+                        const std::function<void()>& torch_step);
+
 // Each file registers its benchmarks (sizes depend on quick()).
 void register_gemm();
 void register_elementwise();
@@ -48,6 +57,7 @@ void register_train();     // a training step; beside PyTorch when libtorch was 
 void register_conv();      // conv2d at ResNet-18's shapes and a ResNet-18 step
 void register_attention();  // scaled_dot_product_attention, fused beside the composition
 void register_gpt();        // a GPT training step (samples/gpt.hpp); beside PyTorch
+void register_rnn();        // an LSTM training step; beside PyTorch
 void register_matvec();     // matrix-vector products (one token times a weight), each device
 void register_vulkan();    // skipped when no Vulkan device is available
 void register_transfer();  // the transfer planner; skipped without a Vulkan device

@@ -66,12 +66,14 @@ void register_gpt() {
   // Seconds per step: a fixed count (lavapipe's step takes tens of seconds: one); --quick, as
   // CI's smoke run, one each.
   const int steps = quick() ? 1 : 5;
-  for (const std::string device : {"cpu", "vulkan:0"})
-    benchmark::RegisterBenchmark((base + "/ferry " + device).c_str(),
-                                 [device](benchmark::State& s) { run_step(s, device); })
-        ->Unit(benchmark::kMillisecond)
-        ->Iterations(device == "cpu" ? steps : 1)
-        ->UseRealTime();
+#ifdef FERRY_BENCH_HAVE_TORCH
+  const std::function<void()> torch_step = gpt::torch_step;
+#else
+  const std::function<void()> torch_step;
+#endif
+  register_step_rows(
+      base, title, steps,
+      [](benchmark::State& s, const std::string& device) { run_step(s, device); }, torch_step);
   // cuda:0 in f32 and with autocast (PyTorch's side of these: docs/gpu-results.md); registered
   // where it runs, as a benchmark skipped for want of a device fails the run.
   if (ferry::is_available("cuda:0"))
@@ -81,27 +83,6 @@ void register_gpt() {
           ->Unit(benchmark::kMillisecond)
           ->Iterations(quick() ? 1 : 20)
           ->UseRealTime();
-#ifdef FERRY_BENCH_HAVE_TORCH
-  benchmark::RegisterBenchmark((base + "/pytorch").c_str(),
-                               [](benchmark::State& s) {
-                                 for (auto _ : s) gpt::torch_step();
-                               })
-      ->Unit(benchmark::kMillisecond)
-      ->Iterations(steps)
-      ->UseRealTime();
-  add_comparison({.title = title + " (cpu)",
-                  .ferry = base + "/ferry cpu",
-                  .ferry_label = "ferry",
-                  .baseline = base + "/pytorch",
-                  .baseline_label = "PyTorch (libtorch)",
-                  .metric = Metric::usec});
-#endif
-  add_comparison({.title = title + " (vulkan:0 vs cpu)",
-                  .ferry = base + "/ferry vulkan:0",
-                  .ferry_label = "ferry vulkan:0",
-                  .baseline = base + "/ferry cpu",
-                  .baseline_label = "ferry cpu",
-                  .metric = Metric::usec});
 }
 
 }  // namespace bench

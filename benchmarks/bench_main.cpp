@@ -105,6 +105,38 @@ void set_quick(bool on) { g_quick = on; }
 void add_comparison(Comparison c) { g_comparisons.push_back(std::move(c)); }
 const std::vector<Comparison>& comparisons() { return g_comparisons; }
 
+void register_step_rows(const std::string& base, const std::string& title, int cpu_steps,
+                        const std::function<void(benchmark::State&, const std::string&)>& run,
+                        const std::function<void()>& torch_step) {
+  for (const std::string device : {"cpu", "vulkan:0"})
+    benchmark::RegisterBenchmark((base + "/ferry " + device).c_str(),
+                                 [run, device](benchmark::State& s) { run(s, device); })
+        ->Unit(benchmark::kMillisecond)
+        ->Iterations(device == "cpu" ? cpu_steps : 1)
+        ->UseRealTime();
+  if (torch_step) {
+    benchmark::RegisterBenchmark((base + "/pytorch").c_str(),
+                                 [torch_step](benchmark::State& s) {
+                                   for (auto _ : s) torch_step();
+                                 })
+        ->Unit(benchmark::kMillisecond)
+        ->Iterations(cpu_steps)
+        ->UseRealTime();
+    add_comparison({.title = title + " (cpu)",
+                    .ferry = base + "/ferry cpu",
+                    .ferry_label = "ferry",
+                    .baseline = base + "/pytorch",
+                    .baseline_label = "PyTorch (libtorch)",
+                    .metric = Metric::usec});
+  }
+  add_comparison({.title = title + " (vulkan:0 vs cpu)",
+                  .ferry = base + "/ferry vulkan:0",
+                  .ferry_label = "ferry vulkan:0",
+                  .baseline = base + "/ferry cpu",
+                  .baseline_label = "ferry cpu",
+                  .metric = Metric::usec});
+}
+
 }  // namespace bench
 
 int main(int argc, char** argv) {
@@ -138,6 +170,7 @@ int main(int argc, char** argv) {
   bench::register_conv();
   bench::register_attention();
   bench::register_gpt();
+  bench::register_rnn();
   bench::register_matvec();
   bench::register_vulkan();
   bench::register_transfer();

@@ -56,6 +56,19 @@ inline void expect_close(const ferry::Tensor& got, const ferry::Tensor& want, do
     ASSERT_NEAR(g[i], w[i], atol + rtol * std::fabs(w[i])) << what << " element " << i;
 }
 
+// Every parameter's gradient of `module` against PyTorch's, by PyTorch's parameter names
+// (`want`: {name: tensor}); each name must be PyTorch's, and PyTorch must have no more.
+inline void expect_param_grads(const ferry::nn::Module& module, const nlohmann::json& want,
+                               double rtol, double atol) {
+  std::size_t checked = 0;
+  for (const auto& [name, p] : module.named_parameters()) {
+    ASSERT_TRUE(want.contains(name)) << name << " is not PyTorch's name";
+    expect_close(p.grad(), from_json(want[name]), rtol, atol, "grad of " + name);
+    ++checked;
+  }
+  EXPECT_EQ(checked, want.size()) << "PyTorch has parameters ferry lacks";
+}
+
 // What an op of a reference file gives: its output and, for the max pools, the indices.
 struct ReferenceResult {
   ferry::Tensor output, indices;

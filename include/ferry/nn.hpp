@@ -14,5 +14,6 @@
 #include "ferry/nn/normalization.hpp"
 #include "ferry/nn/padding.hpp"
 #include "ferry/nn/pooling.hpp"
+#include "ferry/nn/rnn.hpp"
 #include "ferry/nn/transformer.hpp"
 #include "ferry/nn/utils.hpp"

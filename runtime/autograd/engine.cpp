@@ -88,6 +88,42 @@ std::unordered_set<Node*> nodes_to_run(const std::vector<std::shared_ptr<Node>>&
 
 void add_into(Tensor& slot, const Tensor& g) { slot = slot.defined() ? add(slot, g) : g; }
 
+// A node's gradient as it builds up (Note [Gradients of parts] in graph.hpp): `owned` when the
+// engine made the tensor, so that nothing else sees it and later gradients add in place.
+struct Buffer {
+  Tensor grad;
+  bool owned = false;
+};
+
+void add_into(Buffer& b, const Tensor& g) {
+  if (!b.grad.defined()) {
+    b.grad = g;
+  } else if (b.owned) {
+    b.grad.add_(g);
+  } else {
+    b.grad = add(b.grad, g);
+    b.owned = true;
+  }
+}
+
+// Adds g, the gradient of the part `node` selects, into that part of the input's buffer.
+void add_part(Buffer& b, const PartNode& node, const Tensor& g) {
+  const InputInfo& in = node.inputs.at(0);
+  if (!b.owned) {
+    Tensor whole = b.grad.defined() ? b.grad.clone()
+                                    : zeros(in.sizes, {.dtype = in.dtype, .device = in.device});
+    b = {std::move(whole), true};
+  }
+  Tensor part = node.part_of(b.grad);
+  if (part.sizes() != g.sizes() || g.dtype() != in.dtype || g.device() != in.device)
+    throw Error(fmt::format(
+        "autograd: {} gave its part a gradient of shape {} ({}, on {}) but the part is {} ({}, "
+        "on {}) (a bug in ferry's backward formula)",
+        node.name(), shape_str(g.sizes()), dtype_name(g.dtype()), g.device().str(),
+        shape_str(part.sizes()), dtype_name(in.dtype), in.device.str()));
+  part.add_(g);
+}
+
 // A formula's result must fit the input it is for; a mismatch is a bug in a
 // formula, reported by name rather than as a confusing later error.
 void check_gradient(const Node& n, std::size_t i, const Tensor& g) {
@@ -144,7 +180,7 @@ void execute(const std::vector<std::shared_ptr<Node>>& roots, const std::vector<
   Claims claims(deps);
   std::unordered_set<Node*> run;
   if (!task.accumulate) run = nodes_to_run(roots, task.capture);
-  std::unordered_map<Node*, Tensor> buffers;
+  std::unordered_map<Node*, Buffer> buffers;
   std::unordered_map<Node*, std::shared_ptr<Node>> owners;  // keeps queued nodes alive
   auto by_sequence = [](const std::shared_ptr<Node>& a, const std::shared_ptr<Node>& b) {
     return a->sequence() < b->sequence();
@@ -162,7 +198,7 @@ void execute(const std::vector<std::shared_ptr<Node>>& roots, const std::vector<
     ready.pop();
     Tensor grad;
     if (auto it = buffers.find(node.get()); it != buffers.end()) {
-      grad = std::move(it->second);
+      grad = std::move(it->second.grad);
       buffers.erase(it);
     }
     if (auto c = task.capture.find(node.get()); c != task.capture.end() && grad.defined())
@@ -175,7 +211,12 @@ void execute(const std::vector<std::shared_ptr<Node>>& roots, const std::vector<
       // Note [Profiler]: each node's backward as a range around the kernels it runs.
       profiler::Range range =
           profiler::detail::on() ? profiler::Range(node->name()) : profiler::Range();
-      std::vector<Tensor> in_grads = node->apply(std::move(grad));
+      std::vector<Tensor> in_grads;
+      if (const auto* part = dynamic_cast<const PartNode*>(node.get())) {
+        if (node->next[0]) add_part(buffers[node->next[0].get()], *part, grad);
+      } else {
+        in_grads = node->apply(std::move(grad));
+      }
       range.end();
       for (std::size_t i = 0; i < in_grads.size() && i < node->next.size(); ++i) {
         if (!node->next[i] || !in_grads[i].defined()) continue;

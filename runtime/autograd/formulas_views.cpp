@@ -1,7 +1,8 @@
 // runtime/autograd/formulas_views.cpp — backward of views, contiguous() and
 // clone() (formulas.hpp). A view's gradient is the output gradient put back
 // into the input's layout: reshaped, permuted back, summed over expanded
-// dims, or written into the viewed part of a zero tensor.
+// dims, or, for a view of a part, the part's gradient, which the engine adds into
+// that part of the input's (Note [Gradients of parts] in graph.hpp).
 #include <fmt/format.h>
 
 #include "autograd/formulas.hpp"
@@ -11,16 +12,6 @@
 #include "ferry/ops.hpp"
 
 namespace ferry::autograd {
-namespace {
-
-// A zero tensor of the input's shape whose `part` (a view of it) holds g.
-template <typename Part> Tensor scatter_into_zeros(const Shape& shape, const Tensor& g, Part part) {
-  Tensor z = zeros(shape, {.dtype = g.dtype(), .device = g.device()});
-  part(z).copy_(g);
-  return z;
-}
-
-}  // namespace
 
 void record_reshape(std::string_view op, const Tensor& x, const Tensor& y) {
   if (!should_record({&x})) return;
@@ -75,21 +66,15 @@ void record_transpose(const Tensor& x, std::int64_t d0, std::int64_t d1, const T
 void record_slice(const Tensor& x, std::int64_t dim, std::int64_t start, std::int64_t end,
                   std::int64_t step, const Tensor& y) {
   if (!should_record({&x})) return;
-  record("sliceBackward", {x}, y,
-         [shape = x.sizes(), dim, start, end, step](const Tensor& g,
-                                                    const Needs&) -> std::vector<Tensor> {
-           return {scatter_into_zeros(
-               shape, g, [&](const Tensor& z) { return z.slice(dim, start, end, step); })};
-         });
+  record_part("sliceBackward", x, y, [dim, start, end, step](const Tensor& whole) {
+    return whole.slice(dim, start, end, step);
+  });
 }
 
 void record_select(const Tensor& x, std::int64_t dim, std::int64_t index, const Tensor& y) {
   if (!should_record({&x})) return;
-  record("selectBackward", {x}, y,
-         [shape = x.sizes(), dim, index](const Tensor& g, const Needs&) -> std::vector<Tensor> {
-           return {
-               scatter_into_zeros(shape, g, [&](const Tensor& z) { return z.select(dim, index); })};
-         });
+  record_part("selectBackward", x, y,
+              [dim, index](const Tensor& whole) { return whole.select(dim, index); });
 }
 
 void record_expand(const Tensor& x, const Tensor& y) {
@@ -131,11 +116,7 @@ std::shared_ptr<Node> view_of_base(const Tensor& base, const Tensor& view) {
         "autograd: a view's base (shape {}) was written in place and is not contiguous, so the "
         "view's gradient cannot be cut out of the base's; clone() the view before the write",
         shape_str(base.sizes())));
-  std::shared_ptr<Node> node = make_node("AsStridedBackward",
-                                         [shape = base.sizes(), part = part_of(base, view)](
-                                             const Tensor& g, const Needs&) -> std::vector<Tensor> {
-                                           return {scatter_into_zeros(shape, g, part)};
-                                         });
+  std::shared_ptr<Node> node = make_part_node("AsStridedBackward", part_of(base, view));
   node->next = {gradient_edge(base)};
   node->inputs = {InputInfo{base.sizes(), base.dtype(), base.device()}};
   node->view = true;

@@ -113,10 +113,11 @@ bool should_record(const std::vector<Tensor>& tensors) {
   return false;
 }
 
-void record(std::string name, const std::vector<Tensor>& inputs, const Tensor& output,
-            BackwardFn backward) {
-  if (!should_record(inputs) || !is_floating(output.dtype())) return;
-  auto node = std::make_shared<FunctionNode>(std::move(name), std::move(backward));
+namespace {
+
+// Gives `output` the node `node`, with an edge to each input (Note [Backward graph ownership]).
+void attach(const std::shared_ptr<Node>& node, const std::vector<Tensor>& inputs,
+            const Tensor& output) {
   node->next.reserve(inputs.size());
   node->inputs.reserve(inputs.size());
   for (const Tensor& in : inputs) {
@@ -137,7 +138,31 @@ void record(std::string name, const std::vector<Tensor>& inputs, const Tensor& o
       meta_of(output).base_history = root && root->autograd ? root->autograd->history : 0;
     }
   }
-  meta_of(output).grad_fn = std::move(node);
+  meta_of(output).grad_fn = node;
+}
+
+}  // namespace
+
+void record(std::string name, const std::vector<Tensor>& inputs, const Tensor& output,
+            BackwardFn backward) {
+  if (!should_record(inputs) || !is_floating(output.dtype())) return;
+  attach(std::make_shared<FunctionNode>(std::move(name), std::move(backward)), inputs, output);
+}
+
+void record_part(std::string name, const Tensor& input, const Tensor& output, PartFn part) {
+  if (!should_record({&input}) || !is_floating(output.dtype())) return;
+  attach(std::make_shared<PartNode>(std::move(name), std::move(part)), {input}, output);
+}
+
+std::shared_ptr<Node> make_part_node(std::string name, PartFn part) {
+  return std::make_shared<PartNode>(std::move(name), std::move(part));
+}
+
+std::vector<Tensor> PartNode::apply(const Tensor& grad) {
+  const InputInfo& in = inputs.at(0);
+  Tensor whole = zeros(in.sizes, {.dtype = in.dtype, .device = in.device});
+  part_(whole).copy_(grad);
+  return {whole};
 }
 
 std::shared_ptr<Node> make_node(std::string name, BackwardFn backward) {

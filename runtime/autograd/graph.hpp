@@ -146,6 +146,37 @@ void record(std::string name, const std::vector<Tensor>& inputs, const Tensor& o
 // surgery of in-place writes (runtime/autograd/formulas_views.cpp).
 std::shared_ptr<Node> make_node(std::string name, BackwardFn backward);
 
+// Note [Gradients of parts]
+// A view that selects part of its input (slice, narrow, select, and so chunk, split and
+// unbind) has the output's gradient in that part of the input's gradient and zeros elsewhere.
+// Formed view by view, that is a zero tensor of the input's size for every view: an LSTM's time
+// steps, each a slice of one [steps · batch, 4 · hidden] projection, filled and added a tensor
+// of that size per step (Note [Recurrent layers] in runtime/nn/rnn.cpp). So the node of such a
+// view, a PartNode, hands the engine the gradient of its part alone, and the engine adds it into
+// that part of the input's gradient buffer, which it makes (zeros) once and owns: k parts of a
+// tensor cost one fill of it and the parts' own sizes, as PyTorch's SplitBackward's one cat.
+// A buffer the engine made, and so owns, takes later gradients in place as well; a gradient a
+// formula returned may be shared and is only read. Run on its own, a PartNode's apply() gives
+// the whole gradient, zeros around the part.
+
+// The part, as a view of `whole`, a contiguous tensor of the input's shape.
+using PartFn = std::function<Tensor(const Tensor& whole)>;
+
+class PartNode final : public Node {
+ public:
+  PartNode(std::string name, PartFn part) : Node(std::move(name)), part_(std::move(part)) {}
+  std::vector<Tensor> apply(const Tensor& grad) override;
+  Tensor part_of(const Tensor& whole) const { return part_(whole); }
+
+ private:
+  PartFn part_;
+};
+
+// record() for a view op whose output is `part` of `input` (Note [Gradients of parts]).
+void record_part(std::string name, const Tensor& input, const Tensor& output, PartFn part);
+// A PartNode with no edges yet (the graph surgery of in-place writes).
+std::shared_ptr<Node> make_part_node(std::string name, PartFn part);
+
 // The leaves whose AccumulateGrad a backward from `root` would reach (none when root has no
 // grad_fn): what DistributedDataParallel's find_unused_parameters asks before backward runs.
 std::unordered_set<const TensorImpl*> leaves_reached_from(const Tensor& root);
