@@ -239,6 +239,52 @@ TEST(Autograd, ViewsRouteGradientsBack) {
   expect_close(as_double(x.grad()), {0, 2, 4 + 60, 1 + 8, 3 + 9, 5 + 70 + 10}, 0, 0);
 }
 
+// Note [Gradients of parts]: the parts' gradients add into one buffer of the input's size,
+// which the engine makes and owns. Overlapping parts add up; a part meeting a gradient that a
+// formula handed over as it is (here the caller's own, through reshape) adds into a copy,
+// leaving the caller's tensor alone, in either order; grad() and a retained intermediate
+// gradient see the same sums; on every device.
+TEST(Autograd, PartsOfATensorAddIntoOneBuffer) {
+  std::vector<ferry::Device> devices{ferry::Device::cpu()};
+  if (ferry::is_available("vulkan:0")) devices.emplace_back("vulkan:0");
+  for (const ferry::Device& dev : devices) {
+    SCOPED_TRACE(dev.str());
+    Tensor x = vec({1, 2, 3, 4, 5}).to(dev).requires_grad_();
+    const std::vector<Tensor> parts = ferry::chunk(x, 3);  // [0, 2), [2, 4), [4, 5)
+    Tensor loss = ferry::sum(parts[0] * 2.0f) + ferry::sum(parts[2] * 3.0f) +
+                  ferry::sum(x.narrow(0, 1, 3)) + ferry::sum(x.select(0, 3) * 10.0f);
+    loss.backward();
+    expect_close(as_double(x.grad()), {2, 3, 1, 11, 3}, 0, 0);
+
+    for (const bool part_first : {true, false}) {
+      SCOPED_TRACE(part_first ? "part first" : "whole first");
+      Tensor y = vec({1, 2, 3, 4}).to(dev).requires_grad_();
+      Tensor mid = y * 1.0f;
+      mid.retain_grad();
+      // The engine runs later nodes first: the view made last hands its gradient over first.
+      Tensor whole, part;
+      if (part_first) {
+        whole = mid.reshape({2, 2});
+        part = mid.narrow(0, 1, 2);
+      } else {
+        part = mid.narrow(0, 1, 2);
+        whole = mid.reshape({2, 2});
+      }
+      const Tensor g_whole = vec({1, 1, 1, 1}, {2, 2}).to(dev), g_part = vec({5, 7}).to(dev);
+      ferry::autograd::backward({whole, part}, {g_whole, g_part});
+      expect_close(as_double(y.grad()), {1, 6, 8, 1}, 0, 0);
+      expect_close(as_double(mid.grad()), {1, 6, 8, 1}, 0, 0);
+      expect_close(as_double(g_whole), {1, 1, 1, 1}, 0, 0);  // the caller's, untouched
+    }
+
+    Tensor z = vec({1, 2, 3}).to(dev).requires_grad_();
+    Tensor s = ferry::sum(z.narrow(0, 0, 2) * 4.0f) + ferry::sum(z.narrow(0, 1, 2));
+    const std::vector<Tensor> g = ferry::autograd::grad({s}, {z});
+    expect_close(as_double(g[0]), {4, 5, 1}, 0, 0);
+    EXPECT_FALSE(z.grad().defined());
+  }
+}
+
 TEST(Autograd, ADeepChainDoesNotOverflowTheStack) {
   Tensor x = vec({1}).requires_grad_();
   Tensor y = x;
