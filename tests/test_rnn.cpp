@@ -283,6 +283,50 @@ TEST(Rnn, GradcheckF64) {
       {ferry_test::grad_input({4, 3}, -1, 1, 4), ferry_test::grad_input({4, 2}, -1, 1, 5)}));
 }
 
+// The cell modules are the functional cell ops over their parameters; under autocast the
+// layers and cells compute in the low dtype, as their rows say (PyTorch's lstm_cell, gru_cell,
+// rnn_*_cell policy; its cuDNN RNN), near the f32 result, with f32 gradients for the f32
+// parameters.
+TEST(Rnn, FunctionalCellsAndAutocast) {
+  namespace F = nn::functional;
+  ferry::manual_seed(4);
+  nn::LSTMCell lc(3, 4);
+  nn::GRUCell gc(3, 4);
+  nn::RNNCell rc(3, 4, true, "relu");
+  const Tensor x = ferry::randn({2, 3}), h = ferry::randn({2, 4}), c = ferry::randn({2, 4});
+  const auto [h1, c1] = F::lstm_cell(x, {h, c}, lc.weight_ih, lc.weight_hh, lc.bias_ih, lc.bias_hh);
+  const auto [h2, c2] = lc.forward(x, {h, c});
+  EXPECT_TRUE(ferry::equal(h1, h2));
+  EXPECT_TRUE(ferry::equal(c1, c2));
+  EXPECT_TRUE(ferry::equal(F::gru_cell(x, h, gc.weight_ih, gc.weight_hh, gc.bias_ih, gc.bias_hh),
+                           gc.forward(x, h)));
+  EXPECT_TRUE(
+      ferry::equal(F::rnn_relu_cell(x, h, rc.weight_ih, rc.weight_hh, rc.bias_ih, rc.bias_hh),
+                   rc.forward(x, h)));
+  EXPECT_THROW(F::gru_cell(x, Tensor(), gc.weight_ih, gc.weight_hh), ferry::Error);
+  EXPECT_THROW(F::gru_cell(x, h, gc.weight_ih.narrow(0, 0, 6), gc.weight_hh), ferry::ShapeError);
+  EXPECT_THROW(F::rnn_tanh_cell(x, h, gc.weight_ih, gc.weight_hh), ferry::ShapeError);
+
+  nn::LSTM lstm(3, 4, {.num_layers = 2, .bidirectional = true});
+  const Tensor seq = ferry::randn({5, 2, 3});
+  auto [want, want_state] = lstm.forward(seq);
+  {
+    ferry::Autocast amp("cpu", DType::bf16);
+    auto [out, state] = lstm.forward(seq);
+    EXPECT_EQ(out.dtype(), DType::bf16);
+    EXPECT_EQ(std::get<1>(state).dtype(), DType::bf16);
+    EXPECT_TRUE(ferry::allclose(out.to(DType::f32), want, 0.05, 0.02));
+    const auto [hb, cb] = lc.forward(x, {h, c});
+    EXPECT_EQ(hb.dtype(), DType::bf16);
+    EXPECT_TRUE(ferry::allclose(hb.to(DType::f32), h1, 0.05, 0.02));
+    ferry::sum(out.to(DType::f32)).backward();
+  }
+  for (const auto& [name, p] : lstm.named_parameters()) {
+    ASSERT_TRUE(p.grad().defined()) << name;
+    EXPECT_EQ(p.grad().dtype(), DType::f32) << name;
+  }
+}
+
 TEST(Rnn, EmptyBatch) {
   nn::LSTM lstm(3, 4);
   auto [out, hc] = lstm.forward(ferry::zeros({2, 0, 3}));
@@ -327,6 +371,11 @@ TEST(Rnn, BadInputIsRefusedAsPyTorchRefusesIt) {
   nn::LSTMCell lcell(3, 4);
   EXPECT_THROW(lcell.forward(ferry::zeros({2, 3}), {ferry::zeros({2, 4}), Tensor()}), ferry::Error);
 
+  nn::PackedSequence bad = rnn::pack_padded_sequence(x, {5, 4});
+  bad.batch_sizes = {1, 2, 2, 2, 2};  // growing
+  EXPECT_THROW(lstm.forward(bad), ferry::ShapeError);
+  bad.batch_sizes = {2, 2, 2};  // fewer rows than the data's 9
+  EXPECT_THROW(lstm.forward(bad), ferry::ShapeError);
   EXPECT_THROW(rnn::pack_padded_sequence(x, {5}), ferry::ShapeError);
   EXPECT_THROW(rnn::pack_padded_sequence(x, {5, 0}), ferry::ValueError);
   EXPECT_THROW(rnn::pack_padded_sequence(x, {3, 5}), ferry::ValueError);

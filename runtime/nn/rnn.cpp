@@ -4,7 +4,9 @@
 #include <fmt/format.h>
 
 #include <cmath>
+#include <optional>
 
+#include "autocast_internal.hpp"
 #include "ferry/autograd.hpp"
 #include "ferry/error.hpp"
 #include "ferry/nn/functional.hpp"
@@ -104,6 +106,73 @@ std::tuple<Tensor, Tensor> cell(Mode mode, const Tensor& gi, const Tensor& h, co
     }
   }
   throw Error("RNN: unknown mode");
+}
+
+// The op-table row of each mode's cell: its autocast policy (PyTorch's lstm_cell, gru_cell,
+// rnn_tanh_cell and rnn_relu_cell compute in the low dtype) is the layers' and the cells'.
+OpId cell_op(Mode mode) {
+  switch (mode) {
+    case Mode::rnn_tanh:
+      return OpId::rnn_tanh_cell;
+    case Mode::rnn_relu:
+      return OpId::rnn_relu_cell;
+    case Mode::lstm:
+      return OpId::lstm_cell;
+    case Mode::gru:
+      return OpId::gru_cell;
+  }
+  throw Error("RNN: unknown mode");
+}
+
+// One checked step of a cell (the functional cell ops and the cell modules): input [N, in] or
+// [in], h (and c) [N, H] or [H], weights as the cell's; PyTorch's errors, under `name`.
+std::tuple<Tensor, Tensor> checked_step(Mode mode, const std::string& name, const Tensor& input,
+                                        const Tensor& h, const Tensor& c, const CellWeights& w) {
+  const OpId op = cell_op(mode);
+  if (ferry::detail::autocast_applies(op)) {
+    const ferry::detail::AutocastOp ac(op, {&input, &h, &c, &w.w_ih, &w.w_hh, &w.b_ih, &w.b_hh});
+    return checked_step(mode, name, ac(input), ac(h), ac(c),
+                        {ac(w.w_ih), ac(w.w_hh), ac(w.b_ih), ac(w.b_hh), {}});
+  }
+  if (!input.defined()) throw Error(fmt::format("{}: the input is undefined", name));
+  if (input.dim() != 1 && input.dim() != 2)
+    throw ShapeError(fmt::format("{}: expected the input to be 1-D or 2-D, got shape {}", name,
+                                 shape_str(input.sizes())));
+  if (!w.w_ih.defined() || !w.w_hh.defined() || w.w_ih.dim() != 2 || w.w_hh.dim() != 2)
+    throw ShapeError(fmt::format("{}: w_ih and w_hh must be defined 2-D weights", name));
+  const std::int64_t hidden = w.w_hh.size(1), gates = gate_count(mode) * hidden;
+  if (w.w_hh.size(0) != gates || w.w_ih.size(0) != gates)
+    throw ShapeError(fmt::format(
+        "{}: w_ih ({}) and w_hh ({}) must have {} x hidden_size = {} rows for hidden_size {}", name,
+        shape_str(w.w_ih.sizes()), shape_str(w.w_hh.sizes()), gate_count(mode), gates, hidden));
+  const bool batched = input.dim() == 2;
+  const Tensor x = batched ? input : input.unsqueeze(0);
+  if (x.size(1) != w.w_ih.size(1))
+    throw ShapeError(fmt::format("{}: input has inconsistent input_size: got {} expected {}", name,
+                                 x.size(1), w.w_ih.size(1)));
+  const std::int64_t batch = x.size(0);
+  auto state = [&](const Tensor& s, const char* which) {
+    if (!s.defined()) throw Error(fmt::format("{}: {} is undefined", name, which));
+    if (s.dim() != input.dim())
+      throw ShapeError(fmt::format("{}: {} must be {}-D as the input is, got shape {}", name, which,
+                                   input.dim(), shape_str(s.sizes())));
+    const Tensor t = batched ? s : s.unsqueeze(0);
+    if (t.size(0) != batch)
+      throw ShapeError(fmt::format("{}: input batch size {} doesn't match {} batch size {}", name,
+                                   batch, which, t.size(0)));
+    if (t.size(1) != hidden)
+      throw ShapeError(fmt::format("{}: {} has inconsistent hidden_size: got {}, expected {}", name,
+                                   which, t.size(1), hidden));
+    return t;
+  };
+  const Tensor hx = state(h, "hx");
+  const Tensor cx = mode == Mode::lstm ? state(c, "cx") : Tensor();
+  auto [h2, c2] = cell(mode, functional::linear(x, w.w_ih, w.b_ih), hx, cx, w);
+  if (!batched) {
+    h2 = h2.squeeze(0);
+    if (c2.defined()) c2 = c2.squeeze(0);
+  }
+  return {h2, c2};
 }
 
 struct DirectionResult {
@@ -251,8 +320,15 @@ std::string RNNBase::extra_repr() const {
 std::tuple<Tensor, Tensor, Tensor> RNNBase::run(const Tensor& input, const PackedSequence* packed,
                                                 const Tensor& h0_in, const Tensor& c0_in) {
   const char* name = layer_name(mode);
-  const Tensor& x = packed ? packed->data : input;
-  if (!x.defined()) throw Error(fmt::format("{}.forward: the input is undefined", name));
+  const Tensor& raw = packed ? packed->data : input;
+  if (!raw.defined()) throw Error(fmt::format("{}.forward: the input is undefined", name));
+  // Under autocast the whole recurrence computes as its cell's row says (the low dtype, as
+  // PyTorch's cuDNN RNN): input, states and weights cast once here.
+  std::optional<ferry::detail::AutocastOp> autocast;
+  if (ferry::detail::autocast_applies(cell_op(mode)))
+    autocast.emplace(cell_op(mode), std::initializer_list<const Tensor*>{&raw});
+  auto cast = [&](const Tensor& t) { return autocast ? (*autocast)(t) : t; };
+  const Tensor x = cast(raw);
   if (packed ? x.dim() != 2 : (x.dim() != 2 && x.dim() != 3))
     throw ShapeError(fmt::format("{}: expected {} input, got shape {}", name,
                                  packed ? "packed data of 2-D" : "a 2-D (unbatched) or 3-D",
@@ -271,6 +347,18 @@ std::tuple<Tensor, Tensor, Tensor> RNNBase::run(const Tensor& input, const Packe
     data = x, batch_sizes = packed->batch_sizes;
     if (batch_sizes.empty() || batch_sizes[0] <= 0)
       throw ShapeError(fmt::format("{}: the packed sequence has no time steps", name));
+    std::int64_t rows = 0;
+    for (std::size_t t = 0; t < batch_sizes.size(); ++t) {
+      if (batch_sizes[t] <= 0 || (t > 0 && batch_sizes[t] > batch_sizes[t - 1]))
+        throw ShapeError(fmt::format(
+            "{}: a packed sequence's batch sizes must be positive and non-increasing, got [{}]",
+            name, fmt::join(batch_sizes, ", ")));
+      rows += batch_sizes[t];
+    }
+    if (rows != x.size(0))
+      throw ShapeError(
+          fmt::format("{}: the packed sequence's batch sizes add up to {} rows but its data has {}",
+                      name, rows, x.size(0)));
     steps = static_cast<std::int64_t>(batch_sizes.size()), batch = batch_sizes[0];
   } else {
     Tensor t = batched ? x : x.unsqueeze(1);
@@ -302,17 +390,18 @@ std::tuple<Tensor, Tensor, Tensor> RNNBase::run(const Tensor& input, const Packe
       s = index_select(s, 1, packed->sorted_indices.to(s.device()));
     return s;
   };
-  const Tensor h0 = state(h0_in, "hx", out_size());
-  const Tensor c0 = lstm ? state(c0_in, "cx", hidden_size) : Tensor();
+  const Tensor h0 = state(cast(h0_in), "hx", out_size());
+  const Tensor c0 = lstm ? state(cast(c0_in), "cx", hidden_size) : Tensor();
   std::vector<Tensor> h_n, c_n;
   for (std::int64_t l = 0; l < layers; ++l) {
     std::vector<Tensor> outs;
     for (std::int64_t d = 0; d < dirs; ++d) {
       const std::int64_t k = l * dirs + d;
-      DirectionResult r = run_direction(
-          mode, data, batch_sizes, h0.select(0, k), lstm ? c0.select(0, k) : Tensor(),
-          unpack(weights_[static_cast<std::size_t>(k)], options.bias, options.proj_size > 0),
-          d == 1);
+      std::vector<Tensor> w = weights_[static_cast<std::size_t>(k)];
+      for (Tensor& t : w) t = cast(t);
+      DirectionResult r =
+          run_direction(mode, data, batch_sizes, h0.select(0, k), lstm ? c0.select(0, k) : Tensor(),
+                        unpack(w, options.bias, options.proj_size > 0), d == 1);
       outs.push_back(std::move(r.out));
       h_n.push_back(std::move(r.h));
       if (lstm) c_n.push_back(std::move(r.c));
@@ -423,41 +512,15 @@ std::string RNNCellBase::extra_repr() const {
 
 std::tuple<Tensor, Tensor> RNNCellBase::step(const Tensor& input, const Tensor& h,
                                              const Tensor& c) {
-  const std::string name = cell_name(mode);
-  if (!input.defined()) throw Error(fmt::format("{}.forward: the input is undefined", name));
-  if (input.dim() != 1 && input.dim() != 2)
-    throw ShapeError(fmt::format("{}: expected the input to be 1-D or 2-D, got shape {}", name,
-                                 shape_str(input.sizes())));
-  const bool batched = input.dim() == 2;
-  const Tensor x = batched ? input : input.unsqueeze(0);
-  if (x.size(1) != input_size)
-    throw ShapeError(fmt::format("{}: input has inconsistent input_size: got {} expected {}", name,
-                                 x.size(1), input_size));
-  const std::int64_t batch = x.size(0);
-  auto state = [&](const Tensor& s, const char* which) {
-    if (!s.defined())
-      return zeros({batch, hidden_size}, {.dtype = x.dtype(), .device = x.device()});
-    if (s.dim() != input.dim())
-      throw ShapeError(fmt::format("{}: {} must be {}-D as the input is, got shape {}", name, which,
-                                   input.dim(), shape_str(s.sizes())));
-    const Tensor t = batched ? s : s.unsqueeze(0);
-    if (t.size(0) != batch)
-      throw ShapeError(fmt::format("{}: input batch size {} doesn't match {} batch size {}", name,
-                                   batch, which, t.size(0)));
-    if (t.size(1) != hidden_size)
-      throw ShapeError(fmt::format("{}: {} has inconsistent hidden_size: got {}, expected {}", name,
-                                   which, t.size(1), hidden_size));
-    return t;
+  // An undefined state is zeros of the input's batch (a malformed input is checked_step's).
+  auto zero_state = [&](const Tensor& s) {
+    if (s.defined() || !input.defined() || (input.dim() != 1 && input.dim() != 2)) return s;
+    const Shape shape = input.dim() == 2 ? Shape{input.size(0), hidden_size} : Shape{hidden_size};
+    return zeros(shape, {.dtype = input.dtype(), .device = input.device()});
   };
-  const Tensor hx = state(h, "hx");
-  const Tensor cx = mode == Mode::lstm ? state(c, "cx") : Tensor();
-  const CellWeights w{weight_ih, weight_hh, bias_ih, bias_hh, {}};
-  auto [h2, c2] = cell(mode, functional::linear(x, weight_ih, bias_ih), hx, cx, w);
-  if (!batched) {
-    h2 = h2.squeeze(0);
-    if (c2.defined()) c2 = c2.squeeze(0);
-  }
-  return {h2, c2};
+  return checked_step(mode, cell_name(mode), input, zero_state(h),
+                      mode == Mode::lstm ? zero_state(c) : Tensor(),
+                      {weight_ih, weight_hh, bias_ih, bias_hh, {}});
 }
 
 RNNCell::RNNCell(std::int64_t in, std::int64_t hidden, bool bias, const std::string& nonlinearity,
@@ -484,5 +547,34 @@ GRUCell::GRUCell(std::int64_t in, std::int64_t hidden, bool bias, const TensorOp
 Tensor GRUCell::forward(const Tensor& input, const Tensor& h) {
   return std::get<0>(step(input, h, {}));
 }
+
+namespace functional {
+
+Tensor rnn_tanh_cell(const Tensor& input, const Tensor& hx, const Tensor& w_ih, const Tensor& w_hh,
+                     const Tensor& b_ih, const Tensor& b_hh) {
+  return std::get<0>(
+      checked_step(Mode::rnn_tanh, "rnn_tanh_cell", input, hx, {}, {w_ih, w_hh, b_ih, b_hh, {}}));
+}
+
+Tensor rnn_relu_cell(const Tensor& input, const Tensor& hx, const Tensor& w_ih, const Tensor& w_hh,
+                     const Tensor& b_ih, const Tensor& b_hh) {
+  return std::get<0>(
+      checked_step(Mode::rnn_relu, "rnn_relu_cell", input, hx, {}, {w_ih, w_hh, b_ih, b_hh, {}}));
+}
+
+std::tuple<Tensor, Tensor> lstm_cell(const Tensor& input, const std::tuple<Tensor, Tensor>& hx,
+                                     const Tensor& w_ih, const Tensor& w_hh, const Tensor& b_ih,
+                                     const Tensor& b_hh) {
+  return checked_step(Mode::lstm, "lstm_cell", input, std::get<0>(hx), std::get<1>(hx),
+                      {w_ih, w_hh, b_ih, b_hh, {}});
+}
+
+Tensor gru_cell(const Tensor& input, const Tensor& hx, const Tensor& w_ih, const Tensor& w_hh,
+                const Tensor& b_ih, const Tensor& b_hh) {
+  return std::get<0>(
+      checked_step(Mode::gru, "gru_cell", input, hx, {}, {w_ih, w_hh, b_ih, b_hh, {}}));
+}
+
+}  // namespace functional
 
 }  // namespace ferry::nn

@@ -3,6 +3,7 @@
 // float dtype, its reductions and its optional weights, against the CPU.
 #include "catalog.hpp"
 #include "ferry/nn/functional.hpp"
+#include "ferry/nn/rnn.hpp"
 
 namespace ferry::conformance {
 namespace {
@@ -128,6 +129,26 @@ std::vector<FloatOpCase> loss_ops() {
        "[3, 4] x [3, 2] w [5, 4, 2] b [5]",
        {{3, 4}, {3, 2}, {5, 4, 2}, {5}},
        [](const Inputs& in) { return F::bilinear(in[0], in[1], in[2], in[3]); }},
+      // The recurrent cells: input [3, 4], state [3, 5], weights [G * 5, 4] and [G * 5, 5].
+      {"rnn_tanh_cell",
+       "[3, 4] h [3, 5] with biases",
+       {{3, 4}, {3, 5}, {5, 4}, {5, 5}, {5}, {5}},
+       [](const Inputs& in) { return F::rnn_tanh_cell(in[0], in[1], in[2], in[3], in[4], in[5]); }},
+      {"rnn_relu_cell",
+       "unbatched [4] h [5] without biases",
+       {{4}, {5}, {5, 4}, {5, 5}},
+       [](const Inputs& in) { return F::rnn_relu_cell(in[0], in[1], in[2], in[3]); }},
+      {"lstm_cell",
+       "[3, 4] (h, c) [3, 5] with biases: h' and c'",
+       {{3, 4}, {3, 5}, {3, 5}, {20, 4}, {20, 5}, {20}, {20}},
+       [](const Inputs& in) {
+         const auto [h, c] = F::lstm_cell(in[0], {in[1], in[2]}, in[3], in[4], in[5], in[6]);
+         return cat({h.reshape({-1}), c.reshape({-1})});
+       }},
+      {"gru_cell",
+       "[3, 4] h [3, 5] with biases",
+       {{3, 4}, {3, 5}, {15, 4}, {15, 5}, {15}, {15}},
+       [](const Inputs& in) { return F::gru_cell(in[0], in[1], in[2], in[3], in[4], in[5]); }},
   };
 }
 

@@ -72,6 +72,27 @@ PackedSequence pack_sequence(const std::vector<Tensor>& sequences, bool enforce_
 
 }  // namespace utils::rnn
 
+namespace functional {
+
+// torch.rnn_tanh_cell, rnn_relu_cell, lstm_cell and gru_cell: one step of the recurrence (the
+// cells' and the layers' formulas above) from input [N, in] (or unbatched [in]), the state
+// [N, H] (or [H]), w_ih [G · H, in], w_hh [G · H, H] and the biases [G · H] (undefined: none),
+// G the gates (1, 1, 4, 3). The state must be given. Rows of the op table: under autocast they
+// compute in the low dtype, as PyTorch's (so do the layers and cells above). ShapeError for
+// sizes that do not fit, naming them.
+Tensor rnn_tanh_cell(const Tensor& input, const Tensor& hx, const Tensor& w_ih, const Tensor& w_hh,
+                     const Tensor& b_ih = {}, const Tensor& b_hh = {});
+Tensor rnn_relu_cell(const Tensor& input, const Tensor& hx, const Tensor& w_ih, const Tensor& w_hh,
+                     const Tensor& b_ih = {}, const Tensor& b_hh = {});
+// (h', c') from (h, c).
+std::tuple<Tensor, Tensor> lstm_cell(const Tensor& input, const std::tuple<Tensor, Tensor>& hx,
+                                     const Tensor& w_ih, const Tensor& w_hh,
+                                     const Tensor& b_ih = {}, const Tensor& b_hh = {});
+Tensor gru_cell(const Tensor& input, const Tensor& hx, const Tensor& w_ih, const Tensor& w_hh,
+                const Tensor& b_ih = {}, const Tensor& b_hh = {});
+
+}  // namespace functional
+
 // The constructor's keyword arguments of RNN, LSTM and GRU (PyTorch's defaults).
 struct RNNOptions {
   std::int64_t num_layers = 1;
