@@ -18,6 +18,8 @@
 #include <string>
 #include <vector>
 
+#include "ferry/device.hpp"
+
 namespace bench {
 
 // FERRY_BENCH_QUICK=1 or --quick: small sizes, for a smoke run of a few seconds.
@@ -40,6 +42,12 @@ struct Comparison {
 
 void add_comparison(Comparison c);
 const std::vector<Comparison>& comparisons();
+
+// Times a training step on `device`: setup(device) builds the model and returns one step;
+// the first step runs untimed outside --quick (a GPU backend compiles its pipelines then); an
+// unavailable device or a ferry::Error skips the benchmark with the reason.
+void time_steps(benchmark::State& s, const std::string& device,
+                const std::function<std::function<void()>(const ferry::Device&)>& setup);
 
 // A training step's rows: "<base>/ferry cpu" (cpu_steps timed calls) and "<base>/ferry
 // vulkan:0" (one: lavapipe's steps take seconds), each run(state, device); and, where libtorch

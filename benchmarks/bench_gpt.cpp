@@ -20,36 +20,31 @@ using namespace gpt;
 
 // `amp`: each forward and loss under autocast to bf16 (no loss scaling: bf16 has f32's range).
 void run_step(benchmark::State& s, const std::string& device, bool amp = false) {
-  if (!ferry::is_available(device)) return s.SkipWithError((device + " is not available").c_str());
-  try {
-    const ferry::Device dev(device);
+  time_steps(s, device, [amp](const ferry::Device& dev) -> std::function<void()> {
     const Sizes z = sizes(quick());
     ferry::manual_seed(0);
-    sample::Gpt model({.vocab_size = z.vocab,
-                       .block_size = z.seq,
-                       .n_layer = z.layers,
-                       .n_head = z.heads,
-                       .n_embd = z.embd},
-                      {.device = dev});
-    ferry::optim::AdamW opt(model.parameters(), {.lr = 3e-4, .beta2 = 0.95});
+    auto model = std::make_shared<sample::Gpt>(sample::GptConfig{.vocab_size = z.vocab,
+                                                                 .block_size = z.seq,
+                                                                 .n_layer = z.layers,
+                                                                 .n_head = z.heads,
+                                                                 .n_embd = z.embd},
+                                               ferry::TensorOptions{.device = dev});
+    auto opt = std::make_shared<ferry::optim::AdamW>(
+        model->parameters(), ferry::optim::AdamWOptions{.lr = 3e-4, .beta2 = 0.95});
     const ferry::Tensor x = ferry::randint(0, z.vocab, {z.batch, z.seq}).to(dev);
     const ferry::Tensor y = ferry::randint(0, z.vocab, {z.batch, z.seq}).to(dev);
-    auto step = [&] {
-      opt.zero_grad();
+    return [model, opt, x, y, amp, dev] {
+      opt->zero_grad();
       std::optional<ferry::Autocast> autocast;
       if (amp) autocast.emplace(dev.type(), ferry::DType::bf16);
-      ferry::Tensor loss = sample::gpt_loss(model.forward(x), y);
+      ferry::Tensor loss = sample::gpt_loss(model->forward(x), y);
       autocast.reset();
       loss.backward();
-      ferry::nn::utils::clip_grad_norm_(model.parameters(), 1.0);
-      opt.step();
+      ferry::nn::utils::clip_grad_norm_(model->parameters(), 1.0);
+      opt->step();
       benchmark::DoNotOptimize(loss.item<float>());
     };
-    if (!quick()) step();  // untimed: a GPU backend compiles its pipelines on the first step
-    for (auto _ : s) step();
-  } catch (const ferry::Error& e) {
-    s.SkipWithError(e.what());
-  }
+  });
 }
 
 }  // namespace

@@ -105,6 +105,18 @@ void set_quick(bool on) { g_quick = on; }
 void add_comparison(Comparison c) { g_comparisons.push_back(std::move(c)); }
 const std::vector<Comparison>& comparisons() { return g_comparisons; }
 
+void time_steps(benchmark::State& s, const std::string& device,
+                const std::function<std::function<void()>(const ferry::Device&)>& setup) {
+  if (!ferry::is_available(device)) return s.SkipWithError((device + " is not available").c_str());
+  try {
+    const std::function<void()> step = setup(ferry::Device(device));
+    if (!quick()) step();
+    for (auto _ : s) step();
+  } catch (const ferry::Error& e) {
+    s.SkipWithError(e.what());
+  }
+}
+
 void register_step_rows(const std::string& base, const std::string& title, int cpu_steps,
                         const std::function<void(benchmark::State&, const std::string&)>& run,
                         const std::function<void()>& torch_step) {

@@ -14,28 +14,25 @@ namespace {
 using namespace rnn;
 
 void run_step(benchmark::State& s, const std::string& device) {
-  if (!ferry::is_available(device)) return s.SkipWithError((device + " is not available").c_str());
-  try {
-    const ferry::Device dev(device);
+  time_steps(s, device, [](const ferry::Device& dev) -> std::function<void()> {
     const Sizes z = sizes(quick());
     ferry::manual_seed(0);
-    ferry::nn::LSTM lstm(z.input, z.hidden, {.num_layers = z.layers}, {.device = dev});
-    ferry::optim::SGD opt(lstm.parameters(), {.lr = 1e-3});
+    auto lstm = std::make_shared<ferry::nn::LSTM>(z.input, z.hidden,
+                                                  ferry::nn::RNNOptions{.num_layers = z.layers},
+                                                  ferry::TensorOptions{.device = dev});
+    auto opt = std::make_shared<ferry::optim::SGD>(lstm->parameters(),
+                                                   ferry::optim::SGDOptions{.lr = 1e-3});
     const ferry::Tensor x = ferry::randn({z.steps, z.batch, z.input}).to(dev);
     const ferry::Tensor w = ferry::randn({z.steps, z.batch, z.hidden}).to(dev);
-    auto step = [&] {
-      opt.zero_grad();
-      auto [out, state] = lstm.forward(x);
+    return [lstm, opt, x, w] {
+      opt->zero_grad();
+      auto [out, state] = lstm->forward(x);
       ferry::Tensor loss = ferry::sum(out * w);
       loss.backward();
-      opt.step();
+      opt->step();
       benchmark::DoNotOptimize(loss.item<float>());
     };
-    if (!quick()) step();  // untimed: a GPU backend compiles its pipelines on the first step
-    for (auto _ : s) step();
-  } catch (const ferry::Error& e) {
-    s.SkipWithError(e.what());
-  }
+  });
 }
 
 }  // namespace

@@ -9,6 +9,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "ferry/tensor.hpp"
 
@@ -217,6 +218,25 @@ Tensor gaussian_nll_loss(const Tensor& input, const Tensor& target, const Tensor
 Tensor multi_margin_loss(const Tensor& input, const Tensor& target, std::int64_t p = 1,
                          double margin = 1.0, const Tensor& weight = {},
                          Reduction reduction = Reduction::mean);
+// F.ctc_loss, the connectionist temporal classification loss: -log of the total probability
+// of every alignment of a target to the input's frames (blanks between and around the labels,
+// a label repeated only with a blank between). log_probs [T, N, C] (log_softmax over C; or
+// unbatched [T, C]); targets [N, S] padded class indices, or all targets concatenated [sum of
+// target_lengths] (unbatched: [S]); input_lengths[n] <= T and target_lengths[n] per sample.
+// Reduction mean divides each loss by its target length (at least 1) before the batch mean.
+// A target that no alignment reaches (too few frames) has an infinite loss, or 0 (and no
+// gradient) with zero_infinity. Computed in f32 for 16-bit input (returned in its dtype).
+// The gradient is the true one of the loss with respect to log_probs; PyTorch's adds
+// exp(log_probs), which the log_softmax before it cancels, so the logits' gradients agree.
+// ValueError for a blank, label or length out of range; ShapeError for mismatched sizes.
+Tensor ctc_loss(const Tensor& log_probs, const Tensor& targets,
+                const std::vector<std::int64_t>& input_lengths,
+                const std::vector<std::int64_t>& target_lengths, std::int64_t blank = 0,
+                Reduction reduction = Reduction::mean, bool zero_infinity = false);
+// The lengths as 1-D integer tensors (read back to the host).
+Tensor ctc_loss(const Tensor& log_probs, const Tensor& targets, const Tensor& input_lengths,
+                const Tensor& target_lengths, std::int64_t blank = 0,
+                Reduction reduction = Reduction::mean, bool zero_infinity = false);
 // x / max(||x||_p over dim, eps).
 Tensor normalize(const Tensor& x, double p = 2, std::int64_t dim = 1, double eps = 1e-12);
 // x1 . x2 / max(||x1|| ||x2||, eps) over dim (inputs broadcast).

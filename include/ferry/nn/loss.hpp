@@ -216,4 +216,19 @@ class MultiMarginLoss : public Module {
   Reduction reduction;
 };
 
+// nn.CTCLoss: functional::ctc_loss with the module's blank, reduction and zero_infinity.
+class CTCLoss : public Module {
+ public:
+  explicit CTCLoss(std::int64_t blank = 0, Reduction reduction = Reduction::mean,
+                   bool zero_infinity = false)
+      : blank(blank), reduction(reduction), zero_infinity(zero_infinity) {}
+  using Module::forward;
+  Tensor forward(const Tensor& log_probs, const Tensor& targets, const Tensor& input_lengths,
+                 const Tensor& target_lengths);
+
+  std::int64_t blank;
+  Reduction reduction;
+  bool zero_infinity;
+};
+
 }  // namespace ferry::nn
