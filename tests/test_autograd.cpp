@@ -285,6 +285,33 @@ TEST(Autograd, PartsOfATensorAddIntoOneBuffer) {
   }
 }
 
+// A view written in place takes its gradient as a part of its base's, cut at the view's
+// offset and strides within a contiguous tensor of the base's shape (Note [In-place through a
+// view]): the base's buffer must be that even when a transposed gradient reached it first.
+TEST(Autograd, AViewWrittenInPlaceTakesItsPartOfATransposedGradient) {
+  Tensor x = vec({1, 2, 3, 4, 5, 6}, {2, 3}).requires_grad_();
+  Tensor base = x * 1.0f;
+  Tensor v = base.narrow(0, 0, 1);
+  v.mul_(2.0f);  // base is now CopySlices; v's node cuts its part out of base's gradient
+  const Tensor wv = vec({1, 10, 100}, {1, 3});
+  Tensor a = ferry::sum(v * wv);
+  // Made last, so run first: base's gradient starts as a transposed view of [3, 2] ones.
+  Tensor b = ferry::sum(base.t() * vec({1, 1, 1, 1, 1, 1}, {3, 2}));
+  (a + b).backward();
+  // d/dx: row 0 through v (x 2 from the write) and through base (x 2, the write); row 1: 1.
+  expect_close(as_double(x.grad()), {2 * (1 + 1), 2 * (10 + 1), 2 * (100 + 1), 1, 1, 1}, 0, 0);
+
+  // The same in 4-D, where the first gradient is channels-last: permute's, undone.
+  Tensor x4 = ferry::arange(8).to(ferry::DType::f32).reshape({1, 2, 2, 2}).requires_grad_();
+  Tensor base4 = x4 * 1.0f;
+  Tensor v4 = base4.narrow(1, 0, 1);  // channel 0
+  v4.mul_(2.0f);
+  Tensor a4 = ferry::sum(v4 * vec({1, 10, 100, 1000}, {1, 1, 2, 2}));
+  Tensor b4 = ferry::sum(base4.permute({0, 2, 3, 1}) * ferry::ones({1, 2, 2, 2}));
+  (a4 + b4).backward();
+  expect_close(as_double(x4.grad()), {4, 22, 202, 2002, 1, 1, 1, 1}, 0, 0);
+}
+
 TEST(Autograd, ADeepChainDoesNotOverflowTheStack) {
   Tensor x = vec({1}).requires_grad_();
   Tensor y = x;

@@ -106,13 +106,19 @@ void add_into(Buffer& b, const Tensor& g) {
   }
 }
 
-// Adds g, the gradient of the part `node` selects, into that part of the input's buffer.
+// Adds g, the gradient of the part `node` selects, into that part of the input's buffer. The
+// buffer is made contiguous and the engine's own first: a part is cut at its offset and strides
+// within a contiguous tensor of the input's shape (the views of in-place writes, Note [In-place
+// through a view]), and a gradient that came in channels-last or transposed is laid out
+// otherwise.
 void add_part(Buffer& b, const PartNode& node, const Tensor& g) {
   const InputInfo& in = node.inputs.at(0);
-  if (!b.owned) {
-    Tensor whole = b.grad.defined() ? b.grad.clone()
-                                    : zeros(in.sizes, {.dtype = in.dtype, .device = in.device});
-    b = {std::move(whole), true};
+  if (!b.grad.defined()) {
+    b = {zeros(in.sizes, {.dtype = in.dtype, .device = in.device}), true};
+  } else if (!b.grad.is_contiguous()) {
+    b = {b.grad.contiguous(), true};  // a new tensor
+  } else if (!b.owned) {
+    b = {b.grad.clone(), true};
   }
   Tensor part = node.part_of(b.grad);
   if (part.sizes() != g.sizes() || g.dtype() != in.dtype || g.device() != in.device)
