@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "devices.hpp"
 #include "ferry/debug.hpp"
 #include "ferry/ferry.hpp"
 #include "torch_reference.hpp"
@@ -50,24 +51,12 @@ void run_reference(const ferry::Device& dev) {
   ferry_test::run_reference_file("pytorch_attention_reference.json", dev, 14, call);
 }
 
-TEST(Attention, PyTorchReferenceCpu) { run_reference(ferry::Device::cpu()); }
-
 TEST(Attention, PyTorchReferenceCpuComposition) {
   ferry::debug::CompositesOnly composition;
   run_reference(ferry::Device::cpu());
 }
 
-TEST(Attention, PyTorchReferenceVulkan) {
-  if (!ferry::is_available("vulkan:0"))
-    GTEST_SKIP() << "no Vulkan device: " << ferry::describe_devices();
-  run_reference(ferry::Device("vulkan:0"));
-}
-
-TEST(Attention, PyTorchReferenceCuda) {
-  if (!ferry::is_available("cuda:0"))
-    GTEST_SKIP() << "no CUDA device: " << ferry::describe_devices();
-  run_reference(ferry::Device("cuda:0"));
-}
+FERRY_TEST_ON_EACH_DEVICE(Attention, PyTorchReference, run_reference)
 
 // The most bytes allocated on `dev` over a causal attention's forward and backward, past what
 // the inputs hold.

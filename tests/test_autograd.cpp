@@ -5,6 +5,7 @@
 // test_gradcheck.cpp.
 #include <gtest/gtest.h>
 
+#include "devices.hpp"
 #include "ferry/ferry.hpp"
 #include "op_test_util.hpp"
 
@@ -245,9 +246,7 @@ TEST(Autograd, ViewsRouteGradientsBack) {
 // leaving the caller's tensor alone, in either order; grad() and a retained intermediate
 // gradient see the same sums; on every device.
 TEST(Autograd, PartsOfATensorAddIntoOneBuffer) {
-  std::vector<ferry::Device> devices{ferry::Device::cpu()};
-  if (ferry::is_available("vulkan:0")) devices.emplace_back("vulkan:0");
-  for (const ferry::Device& dev : devices) {
+  for (const ferry::Device& dev : ferry_test::devices()) {
     SCOPED_TRACE(dev.str());
     Tensor x = vec({1, 2, 3, 4, 5}).to(dev).requires_grad_();
     const std::vector<Tensor> parts = ferry::chunk(x, 3);  // [0, 2), [2, 4), [4, 5)

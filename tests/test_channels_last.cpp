@@ -14,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include "devices.hpp"
 #include "ferry/backend.hpp"
 #include "ferry/debug.hpp"
 #include "ferry/ferry.hpp"
@@ -29,12 +30,7 @@ using ferry::MemoryFormat;
 using ferry::Shape;
 using ferry::Tensor;
 
-std::vector<ferry::Device> devices() {
-  std::vector<ferry::Device> d{ferry::Device::cpu()};
-  for (const char* name : {"vulkan:0", "cuda:0"})
-    if (ferry::is_available(name)) d.emplace_back(name);
-  return d;
-}
+using ferry_test::devices;
 
 TEST(MemoryFormat, StridesAndPredicatesArePyTorchs) {
   const Tensor x = ferry::arange(120).reshape({2, 3, 4, 5});

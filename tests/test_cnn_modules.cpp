@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "devices.hpp"
 #include "ferry/ferry.hpp"
 #include "op_test_util.hpp"
 #include "resnet.hpp"
@@ -127,18 +128,6 @@ void check_resnet(const ferry::Device& dev) {
   EXPECT_EQ(model.bn1->num_batches_tracked.item<std::int64_t>(), 4);
 }
 
-TEST(CnnModules, TorchvisionStyleResNetCheckpointCpu) { check_resnet(ferry::Device::cpu()); }
-
-TEST(CnnModules, TorchvisionStyleResNetCheckpointVulkan) {
-  if (!ferry::is_available("vulkan:0"))
-    GTEST_SKIP() << "no Vulkan device: " << ferry::describe_devices();
-  check_resnet(ferry::Device("vulkan:0"));
-}
-
-TEST(CnnModules, TorchvisionStyleResNetCheckpointCuda) {
-  if (!ferry::is_available("cuda:0"))
-    GTEST_SKIP() << "no CUDA device: " << ferry::describe_devices();
-  check_resnet(ferry::Device("cuda:0"));
-}
+FERRY_TEST_ON_EACH_DEVICE(CnnModules, TorchvisionStyleResNetCheckpoint, check_resnet)
 
 }  // namespace

@@ -13,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "devices.hpp"
 #include "ferry/backend.hpp"
 #include "ferry/debug.hpp"
 #include "ferry/ferry.hpp"
@@ -122,19 +123,7 @@ void run_reference(const ferry::Device& dev) {
   ferry_test::run_reference_file("pytorch_cnn_reference.json", dev, 71, call);
 }
 
-TEST(CnnOps, PyTorchReferenceCpu) { run_reference(ferry::Device::cpu()); }
-
-TEST(CnnOps, PyTorchReferenceVulkan) {
-  if (!ferry::is_available("vulkan:0"))
-    GTEST_SKIP() << "no Vulkan device: " << ferry::describe_devices();
-  run_reference(ferry::Device("vulkan:0"));
-}
-
-TEST(CnnOps, PyTorchReferenceCuda) {
-  if (!ferry::is_available("cuda:0"))
-    GTEST_SKIP() << "no CUDA device: " << ferry::describe_devices();
-  run_reference(ferry::Device("cuda:0"));
-}
+FERRY_TEST_ON_EACH_DEVICE(CnnOps, PyTorchReference, run_reference)
 
 Tensor f64_input(const ferry::Shape& s, std::uint64_t seed) {
   ferry::manual_seed(seed);

@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "devices.hpp"
 #include "ferry/ferry.hpp"
 #include "gradcheck.hpp"
 #include "op_test_util.hpp"
@@ -53,19 +54,7 @@ void run_reference(const ferry::Device& dev) {
          const std::vector<Tensor>&) { return ferry_test::ReferenceResult{call(op, attrs, in)}; });
 }
 
-TEST(Conv, PyTorchReferenceCpu) { run_reference(ferry::Device::cpu()); }
-
-TEST(Conv, PyTorchReferenceVulkan) {
-  if (!ferry::is_available("vulkan:0"))
-    GTEST_SKIP() << "no Vulkan device: " << ferry::describe_devices();
-  run_reference(ferry::Device("vulkan:0"));
-}
-
-TEST(Conv, PyTorchReferenceCuda) {
-  if (!ferry::is_available("cuda:0"))
-    GTEST_SKIP() << "no CUDA device: " << ferry::describe_devices();
-  run_reference(ferry::Device("cuda:0"));
-}
+FERRY_TEST_ON_EACH_DEVICE(Conv, PyTorchReference, run_reference)
 
 Tensor f64_input(const ferry::Shape& s, std::uint64_t seed) {
   ferry::manual_seed(seed);
@@ -253,9 +242,7 @@ TEST(ConvModule, ParametersInitAndForwardArePyTorchs) {
 
 // A small CNN learns to tell vertical from horizontal bars on every device.
 TEST(ConvModule, ASmallCnnLearnsBars) {
-  std::vector<ferry::Device> devs{ferry::Device::cpu()};
-  if (ferry::is_available("vulkan:0")) devs.emplace_back("vulkan:0");
-  for (const ferry::Device& dev : devs) {
+  for (const ferry::Device& dev : ferry_test::devices()) {
     SCOPED_TRACE(dev.str());
     ferry::manual_seed(1);
     ferry::nn::Conv2d conv(1, 4, {3}, {1}, 1, {1}, 1, true, "zeros", {.device = dev});

@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "devices.hpp"
 #include "ferry/ferry.hpp"
 #include "gradcheck.hpp"
 #include "torch_reference.hpp"
@@ -50,13 +51,7 @@ void run_reference(const ferry::Device& dev) {
   }
 }
 
-TEST(CtcLoss, PyTorchReferenceCpu) { run_reference(ferry::Device::cpu()); }
-
-TEST(CtcLoss, PyTorchReferenceVulkan) {
-  if (!ferry::is_available("vulkan:0"))
-    GTEST_SKIP() << "no Vulkan device: " << ferry::describe_devices();
-  run_reference(ferry::Device("vulkan:0"));
-}
+FERRY_TEST_ON_EACH_DEVICE(CtcLoss, PyTorchReference, run_reference)
 
 // Two frames, one label, uniform over 2 classes: the alignments of "1" are (1, 1), (0, 1)
 // and (1, 0), each of probability 1/4: the loss is -log(3/4). With a repeated label (1, 1)

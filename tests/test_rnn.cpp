@@ -12,6 +12,7 @@
 #include <tuple>
 #include <vector>
 
+#include "devices.hpp"
 #include "ferry/ferry.hpp"
 #include "gradcheck.hpp"
 #include "torch_reference.hpp"
@@ -41,13 +42,7 @@ nn::RNNOptions rnn_options(const json& c) {
   return o;
 }
 
-// The CPU and every other device this machine has.
-std::vector<ferry::Device> devices() {
-  std::vector<ferry::Device> out{ferry::Device::cpu()};
-  for (const char* d : {"vulkan:0", "cuda:0"})
-    if (ferry::is_available(d)) out.emplace_back(d);
-  return out;
-}
+using ferry_test::devices;
 
 // The case's module, built with its options on `dev`.
 std::shared_ptr<nn::Module> make_module(const json& c, const ferry::Device& dev) {
@@ -137,19 +132,7 @@ void run_reference(const ferry::Device& dev) {
   }
 }
 
-TEST(Rnn, PyTorchReferenceCpu) { run_reference(ferry::Device::cpu()); }
-
-TEST(Rnn, PyTorchReferenceVulkan) {
-  if (!ferry::is_available("vulkan:0"))
-    GTEST_SKIP() << "no Vulkan device: " << ferry::describe_devices();
-  run_reference(ferry::Device("vulkan:0"));
-}
-
-TEST(Rnn, PyTorchReferenceCuda) {
-  if (!ferry::is_available("cuda:0"))
-    GTEST_SKIP() << "no CUDA device: " << ferry::describe_devices();
-  run_reference(ferry::Device("cuda:0"));
-}
+FERRY_TEST_ON_EACH_DEVICE(Rnn, PyTorchReference, run_reference)
 
 TEST(Rnn, ParametersAreNamedOrderedAndDrawnAsPyTorchs) {
   nn::LSTM lstm(3, 8, {.num_layers = 2, .bidirectional = true, .proj_size = 4});
@@ -178,6 +161,22 @@ TEST(Rnn, ParametersAreNamedOrderedAndDrawnAsPyTorchs) {
   nn::GRUCell cell(4, 2);
   EXPECT_EQ(cell.weight_ih.sizes(), (ferry::Shape{6, 4}));
   EXPECT_EQ(cell.named_parameters().size(), 4u);
+}
+
+// A layer reads its parameters by name on each forward, so a replaced parameter (a weight
+// shared with another layer) is the one used and the one that receives the gradient.
+TEST(Rnn, ReplacedParametersAreTheOnesUsed) {
+  ferry::manual_seed(4);
+  nn::GRU a(3, 4, {.num_layers = 2}), b(3, 4, {.num_layers = 2});
+  for (const auto& [name, p] : a.named_parameters()) b.replace_parameter(name, p);
+  EXPECT_TRUE(b.all_weights()[1][0].is_same(a.parameter("weight_ih_l1")));
+  const Tensor x = ferry::randn({5, 2, 3});
+  const auto [ya, ha] = a.forward(x);
+  const auto [yb, hb] = b.forward(x);
+  expect_close(yb, ya, 0, 0, "output");
+  ferry::sum(yb).backward();
+  for (const auto& [name, p] : a.named_parameters())
+    EXPECT_TRUE(p.grad().defined()) << name << " took no gradient through the sharing layer";
 }
 
 TEST(Rnn, PackingRoundTrips) {

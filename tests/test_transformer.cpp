@@ -11,6 +11,7 @@
 #include <tuple>
 #include <vector>
 
+#include "devices.hpp"
 #include "ferry/ferry.hpp"
 #include "torch_reference.hpp"
 
@@ -123,19 +124,7 @@ void run_reference(const ferry::Device& dev) {
   }
 }
 
-TEST(Transformer, PyTorchReferenceCpu) { run_reference(ferry::Device::cpu()); }
-
-TEST(Transformer, PyTorchReferenceVulkan) {
-  if (!ferry::is_available("vulkan:0"))
-    GTEST_SKIP() << "no Vulkan device: " << ferry::describe_devices();
-  run_reference(ferry::Device("vulkan:0"));
-}
-
-TEST(Transformer, PyTorchReferenceCuda) {
-  if (!ferry::is_available("cuda:0"))
-    GTEST_SKIP() << "no CUDA device: " << ferry::describe_devices();
-  run_reference(ferry::Device("cuda:0"));
-}
+FERRY_TEST_ON_EACH_DEVICE(Transformer, PyTorchReference, run_reference)
 
 // Dropout is on in training and off in eval; the two paths of MultiheadAttention (with and
 // without the weights) agree.

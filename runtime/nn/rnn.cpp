@@ -284,18 +284,16 @@ RNNBase::RNNBase(Mode m, std::int64_t in, std::int64_t hidden, RNNOptions o,
     const std::int64_t layer_in = l == 0 ? input_size : out_size() * dirs;
     for (std::int64_t d = 0; d < dirs; ++d) {
       const std::string sfx = fmt::format("_l{}{}", l, d == 1 ? "_reverse" : "");
-      std::vector<Tensor> w;
-      w.push_back(register_parameter("weight_ih" + sfx, empty({gates, layer_in}, po)));
-      w.push_back(register_parameter("weight_hh" + sfx, empty({gates, out_size()}, po)));
-      if (options.bias) {
-        w.push_back(register_parameter("bias_ih" + sfx, empty({gates}, po)));
-        w.push_back(register_parameter("bias_hh" + sfx, empty({gates}, po)));
-      }
-      if (options.proj_size > 0)
-        w.push_back(
-            register_parameter("weight_hr" + sfx, empty({options.proj_size, hidden_size}, po)));
-      for (Tensor& t : w) init::uniform_(t, -bound, bound);
-      weights_.push_back(std::move(w));
+      std::vector<std::string>& names = weight_names_.emplace_back();
+      auto add = [&](const char* kind, Shape shape) {
+        names.push_back(kind + sfx);
+        Tensor t = register_parameter(names.back(), empty(shape, po));
+        init::uniform_(t, -bound, bound);
+      };
+      add("weight_ih", {gates, layer_in});
+      add("weight_hh", {gates, out_size()});
+      if (options.bias) add("bias_ih", {gates}), add("bias_hh", {gates});
+      if (options.proj_size > 0) add("weight_hr", {options.proj_size, hidden_size});
     }
   }
 }
@@ -304,7 +302,18 @@ std::int64_t RNNBase::out_size() const {
   return options.proj_size > 0 ? options.proj_size : hidden_size;
 }
 
-std::vector<std::vector<Tensor>> RNNBase::all_weights() const { return weights_; }
+std::vector<Tensor> RNNBase::weights(std::int64_t k) const {
+  std::vector<Tensor> w;
+  for (const std::string& n : weight_names_[static_cast<std::size_t>(k)]) w.push_back(parameter(n));
+  return w;
+}
+
+std::vector<std::vector<Tensor>> RNNBase::all_weights() const {
+  std::vector<std::vector<Tensor>> all;
+  for (std::size_t k = 0; k < weight_names_.size(); ++k)
+    all.push_back(weights(static_cast<std::int64_t>(k)));
+  return all;
+}
 
 std::string RNNBase::extra_repr() const {
   std::string s = fmt::format("{}, {}", input_size, hidden_size);
@@ -397,7 +406,7 @@ std::tuple<Tensor, Tensor, Tensor> RNNBase::run(const Tensor& input, const Packe
     std::vector<Tensor> outs;
     for (std::int64_t d = 0; d < dirs; ++d) {
       const std::int64_t k = l * dirs + d;
-      std::vector<Tensor> w = weights_[static_cast<std::size_t>(k)];
+      std::vector<Tensor> w = weights(k);
       for (Tensor& t : w) t = cast(t);
       DirectionResult r =
           run_direction(mode, data, batch_sizes, h0.select(0, k), lstm ? c0.select(0, k) : Tensor(),

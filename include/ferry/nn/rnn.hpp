@@ -134,7 +134,10 @@ class RNNBase : public Module {
                                          const Tensor& h0, const Tensor& c0);
 
  private:
-  std::vector<std::vector<Tensor>> weights_;  // per layer and direction, as all_weights()
+  // The parameters of layer and direction k, looked up by name on each call, so that a
+  // parameter replaced (replace_parameter: a tied or shared weight) is the one used.
+  std::vector<Tensor> weights(std::int64_t k) const;
+  std::vector<std::vector<std::string>> weight_names_;  // per layer and direction
 };
 
 // torch.nn.RNN: h_t = act(x_t W_ihᵀ + b_ih + h_{t-1} W_hhᵀ + b_hh), act tanh or relu.
