@@ -66,6 +66,7 @@ void register_conv();      // conv2d at ResNet-18's shapes and a ResNet-18 step
 void register_attention();  // scaled_dot_product_attention, fused beside the composition
 void register_gpt();        // a GPT training step (samples/gpt.hpp); beside PyTorch
 void register_rnn();        // an LSTM training step; beside PyTorch
+void register_grid_sample();  // grid_sample forward and backward; beside PyTorch
 void register_matvec();     // matrix-vector products (one token times a weight), each device
 void register_vulkan();    // skipped when no Vulkan device is available
 void register_transfer();  // the transfer planner; skipped without a Vulkan device

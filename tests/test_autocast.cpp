@@ -42,6 +42,7 @@ const char* policy_word(OpAutocast p) {
 
 // PyTorch's names for what ferry has as one op.
 const std::map<std::string, std::string> kAliases = {
+    {"grid_sampler", "grid_sample"},
     {"upsample_nearest1d", "interpolate"},
     {"upsample_nearest2d", "interpolate"},
     {"upsample_nearest3d", "interpolate"},

@@ -18,6 +18,7 @@
 #include "ferry/ops_conv.hpp"      // convolution, unfold and fold
 #include "ferry/ops_inplace.hpp"   // the in-place `_` forms
 #include "ferry/ops_pool.hpp"      // pooling
+#include "ferry/ops_products.hpp"  // einsum, tensordot, mm, bmm, addmm, ...
 #include "ferry/ops_resample.hpp"  // interpolate, pixel_shuffle
 #include "ferry/ops_shape.hpp"     // the indexing and shape ops
 #include "ferry/ops_sort.hpp"      // scans, sorting and selection

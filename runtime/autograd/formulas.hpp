@@ -108,6 +108,9 @@ void record_pool(OpId backward, const Tensor& x, const Tensor& indices, const At
 // dim): its backward is the interpolate_backward kernel with the same tables, in that layout.
 void record_resample(const Tensor& x, const std::vector<Tensor>& tables, const Attrs& attrs,
                      const Tensor& y);
+// grid_sample by the device's kernel (x and grid contiguous, as the kernel ran on them): its
+// backward is the grid_sample_backward kernel, asked for the gradients autograd wants.
+void record_grid_sample(const Tensor& x, const Tensor& grid, const Attrs& attrs, const Tensor& y);
 // mean and rstd are layer_norm's saved statistics ([rows]); with fused_backward (decided at
 // the forward, where debug::CompositesOnly is seen) the backward is one layer_norm_backward
 // kernel, else the composition.

@@ -227,6 +227,22 @@ void record_resample(const Tensor& x, const std::vector<Tensor>& tables, const A
          });
 }
 
+void record_grid_sample(const Tensor& x, const Tensor& grid, const Attrs& attrs, const Tensor& y) {
+  if (!should_record({&x, &grid})) return;
+  record("grid_sampleBackward", {x, grid}, y,
+         [xs = Saved(x), gs = Saved(grid), attrs](const Tensor& g,
+                                                  const Needs& needs) -> std::vector<Tensor> {
+           const Tensor xv = xs.get(), gv = gs.get();
+           Attrs a = attrs;
+           a.set("input_grad", needs[0]).set("grid_grad", needs[1]);
+           DeviceImpl& impl = detail::impl_of(xv);
+           std::vector<Tensor> r{detail::new_tensor(xv.sizes(), xv.dtype(), impl),
+                                 detail::new_tensor(gv.sizes(), gv.dtype(), impl)};
+           detail::run_kernel(OpId::grid_sample_backward, {g.contiguous(), xv, gv}, r, a);
+           return {needs[0] ? r[0] : Tensor(), needs[1] ? r[1] : Tensor()};
+         });
+}
+
 void record_attention(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& mask,
                       const Attrs& attrs, const Tensor& out, const Tensor& lse) {
   if (!should_record({&q, &k, &v})) return;

@@ -32,6 +32,7 @@ void add_conv_kernels(KernelTable& table);     // conv1d/2d/3d and their backwar
 bool conv_supports(DType dtype);               // f32, f64, f16 and bf16 (widened)
 void add_cnn_kernels(KernelTable& table);      // batch_norm and its backward row
 void add_resample_kernels(KernelTable& table);  // interpolate (2-D) and its backward row
+void add_grid_sample_kernels(KernelTable& table);  // grid_sample and its backward row
 void add_pool_kernels(KernelTable& table);     // max_pool1d/2d, avg_pool1d/2d, their backward rows
 void add_attention_kernels(KernelTable& table);  // scaled_dot_product_attention and its backward
 }  // namespace cpu

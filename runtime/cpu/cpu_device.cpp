@@ -110,6 +110,7 @@ class CpuDevice final : public DeviceImpl {
     cpu::add_cnn_kernels(table);
     cpu::add_pool_kernels(table);
     cpu::add_resample_kernels(table);
+    cpu::add_grid_sample_kernels(table);
     cpu::add_attention_kernels(table);
     for (auto& [name, fn] : table) register_kernel(name, std::move(fn));
     cpu::warn_about_blas_once();  // reads FERRY_CPU_SGEMM

@@ -1,8 +1,8 @@
 // tests/conformance/cases_conv.cpp — the CNN ops: convolution, unfold and fold, transposed
-// convolution, pooling, batch/group/instance/local response normalisation, interpolate and
-// pixel_shuffle: each in every float dtype over strided, padded, dilated, grouped,
-// depthwise, 'same', unbatched, empty-batch and channels-last geometries, in forward and
-// gradient modes.
+// convolution, pooling, batch/group/instance/local response normalisation, interpolate,
+// grid_sample, affine_grid and pixel_shuffle: each in every float dtype over strided, padded,
+// dilated, grouped, depthwise, 'same', unbatched, empty-batch and channels-last geometries, in
+// forward and gradient modes.
 #include "catalog.hpp"
 #include "ferry/nn/functional.hpp"
 
@@ -270,6 +270,30 @@ std::vector<FloatOpCase> conv_ops() {
        [](const Inputs& in) {
          return interpolate(in[0].contiguous(MemoryFormat::channels_last),
                             {.scale_factor = {2.0}, .mode = "bilinear", .align_corners = true});
+       }},
+      {"grid_sample",
+       "[2, 3, 5, 6] at [2, 4, 3, 2] bilinear zeros",
+       {{2, 3, 5, 6}, {2, 4, 3, 2}},
+       [](const Inputs& in) { return grid_sample(in[0], in[1]); }},
+      {"grid_sample",
+       "[1, 2, 4, 5] at [1, 3, 3, 2] bicubic reflection align_corners",
+       {{1, 2, 4, 5}, {1, 3, 3, 2}},
+       [](const Inputs& in) { return grid_sample(in[0], in[1], "bicubic", "reflection", true); }},
+      {"grid_sample",
+       "[1, 2, 3, 4, 5] at [1, 2, 3, 2, 3] trilinear border",
+       {{1, 2, 3, 4, 5}, {1, 2, 3, 2, 3}},
+       [](const Inputs& in) { return grid_sample(in[0], in[1], "bilinear", "border"); }},
+      {"affine_grid",
+       "[2, 2, 3] -> [2, 3, 4, 5]",
+       {{2, 2, 3}},
+       [](const Inputs& in) {
+         return affine_grid(in[0], {2, 3, 4, 5});
+       }},
+      {"affine_grid",
+       "[1, 3, 4] -> [1, 1, 2, 3, 4] align_corners",
+       {{1, 3, 4}},
+       [](const Inputs& in) {
+         return affine_grid(in[0], {1, 1, 2, 3, 4}, true);
        }},
       {"pixel_shuffle",
        "[2, 8, 3, 2] r=2",

@@ -1,6 +1,7 @@
-// tests/conformance/cases_loss.cpp — linear and the losses of torch.nn.functional that the op
-// table names for their autocast policy (Note [Autocast] in ferry/autocast.hpp): each in every
-// float dtype, its reductions and its optional weights, against the CPU.
+// tests/conformance/cases_loss.cpp — linear, the losses of torch.nn.functional, the products
+// beyond matmul and the recurrent cells: the composite ops the op table names for their
+// autocast policy (Note [Autocast] in ferry/autocast.hpp): each in every float dtype, its
+// reductions and its optional weights, against the CPU.
 #include "catalog.hpp"
 #include "ferry/nn/functional.hpp"
 #include "ferry/nn/rnn.hpp"
@@ -129,6 +130,43 @@ std::vector<FloatOpCase> loss_ops() {
        "[3, 4] x [3, 2] w [5, 4, 2] b [5]",
        {{3, 4}, {3, 2}, {5, 4, 2}, {5}},
        [](const Inputs& in) { return F::bilinear(in[0], in[1], in[2], in[3]); }},
+      // The products composed as matmul (Note [Products as matmul]).
+      {"einsum",
+       "bhqd,bhkd->bhqk [2, 3, 4, 5] x [2, 3, 6, 5]",
+       {{2, 3, 4, 5}, {2, 3, 6, 5}},
+       [](const Inputs& in) {
+         return einsum("bhqd,bhkd->bhqk", {in[0], in[1]});
+       }},
+      {"einsum",
+       "...ij,jk,kk->...ik broadcast, summed early, diagonal",
+       {{2, 3, 4}, {4, 5}, {5, 5}},
+       [](const Inputs& in) {
+         return einsum("...ij,jk,kk->...ik", {in[0], in[1], in[2]});
+       }},
+      {"tensordot",
+       "[3, 4, 5] x [5, 2, 3] over (0, 2) and (2, 0)",
+       {{3, 4, 5}, {5, 2, 3}},
+       [](const Inputs& in) {
+         return tensordot(in[0], in[1], {0, 2}, {2, 0});
+       }},
+      {"outer", "[3] x [5]", {{3}, {5}}, [](const Inputs& in) { return outer(in[0], in[1]); }},
+      {"dot", "[7] . [7]", {{7}, {7}}, [](const Inputs& in) { return dot(in[0], in[1]); }},
+      {"addmm",
+       "[5] + [3, 4] x [4, 5], beta 0.5, alpha 2",
+       {{5}, {3, 4}, {4, 5}},
+       [](const Inputs& in) { return addmm(in[0], in[1], in[2], 0.5, 2.0); }},
+      {"addmv",
+       "[3] + [3, 4] x [4]",
+       {{3}, {3, 4}, {4}},
+       [](const Inputs& in) { return addmv(in[0], in[1], in[2]); }},
+      {"baddbmm",
+       "[2, 3, 5] + [2, 3, 4] x [2, 4, 5], beta 0.25",
+       {{2, 3, 5}, {2, 3, 4}, {2, 4, 5}},
+       [](const Inputs& in) { return baddbmm(in[0], in[1], in[2], 0.25); }},
+      {"addbmm",
+       "[3, 5] + sum of [2, 3, 4] x [2, 4, 5]",
+       {{3, 5}, {2, 3, 4}, {2, 4, 5}},
+       [](const Inputs& in) { return addbmm(in[0], in[1], in[2]); }},
       // The recurrent cells: input [3, 4], state [3, 5], weights [G * 5, 4] and [G * 5, 5].
       {"rnn_tanh_cell",
        "[3, 4] h [3, 5] with biases",
