@@ -4,7 +4,6 @@
 // dims; closed forms; f64 gradchecks; autocast; the errors PyTorch raises.
 #include <gtest/gtest.h>
 
-#include <fstream>
 #include <limits>
 #include <nlohmann/json.hpp>
 #include <optional>
@@ -26,43 +25,23 @@ namespace {
 using ferry::DType;
 using ferry::Tensor;
 using ferry_test::expect_close;
-using ferry_test::from_json;
 using nlohmann::json;
 
 void run_reference(const ferry::Device& dev) {
-  std::ifstream f(std::string(FERRY_TEST_DATA_DIR) + "/pytorch_grid_sample_reference.json");
-  ASSERT_TRUE(f) << "missing tests/data/pytorch_grid_sample_reference.json";
-  const json doc = json::parse(f);
-  ASSERT_GE(doc["cases"].size(), 40u);
-  for (const json& c : doc["cases"]) {
-    const std::string op = c["op"];
-    SCOPED_TRACE(c["name"].get<std::string>() + " on " + dev.str());
-    std::vector<Tensor> in;
-    for (const char* k : {"input", "grid", "theta"})
-      if (c.contains(k)) in.push_back(from_json(c[k]).to(dev).requires_grad_());
-    const bool align = c["align_corners"];
-    Tensor out;
-    if (op == "grid_sample") {
-      out = ferry::grid_sample(in[0], in[1], c["mode"].get<std::string>(),
-                               c["padding_mode"].get<std::string>(), align);
-    } else {
-      const auto size = c["size"].get<std::vector<std::int64_t>>();
-      const Tensor grid = ferry::affine_grid(in.back(), size, align);
-      out = op == "affine_grid" ? grid
-                                : ferry::grid_sample(in[0], grid, "bilinear",
-                                                     c["padding_mode"].get<std::string>(), align);
-    }
-    const double rtol = c["tol"]["rtol"], atol = c["tol"]["atol"];
-    expect_close(out, from_json(c["output"]), rtol, atol, "output");
-    out.backward(from_json(c["upstream"]).to(dev));
-    for (std::size_t i = 0; i < in.size(); ++i) {
-      const json& want = c["grads"][i];
-      if (want.is_null())  // nearest's grid gradient: zeros, as PyTorch's
-        EXPECT_EQ(ferry::count_nonzero(in[i].grad()).item<std::int64_t>(), 0) << "input " << i;
-      else
-        expect_close(in[i].grad(), from_json(want), rtol, atol, "grad " + std::to_string(i));
-    }
-  }
+  ferry_test::run_reference_file(
+      "pytorch_grid_sample_reference.json", dev, 40,
+      [](const std::string& op, const json& attrs, const std::vector<Tensor>& in,
+         const std::vector<Tensor>&) -> ferry_test::ReferenceResult {
+        const bool align = attrs["align_corners"];
+        if (op == "grid_sample")
+          return {ferry::grid_sample(in[0], in[1], attrs["mode"].get<std::string>(),
+                                     attrs["padding_mode"].get<std::string>(), align)};
+        const Tensor grid =
+            ferry::affine_grid(in.back(), attrs["size"].get<std::vector<std::int64_t>>(), align);
+        if (op == "affine_grid") return {grid};
+        return {ferry::grid_sample(in[0], grid, "bilinear",
+                                   attrs["padding_mode"].get<std::string>(), align)};
+      });
 }
 
 FERRY_TEST_ON_EACH_DEVICE(GridSample, PyTorchReference, run_reference)

@@ -3,7 +3,6 @@
 // every device: outputs and every operand's gradient. Then beta = 0, autocast, and the errors.
 #include <gtest/gtest.h>
 
-#include <fstream>
 #include <limits>
 #include <nlohmann/json.hpp>
 #include <string>
@@ -23,11 +22,9 @@ namespace {
 using ferry::DType;
 using ferry::Tensor;
 using ferry_test::expect_close;
-using ferry_test::from_json;
 using nlohmann::json;
 
-Tensor run_case(const json& c, const std::vector<Tensor>& in) {
-  const std::string op = c["op"];
+Tensor run_case(const std::string& op, const json& c, const std::vector<Tensor>& in) {
   if (op == "einsum") return ferry::einsum(c["equation"].get<std::string>(), in);
   if (op == "tensordot") {
     const json& d = c["dims"];
@@ -50,21 +47,12 @@ Tensor run_case(const json& c, const std::vector<Tensor>& in) {
 }
 
 void run_reference(const ferry::Device& dev) {
-  std::ifstream f(std::string(FERRY_TEST_DATA_DIR) + "/pytorch_products_reference.json");
-  ASSERT_TRUE(f) << "missing tests/data/pytorch_products_reference.json";
-  const json doc = json::parse(f);
-  ASSERT_GE(doc["cases"].size(), 35u);
-  for (const json& c : doc["cases"]) {
-    SCOPED_TRACE(c["name"].get<std::string>() + " on " + dev.str());
-    std::vector<Tensor> in;
-    for (const json& t : c["inputs"]) in.push_back(from_json(t).to(dev).requires_grad_());
-    const Tensor out = run_case(c, in);
-    const double rtol = c["tol"]["rtol"], atol = c["tol"]["atol"];
-    expect_close(out, from_json(c["output"]), rtol, atol, "output");
-    out.backward(from_json(c["upstream"]).to(dev));
-    for (std::size_t i = 0; i < in.size(); ++i)
-      expect_close(in[i].grad(), from_json(c["grads"][i]), rtol, atol, "grad " + std::to_string(i));
-  }
+  ferry_test::run_reference_file(
+      "pytorch_products_reference.json", dev, 35,
+      [](const std::string& op, const json& attrs, const std::vector<Tensor>& in,
+         const std::vector<Tensor>&) -> ferry_test::ReferenceResult {
+        return {run_case(op, attrs, in)};
+      });
 }
 
 FERRY_TEST_ON_EACH_DEVICE(Products, PyTorchReference, run_reference)

@@ -7,14 +7,11 @@ Regenerate (from the repository root), as tools/gen_cnn_reference.py:
 
     /usr/bin/python3 tools/gen_grid_sample_reference.py
 
-Format: {"torch_version", "cases": [{"name", "op" ("grid_sample", "affine_grid" or
-"affine_grid_sample": affine_grid's grid sampled), "input", "grid" or "theta", "size",
-"mode", "padding_mode", "align_corners", "upstream", "output", "grads" (of the inputs, in
-order; null for nearest's grid, whose gradient is zeros), "tol"}], tensors as in
-pytorch_reference.json.
+Format: that of tools/gen_conv_reference.py (reference_common.op_case), ops "grid_sample",
+"affine_grid" and "affine_grid_sample" (affine_grid's grid sampled, bilinear), attrs as
+F.grid_sample and F.affine_grid take them; nearest's grid gradient is PyTorch's zeros.
 """
 
-import json
 import os
 import sys
 
@@ -30,30 +27,14 @@ TOL = {"rtol": 1e-4, "atol": 2e-5}
 CASES = []
 
 
-def emit(name, op, inputs, attrs, out, grads):
-    j = ref.tensor_json
-    fields = ['"name":%s' % json.dumps(name), '"op":%s' % json.dumps(op)]
-    fields += ['"%s":%s' % (k, j(v.detach())) for k, v in inputs]
-    fields += ['"%s":%s' % (k, json.dumps(v)) for k, v in attrs.items()]
-    upstream = ref.Gen(name + "/upstream").uniform(list(out.shape), -1.0, 1.0)
-    out.backward(upstream)
-    grads = [None if (t.grad is None or (zero_ok and not t.grad.any())) else j(t.grad)
-             for t, zero_ok in grads]
-    fields += ['"upstream":%s' % j(upstream), '"output":%s' % j(out.detach()),
-               '"grads":[%s]' % ",".join("null" if g is None else g for g in grads),
-               '"tol":%s' % json.dumps(TOL)]
-    CASES.append("{" + ",".join(fields) + "}")
-
-
 def sample(name, in_shape, grid_shape, mode, padding, align, spread=1.25):
     g = ref.Gen(name)
     x = g.uniform(in_shape, -1.0, 1.0).requires_grad_(True)
     grid = g.uniform(grid_shape, -spread, spread).requires_grad_(True)
     out = F.grid_sample(x, grid, mode=mode, padding_mode=padding, align_corners=align)
-    # nearest is a step function of the grid: its gradient there is zeros, written as null.
-    emit(name, "grid_sample", [("input", x), ("grid", grid)],
-         {"mode": mode, "padding_mode": padding, "align_corners": align}, out,
-         [(x, False), (grid, mode == "nearest")])
+    CASES.append(ref.op_case(name, "grid_sample", [x, grid], out,
+                             {"mode": mode, "padding_mode": padding, "align_corners": align},
+                             TOL))
 
 
 def affine(name, size, align, then_sample=None):
@@ -62,15 +43,14 @@ def affine(name, size, align, then_sample=None):
     eye = torch.eye(dims, dims + 1).expand(size[0], dims, dims + 1)
     theta = (eye + g.uniform([size[0], dims, dims + 1], -0.4, 0.4)).detach().requires_grad_(True)
     grid = F.affine_grid(theta, size, align_corners=align)
+    attrs = {"size": size, "align_corners": align}
     if then_sample is None:
-        emit(name, "affine_grid", [("theta", theta)], {"size": size, "align_corners": align},
-             grid, [(theta, False)])
+        CASES.append(ref.op_case(name, "affine_grid", [theta], grid, attrs, TOL))
         return
     x = g.uniform(size, -1.0, 1.0).requires_grad_(True)
     out = F.grid_sample(x, grid, mode="bilinear", padding_mode=then_sample, align_corners=align)
-    emit(name, "affine_grid_sample", [("input", x), ("theta", theta)],
-         {"size": size, "align_corners": align, "padding_mode": then_sample}, out,
-         [(x, False), (theta, False)])
+    CASES.append(ref.op_case(name, "affine_grid_sample", [x, theta], out,
+                             dict(attrs, padding_mode=then_sample), TOL))
 
 
 def main():

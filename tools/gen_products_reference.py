@@ -8,12 +8,10 @@ Regenerate (from the repository root), as tools/gen_cnn_reference.py:
 
     /usr/bin/python3 tools/gen_products_reference.py
 
-Format: {"torch_version", "cases": [{"name", "op", "equation" (einsum), "dims" (tensordot: an
-int or two lists), "beta", "alpha" (the add* forms), "inputs", "upstream", "output", "grads",
-"tol"}], tensors as in pytorch_reference.json.
+Format: that of tools/gen_conv_reference.py (reference_common.op_case); attrs "equation"
+(einsum), "dims" (tensordot: an int or two lists), "beta" and "alpha" (the add* forms).
 """
 
-import json
 import os
 import sys
 
@@ -31,17 +29,7 @@ CASES = []
 def case(name, op, shapes, fn, **attrs):
     g = ref.Gen(name)
     inputs = [g.uniform(s, -1.0, 1.0).requires_grad_(True) for s in shapes]
-    out = fn(*inputs)
-    upstream = g.uniform(list(out.shape), -1.0, 1.0)
-    out.backward(upstream)
-    j = ref.tensor_json
-    fields = ['"name":%s' % json.dumps(name), '"op":%s' % json.dumps(op)]
-    fields += ['"%s":%s' % (k, json.dumps(v)) for k, v in attrs.items()]
-    fields += ['"inputs":[%s]' % ",".join(j(t.detach()) for t in inputs),
-               '"upstream":%s' % j(upstream), '"output":%s' % j(out.detach()),
-               '"grads":[%s]' % ",".join(j(t.grad) for t in inputs),
-               '"tol":%s' % json.dumps(TOL)]
-    CASES.append("{" + ",".join(fields) + "}")
+    CASES.append(ref.op_case(name, op, inputs, fn(*inputs), attrs, TOL))
 
 
 def einsum(name, equation, *shapes):
