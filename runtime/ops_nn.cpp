@@ -141,7 +141,7 @@ std::int64_t padding_row(std::string_view who, std::int64_t rows, std::int64_t p
 }  // namespace detail
 
 Tensor embedding(const Tensor& weight, const Tensor& indices,
-                 std::optional<std::int64_t> padding_idx) {
+                 std::optional<std::int64_t> padding_idx, bool scale_grad_by_freq) {
   check_same_device("embedding", {{"weight", &weight}, {"indices", &indices}});
   if (weight.dim() != 2)
     throw ShapeError(
@@ -153,8 +153,33 @@ Tensor embedding(const Tensor& weight, const Tensor& indices,
     shape.push_back(weight.size(1));
     return detail::index_select("embedding", weight, 0, indices.reshape({-1})).view(shape);
   });
-  autograd::record_embedding(weight, indices, out, padding_idx);
+  autograd::record_embedding(weight, indices, out, padding_idx, scale_grad_by_freq);
   return out;
+}
+
+Tensor& embedding_renorm_(Tensor& weight, const Tensor& indices, double max_norm,
+                          double norm_type) {
+  check_same_device("embedding_renorm_", {{"weight", &weight}, {"indices", &indices}});
+  if (weight.dim() != 2)
+    throw ShapeError(fmt::format(
+        "embedding_renorm_: weight must be 2-D [num_embeddings, embedding_dim], got shape {}",
+        shape_str(weight.sizes())));
+  if (!(max_norm >= 0))
+    throw ValueError(fmt::format("embedding_renorm_: max_norm must be >= 0, got {}", max_norm));
+  if (!(norm_type > 0))
+    throw ValueError(fmt::format("embedding_renorm_: norm_type must be > 0, got {}", norm_type));
+  NoGradGuard untracked;
+  const Tensor flat = detail::as_index("embedding_renorm_", indices).reshape({-1});
+  if (flat.numel() == 0) return weight;
+  // Only the named rows are read and written back (a vocabulary can be large). A repeated
+  // index scatters the same scaled row twice, so the order of the writes does not matter.
+  const Tensor rows = detail::index_select("embedding_renorm_", weight, 0, flat);
+  const Tensor norms = norm(rows, norm_type, {1}, /*keepdim=*/true);
+  const Tensor scale =
+      where(gt(norms, Scalar(max_norm)), Scalar(max_norm) / (norms + 1e-7), Scalar(1.0));
+  const Tensor scaled = rows * scale.to(rows.dtype());
+  scatter_(weight, 0, flat.unsqueeze(1).expand({flat.numel(), weight.size(1)}), scaled);
+  return weight;
 }
 
 }  // namespace ferry

@@ -233,12 +233,25 @@ void run_batch_norm(const Case& k) {
             std::int64_t(values_of(k.tensors().at("num_batches_tracked"))[0]));
 }
 
+// max_norm, norm_type and scale_grad_by_freq as the case's attrs set them (F.embedding's and
+// F.embedding_bag's shared options).
+template <typename Options> void read_lookup_options(const json& a, Options& o) {
+  if (a.contains("padding_idx")) o.padding_idx = a.at("padding_idx").get<std::int64_t>();
+  if (a.contains("max_norm")) o.max_norm = a.at("max_norm").get<double>();
+  o.norm_type = a.value("norm_type", 2.0);
+  o.scale_grad_by_freq = a.value("scale_grad_by_freq", false);
+}
+
 void run_embedding(const Case& k) {
   const json& a = k.attrs();
-  nn::Embedding m(a.at("num_embeddings"), a.at("embedding_dim"), {.device = k.device});
+  nn::functional::EmbeddingOptions o;
+  read_lookup_options(a, o);
+  nn::Embedding m(a.at("num_embeddings"), a.at("embedding_dim"), o, {.device = k.device});
   m.load_state_dict(k.params({"weight"}));
   Tensor out = m.forward(k.get("x"));
   k.expect("out", out);
+  // max_norm renormalised the looked-up rows of the weight itself, in place.
+  if (k.has("weight_after")) k.expect("weight_after", m.weight);
   k.backward(out);
   k.expect_grad("weight", m.weight);
 }
@@ -358,12 +371,13 @@ void run_embedding_bag(const Case& k) {
   const json& a = k.attrs();
   nn::functional::EmbeddingBagOptions o{
       .mode = a.at("mode"), .include_last_offset = a.value("include_last_offset", false)};
-  if (a.contains("padding_idx")) o.padding_idx = a.at("padding_idx").get<std::int64_t>();
+  read_lookup_options(a, o);
   nn::EmbeddingBag m(a.at("num_embeddings"), a.at("embedding_dim"), o, {.device = k.device});
   m.load_state_dict(k.params({"weight"}));
   Tensor psw = k.has("per_sample_weights") ? k.input("per_sample_weights") : Tensor();
   Tensor out = m.forward(k.get("x"), k.has("offsets") ? k.get("offsets") : Tensor(), psw);
   k.expect("out", out);
+  if (k.has("weight_after")) k.expect("weight_after", m.weight);
   k.backward(out);
   k.expect_grad("weight", m.weight);
   if (psw.defined()) k.expect_grad("per_sample_weights", psw);

@@ -32,7 +32,8 @@ on x (and x2), target, weight and pos_weight. Tensor names: "x" (input), "target
 ("weight", "bias", "running_mean", ...), "out", and "grad_<name>" for the gradient of
 sum(out * R) with respect to an input or parameter. batch_norm cases run two training steps
 (or one evaluation step) and name per-step tensors with a suffix: x1, out1, grad_x1, ... and
-the running statistics after both steps. Values are JSON numbers; NaN and the infinities are
+the running statistics after both steps. Embedding cases with max_norm also hold "weight_after",
+the weight as the forward's in-place renormalisation left it. Values are JSON numbers; NaN and the infinities are
 the strings "nan", "inf" and "-inf" (tools/gen_reference.py's encoding). A value passes when
 |actual - expected| <= atol + rtol * |expected|.
 """
@@ -198,6 +199,43 @@ def embedding_cases():
         R, grads = backward(out, g, {"weight": m.weight})
         add_case(name, "embedding", {"num_embeddings": 7, "embedding_dim": 3},
                  {"x": idx.to(idx_dtype), "weight": m.weight, "R": R, "out": out, **grads})
+
+
+def index_counts(idx, rows):
+    """How often each of `rows` rows is looked up: scale_grad_by_freq's divisor."""
+    return torch.bincount(idx.reshape(-1).long(), minlength=rows).to(torch.float32)
+
+
+def embedding_option_cases():
+    """nn.Embedding's max_norm (the looked-up rows renormalised in place before the lookup:
+    "weight_after"), norm_type and scale_grad_by_freq, alone and with padding_idx."""
+    specs = (("embedding_max_norm", {"max_norm": 1.0}, torch.int64),
+             ("embedding_max_norm_p1_padding", {"max_norm": 1.5, "norm_type": 1.0,
+                                                "padding_idx": 2}, torch.int64),
+             ("embedding_max_norm_p3_i32", {"max_norm": 0.9, "norm_type": 3.0}, torch.int32),
+             ("embedding_scale_grad_by_freq", {"scale_grad_by_freq": True}, torch.int64),
+             ("embedding_freq_padding_max_norm", {"scale_grad_by_freq": True, "padding_idx": -1,
+                                                  "max_norm": 1.2}, torch.int64))
+    for name, opts, idx_dtype in specs:
+        g = Gen(name)
+        m = nn.Embedding(7, 3, **opts)
+        with torch.no_grad():
+            m.weight.copy_(g.uniform([7, 3], -2, 2))
+        before = m.weight.detach().clone()
+        idx = g.ints([3, 4], 0, 7)
+        idx[0, 0] = idx[1, 3] = idx[2, 1] = 5  # index 5 three times: a third of each gradient
+        idx[2, 2] = 6  # the last row (padding_idx -1 in one case) is looked up
+        out = m(idx.to(idx_dtype))
+        R, grads = backward(out, g, {"weight": m.weight})
+        if opts.get("scale_grad_by_freq"):  # the rule embedding_bag_cases relies on
+            plain = torch.zeros(7, 3).index_add_(0, idx.reshape(-1), R.reshape(-1, 3))
+            if "padding_idx" in opts:
+                plain[opts["padding_idx"]] = 0
+            expect = plain / index_counts(idx, 7).clamp(min=1).unsqueeze(1)
+            assert torch.allclose(grads["grad_weight"], expect, atol=1e-6), name
+        add_case(name, "embedding", dict(opts, num_embeddings=7, embedding_dim=3),
+                 {"x": idx.to(idx_dtype), "weight": before, "R": R, "out": out,
+                  "weight_after": m.weight, **grads})
 
 
 def activation_cases():
@@ -482,21 +520,38 @@ def embedding_bag_cases():
              ("embedding_bag_mean_padding", "mean", flat, offsets, {"padding_idx": 4}, False),
              ("embedding_bag_2d_max_padding", "max", flat[:8].reshape(2, 4), None,
               {"padding_idx": 1}, False),
-             ("embedding_bag_2d_sum_i32", "sum", flat[:6].reshape(3, 2).int(), None, {}, True))
+             ("embedding_bag_2d_sum_i32", "sum", flat[:6].reshape(3, 2).int(), None, {}, True),
+             ("embedding_bag_sum_max_norm_freq", "sum", flat, offsets,
+              {"max_norm": 0.8, "scale_grad_by_freq": True}, True),
+             ("embedding_bag_mean_freq_padding", "mean", flat, offsets,
+              {"scale_grad_by_freq": True, "padding_idx": 1}, False),
+             ("embedding_bag_2d_mean_max_norm_p3", "mean", flat[:8].reshape(2, 4), None,
+              {"max_norm": 0.5, "norm_type": 3.0}, False))
     for name, mode, inp, offs, extra, weighted in specs:
         g = Gen(name)
-        m = nn.EmbeddingBag(7, 3, mode=mode, **extra)
+        # PyTorch 1.13's CPU embedding_bag backward divides by the wrong index's count under
+        # scale_grad_by_freq (pytorch/pytorch#190063, fixed by #190264; its CUDA path and
+        # F.embedding's are right). Each lookup of row r is divided by the same count(r), so the
+        # right gradient is the unscaled one divided by count(r): PyTorch runs without the flag,
+        # and the division follows (embedding_option_cases checks that rule on F.embedding).
+        freq = extra.get("scale_grad_by_freq", False)
+        m = nn.EmbeddingBag(7, 3, mode=mode, **dict(extra, scale_grad_by_freq=False))
         with torch.no_grad():
             m.weight.copy_(g.uniform([7, 3]))
             if "padding_idx" in extra:
                 m.weight[extra["padding_idx"]] = 0
+        before = m.weight.detach().clone()
         psw = leaf(g.uniform(list(inp.shape), 0.1, 2)) if weighted else None
         out = m(inp, offs, per_sample_weights=psw)
         leaves = {"weight": m.weight}
         if weighted:
             leaves["per_sample_weights"] = psw
         R, grads = backward(out, g, leaves)
-        tensors = {"x": inp, "weight": m.weight}
+        if freq:
+            grads["grad_weight"] /= index_counts(inp, 7).clamp(min=1).unsqueeze(1)
+        tensors = {"x": inp, "weight": before}
+        if "max_norm" in extra:
+            tensors["weight_after"] = m.weight
         if offs is not None:
             tensors["offsets"] = offs
         if weighted:
@@ -536,6 +591,7 @@ def main():
     layer_norm_cases()
     batch_norm_cases()
     embedding_cases()
+    embedding_option_cases()
     activation_cases()
     cross_entropy_cases()
     mse_cases()

@@ -306,9 +306,18 @@ Tensor layer_norm(const Tensor& x, const Shape& normalized_shape, const Tensor& 
                   const Tensor& bias = {}, double eps = 1e-5);
 // weight[indices]: indices i32 or i64 of any shape -> indices.shape + [dim]. The row
 // padding_idx (negative counts from the end, as PyTorch's) gets no gradient: F.embedding's
-// padding_idx, a padding token's row that training leaves as it is.
+// padding_idx, a padding token's row that training leaves as it is. scale_grad_by_freq
+// divides each lookup's gradient by how often its index occurs in `indices` (padding lookups
+// count, as in PyTorch), so frequent tokens do not dominate a row's update.
 Tensor embedding(const Tensor& weight, const Tensor& indices,
-                 std::optional<std::int64_t> padding_idx = std::nullopt);
+                 std::optional<std::int64_t> padding_idx = std::nullopt,
+                 bool scale_grad_by_freq = false);
+// torch.embedding_renorm_: every row of weight [num, dim] that `indices` names and whose
+// norm_type-norm exceeds max_norm is scaled, in place and untracked by autograd, by
+// max_norm / (norm + 1e-7); the others are left as they are. F.embedding's max_norm runs it
+// before the lookup. ValueError unless max_norm >= 0 and norm_type > 0.
+Tensor& embedding_renorm_(Tensor& weight, const Tensor& indices, double max_norm,
+                          double norm_type = 2);
 Tensor index_select(const Tensor& x, std::int64_t dim, const Tensor& index);
 Tensor gather(const Tensor& x, std::int64_t dim, const Tensor& index);
 Tensor cat(const std::vector<Tensor>& tensors, std::int64_t dim = 0);

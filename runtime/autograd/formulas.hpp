@@ -119,7 +119,7 @@ void record_layer_norm(const Tensor& x, const Shape& normalized_shape, const Ten
                        bool fused_backward);
 // padding_idx (in range, wrapped): that row's gradient stays zero.
 void record_embedding(const Tensor& weight, const Tensor& indices, const Tensor& out,
-                      std::optional<std::int64_t> padding_idx);
+                      std::optional<std::int64_t> padding_idx, bool scale_grad_by_freq);
 // binary_cross_entropy's unreduced loss (weighted where weight is defined), with PyTorch's
 // gradients: w (x - t) / max(x (1 - x), 1e-12) for x, finite where x is 0 or 1.
 void record_binary_cross_entropy(const Tensor& x, const Tensor& target, const Tensor& weight,

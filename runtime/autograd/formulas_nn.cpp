@@ -262,16 +262,24 @@ void record_attention(const Tensor& q, const Tensor& k, const Tensor& v, const T
 }
 
 void record_embedding(const Tensor& weight, const Tensor& indices, const Tensor& out,
-                      std::optional<std::int64_t> padding_idx) {
+                      std::optional<std::int64_t> padding_idx, bool scale_grad_by_freq) {
   if (!should_record({&weight})) return;
   record("embeddingBackward", {weight}, out,
-         [shape = weight.sizes(), idx = Saved(indices), padding_idx](
+         [shape = weight.sizes(), idx = Saved(indices), padding_idx, scale_grad_by_freq](
              const Tensor& g, const Needs&) -> std::vector<Tensor> {
            Tensor flat = idx.get().reshape({-1}).to(DType::i64).contiguous();
            Tensor rows = g.reshape({-1, shape[1]});
            // The padding row's lookups add nothing (PyTorch's embedding_backward skips them).
            if (padding_idx)
              rows = where(eq(flat, Scalar(*padding_idx)).unsqueeze(1), Scalar(0), rows);
+           if (scale_grad_by_freq && flat.numel() > 0) {
+             // Each lookup's share is 1 / (its index's count in the batch): a histogram by
+             // index_add, read back per lookup.
+             const Tensor count = detail::index_add(
+                 {shape[0]}, 0, flat,
+                 ones({flat.numel()}, {.dtype = g.dtype(), .device = g.device()}));
+             rows = rows / index_select(count, 0, flat).unsqueeze(1);
+           }
            return {detail::index_add(shape, 0, flat, rows)};
          });
 }

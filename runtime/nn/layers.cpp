@@ -47,38 +47,6 @@ std::string Linear::extra_repr() const {
                      bool_str(bias.defined()));
 }
 
-// ---------------------------------------------------------------- Embedding
-
-Embedding::Embedding(std::int64_t num, std::int64_t dim, const TensorOptions& options,
-                     std::optional<std::int64_t> padding)
-    : num_embeddings(num), embedding_dim(dim), padding_idx(padding) {
-  check_size("Embedding", "num_embeddings", num);
-  check_size("Embedding", "embedding_dim", dim);
-  if (padding_idx) padding_idx = ferry::detail::padding_row("Embedding", num, *padding_idx);
-  weight = register_parameter("weight", empty({num, dim}, param_options("Embedding", options)));
-  init::normal_(weight);
-  if (padding_idx) {
-    NoGradGuard no_grad;
-    weight.select(0, *padding_idx).zero_();
-  }
-}
-
-Tensor Embedding::forward(const Tensor& indices) {
-  if (!indices.defined()) throw Error("Embedding.forward: the indices are undefined");
-  if (indices.dtype() != DType::i64 && indices.dtype() != DType::i32)
-    throw DTypeError(fmt::format(
-        "Embedding({}, {}): the indices must be i64 or i32, got {} "
-        "(shape {})",
-        num_embeddings, embedding_dim, dtype_name(indices.dtype()), shape_str(indices.sizes())));
-  return embedding(weight, indices, padding_idx);
-}
-
-std::string Embedding::extra_repr() const {
-  return padding_idx
-             ? fmt::format("{}, {}, padding_idx={}", num_embeddings, embedding_dim, *padding_idx)
-             : fmt::format("{}, {}", num_embeddings, embedding_dim);
-}
-
 // ---------------------------------------------------------------- LayerNorm
 
 LayerNorm::LayerNorm(Shape shape, double eps_, bool affine, bool with_bias,

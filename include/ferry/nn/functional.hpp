@@ -90,7 +90,22 @@ struct CrossEntropyOptions {
   double label_smoothing = 0.0;  // in [0, 1]
 };
 
-// F.embedding_bag's options (max_norm, scale_grad_by_freq and sparse are not offered).
+// F.embedding's options (sparse gradients are not offered: ferry has no sparse tensors).
+struct EmbeddingOptions {
+  // Lookups of this row (negative counts from the end) give it no gradient.
+  std::optional<std::int64_t> padding_idx;
+  // Set: before the lookup, each looked-up row whose norm_type-norm exceeds it is scaled
+  // down to it, in place in the weight (ferry::embedding_renorm_), as PyTorch's.
+  std::optional<double> max_norm;
+  double norm_type = 2;
+  // Each lookup's gradient divided by its index's count in the input (ferry::embedding).
+  bool scale_grad_by_freq = false;
+};
+// F.embedding(input, weight, ...): weight [num_embeddings, dim] looked up at input (i64 or
+// i32, any shape) -> input.shape + [dim].
+Tensor embedding(const Tensor& input, const Tensor& weight, const EmbeddingOptions& options = {});
+
+// F.embedding_bag's options (sparse gradients are not offered: ferry has no sparse tensors).
 struct EmbeddingBagOptions {
   std::string mode = "mean";  // "sum", "mean" or "max"
   // offsets holds one more entry than there are bags: the end of the last.
@@ -98,6 +113,11 @@ struct EmbeddingBagOptions {
   // Entries equal to it (negative counts from the end) are left out of their bag (and of the
   // mean's count); that row gets no gradient.
   std::optional<std::int64_t> padding_idx;
+  // As EmbeddingOptions': renormalise the rows the input names first; scale each entry's
+  // gradient by 1 / its index's count in the whole input.
+  std::optional<double> max_norm;
+  double norm_type = 2;
+  bool scale_grad_by_freq = false;
 };
 // F.embedding_bag: the rows of weight [num_embeddings, dim] that each bag's indices pick,
 // reduced per bag (sum, mean or max) into [B, dim]. input is 2-D [B, N] (bags of N, offsets

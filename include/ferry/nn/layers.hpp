@@ -40,17 +40,24 @@ class Linear : public Module {
 
 // A lookup table: indices (i64 or i32, any shape) -> rows of weight
 // [num_embeddings, embedding_dim], drawn from N(0, 1). With padding_idx (negative counts from
-// the end), that row starts at zeros and gets no gradient, as nn.Embedding's.
+// the end), that row starts at zeros and gets no gradient, as nn.Embedding's. max_norm and
+// scale_grad_by_freq: functional::EmbeddingOptions (max_norm rescales the weight's looked-up
+// rows in place on every forward).
 class Embedding : public Module {
  public:
   Embedding(std::int64_t num_embeddings, std::int64_t embedding_dim,
             const TensorOptions& options = {},
             std::optional<std::int64_t> padding_idx = std::nullopt);
+  Embedding(std::int64_t num_embeddings, std::int64_t embedding_dim,
+            functional::EmbeddingOptions options, const TensorOptions& tensor_options = {});
   Tensor forward(const Tensor& indices) override;  // shape -> shape + [embedding_dim]
   std::string extra_repr() const override;
 
   std::int64_t num_embeddings, embedding_dim;
   std::optional<std::int64_t> padding_idx;  // wrapped into [0, num_embeddings)
+  std::optional<double> max_norm;
+  double norm_type = 2;
+  bool scale_grad_by_freq = false;
   Tensor weight;
 };
 

@@ -1,7 +1,9 @@
-// runtime/nn/embedding_bag.cpp — F.embedding_bag and nn.EmbeddingBag (ferry/nn/functional.hpp,
-// ferry/nn/layers.hpp), composed of ops: the rows are an embedding lookup, each entry's bag
-// comes from the offsets by searchsorted, and the bags are index_add (sum, mean) or
-// scatter_reduce amax (max) over rows, so autograd differentiates them on every device.
+// runtime/nn/embedding.cpp — F.embedding, F.embedding_bag, nn.Embedding and nn.EmbeddingBag
+// (ferry/nn/functional.hpp, ferry/nn/layers.hpp), composed of ops. A lookup is
+// ferry::embedding (max_norm first renormalises the named rows with embedding_renorm_); a
+// bag's entries find their bag from the offsets by searchsorted, and the bags are index_add
+// (sum, mean) or scatter_reduce amax (max) over the rows, so autograd differentiates them on
+// every device.
 #include <fmt/format.h>
 
 #include "ferry/error.hpp"
@@ -61,6 +63,16 @@ std::pair<Tensor, std::int64_t> bags_of(const Tensor& input, const Tensor& offse
 
 }  // namespace
 
+Tensor embedding(const Tensor& input, const Tensor& weight, const EmbeddingOptions& options) {
+  detail::check_defined("embedding", "input", input);
+  detail::check_defined("embedding", "weight", weight);
+  if (options.max_norm) {
+    Tensor w = weight;  // the same storage: the renormalisation is in place, as PyTorch's
+    embedding_renorm_(w, input, *options.max_norm, options.norm_type);
+  }
+  return ferry::embedding(weight, input, options.padding_idx, options.scale_grad_by_freq);
+}
+
 Tensor embedding_bag(const Tensor& input, const Tensor& weight, const Tensor& offsets,
                      const EmbeddingBagOptions& options, const Tensor& per_sample_weights) {
   detail::check_defined("embedding_bag", "input", input);
@@ -73,6 +85,8 @@ Tensor embedding_bag(const Tensor& input, const Tensor& weight, const Tensor& of
   if (mode != "sum" && mode != "mean" && mode != "max")
     throw ValueError(
         fmt::format("embedding_bag: mode must be \"sum\", \"mean\" or \"max\", got \"{}\"", mode));
+  if (mode == "max" && options.scale_grad_by_freq)
+    throw ValueError("embedding_bag: mode \"max\" does not support scale_grad_by_freq");
   if (per_sample_weights.defined()) {
     if (mode != "sum")
       throw ValueError(fmt::format(
@@ -86,7 +100,11 @@ Tensor embedding_bag(const Tensor& input, const Tensor& weight, const Tensor& of
   const auto [bag, bags] = bags_of(input, offsets, options.include_last_offset);
   const std::int64_t dim = weight.size(1);
   const Tensor idx = input.reshape({-1});
-  Tensor rows = embedding(weight, idx, options.padding_idx);  // [T, dim]
+  Tensor rows = embedding(idx, weight,
+                          {.padding_idx = options.padding_idx,
+                           .max_norm = options.max_norm,
+                           .norm_type = options.norm_type,
+                           .scale_grad_by_freq = options.scale_grad_by_freq});  // [T, dim]
   // Entries outside every bag (past include_last_offset's end) and padding entries count for
   // nothing: they go to one extra bag, dropped at the end, so they reach no value (a bag of
   // only padding is empty: zeros, in every mode, as PyTorch's), no mean's count and no gradient.
@@ -113,20 +131,86 @@ Tensor embedding_bag(const Tensor& input, const Tensor& weight, const Tensor& of
 
 }  // namespace functional
 
+// ---------------------------------------------------------------- Embedding
+
+namespace {
+
+// The module's weight, N(0, 1) with the padding row (wrapped into range) zeroed.
+Tensor init_table(Module& m, std::string_view who, std::int64_t num, std::int64_t dim,
+                  std::optional<std::int64_t>& padding_idx, const TensorOptions& options) {
+  detail::check_size(who, "num_embeddings", num);
+  detail::check_size(who, "embedding_dim", dim);
+  if (padding_idx) padding_idx = ferry::detail::padding_row(who, num, *padding_idx);
+  Tensor weight =
+      m.register_parameter("weight", empty({num, dim}, detail::param_options(who, options)));
+  init::normal_(weight);
+  if (padding_idx) {
+    NoGradGuard no_grad;
+    weight.select(0, *padding_idx).zero_();
+  }
+  return weight;
+}
+
+// The renormalisation and gradient options in extra_repr, where set, in PyTorch's order.
+std::string options_repr(std::optional<double> max_norm, double norm_type,
+                         bool scale_grad_by_freq) {
+  std::string s;
+  if (max_norm) s += fmt::format(", max_norm={}", *max_norm);
+  if (norm_type != 2) s += fmt::format(", norm_type={}", norm_type);
+  if (scale_grad_by_freq) s += ", scale_grad_by_freq=true";
+  return s;
+}
+
+}  // namespace
+
+Embedding::Embedding(std::int64_t num, std::int64_t dim, const TensorOptions& options,
+                     std::optional<std::int64_t> padding)
+    : Embedding(
+          num, dim,
+          [&] {
+            functional::EmbeddingOptions o;
+            o.padding_idx = padding;
+            return o;
+          }(),
+          options) {}
+
+Embedding::Embedding(std::int64_t num, std::int64_t dim, functional::EmbeddingOptions o,
+                     const TensorOptions& tensor_options)
+    : num_embeddings(num),
+      embedding_dim(dim),
+      padding_idx(o.padding_idx),
+      max_norm(o.max_norm),
+      norm_type(o.norm_type),
+      scale_grad_by_freq(o.scale_grad_by_freq) {
+  weight = init_table(*this, "Embedding", num, dim, padding_idx, tensor_options);
+}
+
+Tensor Embedding::forward(const Tensor& indices) {
+  if (!indices.defined()) throw Error("Embedding.forward: the indices are undefined");
+  if (indices.dtype() != DType::i64 && indices.dtype() != DType::i32)
+    throw DTypeError(fmt::format(
+        "Embedding({}, {}): the indices must be i64 or i32, got {} "
+        "(shape {})",
+        num_embeddings, embedding_dim, dtype_name(indices.dtype()), shape_str(indices.sizes())));
+  return functional::embedding(indices, weight,
+                               {.padding_idx = padding_idx,
+                                .max_norm = max_norm,
+                                .norm_type = norm_type,
+                                .scale_grad_by_freq = scale_grad_by_freq});
+}
+
+std::string Embedding::extra_repr() const {
+  std::string s = fmt::format("{}, {}", num_embeddings, embedding_dim);
+  if (padding_idx) s += fmt::format(", padding_idx={}", *padding_idx);
+  return s + options_repr(max_norm, norm_type, scale_grad_by_freq);
+}
+
+// ---------------------------------------------------------------- EmbeddingBag
+
 EmbeddingBag::EmbeddingBag(std::int64_t num, std::int64_t dim, functional::EmbeddingBagOptions o,
                            const TensorOptions& tensor_options)
     : num_embeddings(num), embedding_dim(dim), options(std::move(o)) {
-  detail::check_size("EmbeddingBag", "num_embeddings", num);
-  detail::check_size("EmbeddingBag", "embedding_dim", dim);
-  if (options.padding_idx)
-    options.padding_idx = ferry::detail::padding_row("EmbeddingBag", num, *options.padding_idx);
-  weight = register_parameter(
-      "weight", empty({num, dim}, detail::param_options("EmbeddingBag", tensor_options)));
-  init::normal_(weight);
-  if (options.padding_idx) {
-    NoGradGuard no_grad;
-    weight.select(0, *options.padding_idx).zero_();
-  }
+  weight = init_table(*this, "EmbeddingBag", num, dim, options.padding_idx, tensor_options);
 }
 
 Tensor EmbeddingBag::forward(const Tensor& input, const Tensor& offsets,
@@ -135,7 +219,9 @@ Tensor EmbeddingBag::forward(const Tensor& input, const Tensor& offsets,
 }
 
 std::string EmbeddingBag::extra_repr() const {
-  std::string s = fmt::format("{}, {}, mode='{}'", num_embeddings, embedding_dim, options.mode);
+  std::string s = fmt::format("{}, {}", num_embeddings, embedding_dim) +
+                  options_repr(options.max_norm, options.norm_type, options.scale_grad_by_freq) +
+                  fmt::format(", mode='{}'", options.mode);
   if (options.padding_idx) s += fmt::format(", padding_idx={}", *options.padding_idx);
   return s;
 }
