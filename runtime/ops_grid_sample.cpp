@@ -154,8 +154,10 @@ Tensor grid_sample(const Tensor& input, const Tensor& grid, std::string_view mod
   std::int64_t points = 1, pixels = 1;
   for (std::int64_t d = 1; d <= dims; ++d) out.push_back(grid.size(d)), points *= grid.size(d);
   for (std::int64_t d = 2; d < input.dim(); ++d) pixels *= input.size(d);
-  if (n * channels * points == 0)
-    return zeros(out, {.dtype = input.dtype(), .device = input.device()});
+  if (n * channels * points == 0)  // nothing to sample; still a node autograd can pass
+    // through (the gradients are zeros), as PyTorch's empty result has one.
+    return zeros(out, {.dtype = input.dtype(), .device = input.device()}) +
+           ((sum(input) + sum(grid)) * 0.0).to(input.dtype());
   if (detail::use_fused_kernel_with_backward(input, OpId::grid_sample)) {
     const Tensor xc = input.contiguous(), gc = grid.contiguous();
     Attrs attrs;

@@ -171,13 +171,11 @@ Tensor& embedding_renorm_(Tensor& weight, const Tensor& indices, double max_norm
   NoGradGuard untracked;
   const Tensor flat = detail::as_index("embedding_renorm_", indices).reshape({-1});
   if (flat.numel() == 0) return weight;
-  // Only the named rows are read and written back (a vocabulary can be large). A repeated
-  // index scatters the same scaled row twice, so the order of the writes does not matter.
+  // Only the named rows are read and written back (a vocabulary can be large): torch.renorm's
+  // rule on each. A repeated index scatters the same scaled row twice, so the order of the
+  // writes does not matter.
   const Tensor rows = detail::index_select("embedding_renorm_", weight, 0, flat);
-  const Tensor norms = norm(rows, norm_type, {1}, /*keepdim=*/true);
-  const Tensor scale =
-      where(gt(norms, Scalar(max_norm)), Scalar(max_norm) / (norms + 1e-7), Scalar(1.0));
-  const Tensor scaled = rows * scale.to(rows.dtype());
+  const Tensor scaled = renorm(rows, norm_type, 0, max_norm).to(weight.dtype());
   scatter_(weight, 0, flat.unsqueeze(1).expand({flat.numel(), weight.size(1)}), scaled);
   return weight;
 }

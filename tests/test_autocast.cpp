@@ -58,7 +58,10 @@ const std::map<std::string, std::string> kAliases = {
     {"_scaled_dot_product_flash_attention", "scaled_dot_product_attention"},
     {"mm", "matmul"},
     {"bmm", "matmul"},
-    {"mv", "matmul"}};
+    {"mv", "matmul"},
+    {"linalg_vecdot", "vecdot"},
+    {"linalg_multi_dot", "multi_dot"},
+    {"chain_matmul", "multi_dot"}};
 
 // The column says what PyTorch's CUDA policy says, for every op both have; and no ferry op
 // has a policy PyTorch does not give it. (scatter_add is a backward kernel in ferry, which no

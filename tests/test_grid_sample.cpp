@@ -155,7 +155,8 @@ TEST(GridSample, GradientsAskedForAndNonFinitePoints) {
 
 // A channels-last input reads as its contiguous copy does; 16-bit inputs place their points
 // in f32 and land within their rounding of the f32 result; an empty grid gives an empty
-// output; autocast promotes a mixed pair to the wider dtype (PyTorch's policy).
+// output, through which autograd passes zeros; autocast promotes a mixed pair to the wider dtype
+// (PyTorch's policy).
 TEST(GridSample, LayoutsDtypesAndEmpty) {
   ferry::manual_seed(9);
   const Tensor x = ferry::randn({2, 3, 6, 7});
@@ -175,6 +176,12 @@ TEST(GridSample, LayoutsDtypesAndEmpty) {
   EXPECT_EQ(ferry::grid_sample(x, ferry::zeros({2, 0, 4, 2})).sizes(), (ferry::Shape{2, 3, 0, 4}));
   EXPECT_EQ(ferry::grid_sample(ferry::zeros({0, 3, 6, 7}), ferry::zeros({0, 5, 4, 2})).sizes(),
             (ferry::Shape{0, 3, 5, 4}));
+  // An empty output is still in the graph, as PyTorch's: backward gives zero gradients.
+  const Tensor xl = x.clone().requires_grad_(), gl = ferry::zeros({2, 0, 4, 2}).requires_grad_();
+  ferry::sum(ferry::grid_sample(xl, gl)).backward();
+  ASSERT_TRUE(xl.grad().defined());
+  EXPECT_EQ(ferry::count_nonzero(xl.grad()).item<std::int64_t>(), 0);
+  EXPECT_EQ(gl.grad().sizes(), gl.sizes());
   ferry::Autocast amp("cpu", DType::f16);
   EXPECT_EQ(ferry::grid_sample(x.to(DType::f16), grid).dtype(), DType::f32);
 }

@@ -47,12 +47,7 @@ Tensor run_case(const std::string& op, const json& c, const std::vector<Tensor>&
 }
 
 void run_reference(const ferry::Device& dev) {
-  ferry_test::run_reference_file(
-      "pytorch_products_reference.json", dev, 35,
-      [](const std::string& op, const json& attrs, const std::vector<Tensor>& in,
-         const std::vector<Tensor>&) -> ferry_test::ReferenceResult {
-        return {run_case(op, attrs, in)};
-      });
+  ferry_test::run_output_reference_file("pytorch_products_reference.json", dev, 35, run_case);
 }
 
 FERRY_TEST_ON_EACH_DEVICE(Products, PyTorchReference, run_reference)

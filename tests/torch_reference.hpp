@@ -51,9 +51,16 @@ inline void expect_close(const ferry::Tensor& got, const ferry::Tensor& want, do
                          double atol, const std::string& what) {
   ASSERT_TRUE(got.defined()) << what << ": undefined (no gradient?)";
   ASSERT_EQ(got.sizes(), want.sizes()) << what;
-  const auto g = got.to(ferry::DType::f32).to_vector<float>(), w = want.to_vector<float>();
-  for (std::size_t i = 0; i < g.size(); ++i)
+  const auto g = got.to(ferry::DType::f32).to_vector<float>(),
+             w = want.to(ferry::DType::f32).to_vector<float>();
+  for (std::size_t i = 0; i < g.size(); ++i) {
+    if (std::isnan(w[i]) || std::isinf(w[i])) {  // NaN where NaN, the same infinity
+      ASSERT_TRUE(std::isnan(w[i]) ? std::isnan(g[i]) : g[i] == w[i])
+          << what << " element " << i << ": got " << g[i] << ", want " << w[i];
+      continue;
+    }
     ASSERT_NEAR(g[i], w[i], atol + rtol * std::fabs(w[i])) << what << " element " << i;
+  }
 }
 
 // Every parameter's gradient of `module` against PyTorch's, by PyTorch's parameter names
@@ -92,7 +99,11 @@ inline void run_reference_file(const std::string& file, const ferry::Device& dev
     const std::string name = c["name"], op = c["op"];
     SCOPED_TRACE(name + " on " + dev.str());
     std::vector<ferry::Tensor> in, buf;
-    for (const nlohmann::json& t : c["inputs"]) in.push_back(from_json(t).to(dev).requires_grad_());
+    // The floating inputs require grad; index inputs (i64) do not.
+    for (const nlohmann::json& t : c["inputs"]) {
+      ferry::Tensor x = from_json(t).to(dev);
+      in.push_back(ferry::is_floating(x.dtype()) ? x.requires_grad_() : x);
+    }
     for (const nlohmann::json& t : c.value("buffers", nlohmann::json::array()))
       buf.push_back(from_json(t).to(dev));
     const ReferenceResult r = call(op, c["attrs"], in, buf);
@@ -108,12 +119,26 @@ inline void run_reference_file(const std::string& file, const ferry::Device& dev
     for (std::size_t i = 0; i < buf.size(); ++i)
       expect_close(buf[i], from_json(c["buffers_after"][i]), rtol, atol,
                    "running statistic " + std::to_string(i));
-    if (r.output.numel() == 0) continue;  // an empty batch: nothing flows back
+    // An empty batch: nothing flows back; no gradients in the case: the op has none.
+    if (r.output.numel() == 0 || !c.contains("grads")) continue;
     r.output.backward(from_json(c["upstream"]).to(dev));
     for (std::size_t i = 0; i < in.size(); ++i)
-      expect_close(in[i].grad(), from_json(c["grads"][i]), rtol, atol,
-                   "grad of input " + std::to_string(i));
+      if (in[i].requires_grad())
+        expect_close(in[i].grad(), from_json(c["grads"][i]), rtol, atol,
+                     "grad of input " + std::to_string(i));
   }
+}
+
+// run_reference_file for ops of one output and no buffers: `call` (op name, attrs, inputs)
+// gives the output.
+using OutputCall = std::function<ferry::Tensor(const std::string& op, const nlohmann::json& attrs,
+                                               const std::vector<ferry::Tensor>& inputs)>;
+inline void run_output_reference_file(const std::string& file, const ferry::Device& dev,
+                                      std::size_t min_cases, const OutputCall& call) {
+  run_reference_file(
+      file, dev, min_cases,
+      [&](const std::string& op, const nlohmann::json& attrs, const std::vector<ferry::Tensor>& in,
+          const std::vector<ferry::Tensor>&) -> ReferenceResult { return {call(op, attrs, in)}; });
 }
 
 }  // namespace ferry_test

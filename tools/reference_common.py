@@ -142,18 +142,24 @@ SPECIAL = [NAN, INF, -INF, 0.0, -0.0, 1.0, -1.0, 0.5, -2.5, 3.0]
 
 def op_case(name, op, inputs, out, attrs, tol):
     """One case, as JSON text, in the format tests/torch_reference.hpp's run_reference_file
-    reads (that of gen_conv_reference.py): the inputs (requiring grad, `out` computed from
-    them), the output, an upstream drawn by Gen(name + "/upstream"), and each input's gradient
-    of sum(out * upstream), zeros where PyTorch gives none."""
-    upstream = Gen(name + "/upstream").uniform(list(out.shape), -1.0, 1.0)
-    grads = torch.autograd.grad((out * upstream).sum(), inputs, allow_unused=True)
-    grads = [torch.zeros_like(t) if g is None else g for t, g in zip(inputs, grads)]
+    reads (that of gen_conv_reference.py): the inputs (the floating ones requiring grad, `out`
+    computed from them), the output, an upstream drawn by Gen(name + "/upstream"), and each
+    input's gradient of sum(out * upstream), zeros where PyTorch gives none. An output that
+    does not require grad (an op without a gradient: bincount, histc) has no upstream and no
+    gradients."""
     j = lambda ts: ",".join(tensor_json(t) for t in ts)  # noqa: E731
-    return ('{"name":%s,"op":%s,"attrs":%s,"inputs":[%s],"upstream":%s,"output":%s,'
-            '"grads":[%s],"tol":%s}' % (json.dumps(name), json.dumps(op),
-                                        json.dumps(attrs, sort_keys=True),
-                                        j(t.detach() for t in inputs), tensor_json(upstream),
-                                        tensor_json(out.detach()), j(grads), json.dumps(tol)))
+    head = '{"name":%s,"op":%s,"attrs":%s,"inputs":[%s],' % (
+        json.dumps(name), json.dumps(op), json.dumps(attrs, sort_keys=True),
+        j(t.detach() for t in inputs))
+    if not out.requires_grad:
+        return head + '"output":%s,"tol":%s}' % (tensor_json(out.detach()), json.dumps(tol))
+    upstream = Gen(name + "/upstream").uniform(list(out.shape), -1.0, 1.0)
+    wanted = [t for t in inputs if t.requires_grad]
+    found = iter(torch.autograd.grad((out * upstream).sum(), wanted, allow_unused=True))
+    grads = [next(found) if t.requires_grad else None for t in inputs]
+    grads = [torch.zeros_like(t) if g is None else g for t, g in zip(inputs, grads)]
+    return head + '"upstream":%s,"output":%s,"grads":[%s],"tol":%s}' % (
+        tensor_json(upstream), tensor_json(out.detach()), j(grads), json.dumps(tol))
 
 
 def write_case_file(path, cases, limit=300_000):

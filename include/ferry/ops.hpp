@@ -17,6 +17,7 @@
 #include "ferry/op.hpp"
 #include "ferry/ops_conv.hpp"      // convolution, unfold and fold
 #include "ferry/ops_inplace.hpp"   // the in-place `_` forms
+#include "ferry/ops_math.hpp"      // logaddexp, kron, diff, nansum, bincount, pdist, ...
 #include "ferry/ops_pool.hpp"      // pooling
 #include "ferry/ops_products.hpp"  // einsum, tensordot, mm, bmm, addmm, ...
 #include "ferry/ops_resample.hpp"  // interpolate, pixel_shuffle

@@ -236,8 +236,11 @@ void record_grid_sample(const Tensor& x, const Tensor& grid, const Attrs& attrs,
            Attrs a = attrs;
            a.set("input_grad", needs[0]).set("grid_grad", needs[1]);
            DeviceImpl& impl = detail::impl_of(xv);
-           std::vector<Tensor> r{detail::new_tensor(xv.sizes(), xv.dtype(), impl),
-                                 detail::new_tensor(gv.sizes(), gv.dtype(), impl)};
+           // A gradient not wanted gets an empty output: no memory for it.
+           const auto output = [&](const Tensor& like, bool wanted) {
+             return detail::new_tensor(wanted ? like.sizes() : Shape{0}, like.dtype(), impl);
+           };
+           std::vector<Tensor> r{output(xv, needs[0]), output(gv, needs[1])};
            detail::run_kernel(OpId::grid_sample_backward, {g.contiguous(), xv, gv}, r, a);
            return {needs[0] ? r[0] : Tensor(), needs[1] ? r[1] : Tensor()};
          });

@@ -248,21 +248,24 @@ template <typename T> void grid_sample_kernel(const OpCall& call) {
 }
 
 // Inputs g [N, C, *out], x, grid; outputs dx [N, C, *in] and dgrid [N, *out, dims], each
-// written when its attr (input_grad, grid_grad) says it is wanted.
+// written when its attr (input_grad, grid_grad) says it is wanted; one not wanted may be empty.
 template <typename T> void grid_sample_backward_kernel(const OpCall& call) {
   using C = compute_t<T>;
   const TensorArg &go = call.inputs.at(0), &x = call.inputs.at(1), &grid = call.inputs.at(2);
   const TensorArg &dx = call.outputs.at(0), &dgrid = call.outputs.at(1);
   const GridGeometry g = grid_geometry(call, x, grid, go);
-  if (dx.sizes != x.sizes || dgrid.sizes != grid.sizes || dx.dtype != x.dtype ||
-      dgrid.dtype != x.dtype || !dx.is_contiguous() || !dgrid.is_contiguous())
-    throw ShapeError(
-        fmt::format("{}: expected dx like x ({}) and dgrid like the grid ({}), "
-                    "contiguous, got {} and {}",
-                    call.name(), fmt::join(x.sizes, "x"), fmt::join(grid.sizes, "x"),
-                    fmt::join(dx.sizes, "x"), fmt::join(dgrid.sizes, "x")));
   const bool want_dx = call.attrs.b("input_grad");
   const bool want_dgrid = call.attrs.b("grid_grad") && g.mode != Mode::nearest;
+  const auto fits = [&](const TensorArg& out, const TensorArg& like, bool wanted) {
+    if (!wanted && out.numel() == 0) return true;
+    return out.sizes == like.sizes && out.dtype == like.dtype && out.is_contiguous();
+  };
+  if (!fits(dx, x, want_dx) || !fits(dgrid, grid, call.attrs.b("grid_grad")))
+    throw ShapeError(
+        fmt::format("{}: expected dx like x ({}) and dgrid like the grid ({}), "
+                    "contiguous (or empty where not wanted), got {} and {}",
+                    call.name(), fmt::join(x.sizes, "x"), fmt::join(grid.sizes, "x"),
+                    fmt::join(dx.sizes, "x"), fmt::join(dgrid.sizes, "x")));
   if (call.attrs.b("grid_grad") && g.mode == Mode::nearest)  // a step function of the grid
     std::fill(dgrid.data<T>(), dgrid.data<T>() + dgrid.numel(), T(0));
   const std::int64_t TP = g.taps(), chunks = (g.points + kChunk - 1) / kChunk;

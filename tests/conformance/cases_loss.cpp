@@ -167,6 +167,25 @@ std::vector<FloatOpCase> loss_ops() {
        "[3, 5] + sum of [2, 3, 4] x [2, 4, 5]",
        {{3, 5}, {2, 3, 4}, {2, 4, 5}},
        [](const Inputs& in) { return addbmm(in[0], in[1], in[2]); }},
+      {"addr",
+       "[3, 4] + [3] outer [4], beta 0.5, alpha 2",
+       {{3, 4}, {3}, {4}},
+       [](const Inputs& in) { return addr(in[0], in[1], in[2], 0.5, 2.0); }},
+      {"cross",
+       "[2, 1, 3] x [1, 4, 3] broadcast, dim -1",
+       {{2, 1, 3}, {1, 4, 3}},
+       [](const Inputs& in) { return linalg_cross(in[0], in[1]); }},
+      {"vdot", "[7] . [7]", {{7}, {7}}, [](const Inputs& in) { return vdot(in[0], in[1]); }},
+      {"vecdot",
+       "[2, 3, 4] . [4] over the last dim",
+       {{2, 3, 4}, {4}},
+       [](const Inputs& in) { return vecdot(in[0], in[1]); }},
+      {"multi_dot",
+       "[3] x [3, 6] x [6, 2] x [2, 5]",
+       {{3}, {3, 6}, {6, 2}, {2, 5}},
+       [](const Inputs& in) {
+         return multi_dot({in[0], in[1], in[2], in[3]});
+       }},
       // The recurrent cells: input [3, 4], state [3, 5], weights [G * 5, 4] and [G * 5, 5].
       {"rnn_tanh_cell",
        "[3, 4] h [3, 5] with biases",
@@ -193,5 +212,6 @@ std::vector<FloatOpCase> loss_ops() {
 }  // namespace
 
 void add_loss_cases(std::vector<Case>& out) { add_float_cases(out, loss_ops(), "loss"); }
+void add_loss_grad_cases(std::vector<Case>& out) { add_float_grad_cases(out, loss_ops(), "loss"); }
 
 }  // namespace ferry::conformance

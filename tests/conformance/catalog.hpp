@@ -89,6 +89,23 @@ inline void add_float_cases(std::vector<Case>& out, const std::vector<FloatOpCas
                      c.run});
 }
 
+// The gradient mode of such a family: "<op>.grad" cases whose result is every input's
+// gradient (gradients_of), in the same dtypes and shapes.
+Tensor gradients_of(const std::function<Tensor(const Inputs&)>& fn, const Inputs& in);
+inline void add_float_grad_cases(std::vector<Case>& out, const std::vector<FloatOpCase>& ops,
+                                 const char* shape_class) {
+  for (const FloatOpCase& c : ops)
+    for (DType dt : kFloat)
+      out.push_back({c.op + ".grad",
+                     dt,
+                     c.label,
+                     shape_class,
+                     threshold(dt, 1e-10),
+                     inputs_of({c.shapes, -1, 1}, dt),
+                     {},
+                     [run = c.run](const Inputs& in) { return gradients_of(run, in); }});
+}
+
 // Integer data (an index, a mask's pattern) on `like`'s device.
 inline Tensor ints(std::vector<std::int64_t> v, const Tensor& like) {
   return tensor(v).to(like.device());
@@ -111,8 +128,7 @@ struct ShapeCase {
 std::vector<ShapeCase> unary_shapes();
 std::vector<ShapeCase> binary_shapes();
 
-// The gradients of fn at `in`, flattened into one tensor (cases_grad.cpp).
-Tensor gradients_of(const std::function<Tensor(const Inputs&)>& fn, const Inputs& in);
+// gradients_of (above): the gradients of fn at `in`, flattened into one tensor (cases_grad.cpp).
 // The indexing and shape ops (cases_shape.cpp), forward and gradient modes.
 void add_shape_cases(std::vector<Case>& out);
 void add_shape_grad_cases(std::vector<Case>& out);
@@ -124,7 +140,12 @@ void add_conv_cases(std::vector<Case>& out);
 void add_conv_grad_cases(std::vector<Case>& out);
 // scaled_dot_product_attention (cases_attention.cpp), forward and gradient modes.
 void add_attention_cases(std::vector<Case>& out);
+// The losses, the products and the recurrent cells (cases_loss.cpp), and the composite math
+// of ferry/ops_math.hpp (cases_math.cpp): forward and gradient modes.
 void add_loss_cases(std::vector<Case>& out);
+void add_loss_grad_cases(std::vector<Case>& out);
+void add_math_cases(std::vector<Case>& out);
+void add_math_grad_cases(std::vector<Case>& out);
 void add_attention_grad_cases(std::vector<Case>& out);
 
 }  // namespace ferry::conformance

@@ -172,6 +172,7 @@ std::vector<Case> all_cases() {
   add_conv_cases(cases);
   add_attention_cases(cases);
   add_loss_cases(cases);
+  add_math_cases(cases);
   return cases;
 }
 

@@ -1,0 +1,90 @@
+// tests/conformance/cases_math.cpp — the composite math of ferry/ops_math.hpp (logaddexp,
+// logit, sinc, kron, diff, nansum, nanmean, dist, pdist, renorm) in every float dtype, each way,
+// and bincount and histc in the dtypes their rows take, against the CPU.
+#include <limits>
+
+#include "catalog.hpp"
+
+namespace ferry::conformance {
+namespace {
+
+// x with NaN where `pattern` (x's numel, repeated) is 1.
+Tensor with_nans(const Tensor& x, std::vector<std::int64_t> pattern) {
+  const Tensor mask = gt(ints(std::move(pattern), x), 0).reshape(x.sizes());
+  return where(mask, Scalar(std::numeric_limits<double>::quiet_NaN()), x);
+}
+
+std::vector<FloatOpCase> math_ops() {
+  return {
+      {"logaddexp",
+       "[3, 4] and [4], 4x spread",
+       {{3, 4}, {4}},
+       [](const Inputs& in) { return logaddexp(in[0] * 4, in[1]); }},
+      {"logaddexp2",
+       "[5, 2] and [5, 2]",
+       {{5, 2}, {5, 2}},
+       [](const Inputs& in) { return logaddexp2(in[0], in[1] * 3); }},
+      {"logit",
+       "[3, 5] of sigmoid(x)",
+       {{3, 5}},
+       [](const Inputs& in) { return logit(sigmoid(in[0] * 2)); }},
+      {"logit",
+       "[12] eps 0.3",
+       {{12}},
+       [](const Inputs& in) { return logit(sigmoid(in[0] * 2), 0.3); }},
+      {"sinc", "[4, 6] of 3x", {{4, 6}}, [](const Inputs& in) { return sinc(in[0] * 3); }},
+      {"kron",
+       "[2, 3] and [3, 1, 2]",
+       {{2, 3}, {3, 1, 2}},
+       [](const Inputs& in) { return kron(in[0], in[1]); }},
+      {"diff",
+       "[4, 6] n=2 dim=1, prepend [4, 1], append [4, 2]",
+       {{4, 6}, {4, 1}, {4, 2}},
+       [](const Inputs& in) { return diff(in[0], 2, 1, in[1], in[2]); }},
+      {"nansum",
+       "[3, 4] dim 1 with NaN",
+       {{3, 4}},
+       [](const Inputs& in) {
+         return nansum(with_nans(in[0], {0, 1, 0, 0, 1, 1, 0, 0, 0, 0, 0, 1}), {1});
+       }},
+      {"nanmean",
+       "[3, 4] dim 0 keepdim with NaN",
+       {{3, 4}},
+       [](const Inputs& in) {
+         return nanmean(with_nans(in[0], {0, 1, 0, 0, 1, 0, 0, 1, 0, 0, 1, 0}), {0}, true);
+       }},
+      {"dist",
+       "[3, 4] and [4], p 3",
+       {{3, 4}, {4}},
+       [](const Inputs& in) { return dist(in[0], in[1], 3.0); }},
+      {"pdist", "[5, 3] p 2", {{5, 3}}, [](const Inputs& in) { return pdist(in[0]); }},
+      {"pdist", "[4, 6] p 1", {{4, 6}}, [](const Inputs& in) { return pdist(in[0], 1.0); }},
+      {"renorm",
+       "[4, 5] p 2 dim 0 maxnorm 1",
+       {{4, 5}},
+       [](const Inputs& in) { return renorm(in[0], 2.0, 0, 1.0); }},
+  };
+}
+
+}  // namespace
+
+void add_math_cases(std::vector<Case>& out) {
+  add_float_cases(out, math_ops(), "math");
+  // The counting ops, in every dtype their rows take: no gradient.
+  const auto add = [&](const char* op, std::string label, Shape shape,
+                       std::function<Tensor(const Inputs&)> run) {
+    for (DType dt : kAll) {
+      if (!op_info(*op_from_name(op)).dtypes.has(dt)) continue;
+      out.push_back({op, dt, label, "math", threshold(dt, 0), inputs_of({{shape}}, dt), {}, run});
+      hold_to_composition(out.back());
+    }
+  };
+  add("bincount", "[24] of |x|, minlength 6", {24},
+      [](const Inputs& in) { return bincount(abs(in[0]), {}, 6); });
+  add("histc", "[6, 7] 5 bins over [-2, 2]", {6, 7},
+      [](const Inputs& in) { return histc(in[0], 5, -2, 2); });
+}
+
+void add_math_grad_cases(std::vector<Case>& out) { add_float_grad_cases(out, math_ops(), "math"); }
+
+}  // namespace ferry::conformance
