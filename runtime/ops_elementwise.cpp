@@ -135,6 +135,11 @@ DType combine_categories(DType higher, DType lower) {
 
 }  // namespace
 
+void detail::check_defined(std::string_view op, std::initializer_list<const Tensor*> tensors) {
+  for (const Tensor* t : tensors)
+    if (!t->defined()) throw Error(fmt::format("{}: an operand is undefined", op));
+}
+
 void detail::check_dtype(OpId op, const Tensor& x) {
   if (!op_info(op).dtypes.has(x.dtype()))
     check_op_dtype(op, x.dtype(), fmt::format("a tensor of shape {}", shape_str(x.sizes())));

@@ -48,6 +48,9 @@ struct LayerNormResult {
 LayerNormResult layer_norm_forward(const Tensor& x, const Shape& normalized_shape,
                                    const Tensor& weight, const Tensor& bias, double eps);
 
+// Error naming op unless every tensor is defined (the composite ops' operands).
+void check_defined(std::string_view op, std::initializer_list<const Tensor*> tensors);
+
 // DTypeError unless op's row takes x's dtype (Note [The op table] in
 // ferry/op.hpp). Every front-end calls it on every op, so the message is
 // only formatted when the check fails.

@@ -17,13 +17,9 @@
 namespace ferry {
 namespace {
 
+using detail::check_defined;
 using detail::check_dtype;
 using detail::wrap_dim;
-
-void check_defined(std::string_view op, std::initializer_list<const Tensor*> ts) {
-  for (const Tensor* t : ts)
-    if (!t->defined()) throw Error(fmt::format("{}: an input is undefined", op));
-}
 
 // Integer and bool inputs of a floating op compute in f32.
 Tensor as_floating(const Tensor& x) { return is_floating(x.dtype()) ? x : x.to(DType::f32); }

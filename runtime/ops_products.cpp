@@ -18,6 +18,7 @@
 namespace ferry {
 namespace {
 
+using detail::check_defined;
 using detail::wrap_dim;
 
 // A label: a letter's index (0-51: a-z then A-Z), or kEllipsis + i for the ellipsis's dim i.
@@ -168,11 +169,6 @@ Tensor sum_product(std::string_view eq, Tensor a, Tensor b, const std::vector<bo
   Shape back(std::size_t(n), 0);
   for (std::size_t i = 0; i < order.size(); ++i) back[std::size_t(order[i])] = std::int64_t(i);
   return matmul(am, bm).reshape(split).permute(back);
-}
-
-void check_defined(std::string_view op, std::initializer_list<const Tensor*> ts) {
-  for (const Tensor* t : ts)
-    if (!t->defined()) throw Error(fmt::format("{}: an operand is undefined", op));
 }
 
 void check_rank(std::string_view op, const Tensor& t, std::int64_t rank, const char* what) {
