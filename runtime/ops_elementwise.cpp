@@ -140,6 +140,10 @@ void detail::check_defined(std::string_view op, std::initializer_list<const Tens
     if (!t->defined()) throw Error(fmt::format("{}: an operand is undefined", op));
 }
 
+Tensor detail::as_floating(const Tensor& x) {
+  return is_floating(x.dtype()) ? x : x.to(DType::f32);
+}
+
 void detail::check_dtype(OpId op, const Tensor& x) {
   if (!op_info(op).dtypes.has(x.dtype()))
     check_op_dtype(op, x.dtype(), fmt::format("a tensor of shape {}", shape_str(x.sizes())));

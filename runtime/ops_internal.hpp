@@ -51,6 +51,10 @@ LayerNormResult layer_norm_forward(const Tensor& x, const Shape& normalized_shap
 // Error naming op unless every tensor is defined (the composite ops' operands).
 void check_defined(std::string_view op, std::initializer_list<const Tensor*> tensors);
 
+// x itself when it is floating, else x in f32: how the composite ops whose rows compute in
+// float (logit, cov, trapezoid, ...) take integer and bool inputs.
+Tensor as_floating(const Tensor& x);
+
 // DTypeError unless op's row takes x's dtype (Note [The op table] in
 // ferry/op.hpp). Every front-end calls it on every op, so the message is
 // only formatted when the check fails.

@@ -10,6 +10,7 @@
 
 #include "autocast_internal.hpp"
 #include "dispatch.hpp"
+#include "ferry/autograd.hpp"
 #include "ferry/error.hpp"
 #include "ferry/ops.hpp"
 #include "ops_internal.hpp"
@@ -17,12 +18,10 @@
 namespace ferry {
 namespace {
 
+using detail::as_floating;
 using detail::check_defined;
 using detail::check_dtype;
 using detail::wrap_dim;
-
-// Integer and bool inputs of a floating op compute in f32.
-Tensor as_floating(const Tensor& x) { return is_floating(x.dtype()) ? x : x.to(DType::f32); }
 
 Tensor log_add_exp(OpId op, const Tensor& a, const Tensor& b) {
   check_defined(op_name(op), {&a, &b});
@@ -236,6 +235,49 @@ Tensor renorm(const Tensor& x, double p, std::int64_t dim, double maxnorm) {
   const Tensor norms = norm(x, p, others, /*keepdim=*/true);
   const Tensor factor = where(gt(norms, Scalar(maxnorm)), maxnorm / (norms + 1e-7), Scalar(1.0));
   return x * factor;
+}
+
+Tensor fmax(const Tensor& a, const Tensor& b) {
+  check_defined("fmax", {&a, &b});
+  check_dtype(OpId::fmax, a);
+  check_dtype(OpId::fmax, b);
+  // a where a >= b or b is NaN, else b: NaN only where both are, and a tie's gradient goes to
+  // a alone (PyTorch's fmax formula; maximum splits it).
+  return where(logical_or(ge(a, b), isnan(b)), a, b);
+}
+
+Tensor fmin(const Tensor& a, const Tensor& b) {
+  check_defined("fmin", {&a, &b});
+  check_dtype(OpId::fmin, a);
+  check_dtype(OpId::fmin, b);
+  return where(logical_or(le(a, b), isnan(b)), a, b);
+}
+
+Tensor heaviside(const Tensor& x, const Tensor& values) {
+  check_defined("heaviside", {&x, &values});
+  check_dtype(OpId::heaviside, x);
+  check_dtype(OpId::heaviside, values);
+  if (x.dtype() != values.dtype())
+    throw DTypeError(fmt::format(
+        "heaviside is not yet implemented for tensors with different dtypes, got {} and {}",
+        dtype_name(x.dtype()), dtype_name(values.dtype())));
+  // Not differentiable (PyTorch has no derivative for it): nothing is recorded.
+  NoGradGuard no_grad;
+  // NaN is neither 0 nor above it: 0, as PyTorch's kernel gives.
+  return where(eq(x, Scalar(0)), values, gt(x, Scalar(0)).to(x.dtype()));
+}
+
+Tensor float_power(const Tensor& a, const Tensor& b) {
+  check_defined("float_power", {&a, &b});
+  check_dtype(OpId::float_power, a);
+  check_dtype(OpId::float_power, b);
+  return pow(a.to(DType::f64), b.to(DType::f64));
+}
+
+Tensor float_power(const Tensor& a, const Scalar& b) {
+  check_defined("float_power", {&a});
+  check_dtype(OpId::float_power, a);
+  return pow(a.to(DType::f64), Scalar(b.to_double()));
 }
 
 }  // namespace ferry

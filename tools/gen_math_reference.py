@@ -29,20 +29,10 @@ CASES = []
 
 def case(name, op, inputs, fn, **attrs):
     """inputs: tensors (floating ones are made leaves requiring grad) or (shape, lo, hi)."""
-    g = ref.Gen(name)
-    made = []
-    for x in inputs:
-        t = g.uniform(x[0], x[1], x[2]) if isinstance(x, tuple) else x.clone()
-        made.append(t.requires_grad_(True) if t.is_floating_point() else t)
-    CASES.append(ref.op_case(name, op, made, fn(*made), attrs, TOL))
+    ref.leaf_case(CASES, name, op, inputs, fn, TOL, attrs)
 
 
-def with_values(shape, lo, hi, name, at):
-    """Uniform values with some set exactly (at: {flat index: value})."""
-    t = ref.Gen(name).uniform(shape, lo, hi).reshape(-1)
-    for i, v in at.items():
-        t[i] = v
-    return t.reshape(shape)
+with_values = ref.with_values
 
 
 def main():

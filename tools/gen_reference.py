@@ -57,7 +57,7 @@ import reference_select as select
 import reference_sort as sort
 import reference_unary as unary
 from reference_common import CASES, dump
-from reference_common import Gen, op_case, tensor_json, write_case_file  # noqa: F401  (the gen_*_reference.py)
+from reference_common import Gen, leaf_case, op_case, tensor_json, with_values, write_case_file  # noqa: F401  (the gen_*_reference.py)
 
 OUT_PATH = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests", "data",
                         "pytorch_reference.json")

@@ -162,6 +162,26 @@ def op_case(name, op, inputs, out, attrs, tol):
         tensor_json(upstream), tensor_json(out.detach()), j(grads), json.dumps(tol))
 
 
+def leaf_case(cases, name, op, inputs, fn, tol, attrs):
+    """Appends to `cases` the op_case of fn(*inputs): each input a tensor (cloned) or a
+    (shape, lo, hi) drawn uniformly by Gen(name), the floating ones made leaves that require
+    grad (the gen_*_reference.py scripts' case())."""
+    g = Gen(name)
+    made = []
+    for x in inputs:
+        t = g.uniform(x[0], x[1], x[2]) if isinstance(x, tuple) else x.clone()
+        made.append(t.requires_grad_(True) if t.is_floating_point() else t)
+    cases.append(op_case(name, op, made, fn(*made), attrs, tol))
+
+
+def with_values(shape, lo, hi, name, at):
+    """Uniform values drawn by Gen(name), with some set exactly (at: {flat index: value})."""
+    t = Gen(name).uniform(shape, lo, hi).reshape(-1)
+    for i, v in at.items():
+        t[i] = v
+    return t.reshape(shape)
+
+
 def write_case_file(path, cases, limit=300_000):
     """Writes {"torch_version", "cases": [...]} to path, the cases given as JSON texts (the
     format of gen_conv_reference.py and the files after it), checked to parse and kept under

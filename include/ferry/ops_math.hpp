@@ -23,6 +23,18 @@ Tensor logit(const Tensor& x, std::optional<double> eps = std::nullopt);
 // torch.sinc: sin(pi x) / (pi x), and 1 at 0 (where its gradient is 0).
 Tensor sinc(const Tensor& x);
 
+// torch.fmax / fmin: the larger / smaller of a and b (broadcast, promoted), ignoring a NaN
+// when the other is a number (maximum / minimum propagate it). A tie's gradient goes to a,
+// as PyTorch's. Not bool.
+Tensor fmax(const Tensor& a, const Tensor& b);
+Tensor fmin(const Tensor& a, const Tensor& b);
+// torch.heaviside: 0 where x < 0, values (broadcast) where x == 0, 1 where x > 0 (and 0 for NaN,
+// as PyTorch's kernel). x and values must have the same dtype (DTypeError). No gradient.
+Tensor heaviside(const Tensor& x, const Tensor& values);
+// torch.float_power: pow computed in f64, the result f64 whatever the operands' dtypes.
+Tensor float_power(const Tensor& a, const Tensor& b);
+Tensor float_power(const Tensor& a, const Scalar& b);
+
 // torch.kron: the Kronecker product; the operands' dims are aligned from the right (the
 // shorter gets leading 1s) and the result's size in each is the product of theirs.
 Tensor kron(const Tensor& a, const Tensor& b);

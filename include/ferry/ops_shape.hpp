@@ -58,6 +58,24 @@ Tensor repeat_interleave(const Tensor& x, const Tensor& repeats,
 // Rotated by 90 degrees k times in the plane of dims, from the first towards the second.
 Tensor rot90(const Tensor& x, std::int64_t k = 1, const std::vector<std::int64_t>& dims = {0, 1});
 
+// torch.take: x's elements at the flat (row-major) positions `index` (i64; negative counts from
+// the end), in index's shape.
+Tensor take(const Tensor& x, const Tensor& index);
+// Tensor.index_copy: x with the slices source.select(dim, i) written at index[i] along dim
+// (index i64, 0-d or 1-D, in range; source x's shape but index's length at dim, and x's
+// dtype). A position named twice keeps the later slice (Note [Deterministic scatter]).
+Tensor index_copy(const Tensor& x, std::int64_t dim, const Tensor& index, const Tensor& source);
+// torch.diag_embed: a tensor whose (dim1, dim2) planes hold x's last dim on the diagonal
+// `offset` (above the main one when positive), zeros elsewhere; one dim more than x.
+Tensor diag_embed(const Tensor& x, std::int64_t offset = 0, std::int64_t dim1 = -2,
+                  std::int64_t dim2 = -1);
+// torch.block_diag: the 0-, 1- or 2-D tensors (0-D as [1, 1], 1-D as one row) on the diagonal
+// of one matrix, in their promoted dtype; none gives a [1, 0] f32 matrix, as PyTorch's.
+Tensor block_diag(const std::vector<Tensor>& tensors);
+// torch.cartesian_prod: every combination of the 1-D tensors' elements, [prod(sizes), count],
+// the last varying fastest (one tensor: itself).
+Tensor cartesian_prod(const std::vector<Tensor>& tensors);
+
 // Note [Deterministic scatter]
 // scatter, scatter_reduce and index_put write several sources to one
 // position in a fixed order, the order of the sources' elements (row-major):
@@ -113,11 +131,30 @@ UniqueResult unique(const Tensor& x, bool sorted = true, bool return_inverse = f
 std::vector<Tensor> split(const Tensor& x, std::int64_t split_size, std::int64_t dim = 0);
 std::vector<Tensor> split(const Tensor& x, const std::vector<std::int64_t>& sizes,
                           std::int64_t dim = 0);
+// torch.tensor_split: `sections` views along dim, the first size % sections of them one
+// longer; or the views between the given indices, which are taken as Python slice bounds
+// (negative counts from the end, past the end clamps, a bound below the previous gives an
+// empty view).
+std::vector<Tensor> tensor_split(const Tensor& x, std::int64_t sections, std::int64_t dim = 0);
+std::vector<Tensor> tensor_split(const Tensor& x, const std::vector<std::int64_t>& indices,
+                                 std::int64_t dim = 0);
 std::vector<Tensor> chunk(const Tensor& x, std::int64_t chunks, std::int64_t dim = 0);
 std::vector<Tensor> unbind(const Tensor& x, std::int64_t dim = 0);
 Tensor movedim(const Tensor& x, std::int64_t source, std::int64_t destination);
 Tensor swapaxes(const Tensor& x, std::int64_t dim0, std::int64_t dim1);
 Tensor unflatten(const Tensor& x, std::int64_t dim, const Shape& sizes);  // one -1 allowed
+// torch.atleast_1d / 2d / 3d: x viewed with at least that many dims (0-D -> [1], [1, 1],
+// [1, 1, 1]; 1-D [n] -> [1, n] and [1, n, 1]; 2-D [m, n] -> [m, n, 1]).
+Tensor atleast_1d(const Tensor& x);
+Tensor atleast_2d(const Tensor& x);
+Tensor atleast_3d(const Tensor& x);
+// Copies: torch.hstack (cat along dim 1, or 0 for 1-D tensors), vstack (rows: cat of
+// atleast_2d along 0), dstack (depth: atleast_3d along 2) and column_stack (0-D and 1-D
+// tensors as columns, cat along 1).
+Tensor hstack(const std::vector<Tensor>& tensors);
+Tensor vstack(const std::vector<Tensor>& tensors);
+Tensor dstack(const std::vector<Tensor>& tensors);
+Tensor column_stack(const std::vector<Tensor>& tensors);
 // Coordinate grids of 0-d or 1-d tensors; indexing "ij" (matrix) or "xy" (Cartesian).
 std::vector<Tensor> meshgrid(const std::vector<Tensor>& tensors, std::string_view indexing = "ij");
 

@@ -266,6 +266,7 @@ void add_grad_cases(std::vector<Case>& out) {
   add_attention_grad_cases(out);
   add_loss_grad_cases(out);
   add_math_grad_cases(out);
+  add_stats_grad_cases(out);
   // Backward kernels of other names than <op>_backward (Case::kernels).
   for (Case& c : out) {
     if (c.op == "embedding.grad" || c.op == "index_select.grad") c.kernels = {OpId::index_add};

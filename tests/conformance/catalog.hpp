@@ -146,6 +146,9 @@ void add_loss_cases(std::vector<Case>& out);
 void add_loss_grad_cases(std::vector<Case>& out);
 void add_math_cases(std::vector<Case>& out);
 void add_math_grad_cases(std::vector<Case>& out);
+// aminmax, cov, quantile, logcumsumexp, trapezoid, fmax, take, diag_embed, ... (cases_stats.cpp).
+void add_stats_cases(std::vector<Case>& out);
+void add_stats_grad_cases(std::vector<Case>& out);
 void add_attention_grad_cases(std::vector<Case>& out);
 
 }  // namespace ferry::conformance

@@ -173,6 +173,7 @@ std::vector<Case> all_cases() {
   add_attention_cases(cases);
   add_loss_cases(cases);
   add_math_cases(cases);
+  add_stats_cases(cases);
   return cases;
 }
 
