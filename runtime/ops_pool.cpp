@@ -396,6 +396,33 @@ Tensor avg_pool2d(const Tensor& x, const ConvSizes& kernel_size, const ConvSizes
                     x);
 }
 
+namespace {
+
+Tensor lp_pool(const char* fn, std::size_t dims, const Tensor& x, double norm_type,
+               const ConvSizes& kernel_size, const ConvSizes& stride, bool ceil_mode) {
+  if (!x.defined()) throw Error(fmt::format("{}: the input is undefined", fn));
+  const Tensor powered = pow(x, norm_type);
+  const Tensor mean = dims == 1 ? avg_pool1d(powered, kernel_size, stride, {0}, ceil_mode)
+                                : avg_pool2d(powered, kernel_size, stride, {0}, ceil_mode);
+  // The window's size: one kernel size per spatial dim, or one for all.
+  double window = 1;
+  for (std::size_t d = 0; d < dims; ++d)
+    window *= double(kernel_size.size() == 1 ? kernel_size[0] : kernel_size.at(d));
+  return pow(sign(mean) * relu(abs(mean)) * window, 1.0 / norm_type);
+}
+
+}  // namespace
+
+Tensor lp_pool1d(const Tensor& x, double norm_type, const ConvSizes& kernel_size,
+                 const ConvSizes& stride, bool ceil_mode) {
+  return lp_pool("lp_pool1d", 1, x, norm_type, kernel_size, stride, ceil_mode);
+}
+
+Tensor lp_pool2d(const Tensor& x, double norm_type, const ConvSizes& kernel_size,
+                 const ConvSizes& stride, bool ceil_mode) {
+  return lp_pool("lp_pool2d", 2, x, norm_type, kernel_size, stride, ceil_mode);
+}
+
 Tensor avg_pool3d(const Tensor& x, const ConvSizes& kernel_size, const ConvSizes& stride,
                   const ConvSizes& padding, bool ceil_mode, bool count_include_pad,
                   std::optional<std::int64_t> divisor_override) {

@@ -66,6 +66,15 @@ Tensor avg_pool3d(const Tensor& x, const ConvSizes& kernel_size, const ConvSizes
                   bool count_include_pad = true,
                   std::optional<std::int64_t> divisor_override = std::nullopt);
 
+// F.lp_pool1d / lp_pool2d: the p-norm of each window, (sum of x^p)^(1/p), composed as
+// PyTorch's: avg_pool of x^p (no padding; stride empty: the kernel size) times the window's
+// size, its sign kept through relu(|.|), to the power 1/p. So, as there, a ceil_mode partial
+// window is scaled by the full window's size, and an odd p with negative sums gives NaN.
+Tensor lp_pool1d(const Tensor& x, double norm_type, const ConvSizes& kernel_size,
+                 const ConvSizes& stride = {}, bool ceil_mode = false);
+Tensor lp_pool2d(const Tensor& x, double norm_type, const ConvSizes& kernel_size,
+                 const ConvSizes& stride = {}, bool ceil_mode = false);
+
 // Adaptive pooling to output_size (positive; one value or one per spatial dim): window o of
 // a dim spans [floor(o in / out), ceil((o + 1) in / out)).
 Tensor adaptive_avg_pool1d(const Tensor& x, const ConvSizes& output_size);

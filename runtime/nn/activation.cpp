@@ -68,6 +68,12 @@ Tensor LeakyReLU::forward(const Tensor& x) { return leaky_relu(x, negative_slope
 std::string LeakyReLU::extra_repr() const {
   return fmt::format("negative_slope={}", negative_slope);
 }
+RReLU::RReLU(double lower_, double upper_) : lower(lower_), upper(upper_) {
+  if (!(lower <= upper))
+    throw ValueError(fmt::format("RReLU: lower ({}) must not exceed upper ({})", lower, upper));
+}
+Tensor RReLU::forward(const Tensor& x) { return functional::rrelu(x, lower, upper, is_training()); }
+std::string RReLU::extra_repr() const { return fmt::format("lower={}, upper={}", lower, upper); }
 Tensor Hardtanh::forward(const Tensor& x) { return hardtanh(x, min_val, max_val); }
 std::string Hardtanh::extra_repr() const {
   return fmt::format("min_val={}, max_val={}", min_val, max_val);

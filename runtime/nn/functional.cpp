@@ -7,6 +7,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cmath>
 
 #include "autocast_internal.hpp"
 #include "ferry/autograd.hpp"
@@ -103,6 +104,79 @@ Tensor dropout2d(const Tensor& x, double p, bool training) {
 
 Tensor dropout3d(const Tensor& x, double p, bool training) {
   return dropout_channels("dropout3d", "C, D, H, W", x, p, training, 3);
+}
+
+namespace {
+
+// Note [Alpha dropout]
+// SELU's outputs have mean 0 and variance 1, and its negative saturation is -λα = -1.7581.
+// Dropping to that value rather than 0 and then applying a · x + b, with
+// a = 1 / sqrt((λα² p + 1)(1 - p)) and b = λα a p (the dropped value's share), keeps the mean
+// and variance (Klambauer et al. 2017). PyTorch writes it as x · (keep · a) + (keep - 1) λα a
+// + λα a p, which is the same; so is this.
+Tensor alpha_dropout_masked(std::string_view fn, const Tensor& x, double p, bool training,
+                            bool whole_channels) {
+  if (!(p >= 0.0 && p <= 1.0))
+    throw Error(fmt::format("{}: the probability p must be in [0, 1], got {}", fn, p));
+  check_defined(fn, "input", x);
+  if (!training || p == 0.0 || x.numel() == 0) return x;
+  check_floating(fn, "input", x);
+  if (p == 1.0) return x * 0.0;
+  Shape mask = x.sizes();
+  if (whole_channels) {
+    if (x.dim() < 2)
+      throw ShapeError(fmt::format("{}: needs an input of at least 2 dims [N, C, *], got {}", fn,
+                                   shape_str(x.sizes())));
+    for (std::size_t d = 2; d < mask.size(); ++d) mask[d] = 1;
+  }
+  constexpr double kSaturation = 1.7580993408473766;  // λα of SELU
+  const double a = 1.0 / std::sqrt((kSaturation * kSaturation * p + 1) * (1 - p));
+  const Tensor keep = ge(rand(mask, {.dtype = DType::f32, .device = x.device()}), p).to(x.dtype());
+  const Tensor shift = (keep - 1.0) * (kSaturation * a) + kSaturation * a * p;
+  return x * (keep * a) + shift;
+}
+
+}  // namespace
+
+Tensor alpha_dropout(const Tensor& x, double p, bool training) {
+  return alpha_dropout_masked("alpha_dropout", x, p, training, false);
+}
+
+Tensor feature_alpha_dropout(const Tensor& x, double p, bool training) {
+  return alpha_dropout_masked("feature_alpha_dropout", x, p, training, true);
+}
+
+Tensor rrelu(const Tensor& x, double lower, double upper, bool training) {
+  check_defined("rrelu", "input", x);
+  check_floating("rrelu", "input", x);
+  if (!(lower <= upper))
+    throw ValueError(fmt::format("rrelu: lower ({}) must not exceed upper ({})", lower, upper));
+  if (!training) return leaky_relu(x, (lower + upper) / 2);
+  // One slope per element, drawn in f32 as dropout's mask; x > 0 keeps slope 1 (so x = 0
+  // takes the drawn slope's gradient, as PyTorch's kernel).
+  Tensor slope = rand(x.sizes(), {.dtype = DType::f32, .device = x.device()});
+  slope = (slope * (upper - lower) + lower).to(x.dtype());
+  return where(gt(x, Scalar(0)), x, x * slope);
+}
+
+Tensor gumbel_softmax(const Tensor& logits, double tau, bool hard, std::int64_t dim) {
+  check_defined("gumbel_softmax", "logits", logits);
+  check_floating("gumbel_softmax", "logits", logits);
+  if (!(tau > 0))
+    throw ValueError(fmt::format("gumbel_softmax: tau must be positive, got {}", tau));
+  // -log(E), E ~ Exp(1), is standard Gumbel; a constant to the graph.
+  Tensor e = empty(logits.sizes(), {.dtype = logits.dtype(), .device = logits.device()});
+  {
+    NoGradGuard no_grad;
+    exponential_(e);
+  }
+  const Tensor soft = softmax((logits - log(e)) / tau, dim);
+  if (!hard) return soft;
+  // Straight-through: the one-hot's value, the soft sample's gradient.
+  const std::int64_t d = dim < 0 ? dim + soft.dim() : dim;
+  const Tensor index = argmax(soft, d, /*keepdim=*/true);
+  const Tensor one_hot = scatter(zeros_like(soft), d, index, Scalar(1.0));
+  return one_hot - soft.detach() + soft;
 }
 
 Tensor bilinear(const Tensor& x1, const Tensor& x2, const Tensor& weight, const Tensor& bias) {

@@ -105,6 +105,12 @@ std::string ChannelDropout::extra_repr() const { return fmt::format("p={}, inpla
 Tensor Dropout1d::forward(const Tensor& x) { return functional::dropout1d(x, p, is_training()); }
 Tensor Dropout2d::forward(const Tensor& x) { return functional::dropout2d(x, p, is_training()); }
 Tensor Dropout3d::forward(const Tensor& x) { return functional::dropout3d(x, p, is_training()); }
+Tensor AlphaDropout::forward(const Tensor& x) {
+  return functional::alpha_dropout(x, p, is_training());
+}
+Tensor FeatureAlphaDropout::forward(const Tensor& x) {
+  return functional::feature_alpha_dropout(x, p, is_training());
+}
 
 // ---------------------------------------------------------------- Bilinear
 

@@ -13,6 +13,7 @@
 #include <cmath>
 #include <numbers>
 #include <string_view>
+#include <utility>
 
 #include "autocast_internal.hpp"
 #include "ferry/error.hpp"
@@ -99,6 +100,75 @@ Tensor triplet_margin_loss(const Tensor& anchor, const Tensor& positive, const T
   Tensor d_neg = pairwise_distance(anchor, negative, p, eps);
   if (swap) d_neg = minimum(d_neg, pairwise_distance(positive, negative, p, eps));
   return reduce_loss(clamp_min(d_pos - d_neg + margin, 0), reduction);
+}
+
+Tensor triplet_margin_with_distance_loss(const Tensor& anchor, const Tensor& positive,
+                                         const Tensor& negative,
+                                         const DistanceFunction& distance_function, double margin,
+                                         bool swap, Reduction reduction) {
+  constexpr const char* fn = "triplet_margin_with_distance_loss";
+  detail::check_defined(fn, "anchor", anchor);
+  detail::check_defined(fn, "positive", positive);
+  detail::check_defined(fn, "negative", negative);
+  if (!(margin > 0))
+    throw ValueError(fmt::format("{}: expected margin to be greater than 0, got {}", fn, margin));
+  if (anchor.dim() != positive.dim() || anchor.dim() != negative.dim())
+    throw ShapeError(fmt::format(
+        "{}: the anchor, positive and negative must have the same number of dims, got {}, {} and "
+        "{}",
+        fn, shape_str(anchor.sizes()), shape_str(positive.sizes()), shape_str(negative.sizes())));
+  const DistanceFunction d =
+      distance_function ? distance_function
+                        : [](const Tensor& a, const Tensor& b) { return pairwise_distance(a, b); };
+  const Tensor d_pos = d(anchor, positive);
+  Tensor d_neg = d(anchor, negative);
+  if (swap) d_neg = minimum(d_neg, d(positive, negative));
+  return reduce_loss(clamp_min(d_pos - d_neg + margin, 0), reduction);
+}
+
+// Note [multilabel_margin_loss as a composition]
+// Per sample, the target's valid slots are those before its first -1 (a running product of
+// target != -1). The margins 1 - (x[target[k]] - x[i]) for every valid slot k and every class i
+// that is no valid slot's class form a [.., C, C] tensor, which is summed. A class named in
+// two slots counts twice, as in PyTorch's loop.
+Tensor multilabel_margin_loss(const Tensor& input, const Tensor& target, Reduction reduction) {
+  constexpr const char* fn = "multilabel_margin_loss";
+  if (ferry::detail::autocast_applies(OpId::multi_margin_loss)) {
+    // PyTorch's policy gives it f32, as multi_margin_loss (which has a row here).
+    const ferry::detail::AutocastOp ac(OpId::multi_margin_loss, {&input});
+    return multilabel_margin_loss(ac(input), target, reduction);
+  }
+  detail::check_defined(fn, "input", input);
+  detail::check_defined(fn, "target", target);
+  detail::check_floating(fn, "input", input);
+  if (input.dim() > 2 || target.sizes() != input.sizes())
+    throw ShapeError(
+        fmt::format("{}: expects an input [C] or [N, C] and a target of its shape, got {} and {}",
+                    fn, shape_str(input.sizes()), shape_str(target.sizes())));
+  if (target.dtype() != DType::i64)
+    throw DTypeError(fmt::format("{}: the target must hold i64 class indices, got {}", fn,
+                                 dtype_name(target.dtype())));
+  const Tensor x = input.dim() == 0 ? input.reshape({1}) : input;
+  const Tensor y = target.reshape(x.sizes());
+  const std::int64_t classes = x.size(-1);
+  if (y.numel() > 0) {
+    const auto [lo, hi] = ferry::detail::index_range(y);
+    if (lo < -1 || hi >= classes)
+      throw ValueError(fmt::format("{}: target holds the class {}, outside [-1, {})", fn,
+                                   lo < -1 ? lo : hi, classes));
+  }
+  const Tensor valid = cumprod(ne(y, Scalar(-1)), -1).to(DType::boolean);  // [.., slots]
+  const Tensor slot_class = where(valid, y, Scalar(0));
+  const Tensor classes_idx = arange(double(classes), {.dtype = DType::i64, .device = x.device()});
+  // is_target[.., i]: some valid slot names class i.
+  const Tensor named = logical_and(eq(slot_class.unsqueeze(-1), classes_idx), valid.unsqueeze(-1));
+  const Tensor is_target = any(named, {x.dim() - 1});
+  const Tensor x_target = gather(x, -1, slot_class);  // [.., slots]
+  const Tensor margins = clamp_min(1.0 - (x_target.unsqueeze(-1) - x.unsqueeze(-2)), 0);
+  const Tensor counted = logical_and(valid.unsqueeze(-1), logical_not(is_target).unsqueeze(-2));
+  Tensor loss = sum(where(counted, margins, Scalar(0.0)), {-2, -1}) / double(classes);
+  if (input.dim() == 0) loss = loss.reshape({});
+  return reduce_loss(loss, reduction);
 }
 
 Tensor poisson_nll_loss(const Tensor& input, const Tensor& target, bool log_input, bool full,
@@ -202,6 +272,28 @@ Tensor MultiLabelSoftMarginLoss::forward(const Tensor& input, const Tensor& targ
 
 Tensor HingeEmbeddingLoss::forward(const Tensor& input, const Tensor& target) {
   return functional::hinge_embedding_loss(input, target, margin, reduction);
+}
+
+Tensor MultiLabelMarginLoss::forward(const Tensor& input, const Tensor& target) {
+  return functional::multilabel_margin_loss(input, target, reduction);
+}
+
+TripletMarginWithDistanceLoss::TripletMarginWithDistanceLoss(
+    functional::DistanceFunction distance_function_, double margin_, bool swap_,
+    Reduction reduction_)
+    : distance_function(std::move(distance_function_)),
+      margin(margin_),
+      swap(swap_),
+      reduction(reduction_) {
+  if (!(margin > 0))
+    throw ValueError(fmt::format(
+        "TripletMarginWithDistanceLoss: expected margin to be greater than 0, got {}", margin));
+}
+
+Tensor TripletMarginWithDistanceLoss::forward(const Tensor& anchor, const Tensor& positive,
+                                              const Tensor& negative) {
+  return functional::triplet_margin_with_distance_loss(anchor, positive, negative,
+                                                       distance_function, margin, swap, reduction);
 }
 
 Tensor TripletMarginLoss::forward(const Tensor& anchor, const Tensor& positive,

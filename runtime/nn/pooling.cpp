@@ -124,6 +124,17 @@ std::string AvgPoolNd::extra_repr() const {
                      size_repr(stride), size_repr(padding));
 }
 
+Tensor LPPoolNd::forward(const Tensor& x) {
+  if (!x.defined()) throw Error(fmt::format("{}.forward: the input is undefined", name()));
+  return (dims_ == 1 ? lp_pool1d : lp_pool2d)(x, norm_type, kernel_size, stride, ceil_mode);
+}
+
+std::string LPPoolNd::extra_repr() const {
+  return fmt::format("norm_type={}, kernel_size={}, stride={}, ceil_mode={}", norm_type,
+                     size_repr(kernel_size), stride.empty() ? "None" : size_repr(stride),
+                     bool_str(ceil_mode));
+}
+
 // ---------------------------------------------------------------- adaptive pooling
 
 AdaptiveAvgPoolNd::AdaptiveAvgPoolNd(std::size_t dims, ConvSizes s)

@@ -108,6 +108,14 @@ class LeakyReLU : public Module {
   std::string extra_repr() const override;
   double negative_slope;
 };
+// functional::rrelu(x, lower, upper, is_training()).
+class RReLU : public Module {
+ public:
+  explicit RReLU(double lower = 1.0 / 8, double upper = 1.0 / 3);
+  Tensor forward(const Tensor& x) override;
+  std::string extra_repr() const override;
+  double lower, upper;
+};
 class Hardtanh : public Module {
  public:
   explicit Hardtanh(double min_val = -1.0, double max_val = 1.0)

@@ -6,6 +6,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -39,6 +40,25 @@ Tensor dropout2d(const Tensor& x, double p = 0.5, bool training = true);
 // F.dropout1d and F.dropout3d. ShapeError for another rank.
 Tensor dropout1d(const Tensor& x, double p = 0.5, bool training = true);
 Tensor dropout3d(const Tensor& x, double p = 0.5, bool training = true);
+// Alpha dropout (Klambauer et al., for SELU networks; F.alpha_dropout): in training, each
+// element is dropped with probability p to SELU's negative saturation -λα = -1.7581 rather
+// than 0, and the result is a · x + b with a and b chosen so that an input of mean 0 and
+// variance 1 keeps them. feature_alpha_dropout drops whole channels (one draw per [N, C]
+// element of x [N, C, *]). As PyTorch's, `training` defaults to false (the identity); p = 1
+// gives zeros. Error unless 0 <= p <= 1.
+Tensor alpha_dropout(const Tensor& x, double p = 0.5, bool training = false);
+Tensor feature_alpha_dropout(const Tensor& x, double p = 0.5, bool training = false);
+// Randomized leaky ReLU (F.rrelu): x where x > 0, else x times a slope drawn from U(lower,
+// upper) per element in training, and (lower + upper) / 2 otherwise (leaky_relu; `training`
+// defaults to false, as PyTorch's). The gradient is the slope used.
+Tensor rrelu(const Tensor& x, double lower = 1.0 / 8, double upper = 1.0 / 3,
+             bool training = false);
+// Gumbel-softmax (F.gumbel_softmax): softmax((logits + g) / tau) along dim with g standard
+// Gumbel noise (-log of an exponential draw); hard: the one-hot of its argmax, whose gradient is
+// the soft sample's (straight-through). Error unless tau > 0.
+Tensor gumbel_softmax(const Tensor& logits, double tau = 1, bool hard = false,
+                      std::int64_t dim = -1);
+
 // Batch normalisation over dim 1 of x [N, C, *] (PyTorch's F.batch_norm). With `training`,
 // normalises with the batch's statistics (biased variance) and, when running_mean / running_var are
 // defined, updates them in place as (1 - momentum) · running + momentum · batch, with the unbiased
@@ -235,6 +255,21 @@ Tensor poisson_nll_loss(const Tensor& input, const Tensor& target, bool log_inpu
 Tensor gaussian_nll_loss(const Tensor& input, const Tensor& target, const Tensor& var,
                          bool full = false, double eps = 1e-6,
                          Reduction reduction = Reduction::mean);
+// multilabel_margin_loss: per sample, the sum over its target classes j (target's leading
+// entries before the first -1; i64 of x's shape, x [C] or [N, C]) and the non-target classes i
+// of max(0, 1 - (x[j] - x[i])), over C. ShapeError for a target of another shape, ValueError
+// for a class outside [-1, C).
+Tensor multilabel_margin_loss(const Tensor& input, const Tensor& target,
+                              Reduction reduction = Reduction::mean);
+// triplet_margin_with_distance_loss: max(0, margin + d(a, p) - d(a, n)) with d the given
+// distance function (default pairwise_distance); swap as triplet_margin_loss. ValueError unless
+// margin > 0; ShapeError unless the three have the same number of dims.
+using DistanceFunction = std::function<Tensor(const Tensor&, const Tensor&)>;
+Tensor triplet_margin_with_distance_loss(const Tensor& anchor, const Tensor& positive,
+                                         const Tensor& negative,
+                                         const DistanceFunction& distance_function = {},
+                                         double margin = 1.0, bool swap = false,
+                                         Reduction reduction = Reduction::mean);
 Tensor multi_margin_loss(const Tensor& input, const Tensor& target, std::int64_t p = 1,
                          double margin = 1.0, const Tensor& weight = {},
                          Reduction reduction = Reduction::mean);

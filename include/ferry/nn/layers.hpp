@@ -103,7 +103,7 @@ class Dropout : public Module {
   double p;
 };
 
-// What the channel dropouts share: p, checked, and their printing.
+// What the channel and alpha dropouts share: p, checked, and their printing.
 class ChannelDropout : public Module {
  public:
   std::string extra_repr() const override;
@@ -129,6 +129,18 @@ class Dropout2d : public ChannelDropout {
 class Dropout3d : public ChannelDropout {
  public:
   explicit Dropout3d(double p = 0.5) : ChannelDropout("Dropout3d", p) {}
+  Tensor forward(const Tensor& x) override;
+};
+// functional::alpha_dropout / feature_alpha_dropout(x, p, is_training()) (Note [Alpha
+// dropout] in runtime/nn/functional.cpp): for SELU networks.
+class AlphaDropout : public ChannelDropout {
+ public:
+  explicit AlphaDropout(double p = 0.5) : ChannelDropout("AlphaDropout", p) {}
+  Tensor forward(const Tensor& x) override;
+};
+class FeatureAlphaDropout : public ChannelDropout {
+ public:
+  explicit FeatureAlphaDropout(double p = 0.5) : ChannelDropout("FeatureAlphaDropout", p) {}
   Tensor forward(const Tensor& x) override;
 };
 

@@ -142,6 +142,15 @@ class SoftMarginLoss : public Module {
   Reduction reduction;
 };
 
+class MultiLabelMarginLoss : public Module {
+ public:
+  explicit MultiLabelMarginLoss(Reduction reduction = Reduction::mean) : reduction(reduction) {}
+  using Module::forward;
+  Tensor forward(const Tensor& input, const Tensor& target);
+
+  Reduction reduction;
+};
+
 class MultiLabelSoftMarginLoss : public Module {
  public:
   explicit MultiLabelSoftMarginLoss(const Tensor& weight = {},
@@ -173,6 +182,22 @@ class TripletMarginLoss : public Module {
   Tensor forward(const Tensor& anchor, const Tensor& positive, const Tensor& negative);
 
   double margin, p, eps;
+  bool swap;
+  Reduction reduction;
+};
+
+// The distance function is kept, as PyTorch's module keeps its callable; empty is
+// pairwise_distance. ValueError unless margin > 0.
+class TripletMarginWithDistanceLoss : public Module {
+ public:
+  explicit TripletMarginWithDistanceLoss(functional::DistanceFunction distance_function = {},
+                                         double margin = 1.0, bool swap = false,
+                                         Reduction reduction = Reduction::mean);
+  using Module::forward;
+  Tensor forward(const Tensor& anchor, const Tensor& positive, const Tensor& negative);
+
+  functional::DistanceFunction distance_function;
+  double margin;
   bool swap;
   Reduction reduction;
 };

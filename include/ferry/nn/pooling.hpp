@@ -1,12 +1,13 @@
 // ferry/nn/pooling.hpp — the pooling and resampling layers: MaxPool1d/2d/3d, AvgPool1d/2d/3d,
-// AdaptiveAvgPool1d/2d/3d, AdaptiveMaxPool1d/2d/3d, MaxUnpool1d/2d/3d, Upsample, PixelShuffle and
-// PixelUnshuffle. No parameters; PyTorch's arguments, defaults and repr; the math is
-// ferry/ops_pool.hpp and ferry/ops_resample.hpp.
+// LPPool1d/2d, AdaptiveAvgPool1d/2d/3d, AdaptiveMaxPool1d/2d/3d, MaxUnpool1d/2d/3d, Upsample,
+// PixelShuffle and PixelUnshuffle. No parameters; PyTorch's arguments, defaults and repr; the math
+// is ferry/ops_pool.hpp and ferry/ops_resample.hpp.
 #pragma once
 
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <utility>
 
 #include "ferry/nn/module.hpp"
 #include "ferry/ops_pool.hpp"
@@ -116,6 +117,40 @@ class AvgPoolNd : public Module {
 
  private:
   std::size_t dims_;
+};
+
+// lp_pool1d/2d (PyTorch's LPPool1d/2d): stride empty is the kernel size, printed "None" as
+// PyTorch prints the stride it was not given.
+class LPPoolNd : public Module {
+ public:
+  Tensor forward(const Tensor& x) override;
+  std::string extra_repr() const override;
+
+  double norm_type;
+  ConvSizes kernel_size, stride;
+  bool ceil_mode;
+
+ protected:
+  LPPoolNd(std::size_t dims, double norm_type, ConvSizes kernel_size, ConvSizes stride,
+           bool ceil_mode)
+      : norm_type(norm_type),
+        kernel_size(std::move(kernel_size)),
+        stride(std::move(stride)),
+        ceil_mode(ceil_mode),
+        dims_(dims) {}
+
+ private:
+  std::size_t dims_;
+};
+class LPPool1d : public LPPoolNd {
+ public:
+  LPPool1d(double norm_type, ConvSizes kernel_size, ConvSizes stride = {}, bool ceil_mode = false)
+      : LPPoolNd(1, norm_type, std::move(kernel_size), std::move(stride), ceil_mode) {}
+};
+class LPPool2d : public LPPoolNd {
+ public:
+  LPPool2d(double norm_type, ConvSizes kernel_size, ConvSizes stride = {}, bool ceil_mode = false)
+      : LPPoolNd(2, norm_type, std::move(kernel_size), std::move(stride), ceil_mode) {}
 };
 
 class AvgPool2d : public AvgPoolNd {
