@@ -66,11 +66,13 @@ Tensor quantile_of(OpId op, const Tensor& x, const Tensor& q, std::optional<std:
   const Tensor rows = d ? movedim(x1, *d, -1) : x1.reshape({-1});
   const Tensor sorted = sort(rows, -1).values;
   const std::int64_t last = sorted.size(-1) - 1;
-  // ranks [..., Q]: where in each sorted row each q falls.
-  const Tensor qs = q.reshape({-1});
+  // ranks [..., Q]: where in each sorted row each q falls, in f32 (f64 for f64) whatever x's
+  // dtype: f16 holds integers exactly only to 2048.
+  const DType rank_dtype = x.dtype() == DType::f64 ? DType::f64 : DType::f32;
+  const Tensor qs = q.reshape({-1}).to(rank_dtype);
   Tensor ranks;
   if (op == OpId::nanquantile) {
-    const Tensor valid = sum(logical_not(isnan(sorted)), {-1}, /*keepdim=*/true).to(x.dtype());
+    const Tensor valid = sum(logical_not(isnan(sorted)), {-1}, /*keepdim=*/true).to(rank_dtype);
     ranks = clamp_min(qs * (valid - 1.0), Scalar(0.0));  // all NaN: rank 0, which is NaN
   } else {
     const Tensor has_nan = any(isnan(sorted), {-1}, /*keepdim=*/true);
@@ -85,7 +87,7 @@ Tensor quantile_of(OpId op, const Tensor& x, const Tensor& q, std::optional<std:
     const Tensor above = ceil(ranks.detach()).to(DType::i64);
     const Tensor weight = interpolation == "midpoint" ? full_like(ranks, Scalar(0.5))
                                                       : ranks - below.to(ranks.dtype());
-    out = lerp(out, gather(sorted, -1, above), weight);
+    out = lerp(out, gather(sorted, -1, above), weight.to(x.dtype()));
   }
   // [..., Q] -> [Q, ...], q's dim dropped when q is 0-d, the reduced dims kept as 1s on request.
   out = movedim(out, -1, 0);

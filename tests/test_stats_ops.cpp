@@ -125,6 +125,17 @@ void edges_are_pytorchs(const ferry::Device& dev) {
   EXPECT_EQ(
       ferry::quantile(ferry::ones({2, 3, 4}, {.device = dev}), f({0.2f, 0.4f}), 1, true).sizes(),
       (ferry::Shape{2, 2, 1, 4}));
+  // A 16-bit slice longer than 2048, where f16 holds integers only to even ones: the 5000
+  // consecutive f16 numbers from 1 (distinct, sorted), at q = 1435 / 2048 (an f16 number), rank
+  // 3502.72. Rounded to f16 the rank would be 3502 (11.359375); in f32 it interpolates to
+  // 11.365, which rounds to f16's 11.3671875, within half an f16 step (2^-8) of the f32 answer.
+  std::vector<float> ladder;
+  for (int k = 0; k < 5000; ++k)
+    ladder.push_back(std::ldexp(1.0f + float(k % 1024) / 1024, k / 1024));
+  const Tensor long16 = ferry::tensor(ladder).to(dev, DType::f16);
+  const double q16 = 1435.0 / 2048;
+  expect_close(ferry::quantile(long16, q16).to(DType::f32),
+               ferry::quantile(long16.to(DType::f32), q16), 0, 1.0 / 256, "f16 over 5000");
   const auto all_nan = ferry::nanquantile(f({nan, nan}), 0.5).to_vector<float>();
   EXPECT_TRUE(std::isnan(all_nan[0]));
   // fmax / fmin ignore one NaN, keep two.
