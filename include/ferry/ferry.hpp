@@ -9,6 +9,7 @@
 #include "ferry/data.hpp"
 #include "ferry/device.hpp"
 #include "ferry/device_info.hpp"
+#include "ferry/distributions.hpp"
 #include "ferry/dtype.hpp"
 #include "ferry/error.hpp"
 #include "ferry/grad_scaler.hpp"

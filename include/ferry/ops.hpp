@@ -23,6 +23,7 @@
 #include "ferry/ops_resample.hpp"  // interpolate, pixel_shuffle
 #include "ferry/ops_shape.hpp"     // the indexing and shape ops
 #include "ferry/ops_sort.hpp"      // scans, sorting and selection
+#include "ferry/ops_special.hpp"   // lgamma, digamma, polygamma, mvlgamma
 #include "ferry/ops_stats.hpp"     // aminmax, cov, corrcoef, quantile, logcumsumexp, trapezoid
 #include "ferry/tensor.hpp"
 
