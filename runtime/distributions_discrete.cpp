@@ -140,6 +140,81 @@ std::string Categorical::str() const {
   return fmt::format("Categorical(probs: {})", param_str(probs_));
 }
 
+// ---- Geometric
+
+Geometric::Geometric(const Tensor& probs, const Tensor& logits, bool validate_args)
+    : Distribution(validate_args) {
+  check_one_of("Geometric", probs, logits);
+  if (probs.defined()) {
+    probs_ = probs;
+    logits_ = binary_logits(probs);
+  } else {
+    logits_ = logits;
+    probs_ = sigmoid(logits);
+  }
+  set_shapes(probs_.sizes(), {});
+  if (probs.defined())
+    check_parameter(logical_and(gt(probs_, Scalar(0)), le(probs_, Scalar(1))), "probs", probs_,
+                    "half-open interval (0, 1]");
+  else
+    check_parameter(logical_not(isnan(logits_)), "logits", logits_, "real");
+}
+
+// PyTorch's inversion: floor(log u / log(1 - p)), u kept above the dtype's smallest normal.
+Tensor Geometric::sample(const Shape& sample_shape) const {
+  NoGradGuard no_grad;
+  const DType dt = probs_.dtype();
+  const double tiny = dt == DType::f64   ? std::numeric_limits<double>::min()
+                      : dt == DType::f16 ? 6.103515625e-05
+                                         : double(std::numeric_limits<float>::min());
+  const Tensor u =
+      clamp(rand(extended_shape(sample_shape), {.dtype = dt, .device = probs_.device()}), tiny,
+            std::nullopt);
+  return floor(log(u) / log1p(neg(probs_.detach())));
+}
+
+// value log(1 - p) + log p, with 0 log(1 - 1) taken as 0 (PyTorch sets p to 0 there).
+Tensor Geometric::log_prob(const Tensor& value) const {
+  check_value(value);
+  const Tensor p = where(logical_and(eq(probs_, 1.0), eq(value, 0.0)), Scalar(0.0), probs_);
+  return value * log1p(neg(p)) + log(probs_);
+}
+// binary_cross_entropy_with_logits(logits, probs) / probs.
+Tensor Geometric::entropy() const { return (softplus(logits_) - logits_ * probs_) / probs_; }
+Tensor Geometric::mean() const { return reciprocal(probs_) - 1; }
+Tensor Geometric::variance() const { return (reciprocal(probs_) - 1) / probs_; }
+Tensor Geometric::in_support(const Tensor& value) const {
+  return logical_and(ge(value, Scalar(0)), eq(value, floor(value)));
+}
+std::string Geometric::str() const {
+  return fmt::format("Geometric(probs: {})", param_str(probs_));
+}
+
+// ---- OneHotCategorical
+
+OneHotCategorical::OneHotCategorical(const Tensor& probs, const Tensor& logits, bool validate_args)
+    : Distribution(validate_args), categorical_(probs, logits, validate_args) {
+  set_shapes(categorical_.batch_shape(), {categorical_.num_events()});
+}
+Tensor OneHotCategorical::sample(const Shape& sample_shape) const {
+  return one_hot(categorical_.sample(sample_shape), categorical_.num_events())
+      .to(categorical_.probs().dtype());
+}
+Tensor OneHotCategorical::log_prob(const Tensor& value) const {
+  check_value(value);
+  return categorical_.log_prob(argmax(value, -1));
+}
+Tensor OneHotCategorical::variance() const {
+  return categorical_.probs() * (neg(categorical_.probs()) + 1);
+}
+Tensor OneHotCategorical::in_support(const Tensor& value) const {
+  const Tensor binary = logical_or(eq(value, Scalar(0)), eq(value, Scalar(1)));
+  return logical_and(all(binary, {-1}), eq(sum(value, {-1}), Scalar(1)));
+}
+std::string OneHotCategorical::str() const {
+  return fmt::format("OneHotCategorical(probs: {})", param_str(categorical_.probs()));
+}
+
 // ---- Independent
 
 namespace {
@@ -341,6 +416,22 @@ Tensor kl_divergence(const Distribution& p, const Distribution& q) {
     if (auto* b = dynamic_cast<const Poisson*>(&q)) return kl_poisson_poisson(*a, *b);
   if (auto* a = dynamic_cast<const Bernoulli*>(&p))
     if (auto* b = dynamic_cast<const Bernoulli*>(&q)) return kl_bernoulli_bernoulli(*a, *b);
+  if (auto* a = dynamic_cast<const OneHotCategorical*>(&p))
+    if (auto* b = dynamic_cast<const OneHotCategorical*>(&q))
+      return kl_categorical_categorical(a->categorical(), b->categorical());
+  if (auto* a = dynamic_cast<const LogNormal*>(&p))
+    if (auto* b = dynamic_cast<const LogNormal*>(&q))
+      return kl_normal_normal(a->base_dist(), b->base_dist());
+  if (auto* a = dynamic_cast<const HalfNormal*>(&p))
+    if (auto* b = dynamic_cast<const HalfNormal*>(&q))
+      return kl_normal_normal(a->base_dist(), b->base_dist());
+  if (auto* a = dynamic_cast<const Gumbel*>(&p))
+    if (auto* b = dynamic_cast<const Gumbel*>(&q)) return kl_gumbel_gumbel(*a, *b);
+  if (auto* a = dynamic_cast<const Geometric*>(&p))
+    if (auto* b = dynamic_cast<const Geometric*>(&q))  // PyTorch's _kl_geometric_geometric
+      return neg(a->entropy()) - log1p(neg(b->probs())) / a->probs() - b->logits();
+  if (auto* a = dynamic_cast<const MultivariateNormal*>(&p))
+    if (auto* b = dynamic_cast<const MultivariateNormal*>(&q)) return kl_mvn_mvn(*a, *b);
   if (auto* a = dynamic_cast<const Categorical*>(&p))
     if (auto* b = dynamic_cast<const Categorical*>(&q)) return kl_categorical_categorical(*a, *b);
   if (auto* a = dynamic_cast<const Independent*>(&p))

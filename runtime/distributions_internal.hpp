@@ -78,10 +78,14 @@ inline Tensor nan_like(const Tensor& t) {
 
 }  // namespace detail
 
-// The KL divergences of the Gamma family (distributions_gamma.cpp), for kl_divergence.
+// The KL divergences kl_divergence takes from the other files: (distributions_gamma.cpp)
 Tensor kl_gamma_gamma(const Gamma& p, const Gamma& q);
 Tensor kl_beta_beta(const Beta& p, const Beta& q);
 Tensor kl_dirichlet_dirichlet(const Dirichlet& p, const Dirichlet& q);
 Tensor kl_poisson_poisson(const Poisson& p, const Poisson& q);
+// (distributions_multivariate.cpp)
+Tensor kl_mvn_mvn(const MultivariateNormal& p, const MultivariateNormal& q);
+// (distributions_continuous.cpp)
+Tensor kl_gumbel_gumbel(const Gumbel& p, const Gumbel& q);
 
 }  // namespace ferry::distributions

@@ -1,8 +1,9 @@
 // ferry::distributions (torch.distributions) against PyTorch's
 // (tests/data/pytorch_distributions_reference.json, written by
 // tools/gen_distributions_reference.py) on every device: log_prob, cdf, icdf, entropy and KL
-// divergences with their gradients. Then the draws against their closed forms (moments,
-// frequencies, shapes, the reparameterized gradient), and the argument checks.
+// divergences with their gradients (Normal to OneHotCategorical; MultivariateNormal's own draws
+// and checks are in test_multivariate_normal.cpp). Then the draws against their closed forms
+// (moments, frequencies, shapes, the reparameterized gradient), and the argument checks.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -101,6 +102,67 @@ Tensor run_case(const std::string& op, const json& a, const std::vector<Tensor>&
     if (op.ends_with("cdf")) return mix.cdf(in[3]);
     return ferry::stack({mix.mean(), mix.variance()});
   }
+  // Cauchy, LogNormal, Gumbel (loc, scale, value) and HalfNormal (scale, value).
+  const auto two = [&](const std::string& kind) -> std::unique_ptr<D::Distribution> {
+    if (kind == "cauchy") return std::make_unique<D::Cauchy>(in[0], in[1]);
+    if (kind == "lognormal") return std::make_unique<D::LogNormal>(in[0], in[1]);
+    if (kind == "gumbel") return std::make_unique<D::Gumbel>(in[0], in[1]);
+    if (kind == "halfnormal") return std::make_unique<D::HalfNormal>(in[0]);
+    return nullptr;
+  };
+  if (const auto cut = op.find('_'); cut != std::string::npos) {
+    const std::string kind = op.substr(0, cut), method = op.substr(cut + 1);
+    const bool known =
+        method == "log_prob" || method == "cdf" || method == "icdf" || method == "entropy_moments";
+    if (auto d = known ? two(kind) : nullptr) {
+      const Tensor& value = in[kind == "halfnormal" ? 1 : 2];
+      if (method == "log_prob") return d->log_prob(value);
+      if (method == "cdf") return d->cdf(value);
+      if (method == "icdf") return d->icdf(value);
+      if (method == "entropy_moments")
+        return ferry::stack({d->entropy(), d->mean(), d->variance()});
+    }
+  }
+  if (op == "cauchy_entropy") return D::Cauchy(ferry::zeros_like(in[0]), in[0]).entropy();
+  auto geometric = [&](const Tensor& p) { return logits ? D::Geometric({}, p) : D::Geometric(p); };
+  if (op == "geometric_log_prob") return geometric(in[0]).log_prob(value_of(a, in[0]));
+  if (op == "geometric_entropy_moments") {
+    const D::Geometric g = geometric(in[0]);
+    return ferry::stack({g.entropy(), g.mean(), g.variance()});
+  }
+  auto onehot = [&](const Tensor& p) {
+    return logits ? D::OneHotCategorical({}, p) : D::OneHotCategorical(p);
+  };
+  if (op == "onehot_log_prob") return onehot(in[0]).log_prob(value_of(a, in[0]));
+  if (op == "onehot_entropy_moments") {
+    const D::OneHotCategorical c = onehot(in[0]);
+    return ferry::cat({c.entropy(), c.mean().reshape({-1}), c.variance().reshape({-1})});
+  }
+  if (op == "kl_lognormal")
+    return D::kl_divergence(D::LogNormal(in[0], in[1]), D::LogNormal(in[2], in[3]));
+  if (op == "kl_gumbel") return D::kl_divergence(D::Gumbel(in[0], in[1]), D::Gumbel(in[2], in[3]));
+  if (op == "kl_halfnormal") return D::kl_divergence(D::HalfNormal(in[0]), D::HalfNormal(in[1]));
+  if (op == "kl_geometric") return D::kl_divergence(geometric(in[0]), geometric(in[1]));
+  if (op == "kl_onehot") return D::kl_divergence(onehot(in[0]), onehot(in[1]));
+  if (op.rfind("mvn_", 0) == 0) {
+    const std::string m = a.value("matrix", "covariance_matrix");
+    D::MultivariateNormalMatrix matrix;
+    // (entropy and the matrices take the matrix alone, loc zeros: PyTorch gives loc no gradient.)
+    const bool with_loc = op == "mvn_log_prob";
+    const Tensor& given = in[with_loc ? 1 : 0];
+    (m == "scale_tril"         ? matrix.scale_tril
+     : m == "precision_matrix" ? matrix.precision_matrix
+                               : matrix.covariance_matrix) = given;
+    const D::MultivariateNormal d(with_loc ? in[0] : ferry::zeros_like(given.select(-1, 0)),
+                                  matrix);
+    if (op == "mvn_log_prob") return d.log_prob(in[2]);
+    if (op == "mvn_covariance") return d.covariance_matrix();
+    return ferry::cat(
+        {d.entropy(), d.variance().reshape({-1}), d.precision_matrix().reshape({-1})});
+  }
+  if (op == "kl_mvn")
+    return D::kl_divergence(D::MultivariateNormal(in[0], {.covariance_matrix = in[1]}),
+                            D::MultivariateNormal(in[2], {.scale_tril = in[3]}));
   const std::int64_t n = a.value("ndims", 0);
   auto independent = [&](const Tensor& m, const Tensor& s) {
     return D::Independent(std::make_shared<D::Normal>(m, s), n);
@@ -128,7 +190,7 @@ Tensor run_case(const std::string& op, const json& a, const std::vector<Tensor>&
 }
 
 void run_reference(const ferry::Device& dev) {
-  ferry_test::run_output_reference_file("pytorch_distributions_reference.json", dev, 62, run_case);
+  ferry_test::run_output_reference_file("pytorch_distributions_reference.json", dev, 95, run_case);
 }
 FERRY_TEST_ON_EACH_DEVICE(Distributions, PyTorchReference, run_reference)
 
@@ -342,6 +404,53 @@ void discrete_draws_follow_their_probabilities(const ferry::Device& dev) {
 FERRY_TEST_ON_EACH_DEVICE(Distributions, DiscreteDrawsFollowTheirProbabilities,
                           discrete_draws_follow_their_probabilities)
 
+// Cauchy by its quartiles (it has no moments), HalfNormal, LogNormal (through log x), Gumbel and
+// Geometric by theirs, OneHotCategorical by its frequencies, 40,000 draws of a batch of two.
+void heavy_tailed_and_transformed_draws(const ferry::Device& dev) {
+  ferry::manual_seed(9);
+  const std::int64_t n = 40000;
+  auto on = [&](std::vector<float> v) { return ferry::tensor(v).to(dev); };
+  std::vector<double> mean, sd;
+  const std::vector<double> c = as_double(D::Cauchy(on({0, 5}), on({1, 2})).sample({n}));
+  double below_loc = 0, below_upper_quartile = 0;
+  for (std::size_t i = 1; i < c.size(); i += 2) {
+    below_loc += c[i] < 5;
+    below_upper_quartile += c[i] < 7;
+  }
+  EXPECT_NEAR(below_loc / double(n), 0.5, 0.01);
+  EXPECT_NEAR(below_upper_quartile / double(n), 0.75, 0.01);
+
+  const Tensor h = D::HalfNormal(on({1, 3})).sample({n});
+  EXPECT_GE(ferry::amin(h).item<double>(), 0.0);
+  column_moments(h, mean, sd);
+  EXPECT_NEAR(mean[1], 3 * std::sqrt(2 / M_PI), 0.03);
+  EXPECT_NEAR(sd[1], 3 * std::sqrt(1 - 2 / M_PI), 0.03);
+
+  column_moments(ferry::log(D::LogNormal(on({0.5f, -1}), on({0.25f, 1})).sample({n})), mean, sd);
+  EXPECT_NEAR(mean[0], 0.5, 0.005);
+  EXPECT_NEAR(sd[1], 1.0, 0.015);
+
+  const D::Gumbel g(on({1, -2}), on({2, 0.5f}));
+  column_moments(g.sample({n}), mean, sd);
+  EXPECT_NEAR(mean[0], as_double(g.mean())[0], 0.04);
+  EXPECT_NEAR(sd[1], std::sqrt(as_double(g.variance())[1]), 0.01);
+
+  const Tensor k = D::Geometric(on({0.2f, 0.7f})).sample({n});
+  EXPECT_TRUE(ferry::equal(k, ferry::floor(k)));
+  column_moments(k, mean, sd);
+  EXPECT_NEAR(mean[0], 4.0, 0.1);  // (1 - p) / p; sd sqrt(1 - p) / p = 4.5
+  EXPECT_NEAR(mean[1], 3.0 / 7, 0.015);
+
+  const Tensor hot = D::OneHotCategorical(on({0.1f, 0.2f, 0.7f})).sample({n});
+  EXPECT_EQ(hot.sizes(), (Shape{n, 3}));
+  EXPECT_TRUE(ferry::equal(ferry::sum(hot, {-1}), ferry::ones({n}, {.device = dev})));
+  column_moments(hot, mean, sd);
+  EXPECT_NEAR(mean[0], 0.1, 0.006);
+  EXPECT_NEAR(mean[2], 0.7, 0.009);
+}
+FERRY_TEST_ON_EACH_DEVICE(Distributions, HeavyTailedAndTransformedDraws,
+                          heavy_tailed_and_transformed_draws)
+
 Tensor t1(std::vector<float> v) { return ferry::tensor(v); }
 
 TEST(Distributions, ArgumentsAreCheckedAsPyTorchDoes) {
@@ -405,6 +514,20 @@ TEST(Distributions, ArgumentsAreCheckedAsPyTorchDoes) {
   EXPECT_FERRY_ERROR(D::Poisson(t1({2})).log_prob(t1({1.5f})), ferry::ValueError, "integers >= 0");
   EXPECT_FERRY_ERROR(D::Gamma(t1({1}), t1({1})).rsample(), ferry::UnsupportedError, "rsample");
   EXPECT_EQ(D::Dirichlet(ferry::ones({2, 3})).event_shape(), (Shape{3}));
+
+  EXPECT_FERRY_ERROR(D::Cauchy(t1({0}), t1({-1})), ferry::ValueError, "scale", "Cauchy");
+  EXPECT_FERRY_ERROR(D::HalfNormal(t1({0})), ferry::ValueError, "scale", "HalfNormal(scale: 0)");
+  EXPECT_FERRY_ERROR(D::LogNormal(t1({0}), t1({-1})), ferry::ValueError, "scale", "LogNormal");
+  EXPECT_FERRY_ERROR(D::HalfNormal(t1({1})).log_prob(t1({-1})), ferry::ValueError, "support");
+  EXPECT_FERRY_ERROR(D::LogNormal(t1({0}), t1({1})).log_prob(t1({0})), ferry::ValueError, "support",
+                     "(0, inf)");
+  EXPECT_FERRY_ERROR(D::Gumbel(t1({0}), t1({0})), ferry::ValueError, "scale");
+  EXPECT_FERRY_ERROR(D::Geometric(t1({0})), ferry::ValueError, "probs", "(0, 1]");
+  EXPECT_FERRY_ERROR(D::Geometric(t1({0.5f})).log_prob(t1({1.5f})), ferry::ValueError, "support");
+  EXPECT_FERRY_ERROR(D::OneHotCategorical(t1({0.5f, 0.5f})).log_prob(t1({1, 1})), ferry::ValueError,
+                     "one-hot");
+  EXPECT_EQ(D::OneHotCategorical(t1({0.5f, 0.5f})).event_shape(), (Shape{2}));
+  EXPECT_TRUE(D::HalfNormal(t1({1}), false).log_prob(t1({-1})).item<float>() == -INFINITY);
 
   // PyTorch's reprs: a one-element parameter by value, a larger one by shape.
   EXPECT_EQ(D::Normal(ferry::scalar_tensor(0.5), ferry::scalar_tensor(2.0)).str(),

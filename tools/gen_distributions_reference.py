@@ -2,7 +2,8 @@
 """Generate tests/data/pytorch_distributions_reference.json: torch.distributions' Normal,
 Uniform, Exponential, Laplace, Gamma, Chi2, Beta, Dirichlet, StudentT, Poisson, Bernoulli,
 Categorical,
-Independent and MixtureSameFamily —
+Independent, MixtureSameFamily, MultivariateNormal, Cauchy, HalfNormal, LogNormal, Gumbel,
+Geometric and OneHotCategorical —
 log_prob, cdf, icdf, entropy, moments — and
 kl_divergence between each pair ferry has a closed form for, with the gradient of every
 floating input (tests/test_distributions.cpp).
@@ -14,7 +15,9 @@ Regenerate (from the repository root), as tools/gen_math_reference.py:
 Format: that of tools/gen_conv_reference.py (reference_common.op_case). The op names the
 distribution and the method; attrs say which parameter a Bernoulli or Categorical is given
 (param: probs or logits), Independent's reinterpreted dims (ndims), and a value through which
-PyTorch has no gradient (value, value_shape: a Uniform's log_prob, a Bernoulli's 0/1).
+PyTorch has no gradient (value, value_shape: a Uniform's log_prob, a Bernoulli's 0/1), and
+the matrix a MultivariateNormal is given (matrix: covariance_matrix, precision_matrix or
+scale_tril).
 """
 
 import os
@@ -207,6 +210,97 @@ def main():
          [([2, 3], -1, 1), ([2, 3], 0.5, 2), ([2, 3], -1, 1), ([2, 3], 0.5, 2)],
          lambda m1, s1, m2, s2: D.kl_divergence(D.Independent(D.Normal(m1, s1), 1),
                                                 D.Independent(D.Normal(m2, s2), 1)), ndims=1)
+    # MultivariateNormal from each of its matrices; batch dims from loc, the matrix and the value.
+    def spd(name, shape):
+        x = Gen(name).uniform(shape, -1, 1)
+        return torch.round((x @ x.transpose(-2, -1) + torch.eye(shape[-1])) * 1000) / 1000
+
+    def lower(name, shape):
+        a = torch.tril(Gen(name).uniform(shape, -1, 1), -1)
+        return a + torch.diag_embed(Gen(name + "/d").uniform(shape[:-1], 0.5, 1.5))
+
+    mvn = D.MultivariateNormal
+    case("mvn_covariance_log_prob", "mvn_log_prob",
+         [Gen("mvn_cov/loc").uniform([3], -1, 1), spd("mvn_cov/cov", [3, 3]),
+          Gen("mvn_cov/value").uniform([4, 3], -2, 2)],
+         lambda m, c, v: mvn(m, covariance_matrix=c).log_prob(v), matrix="covariance_matrix")
+    case("mvn_precision_log_prob", "mvn_log_prob",
+         [Gen("mvn_prec/loc").uniform([2, 3], -1, 1), spd("mvn_prec/p", [3, 3]),
+          Gen("mvn_prec/value").uniform([3], -2, 2)],
+         lambda m, p, v: mvn(m, precision_matrix=p).log_prob(v), matrix="precision_matrix")
+    case("mvn_scale_tril_log_prob", "mvn_log_prob",
+         [Gen("mvn_tril/loc").uniform([4], -1, 1), lower("mvn_tril/l", [2, 4, 4]),
+          Gen("mvn_tril/value").uniform([5, 1, 4], -2, 2)],
+         lambda m, l, v: mvn(m, scale_tril=l).log_prob(v), matrix="scale_tril")
+    # (loc, which these do not depend on, is zeros of the matrix's batch shape and k.)
+    def at_zero(c, **kw):
+        return mvn(torch.zeros(c.shape[:-1]), **kw)
+
+    case("mvn_entropy_moments", "mvn_entropy_moments", [spd("mvn_ent/cov", [2, 3, 3])],
+         lambda c: torch.cat([at_zero(c, covariance_matrix=c).entropy(),
+                              at_zero(c, covariance_matrix=c).variance.reshape(-1),
+                              at_zero(c, covariance_matrix=c).precision_matrix.reshape(-1)]),
+         matrix="covariance_matrix")
+    case("mvn_precision_covariance", "mvn_covariance", [spd("mvn_pc/p", [3, 3])],
+         lambda p: at_zero(p, precision_matrix=p).covariance_matrix, matrix="precision_matrix")
+    case("kl_mvn", "kl_mvn",
+         [Gen("kl_mvn/loc_p").uniform([3], -1, 1), spd("kl_mvn/cov_p", [3, 3]),
+          Gen("kl_mvn/loc_q").uniform([2, 3], -1, 1), lower("kl_mvn/l_q", [3, 3])],
+         lambda m1, c1, m2, l2: D.kl_divergence(mvn(m1, covariance_matrix=c1),
+                                                mvn(m2, scale_tril=l2)))
+    # Cauchy, HalfNormal, LogNormal, Gumbel: every method; Geometric, OneHotCategorical.
+    for key, kind, lo, hi in [("cauchy", D.Cauchy, -4, 4), ("lognormal", D.LogNormal, 0.05, 5),
+                              ("gumbel", D.Gumbel, -3, 4)]:
+        params = [([3, 4], -1, 1), ([3, 4], 0.5, 2)]
+        case(f"{key}_log_prob", f"{key}_log_prob", params + [([2, 3, 4], lo, hi)],
+             lambda m, s_, v, kind=kind: kind(m, s_).log_prob(v))
+        case(f"{key}_cdf", f"{key}_cdf", params + [([3, 4], lo, hi)],
+             lambda m, s_, v, kind=kind: kind(m, s_).cdf(v))
+        case(f"{key}_icdf", f"{key}_icdf", params + [([3, 4], 0.02, 0.98)],
+             lambda m, s_, v, kind=kind: kind(m, s_).icdf(v))
+    case("cauchy_entropy", "cauchy_entropy", [([5], 0.2, 3)],
+         lambda s_: D.Cauchy(torch.zeros(5), s_).entropy())
+    for key, kind in [("lognormal", D.LogNormal), ("gumbel", D.Gumbel)]:
+        case(f"{key}_entropy_moments", f"{key}_entropy_moments", [([4], -1, 1), ([4], 0.3, 1.5)],
+             lambda m, s_, kind=kind: torch.stack([kind(m, s_).entropy(), kind(m, s_).mean,
+                                                   kind(m, s_).variance]))
+    case("halfnormal_log_prob", "halfnormal_log_prob", [([5], 0.5, 2), ([2, 5], 0.01, 4)],
+         lambda s_, v: D.HalfNormal(s_).log_prob(v))
+    case("halfnormal_cdf", "halfnormal_cdf", [([5], 0.5, 2), ([5], 0.01, 4)],
+         lambda s_, v: D.HalfNormal(s_).cdf(v))
+    case("halfnormal_icdf", "halfnormal_icdf", [([5], 0.5, 2), ([5], 0.02, 0.98)],
+         lambda s_, v: D.HalfNormal(s_).icdf(v))
+    case("halfnormal_entropy_moments", "halfnormal_entropy_moments", [([4], 0.3, 3)],
+         lambda s_: torch.stack([D.HalfNormal(s_).entropy(), D.HalfNormal(s_).mean,
+                                 D.HalfNormal(s_).variance]))
+    failures = torch.tensor([[0.0, 1.0, 4.0, 9.0], [3.0, 0.0, 0.0, 20.0]])
+    for param, lo, hi in [("probs", 0.05, 0.95), ("logits", -4, 4)]:
+        case(f"geometric_log_prob_{param}", "geometric_log_prob", [([4], lo, hi)],
+             lambda p, param=param: make(D.Geometric, param, p).log_prob(failures), param=param,
+             **value_attrs(failures))
+        case(f"geometric_entropy_moments_{param}", "geometric_entropy_moments", [([5], lo, hi)],
+             lambda p, param=param: torch.stack([make(D.Geometric, param, p).entropy(),
+                                                 make(D.Geometric, param, p).mean,
+                                                 make(D.Geometric, param, p).variance]),
+             param=param)
+    hot = torch.tensor([[[0.0, 1.0, 0.0, 0.0], [0.0, 0.0, 0.0, 1.0], [1.0, 0.0, 0.0, 0.0]]] * 2)
+    case("onehot_log_prob", "onehot_log_prob", [([3, 4], -2, 2)],
+         lambda l: D.OneHotCategorical(logits=l).log_prob(hot), param="logits", **value_attrs(hot))
+    case("onehot_entropy_moments", "onehot_entropy_moments", [([2, 3], 0.1, 2)],
+         lambda p: torch.cat([D.OneHotCategorical(probs=p).entropy(),
+                              D.OneHotCategorical(probs=p).mean.reshape(-1),
+                              D.OneHotCategorical(probs=p).variance.reshape(-1)]))
+    # Their KL divergences.
+    for key, kind in [("lognormal", D.LogNormal), ("gumbel", D.Gumbel)]:
+        case(f"kl_{key}", f"kl_{key}", [([5], -1, 1), ([5], 0.5, 2), ([5], -1, 1), ([5], 0.5, 2)],
+             lambda m1, s1, m2, s2, kind=kind: D.kl_divergence(kind(m1, s1), kind(m2, s2)))
+    case("kl_halfnormal", "kl_halfnormal", [([5], 0.3, 3), ([5], 0.3, 3)],
+         lambda s1, s2: D.kl_divergence(D.HalfNormal(s1), D.HalfNormal(s2)))
+    case("kl_geometric", "kl_geometric", [([5], 0.05, 0.95), ([5], 0.05, 0.95)],
+         lambda p, q: D.kl_divergence(D.Geometric(p), D.Geometric(q)))
+    case("kl_onehot", "kl_onehot", [([3, 4], -2, 2), ([4], -2, 2)],
+         lambda p, q: D.kl_divergence(D.OneHotCategorical(logits=p), D.OneHotCategorical(logits=q)),
+         param="logits")
     ref.write_case_file(OUT_PATH, CASES)
 
 

@@ -230,6 +230,147 @@ class Laplace : public Distribution {
   Tensor loc_, scale_;
 };
 
+// Cauchy(loc, scale): loc and scale broadcast; scale > 0. Mean NaN and variance inf, as
+// PyTorch's. Reparameterized (loc + scale tan(pi (u - 1/2))).
+class Cauchy : public Distribution {
+ public:
+  Cauchy(const Tensor& loc, const Tensor& scale, bool validate_args = true);
+  const Tensor& loc() const { return loc_; }
+  const Tensor& scale() const { return scale_; }
+  Tensor rsample(const Shape& sample_shape = {}) const override;
+  bool has_rsample() const override { return true; }
+  Tensor log_prob(const Tensor& value) const override;
+  Tensor cdf(const Tensor& value) const override;
+  Tensor icdf(const Tensor& value) const override;
+  Tensor entropy() const override;
+  Tensor mean() const override;
+  Tensor variance() const override;
+  std::string str() const override;
+
+ protected:
+  Tensor in_support(const Tensor& value) const override;
+  std::string support_str() const override { return "real"; }
+
+ private:
+  Tensor loc_, scale_;
+};
+
+// HalfNormal(scale): |x| for x ~ Normal(0, scale); scale > 0, values >= 0. LogNormal(loc,
+// scale): exp(x) for x ~ Normal(loc, scale); values > 0. Gumbel(loc, scale): loc - scale
+// log(-log u). PyTorch's TransformedDistributions of these names, with their formulas; all
+// three reparameterized.
+class HalfNormal : public Distribution {
+ public:
+  explicit HalfNormal(const Tensor& scale, bool validate_args = true);
+  const Tensor& scale() const { return base_.scale(); }
+  const Normal& base_dist() const { return base_; }  // Normal(0, scale)
+  Tensor rsample(const Shape& sample_shape = {}) const override;
+  bool has_rsample() const override { return true; }
+  Tensor log_prob(const Tensor& value) const override;
+  Tensor cdf(const Tensor& value) const override;
+  Tensor icdf(const Tensor& value) const override;
+  Tensor entropy() const override;
+  Tensor mean() const override;
+  Tensor variance() const override;
+  std::string str() const override;
+
+ protected:
+  Tensor in_support(const Tensor& value) const override;
+  std::string support_str() const override { return "[0, inf)"; }
+
+ private:
+  Normal base_;
+};
+class LogNormal : public Distribution {
+ public:
+  LogNormal(const Tensor& loc, const Tensor& scale, bool validate_args = true);
+  const Tensor& loc() const { return base_.loc(); }
+  const Tensor& scale() const { return base_.scale(); }
+  const Normal& base_dist() const { return base_; }  // Normal(loc, scale)
+  Tensor rsample(const Shape& sample_shape = {}) const override;
+  bool has_rsample() const override { return true; }
+  Tensor log_prob(const Tensor& value) const override;
+  Tensor cdf(const Tensor& value) const override;
+  Tensor icdf(const Tensor& value) const override;
+  Tensor entropy() const override;
+  Tensor mean() const override;
+  Tensor variance() const override;
+  std::string str() const override;
+
+ protected:
+  Tensor in_support(const Tensor& value) const override;
+  std::string support_str() const override { return "(0, inf)"; }
+
+ private:
+  Normal base_;
+};
+class Gumbel : public Distribution {
+ public:
+  Gumbel(const Tensor& loc, const Tensor& scale, bool validate_args = true);
+  const Tensor& loc() const { return loc_; }
+  const Tensor& scale() const { return scale_; }
+  Tensor rsample(const Shape& sample_shape = {}) const override;
+  bool has_rsample() const override { return true; }
+  Tensor log_prob(const Tensor& value) const override;
+  Tensor cdf(const Tensor& value) const override;
+  Tensor icdf(const Tensor& value) const override;
+  Tensor entropy() const override;
+  Tensor mean() const override;
+  Tensor variance() const override;
+  std::string str() const override;
+
+ protected:
+  Tensor in_support(const Tensor& value) const override;
+  std::string support_str() const override { return "real"; }
+
+ private:
+  Tensor loc_, scale_;
+};
+
+// Geometric(probs) or Geometric({}, logits): the number of failures before the first success,
+// values 0, 1, 2, ...; probs in (0, 1].
+class Geometric : public Distribution {
+ public:
+  explicit Geometric(const Tensor& probs, const Tensor& logits = {}, bool validate_args = true);
+  const Tensor& probs() const { return probs_; }
+  const Tensor& logits() const { return logits_; }
+  Tensor sample(const Shape& sample_shape = {}) const override;
+  Tensor log_prob(const Tensor& value) const override;
+  Tensor entropy() const override;
+  Tensor mean() const override;
+  Tensor variance() const override;
+  std::string str() const override;
+
+ protected:
+  Tensor in_support(const Tensor& value) const override;
+  std::string support_str() const override { return "integers >= 0"; }
+
+ private:
+  Tensor probs_, logits_;
+};
+
+// OneHotCategorical(probs) or OneHotCategorical({}, logits): a Categorical whose values are
+// one-hot vectors of its parameter's dtype, event_shape [K].
+class OneHotCategorical : public Distribution {
+ public:
+  explicit OneHotCategorical(const Tensor& probs, const Tensor& logits = {},
+                             bool validate_args = true);
+  const Categorical& categorical() const { return categorical_; }
+  Tensor sample(const Shape& sample_shape = {}) const override;
+  Tensor log_prob(const Tensor& value) const override;
+  Tensor entropy() const override { return categorical_.entropy(); }
+  Tensor mean() const override { return categorical_.probs(); }
+  Tensor variance() const override;
+  std::string str() const override;
+
+ protected:
+  Tensor in_support(const Tensor& value) const override;
+  std::string support_str() const override { return "one-hot vectors"; }
+
+ private:
+  Categorical categorical_;
+};
+
 // Note [Gamma draws]
 // The Gamma family (Gamma, Beta, Dirichlet) draws with Marsaglia and Tsang's rejection method
 // (2000; alpha < 1 boosted from alpha + 1 by u^(1/alpha)) and Poisson with Knuth's product of
@@ -414,9 +555,56 @@ class MixtureSameFamily : public Distribution {
   std::int64_t event_ndims_;
 };
 
+// MultivariateNormal(loc [..., k], and one of covariance_matrix, precision_matrix or scale_tril
+// [..., k, k]): event_shape [k], batch_shape the broadcast of loc's and the matrix's batch dims.
+// As PyTorch's, it keeps scale_tril, the lower Cholesky factor of the covariance
+// (linalg::cholesky of covariance_matrix; of precision_matrix, through PyTorch's flips), and
+// computes from it: rsample is loc + L eps, log_prob solves L y = value - loc. With
+// validate_args, a covariance or precision matrix must be symmetric and positive-definite, a
+// scale_tril lower triangular with a positive diagonal (ValueError); without, a matrix that is not
+// positive-definite is still a LinAlgError (PyTorch's cholesky raises too). Reparameterized.
+struct MultivariateNormalMatrix {
+  // Exactly one of these (a ValueError otherwise).
+  Tensor covariance_matrix, precision_matrix, scale_tril;
+};
+class MultivariateNormal : public Distribution {
+ public:
+  MultivariateNormal(const Tensor& loc, const MultivariateNormalMatrix& matrix,
+                     bool validate_args = true);
+  const Tensor& loc() const { return loc_; }
+  // batch_shape + [k, k].
+  Tensor scale_tril() const;
+  Tensor covariance_matrix() const;
+  Tensor precision_matrix() const;
+  Tensor rsample(const Shape& sample_shape = {}) const override;
+  bool has_rsample() const override { return true; }
+  Tensor log_prob(const Tensor& value) const override;
+  Tensor entropy() const override;
+  Tensor mean() const override { return loc_; }
+  Tensor variance() const override;
+  std::string str() const override;
+  // scale_tril as given or factored, without the batch dims it was broadcast to (PyTorch's
+  // _unbroadcasted_scale_tril): what the formulas use, so that a shared matrix is solved once.
+  const Tensor& unbroadcasted_scale_tril() const { return scale_tril_; }
+
+ protected:
+  Tensor in_support(const Tensor& value) const override;
+  std::string support_str() const override { return "real vectors"; }
+
+ private:
+  // The half log-determinant of the covariance, sum(log(diag(L))), over scale_tril's batch dims.
+  Tensor half_log_det() const;
+  Tensor loc_, scale_tril_;
+  const char* given_;  // the matrix's name, for str()
+  Tensor matrix_;      // the matrix as given, for str()
+};
+
 // KL(p || q) per batch element, PyTorch's closed forms: Normal–Normal, Uniform–Uniform (inf
 // where q's interval does not hold p's), Exponential–Exponential, Laplace–Laplace,
 // Gamma–Gamma, Beta–Beta, Dirichlet–Dirichlet, Poisson–Poisson, Bernoulli–Bernoulli,
+// MultivariateNormal–MultivariateNormal (of the same event shape, a ValueError otherwise),
+// LogNormal–LogNormal and HalfNormal–HalfNormal (their Normals'), Gumbel–Gumbel,
+// Geometric–Geometric, OneHotCategorical–OneHotCategorical (their Categoricals'),
 // Categorical–Categorical (inf where q gives 0 to what p does not; 0 terms where p gives 0), and
 // Independent–Independent with the same reinterpreted dims (the base pair's, summed). Another pair
 // is an UnsupportedError naming both, as PyTorch's NotImplementedError.

@@ -45,6 +45,13 @@ class ValueError : public Error {
   using Error::Error;
 };
 
+// A factorization the input's values leave undefined: a matrix that is not positive-definite
+// (linalg::cholesky) or is singular (linalg::solve, linalg::inv), PyTorch's
+// torch.linalg.LinAlgError. A ValueError, so that a caller catching those catches it.
+class LinAlgError : public ValueError {
+  using ValueError::ValueError;
+};
+
 // A device could not allocate `requested` bytes; `available` is what it
 // reported free at the time (after its caches were released).
 class OutOfMemoryError : public Error {

@@ -1,6 +1,7 @@
 // tests/conformance/cases_math.cpp — the composite math of ferry/ops_math.hpp (logaddexp,
 // logit, sinc, kron, diff, nansum, nanmean, dist, pdist, renorm) and of ferry/ops_special.hpp
-// (lgamma, digamma, polygamma, mvlgamma) in every float dtype, each way,
+// (lgamma, digamma, polygamma, mvlgamma) and ferry/ops_linalg.hpp (cholesky, solve, inv, det, ...)
+// in every float dtype, each way,
 // and bincount and histc in the dtypes their rows take, against the CPU.
 #include <limits>
 
@@ -13,6 +14,16 @@ namespace {
 Tensor with_nans(const Tensor& x, std::vector<std::int64_t> pattern) {
   const Tensor mask = gt(ints(std::move(pattern), x), 0).reshape(x.sizes());
   return where(mask, Scalar(std::numeric_limits<double>::quiet_NaN()), x);
+}
+
+// x + 2.5 I for square matrices x with entries in [-1, 1]: diagonally dominant, so invertible.
+Tensor diag_up(const Tensor& x) {
+  return x + eye(x.size(-1), std::nullopt, {.dtype = x.dtype(), .device = x.device()}) * 2.5;
+}
+// X X^T + 2I: symmetric positive-definite.
+Tensor spd(const Tensor& x) {
+  return matmul(x, x.transpose(-2, -1)) +
+         eye(x.size(-1), std::nullopt, {.dtype = x.dtype(), .device = x.device()}) * 2;
 }
 
 std::vector<FloatOpCase> math_ops() {
@@ -90,6 +101,56 @@ std::vector<FloatOpCase> math_ops() {
        "[2, 4] p=3 over (1.5, 3.5)",
        {{2, 4}},
        [](const Inputs& in) { return mvlgamma(in[0] + 2.5, 3); }},
+      // The factorizations and solvers (ferry/ops_linalg.hpp) on matrices made well-conditioned
+      // (a diagonal added, or X X^T + 2I for the positive-definite ones), one of them with its rows
+      // reversed so that every step pivots.
+      {"cholesky",
+       "[3, 4, 4] of X X^T + 2I",
+       {{3, 4, 4}},
+       [](const Inputs& in) { return linalg::cholesky(spd(in[0])); }},
+      {"cholesky",
+       "[5, 5] upper",
+       {{5, 5}},
+       [](const Inputs& in) { return linalg::cholesky(spd(in[0]), true); }},
+      {"solve_triangular",
+       "[2, 4, 4] lower and [2, 4, 3]",
+       {{2, 4, 4}, {2, 4, 3}},
+       [](const Inputs& in) { return linalg::solve_triangular(diag_up(in[0]), in[1], false); }},
+      {"solve_triangular",
+       "[4, 4] upper, unit, and [3, 4] on the right",
+       {{4, 4}, {3, 4}},
+       [](const Inputs& in) { return linalg::solve_triangular(in[0], in[1], true, false, true); }},
+      {"solve",
+       "[2, 4, 4] and [4, 2], rows reversed",
+       {{2, 4, 4}, {4, 2}},
+       [](const Inputs& in) { return linalg::solve(flip(diag_up(in[0]), {-2}), in[1]); }},
+      {"solve",
+       "[3, 3] and the vector [3]",
+       {{3, 3}, {3}},
+       [](const Inputs& in) { return linalg::solve(diag_up(in[0]), in[1]); }},
+      {"inv",
+       "[2, 3, 3]",
+       {{2, 3, 3}},
+       [](const Inputs& in) { return linalg::inv(diag_up(in[0])); }},
+      {"det",
+       "[2, 4, 4], rows reversed",
+       {{2, 4, 4}},
+       [](const Inputs& in) { return linalg::det(flip(diag_up(in[0]), {-2})); }},
+      {"slogdet",
+       "[3, 3, 3] sign and log|det|, rows reversed",
+       {{3, 3, 3}},
+       [](const Inputs& in) {
+         const auto [sign, logabsdet] = linalg::slogdet(flip(diag_up(in[0]), {-2}));
+         return cat({sign, logabsdet});
+       }},
+      {"logdet",
+       "[2, 3, 3] of X X^T + 2I",
+       {{2, 3, 3}},
+       [](const Inputs& in) { return logdet(spd(in[0])); }},
+      {"cholesky_solve",
+       "[4, 2] and L [4, 4]",
+       {{4, 2}, {4, 4}},
+       [](const Inputs& in) { return cholesky_solve(in[0], diag_up(tril(in[1]))); }},
       {"renorm",
        "[4, 5] p 2 dim 0 maxnorm 1",
        {{4, 5}},

@@ -1,0 +1,67 @@
+// ferry/ops_linalg.hpp — torch.linalg's factorizations and solvers for small and batched
+// square matrices, with PyTorch's names, shapes and errors: cholesky, solve_triangular, solve,
+// inv, det, slogdet, and torch's cholesky_solve and logdet. Each is a composite op (Note
+// [Composite ops] in ferry/op.hpp) composed in runtime/ops_factorize.cpp (Note [Linear algebra as
+// compositions]): a loop over the n columns of [..., n, n] matrices of batched matrix-vector
+// products and element-wise updates, so it runs on every device, on every matrix of a batch at
+// once, and differentiates through its parts. That costs 9 to 41 op calls per column
+// (docs/linalg.md), so these are for the sizes models use them at (a covariance of tens of
+// dimensions, a batch of 3x3 transforms), not a LAPACK replacement for n in the thousands.
+//
+// Dtypes: f32 and f64; f16 and bf16 inputs are computed in f32 and rounded back (PyTorch's
+// linalg refuses them). Integer and bool inputs are a
+// DTypeError, as two inputs of different dtypes are. Matrices are the last two dims; the
+// batch dims of two operands broadcast. Included by ferry/ops.hpp.
+#pragma once
+
+#include <utility>
+
+#include "ferry/tensor.hpp"
+
+namespace ferry {
+
+namespace linalg {
+
+// torch.linalg.cholesky: L, lower triangular with a positive diagonal, with A = L L^T (upper:
+// U with A = U^T U). Reads only A's lower triangle (upper: its upper one), as LAPACK does; the
+// gradient is PyTorch's, symmetric (A is taken to be symmetric). A LinAlgError names the first
+// leading minor that is not positive-definite (and the batch element).
+Tensor cholesky(const Tensor& a, bool upper = false);
+
+// torch.linalg.solve_triangular: X with A X = B (left = false: X A = B), A triangular (upper
+// or lower; only that triangle is read, and with unitriangular its diagonal is taken to be
+// ones). B is [..., n, k] (left = false: [..., k, n]). A zero on the diagonal gives inf and NaN,
+// as in PyTorch: no error.
+Tensor solve_triangular(const Tensor& a, const Tensor& b, bool upper, bool left = true,
+                        bool unitriangular = false);
+
+// torch.linalg.solve: X with A X = B (left = false: X A = B), by Gaussian elimination with
+// partial pivoting. B is [..., n, k], or a vector [..., n] where B has one dim, or A's batch
+// dims and n (PyTorch's rule). A LinAlgError when a pivot is exactly zero (A singular).
+Tensor solve(const Tensor& a, const Tensor& b, bool left = true);
+
+// torch.linalg.inv: A^-1, as solve(A, I). A LinAlgError names the zero diagonal element of the
+// factorization where A is singular.
+Tensor inv(const Tensor& a);
+
+// torch.linalg.det: the determinant, [...] for A [..., n, n] (1 for 0 x 0), by elimination with
+// partial pivoting. Singular A gives 0; its gradient there is not PyTorch's (which takes an SVD):
+// differentiate det where A is invertible.
+Tensor det(const Tensor& a);
+
+// torch.linalg.slogdet: (sign, log|det|), sign -1, 0 or 1 and log|det| = -inf where A is singular.
+std::pair<Tensor, Tensor> slogdet(const Tensor& a);
+
+}  // namespace linalg
+
+// torch.logdet: log(det A), NaN where det < 0 and -inf where A is singular.
+Tensor logdet(const Tensor& a);
+
+// torch.cholesky_solve(B, L, upper): X with A X = B given A's Cholesky factor L (A = L L^T; upper:
+// A = U^T U), B [..., n, k]. Two triangular solves, reading L's lower triangle (upper: U's
+// upper one). Its gradient with respect to the factor is zero on the triangle not read; PyTorch's
+// treats the factor as a full matrix and gives that triangle one, which changes nothing the op
+// computes (and a factor made by tril or cholesky passes none of it on).
+Tensor cholesky_solve(const Tensor& b, const Tensor& l, bool upper = false);
+
+}  // namespace ferry

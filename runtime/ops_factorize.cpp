@@ -1,0 +1,344 @@
+// runtime/ops_factorize.cpp — the compositions of ferry/ops_linalg.hpp (matmul's front-end is
+// runtime/ops_linalg.cpp).
+//
+// Note [Linear algebra as compositions]
+// Each factorization is a loop over the n columns of the [..., n, n] operands in which every
+// step is a few batched ops over all of them: a matrix-vector product against what is already
+// factored, and element-wise updates. The factor grows in a tensor of its final shape, column
+// by column (L + col * e_j^T), so that the part not yet computed is exactly zero and the
+// products in each step need no slicing of the factor; the triangles the algorithm does not
+// own are zeroed once, up front, so that an inf or NaN there does not reach the result through
+// 0 * inf. The products against the factor are multiplies and sums, not matmuls: for a batch
+// of many small matrices (a MultivariateNormal's 80,000 3 x 3 solves) a batched matmul is as many
+// tiny GEMMs, which took lavapipe 14 s where the element-wise form takes milliseconds, and for one
+// matrix they are the same O(n^2) work. Nothing is read back to the host but the check of the
+// finished factorization (cholesky's diagonal, solve's pivots), one read per call, which PyTorch's
+// linalg.cholesky and linalg.solve make too (their _ex forms do not; ferry has none). Pivoting
+// (solve, det) is per matrix: the row of largest magnitude in column j is found with argmax and
+// swapped in with a gather, for every matrix of the batch in the same ops. The gradients are those
+// of the steps, which for an invertible A are the closed forms PyTorch uses (A^-T for det, ...), to
+// rounding; cholesky's is made symmetric as PyTorch's is (below).
+#include <fmt/format.h>
+
+#include <cstdint>
+#include <limits>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "ferry/error.hpp"
+#include "ferry/ops.hpp"
+#include "ops_internal.hpp"
+
+namespace ferry {
+namespace {
+
+using detail::check_defined;
+using detail::check_dtype;
+
+// f16 and bf16 in f32 (the header says why); f32 and f64 as they are.
+Tensor computing(const Tensor& x) {
+  return x.dtype() == DType::f64 || x.dtype() == DType::f32 ? x : x.to(DType::f32);
+}
+
+Shape batch_of(const Tensor& x, std::int64_t matrix_dims) {
+  const Shape& s = x.sizes();
+  return Shape(s.begin(), s.end() - matrix_dims);
+}
+
+void check_matrix(const char* op, const char* name, const Tensor& x) {
+  if (x.dim() < 2)
+    throw ShapeError(
+        fmt::format("linalg.{}: The input tensor {} must have at least 2 dimensions.", op, name));
+}
+
+void check_square(const char* op, const char* name, const Tensor& a) {
+  check_matrix(op, name, a);
+  if (a.size(-1) != a.size(-2))
+    throw ShapeError(
+        fmt::format("linalg.{}: {} must be batches of square matrices, but they are "
+                    "{} by {} matrices",
+                    op, name, a.size(-2), a.size(-1)));
+}
+
+void check_same_dtype(const char* op, const Tensor& a, const Tensor& b) {
+  if (a.dtype() != b.dtype())
+    throw DTypeError(
+        fmt::format("linalg.{}: Expected A and B to have the same dtype, but found A "
+                    "of type {} and B of type {} instead",
+                    op, dtype_name(a.dtype()), dtype_name(b.dtype())));
+}
+
+// 0, 1, ..., n - 1 on x's device, in x's dtype (the masks and one-hot columns are compared
+// against it there).
+Tensor positions(const Tensor& x, std::int64_t n, DType dtype) {
+  return arange(double(n), {.dtype = dtype, .device = x.device()});
+}
+
+// "(Batch element 3): " where x has batch dims, PyTorch's prefix, for the flat index `at`.
+std::string batch_prefix(const Tensor& x, std::int64_t at) {
+  return x.dim() > 2 ? fmt::format("(Batch element {}): ", at) : std::string();
+}
+
+// The first (matrix, column) where `bad` ([..., n], bool) holds, read back once.
+std::optional<std::pair<std::int64_t, std::int64_t>> first_bad(const Tensor& bad) {
+  if (bad.numel() == 0 || !any(bad).item<bool>()) return std::nullopt;
+  const std::int64_t n = bad.size(-1);
+  const std::vector<std::uint8_t> flags = bad.to(DType::u8).to_vector<std::uint8_t>();
+  for (std::size_t i = 0; i < flags.size(); ++i)
+    if (flags[i]) return std::pair{std::int64_t(i) / n, std::int64_t(i) % n};
+  return std::nullopt;
+}
+
+// Lower Cholesky factor of a (computing dtype), reading its lower triangle.
+Tensor cholesky_lower(const Tensor& a) {
+  const std::int64_t n = a.size(-1);
+  const Tensor at = positions(a, n, a.dtype());
+  Tensor l = zeros_like(a);
+  for (std::int64_t j = 0; j < n; ++j) {
+    // v = A[:, j] - L[:, :j] L[j, :j]^T; the columns of L from j on are still zero.
+    Tensor v = a.select(-1, j);
+    if (j > 0) v = v - sum(l * l.select(-2, j).unsqueeze(-2), {-1});
+    // Rows j.. of column j: v / sqrt(v_j) (row j is sqrt(v_j) itself); rows above are zero.
+    const Tensor col = where(ge(at, double(j)), v * rsqrt(v.narrow(-1, j, 1)), Scalar(0.0));
+    l = l + col.unsqueeze(-1) * eq(at, double(j)).to(a.dtype());
+  }
+  return l;
+}
+
+// X with T X = B for T upper or lower triangular (its other triangle already zero), B [..., n, k]
+// with T's batch dims broadcast; unit: T's diagonal taken as ones (and already zeroed).
+Tensor substitute(const Tensor& t, const Tensor& b, bool upper, bool unit) {
+  const std::int64_t n = t.size(-1);
+  Shape shape = broadcast_shapes(batch_of(t, 2), batch_of(b, 2));
+  shape.push_back(n);
+  shape.push_back(b.size(-1));
+  const Tensor at = positions(t, n, t.dtype()).unsqueeze(-1);
+  const Tensor diag = unit ? Tensor() : diagonal(t, 0, -2, -1);
+  Tensor x = zeros(shape, {.dtype = t.dtype(), .device = t.device()});
+  for (std::int64_t step = 0; step < n; ++step) {
+    const std::int64_t i = upper ? n - 1 - step : step;
+    // Row i: b_i - T[i, :] X, where the rows of X not yet solved are zero.
+    Tensor r = b.select(-2, i);
+    if (step > 0) r = r - sum(t.select(-2, i).unsqueeze(-1) * x, {-2});
+    if (!unit) r = r / diag.narrow(-1, i, 1);
+    x = x + eq(at, double(i)).to(t.dtype()) * r.unsqueeze(-2);
+  }
+  return x;
+}
+
+Tensor triangle(const Tensor& t, bool upper, bool unit) {
+  const std::int64_t off = unit ? 1 : 0;
+  return upper ? triu(t, off) : tril(t, -off);
+}
+
+// Gaussian elimination with partial pivoting of a ([..., n, n], computing dtype), applying the
+// same row operations to b ([..., n, k], batch dims already a's) when given. Returns U (upper
+// triangular part meaningful), and the permutation's sign ([...], -1 or 1) when asked.
+struct Elimination {
+  Tensor u, b, sign;
+};
+Elimination eliminate(Tensor u, Tensor b, bool want_sign) {
+  const std::int64_t n = u.size(-1);
+  const Tensor at = positions(u, n, u.dtype());
+  const Tensor rows = positions(u, n, DType::i64);
+  Tensor sign;
+  if (want_sign) sign = ones(batch_of(u, 2), {.dtype = u.dtype(), .device = u.device()});
+  for (std::int64_t j = 0; j < n; ++j) {
+    if (j + 1 < n) {
+      // The pivot: the largest |U[i, j]| for i >= j, swapped into row j.
+      const Tensor p = (argmax(abs(u.select(-1, j).narrow(-1, j, n - j)), -1) + j).unsqueeze(-1);
+      const Tensor order = where(eq(rows, double(j)), p, where(eq(rows, p), Scalar(j), rows));
+      const Tensor index = order.unsqueeze(-1);
+      u = gather(u, -2, index.expand(u.sizes()).contiguous());
+      if (b.defined()) b = gather(b, -2, index.expand(b.sizes()).contiguous());
+      if (want_sign) sign = where(ne(p.squeeze(-1), double(j)), -sign, sign);
+    }
+    // Rows below j lose their multiple of row j.
+    const Tensor pivot = u.select(-2, j).narrow(-1, j, 1);
+    const Tensor factor = where(gt(at, double(j)), u.select(-1, j) / pivot, Scalar(0.0));
+    u = u - factor.unsqueeze(-1) * u.select(-2, j).unsqueeze(-2);
+    if (b.defined()) b = b - factor.unsqueeze(-1) * b.select(-2, j).unsqueeze(-2);
+  }
+  return {u, b, sign};
+}
+
+// A LinAlgError where a pivot of U is exactly zero (LAPACK's getrf reports the same).
+void check_pivots(const char* op, const Tensor& a, const Tensor& u, bool name_element) {
+  const auto bad = first_bad(eq(diagonal(u, 0, -2, -1), 0.0));
+  if (!bad) return;
+  if (name_element)
+    throw LinAlgError(
+        fmt::format("linalg.{}: {}The diagonal element {} is zero, the inversion "
+                    "could not be completed because the input matrix is singular.",
+                    op, batch_prefix(a, bad->first), bad->second + 1));
+  throw LinAlgError(
+      fmt::format("torch.linalg.{}: {}The solver failed because the input matrix "
+                  "is singular.",
+                  op, batch_prefix(a, bad->first)));
+}
+
+// X with A X = B (A [..., n, n], B [..., n, k], same dtype, computing): B's rows eliminated
+// with A's, then back substitution.
+Tensor lu_solve(const char* op, const Tensor& a, const Tensor& b, bool name_element) {
+  const std::int64_t n = a.size(-1);
+  const Shape batch = broadcast_shapes(batch_of(a, 2), batch_of(b, 2));
+  Shape as = batch, bs = batch;
+  as.insert(as.end(), {n, n});
+  bs.insert(bs.end(), {n, b.size(-1)});
+  const Elimination e = eliminate(a.expand(as), b.expand(bs), false);
+  check_pivots(op, a, e.u, name_element);
+  return substitute(triu(e.u), e.b, true, false);
+}
+
+}  // namespace
+
+namespace linalg {
+
+Tensor cholesky(const Tensor& a, bool upper) {
+  check_defined("cholesky", {&a});
+  check_dtype(OpId::cholesky, a);
+  check_square("cholesky", "A", a);
+  const Tensor af = computing(upper ? a.transpose(-2, -1) : a);
+  // PyTorch's gradient of cholesky is symmetric (A is taken to be symmetric: a perturbation of
+  // A[i][j] is one of A[j][i] too), while the steps read only the lower triangle. So the steps
+  // take the symmetric part of A, with the difference between it and the lower triangle
+  // mirrored added back without a gradient: the values are the lower triangle's, the gradient
+  // the symmetric one's.
+  const Tensor lower = tril(af) + tril(af, -1).transpose(-2, -1);
+  const Tensor symmetric = (af + af.transpose(-2, -1)) * 0.5;
+  const Tensor l = cholesky_lower(symmetric + (lower - symmetric).detach());
+  // A leading minor that is not positive-definite makes its diagonal entry NaN (sqrt of a
+  // negative) or not positive, and every column after it NaN.
+  const Tensor d = diagonal(l, 0, -2, -1);
+  if (const auto bad = first_bad(logical_not(gt(d, 0.0))))
+    throw LinAlgError(
+        fmt::format("linalg.cholesky: {}The factorization could not be completed "
+                    "because the input is not positive-definite (the leading minor "
+                    "of order {} is not positive-definite).",
+                    batch_prefix(a, bad->first), bad->second + 1));
+  return (upper ? l.transpose(-2, -1) : l).to(a.dtype());
+}
+
+Tensor solve_triangular(const Tensor& a, const Tensor& b, bool upper, bool left,
+                        bool unitriangular) {
+  check_defined("solve_triangular", {&a, &b});
+  check_dtype(OpId::solve_triangular, a);
+  check_dtype(OpId::solve_triangular, b);
+  check_same_dtype("solve_triangular", a, b);
+  check_square("solve_triangular", "A", a);
+  check_matrix("solve_triangular", "B", b);
+  const std::int64_t n = a.size(-1);
+  const std::int64_t along = left ? b.size(-2) : b.size(-1);
+  if (along != n)
+    throw ShapeError(
+        fmt::format("linalg.solve_triangular: Incompatible shapes of A and B for the "
+                    "equation {} ({}x{} and {}x{})",
+                    left ? "AX = B" : "XA = B", n, n, b.size(-2), b.size(-1)));
+  const Tensor t = triangle(computing(a), upper, unitriangular);
+  const Tensor bf = computing(b);
+  // X A = B is A^T X^T = B^T, with the triangle flipped.
+  const Tensor x =
+      left ? substitute(t, bf, upper, unitriangular)
+           : substitute(t.transpose(-2, -1), bf.transpose(-2, -1), !upper, unitriangular)
+                 .transpose(-2, -1);
+  return x.to(a.dtype());
+}
+
+Tensor solve(const Tensor& a, const Tensor& b, bool left) {
+  check_defined("solve", {&a, &b});
+  check_dtype(OpId::solve, a);
+  check_dtype(OpId::solve, b);
+  check_same_dtype("solve", a, b);
+  check_square("solve", "A", a);
+  const std::int64_t n = a.size(-1);
+  // PyTorch's rule: B is a vector when it has one dim, or A's batch dims and n.
+  const bool vector = b.dim() == 1 || (b.dim() == a.dim() - 1 && b.sizes() == batch_of(a, 1));
+  if (!vector && b.dim() < 2)
+    throw ShapeError("linalg.solve: The input tensor B must have at least 1 dimensions.");
+  const Tensor bm = vector ? b.unsqueeze(-1) : b;
+  const std::int64_t along = left || vector ? bm.size(-2) : bm.size(-1);
+  if (along != n)
+    throw ShapeError(
+        fmt::format("linalg.solve: Incompatible shapes of A and B for the equation "
+                    "{} ({}x{} and {}x{})",
+                    left || vector ? "AX = B" : "XA = B", n, n, bm.size(-2), bm.size(-1)));
+  const Tensor af = computing(a), bf = computing(bm);
+  Tensor x;
+  if (left || vector) {
+    x = lu_solve("solve", af, bf, false);
+  } else {
+    x = lu_solve("solve", af.transpose(-2, -1), bf.transpose(-2, -1), false).transpose(-2, -1);
+  }
+  return (vector ? x.squeeze(-1) : x).to(a.dtype());
+}
+
+Tensor inv(const Tensor& a) {
+  check_defined("inv", {&a});
+  check_dtype(OpId::inv, a);
+  check_square("inv", "A", a);
+  const Tensor af = computing(a);
+  const Tensor identity =
+      eye(a.size(-1), std::nullopt, {.dtype = af.dtype(), .device = a.device()});
+  return lu_solve("inv", af, identity, true).to(a.dtype());
+}
+
+std::pair<Tensor, Tensor> slogdet(const Tensor& a) {
+  check_defined("slogdet", {&a});
+  check_dtype(OpId::slogdet, a);
+  check_square("slogdet", "A", a);
+  const Tensor af = computing(a);
+  const Elimination e = eliminate(af, Tensor(), true);
+  const Tensor d = diagonal(e.u, 0, -2, -1);
+  const Tensor sign = e.sign * prod(ferry::sign(d), {-1});
+  const Tensor logabsdet = sum(log(abs(d)), {-1});
+  return {sign.to(a.dtype()), logabsdet.to(a.dtype())};
+}
+
+Tensor det(const Tensor& a) {
+  check_defined("det", {&a});
+  check_dtype(OpId::det, a);
+  check_square("det", "A", a);
+  const Tensor af = computing(a);
+  const Elimination e = eliminate(af, Tensor(), true);
+  return (e.sign * prod(diagonal(e.u, 0, -2, -1), {-1})).to(a.dtype());
+}
+
+}  // namespace linalg
+
+Tensor logdet(const Tensor& a) {
+  check_defined("logdet", {&a});
+  check_dtype(OpId::logdet, a);
+  check_square("logdet", "A", a);
+  const auto [sign, logabsdet] = linalg::slogdet(a);
+  return where(lt(sign, 0.0), Scalar(std::numeric_limits<double>::quiet_NaN()), logabsdet);
+}
+
+Tensor cholesky_solve(const Tensor& b, const Tensor& l, bool upper) {
+  check_defined("cholesky_solve", {&b, &l});
+  check_dtype(OpId::cholesky_solve, b);
+  check_dtype(OpId::cholesky_solve, l);
+  if (b.dtype() != l.dtype())
+    throw DTypeError(
+        fmt::format("cholesky_solve: Expected b and A to have the same dtype, but "
+                    "found b of type {} and A of type {} instead.",
+                    dtype_name(b.dtype()), dtype_name(l.dtype())));
+  if (b.dim() < 2 || l.dim() < 2)
+    throw ShapeError(
+        fmt::format("cholesky_solve: b should have at least 2 dimensions, but has {} "
+                    "dimensions instead; A should have at least 2, but has {}",
+                    b.dim(), l.dim()));
+  check_square("cholesky_solve", "A", l);
+  if (b.size(-2) != l.size(-1))
+    throw ShapeError(
+        fmt::format("cholesky_solve: Incompatible matrix sizes for cholesky_solve: "
+                    "each A matrix is {} by {} but each b matrix is {} by {}",
+                    l.size(-2), l.size(-1), b.size(-2), b.size(-1)));
+  const Tensor lower = computing(upper ? l.transpose(-2, -1) : l);
+  const Tensor t = tril(lower);
+  // A = L L^T: L Y = B, then L^T X = Y.
+  const Tensor y = substitute(t, computing(b), false, false);
+  return substitute(t.transpose(-2, -1), y, true, false).to(b.dtype());
+}
+
+}  // namespace ferry

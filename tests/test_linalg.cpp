@@ -1,0 +1,247 @@
+// The factorizations and solvers of ferry/ops_linalg.hpp (linalg::cholesky, solve_triangular,
+// solve, inv, det, slogdet; logdet, cholesky_solve): against PyTorch's in f32 with gradients
+// (tests/data/pytorch_linalg_reference.json, written by tools/gen_linalg_reference.py) on every
+// device; in f64 against the identities they are defined by (L L^T = A, A X = B, A A^-1 = I,
+// det(AB) = det A det B) and a closed form (Vandermonde's determinant) on every device;
+// gradients against finite differences in f64; f16 and bf16, empty batches; the errors.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "devices.hpp"
+#include "ferry/ferry.hpp"
+#include "gradcheck.hpp"
+#include "op_test_util.hpp"
+#include "torch_reference.hpp"
+
+namespace {
+
+using ferry::DType;
+using ferry::Tensor;
+namespace linalg = ferry::linalg;
+using nlohmann::json;
+
+std::vector<double> values(const Tensor& t) { return t.to(DType::f64).to_vector<double>(); }
+
+double max_abs(const Tensor& t) { return ferry::amax(ferry::abs(t)).to(DType::f64).item<double>(); }
+
+Tensor run_case(const std::string& op, const json& a, const std::vector<Tensor>& in) {
+  const auto flag = [&](const char* name, bool otherwise) {
+    return a.contains(name) ? a[name].get<bool>() : otherwise;
+  };
+  if (op == "cholesky") return linalg::cholesky(in[0], flag("upper", false));
+  if (op == "solve_triangular")
+    return linalg::solve_triangular(in[0], in[1], a["upper"].get<bool>(), flag("left", true),
+                                    flag("unitriangular", false));
+  if (op == "solve") return linalg::solve(in[0], in[1], flag("left", true));
+  if (op == "inv") return linalg::inv(in[0]);
+  if (op == "det") return linalg::det(in[0]);
+  if (op == "slogdet") {
+    const auto [sign, logabsdet] = linalg::slogdet(in[0]);
+    return ferry::stack({sign, logabsdet});
+  }
+  if (op == "logdet") return ferry::logdet(in[0]);
+  if (op == "cholesky_solve") {  // (the factor through tril or triu, as the generator says)
+    const bool upper = flag("upper", false);
+    return ferry::cholesky_solve(in[0], upper ? ferry::triu(in[1]) : ferry::tril(in[1]), upper);
+  }
+  ADD_FAILURE() << "unknown op " << op;
+  return {};
+}
+
+void run_reference(const ferry::Device& dev) {
+  ferry_test::run_output_reference_file("pytorch_linalg_reference.json", dev, 34, run_case);
+}
+FERRY_TEST_ON_EACH_DEVICE(Linalg, PyTorchReference, run_reference)
+
+// f64 matrices on dev: random (uniform in [-1, 1]) and symmetric positive-definite.
+Tensor random_matrix(const ferry::Shape& shape, std::uint64_t seed, const ferry::Device& dev) {
+  return ferry_test::grad_input(shape, -1, 1, seed).to(dev);
+}
+Tensor spd_matrix(const ferry::Shape& shape, std::uint64_t seed, const ferry::Device& dev) {
+  const Tensor x = random_matrix(shape, seed, dev);
+  return ferry::matmul(x, x.transpose(-2, -1)) +
+         ferry::eye(shape.back(), std::nullopt, {.dtype = DType::f64, .device = dev});
+}
+Tensor identity(std::int64_t n, const ferry::Device& dev) {
+  return ferry::eye(n, std::nullopt, {.dtype = DType::f64, .device = dev});
+}
+
+void check_identities(const ferry::Device& dev) {
+  // A batch of two 24 x 24 matrices: every step of every loop, on both at once.
+  const std::int64_t n = 24;
+  const Tensor a = spd_matrix({2, n, n}, 1, dev);
+  const Tensor l = linalg::cholesky(a);
+  EXPECT_LT(max_abs(ferry::matmul(l, l.transpose(-2, -1)) - a), 1e-12);
+  EXPECT_EQ(max_abs(ferry::triu(l, 1)), 0.0);
+  EXPECT_GT(ferry::amin(ferry::diagonal(l, 0, -2, -1)).item<double>(), 0.0);
+  const Tensor u = linalg::cholesky(a, true);
+  EXPECT_LT(max_abs(u - l.transpose(-2, -1)), 1e-13);
+
+  const Tensor m = random_matrix({2, n, n}, 2, dev), b = random_matrix({2, n, 3}, 3, dev);
+  const Tensor x = linalg::solve(m, b);
+  EXPECT_LT(max_abs(ferry::matmul(m, x) - b), 1e-11);
+  const Tensor xr = linalg::solve(m, b.transpose(-2, -1), false);
+  EXPECT_LT(max_abs(ferry::matmul(xr, m) - b.transpose(-2, -1)), 1e-11);
+  EXPECT_LT(max_abs(ferry::matmul(linalg::inv(m), m) - identity(n, dev)), 1e-11);
+
+  const Tensor t = ferry::tril(m) + identity(n, dev) * 3;
+  EXPECT_LT(max_abs(ferry::matmul(t, linalg::solve_triangular(t, b, false)) - b), 1e-12);
+  EXPECT_LT(max_abs(ferry::cholesky_solve(b, l) - linalg::solve(a, b)), 1e-11);
+
+  // det(M1 M2) = det M1 det M2; a triangular matrix's is its diagonal's product; slogdet and
+  // logdet agree with det.
+  const Tensor m2 = random_matrix({2, n, n}, 4, dev);
+  const std::vector<double> d1 = values(linalg::det(m)), d2 = values(linalg::det(m2)),
+                            d12 = values(linalg::det(ferry::matmul(m, m2)));
+  for (int i = 0; i < 2; ++i) EXPECT_NEAR(d12[i], d1[i] * d2[i], 1e-11 * std::abs(d12[i]));
+  const std::vector<double> dt = values(linalg::det(t));
+  const std::vector<double> diag_prod = values(ferry::prod(ferry::diagonal(t, 0, -2, -1), {-1}));
+  for (int i = 0; i < 2; ++i) EXPECT_NEAR(dt[i], diag_prod[i], 1e-12 * std::abs(dt[i]));
+  const auto [sign, logabsdet] = linalg::slogdet(m);
+  const std::vector<double> s = values(sign), la = values(logabsdet);
+  for (int i = 0; i < 2; ++i) {
+    EXPECT_EQ(s[i], d1[i] < 0 ? -1.0 : 1.0);
+    EXPECT_NEAR(la[i], std::log(std::abs(d1[i])), 1e-12);
+  }
+  const std::vector<double> ld = values(ferry::logdet(a)), la2 = values(linalg::slogdet(a).second);
+  for (int i = 0; i < 2; ++i) EXPECT_NEAR(ld[i], la2[i], 1e-12);
+
+  // Vandermonde: det [x_i^j] = prod over i < j of (x_j - x_i).
+  const std::vector<double> xs = {0.5, -1.0, 1.5, 2.5, -3.0, 0.25};
+  std::vector<double> v;
+  double want = 1;
+  for (std::size_t i = 0; i < xs.size(); ++i)
+    for (std::size_t j = 0; j < xs.size(); ++j) {
+      v.push_back(std::pow(xs[i], double(j)));
+      if (i < j) want *= xs[j] - xs[i];
+    }
+  const std::int64_t k = std::int64_t(xs.size());
+  const Tensor vm = ferry::tensor(v, {k, k}).to(dev);
+  EXPECT_NEAR(linalg::det(vm).item<double>(), want, 1e-12 * std::abs(want));
+}
+FERRY_TEST_ON_EACH_DEVICE(Linalg, F64Identities, check_identities)
+
+// Every element of a batch pivots on its own rows: the second matrix needs a swap at each
+// step, the first none.
+void check_pivoting(const ferry::Device& dev) {
+  const Tensor a = ferry::tensor(std::vector<double>{4, 1, 0, 1, 3, 1, 0, 1, 2,  //
+                                                     0, 0, 1, 0, 2, 0, 3, 0, 0},
+                                 {2, 3, 3})
+                       .to(dev);
+  const std::vector<double> d = values(linalg::det(a));
+  EXPECT_NEAR(d[0], 18.0, 1e-12);
+  EXPECT_NEAR(d[1], -6.0, 1e-12);  // rows (3 0 0), (0 2 0), (0 0 1): one swap
+  const Tensor b = ferry::tensor(std::vector<double>{1, 2, 3}, {3}).to(dev);
+  const Tensor x = linalg::solve(a, b);
+  EXPECT_LT(max_abs(ferry::matmul(a, x.unsqueeze(-1)).squeeze(-1) - b), 1e-13);
+  EXPECT_EQ(x.sizes(), (ferry::Shape{2, 3}));
+}
+FERRY_TEST_ON_EACH_DEVICE(Linalg, EachMatrixPivotsOnItsOwn, check_pivoting)
+
+TEST(Linalg, GradientsMatchFiniteDifferences) {
+  using ferry_test::gradcheck;
+  using V = std::vector<Tensor>;
+  const ferry::Device cpu = ferry::Device::cpu();
+  const Tensor x = random_matrix({2, 4, 4}, 5, cpu), b = random_matrix({2, 4, 2}, 6, cpu);
+  const auto spd = [](const Tensor& y) {
+    return ferry::matmul(y, y.transpose(-2, -1)) + identity(y.size(-1), y.device());
+  };
+  // cholesky through X X^T + I, as PyTorch's gradcheck takes it (its gradient is symmetric).
+  EXPECT_TRUE(gradcheck([&](const V& in) { return linalg::cholesky(spd(in[0])); }, {x}));
+  EXPECT_TRUE(gradcheck([&](const V& in) { return linalg::cholesky(spd(in[0]), true); }, {x}));
+  const auto shifted = [](const Tensor& y) { return y + identity(y.size(-1), y.device()) * 2; };
+  EXPECT_TRUE(gradcheck([&](const V& in) { return linalg::solve(in[0], in[1]); }, {x, b}));
+  EXPECT_TRUE(gradcheck(
+      [&](const V& in) { return linalg::solve_triangular(shifted(in[0]), in[1], true); }, {x, b}));
+  EXPECT_TRUE(gradcheck(
+      [&](const V& in) {
+        return linalg::solve_triangular(in[0], in[1].transpose(-2, -1), false, false, true);
+      },
+      {x, b}));
+  EXPECT_TRUE(gradcheck([&](const V& in) { return linalg::inv(in[0]); }, {x}));
+  EXPECT_TRUE(gradcheck([&](const V& in) { return linalg::det(in[0]); }, {x}));
+  EXPECT_TRUE(gradcheck([&](const V& in) { return linalg::slogdet(in[0]).second; }, {x}));
+  EXPECT_TRUE(gradcheck([&](const V& in) { return ferry::logdet(spd(in[0])); }, {x}));
+  EXPECT_TRUE(gradcheck(
+      [&](const V& in) { return ferry::cholesky_solve(in[1], shifted(ferry::tril(in[0]))); },
+      {x, b}));
+}
+
+// f16 and bf16 are computed in f32 and rounded back; the result is the f32 one, rounded.
+void check_half(const ferry::Device& dev) {
+  const Tensor a = spd_matrix({3, 3}, 7, dev).to(DType::f32);
+  for (DType dt : {DType::f16, DType::bf16}) {
+    const Tensor ah = a.to(dt);
+    const Tensor l = linalg::cholesky(ah);
+    EXPECT_EQ(l.dtype(), dt);
+    EXPECT_EQ(values(l), values(linalg::cholesky(ah.to(DType::f32)).to(dt)));
+    EXPECT_EQ(linalg::det(ah).dtype(), dt);
+    EXPECT_EQ(linalg::inv(ah).dtype(), dt);
+  }
+}
+FERRY_TEST_ON_EACH_DEVICE(Linalg, HalfPrecisionComputesInF32, check_half)
+
+void check_empty(const ferry::Device& dev) {
+  const ferry::TensorOptions o{.dtype = DType::f32, .device = dev};
+  // No matrices: empty results of the batch's shape.
+  EXPECT_EQ(linalg::det(ferry::zeros({0, 3, 3}, o)).sizes(), (ferry::Shape{0}));
+  EXPECT_EQ(linalg::inv(ferry::zeros({2, 0, 4, 4}, o)).sizes(), (ferry::Shape{2, 0, 4, 4}));
+  EXPECT_EQ(linalg::cholesky(ferry::zeros({0, 2, 2}, o)).sizes(), (ferry::Shape{0, 2, 2}));
+  EXPECT_EQ(linalg::solve(ferry::zeros({0, 2, 2}, o), ferry::zeros({0, 2, 1}, o)).sizes(),
+            (ferry::Shape{0, 2, 1}));
+  // 0 x 0 matrices: det 1, log|det| 0, as in PyTorch.
+  EXPECT_EQ(values(linalg::det(ferry::zeros({2, 0, 0}, o))), (std::vector<double>{1, 1}));
+  EXPECT_EQ(values(linalg::slogdet(ferry::zeros({0, 0}, o)).second), (std::vector<double>{0}));
+  EXPECT_EQ(linalg::cholesky(ferry::zeros({0, 0}, o)).sizes(), (ferry::Shape{0, 0}));
+}
+FERRY_TEST_ON_EACH_DEVICE(Linalg, EmptyBatchesAndMatrices, check_empty)
+
+void check_errors(const ferry::Device& dev) {
+  const ferry::TensorOptions o{.dtype = DType::f32, .device = dev};
+  // Not positive-definite: the first failing leading minor, and the batch element.
+  const Tensor indefinite = ferry::tensor(std::vector<float>{4, 2, 2, 1}, {2, 2}).to(dev);
+  EXPECT_FERRY_ERROR(linalg::cholesky(indefinite), ferry::LinAlgError,
+                     "linalg.cholesky: The factorization could not be completed",
+                     "leading minor of order 2 is not positive-definite");
+  const Tensor batch =
+      ferry::stack({ferry::eye(2, std::nullopt, o), -ferry::eye(2, std::nullopt, o)});
+  EXPECT_FERRY_ERROR(linalg::cholesky(batch), ferry::LinAlgError, "(Batch element 1)", "order 1");
+  // LinAlgError is a ValueError.
+  EXPECT_THROW(linalg::cholesky(batch), ferry::ValueError);
+  // Singular.
+  const Tensor singular = ferry::tensor(std::vector<float>{1, 2, 2, 4}, {2, 2}).to(dev);
+  const Tensor b = ferry::ones({2, 1}, o);
+  EXPECT_FERRY_ERROR(linalg::solve(singular, b), ferry::LinAlgError, "input matrix is singular");
+  EXPECT_FERRY_ERROR(linalg::inv(singular), ferry::LinAlgError, "The diagonal element 2 is zero");
+  EXPECT_EQ(linalg::det(singular).item<double>(), 0.0);
+  // Shapes.
+  EXPECT_FERRY_ERROR(linalg::det(ferry::zeros({3}, o)), ferry::ShapeError,
+                     "must have at least 2 dimensions");
+  EXPECT_FERRY_ERROR(linalg::inv(ferry::zeros({2, 3}, o)), ferry::ShapeError,
+                     "batches of square matrices", "2 by 3");
+  EXPECT_FERRY_ERROR(linalg::solve(ferry::eye(3, std::nullopt, o), ferry::ones({2, 1}, o)),
+                     ferry::ShapeError, "Incompatible shapes of A and B", "3x3 and 2x1");
+  EXPECT_FERRY_ERROR(
+      linalg::solve_triangular(ferry::eye(3, std::nullopt, o), ferry::ones({3}, o), false),
+      ferry::ShapeError, "B must have at least 2 dimensions");
+  EXPECT_FERRY_ERROR(linalg::solve(ferry::zeros({2, 3, 3}, o), ferry::zeros({4, 3, 1}, o)),
+                     ferry::ShapeError);
+  EXPECT_FERRY_ERROR(ferry::cholesky_solve(ferry::ones({3, 1}, o), ferry::eye(2, std::nullopt, o)),
+                     ferry::ShapeError, "Incompatible matrix sizes");
+  // Dtypes.
+  EXPECT_FERRY_ERROR(linalg::det(ferry::zeros({2, 2}, {.dtype = DType::i64, .device = dev})),
+                     ferry::DTypeError);
+  EXPECT_FERRY_ERROR(linalg::solve(ferry::eye(2, std::nullopt, o),
+                                   ferry::ones({2, 1}, {.dtype = DType::f64, .device = dev})),
+                     ferry::DTypeError, "Expected A and B to have the same dtype");
+  EXPECT_FERRY_ERROR(linalg::cholesky(Tensor()), ferry::Error);
+}
+FERRY_TEST_ON_EACH_DEVICE(Linalg, ErrorsArePyTorchs, check_errors)
+
+}  // namespace

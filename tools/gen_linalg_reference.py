@@ -1,0 +1,137 @@
+#!/usr/bin/python3
+"""Generate tests/data/pytorch_linalg_reference.json: PyTorch's torch.linalg.cholesky,
+solve_triangular, solve, inv, det and slogdet, and torch.logdet and torch.cholesky_solve, in f32
+with the gradient of every input, batched and broadcast, each option (tests/test_linalg.cpp).
+
+Regenerate (from the repository root), as tools/gen_math_reference.py:
+
+    /usr/bin/python3 tools/gen_linalg_reference.py
+
+Format: that of tools/gen_conv_reference.py (reference_common.op_case). The matrices are the
+inputs themselves (the gradients are with respect to them): positive-definite ones X X^T + I
+for cholesky and logdet, triangular factors with junk in the triangle the op does not read, and
+random ones for solve, inv and det (those pivot). attrs: the ops' flags; slogdet's output is
+stack([sign, logabsdet]); cholesky_solve's factor goes through tril (upper: triu), as below.
+"""
+
+import os
+import sys
+
+import torch
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import gen_reference as ref  # noqa: E402  (leaf_case, op_case, write_case_file)
+from reference_common import Gen  # noqa: E402
+
+OUT_PATH = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests", "data",
+                        "pytorch_linalg_reference.json")
+TOL = {"rtol": 2e-4, "atol": 2e-5}
+CASES = []
+
+
+def case(name, op, inputs, fn, tol=TOL, **attrs):
+    ref.leaf_case(CASES, name, op, inputs, fn, tol, attrs)
+
+
+def spd(name, shape):
+    """X X^T + I, rounded to the file's digits after it is made."""
+    x = Gen(name + "/x").uniform(shape, -1, 1)
+    a = x @ x.transpose(-2, -1) + torch.eye(shape[-1])
+    return torch.round(a * 1000) / 1000
+
+
+def random(name, shape, lo=-1, hi=1):
+    return Gen(name).uniform(shape, lo, hi)
+
+
+def triangular(name, shape, upper):
+    """A triangular factor with a diagonal in [1, 2] and junk in the other triangle."""
+    a = random(name, shape)
+    diag = torch.diag_embed(Gen(name + "/d").uniform(shape[:-1], 1, 2))
+    keep = torch.triu(a, 1) if upper else torch.tril(a, -1)
+    junk = (torch.tril(a, -1) if upper else torch.triu(a, 1)) * 50
+    return keep + diag + junk
+
+
+def main():
+    la = torch.linalg
+    # cholesky: one matrix, a batch of batches, upper, and a matrix that is not symmetric
+    # (only the lower triangle is read; PyTorch's gradient is symmetric all the same).
+    case("cholesky_4", "cholesky", [spd("cholesky_4", [4, 4])], la.cholesky)
+    case("cholesky_batched", "cholesky", [spd("cholesky_batched", [2, 3, 5, 5])], la.cholesky)
+    case("cholesky_upper", "cholesky", [spd("cholesky_upper", [3, 3])],
+         lambda a: la.cholesky(a, upper=True), upper=True)
+    lopsided = spd("cholesky_lopsided", [4, 4]) + torch.triu(random("lopsided/junk", [4, 4]), 1)
+    case("cholesky_lopsided", "cholesky", [lopsided], la.cholesky)
+    case("cholesky_upper_lopsided", "cholesky", [lopsided.transpose(0, 1).contiguous()],
+         lambda a: la.cholesky(a, upper=True), upper=True)
+    case("cholesky_1x1", "cholesky", [torch.tensor([[2.25]])], la.cholesky)
+
+    # solve_triangular: each triangle, each side, unitriangular, broadcast batches.
+    for upper in [False, True]:
+        for left in [True, False]:
+            for unit in [False, True]:
+                name = "solve_triangular_%s_%s%s" % ("upper" if upper else "lower",
+                                                     "left" if left else "right",
+                                                     "_unit" if unit else "")
+                a = triangular(name, [4, 4], upper)
+                b = random(name + "/b", [4, 3] if left else [3, 4])
+                case(name, "solve_triangular", [a, b],
+                     lambda a, b, upper=upper, left=left, unit=unit: la.solve_triangular(
+                         a, b, upper=upper, left=left, unitriangular=unit),
+                     upper=upper, left=left, unitriangular=unit)
+    a = triangular("solve_triangular_broadcast", [2, 1, 3, 3], False)
+    b = random("solve_triangular_broadcast/b", [3, 3, 2])
+    case("solve_triangular_broadcast", "solve_triangular", [a, b],
+         lambda a, b: la.solve_triangular(a, b, upper=False), upper=False, left=True,
+         unitriangular=False)
+
+    # solve: random matrices (they pivot), a vector, a batch of vectors, broadcast, the right.
+    case("solve_4", "solve", [random("solve_4", [4, 4]), random("solve_4/b", [4, 2])], la.solve)
+    case("solve_vector", "solve", [random("solve_vector", [3, 3]),
+                                   random("solve_vector/b", [3])], la.solve)
+    case("solve_batched_vectors", "solve", [random("solve_bv", [2, 3, 3]),
+                                            random("solve_bv/b", [2, 3])], la.solve)
+    case("solve_broadcast", "solve", [random("solve_broadcast", [2, 1, 3, 3]),
+                                      random("solve_broadcast/b", [4, 3, 2])], la.solve)
+    case("solve_right", "solve", [random("solve_right", [3, 3]),
+                                  random("solve_right/b", [2, 3])],
+         lambda a, b: la.solve(a, b, left=False), left=False)
+    swapped = torch.tensor([[0.0, 2.0, 1.0], [1.0, 0.0, 3.0], [4.0, 1.0, 0.0]])
+    case("solve_zero_diagonal", "solve", [swapped, random("solve_zero_diagonal/b", [3, 1])],
+         la.solve)
+
+    # inv, det, slogdet, logdet.
+    case("inv_4", "inv", [random("inv_4", [4, 4])], la.inv)
+    case("inv_batched", "inv", [random("inv_batched", [3, 2, 2])], la.inv)
+    case("det_4", "det", [random("det_4", [4, 4], -2, 2)], la.det)
+    case("det_batched", "det", [random("det_batched", [2, 3, 3])], la.det)
+    case("det_swapped", "det", [swapped], la.det)
+    case("det_1x1", "det", [torch.tensor([[-0.75]])], la.det)
+    slog = lambda a: torch.stack(la.slogdet(a))  # noqa: E731
+    case("slogdet_batched", "slogdet", [random("slogdet_batched", [4, 3, 3], -2, 2)], slog)
+    case("logdet_spd", "logdet", [spd("logdet_spd", [2, 4, 4])], torch.logdet)
+    # Values only: a negative determinant (NaN) and a singular matrix (-inf), sign 0.
+    negative = torch.tensor([[[0.0, 1.0], [1.0, 0.0]], [[1.0, 2.0], [2.0, 4.0]]])
+    CASES.append(ref.op_case("logdet_negative_singular", "logdet", [negative],
+                             torch.logdet(negative), {}, TOL))
+    CASES.append(ref.op_case("slogdet_singular", "slogdet", [negative], slog(negative), {}, TOL))
+    CASES.append(ref.op_case("det_singular", "det", [negative], la.det(negative), {}, TOL))
+
+    # cholesky_solve: B and the factor (lower and upper) as leaves, the factor through tril (triu):
+    # PyTorch's gradient treats the factor as a full matrix, so its triangle that cholesky_solve
+    # does not read gets a gradient, which changes nothing the op computes; ferry's is zero
+    # there, and the two agree on the triangle read (the C++ side masks too).
+    factor = la.cholesky(spd("cholesky_solve", [4, 4]))
+    factor = torch.round(factor * 1000) / 1000
+    case("cholesky_solve_lower", "cholesky_solve", [random("cholesky_solve/b", [4, 2]), factor],
+         lambda b, l: torch.cholesky_solve(b, torch.tril(l)), upper=False)
+    case("cholesky_solve_upper", "cholesky_solve",
+         [random("cholesky_solve_upper/b", [2, 4, 3]), factor.transpose(0, 1).contiguous()],
+         lambda b, u: torch.cholesky_solve(b, torch.triu(u), upper=True), upper=True)
+
+    ref.write_case_file(OUT_PATH, CASES)
+
+
+if __name__ == "__main__":
+    main()
