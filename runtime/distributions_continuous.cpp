@@ -129,11 +129,8 @@ Gumbel::Gumbel(const Tensor& loc, const Tensor& scale, bool validate_args)
 // PyTorch's base: Uniform(tiny, 1 - eps), so that neither logarithm meets 0.
 Tensor Gumbel::rsample(const Shape& sample_shape) const {
   const DType dt = loc_.dtype();
-  const double tiny = dt == DType::f64   ? std::numeric_limits<double>::min()
-                      : dt == DType::f16 ? 6.103515625e-05
-                                         : double(std::numeric_limits<float>::min());
   const Tensor u = clamp(rand(extended_shape(sample_shape), {.dtype = dt, .device = loc_.device()}),
-                         tiny, 1 - detail::machine_eps(dt));
+                         detail::smallest_normal(dt), 1 - detail::machine_eps(dt));
   return loc_ - scale_ * log(neg(log(u)));
 }
 Tensor Gumbel::log_prob(const Tensor& value) const {

@@ -22,18 +22,20 @@ Tensor binary_logits(const Tensor& probs) {
   const Tensor p = clamp(probs, eps, 1 - eps);
   return log(p) - log1p(neg(p));
 }
+
+// (probs, logits) of a two-outcome distribution (Bernoulli, Geometric) from the one the caller
+// gave: exactly one of them (check_one_of), the other derived.
+std::pair<Tensor, Tensor> binary_parameters(const char* who, const Tensor& probs,
+                                            const Tensor& logits) {
+  check_one_of(who, probs, logits);
+  if (probs.defined()) return {probs, binary_logits(probs)};
+  return {sigmoid(logits), logits};
+}
 }  // namespace
 
 Bernoulli::Bernoulli(const Tensor& probs, const Tensor& logits, bool validate_args)
     : Distribution(validate_args) {
-  check_one_of("Bernoulli", probs, logits);
-  if (probs.defined()) {
-    probs_ = probs;
-    logits_ = binary_logits(probs);
-  } else {
-    logits_ = logits;
-    probs_ = sigmoid(logits);
-  }
+  std::tie(probs_, logits_) = binary_parameters("Bernoulli", probs, logits);
   set_shapes(probs_.sizes(), {});
   if (probs.defined())
     check_parameter(logical_and(ge(probs_, Scalar(0)), le(probs_, Scalar(1))), "probs", probs_,
@@ -144,14 +146,7 @@ std::string Categorical::str() const {
 
 Geometric::Geometric(const Tensor& probs, const Tensor& logits, bool validate_args)
     : Distribution(validate_args) {
-  check_one_of("Geometric", probs, logits);
-  if (probs.defined()) {
-    probs_ = probs;
-    logits_ = binary_logits(probs);
-  } else {
-    logits_ = logits;
-    probs_ = sigmoid(logits);
-  }
+  std::tie(probs_, logits_) = binary_parameters("Geometric", probs, logits);
   set_shapes(probs_.sizes(), {});
   if (probs.defined())
     check_parameter(logical_and(gt(probs_, Scalar(0)), le(probs_, Scalar(1))), "probs", probs_,
@@ -164,12 +159,9 @@ Geometric::Geometric(const Tensor& probs, const Tensor& logits, bool validate_ar
 Tensor Geometric::sample(const Shape& sample_shape) const {
   NoGradGuard no_grad;
   const DType dt = probs_.dtype();
-  const double tiny = dt == DType::f64   ? std::numeric_limits<double>::min()
-                      : dt == DType::f16 ? 6.103515625e-05
-                                         : double(std::numeric_limits<float>::min());
   const Tensor u =
-      clamp(rand(extended_shape(sample_shape), {.dtype = dt, .device = probs_.device()}), tiny,
-            std::nullopt);
+      clamp(rand(extended_shape(sample_shape), {.dtype = dt, .device = probs_.device()}),
+            smallest_normal(dt), std::nullopt);
   return floor(log(u) / log1p(neg(probs_.detach())));
 }
 

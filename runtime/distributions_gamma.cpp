@@ -49,9 +49,7 @@ Tensor standard_gamma(const Tensor& alpha_in) {
     pending = logical_and(pending, logical_not(ok));
   });
   result = where(boosted, result * pow(rand_like(a), reciprocal(alpha)), result);
-  const double tiny = alpha.dtype() == DType::f64 ? std::numeric_limits<double>::min()
-                                                  : double(std::numeric_limits<float>::min());
-  return clamp_min(result, tiny).to(alpha_in.dtype());
+  return clamp_min(result, smallest_normal(alpha.dtype())).to(alpha_in.dtype());
 }
 
 // Poisson draws of rate's shape: Knuth's below 10, PTRS from 10 (Note [Gamma draws]).

@@ -71,6 +71,19 @@ inline double machine_eps(DType dt) {
   }
 }
 
+// PyTorch's torch.finfo(dtype).tiny, the smallest normal number, which the inversion samplers
+// (Geometric, Gumbel) keep their uniform draws above so that log u stays finite.
+inline double smallest_normal(DType dt) {
+  switch (dt) {
+    case DType::f64:
+      return std::numeric_limits<double>::min();
+    case DType::f16:
+      return 6.103515625e-05;  // 2^-14
+    default:                   // f32, and bf16, which has f32's exponent range
+      return double(std::numeric_limits<float>::min());
+  }
+}
+
 // A tensor of NaN shaped like t (the undefined moments).
 inline Tensor nan_like(const Tensor& t) {
   return full_like(t, std::numeric_limits<double>::quiet_NaN());

@@ -8,7 +8,6 @@
 
 namespace ferry::distributions {
 
-using detail::all_true;
 using detail::concat;
 using detail::kLogSqrt2Pi;
 using detail::param_str;
