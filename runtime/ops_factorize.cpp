@@ -28,6 +28,7 @@
 
 #include "ferry/error.hpp"
 #include "ferry/ops.hpp"
+#include "linalg_internal.hpp"
 #include "ops_internal.hpp"
 
 namespace ferry {
@@ -35,31 +36,13 @@ namespace {
 
 using detail::check_defined;
 using detail::check_dtype;
-
-// f16 and bf16 in f32 (the header says why); f32 and f64 as they are.
-Tensor computing(const Tensor& x) {
-  return x.dtype() == DType::f64 || x.dtype() == DType::f32 ? x : x.to(DType::f32);
-}
-
-Shape batch_of(const Tensor& x, std::int64_t matrix_dims) {
-  const Shape& s = x.sizes();
-  return Shape(s.begin(), s.end() - matrix_dims);
-}
-
-void check_matrix(const char* op, const char* name, const Tensor& x) {
-  if (x.dim() < 2)
-    throw ShapeError(
-        fmt::format("linalg.{}: The input tensor {} must have at least 2 dimensions.", op, name));
-}
-
-void check_square(const char* op, const char* name, const Tensor& a) {
-  check_matrix(op, name, a);
-  if (a.size(-1) != a.size(-2))
-    throw ShapeError(
-        fmt::format("linalg.{}: {} must be batches of square matrices, but they are "
-                    "{} by {} matrices",
-                    op, name, a.size(-2), a.size(-1)));
-}
+using detail::gather_in_range;
+using linalg_detail::batch_of;
+using linalg_detail::batch_prefix;
+using linalg_detail::check_matrix;
+using linalg_detail::check_square;
+using linalg_detail::computing;
+using linalg_detail::positions;
 
 void check_same_dtype(const char* op, const Tensor& a, const Tensor& b) {
   if (a.dtype() != b.dtype())
@@ -67,17 +50,6 @@ void check_same_dtype(const char* op, const Tensor& a, const Tensor& b) {
         fmt::format("linalg.{}: Expected A and B to have the same dtype, but found A "
                     "of type {} and B of type {} instead",
                     op, dtype_name(a.dtype()), dtype_name(b.dtype())));
-}
-
-// 0, 1, ..., n - 1 on x's device, in x's dtype (the masks and one-hot columns are compared
-// against it there).
-Tensor positions(const Tensor& x, std::int64_t n, DType dtype) {
-  return arange(double(n), {.dtype = dtype, .device = x.device()});
-}
-
-// "(Batch element 3): " where x has batch dims, PyTorch's prefix, for the flat index `at`.
-std::string batch_prefix(const Tensor& x, std::int64_t at) {
-  return x.dim() > 2 ? fmt::format("(Batch element {}): ", at) : std::string();
 }
 
 // The first (matrix, column) where `bad` ([..., n], bool) holds, read back once.
@@ -150,8 +122,8 @@ Elimination eliminate(Tensor u, Tensor b, bool want_sign) {
       const Tensor p = (argmax(abs(u.select(-1, j).narrow(-1, j, n - j)), -1) + j).unsqueeze(-1);
       const Tensor order = where(eq(rows, double(j)), p, where(eq(rows, p), Scalar(j), rows));
       const Tensor index = order.unsqueeze(-1);
-      u = gather(u, -2, index.expand(u.sizes()).contiguous());
-      if (b.defined()) b = gather(b, -2, index.expand(b.sizes()).contiguous());
+      u = gather_in_range(u, -2, index.expand(u.sizes()).contiguous());
+      if (b.defined()) b = gather_in_range(b, -2, index.expand(b.sizes()).contiguous());
       if (want_sign) sign = where(ne(p.squeeze(-1), double(j)), -sign, sign);
     }
     // Rows below j lose their multiple of row j.

@@ -10,7 +10,10 @@
 // one read back of both to the host (index_range), which works on every device; the
 // check is skipped for an empty index. Negative indices are refused, as in
 // PyTorch's index_select and gather. Kernels may rely on the check but must
-// still never read outside the tensor.
+// still never read outside the tensor. The core's own compositions gather with
+// indices in range by construction (the linear algebra's pivot rows and
+// rotation partners) through detail::gather_in_range, which skips the check:
+// its read is a GPU sync per call, in loops of hundreds of calls.
 #include <fmt/format.h>
 
 #include "autograd/formulas.hpp"
@@ -87,7 +90,8 @@ Tensor index_select(const Tensor& x, std::int64_t dim, const Tensor& index) {
 
 namespace {
 
-Tensor gather_forward(const Tensor& x, std::int64_t dim, const Tensor& index) {
+Tensor gather_forward(const Tensor& x, std::int64_t dim, const Tensor& index,
+                      bool check_range = true) {
   check_same_device("gather", {{"input", &x}, {"index", &index}});
   Tensor idx = as_index("gather", index);
   if (idx.dim() != x.dim())
@@ -105,7 +109,7 @@ Tensor gather_forward(const Tensor& x, std::int64_t dim, const Tensor& index) {
           fmt::format("gather: index shape {} is larger than input shape {} in dim {} (only dim {} "
                       "may be larger)",
                       shape_str(index.sizes()), shape_str(x.sizes()), i, d));
-  check_bounds("gather", ix, d, in.size(d), x.sizes());
+  if (check_range) check_bounds("gather", ix, d, in.size(d), x.sizes());
   Tensor out = new_tensor(ix.sizes(), x.dtype(), impl_of(x));
   if (out.numel() > 0) run_kernel(OpId::gather, {in, ix}, {out}, Attrs{{"dim", d}});
   return out.view(index.sizes());
@@ -157,6 +161,12 @@ Tensor cat_forward(const std::vector<Tensor>& tensors, std::int64_t dim) {
 
 Tensor gather(const Tensor& x, std::int64_t dim, const Tensor& index) {
   Tensor out = autograd::untracked([&] { return gather_forward(x, dim, index); });
+  autograd::record_gather(x, dim, index, out);
+  return out;
+}
+
+Tensor detail::gather_in_range(const Tensor& x, std::int64_t dim, const Tensor& index) {
+  Tensor out = autograd::untracked([&] { return gather_forward(x, dim, index, false); });
   autograd::record_gather(x, dim, index, out);
   return out;
 }

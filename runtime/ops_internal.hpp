@@ -25,6 +25,9 @@ void check_bounds(std::string_view op, const Tensor& index, std::int64_t dim, st
 // one transfer (one sync on a GPU): the range checks of check_bounds and of the ops whose
 // indices have rules of their own (nll_loss's ignore_index, max_unpool's output planes).
 std::pair<std::int64_t, std::int64_t> index_range(const Tensor& index);
+// gather for an index the core made and knows in range (a pivot row from argmax, a rotation's
+// partner): no check_bounds, so no host read; recorded for autograd as gather is.
+Tensor gather_in_range(const Tensor& x, std::int64_t dim, const Tensor& index);
 
 // x = f(x) in place, checked and recorded (Note [In-place ops] in
 // ferry/ops_inplace.hpp): every `_` op, and copy_ and fill_ where autograd is

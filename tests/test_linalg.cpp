@@ -1,5 +1,6 @@
 // The factorizations and solvers of ferry/ops_linalg.hpp (linalg::cholesky, solve_triangular,
-// solve, inv, det, slogdet; logdet, cholesky_solve): against PyTorch's in f32 with gradients
+// solve, inv, det, slogdet; logdet, cholesky_solve; and qr, eigh, eigvalsh, whose other tests
+// are in test_linalg_orthogonal.cpp): against PyTorch's in f32 with gradients
 // (tests/data/pytorch_linalg_reference.json, written by tools/gen_linalg_reference.py) on every
 // device; in f64 against the identities they are defined by (L L^T = A, A X = B, A A^-1 = I,
 // det(AB) = det A det B) and a closed form (Vandermonde's determinant) on every device;
@@ -16,6 +17,7 @@
 #include "devices.hpp"
 #include "ferry/ferry.hpp"
 #include "gradcheck.hpp"
+#include "linalg_test_util.hpp"
 #include "op_test_util.hpp"
 #include "torch_reference.hpp"
 
@@ -50,12 +52,23 @@ Tensor run_case(const std::string& op, const json& a, const std::vector<Tensor>&
     const bool upper = flag("upper", false);
     return ferry::cholesky_solve(in[0], upper ? ferry::triu(in[1]) : ferry::tril(in[1]), upper);
   }
+  if (op == "qr") {  // Q and R flattened and joined (R alone in mode "r"), as the generator's
+    const std::string mode = a["mode"].get<std::string>();
+    const auto [q, r] = linalg::qr(in[0], mode);
+    if (mode == "r") return r.flatten(-2);
+    return ferry::cat({q.flatten(-2), r.flatten(-2)}, -1);
+  }
+  if (op == "eigh") {  // the eigenvalues as a row over the sign-fixed eigenvectors
+    const auto [values, vectors] = linalg::eigh(in[0], a["uplo"].get<std::string>());
+    return ferry::cat({values.unsqueeze(-2), ferry_test::sign_fixed(vectors)}, -2);
+  }
+  if (op == "eigvalsh") return linalg::eigvalsh(in[0], a["uplo"].get<std::string>());
   ADD_FAILURE() << "unknown op " << op;
   return {};
 }
 
 void run_reference(const ferry::Device& dev) {
-  ferry_test::run_output_reference_file("pytorch_linalg_reference.json", dev, 34, run_case);
+  ferry_test::run_output_reference_file("pytorch_linalg_reference.json", dev, 48, run_case);
 }
 FERRY_TEST_ON_EACH_DEVICE(Linalg, PyTorchReference, run_reference)
 

@@ -1,7 +1,8 @@
 #!/usr/bin/python3
 """Generate tests/data/pytorch_linalg_reference.json: PyTorch's torch.linalg.cholesky,
-solve_triangular, solve, inv, det and slogdet, and torch.logdet and torch.cholesky_solve, in f32
-with the gradient of every input, batched and broadcast, each option (tests/test_linalg.cpp).
+solve_triangular, solve, inv, det, slogdet, qr, eigh and eigvalsh, and torch.logdet and
+torch.cholesky_solve, in f32 with the gradient of every input, batched and broadcast, each
+option (tests/test_linalg.cpp).
 
 Regenerate (from the repository root), as tools/gen_math_reference.py:
 
@@ -11,7 +12,8 @@ Format: that of tools/gen_conv_reference.py (reference_common.op_case). The matr
 inputs themselves (the gradients are with respect to them): positive-definite ones X X^T + I
 for cholesky and logdet, triangular factors with junk in the triangle the op does not read, and
 random ones for solve, inv and det (those pivot). attrs: the ops' flags; slogdet's output is
-stack([sign, logabsdet]); cholesky_solve's factor goes through tril (upper: triu), as below.
+stack([sign, logabsdet]); qr's and eigh's outputs are joined into one tensor as main() says;
+cholesky_solve's factor goes through tril (upper: triu), as below.
 """
 
 import os
@@ -129,6 +131,49 @@ def main():
     case("cholesky_solve_upper", "cholesky_solve",
          [random("cholesky_solve_upper/b", [2, 4, 3]), factor.transpose(0, 1).contiguous()],
          lambda b, u: torch.cholesky_solve(b, torch.triu(u), upper=True), upper=True)
+
+    # qr: Q and R flattened and joined ([..., m k + k n]; complete: m m + m n), square, tall,
+    # wide and batched; "r" mode's R is reduced mode's (PyTorch differentiates only the latter).
+    # Complete mode where m > n is left out: PyTorch gives it no gradient.
+    def qr_joined(mode):
+        def f(a):
+            q, r = la.qr(a, mode="reduced" if mode == "r" else mode)
+            parts = [r] if mode == "r" else [q, r]
+            return torch.cat([t.flatten(-2) for t in parts], -1)
+        return f
+    for name, shape, mode in [("qr_4", [4, 4], "reduced"), ("qr_tall", [5, 3], "reduced"),
+                              ("qr_wide", [3, 5], "reduced"), ("qr_batched", [2, 3, 3], "reduced"),
+                              ("qr_complete_wide", [2, 4], "complete"),
+                              ("qr_complete_square", [3, 3], "complete"),
+                              ("qr_r", [4, 3], "r")]:
+        case(name, "qr", [random(name, shape)], qr_joined(mode), mode=mode)
+
+    # eigh: the eigenvalues as a first row over the eigenvectors, each column's sign chosen so that
+    # its entry of largest magnitude is positive (LAPACK's and ferry's signs are arbitrary);
+    # symmetric matrices, and ones with junk in the triangle not read (the gradient is symmetric
+    # all the same, as cholesky's).
+    def eigh_joined(uplo):
+        def f(a):
+            values, vectors = la.eigh(a, UPLO=uplo)
+            at = vectors.abs().argmax(-2, keepdim=True)
+            vectors = vectors * torch.sign(torch.gather(vectors, -2, at))
+            return torch.cat([values.unsqueeze(-2), vectors], -2)
+        return f
+    def symmetric(name, shape):
+        x = random(name, shape)
+        return x + x.transpose(-2, -1)
+    case("eigh_4", "eigh", [symmetric("eigh_4", [4, 4])], eigh_joined("L"), uplo="L")
+    case("eigh_batched_upper", "eigh", [symmetric("eigh_batched_upper", [2, 3, 3])],
+         eigh_joined("U"), uplo="U")
+    lopsided = symmetric("eigh_lopsided", [5, 5]) + 3 * torch.triu(random("eigh/junk", [5, 5]), 1)
+    case("eigh_lopsided", "eigh", [lopsided], eigh_joined("L"), uplo="L")
+    case("eigh_lopsided_upper", "eigh", [lopsided.transpose(0, 1).contiguous()],
+         eigh_joined("U"), uplo="U")
+    case("eigh_1x1", "eigh", [torch.tensor([[-1.5]])], eigh_joined("L"), uplo="L")
+    case("eigvalsh_6", "eigvalsh", [lopsided[:4, :4].contiguous()],
+         lambda a: la.eigvalsh(a), uplo="L")
+    case("eigvalsh_batched", "eigvalsh", [symmetric("eigvalsh_batched", [3, 2, 2])],
+         lambda a: la.eigvalsh(a, UPLO="U"), uplo="U")
 
     ref.write_case_file(OUT_PATH, CASES)
 

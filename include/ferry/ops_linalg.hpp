@@ -14,6 +14,7 @@
 // batch dims of two operands broadcast. Included by ferry/ops.hpp.
 #pragma once
 
+#include <string_view>
 #include <utility>
 
 #include "ferry/tensor.hpp"
@@ -51,6 +52,28 @@ Tensor det(const Tensor& a);
 
 // torch.linalg.slogdet: (sign, log|det|), sign -1, 0 or 1 and log|det| = -inf where A is singular.
 std::pair<Tensor, Tensor> slogdet(const Tensor& a);
+
+// torch.linalg.qr: (Q, R) with A = Q R for A [..., m, n] of any shape, k = min(m, n), by
+// Householder reflections with LAPACK's signs (geqrf: R's diagonal is -sign(a) |column| where a
+// reflection is made), so Q and R are PyTorch's, not just a QR. mode "reduced": Q [..., m, k]
+// with orthonormal columns, R [..., k, n] upper triangular; "complete": Q [..., m, m] orthogonal,
+// R [..., m, n]; "r": R alone (Q an empty tensor). A ValueError for another mode. Differentiable
+// in every mode (PyTorch refuses "r", and "complete" where m > n, whose last m - n columns of Q
+// are not determined by A: ferry's gradient there is that of the reflections).
+std::pair<Tensor, Tensor> qr(const Tensor& a, std::string_view mode = "reduced");
+
+// torch.linalg.eigh: (eigenvalues [..., n] in ascending order, eigenvectors [..., n, n] as
+// columns) of the symmetric A, reading its lower triangle (uplo "U": its upper one), by cyclic
+// Jacobi rotations to convergence (Note [Symmetric eigendecomposition by Jacobi rotations] in
+// runtime/ops_orthogonal.cpp). An eigenvector's sign is arbitrary, as LAPACK's is (PyTorch's
+// and ferry's may differ). The gradient is PyTorch's closed form, symmetric like A; where two
+// eigenvalues are equal the eigenvectors' part of it between them is zero (PyTorch's is inf or
+// NaN). A ValueError for a uplo other than "L" or "U"; a LinAlgError where the rotations do not
+// converge (a NaN or inf in A).
+std::pair<Tensor, Tensor> eigh(const Tensor& a, std::string_view uplo = "L");
+
+// torch.linalg.eigvalsh: eigh's eigenvalues alone.
+Tensor eigvalsh(const Tensor& a, std::string_view uplo = "L");
 
 }  // namespace linalg
 

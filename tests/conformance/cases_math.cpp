@@ -25,6 +25,13 @@ Tensor spd(const Tensor& x) {
   return matmul(x, x.transpose(-2, -1)) +
          eye(x.size(-1), std::nullopt, {.dtype = x.dtype(), .device = x.device()}) * 2;
 }
+// X + X^T + diag(0, 20, 40, ...): symmetric, its Gershgorin discs apart, so its eigenvalues are
+// distinct and their eigenvectors well-defined.
+Tensor spread(const Tensor& x) {
+  const std::int64_t n = x.size(-1);
+  return x + x.transpose(-2, -1) +
+         diag(arange(double(n), {.dtype = x.dtype(), .device = x.device()}) * 20.0);
+}
 
 std::vector<FloatOpCase> math_ops() {
   return {
@@ -151,6 +158,34 @@ std::vector<FloatOpCase> math_ops() {
        "[4, 2] and L [4, 4]",
        {{4, 2}, {4, 4}},
        [](const Inputs& in) { return cholesky_solve(in[0], diag_up(tril(in[1]))); }},
+      // qr's Q and R joined; eigh's eigenvalues over its eigenvectors squared (their signs are
+      // arbitrary), of symmetric matrices with distinct eigenvalues (a diagonal 0, 2, 4, ...
+      // added); eigvalsh reading the upper triangle.
+      {"qr",
+       "[2, 4, 3] Q and R",
+       {{2, 4, 3}},
+       [](const Inputs& in) {
+         const auto [q, r] = linalg::qr(in[0]);
+         return cat({q.flatten(-2), r.flatten(-2)}, -1);
+       }},
+      {"qr",
+       "[3, 5] complete",
+       {{3, 5}},
+       [](const Inputs& in) {
+         const auto [q, r] = linalg::qr(in[0], "complete");
+         return cat({q.flatten(-2), r.flatten(-2)}, -1);
+       }},
+      {"eigh",
+       "[2, 4, 4] values and vectors squared",
+       {{2, 4, 4}},
+       [](const Inputs& in) {
+         const auto [w, v] = linalg::eigh(spread(in[0]));
+         return cat({w.unsqueeze(-2), v * v}, -2);
+       }},
+      {"eigvalsh",
+       "[5, 5] upper",
+       {{5, 5}},
+       [](const Inputs& in) { return linalg::eigvalsh(spread(in[0]), "U"); }},
       {"renorm",
        "[4, 5] p 2 dim 0 maxnorm 1",
        {{4, 5}},
