@@ -98,7 +98,16 @@ struct Eigen {
 Eigen jacobi(const char* op, const Tensor& s) {
   const std::int64_t n = s.size(-1);
   const TensorOptions like{.dtype = s.dtype(), .device = s.device()};
-  Tensor a = s.contiguous();
+  // Each matrix divided by its largest |entry| (the eigenvalues scaled back at the end), so that
+  // the squares summed below cannot overflow, nor underflow, where A's entries are large or tiny.
+  Shape scale_shape = batch_of(s, 2);
+  scale_shape.insert(scale_shape.end(), {1, 1});
+  Tensor scale = ones(scale_shape, like);
+  if (s.numel() > 0) {
+    scale = amax(abs(s), {-2, -1}, true);
+    scale = where(eq(scale, 0.0), Scalar(1.0), scale);
+  }
+  Tensor a = s / scale;
   Tensor v = eye(n, std::nullopt, like).expand(s.sizes()).contiguous();
   if (n > 1 && s.numel() > 0) {
     const Shape& shape = a.sizes();
@@ -162,7 +171,7 @@ Eigen jacobi(const char* op, const Tensor& s) {
       }
     }
   }
-  const ValuesIndices sorted = sort(diagonal(a, 0, -2, -1), -1);
+  const ValuesIndices sorted = sort(diagonal(a, 0, -2, -1) * scale.squeeze(-1), -1);
   return {sorted.values,
           gather_in_range(v, -1, sorted.indices.unsqueeze(-2).expand(v.sizes()).contiguous())};
 }

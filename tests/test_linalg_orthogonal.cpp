@@ -161,6 +161,11 @@ void check_errors(const ferry::Device& dev) {
                      "must have at least 2 dimensions");
   EXPECT_FERRY_ERROR(linalg::eigvalsh(ferry::zeros({2, 2}, {.dtype = DType::i32, .device = dev})),
                      ferry::DTypeError);
+  // Entries whose squares overflow f32 are no error: each matrix is scaled first.
+  const Tensor huge = ferry::tensor(std::vector<float>{3e30f, 1e30f, 1e30f, 3e30f}, {2, 2}).to(dev);
+  const std::vector<double> hw = values(linalg::eigvalsh(huge));
+  EXPECT_NEAR(hw[0], 2e30, 2e24);
+  EXPECT_NEAR(hw[1], 4e30, 4e24);
   // A NaN never converges: LinAlgError, as LAPACK's failure to converge is in PyTorch.
   Tensor nan = ferry::eye(3, std::nullopt, o);
   nan = ferry::where(ferry::eq(nan, 0.0), ferry::Scalar(std::nan("")), nan);
