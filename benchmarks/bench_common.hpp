@@ -67,6 +67,7 @@ void register_attention();  // scaled_dot_product_attention, fused beside the co
 void register_gpt();        // a GPT training step (samples/gpt.hpp); beside PyTorch
 void register_rnn();        // an LSTM training step; beside PyTorch
 void register_grid_sample();  // grid_sample forward and backward; beside PyTorch
+void register_linalg();       // ferry/ops_linalg.hpp's factorizations; beside PyTorch (LAPACK)
 void register_matvec();     // matrix-vector products (one token times a weight), each device
 void register_vulkan();    // skipped when no Vulkan device is available
 void register_transfer();  // the transfer planner; skipped without a Vulkan device

@@ -184,6 +184,7 @@ int main(int argc, char** argv) {
   bench::register_gpt();
   bench::register_rnn();
   bench::register_grid_sample();
+  bench::register_linalg();
   bench::register_matvec();
   bench::register_vulkan();
   bench::register_transfer();

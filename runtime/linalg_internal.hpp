@@ -1,7 +1,9 @@
 // runtime/linalg_internal.hpp — what the compositions of ferry/ops_linalg.hpp share
-// (runtime/ops_factorize.cpp: the triangular and LU family; runtime/ops_orthogonal.cpp: QR and
-// the symmetric eigendecomposition): the dtype they compute in, PyTorch's shape checks and
-// messages, and the batch-element prefix of their errors.
+// (runtime/ops_factorize.cpp: the triangular solvers and Gaussian elimination, and the solvers
+// and determinants made of them; runtime/ops_lu.cpp: the LU factorization itself;
+// runtime/ops_orthogonal.cpp: QR and the symmetric eigendecomposition): the dtype they compute
+// in, PyTorch's shape checks and messages, the batch-element prefix of their errors, and the two
+// loops the solvers share (Note [Linear algebra as compositions] in runtime/ops_factorize.cpp).
 #pragma once
 
 #include <fmt/format.h>
@@ -52,5 +54,30 @@ inline Tensor positions(const Tensor& x, std::int64_t n, DType dtype) {
 inline std::string batch_prefix(const Tensor& x, std::int64_t at) {
   return x.dim() > 2 ? fmt::format("(Batch element {}): ", at) : std::string();
 }
+
+// X with T X = B for T upper or lower triangular (its other triangle already zero), B [..., n, k]
+// with T's batch dims broadcast; unit: T's diagonal taken as ones (and already zeroed).
+Tensor substitute(const Tensor& t, const Tensor& b, bool upper, bool unit);
+
+// What eliminate computes besides the reduced rows.
+struct EliminationOptions {
+  bool sign = false;         // the sign of the row permutation
+  bool multipliers = false;  // L's multipliers
+  bool pivots = false;       // the row swapped in at each step
+  bool pivot = true;         // false: no row swaps (LU without pivoting)
+};
+
+struct Elimination {
+  Tensor u;            // the reduced rows: U is its upper triangle (below it: rounding, not zeros)
+  Tensor b;            // b with the same row operations
+  Tensor sign;         // [...], -1 or 1, when asked
+  Tensor multipliers;  // [..., m, n], L's strictly lower part (zero elsewhere), when asked
+  Tensor pivots;       // [..., min(m, n)] i64, 0-based, LAPACK's ipiv less one, when asked
+};
+
+// Gaussian elimination of u ([..., m, n], computing dtype) over its first min(m, n) columns, with
+// partial pivoting as LAPACK's getrf does it (each matrix of the batch swaps in its own rows),
+// applying the same row operations to b ([..., m, r], batch dims already u's) when given.
+Elimination eliminate(Tensor u, Tensor b, const EliminationOptions& want);
 
 }  // namespace ferry::linalg_detail

@@ -20,6 +20,7 @@
 // rounding; cholesky's is made symmetric as PyTorch's is (below).
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <limits>
 #include <optional>
@@ -42,7 +43,10 @@ using linalg_detail::batch_prefix;
 using linalg_detail::check_matrix;
 using linalg_detail::check_square;
 using linalg_detail::computing;
+using linalg_detail::eliminate;
+using linalg_detail::Elimination;
 using linalg_detail::positions;
+using linalg_detail::substitute;
 
 void check_same_dtype(const char* op, const Tensor& a, const Tensor& b) {
   if (a.dtype() != b.dtype())
@@ -78,8 +82,10 @@ Tensor cholesky_lower(const Tensor& a) {
   return l;
 }
 
-// X with T X = B for T upper or lower triangular (its other triangle already zero), B [..., n, k]
-// with T's batch dims broadcast; unit: T's diagonal taken as ones (and already zeroed).
+}  // namespace
+
+namespace linalg_detail {
+
 Tensor substitute(const Tensor& t, const Tensor& b, bool upper, bool unit) {
   const std::int64_t n = t.size(-1);
   Shape shape = broadcast_shapes(batch_of(t, 2), batch_of(b, 2));
@@ -99,40 +105,64 @@ Tensor substitute(const Tensor& t, const Tensor& b, bool upper, bool unit) {
   return x;
 }
 
-Tensor triangle(const Tensor& t, bool upper, bool unit) {
-  const std::int64_t off = unit ? 1 : 0;
-  return upper ? triu(t, off) : tril(t, -off);
-}
-
-// Gaussian elimination with partial pivoting of a ([..., n, n], computing dtype), applying the
-// same row operations to b ([..., n, k], batch dims already a's) when given. Returns U (upper
-// triangular part meaningful), and the permutation's sign ([...], -1 or 1) when asked.
-struct Elimination {
-  Tensor u, b, sign;
-};
-Elimination eliminate(Tensor u, Tensor b, bool want_sign) {
-  const std::int64_t n = u.size(-1);
-  const Tensor at = positions(u, n, u.dtype());
-  const Tensor rows = positions(u, n, DType::i64);
-  Tensor sign;
-  if (want_sign) sign = ones(batch_of(u, 2), {.dtype = u.dtype(), .device = u.device()});
-  for (std::int64_t j = 0; j < n; ++j) {
-    if (j + 1 < n) {
-      // The pivot: the largest |U[i, j]| for i >= j, swapped into row j.
-      const Tensor p = (argmax(abs(u.select(-1, j).narrow(-1, j, n - j)), -1) + j).unsqueeze(-1);
+Elimination eliminate(Tensor u, Tensor b, const EliminationOptions& want) {
+  const std::int64_t m = u.size(-2), n = u.size(-1), k = std::min(m, n);
+  const Tensor at = positions(u, m, u.dtype());
+  const Tensor rows = positions(u, m, DType::i64);
+  const Tensor columns = want.multipliers ? positions(u, n, u.dtype()) : Tensor();
+  const Shape batch = batch_of(u, 2);
+  Tensor sign, l;
+  std::vector<Tensor> pivots;
+  if (want.sign) sign = ones(batch, {.dtype = u.dtype(), .device = u.device()});
+  if (want.multipliers) l = zeros_like(u);
+  for (std::int64_t j = 0; j < k; ++j) {
+    Tensor p;  // the row swapped into row j ([..., 1]), where one is searched for
+    if (want.pivot && j + 1 < m) {
+      // The pivot: the largest |U[i, j]| for i >= j (the first of equals, as LAPACK's idamax),
+      // swapped into row j; the multipliers already found move with their rows, as in getrf.
+      p = (argmax(abs(u.select(-1, j).narrow(-1, j, m - j)), -1) + j).unsqueeze(-1);
       const Tensor order = where(eq(rows, double(j)), p, where(eq(rows, p), Scalar(j), rows));
       const Tensor index = order.unsqueeze(-1);
       u = gather_in_range(u, -2, index.expand(u.sizes()).contiguous());
       if (b.defined()) b = gather_in_range(b, -2, index.expand(b.sizes()).contiguous());
-      if (want_sign) sign = where(ne(p.squeeze(-1), double(j)), -sign, sign);
+      if (l.defined()) l = gather_in_range(l, -2, index.expand(l.sizes()).contiguous());
+      if (want.sign) sign = where(ne(p.squeeze(-1), double(j)), -sign, sign);
     }
-    // Rows below j lose their multiple of row j.
+    if (want.pivots) {
+      Shape one = batch;
+      one.push_back(1);
+      pivots.push_back(
+          p.defined() ? p : full(one, Scalar(j), {.dtype = DType::i64, .device = u.device()}));
+    }
+    if (j + 1 == m) break;  // no rows below
+    // Rows below j lose their multiple of row j. A zero pivot (the column is zero from row j
+    // down) takes nothing off them, as in LAPACK's getf2, and is kept out of the division so
+    // that neither the value nor the gradient meets 0 / 0.
     const Tensor pivot = u.select(-2, j).narrow(-1, j, 1);
-    const Tensor factor = where(gt(at, double(j)), u.select(-1, j) / pivot, Scalar(0.0));
+    const Tensor safe = where(eq(pivot, 0.0), Scalar(1.0), pivot);
+    const Tensor factor = where(gt(at, double(j)), u.select(-1, j) / safe, Scalar(0.0));
     u = u - factor.unsqueeze(-1) * u.select(-2, j).unsqueeze(-2);
     if (b.defined()) b = b - factor.unsqueeze(-1) * b.select(-2, j).unsqueeze(-2);
+    if (l.defined()) l = l + factor.unsqueeze(-1) * eq(columns, double(j)).to(u.dtype());
   }
-  return {u, b, sign};
+  Tensor pivot_rows;
+  if (want.pivots) {
+    Shape none = batch;
+    none.push_back(0);
+    pivot_rows =
+        pivots.empty() ? zeros(none, {.dtype = DType::i64, .device = u.device()}) : cat(pivots, -1);
+  }
+  return {u, b, sign, l, pivot_rows};
+}
+
+}  // namespace linalg_detail
+
+namespace {
+
+// T's triangle that solve_triangular reads (unit: without the diagonal).
+Tensor triangle(const Tensor& t, bool upper, bool unit) {
+  const std::int64_t off = unit ? 1 : 0;
+  return upper ? triu(t, off) : tril(t, -off);
 }
 
 // A LinAlgError where a pivot of U is exactly zero (LAPACK's getrf reports the same).
@@ -152,13 +182,13 @@ void check_pivots(const char* op, const Tensor& a, const Tensor& u, bool name_el
 
 // X with A X = B (A [..., n, n], B [..., n, k], same dtype, computing): B's rows eliminated
 // with A's, then back substitution.
-Tensor lu_solve(const char* op, const Tensor& a, const Tensor& b, bool name_element) {
+Tensor solve_by_elimination(const char* op, const Tensor& a, const Tensor& b, bool name_element) {
   const std::int64_t n = a.size(-1);
   const Shape batch = broadcast_shapes(batch_of(a, 2), batch_of(b, 2));
   Shape as = batch, bs = batch;
   as.insert(as.end(), {n, n});
   bs.insert(bs.end(), {n, b.size(-1)});
-  const Elimination e = eliminate(a.expand(as), b.expand(bs), false);
+  const Elimination e = eliminate(a.expand(as), b.expand(bs), {});
   check_pivots(op, a, e.u, name_element);
   return substitute(triu(e.u), e.b, true, false);
 }
@@ -238,9 +268,10 @@ Tensor solve(const Tensor& a, const Tensor& b, bool left) {
   const Tensor af = computing(a), bf = computing(bm);
   Tensor x;
   if (left || vector) {
-    x = lu_solve("solve", af, bf, false);
+    x = solve_by_elimination("solve", af, bf, false);
   } else {
-    x = lu_solve("solve", af.transpose(-2, -1), bf.transpose(-2, -1), false).transpose(-2, -1);
+    x = solve_by_elimination("solve", af.transpose(-2, -1), bf.transpose(-2, -1), false)
+            .transpose(-2, -1);
   }
   return (vector ? x.squeeze(-1) : x).to(a.dtype());
 }
@@ -252,7 +283,7 @@ Tensor inv(const Tensor& a) {
   const Tensor af = computing(a);
   const Tensor identity =
       eye(a.size(-1), std::nullopt, {.dtype = af.dtype(), .device = a.device()});
-  return lu_solve("inv", af, identity, true).to(a.dtype());
+  return solve_by_elimination("inv", af, identity, true).to(a.dtype());
 }
 
 std::pair<Tensor, Tensor> slogdet(const Tensor& a) {
@@ -260,7 +291,7 @@ std::pair<Tensor, Tensor> slogdet(const Tensor& a) {
   check_dtype(OpId::slogdet, a);
   check_square("slogdet", "A", a);
   const Tensor af = computing(a);
-  const Elimination e = eliminate(af, Tensor(), true);
+  const Elimination e = eliminate(af, Tensor(), {.sign = true});
   const Tensor d = diagonal(e.u, 0, -2, -1);
   const Tensor sign = e.sign * prod(ferry::sign(d), {-1});
   const Tensor logabsdet = sum(log(abs(d)), {-1});
@@ -272,7 +303,7 @@ Tensor det(const Tensor& a) {
   check_dtype(OpId::det, a);
   check_square("det", "A", a);
   const Tensor af = computing(a);
-  const Elimination e = eliminate(af, Tensor(), true);
+  const Elimination e = eliminate(af, Tensor(), {.sign = true});
   return (e.sign * prod(diagonal(e.u, 0, -2, -1), {-1})).to(a.dtype());
 }
 

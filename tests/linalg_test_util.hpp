@@ -1,9 +1,32 @@
-// Helpers shared by the linear-algebra tests (test_linalg.cpp, test_linalg_orthogonal.cpp).
+// Helpers shared by the linear-algebra tests (test_linalg.cpp, test_linalg_orthogonal.cpp,
+// test_linalg_lu.cpp).
 #pragma once
 
+#include <cstdint>
+#include <vector>
+
 #include "ferry/ferry.hpp"
+#include "op_test_util.hpp"
 
 namespace ferry_test {
+
+inline std::vector<double> values(const ferry::Tensor& t) {
+  return t.to(ferry::DType::f64).to_vector<double>();
+}
+
+inline double max_abs(const ferry::Tensor& t) {
+  return ferry::amax(ferry::abs(t)).to(ferry::DType::f64).item<double>();
+}
+
+// An f64 matrix (or batch) on dev, uniform in [-1, 1].
+inline ferry::Tensor random_matrix(const ferry::Shape& shape, std::uint64_t seed,
+                                   const ferry::Device& dev) {
+  return grad_input(shape, -1, 1, seed).to(dev);
+}
+
+inline ferry::Tensor identity(std::int64_t n, const ferry::Device& dev) {
+  return ferry::eye(n, std::nullopt, {.dtype = ferry::DType::f64, .device = dev});
+}
 
 // Eigenvectors (columns of v) with each sign chosen so that the column's entry of largest
 // magnitude is positive: the sign LAPACK and ferry give is arbitrary, and

@@ -1,10 +1,11 @@
 // The factorizations and solvers of ferry/ops_linalg.hpp (linalg::cholesky, solve_triangular,
-// solve, inv, det, slogdet; logdet, cholesky_solve; and qr, eigh, eigvalsh, whose other tests
-// are in test_linalg_orthogonal.cpp): against PyTorch's in f32 with gradients
-// (tests/data/pytorch_linalg_reference.json, written by tools/gen_linalg_reference.py) on every
-// device; in f64 against the identities they are defined by (L L^T = A, A X = B, A A^-1 = I,
-// det(AB) = det A det B) and a closed form (Vandermonde's determinant) on every device;
-// gradients against finite differences in f64; f16 and bf16, empty batches; the errors.
+// solve, inv, det, slogdet; logdet, cholesky_solve; and qr, eigh, eigvalsh, lu_factor, lu,
+// lu_solve, lu_unpack, whose other tests are in test_linalg_orthogonal.cpp and test_linalg_lu.cpp):
+// against PyTorch's in f32 with gradients (tests/data/pytorch_linalg_reference.json, written by
+// tools/gen_linalg_reference.py) on every device; in f64 against the identities they are defined by
+// (L L^T = A, A X = B, A A^-1 = I, det(AB) = det A det B) and a closed form (Vandermonde's
+// determinant) on every device; gradients against finite differences in f64; f16 and bf16, empty
+// batches; the errors.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -26,11 +27,11 @@ namespace {
 using ferry::DType;
 using ferry::Tensor;
 namespace linalg = ferry::linalg;
+using ferry_test::identity;
+using ferry_test::max_abs;
+using ferry_test::random_matrix;
+using ferry_test::values;
 using nlohmann::json;
-
-std::vector<double> values(const Tensor& t) { return t.to(DType::f64).to_vector<double>(); }
-
-double max_abs(const Tensor& t) { return ferry::amax(ferry::abs(t)).to(DType::f64).item<double>(); }
 
 Tensor run_case(const std::string& op, const json& a, const std::vector<Tensor>& in) {
   const auto flag = [&](const char* name, bool otherwise) {
@@ -63,26 +64,36 @@ Tensor run_case(const std::string& op, const json& a, const std::vector<Tensor>&
     return ferry::cat({values.unsqueeze(-2), ferry_test::sign_fixed(vectors)}, -2);
   }
   if (op == "eigvalsh") return linalg::eigvalsh(in[0], a["uplo"].get<std::string>());
+  // The LU family, joined as the generator says.
+  const auto plu_joined = [](const linalg::PLU& f) {
+    return ferry::cat({f.P.flatten(-2), f.L.flatten(-2), f.U.flatten(-2)}, -1);
+  };
+  if (op == "lu_factor") {
+    const auto [lu, pivots] = linalg::lu_factor(in[0]);
+    return ferry::cat({lu.flatten(-2), pivots.to(lu.dtype())}, -1);
+  }
+  if (op == "lu") return plu_joined(linalg::lu(in[0]));
+  if (op == "lu_solve") {
+    const bool left = a["left"].get<bool>(), adjoint = a["adjoint"].get<bool>();
+    if (a["from"] == "LU") return linalg::lu_solve(in[0], in[1], in[2], left, adjoint);
+    const auto [lu, pivots] = linalg::lu_factor(in[0]);
+    return linalg::lu_solve(lu, pivots, in[1], left, adjoint);
+  }
+  if (op == "lu_unpack") return plu_joined(ferry::lu_unpack(in[0], in[1]));
   ADD_FAILURE() << "unknown op " << op;
   return {};
 }
 
 void run_reference(const ferry::Device& dev) {
-  ferry_test::run_output_reference_file("pytorch_linalg_reference.json", dev, 48, run_case);
+  ferry_test::run_output_reference_file("pytorch_linalg_reference.json", dev, 67, run_case);
 }
 FERRY_TEST_ON_EACH_DEVICE(Linalg, PyTorchReference, run_reference)
 
-// f64 matrices on dev: random (uniform in [-1, 1]) and symmetric positive-definite.
-Tensor random_matrix(const ferry::Shape& shape, std::uint64_t seed, const ferry::Device& dev) {
-  return ferry_test::grad_input(shape, -1, 1, seed).to(dev);
-}
+// An f64 symmetric positive-definite matrix (or batch) on dev: X X^T + I.
 Tensor spd_matrix(const ferry::Shape& shape, std::uint64_t seed, const ferry::Device& dev) {
   const Tensor x = random_matrix(shape, seed, dev);
   return ferry::matmul(x, x.transpose(-2, -1)) +
          ferry::eye(shape.back(), std::nullopt, {.dtype = DType::f64, .device = dev});
-}
-Tensor identity(std::int64_t n, const ferry::Device& dev) {
-  return ferry::eye(n, std::nullopt, {.dtype = DType::f64, .device = dev});
 }
 
 void check_identities(const ferry::Device& dev) {

@@ -22,19 +22,14 @@ namespace {
 using ferry::DType;
 using ferry::Tensor;
 namespace linalg = ferry::linalg;
+using ferry_test::identity;
+using ferry_test::max_abs;
+using ferry_test::random_matrix;
+using ferry_test::values;
 
-std::vector<double> values(const Tensor& t) { return t.to(DType::f64).to_vector<double>(); }
-double max_abs(const Tensor& t) { return ferry::amax(ferry::abs(t)).to(DType::f64).item<double>(); }
-
-Tensor random_matrix(const ferry::Shape& shape, std::uint64_t seed, const ferry::Device& dev) {
-  return ferry_test::grad_input(shape, -1, 1, seed).to(dev);
-}
 Tensor symmetric_matrix(const ferry::Shape& shape, std::uint64_t seed, const ferry::Device& dev) {
   const Tensor x = random_matrix(shape, seed, dev);
   return x + x.transpose(-2, -1);
-}
-Tensor identity(std::int64_t n, const ferry::Device& dev) {
-  return ferry::eye(n, std::nullopt, {.dtype = DType::f64, .device = dev});
 }
 
 void check_qr(const ferry::Device& dev) {

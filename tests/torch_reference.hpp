@@ -18,11 +18,15 @@
 
 namespace ferry_test {
 
-// An f32 or i64 tensor on the CPU ("inf", "-inf" and "nan" written as strings).
+// An f32, i64 or i32 tensor on the CPU ("inf", "-inf" and "nan" written as strings).
 inline ferry::Tensor from_json(const nlohmann::json& j) {
   const ferry::Shape shape = j["shape"].get<ferry::Shape>();
-  if (j.value("dtype", std::string("f32")) == "i64")
-    return ferry::tensor(j["data"].get<std::vector<std::int64_t>>()).reshape(shape);
+  const std::string dtype = j.value("dtype", std::string("f32"));
+  if (dtype == "i64" || dtype == "i32") {
+    const ferry::Tensor t =
+        ferry::tensor(j["data"].get<std::vector<std::int64_t>>()).reshape(shape);
+    return dtype == "i32" ? t.to(ferry::DType::i32) : t;
+  }
   std::vector<float> v;
   for (const nlohmann::json& x : j["data"]) {
     if (!x.is_string()) {

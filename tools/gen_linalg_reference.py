@@ -1,7 +1,7 @@
 #!/usr/bin/python3
 """Generate tests/data/pytorch_linalg_reference.json: PyTorch's torch.linalg.cholesky,
-solve_triangular, solve, inv, det, slogdet, qr, eigh and eigvalsh, and torch.logdet and
-torch.cholesky_solve, in f32 with the gradient of every input, batched and broadcast, each
+solve_triangular, solve, inv, det, slogdet, qr, eigh, eigvalsh, lu_factor, lu and lu_solve, and
+torch.logdet, torch.cholesky_solve and torch.lu_unpack, in f32 with the gradient of every input, batched and broadcast, each
 option (tests/test_linalg.cpp).
 
 Regenerate (from the repository root), as tools/gen_math_reference.py:
@@ -174,6 +174,48 @@ def main():
          lambda a: la.eigvalsh(a), uplo="L")
     case("eigvalsh_batched", "eigvalsh", [symmetric("eigvalsh_batched", [3, 2, 2])],
          lambda a: la.eigvalsh(a, UPLO="U"), uplo="U")
+
+    # The LU family. lu_factor: LU flattened and the pivots (as floats) joined, [..., m n + k];
+    # lu: P, L and U flattened and joined; square, tall, wide and batched, every one pivoting.
+    # lu_solve, from: "A": the factorization made from A in the case (the gradient goes through
+    # lu_factor to A); "LU": a packed LU and pivots given (the gradient is with respect to LU:
+    # random, U's diagonal moved away from zero). lu_unpack: from a packed LU and pivots.
+    def lu_factor_joined(a):
+        lu, pivots = la.lu_factor(a)
+        return torch.cat([lu.flatten(-2), pivots.to(lu.dtype)], -1)
+    def plu_joined(plu):
+        return torch.cat([t.flatten(-2) for t in plu], -1)
+    for name, shape in [("lu_factor_4", [4, 4]), ("lu_factor_batched", [2, 3, 3]),
+                        ("lu_factor_tall", [5, 3]), ("lu_factor_wide", [3, 5])]:
+        case(name, "lu_factor", [random(name, shape)], lu_factor_joined)
+    for name, shape in [("lu_4", [4, 4]), ("lu_batched", [2, 3, 3]), ("lu_tall", [5, 3]),
+                        ("lu_wide", [3, 5])]:
+        case(name, "lu", [random(name, shape)], lambda a: plu_joined(la.lu(a)))
+    for name, a_shape, b_shape, left, adjoint in [
+            ("lu_solve_A", [4, 4], [4, 2], True, False),
+            ("lu_solve_A_adjoint", [4, 4], [4, 2], True, True),
+            ("lu_solve_A_right", [4, 4], [3, 4], False, False),
+            ("lu_solve_A_right_adjoint", [4, 4], [3, 4], False, True),
+            ("lu_solve_A_broadcast", [2, 3, 3], [3, 2], True, False)]:
+        case(name, "lu_solve", [random(name + "/a", a_shape), random(name + "/b", b_shape)],
+             lambda a, b, left=left, adjoint=adjoint: la.lu_solve(*la.lu_factor(a), b, left=left,
+                                                                  adjoint=adjoint),
+             **{"from": "A", "left": left, "adjoint": adjoint})
+    packed = random("lu_solve_LU", [4, 4]) + 2 * torch.eye(4)
+    pivots = torch.tensor([3, 3, 4, 4], dtype=torch.int32)
+    for name, b_shape, left, adjoint in [("lu_solve_LU", [4, 3], True, False),
+                                         ("lu_solve_LU_adjoint", [4, 3], True, True),
+                                         ("lu_solve_LU_right", [2, 4], False, False)]:
+        case(name, "lu_solve", [packed, pivots, random(name + "/b", b_shape)],
+             lambda lu, p, b, left=left, adjoint=adjoint: la.lu_solve(lu, p, b, left=left,
+                                                                      adjoint=adjoint),
+             **{"from": "LU", "left": left, "adjoint": adjoint})
+    for name, shape, piv in [("lu_unpack_tall", [4, 3], [[2, 4, 3]]),
+                             ("lu_unpack_wide", [3, 5], [[3, 2, 3]]),
+                             ("lu_unpack_batched", [2, 3, 3], [[1, 3, 3], [2, 2, 3]])]:
+        p = torch.tensor(piv, dtype=torch.int32).reshape(shape[:-2] + [-1])
+        case(name, "lu_unpack", [random(name, shape), p],
+             lambda lu, p: plu_joined(torch.lu_unpack(lu, p)))
 
     ref.write_case_file(OUT_PATH, CASES)
 

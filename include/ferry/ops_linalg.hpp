@@ -1,7 +1,9 @@
 // ferry/ops_linalg.hpp — torch.linalg's factorizations and solvers for small and batched
 // square matrices, with PyTorch's names, shapes and errors: cholesky, solve_triangular, solve,
-// inv, det, slogdet, and torch's cholesky_solve and logdet. Each is a composite op (Note
-// [Composite ops] in ferry/op.hpp) composed in runtime/ops_factorize.cpp (Note [Linear algebra as
+// inv, det, slogdet, the LU family (lu_factor, lu_factor_ex, lu, lu_solve), qr, eigh, eigvalsh,
+// and torch's cholesky_solve, logdet and lu_unpack. Each is a composite op (Note
+// [Composite ops] in ferry/op.hpp) composed in runtime/ops_factorize.cpp, ops_lu.cpp and
+// ops_orthogonal.cpp (Note [Linear algebra as
 // compositions]): a loop over the n columns of [..., n, n] matrices of batched matrix-vector
 // products and element-wise updates, so it runs on every device, on every matrix of a batch at
 // once, and differentiates through its parts. That costs 9 to 41 op calls per column
@@ -53,6 +55,46 @@ Tensor det(const Tensor& a);
 // torch.linalg.slogdet: (sign, log|det|), sign -1, 0 or 1 and log|det| = -inf where A is singular.
 std::pair<Tensor, Tensor> slogdet(const Tensor& a);
 
+// torch.linalg.lu_factor_ex's results: the factorization packed as LAPACK's getrf leaves it (U in
+// the upper triangle, L's multipliers below the diagonal, L's unit diagonal implied), the pivots
+// (int32, 1-based: row i was swapped with row pivots[i] - 1, in order), and info (int32 [...]: 0,
+// or the 1-based index of the first zero on U's diagonal).
+struct LUFactorization {
+  Tensor LU;
+  Tensor pivots;
+  Tensor info;
+};
+
+// torch.linalg.lu's and torch.lu_unpack's results: A = P L U.
+struct PLU {
+  Tensor P;
+  Tensor L;
+  Tensor U;
+};
+
+// torch.linalg.lu_factor_ex: LU with partial pivoting of A [..., m, n] of any shape, k = min(m, n),
+// as LAPACK's getrf: LU [..., m, n], pivots [..., k]; pivot = false: no row swaps (pivots 1..k;
+// PyTorch has that only on CUDA). No error where A is singular: info says where. Differentiable
+// in A through the elimination (the pivots are held fixed), which is PyTorch's gradient where U's
+// diagonal has no zero.
+LUFactorization lu_factor_ex(const Tensor& a, bool pivot = true);
+
+// torch.linalg.lu_factor: (LU, pivots), lu_factor_ex's, and a LinAlgError (PyTorch's message)
+// where U's diagonal has a zero, which lu_solve would divide by (one read back, as PyTorch's).
+std::pair<Tensor, Tensor> lu_factor(const Tensor& a, bool pivot = true);
+
+// torch.linalg.lu: (P [..., m, m], L [..., m, k] unit lower triangular, U [..., k, n]) with
+// A = P L U; a singular A is no error. pivot = false: P is an empty tensor and A = L U.
+PLU lu(const Tensor& a, bool pivot = true);
+
+// torch.linalg.lu_solve: X with A X = B for A given as lu_factor's (LU [..., n, n], pivots
+// [..., n] int32), B [..., n, r] (batch dims broadcast with LU's); adjoint: A^T X = B; left =
+// false: X A = B (X A^T = B with adjoint). Differentiable in LU and B. Pivots outside 1..n are a
+// ValueError (their range read back once, as PyTorch's check does); a zero on U's diagonal gives
+// inf and NaN, as PyTorch's.
+Tensor lu_solve(const Tensor& lu, const Tensor& pivots, const Tensor& b, bool left = true,
+                bool adjoint = false);
+
 // torch.linalg.qr: (Q, R) with A = Q R for A [..., m, n] of any shape, k = min(m, n), by
 // Householder reflections with LAPACK's signs (geqrf: R's diagonal is -sign(a) |column| where a
 // reflection is made), so Q and R are PyTorch's, not just a QR. mode "reduced": Q [..., m, k]
@@ -76,6 +118,12 @@ std::pair<Tensor, Tensor> eigh(const Tensor& a, std::string_view uplo = "L");
 Tensor eigvalsh(const Tensor& a, std::string_view uplo = "L");
 
 }  // namespace linalg
+
+// torch.lu_unpack: (P, L, U) from lu_factor's LU [..., m, n] and pivots [..., min(m, n)] (int32,
+// 1-based). unpack_data = false: L and U empty tensors; unpack_pivots = false: P one. Pivots
+// outside 1..m are a ValueError (their range read back once, as PyTorch's check does).
+linalg::PLU lu_unpack(const Tensor& lu, const Tensor& pivots, bool unpack_data = true,
+                      bool unpack_pivots = true);
 
 // torch.logdet: log(det A), NaN where det < 0 and -inf where A is singular.
 Tensor logdet(const Tensor& a);

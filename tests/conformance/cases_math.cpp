@@ -1,6 +1,7 @@
 // tests/conformance/cases_math.cpp — the composite math of ferry/ops_math.hpp (logaddexp,
 // logit, sinc, kron, diff, nansum, nanmean, dist, pdist, renorm) and of ferry/ops_special.hpp
-// (lgamma, digamma, polygamma, mvlgamma) and ferry/ops_linalg.hpp (cholesky, solve, inv, det, ...)
+// (lgamma, digamma, polygamma, mvlgamma) and ferry/ops_linalg.hpp (cholesky, solve, inv, det, the
+// LU family, ...)
 // in every float dtype, each way,
 // and bincount and histc in the dtypes their rows take, against the CPU.
 #include <limits>
@@ -186,6 +187,46 @@ std::vector<FloatOpCase> math_ops() {
        "[5, 5] upper",
        {{5, 5}},
        [](const Inputs& in) { return linalg::eigvalsh(spread(in[0]), "U"); }},
+      // The LU family: the factorization's parts joined (the pivots as floats), rows reversed so
+      // that every step swaps; lu_solve through a factorization made in the case, so that the
+      // gradient reaches A through lu_factor; lu_unpack with pivots given.
+      {"lu_factor",
+       "[2, 4, 4] LU and pivots, rows reversed",
+       {{2, 4, 4}},
+       [](const Inputs& in) {
+         const auto [lu, pivots] = linalg::lu_factor(flip(diag_up(in[0]), {-2}));
+         return cat({lu.flatten(-2), pivots.to(lu.dtype())}, -1);
+       }},
+      {"lu_factor_ex",
+       "[3, 5] LU, pivots and info",
+       {{3, 5}},
+       [](const Inputs& in) {
+         const auto [lu, pivots, info] = linalg::lu_factor_ex(in[0]);
+         return cat({lu.flatten(), pivots.to(lu.dtype()), info.to(lu.dtype()).reshape({1})});
+       }},
+      {"lu",
+       "[2, 4, 3] P, L and U",
+       {{2, 4, 3}},
+       [](const Inputs& in) {
+         const auto [p, l, u] = linalg::lu(in[0]);
+         return cat({p.flatten(-2), l.flatten(-2), u.flatten(-2)}, -1);
+       }},
+      {"lu_solve",
+       "[2, 3, 3] factored, rows reversed, and [3, 2], adjoint",
+       {{2, 3, 3}, {3, 2}},
+       [](const Inputs& in) {
+         const auto [lu, pivots] = linalg::lu_factor(flip(diag_up(in[0]), {-2}));
+         return linalg::lu_solve(lu, pivots, in[1], true, true);
+       }},
+      {"lu_unpack",
+       "[4, 3] with pivots 2 4 3",
+       {{4, 3}},
+       [](const Inputs& in) {
+         const Tensor pivots =
+             tensor(std::vector<std::int64_t>{2, 4, 3}).to(DType::i32).to(in[0].device());
+         const auto [p, l, u] = lu_unpack(in[0], pivots);
+         return cat({p.flatten(), l.flatten(), u.flatten()});
+       }},
       {"renorm",
        "[4, 5] p 2 dim 0 maxnorm 1",
        {{4, 5}},

@@ -1,0 +1,74 @@
+// benchmarks/bench_linalg.cpp — the factorizations and solvers (bench_linalg.hpp): ferry's
+// compositions on the CPU beside PyTorch's LAPACK calls (libtorch) in this process, and on
+// vulkan:0 beside ferry's CPU. Forward only, inputs made once; a step ends when the result is
+// on the host side of the device (vulkan:0 synchronized).
+#include "bench_linalg.hpp"
+
+#include <fmt/format.h>
+
+#include <functional>
+#include <string>
+
+#include "bench_common.hpp"
+#include "ferry/ferry.hpp"
+
+namespace bench {
+namespace {
+
+using linalg::Case;
+
+// The step for `c` on `device`, its inputs made as bench_linalg.hpp says.
+std::function<void()> linalg_step(const ferry::Device& device, const Case& c) {
+  ferry::manual_seed(0);
+  const ferry::TensorOptions on{.device = device};
+  ferry::Shape shape = {c.n, c.n};
+  if (c.batch > 0) shape.insert(shape.begin(), c.batch);
+  const ferry::Tensor x = ferry::uniform(shape, -1, 1, on);
+  const ferry::Tensor eye = ferry::eye(c.n, std::nullopt, on);
+  ferry::Shape bs = shape;
+  bs.back() = 1;
+  const ferry::Tensor b = ferry::uniform(bs, -1, 1, on);
+  const std::string op = c.op;
+  std::function<ferry::Tensor()> call;
+  if (op == "solve") {
+    const ferry::Tensor a = x + eye * double(c.n);
+    call = [a, b] { return ferry::linalg::solve(a, b); };
+  } else if (op == "cholesky") {
+    const ferry::Tensor a = ferry::matmul(x, x.transpose(-2, -1)) + eye;
+    call = [a] { return ferry::linalg::cholesky(a); };
+  } else if (op == "lu_factor") {
+    const ferry::Tensor a = x + eye * double(c.n);
+    call = [a] { return ferry::linalg::lu_factor(a).first; };
+  } else if (op == "qr") {
+    call = [x] { return ferry::linalg::qr(x).second; };
+  } else {
+    const ferry::Tensor a = x + x.transpose(-2, -1);
+    call = [a] { return ferry::linalg::eigh(a).second; };
+  }
+  return [call, device] {
+    call();
+    if (!device.is_cpu()) ferry::synchronize(device);
+  };
+}
+
+}  // namespace
+
+void register_linalg() {
+  for (const Case& full : linalg::kCases) {
+    const Case c = linalg::sized(full, quick());
+    const std::string shape = c.batch > 0 ? fmt::format("[{}, {}, {}]", c.batch, c.n, c.n)
+                                          : fmt::format("[{}, {}]", c.n, c.n);
+    const std::string base = fmt::format("linalg {} {}", c.op, shape);
+    std::function<void()> torch_step;
+#ifdef FERRY_BENCH_HAVE_TORCH
+    linalg::torch_setup(c);
+    torch_step = [c] { linalg::torch_step(c); };
+#endif
+    auto run = [c](benchmark::State& s, const std::string& device) {
+      time_steps(s, device, [c](const ferry::Device& d) { return linalg_step(d, c); });
+    };
+    register_step_rows(base, base, quick() ? 3 : 20, run, torch_step);
+  }
+}
+
+}  // namespace bench

@@ -1,0 +1,30 @@
+// benchmarks/bench_linalg.hpp — the factorizations and solvers of ferry/ops_linalg.hpp at the
+// sizes models use them at, ferry's (compositions of batched element-wise ops, Note [Linear
+// algebra as compositions]) in bench_linalg.cpp, PyTorch's (LAPACK through libtorch, in this
+// process) in bench_linalg_torch.cpp: the same inputs and the same work, forward only.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+namespace bench::linalg {
+
+// One case: `op` on a [batch, n, n] input (batch 0: a single [n, n] matrix); solve's B is
+// [batch, n, 1]. The inputs are made well-posed the same way on both sides: a random matrix
+// plus n I (solve, lu_factor), X X^T + I (cholesky), X + X^T (eigh), X (qr).
+struct Case {
+  const char* op;
+  std::int64_t batch, n;
+};
+inline constexpr Case kCases[] = {
+    {"solve", 4096, 4}, {"cholesky", 0, 64}, {"lu_factor", 0, 64}, {"qr", 0, 64}, {"eigh", 0, 32}};
+// --quick: every case on a [4, 6, 6] batch.
+inline Case sized(const Case& c, bool quick) { return quick ? Case{c.op, 4, 6} : c; }
+
+#ifdef FERRY_BENCH_HAVE_TORCH
+// PyTorch's side: torch.linalg's call for `c` on inputs made once (setup) per case.
+void torch_setup(const Case& c);
+void torch_step(const Case& c);
+#endif
+
+}  // namespace bench::linalg

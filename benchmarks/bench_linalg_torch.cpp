@@ -1,0 +1,62 @@
+// benchmarks/bench_linalg_torch.cpp — PyTorch's side of the linalg benchmark (bench_linalg.cpp):
+// torch.linalg through libtorch in ferry-bench's process, on the CPU (LAPACK), with libtorch's
+// own threads.
+#include <torch/torch.h>
+
+#include <map>
+#include <string>
+
+#include "bench_linalg.hpp"
+
+namespace bench::linalg {
+namespace {
+
+struct Inputs {
+  torch::Tensor a, b;
+};
+
+std::map<std::string, Inputs>& inputs() {
+  static std::map<std::string, Inputs> in;
+  return in;
+}
+
+}  // namespace
+
+void torch_setup(const Case& c) {
+  torch::manual_seed(0);
+  std::vector<std::int64_t> shape = {c.n, c.n};
+  if (c.batch > 0) shape.insert(shape.begin(), c.batch);
+  const torch::Tensor x = torch::rand(shape) * 2 - 1;
+  const torch::Tensor eye = torch::eye(c.n);
+  const std::string op = c.op;
+  Inputs in;
+  if (op == "cholesky")
+    in.a = torch::matmul(x, x.transpose(-2, -1)) + eye;
+  else if (op == "eigh")
+    in.a = x + x.transpose(-2, -1);
+  else if (op == "qr")
+    in.a = x;
+  else
+    in.a = x + eye * double(c.n);
+  std::vector<std::int64_t> bs = shape;
+  bs.back() = 1;
+  in.b = torch::rand(bs) * 2 - 1;
+  inputs()[op] = in;
+}
+
+void torch_step(const Case& c) {
+  const Inputs& in = inputs().at(c.op);
+  const std::string op = c.op;
+  if (op == "solve")
+    torch::linalg_solve(in.a, in.b);
+  else if (op == "cholesky")
+    torch::linalg_cholesky(in.a);
+  else if (op == "lu_factor")
+    torch::linalg_lu_factor(in.a);
+  else if (op == "qr")
+    torch::linalg_qr(in.a);
+  else
+    torch::linalg_eigh(in.a);
+}
+
+}  // namespace bench::linalg

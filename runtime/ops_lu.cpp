@@ -1,0 +1,213 @@
+// runtime/ops_lu.cpp — torch.linalg's LU family (ferry/ops_linalg.hpp): lu_factor_ex, lu_factor,
+// lu, lu_solve and torch.lu_unpack, composed as the other factorizations are (Note [Linear algebra
+// as compositions] in runtime/ops_factorize.cpp) from the elimination solve and det use.
+//
+// Note [LU's pivots as a permutation]
+// LAPACK's pivots are a sequence of swaps: at step i, row i and row pivots[i] - 1 traded places.
+// Each matrix of a batch has its own, so they are turned into a permutation on the device: perm
+// starts as 0..m-1 and each step gathers it by the swap's order (the same where-and-gather that
+// eliminate's row swaps are), min(m, n) steps of four ops. Row i of P^T A is then row perm[i] of A
+// (P^T A = L U), and P itself is the one-hot matrix P[perm[i], i] = 1. Nothing is read back but
+// the range check of pivots a caller passes in, which PyTorch makes too (pivots out of range would
+// otherwise make gather read out of bounds).
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <string>
+#include <utility>
+
+#include "ferry/error.hpp"
+#include "ferry/ops.hpp"
+#include "linalg_internal.hpp"
+#include "ops_internal.hpp"
+
+namespace ferry {
+namespace {
+
+using detail::check_defined;
+using detail::check_dtype;
+using detail::gather_in_range;
+using linalg_detail::batch_of;
+using linalg_detail::batch_prefix;
+using linalg_detail::check_matrix;
+using linalg_detail::check_square;
+using linalg_detail::computing;
+using linalg_detail::eliminate;
+using linalg_detail::positions;
+using linalg_detail::substitute;
+
+// The permutation ([..., m] i64) that 0-based pivots ([..., k] i64) make of m rows (the Note).
+Tensor permutation(const Tensor& pivots, std::int64_t m) {
+  const Tensor rows = positions(pivots, m, DType::i64);
+  Shape shape = batch_of(pivots, 1);
+  shape.push_back(m);
+  Tensor perm = rows.expand(shape).contiguous();
+  for (std::int64_t i = 0; i < pivots.size(-1); ++i) {
+    const Tensor p = pivots.narrow(-1, i, 1);
+    const Tensor order = where(eq(rows, double(i)), p, where(eq(rows, p), Scalar(i), rows));
+    perm = gather_in_range(perm, -1, order);
+  }
+  return perm;
+}
+
+// Caller's pivots: int32, [batch..., k], each in 1..m; returned 0-based, i64. PyTorch's messages.
+Tensor checked_pivots(const char* op, const Tensor& pivots, const Shape& batch, std::int64_t k,
+                      std::int64_t m) {
+  if (pivots.dtype() != DType::i32)
+    throw DTypeError(fmt::format("{}: pivots should be a Tensor of scalar type torch.int32, not {}",
+                                 op, dtype_name(pivots.dtype())));
+  Shape want = batch;
+  want.push_back(k);
+  if (pivots.sizes() != want)
+    throw ShapeError(
+        fmt::format("{}: Expected pivots of shape {} (the factorization's batch dims "
+                    "and min(m, n)), but got pivots with shape {} instead",
+                    op, shape_str(want), shape_str(pivots.sizes())));
+  const Tensor p = pivots.to(DType::i64);
+  if (p.numel() > 0) {
+    const std::int64_t lo = amin(p).item<std::int64_t>(), hi = amax(p).item<std::int64_t>();
+    if (lo < 1 || hi > m)
+      throw ValueError(
+          fmt::format("{}: pivots must all be between 1 and LU.size(-2) = {} "
+                      "inclusive, but one is {}. Did you properly pass the result "
+                      "of lu_factor?",
+                      op, m, lo < 1 ? lo : hi));
+  }
+  return p - 1;
+}
+
+// P from a permutation: P[perm[i], i] = 1, so that A = P L U.
+Tensor permutation_matrix(const Tensor& perm, std::int64_t m, DType dtype) {
+  const Tensor rows = positions(perm, m, DType::i64).unsqueeze(-1);
+  return eq(perm.unsqueeze(-2), rows).to(dtype);
+}
+
+// L [..., m, k] and U [..., k, n] from the packed LU.
+std::pair<Tensor, Tensor> unpack_data(const Tensor& lu) {
+  const std::int64_t m = lu.size(-2), n = lu.size(-1), k = std::min(m, n);
+  const Tensor l =
+      tril(lu, -1).narrow(-1, 0, k) + eye(m, k, {.dtype = lu.dtype(), .device = lu.device()});
+  return {l, triu(lu.narrow(-2, 0, k))};
+}
+
+// lu_factor_ex's results in the computing dtype, and U's diagonal's zeros as info.
+linalg::LUFactorization factor(const Tensor& a, bool pivot) {
+  const linalg_detail::Elimination e =
+      eliminate(a, Tensor(), {.multipliers = true, .pivots = true, .pivot = pivot});
+  const Tensor zero = eq(diagonal(e.u, 0, -2, -1), 0.0).to(DType::i32);
+  // The first zero's 1-based index, 0 where there is none (argmax takes the first of equals).
+  const Tensor info =
+      zero.size(-1) == 0
+          ? zeros(batch_of(a, 2), {.dtype = DType::i32, .device = a.device()})
+          : ((argmax(zero, -1) + 1) * amax(zero, {-1}).to(DType::i64)).to(DType::i32);
+  return {triu(e.u) + e.multipliers, (e.pivots + 1).to(DType::i32), info};
+}
+
+}  // namespace
+
+namespace linalg {
+
+LUFactorization lu_factor_ex(const Tensor& a, bool pivot) {
+  check_defined("lu_factor_ex", {&a});
+  check_dtype(OpId::lu_factor_ex, a);
+  check_matrix("lu_factor_ex", "A", a);
+  LUFactorization f = factor(computing(a), pivot);
+  f.LU = f.LU.to(a.dtype());
+  return f;
+}
+
+std::pair<Tensor, Tensor> lu_factor(const Tensor& a, bool pivot) {
+  check_defined("lu_factor", {&a});
+  check_dtype(OpId::lu_factor, a);
+  check_matrix("lu_factor", "A", a);
+  const LUFactorization f = factor(computing(a), pivot);
+  if (f.info.numel() > 0 && amax(f.info).item<std::int32_t>() > 0) {
+    const std::vector<std::int32_t> info = f.info.reshape({-1}).to_vector<std::int32_t>();
+    const auto bad = std::find_if(info.begin(), info.end(), [](std::int32_t i) { return i > 0; });
+    throw LinAlgError(fmt::format(
+        "torch.linalg.lu_factor: {}U[{},{}] is zero and using it on lu_solve would result in a "
+        "division by zero. If you still want to perform the factorization, consider calling "
+        "linalg.lu(A, pivot) or linalg.lu_factor_ex(A, pivot)",
+        batch_prefix(a, bad - info.begin()), *bad, *bad));
+  }
+  return {f.LU.to(a.dtype()), f.pivots};
+}
+
+PLU lu(const Tensor& a, bool pivot) {
+  check_defined("lu", {&a});
+  check_dtype(OpId::lu, a);
+  check_matrix("lu", "A", a);
+  const Tensor af = computing(a);
+  const LUFactorization f = factor(af, pivot);
+  const auto [l, u] = unpack_data(f.LU);
+  const Tensor p = pivot ? permutation_matrix(permutation(f.pivots.to(DType::i64) - 1, a.size(-2)),
+                                              a.size(-2), a.dtype())
+                         : empty({0}, {.dtype = a.dtype(), .device = a.device()});
+  return {p, l.to(a.dtype()), u.to(a.dtype())};
+}
+
+Tensor lu_solve(const Tensor& lu, const Tensor& pivots, const Tensor& b, bool left, bool adjoint) {
+  const char* op = "linalg.lu_solve";
+  check_defined("lu_solve", {&lu, &pivots, &b});
+  check_dtype(OpId::lu_solve, lu);
+  check_dtype(OpId::lu_solve, b);
+  check_square("lu_solve", "LU", lu);
+  if (b.dim() < 2)
+    throw ShapeError("linalg.lu_solve: The input tensor B must have at least 2 dimensions.");
+  if (lu.dtype() != b.dtype())
+    throw DTypeError(
+        fmt::format("linalg.lu_solve: Expected LU and B to have the same dtype, but "
+                    "found LU of type {} and B of type {} instead",
+                    dtype_name(lu.dtype()), dtype_name(b.dtype())));
+  const std::int64_t n = lu.size(-1);
+  if ((left ? b.size(-2) : b.size(-1)) != n)
+    throw ShapeError(
+        fmt::format("linalg.lu_solve: Incompatible shapes of A and B for the equation "
+                    "{} ({}x{} and {}x{})",
+                    left ? "AX = B" : "XA = B", n, n, b.size(-2), b.size(-1)));
+  const Tensor perm = permutation(checked_pivots(op, pivots, batch_of(lu, 2), n, n), n);
+  const Tensor luf = computing(lu);
+  // X A = B is A^T X^T = B^T: the left solve of the other adjointness, on B^T.
+  const bool transposed = left ? adjoint : !adjoint;
+  const Tensor bl = computing(left ? b : b.transpose(-2, -1));
+  Shape batch = broadcast_shapes(batch_of(lu, 2), batch_of(bl, 2));
+  Shape bs = batch, ps = batch;
+  bs.insert(bs.end(), {n, bl.size(-1)});
+  ps.insert(ps.end(), {n, bl.size(-1)});
+  const Tensor index = perm.unsqueeze(-1).expand(ps).contiguous();
+  const Tensor lower = tril(luf, -1), upper = triu(luf);
+  Tensor x;
+  if (!transposed) {
+    // A = P L U: X = U^-1 L^-1 P^T B, P^T B being B's rows in perm's order.
+    const Tensor permuted = gather_in_range(bl.expand(bs), -2, index);
+    x = substitute(upper, substitute(lower, permuted, false, true), true, false);
+  } else {
+    // A^T = U^T L^T P^T: X = P L^-T U^-T B, P W putting W's row i at row perm[i].
+    const Tensor w = substitute(lower.transpose(-2, -1),
+                                substitute(upper.transpose(-2, -1), bl, false, false), true, true);
+    const Tensor inverse = argsort(perm, -1).unsqueeze(-1).expand(ps).contiguous();
+    x = gather_in_range(w.expand(bs), -2, inverse);
+  }
+  return (left ? x : x.transpose(-2, -1)).to(b.dtype());
+}
+
+}  // namespace linalg
+
+linalg::PLU lu_unpack(const Tensor& lu, const Tensor& pivots, bool unpack_data_,
+                      bool unpack_pivots) {
+  check_defined("lu_unpack", {&lu, &pivots});
+  check_dtype(OpId::lu_unpack, lu);
+  if (lu.dim() < 2) throw ShapeError("torch.lu_unpack: LU_data must have at least 2 dimensions.");
+  const std::int64_t m = lu.size(-2), k = std::min(m, lu.size(-1));
+  const Tensor none = empty({0}, {.dtype = lu.dtype(), .device = lu.device()});
+  linalg::PLU out{none, none, none};
+  if (unpack_pivots) {
+    const Tensor p = checked_pivots("torch.lu_unpack", pivots, batch_of(lu, 2), k, m);
+    out.P = permutation_matrix(permutation(p, m), m, lu.dtype());
+  }
+  if (unpack_data_) std::tie(out.L, out.U) = unpack_data(lu);
+  return out;
+}
+
+}  // namespace ferry

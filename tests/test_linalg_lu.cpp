@@ -1,0 +1,239 @@
+// The LU family of ferry/ops_linalg.hpp (linalg::lu_factor_ex, lu_factor, lu, lu_solve and
+// ferry::lu_unpack) beyond their PyTorch reference cases (test_linalg.cpp): in f64 on every
+// device against what they are defined by (A = P L U with L unit lower and U upper triangular;
+// lu_solve against solve), LAPACK's choices where PyTorch 1.13 showed them (a singular matrix's
+// pivots and info, a zero column left unscaled, a tall matrix's pivots), LU without pivoting;
+// gradients against finite differences in f64; f16, empty batches; the errors, PyTorch's.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdint>
+#include <vector>
+
+#include "devices.hpp"
+#include "ferry/ferry.hpp"
+#include "gradcheck.hpp"
+#include "linalg_test_util.hpp"
+#include "op_test_util.hpp"
+
+namespace {
+
+using ferry::DType;
+using ferry::Tensor;
+namespace linalg = ferry::linalg;
+using ferry_test::identity;
+using ferry_test::max_abs;
+using ferry_test::random_matrix;
+using ferry_test::values;
+
+std::vector<std::int64_t> ints(const Tensor& t) {
+  return t.to(DType::i64).to_vector<std::int64_t>();
+}
+
+Tensor tensor_on(std::vector<double> v, const ferry::Shape& shape, const ferry::Device& dev) {
+  return ferry::tensor(v, shape).to(dev);
+}
+
+// P L U = A, L unit lower triangular, U upper triangular, P a permutation; lu_unpack of
+// lu_factor's result is lu's.
+void expect_factors(const Tensor& a) {
+  SCOPED_TRACE(ferry::shape_str(a.sizes()));
+  const auto [p, l, u] = linalg::lu(a);
+  const std::int64_t m = a.size(-2), k = std::min(m, a.size(-1));
+  EXPECT_EQ(p.sizes().back(), m);
+  EXPECT_EQ(l.sizes().back(), k);
+  EXPECT_EQ(u.size(-2), k);
+  EXPECT_LT(max_abs(ferry::matmul(p, ferry::matmul(l, u)) - a), 1e-13);
+  EXPECT_EQ(max_abs(ferry::triu(l, 1)), 0.0);
+  EXPECT_EQ(max_abs(ferry::diagonal(l, 0, -2, -1) - 1.0), 0.0);
+  EXPECT_EQ(max_abs(ferry::tril(u, -1)), 0.0);
+  EXPECT_LT(max_abs(ferry::matmul(p.transpose(-2, -1), p) - identity(m, a.device())), 1e-15);
+  // Partial pivoting: no multiplier above 1 in magnitude.
+  EXPECT_LE(max_abs(l), 1.0);
+  const auto [lu, pivots] = linalg::lu_factor(a);
+  EXPECT_EQ(pivots.dtype(), DType::i32);
+  EXPECT_EQ(pivots.size(-1), k);
+  const auto [p2, l2, u2] = ferry::lu_unpack(lu, pivots);
+  EXPECT_EQ(values(p2), values(p));
+  EXPECT_EQ(values(l2), values(l));
+  EXPECT_EQ(values(u2), values(u));
+}
+
+void check_factors(const ferry::Device& dev) {
+  expect_factors(random_matrix({2, 7, 7}, 1, dev));
+  expect_factors(random_matrix({3, 8, 4}, 2, dev));
+  expect_factors(random_matrix({2, 4, 8}, 3, dev));
+  expect_factors(random_matrix({1, 1}, 4, dev));
+}
+FERRY_TEST_ON_EACH_DEVICE(LinalgLU, PLUIsA, check_factors)
+
+// lu_solve agrees with solve in every form, B's batch dims broadcasting with LU's.
+void check_solve(const ferry::Device& dev) {
+  const Tensor a = random_matrix({2, 6, 6}, 5, dev), b = random_matrix({6, 3}, 6, dev);
+  const auto [lu, pivots] = linalg::lu_factor(a);
+  const Tensor at = a.transpose(-2, -1), bt = b.transpose(-2, -1);
+  EXPECT_LT(max_abs(linalg::lu_solve(lu, pivots, b) - linalg::solve(a, b)), 1e-12);
+  EXPECT_LT(max_abs(linalg::lu_solve(lu, pivots, b, true, true) - linalg::solve(at, b)), 1e-12);
+  EXPECT_LT(max_abs(linalg::lu_solve(lu, pivots, bt, false) - linalg::solve(a, bt, false)), 1e-12);
+  EXPECT_LT(max_abs(linalg::lu_solve(lu, pivots, bt, false, true) - linalg::solve(at, bt, false)),
+            1e-12);
+  EXPECT_EQ(linalg::lu_solve(lu, pivots, b).sizes(), (ferry::Shape{2, 6, 3}));
+}
+FERRY_TEST_ON_EACH_DEVICE(LinalgLU, SolveAgreesWithSolve, check_solve)
+
+// What PyTorch 1.13 (LAPACK's getrf) gave for these, printed and copied here.
+void check_lapack_choices(const ferry::Device& dev) {
+  // Singular: the second pivot is zero; lu and lu_factor_ex say so without an error.
+  const Tensor singular = tensor_on({1, 2, 2, 4}, {2, 2}, dev);
+  const auto [lu, pivots, info] = linalg::lu_factor_ex(singular);
+  EXPECT_EQ(values(lu), (std::vector<double>{2, 4, 0.5, 0}));
+  EXPECT_EQ(ints(pivots), (std::vector<std::int64_t>{2, 2}));
+  EXPECT_EQ(info.dtype(), DType::i32);
+  EXPECT_EQ(ints(info), (std::vector<std::int64_t>{2}));
+  const auto [p, l, u] = linalg::lu(singular);
+  EXPECT_EQ(values(p), (std::vector<double>{0, 1, 1, 0}));
+  EXPECT_EQ(values(l), (std::vector<double>{1, 0, 0.5, 1}));
+  EXPECT_EQ(values(u), (std::vector<double>{2, 4, 0, 0}));
+  // A zero column is left as it is (no 0 / 0): pivots 1, 2, 3, info 1; det 0, not NaN.
+  const Tensor zero = ferry::zeros({3, 3}, {.dtype = DType::f64, .device = dev});
+  const auto [lu0, pivots0, info0] = linalg::lu_factor_ex(zero);
+  EXPECT_EQ(max_abs(lu0), 0.0);
+  EXPECT_EQ(ints(pivots0), (std::vector<std::int64_t>{1, 2, 3}));
+  EXPECT_EQ(ints(info0), (std::vector<std::int64_t>{1}));
+  EXPECT_EQ(values(linalg::lu(zero).L), values(identity(3, dev)));
+  EXPECT_EQ(linalg::det(zero).item<double>(), 0.0);
+  EXPECT_EQ(linalg::slogdet(zero).first.item<double>(), 0.0);
+  // Tall: the largest entry of the column is swapped up at each step.
+  const Tensor tall = tensor_on({1, 2, 3, 4, 0.5, 1, 6, -8}, {4, 2}, dev);
+  EXPECT_EQ(ints(linalg::lu_factor(tall).second), (std::vector<std::int64_t>{4, 2}));
+  // Each matrix of a batch pivots on its own; info names each one's first zero pivot.
+  const Tensor batch =
+      ferry::stack({identity(3, dev), tensor_on({0, 0, 1, 0, 2, 0, 3, 0, 0}, {3, 3}, dev),
+                    tensor_on({1, 1, 1, 1, 1, 1, 1, 1, 1}, {3, 3}, dev)});
+  const auto [lub, pivotsb, infob] = linalg::lu_factor_ex(batch);
+  EXPECT_EQ(ints(pivotsb), (std::vector<std::int64_t>{1, 2, 3, 3, 2, 3, 1, 2, 3}));
+  EXPECT_EQ(ints(infob), (std::vector<std::int64_t>{0, 0, 2}));
+}
+FERRY_TEST_ON_EACH_DEVICE(LinalgLU, LapacksChoices, check_lapack_choices)
+
+// pivot = false: no swaps (pivots 1..k, P empty), L U = A where the leading minors are nonzero.
+void check_no_pivoting(const ferry::Device& dev) {
+  const Tensor a = random_matrix({2, 5, 5}, 7, dev) + identity(5, dev) * 3;
+  const auto [p, l, u] = linalg::lu(a, false);
+  EXPECT_EQ(p.numel(), 0);
+  EXPECT_LT(max_abs(ferry::matmul(l, u) - a), 1e-13);
+  const auto [lu, pivots] = linalg::lu_factor(a, false);
+  EXPECT_EQ(ints(pivots), (std::vector<std::int64_t>{1, 2, 3, 4, 5, 1, 2, 3, 4, 5}));
+  const Tensor b = random_matrix({5, 2}, 8, dev);
+  EXPECT_LT(max_abs(linalg::lu_solve(lu, pivots, b) - linalg::solve(a, b)), 1e-12);
+}
+FERRY_TEST_ON_EACH_DEVICE(LinalgLU, WithoutPivoting, check_no_pivoting)
+
+TEST(LinalgLU, GradientsMatchFiniteDifferences) {
+  using ferry_test::gradcheck;
+  using V = std::vector<Tensor>;
+  const ferry::Device cpu = ferry::Device::cpu();
+  const Tensor a = random_matrix({2, 4, 4}, 9, cpu), b = random_matrix({4, 2}, 10, cpu);
+  EXPECT_TRUE(gradcheck([](const V& in) { return linalg::lu_factor(in[0]).first; }, {a}));
+  EXPECT_TRUE(gradcheck([](const V& in) { return linalg::lu(in[0]).L; }, {a}));
+  EXPECT_TRUE(gradcheck([](const V& in) { return linalg::lu(in[0]).U; }, {a}));
+  for (const ferry::Shape& shape : {ferry::Shape{5, 3}, ferry::Shape{3, 5}}) {
+    const Tensor r = random_matrix(shape, 11, cpu);
+    EXPECT_TRUE(gradcheck([](const V& in) { return linalg::lu_factor_ex(in[0]).LU; }, {r}));
+  }
+  // lu_solve in LU (a packed factorization with U's diagonal away from zero) and B.
+  const Tensor packed = random_matrix({4, 4}, 12, cpu) + identity(4, cpu) * 2;
+  const Tensor pivots = ferry::tensor(std::vector<std::int64_t>{3, 3, 4, 4}).to(DType::i32);
+  for (bool adjoint : {false, true})
+    EXPECT_TRUE(gradcheck(
+        [&](const V& in) { return linalg::lu_solve(in[0], pivots, in[1], true, adjoint); },
+        {packed, b}));
+  EXPECT_TRUE(gradcheck([&](const V& in) { return linalg::lu_solve(in[0], pivots, in[1], false); },
+                        {packed, b.transpose(0, 1).contiguous()}));
+  EXPECT_TRUE(gradcheck([&](const V& in) { return ferry::lu_unpack(in[0], pivots).L; }, {packed}));
+}
+
+// f16 and bf16 are computed in f32 and rounded back; the pivots are int32 whatever A's dtype.
+void check_half(const ferry::Device& dev) {
+  const Tensor a = random_matrix({3, 3}, 13, dev).to(DType::f32);
+  for (DType dt : {DType::f16, DType::bf16}) {
+    const Tensor ah = a.to(dt);
+    const auto [lu, pivots] = linalg::lu_factor(ah);
+    EXPECT_EQ(lu.dtype(), dt);
+    EXPECT_EQ(pivots.dtype(), DType::i32);
+    EXPECT_EQ(values(lu), values(linalg::lu_factor(ah.to(DType::f32)).first.to(dt)));
+    EXPECT_EQ(linalg::lu(ah).P.dtype(), dt);
+  }
+}
+FERRY_TEST_ON_EACH_DEVICE(LinalgLU, HalfPrecisionComputesInF32, check_half)
+
+// PyTorch's shapes for no matrices and for matrices with no rows.
+void check_empty(const ferry::Device& dev) {
+  const ferry::TensorOptions o{.dtype = DType::f32, .device = dev};
+  const auto [lu, pivots, info] = linalg::lu_factor_ex(ferry::zeros({0, 3, 3}, o));
+  EXPECT_EQ(lu.sizes(), (ferry::Shape{0, 3, 3}));
+  EXPECT_EQ(pivots.sizes(), (ferry::Shape{0, 3}));
+  EXPECT_EQ(info.sizes(), (ferry::Shape{0}));
+  const auto [p, l, u] = linalg::lu(ferry::zeros({2, 0, 3}, o));
+  EXPECT_EQ(p.sizes(), (ferry::Shape{2, 0, 0}));
+  EXPECT_EQ(l.sizes(), (ferry::Shape{2, 0, 0}));
+  EXPECT_EQ(u.sizes(), (ferry::Shape{2, 0, 3}));
+  const Tensor none = ferry::zeros({0, 3}, {.dtype = DType::i32, .device = dev});
+  EXPECT_EQ(linalg::lu_solve(ferry::zeros({0, 3, 3}, o), none, ferry::zeros({3, 2}, o)).sizes(),
+            (ferry::Shape{0, 3, 2}));
+}
+FERRY_TEST_ON_EACH_DEVICE(LinalgLU, EmptyBatchesAndMatrices, check_empty)
+
+void check_errors(const ferry::Device& dev) {
+  const ferry::TensorOptions o{.dtype = DType::f32, .device = dev};
+  const auto pivots_of = [&](std::vector<std::int64_t> v) {
+    return ferry::tensor(v).to(DType::i32).to(dev);
+  };
+  // lu_factor refuses a zero on U's diagonal, naming it (and the batch element).
+  const Tensor singular = ferry::tensor(std::vector<float>{1, 2, 2, 4}, {2, 2}).to(dev);
+  EXPECT_FERRY_ERROR(linalg::lu_factor(singular), ferry::LinAlgError,
+                     "torch.linalg.lu_factor: U[2,2] is zero", "linalg.lu_factor_ex(A, pivot)");
+  const Tensor batch = ferry::stack({ferry::eye(2, std::nullopt, o), singular});
+  EXPECT_FERRY_ERROR(linalg::lu_factor(batch), ferry::LinAlgError, "(Batch element 1): U[2,2]");
+  EXPECT_FERRY_ERROR(linalg::lu_factor(ferry::zeros({3}, o)), ferry::ShapeError,
+                     "at least 2 dimensions");
+  EXPECT_FERRY_ERROR(linalg::lu(ferry::zeros({2, 2}, {.dtype = DType::i64, .device = dev})),
+                     ferry::DTypeError);
+  // lu_solve's operands.
+  const Tensor lu = ferry::eye(3, std::nullopt, o), b = ferry::ones({3, 1}, o);
+  const Tensor good = pivots_of({1, 2, 3});
+  EXPECT_FERRY_ERROR(linalg::lu_solve(ferry::zeros({3, 4}, o), good, b), ferry::ShapeError,
+                     "batches of square matrices", "3 by 4");
+  EXPECT_FERRY_ERROR(linalg::lu_solve(lu, good.to(DType::i64), b), ferry::DTypeError,
+                     "pivots should be a Tensor of scalar type torch.int32");
+  EXPECT_FERRY_ERROR(linalg::lu_solve(lu, pivots_of({1, 2}), b), ferry::ShapeError,
+                     "Expected pivots of shape [3]", "[2]");
+  EXPECT_FERRY_ERROR(linalg::lu_solve(ferry::stack({lu, lu}), good, b), ferry::ShapeError,
+                     "Expected pivots of shape [2, 3]");
+  EXPECT_FERRY_ERROR(linalg::lu_solve(lu, pivots_of({1, 5, 3}), b), ferry::ValueError,
+                     "between 1 and LU.size(-2) = 3", "one is 5");
+  EXPECT_FERRY_ERROR(linalg::lu_solve(lu, pivots_of({0, 2, 3}), b), ferry::ValueError, "one is 0");
+  EXPECT_FERRY_ERROR(linalg::lu_solve(lu, good, ferry::ones({3}, o)), ferry::ShapeError,
+                     "B must have at least 2 dimensions");
+  EXPECT_FERRY_ERROR(linalg::lu_solve(lu, good, ferry::ones({4, 1}, o)), ferry::ShapeError,
+                     "AX = B (3x3 and 4x1)");
+  EXPECT_FERRY_ERROR(linalg::lu_solve(lu, good, ferry::ones({1, 4}, o), false), ferry::ShapeError,
+                     "XA = B (3x3 and 1x4)");
+  EXPECT_FERRY_ERROR(
+      linalg::lu_solve(lu, good, ferry::ones({3, 1}, {.dtype = DType::f64, .device = dev})),
+      ferry::DTypeError, "Expected LU and B to have the same dtype");
+  // lu_unpack's pivots.
+  EXPECT_FERRY_ERROR(ferry::lu_unpack(lu, pivots_of({1, 4, 3})), ferry::ValueError,
+                     "torch.lu_unpack: pivots must all be between 1 and");
+  EXPECT_FERRY_ERROR(ferry::lu_unpack(ferry::zeros({4, 2}, o), pivots_of({1, 2, 3})),
+                     ferry::ShapeError, "Expected pivots of shape [2]");
+  EXPECT_FERRY_ERROR(ferry::lu_unpack(ferry::zeros({3}, o), good), ferry::ShapeError);
+  // Unpacking only part: the rest empty, the pivots then unread.
+  const linalg::PLU data = ferry::lu_unpack(lu, pivots_of({9, 9, 9}), true, false);
+  EXPECT_EQ(data.P.numel(), 0);
+  EXPECT_EQ(values(data.L), values(lu));
+  EXPECT_EQ(ferry::lu_unpack(lu, good, false, true).U.numel(), 0);
+}
+FERRY_TEST_ON_EACH_DEVICE(LinalgLU, ErrorsArePyTorchs, check_errors)
+
+}  // namespace
