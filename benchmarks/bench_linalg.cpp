@@ -1,7 +1,9 @@
-// benchmarks/bench_linalg.cpp — the factorizations and solvers (bench_linalg.hpp): ferry's
-// compositions on the CPU beside PyTorch's LAPACK calls (libtorch) in this process, and on
-// vulkan:0 beside ferry's CPU. Forward only, inputs made once; a step ends when the result is
-// on the host side of the device (vulkan:0 synchronized).
+// benchmarks/bench_linalg.cpp — the factorizations and solvers (bench_linalg.hpp): ferry on the
+// CPU (LAPACK for cholesky, lu_factor and eigh, the compositions for the rest) beside PyTorch's
+// LAPACK calls (libtorch) in this process and, for the three, beside ferry's own composition
+// (debug::CompositesOnly: what every other device runs); and on vulkan:0 beside ferry's CPU.
+// Forward only, inputs made once; a step ends when the result is on the host side of the device
+// (vulkan:0 synchronized).
 #include "bench_linalg.hpp"
 
 #include <fmt/format.h>
@@ -10,6 +12,7 @@
 #include <string>
 
 #include "bench_common.hpp"
+#include "ferry/debug.hpp"
 #include "ferry/ferry.hpp"
 
 namespace bench {
@@ -68,6 +71,24 @@ void register_linalg() {
       time_steps(s, device, [c](const ferry::Device& d) { return linalg_step(d, c); });
     };
     register_step_rows(base, base, quick() ? 3 : 20, run, torch_step);
+    // The ops the CPU runs through LAPACK (Note [LAPACK through OpenBLAS]): their composition
+    // too, what every other device runs and what the CPU runs where a gradient is recorded.
+    const std::string op = c.op;
+    if (op != "cholesky" && op != "lu_factor" && op != "eigh") continue;
+    benchmark::RegisterBenchmark((base + "/ferry cpu composition").c_str(),
+                                 [run](benchmark::State& s) {
+                                   ferry::debug::CompositesOnly composition;
+                                   run(s, "cpu");
+                                 })
+        ->Unit(benchmark::kMillisecond)
+        ->Iterations(quick() ? 3 : 20)
+        ->UseRealTime();
+    add_comparison({.title = base + " (cpu, LAPACK vs composition)",
+                    .ferry = base + "/ferry cpu",
+                    .ferry_label = "ferry (LAPACK)",
+                    .baseline = base + "/ferry cpu composition",
+                    .baseline_label = "ferry's composition (debug::CompositesOnly)",
+                    .metric = Metric::usec});
   }
 }
 

@@ -27,6 +27,7 @@
 #include <string>
 #include <vector>
 
+#include "dispatch.hpp"
 #include "ferry/error.hpp"
 #include "ferry/ops.hpp"
 #include "linalg_internal.hpp"
@@ -193,6 +194,18 @@ Tensor solve_by_elimination(const char* op, const Tensor& a, const Tensor& b, bo
   return substitute(triu(e.u), e.b, true, false);
 }
 
+// cholesky's composition: the lower factor of af (computing dtype), reading its lower triangle.
+Tensor cholesky_steps(const Tensor& af) {
+  // PyTorch's gradient of cholesky is symmetric (A is taken to be symmetric: a perturbation of
+  // A[i][j] is one of A[j][i] too), while the steps read only the lower triangle. So the steps
+  // take the symmetric part of A, with the difference between it and the lower triangle
+  // mirrored added back without a gradient: the values are the lower triangle's, the gradient
+  // the symmetric one's.
+  const Tensor lower = tril(af) + tril(af, -1).transpose(-2, -1);
+  const Tensor symmetric = (af + af.transpose(-2, -1)) * 0.5;
+  return cholesky_lower(symmetric + (lower - symmetric).detach());
+}
+
 }  // namespace
 
 namespace linalg {
@@ -202,16 +215,17 @@ Tensor cholesky(const Tensor& a, bool upper) {
   check_dtype(OpId::cholesky, a);
   check_square("cholesky", "A", a);
   const Tensor af = computing(upper ? a.transpose(-2, -1) : a);
-  // PyTorch's gradient of cholesky is symmetric (A is taken to be symmetric: a perturbation of
-  // A[i][j] is one of A[j][i] too), while the steps read only the lower triangle. So the steps
-  // take the symmetric part of A, with the difference between it and the lower triangle
-  // mirrored added back without a gradient: the values are the lower triangle's, the gradient
-  // the symmetric one's.
-  const Tensor lower = tril(af) + tril(af, -1).transpose(-2, -1);
-  const Tensor symmetric = (af + af.transpose(-2, -1)) * 0.5;
-  const Tensor l = cholesky_lower(symmetric + (lower - symmetric).detach());
+  Tensor l;
+  if (af.numel() > 0 && detail::use_fused_kernel(OpId::cholesky, af, af.dtype())) {
+    // LAPACK's potrf on the CPU where no gradient is recorded (Note [LAPACK through OpenBLAS]).
+    const Tensor in = af.contiguous();
+    l = detail::new_tensor(in.sizes(), in.dtype(), detail::impl_of(in));
+    detail::run_kernel(OpId::cholesky, {in}, {l});
+  } else {
+    l = cholesky_steps(af);
+  }
   // A leading minor that is not positive-definite makes its diagonal entry NaN (sqrt of a
-  // negative) or not positive, and every column after it NaN.
+  // negative, or the kernel's mark) or not positive, and every column after it NaN.
   const Tensor d = diagonal(l, 0, -2, -1);
   if (const auto bad = first_bad(logical_not(gt(d, 0.0))))
     throw LinAlgError(

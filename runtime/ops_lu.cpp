@@ -17,6 +17,7 @@
 #include <string>
 #include <utility>
 
+#include "dispatch.hpp"
 #include "ferry/error.hpp"
 #include "ferry/ops.hpp"
 #include "linalg_internal.hpp"
@@ -93,6 +94,19 @@ std::pair<Tensor, Tensor> unpack_data(const Tensor& lu) {
 
 // lu_factor_ex's results in the computing dtype, and U's diagonal's zeros as info.
 linalg::LUFactorization factor(const Tensor& a, bool pivot) {
+  if (pivot && a.numel() > 0 && detail::use_fused_kernel(OpId::lu_factor_ex, a, a.dtype())) {
+    // LAPACK's getrf on the CPU where no gradient is recorded (Note [LAPACK through OpenBLAS]).
+    const Tensor in = a.contiguous();
+    const std::int64_t k = std::min(a.size(-2), a.size(-1));
+    Shape pivots = batch_of(a, 2);
+    pivots.push_back(k);
+    DeviceImpl& impl = detail::impl_of(in);
+    linalg::LUFactorization f{detail::new_tensor(in.sizes(), in.dtype(), impl),
+                              detail::new_tensor(pivots, DType::i32, impl),
+                              detail::new_tensor(batch_of(a, 2), DType::i32, impl)};
+    detail::run_kernel(OpId::lu_factor_ex, {in}, {f.LU, f.pivots, f.info});
+    return f;
+  }
   const linalg_detail::Elimination e =
       eliminate(a, Tensor(), {.multipliers = true, .pivots = true, .pivot = pivot});
   const Tensor zero = eq(diagonal(e.u, 0, -2, -1), 0.0).to(DType::i32);

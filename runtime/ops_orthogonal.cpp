@@ -35,6 +35,7 @@
 #include <string_view>
 #include <vector>
 
+#include "dispatch.hpp"
 #include "ferry/autograd.hpp"
 #include "ferry/error.hpp"
 #include "ferry/ops.hpp"
@@ -94,7 +95,16 @@ struct Eigen {
   Tensor values, vectors;  // ascending; the vectors as columns, in the values' order
 };
 
+// LAPACK's failure, as PyTorch reports it; non_finite: because A holds a NaN or an inf.
+LinAlgError not_converged(const char* op, bool non_finite) {
+  return LinAlgError(
+      fmt::format("linalg.{}: The algorithm failed to converge because the input matrix is "
+                  "ill-conditioned or has too many repeated eigenvalues{}.",
+                  op, non_finite ? " (it holds a NaN or an infinity)" : ""));
+}
+
 // The eigendecomposition of s ([..., n, n], symmetric, computing dtype, no gradient).
+
 Eigen jacobi(const char* op, const Tensor& s) {
   const std::int64_t n = s.size(-1);
   const TensorOptions like{.dtype = s.dtype(), .device = s.device()};
@@ -142,11 +152,7 @@ Eigen jacobi(const char* op, const Tensor& s) {
               .to(DType::u8)
               .to_vector<std::uint8_t>();
       if (status[0]) break;
-      if (status[1] || sweep == kMaxSweeps)
-        throw LinAlgError(
-            fmt::format("linalg.{}: The algorithm failed to converge because the input matrix is "
-                        "ill-conditioned or has too many repeated eigenvalues{}.",
-                        op, status[1] ? " (it holds a NaN or an infinity)" : ""));
+      if (status[1] || sweep == kMaxSweeps) throw not_converged(op, status[1]);
       for (const Round& r : rounds) {
         const Tensor d = diagonal(a, 0, -2, -1);
         const Tensor d_partner = gather_in_range(d, -1, r.entry.squeeze(-1));
@@ -174,6 +180,23 @@ Eigen jacobi(const char* op, const Tensor& s) {
   const ValuesIndices sorted = sort(diagonal(a, 0, -2, -1) * scale.squeeze(-1), -1);
   return {sorted.values,
           gather_in_range(v, -1, sorted.indices.unsqueeze(-2).expand(v.sizes()).contiguous())};
+}
+
+// The fused kernel's eigendecomposition of s (symmetric, detached): LAPACK's syevd on the CPU
+// (Note [LAPACK through OpenBLAS] in runtime/cpu/cpu_kernels_lapack.cpp). A matrix it could not
+// take (a NaN or an inf) or failed on has NaN eigenvalues: one read checks, as PyTorch's does.
+Eigen fused_eigh(const char* op, const Tensor& s) {
+  const Tensor in = s.contiguous();
+  DeviceImpl& impl = detail::impl_of(in);
+  Eigen e{detail::new_tensor(batch_of(in, 1), in.dtype(), impl),
+          detail::new_tensor(in.sizes(), in.dtype(), impl)};
+  detail::run_kernel(OpId::eigh, {in}, {e.values, e.vectors});
+  const std::vector<std::uint8_t> status =
+      stack({any(logical_not(isfinite(e.values))), any(logical_not(isfinite(in)))})
+          .to(DType::u8)
+          .to_vector<std::uint8_t>();
+  if (status[0]) throw not_converged(op, status[1]);
+  return e;
 }
 
 // The symmetric matrix whose eigendecomposition eigh gives: A's lower triangle mirrored (upper:
@@ -211,7 +234,11 @@ std::pair<Tensor, Tensor> eigh_of(const char* op, const Tensor& a, std::string_v
         fmt::format("linalg.{}: Expected UPLO argument to be 'L' or 'U', but got {}", op, uplo));
   check_square(op, "A", a);
   const Tensor af = computing(a);
-  Eigen e = jacobi(op, read_triangle(af, uplo == "U").detach());
+  // The rotations run without autograd (the gradient is attached below), so the fused kernel
+  // serves a call that records a gradient too.
+  const Tensor s = read_triangle(af, uplo == "U").detach();
+  Eigen e = s.numel() > 0 && detail::use_fused_kernel(OpId::eigh, s, s.dtype()) ? fused_eigh(op, s)
+                                                                                : jacobi(op, s);
   if (af.requires_grad() && is_grad_enabled()) e = eigh_attach(af, e, want_vectors);
   return {e.values.to(a.dtype()), want_vectors ? e.vectors.to(a.dtype()) : Tensor()};
 }

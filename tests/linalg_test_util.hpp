@@ -6,7 +6,7 @@
 #include <vector>
 
 #include "ferry/ferry.hpp"
-#include "op_test_util.hpp"
+#include "gradcheck.hpp"
 
 namespace ferry_test {
 

@@ -3,7 +3,8 @@
 // device against what they are defined by (A = P L U with L unit lower and U upper triangular;
 // lu_solve against solve), LAPACK's choices where PyTorch 1.13 showed them (a singular matrix's
 // pivots and info, a zero column left unscaled, a tall matrix's pivots), LU without pivoting;
-// gradients against finite differences in f64; f16, empty batches; the errors, PyTorch's.
+// the CPU's fused kernels (LAPACK) against the composition; gradients against finite differences
+// in f64; f16, empty batches; the errors, PyTorch's.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -11,6 +12,7 @@
 #include <vector>
 
 #include "devices.hpp"
+#include "ferry/debug.hpp"
 #include "ferry/ferry.hpp"
 #include "gradcheck.hpp"
 #include "linalg_test_util.hpp"
@@ -128,6 +130,43 @@ void check_no_pivoting(const ferry::Device& dev) {
   EXPECT_LT(max_abs(linalg::lu_solve(lu, pivots, b) - linalg::solve(a, b)), 1e-12);
 }
 FERRY_TEST_ON_EACH_DEVICE(LinalgLU, WithoutPivoting, check_no_pivoting)
+
+// The CPU's fused kernels (LAPACK's getrf and potrf where the BLAS has them: Note [LAPACK through
+// OpenBLAS]) run where no gradient is recorded; they agree with the composition every other
+// device runs (debug::CompositesOnly), pivots and info exactly, singular matrices and failures
+// included.
+TEST(LinalgLU, FusedKernelsAgreeWithTheComposition) {
+  const ferry::Device cpu = ferry::Device::cpu();
+  const Tensor zero = ferry::zeros({3, 3}, {.dtype = DType::f64});
+  const Tensor singular = tensor_on({1, 2, 2, 4}, {2, 2}, cpu);
+  for (const Tensor& a : {random_matrix({3, 6, 6}, 14, cpu), random_matrix({5, 3}, 15, cpu),
+                          random_matrix({2, 3, 5}, 16, cpu), zero, singular}) {
+    SCOPED_TRACE(ferry::shape_str(a.sizes()));
+    const linalg::LUFactorization fused = linalg::lu_factor_ex(a);
+    ferry::debug::CompositesOnly composition;
+    const linalg::LUFactorization steps = linalg::lu_factor_ex(a);
+    EXPECT_LT(max_abs(fused.LU - steps.LU), 1e-13);
+    EXPECT_EQ(ints(fused.pivots), ints(steps.pivots));
+    EXPECT_EQ(ints(fused.info), ints(steps.info));
+  }
+  const Tensor x = random_matrix({2, 7, 7}, 17, cpu);
+  const Tensor spd = ferry::matmul(x, x.transpose(-2, -1)) + identity(7, cpu);
+  const Tensor lopsided = spd + ferry::triu(x, 1) * 5;  // the upper triangle is not read
+  for (bool upper : {false, true}) {
+    const Tensor a = upper ? lopsided.transpose(-2, -1) : lopsided;
+    const Tensor fused = linalg::cholesky(a, upper);
+    ferry::debug::CompositesOnly composition;
+    EXPECT_LT(max_abs(fused - linalg::cholesky(a, upper)), 1e-13);
+  }
+  // Not positive-definite at order 3 of the second matrix: the same error either way.
+  const Tensor indefinite = ferry::stack(
+      {identity(4, cpu), ferry::diag(ferry::tensor(std::vector<double>{1, 2, -1, 4}))});
+  EXPECT_FERRY_ERROR(linalg::cholesky(indefinite), ferry::LinAlgError,
+                     "(Batch element 1): The factorization", "order 3 is not");
+  ferry::debug::CompositesOnly composition;
+  EXPECT_FERRY_ERROR(linalg::cholesky(indefinite), ferry::LinAlgError,
+                     "(Batch element 1): The factorization", "order 3 is not");
+}
 
 TEST(LinalgLU, GradientsMatchFiniteDifferences) {
   using ferry_test::gradcheck;

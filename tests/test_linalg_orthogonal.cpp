@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "devices.hpp"
+#include "ferry/debug.hpp"
 #include "ferry/ferry.hpp"
 #include "gradcheck.hpp"
 #include "linalg_test_util.hpp"
@@ -103,6 +104,27 @@ void check_eigh(const ferry::Device& dev) {
   EXPECT_LT(max_abs(ferry::matmul(all_ones, ov) - ov * ow.unsqueeze(-2)), 1e-13);
 }
 FERRY_TEST_ON_EACH_DEVICE(LinalgOrthogonal, EighIdentities, check_eigh)
+
+// The CPU's fused eigh (LAPACK's syevd where the BLAS has it: Note [LAPACK through OpenBLAS])
+// serves every call on the CPU, a gradient recorded or not (the rotations never record one); it
+// agrees with the Jacobi rotations every other device runs (debug::CompositesOnly): eigenvalues,
+// sign-fixed eigenvectors of distinct eigenvalues, and the gradient attached to either.
+TEST(LinalgOrthogonal, FusedEighAgreesWithTheComposition) {
+  const ferry::Device cpu = ferry::Device::cpu();
+  const Tensor a = symmetric_matrix({3, 9, 9}, 21, cpu).requires_grad_();
+  const Tensor upstream = random_matrix({3, 9}, 22, cpu);
+  const auto run = [&] {
+    a.set_grad({});
+    const auto [w, v] = linalg::eigh(a);
+    ferry::sum(w * upstream).backward();
+    return std::vector<Tensor>{w.detach(), ferry_test::sign_fixed(v.detach()), a.grad()};
+  };
+  const std::vector<Tensor> fused = run();
+  ferry::debug::CompositesOnly composition;
+  const std::vector<Tensor> steps = run();
+  for (std::size_t i = 0; i < fused.size(); ++i)
+    EXPECT_LT(max_abs(fused[i] - steps[i]), 1e-12) << i;
+}
 
 TEST(LinalgOrthogonal, GradientsMatchFiniteDifferences) {
   using ferry_test::gradcheck;

@@ -100,6 +100,7 @@ class CpuDevice final : public DeviceImpl {
     cpu::add_random_kernels(table);
     cpu::add_reduce_kernels(table);
     cpu::add_linalg_kernels(table);
+    cpu::add_lapack_kernels(table);
     cpu::add_nn_kernels(table);
     cpu::add_index_kernels(table);
     cpu::add_grad_kernels(table);
