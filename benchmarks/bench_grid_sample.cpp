@@ -10,7 +10,6 @@
 #include <optional>
 
 #include "bench_common.hpp"
-#include "ferry/debug.hpp"
 #include "ferry/ferry.hpp"
 
 namespace bench {
@@ -54,20 +53,7 @@ void register_grid_sample() {
     torch_step = [mode] { grid_sample::torch_step(mode); };
 #endif
     register_step_rows(base, title, quick() ? 3 : 20, run, torch_step);
-    benchmark::RegisterBenchmark((base + "/ferry cpu composition").c_str(),
-                                 [run](benchmark::State& s) {
-                                   ferry::debug::CompositesOnly composition;
-                                   run(s, "cpu");
-                                 })
-        ->Unit(benchmark::kMillisecond)
-        ->Iterations(quick() ? 3 : 20)
-        ->UseRealTime();
-    add_comparison({.title = title + " (cpu, fused vs composition)",
-                    .ferry = base + "/ferry cpu",
-                    .ferry_label = "ferry (grid_sample kernels)",
-                    .baseline = base + "/ferry cpu composition",
-                    .baseline_label = "ferry's composition (debug::CompositesOnly)",
-                    .metric = Metric::usec});
+    register_composition_row(base, title, quick() ? 3 : 20, run, "grid_sample kernels");
   }
 }
 

@@ -12,7 +12,6 @@
 #include <string>
 
 #include "bench_common.hpp"
-#include "ferry/debug.hpp"
 #include "ferry/ferry.hpp"
 
 namespace bench {
@@ -75,20 +74,7 @@ void register_linalg() {
     // too, what every other device runs and what the CPU runs where a gradient is recorded.
     const std::string op = c.op;
     if (op != "cholesky" && op != "lu_factor" && op != "eigh") continue;
-    benchmark::RegisterBenchmark((base + "/ferry cpu composition").c_str(),
-                                 [run](benchmark::State& s) {
-                                   ferry::debug::CompositesOnly composition;
-                                   run(s, "cpu");
-                                 })
-        ->Unit(benchmark::kMillisecond)
-        ->Iterations(quick() ? 3 : 20)
-        ->UseRealTime();
-    add_comparison({.title = base + " (cpu, LAPACK vs composition)",
-                    .ferry = base + "/ferry cpu",
-                    .ferry_label = "ferry (LAPACK)",
-                    .baseline = base + "/ferry cpu composition",
-                    .baseline_label = "ferry's composition (debug::CompositesOnly)",
-                    .metric = Metric::usec});
+    register_composition_row(base, base, quick() ? 3 : 20, run, "LAPACK");
   }
 }
 

@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "bench_common.hpp"
+#include "ferry/debug.hpp"
 #include "ferry/ferry.hpp"
 
 namespace bench {
@@ -146,6 +147,25 @@ void register_step_rows(const std::string& base, const std::string& title, int c
                   .ferry_label = "ferry vulkan:0",
                   .baseline = base + "/ferry cpu",
                   .baseline_label = "ferry cpu",
+                  .metric = Metric::usec});
+}
+
+void register_composition_row(const std::string& base, const std::string& title, int cpu_steps,
+                              const std::function<void(benchmark::State&, const std::string&)>& run,
+                              const std::string& kernels) {
+  benchmark::RegisterBenchmark((base + "/ferry cpu composition").c_str(),
+                               [run](benchmark::State& s) {
+                                 ferry::debug::CompositesOnly composition;
+                                 run(s, "cpu");
+                               })
+      ->Unit(benchmark::kMillisecond)
+      ->Iterations(cpu_steps)
+      ->UseRealTime();
+  add_comparison({.title = title + " (cpu, " + kernels + " vs composition)",
+                  .ferry = base + "/ferry cpu",
+                  .ferry_label = "ferry (" + kernels + ")",
+                  .baseline = base + "/ferry cpu composition",
+                  .baseline_label = "ferry's composition (debug::CompositesOnly)",
                   .metric = Metric::usec});
 }
 
