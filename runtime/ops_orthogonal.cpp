@@ -26,7 +26,9 @@
 // read as the mean of (p, q) and (q, p), and set to zero after the rotation, so rounding cannot
 // make A unsymmetric and the rotations stop being orthogonal. One host read per sweep (the
 // convergence check). The rotations run without gradient; the gradient is attached after, in
-// closed form (eigh_attach), as a term whose value is zero.
+// closed form (eigh_attach), as a term whose value is zero. So a device with a fused eigh kernel
+// (the CPU: LAPACK's syevd, Note [LAPACK through OpenBLAS]) takes the rotations' place in every
+// call, a gradient recorded or not (fused_eigh).
 #include <fmt/format.h>
 
 #include <cstdint>
