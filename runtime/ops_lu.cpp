@@ -16,6 +16,7 @@
 #include <cstdint>
 #include <string>
 #include <utility>
+#include <vector>
 
 #include "dispatch.hpp"
 #include "ferry/error.hpp"
@@ -67,7 +68,8 @@ Tensor checked_pivots(const char* op, const Tensor& pivots, const Shape& batch, 
                     op, shape_str(want), shape_str(pivots.sizes())));
   const Tensor p = pivots.to(DType::i64);
   if (p.numel() > 0) {
-    const std::int64_t lo = amin(p).item<std::int64_t>(), hi = amax(p).item<std::int64_t>();
+    const std::vector<std::int64_t> range = stack({amin(p), amax(p)}).to_vector<std::int64_t>();
+    const std::int64_t lo = range[0], hi = range[1];  // one read back
     if (lo < 1 || hi > m)
       throw ValueError(
           fmt::format("{}: pivots must all be between 1 and LU.size(-2) = {} "
@@ -186,10 +188,9 @@ Tensor lu_solve(const Tensor& lu, const Tensor& pivots, const Tensor& b, bool le
   const bool transposed = left ? adjoint : !adjoint;
   const Tensor bl = computing(left ? b : b.transpose(-2, -1));
   Shape batch = broadcast_shapes(batch_of(lu, 2), batch_of(bl, 2));
-  Shape bs = batch, ps = batch;
+  Shape bs = batch;  // B's shape and the row indices' alike
   bs.insert(bs.end(), {n, bl.size(-1)});
-  ps.insert(ps.end(), {n, bl.size(-1)});
-  const Tensor index = perm.unsqueeze(-1).expand(ps).contiguous();
+  const Tensor index = perm.unsqueeze(-1).expand(bs).contiguous();
   const Tensor lower = tril(luf, -1), upper = triu(luf);
   Tensor x;
   if (!transposed) {
@@ -200,7 +201,7 @@ Tensor lu_solve(const Tensor& lu, const Tensor& pivots, const Tensor& b, bool le
     // A^T = U^T L^T P^T: X = P L^-T U^-T B, P W putting W's row i at row perm[i].
     const Tensor w = substitute(lower.transpose(-2, -1),
                                 substitute(upper.transpose(-2, -1), bl, false, false), true, true);
-    const Tensor inverse = argsort(perm, -1).unsqueeze(-1).expand(ps).contiguous();
+    const Tensor inverse = argsort(perm, -1).unsqueeze(-1).expand(bs).contiguous();
     x = gather_in_range(w.expand(bs), -2, inverse);
   }
   return (left ? x : x.transpose(-2, -1)).to(b.dtype());

@@ -172,24 +172,24 @@ template <typename T> void eigh_kernel(const OpCall& call) {
   });
 }
 
+// The kernel of `op`: f32 or f64 (LAPACK has no 16-bit types; the core widens those first).
+KernelFn f32_or_f64(const char* op, void (*f32)(const OpCall&), void (*f64)(const OpCall&)) {
+  return [op, f32, f64](DeviceImpl&, const OpCall& c) {
+    const DType dtype = c.inputs.at(0).dtype;
+    if (dtype == DType::f32) return f32(c);
+    if (dtype == DType::f64) return f64(c);
+    throw DTypeError(fmt::format("{}: the cpu kernel takes f32 and f64", op));
+  };
+}
+
 }  // namespace
 
 void add_lapack_kernels(KernelTable& table) {
-  table.emplace_back(OpId::cholesky, [](DeviceImpl&, const OpCall& c) {
-    if (c.inputs.at(0).dtype == DType::f64) return cholesky_kernel<double>(c);
-    if (c.inputs.at(0).dtype == DType::f32) return cholesky_kernel<float>(c);
-    throw DTypeError("cholesky: the cpu kernel takes f32 and f64");
-  });
-  table.emplace_back(OpId::lu_factor_ex, [](DeviceImpl&, const OpCall& c) {
-    if (c.inputs.at(0).dtype == DType::f64) return lu_factor_kernel<double>(c);
-    if (c.inputs.at(0).dtype == DType::f32) return lu_factor_kernel<float>(c);
-    throw DTypeError("lu_factor_ex: the cpu kernel takes f32 and f64");
-  });
-  table.emplace_back(OpId::eigh, [](DeviceImpl&, const OpCall& c) {
-    if (c.inputs.at(0).dtype == DType::f64) return eigh_kernel<double>(c);
-    if (c.inputs.at(0).dtype == DType::f32) return eigh_kernel<float>(c);
-    throw DTypeError("eigh: the cpu kernel takes f32 and f64");
-  });
+  table.emplace_back(OpId::cholesky,
+                     f32_or_f64("cholesky", cholesky_kernel<float>, cholesky_kernel<double>));
+  table.emplace_back(OpId::lu_factor_ex,
+                     f32_or_f64("lu_factor_ex", lu_factor_kernel<float>, lu_factor_kernel<double>));
+  table.emplace_back(OpId::eigh, f32_or_f64("eigh", eigh_kernel<float>, eigh_kernel<double>));
 }
 
 }  // namespace ferry::cpu
