@@ -1,9 +1,8 @@
 // benchmarks/bench_linalg.cpp — the factorizations and solvers (bench_linalg.hpp): ferry on the
-// CPU (LAPACK for cholesky, lu_factor and eigh, the compositions for the rest) beside PyTorch's
-// LAPACK calls (libtorch) in this process and, for the three, beside ferry's own composition
-// (debug::CompositesOnly: what every other device runs); and on vulkan:0 beside ferry's CPU.
-// Forward only, inputs made once; a step ends when the result is on the host side of the device
-// (vulkan:0 synchronized).
+// CPU (LAPACK for cholesky, lu_factor, solve, qr and eigh, BLAS's trsm for solve_triangular)
+// beside PyTorch's LAPACK calls (libtorch) in this process and beside ferry's own composition
+// (debug::CompositesOnly: what every other device runs); and on vulkan:0 beside ferry's CPU. Inputs
+// made once; a step ends when the result is on the host side of the device (vulkan:0 synchronized).
 #include "bench_linalg.hpp"
 
 #include <fmt/format.h>
@@ -35,9 +34,27 @@ std::function<void()> linalg_step(const ferry::Device& device, const Case& c) {
   if (op == "solve") {
     const ferry::Tensor a = x + eye * double(c.n);
     call = [a, b] { return ferry::linalg::solve(a, b); };
+  } else if (op == "solve+backward") {
+    const ferry::Tensor a = (x + eye * double(c.n)).requires_grad_();
+    const ferry::Tensor bg = b.detach().requires_grad_();
+    call = [a, bg] {
+      const ferry::Tensor y = ferry::sum(ferry::linalg::solve(a, bg));
+      y.backward();
+      return y;
+    };
+  } else if (op == "solve_triangular") {
+    const ferry::Tensor a = x + eye * double(c.n);
+    call = [a, b] { return ferry::linalg::solve_triangular(a, b, false); };
   } else if (op == "cholesky") {
     const ferry::Tensor a = ferry::matmul(x, x.transpose(-2, -1)) + eye;
     call = [a] { return ferry::linalg::cholesky(a); };
+  } else if (op == "cholesky+backward") {
+    const ferry::Tensor a = (ferry::matmul(x, x.transpose(-2, -1)) + eye).requires_grad_();
+    call = [a] {
+      const ferry::Tensor y = ferry::sum(ferry::linalg::cholesky(a));
+      y.backward();
+      return y;
+    };
   } else if (op == "lu_factor") {
     const ferry::Tensor a = x + eye * double(c.n);
     call = [a] { return ferry::linalg::lu_factor(a).first; };
@@ -70,11 +87,11 @@ void register_linalg() {
       time_steps(s, device, [c](const ferry::Device& d) { return linalg_step(d, c); });
     };
     register_step_rows(base, base, quick() ? 3 : 20, run, torch_step);
-    // The ops the CPU runs through LAPACK (Note [LAPACK through OpenBLAS]): their composition
-    // too, what every other device runs and what the CPU runs where a gradient is recorded.
+    // The CPU runs every case through LAPACK or BLAS (Note [LAPACK through OpenBLAS]): the
+    // composition too, what every other device runs.
     const std::string op = c.op;
-    if (op != "cholesky" && op != "lu_factor" && op != "eigh") continue;
-    register_composition_row(base, base, quick() ? 3 : 20, run, "LAPACK");
+    register_composition_row(base, base, quick() ? 3 : 20, run,
+                             op == "solve_triangular" ? "BLAS trsm" : "LAPACK");
   }
 }
 

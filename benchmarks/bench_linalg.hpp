@@ -9,15 +9,23 @@
 
 namespace bench::linalg {
 
-// One case: `op` on a [batch, n, n] input (batch 0: a single [n, n] matrix); solve's B is
-// [batch, n, 1]. The inputs are made well-posed the same way on both sides: a random matrix
-// plus n I (solve, lu_factor), X X^T + I (cholesky), X + X^T (eigh), X (qr).
+// One case: `op` on a [batch, n, n] input (batch 0: a single [n, n] matrix); solve's and
+// solve_triangular's B is [batch, n, 1]. The inputs are made well-posed the same way on both
+// sides: a random matrix plus n I (solve, lu_factor, solve_triangular, which reads its lower
+// triangle), X X^T + I (cholesky), X + X^T (eigh), X (qr). "+backward": the op, then the
+// backward of its result's sum to A (and B), the inputs leaves that require grad.
 struct Case {
   const char* op;
   std::int64_t batch, n;
 };
-inline constexpr Case kCases[] = {
-    {"solve", 4096, 4}, {"cholesky", 0, 64}, {"lu_factor", 0, 64}, {"qr", 0, 64}, {"eigh", 0, 32}};
+inline constexpr Case kCases[] = {{"solve", 4096, 4},
+                                  {"cholesky", 0, 64},
+                                  {"lu_factor", 0, 64},
+                                  {"qr", 0, 64},
+                                  {"eigh", 0, 32},
+                                  {"solve_triangular", 0, 64},
+                                  {"cholesky+backward", 0, 64},
+                                  {"solve+backward", 4096, 4}};
 // --quick: every case on a [4, 6, 6] batch.
 inline Case sized(const Case& c, bool quick) { return quick ? Case{c.op, 4, 6} : c; }
 

@@ -30,7 +30,7 @@ void torch_setup(const Case& c) {
   const torch::Tensor eye = torch::eye(c.n);
   const std::string op = c.op;
   Inputs in;
-  if (op == "cholesky")
+  if (op == "cholesky" || op == "cholesky+backward")
     in.a = torch::matmul(x, x.transpose(-2, -1)) + eye;
   else if (op == "eigh")
     in.a = x + x.transpose(-2, -1);
@@ -41,6 +41,10 @@ void torch_setup(const Case& c) {
   std::vector<std::int64_t> bs = shape;
   bs.back() = 1;
   in.b = torch::rand(bs) * 2 - 1;
+  if (op.ends_with("+backward")) {
+    in.a.requires_grad_();
+    in.b.requires_grad_();
+  }
   inputs()[op] = in;
 }
 
@@ -49,6 +53,12 @@ void torch_step(const Case& c) {
   const std::string op = c.op;
   if (op == "solve")
     torch::linalg_solve(in.a, in.b);
+  else if (op == "solve+backward")
+    torch::linalg_solve(in.a, in.b).sum().backward();
+  else if (op == "solve_triangular")
+    torch::linalg_solve_triangular(in.a, in.b, /*upper=*/false);
+  else if (op == "cholesky+backward")
+    torch::linalg_cholesky(in.a).sum().backward();
   else if (op == "cholesky")
     torch::linalg_cholesky(in.a);
   else if (op == "lu_factor")

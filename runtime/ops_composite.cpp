@@ -36,8 +36,9 @@ namespace detail {
 bool use_fused_kernel(OpId op, const Tensor& x, DType compute) {
   if (t_composites_only) return false;
   // The composition is what autograd records (grad "parts"): a fused kernel
-  // has no backward of its own.
-  if (autograd::should_record({&x})) return false;
+  // has no backward of its own. An op with its own formula (grad "formula":
+  // cholesky, solve_triangular, lu_factor_ex) records one node whichever ran.
+  if (op_info(op).grad != OpGrad::formula && autograd::should_record({&x})) return false;
   return impl_of(x).supports(op, compute);
 }
 

@@ -15,9 +15,12 @@
 // finished factorization (cholesky's diagonal, solve's pivots), one read per call, which PyTorch's
 // linalg.cholesky and linalg.solve make too (their _ex forms do not; ferry has none). Pivoting
 // (solve, det) is per matrix: the row of largest magnitude in column j is found with argmax and
-// swapped in with a gather, for every matrix of the batch in the same ops. The gradients are those
-// of the steps, which for an invertible A are the closed forms PyTorch uses (A^-T for det, ...), to
-// rounding; cholesky's is made symmetric as PyTorch's is (below).
+// swapped in with a gather, for every matrix of the batch in the same ops. cholesky,
+// solve_triangular and lu_factor_ex run their steps (or a fused kernel) untracked and record
+// PyTorch's closed-form gradient (Note [Closed-form gradients of the factorizations] in
+// runtime/autograd/formulas_linalg.cpp); solve and inv go through lu_factor_ex and lu_solve where
+// the device fuses those. The others' gradients are those of the steps, which for an invertible A
+// are the closed forms PyTorch uses (A^-T for det, ...), to rounding.
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -27,6 +30,8 @@
 #include <string>
 #include <vector>
 
+#include "autograd/formulas.hpp"
+#include "autograd/graph.hpp"
 #include "dispatch.hpp"
 #include "ferry/error.hpp"
 #include "ferry/ops.hpp"
@@ -166,6 +171,23 @@ Tensor triangle(const Tensor& t, bool upper, bool unit) {
   return upper ? triu(t, off) : tril(t, -off);
 }
 
+// solve_triangular by the device's kernel (the CPU: BLAS's trsm), A's and B's batch dims
+// broadcast: B's expanded, A's too unless it is one matrix, which the kernel applies to each of
+// B's (docs/kernel-contract.md, "solve_triangular").
+Tensor fused_solve_triangular(const Tensor& a, const Tensor& b, bool upper, bool left, bool unit) {
+  const std::int64_t n = a.size(-1);
+  const Shape batch = broadcast_shapes(batch_of(a, 2), batch_of(b, 2));
+  Shape as = batch, bs = batch;
+  as.insert(as.end(), {n, n});
+  bs.insert(bs.end(), {b.size(-2), b.size(-1)});
+  const Tensor t = a.numel() == n * n ? a.reshape({n, n}).contiguous() : a.expand(as).contiguous();
+  const Tensor rhs = b.expand(bs).contiguous();
+  Tensor x = detail::new_tensor(bs, b.dtype(), detail::impl_of(rhs));
+  detail::run_kernel(OpId::solve_triangular, {t, rhs}, {x},
+                     {{"upper", upper}, {"left", left}, {"unitriangular", unit}});
+  return x;
+}
+
 // A LinAlgError where a pivot of U is exactly zero (LAPACK's getrf reports the same).
 void check_pivots(const char* op, const Tensor& a, const Tensor& u, bool name_element) {
   const auto bad = first_bad(eq(diagonal(u, 0, -2, -1), 0.0));
@@ -184,26 +206,21 @@ void check_pivots(const char* op, const Tensor& a, const Tensor& u, bool name_el
 // X with A X = B (A [..., n, n], B [..., n, k], same dtype, computing): B's rows eliminated
 // with A's, then back substitution.
 Tensor solve_by_elimination(const char* op, const Tensor& a, const Tensor& b, bool name_element) {
+  const Shape batch = broadcast_shapes(batch_of(a, 2), batch_of(b, 2));  // ShapeError first
+  if (a.numel() > 0 && detail::use_fused_kernel(OpId::lu_factor_ex, a, a.dtype()) &&
+      detail::use_fused_kernel(OpId::solve_triangular, a, a.dtype())) {
+    // getrf and two trsm on the CPU, with or without a gradient (both record closed forms).
+    const linalg::LUFactorization f = linalg::lu_factor_ex(a);
+    check_pivots(op, a, f.LU, name_element);
+    return linalg::lu_solve(f.LU, f.pivots, b);
+  }
   const std::int64_t n = a.size(-1);
-  const Shape batch = broadcast_shapes(batch_of(a, 2), batch_of(b, 2));
   Shape as = batch, bs = batch;
   as.insert(as.end(), {n, n});
   bs.insert(bs.end(), {n, b.size(-1)});
   const Elimination e = eliminate(a.expand(as), b.expand(bs), {});
   check_pivots(op, a, e.u, name_element);
   return substitute(triu(e.u), e.b, true, false);
-}
-
-// cholesky's composition: the lower factor of af (computing dtype), reading its lower triangle.
-Tensor cholesky_steps(const Tensor& af) {
-  // PyTorch's gradient of cholesky is symmetric (A is taken to be symmetric: a perturbation of
-  // A[i][j] is one of A[j][i] too), while the steps read only the lower triangle. So the steps
-  // take the symmetric part of A, with the difference between it and the lower triangle
-  // mirrored added back without a gradient: the values are the lower triangle's, the gradient
-  // the symmetric one's.
-  const Tensor lower = tril(af) + tril(af, -1).transpose(-2, -1);
-  const Tensor symmetric = (af + af.transpose(-2, -1)) * 0.5;
-  return cholesky_lower(symmetric + (lower - symmetric).detach());
 }
 
 }  // namespace
@@ -215,15 +232,16 @@ Tensor cholesky(const Tensor& a, bool upper) {
   check_dtype(OpId::cholesky, a);
   check_square("cholesky", "A", a);
   const Tensor af = computing(upper ? a.transpose(-2, -1) : a);
-  Tensor l;
-  if (af.numel() > 0 && detail::use_fused_kernel(OpId::cholesky, af, af.dtype())) {
-    // LAPACK's potrf on the CPU where no gradient is recorded (Note [LAPACK through OpenBLAS]).
+  // LAPACK's potrf on the CPU (Note [LAPACK through OpenBLAS]), or the steps; either way
+  // untracked, the gradient recorded in closed form below.
+  const Tensor l = autograd::untracked([&] {
+    if (af.numel() == 0 || !detail::use_fused_kernel(OpId::cholesky, af, af.dtype()))
+      return cholesky_lower(tril(af));
     const Tensor in = af.contiguous();
-    l = detail::new_tensor(in.sizes(), in.dtype(), detail::impl_of(in));
-    detail::run_kernel(OpId::cholesky, {in}, {l});
-  } else {
-    l = cholesky_steps(af);
-  }
+    Tensor out = detail::new_tensor(in.sizes(), in.dtype(), detail::impl_of(in));
+    detail::run_kernel(OpId::cholesky, {in}, {out});
+    return out;
+  });
   // A leading minor that is not positive-definite makes its diagonal entry NaN (sqrt of a
   // negative, or the kernel's mark) or not positive, and every column after it NaN.
   const Tensor d = diagonal(l, 0, -2, -1);
@@ -233,6 +251,7 @@ Tensor cholesky(const Tensor& a, bool upper) {
                     "because the input is not positive-definite (the leading minor "
                     "of order {} is not positive-definite).",
                     batch_prefix(a, bad->first), bad->second + 1));
+  autograd::record_cholesky(af, l);
   return (upper ? l.transpose(-2, -1) : l).to(a.dtype());
 }
 
@@ -251,13 +270,17 @@ Tensor solve_triangular(const Tensor& a, const Tensor& b, bool upper, bool left,
         fmt::format("linalg.solve_triangular: Incompatible shapes of A and B for the "
                     "equation {} ({}x{} and {}x{})",
                     left ? "AX = B" : "XA = B", n, n, b.size(-2), b.size(-1)));
-  const Tensor t = triangle(computing(a), upper, unitriangular);
-  const Tensor bf = computing(b);
-  // X A = B is A^T X^T = B^T, with the triangle flipped.
-  const Tensor x =
-      left ? substitute(t, bf, upper, unitriangular)
-           : substitute(t.transpose(-2, -1), bf.transpose(-2, -1), !upper, unitriangular)
-                 .transpose(-2, -1);
+  const Tensor af = computing(a), bf = computing(b);
+  const Tensor x = autograd::untracked([&] {
+    if (bf.numel() > 0 && detail::use_fused_kernel(OpId::solve_triangular, af, af.dtype()))
+      return fused_solve_triangular(af, bf, upper, left, unitriangular);
+    const Tensor t = triangle(af, upper, unitriangular);
+    // X A = B is A^T X^T = B^T, with the triangle flipped.
+    return left ? substitute(t, bf, upper, unitriangular)
+                : substitute(t.transpose(-2, -1), bf.transpose(-2, -1), !upper, unitriangular)
+                      .transpose(-2, -1);
+  });
+  autograd::record_solve_triangular(af, bf, upper, left, unitriangular, x);
   return x.to(a.dtype());
 }
 
@@ -300,14 +323,36 @@ Tensor inv(const Tensor& a) {
   return solve_by_elimination("inv", af, identity, true).to(a.dtype());
 }
 
+}  // namespace linalg
+
+namespace {
+
+// The sign of A's row permutation ([...]) and U's diagonal ([..., n]) in A = P L U: by the
+// device's fused LU where it has one and no gradient is recorded (at a singular A, det's
+// gradient through the steps is finite, through LU's closed form it is not), else by the
+// elimination.
+std::pair<Tensor, Tensor> sign_and_diagonal(const Tensor& af) {
+  if (af.numel() > 0 && !autograd::should_record({&af}) &&
+      detail::use_fused_kernel(OpId::lu_factor_ex, af, af.dtype())) {
+    const linalg::LUFactorization f = linalg::lu_factor_ex(af);
+    const Tensor unswapped = positions(af, af.size(-1), DType::i32) + 1;
+    const Tensor flips = ne(f.pivots, unswapped).to(af.dtype());
+    return {prod(1.0 - flips * 2.0, {-1}), diagonal(f.LU, 0, -2, -1)};
+  }
+  const Elimination e = eliminate(af, Tensor(), {.sign = true});
+  return {e.sign, diagonal(e.u, 0, -2, -1)};
+}
+
+}  // namespace
+
+namespace linalg {
+
 std::pair<Tensor, Tensor> slogdet(const Tensor& a) {
   check_defined("slogdet", {&a});
   check_dtype(OpId::slogdet, a);
   check_square("slogdet", "A", a);
-  const Tensor af = computing(a);
-  const Elimination e = eliminate(af, Tensor(), {.sign = true});
-  const Tensor d = diagonal(e.u, 0, -2, -1);
-  const Tensor sign = e.sign * prod(ferry::sign(d), {-1});
+  const auto [permutation_sign, d] = sign_and_diagonal(computing(a));
+  const Tensor sign = permutation_sign * prod(ferry::sign(d), {-1});
   const Tensor logabsdet = sum(log(abs(d)), {-1});
   return {sign.to(a.dtype()), logabsdet.to(a.dtype())};
 }
@@ -316,9 +361,8 @@ Tensor det(const Tensor& a) {
   check_defined("det", {&a});
   check_dtype(OpId::det, a);
   check_square("det", "A", a);
-  const Tensor af = computing(a);
-  const Elimination e = eliminate(af, Tensor(), {.sign = true});
-  return (e.sign * prod(diagonal(e.u, 0, -2, -1), {-1})).to(a.dtype());
+  const auto [permutation_sign, d] = sign_and_diagonal(computing(a));
+  return (permutation_sign * prod(d, {-1})).to(a.dtype());
 }
 
 }  // namespace linalg
@@ -352,10 +396,9 @@ Tensor cholesky_solve(const Tensor& b, const Tensor& l, bool upper) {
                     "each A matrix is {} by {} but each b matrix is {} by {}",
                     l.size(-2), l.size(-1), b.size(-2), b.size(-1)));
   const Tensor lower = computing(upper ? l.transpose(-2, -1) : l);
-  const Tensor t = tril(lower);
-  // A = L L^T: L Y = B, then L^T X = Y.
-  const Tensor y = substitute(t, computing(b), false, false);
-  return substitute(t.transpose(-2, -1), y, true, false).to(b.dtype());
+  // A = L L^T: L Y = B, then L^T X = Y (trsm on the CPU).
+  const Tensor y = linalg::solve_triangular(lower, computing(b), false);
+  return linalg::solve_triangular(lower.transpose(-2, -1), y, true).to(b.dtype());
 }
 
 }  // namespace ferry

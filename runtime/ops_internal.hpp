@@ -68,7 +68,9 @@ void check_dtype(OpId op, const Tensor& x);
 Tensor unary_kernel(OpId op, const Tensor& x);
 
 // Note [Composite ops] in ferry/op.hpp (ops_composite.cpp): whether composite
-// op `op` runs as x's device's fused kernel, computing in `compute`; and the
+// op `op` runs as x's device's fused kernel, computing in `compute` (under
+// autograd only for a row whose grad is "formula", the node its front-end
+// records serving either path); and the
 // unary composite ops by id (unary_op's way to them).
 bool use_fused_kernel(OpId op, const Tensor& x, DType compute);
 // The same for an op whose row names backward kernel rows (OpInfo::backward_kernels(): the

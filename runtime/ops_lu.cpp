@@ -18,6 +18,7 @@
 #include <utility>
 #include <vector>
 
+#include "autograd/formulas.hpp"
 #include "dispatch.hpp"
 #include "ferry/error.hpp"
 #include "ferry/ops.hpp"
@@ -37,7 +38,6 @@ using linalg_detail::check_square;
 using linalg_detail::computing;
 using linalg_detail::eliminate;
 using linalg_detail::positions;
-using linalg_detail::substitute;
 
 // The permutation ([..., m] i64) that 0-based pivots ([..., k] i64) make of m rows (the Note).
 Tensor permutation(const Tensor& pivots, std::int64_t m) {
@@ -95,9 +95,10 @@ std::pair<Tensor, Tensor> unpack_data(const Tensor& lu) {
 }
 
 // lu_factor_ex's results in the computing dtype, and U's diagonal's zeros as info.
-linalg::LUFactorization factor(const Tensor& a, bool pivot) {
+// Untracked: the caller records LU's gradient in closed form.
+linalg::LUFactorization factor_untracked(const Tensor& a, bool pivot) {
   if (pivot && a.numel() > 0 && detail::use_fused_kernel(OpId::lu_factor_ex, a, a.dtype())) {
-    // LAPACK's getrf on the CPU where no gradient is recorded (Note [LAPACK through OpenBLAS]).
+    // LAPACK's getrf on the CPU (Note [LAPACK through OpenBLAS]).
     const Tensor in = a.contiguous();
     const std::int64_t k = std::min(a.size(-2), a.size(-1));
     Shape pivots = batch_of(a, 2);
@@ -118,6 +119,16 @@ linalg::LUFactorization factor(const Tensor& a, bool pivot) {
           ? zeros(batch_of(a, 2), {.dtype = DType::i32, .device = a.device()})
           : ((argmax(zero, -1) + 1) * amax(zero, {-1}).to(DType::i64)).to(DType::i32);
   return {triu(e.u) + e.multipliers, (e.pivots + 1).to(DType::i32), info};
+}
+
+linalg::LUFactorization factor(const Tensor& a, bool pivot) {
+  linalg::LUFactorization f;
+  {
+    NoGradGuard untracked;
+    f = factor_untracked(a, pivot);
+  }
+  autograd::record_lu_factor(a, f.LU, f.pivots);
+  return f;
 }
 
 }  // namespace
@@ -191,16 +202,20 @@ Tensor lu_solve(const Tensor& lu, const Tensor& pivots, const Tensor& b, bool le
   Shape bs = batch;  // B's shape and the row indices' alike
   bs.insert(bs.end(), {n, bl.size(-1)});
   const Tensor index = perm.unsqueeze(-1).expand(bs).contiguous();
-  const Tensor lower = tril(luf, -1), upper = triu(luf);
+  // The triangular solves read LU's triangles (L's diagonal taken as ones), through the
+  // device's fused kernel where it has one (the CPU: trsm).
+  const auto solve = [](const Tensor& t, const Tensor& rhs, bool upper, bool unit) {
+    return linalg::solve_triangular(t, rhs, upper, /*left=*/true, unit);
+  };
   Tensor x;
   if (!transposed) {
     // A = P L U: X = U^-1 L^-1 P^T B, P^T B being B's rows in perm's order.
     const Tensor permuted = gather_in_range(bl.expand(bs), -2, index);
-    x = substitute(upper, substitute(lower, permuted, false, true), true, false);
+    x = solve(luf, solve(luf, permuted, false, true), true, false);
   } else {
     // A^T = U^T L^T P^T: X = P L^-T U^-T B, P W putting W's row i at row perm[i].
-    const Tensor w = substitute(lower.transpose(-2, -1),
-                                substitute(upper.transpose(-2, -1), bl, false, false), true, true);
+    const Tensor lut = luf.transpose(-2, -1);
+    const Tensor w = solve(lut, solve(lut, bl, false, false), true, true);
     const Tensor inverse = argsort(perm, -1).unsqueeze(-1).expand(bs).contiguous();
     x = gather_in_range(w.expand(bs), -2, inverse);
   }

@@ -11,7 +11,9 @@
 // (multiplies and sums), and two rank-one updates. The gradient is that of the steps: for A of
 // full rank it is PyTorch's closed form to rounding (1e-14 in f64 on the generator's matrices).
 // Where a column is exactly zero below the diagonal (A triangular there) the skipped reflection
-// passes no gradient to those zeros, while PyTorch's formula gives them one.
+// passes no gradient to those zeros, while PyTorch's formula gives them one. On the CPU, where no
+// gradient is recorded, LAPACK's geqrf and orgqr compute the same reflections (Note [LAPACK
+// through OpenBLAS]).
 //
 // Note [Symmetric eigendecomposition by Jacobi rotations]
 // A rotation in the plane (p, q) zeroes A's entry (p, q); a sweep rotates every pair once, and
@@ -259,6 +261,20 @@ std::pair<Tensor, Tensor> qr(const Tensor& a, std::string_view mode) {
   const Tensor af = computing(a);
   const std::int64_t m = a.size(-2), n = a.size(-1), k = std::min(m, n);
   const bool want_q = mode != "r";
+  if (af.numel() > 0 && detail::use_fused_kernel(OpId::qr, af, af.dtype())) {
+    // LAPACK's geqrf and orgqr on the CPU where no gradient is recorded (Note [LAPACK through
+    // OpenBLAS]): Q with k columns (m: complete; none: R alone), R with k rows (m: complete).
+    const Tensor in = af.contiguous();
+    Shape q_sizes = batch_of(a, 2), r_sizes = batch_of(a, 2);
+    q_sizes.insert(q_sizes.end(), {m, want_q ? (mode == "complete" ? m : k) : 0});
+    r_sizes.insert(r_sizes.end(), {mode == "complete" ? m : k, n});
+    DeviceImpl& impl = detail::impl_of(in);
+    const Tensor q = detail::new_tensor(q_sizes, in.dtype(), impl);
+    const Tensor r = detail::new_tensor(r_sizes, in.dtype(), impl);
+    detail::run_kernel(OpId::qr, {in}, {q, r});
+    return {want_q ? q.to(a.dtype()) : empty({0}, {.dtype = a.dtype(), .device = a.device()}),
+            r.to(a.dtype())};
+  }
   const Tensor rows = positions(af, m, af.dtype());
   Shape q_shape = batch_of(a, 2);
   q_shape.insert(q_shape.end(), {m, m});

@@ -29,7 +29,9 @@
 // still have a fused kernel for one (the row's backends, or a plugin that
 // registers it): the fused kernel runs when the device supports the op in
 // the dtype and no gradient is being recorded for the call, the composition
-// otherwise — unless its row names backward kernel rows (the column backward,
+// otherwise — unless its grad is "formula" (its front-end records the one node
+// whichever ran: cholesky, solve_triangular, lu_factor_ex) or its row names
+// backward kernel rows (the column backward,
 // OpInfo::backward_kernels(): the convolutions' conv_backward_input and
 // conv_backward_weight, batch_norm_backward, the pools', interpolate's and
 // scaled_dot_product_attention's): where the device has those too, it runs under autograd too,

@@ -134,6 +134,16 @@ void record_scatter_reduce(const Tensor& x, std::int64_t d, const Tensor& index,
 void record_index_put(const Tensor& x, const Tensor& targets, const Tensor& values,
                       std::string_view reduce, const Tensor& out);
 void record_cat(const std::vector<Tensor>& tensors, std::int64_t dim, const Tensor& out);
+
+// ---- factorizations (formulas_linalg.cpp): PyTorch's closed forms, whichever path (a LAPACK
+// kernel or the composition, run untracked) computed the result ----
+// l: the lower Cholesky factor of a (linalg.cholesky with upper takes it of A^T).
+void record_cholesky(const Tensor& a, const Tensor& l);
+// x: linalg.solve_triangular(a, b, upper, left, unitriangular)'s result.
+void record_solve_triangular(const Tensor& a, const Tensor& b, bool upper, bool left,
+                             bool unitriangular, const Tensor& x);
+// lu: linalg.lu_factor_ex(a)'s packed factors, pivots its int32 pivots.
+void record_lu_factor(const Tensor& a, const Tensor& lu, const Tensor& pivots);
 void record_stack(const std::vector<Tensor>& tensors, std::int64_t dim, const Tensor& out);
 
 }  // namespace ferry::autograd

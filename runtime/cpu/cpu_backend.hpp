@@ -19,7 +19,8 @@ void add_elementwise_kernels(KernelTable& table);
 void add_random_kernels(KernelTable& table);
 void add_reduce_kernels(KernelTable& table);
 void add_linalg_kernels(KernelTable& table);
-// cholesky, lu_factor_ex and eigh through LAPACK where the BLAS has it (cpu_kernels_lapack.cpp).
+// solve_triangular through BLAS's trsm, and cholesky, lu_factor_ex, eigh and qr through LAPACK
+// where the BLAS has it (cpu_kernels_lapack.cpp).
 void add_lapack_kernels(KernelTable& table);
 // matmul's matrix-vector path (cpu_kernels_matvec.cpp): runs the call and returns true when
 // one side has at most 8 rows and the other is a weight read along k; false leaves it alone.

@@ -1,26 +1,26 @@
-// runtime/cpu/cpu_kernels_lapack.cpp — the fused kernels of cholesky, lu_factor_ex and eigh on
-// the CPU: LAPACK's potrf, getrf and syevd from the OpenBLAS ferry links
-// (docs/kernel-contract.md, "cholesky", "lu_factor_ex" and "eigh").
+// runtime/cpu/cpu_kernels_lapack.cpp — the fused kernels of the factorizations on the CPU:
+// LAPACK's potrf, getrf, syevd, and geqrf with orgqr, from the OpenBLAS ferry links, for cholesky,
+// lu_factor_ex, eigh and qr; and BLAS's trsm, which every BLAS has, for solve_triangular
+// (docs/kernel-contract.md, "cholesky", "lu_factor_ex", "eigh", "qr" and "solve_triangular").
 //
 // Note [LAPACK through OpenBLAS]
-// The factorizations are compositions that run on every device and differentiate through their
-// steps (Note [Linear algebra as compositions] in runtime/ops_factorize.cpp), but on the CPU each
-// of their thousands of op calls is a dispatch over a few hundred bytes, 30 to 150 times slower
-// than LAPACK (docs/linalg.md). OpenBLAS ships LAPACK; where the BLAS found at build time has it
-// (CMake's FERRY_BLAS_HAS_LAPACK), these kernels call it, and the core runs them where no
-// gradient is recorded (a fused composite op, Note [Composite ops] in ferry/op.hpp); with a
-// gradient, or without LAPACK, the composition runs. eigh's rotations run without autograd
-// anyway (its gradient is attached after, in closed form), so syevd serves it with a gradient
-// too. LAPACK is column-major and ferry row-major:
-// a row-major matrix is its transpose to LAPACK. Cholesky of a symmetric matrix needs no copy
-// (the row-major lower triangle is the column-major upper one), LU does (getrf of A^T is not
-// LU of A), so its matrices are transposed into a scratch buffer and back. The batch is split
-// over threads (OpenBLAS's OpenMP build runs single-threaded inside a parallel region), a
-// single large matrix left to LAPACK's own threads.
-#include "cpu/cpu_backend.hpp"
-
-#ifdef FERRY_HAVE_LAPACK
-
+// The factorizations are compositions that run on every device (Note [Linear algebra as
+// compositions] in runtime/ops_factorize.cpp), but on the CPU each of their thousands of op calls
+// is a dispatch over a few hundred bytes, 30 to 400 times slower than LAPACK (docs/linalg.md).
+// OpenBLAS ships LAPACK; where the BLAS found at build time has it (CMake's
+// FERRY_BLAS_HAS_LAPACK), these kernels call it. The core runs cholesky's, lu_factor_ex's,
+// solve_triangular's and eigh's whether or not a gradient is recorded: their front-ends run
+// either path untracked and record the gradient in closed form (Note [Closed-form gradients of
+// the factorizations] in runtime/autograd/formulas_linalg.cpp; eigh's is attached after its
+// rotations). qr's gradient is that of its Householder steps, so its kernel runs where no
+// gradient is recorded. Without LAPACK the compositions run (trsm aside). LAPACK is column-major
+// and ferry row-major: a row-major matrix is its transpose to LAPACK. Cholesky of a symmetric
+// matrix needs no copy (the row-major lower triangle is the column-major upper one), LU and QR
+// do (getrf of A^T is not LU of A), so their matrices are transposed into a scratch buffer and
+// back; trsm takes row-major operands itself (CBLAS). The batch is split over threads
+// (OpenBLAS's OpenMP build runs single-threaded inside a parallel region), a single large matrix
+// left to LAPACK's own threads.
+#include <cblas.h>
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -30,37 +30,11 @@
 #include <limits>
 #include <vector>
 
+#include "cpu/cpu_backend.hpp"
 #include "cpu/cpu_loops.hpp"
-
-// LAPACK's Fortran interface as OpenBLAS exports it (32-bit integers; the trailing length of
-// the character argument, gfortran's convention, is passed as 1).
-extern "C" {
-void spotrf_(const char* uplo, const int* n, float* a, const int* lda, int* info, std::size_t);
-void dpotrf_(const char* uplo, const int* n, double* a, const int* lda, int* info, std::size_t);
-void sgetrf_(const int* m, const int* n, float* a, const int* lda, int* ipiv, int* info);
-void dgetrf_(const int* m, const int* n, double* a, const int* lda, int* ipiv, int* info);
-void ssyevd_(const char* jobz, const char* uplo, const int* n, float* a, const int* lda, float* w,
-             float* work, const int* lwork, int* iwork, const int* liwork, int* info, std::size_t,
-             std::size_t);
-void dsyevd_(const char* jobz, const char* uplo, const int* n, double* a, const int* lda, double* w,
-             double* work, const int* lwork, int* iwork, const int* liwork, int* info, std::size_t,
-             std::size_t);
-}
 
 namespace ferry::cpu {
 namespace {
-
-void potrf(const char* uplo, int n, float* a, int* info) { spotrf_(uplo, &n, a, &n, info, 1); }
-void potrf(const char* uplo, int n, double* a, int* info) { dpotrf_(uplo, &n, a, &n, info, 1); }
-void getrf(int m, int n, float* a, int* ipiv, int* info) { sgetrf_(&m, &n, a, &m, ipiv, info); }
-void getrf(int m, int n, double* a, int* ipiv, int* info) { dgetrf_(&m, &n, a, &m, ipiv, info); }
-void syevd(int n, float* a, float* w, float* work, int lwork, int* iwork, int liwork, int* info) {
-  ssyevd_("V", "U", &n, a, &n, w, work, &lwork, iwork, &liwork, info, 1, 1);
-}
-void syevd(int n, double* a, double* w, double* work, int lwork, int* iwork, int liwork,
-           int* info) {
-  dsyevd_("V", "U", &n, a, &n, w, work, &lwork, iwork, &liwork, info, 1, 1);
-}
 
 // [..., m, n] contiguous: the batch count and m, n, within LAPACK's 32-bit sizes.
 struct Matrices {
@@ -78,6 +52,107 @@ Matrices matrices_of(const TensorArg& x, const char* op) {
 // Matrices per thread's share: enough work per share that threading pays.
 std::int64_t grain(std::int64_t m, std::int64_t n) {
   return std::max<std::int64_t>(1, kParallelGrain / std::max<std::int64_t>(1, m * n));
+}
+
+// The kernel of `op`: f32 or f64 (LAPACK has no 16-bit types; the core widens those first).
+KernelFn f32_or_f64(const char* op, void (*f32)(const OpCall&), void (*f64)(const OpCall&)) {
+  return [op, f32, f64](DeviceImpl&, const OpCall& c) {
+    const DType dtype = c.inputs.at(0).dtype;
+    if (dtype == DType::f32) return f32(c);
+    if (dtype == DType::f64) return f64(c);
+    throw DTypeError(fmt::format("{}: the cpu kernel takes f32 and f64", op));
+  };
+}
+
+void trsm(CBLAS_SIDE side, CBLAS_UPLO uplo, CBLAS_DIAG diag, int m, int n, const float* a, int lda,
+          float* b) {
+  cblas_strsm(CblasRowMajor, side, uplo, CblasNoTrans, diag, m, n, 1.0f, a, lda, b, n);
+}
+void trsm(CBLAS_SIDE side, CBLAS_UPLO uplo, CBLAS_DIAG diag, int m, int n, const double* a, int lda,
+          double* b) {
+  cblas_dtrsm(CblasRowMajor, side, uplo, CblasNoTrans, diag, m, n, 1.0, a, lda, b, n);
+}
+
+// X with T X = B (left) or X T = B, T [..., n, n] triangular (one matrix for every B, or one
+// each), B [..., rows, cols]: B copied to X and solved in place.
+template <typename T> void solve_triangular_kernel(const OpCall& call) {
+  const TensorArg& t = call.inputs.at(0);
+  const TensorArg& b = call.inputs.at(1);
+  const Matrices zt = matrices_of(t, "solve_triangular");
+  const Matrices zb = matrices_of(b, "solve_triangular");
+  const bool left = call.attrs.b("left");
+  const std::int64_t n = zt.n;
+  if (zt.m != n || (left ? zb.m : zb.n) != n || (zt.count != 1 && zt.count != zb.count))
+    throw ShapeError(
+        "solve_triangular: the cpu kernel takes T [n, n] or [..., n, n] and B of "
+        "T's batch");
+  const CBLAS_SIDE side = left ? CblasLeft : CblasRight;
+  const CBLAS_UPLO uplo = call.attrs.b("upper") ? CblasUpper : CblasLower;
+  const CBLAS_DIAG diag = call.attrs.b("unitriangular") ? CblasUnit : CblasNonUnit;
+  const T* a = t.data<T>();
+  const T* rhs = b.data<T>();
+  T* x = call.outputs.at(0).data<T>();
+  const std::int64_t size = zb.m * zb.n, step = zt.count == 1 ? 0 : n * n;
+  std::memcpy(x, rhs, std::size_t(zb.count * size) * sizeof(T));
+  parallel_range(zb.count, grain(n, n + size), [&](std::int64_t begin, std::int64_t end) {
+    for (std::int64_t i = begin; i < end; ++i)
+      trsm(side, uplo, diag, int(zb.m), int(zb.n), a + i * step, int(n), x + i * size);
+  });
+}
+
+}  // namespace
+}  // namespace ferry::cpu
+
+#ifdef FERRY_HAVE_LAPACK
+
+// LAPACK's Fortran interface as OpenBLAS exports it (32-bit integers; the trailing length of
+// the character argument, gfortran's convention, is passed as 1).
+extern "C" {
+void spotrf_(const char* uplo, const int* n, float* a, const int* lda, int* info, std::size_t);
+void dpotrf_(const char* uplo, const int* n, double* a, const int* lda, int* info, std::size_t);
+void sgetrf_(const int* m, const int* n, float* a, const int* lda, int* ipiv, int* info);
+void dgetrf_(const int* m, const int* n, double* a, const int* lda, int* ipiv, int* info);
+void sgeqrf_(const int* m, const int* n, float* a, const int* lda, float* tau, float* work,
+             const int* lwork, int* info);
+void dgeqrf_(const int* m, const int* n, double* a, const int* lda, double* tau, double* work,
+             const int* lwork, int* info);
+void sorgqr_(const int* m, const int* n, const int* k, float* a, const int* lda, const float* tau,
+             float* work, const int* lwork, int* info);
+void dorgqr_(const int* m, const int* n, const int* k, double* a, const int* lda, const double* tau,
+             double* work, const int* lwork, int* info);
+void ssyevd_(const char* jobz, const char* uplo, const int* n, float* a, const int* lda, float* w,
+             float* work, const int* lwork, int* iwork, const int* liwork, int* info, std::size_t,
+             std::size_t);
+void dsyevd_(const char* jobz, const char* uplo, const int* n, double* a, const int* lda, double* w,
+             double* work, const int* lwork, int* iwork, const int* liwork, int* info, std::size_t,
+             std::size_t);
+}
+
+namespace ferry::cpu {
+namespace {
+
+void potrf(const char* uplo, int n, float* a, int* info) { spotrf_(uplo, &n, a, &n, info, 1); }
+void potrf(const char* uplo, int n, double* a, int* info) { dpotrf_(uplo, &n, a, &n, info, 1); }
+void getrf(int m, int n, float* a, int* ipiv, int* info) { sgetrf_(&m, &n, a, &m, ipiv, info); }
+void getrf(int m, int n, double* a, int* ipiv, int* info) { dgetrf_(&m, &n, a, &m, ipiv, info); }
+void geqrf(int m, int n, float* a, float* tau, float* work, int lwork, int* info) {
+  sgeqrf_(&m, &n, a, &m, tau, work, &lwork, info);
+}
+void geqrf(int m, int n, double* a, double* tau, double* work, int lwork, int* info) {
+  dgeqrf_(&m, &n, a, &m, tau, work, &lwork, info);
+}
+void orgqr(int m, int n, int k, float* a, const float* tau, float* work, int lwork, int* info) {
+  sorgqr_(&m, &n, &k, a, &m, tau, work, &lwork, info);
+}
+void orgqr(int m, int n, int k, double* a, const double* tau, double* work, int lwork, int* info) {
+  dorgqr_(&m, &n, &k, a, &m, tau, work, &lwork, info);
+}
+void syevd(int n, float* a, float* w, float* work, int lwork, int* iwork, int liwork, int* info) {
+  ssyevd_("V", "U", &n, a, &n, w, work, &lwork, iwork, &liwork, info, 1, 1);
+}
+void syevd(int n, double* a, double* w, double* work, int lwork, int* iwork, int liwork,
+           int* info) {
+  dsyevd_("V", "U", &n, a, &n, w, work, &lwork, iwork, &liwork, info, 1, 1);
 }
 
 // L with A = L L^T from A's lower triangle; L's upper triangle zero. Where the leading minor of
@@ -129,6 +204,52 @@ template <typename T> void lu_factor_kernel(const OpCall& call) {
   });
 }
 
+// Q and R of each [m, n] by Householder reflections (geqrf, then orgqr for Q's columns), k =
+// min(m, n): Q [m, q] with q = k (reduced), m (complete) or 0 (R alone), R [r, n] with r = k or
+// m, zero below the diagonal. The reflections are LAPACK's, whose signs the composition follows
+// (Note [QR by Householder reflections] in runtime/ops_orthogonal.cpp).
+template <typename T> void qr_kernel(const OpCall& call) {
+  const TensorArg& in = call.inputs.at(0);
+  const Matrices z = matrices_of(in, "qr");
+  const std::int64_t m = z.m, n = z.n, k = std::min(m, n);
+  const TensorArg& q_out = call.outputs.at(0);
+  const TensorArg& r_out = call.outputs.at(1);
+  const std::int64_t q = q_out.sizes.back(), r = r_out.sizes[std::size_t(r_out.ndim() - 2)];
+  if ((q != 0 && q != k && q != m) || (r != k && r != m))
+    throw ShapeError("qr: the cpu kernel takes Q [..., m, k, m or 0] and R [..., k or m, n]");
+  const T* a = in.data<T>();
+  T* qs = q_out.data<T>();
+  T* rs = r_out.data<T>();
+  parallel_range(z.count, grain(m, n * 2), [&](std::int64_t b, std::int64_t e) {
+    // Column-major scratch for the reflectors (m x n) and for Q (m x q, the k reflectors first),
+    // and the workspace both calls ask for.
+    std::vector<T> scratch(static_cast<std::size_t>(m * n)), tau(static_cast<std::size_t>(k) + 1);
+    std::vector<T> qbuf(static_cast<std::size_t>(m * q));
+    T size_qr = 0, size_q = 0;
+    int info = 0, query = -1;
+    geqrf(int(m), int(n), scratch.data(), tau.data(), &size_qr, query, &info);
+    if (q > 0) orgqr(int(m), int(q), int(k), qbuf.data(), tau.data(), &size_q, query, &info);
+    std::vector<T> work(static_cast<std::size_t>(std::max(size_qr, size_q)) + 1);
+    const int lwork = int(work.size());
+    for (std::int64_t i = b; i < e; ++i) {
+      const T* x = a + i * m * n;
+      for (std::int64_t row = 0; row < m; ++row)
+        for (std::int64_t c = 0; c < n; ++c) scratch[std::size_t(c * m + row)] = x[row * n + c];
+      geqrf(int(m), int(n), scratch.data(), tau.data(), work.data(), lwork, &info);
+      T* ri = rs + i * r * n;
+      for (std::int64_t row = 0; row < r; ++row)
+        for (std::int64_t c = 0; c < n; ++c)
+          ri[row * n + c] = c >= row ? scratch[std::size_t(c * m + row)] : T(0);
+      if (q == 0) continue;
+      std::copy(scratch.begin(), scratch.begin() + k * m, qbuf.begin());
+      orgqr(int(m), int(q), int(k), qbuf.data(), tau.data(), work.data(), lwork, &info);
+      T* qi = qs + i * m * q;
+      for (std::int64_t row = 0; row < m; ++row)
+        for (std::int64_t c = 0; c < q; ++c) qi[row * q + c] = qbuf[std::size_t(c * m + row)];
+    }
+  });
+}
+
 // Eigenvalues (ascending) and eigenvectors (as columns) of each symmetric [n, n], by LAPACK's
 // divide and conquer (syevd, which scales a matrix whose entries are huge or tiny). A matrix
 // holding a NaN or an inf is not handed to LAPACK, and it or one LAPACK fails on gets NaN
@@ -172,34 +293,27 @@ template <typename T> void eigh_kernel(const OpCall& call) {
   });
 }
 
-// The kernel of `op`: f32 or f64 (LAPACK has no 16-bit types; the core widens those first).
-KernelFn f32_or_f64(const char* op, void (*f32)(const OpCall&), void (*f64)(const OpCall&)) {
-  return [op, f32, f64](DeviceImpl&, const OpCall& c) {
-    const DType dtype = c.inputs.at(0).dtype;
-    if (dtype == DType::f32) return f32(c);
-    if (dtype == DType::f64) return f64(c);
-    throw DTypeError(fmt::format("{}: the cpu kernel takes f32 and f64", op));
-  };
-}
-
 }  // namespace
+}  // namespace ferry::cpu
+
+#endif  // FERRY_HAVE_LAPACK
+
+namespace ferry::cpu {
 
 void add_lapack_kernels(KernelTable& table) {
+  table.emplace_back(OpId::solve_triangular,
+                     f32_or_f64("solve_triangular", solve_triangular_kernel<float>,
+                                solve_triangular_kernel<double>));
+#ifdef FERRY_HAVE_LAPACK
   table.emplace_back(OpId::cholesky,
                      f32_or_f64("cholesky", cholesky_kernel<float>, cholesky_kernel<double>));
   table.emplace_back(OpId::lu_factor_ex,
                      f32_or_f64("lu_factor_ex", lu_factor_kernel<float>, lu_factor_kernel<double>));
   table.emplace_back(OpId::eigh, f32_or_f64("eigh", eigh_kernel<float>, eigh_kernel<double>));
+  table.emplace_back(OpId::qr, f32_or_f64("qr", qr_kernel<float>, qr_kernel<double>));
+#endif
+  // Without LAPACK in the BLAS found at build time, cholesky, lu_factor_ex and eigh run as
+  // compositions.
 }
 
 }  // namespace ferry::cpu
-
-#else
-
-namespace ferry::cpu {
-// No LAPACK in the BLAS found at build time: cholesky, lu_factor_ex and eigh run as
-// compositions.
-void add_lapack_kernels(KernelTable&) {}
-}  // namespace ferry::cpu
-
-#endif
