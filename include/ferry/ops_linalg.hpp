@@ -6,9 +6,12 @@
 // ops_orthogonal.cpp (Note [Linear algebra as
 // compositions]): a loop over the n columns of [..., n, n] matrices of batched matrix-vector
 // products and element-wise updates, so it runs on every device, on every matrix of a batch at
-// once, and differentiates through its parts. That costs 9 to 41 op calls per column
-// (docs/linalg.md), so these are for the sizes models use them at (a covariance of tens of
-// dimensions, a batch of 3x3 transforms), not a LAPACK replacement for n in the thousands.
+// once. cholesky, solve_triangular and lu_factor_ex record PyTorch's closed-form gradients (and
+// so do the ops made of them); the others differentiate through their parts. A composition costs
+// 9 to 41 op calls per column (docs/linalg.md), so off the CPU these are for the sizes models use
+// them at (a covariance of tens of dimensions, a batch of 3x3 transforms); the CPU runs LAPACK
+// and BLAS kernels under cholesky, lu_factor_ex, solve_triangular, eigh and qr (Note [LAPACK
+// through OpenBLAS]).
 //
 // Dtypes: f32 and f64; f16 and bf16 inputs are computed in f32 and rounded back (PyTorch's
 // linalg refuses them). Integer and bool inputs are a
