@@ -55,6 +55,11 @@ inline std::string batch_prefix(const Tensor& x, std::int64_t at) {
   return x.dim() > 2 ? fmt::format("(Batch element {}): ", at) : std::string();
 }
 
+// T's triangle that solve_triangular reads (unit: without the diagonal).
+inline Tensor triangle(const Tensor& t, bool upper, bool unit) {
+  return upper ? triu(t, unit ? 1 : 0) : tril(t, unit ? -1 : 0);
+}
+
 // X with T X = B for T upper or lower triangular (its other triangle already zero), B [..., n, k]
 // with T's batch dims broadcast; unit: T's diagonal taken as ones (and already zeroed).
 Tensor substitute(const Tensor& t, const Tensor& b, bool upper, bool unit);

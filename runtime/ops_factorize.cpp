@@ -53,6 +53,7 @@ using linalg_detail::eliminate;
 using linalg_detail::Elimination;
 using linalg_detail::positions;
 using linalg_detail::substitute;
+using linalg_detail::triangle;
 
 void check_same_dtype(const char* op, const Tensor& a, const Tensor& b) {
   if (a.dtype() != b.dtype())
@@ -164,12 +165,6 @@ Elimination eliminate(Tensor u, Tensor b, const EliminationOptions& want) {
 }  // namespace linalg_detail
 
 namespace {
-
-// T's triangle that solve_triangular reads (unit: without the diagonal).
-Tensor triangle(const Tensor& t, bool upper, bool unit) {
-  const std::int64_t off = unit ? 1 : 0;
-  return upper ? triu(t, off) : tril(t, -off);
-}
 
 // solve_triangular by the device's kernel (the CPU: BLAS's trsm), A's and B's batch dims
 // broadcast: B's expanded, A's too unless it is one matrix, which the kernel applies to each of

@@ -25,16 +25,12 @@
 #include "autograd/formulas.hpp"
 #include "autograd/graph.hpp"
 #include "ferry/ops.hpp"
+#include "linalg_internal.hpp"
 
 namespace ferry::autograd {
 namespace {
 
 Tensor mT(const Tensor& t) { return t.transpose(-2, -1); }
-
-// The triangle of A that solve_triangular reads (unit: without the diagonal).
-Tensor triangle_of(const Tensor& t, bool upper, bool unit) {
-  return upper ? triu(t, unit ? 1 : 0) : tril(t, unit ? -1 : 0);
-}
 
 // x's rows (dim -2) or columns (dim -1) continued with zeros up to `size`.
 Tensor pad_zeros(const Tensor& x, std::int64_t dim, std::int64_t size) {
@@ -95,9 +91,9 @@ void record_solve_triangular(const Tensor& a, const Tensor& b, bool upper, bool 
            Tensor ga;
            if (needs[0]) {
              const Tensor xt = mT(x.get());
-             ga = sum_to(
-                 triangle_of(-(left ? matmul(gb, xt) : matmul(xt, gb)), upper, unitriangular),
-                 a_shape);
+             ga = sum_to(linalg_detail::triangle(-(left ? matmul(gb, xt) : matmul(xt, gb)), upper,
+                                                 unitriangular),
+                         a_shape);
            }
            return {ga, needs[1] ? sum_to(gb, b_shape) : Tensor()};
          });
