@@ -42,6 +42,15 @@ std::function<void()> linalg_step(const ferry::Device& device, const Case& c) {
       y.backward();
       return y;
     };
+  } else if (op == "det+backward" || op == "slogdet+backward") {
+    const ferry::Tensor a = (x + eye * double(c.n)).requires_grad_();
+    const bool det = op == "det+backward";
+    call = [a, det] {
+      const ferry::Tensor y =
+          ferry::sum(det ? ferry::linalg::det(a) : ferry::linalg::slogdet(a).second);
+      y.backward();
+      return y;
+    };
   } else if (op == "solve_triangular") {
     const ferry::Tensor a = x + eye * double(c.n);
     call = [a, b] { return ferry::linalg::solve_triangular(a, b, false); };
@@ -58,6 +67,14 @@ std::function<void()> linalg_step(const ferry::Device& device, const Case& c) {
   } else if (op == "lu_factor") {
     const ferry::Tensor a = x + eye * double(c.n);
     call = [a] { return ferry::linalg::lu_factor(a).first; };
+  } else if (op == "qr+backward") {
+    const ferry::Tensor a = x.detach().requires_grad_();
+    call = [a] {
+      const auto [q, r] = ferry::linalg::qr(a);
+      const ferry::Tensor y = ferry::sum(q) + ferry::sum(r);
+      y.backward();
+      return y;
+    };
   } else if (op == "qr") {
     call = [x] { return ferry::linalg::qr(x).second; };
   } else {

@@ -1,7 +1,7 @@
 // benchmarks/bench_linalg.hpp — the factorizations and solvers of ferry/ops_linalg.hpp at the
 // sizes models use them at, ferry's (compositions of batched element-wise ops, Note [Linear
 // algebra as compositions]) in bench_linalg.cpp, PyTorch's (LAPACK through libtorch, in this
-// process) in bench_linalg_torch.cpp: the same inputs and the same work, forward only.
+// process) in bench_linalg_torch.cpp: the same inputs and the same work.
 #pragma once
 
 #include <cstdint>
@@ -11,9 +11,10 @@ namespace bench::linalg {
 
 // One case: `op` on a [batch, n, n] input (batch 0: a single [n, n] matrix); solve's and
 // solve_triangular's B is [batch, n, 1]. The inputs are made well-posed the same way on both
-// sides: a random matrix plus n I (solve, lu_factor, solve_triangular, which reads its lower
-// triangle), X X^T + I (cholesky), X + X^T (eigh), X (qr). "+backward": the op, then the
-// backward of its result's sum to A (and B), the inputs leaves that require grad.
+// sides: a random matrix plus n I (solve, lu_factor, det, slogdet, solve_triangular, which
+// reads its lower triangle), X X^T + I (cholesky), X + X^T (eigh), X (qr). "+backward": the op,
+// then the backward of its result's sum to A (and B), the inputs leaves that require grad
+// (slogdet's: logabsdet's sum).
 struct Case {
   const char* op;
   std::int64_t batch, n;
@@ -25,7 +26,10 @@ inline constexpr Case kCases[] = {{"solve", 4096, 4},
                                   {"eigh", 0, 32},
                                   {"solve_triangular", 0, 64},
                                   {"cholesky+backward", 0, 64},
-                                  {"solve+backward", 4096, 4}};
+                                  {"solve+backward", 4096, 4},
+                                  {"det+backward", 4096, 4},
+                                  {"slogdet+backward", 0, 64},
+                                  {"qr+backward", 0, 64}};
 // --quick: every case on a [4, 6, 6] batch.
 inline Case sized(const Case& c, bool quick) { return quick ? Case{c.op, 4, 6} : c; }
 

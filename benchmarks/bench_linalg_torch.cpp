@@ -34,7 +34,7 @@ void torch_setup(const Case& c) {
     in.a = torch::matmul(x, x.transpose(-2, -1)) + eye;
   else if (op == "eigh")
     in.a = x + x.transpose(-2, -1);
-  else if (op == "qr")
+  else if (op == "qr" || op == "qr+backward")
     in.a = x;
   else
     in.a = x + eye * double(c.n);
@@ -59,13 +59,20 @@ void torch_step(const Case& c) {
     torch::linalg_solve_triangular(in.a, in.b, /*upper=*/false);
   else if (op == "cholesky+backward")
     torch::linalg_cholesky(in.a).sum().backward();
+  else if (op == "det+backward")
+    torch::linalg_det(in.a).sum().backward();
+  else if (op == "slogdet+backward")
+    std::get<1>(torch::linalg_slogdet(in.a)).sum().backward();
   else if (op == "cholesky")
     torch::linalg_cholesky(in.a);
   else if (op == "lu_factor")
     torch::linalg_lu_factor(in.a);
   else if (op == "qr")
     torch::linalg_qr(in.a);
-  else
+  else if (op == "qr+backward") {
+    const auto [q, r] = torch::linalg_qr(in.a);
+    (q.sum() + r.sum()).backward();
+  } else
     torch::linalg_eigh(in.a);
 }
 

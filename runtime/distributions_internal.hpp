@@ -12,6 +12,7 @@
 #include <utility>
 #include <vector>
 
+#include "dtype_limits.hpp"
 #include "ferry/distributions.hpp"
 #include "ferry/error.hpp"
 #include "ferry/ops.hpp"
@@ -57,32 +58,11 @@ inline void check_one_of(const char* who, const Tensor& probs, const Tensor& log
 
 inline bool all_true(const Tensor& ok) { return ok.numel() == 0 || all(ok).item<bool>(); }
 
-// PyTorch's torch.finfo(dtype).eps, which clamp_probs keeps probabilities away from 0 and 1 by.
-inline double machine_eps(DType dt) {
-  switch (dt) {
-    case DType::f64:
-      return std::numeric_limits<double>::epsilon();
-    case DType::f16:
-      return 0.0009765625;  // 2^-10
-    case DType::bf16:
-      return 0.0078125;  // 2^-7
-    default:
-      return double(std::numeric_limits<float>::epsilon());
-  }
-}
-
-// PyTorch's torch.finfo(dtype).tiny, the smallest normal number, which the inversion samplers
-// (Geometric, Gumbel) keep their uniform draws above so that log u stays finite.
-inline double smallest_normal(DType dt) {
-  switch (dt) {
-    case DType::f64:
-      return std::numeric_limits<double>::min();
-    case DType::f16:
-      return 6.103515625e-05;  // 2^-14
-    default:                   // f32, and bf16, which has f32's exponent range
-      return double(std::numeric_limits<float>::min());
-  }
-}
+// torch.finfo's eps and tiny (runtime/dtype_limits.hpp): clamp_probs keeps probabilities eps
+// away from 0 and 1; the inversion samplers (Geometric, Gumbel) keep their uniform draws above
+// tiny so that log u stays finite.
+using ferry::detail::machine_eps;
+using ferry::detail::smallest_normal;
 
 // A tensor of NaN shaped like t (the undefined moments).
 inline Tensor nan_like(const Tensor& t) {

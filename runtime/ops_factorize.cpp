@@ -322,20 +322,32 @@ Tensor inv(const Tensor& a) {
 
 namespace {
 
-// The sign of A's row permutation ([...]) and U's diagonal ([..., n]) in A = P L U: by the
-// device's fused LU where it has one and no gradient is recorded (at a singular A, det's
-// gradient through the steps is finite, through LU's closed form it is not), else by the
-// elimination.
-std::pair<Tensor, Tensor> sign_and_diagonal(const Tensor& af) {
-  if (af.numel() > 0 && !autograd::should_record({&af}) &&
-      detail::use_fused_kernel(OpId::lu_factor_ex, af, af.dtype())) {
-    const linalg::LUFactorization f = linalg::lu_factor_ex(af);
+// det's and slogdet's A = P L U: the sign of its row permutation ([...]), U's diagonal
+// ([..., n]), and lu_factor_ex's factors where a gradient is recorded. Those take lu_factor_ex
+// (the device's getrf, or its composition) run untracked, for the closed-form gradient
+// (formulas_linalg.cpp). Without a gradient: the device's fused getrf where it has one, else
+// the elimination, which skips the pivots' bookkeeping. An empty A differentiates through the
+// elimination's parts.
+struct DetFactors {
+  Tensor sign;
+  Tensor diagonal;
+  linalg::LUFactorization lu;
+};
+
+DetFactors det_factors(const Tensor& af) {
+  const bool recorded = af.numel() > 0 && autograd::should_record({&af});
+  if (recorded ||
+      (af.numel() > 0 && detail::use_fused_kernel(OpId::lu_factor_ex, af, af.dtype()))) {
+    NoGradGuard untracked;
+    linalg::LUFactorization f = linalg::lu_factor_ex(af);
     const Tensor unswapped = positions(af, af.size(-1), DType::i32) + 1;
     const Tensor flips = ne(f.pivots, unswapped).to(af.dtype());
-    return {prod(1.0 - flips * 2.0, {-1}), diagonal(f.LU, 0, -2, -1)};
+    DetFactors out{prod(1.0 - flips * 2.0, {-1}), diagonal(f.LU, 0, -2, -1), {}};
+    if (recorded) out.lu = std::move(f);
+    return out;
   }
   const Elimination e = eliminate(af, Tensor(), {.sign = true});
-  return {e.sign, diagonal(e.u, 0, -2, -1)};
+  return {e.sign, diagonal(e.u, 0, -2, -1), {}};
 }
 
 }  // namespace
@@ -346,9 +358,11 @@ std::pair<Tensor, Tensor> slogdet(const Tensor& a) {
   check_defined("slogdet", {&a});
   check_dtype(OpId::slogdet, a);
   check_square("slogdet", "A", a);
-  const auto [permutation_sign, d] = sign_and_diagonal(computing(a));
-  const Tensor sign = permutation_sign * prod(ferry::sign(d), {-1});
-  const Tensor logabsdet = sum(log(abs(d)), {-1});
+  const Tensor af = computing(a);
+  const DetFactors f = det_factors(af);
+  const Tensor sign = f.sign * prod(ferry::sign(f.diagonal), {-1});
+  const Tensor logabsdet = sum(log(abs(f.diagonal)), {-1});
+  if (f.lu.LU.defined()) autograd::record_slogdet(af, f.lu.LU, f.lu.pivots, logabsdet);
   return {sign.to(a.dtype()), logabsdet.to(a.dtype())};
 }
 
@@ -356,8 +370,11 @@ Tensor det(const Tensor& a) {
   check_defined("det", {&a});
   check_dtype(OpId::det, a);
   check_square("det", "A", a);
-  const auto [permutation_sign, d] = sign_and_diagonal(computing(a));
-  return (permutation_sign * prod(d, {-1})).to(a.dtype());
+  const Tensor af = computing(a);
+  const DetFactors f = det_factors(af);
+  const Tensor d = f.sign * prod(f.diagonal, {-1});
+  if (f.lu.LU.defined()) autograd::record_det(af, f.lu.LU, f.lu.pivots, f.sign, d);
+  return d.to(a.dtype());
 }
 
 }  // namespace linalg

@@ -8,12 +8,13 @@
 // (dlarfg): beta = -sign(a_jj) |column from j| with sign(0) = +1, and none at all (tau = 0) where
 // the column is already zero below the diagonal, so that R's diagonal has geqrf's signs and Q
 // and R are PyTorch's to rounding, not merely a QR. Each step is a product of R and of Q with v
-// (multiplies and sums), and two rank-one updates. The gradient is that of the steps: for A of
-// full rank it is PyTorch's closed form to rounding (1e-14 in f64 on the generator's matrices).
-// Where a column is exactly zero below the diagonal (A triangular there) the skipped reflection
-// passes no gradient to those zeros, while PyTorch's formula gives them one. On the CPU, where no
-// gradient is recorded, LAPACK's geqrf and orgqr compute the same reflections (Note [LAPACK
-// through OpenBLAS]).
+// (multiplies and sums), and two rank-one updates. On the CPU LAPACK's geqrf and orgqr compute
+// the same reflections (Note [LAPACK through OpenBLAS]). Either runs untracked where a gradient
+// is recorded, and the gradient is PyTorch's closed form (formulas_linalg.cpp), which the
+// steps' gradient agrees with to rounding for A of full rank (1e-14 in f64): except where a
+// column is exactly zero below the diagonal (A triangular there), whose zeros the skipped
+// reflection passes no gradient while the closed form gives them PyTorch's. "complete" with
+// m > n, whose gradient PyTorch refuses, differentiates through the steps.
 //
 // Note [Symmetric eigendecomposition by Jacobi rotations]
 // A rotation in the plane (p, q) zeroes A's entry (p, q); a sweep rotates every pair once, and
@@ -37,8 +38,11 @@
 #include <limits>
 #include <string>
 #include <string_view>
+#include <tuple>
 #include <vector>
 
+#include "autograd/formulas.hpp"
+#include "autograd/graph.hpp"
 #include "dispatch.hpp"
 #include "ferry/autograd.hpp"
 #include "ferry/error.hpp"
@@ -245,41 +249,29 @@ std::pair<Tensor, Tensor> eigh_of(const char* op, const Tensor& a, std::string_v
   return {e.values.to(a.dtype()), want_vectors ? e.vectors.to(a.dtype()) : Tensor()};
 }
 
-}  // namespace
-
-namespace linalg {
-
-std::pair<Tensor, Tensor> qr(const Tensor& a, std::string_view mode) {
-  check_defined("qr", {&a});
-  check_dtype(OpId::qr, a);
-  if (mode != "reduced" && mode != "complete" && mode != "r")
-    throw ValueError(
-        fmt::format("qr received unrecognized mode '{}' but expected one of "
-                    "'reduced' (default), 'r', or 'complete'",
-                    mode));
-  check_matrix("qr", "A", a);
-  const Tensor af = computing(a);
-  const std::int64_t m = a.size(-2), n = a.size(-1), k = std::min(m, n);
+// A = Q R in `mode` (Q undefined for "r"), in af's dtype: by LAPACK (fused) or by the
+// reflections (Note [QR by Householder reflections]), whose gradient is that of the steps.
+std::pair<Tensor, Tensor> factor_qr(const Tensor& af, std::string_view mode, bool fused) {
+  const std::int64_t m = af.size(-2), n = af.size(-1), k = std::min(m, n);
   const bool want_q = mode != "r";
-  if (af.numel() > 0 && detail::use_fused_kernel(OpId::qr, af, af.dtype())) {
-    // LAPACK's geqrf and orgqr on the CPU where no gradient is recorded (Note [LAPACK through
-    // OpenBLAS]): Q with k columns (m: complete; none: R alone), R with k rows (m: complete).
+  if (fused) {
+    // LAPACK's geqrf and orgqr on the CPU (Note [LAPACK through OpenBLAS]): Q with k columns
+    // (m: complete; none: R alone), R with k rows (m: complete).
     const Tensor in = af.contiguous();
-    Shape q_sizes = batch_of(a, 2), r_sizes = batch_of(a, 2);
+    Shape q_sizes = batch_of(af, 2), r_sizes = batch_of(af, 2);
     q_sizes.insert(q_sizes.end(), {m, want_q ? (mode == "complete" ? m : k) : 0});
     r_sizes.insert(r_sizes.end(), {mode == "complete" ? m : k, n});
     DeviceImpl& impl = detail::impl_of(in);
     const Tensor q = detail::new_tensor(q_sizes, in.dtype(), impl);
     const Tensor r = detail::new_tensor(r_sizes, in.dtype(), impl);
     detail::run_kernel(OpId::qr, {in}, {q, r});
-    return {want_q ? q.to(a.dtype()) : empty({0}, {.dtype = a.dtype(), .device = a.device()}),
-            r.to(a.dtype())};
+    return {want_q ? q : Tensor(), r};
   }
   const Tensor rows = positions(af, m, af.dtype());
-  Shape q_shape = batch_of(a, 2);
+  Shape q_shape = batch_of(af, 2);
   q_shape.insert(q_shape.end(), {m, m});
   Tensor r = af;
-  Tensor q = want_q ? eye(m, std::nullopt, {.dtype = af.dtype(), .device = a.device()})
+  Tensor q = want_q ? eye(m, std::nullopt, {.dtype = af.dtype(), .device = af.device()})
                           .expand(q_shape)
                           .contiguous()
                     : Tensor();
@@ -307,10 +299,43 @@ std::pair<Tensor, Tensor> qr(const Tensor& a, std::string_view mode) {
     }
   }
   r = triu(r);
-  if (mode == "complete") return {q.to(a.dtype()), r.to(a.dtype())};
-  r = r.narrow(-2, 0, k).to(a.dtype());
-  if (!want_q) return {empty({0}, {.dtype = a.dtype(), .device = a.device()}), r};
-  return {q.narrow(-1, 0, k).to(a.dtype()), r};
+  if (mode == "complete") return {q, r};
+  return {want_q ? q.narrow(-1, 0, k) : Tensor(), r.narrow(-2, 0, k)};
+}
+
+}  // namespace
+
+namespace linalg {
+
+std::pair<Tensor, Tensor> qr(const Tensor& a, std::string_view mode) {
+  check_defined("qr", {&a});
+  check_dtype(OpId::qr, a);
+  if (mode != "reduced" && mode != "complete" && mode != "r")
+    throw ValueError(
+        fmt::format("qr received unrecognized mode '{}' but expected one of "
+                    "'reduced' (default), 'r', or 'complete'",
+                    mode));
+  check_matrix("qr", "A", a);
+  const Tensor af = computing(a);
+  const std::int64_t m = a.size(-2), n = a.size(-1);
+  const bool fused = af.numel() > 0 && detail::use_fused_kernel(OpId::qr, af, af.dtype());
+  Tensor q, r;
+  if (af.numel() > 0 && autograd::should_record({&af}) && !(mode == "complete" && m > n)) {
+    // The closed-form gradient (formulas_linalg.cpp) of the reduced factors, which "complete"
+    // with m <= n is too; "r" computes Q for it. Where m > n, "complete"'s last m - n columns
+    // of Q are not determined by A (PyTorch has no gradient there): the steps' is ferry's.
+    std::pair<Tensor, Tensor> reduced;
+    {
+      NoGradGuard untracked;
+      reduced = factor_qr(af, "reduced", fused);
+    }
+    std::tie(q, r) = autograd::record_qr(af, reduced.first, reduced.second);
+    if (mode == "r") q = Tensor();
+  } else {
+    std::tie(q, r) = factor_qr(af, mode, fused && !autograd::should_record({&af}));
+  }
+  return {q.defined() ? q.to(a.dtype()) : empty({0}, {.dtype = a.dtype(), .device = a.device()}),
+          r.to(a.dtype())};
 }
 
 std::pair<Tensor, Tensor> eigh(const Tensor& a, std::string_view uplo) {

@@ -85,7 +85,7 @@ Tensor run_case(const std::string& op, const json& a, const std::vector<Tensor>&
 }
 
 void run_reference(const ferry::Device& dev) {
-  ferry_test::run_output_reference_file("pytorch_linalg_reference.json", dev, 67, run_case);
+  ferry_test::run_output_reference_file("pytorch_linalg_reference.json", dev, 68, run_case);
 }
 FERRY_TEST_ON_EACH_DEVICE(Linalg, PyTorchReference, run_reference)
 

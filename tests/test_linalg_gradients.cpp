@@ -1,15 +1,18 @@
-// The closed-form gradients of cholesky, solve_triangular and lu_factor_ex (Note [Closed-form
-// gradients of the factorizations] in runtime/autograd/formulas_linalg.cpp) and the fused paths
-// they let run under autograd: the CPU's trsm kernel against the substitution every other device
-// runs, values and gradients, with every broadcast of the batch; solve and inv through LU with a
-// gradient against the gradient of the elimination's steps (debug::CompositesOnly, an independent
-// derivation); the node each op records, and its gradient on every device against the CPU's;
-// finite differences where the batch broadcasts. The PyTorch reference cases (test_linalg.cpp)
-// hold the same gradients to PyTorch's numbers.
+// The closed-form gradients of cholesky, solve_triangular, lu_factor_ex, det and slogdet (Note
+// [Closed-form gradients of the factorizations] in runtime/autograd/formulas_linalg.cpp) and the
+// fused paths they let run under autograd: the CPU's trsm kernel against the substitution every
+// other device runs, values and gradients, with every broadcast of the batch; solve and inv through
+// LU with a gradient against the gradient of the elimination's steps (debug::CompositesOnly, an
+// independent derivation); the node each op records, and its gradient on every device against the
+// CPU's; finite differences where the batch broadcasts; det's gradient against the cofactor matrix
+// by Laplace's expansion, at singular matrices too, and slogdet's against inv; qr's against
+// finite differences in every mode and shape, a triangular A among them. The PyTorch
+// reference cases (test_linalg.cpp) hold the same gradients to PyTorch's numbers.
 #include <gtest/gtest.h>
 
 #include <cstdint>
 #include <functional>
+#include <string_view>
 #include <vector>
 
 #include "devices.hpp"
@@ -99,6 +102,12 @@ TEST(LinalgGradients, SolveThroughLUMatchesTheSteps) {
   }
 }
 
+// qr's Q and R, flattened and joined (Q empty in mode "r").
+Tensor qr_joined(const Tensor& a, std::string_view mode) {
+  const auto [q, r] = linalg::qr(a, mode);
+  return ferry::cat({q.reshape({-1}), r.reshape({-1})}, 0);
+}
+
 // Each factorization records its one closed-form node on every device, and its gradient there
 // is the CPU's (f32 off the CPU, where a device may lack f64).
 void check_nodes(const ferry::Device& dev) {
@@ -112,6 +121,9 @@ void check_nodes(const ferry::Device& dev) {
   EXPECT_EQ(linalg::solve_triangular(leaf, b.to(dev).to(DType::f32), false).grad_fn_name(),
             "linalg_solve_triangularBackward");
   EXPECT_EQ(linalg::lu_factor_ex(leaf).LU.grad_fn_name(), "linalg_lu_factor_exBackward");
+  EXPECT_EQ(linalg::det(leaf).grad_fn_name(), "linalg_detBackward");
+  EXPECT_EQ(linalg::slogdet(leaf).second.grad_fn_name(), "linalg_slogdetBackward");
+  EXPECT_FALSE(linalg::slogdet(leaf).first.requires_grad());
   struct Op {
     const char* name;
     std::function<Tensor(const V&)> f;
@@ -127,6 +139,12 @@ void check_nodes(const ferry::Device& dev) {
       {"lu_factor wide", [](const V& in) { return linalg::lu_factor_ex(in[0]).LU; }, {wide}},
       {"lu_factor tall", [](const V& in) { return linalg::lu_factor_ex(in[0]).LU; }, {tall}},
       {"solve", [](const V& in) { return linalg::solve(in[0], in[1]); }, {spd, b}},
+      {"det", [](const V& in) { return linalg::det(in[0]); }, {x}},
+      {"slogdet", [](const V& in) { return linalg::slogdet(in[0]).second; }, {x}},
+      {"logdet", [](const V& in) { return ferry::logdet(in[0]); }, {spd}},
+      {"qr", [](const V& in) { return qr_joined(in[0], "reduced"); }, {x}},
+      {"qr wide", [](const V& in) { return qr_joined(in[0], "reduced"); }, {wide}},
+      {"qr r", [](const V& in) { return qr_joined(in[0], "r"); }, {tall}},
   };
   for (const Op& op : ops) {
     SCOPED_TRACE(op.name);
@@ -168,6 +186,134 @@ TEST(LinalgGradients, BroadcastGradientsMatchFiniteDifferences) {
       {x}));
   EXPECT_TRUE(gradcheck([&](const V& in) { return linalg::solve(in[0], in[1]); },
                         {random_matrix({4, 4}, 46, cpu) + identity(4, cpu), batch}));
+}
+
+// det by Laplace's expansion along the first row: independent of any elimination.
+double laplace_det(const std::vector<double>& m, std::int64_t n) {
+  if (n == 0) return 1;
+  double det = 0;
+  for (std::int64_t j = 0; j < n; ++j) {
+    std::vector<double> minor;
+    for (std::int64_t r = 1; r < n; ++r)
+      for (std::int64_t c = 0; c < n; ++c)
+        if (c != j) minor.push_back(m[std::size_t(r * n + c)]);
+    det += (j % 2 == 0 ? 1 : -1) * m[std::size_t(j)] * laplace_det(minor, n - 1);
+  }
+  return det;
+}
+
+// A's cofactor matrix, the gradient of det: C[i][j] = (-1)^(i + j) det(A without row i, col j).
+std::vector<double> cofactors(const std::vector<double>& m, std::int64_t n) {
+  std::vector<double> c;
+  for (std::int64_t i = 0; i < n; ++i)
+    for (std::int64_t j = 0; j < n; ++j) {
+      std::vector<double> minor;
+      for (std::int64_t r = 0; r < n; ++r)
+        for (std::int64_t k = 0; k < n; ++k)
+          if (r != i && k != j) minor.push_back(m[std::size_t(r * n + k)]);
+      c.push_back(((i + j) % 2 == 0 ? 1 : -1) * laplace_det(minor, n - 1));
+    }
+  return c;
+}
+
+// det's gradient is the cofactor matrix, at singular matrices too (rank n - 1, where it is not
+// zero, as PyTorch 1.13's is; rank n - 2 and less, where it is; a zero column first, so U's
+// first pivot is the zero one), each matrix alone and all in one batch, whose matrices' scales
+// differ; f64 on the CPU, f32 on every device.
+void check_det_cofactors(const ferry::Device& dev) {
+  const std::vector<std::vector<double>> threes = {
+      {1, 2, 3, 2, 4, 6, 1, 0, 1},        // rank 2
+      {0, 1, 2, 0, 3, 4, 0, 5, 7},        // rank 2, a zero first column
+      {1, 2, 3, 2, 4, 6, 3, 6, 9},        // rank 1
+      {0, 0, 0, 0, 0, 0, 0, 0, 0},        // rank 0
+      {2, -1, 0, -1, 2, -1, 0, -1, 2},    // nonsingular
+      {1e-3, 0, 0, 0, 2e-3, 0, 0, 0, 0},  // rank 2, small
+  };
+  std::vector<double> batch, want;
+  for (const std::vector<double>& m : threes) {
+    batch.insert(batch.end(), m.begin(), m.end());
+    const std::vector<double> c = cofactors(m, 3);
+    want.insert(want.end(), c.begin(), c.end());
+  }
+  const auto grad_of_det = [&](const Tensor& a) {
+    const Tensor leaf = a.detach().clone().requires_grad_();
+    ferry::sum(linalg::det(leaf)).backward();
+    return leaf.grad();
+  };
+  for (DType dt : {DType::f64, DType::f32}) {
+    if (dt == DType::f64 && !dev.is_cpu()) continue;
+    SCOPED_TRACE(ferry::dtype_name(dt));
+    // A zero pivot taken as eps max|U| errs by some eps times A's entries squared.
+    const double tol = dt == DType::f64 ? 1e-13 : 2e-5;
+    const Tensor all = ferry::tensor(batch, {std::int64_t(threes.size()), 3, 3}).to(dt).to(dev);
+    const Tensor expected = ferry::tensor(want, {std::int64_t(threes.size()), 3, 3});
+    const Tensor got = grad_of_det(all).to(ferry::Device::cpu()).to(DType::f64);
+    for (std::int64_t k = 0; k < std::int64_t(threes.size()); ++k) {
+      SCOPED_TRACE(k);
+      const double scale = 1 + max_abs(expected.select(0, k));
+      EXPECT_LT(max_abs(got.select(0, k) - expected.select(0, k)), tol * scale);
+      const Tensor alone = grad_of_det(all.select(0, k)).to(ferry::Device::cpu()).to(DType::f64);
+      EXPECT_LT(max_abs(alone - expected.select(0, k)), tol * scale);
+    }
+    // [[1, 2], [2, 4]]: [[4, -2], [-2, 1]], where PyTorch 1.13 gives zeros.
+    const Tensor two = ferry::tensor(std::vector<double>{1, 2, 2, 4}, {2, 2}).to(dt).to(dev);
+    const Tensor cofactors_of_two = ferry::tensor(std::vector<double>{4, -2, -2, 1}, {2, 2});
+    EXPECT_LT(max_abs(grad_of_det(two).to(ferry::Device::cpu()).to(DType::f64) - cofactors_of_two),
+              tol * 5);
+  }
+  // A random 5x5 (pivoting), against Laplace's expansion.
+  const Tensor a = random_matrix({5, 5}, 47, ferry::Device::cpu());
+  const Tensor c = ferry::tensor(cofactors(ferry_test::values(a), 5), {5, 5});
+  const Tensor got = grad_of_det(a.to(DType::f32).to(dev)).to(ferry::Device::cpu());
+  EXPECT_LT(max_abs(got.to(DType::f64) - c), 1e-5 * (1 + max_abs(c)));
+}
+FERRY_TEST_ON_EACH_DEVICE(LinalgGradients, DetGradientIsTheCofactorMatrix, check_det_cofactors)
+
+// slogdet's gradient is A^-T (and logdet's, of a positive determinant); sign has none.
+TEST(LinalgGradients, SlogdetGradientIsTheInverseTransposed) {
+  const ferry::Device cpu = ferry::Device::cpu();
+  const Tensor a = random_matrix({3, 4, 4}, 48, cpu);
+  const Tensor leaf = a.clone().requires_grad_();
+  const auto [sign, logabsdet] = linalg::slogdet(leaf);
+  ferry::sum(logabsdet).backward();
+  EXPECT_LT(max_abs(leaf.grad() - linalg::inv(a).transpose(-2, -1)), 1e-12);
+  EXPECT_TRUE(ferry_test::gradcheck([](const V& in) { return linalg::det(in[0]); },
+                                    {random_matrix({2, 4, 4}, 49, cpu)}));
+}
+
+// qr's closed form against finite differences: tall, square and wide, batched, every mode
+// ("complete" where m > n through the reflections' steps), and an A already upper triangular,
+// whose zeros the steps passed no gradient (the Note in runtime/ops_orthogonal.cpp), which the
+// PyTorch reference case qr_triangular (test_linalg.cpp) checks too.
+TEST(LinalgGradients, QrMatchesFiniteDifferences) {
+  using ferry_test::gradcheck;
+  const ferry::Device cpu = ferry::Device::cpu();
+  struct Case {
+    Shape shape;
+    const char* mode;
+  };
+  for (const Case& c :
+       {Case{{5, 3}, "reduced"}, Case{{2, 4, 4}, "reduced"}, Case{{3, 5}, "reduced"},
+        Case{{2, 3, 5}, "complete"}, Case{{4, 4}, "complete"}, Case{{5, 3}, "complete"},
+        Case{{5, 3}, "r"}, Case{{3, 5}, "r"}}) {
+    SCOPED_TRACE(ferry::shape_str(c.shape) + " " + c.mode);
+    const std::string_view mode = c.mode;
+    EXPECT_TRUE(gradcheck([mode](const V& in) { return qr_joined(in[0], mode); },
+                          {random_matrix(c.shape, 50, cpu)}));
+  }
+  // LAPACK's QR jumps at a triangular A: a perturbation below the diagonal makes a reflection,
+  // which flips the signs of R's row and Q's column (-sign(a_jj) on the diagonal). So the finite
+  // differences are taken of the QR with R's diagonal positive, which is smooth there and is the
+  // unreflected QR at A itself (its diagonal is positive).
+  const Tensor upper = ferry::triu(random_matrix({4, 4}, 51, cpu)) + identity(4, cpu) * 2;
+  EXPECT_TRUE(gradcheck(
+      [](const V& in) {
+        const auto [q, r] = linalg::qr(in[0]);
+        const Tensor signs = ferry::sign(ferry::diagonal(r, 0, -2, -1)).detach();
+        return ferry::cat(
+            {(q * signs.unsqueeze(-2)).reshape({-1}), (r * signs.unsqueeze(-1)).reshape({-1})}, 0);
+      },
+      {upper}));
 }
 
 }  // namespace

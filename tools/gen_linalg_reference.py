@@ -147,6 +147,10 @@ def main():
                               ("qr_complete_square", [3, 3], "complete"),
                               ("qr_r", [4, 3], "r")]:
         case(name, "qr", [random(name, shape)], qr_joined(mode), mode=mode)
+    # An upper-triangular A: its reflections are all skipped, and its zeros below the diagonal
+    # still have a gradient (PyTorch's closed form).
+    case("qr_triangular", "qr", [torch.triu(random("qr_triangular", [4, 4])) + 2 * torch.eye(4)],
+         qr_joined("reduced"), mode="reduced")
 
     # eigh: the eigenvalues as a first row over the eigenvectors, each column's sign chosen so that
     # its entry of largest magnitude is positive (LAPACK's and ferry's signs are arbitrary);

@@ -6,8 +6,9 @@
 // ops_orthogonal.cpp (Note [Linear algebra as
 // compositions]): a loop over the n columns of [..., n, n] matrices of batched matrix-vector
 // products and element-wise updates, so it runs on every device, on every matrix of a batch at
-// once. cholesky, solve_triangular and lu_factor_ex record PyTorch's closed-form gradients (and
-// so do the ops made of them); the others differentiate through their parts. A composition costs
+// once. cholesky, solve_triangular, lu_factor_ex, det, slogdet and qr record closed-form
+// gradients (PyTorch's, and so do the ops made of them); the others differentiate through their
+// parts. A composition costs
 // 9 to 41 op calls per column (docs/linalg.md), so off the CPU these are for the sizes models use
 // them at (a covariance of tens of dimensions, a batch of 3x3 transforms); the CPU runs LAPACK
 // and BLAS kernels under cholesky, lu_factor_ex, solve_triangular, eigh and qr (Note [LAPACK
@@ -51,11 +52,13 @@ Tensor solve(const Tensor& a, const Tensor& b, bool left = true);
 Tensor inv(const Tensor& a);
 
 // torch.linalg.det: the determinant, [...] for A [..., n, n] (1 for 0 x 0), by elimination with
-// partial pivoting. Singular A gives 0; its gradient there is not PyTorch's (which takes an SVD):
-// differentiate det where A is invertible.
+// partial pivoting. Singular A gives 0. The gradient is the cofactor matrix det(A) A^-T, at a
+// singular A too (PyTorch 1.13 gives zero there, wrong where A's rank is n - 1: the Note in
+// runtime/autograd/formulas_linalg.cpp).
 Tensor det(const Tensor& a);
 
 // torch.linalg.slogdet: (sign, log|det|), sign -1, 0 or 1 and log|det| = -inf where A is singular.
+// log|det|'s gradient is A^-T (inf or NaN where A is singular); sign has none.
 std::pair<Tensor, Tensor> slogdet(const Tensor& a);
 
 // torch.linalg.lu_factor_ex's results: the factorization packed as LAPACK's getrf leaves it (U in
@@ -103,8 +106,9 @@ Tensor lu_solve(const Tensor& lu, const Tensor& pivots, const Tensor& b, bool le
 // reflection is made), so Q and R are PyTorch's, not just a QR. mode "reduced": Q [..., m, k]
 // with orthonormal columns, R [..., k, n] upper triangular; "complete": Q [..., m, m] orthogonal,
 // R [..., m, n]; "r": R alone (Q an empty tensor). A ValueError for another mode. Differentiable
-// in every mode (PyTorch refuses "r", and "complete" where m > n, whose last m - n columns of Q
-// are not determined by A: ferry's gradient there is that of the reflections).
+// in every mode, by PyTorch's closed form (inf or NaN where A's rank is below min(m, n)), which
+// "r" gets too (PyTorch refuses it); "complete" where m > n, whose last m - n columns of Q are
+// not determined by A and which PyTorch refuses, through the reflections' steps.
 std::pair<Tensor, Tensor> qr(const Tensor& a, std::string_view mode = "reduced");
 
 // torch.linalg.eigh: (eigenvalues [..., n] in ascending order, eigenvectors [..., n, n] as

@@ -144,6 +144,16 @@ void record_solve_triangular(const Tensor& a, const Tensor& b, bool upper, bool 
                              bool unitriangular, const Tensor& x);
 // lu: linalg.lu_factor_ex(a)'s packed factors, pivots its int32 pivots.
 void record_lu_factor(const Tensor& a, const Tensor& lu, const Tensor& pivots);
+// det: linalg.det(a), with lu, pivots lu_factor_ex(a)'s and permutation_sign the sign of its
+// row swaps ([...]); logabsdet: linalg.slogdet(a)'s second result, from the same factors.
+void record_det(const Tensor& a, const Tensor& lu, const Tensor& pivots,
+                const Tensor& permutation_sign, const Tensor& det);
+void record_slogdet(const Tensor& a, const Tensor& lu, const Tensor& pivots,
+                    const Tensor& logabsdet);
+// q [..., m, k], r [..., k, n]: linalg.qr(a)'s reduced factors, computed untracked. Returns
+// them tracked: views of the one recorded node's output, which holds both side by side (a node
+// has one output).
+std::pair<Tensor, Tensor> record_qr(const Tensor& a, const Tensor& q, const Tensor& r);
 void record_stack(const std::vector<Tensor>& tensors, std::int64_t dim, const Tensor& out);
 
 }  // namespace ferry::autograd

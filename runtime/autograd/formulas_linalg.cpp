@@ -1,5 +1,5 @@
-// runtime/autograd/formulas_linalg.cpp — backward of cholesky, solve_triangular and
-// lu_factor_ex (formulas.hpp).
+// runtime/autograd/formulas_linalg.cpp — backward of cholesky, solve_triangular, lu_factor_ex,
+// det, slogdet and qr (formulas.hpp).
 //
 // Note [Closed-form gradients of the factorizations]
 // The factorizations' front-ends compute their results untracked, by a fused kernel (LAPACK's
@@ -22,8 +22,30 @@
 //   m >= n: gA = P (gL + [L1^-T triu(gU U^T - L^T gL); 0]) U^-T   (L1: L's top k rows)
 //   m <  n: gA = P L^-T (gU + [tril(L^T gL - gU U^T, -1) U1^-T, 0])   (U1: U's left k columns)
 // A singular U makes the gradient inf or NaN, as PyTorch's is.
+//
+// det and slogdet, from A's LU: d log|det A| = tr(A^-1 dA), so slogdet's gA = g A^-T (inf or NaN
+// at a singular A, as PyTorch's), and det's gA = g det(A) A^-T, A's cofactor matrix, both one
+// lu_solve with the adjoint on g I. The cofactor matrix is a polynomial in A and is defined at a
+// singular A too, where det(A) A^-T is 0 times inf; PyTorch 1.13 gives zero there (its first-order
+// formula perturbs LU's zero pivots but keeps det = 0), which is wrong where A has rank n - 1 (the
+// gradient of det at [[1, 2], [2, 4]] is [[4, -2], [-2, 1]]). Here an exact zero on U's diagonal
+// is taken as delta = eps max|U| (finfo's eps; tiny where U is all zero) in det and in the solve
+// alike: adj(A_delta) = adj(A) + O(delta), the error at the level of A's rounding. Where A's rank
+// is n - 2 or less the adjugate is 0, and det(A_delta) is O(delta^2) against A_delta^-1's
+// O(delta^-2): the product is O(delta) too (until delta^k underflows, k zeros of U; then det's
+// factor is 0 and so is the result, as it should be).
+//
+// qr, A = Q R reduced, m >= n: with X = Q^T dA R^-1, Q^T dQ is skew and dR R^-1 upper
+// triangular, so dR = (triu(X) + tril(X, -1)^T) R and dQ = dA R^-1 - Q (dR R^-1); the adjoint is
+//   gA = (gQ + Q S) R^-T,  N = gR R^T - Q^T gQ,  S = triu(N) + triu(N, 1)^T
+// (PyTorch's linalg_qr_backward, its copyltu(M) with M = N^T). m < n: A = Q [X | Y] and
+// R = [R1 | R2] with Q, R1 = qr(X) and R2 = Q^T Y, so gY = Q gR2 and X takes the square formula
+// with gQ + Y gR2^T. A rank-deficient A (a zero on R's diagonal) makes the gradient inf or NaN,
+// as PyTorch's. Where A is already triangular below a column, the reflections' steps pass its
+// zeros no gradient; the closed form gives them PyTorch's.
 #include "autograd/formulas.hpp"
 #include "autograd/graph.hpp"
+#include "dtype_limits.hpp"
 #include "ferry/ops.hpp"
 #include "linalg_internal.hpp"
 
@@ -70,6 +92,41 @@ Tensor lu_backward(const Tensor& lu, const Tensor& pivots, const Tensor& g) {
   return matmul(f.P, ga);
 }
 
+// g (batch-shaped, as det's output) times A's cofactor matrix det(A) A^-T, A = P L U packed in
+// lu (the Note above).
+Tensor det_backward(const Tensor& lu, const Tensor& pivots, const Tensor& permutation_sign,
+                    const Tensor& g) {
+  const DType dt = lu.dtype();
+  const Tensor d = diagonal(lu, 0, -2, -1);
+  const Tensor delta =
+      clamp_min(amax(abs(triu(lu)), {-2, -1}, true).squeeze(-1) * detail::machine_eps(dt),
+                detail::smallest_normal(dt));
+  const Tensor d_delta = where(eq(d, 0.0), delta, d);
+  const Tensor lu_delta = lu + diag_embed(d_delta - d);
+  const Tensor scaled = g * permutation_sign * prod(d_delta, {-1});
+  const Tensor eye = ferry::eye(lu.size(-1), std::nullopt, {.dtype = dt, .device = lu.device()});
+  return linalg::lu_solve(lu_delta, pivots, scaled.unsqueeze(-1).unsqueeze(-1) * eye,
+                          /*left=*/true, /*adjoint=*/true);
+}
+
+// A = Q R, m >= n (R square): gA = (gQ + Q S) R^-T (the Note above).
+Tensor qr_backward_tall(const Tensor& q, const Tensor& r, const Tensor& gq, const Tensor& gr) {
+  const Tensor n = matmul(gr, mT(r)) - matmul(mT(q), gq);
+  const Tensor s = triu(n) + mT(triu(n, 1));
+  return linalg::solve_triangular(mT(r), gq + matmul(q, s), /*upper=*/false, /*left=*/false);
+}
+
+Tensor qr_backward(const Tensor& q, const Tensor& r, const Tensor& gq, const Tensor& gr) {
+  const std::int64_t k = r.size(-2), n = r.size(-1);
+  if (k >= n) return qr_backward_tall(q, r, gq, gr);
+  // A = Q [X | Y], R = [R1 | R2], Y = Q R2.
+  const Tensor r2 = r.narrow(-1, k, n - k), gr2 = gr.narrow(-1, k, n - k);
+  const Tensor y = matmul(q, r2);
+  const Tensor gx =
+      qr_backward_tall(q, r.narrow(-1, 0, k), gq + matmul(y, mT(gr2)), gr.narrow(-1, 0, k));
+  return cat({gx, matmul(q, gr2)}, -1);
+}
+
 }  // namespace
 
 void record_cholesky(const Tensor& a, const Tensor& l) {
@@ -104,6 +161,53 @@ void record_lu_factor(const Tensor& a, const Tensor& lu, const Tensor& pivots) {
   record("linalg_lu_factor_exBackward", {a}, lu,
          [lu = Saved(lu), pivots = Saved(pivots)](const Tensor& g, const Needs&)
              -> std::vector<Tensor> { return {lu_backward(lu.get(), pivots.get(), g)}; });
+}
+
+void record_det(const Tensor& a, const Tensor& lu, const Tensor& pivots,
+                const Tensor& permutation_sign, const Tensor& det) {
+  if (!should_record({&a})) return;
+  record("linalg_detBackward", {a}, det,
+         [lu = Saved(lu), pivots = Saved(pivots), sign = Saved(permutation_sign)](
+             const Tensor& g, const Needs&) -> std::vector<Tensor> {
+           return {det_backward(lu.get(), pivots.get(), sign.get(), g)};
+         });
+}
+
+std::pair<Tensor, Tensor> record_qr(const Tensor& a, const Tensor& q, const Tensor& r) {
+  if (!should_record({&a})) return {q, r};
+  // Q and R side by side, each flattened over its last two dims.
+  const Shape q_shape = q.sizes(), r_shape = r.sizes();
+  const auto flat = [](Shape shape) {
+    const std::int64_t rows = shape.end()[-2], cols = shape.end()[-1];
+    shape.pop_back();
+    shape.back() = rows * cols;
+    return shape;
+  };
+  const std::int64_t q_numel = flat(q_shape).back(), r_numel = flat(r_shape).back();
+  const Tensor packed = cat({q.reshape(flat(q_shape)), r.reshape(flat(r_shape))}, -1);
+  record("linalg_qrBackward", {a}, packed,
+         [q = Saved(q), r = Saved(r), q_shape, r_shape, q_numel, r_numel](
+             const Tensor& g, const Needs&) -> std::vector<Tensor> {
+           const Tensor gq = g.narrow(-1, 0, q_numel).reshape(q_shape);
+           const Tensor gr = g.narrow(-1, q_numel, r_numel).reshape(r_shape);
+           return {qr_backward(q.get(), r.get(), gq, gr)};
+         });
+  return {packed.narrow(-1, 0, q_numel).reshape(q_shape),
+          packed.narrow(-1, q_numel, r_numel).reshape(r_shape)};
+}
+
+void record_slogdet(const Tensor& a, const Tensor& lu, const Tensor& pivots,
+                    const Tensor& logabsdet) {
+  if (!should_record({&a})) return;
+  record("linalg_slogdetBackward", {a}, logabsdet,
+         [lu = Saved(lu), pivots = Saved(pivots)](const Tensor& g,
+                                                  const Needs&) -> std::vector<Tensor> {
+           const Tensor l = lu.get();
+           const Tensor eye =
+               ferry::eye(l.size(-1), std::nullopt, {.dtype = l.dtype(), .device = l.device()});
+           return {linalg::lu_solve(l, pivots.get(), g.unsqueeze(-1).unsqueeze(-1) * eye,
+                                    /*left=*/true, /*adjoint=*/true)};
+         });
 }
 
 }  // namespace ferry::autograd
