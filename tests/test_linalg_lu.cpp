@@ -168,6 +168,41 @@ TEST(LinalgLU, FusedKernelsAgreeWithTheComposition) {
                      "(Batch element 1): The factorization", "order 3 is not");
 }
 
+// The CPU's lu_pivots_to_permutation kernel (a loop of swaps) against the composition's where-
+// and-gather steps, through lu_unpack's P and lu_solve: pivots of every kind (none swapped, every
+// one swapped, random), tall and wide; and one permutation worked by hand: pivots 2, 4, 3 of four
+// rows swap rows 0 and 1, then 1 and 3: [1, 3, 2, 0], so P[1][0] = P[3][1] = P[2][2] = P[0][3] = 1.
+TEST(LinalgLU, PivotsToPermutationKernelAgreesWithTheSteps) {
+  const ferry::Device cpu = ferry::Device::cpu();
+  const Tensor by_hand = ferry::tensor(std::vector<std::int64_t>{2, 4, 3}).to(DType::i32);
+  const linalg::PLU p = ferry::lu_unpack(ferry::zeros({4, 3}, {.dtype = DType::f64}), by_hand);
+  EXPECT_EQ(ferry_test::values(p.P),
+            (std::vector<double>{0, 0, 0, 1, 1, 0, 0, 0, 0, 0, 1, 0, 0, 1, 0, 0}));
+  struct Case {
+    std::int64_t m, n;
+  };
+  for (const Case& c : {Case{9, 7}, Case{5, 5}, Case{4, 6}}) {
+    const std::int64_t k = std::min(c.m, c.n);
+    SCOPED_TRACE(::testing::Message() << c.m << "x" << c.n);
+    const Tensor at = ferry::arange(double(k), {.dtype = DType::i64});
+    const Tensor drawn = ferry::randint(0, 1000, {64, k}, {.dtype = DType::i64});
+    Tensor pivots = at + ferry::remainder(drawn, ferry::neg(at) + c.m) + 1;
+    pivots = ferry::cat({pivots, (at + 1).unsqueeze(0),
+                         ferry::full({1, k}, double(c.m), {.dtype = DType::i64})},
+                        0)
+                 .to(DType::i32);
+    const Tensor lu = random_matrix({66, c.m, c.n}, 18, cpu);
+    const Tensor fused = ferry::lu_unpack(lu, pivots).P;
+    ferry::debug::CompositesOnly composition;
+    EXPECT_EQ(ferry_test::values(fused), ferry_test::values(ferry::lu_unpack(lu, pivots).P));
+  }
+  const Tensor a = random_matrix({8, 5, 5}, 19, cpu), b = random_matrix({8, 5, 2}, 20, cpu);
+  const auto [lu, pivots] = linalg::lu_factor(a);
+  const Tensor fused = linalg::lu_solve(lu, pivots, b);
+  ferry::debug::CompositesOnly composition;
+  EXPECT_LT(max_abs(fused - linalg::lu_solve(lu, pivots, b)), 1e-13);
+}
+
 TEST(LinalgLU, GradientsMatchFiniteDifferences) {
   using ferry_test::gradcheck;
   using V = std::vector<Tensor>;

@@ -1,7 +1,8 @@
 // runtime/cpu/cpu_kernels_lapack.cpp — the fused kernels of the factorizations on the CPU:
 // LAPACK's potrf, getrf, syevd, and geqrf with orgqr, from the OpenBLAS ferry links, for cholesky,
-// lu_factor_ex, eigh and qr; and BLAS's trsm, which every BLAS has, for solve_triangular
-// (docs/kernel-contract.md, "cholesky", "lu_factor_ex", "eigh", "qr" and "solve_triangular").
+// lu_factor_ex, eigh and qr; BLAS's trsm, which every BLAS has, for solve_triangular; and the
+// LU family's pivots turned into a row permutation, LAPACK's laswp order (docs/kernel-contract.md,
+// "cholesky", "lu_factor_ex", "eigh", "qr", "solve_triangular" and "lu_pivots_to_permutation").
 //
 // Note [LAPACK through OpenBLAS]
 // The factorizations are compositions that run on every device (Note [Linear algebra as
@@ -9,15 +10,15 @@
 // is a dispatch over a few hundred bytes, 30 to 400 times slower than LAPACK (docs/linalg.md).
 // OpenBLAS ships LAPACK; where the BLAS found at build time has it (CMake's
 // FERRY_BLAS_HAS_LAPACK), these kernels call it. The core runs cholesky's, lu_factor_ex's,
-// solve_triangular's and eigh's whether or not a gradient is recorded: their front-ends run
-// either path untracked and record the gradient in closed form (Note [Closed-form gradients of
-// the factorizations] in runtime/autograd/formulas_linalg.cpp; eigh's is attached after its
-// rotations). qr's gradient is that of its Householder steps, so its kernel runs where no
-// gradient is recorded. Without LAPACK the compositions run (trsm aside). LAPACK is column-major
-// and ferry row-major: a row-major matrix is its transpose to LAPACK. Cholesky of a symmetric
-// matrix needs no copy (the row-major lower triangle is the column-major upper one), LU and QR
-// do (getrf of A^T is not LU of A), so their matrices are transposed into a scratch buffer and
-// back; trsm takes row-major operands itself (CBLAS). The batch is split over threads
+// solve_triangular's, eigh's and qr's whether or not a gradient is recorded: their front-ends
+// run either path untracked and record the gradient in closed form (Note [Closed-form gradients
+// of the factorizations] in runtime/autograd/formulas_linalg.cpp; eigh's is attached after its
+// rotations; qr's complete mode with m > n alone differentiates through its Householder steps).
+// Without LAPACK the compositions run (trsm and the pivots' permutation aside). LAPACK is
+// column-major and ferry row-major: a row-major matrix is its transpose to LAPACK. Cholesky of a
+// symmetric matrix needs no copy (the row-major lower triangle is the column-major upper one), LU
+// and QR do (getrf of A^T is not LU of A), so their matrices are transposed into a scratch buffer
+// and back; trsm takes row-major operands itself (CBLAS). The batch is split over threads
 // (OpenBLAS's OpenMP build runs single-threaded inside a parallel region), a single large matrix
 // left to LAPACK's own threads.
 #include <cblas.h>
@@ -28,6 +29,7 @@
 #include <cstdint>
 #include <cstring>
 #include <limits>
+#include <utility>
 #include <vector>
 
 #include "cpu/cpu_backend.hpp"
@@ -97,6 +99,37 @@ template <typename T> void solve_triangular_kernel(const OpCall& call) {
   parallel_range(zb.count, grain(n, n + size), [&](std::int64_t begin, std::int64_t end) {
     for (std::int64_t i = begin; i < end; ++i)
       trsm(side, uplo, diag, int(zb.m), int(zb.n), a + i * step, int(n), x + i * size);
+  });
+}
+
+// The permutation [..., m] (i64) that 0-based pivots [..., k] (any integer dtype) make of m rows:
+// 0..m-1, then entries i and pivots[i] swapped for i = 0..k-1 (Note [LU's pivots as a
+// permutation] in runtime/ops_lu.cpp, whose composition makes k where-and-gather steps of it).
+// The core checks the pivots' range; the kernel checks it again before writing anything, as
+// an index out of range would write out of bounds.
+template <typename P> void pivots_to_permutation(const OpCall& call) {
+  const TensorArg& in = call.inputs.at(0);
+  const TensorArg& out = call.outputs.at(0);
+  const std::int64_t m = call.attrs.i("rows");
+  if (!in.is_contiguous() || !out.is_contiguous() || in.ndim() < 1 || out.sizes.back() != m)
+    throw ShapeError(
+        "lu_pivots_to_permutation: the cpu kernel takes contiguous pivots [..., k] and "
+        "permutation [..., rows]");
+  const std::int64_t k = in.sizes.back();
+  const std::int64_t count = m == 0 ? 0 : out.numel() / m;
+  const P* pivots = in.data<P>();
+  for (std::int64_t i = 0; i < count * k; ++i)
+    if (std::int64_t(pivots[i]) < 0 || std::int64_t(pivots[i]) >= m)
+      throw ValueError(fmt::format("lu_pivots_to_permutation: pivot {} is outside 0..{}",
+                                   std::int64_t(pivots[i]), m - 1));
+  std::int64_t* perm = out.data<std::int64_t>();
+  parallel_range(count, grain(1, m + k), [&](std::int64_t b, std::int64_t e) {
+    for (std::int64_t i = b; i < e; ++i) {
+      std::int64_t* row = perm + i * m;
+      const P* p = pivots + i * k;
+      for (std::int64_t r = 0; r < m; ++r) row[r] = r;
+      for (std::int64_t j = 0; j < k; ++j) std::swap(row[j], row[std::int64_t(p[j])]);
+    }
   });
 }
 
@@ -301,6 +334,10 @@ template <typename T> void eigh_kernel(const OpCall& call) {
 namespace ferry::cpu {
 
 void add_lapack_kernels(KernelTable& table) {
+  table.emplace_back(OpId::lu_pivots_to_permutation, [](DeviceImpl&, const OpCall& c) {
+    FERRY_DISPATCH_INT(c.inputs.at(0).dtype, "lu_pivots_to_permutation",
+                       pivots_to_permutation<scalar_t>(c));
+  });
   table.emplace_back(OpId::solve_triangular,
                      f32_or_f64("solve_triangular", solve_triangular_kernel<float>,
                                 solve_triangular_kernel<double>));

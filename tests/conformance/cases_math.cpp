@@ -251,6 +251,17 @@ void add_math_cases(std::vector<Case>& out) {
       [](const Inputs& in) { return bincount(abs(in[0]), {}, 6); });
   add("histc", "[6, 7] 5 bins over [-2, 2]", {6, 7},
       [](const Inputs& in) { return histc(in[0], 5, -2, 2); });
+  // LU's pivots as a row permutation, through lu_unpack's P (which takes pivots of the caller's
+  // making): 1-based pivots i + 1..6 made from the drawn integers, P [3, 6, 6] as integers.
+  add("lu_pivots_to_permutation", "[3, 5] pivots of 6 rows, as lu_unpack's P", {3, 5},
+      [](const Inputs& in) {
+        const Device dev = in[0].device();
+        const Tensor at = arange(5, {.dtype = DType::i64, .device = dev});
+        const Tensor drawn = abs(in[0].to(DType::i64));
+        const Tensor pivots = (at + remainder(drawn, neg(at) + 6) + 1).to(DType::i32);
+        const Tensor lu = zeros({3, 6, 5}, {.dtype = DType::f32, .device = dev});
+        return lu_unpack(lu, pivots, false, true).P.to(DType::i64);
+      });
 }
 
 void add_math_grad_cases(std::vector<Case>& out) { add_float_grad_cases(out, math_ops(), "math"); }
