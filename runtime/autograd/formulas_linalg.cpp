@@ -92,6 +92,15 @@ Tensor lu_backward(const Tensor& lu, const Tensor& pivots, const Tensor& g) {
   return matmul(f.P, ga);
 }
 
+// scale ([...], one per matrix) times A^-T, A = P L U packed in lu: one lu_solve with the
+// adjoint on scale I (slogdet's gradient, and det's with scale g det(A)).
+Tensor scaled_inverse_transposed(const Tensor& lu, const Tensor& pivots, const Tensor& scale) {
+  const Tensor eye =
+      ferry::eye(lu.size(-1), std::nullopt, {.dtype = lu.dtype(), .device = lu.device()});
+  return linalg::lu_solve(lu, pivots, scale.unsqueeze(-1).unsqueeze(-1) * eye, /*left=*/true,
+                          /*adjoint=*/true);
+}
+
 // g (batch-shaped, as det's output) times A's cofactor matrix det(A) A^-T, A = P L U packed in
 // lu (the Note above).
 Tensor det_backward(const Tensor& lu, const Tensor& pivots, const Tensor& permutation_sign,
@@ -103,10 +112,7 @@ Tensor det_backward(const Tensor& lu, const Tensor& pivots, const Tensor& permut
                 detail::smallest_normal(dt));
   const Tensor d_delta = where(eq(d, 0.0), delta, d);
   const Tensor lu_delta = lu + diag_embed(d_delta - d);
-  const Tensor scaled = g * permutation_sign * prod(d_delta, {-1});
-  const Tensor eye = ferry::eye(lu.size(-1), std::nullopt, {.dtype = dt, .device = lu.device()});
-  return linalg::lu_solve(lu_delta, pivots, scaled.unsqueeze(-1).unsqueeze(-1) * eye,
-                          /*left=*/true, /*adjoint=*/true);
+  return scaled_inverse_transposed(lu_delta, pivots, g * permutation_sign * prod(d_delta, {-1}));
 }
 
 // A = Q R, m >= n (R square): gA = (gQ + Q S) R^-T (the Note above).
@@ -202,11 +208,7 @@ void record_slogdet(const Tensor& a, const Tensor& lu, const Tensor& pivots,
   record("linalg_slogdetBackward", {a}, logabsdet,
          [lu = Saved(lu), pivots = Saved(pivots)](const Tensor& g,
                                                   const Needs&) -> std::vector<Tensor> {
-           const Tensor l = lu.get();
-           const Tensor eye =
-               ferry::eye(l.size(-1), std::nullopt, {.dtype = l.dtype(), .device = l.device()});
-           return {linalg::lu_solve(l, pivots.get(), g.unsqueeze(-1).unsqueeze(-1) * eye,
-                                    /*left=*/true, /*adjoint=*/true)};
+           return {scaled_inverse_transposed(lu.get(), pivots.get(), g)};
          });
 }
 
