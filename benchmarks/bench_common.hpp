@@ -57,13 +57,13 @@ void register_step_rows(const std::string& base, const std::string& title, int c
                         const std::function<void(benchmark::State&, const std::string&)>& run,
                         const std::function<void()>& torch_step);
 
-// "<base>/ferry cpu composition": run(state, "cpu") under debug::CompositesOnly (what every
-// device without the op's fused kernel runs), cpu_steps timed calls, compared with "<base>/ferry
-// cpu" (register_step_rows' row, its fused kernels named by `kernels`) as "<title> (cpu,
-// <kernels> vs composition)".
-void register_composition_row(const std::string& base, const std::string& title, int cpu_steps,
+// "<base>/ferry <device> composition": run(state, device) under debug::CompositesOnly (what
+// every device without the op's fused kernel runs), `steps` timed calls, compared with
+// "<base>/ferry <device>" (register_step_rows' row, its fused kernels named by `kernels`) as
+// "<title> (<device>, <kernels> vs composition)".
+void register_composition_row(const std::string& base, const std::string& title, int steps,
                               const std::function<void(benchmark::State&, const std::string&)>& run,
-                              const std::string& kernels);
+                              const std::string& kernels, const std::string& device = "cpu");
 
 // Each file registers its benchmarks (sizes depend on quick()).
 void register_gemm();

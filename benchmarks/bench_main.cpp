@@ -150,21 +150,21 @@ void register_step_rows(const std::string& base, const std::string& title, int c
                   .metric = Metric::usec});
 }
 
-void register_composition_row(const std::string& base, const std::string& title, int cpu_steps,
+void register_composition_row(const std::string& base, const std::string& title, int steps,
                               const std::function<void(benchmark::State&, const std::string&)>& run,
-                              const std::string& kernels) {
-  benchmark::RegisterBenchmark((base + "/ferry cpu composition").c_str(),
-                               [run](benchmark::State& s) {
+                              const std::string& kernels, const std::string& device) {
+  benchmark::RegisterBenchmark((base + "/ferry " + device + " composition").c_str(),
+                               [run, device](benchmark::State& s) {
                                  ferry::debug::CompositesOnly composition;
-                                 run(s, "cpu");
+                                 run(s, device);
                                })
       ->Unit(benchmark::kMillisecond)
-      ->Iterations(cpu_steps)
+      ->Iterations(steps)
       ->UseRealTime();
-  add_comparison({.title = title + " (cpu, " + kernels + " vs composition)",
-                  .ferry = base + "/ferry cpu",
+  add_comparison({.title = title + " (" + device + ", " + kernels + " vs composition)",
+                  .ferry = base + "/ferry " + device,
                   .ferry_label = "ferry (" + kernels + ")",
-                  .baseline = base + "/ferry cpu composition",
+                  .baseline = base + "/ferry " + device + " composition",
                   .baseline_label = "ferry's composition (debug::CompositesOnly)",
                   .metric = Metric::usec});
 }

@@ -85,4 +85,11 @@ struct Elimination {
 // applying the same row operations to b ([..., m, r], batch dims already u's) when given.
 Elimination eliminate(Tensor u, Tensor b, const EliminationOptions& want);
 
+// linalg::lu_solve less the range check of the pivots, the one read back to the host it makes:
+// for pivots this runtime's lu_factor_ex made (int32, 1-based, in range by construction), in
+// solve and in det's and slogdet's gradients (Note [LU's pivots as a permutation] in
+// runtime/ops_lu.cpp). lu and b as lu_solve takes them, checked by the caller.
+Tensor lu_solve_factored(const Tensor& lu, const Tensor& pivots, const Tensor& b, bool left = true,
+                         bool adjoint = false);
+
 }  // namespace ferry::linalg_detail

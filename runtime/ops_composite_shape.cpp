@@ -39,7 +39,7 @@ Tensor flip(const Tensor& x, const std::vector<std::int64_t>& dims) {
     const std::int64_t n = x.size(dd);
     std::vector<std::int64_t> idx(static_cast<std::size_t>(n));
     for (std::int64_t i = 0; i < n; ++i) idx[std::size_t(i)] = n - 1 - i;
-    y = index_select(y, dd, index_on(idx, x));
+    y = detail::index_select_in_range(y, dd, index_on(idx, x));
   }
   return dims.empty() ? y.clone() : y;
 }
@@ -153,7 +153,7 @@ Tensor diagonal(const Tensor& x, std::int64_t offset, std::int64_t dim1, std::in
     idx[std::size_t(i)] = (offset >= 0 ? i : i - offset) * c + (offset >= 0 ? i + offset : i);
   Shape flat(m.sizes().begin(), m.sizes().end() - 2);
   flat.push_back(r * c);
-  return index_select(m.reshape(flat), -1, index_on(idx, x));
+  return detail::index_select_in_range(m.reshape(flat), -1, index_on(idx, x));
 }
 
 // 1-D: a square matrix with x on the offset-th diagonal; 2-D: that diagonal.
@@ -237,7 +237,7 @@ Tensor pad(const Tensor& x, const std::vector<std::int64_t>& pads, std::string_v
       if (mode == "reflect") j = i < 0 ? -i : (i >= m ? 2 * (m - 1) - i : i);
       idx.push_back(j);
     }
-    y = index_select(y, d, index_on(idx, y));
+    y = detail::index_select_in_range(y, d, index_on(idx, y));
   }
   return y.is_same(x) ? x.clone() : y;
 }

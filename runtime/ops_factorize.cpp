@@ -207,7 +207,7 @@ Tensor solve_by_elimination(const char* op, const Tensor& a, const Tensor& b, bo
     // getrf and two trsm on the CPU, with or without a gradient (both record closed forms).
     const linalg::LUFactorization f = linalg::lu_factor_ex(a);
     check_pivots(op, a, f.LU, name_element);
-    return linalg::lu_solve(f.LU, f.pivots, b);
+    return linalg_detail::lu_solve_factored(f.LU, f.pivots, b);
   }
   const std::int64_t n = a.size(-1);
   Shape as = batch, bs = batch;
@@ -215,7 +215,8 @@ Tensor solve_by_elimination(const char* op, const Tensor& a, const Tensor& b, bo
   bs.insert(bs.end(), {n, b.size(-1)});
   const Elimination e = eliminate(a.expand(as), b.expand(bs), {});
   check_pivots(op, a, e.u, name_element);
-  return substitute(triu(e.u), e.b, true, false);
+  // Back substitution by the device's kernel where it has one (Vulkan), else the steps.
+  return linalg::solve_triangular(e.u, e.b, /*upper=*/true);
 }
 
 }  // namespace

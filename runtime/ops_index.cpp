@@ -12,8 +12,10 @@
 // PyTorch's index_select and gather. Kernels may rely on the check but must
 // still never read outside the tensor. The core's own compositions gather with
 // indices in range by construction (the linear algebra's pivot rows and
-// rotation partners) through detail::gather_in_range, which skips the check:
-// its read is a GPU sync per call, in loops of hundreds of calls.
+// rotation partners) through detail::gather_in_range, and index_select with
+// positions they computed on the host (flip, pad, diagonal) through
+// detail::index_select_in_range, which skip the check: its read is a GPU sync
+// per call, in loops of hundreds of calls.
 #include <fmt/format.h>
 
 #include "autograd/formulas.hpp"
@@ -62,7 +64,8 @@ void check_bounds(std::string_view op, const Tensor& index, std::int64_t dim, st
                   op, lo < 0 ? lo : hi, dim, size, shape_str(x_shape), size - 1));
 }
 
-Tensor index_select(std::string_view op, const Tensor& x, std::int64_t dim, const Tensor& index) {
+Tensor index_select(std::string_view op, const Tensor& x, std::int64_t dim, const Tensor& index,
+                    bool check_range) {
   check_same_device(op, {{"input", &x}, {"index", &index}});
   if (index.dim() > 1)
     throw ShapeError(fmt::format("{}: the index must be 0-D or 1-D, got shape {}", op,
@@ -71,11 +74,18 @@ Tensor index_select(std::string_view op, const Tensor& x, std::int64_t dim, cons
   // A 0-d input is treated as [1] (PyTorch accepts dim 0 and -1 for it).
   Tensor in = x.dim() == 0 ? x.reshape({1}) : x;
   const std::int64_t d = wrap_dim(dim, in.dim(), op);
-  check_bounds(op, idx, d, in.size(d), x.sizes());
+  if (check_range) check_bounds(op, idx, d, in.size(d), x.sizes());
   Shape shape = in.sizes();
   shape[std::size_t(d)] = idx.numel();
   Tensor out = new_tensor(shape, x.dtype(), impl_of(x));
   if (out.numel() > 0) run_kernel(OpId::index_select, {in, idx}, {out}, Attrs{{"dim", d}});
+  return out;
+}
+
+Tensor index_select_in_range(const Tensor& x, std::int64_t dim, const Tensor& index) {
+  Tensor out = autograd::untracked(
+      [&] { return index_select("index_select", x, dim, index, /*check_range=*/false); });
+  autograd::record_index_select(x, dim, index, out);
   return out;
 }
 

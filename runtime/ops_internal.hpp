@@ -36,8 +36,14 @@ Tensor gather_in_range(const Tensor& x, std::int64_t dim, const Tensor& index);
 Tensor& write_in_place(std::string_view op, Tensor& x,
                        const std::function<Tensor(const Tensor&)>& f, bool reads_x = true);
 
-// index_select with `op` naming the caller in errors (embedding uses it).
-Tensor index_select(std::string_view op, const Tensor& x, std::int64_t dim, const Tensor& index);
+// index_select with `op` naming the caller in errors (embedding uses it); `check_range` false
+// for an index the core made and knows in range (index_select_in_range).
+Tensor index_select(std::string_view op, const Tensor& x, std::int64_t dim, const Tensor& index,
+                    bool check_range = true);
+// index_select for positions the core computed on the host, in range by construction (flip's,
+// pad's and diagonal's): no check_bounds, so no read back (a GPU sync: diagonal alone is under
+// det, slogdet, cholesky and their gradients); recorded for autograd as index_select is.
+Tensor index_select_in_range(const Tensor& x, std::int64_t dim, const Tensor& index);
 // An embedding's padding_idx in [0, rows): a negative one counts from the end; ValueError
 // (naming `who`) outside [-rows, rows). embedding() and nn::Embedding share it.
 std::int64_t padding_row(std::string_view who, std::int64_t rows, std::int64_t padding_idx);

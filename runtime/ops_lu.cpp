@@ -8,10 +8,14 @@
 // starts as 0..m-1 and each step gathers it by the swap's order (the same where-and-gather that
 // eliminate's row swaps are), min(m, n) steps of four ops. That composition is the op table's
 // lu_pivots_to_permutation, which a device may fuse (the CPU does: a loop of swaps per matrix,
-// where the steps cost a solve of 4,096 4 x 4 systems two thirds of its time). Row i of P^T A is
+// where the steps cost a solve of 4,096 4 x 4 systems two thirds of its time; so does Vulkan, an
+// invocation per matrix, where they cost a dispatch each). Row i of P^T A is
 // then row perm[i] of A (P^T A = L U), and P itself is the one-hot matrix P[perm[i], i] = 1.
 // Nothing is read back but the range check of pivots a caller passes in, which PyTorch makes too
-// (pivots out of range would otherwise make gather read out of bounds).
+// (pivots out of range would otherwise make gather read out of bounds). The runtime's own callers
+// (solve, det's and slogdet's gradients) pass lu_factor_ex's pivots, in range by construction,
+// through linalg_detail::lu_solve_factored, which skips it: a gradient then never waits for the
+// device, and solve reads back once (its singularity check), not twice.
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -42,7 +46,7 @@ using linalg_detail::eliminate;
 using linalg_detail::positions;
 
 // The permutation ([..., m] i64) that 0-based pivots ([..., k] i64, in range) make of m rows
-// (the Note): one kernel call where the device has lu_pivots_to_permutation's (the CPU), else
+// (the Note): one kernel call where the device has lu_pivots_to_permutation's (CPU, Vulkan), else
 // the steps.
 Tensor permutation(const Tensor& pivots, std::int64_t m) {
   if (pivots.numel() > 0 &&
@@ -105,6 +109,39 @@ std::pair<Tensor, Tensor> unpack_data(const Tensor& lu) {
   const Tensor l =
       tril(lu, -1).narrow(-1, 0, k) + eye(m, k, {.dtype = lu.dtype(), .device = lu.device()});
   return {l, triu(lu.narrow(-2, 0, k))};
+}
+
+// X with A X = B (left) or X A = B, or with A's adjoint, for A = P L U packed in lu ([..., n, n])
+// and P's permutation perm ([..., n] i64, the Note); lu and b of one dtype, their shapes checked.
+Tensor solve_permuted(const Tensor& lu, const Tensor& perm, const Tensor& b, bool left,
+                      bool adjoint) {
+  const std::int64_t n = lu.size(-1);
+  const Tensor luf = computing(lu);
+  // X A = B is A^T X^T = B^T: the left solve of the other adjointness, on B^T.
+  const bool transposed = left ? adjoint : !adjoint;
+  const Tensor bl = computing(left ? b : b.transpose(-2, -1));
+  Shape batch = broadcast_shapes(batch_of(lu, 2), batch_of(bl, 2));
+  Shape bs = batch;  // B's shape and the row indices' alike
+  bs.insert(bs.end(), {n, bl.size(-1)});
+  const Tensor index = perm.unsqueeze(-1).expand(bs).contiguous();
+  // The triangular solves read LU's triangles (L's diagonal taken as ones), through the
+  // device's fused kernel where it has one (the CPU: trsm).
+  const auto solve = [](const Tensor& t, const Tensor& rhs, bool upper, bool unit) {
+    return linalg::solve_triangular(t, rhs, upper, /*left=*/true, unit);
+  };
+  Tensor x;
+  if (!transposed) {
+    // A = P L U: X = U^-1 L^-1 P^T B, P^T B being B's rows in perm's order.
+    const Tensor permuted = gather_in_range(bl.expand(bs), -2, index);
+    x = solve(luf, solve(luf, permuted, false, true), true, false);
+  } else {
+    // A^T = U^T L^T P^T: X = P L^-T U^-T B, P W putting W's row i at row perm[i].
+    const Tensor lut = luf.transpose(-2, -1);
+    const Tensor w = solve(lut, solve(lut, bl, false, false), true, true);
+    const Tensor inverse = argsort(perm, -1).unsqueeze(-1).expand(bs).contiguous();
+    x = gather_in_range(w.expand(bs), -2, inverse);
+  }
+  return (left ? x : x.transpose(-2, -1)).to(b.dtype());
 }
 
 // lu_factor_ex's results in the computing dtype, and U's diagonal's zeros as info.
@@ -206,36 +243,16 @@ Tensor lu_solve(const Tensor& lu, const Tensor& pivots, const Tensor& b, bool le
         fmt::format("linalg.lu_solve: Incompatible shapes of A and B for the equation "
                     "{} ({}x{} and {}x{})",
                     left ? "AX = B" : "XA = B", n, n, b.size(-2), b.size(-1)));
-  const Tensor perm = permutation(checked_pivots(op, pivots, batch_of(lu, 2), n, n), n);
-  const Tensor luf = computing(lu);
-  // X A = B is A^T X^T = B^T: the left solve of the other adjointness, on B^T.
-  const bool transposed = left ? adjoint : !adjoint;
-  const Tensor bl = computing(left ? b : b.transpose(-2, -1));
-  Shape batch = broadcast_shapes(batch_of(lu, 2), batch_of(bl, 2));
-  Shape bs = batch;  // B's shape and the row indices' alike
-  bs.insert(bs.end(), {n, bl.size(-1)});
-  const Tensor index = perm.unsqueeze(-1).expand(bs).contiguous();
-  // The triangular solves read LU's triangles (L's diagonal taken as ones), through the
-  // device's fused kernel where it has one (the CPU: trsm).
-  const auto solve = [](const Tensor& t, const Tensor& rhs, bool upper, bool unit) {
-    return linalg::solve_triangular(t, rhs, upper, /*left=*/true, unit);
-  };
-  Tensor x;
-  if (!transposed) {
-    // A = P L U: X = U^-1 L^-1 P^T B, P^T B being B's rows in perm's order.
-    const Tensor permuted = gather_in_range(bl.expand(bs), -2, index);
-    x = solve(luf, solve(luf, permuted, false, true), true, false);
-  } else {
-    // A^T = U^T L^T P^T: X = P L^-T U^-T B, P W putting W's row i at row perm[i].
-    const Tensor lut = luf.transpose(-2, -1);
-    const Tensor w = solve(lut, solve(lut, bl, false, false), true, true);
-    const Tensor inverse = argsort(perm, -1).unsqueeze(-1).expand(bs).contiguous();
-    x = gather_in_range(w.expand(bs), -2, inverse);
-  }
-  return (left ? x : x.transpose(-2, -1)).to(b.dtype());
+  return solve_permuted(lu, permutation(checked_pivots(op, pivots, batch_of(lu, 2), n, n), n), b,
+                        left, adjoint);
 }
 
 }  // namespace linalg
+
+Tensor linalg_detail::lu_solve_factored(const Tensor& lu, const Tensor& pivots, const Tensor& b,
+                                        bool left, bool adjoint) {
+  return solve_permuted(lu, permutation(pivots.to(DType::i64) - 1, lu.size(-1)), b, left, adjoint);
+}
 
 linalg::PLU lu_unpack(const Tensor& lu, const Tensor& pivots, bool unpack_data_,
                       bool unpack_pivots) {

@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "devices.hpp"
+#include "dispatch.hpp"
 #include "ferry/debug.hpp"
 #include "ferry/ferry.hpp"
 #include "gradcheck.hpp"
@@ -51,18 +52,29 @@ Tensor conditioned(const Tensor& t) {
   return t + identity(t.size(-1), t.device()).to(t.dtype()) * 3;
 }
 
-// The fused trsm against the substitution, every (upper, left, unitriangular), with T's and B's
-// batches broadcast every way: one T for a batch of B, a batch of T for one B, both broadcast.
-TEST(LinalgGradients, FusedSolveTriangularAgreesWithTheSubstitution) {
-  const ferry::Device cpu = ferry::Device::cpu();
+// The fused kernel (the CPU's trsm, Vulkan's shader) against the substitution on the same
+// device, every (upper, left, unitriangular), with T's and B's batches broadcast every way: one
+// T for a batch of B, a batch of T for one B, both broadcast; and an order of 130, more rows than
+// a Vulkan workgroup has threads. f64 where the device computes it, else f32.
+void check_fused_solve_triangular(const ferry::Device& dev) {
+  const bool f64 = ferry::detail::impl_of(ferry::zeros({1}, {.device = dev}))
+                       .supports(ferry::OpId::solve_triangular, DType::f64);
+  if (!ferry::detail::impl_of(ferry::zeros({1}, {.device = dev}))
+           .supports(ferry::OpId::solve_triangular, f64 ? DType::f64 : DType::f32))
+    GTEST_SKIP() << dev.str() << " has no solve_triangular kernel";
+  const DType dt = f64 ? DType::f64 : DType::f32;
+  const double tol = f64 ? 1e-12 : 2e-5;
   struct Case {
     Shape t, b_left;
   };
-  for (const Case& c : {Case{{3, 5, 5}, {3, 5, 2}}, Case{{5, 5}, {4, 5, 3}},
-                        Case{{2, 5, 5}, {5, 4}}, Case{{2, 1, 5, 5}, {3, 5, 2}}}) {
+  for (const Case& c :
+       {Case{{3, 5, 5}, {3, 5, 2}}, Case{{5, 5}, {4, 5, 3}}, Case{{2, 5, 5}, {5, 4}},
+        Case{{2, 1, 5, 5}, {3, 5, 2}}, Case{{130, 130}, {2, 130, 3}}}) {
     SCOPED_TRACE(ferry::shape_str(c.t) + " " + ferry::shape_str(c.b_left));
-    const Tensor t = conditioned(random_matrix(c.t, 31, cpu));
-    const Tensor b = random_matrix(c.b_left, 32, cpu);
+    const double scale = 5.0 / double(c.t.back());  // off the diagonal: kept well-conditioned
+    const ferry::Device cpu = ferry::Device::cpu();
+    const Tensor t = conditioned(random_matrix(c.t, 31, cpu) * scale).to(dt).to(dev);
+    const Tensor b = random_matrix(c.b_left, 32, cpu).to(dt).to(dev);
     for (bool upper : {false, true})
       for (bool left : {false, true})
         for (bool unit : {false, true}) {
@@ -76,11 +88,14 @@ TEST(LinalgGradients, FusedSolveTriangularAgreesWithTheSubstitution) {
           const V steps = value_and_grads(f, {t, rhs});
           for (std::size_t i = 0; i < fused.size(); ++i) {
             EXPECT_EQ(fused[i].sizes(), steps[i].sizes()) << i;
-            EXPECT_LT(max_abs(fused[i] - steps[i]), 1e-12) << i;
+            EXPECT_EQ(fused[i].device(), dev);
+            EXPECT_LT(max_abs(fused[i] - steps[i]), tol) << i;
           }
         }
   }
 }
+FERRY_TEST_ON_EACH_DEVICE(LinalgGradients, FusedSolveTriangularAgreesWithTheSubstitution,
+                          check_fused_solve_triangular)
 
 // solve and inv with a gradient run getrf and trsm on the CPU (both record closed forms); their
 // gradients agree with those of the elimination's steps, which the composition records.
@@ -285,6 +300,32 @@ TEST(LinalgGradients, SlogdetGradientIsTheInverseTransposed) {
 // ("complete" where m > n through the reflections' steps), and an A already upper triangular,
 // whose zeros the steps passed no gradient (the Note in runtime/ops_orthogonal.cpp), which the
 // PyTorch reference case qr_triangular (test_linalg.cpp) checks too.
+// det's and slogdet's gradients solve with the pivots their forward's lu_factor_ex made, which
+// are in range by construction: their backward reads nothing back from the device (lu_solve's
+// range check of a caller's pivots did, once a backward), nor does it wait for it.
+void check_backward_stays_on_device(const ferry::Device& dev) {
+  namespace prof = ferry::profiler;
+  const Tensor a = random_matrix({16, 5, 5}, 41, dev).requires_grad_();
+  for (bool slog : {false, true}) {
+    SCOPED_TRACE(slog ? "slogdet" : "det");
+    const Tensor y = slog ? linalg::slogdet(a).second : linalg::det(a);
+    ferry::synchronize(dev);
+    prof::Scope scope;
+    const Tensor g = ferry::autograd::grad({ferry::sum(y)}, {a}).at(0);
+    const prof::Profile p = scope.stop();
+    std::size_t ops = 0;
+    for (const prof::Event& e : p.events()) {
+      EXPECT_NE(e.kind, prof::EventKind::wait) << e.name;
+      if (e.kind == prof::EventKind::copy) EXPECT_NE(e.name, "copy DtoH") << e.detail;
+      ops += e.kind == prof::EventKind::op;
+    }
+    EXPECT_GT(ops, 0u);
+    EXPECT_EQ(g.sizes(), a.sizes());
+  }
+}
+FERRY_TEST_ON_EACH_DEVICE(LinalgGradients, DetBackwardReadsNothingBack,
+                          check_backward_stays_on_device)
+
 TEST(LinalgGradients, QrMatchesFiniteDifferences) {
   using ferry_test::gradcheck;
   const ferry::Device cpu = ferry::Device::cpu();

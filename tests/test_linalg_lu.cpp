@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "devices.hpp"
+#include "dispatch.hpp"
 #include "ferry/debug.hpp"
 #include "ferry/ferry.hpp"
 #include "gradcheck.hpp"
@@ -202,6 +203,76 @@ TEST(LinalgLU, PivotsToPermutationKernelAgreesWithTheSteps) {
   ferry::debug::CompositesOnly composition;
   EXPECT_LT(max_abs(fused - linalg::lu_solve(lu, pivots, b)), 1e-13);
 }
+
+// lu_pivots_to_permutation's kernel on each device that has one (the CPU's loop, Vulkan's
+// shader) against the swaps done here, on the host: batches of small matrices (solve's usual
+// case), a tall one (rows > k), one large matrix, an empty batch, each pivot dtype the device
+// computes. On a device whose compiler ends loops early (lavapipe, Note [Loop budget] in
+// runtime/vulkan/vk_kernels.hpp), a permutation past the budget is refused, not cut short.
+void pivots_to_permutation_kernel(const ferry::Device& dev) {
+  using ferry::OpId;
+  const auto run = [&](const Tensor& pivots, std::int64_t m) {
+    ferry::Shape shape = pivots.sizes();
+    shape.back() = m;
+    const Tensor out = ferry::detail::new_tensor(shape, DType::i64, dev);
+    ferry::detail::run_kernel(OpId::lu_pivots_to_permutation, {pivots}, {out},
+                              ferry::Attrs{{"rows", m}});
+    return out;
+  };
+  Tensor probe = ferry::zeros({1}, {.dtype = DType::i64, .device = dev});
+  if (!ferry::detail::impl_of(probe).supports(OpId::lu_pivots_to_permutation, DType::i64))
+    GTEST_SKIP() << dev.str() << " has no lu_pivots_to_permutation kernel";
+  struct Case {
+    std::int64_t batch, m, k;
+  };
+  for (const Case& c :
+       {Case{5000, 4, 4}, Case{300, 9, 7}, Case{1, 3000, 3000}, Case{0, 4, 3}, Case{2, 1, 1}}) {
+    SCOPED_TRACE(::testing::Message() << c.batch << " x " << c.m << " rows, " << c.k << " pivots");
+    // Pivot j drawn from [j, m) as LAPACK's are, and from all of [0, m) (the contract allows it).
+    const Tensor drawn = ferry::randint(0, 1 << 20, {c.batch, c.k}, {.dtype = DType::i64});
+    const Tensor at = ferry::arange(double(c.k), {.dtype = DType::i64});
+    for (const Tensor& pivots :
+         {at + ferry::remainder(drawn, ferry::neg(at) + c.m), ferry::remainder(drawn, c.m)}) {
+      const std::vector<std::int64_t> p = pivots.to_vector<std::int64_t>();
+      std::vector<std::int64_t> want(std::size_t(c.batch * c.m));
+      for (std::int64_t b = 0; b < c.batch; ++b) {
+        std::int64_t* row = want.data() + b * c.m;
+        for (std::int64_t r = 0; r < c.m; ++r) row[r] = r;
+        for (std::int64_t j = 0; j < c.k; ++j) std::swap(row[j], row[p[std::size_t(b * c.k + j)]]);
+      }
+      for (DType dt : {DType::i64, DType::i32, DType::i16}) {
+        if (!ferry::detail::impl_of(probe).supports(OpId::lu_pivots_to_permutation, dt) ||
+            (dt == DType::i16 && c.m > 32767))
+          continue;
+        SCOPED_TRACE(ferry::dtype_name(dt));
+        const Tensor perm = run(pivots.to(dt).to(dev), c.m);
+        EXPECT_EQ(perm.sizes(), (ferry::Shape{c.batch, c.m}));
+        EXPECT_EQ(ints(perm), want);
+      }
+    }
+  }
+  // One permutation whose invocation would run m + k + 1 = 80,001 loop iterations.
+  const std::int64_t m = 40000;
+  // Each step swaps row j with the last: the rows rotate by one, perm[0] = m - 1, perm[i] = i - 1.
+  const Tensor pivots = ferry::full({m}, double(m - 1), {.dtype = DType::i64, .device = dev});
+  bool budget = false;
+  for (const ferry::DeviceInfo& d : ferry::devices())
+    if (d.device == dev.str() && d.properties.count("loop_budget"))
+      budget = d.properties.at("loop_budget") != "none";
+  if (!budget) {
+    std::vector<std::int64_t> want(static_cast<std::size_t>(m));
+    for (std::int64_t i = 0; i < m; ++i) want[std::size_t(i)] = i == 0 ? m - 1 : i - 1;
+    EXPECT_EQ(ints(run(pivots, m)), want);
+    return;
+  }
+  try {
+    run(pivots, m);
+    FAIL() << "a permutation past the loop budget was accepted";
+  } catch (const ferry::UnsupportedError& e) {
+    EXPECT_NE(std::string(e.what()).find("Loop budget"), std::string::npos) << e.what();
+  }
+}
+FERRY_TEST_ON_EACH_DEVICE(LinalgLU, PivotsToPermutationKernel, pivots_to_permutation_kernel)
 
 TEST(LinalgLU, GradientsMatchFiniteDifferences) {
   using ferry_test::gradcheck;

@@ -97,8 +97,8 @@ Tensor lu_backward(const Tensor& lu, const Tensor& pivots, const Tensor& g) {
 Tensor scaled_inverse_transposed(const Tensor& lu, const Tensor& pivots, const Tensor& scale) {
   const Tensor eye =
       ferry::eye(lu.size(-1), std::nullopt, {.dtype = lu.dtype(), .device = lu.device()});
-  return linalg::lu_solve(lu, pivots, scale.unsqueeze(-1).unsqueeze(-1) * eye, /*left=*/true,
-                          /*adjoint=*/true);
+  return linalg_detail::lu_solve_factored(lu, pivots, scale.unsqueeze(-1).unsqueeze(-1) * eye,
+                                          /*left=*/true, /*adjoint=*/true);
 }
 
 // g (batch-shaped, as det's output) times A's cofactor matrix det(A) A^-T, A = P L U packed in

@@ -10,12 +10,17 @@
 // (vk_split.hpp); the products of a K cut into pieces add up in C. Products of a few vectors
 // against a weight take the matrix-vector path first (vk_kernels_matvec.cpp), then f16 products
 // the cooperative-matrix path where it is on (vk_kernels_coopmat.cpp).
+//
+// Also lu_pivots_to_permutation, LU's pivots as a row permutation, through
+// shaders/lu_permutation.comp, and solve_triangular through shaders/triangular_solve.comp.
 #include <fmt/format.h>
 
 #include <algorithm>
 #include <array>
 
+#include "abi/lu_permutation.h"
 #include "abi/matmul.h"
+#include "abi/triangular_solve.h"
 #include "ferry/error.hpp"
 #include "ferry/profiler.hpp"
 #include "vulkan/vk_device.hpp"
@@ -173,8 +178,154 @@ void matmul_kernel(DeviceImpl& d, const OpCall& call) {
   }
 }
 
+// lu_pivots_to_permutation through shaders/lu_permutation.comp: contiguous 0-based pivots
+// [..., k] of any integer dtype -> contiguous permutation [..., rows] (i64), one invocation per
+// matrix (the shader says why).
+void lu_permutation_kernel(DeviceImpl& d, const OpCall& call) {
+  VulkanDevice& dev = vulkan_device(d);
+  const TensorArg& pivots = call.inputs.at(0);
+  const TensorArg& perm = call.outputs.at(0);
+  const std::int64_t m = call.attrs.i("rows");
+  if (!pivots.is_contiguous() || !perm.is_contiguous() || pivots.ndim() < 1 ||
+      perm.dtype != DType::i64 || perm.sizes.back() != m)
+    throw ShapeError(
+        "lu_pivots_to_permutation: the vulkan kernel takes contiguous pivots [..., k] and an i64 "
+        "permutation [..., rows]");
+  dev.require(pivots.dtype, "lu_pivots_to_permutation");
+  if (perm.numel() == 0) return;
+  if (perm.numel() > 0x7fffffffll || pivots.numel() > 0xffffffffll)
+    throw UnsupportedError(
+        "lu_pivots_to_permutation: the vulkan kernel takes < 2^31 permutation entries");
+  const KernelLimits& lim = dev.limits();
+  const std::int64_t k = pivots.sizes.back(), matrices = perm.numel() / m;
+  const std::uint32_t wg = std::min<std::uint32_t>(64, lim.max_workgroup_invocations);
+  const std::uint64_t groups =
+      std::min<std::uint64_t>((std::uint64_t(matrices) + wg - 1) / wg, lim.max_groups_x);
+  // Each invocation's grid-stride trips cost m + k + 1 loop iterations (Note [Loop budget]):
+  // a batch beyond what one dispatch's trips cover goes in several.
+  const std::uint64_t trips = (std::uint64_t(matrices) + wg * groups - 1) / (wg * groups);
+  const std::uint64_t fit = loop_trips_per_invocation(lim, trips, std::uint64_t(m + k) + 1);
+  if (fit == 0)
+    throw_past_loop_budget(dev, "lu_pivots_to_permutation",
+                           fmt::format("a permutation of {} rows by {} pivots", m, k));
+  const std::int64_t per_dispatch = std::int64_t(fit * wg * groups);
+  Binding bp = dev.bind(perm, Access::write), bv = dev.bind(pivots, Access::read);
+  const abi::LuPermutationSpec spec{.WG = wg, .DT = dtype_code(pivots.dtype)};
+  for (std::int64_t b0 = 0; b0 < matrices; b0 += per_dispatch) {
+    abi::LuPermutationParams p{};
+    p.off_perm = std::uint32_t(bp.element_offset + b0 * m);
+    p.off_pivots = std::uint32_t(bv.element_offset + b0 * k);
+    p.matrices = std::uint32_t(std::min(per_dispatch, matrices - b0));
+    p.rows = std::uint32_t(m);
+    p.steps = std::uint32_t(k);
+    const std::uint32_t g =
+        std::uint32_t(std::min<std::uint64_t>(groups, (p.matrices + wg - 1) / wg));
+    dev.dispatch({"lu_permutation", spec.values(), {bp, bv}, &p, sizeof p, {g, 1, 1}});
+  }
+}
+
+// solve_triangular through shaders/triangular_solve.comp (docs/kernel-contract.md): T [n, n] or
+// [..., n, n] (B's batch), B and X [..., rows, cols], contiguous, f32 or f64. X T = B runs as
+// T^T X^T = B^T, the strides swapped and the triangle flipped. A workgroup solves one column of
+// one matrix (a thread, for small n); the steps go in ranges that fit the loop budget, the
+// (matrix, column) pairs in grids the device allows.
+void triangular_solve_kernel(DeviceImpl& d, const OpCall& call) {
+  VulkanDevice& dev = vulkan_device(d);
+  const TensorArg& T = call.inputs.at(0);
+  const TensorArg& B = call.inputs.at(1);
+  const TensorArg& X = call.outputs.at(0);
+  const bool left = call.attrs.b("left");
+  if (T.ndim() < 2 || B.ndim() < 2 || !T.is_contiguous() || !B.is_contiguous() ||
+      !X.is_contiguous() || X.sizes != B.sizes || T.dtype != B.dtype || X.dtype != B.dtype)
+    throw ShapeError(
+        "solve_triangular: the vulkan kernel takes contiguous T [n, n] or [..., n, n], and B and "
+        "X of one shape and T's dtype");
+  dev.require_op(OpId::solve_triangular, T.dtype);
+  if (T.dtype != DType::f32 && T.dtype != DType::f64)
+    throw DTypeError("solve_triangular: the vulkan kernel takes f32 and f64");
+  const std::int64_t n = T.sizes.back(), rows = B.sizes[B.ndim() - 2], cols = B.sizes.back();
+  const std::int64_t matrices = rows * cols == 0 ? 0 : B.numel() / (rows * cols);
+  const std::int64_t t_matrices = n == 0 ? 0 : T.numel() / (n * n);
+  if (T.sizes[T.ndim() - 2] != n || (left ? rows : cols) != n ||
+      (t_matrices != 1 && t_matrices != matrices))
+    throw ShapeError(
+        "solve_triangular: the vulkan kernel takes T [n, n] or [..., n, n] and B of "
+        "T's batch");
+  if (X.numel() == 0) return;
+  if (B.numel() > 0x7fffffffll || T.numel() > 0x7fffffffll)
+    throw UnsupportedError("solve_triangular: the vulkan kernel takes < 2^31 elements");
+  abi::TriangularSolveParams p{};
+  p.n = std::uint32_t(n);
+  p.cols = std::uint32_t(left ? cols : rows);
+  // Row r, column c of the left form's X (and B), and of T.
+  p.x_row = std::uint32_t(left ? cols : 1);
+  p.x_col = std::uint32_t(left ? 1 : cols);
+  p.x_batch = std::uint32_t(rows * cols);
+  p.t_row = std::uint32_t(left ? n : 1);
+  p.t_col = std::uint32_t(left ? 1 : n);
+  p.t_batch = std::uint32_t(t_matrices == 1 ? 0 : n * n);
+  const bool upper = call.attrs.b("upper") == left;  // X T = B: T^T's triangle is the other
+  const KernelLimits& lim = dev.limits();
+  // Up to kThreadColumnOrder rows a thread solves a column alone (the shader says why), else a
+  // workgroup of about n threads does.
+  constexpr std::int64_t kThreadColumnOrder = 16;
+  const bool per_thread = n <= kThreadColumnOrder;
+  std::uint32_t wg = per_thread ? 64 : 4;
+  while (!per_thread && wg < 128 && wg < n) wg *= 2;
+  wg = std::min(wg, workgroup_size(lim, 128));
+  const std::uint64_t lanes = per_thread ? 1 : wg;
+  const abi::TriangularSolveSpec spec{
+      .WG = wg, .UPPER = upper, .UNIT = call.attrs.b("unitriangular"), .PER_THREAD = per_thread};
+  Binding bx = dev.bind(X, Access::write), bt = dev.bind(T, Access::read),
+          bb = dev.bind(B, Access::read), bx_read = dev.bind(X, Access::read);
+  p.off_x = bx.element_offset;
+  p.off_t = bt.element_offset;
+  p.off_b = bb.element_offset;
+  const std::uint64_t pairs = std::uint64_t(matrices) * p.cols;
+  p.pairs = std::uint32_t(pairs);
+  // The steps in ranges within the loop budget: B's copy (ceil(n / lanes) trips, in the first),
+  // then per step one trip and one per owned row still unsolved (Note [Loop budget]).
+  const auto per_step = [&](std::int64_t s) {
+    return 1 + (std::uint64_t(n - 1 - s) + lanes - 1) / lanes;
+  };
+  const std::uint64_t copy_trips = (std::uint64_t(n) + lanes - 1) / lanes;
+  const std::uint64_t pairs_per_group = per_thread ? wg : 1;
+  const std::uint64_t pairs_per_dispatch = pairs_per_group * lim.max_groups_x;
+  std::int64_t s0 = 0;
+  while (s0 < n) {
+    std::uint64_t used = s0 == 0 ? copy_trips : 0;
+    std::int64_t s1 = s0;
+    while (s1 < n && loop_trips_per_invocation(lim, 1, used + per_step(s1)) == 1)
+      used += per_step(s1++);
+    if (s1 == s0)
+      throw_past_loop_budget(dev, "solve_triangular",
+                             fmt::format("a step of a triangular solve of order {}", n));
+    p.s0 = std::uint32_t(s0);
+    p.s1 = std::uint32_t(s1);
+    p.copy = s0 == 0 ? 1u : 0u;
+    for (std::uint64_t g0 = 0; g0 < pairs; g0 += pairs_per_dispatch) {
+      p.g0 = std::uint32_t(g0);
+      const std::uint64_t here = std::min(pairs - g0, pairs_per_dispatch);
+      const std::uint32_t groups = std::uint32_t((here + pairs_per_group - 1) / pairs_per_group);
+      dev.dispatch({"triangular_solve",
+                    spec.values(),
+                    {bx, bt, bb, bx_read},
+                    &p,
+                    sizeof p,
+                    {groups, 1, 1},
+                    std::uint32_t(OpId::solve_triangular),
+                    T.dtype == DType::f64});
+    }
+    s0 = s1;
+  }
+}
+
 }  // namespace
 
-void add_linalg_kernels(KernelTable& table) { table.emplace_back(OpId::matmul, matmul_kernel); }
+void add_linalg_kernels(KernelTable& table) {
+  table.emplace_back(OpId::matmul, matmul_kernel);
+  table.emplace_back(OpId::lu_pivots_to_permutation, lu_permutation_kernel);
+  table.emplace_back(OpId::solve_triangular, triangular_solve_kernel);
+}
 
 }  // namespace ferry::vulkan

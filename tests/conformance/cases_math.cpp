@@ -128,6 +128,16 @@ std::vector<FloatOpCase> math_ops() {
        "[4, 4] upper, unit, and [3, 4] on the right",
        {{4, 4}, {3, 4}},
        [](const Inputs& in) { return linalg::solve_triangular(in[0], in[1], true, false, true); }},
+      // 64 rows: more steps than one dispatch takes under a small loop budget
+      // (conformance_vulkan_loop_budget_small), so the solve goes on across dispatches.
+      {"solve_triangular",
+       "[64, 64] upper, diagonally dominant, and [64, 2]",
+       {{64, 64}, {64, 2}},
+       [](const Inputs& in) {
+         const Tensor t = in[0] * (1.0 / 64) +
+                          eye(64, std::nullopt, {.dtype = in[0].dtype(), .device = in[0].device()});
+         return linalg::solve_triangular(t, in[1], true);
+       }},
       {"solve",
        "[2, 4, 4] and [4, 2], rows reversed",
        {{2, 4, 4}, {4, 2}},
