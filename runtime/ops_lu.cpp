@@ -125,7 +125,7 @@ Tensor solve_permuted(const Tensor& lu, const Tensor& perm, const Tensor& b, boo
   bs.insert(bs.end(), {n, bl.size(-1)});
   const Tensor index = perm.unsqueeze(-1).expand(bs).contiguous();
   // The triangular solves read LU's triangles (L's diagonal taken as ones), through the
-  // device's fused kernel where it has one (the CPU: trsm).
+  // device's fused kernel where it has one (the CPU's trsm, Vulkan's shader).
   const auto solve = [](const Tensor& t, const Tensor& rhs, bool upper, bool unit) {
     return linalg::solve_triangular(t, rhs, upper, /*left=*/true, unit);
   };
