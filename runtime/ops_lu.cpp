@@ -70,6 +70,12 @@ Tensor permutation(const Tensor& pivots, std::int64_t m) {
   return perm;
 }
 
+// The permutation of m rows that pivots this runtime's lu_factor_ex made (int32, 1-based, in
+// range by construction) stand for: no range check.
+Tensor factored_permutation(const Tensor& pivots, std::int64_t m) {
+  return permutation(pivots.to(DType::i64) - 1, m);
+}
+
 // Caller's pivots: int32, [batch..., k], each in 1..m; returned 0-based, i64. PyTorch's messages.
 Tensor checked_pivots(const char* op, const Tensor& pivots, const Shape& batch, std::int64_t k,
                       std::int64_t m) {
@@ -218,7 +224,7 @@ PLU lu(const Tensor& a, bool pivot) {
   const Tensor af = computing(a);
   const LUFactorization f = factor(af, pivot);
   const auto [l, u] = unpack_data(f.LU);
-  const Tensor p = pivot ? permutation_matrix(permutation(f.pivots.to(DType::i64) - 1, a.size(-2)),
+  const Tensor p = pivot ? permutation_matrix(factored_permutation(f.pivots, a.size(-2)),
                                               a.size(-2), a.dtype())
                          : empty({0}, {.dtype = a.dtype(), .device = a.device()});
   return {p, l.to(a.dtype()), u.to(a.dtype())};
@@ -251,7 +257,7 @@ Tensor lu_solve(const Tensor& lu, const Tensor& pivots, const Tensor& b, bool le
 
 Tensor linalg_detail::lu_solve_factored(const Tensor& lu, const Tensor& pivots, const Tensor& b,
                                         bool left, bool adjoint) {
-  return solve_permuted(lu, permutation(pivots.to(DType::i64) - 1, lu.size(-1)), b, left, adjoint);
+  return solve_permuted(lu, factored_permutation(pivots, lu.size(-1)), b, left, adjoint);
 }
 
 linalg::PLU lu_unpack(const Tensor& lu, const Tensor& pivots, bool unpack_data_,
