@@ -154,7 +154,8 @@ Tensor solve_permuted(const Tensor& lu, const Tensor& perm, const Tensor& b, boo
 // Untracked: the caller records LU's gradient in closed form.
 linalg::LUFactorization factor_untracked(const Tensor& a, bool pivot) {
   if (pivot && a.numel() > 0 && detail::use_fused_kernel(OpId::lu_factor_ex, a, a.dtype())) {
-    // LAPACK's getrf on the CPU (Note [LAPACK through OpenBLAS]).
+    // LAPACK's getrf on the CPU (Note [LAPACK through OpenBLAS]), shaders/lu_factor.comp on
+    // Vulkan.
     const Tensor in = a.contiguous();
     const std::int64_t k = std::min(a.size(-2), a.size(-1));
     Shape pivots = batch_of(a, 2);

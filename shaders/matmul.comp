@@ -18,6 +18,9 @@
 // 3 (the same range as binding 0, bound for reading so that the host's barriers see the
 // read), for a K cut into pieces that each fit a storage-buffer binding; otherwise binding 3
 // is unused. The f64 module computes the same in double (the host picks tiles that fit).
+// SMALL (products of a few elements, Note [Tiny products] in runtime/vulkan/vk_kernels_linalg.cpp):
+// a 1-D grid, a thread per element of C summing its K products straight from global memory, in
+// order; no tile, no shared memory, no barrier.
 // ferry-f64-ops: matmul
 #version 450
 #extension GL_GOOGLE_include_directive : require
@@ -60,7 +63,31 @@ FVEC4 gemm_b_run(uint i, uint k, uint n) {
   return v;
 }
 
+// SMALL: element e of C ([B, M, N] in order), floats in FTYPE, integers wrapping.
+void small_product(uint e) {
+  const uint mn = p.M * p.N;
+  if (e >= p.elements) return;
+  const uint batch = e / mn, m = (e % mn) / p.N, n = e % p.N;
+  const uint ai = p.a_off + batch * p.sa_b + m * p.sa_m, bi = p.b_off + batch * p.sb_b + n * p.sb_n;
+  const uint ci = p.c_off + batch * p.sc_b + m * p.sc_m + n;
+  if (IS_FLOAT_DT(DT)) {
+    FTYPE acc = FTYPE(0);
+    for (uint k = 0; k < p.K; ++k) acc += LOAD_F(a, DT, ai + k * p.sa_k) * LOAD_F(b, DT, bi + k * p.sb_k);
+    if (ACCUMULATE) acc += LOAD_F(cin, DT, ci);
+    STORE_F(c, DT, ci, acc)
+  } else {
+    ITYPE acc = ITYPE(0);
+    for (uint k = 0; k < p.K; ++k) acc += LOAD_I(a, DT, ai + k * p.sa_k) * LOAD_I(b, DT, bi + k * p.sb_k);
+    if (ACCUMULATE) acc += LOAD_I(cin, DT, ci);
+    STORE_I(c, DT, ci, acc)
+  }
+}
+
 void main() {
+  if (SMALL) {
+    small_product(p.batch0 + gl_GlobalInvocationID.x);
+    return;
+  }
   const uint batch = gl_WorkGroupID.z + p.batch0;
   const uint m0 = (gl_WorkGroupID.y + p.m_tile0) * BM, n0 = (gl_WorkGroupID.x + p.n_tile0) * BN;
   a_base = p.a_off + batch * p.sa_b;

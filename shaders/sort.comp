@@ -17,7 +17,10 @@
 // block of 2 WG elements from x (positions as the second key) and runs every
 // level up to 2 WG; a longer row then takes, per level, one global FLIP step,
 // global HALF steps while j >= 2 WG, and one SORT_MODE_MERGE for the rest.
-// The values and positions live in the outputs throughout. The f64 module (Note [f64 on
+// The values and positions live in the outputs throughout. Rows of at most FERRY_SORT_ROW_MAX
+// elements take SORT_MODE_ROW instead: a thread per row inserts each element into the sorted
+// prefix in the outputs (by the same order: stable), where the network would give each short
+// row a workgroup of its own (4,096 rows of 4 took 190 ms on lavapipe). The f64 module (Note [f64 on
 // Vulkan] in runtime/vulkan/vk_pipelines.cpp) compares and moves doubles.
 // ferry-f64-ops: sort
 #version 450
@@ -95,8 +98,38 @@ void local_step(uint q, uint k, uint j) {
   }
 }
 
+// SORT_MODE_ROW: row r by insertion, in the outputs.
+void sort_row(uint row) {
+  const uint e0 = row * p.n;
+  for (uint i = 0u; i < p.n; ++i) {
+    FTYPE f = FTYPE(0);
+    ITYPE v = ITYPE(0);
+    if (IS_FLOAT_DT(DT)) f = LOAD_F(x, DT, p.x_off + e0 + i);
+    else v = LOAD_I(x, DT, p.x_off + e0 + i);
+    uint at = i;  // slides down past the elements it goes before
+    for (; at > 0u; --at) {
+      const uint e = e0 + at - 1u, pos = pos_at(e);
+      if (IS_FLOAT_DT(DT)) {
+        const FTYPE g = LOAD_F(v, DT, p.v_off + e);
+        if (!before_f(f, i, g, pos)) break;
+        put(e + 1u, g, ITYPE(0), pos);
+      } else {
+        const ITYPE w = LOAD_I(v, DT, p.v_off + e);
+        if (!before_i(v, i, w, pos)) break;
+        put(e + 1u, 0.0, w, pos);
+      }
+    }
+    put(e0 + at, f, v, i);
+  }
+}
+
 void main() {
   const uint WG = gl_WorkGroupSize.x, t = gl_LocalInvocationID.x;
+  if (MODE == SORT_MODE_ROW) {
+    const uint stride = gl_NumWorkGroups.x * WG;
+    for (uint r = gl_GlobalInvocationID.x; r < p.rows; r += stride) sort_row(r);
+    return;
+  }
   if (MODE == SORT_MODE_FLIP || MODE == SORT_MODE_HALF) {
     const uint half_p = p.padded / 2u, pairs = p.rows * half_p;
     const uint stride = gl_NumWorkGroups.x * WG;

@@ -169,6 +169,51 @@ TEST(LinalgLU, FusedKernelsAgreeWithTheComposition) {
                      "(Batch element 1): The factorization", "order 3 is not");
 }
 
+// Each device's fused lu_factor_ex (LAPACK's getrf on the CPU, shaders/lu_factor.comp on Vulkan)
+// against the composition on the same device (debug::CompositesOnly): pivots and info exactly.
+// Vulkan's kernel has two forms, a thread per matrix up to 16 columns (here a batch of 200
+// takes several workgroups) and a workgroup per matrix beyond (order 130: two columns a thread
+// and the multipliers in two chunks of rows); tall, wide, singular and zero matrices; f32 too.
+void fused_lu_factor(const ferry::Device& dev) {
+  std::vector<double> mask(20, 1.0);
+  mask[5] = 0;  // column 5 zero: singular, step 5 finds every candidate exactly zero (info 6)
+  const Tensor singular = random_matrix({20, 20}, 20, dev) * tensor_on(mask, {20}, dev);
+  for (const Tensor& a : {random_matrix({3, 6, 6}, 14, dev), random_matrix({5, 3}, 15, dev),
+                          random_matrix({2, 3, 5}, 16, dev), random_matrix({200, 4, 4}, 17, dev),
+                          random_matrix({2, 40, 40}, 18, dev), random_matrix({130, 130}, 19, dev),
+                          random_matrix({70, 20}, 21, dev), random_matrix({20, 70}, 22, dev),
+                          singular, ferry::zeros({3, 3}, {.dtype = DType::f64, .device = dev}),
+                          ferry::zeros({2, 24, 24}, {.dtype = DType::f64, .device = dev}),
+                          random_matrix({4, 5, 5}, 23, dev).to(DType::f32),
+                          random_matrix({33, 33}, 24, dev).to(DType::f32)}) {
+    SCOPED_TRACE(ferry::shape_str(a.sizes()) + " " + std::string(ferry::dtype_name(a.dtype())));
+    const linalg::LUFactorization fused = linalg::lu_factor_ex(a);
+    ferry::debug::CompositesOnly composition;
+    const linalg::LUFactorization steps = linalg::lu_factor_ex(a);
+    EXPECT_LT(max_abs(fused.LU - steps.LU), a.dtype() == DType::f32 ? 1e-4 : 1e-12);
+    EXPECT_EQ(ints(fused.pivots), ints(steps.pivots));
+    EXPECT_EQ(ints(fused.info), ints(steps.info));
+  }
+}
+FERRY_TEST_ON_EACH_DEVICE(LinalgLU, FusedLUFactorAgreesWithTheComposition, fused_lu_factor)
+
+// 40,000 rows: on lavapipe one step's row updates run past the loop budget (Note [Loop budget]
+// in runtime/vulkan/vk_kernels.hpp), in both of Vulkan's forms (16 and 17 columns), so each
+// step goes in ranges of rows over several dispatches. Held to the CPU's LAPACK.
+void tall_lu_factor(const ferry::Device& dev) {
+  if (dev.is_cpu()) GTEST_SKIP() << "the CPU's LAPACK is the reference";
+  for (std::int64_t n : {16, 17}) {
+    const Tensor a = random_matrix({40000, n}, std::uint64_t(30 + n), ferry::Device::cpu());
+    const linalg::LUFactorization want = linalg::lu_factor_ex(a);
+    const linalg::LUFactorization got = linalg::lu_factor_ex(a.to(dev));
+    SCOPED_TRACE(n);
+    EXPECT_LT(max_abs(got.LU.to(ferry::Device::cpu()) - want.LU), 1e-12);
+    EXPECT_EQ(ints(got.pivots), ints(want.pivots));
+    EXPECT_EQ(ints(got.info), ints(want.info));
+  }
+}
+FERRY_TEST_ON_EACH_DEVICE(LinalgLU, TallMatricesInRangesOfRows, tall_lu_factor)
+
 // The CPU's lu_pivots_to_permutation kernel (a loop of swaps) against the composition's where-
 // and-gather steps, through lu_unpack's P and lu_solve: pivots of every kind (none swapped, every
 // one swapped, random), tall and wide; and one permutation worked by hand: pivots 2, 4, 3 of four

@@ -55,16 +55,28 @@ inline constexpr std::array<TileChoice, 4> kTiles = {{
 inline std::uint64_t ceil_div(std::uint64_t a, std::uint64_t b) { return (a + b - 1) / b; }
 
 // The tile for nb products of M x N, for op `op` (its name in the error).
+// A tile is passed over where a smaller one the device allows covers C in as many tiles along
+// both dims: a batch of 4 x 4 products took 128 x 128 tiles of 256 threads each, 4,096
+// workgroups of padding, 1 s on lavapipe where 16 x 16 tiles take a few ms.
 inline Tile choose_tile(std::string_view op, const KernelLimits& lim, std::uint64_t nb,
                         std::uint64_t M, std::uint64_t N, std::uint32_t element_bytes) {
+  const auto allowed = [&](const Tile& t) {
+    return t.threads() <= lim.max_workgroup_invocations &&
+           t.shared_bytes(element_bytes) <= lim.shared_memory;
+  };
+  const auto covers_as_well = [&](const Tile& small, const Tile& t) {
+    return ceil_div(M, small.bm) == ceil_div(M, t.bm) && ceil_div(N, small.bn) == ceil_div(N, t.bn);
+  };
   const Tile* fallback = nullptr;
-  for (const TileChoice& c : kTiles) {
-    const Tile& t = c.tile;
-    if (t.threads() > lim.max_workgroup_invocations ||
-        t.shared_bytes(element_bytes) > lim.shared_memory)
-      continue;
-    if (nb * ceil_div(M, t.bm) * ceil_div(N, t.bn) >= c.min_tiles) return t;
+  for (std::size_t i = 0; i < kTiles.size(); ++i) {
+    const Tile& t = kTiles[i].tile;
+    if (!allowed(t)) continue;
     fallback = &t;
+    bool oversized = false;
+    for (std::size_t j = i + 1; j < kTiles.size() && !oversized; ++j)
+      oversized = allowed(kTiles[j].tile) && covers_as_well(kTiles[j].tile, t);
+    if (oversized) continue;
+    if (nb * ceil_div(M, t.bm) * ceil_div(N, t.bn) >= kTiles[i].min_tiles) return t;
   }
   if (!fallback)
     throw UnsupportedError(fmt::format(

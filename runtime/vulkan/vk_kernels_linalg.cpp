@@ -9,15 +9,18 @@
 // of A and C, when a view spans more than one storage-buffer binding can reach
 // (vk_split.hpp); the products of a K cut into pieces add up in C. Products of a few vectors
 // against a weight take the matrix-vector path first (vk_kernels_matvec.cpp), then f16 products
-// the cooperative-matrix path where it is on (vk_kernels_coopmat.cpp).
+// the cooperative-matrix path where it is on (vk_kernels_coopmat.cpp), then tiny products a
+// thread per element of C (Note [Tiny products]).
 //
 // Also lu_pivots_to_permutation, LU's pivots as a row permutation, through
-// shaders/lu_permutation.comp, and solve_triangular through shaders/triangular_solve.comp.
+// shaders/lu_permutation.comp, solve_triangular through shaders/triangular_solve.comp, and
+// lu_factor_ex through shaders/lu_factor.comp.
 #include <fmt/format.h>
 
 #include <algorithm>
 #include <array>
 
+#include "abi/lu_factor.h"
 #include "abi/lu_permutation.h"
 #include "abi/matmul.h"
 #include "abi/triangular_solve.h"
@@ -30,27 +33,31 @@
 namespace ferry::vulkan {
 namespace {
 
-// One dispatch group per tile; grids beyond the device's limit go in several dispatches.
-// `accumulate`: C += A x B.
-void dispatch_grid(VulkanDevice& dev, const TensorArg& A, const TensorArg& B, const TensorArg& C,
-                   const Tile& t, bool accumulate) {
-  const std::uint32_t nb = std::uint32_t(C.sizes[0]), M = std::uint32_t(C.sizes[1]),
-                      N = std::uint32_t(C.sizes[2]), K = std::uint32_t(A.sizes[2]);
-  Binding c = dev.bind(C, Access::write);
+// The bindings of C, A, B and of binding 3 (C's old values where `accumulate`, else unused),
+// and the push constants' sizes, offsets and strides, for either of matmul.comp's modes.
+struct MatmulCall {
+  Binding c, a, b, c_old;
+  abi::MatmulParams p{};
+};
+MatmulCall bind_matmul(VulkanDevice& dev, const TensorArg& A, const TensorArg& B,
+                       const TensorArg& C, bool accumulate) {
+  MatmulCall m;
+  const std::uint32_t K = std::uint32_t(A.sizes[2]);
+  m.c = dev.bind(C, Access::write);
   // With K = 0 the shader reads no operand and writes zeros; the (empty) operands are not
   // bound, since an empty view may sit in an empty buffer.
-  Binding a = K == 0 ? c : dev.bind(A, Access::read);
-  Binding b = K == 0 ? c : dev.bind(B, Access::read);
-  if (K == 0) a.access = b.access = Access::read;
-  Binding c_old = accumulate ? c : a;  // binding 3: C's old values, or unused
-  c_old.access = Access::read;
-  abi::MatmulParams p{};
-  p.M = M;
-  p.N = N;
+  m.a = K == 0 ? m.c : dev.bind(A, Access::read);
+  m.b = K == 0 ? m.c : dev.bind(B, Access::read);
+  if (K == 0) m.a.access = m.b.access = Access::read;
+  m.c_old = accumulate ? m.c : m.a;
+  m.c_old.access = Access::read;
+  abi::MatmulParams& p = m.p;
+  p.M = std::uint32_t(C.sizes[1]);
+  p.N = std::uint32_t(C.sizes[2]);
   p.K = K;
-  p.c_off = c.element_offset;
-  p.a_off = a.element_offset;
-  p.b_off = b.element_offset;
+  p.c_off = m.c.element_offset;
+  p.a_off = m.a.element_offset;
+  p.b_off = m.b.element_offset;
   p.sc_b = std::uint32_t(C.strides[0]);
   p.sc_m = std::uint32_t(C.strides[1]);
   p.sa_b = std::uint32_t(A.strides[0]);
@@ -59,6 +66,17 @@ void dispatch_grid(VulkanDevice& dev, const TensorArg& A, const TensorArg& B, co
   p.sb_b = std::uint32_t(B.strides[0]);
   p.sb_k = std::uint32_t(B.strides[1]);
   p.sb_n = std::uint32_t(B.strides[2]);
+  return m;
+}
+
+// One dispatch group per tile; grids beyond the device's limit go in several dispatches.
+// `accumulate`: C += A x B.
+void dispatch_grid(VulkanDevice& dev, const TensorArg& A, const TensorArg& B, const TensorArg& C,
+                   const Tile& t, bool accumulate) {
+  const std::uint32_t nb = std::uint32_t(C.sizes[0]), M = std::uint32_t(C.sizes[1]),
+                      N = std::uint32_t(C.sizes[2]);
+  MatmulCall m = bind_matmul(dev, A, B, C, accumulate);
+  abi::MatmulParams& p = m.p;
   // Coalesced loads: walk M when A is column-major, K when B is (the defaults walk A's K and
   // B's N, right for row-major operands).
   const std::uint32_t a_mfast = p.sa_m == 1 && p.sa_k != 1 ? 1 : 0;
@@ -85,7 +103,7 @@ void dispatch_grid(VulkanDevice& dev, const TensorArg& A, const TensorArg& B, co
         p.n_tile0 = x;
         dev.dispatch({"matmul",
                       spec,
-                      {c, a, b, c_old},
+                      {m.c, m.a, m.b, m.c_old},
                       &p,
                       sizeof p,
                       {std::min(max_groups, gx - x), std::min(max_groups, gy - y),
@@ -117,6 +135,51 @@ void dispatch_part(VulkanDevice& dev, const TensorArg& A, const TensorArg& B, co
   }
 }
 
+// Note [Tiny products]
+// A batch of products of a few elements each (LU's gradients over [4096, 4, 4], attention over a
+// few tokens) took a GEMM tile per product: 4,096 workgroups of mostly padding, 40 ms on
+// lavapipe for 4 x 4 x 4 products even in 16 x 16 tiles (1 s in the 128 x 128 tiles chosen
+// before choose_tile passed over oversized ones). Where each C has at most kTinyElements
+// elements and K is at most kTinyK, a thread per element of C sums its K products straight
+// from global memory, in order (matmul.comp's SMALL): each operand is read a few times, from
+// cache, the workgroups are full whatever the batch, and K is too short to meet the loop budget.
+constexpr std::int64_t kTinyElements = 64, kTinyK = 64;
+
+void dispatch_tiny(VulkanDevice& dev, const TensorArg& A, const TensorArg& B, const TensorArg& C) {
+  const std::uint64_t nb = std::uint64_t(C.sizes[0]), M = std::uint64_t(C.sizes[1]),
+                      N = std::uint64_t(C.sizes[2]);
+  MatmulCall m = bind_matmul(dev, A, B, C, false);
+  abi::MatmulParams& p = m.p;
+  const std::uint64_t elements = nb * M * N;
+  if (elements > 0xffffffffull)
+    throw UnsupportedError("matmul: the vulkan kernel's tiny products take < 2^32 outputs a call");
+  p.elements = std::uint32_t(elements);
+  // The tile's constants only size the (unused) GEMM: 32 x 32 in 4 x 4 is 64 threads.
+  constexpr std::uint32_t wg = 64;
+  const std::vector<std::uint32_t> spec = abi::MatmulSpec{.WG = wg,
+                                                          .DT = dtype_code(C.dtype),
+                                                          .BM = 32,
+                                                          .BN = 32,
+                                                          .BK = 8,
+                                                          .TM = 4,
+                                                          .TN = 4,
+                                                          .SMALL = true}
+                                              .values();
+  const std::uint64_t per_dispatch = std::uint64_t(dev.limits().max_groups_x) * wg;
+  for (std::uint64_t e0 = 0; e0 < elements; e0 += per_dispatch) {
+    p.batch0 = std::uint32_t(e0);
+    const std::uint64_t here = std::min(per_dispatch, elements - e0);
+    dev.dispatch({"matmul",
+                  spec,
+                  {m.c, m.a, m.b, m.c_old},
+                  &p,
+                  sizeof p,
+                  {std::uint32_t((here + wg - 1) / wg), 1, 1},
+                  std::uint32_t(OpId::matmul),
+                  C.dtype == DType::f64});
+  }
+}
+
 void matmul_kernel(DeviceImpl& d, const OpCall& call) {
   VulkanDevice& dev = vulkan_device(d);
   const TensorArg &A = call.inputs.at(0), &B = call.inputs.at(1), &C = call.outputs.at(0);
@@ -135,6 +198,17 @@ void matmul_kernel(DeviceImpl& d, const OpCall& call) {
     throw UnsupportedError("matmul: the vulkan kernel takes at most 2^31 rows and columns");
   if (is_floating(dt) && try_matvec(dev, A, B, C)) return;  // a few rows against a weight
   if (try_coopmat(dev, A, B, C)) return;  // f16, bf16 on tensor cores, where the device has them
+  const KernelLimits& lim = dev.limits();
+  const std::int64_t batches =
+      std::min({max_chunk(lim, A, 0), max_chunk(lim, B, 0), max_chunk(lim, C, 0)});
+  if (M * N <= kTinyElements && A.sizes[2] <= kTinyK && batches >= 1) {
+    if (profiler::enabled()) profiler::note_kernel("tiny products, a thread per element");
+    for (std::int64_t b0 = 0; b0 < nb; b0 += batches) {
+      const std::int64_t n = std::min(batches, nb - b0);
+      dispatch_tiny(dev, narrow(A, 0, b0, n), narrow(B, 0, b0, n), narrow(C, 0, b0, n));
+    }
+    return;
+  }
 
   const Tile t = is_floating(dt)
                      ? choose_tile("matmul", dev.limits(), std::uint64_t(nb), std::uint64_t(M),
@@ -143,9 +217,6 @@ void matmul_kernel(DeviceImpl& d, const OpCall& call) {
   if (profiler::enabled())
     profiler::note_kernel(
         fmt::format("gemm tile {}x{}x{}, {}x{} per thread", t.bm, t.bn, t.bk, t.tm, t.tn));
-  const KernelLimits& lim = dev.limits();
-  const std::int64_t batches =
-      std::min({max_chunk(lim, A, 0), max_chunk(lim, B, 0), max_chunk(lim, C, 0)});
   if (batches >= 1) {
     for (std::int64_t b0 = 0; b0 < nb; b0 += batches) {
       const std::int64_t n = std::min(batches, nb - b0);
@@ -320,12 +391,162 @@ void triangular_solve_kernel(DeviceImpl& d, const OpCall& call) {
   }
 }
 
+// lu_factor_ex through shaders/lu_factor.comp (docs/kernel-contract.md): A [..., m, n] -> LU
+// [..., m, n], pivots [..., k] (i32, 1-based) and info [...] (i32), contiguous, f32 or f64. A is
+// copied into LU, which the shader factors in place: a workgroup a matrix (a thread, for small
+// n), the steps in dispatches that fit the loop budget and a step too long for one in ranges
+// of its rows, the batch in chunks that one binding reaches and grids the device allows.
+void lu_factor_kernel(DeviceImpl& d, const OpCall& call) {
+  VulkanDevice& dev = vulkan_device(d);
+  const TensorArg& A = call.inputs.at(0);
+  const TensorArg &LU = call.outputs.at(0), &pivots = call.outputs.at(1),
+                  &info = call.outputs.at(2);
+  if (A.ndim() < 2 || !A.is_contiguous() || !LU.is_contiguous() || !pivots.is_contiguous() ||
+      !info.is_contiguous() || LU.sizes != A.sizes || LU.dtype != A.dtype ||
+      pivots.dtype != DType::i32 || info.dtype != DType::i32)
+    throw ShapeError(
+        "lu_factor_ex: the vulkan kernel takes a contiguous A [..., m, n], LU of its shape and "
+        "dtype, and i32 pivots and info");
+  dev.require_op(OpId::lu_factor_ex, A.dtype);
+  if (A.dtype != DType::f32 && A.dtype != DType::f64)
+    throw DTypeError("lu_factor_ex: the vulkan kernel takes f32 and f64");
+  const std::int64_t m = A.sizes[std::size_t(A.ndim() - 2)], n = A.sizes.back();
+  const std::int64_t k = std::min(m, n);
+  if (k == 0) throw ShapeError("lu_factor_ex: the vulkan kernel takes matrices of m, n >= 1");
+  if (A.numel() > 0x7fffffffll)
+    throw UnsupportedError("lu_factor_ex: the vulkan kernel takes < 2^31 elements");
+  const std::int64_t matrices = A.numel() / (m * n);
+  if (pivots.numel() != matrices * k || info.numel() != matrices)
+    throw ShapeError("lu_factor_ex: the vulkan kernel takes pivots [..., k] and info [...]");
+  const std::size_t esize = dtype_size(A.dtype);
+  dev.copy_within(*LU.buffer, std::size_t(LU.offset) * esize, *A.buffer,
+                  std::size_t(A.offset) * esize, std::size_t(A.numel()) * esize);
+
+  const KernelLimits& lim = dev.limits();
+  // Up to kThreadMatrixColumns columns a thread factors a matrix alone (the shader says why),
+  // else a workgroup of about n threads does.
+  constexpr std::int64_t kThreadMatrixColumns = 16;
+  const bool per_thread = n <= kThreadMatrixColumns;
+  std::uint32_t wg = per_thread ? 64 : 32;
+  while (!per_thread && wg < 128 && wg < n) wg *= 2;
+  wg = std::min(wg, workgroup_size(lim, 128));
+  const std::uint64_t lanes = per_thread ? 1 : wg;
+  const abi::LuFactorSpec spec{.WG = wg, .PER_THREAD = per_thread};
+
+  // The loop trips of one invocation (Note [Loop budget]) for step j's rows [rb, re), each loop
+  // counted one trip over its iterations (its last test) and each barrier one: the step's own
+  // trip and the chunk loop's exit; where the step begins, the pivot search down the column, the
+  // swap of the owned columns and a barrier; per chunk of rows its trip, the multipliers, the
+  // owned columns, per column the chunk's rows, and two barriers. Counted without the extra
+  // trips, a step of 40,000 rows in ranges was wrong on lavapipe by a few hundred trips
+  // (LinalgLU.TallMatricesInRangesOfRows).
+  const std::uint64_t cols = (std::uint64_t(n) + lanes - 1) / lanes;
+  constexpr std::uint64_t chunk = FERRY_LU_FACTOR_CHUNK;
+  const auto fixed_cost = [&](std::int64_t j, std::int64_t rb) {
+    return 2 + (rb == j + 1 ? std::uint64_t(m - j) + 1 + cols + 1 + 1 : 0);
+  };
+  const auto rows_cost = [&](std::uint64_t rows) {
+    const std::uint64_t chunks = (rows + chunk - 1) / chunk;
+    return chunks * (1 + 1 + 1 + 2 * cols + 2) + rows * (1 + cols);
+  };
+  const auto fits = [&](std::uint64_t trips) {
+    return loop_trips_per_invocation(lim, 1, trips) == 1;
+  };
+
+  // The batch in chunks that one binding of each tensor reaches, each chunk's matrices in grids
+  // the device allows.
+  const std::vector<std::int64_t> flat_lu{matrices, m * n}, flat_k{matrices, k},
+      flat_one{matrices, 1};
+  const auto flat = [](TensorArg t, const std::vector<std::int64_t>& sizes) {
+    t.sizes = sizes;
+    t.strides = {sizes[1], 1};
+    return t;
+  };
+  const TensorArg lu2 = flat(LU, flat_lu), piv2 = flat(pivots, flat_k),
+                  info2 = flat(info, flat_one);
+  const std::int64_t per_binding =
+      std::min({max_chunk(lim, lu2, 0), max_chunk(lim, piv2, 0), max_chunk(lim, info2, 0)});
+  if (per_binding < 1)  // one matrix alone: bind() says which limit it passes
+    (void)dev.bind(narrow(lu2, 0, 0, 1), Access::write);
+  const std::uint64_t matrices_per_group = per_thread ? wg : 1;
+  const std::int64_t per_grid = std::int64_t(matrices_per_group * lim.max_groups_x);
+  const std::int64_t per_dispatch = std::max<std::int64_t>(1, std::min(per_binding, per_grid));
+  for (std::int64_t b0 = 0; b0 < matrices; b0 += per_dispatch) {
+    const std::int64_t count = std::min(per_dispatch, matrices - b0);
+    Binding bl = dev.bind(narrow(lu2, 0, b0, count), Access::write),
+            bp = dev.bind(narrow(piv2, 0, b0, count), Access::write),
+            bi = dev.bind(narrow(info2, 0, b0, count), Access::write);
+    Binding bl_read = bl, bi_read = bi;
+    bl_read.access = bi_read.access = Access::read;
+    abi::LuFactorParams p{};
+    p.m = std::uint32_t(m);
+    p.n = std::uint32_t(n);
+    p.matrices = std::uint32_t(count);
+    p.off_lu = bl.element_offset;
+    p.off_pivots = bp.element_offset;
+    p.off_info = bi.element_offset;
+    const std::uint32_t groups =
+        std::uint32_t((std::uint64_t(count) + matrices_per_group - 1) / matrices_per_group);
+    const auto dispatch = [&](std::int64_t j0, std::int64_t j1, std::int64_t r0, std::int64_t r1,
+                              bool first) {
+      p.j0 = std::uint32_t(j0);
+      p.j1 = std::uint32_t(j1);
+      p.r0 = std::uint32_t(r0);
+      p.r1 = std::uint32_t(r1);
+      p.first = first ? 1u : 0u;
+      dev.dispatch({"lu_factor",
+                    spec.values(),
+                    {bl, bp, bi, bl_read, bi_read},
+                    &p,
+                    sizeof p,
+                    {groups, 1, 1},
+                    std::uint32_t(OpId::lu_factor_ex),
+                    A.dtype == DType::f64});
+    };
+    // Whole steps while they fit; a step that alone does not, in ranges of its rows.
+    std::int64_t j = 0, rb = 1;
+    bool first = true;
+    while (j < k) {
+      const std::int64_t j0 = j, r0 = rb;
+      std::uint64_t used = 0;
+      while (j < k && fits(used + fixed_cost(j, rb) + rows_cost(std::uint64_t(m - rb)))) {
+        used += fixed_cost(j, rb) + rows_cost(std::uint64_t(m - rb));
+        rb = ++j + 1;
+      }
+      if (j > j0) {
+        dispatch(j0, j, r0, m, first);
+        first = false;
+        continue;
+      }
+      // Step j alone runs past the budget: as many of its rows as fit, the next dispatch going
+      // on from the row after them (rows_cost grows with rows: the largest that fits).
+      const std::uint64_t fixed = fixed_cost(j, rb);
+      std::uint64_t lo = 0, hi = std::uint64_t(m - rb);
+      while (lo < hi) {
+        const std::uint64_t mid = (lo + hi + 1) / 2;
+        if (fits(fixed + rows_cost(mid)))
+          lo = mid;
+        else
+          hi = mid - 1;
+      }
+      if (lo == 0)
+        throw_past_loop_budget(dev, "lu_factor_ex",
+                               fmt::format("a step of an LU factorization of {} x {}", m, n));
+      dispatch(j, j + 1, rb, rb + std::int64_t(lo), first);
+      first = false;
+      rb += std::int64_t(lo);
+      if (rb == m) rb = ++j + 1;
+    }
+  }
+}
+
 }  // namespace
 
 void add_linalg_kernels(KernelTable& table) {
   table.emplace_back(OpId::matmul, matmul_kernel);
   table.emplace_back(OpId::lu_pivots_to_permutation, lu_permutation_kernel);
   table.emplace_back(OpId::solve_triangular, triangular_solve_kernel);
+  table.emplace_back(OpId::lu_factor_ex, lu_factor_kernel);
 }
 
 }  // namespace ferry::vulkan

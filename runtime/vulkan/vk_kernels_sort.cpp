@@ -167,6 +167,16 @@ void sort_part(VulkanDevice& dev, bool descending, const std::vector<TensorArg>&
                   std::uint32_t(OpId::sort),
                   x.dtype == DType::f64});
   };
+  if (p.n <= FERRY_SORT_ROW_MAX) {
+    // Short rows: a thread each (Note [Vulkan sort]); each element's trip and its slides past
+    // the sorted prefix, counted for the loop budget (Note [Loop budget] in vk_kernels.hpp).
+    const std::uint32_t groups = groups_for(dev, p.rows, wg);
+    const std::uint64_t trips =
+        (std::uint64_t(p.rows) + std::uint64_t(groups) * wg - 1) / (std::uint64_t(groups) * wg);
+    const std::uint64_t per_row = 1 + std::uint64_t(p.n) * (p.n + 3) / 2;
+    if (loop_trips_per_invocation(dev.limits(), trips, per_row) == trips)
+      return run(abi::SORT_MODE_ROW, 0, 0, groups);
+  }
   const std::uint64_t blocks = std::uint64_t(p.rows) * ((p.padded + block - 1) / block);
   const std::uint64_t pairs = std::uint64_t(p.rows) * (p.padded / 2);
   run(abi::SORT_MODE_FIRST, 0, 0, groups_for(dev, blocks, 1));

@@ -7,11 +7,14 @@
 // The stages of the bitonic sort (Note [Vulkan sort] in sort.comp).
 // SORT_MODE_FIRST: loads x, and sorts blocks of 2 WG elements in shared memory;
 // SORT_MODE_FLIP and SORT_MODE_HALF: one global step (k, j) of a longer merge;
-// SORT_MODE_MERGE: the steps j < 2 WG of merge level k, in shared memory.
+// SORT_MODE_MERGE: the steps j < 2 WG of merge level k, in shared memory;
+// SORT_MODE_ROW: short rows (FERRY_SORT_ROW_MAX elements at most), a thread per row.
 FERRY_CODE(SORT_MODE_FIRST, 0u)
 FERRY_CODE(SORT_MODE_FLIP, 1u)
 FERRY_CODE(SORT_MODE_HALF, 2u)
 FERRY_CODE(SORT_MODE_MERGE, 3u)
+FERRY_CODE(SORT_MODE_ROW, 4u)
+#define FERRY_SORT_ROW_MAX 16
 
 #define FERRY_SORT_SPEC(X)                            \
   X(1, uint, DT, 0)   /* x's and the values' dtype */ \

@@ -214,6 +214,23 @@ std::vector<FloatOpCase> math_ops() {
          const auto [lu, pivots, info] = linalg::lu_factor_ex(in[0]);
          return cat({lu.flatten(), pivots.to(lu.dtype()), info.to(lu.dtype()).reshape({1})});
        }},
+      // 64 rows: more steps than one dispatch takes under a small loop budget, and steps cut
+      // into ranges of rows (conformance_vulkan_loop_budget_small); 24 matrices: more than one
+      // binding reaches under a small storage range (conformance_vulkan_split_small).
+      {"lu_factor_ex",
+       "[64, 64] LU, pivots and info",
+       {{64, 64}},
+       [](const Inputs& in) {
+         const auto [lu, pivots, info] = linalg::lu_factor_ex(in[0]);
+         return cat({lu.flatten(), pivots.to(lu.dtype()), info.to(lu.dtype()).reshape({1})});
+       }},
+      {"lu_factor_ex",
+       "[24, 3, 3] LU and pivots",
+       {{24, 3, 3}},
+       [](const Inputs& in) {
+         const auto [lu, pivots, info] = linalg::lu_factor_ex(in[0]);
+         return cat({lu.flatten(-2), pivots.to(lu.dtype())}, -1);
+       }},
       {"lu",
        "[2, 4, 3] P, L and U",
        {{2, 4, 3}},

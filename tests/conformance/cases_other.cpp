@@ -39,6 +39,10 @@ void add_matmul(std::vector<Case>& out) {
        },
        " .t() .t()"},
       {{7, 0}, {0, 5}, "empty", {}, " (K = 0)"},
+      // The cases above are tiny products on Vulkan (Note [Tiny products] in
+      // runtime/vulkan/vk_kernels_linalg.cpp); these two take its GEMM tiles, integers too.
+      {{20, 30}, {30, 17}, "odd", {}, " (tiles)"},
+      {{6, 70}, {70, 5}, "odd", {}, " (K past the tiny products')"},
       {{127, 1023}, {1023, 13}, "odd", {}, ""},
       {{256, 256}, {256, 256}, "square", {}, ""},
       // A few vectors against a weight whose rows are contiguous in K (Note [Matrix-vector

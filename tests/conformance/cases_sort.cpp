@@ -136,6 +136,17 @@ std::vector<SortOp> sort_ops() {
        false},
       // Rows of 2^15 elements or more: sorted together on CUDA, by key then
       // by row (Note [CUDA sort]).
+      // Rows of at most 16: a thread per row on Vulkan (Note [Vulkan sort]).
+      {"sort",
+       "[500, 11] dim=1 ties/NaN (short rows)",
+       {500, 11},
+       [](const Inputs& in) { return joined(sort(ties_and_nan(in[0]), 1)); },
+       false},
+      {"sort",
+       "[500, 16] dim=1 descending ties/NaN (short rows)",
+       {500, 16},
+       [](const Inputs& in) { return joined(sort(ties_and_nan(in[0]), 1, true)); },
+       false},
       {"sort",
        "[40000] ties/NaN",
        {40000},
