@@ -109,10 +109,11 @@ void register_linalg() {
     const std::string op = c.op;
     register_composition_row(base, base, quick() ? 3 : 20, run,
                              op == "solve_triangular" ? "BLAS trsm" : "LAPACK");
-    // Vulkan's kernels (lu_factor_ex, solve_triangular, and LU's pivots as a permutation) serve
-    // these; the rest of each runs as the composition either way.
-    for (const char* served : {"solve", "lu_factor", "solve_triangular", "cholesky+backward",
-                               "solve+backward", "det+backward", "slogdet+backward"})
+    // Vulkan's kernels (lu_factor_ex, cholesky, solve_triangular, and LU's pivots as a
+    // permutation) serve these; the rest of each runs as the composition either way.
+    for (const char* served :
+         {"solve", "lu_factor", "solve_triangular", "cholesky", "cholesky+backward",
+          "solve+backward", "det+backward", "slogdet+backward"})
       if (op == served) register_composition_row(base, base, 1, run, "Vulkan kernels", "vulkan:0");
   }
 }

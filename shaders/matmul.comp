@@ -20,7 +20,7 @@
 // is unused. The f64 module computes the same in double (the host picks tiles that fit).
 // SMALL (products of a few elements, Note [Tiny products] in runtime/vulkan/vk_kernels_linalg.cpp):
 // a 1-D grid, a thread per element of C summing its K products straight from global memory, in
-// order; no tile, no shared memory, no barrier.
+// order; no tile, no shared memory, no barrier. K is never cut there, so it never accumulates.
 // ferry-f64-ops: matmul
 #version 450
 #extension GL_GOOGLE_include_directive : require
@@ -73,12 +73,10 @@ void small_product(uint e) {
   if (IS_FLOAT_DT(DT)) {
     FTYPE acc = FTYPE(0);
     for (uint k = 0; k < p.K; ++k) acc += LOAD_F(a, DT, ai + k * p.sa_k) * LOAD_F(b, DT, bi + k * p.sb_k);
-    if (ACCUMULATE) acc += LOAD_F(cin, DT, ci);
     STORE_F(c, DT, ci, acc)
   } else {
     ITYPE acc = ITYPE(0);
     for (uint k = 0; k < p.K; ++k) acc += LOAD_I(a, DT, ai + k * p.sa_k) * LOAD_I(b, DT, bi + k * p.sb_k);
-    if (ACCUMULATE) acc += LOAD_I(cin, DT, ci);
     STORE_I(c, DT, ci, acc)
   }
 }

@@ -103,9 +103,9 @@ void sort_row(uint row) {
   const uint e0 = row * p.n;
   for (uint i = 0u; i < p.n; ++i) {
     FTYPE f = FTYPE(0);
-    ITYPE v = ITYPE(0);
+    ITYPE iv = ITYPE(0);
     if (IS_FLOAT_DT(DT)) f = LOAD_F(x, DT, p.x_off + e0 + i);
-    else v = LOAD_I(x, DT, p.x_off + e0 + i);
+    else iv = LOAD_I(x, DT, p.x_off + e0 + i);
     uint at = i;  // slides down past the elements it goes before
     for (; at > 0u; --at) {
       const uint e = e0 + at - 1u, pos = pos_at(e);
@@ -115,11 +115,11 @@ void sort_row(uint row) {
         put(e + 1u, g, ITYPE(0), pos);
       } else {
         const ITYPE w = LOAD_I(v, DT, p.v_off + e);
-        if (!before_i(v, i, w, pos)) break;
+        if (!before_i(iv, i, w, pos)) break;
         put(e + 1u, 0.0, w, pos);
       }
     }
-    put(e0 + at, f, v, i);
+    put(e0 + at, f, iv, i);
   }
 }
 

@@ -7,8 +7,9 @@
 // Row k of X belongs to thread k % WG: only its owner reads or writes it (B's copy included), so
 // X needs no coherence between threads; x_i goes from its owner to the others through one shared
 // value, between two barriers a step. PER_THREAD (small n: a batch of 4 x 4 systems would leave
-// most of a workgroup idle, and pay two barriers a row for a few products): each thread solves a
-// column alone, owning every row, with no barrier. A dispatch takes the steps [s0, s1) that fit
+// most of a workgroup idle, and pay two barriers a row for a few products; and columns enough to
+// fill a workgroup, which then keep the threads busy without the barriers): each thread solves
+// a column alone, owning every row, with no barrier. A dispatch takes the steps [s0, s1) that fit
 // the loop budget (Note [Loop budget] in runtime/vulkan/vk_kernels.hpp); the next goes on from
 // what X holds. Binding 3 is X's range again, bound for reading so that the host's barriers see
 // the reads of one range's X by the next; the shader reads X through binding 0.

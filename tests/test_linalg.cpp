@@ -12,10 +12,12 @@
 #include <cmath>
 #include <limits>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "devices.hpp"
+#include "ferry/debug.hpp"
 #include "ferry/ferry.hpp"
 #include "gradcheck.hpp"
 #include "linalg_test_util.hpp"
@@ -150,6 +152,63 @@ void check_identities(const ferry::Device& dev) {
   EXPECT_NEAR(linalg::det(vm).item<double>(), want, 1e-12 * std::abs(want));
 }
 FERRY_TEST_ON_EACH_DEVICE(Linalg, F64Identities, check_identities)
+
+// Each device's fused cholesky (LAPACK's potrf on the CPU, shaders/cholesky.comp on Vulkan)
+// against the composition on the same device (debug::CompositesOnly). Vulkan's kernel has two
+// forms, a thread per matrix up to 16 columns (here a batch of 200 takes several workgroups)
+// and a workgroup per matrix beyond (17; 40; 130: two columns a thread and the multipliers in
+// two chunks of rows); f32 too. NaN above the diagonal is never read. A matrix that is not
+// positive-definite (a negative pivot at order 8, a zero one at order 3, in either form) gives
+// the composition's error.
+void fused_cholesky(const ferry::Device& dev) {
+  for (const Tensor& a : {spd_matrix({3, 6, 6}, 40, dev), spd_matrix({200, 4, 4}, 41, dev),
+                          spd_matrix({1, 1}, 42, dev), spd_matrix({17, 17}, 43, dev),
+                          spd_matrix({2, 40, 40}, 44, dev), spd_matrix({130, 130}, 45, dev),
+                          spd_matrix({4, 5, 5}, 46, dev).to(DType::f32),
+                          spd_matrix({33, 33}, 47, dev).to(DType::f32)}) {
+    SCOPED_TRACE(ferry::shape_str(a.sizes()) + " " + std::string(ferry::dtype_name(a.dtype())));
+    const double tol = a.dtype() == DType::f32 ? 1e-4 : 1e-12;
+    const Tensor nan_above =
+        a +
+        ferry::triu(ferry::full(a.sizes(), std::nan(""), {.dtype = a.dtype(), .device = dev}), 1);
+    const Tensor fused = linalg::cholesky(nan_above), upper = linalg::cholesky(a, true);
+    ferry::debug::CompositesOnly composition;
+    const Tensor steps = linalg::cholesky(a);
+    EXPECT_LT(max_abs(fused - steps), tol);
+    EXPECT_LT(max_abs(upper - steps.transpose(-2, -1)), tol);
+  }
+  for (std::int64_t n : {10, 20}) {
+    std::vector<double> d(std::size_t(n), 1.0), z(std::size_t(n), 1.0);
+    d[7] = -1;
+    z[2] = 0;
+    const auto diag = [&](const std::vector<double>& v) {
+      return ferry::diag(ferry::tensor(v)).to(dev);
+    };
+    const Tensor bad = ferry::stack({identity(n, dev), diag(d), diag(z)});
+    const Tensor at_order_3 = ferry::stack({diag(z), diag(d)});
+    SCOPED_TRACE(n);
+    for (int composed = 0; composed < 2; ++composed) {
+      std::optional<ferry::debug::CompositesOnly> composition;
+      if (composed) composition.emplace();
+      EXPECT_FERRY_ERROR(linalg::cholesky(bad), ferry::LinAlgError,
+                         "(Batch element 1): The factorization", "order 8 is not");
+      EXPECT_FERRY_ERROR(linalg::cholesky(at_order_3), ferry::LinAlgError,
+                         "(Batch element 0): The factorization", "order 3 is not");
+    }
+  }
+}
+FERRY_TEST_ON_EACH_DEVICE(Linalg, FusedCholeskyAgreesWithTheComposition, fused_cholesky)
+
+// Order 300: on lavapipe the steps go in six dispatches within the loop budget (Note [Loop
+// budget] in runtime/vulkan/vk_kernels.hpp; the count of a step's trips is generous, every owned
+// column taken down every row), each going on from what the last left. Held to the CPU's LAPACK.
+void large_cholesky(const ferry::Device& dev) {
+  if (dev.is_cpu()) GTEST_SKIP() << "the CPU's LAPACK is the reference";
+  const Tensor a = spd_matrix({300, 300}, 48, ferry::Device::cpu());
+  EXPECT_LT(max_abs(linalg::cholesky(a.to(dev)).to(ferry::Device::cpu()) - linalg::cholesky(a)),
+            1e-12);
+}
+FERRY_TEST_ON_EACH_DEVICE(Linalg, LargeCholeskyInSeveralDispatches, large_cholesky)
 
 // Every element of a batch pivots on its own rows: the second matrix needs a swap at each
 // step, the first none.

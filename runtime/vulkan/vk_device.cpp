@@ -65,6 +65,7 @@ VulkanDevice::VulkanDevice(Device device, const PhysicalDevice& physical)
   add_reduce_kernels(table);
   add_nn_kernels(table);
   add_linalg_kernels(table);
+  add_factor_kernels(table);
   add_conv_kernels(table);
   add_attention_kernels(table);
   add_batch_norm_kernels(table);

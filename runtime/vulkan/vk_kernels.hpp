@@ -226,6 +226,7 @@ void add_random_kernels(KernelTable& table);
 void add_reduce_kernels(KernelTable& table);
 void add_nn_kernels(KernelTable& table);
 void add_linalg_kernels(KernelTable& table);
+void add_factor_kernels(KernelTable& table);  // lu_factor_ex, cholesky
 // matmul's matrix-vector path (vk_kernels_matvec.cpp): dispatches A x B -> C ([B, M, K],
 // [B, K, N], [B, M, N]) and returns true when it is a few vectors against a weight (Note
 // [Matrix-vector products] in ferry/kit/matvec_shape.hpp); false leaves it to the GEMM.

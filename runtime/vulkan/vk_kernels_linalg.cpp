@@ -13,14 +13,13 @@
 // thread per element of C (Note [Tiny products]).
 //
 // Also lu_pivots_to_permutation, LU's pivots as a row permutation, through
-// shaders/lu_permutation.comp, solve_triangular through shaders/triangular_solve.comp, and
-// lu_factor_ex through shaders/lu_factor.comp.
+// shaders/lu_permutation.comp, and solve_triangular through shaders/triangular_solve.comp (the
+// factorizations are vk_kernels_factor.cpp's).
 #include <fmt/format.h>
 
 #include <algorithm>
 #include <array>
 
-#include "abi/lu_factor.h"
 #include "abi/lu_permutation.h"
 #include "abi/matmul.h"
 #include "abi/triangular_solve.h"
@@ -337,10 +336,15 @@ void triangular_solve_kernel(DeviceImpl& d, const OpCall& call) {
   p.t_batch = std::uint32_t(t_matrices == 1 ? 0 : n * n);
   const bool upper = call.attrs.b("upper") == left;  // X T = B: T^T's triangle is the other
   const KernelLimits& lim = dev.limits();
-  // Up to kThreadColumnOrder rows a thread solves a column alone (the shader says why), else a
-  // workgroup of about n threads does.
-  constexpr std::int64_t kThreadColumnOrder = 16;
-  const bool per_thread = n <= kThreadColumnOrder;
+  // A thread solves a column alone up to kThreadColumnOrder rows (the shader says why), and
+  // wherever the columns fill a workgroup of threads (kThreadColumns): a gradient's solves
+  // against n x n right-hand sides, where a workgroup a column paid two barriers a row for a few
+  // products (on lavapipe a thread a column took 2.1 ms where a workgroup a column took 6.7 ms
+  // at n = 64, 64 columns; 10 against 70 ms at 128, 595 ms against 2.0 s at 512; profiler
+  // timings of a throwaway program). Else a workgroup of about n threads solves a column.
+  constexpr std::int64_t kThreadColumnOrder = 16, kThreadColumns = 64;
+  const bool per_thread =
+      n <= kThreadColumnOrder || matrices * (left ? cols : rows) >= kThreadColumns;
   std::uint32_t wg = per_thread ? 64 : 4;
   while (!per_thread && wg < 128 && wg < n) wg *= 2;
   wg = std::min(wg, workgroup_size(lim, 128));
@@ -391,162 +395,12 @@ void triangular_solve_kernel(DeviceImpl& d, const OpCall& call) {
   }
 }
 
-// lu_factor_ex through shaders/lu_factor.comp (docs/kernel-contract.md): A [..., m, n] -> LU
-// [..., m, n], pivots [..., k] (i32, 1-based) and info [...] (i32), contiguous, f32 or f64. A is
-// copied into LU, which the shader factors in place: a workgroup a matrix (a thread, for small
-// n), the steps in dispatches that fit the loop budget and a step too long for one in ranges
-// of its rows, the batch in chunks that one binding reaches and grids the device allows.
-void lu_factor_kernel(DeviceImpl& d, const OpCall& call) {
-  VulkanDevice& dev = vulkan_device(d);
-  const TensorArg& A = call.inputs.at(0);
-  const TensorArg &LU = call.outputs.at(0), &pivots = call.outputs.at(1),
-                  &info = call.outputs.at(2);
-  if (A.ndim() < 2 || !A.is_contiguous() || !LU.is_contiguous() || !pivots.is_contiguous() ||
-      !info.is_contiguous() || LU.sizes != A.sizes || LU.dtype != A.dtype ||
-      pivots.dtype != DType::i32 || info.dtype != DType::i32)
-    throw ShapeError(
-        "lu_factor_ex: the vulkan kernel takes a contiguous A [..., m, n], LU of its shape and "
-        "dtype, and i32 pivots and info");
-  dev.require_op(OpId::lu_factor_ex, A.dtype);
-  if (A.dtype != DType::f32 && A.dtype != DType::f64)
-    throw DTypeError("lu_factor_ex: the vulkan kernel takes f32 and f64");
-  const std::int64_t m = A.sizes[std::size_t(A.ndim() - 2)], n = A.sizes.back();
-  const std::int64_t k = std::min(m, n);
-  if (k == 0) throw ShapeError("lu_factor_ex: the vulkan kernel takes matrices of m, n >= 1");
-  if (A.numel() > 0x7fffffffll)
-    throw UnsupportedError("lu_factor_ex: the vulkan kernel takes < 2^31 elements");
-  const std::int64_t matrices = A.numel() / (m * n);
-  if (pivots.numel() != matrices * k || info.numel() != matrices)
-    throw ShapeError("lu_factor_ex: the vulkan kernel takes pivots [..., k] and info [...]");
-  const std::size_t esize = dtype_size(A.dtype);
-  dev.copy_within(*LU.buffer, std::size_t(LU.offset) * esize, *A.buffer,
-                  std::size_t(A.offset) * esize, std::size_t(A.numel()) * esize);
-
-  const KernelLimits& lim = dev.limits();
-  // Up to kThreadMatrixColumns columns a thread factors a matrix alone (the shader says why),
-  // else a workgroup of about n threads does.
-  constexpr std::int64_t kThreadMatrixColumns = 16;
-  const bool per_thread = n <= kThreadMatrixColumns;
-  std::uint32_t wg = per_thread ? 64 : 32;
-  while (!per_thread && wg < 128 && wg < n) wg *= 2;
-  wg = std::min(wg, workgroup_size(lim, 128));
-  const std::uint64_t lanes = per_thread ? 1 : wg;
-  const abi::LuFactorSpec spec{.WG = wg, .PER_THREAD = per_thread};
-
-  // The loop trips of one invocation (Note [Loop budget]) for step j's rows [rb, re), each loop
-  // counted one trip over its iterations (its last test) and each barrier one: the step's own
-  // trip and the chunk loop's exit; where the step begins, the pivot search down the column, the
-  // swap of the owned columns and a barrier; per chunk of rows its trip, the multipliers, the
-  // owned columns, per column the chunk's rows, and two barriers. Counted without the extra
-  // trips, a step of 40,000 rows in ranges was wrong on lavapipe by a few hundred trips
-  // (LinalgLU.TallMatricesInRangesOfRows).
-  const std::uint64_t cols = (std::uint64_t(n) + lanes - 1) / lanes;
-  constexpr std::uint64_t chunk = FERRY_LU_FACTOR_CHUNK;
-  const auto fixed_cost = [&](std::int64_t j, std::int64_t rb) {
-    return 2 + (rb == j + 1 ? std::uint64_t(m - j) + 1 + cols + 1 + 1 : 0);
-  };
-  const auto rows_cost = [&](std::uint64_t rows) {
-    const std::uint64_t chunks = (rows + chunk - 1) / chunk;
-    return chunks * (1 + 1 + 1 + 2 * cols + 2) + rows * (1 + cols);
-  };
-  const auto fits = [&](std::uint64_t trips) {
-    return loop_trips_per_invocation(lim, 1, trips) == 1;
-  };
-
-  // The batch in chunks that one binding of each tensor reaches, each chunk's matrices in grids
-  // the device allows.
-  const std::vector<std::int64_t> flat_lu{matrices, m * n}, flat_k{matrices, k},
-      flat_one{matrices, 1};
-  const auto flat = [](TensorArg t, const std::vector<std::int64_t>& sizes) {
-    t.sizes = sizes;
-    t.strides = {sizes[1], 1};
-    return t;
-  };
-  const TensorArg lu2 = flat(LU, flat_lu), piv2 = flat(pivots, flat_k),
-                  info2 = flat(info, flat_one);
-  const std::int64_t per_binding =
-      std::min({max_chunk(lim, lu2, 0), max_chunk(lim, piv2, 0), max_chunk(lim, info2, 0)});
-  if (per_binding < 1)  // one matrix alone: bind() says which limit it passes
-    (void)dev.bind(narrow(lu2, 0, 0, 1), Access::write);
-  const std::uint64_t matrices_per_group = per_thread ? wg : 1;
-  const std::int64_t per_grid = std::int64_t(matrices_per_group * lim.max_groups_x);
-  const std::int64_t per_dispatch = std::max<std::int64_t>(1, std::min(per_binding, per_grid));
-  for (std::int64_t b0 = 0; b0 < matrices; b0 += per_dispatch) {
-    const std::int64_t count = std::min(per_dispatch, matrices - b0);
-    Binding bl = dev.bind(narrow(lu2, 0, b0, count), Access::write),
-            bp = dev.bind(narrow(piv2, 0, b0, count), Access::write),
-            bi = dev.bind(narrow(info2, 0, b0, count), Access::write);
-    Binding bl_read = bl, bi_read = bi;
-    bl_read.access = bi_read.access = Access::read;
-    abi::LuFactorParams p{};
-    p.m = std::uint32_t(m);
-    p.n = std::uint32_t(n);
-    p.matrices = std::uint32_t(count);
-    p.off_lu = bl.element_offset;
-    p.off_pivots = bp.element_offset;
-    p.off_info = bi.element_offset;
-    const std::uint32_t groups =
-        std::uint32_t((std::uint64_t(count) + matrices_per_group - 1) / matrices_per_group);
-    const auto dispatch = [&](std::int64_t j0, std::int64_t j1, std::int64_t r0, std::int64_t r1,
-                              bool first) {
-      p.j0 = std::uint32_t(j0);
-      p.j1 = std::uint32_t(j1);
-      p.r0 = std::uint32_t(r0);
-      p.r1 = std::uint32_t(r1);
-      p.first = first ? 1u : 0u;
-      dev.dispatch({"lu_factor",
-                    spec.values(),
-                    {bl, bp, bi, bl_read, bi_read},
-                    &p,
-                    sizeof p,
-                    {groups, 1, 1},
-                    std::uint32_t(OpId::lu_factor_ex),
-                    A.dtype == DType::f64});
-    };
-    // Whole steps while they fit; a step that alone does not, in ranges of its rows.
-    std::int64_t j = 0, rb = 1;
-    bool first = true;
-    while (j < k) {
-      const std::int64_t j0 = j, r0 = rb;
-      std::uint64_t used = 0;
-      while (j < k && fits(used + fixed_cost(j, rb) + rows_cost(std::uint64_t(m - rb)))) {
-        used += fixed_cost(j, rb) + rows_cost(std::uint64_t(m - rb));
-        rb = ++j + 1;
-      }
-      if (j > j0) {
-        dispatch(j0, j, r0, m, first);
-        first = false;
-        continue;
-      }
-      // Step j alone runs past the budget: as many of its rows as fit, the next dispatch going
-      // on from the row after them (rows_cost grows with rows: the largest that fits).
-      const std::uint64_t fixed = fixed_cost(j, rb);
-      std::uint64_t lo = 0, hi = std::uint64_t(m - rb);
-      while (lo < hi) {
-        const std::uint64_t mid = (lo + hi + 1) / 2;
-        if (fits(fixed + rows_cost(mid)))
-          lo = mid;
-        else
-          hi = mid - 1;
-      }
-      if (lo == 0)
-        throw_past_loop_budget(dev, "lu_factor_ex",
-                               fmt::format("a step of an LU factorization of {} x {}", m, n));
-      dispatch(j, j + 1, rb, rb + std::int64_t(lo), first);
-      first = false;
-      rb += std::int64_t(lo);
-      if (rb == m) rb = ++j + 1;
-    }
-  }
-}
-
 }  // namespace
 
 void add_linalg_kernels(KernelTable& table) {
   table.emplace_back(OpId::matmul, matmul_kernel);
   table.emplace_back(OpId::lu_pivots_to_permutation, lu_permutation_kernel);
   table.emplace_back(OpId::solve_triangular, triangular_solve_kernel);
-  table.emplace_back(OpId::lu_factor_ex, lu_factor_kernel);
 }
 
 }  // namespace ferry::vulkan
