@@ -210,6 +210,25 @@ void large_cholesky(const ferry::Device& dev) {
 }
 FERRY_TEST_ON_EACH_DEVICE(Linalg, LargeCholeskyInSeveralDispatches, large_cholesky)
 
+// Order 400: on lavapipe a triangular solve's steps pass the loop budget in both of Vulkan's
+// forms, a thread a column (64 columns) and a workgroup a column (3), and go in several
+// dispatches; a thread a column walks every row of its column, so there a count of its loop
+// trips that fell short by n (the loops' exits and barriers) dropped the last updates. Held to
+// the CPU's trsm.
+void large_triangular_solve(const ferry::Device& dev) {
+  if (dev.is_cpu()) GTEST_SKIP() << "the CPU's trsm is the reference";
+  const ferry::Device cpu = ferry::Device::cpu();
+  const Tensor t = ferry::tril(random_matrix({400, 400}, 49, cpu)) / 400 + identity(400, cpu);
+  for (std::int64_t cols : {64, 3}) {
+    SCOPED_TRACE(cols);
+    const Tensor b = random_matrix({400, cols}, 50, cpu);
+    EXPECT_LT(max_abs(linalg::solve_triangular(t.to(dev), b.to(dev), false).to(cpu) -
+                      linalg::solve_triangular(t, b, false)),
+              1e-12);
+  }
+}
+FERRY_TEST_ON_EACH_DEVICE(Linalg, LargeTriangularSolveInSeveralDispatches, large_triangular_solve)
+
 // Every element of a batch pivots on its own rows: the second matrix needs a swap at each
 // step, the first none.
 void check_pivoting(const ferry::Device& dev) {

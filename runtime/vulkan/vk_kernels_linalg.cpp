@@ -358,17 +358,20 @@ void triangular_solve_kernel(DeviceImpl& d, const OpCall& call) {
   p.off_b = bb.element_offset;
   const std::uint64_t pairs = std::uint64_t(matrices) * p.cols;
   p.pairs = std::uint32_t(pairs);
-  // The steps in ranges within the loop budget: B's copy (ceil(n / lanes) trips, in the first),
-  // then per step one trip and one per owned row still unsolved (Note [Loop budget]).
+  // The steps in ranges within the loop budget (Note [Loop budget]), each loop counted one trip
+  // over its iterations (its last test) and each barrier one: the steps loop's exit; B's copy
+  // (ceil(n / lanes) trips and the exit, in the first); per step its trip, two barriers, one trip
+  // per owned row still unsolved and the exit. Counted without the exits and barriers, a thread a
+  // column fell short by about n: order 360 lost its last updates on lavapipe.
   const auto per_step = [&](std::int64_t s) {
-    return 1 + (std::uint64_t(n - 1 - s) + lanes - 1) / lanes;
+    return 4 + (std::uint64_t(n - 1 - s) + lanes - 1) / lanes;
   };
-  const std::uint64_t copy_trips = (std::uint64_t(n) + lanes - 1) / lanes;
+  const std::uint64_t copy_trips = (std::uint64_t(n) + lanes - 1) / lanes + 1;
   const std::uint64_t pairs_per_group = per_thread ? wg : 1;
   const std::uint64_t pairs_per_dispatch = pairs_per_group * lim.max_groups_x;
   std::int64_t s0 = 0;
   while (s0 < n) {
-    std::uint64_t used = s0 == 0 ? copy_trips : 0;
+    std::uint64_t used = 1 + (s0 == 0 ? copy_trips : 0);
     std::int64_t s1 = s0;
     while (s1 < n && loop_trips_per_invocation(lim, 1, used + per_step(s1)) == 1)
       used += per_step(s1++);
