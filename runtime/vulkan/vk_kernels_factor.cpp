@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <functional>
+#include <string>
 
 #include "abi/cholesky.h"
 #include "abi/lu_factor.h"
@@ -29,8 +30,8 @@ struct StepCosts {
 // updates from row r0 and step j1 - 1's to row r1 (shaders/abi/lu_factor.h), as many as the loop
 // budget allows a dispatch: whole steps while they fit, and a step that alone does not in ranges
 // of its rows, each dispatch going on from what the last left.
-void plan_steps(VulkanDevice& dev, const char* op, const std::string& what, std::int64_t steps,
-                std::int64_t m, const StepCosts& cost,
+void plan_steps(VulkanDevice& dev, const char* op, const std::function<std::string()>& what,
+                std::int64_t steps, std::int64_t m, const StepCosts& cost,
                 const std::function<void(std::int64_t, std::int64_t, std::int64_t, std::int64_t,
                                          bool)>& dispatch) {
   const auto fits = [&](std::uint64_t trips) {
@@ -64,7 +65,7 @@ void plan_steps(VulkanDevice& dev, const char* op, const std::string& what, std:
       else
         hi = mid - 1;
     }
-    if (lo == 0) throw_past_loop_budget(dev, op, fmt::format("a step of {}", what));
+    if (lo == 0) throw_past_loop_budget(dev, op, fmt::format("a step of {}", what()));
     const std::int64_t re = rb + std::int64_t(lo);
     dispatch(j, j + 1, rb, re, first);
     first = false;
@@ -113,6 +114,24 @@ void for_each_chunk(VulkanDevice& dev, const TensorArg& first, std::int64_t per_
   }
 }
 
+// The checks both factorizations' inputs share: the device computes `op` in A's dtype, f32 or
+// f64, and A's elements are indexed in 32 bits.
+void check_factor_input(VulkanDevice& dev, OpId op, const char* name, const TensorArg& A) {
+  dev.require_op(op, A.dtype);
+  if (A.dtype != DType::f32 && A.dtype != DType::f64)
+    throw DTypeError(fmt::format("{}: the vulkan kernel takes f32 and f64", name));
+  if (A.numel() > 0x7fffffffll)
+    throw UnsupportedError(fmt::format("{}: the vulkan kernel takes < 2^31 elements", name));
+}
+
+// A copied into `out` (of A's shape and dtype, both contiguous), which the shader then factors
+// in place; ordered with the dispatches (copy_within).
+void copy_into(VulkanDevice& dev, const TensorArg& out, const TensorArg& A) {
+  const std::size_t esize = dtype_size(A.dtype);
+  dev.copy_within(*out.buffer, std::size_t(out.offset) * esize, *A.buffer,
+                  std::size_t(A.offset) * esize, std::size_t(A.numel()) * esize);
+}
+
 // [matrices, elements a matrix] views of t, for the batch's chunks.
 TensorArg flat(TensorArg t, std::int64_t matrices, std::int64_t each) {
   t.sizes = {matrices, each};
@@ -146,34 +165,29 @@ void lu_factor_kernel(DeviceImpl& d, const OpCall& call) {
     throw ShapeError(
         "lu_factor_ex: the vulkan kernel takes a contiguous A [..., m, n], LU of its shape and "
         "dtype, and i32 pivots and info");
-  dev.require_op(OpId::lu_factor_ex, A.dtype);
-  if (A.dtype != DType::f32 && A.dtype != DType::f64)
-    throw DTypeError("lu_factor_ex: the vulkan kernel takes f32 and f64");
+  check_factor_input(dev, OpId::lu_factor_ex, "lu_factor_ex", A);
   const std::int64_t m = A.sizes[std::size_t(A.ndim() - 2)], n = A.sizes.back();
   const std::int64_t k = std::min(m, n);
   if (k == 0) throw ShapeError("lu_factor_ex: the vulkan kernel takes matrices of m, n >= 1");
-  if (A.numel() > 0x7fffffffll)
-    throw UnsupportedError("lu_factor_ex: the vulkan kernel takes < 2^31 elements");
   const std::int64_t matrices = A.numel() / (m * n);
   if (pivots.numel() != matrices * k || info.numel() != matrices)
     throw ShapeError("lu_factor_ex: the vulkan kernel takes pivots [..., k] and info [...]");
-  const std::size_t esize = dtype_size(A.dtype);
-  dev.copy_within(*LU.buffer, std::size_t(LU.offset) * esize, *A.buffer,
-                  std::size_t(A.offset) * esize, std::size_t(A.numel()) * esize);
+  copy_into(dev, LU, A);
 
   const KernelLimits& lim = dev.limits();
   const FactorLayout f = factor_layout(lim, n);
   const abi::LuFactorSpec spec{.WG = f.wg, .PER_THREAD = f.per_thread};
   // Per step: its own trip and the chunk loop's exit; where the step begins, the pivot search
   // down the column, the swap of the owned columns and a barrier; then its chunks of rows.
-  const std::uint64_t cols = f.cols;
-  const StepCosts cost{
-      .fixed =
-          [&](std::int64_t j, std::int64_t rb) {
-            return 2 + (rb == j + 1 ? std::uint64_t(m - j) + 1 + cols + 1 + 1 : 0);
-          },
-      .rows =
-          [&](std::uint64_t rows) { return chunked_rows_cost(rows, FERRY_LU_FACTOR_CHUNK, cols); }};
+  const StepCosts cost{.fixed =
+                           [&](std::int64_t j, std::int64_t rb) {
+                             return 2 +
+                                    (rb == j + 1 ? std::uint64_t(m - j) + 1 + f.cols + 1 + 1 : 0);
+                           },
+                       .rows =
+                           [&](std::uint64_t rows) {
+                             return chunked_rows_cost(rows, FERRY_LU_FACTOR_CHUNK, f.cols);
+                           }};
 
   // The batch in chunks that one binding of each tensor reaches, each chunk's matrices in grids
   // the device allows.
@@ -210,8 +224,8 @@ void lu_factor_kernel(DeviceImpl& d, const OpCall& call) {
                     std::uint32_t(OpId::lu_factor_ex),
                     A.dtype == DType::f64});
     };
-    plan_steps(dev, "lu_factor_ex", fmt::format("an LU factorization of {} x {}", m, n), k, m, cost,
-               dispatch);
+    const auto what = [&] { return fmt::format("an LU factorization of {} x {}", m, n); };
+    plan_steps(dev, "lu_factor_ex", what, k, m, cost, dispatch);
   };
   for_each_chunk(dev, lu2, per_binding, matrices, f, run_chunk);
 }
@@ -229,13 +243,9 @@ void cholesky_kernel(DeviceImpl& d, const OpCall& call) {
     throw ShapeError(
         "cholesky: the vulkan kernel takes a contiguous A [..., n, n] and L of its shape and "
         "dtype");
-  dev.require_op(OpId::cholesky, A.dtype);
-  if (A.dtype != DType::f32 && A.dtype != DType::f64)
-    throw DTypeError("cholesky: the vulkan kernel takes f32 and f64");
+  check_factor_input(dev, OpId::cholesky, "cholesky", A);
   const std::int64_t n = A.sizes.back();
   if (n == 0) throw ShapeError("cholesky: the vulkan kernel takes matrices of n >= 1");
-  if (A.numel() > 0x7fffffffll)
-    throw UnsupportedError("cholesky: the vulkan kernel takes < 2^31 elements");
   const std::int64_t matrices = A.numel() / (n * n);
 
   const KernelLimits& lim = dev.limits();
@@ -243,14 +253,12 @@ void cholesky_kernel(DeviceImpl& d, const OpCall& call) {
   const abi::CholeskySpec spec{.WG = f.wg, .PER_THREAD = f.per_thread};
   // Per step: its own trip, the chunk loop's exit, two barriers (the root's, the step's end) and
   // the loop that zeroes row j of the owned columns; then its chunks of rows.
-  const std::uint64_t cols = f.cols;
-  const StepCosts cost{
-      .fixed = [&](std::int64_t, std::int64_t) { return 4 + cols + 1; },
-      .rows =
-          [&](std::uint64_t rows) { return chunked_rows_cost(rows, FERRY_CHOLESKY_CHUNK, cols); }};
-  const std::size_t esize = dtype_size(A.dtype);
-  dev.copy_within(*L.buffer, std::size_t(L.offset) * esize, *A.buffer,
-                  std::size_t(A.offset) * esize, std::size_t(A.numel()) * esize);
+  const StepCosts cost{.fixed = [&](std::int64_t, std::int64_t) { return 4 + f.cols + 1; },
+                       .rows =
+                           [&](std::uint64_t rows) {
+                             return chunked_rows_cost(rows, FERRY_CHOLESKY_CHUNK, f.cols);
+                           }};
+  copy_into(dev, L, A);
 
   const TensorArg l2 = flat(L, matrices, n * n);
   const auto run_chunk = [&](std::int64_t b0, std::int64_t count, std::uint32_t groups) {
@@ -276,8 +284,8 @@ void cholesky_kernel(DeviceImpl& d, const OpCall& call) {
                     std::uint32_t(OpId::cholesky),
                     A.dtype == DType::f64});
     };
-    plan_steps(dev, "cholesky", fmt::format("a Cholesky factorization of order {}", n), n, n, cost,
-               dispatch);
+    const auto what = [&] { return fmt::format("a Cholesky factorization of order {}", n); };
+    plan_steps(dev, "cholesky", what, n, n, cost, dispatch);
   };
   for_each_chunk(dev, l2, max_chunk(lim, l2, 0), matrices, f, run_chunk);
 }
