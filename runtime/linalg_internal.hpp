@@ -92,4 +92,9 @@ Elimination eliminate(Tensor u, Tensor b, const EliminationOptions& want);
 Tensor lu_solve_factored(const Tensor& lu, const Tensor& pivots, const Tensor& b, bool left = true,
                          bool adjoint = false);
 
+// P X, for P of A = P L U as lu_factor_ex's pivots ([..., k], in range by construction) make it
+// of X's m rows ([..., m, c], the pivots' batch shape): X's rows gathered, no dense P, nothing
+// read back (LU's gradient).
+Tensor lu_permute_rows(const Tensor& pivots, const Tensor& x);
+
 }  // namespace ferry::linalg_detail

@@ -14,8 +14,10 @@
 // Nothing is read back but the range check of pivots a caller passes in, which PyTorch makes too
 // (pivots out of range would otherwise make gather read out of bounds). The runtime's own callers
 // (solve, det's and slogdet's gradients) pass lu_factor_ex's pivots, in range by construction,
-// through linalg_detail::lu_solve_factored, which skips it: a gradient then never waits for the
-// device, and solve reads back once (its singularity check), not twice.
+// through linalg_detail::lu_solve_factored, which skips it, and LU's own gradient applies P
+// through linalg_detail::lu_permute_rows, a gather where the dense P would be a product: a
+// gradient then never waits for the device, and solve reads back once (its singularity check),
+// not twice.
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -103,6 +105,14 @@ Tensor checked_pivots(const char* op, const Tensor& pivots, const Shape& batch, 
   return p - 1;
 }
 
+// P X for P's permutation perm ([..., m] i64, the Note) and X [..., m, c] of the same batch
+// shape: P puts X's row i at row perm[i], so row r of P X is X's row inverse[r], one gather by the
+// inverse permutation (argsort of perm) where a product with the dense P would cost m^2 c.
+Tensor permute_rows(const Tensor& perm, const Tensor& x) {
+  const Tensor inverse = argsort(perm, -1).unsqueeze(-1).expand(x.sizes()).contiguous();
+  return gather_in_range(x, -2, inverse);
+}
+
 // P from a permutation: P[perm[i], i] = 1, so that A = P L U.
 Tensor permutation_matrix(const Tensor& perm, std::int64_t m, DType dtype) {
   const Tensor rows = positions(perm, m, DType::i64).unsqueeze(-1);
@@ -144,8 +154,7 @@ Tensor solve_permuted(const Tensor& lu, const Tensor& perm, const Tensor& b, boo
     // A^T = U^T L^T P^T: X = P L^-T U^-T B, P W putting W's row i at row perm[i].
     const Tensor lut = luf.transpose(-2, -1);
     const Tensor w = solve(lut, solve(lut, bl, false, false), true, true);
-    const Tensor inverse = argsort(perm, -1).unsqueeze(-1).expand(bs).contiguous();
-    x = gather_in_range(w.expand(bs), -2, inverse);
+    x = permute_rows(perm, w.expand(bs));
   }
   return (left ? x : x.transpose(-2, -1)).to(b.dtype());
 }
@@ -259,6 +268,10 @@ Tensor lu_solve(const Tensor& lu, const Tensor& pivots, const Tensor& b, bool le
 Tensor linalg_detail::lu_solve_factored(const Tensor& lu, const Tensor& pivots, const Tensor& b,
                                         bool left, bool adjoint) {
   return solve_permuted(lu, factored_permutation(pivots, lu.size(-1)), b, left, adjoint);
+}
+
+Tensor linalg_detail::lu_permute_rows(const Tensor& pivots, const Tensor& x) {
+  return permute_rows(factored_permutation(pivots, x.size(-2)), x);
 }
 
 linalg::PLU lu_unpack(const Tensor& lu, const Tensor& pivots, bool unpack_data_,

@@ -12,7 +12,9 @@
 
 #include <cstdint>
 #include <functional>
+#include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "devices.hpp"
@@ -303,17 +305,31 @@ TEST(LinalgGradients, SlogdetGradientIsTheInverseTransposed) {
 // whose zeros the steps passed no gradient (the Note in runtime/ops_orthogonal.cpp), which the
 // PyTorch reference case qr_triangular (test_linalg.cpp) checks too.
 // det's and slogdet's gradients solve with the pivots their forward's lu_factor_ex made, which
-// are in range by construction: their backward reads nothing back from the device (lu_solve's
-// range check of a caller's pivots did, once a backward), nor does it wait for it.
+// are in range by construction, and LU's gradient (lu_factor's, and through it solve's) applies
+// their permutation as a gather: no backward reads anything back from the device (lu_solve's
+// range check of a caller's pivots did, once a backward, and lu_unpack's in LU's), nor does it
+// wait for it.
 void check_backward_stays_on_device(const ferry::Device& dev) {
   namespace prof = ferry::profiler;
   const Tensor a = random_matrix({16, 5, 5}, 41, dev).requires_grad_();
-  for (bool slog : {false, true}) {
-    SCOPED_TRACE(slog ? "slogdet" : "det");
-    const Tensor y = slog ? linalg::slogdet(a).second : linalg::det(a);
+  const Tensor b = random_matrix({16, 5, 2}, 42, dev).requires_grad_();
+  const Tensor tall = random_matrix({3, 7, 4}, 43, dev).requires_grad_();
+  const Tensor wide = random_matrix({3, 4, 7}, 44, dev).requires_grad_();
+  const std::vector<std::pair<std::string, std::function<Tensor()>>> cases = {
+      {"det", [&] { return linalg::det(a); }},
+      {"slogdet", [&] { return linalg::slogdet(a).second; }},
+      {"lu_factor", [&] { return linalg::lu_factor(a).first; }},
+      {"lu_factor tall", [&] { return linalg::lu_factor_ex(tall).LU; }},
+      {"lu_factor wide", [&] { return linalg::lu_factor_ex(wide).LU; }},
+  };
+  for (const auto& [name, forward] : cases) {
+    SCOPED_TRACE(name);
+    const Tensor y = forward();
     ferry::synchronize(dev);
     prof::Scope scope;
-    const Tensor g = ferry::autograd::grad({ferry::sum(y)}, {a}).at(0);
+    const std::vector<Tensor> g = ferry::autograd::grad({ferry::sum(y * y)}, {a, tall, wide}, {},
+                                                        /*retain_graph=*/false,
+                                                        /*allow_unused=*/true);
     const prof::Profile p = scope.stop();
     std::size_t ops = 0;
     for (const prof::Event& e : p.events()) {
@@ -322,10 +338,18 @@ void check_backward_stays_on_device(const ferry::Device& dev) {
       ops += e.kind == prof::EventKind::op;
     }
     EXPECT_GT(ops, 0u);
-    EXPECT_EQ(g.sizes(), a.sizes());
   }
+  // solve's gradient: lu_factor_ex's backward and lu_solve's adjoint.
+  const Tensor x = linalg::solve(a, b);
+  ferry::synchronize(dev);
+  prof::Scope scope;
+  const std::vector<Tensor> g = ferry::autograd::grad({ferry::sum(x * x)}, {a, b});
+  const prof::Profile p = scope.stop();
+  for (const prof::Event& e : p.events()) EXPECT_NE(e.kind, prof::EventKind::wait) << e.name;
+  EXPECT_EQ(g.at(0).sizes(), a.sizes());
+  EXPECT_EQ(g.at(1).sizes(), b.sizes());
 }
-FERRY_TEST_ON_EACH_DEVICE(LinalgGradients, DetBackwardReadsNothingBack,
+FERRY_TEST_ON_EACH_DEVICE(LinalgGradients, LUBackwardsReadNothingBack,
                           check_backward_stays_on_device)
 
 TEST(LinalgGradients, QrMatchesFiniteDifferences) {

@@ -73,7 +73,9 @@ Tensor cholesky_backward(const Tensor& l, const Tensor& g) {
 
 Tensor lu_backward(const Tensor& lu, const Tensor& pivots, const Tensor& g) {
   const std::int64_t m = lu.size(-2), n = lu.size(-1), k = std::min(m, n);
-  const linalg::PLU f = lu_unpack(lu, pivots);
+  // L and U only: P is applied as a gather of rows (below), and lu_unpack's pivots would be range
+  // checked, a read back that these pivots, lu_factor_ex's own, do not need.
+  const linalg::PLU f = lu_unpack(lu, pivots, /*unpack_data=*/true, /*unpack_pivots=*/false);
   const Tensor gl = tril(g, -1).narrow(-1, 0, k);
   const Tensor gu = triu(g).narrow(-2, 0, k);
   Tensor ga;
@@ -89,7 +91,7 @@ Tensor lu_backward(const Tensor& lu, const Tensor& pivots, const Tensor& g) {
     ga = linalg::solve_triangular(mT(f.L), gu + pad_zeros(x, -1, n), /*upper=*/true,
                                   /*left=*/true, /*unitriangular=*/true);
   }
-  return matmul(f.P, ga);
+  return linalg_detail::lu_permute_rows(pivots, ga);
 }
 
 // scale ([...], one per matrix) times A^-T, A = P L U packed in lu: one lu_solve with the
