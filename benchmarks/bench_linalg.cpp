@@ -27,7 +27,7 @@ std::function<void()> linalg_step(const ferry::Device& device, const Case& c) {
   const ferry::Tensor x = ferry::uniform(shape, -1, 1, on);
   const ferry::Tensor eye = ferry::eye(c.n, std::nullopt, on);
   ferry::Shape bs = shape;
-  bs.back() = 1;
+  bs.back() = c.rhs;
   const ferry::Tensor b = ferry::uniform(bs, -1, 1, on);
   const std::string op = c.op;
   std::function<ferry::Tensor()> call;
@@ -94,7 +94,8 @@ void register_linalg() {
     const Case c = linalg::sized(full, quick());
     const std::string shape = c.batch > 0 ? fmt::format("[{}, {}, {}]", c.batch, c.n, c.n)
                                           : fmt::format("[{}, {}]", c.n, c.n);
-    const std::string base = fmt::format("linalg {} {}", c.op, shape);
+    const std::string base = c.rhs > 1 ? fmt::format("linalg {} {}, {} columns", c.op, shape, c.rhs)
+                                       : fmt::format("linalg {} {}", c.op, shape);
     std::function<void()> torch_step;
 #ifdef FERRY_BENCH_HAVE_TORCH
     linalg::torch_setup(c);

@@ -10,7 +10,8 @@
 namespace bench::linalg {
 
 // One case: `op` on a [batch, n, n] input (batch 0: a single [n, n] matrix); solve's and
-// solve_triangular's B is [batch, n, 1]. The inputs are made well-posed the same way on both
+// solve_triangular's B is [batch, n, rhs] (rhs columns: 1, or n as a gradient's or an inverse's
+// right-hand sides are). The inputs are made well-posed the same way on both
 // sides: a random matrix plus n I (solve, lu_factor, det, slogdet, solve_triangular, which
 // reads its lower triangle), X X^T + I (cholesky), X + X^T (eigh), X (qr). "+backward": the op,
 // then the backward of its result's sum to A (and B), the inputs leaves that require grad
@@ -18,20 +19,25 @@ namespace bench::linalg {
 struct Case {
   const char* op;
   std::int64_t batch, n;
+  std::int64_t rhs = 1;
 };
 inline constexpr Case kCases[] = {{"solve", 4096, 4},
                                   {"cholesky", 0, 64},
+                                  {"cholesky", 0, 256},
                                   {"lu_factor", 0, 64},
                                   {"qr", 0, 64},
                                   {"eigh", 0, 32},
                                   {"solve_triangular", 0, 64},
+                                  {"solve_triangular", 0, 256, 256},
                                   {"cholesky+backward", 0, 64},
                                   {"solve+backward", 4096, 4},
                                   {"det+backward", 4096, 4},
                                   {"slogdet+backward", 0, 64},
                                   {"qr+backward", 0, 64}};
-// --quick: every case on a [4, 6, 6] batch.
-inline Case sized(const Case& c, bool quick) { return quick ? Case{c.op, 4, 6} : c; }
+// --quick: every case on a [4, 6, 6] batch (and a [4, 6, 6] B where B has more than a column).
+inline Case sized(const Case& c, bool quick) {
+  return quick ? Case{c.op, 4, 6, c.rhs > 1 ? 6 : 1} : c;
+}
 
 #ifdef FERRY_BENCH_HAVE_TORCH
 // PyTorch's side: torch.linalg's call for `c` on inputs made once (setup) per case.

@@ -20,6 +20,12 @@ std::map<std::string, Inputs>& inputs() {
   return in;
 }
 
+// Cases of one op differ in their sizes.
+std::string key(const Case& c) {
+  return std::string(c.op) + " " + std::to_string(c.batch) + " " + std::to_string(c.n) + " " +
+         std::to_string(c.rhs);
+}
+
 }  // namespace
 
 void torch_setup(const Case& c) {
@@ -39,17 +45,17 @@ void torch_setup(const Case& c) {
   else
     in.a = x + eye * double(c.n);
   std::vector<std::int64_t> bs = shape;
-  bs.back() = 1;
+  bs.back() = c.rhs;
   in.b = torch::rand(bs) * 2 - 1;
   if (op.ends_with("+backward")) {
     in.a.requires_grad_();
     in.b.requires_grad_();
   }
-  inputs()[op] = in;
+  inputs()[key(c)] = in;
 }
 
 void torch_step(const Case& c) {
-  const Inputs& in = inputs().at(c.op);
+  const Inputs& in = inputs().at(key(c));
   const std::string op = c.op;
   if (op == "solve")
     torch::linalg_solve(in.a, in.b);

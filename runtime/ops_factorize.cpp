@@ -183,6 +183,86 @@ Tensor fused_solve_triangular(const Tensor& a, const Tensor& b, bool upper, bool
   return x;
 }
 
+// Note [Blocked factorizations and solves]
+// A solve_triangular kernel that substitutes (Vulkan's: a thread or a workgroup a column of B)
+// walks the n rows of a column one after another: n dependent steps whatever the device's width.
+// A cholesky kernel that runs potf2 (Vulkan's: one workgroup a matrix) takes n steps over one
+// workgroup. Where the device's kernels do not block themselves (DeviceCapabilities::
+// blocked_linalg; LAPACK's potrf and BLAS's trsm on the CPU do), the core cuts a matrix of more
+// than kWholeMatrix rows in halves, again and again down to leaves of at most kTriangleLeaf rows
+// (a solve) or kCholeskyLeaf (a factorization), which the kernel takes:
+//   T X = B, T lower: X1 = T11^-1 B1, then X2 = T22^-1 (B2 - T21 X1), the update a matmul
+//   (upper: X2 first, then X1 = T11^-1 (B1 - T12 X2)); X A = B is solved as A^T X^T = B^T.
+//   A = L L^T: L11 = chol(A11), L21 = A21 L11^-T (a blocked solve), L22 = chol(A22 - L21 L21^T).
+// Only the triangle each op reads is read (T21 lies below the diagonal, T12 above it; A21 below),
+// the unit diagonal goes to the leaves, and a leading minor that is not positive-definite still
+// leaves its order's diagonal entry NaN with the ones before it valid, so the core's checks name
+// the same order. Most of the work becomes matmul, which every device runs at its best, and the
+// dependent steps fall to the leaves'. On lavapipe (docs/vulkan.md), ferry-bench's
+// solve_triangular [256, 256] against 256 columns took 81 ms whole and 42 in halves; cholesky
+// [256, 256] takes 54 ms in halves (a throwaway timing of the whole kernel: 88). Order 64 cut
+// once was slower than whole (a solve against one column: 0.69 against 0.42 ms), hence no cut up
+// to order 64; leaves of 32 rows served solves best, of 64 Cholesky (throwaway timings, orders
+// 128 to 1024).
+constexpr std::int64_t kWholeMatrix = 64, kTriangleLeaf = 32, kCholeskyLeaf = 64;
+
+// Whether the core cuts `a` ([..., n, n]) in blocks for the device's kernels (the Note).
+bool cut_in_blocks(const Tensor& a) {
+  return a.size(-1) > kWholeMatrix && !detail::impl_of(a).capabilities().blocked_linalg;
+}
+
+// T X = B (T [..., n, n], B [..., n, c]) by halves (the Note), the leaves by the kernel.
+Tensor blocked_solve_triangular(const Tensor& t, const Tensor& b, bool upper, bool unit) {
+  const std::int64_t n = t.size(-1);
+  if (n <= kTriangleLeaf) return fused_solve_triangular(t, b, upper, /*left=*/true, unit);
+  const std::int64_t h = n / 2, r = n - h;
+  const auto block = [&t](std::int64_t row, std::int64_t rows, std::int64_t col,
+                          std::int64_t cols) {
+    return t.narrow(-2, row, rows).narrow(-1, col, cols);
+  };
+  if (!upper) {
+    const Tensor x1 = blocked_solve_triangular(block(0, h, 0, h), b.narrow(-2, 0, h), upper, unit);
+    const Tensor b2 = b.narrow(-2, h, r) - matmul(block(h, r, 0, h), x1);
+    return cat({x1, blocked_solve_triangular(block(h, r, h, r), b2, upper, unit)}, -2);
+  }
+  const Tensor x2 = blocked_solve_triangular(block(h, r, h, r), b.narrow(-2, h, r), upper, unit);
+  const Tensor b1 = b.narrow(-2, 0, h) - matmul(block(0, h, h, r), x2);
+  return cat({blocked_solve_triangular(block(0, h, 0, h), b1, upper, unit), x2}, -2);
+}
+
+// solve_triangular's values by the device's kernel, whole or in blocks (the Note).
+Tensor kernel_solve_triangular(const Tensor& t, const Tensor& b, bool upper, bool left, bool unit) {
+  if (!cut_in_blocks(t)) return fused_solve_triangular(t, b, upper, left, unit);
+  if (left) return blocked_solve_triangular(t, b, upper, unit);
+  return blocked_solve_triangular(t.transpose(-2, -1), b.transpose(-2, -1), !upper, unit)
+      .transpose(-2, -1);
+}
+
+Tensor fused_cholesky(const Tensor& a) {
+  const Tensor in = a.contiguous();
+  Tensor out = detail::new_tensor(in.sizes(), in.dtype(), detail::impl_of(in));
+  detail::run_kernel(OpId::cholesky, {in}, {out});
+  return out;
+}
+
+// L with A = L L^T, A's lower triangle read, by halves (the Note), the leaves by the kernel.
+Tensor blocked_cholesky(const Tensor& a) {
+  const std::int64_t n = a.size(-1);
+  if (n <= kCholeskyLeaf) return fused_cholesky(a);
+  const std::int64_t h = n / 2, r = n - h;
+  const Tensor l11 = blocked_cholesky(a.narrow(-2, 0, h).narrow(-1, 0, h));
+  const Tensor l21 =
+      kernel_solve_triangular(l11, a.narrow(-2, h, r).narrow(-1, 0, h).transpose(-2, -1),
+                              /*upper=*/false, /*left=*/true, /*unit=*/false)
+          .transpose(-2, -1);
+  const Tensor l22 =
+      blocked_cholesky(a.narrow(-2, h, r).narrow(-1, h, r) - matmul(l21, l21.transpose(-2, -1)));
+  Shape corner = batch_of(a, 2);
+  corner.insert(corner.end(), {h, r});
+  const Tensor zero = zeros(corner, {.dtype = a.dtype(), .device = a.device()});
+  return cat({cat({l11, zero}, -1), cat({l21, l22}, -1)}, -2);
+}
+
 // A LinAlgError where a pivot of U is exactly zero (LAPACK's getrf reports the same).
 void check_pivots(const char* op, const Tensor& a, const Tensor& u, bool name_element) {
   const auto bad = first_bad(eq(diagonal(u, 0, -2, -1), 0.0));
@@ -228,15 +308,15 @@ Tensor cholesky(const Tensor& a, bool upper) {
   check_dtype(OpId::cholesky, a);
   check_square("cholesky", "A", a);
   const Tensor af = computing(upper ? a.transpose(-2, -1) : a);
-  // LAPACK's potrf on the CPU (Note [LAPACK through OpenBLAS]), or the steps; either way
-  // untracked, the gradient recorded in closed form below.
+  // LAPACK's potrf on the CPU (Note [LAPACK through OpenBLAS]), a device's kernel (in blocks above
+  // order 64: Note [Blocked factorizations and solves]), or the steps; either way untracked, the
+  // gradient recorded in closed form below.
   const Tensor l = autograd::untracked([&] {
     if (af.numel() == 0 || !detail::use_fused_kernel(OpId::cholesky, af, af.dtype()))
       return cholesky_lower(tril(af));
-    const Tensor in = af.contiguous();
-    Tensor out = detail::new_tensor(in.sizes(), in.dtype(), detail::impl_of(in));
-    detail::run_kernel(OpId::cholesky, {in}, {out});
-    return out;
+    if (cut_in_blocks(af) && detail::use_fused_kernel(OpId::solve_triangular, af, af.dtype()))
+      return blocked_cholesky(af);
+    return fused_cholesky(af);
   });
   // A leading minor that is not positive-definite makes its diagonal entry NaN (sqrt of a
   // negative, or the kernel's mark) or not positive, and every column after it NaN.
@@ -269,7 +349,7 @@ Tensor solve_triangular(const Tensor& a, const Tensor& b, bool upper, bool left,
   const Tensor af = computing(a), bf = computing(b);
   const Tensor x = autograd::untracked([&] {
     if (bf.numel() > 0 && detail::use_fused_kernel(OpId::solve_triangular, af, af.dtype()))
-      return fused_solve_triangular(af, bf, upper, left, unitriangular);
+      return kernel_solve_triangular(af, bf, upper, left, unitriangular);
     const Tensor t = triangle(af, upper, unitriangular);
     // X A = B is A^T X^T = B^T, with the triangle flipped.
     return left ? substitute(t, bf, upper, unitriangular)

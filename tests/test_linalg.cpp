@@ -17,8 +17,10 @@
 #include <vector>
 
 #include "devices.hpp"
+#include "dispatch.hpp"
 #include "ferry/debug.hpp"
 #include "ferry/ferry.hpp"
+#include "ferry/profiler.hpp"
 #include "gradcheck.hpp"
 #include "linalg_test_util.hpp"
 #include "op_test_util.hpp"
@@ -156,8 +158,8 @@ FERRY_TEST_ON_EACH_DEVICE(Linalg, F64Identities, check_identities)
 // Each device's fused cholesky (LAPACK's potrf on the CPU, shaders/cholesky.comp on Vulkan)
 // against the composition on the same device (debug::CompositesOnly). Vulkan's kernel has two
 // forms, a thread per matrix up to 16 columns (here a batch of 200 takes several workgroups)
-// and a workgroup per matrix beyond (17; 40; 130: two columns a thread and the multipliers in
-// two chunks of rows); f32 too. NaN above the diagonal is never read. A matrix that is not
+// and a workgroup per matrix beyond (17; 40; 130, which on Vulkan goes in halves: Note [Blocked
+// factorizations and solves]); f32 too. NaN above the diagonal is never read. A matrix that is not
 // positive-definite (a negative pivot at order 8, a zero one at order 3, in either form) gives
 // the composition's error.
 void fused_cholesky(const ferry::Device& dev) {
@@ -201,33 +203,138 @@ FERRY_TEST_ON_EACH_DEVICE(Linalg, FusedCholeskyAgreesWithTheComposition, fused_c
 
 // Order 300: on lavapipe the steps go in six dispatches within the loop budget (Note [Loop
 // budget] in runtime/vulkan/vk_kernels.hpp; the count of a step's trips is generous, every owned
-// column taken down every row), each going on from what the last left. Held to the CPU's LAPACK.
+// column taken down every row), each going on from what the last left. The kernel is called
+// directly: linalg::cholesky hands it no matrix above order 64 (Note [Blocked factorizations and
+// solves]), but its contract takes any order. Held to the CPU's LAPACK.
 void large_cholesky(const ferry::Device& dev) {
   if (dev.is_cpu()) GTEST_SKIP() << "the CPU's LAPACK is the reference";
+  if (!ferry::device_impl(dev).supports(ferry::OpId::cholesky, DType::f64))
+    GTEST_SKIP() << dev.str() << " has no cholesky kernel for f64";
   const Tensor a = spd_matrix({300, 300}, 48, ferry::Device::cpu());
-  EXPECT_LT(max_abs(linalg::cholesky(a.to(dev)).to(ferry::Device::cpu()) - linalg::cholesky(a)),
-            1e-12);
+  const Tensor l = ferry::detail::new_tensor(a.sizes(), DType::f64, dev);
+  ferry::detail::run_kernel(ferry::OpId::cholesky, {a.to(dev)}, {l});
+  EXPECT_LT(max_abs(l.to(ferry::Device::cpu()) - linalg::cholesky(a)), 1e-12);
 }
 FERRY_TEST_ON_EACH_DEVICE(Linalg, LargeCholeskyInSeveralDispatches, large_cholesky)
+
+// Above order 64 a device whose kernels do not block themselves factors in halves (Note [Blocked
+// factorizations and solves]): L11 by its kernel, L21 by a (blocked) triangular solve, L22 from
+// the Schur complement by matmul. Odd orders (65: leaves of 32 and 33; 130; 300, three levels),
+// a batch, f32, upper, NaN above the diagonal: held to the CPU's LAPACK on the whole matrix. A
+// leading minor that is not positive-definite, in the first leaf, at a cut and in the last leaf,
+// is named as the CPU names it. On such a device the profile shows the matmuls.
+void blocked_cholesky(const ferry::Device& dev) {
+  if (dev.is_cpu()) GTEST_SKIP() << "the CPU's LAPACK is the reference";
+  namespace prof = ferry::profiler;
+  const ferry::Device cpu = ferry::Device::cpu();
+  const ferry::DeviceImpl& impl = ferry::device_impl(dev);
+  const bool blocks =
+      impl.supports(ferry::OpId::cholesky, DType::f64) && !impl.capabilities().blocked_linalg;
+  for (const Tensor& a :
+       {spd_matrix({65, 65}, 53, cpu), spd_matrix({2, 130, 130}, 54, cpu),
+        spd_matrix({300, 300}, 55, cpu), spd_matrix({2, 100, 100}, 56, cpu).to(DType::f32)}) {
+    SCOPED_TRACE(ferry::shape_str(a.sizes()) + " " + std::string(ferry::dtype_name(a.dtype())));
+    const double tol = a.dtype() == DType::f32 ? 1e-4 : 1e-12;
+    const Tensor nan_above =
+        a + ferry::triu(ferry::full(a.sizes(), std::nan(""), {.dtype = a.dtype()}), 1);
+    const Tensor want = linalg::cholesky(a);
+    prof::Scope scope;
+    const Tensor got = linalg::cholesky(nan_above.to(dev));
+    const prof::Profile p = scope.stop();
+    EXPECT_LT(max_abs(got.to(cpu) - want), tol);
+    EXPECT_LT(max_abs(linalg::cholesky(a.to(dev), true).to(cpu) - want.transpose(-2, -1)), tol);
+    std::size_t matmuls = 0;
+    for (const prof::Event& e : p.events())
+      matmuls += e.kind == prof::EventKind::op && e.name == "matmul";
+    if (blocks) EXPECT_GT(matmuls, 0u);
+  }
+  const Tensor spd = spd_matrix({150, 150}, 57, cpu);
+  const std::vector<double> diagonal = values(ferry::diagonal(spd, 0, -2, -1));
+  for (std::int64_t order : {10, 75, 76, 150}) {
+    SCOPED_TRACE(order);
+    // A negative entry on the diagonal at `order`: the leading minors before it stay
+    // positive-definite.
+    std::vector<double> shift(150, 0.0);
+    shift[std::size_t(order - 1)] = diagonal[std::size_t(order - 1)] + 1;
+    const Tensor bad = spd - ferry::diag(ferry::tensor(shift));
+    EXPECT_FERRY_ERROR(linalg::cholesky(bad), ferry::LinAlgError,
+                       "order " + std::to_string(order) + " is not");
+    EXPECT_FERRY_ERROR(linalg::cholesky(bad.to(dev)), ferry::LinAlgError,
+                       "order " + std::to_string(order) + " is not");
+  }
+}
+FERRY_TEST_ON_EACH_DEVICE(Linalg, BlockedCholesky, blocked_cholesky)
 
 // Order 400: on lavapipe a triangular solve's steps pass the loop budget in both of Vulkan's
 // forms, a thread a column (64 columns) and a workgroup a column (3), and go in several
 // dispatches; a thread a column walks every row of its column, so there a count of its loop
-// trips that fell short by n (the loops' exits and barriers) dropped the last updates. Held to
-// the CPU's trsm.
+// trips that fell short by n (the loops' exits and barriers) dropped the last updates. The kernel
+// is called directly: linalg::solve_triangular hands it no triangle above order 64 (Note
+// [Blocked factorizations and solves]), but its contract takes any order. Held to the CPU's trsm.
 void large_triangular_solve(const ferry::Device& dev) {
   if (dev.is_cpu()) GTEST_SKIP() << "the CPU's trsm is the reference";
+  if (!ferry::device_impl(dev).supports(ferry::OpId::solve_triangular, DType::f64))
+    GTEST_SKIP() << dev.str() << " has no solve_triangular kernel for f64";
   const ferry::Device cpu = ferry::Device::cpu();
   const Tensor t = ferry::tril(random_matrix({400, 400}, 49, cpu)) / 400 + identity(400, cpu);
   for (std::int64_t cols : {64, 3}) {
     SCOPED_TRACE(cols);
     const Tensor b = random_matrix({400, cols}, 50, cpu);
-    EXPECT_LT(max_abs(linalg::solve_triangular(t.to(dev), b.to(dev), false).to(cpu) -
-                      linalg::solve_triangular(t, b, false)),
-              1e-12);
+    const Tensor on_dev = b.to(dev);
+    const Tensor x = ferry::detail::new_tensor(b.sizes(), DType::f64, dev);
+    ferry::detail::run_kernel(ferry::OpId::solve_triangular, {t.to(dev), on_dev}, {x},
+                              {{"upper", false}, {"left", true}, {"unitriangular", false}});
+    EXPECT_LT(max_abs(x.to(cpu) - linalg::solve_triangular(t, b, false)), 1e-12);
   }
 }
 FERRY_TEST_ON_EACH_DEVICE(Linalg, LargeTriangularSolveInSeveralDispatches, large_triangular_solve)
+
+// Above order 64 a device whose kernel does not block itself solves in halves, the diagonal
+// blocks by its kernel and the rest by matmul (Note [Blocked factorizations and solves] in
+// runtime/ops_factorize.cpp). Every form (upper, left, unit), odd orders (65: leaves of 16 and
+// 17; 130; 300, three levels), A one matrix against B's batch and A's batch against one B, NaN in
+// A's other triangle (and on its diagonal for unit): held to the CPU's trsm on whole triangles.
+// On such a device the profile shows the matmuls.
+void blocked_triangular_solve(const ferry::Device& dev) {
+  if (dev.is_cpu()) GTEST_SKIP() << "the CPU's trsm is the reference";
+  namespace prof = ferry::profiler;
+  const ferry::Device cpu = ferry::Device::cpu();
+  const ferry::DeviceImpl& impl = ferry::device_impl(dev);
+  const bool blocks = impl.supports(ferry::OpId::solve_triangular, DType::f64) &&
+                      !impl.capabilities().blocked_linalg;
+  const double nan = std::numeric_limits<double>::quiet_NaN();
+  struct Shapes {
+    ferry::Shape a, b;
+  };
+  for (const Shapes& c : {Shapes{{65, 65}, {2, 65, 3}}, Shapes{{2, 130, 130}, {130, 130}},
+                          Shapes{{300, 300}, {300, 5}}}) {
+    const std::int64_t n = c.a.back();
+    const Tensor base = random_matrix(c.a, 51, cpu) / double(n) + identity(n, cpu);
+    const Tensor rhs = random_matrix(c.b, 52, cpu);
+    for (int form = 0; form < 8; ++form) {
+      const bool upper = form & 1, left = form & 2, unit = form & 4;
+      SCOPED_TRACE(::testing::Message() << "A " << ferry::shape_str(c.a) << " upper " << upper
+                                        << " left " << left << " unit " << unit);
+      // NaN where the solve must not look: the other triangle, and the diagonal for unit.
+      const Tensor other = upper ? ferry::tril(ferry::ones_like(base), unit ? 0 : -1)
+                                 : ferry::triu(ferry::ones_like(base), unit ? 0 : 1);
+      const Tensor a = ferry::where(ferry::gt(other, 0.0), nan, base);
+      const Tensor b = left ? rhs : rhs.transpose(-2, -1);
+      const Tensor want = linalg::solve_triangular(a, b, upper, left, unit);
+      prof::Scope scope;
+      const Tensor got = linalg::solve_triangular(a.to(dev), b.to(dev), upper, left, unit);
+      ferry::synchronize(dev);
+      const prof::Profile p = scope.stop();
+      EXPECT_EQ(got.sizes(), want.sizes());
+      EXPECT_LT(max_abs(got.to(cpu) - want), 1e-12);
+      std::size_t matmuls = 0;
+      for (const prof::Event& e : p.events())
+        matmuls += e.kind == prof::EventKind::op && e.name == "matmul";
+      if (blocks) EXPECT_GT(matmuls, 0u);
+    }
+  }
+}
+FERRY_TEST_ON_EACH_DEVICE(Linalg, BlockedTriangularSolve, blocked_triangular_solve)
 
 // Every element of a batch pivots on its own rows: the second matrix needs a swap at each
 // step, the first none.

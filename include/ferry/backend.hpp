@@ -384,7 +384,8 @@ inline constexpr std::size_t kSubBufferAlignment = 256;
 //     f64 for f64), no longer f64 always.
 // 14: the pooling kernels (max_pool1d/2d, avg_pool1d/2d and their backward rows) take the
 //     attribute `adaptive`: PyTorch's adaptive windows, placed by the sizes alone.
-inline constexpr int kBackendAbiVersion = 14;
+// 15: DeviceCapabilities gained blocked_linalg.
+inline constexpr int kBackendAbiVersion = 15;
 
 }  // namespace ferry
 

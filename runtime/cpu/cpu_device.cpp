@@ -180,7 +180,8 @@ class CpuDevice final : public DeviceImpl {
             .sub_buffers = true,
             .staging = false,
             .scatter_in_order = true,
-            .channels_last_cnn = true};
+            .channels_last_cnn = true,
+            .blocked_linalg = true};
   }
 
   void copy_from_host(Buffer& dst, std::size_t off, const void* src, std::size_t bytes) override {

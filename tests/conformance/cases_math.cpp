@@ -142,6 +142,23 @@ std::vector<FloatOpCase> math_ops() {
                           eye(64, std::nullopt, {.dtype = in[0].dtype(), .device = in[0].device()});
          return linalg::solve_triangular(t, in[1], true);
        }},
+      // Orders above 64: on a device whose kernel does not block itself, the core's halves
+      // (Note [Blocked triangular solves]), odd sizes, A's batch broadcast either way.
+      {"solve_triangular",
+       "[100, 100] lower, diagonally dominant, and [2, 100, 3]",
+       {{100, 100}, {2, 100, 3}},
+       [](const Inputs& in) {
+         const Tensor t =
+             in[0] * (1.0 / 100) +
+             eye(100, std::nullopt, {.dtype = in[0].dtype(), .device = in[0].device()});
+         return linalg::solve_triangular(t, in[1], false);
+       }},
+      {"solve_triangular",
+       "[2, 70, 70] upper, unit, and [5, 70] on the right",
+       {{2, 70, 70}, {5, 70}},
+       [](const Inputs& in) {
+         return linalg::solve_triangular(in[0] * (1.0 / 70), in[1], true, false, true);
+       }},
       {"solve",
        "[2, 4, 4] and [4, 2], rows reversed",
        {{2, 4, 4}, {4, 2}},
