@@ -64,6 +64,16 @@ inline Tensor triangle(const Tensor& t, bool upper, bool unit) {
 // with T's batch dims broadcast; unit: T's diagonal taken as ones (and already zeroed).
 Tensor substitute(const Tensor& t, const Tensor& b, bool upper, bool unit);
 
+// Whether the core cuts a ([..., m, n]) in blocks for the device's factorization and triangular-
+// solve kernels: min(m, n) above 64 on a device whose kernels do not block themselves (Note
+// [Blocked factorizations and solves] in runtime/ops_factorize.cpp).
+bool cut_in_blocks(const Tensor& a);
+
+// X with T X = B (left) or X T = B, T's `upper` triangle read (its diagonal as ones for unit),
+// by the device's solve_triangular kernel, whole or in blocks (the same Note). T and B in the
+// computing dtype, shapes checked by the caller; untracked.
+Tensor kernel_solve_triangular(const Tensor& t, const Tensor& b, bool upper, bool left, bool unit);
+
 // What eliminate computes besides the reduced rows.
 struct EliminationOptions {
   bool sign = false;         // the sign of the row permutation

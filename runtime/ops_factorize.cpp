@@ -49,8 +49,10 @@ using linalg_detail::batch_prefix;
 using linalg_detail::check_matrix;
 using linalg_detail::check_square;
 using linalg_detail::computing;
+using linalg_detail::cut_in_blocks;
 using linalg_detail::eliminate;
 using linalg_detail::Elimination;
+using linalg_detail::kernel_solve_triangular;
 using linalg_detail::positions;
 using linalg_detail::substitute;
 using linalg_detail::triangle;
@@ -186,57 +188,89 @@ Tensor fused_solve_triangular(const Tensor& a, const Tensor& b, bool upper, bool
 // Note [Blocked factorizations and solves]
 // A solve_triangular kernel that substitutes (Vulkan's: a thread or a workgroup a column of B)
 // walks the n rows of a column one after another: n dependent steps whatever the device's width.
-// A cholesky kernel that runs potf2 (Vulkan's: one workgroup a matrix) takes n steps over one
-// workgroup. Where the device's kernels do not block themselves (DeviceCapabilities::
-// blocked_linalg; LAPACK's potrf and BLAS's trsm on the CPU do), the core cuts a matrix of more
-// than kWholeMatrix rows in halves, again and again down to leaves of at most kTriangleLeaf rows
-// (a solve) or kCholeskyLeaf (a factorization), which the kernel takes:
+// A cholesky or lu_factor_ex kernel that runs potf2 or getf2 (Vulkan's: one workgroup a matrix)
+// takes n steps over one workgroup. Where the device's kernels do not block themselves
+// (DeviceCapabilities::blocked_linalg; LAPACK's potrf and getrf and BLAS's trsm on the CPU do),
+// the core cuts a matrix of more than kWholeMatrix rows and columns in halves, again and again
+// down to leaves of at most kTriangleLeaf rows (a solve), kCholeskyLeaf (Cholesky) or kLUPanel
+// columns (LU, in runtime/ops_lu.cpp), which the kernel takes:
 //   T X = B, T lower: X1 = T11^-1 B1, then X2 = T22^-1 (B2 - T21 X1), the update a matmul
 //   (upper: X2 first, then X1 = T11^-1 (B1 - T12 X2)); X A = B is solved as A^T X^T = B^T.
 //   A = L L^T: L11 = chol(A11), L21 = A21 L11^-T (a blocked solve), L22 = chol(A22 - L21 L21^T).
+//   P A = L U (m x n, halves of the k = min(m, n) first columns, Toledo's recursive LU): the
+//   left half factored with its pivots P1, the right half swapped by them, U12 = L11^-1 A12 (a
+//   blocked unit-lower solve), the Schur complement A22 - L21 U12 factored with its pivots P2,
+//   which swap L21's rows too (blocked_lu_into).
 // Only the triangle each op reads is read (T21 lies below the diagonal, T12 above it; A21 below),
-// the unit diagonal goes to the leaves, and a leading minor that is not positive-definite still
-// leaves its order's diagonal entry NaN with the ones before it valid, so the core's checks name
-// the same order. Most of the work becomes matmul, which every device runs at its best, and the
-// dependent steps fall to the leaves'. On lavapipe (docs/vulkan.md), ferry-bench's
+// the unit diagonal goes to the leaves, a leading minor that is not positive-definite still
+// leaves its order's diagonal entry NaN with the ones before it valid, and LU's pivots are the
+// rows unblocked partial pivoting picks with info U's first zero pivot, so the core's checks
+// name the same order. Most of the work becomes matmul, which every device runs at its best, and
+// the dependent steps fall to the leaves'. On lavapipe (docs/vulkan.md), ferry-bench's
 // solve_triangular [256, 256] against 256 columns took 81 ms whole and 42 in halves; cholesky
-// [256, 256] takes 54 ms in halves (a throwaway timing of the whole kernel: 88). Order 64 cut
-// once was slower than whole (a solve against one column: 0.69 against 0.42 ms), hence no cut up
-// to order 64; leaves of 32 rows served solves best, of 64 Cholesky (throwaway timings, orders
-// 128 to 1024).
+// [256, 256] takes 54 ms in halves (a throwaway timing of the whole kernel: 88), lu_factor
+// [256, 256] 77 (the whole kernel 187 in a throwaway timing; at order 512, 1,527 against 333).
+// Order 64 cut once was slower than whole (a solve against one column: 0.69 against 0.42 ms),
+// hence no cut up to order 64; leaves of 32 rows served solves best, of 64 Cholesky (throwaway
+// timings, orders 128 to 1024), and panels of 32 columns LU (16, 32 and 64 columns: 68, 72 and
+// 77 ms at order 256; 341, 333 and 391 at 512; throwaway timings).
 constexpr std::int64_t kWholeMatrix = 64, kTriangleLeaf = 32, kCholeskyLeaf = 64;
 
-// Whether the core cuts `a` ([..., n, n]) in blocks for the device's kernels (the Note).
-bool cut_in_blocks(const Tensor& a) {
-  return a.size(-1) > kWholeMatrix && !detail::impl_of(a).capabilities().blocked_linalg;
+}  // namespace
+
+bool linalg_detail::cut_in_blocks(const Tensor& a) {
+  return std::min(a.size(-2), a.size(-1)) > kWholeMatrix &&
+         !detail::impl_of(a).capabilities().blocked_linalg;
 }
 
-// T X = B (T [..., n, n], B [..., n, c]) by halves (the Note), the leaves by the kernel.
-Tensor blocked_solve_triangular(const Tensor& t, const Tensor& b, bool upper, bool unit) {
+namespace {
+
+// T X = B (T [..., n, n], B [..., n, c]) by halves (the Note) into x (X's shape, a view of one
+// preallocated result, so that no level copies its halves together), the leaves by the kernel.
+void blocked_solve_triangular_into(const Tensor& t, const Tensor& b, bool upper, bool unit,
+                                   Tensor x) {
   const std::int64_t n = t.size(-1);
-  if (n <= kTriangleLeaf) return fused_solve_triangular(t, b, upper, /*left=*/true, unit);
-  const std::int64_t h = n / 2, r = n - h;
+  if (n <= kTriangleLeaf) {
+    x.copy_(fused_solve_triangular(t, b, upper, /*left=*/true, unit));
+    return;
+  }
+  // The half solved first (lower: the leading one, upper: the trailing one) and the other, whose
+  // right-hand side the first's solution updates through T's block between them.
+  const std::int64_t h = n / 2;
+  const std::int64_t first = upper ? h : 0, first_n = upper ? n - h : h;
+  const std::int64_t second = upper ? 0 : h, second_n = n - first_n;
   const auto block = [&t](std::int64_t row, std::int64_t rows, std::int64_t col,
                           std::int64_t cols) {
     return t.narrow(-2, row, rows).narrow(-1, col, cols);
   };
-  if (!upper) {
-    const Tensor x1 = blocked_solve_triangular(block(0, h, 0, h), b.narrow(-2, 0, h), upper, unit);
-    const Tensor b2 = b.narrow(-2, h, r) - matmul(block(h, r, 0, h), x1);
-    return cat({x1, blocked_solve_triangular(block(h, r, h, r), b2, upper, unit)}, -2);
-  }
-  const Tensor x2 = blocked_solve_triangular(block(h, r, h, r), b.narrow(-2, h, r), upper, unit);
-  const Tensor b1 = b.narrow(-2, 0, h) - matmul(block(0, h, h, r), x2);
-  return cat({blocked_solve_triangular(block(0, h, 0, h), b1, upper, unit), x2}, -2);
+  const Tensor x_first = x.narrow(-2, first, first_n);
+  blocked_solve_triangular_into(block(first, first_n, first, first_n), b.narrow(-2, first, first_n),
+                                upper, unit, x_first);
+  const Tensor b_second =
+      b.narrow(-2, second, second_n) - matmul(block(second, second_n, first, first_n), x_first);
+  blocked_solve_triangular_into(block(second, second_n, second, second_n), b_second, upper, unit,
+                                x.narrow(-2, second, second_n));
 }
 
-// solve_triangular's values by the device's kernel, whole or in blocks (the Note).
-Tensor kernel_solve_triangular(const Tensor& t, const Tensor& b, bool upper, bool left, bool unit) {
+Tensor blocked_solve_triangular(const Tensor& t, const Tensor& b, bool upper, bool unit) {
+  Shape bs = broadcast_shapes(batch_of(t, 2), batch_of(b, 2));
+  bs.insert(bs.end(), {b.size(-2), b.size(-1)});
+  const Tensor x = detail::new_tensor(bs, b.dtype(), detail::impl_of(b));
+  blocked_solve_triangular_into(t, b.expand(bs), upper, unit, x);
+  return x;
+}
+
+}  // namespace
+
+Tensor linalg_detail::kernel_solve_triangular(const Tensor& t, const Tensor& b, bool upper,
+                                              bool left, bool unit) {
   if (!cut_in_blocks(t)) return fused_solve_triangular(t, b, upper, left, unit);
   if (left) return blocked_solve_triangular(t, b, upper, unit);
   return blocked_solve_triangular(t.transpose(-2, -1), b.transpose(-2, -1), !upper, unit)
       .transpose(-2, -1);
 }
+
+namespace {
 
 Tensor fused_cholesky(const Tensor& a) {
   const Tensor in = a.contiguous();
@@ -245,22 +279,29 @@ Tensor fused_cholesky(const Tensor& a) {
   return out;
 }
 
-// L with A = L L^T, A's lower triangle read, by halves (the Note), the leaves by the kernel.
-Tensor blocked_cholesky(const Tensor& a) {
+// L with A = L L^T, A's lower triangle read, by halves (the Note) into l (A's shape, a view of
+// one result whose upper triangle is zero), the leaves by the kernel.
+void blocked_cholesky_into(const Tensor& a, Tensor l) {
   const std::int64_t n = a.size(-1);
-  if (n <= kCholeskyLeaf) return fused_cholesky(a);
+  if (n <= kCholeskyLeaf) {
+    l.copy_(fused_cholesky(a));
+    return;
+  }
   const std::int64_t h = n / 2, r = n - h;
-  const Tensor l11 = blocked_cholesky(a.narrow(-2, 0, h).narrow(-1, 0, h));
-  const Tensor l21 =
-      kernel_solve_triangular(l11, a.narrow(-2, h, r).narrow(-1, 0, h).transpose(-2, -1),
-                              /*upper=*/false, /*left=*/true, /*unit=*/false)
-          .transpose(-2, -1);
-  const Tensor l22 =
-      blocked_cholesky(a.narrow(-2, h, r).narrow(-1, h, r) - matmul(l21, l21.transpose(-2, -1)));
-  Shape corner = batch_of(a, 2);
-  corner.insert(corner.end(), {h, r});
-  const Tensor zero = zeros(corner, {.dtype = a.dtype(), .device = a.device()});
-  return cat({cat({l11, zero}, -1), cat({l21, l22}, -1)}, -2);
+  const Tensor l11 = l.narrow(-2, 0, h).narrow(-1, 0, h);
+  blocked_cholesky_into(a.narrow(-2, 0, h).narrow(-1, 0, h), l11);
+  Tensor l21 = l.narrow(-2, h, r).narrow(-1, 0, h);
+  l21.copy_(kernel_solve_triangular(l11, a.narrow(-2, h, r).narrow(-1, 0, h).transpose(-2, -1),
+                                    /*upper=*/false, /*left=*/true, /*unit=*/false)
+                .transpose(-2, -1));
+  blocked_cholesky_into(a.narrow(-2, h, r).narrow(-1, h, r) - matmul(l21, l21.transpose(-2, -1)),
+                        l.narrow(-2, h, r).narrow(-1, h, r));
+}
+
+Tensor blocked_cholesky(const Tensor& a) {
+  const Tensor l = zeros(a.sizes(), {.dtype = a.dtype(), .device = a.device()});
+  blocked_cholesky_into(a, l);
+  return l;
 }
 
 // A LinAlgError where a pivot of U is exactly zero (LAPACK's getrf reports the same).

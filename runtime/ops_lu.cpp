@@ -23,6 +23,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <string>
+#include <tuple>
 #include <utility>
 #include <vector>
 
@@ -105,12 +106,16 @@ Tensor checked_pivots(const char* op, const Tensor& pivots, const Shape& batch, 
   return p - 1;
 }
 
+// Rows of x ([..., r, c]) in perm's order ([..., r] i64): row i of the result is x's perm[i].
+Tensor rows_in_order(const Tensor& perm, const Tensor& x) {
+  return gather_in_range(x, -2, perm.unsqueeze(-1).expand(x.sizes()).contiguous());
+}
+
 // P X for P's permutation perm ([..., m] i64, the Note) and X [..., m, c] of the same batch
 // shape: P puts X's row i at row perm[i], so row r of P X is X's row inverse[r], one gather by the
 // inverse permutation (argsort of perm) where a product with the dense P would cost m^2 c.
 Tensor permute_rows(const Tensor& perm, const Tensor& x) {
-  const Tensor inverse = argsort(perm, -1).unsqueeze(-1).expand(x.sizes()).contiguous();
-  return gather_in_range(x, -2, inverse);
+  return rows_in_order(argsort(perm, -1), x);
 }
 
 // P from a permutation: P[perm[i], i] = 1, so that A = P L U.
@@ -139,7 +144,6 @@ Tensor solve_permuted(const Tensor& lu, const Tensor& perm, const Tensor& b, boo
   Shape batch = broadcast_shapes(batch_of(lu, 2), batch_of(bl, 2));
   Shape bs = batch;  // B's shape and the row indices' alike
   bs.insert(bs.end(), {n, bl.size(-1)});
-  const Tensor index = perm.unsqueeze(-1).expand(bs).contiguous();
   // The triangular solves read LU's triangles (L's diagonal taken as ones), through the
   // device's fused kernel where it has one (the CPU's trsm, Vulkan's shader).
   const auto solve = [](const Tensor& t, const Tensor& rhs, bool upper, bool unit) {
@@ -148,7 +152,7 @@ Tensor solve_permuted(const Tensor& lu, const Tensor& perm, const Tensor& b, boo
   Tensor x;
   if (!transposed) {
     // A = P L U: X = U^-1 L^-1 P^T B, P^T B being B's rows in perm's order.
-    const Tensor permuted = gather_in_range(bl.expand(bs), -2, index);
+    const Tensor permuted = rows_in_order(perm, bl.expand(bs));
     x = solve(luf, solve(luf, permuted, false, true), true, false);
   } else {
     // A^T = U^T L^T P^T: X = P L^-T U^-T B, P W putting W's row i at row perm[i].
@@ -159,22 +163,62 @@ Tensor solve_permuted(const Tensor& lu, const Tensor& perm, const Tensor& b, boo
   return (left ? x : x.transpose(-2, -1)).to(b.dtype());
 }
 
+// lu_factor_ex's three results from the device's kernel, on a ([..., m, n], computing dtype).
+linalg::LUFactorization fused_lu(const Tensor& a) {
+  const Tensor in = a.contiguous();
+  Shape pivots = batch_of(a, 2);
+  pivots.push_back(std::min(a.size(-2), a.size(-1)));
+  DeviceImpl& impl = detail::impl_of(in);
+  linalg::LUFactorization f{detail::new_tensor(in.sizes(), in.dtype(), impl),
+                            detail::new_tensor(pivots, DType::i32, impl),
+                            detail::new_tensor(batch_of(a, 2), DType::i32, impl)};
+  detail::run_kernel(OpId::lu_factor_ex, {in}, {f.LU, f.pivots, f.info});
+  return f;
+}
+
+// P A = L U by halves of the columns (Note [Blocked factorizations and solves] in
+// runtime/ops_factorize.cpp) into lu (a's shape, a view of one result); returns the pivots and
+// info. The right half's pivots are moved down h rows after the left's: LAPACK's getrf form (a
+// sequence of swaps). A zero pivot leaves its column's multipliers zero (getf2's rule, the
+// kernel's too) and nothing divides by it, so info is U's first zero pivot across the halves.
+constexpr std::int64_t kLUPanel = 32;  // the widest panel the kernel takes (the Note)
+
+std::pair<Tensor, Tensor> blocked_lu_into(const Tensor& a, Tensor lu) {
+  const std::int64_t m = a.size(-2), n = a.size(-1), k = std::min(m, n);
+  if (k <= kLUPanel) {
+    const linalg::LUFactorization f = fused_lu(a);
+    lu.copy_(f.LU);
+    return {f.pivots, f.info};
+  }
+  const std::int64_t h = k / 2;
+  const auto [pivots1, info1] = blocked_lu_into(a.narrow(-1, 0, h), lu.narrow(-1, 0, h));
+  const Tensor right = rows_in_order(factored_permutation(pivots1, m), a.narrow(-1, h, n - h));
+  Tensor u12 = lu.narrow(-2, 0, h).narrow(-1, h, n - h);
+  u12.copy_(linalg_detail::kernel_solve_triangular(lu.narrow(-2, 0, h).narrow(-1, 0, h),
+                                                   right.narrow(-2, 0, h), /*upper=*/false,
+                                                   /*left=*/true, /*unit=*/true));
+  Tensor l21 = lu.narrow(-2, h, m - h).narrow(-1, 0, h);
+  const auto [pivots2, info2] = blocked_lu_into(right.narrow(-2, h, m - h) - matmul(l21, u12),
+                                                lu.narrow(-2, h, m - h).narrow(-1, h, n - h));
+  l21.copy_(rows_in_order(factored_permutation(pivots2, m - h), l21));
+  const Tensor info = where(gt(info1, 0.0), info1, where(gt(info2, 0.0), info2 + Scalar(h), info2));
+  return {cat({pivots1, pivots2 + Scalar(h)}, -1).to(DType::i32), info.to(DType::i32)};
+}
+
 // lu_factor_ex's results in the computing dtype, and U's diagonal's zeros as info.
 // Untracked: the caller records LU's gradient in closed form.
 linalg::LUFactorization factor_untracked(const Tensor& a, bool pivot) {
   if (pivot && a.numel() > 0 && detail::use_fused_kernel(OpId::lu_factor_ex, a, a.dtype())) {
     // LAPACK's getrf on the CPU (Note [LAPACK through OpenBLAS]), shaders/lu_factor.comp on
-    // Vulkan.
-    const Tensor in = a.contiguous();
-    const std::int64_t k = std::min(a.size(-2), a.size(-1));
-    Shape pivots = batch_of(a, 2);
-    pivots.push_back(k);
-    DeviceImpl& impl = detail::impl_of(in);
-    linalg::LUFactorization f{detail::new_tensor(in.sizes(), in.dtype(), impl),
-                              detail::new_tensor(pivots, DType::i32, impl),
-                              detail::new_tensor(batch_of(a, 2), DType::i32, impl)};
-    detail::run_kernel(OpId::lu_factor_ex, {in}, {f.LU, f.pivots, f.info});
-    return f;
+    // Vulkan, in blocks above order 64 there (blocked_lu_into) where it has the triangular solve.
+    if (linalg_detail::cut_in_blocks(a) &&
+        detail::use_fused_kernel(OpId::solve_triangular, a, a.dtype())) {
+      linalg::LUFactorization f;
+      f.LU = detail::new_tensor(a.sizes(), a.dtype(), detail::impl_of(a));
+      std::tie(f.pivots, f.info) = blocked_lu_into(a, f.LU);
+      return f;
+    }
+    return fused_lu(a);
   }
   const linalg_detail::Elimination e =
       eliminate(a, Tensor(), {.multipliers = true, .pivots = true, .pivot = pivot});

@@ -2,10 +2,13 @@
 // test_linalg_lu.cpp).
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
+#include <string_view>
 #include <vector>
 
 #include "ferry/ferry.hpp"
+#include "ferry/profiler.hpp"
 #include "gradcheck.hpp"
 
 namespace ferry_test {
@@ -34,6 +37,14 @@ inline ferry::Tensor identity(std::int64_t n, const ferry::Device& dev) {
 inline ferry::Tensor sign_fixed(const ferry::Tensor& v) {
   const ferry::Tensor at = ferry::argmax(ferry::abs(v), -2, true);
   return v * ferry::sign(ferry::gather(v, -2, at));
+}
+
+// How many calls of the op `name` a profile recorded (the blocked factorizations' matmuls).
+inline std::size_t op_calls(const ferry::profiler::Profile& p, std::string_view name) {
+  std::size_t calls = 0;
+  for (const ferry::profiler::Event& e : p.events())
+    calls += e.kind == ferry::profiler::EventKind::op && e.name == name;
+  return calls;
 }
 
 }  // namespace ferry_test

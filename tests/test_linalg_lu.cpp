@@ -15,6 +15,7 @@
 #include "dispatch.hpp"
 #include "ferry/debug.hpp"
 #include "ferry/ferry.hpp"
+#include "ferry/profiler.hpp"
 #include "gradcheck.hpp"
 #include "linalg_test_util.hpp"
 #include "op_test_util.hpp"
@@ -172,8 +173,9 @@ TEST(LinalgLU, FusedKernelsAgreeWithTheComposition) {
 // Each device's fused lu_factor_ex (LAPACK's getrf on the CPU, shaders/lu_factor.comp on Vulkan)
 // against the composition on the same device (debug::CompositesOnly): pivots and info exactly.
 // Vulkan's kernel has two forms, a thread per matrix up to 16 columns (here a batch of 200
-// takes several workgroups) and a workgroup per matrix beyond (order 130: two columns a thread
-// and the multipliers in two chunks of rows); tall, wide, singular and zero matrices; f32 too.
+// takes several workgroups) and a workgroup per matrix beyond (order 130 there goes in blocks, its
+// panels to the kernel: BlockedLUFactor hands the kernel order 130 whole); tall, wide, singular
+// and zero matrices; f32 too.
 void fused_lu_factor(const ferry::Device& dev) {
   std::vector<double> mask(20, 1.0);
   mask[5] = 0;  // column 5 zero: singular, step 5 finds every candidate exactly zero (info 6)
@@ -213,6 +215,62 @@ void tall_lu_factor(const ferry::Device& dev) {
   }
 }
 FERRY_TEST_ON_EACH_DEVICE(LinalgLU, TallMatricesInRangesOfRows, tall_lu_factor)
+
+// Above order 64 a device whose kernels do not block themselves factors in halves of the
+// columns, panels by its kernel and the rest by its triangular solve and matmul (blocked_lu_into
+// in runtime/ops_lu.cpp, Note [Blocked factorizations and solves]). Square (65: panels of 16 and
+// 17 after two cuts; 300: four levels), a batch, tall and wide, f32, and singular matrices (a
+// zero column at orders 10, 75 (the last of the first half), 76 (the first of the second) and
+// 150), held to the CPU's LAPACK: LU, pivots and info; solve through it too. On such a device
+// the profile shows the matmuls. The kernel alone at order 130 (two columns a thread, the
+// multipliers in two chunks of rows), which lu_factor_ex no longer hands it whole, is called
+// directly.
+void blocked_lu_factor(const ferry::Device& dev) {
+  if (dev.is_cpu()) GTEST_SKIP() << "the CPU's LAPACK is the reference";
+  namespace prof = ferry::profiler;
+  const ferry::Device cpu = ferry::Device::cpu();
+  const ferry::DeviceImpl& impl = ferry::device_impl(dev);
+  const bool blocks = impl.supports(ferry::OpId::lu_factor_ex, DType::f64) &&
+                      impl.supports(ferry::OpId::solve_triangular, DType::f64) &&
+                      !impl.capabilities().blocked_linalg;
+  std::vector<Tensor> cases = {
+      random_matrix({65, 65}, 60, cpu),   random_matrix({2, 130, 130}, 61, cpu),
+      random_matrix({300, 300}, 62, cpu), random_matrix({200, 100}, 63, cpu),
+      random_matrix({70, 150}, 64, cpu),  random_matrix({2, 100, 100}, 65, cpu).to(DType::f32)};
+  for (std::int64_t order : {10, 75, 76, 150}) {
+    std::vector<double> mask(150, 1.0);
+    mask[std::size_t(order - 1)] = 0;
+    cases.push_back(random_matrix({150, 150}, 66, cpu) * ferry::tensor(mask));
+  }
+  for (const Tensor& a : cases) {
+    SCOPED_TRACE(ferry::shape_str(a.sizes()) + " " + std::string(ferry::dtype_name(a.dtype())));
+    const double tol = a.dtype() == DType::f32 ? 1e-3 : 1e-10;
+    const linalg::LUFactorization want = linalg::lu_factor_ex(a);
+    prof::Scope scope;
+    const linalg::LUFactorization got = linalg::lu_factor_ex(a.to(dev));
+    const prof::Profile p = scope.stop();
+    EXPECT_LT(max_abs(got.LU.to(cpu) - want.LU), tol);
+    EXPECT_EQ(ints(got.pivots), ints(want.pivots));
+    EXPECT_EQ(ints(got.info), ints(want.info));
+    EXPECT_EQ(got.pivots.dtype(), DType::i32);
+    EXPECT_EQ(got.info.dtype(), DType::i32);
+    if (blocks) EXPECT_GT(ferry_test::op_calls(p, "matmul"), 0u);
+  }
+  const Tensor a = random_matrix({200, 200}, 67, cpu), b = random_matrix({200, 3}, 68, cpu);
+  EXPECT_LT(max_abs(linalg::solve(a.to(dev), b.to(dev)).to(cpu) - linalg::solve(a, b)), 1e-10);
+  if (!impl.supports(ferry::OpId::lu_factor_ex, DType::f64)) return;
+  const Tensor whole = random_matrix({130, 130}, 19, cpu);
+  const linalg::LUFactorization want = linalg::lu_factor_ex(whole);
+  const linalg::LUFactorization got{ferry::detail::new_tensor(whole.sizes(), DType::f64, dev),
+                                    ferry::detail::new_tensor({130}, DType::i32, dev),
+                                    ferry::detail::new_tensor({}, DType::i32, dev)};
+  ferry::detail::run_kernel(ferry::OpId::lu_factor_ex, {whole.to(dev)},
+                            {got.LU, got.pivots, got.info});
+  EXPECT_LT(max_abs(got.LU.to(cpu) - want.LU), 1e-12);
+  EXPECT_EQ(ints(got.pivots), ints(want.pivots));
+  EXPECT_EQ(ints(got.info), ints(want.info));
+}
+FERRY_TEST_ON_EACH_DEVICE(LinalgLU, BlockedLUFactor, blocked_lu_factor)
 
 // The CPU's lu_pivots_to_permutation kernel (a loop of swaps) against the composition's where-
 // and-gather steps, through lu_unpack's P and lu_solve: pivots of every kind (none swapped, every

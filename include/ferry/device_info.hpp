@@ -36,10 +36,11 @@ struct DeviceCapabilities {
   // core then hands a channels-last model's tensors over as they are, where it would otherwise
   // copy them to contiguous and the results back.
   bool channels_last_cnn = false;
-  // The cholesky and solve_triangular kernels block their work themselves (LAPACK's potrf,
-  // BLAS's trsm): the core hands them whole matrices of any order. Elsewhere the core works on
-  // orders above 64 in blocks, the diagonal ones by the kernel and the rest by matmul (Note
-  // [Blocked factorizations and solves] in runtime/ops_factorize.cpp).
+  // The cholesky, lu_factor_ex and solve_triangular kernels block their work themselves
+  // (LAPACK's potrf and getrf, BLAS's trsm): the core hands them whole matrices of any order.
+  // Elsewhere the core works on orders above 64 in blocks, the diagonal ones (LU's panels of
+  // columns) by the kernel and the rest by matmul (Note [Blocked factorizations and solves] in
+  // runtime/ops_factorize.cpp).
   bool blocked_linalg = false;
 };
 

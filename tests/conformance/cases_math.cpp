@@ -143,7 +143,7 @@ std::vector<FloatOpCase> math_ops() {
          return linalg::solve_triangular(t, in[1], true);
        }},
       // Orders above 64: on a device whose kernel does not block itself, the core's halves
-      // (Note [Blocked triangular solves]), odd sizes, A's batch broadcast either way.
+      // (Note [Blocked factorizations and solves]), odd sizes, A's batch broadcast either way.
       {"solve_triangular",
        "[100, 100] lower, diagonally dominant, and [2, 100, 3]",
        {{100, 100}, {2, 100, 3}},
@@ -244,6 +244,15 @@ std::vector<FloatOpCase> math_ops() {
        [](const Inputs& in) {
          const auto [lu, pivots, info] = linalg::lu_factor_ex(in[0]);
          return cat({lu.flatten(), pivots.to(lu.dtype()), info.to(lu.dtype()).reshape({1})});
+       }},
+      // Above order 64, on a device whose kernels do not block themselves: the core's halves of
+      // the columns (blocked_lu_into in runtime/ops_lu.cpp), wide, a batch.
+      {"lu_factor_ex",
+       "[2, 70, 90] LU, pivots and info, in blocks",
+       {{2, 70, 90}},
+       [](const Inputs& in) {
+         const auto [lu, pivots, info] = linalg::lu_factor_ex(in[0]);
+         return cat({lu.flatten(-2), pivots.to(lu.dtype()), info.to(lu.dtype()).unsqueeze(-1)}, -1);
        }},
       {"lu_factor_ex",
        "[24, 3, 3] LU and pivots",
