@@ -23,7 +23,6 @@
 #include <algorithm>
 #include <cstdint>
 #include <string>
-#include <tuple>
 #include <utility>
 #include <vector>
 
@@ -163,6 +162,14 @@ Tensor solve_permuted(const Tensor& lu, const Tensor& perm, const Tensor& b, boo
   return (left ? x : x.transpose(-2, -1)).to(b.dtype());
 }
 
+// LAPACK's info from U (the upper triangle of u, [..., m, n]): its first exact zero pivot,
+// 1-based, or 0 where there is none (argmax takes the first of equals).
+Tensor zero_pivot_info(const Tensor& u) {
+  const Tensor zero = eq(diagonal(u, 0, -2, -1), 0.0).to(DType::i32);
+  if (zero.size(-1) == 0) return zeros(batch_of(u, 2), {.dtype = DType::i32, .device = u.device()});
+  return ((argmax(zero, -1) + 1) * amax(zero, {-1}).to(DType::i64)).to(DType::i32);
+}
+
 // lu_factor_ex's three results from the device's kernel, on a ([..., m, n], computing dtype).
 linalg::LUFactorization fused_lu(const Tensor& a) {
   const Tensor in = a.contiguous();
@@ -177,32 +184,31 @@ linalg::LUFactorization fused_lu(const Tensor& a) {
 }
 
 // P A = L U by halves of the columns (Note [Blocked factorizations and solves] in
-// runtime/ops_factorize.cpp) into lu (a's shape, a view of one result); returns the pivots and
-// info. The right half's pivots are moved down h rows after the left's: LAPACK's getrf form (a
-// sequence of swaps). A zero pivot leaves its column's multipliers zero (getf2's rule, the
-// kernel's too) and nothing divides by it, so info is U's first zero pivot across the halves.
+// runtime/ops_factorize.cpp) into lu (a's shape, a view of one result); returns the pivots. The
+// right half's pivots are moved down h rows after the left's: LAPACK's getrf form (a sequence of
+// swaps). A zero pivot leaves its column's multipliers zero (getf2's rule, the kernel's too) and
+// nothing divides by it, so the caller reads info off the whole U once.
 constexpr std::int64_t kLUPanel = 32;  // the widest panel the kernel takes (the Note)
 
-std::pair<Tensor, Tensor> blocked_lu_into(const Tensor& a, Tensor lu) {
+Tensor blocked_lu_into(const Tensor& a, Tensor lu) {
   const std::int64_t m = a.size(-2), n = a.size(-1), k = std::min(m, n);
   if (k <= kLUPanel) {
     const linalg::LUFactorization f = fused_lu(a);
     lu.copy_(f.LU);
-    return {f.pivots, f.info};
+    return f.pivots;
   }
   const std::int64_t h = k / 2;
-  const auto [pivots1, info1] = blocked_lu_into(a.narrow(-1, 0, h), lu.narrow(-1, 0, h));
+  const Tensor pivots1 = blocked_lu_into(a.narrow(-1, 0, h), lu.narrow(-1, 0, h));
   const Tensor right = rows_in_order(factored_permutation(pivots1, m), a.narrow(-1, h, n - h));
   Tensor u12 = lu.narrow(-2, 0, h).narrow(-1, h, n - h);
   u12.copy_(linalg_detail::kernel_solve_triangular(lu.narrow(-2, 0, h).narrow(-1, 0, h),
                                                    right.narrow(-2, 0, h), /*upper=*/false,
                                                    /*left=*/true, /*unit=*/true));
   Tensor l21 = lu.narrow(-2, h, m - h).narrow(-1, 0, h);
-  const auto [pivots2, info2] = blocked_lu_into(right.narrow(-2, h, m - h) - matmul(l21, u12),
-                                                lu.narrow(-2, h, m - h).narrow(-1, h, n - h));
+  const Tensor pivots2 = blocked_lu_into(right.narrow(-2, h, m - h) - matmul(l21, u12),
+                                         lu.narrow(-2, h, m - h).narrow(-1, h, n - h));
   l21.copy_(rows_in_order(factored_permutation(pivots2, m - h), l21));
-  const Tensor info = where(gt(info1, 0.0), info1, where(gt(info2, 0.0), info2 + Scalar(h), info2));
-  return {cat({pivots1, pivots2 + Scalar(h)}, -1).to(DType::i32), info.to(DType::i32)};
+  return cat({pivots1, pivots2 + Scalar(h)}, -1).to(DType::i32);
 }
 
 // lu_factor_ex's results in the computing dtype, and U's diagonal's zeros as info.
@@ -215,20 +221,15 @@ linalg::LUFactorization factor_untracked(const Tensor& a, bool pivot) {
         detail::use_fused_kernel(OpId::solve_triangular, a, a.dtype())) {
       linalg::LUFactorization f;
       f.LU = detail::new_tensor(a.sizes(), a.dtype(), detail::impl_of(a));
-      std::tie(f.pivots, f.info) = blocked_lu_into(a, f.LU);
+      f.pivots = blocked_lu_into(a, f.LU);
+      f.info = zero_pivot_info(f.LU);
       return f;
     }
     return fused_lu(a);
   }
   const linalg_detail::Elimination e =
       eliminate(a, Tensor(), {.multipliers = true, .pivots = true, .pivot = pivot});
-  const Tensor zero = eq(diagonal(e.u, 0, -2, -1), 0.0).to(DType::i32);
-  // The first zero's 1-based index, 0 where there is none (argmax takes the first of equals).
-  const Tensor info =
-      zero.size(-1) == 0
-          ? zeros(batch_of(a, 2), {.dtype = DType::i32, .device = a.device()})
-          : ((argmax(zero, -1) + 1) * amax(zero, {-1}).to(DType::i64)).to(DType::i32);
-  return {triu(e.u) + e.multipliers, (e.pivots + 1).to(DType::i32), info};
+  return {triu(e.u) + e.multipliers, (e.pivots + 1).to(DType::i32), zero_pivot_info(e.u)};
 }
 
 linalg::LUFactorization factor(const Tensor& a, bool pivot) {
