@@ -22,7 +22,9 @@ stage "configure $build (Release)"
 # builds it (Note [CUDA in the test command]).
 configure "$build" -DCMAKE_BUILD_TYPE=Release -DFERRY_SANITIZE= -DFERRY_BUILD_SAMPLES=ON \
   -DFERRY_BUILD_TESTS=OFF -DFERRY_BUILD_BENCHMARKS=OFF -DFERRY_ENABLE_CUDA=ON \
-  "-DFERRY_CUDA_ARCHITECTURES=${FERRY_CUDA_ARCHITECTURES:-75}"
+  "-DFERRY_CUDA_ARCHITECTURES=${FERRY_CUDA_ARCHITECTURES:-75}" "-DCMAKE_CUDA_FLAGS_RELEASE=-O3 -DNDEBUG"
+# (CMake's own -O3 for the CUDA backend's host code, where the test command left -O1 in this
+# folder's cache: Note [CUDA host code in the test command] in tools/test.sh.)
 
 # Without tests and benchmarks, "all" is libferry, the backend modules and the
 # samples: the demo, and the five others it points to (docs/getting-started.md).
