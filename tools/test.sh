@@ -210,8 +210,9 @@ for v in "${variants[@]}"; do
       # -O1 -g1 (line tables): ASan's recommended optimisation level, and half the compile
       # time of -O2 -g (cpu_kernels_elementwise.cpp, when it was smaller: 76 s against 153 s;
       # it is compiled at -O0 now, Note [Elementwise kernels under the sanitizers] in
-      # runtime/CMakeLists.txt), while reports keep function names, files and lines (Note [Sanitizer variant] in tests/CMakeLists.txt, which
-      # also says why the samples are left to the release variant).
+      # runtime/CMakeLists.txt), while reports keep function names, files and lines (Note
+      # [Sanitizer variant] in tests/CMakeLists.txt, which also says why the samples are left
+      # to the release variant).
       run_stage "asan: configure $dir" configure "$dir" -DCMAKE_BUILD_TYPE=RelWithDebInfo \
         "-DCMAKE_CXX_FLAGS_RELWITHDEBINFO=-O1 -g1 -DNDEBUG" \
         -DFERRY_SANITIZE=address,undefined -DFERRY_BUILD_BENCHMARKS=OFF -DFERRY_ENABLE_CUDA=OFF \
