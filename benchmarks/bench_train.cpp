@@ -19,10 +19,14 @@
 #include <fmt/format.h>
 #include <omp.h>
 
+#include <chrono>
 #include <cmath>
+#include <functional>
 #include <memory>
+#include <string>
 
 #include "bench_common.hpp"
+#include "ferry/debug.hpp"
 #include "ferry/ferry.hpp"
 
 namespace bench::train {
@@ -102,6 +106,75 @@ float ferry_cuda_step() {
 float ferry_cpu_reference_step() {
   static FerryModel m = make_ferry_model(ferry::Device::cpu());
   return ferry_step_of(m);
+}
+
+// Note [Deferred checks, measured]
+// A small model's step on an accelerator — an embedding of 32 tokens from a vocabulary of 100,
+// width 64, a hidden ReLU layer, cross_entropy over the vocabulary, Adam — with the index checks
+// of embedding and cross_entropy decided at the next read (the default: Note [Deferred checks]
+// in runtime/deferred_checks.hpp), against the same step with them decided at the call
+// (debug::set_sync_checks(true), FERRY_SYNC_CHECKS=1's behaviour: the host waits there for the
+// device). The model is small so that the waits, not the kernels, are what a step's time is
+// made of. The loss is read every kStepsPerRead steps, as a training loop that prints it now
+// and then does. This machine's speed drifts by more than the difference (the two run one
+// after the other gave ratios from 0.96 to 1.43), so, as Note [Profiler overhead, paired] does,
+// each iteration is a pair of blocks of kStepsPerRead steps, one of each, each variant training
+// a model of its own from the same seed. The benchmark's time is a deferred block's; the
+// counters give the sync-checked block's (the baseline, measured in the same pairs) and the
+// ratio of the two.
+constexpr int kStepsPerRead = 10;
+constexpr std::int64_t kVocab = 100, kWidth = 64, kTokens = 32;
+
+FerryModel make_token_model(const ferry::Device& dev) {
+  ferry::manual_seed(7);
+  FerryModel m;
+  m.net = std::make_shared<ferry::nn::Sequential>(
+      std::make_shared<ferry::nn::Embedding>(kVocab, kWidth),
+      std::make_shared<ferry::nn::Linear>(kWidth, kWidth), std::make_shared<ferry::nn::ReLU>(),
+      std::make_shared<ferry::nn::Linear>(kWidth, kVocab));
+  m.net->to(dev);
+  m.opt = std::make_unique<ferry::optim::Adam>(m.net->parameters(),
+                                               ferry::optim::AdamOptions{.lr = kLr});
+  m.x = ferry::randint(0, kVocab, {kTokens}).to(dev);
+  m.y = ferry::randint(0, kVocab, {kTokens}).to(dev);
+  return m;
+}
+
+// kStepsPerRead steps of `m`, then the loss read back; the seconds they took.
+double token_block(FerryModel& m, bool sync) {
+  const bool before = ferry::debug::sync_checks();
+  ferry::debug::set_sync_checks(sync);
+  const auto t0 = std::chrono::steady_clock::now();
+  ferry::Tensor loss;
+  for (int i = 0; i < kStepsPerRead; ++i) {
+    m.opt->zero_grad();
+    loss = ferry::nn::functional::cross_entropy(m.net->forward(m.x), m.y);
+    loss.backward();
+    m.opt->step();
+  }
+  benchmark::DoNotOptimize(loss.item<float>());
+  const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  ferry::debug::set_sync_checks(before);
+  return s;
+}
+
+void bm_checks(benchmark::State& state, const std::string& device) {
+  if (!ferry::is_available(device))
+    return state.SkipWithError((device + " is not available").c_str());
+  const ferry::Device dev(device);
+  FerryModel deferred = make_token_model(dev), sync = make_token_model(dev);
+  if (!quick()) token_block(deferred, false), token_block(sync, true);  // pipelines compiled
+  double baseline = 0, timed = 0;
+  for (auto _ : state) {
+    const double d = token_block(deferred, false);
+    baseline += token_block(sync, true);
+    timed += d;
+    state.SetIterationTime(d);
+  }
+  const double steps = double(state.iterations()) * kStepsPerRead;
+  state.counters["step_ms"] = timed / steps * 1e3;
+  state.counters["sync_checks_step_ms"] = baseline / steps * 1e3;
+  state.counters["ratio"] = baseline / timed;  // deferred's speed over the baseline's
 }
 
 // ---- the same step by hand on OpenBLAS ----
@@ -322,6 +395,18 @@ void register_train() {
                     .baseline_label = torch_label,
                     .metric = Metric::usec});
 #endif
+  // Note [Deferred checks, measured]: the ratio is a counter of the one paired benchmark.
+  for (const std::string device : {"vulkan:0", "cuda:0"})
+    if (ferry::is_available(device))
+      benchmark::RegisterBenchmark(
+          fmt::format("train_step/embedding{}-{}-relu/tokens{}/adam/{}/checks deferred vs at "
+                      "the call",
+                      kVocab, kWidth, kTokens, device)
+              .c_str(),
+          [device](benchmark::State& st) { bm_checks(st, device); })
+          ->UseManualTime()
+          ->Unit(benchmark::kMillisecond)
+          ->Iterations(quick() ? 1 : 50);
   add_comparison({.title = title,
                   .ferry = p + "ferry",
                   .ferry_label = "ferry",

@@ -11,9 +11,11 @@
 // that width.
 //
 // Note [Index bounds on the GPU]
-// The core has checked every index (Note [Index bounds]); a kernel cannot
-// throw from the GPU without a synchronization, so a bad index is skipped
-// instead (gather writes 0 for it), as the Vulkan backend does: never a read
+// The core checks every index (Note [Index bounds]), but reads its verdict
+// only at the thread's next read of the device (Note [Deferred checks] in
+// runtime/deferred_checks.hpp), so these kernels do meet bad indices: a kernel
+// cannot throw from the GPU without a synchronization, so a bad index is
+// skipped (gather writes 0 for it), as the Vulkan backend does: never a read
 // or a write outside the buffers.
 #include <array>
 #include <cstdint>

@@ -8,6 +8,7 @@
 #include <span>
 
 #include "copy_route.hpp"
+#include "deferred_checks.hpp"
 #include "ferry/autograd.hpp"
 #include "ferry/debug.hpp"
 #include "ferry/error.hpp"
@@ -170,6 +171,9 @@ void copy_storage_bytes(Storage& dst, std::size_t dst_offset, Storage& src, std:
     case CopyRoute::upload:
     case CopyRoute::host:
     case CopyRoute::gather:  // one copy: read back straight into place
+      // The host reads the source's device: its deferred checks are decided first, so that
+      // an error comes before the bytes reach dst (Note [Deferred checks]).
+      raise_deferred_checks(si);
       if (src_ptr) {
         wait_for(si);  // pending writes to host-visible memory must land first
         profile(di, si.device().is_cpu() ? "upload" : "read from mapped memory", true);
@@ -190,6 +194,7 @@ void copy_storage_bytes(Storage& dst, std::size_t dst_offset, Storage& src, std:
     case CopyRoute::staged:
       break;
   }
+  raise_deferred_checks(si);
   profile(di, "through the host", false);
   std::vector<std::byte> bounce(bytes);
   si.copy_to_host(bounce.data(), src.buffer(), src_offset, bytes);

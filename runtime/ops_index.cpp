@@ -4,11 +4,13 @@
 // has them.
 //
 // Note [Index bounds]
-// An index outside its dim is the caller's error, so the front-end finds it
-// before any kernel runs and raises a ShapeError naming the op, the bad value
-// and the valid range. It does so with the generic min and max reductions and
-// one read back of both to the host (index_range), which works on every device; the
-// check is skipped for an empty index. Negative indices are refused, as in
+// An index outside its dim is the caller's error, so the front-end finds it and
+// raises a ShapeError naming the op, the bad value and the valid range. It does
+// so with the generic min and max reductions, which work on every device, and one
+// read back of both to the host: at the call on the CPU (before any kernel runs),
+// and for the ops that write a fresh tensor, at the thread's next read of any
+// other device (Note [Deferred checks] in deferred_checks.hpp). The check is
+// skipped for an empty index. Negative indices are refused, as in
 // PyTorch's index_select and gather. Kernels may rely on the check but must
 // still never read outside the tensor. The core's own compositions gather with
 // indices in range by construction (the linear algebra's pivot rows and
@@ -19,6 +21,7 @@
 #include <fmt/format.h>
 
 #include "autograd/formulas.hpp"
+#include "deferred_checks.hpp"
 #include "dispatch.hpp"
 #include "ferry/error.hpp"
 #include "ferry/ops.hpp"
@@ -27,8 +30,11 @@
 namespace ferry {
 
 using detail::as_index;
+using detail::BoundsCheck;
 using detail::check_bounds;
 using detail::check_same_device;
+using detail::check_values;
+using detail::CheckVerdict;
 using detail::impl_of;
 using detail::new_tensor;
 using detail::run_kernel;
@@ -46,22 +52,32 @@ Tensor as_index(std::string_view op, const Tensor& index) {
   return index.to(DType::i64);
 }
 
+Tensor index_range_values(const Tensor& index) {
+  return ferry::stack({ferry::min(index).to(DType::i64), ferry::max(index).to(DType::i64)});
+}
+
 std::pair<std::int64_t, std::int64_t> index_range(const Tensor& index) {
-  const auto v = ferry::stack({ferry::min(index).to(DType::i64), ferry::max(index).to(DType::i64)})
-                     .to_vector<std::int64_t>();
+  const auto v = index_range_values(index).to_vector<std::int64_t>();
   return {v[0], v[1]};
 }
 
 // Note [Index bounds].
 void check_bounds(std::string_view op, const Tensor& index, std::int64_t dim, std::int64_t size,
-                  const Shape& x_shape) {
+                  const Shape& x_shape, BoundsCheck when) {
   if (index.numel() == 0) return;
+  CheckVerdict verdict = [op = std::string(op), dim, size,
+                          x_shape](std::span<const std::int64_t> v) -> std::string {
+    const std::int64_t lo = v[0], hi = v[1];
+    if (lo >= 0 && hi < size) return {};
+    return fmt::format(
+        "{}: index {} is out of range for dim {} of size {} (input shape {}); valid indices "
+        "are 0 to {}",
+        op, lo < 0 ? lo : hi, dim, size, shape_str(x_shape), size - 1);
+  };
+  if (when == BoundsCheck::deferrable) return check_values(index_range_values(index), verdict);
   const auto [lo, hi] = index_range(index);
-  if (lo >= 0 && hi < size) return;
-  throw ShapeError(
-      fmt::format("{}: index {} is out of range for dim {} of size {} (input shape {}); valid "
-                  "indices are 0 to {}",
-                  op, lo < 0 ? lo : hi, dim, size, shape_str(x_shape), size - 1));
+  const std::int64_t v[2] = {lo, hi};
+  if (std::string message = verdict(v); !message.empty()) throw ShapeError(std::move(message));
 }
 
 Tensor index_select(std::string_view op, const Tensor& x, std::int64_t dim, const Tensor& index,
@@ -74,7 +90,7 @@ Tensor index_select(std::string_view op, const Tensor& x, std::int64_t dim, cons
   // A 0-d input is treated as [1] (PyTorch accepts dim 0 and -1 for it).
   Tensor in = x.dim() == 0 ? x.reshape({1}) : x;
   const std::int64_t d = wrap_dim(dim, in.dim(), op);
-  if (check_range) check_bounds(op, idx, d, in.size(d), x.sizes());
+  if (check_range) check_bounds(op, idx, d, in.size(d), x.sizes(), BoundsCheck::deferrable);
   Shape shape = in.sizes();
   shape[std::size_t(d)] = idx.numel();
   Tensor out = new_tensor(shape, x.dtype(), impl_of(x));
@@ -119,7 +135,7 @@ Tensor gather_forward(const Tensor& x, std::int64_t dim, const Tensor& index,
           fmt::format("gather: index shape {} is larger than input shape {} in dim {} (only dim {} "
                       "may be larger)",
                       shape_str(index.sizes()), shape_str(x.sizes()), i, d));
-  if (check_range) check_bounds("gather", ix, d, in.size(d), x.sizes());
+  if (check_range) check_bounds("gather", ix, d, in.size(d), x.sizes(), BoundsCheck::deferrable);
   Tensor out = new_tensor(ix.sizes(), x.dtype(), impl_of(x));
   if (out.numel() > 0) run_kernel(OpId::gather, {in, ix}, {out}, Attrs{{"dim", d}});
   return out.view(index.sizes());

@@ -17,13 +17,19 @@ namespace ferry::detail {
 
 // An index tensor as i64 (i32 is widened; another dtype is a DTypeError), and
 // the ShapeError of an index outside [0, size) of `dim` (Note [Index bounds]
-// in ops_index.cpp); `op` names the caller in both.
+// in ops_index.cpp); `op` names the caller in both. An op that writes a fresh tensor passes
+// `deferrable`: off the CPU the error then comes at the thread's next read of the device (Note
+// [Deferred checks] in deferred_checks.hpp). One that writes into a tensor the caller holds
+// checks at the call, so that a bad index leaves nothing half written.
+enum class BoundsCheck { at_call, deferrable };
 Tensor as_index(std::string_view op, const Tensor& index);
 void check_bounds(std::string_view op, const Tensor& index, std::int64_t dim, std::int64_t size,
-                  const Shape& x_shape);
-// The least and the greatest element of a non-empty integer tensor, read back to the host in
-// one transfer (one sync on a GPU): the range checks of check_bounds and of the ops whose
-// indices have rules of their own (nll_loss's ignore_index, max_unpool's output planes).
+                  const Shape& x_shape, BoundsCheck when = BoundsCheck::at_call);
+// The least and the greatest element of a non-empty integer tensor as an i64 [2] on its device
+// (index_range_values), or read back to the host in one transfer (index_range: one sync on a
+// GPU): the range checks of check_bounds and of the ops whose indices have rules of their own
+// (nll_loss's ignore_index, max_unpool's output planes).
+Tensor index_range_values(const Tensor& index);
 std::pair<std::int64_t, std::int64_t> index_range(const Tensor& index);
 // gather for an index the core made and knows in range (a pivot row from argmax, a rotation's
 // partner): no check_bounds, so no host read; recorded for autograd as gather is.

@@ -174,7 +174,10 @@ Tensor& embedding_renorm_(Tensor& weight, const Tensor& indices, double max_norm
   // Only the named rows are read and written back (a vocabulary can be large): torch.renorm's
   // rule on each. A repeated index scatters the same scaled row twice, so the order of the
   // writes does not matter.
-  const Tensor rows = detail::index_select("embedding_renorm_", weight, 0, flat);
+  // Checked at the call, not deferred (Note [Deferred checks]): weight is written below.
+  detail::check_bounds("embedding_renorm_", flat, 0, weight.size(0), weight.sizes());
+  const Tensor rows =
+      detail::index_select("embedding_renorm_", weight, 0, flat, /*check_range=*/false);
   const Tensor scaled = renorm(rows, norm_type, 0, max_norm).to(weight.dtype());
   scatter_(weight, 0, flat.unsqueeze(1).expand({flat.numel(), weight.size(1)}), scaled);
   return weight;

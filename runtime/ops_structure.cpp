@@ -6,7 +6,10 @@
 
 #include <algorithm>
 #include <cstdlib>
+#include <span>
+#include <string>
 
+#include "deferred_checks.hpp"
 #include "dispatch.hpp"
 #include "ferry/error.hpp"
 #include "ferry/ops.hpp"
@@ -40,17 +43,21 @@ Tensor take(const Tensor& x, const Tensor& index) {
   detail::check_same_device("take", {{"input", &x}, {"index", &index}});
   check_long_index("take", index);
   const std::int64_t n = x.numel();
-  if (index.numel() > 0) {
-    const auto [lo, hi] = detail::index_range(index);
-    if (lo < -n || hi >= n)
-      throw ShapeError(fmt::format(
-          "take: index {} is out of range for a tensor of {} elements (shape {}); valid indices "
-          "are {} to {}",
-          lo < -n ? lo : hi, n, shape_str(x.sizes()), -n, n - 1));
-  }
+  if (index.numel() > 0)
+    // A fresh tensor: off the CPU, the error comes at the next read (Note [Deferred checks]).
+    detail::check_values(
+        detail::index_range_values(index),
+        [n, shape = x.sizes()](std::span<const std::int64_t> v) -> std::string {
+          if (v[0] >= -n && v[1] < n) return {};
+          return fmt::format(
+              "take: index {} is out of range for a tensor of {} elements (shape {}); valid "
+              "indices are {} to {}",
+              v[0] < -n ? v[0] : v[1], n, shape_str(shape), -n, n - 1);
+        });
   const Tensor flat = index.reshape({-1});
   const Tensor wrapped = where(lt(flat, Scalar(0)), flat + n, flat);
-  return index_select(x.reshape({-1}), 0, wrapped).reshape(index.sizes());
+  // Checked above (an index still out of range after wrapping reads 0 until the error comes).
+  return detail::index_select_in_range(x.reshape({-1}), 0, wrapped).reshape(index.sizes());
 }
 
 Tensor index_copy(const Tensor& x, std::int64_t dim, const Tensor& index, const Tensor& source) {

@@ -12,6 +12,7 @@
 #include <mutex>
 
 #include "cpu/cpu_backend.hpp"
+#include "deferred_checks.hpp"
 #include "ferry/backend.hpp"
 #include "ferry/error.hpp"
 #include "log_internal.hpp"
@@ -367,8 +368,11 @@ DeviceImpl& device_impl(const Device& device) {
 
 void synchronize(const Device& device) {
   DeviceImpl& impl = device_impl(device);
-  profiler::detail::MaybeWork wait(profiler::EventKind::wait, impl, "synchronize");
-  impl.synchronize();
+  {
+    profiler::detail::MaybeWork wait(profiler::EventKind::wait, impl, "synchronize");
+    impl.synchronize();
+  }
+  detail::raise_deferred_checks(impl);  // Note [Deferred checks]
 }
 MemoryStats memory_stats(const Device& device) { return device_impl(device).memory_stats(); }
 void empty_cache(const Device& device) { device_impl(device).empty_cache(); }

@@ -6,9 +6,10 @@
 //
 // Elements are moved by size, so one pipeline per element size serves every dtype; 1- and
 // 2-byte elements need 8/16-bit storage (the full variant). Indices are i64, read as two
-// 32-bit words so that the base variant needs no int64. The core checked every index
-// (Note [Index bounds] in runtime/ops_index.cpp); an index outside [0, dim_size) all the same
-// writes 0 rather than reading outside x.
+// 32-bit words so that the base variant needs no int64. The core checks every index
+// (Note [Index bounds] in runtime/ops_index.cpp) but reads the verdict later (Note [Deferred
+// checks] in runtime/deferred_checks.hpp), so an index outside [0, dim_size) does come here:
+// it writes 0 rather than reading outside x.
 //
 // Specialization and push constants: shaders/abi/index.h. Grid-stride loop over the output's
 // elements.

@@ -39,6 +39,32 @@ TEST(NnUtils, ClipGradNormScalesEveryGradientByOneFactor) {
   EXPECT_THROW(utils::clip_grad_norm_(ps, 1, 2, /*error_if_nonfinite=*/true), ferry::ValueError);
 }
 
+// A NaN total makes every gradient NaN (PyTorch's clamp keeps the NaN factor); and on a GPU the
+// clipping never reads the norm back, so the host does not wait for the device there.
+TEST(NnUtils, ClipGradNormOfANanTotalAndWithoutAHostWait) {
+  auto ps = params_with_grads();
+  ps[1].grad().fill_(NAN);
+  EXPECT_TRUE(std::isnan(utils::clip_grad_norm_(ps, 1).item<float>()));
+  EXPECT_TRUE(std::isnan(ps[0].grad().to_vector<float>()[0]));
+  if (!ferry::is_available("vulkan:0")) GTEST_SKIP() << "no Vulkan device";
+  const ferry::Device gpu("vulkan:0");
+  std::vector<Tensor> on_gpu;
+  for (const Tensor& p : params_with_grads()) {
+    Tensor q = p.detach().to(gpu).requires_grad_();
+    if (p.grad().defined()) q.set_grad(p.grad().to(gpu));
+    on_gpu.push_back(q);
+  }
+  ferry::synchronize(gpu);
+  ferry::profiler::start();
+  const Tensor total = utils::clip_grad_norm_(on_gpu, 6.5);
+  const ferry::profiler::Profile profile = ferry::profiler::stop();
+  for (const auto& e : profile.events())
+    EXPECT_NE(e.kind, ferry::profiler::EventKind::wait) << e.name << " on " << e.device;
+  EXPECT_FLOAT_EQ(total.item<float>(), 13.0f);
+  const float coef = 6.5f / (13.0f + 1e-6f);
+  EXPECT_FLOAT_EQ(on_gpu[1].grad().item<float>(), 12 * coef);
+}
+
 TEST(NnUtils, ClipGradValueAndParameterVectors) {
   auto ps = params_with_grads();
   utils::clip_grad_value_(ps, 3.5);

@@ -18,10 +18,13 @@
 
 #include <fmt/format.h>
 
+#include <span>
+#include <string>
 #include <string_view>
 
 #include "autocast_internal.hpp"
 #include "autograd/formulas.hpp"
+#include "deferred_checks.hpp"
 #include "ferry/error.hpp"
 #include "ferry/nn/functional.hpp"
 #include "ferry/ops.hpp"
@@ -104,23 +107,31 @@ Tensor nll_of(const char* op, const Tensor& input, const Tensor& lsm, const Tens
   const Tensor& weight = options.weight;
   const Tensor ignored = eq(target, options.ignore_index);
   const Tensor safe = where(ignored, Scalar(0), target);
-  if (safe.numel() > 0) {
-    const auto [lo, hi] = ferry::detail::index_range(safe);
-    if (lo < 0 || hi >= classes)
-      throw ShapeError(
-          fmt::format("{}: target {} is out of range for {} classes (input shape {}); targets must "
-                      "be in [0, {}] or equal ignore_index ({})",
-                      op, lo < 0 ? lo : hi, classes, shape_str(input.sizes()), classes - 1,
-                      options.ignore_index));
-  }
-  const Tensor picked = class_dim == 0 ? gather(lsm, 0, safe.reshape({1})).reshape({})
-                                       : gather(lsm, 1, safe.unsqueeze(1)).squeeze(1);
+  if (safe.numel() > 0)
+    // At the call on the CPU, else at this thread's next read of the device (Note [Deferred
+    // checks]): a training step on a GPU does not wait here for its forward pass.
+    ferry::detail::check_values(
+        ferry::detail::index_range_values(safe),
+        [op = std::string(op), classes, shape = input.sizes(),
+         ignore = options.ignore_index](std::span<const std::int64_t> v) -> std::string {
+          if (v[0] >= 0 && v[1] < classes) return {};
+          return fmt::format(
+              "{}: target {} is out of range for {} classes (input shape {}); targets must be "
+              "in [0, {}] or equal ignore_index ({})",
+              op, v[0] < 0 ? v[0] : v[1], classes, shape_str(shape), classes - 1, ignore);
+        });
+  // The targets' range is checked above; the kernels write 0 for one out of range meanwhile.
+  using ferry::detail::gather_in_range;
+  const Tensor picked = class_dim == 0 ? gather_in_range(lsm, 0, safe.reshape({1})).reshape({})
+                                       : gather_in_range(lsm, 1, safe.unsqueeze(1)).squeeze(1);
   Tensor w;   // the weight of each target, 0 where ignored: the mean's denominator
   Tensor wc;  // the class weights, broadcast along the class dim
   Tensor nll;
   if (weight.defined()) {
     wc = weight.to(lsm.dtype());
-    w = where(ignored, 0.0, index_select(wc, 0, safe.reshape({-1})).reshape(target.sizes()));
+    w = where(
+        ignored, 0.0,
+        ferry::detail::index_select_in_range(wc, 0, safe.reshape({-1})).reshape(target.sizes()));
     nll = where(ignored, 0.0, -(picked * w));
     Shape bshape(std::size_t(input.dim()), 1);
     bshape[std::size_t(class_dim)] = classes;

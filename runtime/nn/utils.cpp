@@ -26,15 +26,21 @@ Tensor clip_grad_norm_(const std::vector<Tensor>& parameters, double max_norm, d
   for (const Tensor& g : grads)
     norms.push_back(norm(g.to(DType::f32), norm_type).reshape({1}).to(device));
   const Tensor total = norm(cat(norms), norm_type).reshape({});
-  const double t = total.item<double>();
-  if (error_if_nonfinite && !std::isfinite(t))
-    throw ValueError(fmt::format(
-        "clip_grad_norm_: the total norm of order {} of the gradients is {}; the gradients "
-        "cannot be clipped by it (error_if_nonfinite)",
-        norm_type, t));
-  const double coef = max_norm / (t + 1e-6);
-  if (coef < 1)
-    for (Tensor g : grads) g.copy_(g * coef);
+  if (error_if_nonfinite) {
+    // The one case that reads the norm back (a host wait for the backward pass), as PyTorch's.
+    const double t = total.item<double>();
+    if (!std::isfinite(t))
+      throw ValueError(fmt::format(
+          "clip_grad_norm_: the total norm of order {} of the gradients is {}; the gradients "
+          "cannot be clipped by it (error_if_nonfinite)",
+          norm_type, t));
+  }
+  // PyTorch's rule, on the device: every gradient times min(1, max_norm / (total + 1e-6)), in
+  // the total's dtype. The factor never comes to the host, so a training step does not wait here
+  // for its backward pass (the one host wait of ferry-gpt's step on vulkan:0 until 2026-12-07).
+  // A NaN total makes every gradient NaN, as in PyTorch.
+  const Tensor coef = clamp_max(max_norm / (total + 1e-6), 1.0);
+  for (Tensor g : grads) g.copy_(g * coef.to(g.device()));
   return total;
 }
 

@@ -11,6 +11,7 @@
 #include <utility>
 
 #include "copy_route.hpp"
+#include "deferred_checks.hpp"
 #include "dispatch.hpp"
 #include "ferry/autograd.hpp"
 #include "ferry/error.hpp"
@@ -347,6 +348,9 @@ MigrationReport execute_plan(TransferPlan::State& s) {
   profiler::Range range("migrate");  // Note [Profiler]
   check_unchanged(s);
   check_capacity(s);
+  // A migration reads its sources: their deferred checks are decided before anything moves
+  // (Note [Deferred checks]), so that an error leaves every tensor where it was.
+  for (const TransferGroup& g : s.groups) detail::raise_deferred_checks(*g.src);
 
   // Everything new is made here, owned by these vectors until the commit:
   // an exception before it frees them and leaves every tensor as it was.
