@@ -42,13 +42,19 @@ struct Pending {
   DeviceImpl* device;
   Tensor values;  // i64, on `device`
   CheckVerdict verdict;
+  CheckError error;
 };
+
+[[noreturn]] void raise(CheckError error, std::string message) {
+  if (error == CheckError::value) throw ValueError(std::move(message));
+  throw ShapeError(std::move(message));
+}
 
 // This thread's pending checks, oldest first (per thread: the error belongs to the code that
 // made it, and one thread's read must not raise another's).
 thread_local std::vector<Pending> t_pending;
 
-// Reads `checks` in one transfer and throws the first failure's ShapeError.
+// Reads `checks` in one transfer and throws the first failure's error.
 void decide(const std::vector<Pending>& checks, const Device& device) {
   std::vector<Tensor> parts;
   parts.reserve(checks.size());
@@ -63,28 +69,27 @@ void decide(const std::vector<Pending>& checks, const Device& device) {
     std::string message = c.verdict(std::span<const std::int64_t>(v.data() + at, n));
     at += n;
     if (!message.empty())
-      throw ShapeError(fmt::format(
-          "{} (raised at this read of {}, the first after that call: Note [Deferred checks]; "
-          "FERRY_SYNC_CHECKS=1 raises it at the call)",
-          message, device.str()));
+      raise(c.error, fmt::format("{} (raised at this read of {}, the first after that call: Note "
+                                 "[Deferred checks]; FERRY_SYNC_CHECKS=1 raises it at the call)",
+                                 message, device.str()));
   }
 }
 
 }  // namespace
 
-void check_values(const Tensor& values, CheckVerdict verdict) {
+void check_values(const Tensor& values, CheckVerdict verdict, CheckError error) {
   DeviceImpl& device = impl_of(values);
   if (device.device().is_cpu() || debug::sync_checks()) {
     const std::vector<std::int64_t> v = values.to_vector<std::int64_t>();
     std::string message = verdict(v);
-    if (!message.empty()) throw ShapeError(std::move(message));
+    if (!message.empty()) raise(error, std::move(message));
     return;
   }
   if (t_pending.size() >= debug::kMaxDeferredChecks) {
     // Read them all: one wait per device holding any.
     while (!t_pending.empty()) raise_deferred_checks(*t_pending.front().device);
   }
-  t_pending.push_back({&device, values, std::move(verdict)});
+  t_pending.push_back({&device, values, std::move(verdict), error});
 }
 
 void raise_deferred_checks(DeviceImpl& device) {

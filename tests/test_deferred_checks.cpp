@@ -18,8 +18,9 @@ using ferry::Tensor;
 
 // EXPECT_FERRY_ERROR runs its statement twice; a deferred error is raised once, so these run it
 // once.
-#define EXPECT_SHAPE_ERROR_ONCE(stmt, ...) \
-  ferry_test::expect_error<ferry::ShapeError>([&] { (void)(stmt); }, {__VA_ARGS__}, #stmt)
+#define EXPECT_ERROR_ONCE(type, stmt, ...) \
+  ferry_test::expect_error<type>([&] { (void)(stmt); }, {__VA_ARGS__}, #stmt)
+#define EXPECT_SHAPE_ERROR_ONCE(stmt, ...) EXPECT_ERROR_ONCE(ferry::ShapeError, stmt, __VA_ARGS__)
 
 class DeferredChecks : public ::testing::TestWithParam<std::string> {
  protected:
@@ -65,6 +66,21 @@ TEST_P(DeferredChecks, EmbeddingAndCrossEntropy) {
   const Tensor good = index({0, 1, 2, 2});
   EXPECT_NEAR(ferry::nn::functional::cross_entropy(logits, good).item<float>(),
               ferry::nn::functional::cross_entropy(logits.cpu(), good.cpu()).item<float>(), 1e-5);
+}
+
+// The losses' checks of values raise ValueError, deferred alike.
+TEST_P(DeferredChecks, LossValueChecks) {
+  namespace F = ferry::nn::functional;
+  const Tensor p = ferry::tensor<float>({0.25f, 1.5f}).to(dev());
+  const Tensor t = ferry::tensor<float>({0, 1}).to(dev());
+  Tensor bce = F::binary_cross_entropy(p, t);
+  EXPECT_ERROR_ONCE(ferry::ValueError, bce.item<float>(), "binary_cross_entropy", "[0, 1]",
+                    GetParam());
+  Tensor nll = F::gaussian_nll_loss(t, t, ferry::tensor<float>({1, -1}).to(dev()));
+  EXPECT_ERROR_ONCE(ferry::ValueError, nll.item<float>(), "gaussian_nll_loss", "negative");
+  const Tensor q = ferry::tensor<float>({0.25f, 0.5f});
+  EXPECT_NEAR(F::binary_cross_entropy(q.to(dev()), t).item<float>(),
+              F::binary_cross_entropy(q, t.cpu()).item<float>(), 1e-6);
 }
 
 // A loop that never reads still sees its error: the check past the limit reads the pending ones.
@@ -145,6 +161,9 @@ TEST(DeferredChecksCpu, RaiseAtTheCall) {
   const Tensor x = ferry::ones({4, 3});
   EXPECT_FERRY_ERROR(ferry::index_select(x, 0, ferry::tensor<std::int64_t>({4})), ferry::ShapeError,
                      "index_select", "index 4");
+  EXPECT_FERRY_ERROR(
+      ferry::nn::functional::binary_cross_entropy(ferry::full({2}, -0.5), ferry::zeros({2})),
+      ferry::ValueError, "binary_cross_entropy", "[0, 1]");
 }
 
 }  // namespace

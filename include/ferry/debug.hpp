@@ -39,10 +39,11 @@ class FERRY_EXPORT CompositesOnly {
 FERRY_EXPORT bool composites_only();
 
 // Where a check of values that live on a device (an index out of range in gather,
-// index_select, take or embedding; a class target out of range in nll_loss and cross_entropy)
-// raises its ShapeError: on GPUs, at the thread's next read of the device, so that the host need
-// not wait for the device at every such op (Note [Deferred checks] in runtime/deferred_checks.hpp);
-// with sync checks on, at the call, as on the CPU. Off unless FERRY_SYNC_CHECKS=1.
+// index_select, take or embedding; a class target out of range in nll_loss and cross_entropy;
+// binary_cross_entropy's probabilities, gaussian_nll_loss's variances) raises its error: on GPUs,
+// at the thread's next read of the device, so that the host need not wait for the device at every
+// such op (Note [Deferred checks] in runtime/deferred_checks.hpp); with sync checks on, at the
+// call, as on the CPU. Off unless FERRY_SYNC_CHECKS=1.
 FERRY_EXPORT void set_sync_checks(bool enabled);
 FERRY_EXPORT bool sync_checks();
 // A thread holds at most this many pending checks; the next one reads them all.

@@ -278,9 +278,17 @@ Tensor binary_cross_entropy(const Tensor& input, const Tensor& target, const Ten
     ferry::detail::AutocastOp banned(OpId::binary_cross_entropy, {&input, &target, &weight});
   }  // refused under autocast
   check_pair("binary_cross_entropy", input, target);
-  if (input.numel() > 0 &&
-      (min(input.detach()).item<double>() < 0 || max(input.detach()).item<double>() > 1))
-    throw ValueError("binary_cross_entropy: the input must hold probabilities in [0, 1]");
+  if (input.numel() > 0) {
+    // Off the CPU, decided at the next read of the device (Note [Deferred checks]).
+    const Tensor x = input.detach();
+    ferry::detail::check_values(
+        stack({lt(min(x), 0), gt(max(x), 1)}).to(DType::i64),
+        [](std::span<const std::int64_t> v) -> std::string {
+          if (v[0] == 0 && v[1] == 0) return {};
+          return "binary_cross_entropy: the input must hold probabilities in [0, 1]";
+        },
+        ferry::detail::CheckError::value);
+  }
   // One node with PyTorch's backward (autograd/formulas_nn.cpp), not the composition's.
   const Tensor loss = autograd::untracked([&] {
     const Tensor log_x = clamp_min(log(input), -100);

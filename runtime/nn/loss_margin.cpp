@@ -12,10 +12,13 @@
 
 #include <cmath>
 #include <numbers>
+#include <span>
+#include <string>
 #include <string_view>
 #include <utility>
 
 #include "autocast_internal.hpp"
+#include "deferred_checks.hpp"
 #include "ferry/error.hpp"
 #include "ferry/nn/functional.hpp"
 #include "ferry/nn/loss.hpp"
@@ -209,8 +212,14 @@ Tensor gaussian_nll_loss(const Tensor& input, const Tensor& target, const Tensor
           "dim, or with it 1; got {}",
           shape_str(in), shape_str(vs)));
   }
-  if (v.numel() > 0 && min(v.detach()).item<double>() < 0)
-    throw ValueError("gaussian_nll_loss: var has negative entries");
+  if (v.numel() > 0)
+    // Off the CPU, decided at the next read of the device (Note [Deferred checks]).
+    ferry::detail::check_values(
+        lt(min(v.detach()), 0).to(DType::i64).reshape({1}),
+        [](std::span<const std::int64_t> negative) -> std::string {
+          return negative[0] != 0 ? "gaussian_nll_loss: var has negative entries" : "";
+        },
+        ferry::detail::CheckError::value);
   // PyTorch clamps a clone of var in place under no_grad: the forward sees the clamped values,
   // the gradient flows as through the unclamped ones.
   v = v + (clamp_min(v, eps) - v).detach();
