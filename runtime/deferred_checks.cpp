@@ -77,9 +77,9 @@ void decide(const std::vector<Pending>& checks, const Device& device) {
 
 }  // namespace
 
-void check_values(const Tensor& values, CheckVerdict verdict, CheckError error) {
+void check_values(const Tensor& values, CheckVerdict verdict, CheckError error, CheckTime when) {
   DeviceImpl& device = impl_of(values);
-  if (device.device().is_cpu() || debug::sync_checks()) {
+  if (when == CheckTime::at_call || device.device().is_cpu() || debug::sync_checks()) {
     const std::vector<std::int64_t> v = values.to_vector<std::int64_t>();
     std::string message = verdict(v);
     if (!message.empty()) raise(error, std::move(message));

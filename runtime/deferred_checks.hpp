@@ -41,16 +41,23 @@
 
 namespace ferry::detail {
 
-// The message of the ShapeError that `values` (the check's numbers, read back) call for, or an
+// The message of the error that `values` (the check's numbers, read back) call for, or an
 // empty string where they are fine.
 using CheckVerdict = std::function<std::string(std::span<const std::int64_t> values)>;
 
 // The error a failed check raises.
 enum class CheckError { shape, value };  // ShapeError, ValueError
 
-// Decides `verdict` on `values` (a small i64 tensor computed on its device): at once on the CPU
-// or under sync checks, else at this thread's next read of that device.
-void check_values(const Tensor& values, CheckVerdict verdict, CheckError error = CheckError::shape);
+// When it is decided: an op that writes a fresh tensor lets the check wait for the thread's next
+// read of the device; one that writes into a tensor the caller holds decides at the call, so
+// that a bad value leaves nothing half written.
+enum class CheckTime { at_call, deferrable };
+
+// Decides `verdict` on `values` (a small i64 tensor computed on its device): at the call on the
+// CPU, under sync checks or for CheckTime::at_call, else at this thread's next read of that
+// device.
+void check_values(const Tensor& values, CheckVerdict verdict, CheckError error = CheckError::shape,
+                  CheckTime when = CheckTime::deferrable);
 
 // Reads and decides this thread's pending checks of `device`, oldest first: the error of the
 // first that fails, and the rest are dropped. Called where the host reads `device` (a copy out

@@ -30,10 +30,11 @@
 namespace ferry {
 
 using detail::as_index;
-using detail::BoundsCheck;
 using detail::check_bounds;
 using detail::check_same_device;
 using detail::check_values;
+using detail::CheckError;
+using detail::CheckTime;
 using detail::CheckVerdict;
 using detail::impl_of;
 using detail::new_tensor;
@@ -63,7 +64,7 @@ std::pair<std::int64_t, std::int64_t> index_range(const Tensor& index) {
 
 // Note [Index bounds].
 void check_bounds(std::string_view op, const Tensor& index, std::int64_t dim, std::int64_t size,
-                  const Shape& x_shape, BoundsCheck when) {
+                  const Shape& x_shape, CheckTime when) {
   if (index.numel() == 0) return;
   CheckVerdict verdict = [op = std::string(op), dim, size,
                           x_shape](std::span<const std::int64_t> v) -> std::string {
@@ -74,10 +75,7 @@ void check_bounds(std::string_view op, const Tensor& index, std::int64_t dim, st
         "are 0 to {}",
         op, lo < 0 ? lo : hi, dim, size, shape_str(x_shape), size - 1);
   };
-  if (when == BoundsCheck::deferrable) return check_values(index_range_values(index), verdict);
-  const auto [lo, hi] = index_range(index);
-  const std::int64_t v[2] = {lo, hi};
-  if (std::string message = verdict(v); !message.empty()) throw ShapeError(std::move(message));
+  check_values(index_range_values(index), std::move(verdict), CheckError::shape, when);
 }
 
 Tensor index_select(std::string_view op, const Tensor& x, std::int64_t dim, const Tensor& index,
@@ -90,7 +88,7 @@ Tensor index_select(std::string_view op, const Tensor& x, std::int64_t dim, cons
   // A 0-d input is treated as [1] (PyTorch accepts dim 0 and -1 for it).
   Tensor in = x.dim() == 0 ? x.reshape({1}) : x;
   const std::int64_t d = wrap_dim(dim, in.dim(), op);
-  if (check_range) check_bounds(op, idx, d, in.size(d), x.sizes(), BoundsCheck::deferrable);
+  if (check_range) check_bounds(op, idx, d, in.size(d), x.sizes(), CheckTime::deferrable);
   Shape shape = in.sizes();
   shape[std::size_t(d)] = idx.numel();
   Tensor out = new_tensor(shape, x.dtype(), impl_of(x));
@@ -135,7 +133,7 @@ Tensor gather_forward(const Tensor& x, std::int64_t dim, const Tensor& index,
           fmt::format("gather: index shape {} is larger than input shape {} in dim {} (only dim {} "
                       "may be larger)",
                       shape_str(index.sizes()), shape_str(x.sizes()), i, d));
-  if (check_range) check_bounds("gather", ix, d, in.size(d), x.sizes(), BoundsCheck::deferrable);
+  if (check_range) check_bounds("gather", ix, d, in.size(d), x.sizes(), CheckTime::deferrable);
   Tensor out = new_tensor(ix.sizes(), x.dtype(), impl_of(x));
   if (out.numel() > 0) run_kernel(OpId::gather, {in, ix}, {out}, Attrs{{"dim", d}});
   return out.view(index.sizes());

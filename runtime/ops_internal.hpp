@@ -10,6 +10,7 @@
 #include <utility>
 #include <vector>
 
+#include "deferred_checks.hpp"
 #include "ferry/op.hpp"
 #include "ferry/tensor.hpp"
 
@@ -17,14 +18,11 @@ namespace ferry::detail {
 
 // An index tensor as i64 (i32 is widened; another dtype is a DTypeError), and
 // the ShapeError of an index outside [0, size) of `dim` (Note [Index bounds]
-// in ops_index.cpp); `op` names the caller in both. An op that writes a fresh tensor passes
-// `deferrable`: off the CPU the error then comes at the thread's next read of the device (Note
-// [Deferred checks] in deferred_checks.hpp). One that writes into a tensor the caller holds
-// checks at the call, so that a bad index leaves nothing half written.
-enum class BoundsCheck { at_call, deferrable };
+// in ops_index.cpp); `op` names the caller in both. `when`: CheckTime::deferrable for an op
+// that writes a fresh tensor (Note [Deferred checks] in deferred_checks.hpp).
 Tensor as_index(std::string_view op, const Tensor& index);
 void check_bounds(std::string_view op, const Tensor& index, std::int64_t dim, std::int64_t size,
-                  const Shape& x_shape, BoundsCheck when = BoundsCheck::at_call);
+                  const Shape& x_shape, CheckTime when = CheckTime::at_call);
 // The least and the greatest element of a non-empty integer tensor as an i64 [2] on its device
 // (index_range_values), or read back to the host in one transfer (index_range: one sync on a
 // GPU): the range checks of check_bounds and of the ops whose indices have rules of their own

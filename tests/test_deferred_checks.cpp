@@ -114,8 +114,9 @@ TEST_P(DeferredChecks, ChecksBelongToTheirThread) {
 TEST_P(DeferredChecks, SyncChecksAndInPlaceOpsRaiseAtTheCall) {
   {
     struct SyncChecks {
+      bool before = ferry::debug::sync_checks();
       SyncChecks() { ferry::debug::set_sync_checks(true); }
-      ~SyncChecks() { ferry::debug::set_sync_checks(false); }
+      ~SyncChecks() { ferry::debug::set_sync_checks(before); }
     } on;
     EXPECT_SHAPE_ERROR_ONCE(ferry::index_select(rows(), 0, index({4})), "index 4");
   }
