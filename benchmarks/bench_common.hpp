@@ -74,6 +74,7 @@ void register_conv();      // conv2d at ResNet-18's shapes and a ResNet-18 step
 void register_attention();  // scaled_dot_product_attention, fused beside the composition
 void register_gpt();        // a GPT training step (samples/gpt.hpp); beside PyTorch
 void register_rnn();        // an LSTM training step; beside PyTorch
+void register_penalty();    // a WGAN-GP critic step (second derivatives); beside PyTorch
 void register_grid_sample();  // grid_sample forward and backward; beside PyTorch
 void register_linalg();       // ferry/ops_linalg.hpp's factorizations; beside PyTorch (LAPACK)
 void register_matvec();     // matrix-vector products (one token times a weight), each device

@@ -203,6 +203,7 @@ int main(int argc, char** argv) {
   bench::register_attention();
   bench::register_gpt();
   bench::register_rnn();
+  bench::register_penalty();
   bench::register_grid_sample();
   bench::register_linalg();
   bench::register_matvec();

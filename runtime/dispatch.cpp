@@ -7,6 +7,7 @@
 #include <optional>
 #include <span>
 
+#include "autograd/graph.hpp"
 #include "copy_route.hpp"
 #include "deferred_checks.hpp"
 #include "ferry/autograd.hpp"
@@ -96,6 +97,11 @@ void run_tensors(OpId op, std::span<const Tensor> inputs, std::span<const Tensor
     call.outputs.push_back(tensor_arg(t));
   }
   run_call(anchor->storage()->impl(), std::move(call));
+  // Note [Higher-order gradients]: a backward kernel with no derivative of its own, met by a
+  // backward pass that builds a graph, gets a node that says so if a second backward reaches it.
+  if (is_grad_enabled() && op_info(op).grad == OpGrad::backward) [[unlikely]]
+    autograd::record_without_derivative(op_name(op), {inputs.begin(), inputs.end()},
+                                        {outputs.begin(), outputs.end()});
 }
 }  // namespace
 

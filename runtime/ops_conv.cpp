@@ -135,7 +135,7 @@ Tensor conv_kernel(OpId id, const Tensor& x, const Tensor& w, const Tensor& b,
     detail::run_kernel(id, in, {out}, attrs);
     return out;
   });
-  autograd::record_conv(xc, wc, b, attrs, y);
+  autograd::record_conv(id, xc, wc, b, attrs, y);
   return y;
 }
 

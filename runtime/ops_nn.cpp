@@ -124,7 +124,7 @@ Tensor layer_norm(const Tensor& x, const Shape& normalized_shape, const Tensor& 
     NoGradGuard no_grad;
     r = detail::layer_norm_forward(x, normalized_shape, weight, bias, eps);
   }
-  autograd::record_layer_norm(x, normalized_shape, weight, bias, r.mean, r.rstd, r.y,
+  autograd::record_layer_norm(x, normalized_shape, weight, bias, r.mean, r.rstd, eps, r.y,
                               detail::use_fused_kernel_with_backward(x, OpId::layer_norm));
   return r.y;
 }

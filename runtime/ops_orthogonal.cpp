@@ -28,8 +28,8 @@
 // Generic matrices took 3 to 8 sweeps (n = 2 to 64, f32 and f64). The partner's entry a_pq is
 // read as the mean of (p, q) and (q, p), and set to zero after the rotation, so rounding cannot
 // make A unsymmetric and the rotations stop being orthogonal. One host read per sweep (the
-// convergence check). The rotations run without gradient; the gradient is attached after, in
-// closed form (eigh_attach), as a term whose value is zero. So a device with a fused eigh kernel
+// convergence check). The rotations run without gradient; the gradient is recorded after, in
+// closed form (autograd::record_eigh, formulas_linalg.cpp). So a device with a fused eigh kernel
 // (the CPU: LAPACK's syevd, Note [LAPACK through OpenBLAS]) takes the rotations' place in every
 // call, a gradient recorded or not (fused_eigh).
 #include <fmt/format.h>
@@ -211,26 +211,6 @@ Tensor read_triangle(const Tensor& a, bool upper) {
   return upper ? triu(a) + triu(a, 1).transpose(-2, -1) : tril(a) + tril(a, -1).transpose(-2, -1);
 }
 
-// eigh's results with their gradient (Note [Symmetric eigendecomposition by Jacobi rotations]):
-// D = sym(A) - sym(A).detach() is zero in value and carries the gradient of A's symmetric part
-// (PyTorch's gradient of eigh is symmetric, as cholesky's is: runtime/ops_factorize.cpp), and
-// first-order perturbation theory gives the eigenpairs' change: P = V^T D V, dlambda = diag(P),
-// dV = V (F o P) with F_ij = 1 / (lambda_j - lambda_i) off the diagonal (zero where the two are
-// equal: the Note in ferry/ops_linalg.hpp) and zero on it.
-Eigen eigh_attach(const Tensor& a, const Eigen& e, bool want_vectors) {
-  const Tensor symmetric = (a + a.transpose(-2, -1)) * 0.5;
-  const Tensor d = symmetric - symmetric.detach();
-  const Tensor p = matmul(matmul(e.vectors.transpose(-2, -1), d), e.vectors);
-  Eigen out{e.values + diagonal(p, 0, -2, -1), e.vectors};
-  if (want_vectors) {
-    const Tensor gap = e.values.unsqueeze(-2) - e.values.unsqueeze(-1);
-    const Tensor same = eq(gap, 0.0);
-    const Tensor f = where(same, Scalar(0.0), 1.0 / where(same, Scalar(1.0), gap));
-    out.vectors = e.vectors + matmul(e.vectors, f * p);
-  }
-  return out;
-}
-
 std::pair<Tensor, Tensor> eigh_of(const char* op, const Tensor& a, std::string_view uplo,
                                   bool want_vectors) {
   check_defined(op, {&a});
@@ -245,7 +225,7 @@ std::pair<Tensor, Tensor> eigh_of(const char* op, const Tensor& a, std::string_v
   const Tensor s = read_triangle(af, uplo == "U").detach();
   Eigen e = s.numel() > 0 && detail::use_fused_kernel(OpId::eigh, s, s.dtype()) ? fused_eigh(op, s)
                                                                                 : jacobi(op, s);
-  if (af.requires_grad() && is_grad_enabled()) e = eigh_attach(af, e, want_vectors);
+  std::tie(e.values, e.vectors) = autograd::record_eigh(af, e.values, e.vectors);
   return {e.values.to(a.dtype()), want_vectors ? e.vectors.to(a.dtype()) : Tensor()};
 }
 

@@ -177,8 +177,7 @@ ValuesIndices pool_kernel(OpId id, const Tensor& x_in, const Tensor& x,
     }
     detail::run_kernel(id, {xc}, outputs, attrs);
   }
-  autograd::record_pool(max ? OpId::max_pool_backward : OpId::avg_pool_backward, xc, r.indices,
-                        attrs, r.values);
+  autograd::record_pool(id, xc, r.indices, attrs, r.values);
   if (x_in.dim() == x.dim()) return r;
   return {r.values.squeeze(0), max ? r.indices.squeeze(0) : Tensor()};
 }

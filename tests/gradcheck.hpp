@@ -101,4 +101,45 @@ inline ::testing::AssertionResult gradcheck(const GradFn& fn,
   return ::testing::AssertionSuccess();
 }
 
+// Checks second-order gradients (PyTorch's gradgradcheck): fn's first-order gradients, as
+// autograd computes them with create_graph (the gradient of L = Σ fn(x) ∘ R for each floating
+// input, flattened and joined), are themselves gradchecked: their gradients through the graph
+// create_graph built against central finite differences of the first-order gradients.
+inline ::testing::AssertionResult gradgradcheck(const GradFn& fn,
+                                                const std::vector<ferry::Tensor>& inputs,
+                                                GradcheckOptions o = {}) {
+  using ferry::Tensor;
+  Tensor r;
+  {
+    ferry::NoGradGuard no_grad;
+    std::vector<Tensor> base;
+    for (const Tensor& t : inputs) base.push_back(t.detach());
+    ferry::manual_seed(o.seed + 1);
+    r = ferry::uniform(fn(base).sizes(), -1, 1, {.dtype = ferry::DType::f64});
+  }
+  const GradFn first = [&fn, r](const std::vector<Tensor>& xs) {
+    ferry::EnableGradGuard grad_mode;
+    std::vector<Tensor> leaves = xs, floating;
+    for (Tensor& x : leaves) {
+      if (!ferry::is_floating(x.dtype())) continue;
+      if (!x.requires_grad()) x = x.detach().requires_grad_();  // finite differences' points
+      floating.push_back(x);
+    }
+    const Tensor loss = ferry::sum(fn(leaves) * r);
+    const std::vector<Tensor> grads =
+        ferry::autograd::grad({loss}, floating, {}, false, true, /*create_graph=*/true);
+    // A term of value 0 that depends on every input: a first gradient that does not depend on
+    // the inputs (a linear op's) is then checked to be constant, its second derivative 0.
+    Tensor zero = ferry::zeros({1}, {.dtype = ferry::DType::f64});
+    for (const Tensor& x : floating) zero = zero + ferry::sum(x) * 0.0;
+    std::vector<Tensor> flat{zero};
+    for (std::size_t k = 0; k < grads.size(); ++k)
+      flat.push_back(grads[k].defined()
+                         ? grads[k].reshape({-1})
+                         : ferry::zeros({floating[k].numel()}, {.dtype = ferry::DType::f64}));
+    return ferry::cat(flat, 0);
+  };
+  return gradcheck(first, inputs, o);
+}
+
 }  // namespace ferry_test

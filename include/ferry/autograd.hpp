@@ -23,8 +23,17 @@
 // `_` ops (ferry/ops_inplace.hpp) are recorded, PyTorch's way, and refuse a
 // leaf that requires grad or a view of one (Note [In-place ops]); copy_ and
 // fill_ are not recorded, so they refuse any tensor that requires grad while
-// grad mode is on (update parameters under NoGradGuard, as the optimizers do). Higher-order
-// gradients (create_graph) are not supported: backward runs with grad mode off.
+// grad mode is on (update parameters under NoGradGuard, as the optimizers do).
+//
+// Higher-order gradients: with create_graph, backward() and grad() record the
+// ops of the backward pass itself, so the gradients they return have a graph
+// of their own that another backward() or grad() differentiates (PyTorch's
+// create_graph=True: gradient penalties, Hessian-vector products). create_graph
+// keeps the graph (retain_graph), and backward() then leaves in grad() a
+// gradient with that history, which holds the graph until grad() is reset
+// (zero_grad), as in PyTorch. Ops whose backward kernel has no derivative of
+// its own raise UnsupportedError, naming the kernel, when a second backward
+// reaches them (docs/autograd.md lists them; Note [Higher-order gradients]).
 //
 // Thread-safety: grad mode is per thread (a NoGradGuard on one thread leaves
 // the others recording, as in PyTorch). Threads may run backward() and
@@ -77,17 +86,19 @@ namespace autograd {
 // grad_tensors[i] is d(loss)/d(tensors[i]); it may be left out (empty vector,
 // or an undefined tensor) for one-element results, meaning 1. Errors: a result
 // that does not require grad, a missing gradient for a result of more than one
-// element, a gradient of another shape (ShapeError) or device.
+// element, a gradient of another shape (ShapeError) or device. create_graph: see
+// "Higher-order gradients" above (implies retain_graph).
 void backward(const std::vector<Tensor>& tensors, const std::vector<Tensor>& grad_tensors = {},
-              bool retain_graph = false);
+              bool retain_graph = false, bool create_graph = false);
 
 // The gradients of `outputs` with respect to `inputs`, returned instead of
 // accumulated into any grad(): result[i] has inputs[i]'s shape. An input the
 // outputs do not depend on gives an undefined tensor when allow_unused,
-// else Error.
+// else Error. With create_graph the results are differentiable (and the graph
+// is retained).
 std::vector<Tensor> grad(const std::vector<Tensor>& outputs, const std::vector<Tensor>& inputs,
                          const std::vector<Tensor>& grad_outputs = {}, bool retain_graph = false,
-                         bool allow_unused = false);
+                         bool allow_unused = false, bool create_graph = false);
 
 // Calls hook(leaf.grad()) each time backward() has added into the gradient of `leaf`, on the
 // thread running backward (PyTorch's Tensor.register_post_accumulate_grad_hook:

@@ -215,8 +215,10 @@ class Tensor {
   // tensor's shape, dtype and device.
   void set_grad(const Tensor& grad) const;
   // Backpropagates from this tensor: `gradient` is d(loss)/d(this) and may be
-  // left out for a one-element tensor. See autograd::backward.
-  void backward(const Tensor& gradient = {}, bool retain_graph = false) const;
+  // left out for a one-element tensor. See autograd::backward (create_graph: a
+  // gradient that can itself be differentiated).
+  void backward(const Tensor& gradient = {}, bool retain_graph = false,
+                bool create_graph = false) const;
   // The same memory and view, without history: never requires grad.
   Tensor detach() const;
   // Makes backward() keep this non-leaf tensor's gradient in grad().

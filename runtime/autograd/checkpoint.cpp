@@ -31,6 +31,13 @@ Tensor checkpoint(const std::function<Tensor(const std::vector<Tensor>&)>& fn,
   autograd::record("CheckpointBackward", inputs, out,
                    [fn, saved, rng, autocast](const Tensor& grad,
                                               const autograd::Needs& needs) -> std::vector<Tensor> {
+                     // The second run's gradients are of detached leaves, with no path back
+                     // to the inputs' history (PyTorch's reentrant checkpoint refuses too).
+                     if (autograd::ApplyingNode::current())
+                       throw UnsupportedError(
+                           "checkpoint: a backward with create_graph reached a checkpointed "
+                           "segment, whose gradients cannot be differentiated again; run the "
+                           "segment without checkpoint() for higher-order gradients");
                      std::vector<Tensor> leaves;
                      for (std::size_t i = 0; i < saved.size(); ++i) {
                        Tensor t = saved[i].get();

@@ -28,6 +28,7 @@ namespace {
 
 struct Task {
   bool retain_graph = false;
+  bool create_graph = false;  // Note [Higher-order gradients] in graph.hpp
   bool accumulate = true;  // false for grad(): leaves' grad() are left alone
   std::unordered_map<Node*, std::size_t> capture;  // grad(): node -> index of its input
   std::vector<Tensor> captured;
@@ -95,9 +96,12 @@ struct Buffer {
   bool owned = false;
 };
 
-void add_into(Buffer& b, const Tensor& g) {
+// With create_graph every sum is a recorded op, out of place (`owned` stays false).
+void add_into(Buffer& b, const Tensor& g, bool create_graph) {
   if (!b.grad.defined()) {
     b.grad = g;
+  } else if (create_graph) {
+    b.grad = add(b.grad, g);
   } else if (b.owned) {
     b.grad.add_(g);
   } else {
@@ -128,6 +132,21 @@ void add_part(Buffer& b, const PartNode& node, const Tensor& g) {
         node.name(), shape_str(g.sizes()), dtype_name(g.dtype()), g.device().str(),
         shape_str(part.sizes()), dtype_name(in.dtype), in.device.str()));
   part.add_(g);
+}
+
+// add_part's sum as recorded ops (create_graph): the part's gradient placed in zeros, a node
+// whose own backward takes the part back out, as PyTorch's SliceBackward's is a slice.
+void add_part_recorded(Buffer& b, const std::shared_ptr<Node>& node, const Tensor& g) {
+  Tensor whole;
+  {
+    NoGradGuard no_grad;
+    whole = node->apply(g.detach()).at(0);
+  }
+  record(node->name() + "Backward", {g}, whole,
+         [node](const Tensor& gg, const Needs&) -> std::vector<Tensor> {
+           return {static_cast<const PartNode&>(*node).part_of(gg.contiguous())};
+         });
+  add_into(b, whole, true);
 }
 
 // A formula's result must fit the input it is for; a mismatch is a bug in a
@@ -181,7 +200,17 @@ class Claims {
 
 void execute(const std::vector<std::shared_ptr<Node>>& roots, const std::vector<Tensor>& grads,
              Task& task) {
-  NoGradGuard no_grad;  // formulas are ops like any other; nothing here is recorded
+  // Formulas are ops like any other: recorded only when the gradients get a graph of their own
+  // (Note [Higher-order gradients] in graph.hpp). A pass nested in another's apply (a
+  // checkpoint's) sets both for its own span.
+  const bool create_graph = task.create_graph;
+  const bool was_enabled = is_grad_enabled();
+  set_grad_enabled(create_graph);
+  struct Restore {
+    bool on;
+    ~Restore() { set_grad_enabled(on); }
+  } restore{was_enabled};
+  const ApplyingNode none(nullptr);
   std::unordered_map<Node*, int> deps = count_dependencies(roots);
   Claims claims(deps);
   std::unordered_set<Node*> run;
@@ -195,7 +224,7 @@ void execute(const std::vector<std::shared_ptr<Node>>& roots, const std::vector<
                       decltype(by_sequence)>
       ready(by_sequence);
   for (std::size_t i = 0; i < roots.size(); ++i) {
-    add_into(buffers[roots[i].get()], grads[i]);
+    add_into(buffers[roots[i].get()], grads[i], create_graph);
     if (deps[roots[i].get()] == 0 && owners.emplace(roots[i].get(), roots[i]).second)
       ready.push(roots[i]);
   }
@@ -208,7 +237,7 @@ void execute(const std::vector<std::shared_ptr<Node>>& roots, const std::vector<
       buffers.erase(it);
     }
     if (auto c = task.capture.find(node.get()); c != task.capture.end() && grad.defined())
-      add_into(task.captured[c->second], grad);
+      add_into(task.captured[c->second], grad);  // a recorded op with create_graph
     const bool is_leaf = dynamic_cast<AccumulateGrad*>(node.get()) != nullptr;
     const bool apply =
         grad.defined() && (task.accumulate ? true : !is_leaf && run.count(node.get()));
@@ -219,7 +248,13 @@ void execute(const std::vector<std::shared_ptr<Node>>& roots, const std::vector<
           profiler::detail::on() ? profiler::Range(node->name()) : profiler::Range();
       std::vector<Tensor> in_grads;
       if (const auto* part = dynamic_cast<const PartNode*>(node.get())) {
-        if (node->next[0]) add_part(buffers[node->next[0].get()], *part, grad);
+        if (node->next[0] && create_graph)
+          add_part_recorded(buffers[node->next[0].get()], node, grad);
+        else if (node->next[0])
+          add_part(buffers[node->next[0].get()], *part, grad);
+      } else if (create_graph) {
+        const ApplyingNode applying(&node);
+        in_grads = node->apply(std::move(grad));
       } else {
         in_grads = node->apply(std::move(grad));
       }
@@ -227,7 +262,7 @@ void execute(const std::vector<std::shared_ptr<Node>>& roots, const std::vector<
       for (std::size_t i = 0; i < in_grads.size() && i < node->next.size(); ++i) {
         if (!node->next[i] || !in_grads[i].defined()) continue;
         check_gradient(*node, i, in_grads[i]);
-        add_into(buffers[node->next[i].get()], in_grads[i]);
+        add_into(buffers[node->next[i].get()], in_grads[i], create_graph);
       }
       if (!task.retain_graph) node->release();
     }
@@ -242,7 +277,7 @@ void execute(const std::vector<std::shared_ptr<Node>>& roots, const std::vector<
 // The gradients to start from: given ones, checked against their results, or
 // 1 for one-element results.
 std::vector<Tensor> root_gradients(std::string_view who, const std::vector<Tensor>& tensors,
-                                   const std::vector<Tensor>& grads) {
+                                   const std::vector<Tensor>& grads, bool create_graph) {
   if (!grads.empty() && grads.size() != tensors.size())
     throw Error(fmt::format("{}: {} tensors but {} gradients; give one gradient per tensor", who,
                             tensors.size(), grads.size()));
@@ -269,7 +304,8 @@ std::vector<Tensor> root_gradients(std::string_view who, const std::vector<Tenso
       throw DeviceMismatchError(fmt::format(
           "{}: the gradient of tensors[{}] is on {} but the tensor is on {}; move it first", who, i,
           g.device().str(), t.device().str()));
-    out.push_back(g.detach().to(t.dtype()));
+    // With create_graph a given gradient keeps its history, as PyTorch's grad_outputs do.
+    out.push_back((create_graph ? g : g.detach()).to(t.dtype()));
   }
   return out;
 }
@@ -292,21 +328,23 @@ std::vector<std::shared_ptr<Node>> root_nodes(std::string_view who,
 }  // namespace
 
 void backward(const std::vector<Tensor>& tensors, const std::vector<Tensor>& grad_tensors,
-              bool retain_graph) {
+              bool retain_graph, bool create_graph) {
   const detail::AutocastSuspended no_autocast;  // each gradient in its forward's dtypes
-  std::vector<Tensor> grads = root_gradients("backward", tensors, grad_tensors);
+  std::vector<Tensor> grads = root_gradients("backward", tensors, grad_tensors, create_graph);
   Task task;
-  task.retain_graph = retain_graph;
+  task.retain_graph = retain_graph || create_graph;
+  task.create_graph = create_graph;
   execute(root_nodes("backward", tensors), grads, task);
 }
 
 std::vector<Tensor> grad(const std::vector<Tensor>& outputs, const std::vector<Tensor>& inputs,
                          const std::vector<Tensor>& grad_outputs, bool retain_graph,
-                         bool allow_unused) {
+                         bool allow_unused, bool create_graph) {
   const detail::AutocastSuspended no_autocast;
-  std::vector<Tensor> grads = root_gradients("grad", outputs, grad_outputs);
+  std::vector<Tensor> grads = root_gradients("grad", outputs, grad_outputs, create_graph);
   Task task;
-  task.retain_graph = retain_graph;
+  task.retain_graph = retain_graph || create_graph;
+  task.create_graph = create_graph;
   task.accumulate = false;
   task.captured.resize(inputs.size());
   std::vector<std::shared_ptr<Node>> input_nodes;  // kept alive while the task runs

@@ -10,6 +10,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string_view>
 #include <vector>
@@ -84,10 +85,11 @@ void record_var(const Tensor& x, const std::vector<std::int64_t>& dims, double c
 // ---- linear algebra and nn (formulas_nn.cpp) ----
 void record_matmul(const Tensor& a, const Tensor& b, const Tensor& out);
 void record_softmax(std::string_view op, const Tensor& x, std::int64_t dim, const Tensor& y);
-// A convolution a device's kernel computed (runtime/ops_conv.cpp): its backward runs the
-// conv_backward_input and conv_backward_weight kernels with the forward's attributes.
-void record_conv(const Tensor& x, const Tensor& w, const Tensor& b, const Attrs& attrs,
-                 const Tensor& y);
+// A convolution a device's kernel computed (runtime/ops_conv.cpp), `forward` its op: its
+// backward runs the conv_backward_input and conv_backward_weight kernels with the forward's
+// attributes (detail::ConvKernels).
+void record_conv(OpId forward, const Tensor& x, const Tensor& w, const Tensor& b,
+                 const Attrs& attrs, const Tensor& y);
 // A batch_norm the device's kernel computed (runtime/nn/normalization.cpp) from x, its mean
 // and variance [C] (the batch's in training, the running ones in eval): its backward is the
 // batch_norm_backward kernel with the forward's attributes.
@@ -98,10 +100,11 @@ void record_batch_norm(const Tensor& x, const Tensor& weight, const Tensor& bias
 // logsumexp; the backward is one scaled_dot_product_attention_backward kernel.
 void record_attention(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& mask,
                       const Attrs& attrs, const Tensor& out, const Tensor& lse);
-// A pool the device's kernel computed (runtime/ops_pool.cpp), x [N, C, *in] and, for max
-// pooling, indices [N, C, *out], in the layout of the forward's attributes: its backward is
-// the `backward` kernel (max_pool_backward or avg_pool_backward), in that layout.
-void record_pool(OpId backward, const Tensor& x, const Tensor& indices, const Attrs& attrs,
+// A pool the device's kernel `forward` computed (runtime/ops_pool.cpp), x [N, C, *in] and,
+// for max pooling, indices [N, C, *out] (undefined for average pooling), in the layout of the
+// forward's attributes: its backward is the max_pool_backward or avg_pool_backward kernel, in
+// that layout.
+void record_pool(OpId forward, const Tensor& x, const Tensor& indices, const Attrs& attrs,
                  const Tensor& y);
 // A 2-D resampling the device's kernel computed (interpolate, runtime/ops_resample.cpp), x
 // [N, C, H, W] in the layout of the forward's attributes and its tables (index and weight per
@@ -115,8 +118,8 @@ void record_grid_sample(const Tensor& x, const Tensor& grid, const Attrs& attrs,
 // the forward, where debug::CompositesOnly is seen) the backward is one layer_norm_backward
 // kernel, else the composition.
 void record_layer_norm(const Tensor& x, const Shape& normalized_shape, const Tensor& weight,
-                       const Tensor& bias, const Tensor& mean, const Tensor& rstd, const Tensor& y,
-                       bool fused_backward);
+                       const Tensor& bias, const Tensor& mean, const Tensor& rstd, double eps,
+                       const Tensor& y, bool fused_backward);
 // padding_idx (in range, wrapped): that row's gradient stays zero.
 void record_embedding(const Tensor& weight, const Tensor& indices, const Tensor& out,
                       std::optional<std::int64_t> padding_idx, bool scale_grad_by_freq);
@@ -154,6 +157,9 @@ void record_slogdet(const Tensor& a, const Tensor& lu, const Tensor& pivots,
 // them tracked: views of the one recorded node's output, which holds both side by side (a node
 // has one output).
 std::pair<Tensor, Tensor> record_qr(const Tensor& a, const Tensor& q, const Tensor& r);
+// values [..., n] and vectors [..., n, n]: eigh's results for a's symmetric part, computed
+// untracked. Returns them tracked, as record_qr does.
+std::pair<Tensor, Tensor> record_eigh(const Tensor& a, const Tensor& values, const Tensor& vectors);
 void record_stack(const std::vector<Tensor>& tensors, std::int64_t dim, const Tensor& out);
 
 }  // namespace ferry::autograd
@@ -166,6 +172,29 @@ namespace ferry::detail {
 Tensor activation_backward(OpId op, const Tensor& grad, const Tensor& z);
 Tensor index_add(const Shape& shape, std::int64_t dim, const Tensor& index, const Tensor& src);
 Tensor scatter_add(const Shape& shape, std::int64_t dim, const Tensor& index, const Tensor& src);
+
+// A kernel whose result is linear in its first input, the rest fixed (the pools' indices,
+// interpolate's tables): runs `op` on `in` into a new tensor of `sizes` in `format` (the first
+// input's dtype and device), recorded with `adjoint` of the result's gradient as the first
+// input's gradient, so that a second backward passes it (Note [Higher-order gradients]).
+Tensor linear_kernel(OpId op, const std::vector<Tensor>& in, const Shape& sizes,
+                     MemoryFormat format, const Attrs& attrs,
+                     std::function<Tensor(const Tensor&)> adjoint);
+
+// A convolution's kernels, forward and both backward ones, each recorded with the others as its
+// derivatives (each is bilinear in its two operands), for the backward of one forward call:
+// `forward` its op, `attrs` its attributes (the layout among them), the sizes its operands'.
+struct ConvKernels {
+  OpId forward;
+  Attrs attrs;
+  Shape x_sizes, w_sizes, y_sizes;
+  // dx from the output's gradient g and the weight (conv_backward_input).
+  Tensor input_grad(const Tensor& g, const Tensor& w) const;
+  // dw, and db when `bias` (conv_backward_weight), from the input and g.
+  std::pair<Tensor, Tensor> weight_grad(const Tensor& x, const Tensor& g, bool bias) const;
+  // The forward without a bias.
+  Tensor output(const Tensor& x, const Tensor& w) const;
+};
 // Folds values into out (contiguous) at linear positions `targets` (i64, values'
 // shape) with reduce (scatter_reduce's, or "assign"): runtime/ops_scatter.cpp.
 void scatter_fold(Tensor& out, const Tensor& targets, const Tensor& values, std::string_view reduce,

@@ -1,5 +1,5 @@
 // runtime/autograd/formulas_linalg.cpp — backward of cholesky, solve_triangular, lu_factor_ex,
-// det, slogdet and qr (formulas.hpp).
+// det, slogdet, qr and eigh (formulas.hpp).
 //
 // Note [Closed-form gradients of the factorizations]
 // The factorizations' front-ends compute their results untracked, by a fused kernel (LAPACK's
@@ -34,6 +34,8 @@
 // is n - 2 or less the adjugate is 0, and det(A_delta) is O(delta^2) against A_delta^-1's
 // O(delta^-2): the product is O(delta) too (until delta^k underflows, k zeros of U; then det's
 // factor is 0 and so is the result, as it should be).
+//
+// eigh: the perturbation theory at eigh_backward below.
 //
 // qr, A = Q R reduced, m >= n: with X = Q^T dA R^-1, Q^T dQ is skew and dR R^-1 upper
 // triangular, so dR = (triu(X) + tril(X, -1)^T) R and dQ = dA R^-1 - Q (dR R^-1); the adjoint is
@@ -135,6 +137,64 @@ Tensor qr_backward(const Tensor& q, const Tensor& r, const Tensor& gq, const Ten
   return cat({gx, matmul(q, gr2)}, -1);
 }
 
+// det's and slogdet's factors: the LU their forward made untracked, or, in a backward that
+// builds a graph (Note [Higher-order gradients] in graph.hpp), A's LU made again, tracked, so
+// that the closed form's dependence on A is in the graph (the pivots, piecewise constant in A,
+// are the same).
+Tensor lu_with_history(const Saved& a, const Saved& lu) {
+  if (!ApplyingNode::current()) return lu.get();
+  return linalg::lu_factor_ex(a.get()).LU;
+}
+
+// eigh, A = V diag(lambda) V^T (A's symmetric part): first-order perturbation theory gives
+// dlambda = diag(P) and dV = V (F o P), P = V^T dA V, F_ij = 1 / (lambda_j - lambda_i) off the
+// diagonal (zero where the two are equal: the Note in ferry/ops_linalg.hpp) and zero on it; the
+// adjoint is gA = V (diag(glambda) + F o (V^T gV)) V^T, made symmetric (PyTorch's gradient of
+// eigh is symmetric, as cholesky's is).
+Tensor eigh_backward(const Tensor& values, const Tensor& vectors, const Tensor& gl,
+                     const Tensor& gv) {
+  const Tensor gap = values.unsqueeze(-2) - values.unsqueeze(-1);
+  const Tensor same = eq(gap, 0.0);
+  const Tensor f = where(same, Scalar(0.0), 1.0 / where(same, Scalar(1.0), gap));
+  const Tensor ga =
+      matmul(matmul(vectors, diag_embed(gl) + f * matmul(mT(vectors), gv)), mT(vectors));
+  return (ga + mT(ga)) * 0.5;
+}
+
+// Factors side by side in one tensor, each flattened over its matrix dims (a node has one
+// output): qr's Q and R, eigh's eigenvalues and eigenvectors. `parts` gives them back as views
+// of `packed`, tracked when it is.
+struct Packed {
+  std::vector<Shape> shapes;
+  std::vector<std::int64_t> sizes;  // elements per matrix of each factor
+  static Shape flat(Shape shape, std::size_t matrix_dims) {
+    std::int64_t n = 1;
+    for (std::size_t i = 0; i < matrix_dims; ++i) n *= shape.end()[-1 - std::ptrdiff_t(i)];
+    shape.resize(shape.size() - matrix_dims);
+    shape.push_back(n);
+    return shape;
+  }
+  Tensor pack(const std::vector<Tensor>& factors, const std::vector<std::size_t>& matrix_dims) {
+    std::vector<Tensor> flat_factors;
+    for (std::size_t i = 0; i < factors.size(); ++i) {
+      shapes.push_back(factors[i].sizes());
+      const Shape f = flat(factors[i].sizes(), matrix_dims[i]);
+      sizes.push_back(f.back());
+      flat_factors.push_back(factors[i].reshape(f));
+    }
+    return cat(flat_factors, -1);
+  }
+  std::vector<Tensor> parts(const Tensor& packed) const {
+    std::vector<Tensor> out;
+    std::int64_t at = 0;
+    for (std::size_t i = 0; i < shapes.size(); ++i) {
+      out.push_back(packed.narrow(-1, at, sizes[i]).reshape(shapes[i]));
+      at += sizes[i];
+    }
+    return out;
+  }
+};
+
 }  // namespace
 
 void record_cholesky(const Tensor& a, const Tensor& l) {
@@ -175,42 +235,48 @@ void record_det(const Tensor& a, const Tensor& lu, const Tensor& pivots,
                 const Tensor& permutation_sign, const Tensor& det) {
   if (!should_record({&a})) return;
   record("linalg_detBackward", {a}, det,
-         [lu = Saved(lu), pivots = Saved(pivots), sign = Saved(permutation_sign)](
+         [a = Saved(a), lu = Saved(lu), pivots = Saved(pivots), sign = Saved(permutation_sign)](
              const Tensor& g, const Needs&) -> std::vector<Tensor> {
-           return {det_backward(lu.get(), pivots.get(), sign.get(), g)};
+           return {det_backward(lu_with_history(a, lu), pivots.get(), sign.get(), g)};
          });
 }
 
 std::pair<Tensor, Tensor> record_qr(const Tensor& a, const Tensor& q, const Tensor& r) {
   if (!should_record({&a})) return {q, r};
-  // Q and R side by side, each flattened over its last two dims.
-  const Shape q_shape = q.sizes(), r_shape = r.sizes();
-  const auto flat = [](Shape shape) {
-    const std::int64_t rows = shape.end()[-2], cols = shape.end()[-1];
-    shape.pop_back();
-    shape.back() = rows * cols;
-    return shape;
-  };
-  const std::int64_t q_numel = flat(q_shape).back(), r_numel = flat(r_shape).back();
-  const Tensor packed = cat({q.reshape(flat(q_shape)), r.reshape(flat(r_shape))}, -1);
+  Packed layout;
+  const Tensor packed = layout.pack({q, r}, {2, 2});
+  // packed, the node's output, is saved: in a backward that builds a graph its factors come back
+  // with their history (Note [Higher-order gradients] in graph.hpp).
   record("linalg_qrBackward", {a}, packed,
-         [q = Saved(q), r = Saved(r), q_shape, r_shape, q_numel, r_numel](
-             const Tensor& g, const Needs&) -> std::vector<Tensor> {
-           const Tensor gq = g.narrow(-1, 0, q_numel).reshape(q_shape);
-           const Tensor gr = g.narrow(-1, q_numel, r_numel).reshape(r_shape);
-           return {qr_backward(q.get(), r.get(), gq, gr)};
+         [layout, saved = Saved(packed)](const Tensor& g, const Needs&) -> std::vector<Tensor> {
+           const std::vector<Tensor> f = layout.parts(saved.get()), gf = layout.parts(g);
+           return {qr_backward(f[0], f[1], gf[0], gf[1])};
          });
-  return {packed.narrow(-1, 0, q_numel).reshape(q_shape),
-          packed.narrow(-1, q_numel, r_numel).reshape(r_shape)};
+  const std::vector<Tensor> tracked = layout.parts(packed);
+  return {tracked[0], tracked[1]};
+}
+
+std::pair<Tensor, Tensor> record_eigh(const Tensor& a, const Tensor& values,
+                                      const Tensor& vectors) {
+  if (!should_record({&a})) return {values, vectors};
+  Packed layout;
+  const Tensor packed = layout.pack({values, vectors}, {1, 2});
+  record("linalg_eighBackward", {a}, packed,
+         [layout, saved = Saved(packed)](const Tensor& g, const Needs&) -> std::vector<Tensor> {
+           const std::vector<Tensor> f = layout.parts(saved.get()), gf = layout.parts(g);
+           return {eigh_backward(f[0], f[1], gf[0], gf[1])};
+         });
+  const std::vector<Tensor> tracked = layout.parts(packed);
+  return {tracked[0], tracked[1]};
 }
 
 void record_slogdet(const Tensor& a, const Tensor& lu, const Tensor& pivots,
                     const Tensor& logabsdet) {
   if (!should_record({&a})) return;
   record("linalg_slogdetBackward", {a}, logabsdet,
-         [lu = Saved(lu), pivots = Saved(pivots)](const Tensor& g,
-                                                  const Needs&) -> std::vector<Tensor> {
-           return {scaled_inverse_transposed(lu.get(), pivots.get(), g)};
+         [a = Saved(a), lu = Saved(lu), pivots = Saved(pivots)](
+             const Tensor& g, const Needs&) -> std::vector<Tensor> {
+           return {scaled_inverse_transposed(lu_with_history(a, lu), pivots.get(), g)};
          });
 }
 

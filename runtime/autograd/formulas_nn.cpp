@@ -2,6 +2,8 @@
 // layer_norm and the indexing ops (formulas.hpp).
 #include <fmt/format.h>
 
+#include <limits>
+
 #include "autograd/formulas.hpp"
 #include "autograd/graph.hpp"
 #include "dispatch.hpp"
@@ -78,21 +80,24 @@ void record_softmax(std::string_view op, const Tensor& x, std::int64_t dim, cons
 // With x̂ = (x - mean) · rstd over each row of N = prod(normalized_shape):
 //   dweight = Σ_rows g x̂,  dbias = Σ_rows g,
 //   dx = rstd · (ĝ - mean(ĝ) - x̂ · mean(ĝ x̂)),  ĝ = g · weight.
-// 16-bit inputs are differentiated in f32 and rounded once at the end.
+// 16-bit inputs are differentiated in f32 and rounded once at the end. A backward that builds a
+// graph (Note [Higher-order gradients] in graph.hpp) takes the composition, with the statistics
+// computed again from x, so that their dependence on x is in the graph.
 void record_layer_norm(const Tensor& x, const Shape& normalized_shape, const Tensor& weight,
-                       const Tensor& bias, const Tensor& mean_t, const Tensor& rstd_t,
+                       const Tensor& bias, const Tensor& mean_t, const Tensor& rstd_t, double eps,
                        const Tensor& y, bool fused_backward) {
   if (!should_record({&x, &weight, &bias})) return;
   record("layer_normBackward", {x, weight, bias}, y,
          [x = Saved(x), w = Saved(weight), mu = Saved(mean_t), rs = Saved(rstd_t), normalized_shape,
-          fused_backward](const Tensor& g, const Needs& n) -> std::vector<Tensor> {
+          eps, fused_backward](const Tensor& g, const Needs& n) -> std::vector<Tensor> {
+           const bool graph = ApplyingNode::current() != nullptr;
            const Tensor xv = x.get(), wv = w.get();
            const std::int64_t cols = detail::shape_numel(normalized_shape);
            // The leading dims' product (not numel / cols, which an empty row would divide by 0).
            const std::int64_t rows = detail::shape_numel(Shape(
                xv.sizes().begin(), xv.sizes().end() - std::ptrdiff_t(normalized_shape.size())));
            std::vector<Tensor> r(3);
-           if (fused_backward) {  // Note [layer_norm's backward on the CPU]
+           if (fused_backward && !graph) {  // Note [layer_norm's backward on the CPU]
              const Tensor x2 = xv.contiguous().view({rows, cols});
              const Tensor g2 = g.to(xv.dtype()).contiguous().view({rows, cols});
              const Tensor mean_s = mu.get(), rstd_s = rs.get();
@@ -116,8 +121,13 @@ void record_layer_norm(const Tensor& x, const Shape& normalized_shape, const Ten
            const DType dt = compute_dtype(xv.dtype());
            const Tensor x2 = xv.reshape({rows, cols}).to(dt);
            const Tensor g2 = g.reshape({rows, cols}).to(dt);
-           const Tensor rstd = rs.get().reshape({rows, 1}).to(dt);
-           const Tensor xhat = (x2 - mu.get().reshape({rows, 1}).to(dt)) * rstd;
+           Tensor mean_r = mu.get().reshape({rows, 1}).to(dt),
+                  rstd = rs.get().reshape({rows, 1}).to(dt);
+           if (graph) {
+             mean_r = mean(x2, {1}, /*keepdim=*/true);
+             rstd = rsqrt(mean(pow(x2 - mean_r, 2.0), {1}, /*keepdim=*/true) + eps);
+           }
+           const Tensor xhat = (x2 - mean_r) * rstd;
            if (n[1]) r[1] = sum(g2 * xhat, {0}).reshape(normalized_shape).to(wv.dtype());
            if (n[2]) r[2] = sum(g2, {0}).reshape(normalized_shape).to(g.dtype());
            if (n[0]) {
@@ -132,39 +142,61 @@ void record_layer_norm(const Tensor& x, const Shape& normalized_shape, const Ten
 
 // The input's gradient is the convolution's adjoint of g, the weight's the correlation of
 // the input with g (and the bias's g summed), each one kernel of the device that ran the
-// forward: backward runs with grad mode off, so they need no formula of their own.
-void record_conv(const Tensor& x, const Tensor& w, const Tensor& b, const Attrs& attrs,
-                 const Tensor& y) {
+// forward, through detail::ConvKernels, which also gives them their own derivatives (Note
+// [Higher-order gradients] in graph.hpp).
+void record_conv(OpId forward, const Tensor& x, const Tensor& w, const Tensor& b,
+                 const Attrs& attrs, const Tensor& y) {
   if (!should_record({&x, &w, &b})) return;
-  record(
-      "convolutionBackward", {x, w, b}, y,
-      [x = Saved(x), w = Saved(w), attrs](const Tensor& g, const Needs& n) -> std::vector<Tensor> {
-        // x is in the kernel's layout (attribute channels_last), and so are g and the input's
-        // gradient.
-        const Tensor xv = x.get(), wv = w.get();
-        const MemoryFormat format = activation_format(attrs, xv.dim());
-        const MemoryFormat weight_format =
-            attrs.has("weight_channels_last") ? format : MemoryFormat::contiguous;
-        const Tensor gc = g.contiguous(format);
-        std::vector<Tensor> r(3);
-        if (n[0]) {
-          r[0] = detail::new_tensor_in(xv.sizes(), xv.dtype(), detail::impl_of(xv), format);
-          detail::run_kernel(OpId::conv_backward_input, {gc, wv}, {r[0]}, attrs);
-        }
-        if (n[1] || n[2]) {
-          Attrs a = attrs;
-          a.set("has_bias", bool(n[2]));
-          std::vector<Tensor> out{
-              detail::new_tensor_in(wv.sizes(), wv.dtype(), detail::impl_of(wv), weight_format)};
-          if (n[2])
-            out.push_back(detail::new_tensor({wv.size(0)}, wv.dtype(), detail::impl_of(wv)));
-          detail::run_kernel(OpId::conv_backward_weight, {xv, gc}, out, a);
-          if (n[1]) r[1] = out[0];
-          if (n[2]) r[2] = out[1];
-        }
-        return r;
-      });
+  record("convolutionBackward", {x, w, b}, y,
+         [x = Saved(x), w = Saved(w),
+          kernels = detail::ConvKernels{forward, attrs, x.sizes(), w.sizes(), y.sizes()}](
+             const Tensor& g, const Needs& n) -> std::vector<Tensor> {
+           // x is in the kernel's layout (attribute channels_last), and so are g and the
+           // input's gradient.
+           std::vector<Tensor> r(3);
+           if (n[0]) r[0] = kernels.input_grad(g, w.get());
+           if (n[1] || n[2]) {
+             auto [dw, db] = kernels.weight_grad(x.get(), g, n[2]);
+             if (n[1]) r[1] = dw;
+             if (n[2]) r[2] = db;
+           }
+           return r;
+         });
 }
+
+namespace {
+
+// batch_norm_backward's contract (docs/kernel-contract.md) as ops, for a backward that builds a
+// graph (Note [Higher-order gradients] in graph.hpp): in training the batch's statistics
+// computed again from x, so that their dependence on x is in the graph; in eval the running
+// ones, constants.
+std::vector<Tensor> batch_norm_backward_composed(const Tensor& g, const Tensor& x, const Tensor& w,
+                                                 const Tensor& mean_c, const Tensor& var_c,
+                                                 const Attrs& attrs, DType bias_dtype) {
+  const DType dt = mean_c.dtype();
+  std::vector<std::int64_t> dims{0};
+  Shape per_channel(std::size_t(x.dim()), 1);
+  per_channel[1] = x.size(1);
+  for (std::int64_t d = 2; d < x.dim(); ++d) dims.push_back(d);
+  const Tensor xf = x.to(dt), gf = g.to(dt);
+  Tensor mu = mean_c.reshape(per_channel), var = var_c.reshape(per_channel);
+  const bool training = attrs.b("training");
+  if (training) {
+    mu = ferry::mean(xf, dims, /*keepdim=*/true);
+    var = ferry::mean(pow(xf - mu, 2.0), dims, /*keepdim=*/true);
+  }
+  const Tensor rstd = rsqrt(var + attrs.f("eps"));
+  const Tensor xhat = (xf - mu) * rstd;
+  const Tensor gh = w.defined() ? gf * w.to(dt).reshape(per_channel) : gf;
+  const Tensor dx =
+      training
+          ? (gh - ferry::mean(gh, dims, true) - xhat * ferry::mean(gh * xhat, dims, true)) * rstd
+          : gh * rstd;
+  return {dx.to(x.dtype()), w.defined() ? sum(gf * xhat, dims).to(w.dtype()) : Tensor(),
+          sum(gf, dims).to(bias_dtype)};
+}
+
+}  // namespace
 
 // The gradients of x (contiguous, as the forward's kernel read it), the weight and the bias
 // from one pass of the batch_norm_backward kernel, which reads the forward's attributes; the
@@ -177,6 +209,8 @@ void record_batch_norm(const Tensor& x, const Tensor& weight, const Tensor& bias
           mean, var, attrs](const Tensor& g, const Needs& n) -> std::vector<Tensor> {
            // x is in the kernel's layout (attribute channels_last), and so are g and dx.
            const Tensor xv = x.get(), wv = w.get();
+           if (ApplyingNode::current())
+             return batch_norm_backward_composed(g, xv, wv, mean, var, attrs, b_dtype);
            const MemoryFormat format = activation_format(attrs, xv.dim());
            std::vector<Tensor> in{g.contiguous(format), xv, mean, var};
            if (wv.defined()) in.push_back(wv.to(xv.dtype()).contiguous());
@@ -194,21 +228,54 @@ void record_batch_norm(const Tensor& x, const Tensor& weight, const Tensor& bias
          });
 }
 
-void record_pool(OpId backward, const Tensor& x, const Tensor& indices, const Attrs& attrs,
+namespace {
+
+// A pool's or a resampling's backward kernel and its derivatives (Note [Higher-order
+// gradients] in graph.hpp): the backward is linear in g; its adjoint is the forward kernel run
+// on the second gradient for the average pools and interpolate (linear in x too, the same
+// windows or tables), and for max pooling the second gradient read at the maxima's indices.
+struct WindowKernels {
+  OpId forward, backward;
+  Attrs attrs;
+  Shape x_sizes, y_sizes;
+  std::vector<Saved> fixed;  // the max pool's indices, or interpolate's tables
+
+  MemoryFormat format() const { return activation_format(attrs, std::int64_t(x_sizes.size())); }
+  std::vector<Tensor> operands(const Tensor& t) const {
+    std::vector<Tensor> in{t.contiguous(format())};
+    for (const Saved& f : fixed) in.push_back(f.get());
+    return in;
+  }
+  Tensor dx(const Tensor& g) const {
+    return detail::linear_kernel(backward, operands(g), x_sizes, format(), attrs,
+                                 [self = *this](const Tensor& gg) { return self.y(gg); });
+  }
+  Tensor y(const Tensor& gx) const {
+    if (backward == OpId::max_pool_backward) {  // each output's element of its window
+      const Tensor idx = fixed.at(0).get();
+      const Shape planes{x_sizes[0], x_sizes[1], -1};
+      return gather(gx.reshape(planes), 2, idx.reshape(planes)).reshape(y_sizes);
+    }
+    return detail::linear_kernel(forward, operands(gx), y_sizes, format(), attrs,
+                                 [self = *this](const Tensor& gy) { return self.dx(gy); });
+  }
+};
+
+}  // namespace
+
+void record_pool(OpId forward, const Tensor& x, const Tensor& indices, const Attrs& attrs,
                  const Tensor& y) {
   if (!should_record({&x})) return;
-  const bool max = backward == OpId::max_pool_backward;
+  const bool max = indices.defined();
+  WindowKernels kernels{forward,   max ? OpId::max_pool_backward : OpId::avg_pool_backward,
+                        attrs,     x.sizes(),
+                        y.sizes(), {}};
+  if (max) kernels.fixed.push_back(indices);
   record(max ? "max_poolBackward" : "avg_poolBackward", {x}, y,
-         [backward, shape = x.sizes(), idx = max ? Saved(indices) : Saved(), attrs](
-             const Tensor& g, const Needs&) -> std::vector<Tensor> {
+         [kernels](const Tensor& g, const Needs&) -> std::vector<Tensor> {
            // In the forward's layout (attribute channels_last): the indices are, and g and dx
            // are made so.
-           const MemoryFormat format = activation_format(attrs, std::int64_t(shape.size()));
-           const Tensor dx = detail::new_tensor_in(shape, g.dtype(), detail::impl_of(g), format);
-           std::vector<Tensor> in{g.contiguous(format)};
-           if (backward == OpId::max_pool_backward) in.push_back(idx.get());
-           detail::run_kernel(backward, in, {dx}, attrs);
-           return {dx};
+           return {kernels.dx(g)};
          });
 }
 
@@ -216,14 +283,14 @@ void record_resample(const Tensor& x, const std::vector<Tensor>& tables, const A
                      const Tensor& y) {
   if (!should_record({&x})) return;
   record("interpolateBackward", {x}, y,
-         [shape = x.sizes(), tables, attrs](const Tensor& g, const Needs&) -> std::vector<Tensor> {
-           // In the forward's layout (attribute channels_last).
-           const MemoryFormat format = activation_format(attrs, 4);
-           const Tensor dx = detail::new_tensor_in(shape, g.dtype(), detail::impl_of(g), format);
-           std::vector<Tensor> in{g.contiguous(format)};
-           in.insert(in.end(), tables.begin(), tables.end());
-           detail::run_kernel(OpId::interpolate_backward, in, {dx}, attrs);
-           return {dx};
+         [kernels = WindowKernels{OpId::interpolate,
+                                  OpId::interpolate_backward,
+                                  attrs,
+                                  x.sizes(),
+                                  y.sizes(),
+                                  {tables.begin(), tables.end()}}](
+             const Tensor& g, const Needs&) -> std::vector<Tensor> {
+           return {kernels.dx(g)};  // in the forward's layout (attribute channels_last)
          });
 }
 
@@ -246,6 +313,46 @@ void record_grid_sample(const Tensor& x, const Tensor& grid, const Attrs& attrs,
          });
 }
 
+namespace {
+
+// The attention kernel's backward as ops (the kernel's form of the call: Note [Scaled
+// dot-product attention] in runtime/nn/attention.cpp), for a backward that builds a graph
+// (Note [Higher-order gradients] in graph.hpp): the probabilities computed again from q and k,
+// then dv = pᵀ g, ds = p (g vᵀ - Σ_row p g vᵀ), dq = ds k · scale, dk = dsᵀ q · scale, the key
+// and value heads' gradients summed over the query heads that share them.
+std::vector<Tensor> attention_backward_composed(const Tensor& g, const Tensor& q, const Tensor& k,
+                                                const Tensor& v, const Tensor& mask,
+                                                const Attrs& attrs) {
+  constexpr double kInf = std::numeric_limits<double>::infinity();
+  const double scale = attrs.f("scale");
+  const std::int64_t B = q.size(0), Hq = q.size(1), Hk = k.size(1), group = Hq / Hk;
+  const Tensor kk = group > 1 ? repeat_interleave(k, group, 1) : k;
+  const Tensor vv = group > 1 ? repeat_interleave(v, group, 1) : v;
+  Tensor s = matmul(q, kk.transpose(-2, -1)) * scale;
+  if (attrs.b("is_causal"))
+    s = where(tril(full({q.size(2), k.size(2)}, true, {DType::boolean, q.device()})), s, -kInf);
+  Tensor all_masked;
+  if (mask.defined()) {
+    s = s + mask;
+    all_masked = eq(amax(s, {-1}, true), -kInf);
+    s = where(all_masked, 0.0, s);
+  }
+  Tensor p = softmax(s, -1);
+  if (all_masked.defined()) p = where(all_masked, 0.0, p);
+  const Tensor dp = matmul(g, vv.transpose(-2, -1));
+  const Tensor ds = p * (dp - sum(dp * p, {-1}, /*keepdim=*/true));
+  const auto per_key_head = [&](const Tensor& t) {
+    if (group == 1) return t;
+    Shape grouped{B, Hk, group};
+    grouped.insert(grouped.end(), t.sizes().begin() + 2, t.sizes().end());
+    return sum(t.reshape(grouped), {2});
+  };
+  return {matmul(ds, kk) * scale, per_key_head(matmul(ds.transpose(-2, -1), q) * scale),
+          per_key_head(matmul(p.transpose(-2, -1), g))};
+}
+
+}  // namespace
+
 void record_attention(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& mask,
                       const Attrs& attrs, const Tensor& out, const Tensor& lse) {
   if (!should_record({&q, &k, &v})) return;
@@ -253,6 +360,8 @@ void record_attention(const Tensor& q, const Tensor& k, const Tensor& v, const T
          [q = Saved(q), k = Saved(k), v = Saved(v), o = Saved(out), mask, lse, attrs](
              const Tensor& g, const Needs&) -> std::vector<Tensor> {
            const Tensor qv = q.get(), kv = k.get(), vv = v.get();
+           if (ApplyingNode::current())
+             return attention_backward_composed(g, qv, kv, vv, mask, attrs);
            std::vector<Tensor> in{g.contiguous(), qv, kv, vv, o.get(), lse};
            if (mask.defined()) in.push_back(mask);
            DeviceImpl& impl = detail::impl_of(qv);

@@ -100,12 +100,21 @@ void record_expand(const Tensor& x, const Tensor& y) {
 // history, when it is next used (gradient_edge).
 namespace {
 
-// The elements of `view` within t, a contiguous tensor of base's shape.
+// The elements of `view` within t, a contiguous tensor of base's shape: a view that is itself
+// recorded as a part of t where autograd records (a backward that builds a graph, Note
+// [Higher-order gradients] in graph.hpp), so that a gradient cut out this way is differentiable.
+struct PartOf {
+  Shape sizes, strides;
+  std::int64_t offset;
+  Tensor operator()(const Tensor& t) const {
+    Tensor v = detail::make_view(t, sizes, strides, t.storage_offset() + offset);
+    record_part("AsStridedBackward", t, v, *this);
+    return v;
+  }
+};
+
 std::function<Tensor(const Tensor&)> part_of(const Tensor& base, const Tensor& view) {
-  return [sizes = view.sizes(), strides = view.strides(),
-          offset = view.storage_offset() - base.storage_offset()](const Tensor& t) {
-    return detail::make_view(t, sizes, strides, t.storage_offset() + offset);
-  };
+  return PartOf{view.sizes(), view.strides(), view.storage_offset() - base.storage_offset()};
 }
 
 }  // namespace
@@ -130,9 +139,20 @@ void record_write_through_view(const Tensor& base, const Tensor& view, const Ten
         const Tensor gc = g.contiguous();
         std::vector<Tensor> grads(2);
         if (needs[0]) {
-          grads[0] = gc.clone();
-          Tensor written = part(grads[0]);
-          written.fill_(0);
+          if (ApplyingNode::current()) {
+            // A backward that builds a graph (Note [Higher-order gradients] in graph.hpp):
+            // the same zeros by ops, which record.
+            Tensor keep = ones(gc.sizes(), {.dtype = DType::boolean, .device = gc.device()});
+            {
+              NoGradGuard no_grad;
+              part(keep).fill_(false);
+            }
+            grads[0] = where(keep, gc, Scalar(0.0));
+          } else {
+            grads[0] = gc.clone();
+            Tensor written = part(grads[0]);
+            written.fill_(0);
+          }
         }
         if (needs[1]) grads[1] = part(gc).contiguous();
         return grads;

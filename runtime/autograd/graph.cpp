@@ -58,10 +58,28 @@ std::uint64_t Node::next_sequence() {
   return counter.fetch_add(1, std::memory_order_relaxed);
 }
 
+namespace {
+thread_local const std::shared_ptr<Node>* t_applying = nullptr;
+
+// `t` (detached) as a result of `node`: a gradient of it flows into node.
+Tensor with_history(const Tensor& t, const std::shared_ptr<Node>& node) {
+  Tensor alias = t.detach();
+  meta_of(alias).grad_fn = node;
+  return alias;
+}
+}  // namespace
+
+ApplyingNode::ApplyingNode(const std::shared_ptr<Node>* node) : previous_(t_applying) {
+  t_applying = node;
+}
+ApplyingNode::~ApplyingNode() { t_applying = previous_; }
+const std::shared_ptr<Node>* ApplyingNode::current() { return t_applying; }
+
 Saved::Saved(const Tensor& t) {
   if (!t.defined()) return;
   tensor_ = t.detach();
   version_ = t.storage()->version();
+  if (needs_grad(t)) history_ = gradient_edge(t);
 }
 
 Tensor Saved::get() const {
@@ -72,7 +90,19 @@ Tensor Saved::get() const {
         "clone() it before modifying it, or modify it after backward()",
         shape_str(tensor_.sizes()), dtype_name(tensor_.dtype()), tensor_.device().str(),
         tensor_.storage()->version(), version_));
-  return tensor_;
+  if (!t_applying || !tensor_.defined() || !is_grad_enabled()) return tensor_;
+  // Note [Higher-order gradients]: the tensor with its history.
+  if (history_) return with_history(tensor_, history_);
+  const std::shared_ptr<Node>& node = *t_applying;
+  const Node::Output& out = node->output;
+  if (out.storage != tensor_.storage().get() || !is_floating(tensor_.dtype())) return tensor_;
+  if (tensor_.storage_offset() != out.offset || tensor_.sizes() != out.sizes ||
+      tensor_.strides() != out.strides)
+    throw UnsupportedError(fmt::format(
+        "backward with create_graph: {} saved a view of its own output (shape {}, output {}), "
+        "whose history a second backward cannot follow",
+        node->name(), shape_str(tensor_.sizes()), shape_str(out.sizes)));
+  return with_history(tensor_, node);
 }
 
 AutogradMeta& meta_of(const Tensor& t) {
@@ -138,6 +168,8 @@ void attach(const std::shared_ptr<Node>& node, const std::vector<Tensor>& inputs
       meta_of(output).base_history = root && root->autograd ? root->autograd->history : 0;
     }
   }
+  node->output = {output.storage().get(), output.storage_offset(), output.sizes(),
+                  output.strides()};
   meta_of(output).grad_fn = node;
 }
 
@@ -167,6 +199,21 @@ std::vector<Tensor> PartNode::apply(const Tensor& grad) {
 
 std::shared_ptr<Node> make_node(std::string name, BackwardFn backward) {
   return std::make_shared<FunctionNode>(std::move(name), std::move(backward));
+}
+
+void record_without_derivative(std::string_view name, const std::vector<Tensor>& inputs,
+                               const std::vector<Tensor>& outputs) {
+  for (const Tensor& out : outputs) {
+    if (!out.defined()) continue;
+    record(std::string(name) + "Backward", inputs, out,
+           [name = std::string(name)](const Tensor&, const Needs&) -> std::vector<Tensor> {
+             throw UnsupportedError(fmt::format(
+                 "backward: {} has no derivative of its own in ferry, so a gradient computed "
+                 "with create_graph cannot be differentiated through it (a second backward, "
+                 "e.g. a gradient penalty or a Hessian-vector product, reached it)",
+                 name));
+           });
+  }
 }
 
 std::unordered_set<const TensorImpl*> leaves_reached_from(const Tensor& root) {
@@ -199,6 +246,11 @@ std::vector<Tensor> AccumulateGrad::apply(const Tensor& grad) {
                        grad.storage_offset() == 0 && dense &&
                        grad.storage()->nbytes() == std::size_t(grad.numel()) * grad.element_size();
     m.grad = owned ? grad : grad.clone();
+  } else if (is_grad_enabled()) {
+    // Note [Higher-order gradients]: the engine turns grad mode on only for create_graph, which
+    // keeps the gradient's graph in grad(): later gradients add out of place, as PyTorch's
+    // AccumulateGrad adds then.
+    m.grad = add(m.grad, grad);
   } else {
     // Later gradients add in place, so grad() keeps its identity (and memory).
     detail::run_kernel(OpId::add, {m.grad, grad}, {m.grad});

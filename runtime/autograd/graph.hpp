@@ -7,9 +7,29 @@
 // inputs through its edges, so a graph lives exactly as long as some result of
 // it does. Nothing points back up the graph: saved tensors are kept as
 // detached handles (no autograd metadata, so a node that saves its own output
-// does not own itself), a leaf's AccumulateGrad node is shared through a weak
-// pointer in the leaf's metadata, and a node that must fill a result's grad()
-// (retain_grad) reaches that metadata through a weak pointer.
+// does not own itself) beside the node their history ended in when saved (an
+// input's, made before the node that saves it), a leaf's AccumulateGrad node
+// is shared through a weak pointer in the leaf's metadata, and a node that
+// must fill a result's grad() (retain_grad) reaches that metadata through a
+// weak pointer.
+//
+// Note [Higher-order gradients]
+// backward() and grad() with create_graph run the formulas with grad mode on,
+// so the gradients they return are results of recorded ops, with a graph that
+// a second backward() differentiates (PyTorch's create_graph=True: Hessian-vector
+// products, gradient penalties). For that the formulas must see the saved
+// tensors with their history, as PyTorch's SavedVariable gives them back:
+// Saved::get() returns, while the engine applies a node in that mode, an alias
+// whose grad_fn is the node the tensor's history ended in when it was saved (a
+// leaf's AccumulateGrad for a leaf), or, for the node's own output (saved
+// before the node existed, so with no history then), the node itself, found
+// by the output's memory (Node::output). The formulas are ops, so most are
+// differentiable as they stand; the kernels that only backward passes run
+// (relu_backward, index_add ...) get formulas of their own where they are
+// cheap (runtime/autograd/backward_ops.cpp), and the others (convolutions',
+// pools', the norms', attention's, resampling's) a node that raises
+// UnsupportedError when a second backward reaches it, rather than a silently
+// missing term (record_without_derivative).
 #pragma once
 
 #include <atomic>
@@ -74,6 +94,13 @@ class Node {
   // checks (Note [In-place ops] in runtime/ops_inplace.cpp).
   bool view = false;
   bool view_of_leaf = false;
+  // The output's memory and place in it, which Saved::get() knows the node's own saved output
+  // by (Note [Higher-order gradients]). The storage is only compared, never followed.
+  struct Output {
+    const void* storage = nullptr;
+    std::int64_t offset = 0;
+    Shape sizes, strides;
+  } output;
 
   // Note [One backward at a time]: a backward pass claims every node it will
   // visit, so two threads differentiating one graph (or two graphs that share
@@ -92,8 +119,12 @@ class Node {
 // The node of a leaf: adds the gradient into the leaf's grad().
 class AccumulateGrad final : public Node {
  public:
+  // view_of_leaf: the memory of a tensor whose grad_fn is this node (a saved leaf seen with
+  // its history, Note [Higher-order gradients]) is the leaf's.
   explicit AccumulateGrad(std::shared_ptr<TensorImpl> leaf)
-      : Node("AccumulateGrad"), leaf_(std::move(leaf)) {}
+      : Node("AccumulateGrad"), leaf_(std::move(leaf)) {
+    view_of_leaf = true;
+  }
   std::vector<Tensor> apply(const Tensor& grad) override;
   const std::shared_ptr<TensorImpl>& leaf() const { return leaf_; }
 
@@ -116,7 +147,9 @@ using BackwardFn = std::function<std::vector<Tensor>(const Tensor& grad, const N
 
 // A tensor kept for backward: a detached handle plus the version of its
 // storage when it was saved; get() raises Error if it was written in place
-// since. An undefined tensor saves as undefined.
+// since. An undefined tensor saves as undefined. While the engine builds a
+// graph of the gradients (create_graph), get() gives the tensor with its
+// history (Note [Higher-order gradients]).
 class Saved {
  public:
   Saved() = default;
@@ -126,6 +159,22 @@ class Saved {
  private:
   Tensor tensor_;
   std::uint64_t version_ = 0;
+  std::shared_ptr<Node> history_;  // where a gradient of the tensor went when it was saved
+};
+
+// The node the engine is applying while it builds a graph of the gradients (create_graph),
+// else null: what Saved::get() and the ops that refuse a second backward ask. Set for the
+// calling thread by the engine, for the span of one apply().
+class ApplyingNode {
+ public:
+  explicit ApplyingNode(const std::shared_ptr<Node>* node);
+  ~ApplyingNode();
+  ApplyingNode(const ApplyingNode&) = delete;
+  ApplyingNode& operator=(const ApplyingNode&) = delete;
+  static const std::shared_ptr<Node>* current();
+
+ private:
+  const std::shared_ptr<Node>* previous_;
 };
 
 // ---- recording (what op front-ends call) ----
@@ -145,6 +194,13 @@ void record(std::string name, const std::vector<Tensor>& inputs, const Tensor& o
 // A node whose backward is `backward`, with no edges yet: for the graph
 // surgery of in-place writes (runtime/autograd/formulas_views.cpp).
 std::shared_ptr<Node> make_node(std::string name, BackwardFn backward);
+
+// For a kernel with no derivative of its own (a backward kernel run while the engine builds a
+// graph of the gradients): gives each floating output a node that raises UnsupportedError,
+// naming `name`, if a backward reaches it (Note [Higher-order gradients]). Nothing unless
+// should_record(inputs).
+void record_without_derivative(std::string_view name, const std::vector<Tensor>& inputs,
+                               const std::vector<Tensor>& outputs);
 
 // Note [Gradients of parts]
 // A view that selects part of its input (slice, narrow, select, and so chunk, split and

@@ -90,10 +90,10 @@ void Tensor::set_grad(const Tensor& grad) const {
   meta_of(*this).grad = grad.defined() ? grad.detach() : Tensor();
 }
 
-void Tensor::backward(const Tensor& gradient, bool retain_graph) const {
+void Tensor::backward(const Tensor& gradient, bool retain_graph, bool create_graph) const {
   autograd::backward({*this},
                      gradient.defined() ? std::vector<Tensor>{gradient} : std::vector<Tensor>{},
-                     retain_graph);
+                     retain_graph, create_graph);
 }
 
 Tensor Tensor::detach() const {
