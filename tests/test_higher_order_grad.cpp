@@ -61,7 +61,7 @@ TEST(HigherOrderGrad, BackwardKeepsTheGradientsGraph) {
   const Tensor h = ferry::autograd::grad({ferry::sum(g)}, {x}, {}, /*retain_graph=*/true)[0];
   for (std::size_t i = 0; i < 3; ++i)
     EXPECT_NEAR(values(h)[i], std::exp(xv[i]) * (xv[i] + 2), 1e-12);
-  // The forward graph was kept: a second backward adds the same gradient again.
+  // The forward graph was kept: a plain backward through it again gives the same gradient.
   x.set_grad({});
   y.backward();
   EXPECT_NEAR(values(x.grad())[0], std::exp(1.0) * 2, 1e-12);
