@@ -252,10 +252,8 @@ void execute(const std::vector<std::shared_ptr<Node>>& roots, const std::vector<
           add_part_recorded(buffers[node->next[0].get()], node, grad);
         else if (node->next[0])
           add_part(buffers[node->next[0].get()], *part, grad);
-      } else if (create_graph) {
-        const ApplyingNode applying(&node);
-        in_grads = node->apply(std::move(grad));
       } else {
+        const ApplyingNode applying(create_graph ? &node : nullptr);
         in_grads = node->apply(std::move(grad));
       }
       range.end();

@@ -241,33 +241,38 @@ void record_det(const Tensor& a, const Tensor& lu, const Tensor& pivots,
          });
 }
 
-std::pair<Tensor, Tensor> record_qr(const Tensor& a, const Tensor& q, const Tensor& r) {
-  if (!should_record({&a})) return {q, r};
+namespace {
+
+// A node `name` from a to two factors packed side by side (Packed), its backward `backward(f0, f1,
+// g0, g1)`. packed, the node's output, is saved: in a backward that builds a graph the factors
+// come back with their history (Note [Higher-order gradients] in graph.hpp). Returns the factors
+// tracked.
+using PairBackward = Tensor (*)(const Tensor&, const Tensor&, const Tensor&, const Tensor&);
+std::pair<Tensor, Tensor> record_pair(std::string name, const Tensor& a, const Tensor& first,
+                                      const Tensor& second, std::size_t first_dims,
+                                      PairBackward backward) {
+  if (!should_record({&a})) return {first, second};
   Packed layout;
-  const Tensor packed = layout.pack({q, r}, {2, 2});
-  // packed, the node's output, is saved: in a backward that builds a graph its factors come back
-  // with their history (Note [Higher-order gradients] in graph.hpp).
-  record("linalg_qrBackward", {a}, packed,
-         [layout, saved = Saved(packed)](const Tensor& g, const Needs&) -> std::vector<Tensor> {
+  const Tensor packed = layout.pack({first, second}, {first_dims, 2});
+  record(std::move(name), {a}, packed,
+         [layout, saved = Saved(packed), backward](const Tensor& g,
+                                                   const Needs&) -> std::vector<Tensor> {
            const std::vector<Tensor> f = layout.parts(saved.get()), gf = layout.parts(g);
-           return {qr_backward(f[0], f[1], gf[0], gf[1])};
+           return {backward(f[0], f[1], gf[0], gf[1])};
          });
   const std::vector<Tensor> tracked = layout.parts(packed);
   return {tracked[0], tracked[1]};
 }
 
+}  // namespace
+
+std::pair<Tensor, Tensor> record_qr(const Tensor& a, const Tensor& q, const Tensor& r) {
+  return record_pair("linalg_qrBackward", a, q, r, 2, qr_backward);
+}
+
 std::pair<Tensor, Tensor> record_eigh(const Tensor& a, const Tensor& values,
                                       const Tensor& vectors) {
-  if (!should_record({&a})) return {values, vectors};
-  Packed layout;
-  const Tensor packed = layout.pack({values, vectors}, {1, 2});
-  record("linalg_eighBackward", {a}, packed,
-         [layout, saved = Saved(packed)](const Tensor& g, const Needs&) -> std::vector<Tensor> {
-           const std::vector<Tensor> f = layout.parts(saved.get()), gf = layout.parts(g);
-           return {eigh_backward(f[0], f[1], gf[0], gf[1])};
-         });
-  const std::vector<Tensor> tracked = layout.parts(packed);
-  return {tracked[0], tracked[1]};
+  return record_pair("linalg_eighBackward", a, values, vectors, 1, eigh_backward);
 }
 
 void record_slogdet(const Tensor& a, const Tensor& lu, const Tensor& pivots,
