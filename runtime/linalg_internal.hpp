@@ -12,6 +12,7 @@
 #include <optional>
 #include <string>
 #include <utility>
+#include <vector>
 
 #include "ferry/error.hpp"
 #include "ferry/ops.hpp"
@@ -106,5 +107,11 @@ Tensor lu_solve_factored(const Tensor& lu, const Tensor& pivots, const Tensor& b
 // of X's m rows ([..., m, c], the pivots' batch shape): X's rows gathered, no dense P, nothing
 // read back (LU's gradient).
 Tensor lu_permute_rows(const Tensor& pivots, const Tensor& x);
+
+// partner[r][i]: index i's partner in round r of a round-robin tournament of n players (the
+// circle method; with n odd, each round one index sits out and is its own partner): the n - 1
+// rounds of disjoint pairs a sweep of Jacobi rotations makes at once (ops_orthogonal.cpp's eigh,
+// ops_svd.cpp's SVD).
+std::vector<std::vector<std::int64_t>> rounds_of(std::int64_t n);
 
 }  // namespace ferry::linalg_detail

@@ -51,22 +51,9 @@
 #include "ops_internal.hpp"
 
 namespace ferry {
-namespace {
 
-using detail::check_defined;
-using detail::check_dtype;
-using detail::gather_in_range;
-using linalg_detail::batch_of;
-using linalg_detail::check_matrix;
-using linalg_detail::check_square;
-using linalg_detail::computing;
-using linalg_detail::positions;
+namespace linalg_detail {
 
-// Generous: generic matrices converge in under ten sweeps (the Note above).
-constexpr int kMaxSweeps = 60;
-
-// partner[r][i]: index i's partner in round r of a round-robin tournament of n players (the
-// circle method; with n odd, each round one index sits out and is its own partner).
 std::vector<std::vector<std::int64_t>> rounds_of(std::int64_t n) {
   const std::int64_t m = n + n % 2;
   std::vector<std::int64_t> seat(std::size_t(m), 0);
@@ -87,6 +74,23 @@ std::vector<std::vector<std::int64_t>> rounds_of(std::int64_t n) {
   }
   return rounds;
 }
+
+}  // namespace linalg_detail
+
+namespace {
+
+using detail::check_defined;
+using detail::check_dtype;
+using detail::gather_in_range;
+using linalg_detail::batch_of;
+using linalg_detail::check_matrix;
+using linalg_detail::check_square;
+using linalg_detail::computing;
+using linalg_detail::positions;
+using linalg_detail::rounds_of;
+
+// Generous: generic matrices converge in under ten sweeps (the Note above).
+constexpr int kMaxSweeps = 60;
 
 // A round's indices, made once per call and reused by every sweep.
 struct Round {

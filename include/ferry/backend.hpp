@@ -385,7 +385,9 @@ inline constexpr std::size_t kSubBufferAlignment = 256;
 // 14: the pooling kernels (max_pool1d/2d, avg_pool1d/2d and their backward rows) take the
 //     attribute `adaptive`: PyTorch's adaptive windows, placed by the sizes alone.
 // 15: DeviceCapabilities gained blocked_linalg.
-inline constexpr int kBackendAbiVersion = 15;
+// 16: the op table gained svd, svdvals, pinv, matrix_rank, matrix_norm and lstsq. DeviceImpl's
+//     kernel table is kOpCount long, so every new row of ops/ops.table is a new version.
+inline constexpr int kBackendAbiVersion = 16;
 
 }  // namespace ferry
 

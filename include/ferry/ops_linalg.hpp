@@ -1,9 +1,9 @@
 // ferry/ops_linalg.hpp — torch.linalg's factorizations and solvers for small and batched
 // square matrices, with PyTorch's names, shapes and errors: cholesky, solve_triangular, solve,
 // inv, det, slogdet, the LU family (lu_factor, lu_factor_ex, lu, lu_solve), qr, eigh, eigvalsh,
-// and torch's cholesky_solve, logdet and lu_unpack. Each is a composite op (Note
-// [Composite ops] in ferry/op.hpp) composed in runtime/ops_factorize.cpp, ops_lu.cpp and
-// ops_orthogonal.cpp (Note [Linear algebra as
+// svd, svdvals, pinv, matrix_rank, matrix_norm, lstsq, and torch's cholesky_solve, logdet and
+// lu_unpack. Each is a composite op (Note [Composite ops] in ferry/op.hpp) composed in
+// runtime/ops_factorize.cpp, ops_lu.cpp and ops_orthogonal.cpp (Note [Linear algebra as
 // compositions]): a loop over the n columns of [..., n, n] matrices of batched matrix-vector
 // products and element-wise updates, so it runs on every device, on every matrix of a batch at
 // once. cholesky, solve_triangular, lu_factor_ex, det, slogdet and qr record closed-form
@@ -20,6 +20,8 @@
 // batch dims of two operands broadcast. Included by ferry/ops.hpp.
 #pragma once
 
+#include <cstdint>
+#include <optional>
 #include <string_view>
 #include <utility>
 
@@ -123,6 +125,77 @@ std::pair<Tensor, Tensor> eigh(const Tensor& a, std::string_view uplo = "L");
 
 // torch.linalg.eigvalsh: eigh's eigenvalues alone.
 Tensor eigvalsh(const Tensor& a, std::string_view uplo = "L");
+
+// torch.linalg.svd's results: A = U diag(S) Vh.
+struct SVD {
+  Tensor U;
+  Tensor S;
+  Tensor Vh;
+};
+
+// torch.linalg.svd: the singular value decomposition of A [..., m, n] of any shape, k = min(m,
+// n): S [..., k] in descending order; full_matrices: U [..., m, m] and Vh [..., n, n]
+// orthogonal; otherwise U [..., m, k] and Vh [..., k, n] with orthonormal columns and rows. By
+// LAPACK's gesdd on the CPU, and on the other devices by one-sided Jacobi rotations (Note
+// [Singular value decomposition by one-sided Jacobi rotations] in runtime/ops_svd.cpp). A
+// singular vector's sign is arbitrary, as LAPACK's is (U's column and Vh's row change sign
+// together). The gradient is PyTorch's closed form (of the first k columns of U and rows of Vh
+// where full_matrices); where two singular values are equal or one is zero, the parts of it
+// that divide by their gap or by it are zero (PyTorch's are inf or NaN). A LinAlgError where
+// the decomposition does not converge (a NaN or an inf in A).
+SVD svd(const Tensor& a, bool full_matrices = true);
+
+// torch.linalg.svdvals: svd's S alone. Its gradient U diag(gS) Vh is defined at repeated
+// singular values too.
+Tensor svdvals(const Tensor& a);
+
+// The tolerance of pinv and matrix_rank, PyTorch's rule: singular values (eigenvalues' magnitudes
+// with hermitian) at or below max(atol, rtol * the largest) count as zero. Neither given: atol 0
+// and rtol = eps(dtype) * max(m, n); atol alone (above zero): rtol 0.
+struct Tolerance {
+  std::optional<double> atol;
+  std::optional<double> rtol;
+};
+
+// torch.linalg.pinv: the Moore-Penrose pseudo-inverse [..., n, m] of A [..., m, n], from its SVD
+// (hermitian: from eigh, reading A's lower triangle), singular values within the tolerance taken
+// as zero. The gradient is PyTorch's closed form (pinv_backward), defined where the rank does
+// not change.
+Tensor pinv(const Tensor& a, Tolerance tol = {}, bool hermitian = false);
+
+// torch.linalg.matrix_rank: the number of singular values above the tolerance, i64 [...].
+Tensor matrix_rank(const Tensor& a, Tolerance tol = {}, bool hermitian = false);
+
+// torch.linalg.matrix_norm over the two `dims`: ord "fro" (the default) or "nuc" (the sum of
+// the singular values); 2 and -2 the largest and smallest singular value; 1 and -1 the largest
+// and smallest column sum of |A|; inf and -inf (HUGE_VAL) those of the row sums. A ValueError
+// for another order, a ShapeError for A of fewer than 2 dims or a max or min over zero elements.
+Tensor matrix_norm(const Tensor& a, std::string_view ord = "fro",
+                   std::pair<std::int64_t, std::int64_t> dims = {-2, -1}, bool keepdim = false);
+Tensor matrix_norm(const Tensor& a, double ord,
+                   std::pair<std::int64_t, std::int64_t> dims = {-2, -1}, bool keepdim = false);
+
+// torch.linalg.lstsq's results. Empty tensors where the driver does not give them, as PyTorch's.
+struct Lstsq {
+  Tensor solution;         // [..., n, k] (B a vector: [..., n])
+  Tensor residuals;        // [..., k]: |A X - B|^2 per column, where m > n, the driver is not
+                           // gelsy and (but for gels) every matrix has rank n
+  Tensor rank;             // i64 [...]: gelsy, gelsd, gelss
+  Tensor singular_values;  // [..., min(m, n)]: gelsd, gelss
+};
+
+// torch.linalg.lstsq: the least-squares solution X of A X = B for A [..., m, n], B [..., m, k]
+// (or [..., m] where B has one dim fewer than A), batch dims broadcast: the one of least norm,
+// singular values of A at or below rcond times the largest taken as zero (rcond: eps(dtype) *
+// max(m, n) when not given). Every driver computes it by A's SVD, as gelsd does (for A of full
+// rank every driver's solution is the same; LAPACK's gels assumes full rank, gelsy decides the
+// rank on a pivoted QR's diagonal); the driver decides which of the other results are given, as
+// in PyTorch. "gelsy" (PyTorch's default on the CPU) is the default on every device. The
+// solution's gradient is PyTorch's (pinv's closed form, times B); the other results have none.
+// A ValueError for another driver, a ShapeError where m does not match, a DTypeError where A and
+// B differ.
+Lstsq lstsq(const Tensor& a, const Tensor& b, std::optional<double> rcond = std::nullopt,
+            std::string_view driver = "gelsy");
 
 }  // namespace linalg
 

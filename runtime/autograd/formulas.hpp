@@ -13,6 +13,7 @@
 #include <functional>
 #include <memory>
 #include <string_view>
+#include <tuple>
 #include <vector>
 
 #include "ferry/autograd.hpp"
@@ -160,6 +161,12 @@ std::pair<Tensor, Tensor> record_qr(const Tensor& a, const Tensor& q, const Tens
 // values [..., n] and vectors [..., n, n]: eigh's results for a's symmetric part, computed
 // untracked. Returns them tracked, as record_qr does.
 std::pair<Tensor, Tensor> record_eigh(const Tensor& a, const Tensor& values, const Tensor& vectors);
+// u, s, vh: linalg.svd(a, full_matrices)'s factors, computed untracked. Returns them tracked, as
+// record_qr does.
+std::tuple<Tensor, Tensor, Tensor> record_svd(const Tensor& a, const Tensor& u, const Tensor& s,
+                                              const Tensor& vh, bool full_matrices);
+// p: linalg.pinv(a), computed untracked (from a's SVD or eigh).
+void record_pinv(const Tensor& a, const Tensor& p);
 void record_stack(const std::vector<Tensor>& tensors, std::int64_t dim, const Tensor& out);
 
 }  // namespace ferry::autograd

@@ -1,5 +1,5 @@
 // runtime/autograd/formulas_linalg.cpp — backward of cholesky, solve_triangular, lu_factor_ex,
-// det, slogdet, qr and eigh (formulas.hpp).
+// det, slogdet, qr, eigh, svd and pinv (formulas.hpp).
 //
 // Note [Closed-form gradients of the factorizations]
 // The factorizations' front-ends compute their results untracked, by a fused kernel (LAPACK's
@@ -45,6 +45,11 @@
 // with gQ + Y gR2^T. A rank-deficient A (a zero on R's diagonal) makes the gradient inf or NaN,
 // as PyTorch's. Where A is already triangular below a column, the reflections' steps pass its
 // zeros no gradient; the closed form gives them PyTorch's.
+#include <functional>
+#include <string>
+#include <tuple>
+#include <vector>
+
 #include "autograd/formulas.hpp"
 #include "autograd/graph.hpp"
 #include "dtype_limits.hpp"
@@ -161,6 +166,66 @@ Tensor eigh_backward(const Tensor& values, const Tensor& vectors, const Tensor& 
   return (ga + mT(ga)) * 0.5;
 }
 
+// svd, A = U diag(S) Vh with k = min(m, n) (full_matrices: the first k columns of U and rows of
+// Vh, the others not determined by A): PyTorch's svd_backward (real case). With E_ij = S_j^2 -
+// S_i^2 and skew(X) = X - X^T,
+//   gA_k = (skew(U^T gU) S + S skew(Vh gVh^T)) / E + diag(gS)   (off the diagonal; S as diag)
+// then m > n: gA = (U gA_k + (I - U U^T) gU S^-1) Vh; m < n: gA = U (gA_k Vh + S^-1 gVh (I -
+// Vh^T Vh)); square: U gA_k Vh. Where two singular values are equal (E_ij = 0) or one is zero,
+// the terms that divide by them are zero here (PyTorch's are inf or NaN): the singular vectors
+// are not determined there, and a gradient of S alone (svdvals, matrix norms) is then still
+// U diag(gS) Vh, as PyTorch's is.
+Tensor svd_backward(Tensor u, const Tensor& s, Tensor vh, Tensor gu, const Tensor& gs, Tensor gvh,
+                    bool full_matrices) {
+  const std::int64_t k = s.size(-1);
+  if (full_matrices) {
+    u = u.narrow(-1, 0, k), gu = gu.narrow(-1, 0, k);
+    vh = vh.narrow(-2, 0, k), gvh = gvh.narrow(-2, 0, k);
+  }
+  const std::int64_t m = u.size(-2), n = vh.size(-1);
+  const auto skew = [](const Tensor& x) { return x - mT(x); };
+  const auto inverse_or_zero = [](const Tensor& x) {
+    const Tensor zero = eq(x, 0.0);
+    return where(zero, Scalar(0.0), 1.0 / where(zero, Scalar(1.0), x));
+  };
+  const Tensor s2 = s * s;
+  const Tensor f = inverse_or_zero(s2.unsqueeze(-2) - s2.unsqueeze(-1));
+  Tensor ga =
+      (skew(matmul(mT(u), gu)) * s.unsqueeze(-2) + s.unsqueeze(-1) * skew(matmul(vh, mT(gvh)))) *
+          f +
+      diag_embed(gs);
+  const Tensor s_inv = inverse_or_zero(s);
+  if (m > n) {
+    const Tensor gu_s = gu * s_inv.unsqueeze(-2);
+    return matmul(matmul(u, ga) + gu_s - matmul(u, matmul(mT(u), gu_s)), vh);
+  }
+  if (m < n) {
+    const Tensor s_gvh = gvh * s_inv.unsqueeze(-1);
+    return matmul(u, matmul(ga, vh) + s_gvh - matmul(matmul(s_gvh, mT(vh)), vh));
+  }
+  return matmul(matmul(u, ga), vh);
+}
+
+// pinv, P = A^+ of A [m, n]: PyTorch's pinv_backward (real case), the derivative of the
+// pseudo-inverse where A's rank does not change (Golub and Pereyra), its products arranged to be
+// of the smaller of m and n: m <= n, with K = G^T P,
+//   gA = -(P K)^T + K P^T - A P K P^T + P^T P (G^T - K A);
+// m > n, with K = P G^T, gA = -(K P)^T + (G^T - A K) P P^T + P^T K - P^T K P A.
+Tensor pinv_backward(const Tensor& g, const Tensor& p, const Tensor& a) {
+  const std::int64_t m = a.size(-2), n = a.size(-1);
+  const Tensor pt = mT(p), gt = mT(g);
+  if (m <= n) {
+    const Tensor k = matmul(gt, p);
+    const Tensor k_pt = matmul(k, pt);
+    return -mT(matmul(p, k)) + k_pt - matmul(matmul(a, p), k_pt) +
+           matmul(matmul(pt, p), gt - matmul(k, a));
+  }
+  const Tensor k = matmul(p, gt);
+  const Tensor pt_k = matmul(pt, k);
+  return -mT(matmul(k, p)) + matmul(matmul(gt - matmul(a, k), p), pt) + pt_k -
+         matmul(matmul(pt_k, p), a);
+}
+
 // Factors side by side in one tensor, each flattened over its matrix dims (a node has one
 // output): qr's Q and R, eigh's eigenvalues and eigenvectors. `parts` gives them back as views
 // of `packed`, tracked when it is.
@@ -243,36 +308,64 @@ void record_det(const Tensor& a, const Tensor& lu, const Tensor& pivots,
 
 namespace {
 
-// A node `name` from a to two factors packed side by side (Packed), its backward `backward(f0, f1,
-// g0, g1)`. packed, the node's output, is saved: in a backward that builds a graph the factors
-// come back with their history (Note [Higher-order gradients] in graph.hpp). Returns the factors
-// tracked.
-using PairBackward = Tensor (*)(const Tensor&, const Tensor&, const Tensor&, const Tensor&);
-std::pair<Tensor, Tensor> record_pair(std::string name, const Tensor& a, const Tensor& first,
-                                      const Tensor& second, std::size_t first_dims,
-                                      PairBackward backward) {
-  if (!should_record({&a})) return {first, second};
+// A node `name` from a to its factors packed side by side (Packed), each with its matrix_dims
+// (2 for a matrix, 1 for a vector), its backward `backward(factors, their gradients)`. packed,
+// the node's output, is saved: in a backward that builds a graph the factors come back with
+// their history (Note [Higher-order gradients] in graph.hpp). Returns the factors tracked.
+using FactorsBackward =
+    std::function<Tensor(const std::vector<Tensor>&, const std::vector<Tensor>&)>;
+std::vector<Tensor> record_factors(std::string name, const Tensor& a,
+                                   const std::vector<Tensor>& factors,
+                                   const std::vector<std::size_t>& matrix_dims,
+                                   FactorsBackward backward) {
+  if (!should_record({&a})) return factors;
   Packed layout;
-  const Tensor packed = layout.pack({first, second}, {first_dims, 2});
+  const Tensor packed = layout.pack(factors, matrix_dims);
   record(std::move(name), {a}, packed,
-         [layout, saved = Saved(packed), backward](const Tensor& g,
-                                                   const Needs&) -> std::vector<Tensor> {
-           const std::vector<Tensor> f = layout.parts(saved.get()), gf = layout.parts(g);
-           return {backward(f[0], f[1], gf[0], gf[1])};
+         [layout, saved = Saved(packed), backward = std::move(backward)](
+             const Tensor& g, const Needs&) -> std::vector<Tensor> {
+           return {backward(layout.parts(saved.get()), layout.parts(g))};
          });
-  const std::vector<Tensor> tracked = layout.parts(packed);
-  return {tracked[0], tracked[1]};
+  return layout.parts(packed);
 }
 
 }  // namespace
 
 std::pair<Tensor, Tensor> record_qr(const Tensor& a, const Tensor& q, const Tensor& r) {
-  return record_pair("linalg_qrBackward", a, q, r, 2, qr_backward);
+  const std::vector<Tensor> t =
+      record_factors("linalg_qrBackward", a, {q, r}, {2, 2},
+                     [](const std::vector<Tensor>& f, const std::vector<Tensor>& g) {
+                       return qr_backward(f[0], f[1], g[0], g[1]);
+                     });
+  return {t[0], t[1]};
 }
 
 std::pair<Tensor, Tensor> record_eigh(const Tensor& a, const Tensor& values,
                                       const Tensor& vectors) {
-  return record_pair("linalg_eighBackward", a, values, vectors, 1, eigh_backward);
+  const std::vector<Tensor> t =
+      record_factors("linalg_eighBackward", a, {values, vectors}, {1, 2},
+                     [](const std::vector<Tensor>& f, const std::vector<Tensor>& g) {
+                       return eigh_backward(f[0], f[1], g[0], g[1]);
+                     });
+  return {t[0], t[1]};
+}
+
+std::tuple<Tensor, Tensor, Tensor> record_svd(const Tensor& a, const Tensor& u, const Tensor& s,
+                                              const Tensor& vh, bool full_matrices) {
+  const std::vector<Tensor> t =
+      record_factors("linalg_svdBackward", a, {u, s, vh}, {2, 1, 2},
+                     [full_matrices](const std::vector<Tensor>& f, const std::vector<Tensor>& g) {
+                       return svd_backward(f[0], f[1], f[2], g[0], g[1], g[2], full_matrices);
+                     });
+  return {t[0], t[1], t[2]};
+}
+
+void record_pinv(const Tensor& a, const Tensor& p) {
+  if (!should_record({&a})) return;
+  record("linalg_pinvBackward", {a}, p,
+         [a = Saved(a), p = Saved(p)](const Tensor& g, const Needs&) -> std::vector<Tensor> {
+           return {pinv_backward(g, p.get(), a.get())};
+         });
 }
 
 void record_slogdet(const Tensor& a, const Tensor& lu, const Tensor& pivots,

@@ -1,8 +1,9 @@
 // runtime/cpu/cpu_kernels_lapack.cpp — the fused kernels of the factorizations on the CPU:
-// LAPACK's potrf, getrf, syevd, and geqrf with orgqr, from the OpenBLAS ferry links, for cholesky,
-// lu_factor_ex, eigh and qr; BLAS's trsm, which every BLAS has, for solve_triangular; and the
-// LU family's pivots turned into a row permutation, LAPACK's laswp order (docs/kernel-contract.md,
-// "cholesky", "lu_factor_ex", "eigh", "qr", "solve_triangular" and "lu_pivots_to_permutation").
+// LAPACK's potrf, getrf, syevd, geqrf with orgqr, and gesdd, from the OpenBLAS ferry links, for
+// cholesky, lu_factor_ex, eigh, qr and svd; BLAS's trsm, which every BLAS has, for
+// solve_triangular; and the LU family's pivots turned into a row permutation, LAPACK's laswp order
+// (docs/kernel-contract.md, "cholesky", "lu_factor_ex", "eigh", "qr", "solve_triangular" and
+// "lu_pivots_to_permutation").
 //
 // Note [LAPACK through OpenBLAS]
 // The factorizations are compositions that run on every device (Note [Linear algebra as
@@ -159,6 +160,12 @@ void ssyevd_(const char* jobz, const char* uplo, const int* n, float* a, const i
 void dsyevd_(const char* jobz, const char* uplo, const int* n, double* a, const int* lda, double* w,
              double* work, const int* lwork, int* iwork, const int* liwork, int* info, std::size_t,
              std::size_t);
+void sgesdd_(const char* jobz, const int* m, const int* n, float* a, const int* lda, float* s,
+             float* u, const int* ldu, float* vt, const int* ldvt, float* work, const int* lwork,
+             int* iwork, int* info, std::size_t);
+void dgesdd_(const char* jobz, const int* m, const int* n, double* a, const int* lda, double* s,
+             double* u, const int* ldu, double* vt, const int* ldvt, double* work, const int* lwork,
+             int* iwork, int* info, std::size_t);
 }
 
 namespace ferry::cpu {
@@ -186,6 +193,15 @@ void syevd(int n, float* a, float* w, float* work, int lwork, int* iwork, int li
 void syevd(int n, double* a, double* w, double* work, int lwork, int* iwork, int liwork,
            int* info) {
   dsyevd_("V", "U", &n, a, &n, w, work, &lwork, iwork, &liwork, info, 1, 1);
+}
+
+void gesdd(const char* jobz, int m, int n, float* a, float* s, float* u, int ldu, float* vt,
+           int ldvt, float* work, int lwork, int* iwork, int* info) {
+  sgesdd_(jobz, &m, &n, a, &m, s, u, &ldu, vt, &ldvt, work, &lwork, iwork, info, 1);
+}
+void gesdd(const char* jobz, int m, int n, double* a, double* s, double* u, int ldu, double* vt,
+           int ldvt, double* work, int lwork, int* iwork, int* info) {
+  dgesdd_(jobz, &m, &n, a, &m, s, u, &ldu, vt, &ldvt, work, &lwork, iwork, info, 1);
 }
 
 // L with A = L L^T from A's lower triangle; L's upper triangle zero. Where the leading minor of
@@ -326,6 +342,59 @@ template <typename T> void eigh_kernel(const OpCall& call) {
   });
 }
 
+// U, S (descending) and Vh of each [m, n] by LAPACK's divide and conquer (gesdd, PyTorch's
+// driver on the CPU), k = min(m, n): U [m, m] and Vh [n, n] where the outputs are that large
+// (full_matrices), else U [m, k] and Vh [k, n]. No transposes: the row-major A is the column-major
+// A^T = U' S V'^T, so A = V' S U'^T, and gesdd's column-major V'^T (k or m rows, m columns) is U
+// row-major, its U' (n rows, k or n columns) Vh row-major. A matrix holding a NaN or an inf is not
+// handed to LAPACK, and it or one LAPACK fails on gets NaN singular values (the core's check
+// reports it).
+template <typename T> void svd_kernel(const OpCall& call) {
+  const TensorArg& in = call.inputs.at(0);
+  const Matrices z = matrices_of(in, "svd");
+  const std::int64_t m = z.m, n = z.n, k = std::min(m, n);
+  const TensorArg& u_out = call.outputs.at(0);
+  const TensorArg& vh_out = call.outputs.at(2);
+  const std::int64_t uc = u_out.sizes.back(), vr = vh_out.sizes[std::size_t(vh_out.ndim() - 2)];
+  const bool full = uc == m && vr == n;
+  if (!full && (uc != k || vr != k))
+    throw ShapeError(
+        "svd: the cpu kernel takes U [..., m, m] and Vh [..., n, n], or U [..., m, "
+        "k] and Vh [..., k, n]");
+  const char* jobz = full ? "A" : "S";
+  const T* a = in.data<T>();
+  T* us = u_out.data<T>();
+  T* ss = call.outputs.at(1).data<T>();
+  T* vhs = vh_out.data<T>();
+  parallel_range(z.count, grain(m, n * 4), [&](std::int64_t b, std::int64_t e) {
+    std::vector<T> scratch(static_cast<std::size_t>(m * n));
+    std::vector<int> iwork(static_cast<std::size_t>(8 * k) + 1);
+    T work_size = 0;
+    int info = 0;
+    gesdd(jobz, int(n), int(m), scratch.data(), ss, vhs, int(n), us, int(uc), &work_size, -1,
+          iwork.data(), &info);
+    std::vector<T> work(static_cast<std::size_t>(work_size) + 1);
+    for (std::int64_t i = b; i < e; ++i) {
+      const T* x = a + i * m * n;
+      T* si = ss + i * k;
+      T* ui = us + i * m * uc;
+      T* vhi = vhs + i * vr * n;
+      const bool finite = std::all_of(x, x + m * n, [](T t) { return std::isfinite(t); });
+      info = 0;
+      if (finite) {
+        std::copy(x, x + m * n, scratch.begin());
+        gesdd(jobz, int(n), int(m), scratch.data(), si, vhi, int(n), ui, int(uc), work.data(),
+              int(work.size()), iwork.data(), &info);
+      }
+      if (!finite || info != 0) {
+        std::fill(si, si + k, std::numeric_limits<T>::quiet_NaN());
+        std::fill(ui, ui + m * uc, std::numeric_limits<T>::quiet_NaN());
+        std::fill(vhi, vhi + vr * n, std::numeric_limits<T>::quiet_NaN());
+      }
+    }
+  });
+}
+
 }  // namespace
 }  // namespace ferry::cpu
 
@@ -348,6 +417,7 @@ void add_lapack_kernels(KernelTable& table) {
                      f32_or_f64("lu_factor_ex", lu_factor_kernel<float>, lu_factor_kernel<double>));
   table.emplace_back(OpId::eigh, f32_or_f64("eigh", eigh_kernel<float>, eigh_kernel<double>));
   table.emplace_back(OpId::qr, f32_or_f64("qr", qr_kernel<float>, qr_kernel<double>));
+  table.emplace_back(OpId::svd, f32_or_f64("svd", svd_kernel<float>, svd_kernel<double>));
 #endif
   // Without LAPACK in the BLAS found at build time, cholesky, lu_factor_ex and eigh run as
   // compositions.

@@ -4,6 +4,7 @@
 // LU family, ...)
 // in every float dtype, each way,
 // and bincount and histc in the dtypes their rows take, against the CPU.
+#include <cmath>
 #include <limits>
 
 #include "catalog.hpp"
@@ -32,6 +33,18 @@ Tensor spread(const Tensor& x) {
   const std::int64_t n = x.size(-1);
   return x + x.transpose(-2, -1) +
          diag(arange(double(n), {.dtype = x.dtype(), .device = x.device()}) * 20.0);
+}
+
+// X + diag(0, 20, 40, ...) for [..., m, n] matrices X (the diagonal of the first min(m, n)
+// rows and columns): its singular values apart, so that its singular vectors are well-defined.
+Tensor spread_rect(const Tensor& x) {
+  const std::int64_t m = x.size(-2), n = x.size(-1);
+  const TensorOptions like{.dtype = x.dtype(), .device = x.device()};
+  return x + eye(m, n, like) * (arange(double(n), like) * 20.0);
+}
+// X + 2.5 I for [..., m, n] matrices X: well-conditioned.
+Tensor rect_up(const Tensor& x) {
+  return x + eye(x.size(-2), x.size(-1), {.dtype = x.dtype(), .device = x.device()}) * 2.5;
 }
 
 std::vector<FloatOpCase> math_ops() {
@@ -218,6 +231,63 @@ std::vector<FloatOpCase> math_ops() {
        "[5, 5] upper",
        {{5, 5}},
        [](const Inputs& in) { return linalg::eigvalsh(spread(in[0]), "U"); }},
+      // svd's S with U and Vh squared (a singular vector's sign is arbitrary), of matrices whose
+      // singular values are apart; full_matrices' extra rows of Vh are any orthonormal
+      // complement, so only the first k are compared. The norms' orders side by side.
+      {"svd",
+       "[2, 4, 3] S, U and Vh squared",
+       {{2, 4, 3}},
+       [](const Inputs& in) {
+         const linalg::SVD f = linalg::svd(spread_rect(in[0]), false);
+         return cat({f.S, (f.U * f.U).flatten(-2), (f.Vh * f.Vh).flatten(-2)}, -1);
+       }},
+      {"svd",
+       "[3, 5] full: S, U squared and Vh's first 3 rows squared",
+       {{3, 5}},
+       [](const Inputs& in) {
+         const linalg::SVD f = linalg::svd(spread_rect(in[0]));
+         const Tensor vh = f.Vh.narrow(-2, 0, 3);
+         return cat({f.S, (f.U * f.U).flatten(), (vh * vh).flatten()});
+       }},
+      {"svdvals",
+       "[2, 3, 5]",
+       {{2, 3, 5}},
+       [](const Inputs& in) { return linalg::svdvals(in[0]); }},
+      {"pinv",
+       "[4, 3] of X + 2.5 I",
+       {{4, 3}},
+       [](const Inputs& in) { return linalg::pinv(rect_up(in[0])); }},
+      {"pinv",
+       "[2, 3, 3] hermitian, of X X^T + 2I",
+       {{2, 3, 3}},
+       [](const Inputs& in) { return linalg::pinv(spd(in[0]), {}, true); }},
+      {"matrix_norm",
+       "[2, 3, 4] fro, nuc, 2, -2, 1, -1, inf, -inf",
+       {{2, 3, 4}},
+       [](const Inputs& in) {
+         const Tensor a = spread_rect(in[0]);
+         std::vector<Tensor> norms{linalg::matrix_norm(a), linalg::matrix_norm(a, "nuc")};
+         for (double ord : {2.0, -2.0, 1.0, -1.0, HUGE_VAL, -HUGE_VAL})
+           norms.push_back(linalg::matrix_norm(a, ord));
+         return stack(norms, -1);
+       }},
+      {"matrix_norm",
+       "[4, 2, 3] over dims (0, 2), keepdim",
+       {{4, 2, 3}},
+       [](const Inputs& in) {
+         return linalg::matrix_norm(in[0], 1.0, {0, 2}, true);
+       }},
+      {"lstsq",
+       "[1, 5, 3] and [2, 5, 2] gelsd: solution, residuals, singular values",
+       {{1, 5, 3}, {2, 5, 2}},
+       [](const Inputs& in) {
+         const linalg::Lstsq r = linalg::lstsq(rect_up(in[0]), in[1], std::nullopt, "gelsd");
+         return cat({r.solution.flatten(), r.residuals.flatten(), r.singular_values.flatten()});
+       }},
+      {"lstsq",
+       "[3, 4] and the vector [3], wide",
+       {{3, 4}, {3}},
+       [](const Inputs& in) { return linalg::lstsq(rect_up(in[0]), in[1]).solution; }},
       // The LU family: the factorization's parts joined (the pivots as floats), rows reversed so
       // that every step swaps; lu_solve through a factorization made in the case, so that the
       // gradient reaches A through lu_factor; lu_unpack with pivots given.
@@ -308,6 +378,18 @@ void add_math_cases(std::vector<Case>& out) {
       [](const Inputs& in) { return bincount(abs(in[0]), {}, 6); });
   add("histc", "[6, 7] 5 bins over [-2, 2]", {6, 7},
       [](const Inputs& in) { return histc(in[0], 5, -2, 2); });
+  // Ranks 2 (a column zeroed: exactly, whatever the rounding) and 3, and a symmetric [4, 4] of
+  // rank 2 (a positive-definite block and zeros), in every float dtype.
+  add("matrix_rank", "[2, 4, 3] of ranks 2 and 3, and hermitian [4, 4] of rank 2", {2, 4, 3},
+      [](const Inputs& in) {
+        const Tensor a0 = in[0].select(0, 0), a1 = in[0].select(0, 1);
+        const Tensor low = cat({a0.narrow(-1, 0, 2), zeros_like(a0.narrow(-1, 0, 1))}, -1);
+        const Tensor block = spd(a1.narrow(-2, 0, 2).narrow(-1, 0, 2));
+        const Tensor sym = cat({cat({block, zeros_like(block)}, -1),
+                                zeros({2, 4}, {.dtype = block.dtype(), .device = block.device()})});
+        return cat({linalg::matrix_rank(stack({low, rect_up(a1)})),
+                    linalg::matrix_rank(sym, {}, true).reshape({1})});
+      });
   // LU's pivots as a row permutation, through lu_unpack's P (which takes pivots of the caller's
   // making): 1-based pivots i + 1..6 made from the drawn integers, P [3, 6, 6] as integers.
   add("lu_pivots_to_permutation", "[3, 5] pivots of 6 rows, as lu_unpack's P", {3, 5},
