@@ -1,5 +1,5 @@
 // benchmarks/bench_linalg.cpp — the factorizations and solvers (bench_linalg.hpp): ferry on the
-// CPU (LAPACK for cholesky, lu_factor, solve, qr and eigh, BLAS's trsm for solve_triangular)
+// CPU (LAPACK for cholesky, lu_factor, solve, qr, eigh and svd, BLAS's trsm for solve_triangular)
 // beside PyTorch's LAPACK calls (libtorch) in this process and beside ferry's own composition
 // (debug::CompositesOnly: what every other device runs); and on vulkan:0 beside ferry's CPU. Inputs
 // made once; a step ends when the result is on the host side of the device (vulkan:0 synchronized).
@@ -77,6 +77,21 @@ std::function<void()> linalg_step(const ferry::Device& device, const Case& c) {
     };
   } else if (op == "qr") {
     call = [x] { return ferry::linalg::qr(x).second; };
+  } else if (op == "svd") {
+    call = [x] { return ferry::linalg::svd(x).S; };
+  } else if (op == "svd+backward") {
+    const ferry::Tensor a = x.detach().requires_grad_();
+    call = [a] {
+      const ferry::linalg::SVD f = ferry::linalg::svd(a, false);
+      const ferry::Tensor y = ferry::sum(f.S) + ferry::sum(ferry::matmul(f.U, f.Vh));
+      y.backward();
+      return y;
+    };
+  } else if (op == "pinv") {
+    call = [x] { return ferry::linalg::pinv(x); };
+  } else if (op == "lstsq") {
+    const ferry::Tensor a = x + eye * double(c.n);
+    call = [a, b] { return ferry::linalg::lstsq(a, b).solution; };
   } else {
     const ferry::Tensor a = x + x.transpose(-2, -1);
     call = [a] { return ferry::linalg::eigh(a).second; };

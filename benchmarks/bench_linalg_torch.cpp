@@ -40,7 +40,7 @@ void torch_setup(const Case& c) {
     in.a = torch::matmul(x, x.transpose(-2, -1)) + eye;
   else if (op == "eigh")
     in.a = x + x.transpose(-2, -1);
-  else if (op == "qr" || op == "qr+backward")
+  else if (op == "qr" || op == "qr+backward" || op == "svd" || op == "svd+backward" || op == "pinv")
     in.a = x;
   else
     in.a = x + eye * double(c.n);
@@ -78,7 +78,16 @@ void torch_step(const Case& c) {
   else if (op == "qr+backward") {
     const auto [q, r] = torch::linalg_qr(in.a);
     (q.sum() + r.sum()).backward();
-  } else
+  } else if (op == "svd")
+    torch::linalg_svd(in.a);
+  else if (op == "svd+backward") {
+    const auto [u, s, vh] = torch::linalg_svd(in.a, /*full_matrices=*/false);
+    (s.sum() + torch::matmul(u, vh).sum()).backward();
+  } else if (op == "pinv")
+    torch::linalg_pinv(in.a);
+  else if (op == "lstsq")
+    torch::linalg_lstsq(in.a, in.b, c10::nullopt, c10::nullopt);
+  else
     torch::linalg_eigh(in.a);
 }
 

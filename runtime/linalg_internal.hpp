@@ -113,5 +113,8 @@ Tensor lu_permute_rows(const Tensor& pivots, const Tensor& x);
 // rounds of disjoint pairs a sweep of Jacobi rotations makes at once (ops_orthogonal.cpp's eigh,
 // ops_svd.cpp's SVD).
 std::vector<std::vector<std::int64_t>> rounds_of(std::int64_t n);
+// The sweeps of rotations after which they give up (a LinAlgError): generous, generic matrices
+// converge in under ten.
+inline constexpr int kMaxSweeps = 60;
 
 }  // namespace ferry::linalg_detail

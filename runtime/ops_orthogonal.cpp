@@ -86,11 +86,9 @@ using linalg_detail::batch_of;
 using linalg_detail::check_matrix;
 using linalg_detail::check_square;
 using linalg_detail::computing;
+using linalg_detail::kMaxSweeps;
 using linalg_detail::positions;
 using linalg_detail::rounds_of;
-
-// Generous: generic matrices converge in under ten sweeps (the Note above).
-constexpr int kMaxSweeps = 60;
 
 // A round's indices, made once per call and reused by every sweep.
 struct Round {

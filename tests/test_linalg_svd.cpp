@@ -139,6 +139,12 @@ void check_identities(const ferry::Device& dev) {
 }
 FERRY_TEST_ON_EACH_DEVICE(LinalgSvd, Identities, check_identities)
 
+// The same of the rotations on the CPU (debug::CompositesOnly), which gesdd serves otherwise.
+TEST(LinalgSvd, IdentitiesOfTheRotationsOnTheCpu) {
+  ferry::debug::CompositesOnly composition;
+  check_identities(ferry::Device::cpu());
+}
+
 void check_pinv_rank_lstsq(const ferry::Device& dev) {
   const ferry::TensorOptions o{.dtype = DType::f64, .device = dev};
   // The Penrose conditions, A of full rank and of rank 2; hermitian from eigh.
