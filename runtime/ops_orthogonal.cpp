@@ -35,7 +35,6 @@
 #include <fmt/format.h>
 
 #include <cstdint>
-#include <limits>
 #include <string>
 #include <string_view>
 #include <tuple>
@@ -44,6 +43,7 @@
 #include "autograd/formulas.hpp"
 #include "autograd/graph.hpp"
 #include "dispatch.hpp"
+#include "dtype_limits.hpp"
 #include "ferry/autograd.hpp"
 #include "ferry/error.hpp"
 #include "ferry/ops.hpp"
@@ -151,8 +151,7 @@ Eigen jacobi(const char* op, const Tensor& s) {
       rounds.push_back(r);
     }
     const Tensor off_diagonal = 1.0 - eye(n, std::nullopt, like);
-    const double eps = s.dtype() == DType::f64 ? std::numeric_limits<double>::epsilon()
-                                               : double(std::numeric_limits<float>::epsilon());
+    const double eps = detail::machine_eps(s.dtype());
     const Tensor tolerance = sum(a * a, {-2, -1}) * ((double(n) * eps) * (double(n) * eps));
     for (int sweep = 0;; ++sweep) {
       const Tensor off = sum(a * a * off_diagonal, {-2, -1});

@@ -30,7 +30,6 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
-#include <limits>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -40,6 +39,7 @@
 #include "autograd/formulas.hpp"
 #include "autograd/graph.hpp"
 #include "dispatch.hpp"
+#include "dtype_limits.hpp"
 #include "ferry/autograd.hpp"
 #include "ferry/error.hpp"
 #include "ferry/ops.hpp"
@@ -61,11 +61,6 @@ using linalg_detail::positions;
 using linalg_detail::rounds_of;
 
 Tensor transposed(const Tensor& x) { return x.transpose(-2, -1); }
-
-double eps_of(DType dtype) {
-  return dtype == DType::f64 ? std::numeric_limits<double>::epsilon()
-                             : double(std::numeric_limits<float>::epsilon());
-}
 
 Shape with(Shape batch, std::initializer_list<std::int64_t> dims) {
   batch.insert(batch.end(), dims);
@@ -100,7 +95,7 @@ linalg::SVD jacobi(const char* op, const Tensor& a0, bool full) {
   scale = where(eq(scale, 0.0), Scalar(1.0), scale);
   Tensor a = a0 / scale;
   Tensor v = eye(n, std::nullopt, like).expand(with(batch_of(a0, 2), {n, n})).contiguous();
-  const double tol = double(m) * eps_of(a0.dtype());
+  const double tol = double(m) * detail::machine_eps(a0.dtype());
   struct Round {
     Tensor partner, first, paired;
   };
@@ -209,10 +204,10 @@ linalg::SVD svd_of(const char* op, const Tensor& a, bool full) {
 // ([..., 1]), for sv [..., k] (k > 0) of a [..., m, n]: PyTorch's rule (ferry/ops_linalg.hpp).
 Tensor cutoff(const Tensor& a, const Tensor& sv, const linalg::Tolerance& tol) {
   const double atol = tol.atol.value_or(0.0);
-  const double rtol = tol.rtol ? *tol.rtol
-                      : tol.atol && *tol.atol > 0
-                          ? 0.0
-                          : eps_of(sv.dtype()) * double(std::max(a.size(-2), a.size(-1)));
+  const double rtol = tol.rtol                    ? *tol.rtol
+                      : tol.atol && *tol.atol > 0 ? 0.0
+                                                  : detail::machine_eps(sv.dtype()) *
+                                                        double(std::max(a.size(-2), a.size(-1)));
   return maximum(amax(sv, {-1}, true) * rtol, full_like(sv.narrow(-1, 0, 1), Scalar(atol)));
 }
 
@@ -375,7 +370,8 @@ Lstsq lstsq(const Tensor& a, const Tensor& b, std::optional<double> rcond,
     const Spectrum s = spectrum("lstsq", af, false);
     const Tensor cut =
         cutoff(af, s.magnitudes,
-               {.atol = 0.0, .rtol = rcond.value_or(eps_of(af.dtype()) * double(std::max(m, n)))});
+               {.atol = 0.0,
+                .rtol = rcond.value_or(detail::machine_eps(af.dtype()) * double(std::max(m, n)))});
     pinv_a = pseudo_inverse(s, cut);
     autograd::record_pinv(af, pinv_a);
     NoGradGuard untracked;
