@@ -1,8 +1,8 @@
 // runtime/ops_svd.cpp — the singular value decomposition of ferry/ops_linalg.hpp and the ops made
 // of it: svd, svdvals, pinv, matrix_rank, matrix_norm and lstsq. Composed as the other
 // factorizations are (Note [Linear algebra as compositions] in runtime/ops_factorize.cpp), so
-// they run on every device; the CPU's fused kernel is LAPACK's gesdd (Note [LAPACK through
-// OpenBLAS] in runtime/cpu/cpu_kernels_lapack.cpp).
+// they run on every device; the CPU's fused kernels are LAPACK's gesdd and, for lstsq, the driver
+// named (Note [LAPACK through OpenBLAS] in runtime/cpu/cpu_kernels_lapack.cpp).
 //
 // Note [Singular value decomposition by one-sided Jacobi rotations]
 // Hestenes' method: rotate pairs of A's columns ([..., m, n], m >= n; a wide A is transposed)
@@ -357,28 +357,53 @@ Lstsq lstsq(const Tensor& a, const Tensor& b, std::optional<double> rcond,
         "torch.linalg.lstsq: parameter `driver` should be one of (gels, gelsy, gelsd, gelss)");
   const Tensor af = computing(a), bf = computing(b2);
   const TensorOptions like{.dtype = a.dtype(), .device = a.device()};
-  const Shape batch = batch_of(a, 2);
   const std::int64_t k = std::min(m, n);
-  // The solution of least norm, pinv(A) B: PyTorch's gradient is this product's (pinv's closed
-  // form, then the product's).
-  Tensor pinv_a, rank, values;
-  if (af.numel() == 0) {
-    pinv_a = zeros(with(batch, {n, m}), {.dtype = af.dtype(), .device = af.device()});
-    rank = zeros(batch, {.dtype = DType::i64, .device = a.device()});
-    values = zeros(with(batch, {k}), like);
-  } else {
-    const Spectrum s = spectrum("lstsq", af, false);
-    const Tensor cut =
-        cutoff(af, s.magnitudes,
-               {.atol = 0.0,
-                .rtol = rcond.value_or(detail::machine_eps(af.dtype()) * double(std::max(m, n)))});
-    pinv_a = pseudo_inverse(s, cut);
-    autograd::record_pinv(af, pinv_a);
+  const Shape batch = broadcast_shapes(batch_of(a, 2), batch_of(b2, 2));
+  const double rtol = rcond.value_or(detail::machine_eps(af.dtype()) * double(std::max(m, n)));
+  // Every path runs untracked; the gradient is PyTorch's (autograd::record_lstsq).
+  Tensor x, rank, values;
+  {
     NoGradGuard untracked;
-    rank = sum(gt(s.magnitudes, cut), {-1}).to(DType::i64);
-    values = s.values.to(a.dtype());
+    if (af.numel() == 0) {
+      x = zeros(with(batch, {n, b2.size(-1)}), {.dtype = af.dtype(), .device = af.device()});
+      rank = zeros(batch_of(a, 2), {.dtype = DType::i64, .device = a.device()});
+      values = zeros(with(batch_of(a, 2), {k}), like);
+    } else if (detail::use_fused_kernel(OpId::lstsq, af, af.dtype())) {
+      // LAPACK's driver itself (the CPU's), as PyTorch: one read checks that every matrix was
+      // solved.
+      const Tensor ae = af.detach().expand(with(batch, {m, n})).contiguous();
+      const Tensor be = bf.detach().expand(with(batch, {m, b2.size(-1)})).contiguous();
+      DeviceImpl& impl = detail::impl_of(ae);
+      x = detail::new_tensor(with(batch, {n, b2.size(-1)}), af.dtype(), impl);
+      rank = detail::new_tensor(batch, DType::i64, impl);
+      values = detail::new_tensor(with(batch, {k}), af.dtype(), impl);
+      detail::run_kernel(OpId::lstsq, {ae, be}, {x, rank, values},
+                         {{"rcond", rtol}, {"driver", std::string(driver)}});
+      if (any(lt(rank, 0)).item<bool>()) {
+        if (any(logical_not(isfinite(ae))).item<bool>()) throw not_converged("lstsq", true);
+        if (gels)
+          throw LinAlgError(
+              "torch.linalg.lstsq: The least squares solution could not be computed because the "
+              "input matrix does not have full rank.");
+        throw not_converged("lstsq", false);
+      }
+      // The rank and the singular values are A's, in A's batch (PyTorch's shapes).
+      for (std::int64_t d = 0; d < a.dim() - 2; ++d)
+        if (a.size(d) == 1 && batch[std::size_t(d)] != 1) {
+          rank = rank.narrow(d, 0, 1);
+          values = values.narrow(d, 0, 1);
+        }
+      values = values.to(a.dtype());
+    } else {
+      // The solution of least norm, pinv(A) B, from A's SVD.
+      const Spectrum s = spectrum("lstsq", af, false);
+      const Tensor cut = cutoff(af, s.magnitudes, {.atol = 0.0, .rtol = rtol});
+      x = matmul(pseudo_inverse(s, cut), bf);
+      rank = sum(gt(s.magnitudes, cut), {-1}).to(DType::i64);
+      values = s.values.to(a.dtype());
+    }
   }
-  Tensor x = matmul(pinv_a, bf);
+  autograd::record_lstsq(af, bf, x);
   Lstsq out;
   out.solution = (vector ? x.squeeze(-1) : x).to(a.dtype());
   out.rank = gels ? empty({0}, {.dtype = DType::i64, .device = a.device()}) : rank;

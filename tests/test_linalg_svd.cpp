@@ -349,7 +349,78 @@ void check_errors(const ferry::Device& dev) {
         linalg::lstsq(a, ferry::ones({3, 2}, {.dtype = DType::f64, .device = dev}));
       },
       {"Expected input and other to have the same dtype"});
+  for (const char* driver : {"gels", "gelsy", "gelsd", "gelss"}) {
+    SCOPED_TRACE(driver);
+    expect_error<ferry::LinAlgError>(
+        [&] {
+          linalg::lstsq(nan, ferry::ones({3, 2}, o), std::nullopt, driver);
+        },
+        {"linalg.lstsq: The algorithm failed to converge", "non-finite values"});
+  }
 }
 FERRY_TEST_ON_EACH_DEVICE(LinalgSvd, ErrorsArePyTorchs, check_errors)
+
+// lstsq's LAPACK drivers on the CPU (gels, gelsy, gelsd, gelss) against the composition that
+// serves the other devices (pinv(A) B from the SVD): the same solutions, ranks, singular values
+// and residuals on tall, wide, batched, broadcast, vector and rank-deficient systems (gels aside:
+// it takes A to have full rank, and LAPACK's QR refuses an exactly singular one, as PyTorch's CPU
+// does).
+TEST(LinalgSvd, LstsqDriversOnTheCpuAreTheComposition) {
+  const ferry::Device cpu = ferry::Device::cpu();
+  const Tensor x = random_matrix({5, 2}, 30, cpu);
+  const Tensor deficient = ferry::cat({x, x.narrow(-1, 0, 1) * 2.0}, -1);  // rank 2 of 3
+  struct System {
+    Tensor a, b;
+    bool full_rank;
+  };
+  const std::vector<System> systems = {
+      {random_matrix({2, 7, 3}, 31, cpu), random_matrix({2, 7, 2}, 32, cpu), true},
+      {random_matrix({3, 5}, 33, cpu), random_matrix({3, 4}, 34, cpu), true},
+      {random_matrix({1, 6, 3}, 35, cpu), random_matrix({2, 6, 2}, 36, cpu), true},
+      {random_matrix({6, 4}, 37, cpu), random_matrix({6}, 38, cpu), true},
+      {deficient, random_matrix({5, 2}, 39, cpu), false}};
+  for (const char* driver : {"gels", "gelsy", "gelsd", "gelss"}) {
+    for (const System& s : systems) {
+      SCOPED_TRACE(std::string(driver) + " " + ferry::shape_str(s.a.sizes()) + " " +
+                   ferry::shape_str(s.b.sizes()));
+      if (!s.full_rank && std::string(driver) == "gels") continue;
+      const linalg::Lstsq fused = linalg::lstsq(s.a, s.b, std::nullopt, driver);
+      ferry::debug::CompositesOnly composition;
+      const linalg::Lstsq composed = linalg::lstsq(s.a, s.b, std::nullopt, driver);
+      EXPECT_EQ(fused.solution.sizes(), composed.solution.sizes());
+      EXPECT_LT(max_abs(fused.solution - composed.solution), 1e-12);
+      EXPECT_EQ(values(fused.rank), values(composed.rank));
+      EXPECT_EQ(fused.singular_values.sizes(), composed.singular_values.sizes());
+      if (fused.singular_values.numel() > 0)
+        EXPECT_LT(max_abs(fused.singular_values - composed.singular_values), 1e-13);
+      EXPECT_EQ(fused.residuals.sizes(), composed.residuals.sizes());
+      if (fused.residuals.numel() > 0)
+        EXPECT_LT(max_abs(fused.residuals - composed.residuals), 1e-12);
+    }
+  }
+  // gels on a column that is exactly zero: R's diagonal holds a zero.
+  ferry_test::expect_error<ferry::LinAlgError>(
+      [&] {
+        linalg::lstsq(ferry::cat({x, ferry::zeros_like(x.narrow(-1, 0, 1))}, -1),
+                      random_matrix({5, 2}, 39, cpu), std::nullopt, "gels");
+      },
+      {"torch.linalg.lstsq: The least squares solution could not be computed", "full rank"});
+  // Gradients through the drivers (PyTorch's: pinv(A) B's), broadcast batches and a vector B,
+  // second order included.
+  using ferry_test::gradcheck;
+  using ferry_test::gradgradcheck;
+  using V = std::vector<Tensor>;
+  const Tensor a = random_matrix({1, 5, 3}, 40, cpu), b = random_matrix({2, 5, 2}, 41, cpu);
+  for (const char* driver : {"gels", "gelsd"})
+    EXPECT_TRUE(gradcheck(
+        [driver](const V& in) {
+          return linalg::lstsq(in[0], in[1], std::nullopt, driver).solution;
+        },
+        {a, b}));
+  EXPECT_TRUE(gradcheck([](const V& in) { return linalg::lstsq(in[0], in[1]).solution; },
+                        {random_matrix({3, 5}, 42, cpu), random_matrix({3}, 43, cpu)}));
+  EXPECT_TRUE(gradgradcheck([](const V& in) { return linalg::lstsq(in[0], in[1]).solution; },
+                            {random_matrix({5, 3}, 44, cpu), random_matrix({5, 2}, 45, cpu)}));
+}
 
 }  // namespace

@@ -167,6 +167,10 @@ std::tuple<Tensor, Tensor, Tensor> record_svd(const Tensor& a, const Tensor& u, 
                                               const Tensor& vh, bool full_matrices);
 // p: linalg.pinv(a), computed untracked (from a's SVD or eigh).
 void record_pinv(const Tensor& a, const Tensor& p);
+// x [..., n, k]: linalg.lstsq(a, b)'s solution (a [..., m, n], b [..., m, k], batches that
+// broadcast), computed untracked by whichever driver. PyTorch's gradient: that of pinv(a) b, pinv
+// at its default tolerances.
+void record_lstsq(const Tensor& a, const Tensor& b, const Tensor& x);
 void record_stack(const std::vector<Tensor>& tensors, std::int64_t dim, const Tensor& out);
 
 }  // namespace ferry::autograd

@@ -368,6 +368,21 @@ void record_pinv(const Tensor& a, const Tensor& p) {
          });
 }
 
+void record_lstsq(const Tensor& a, const Tensor& b, const Tensor& x) {
+  if (!should_record({&a, &b})) return;
+  record("linalg_lstsqBackward", {a, b}, x,
+         [a = Saved(a), b = Saved(b), a_shape = a.sizes(), b_shape = b.sizes()](
+             const Tensor& g, const Needs& needs) -> std::vector<Tensor> {
+           // PyTorch's linalg_lstsq_backward: X = P B with P = pinv(A) (computed here, in the
+           // backward, as PyTorch does; tracked where the pass builds a graph).
+           const Tensor at = a.get();
+           const Tensor p = linalg::pinv(at);
+           return {
+               needs[0] ? sum_to(pinv_backward(matmul(g, mT(b.get())), p, at), a_shape) : Tensor(),
+               needs[1] ? sum_to(matmul(mT(p), g), b_shape) : Tensor()};
+         });
+}
+
 void record_slogdet(const Tensor& a, const Tensor& lu, const Tensor& pivots,
                     const Tensor& logabsdet) {
   if (!should_record({&a})) return;

@@ -1,6 +1,7 @@
 // runtime/cpu/cpu_kernels_lapack.cpp — the fused kernels of the factorizations on the CPU:
-// LAPACK's potrf, getrf, syevd, geqrf with orgqr, and gesdd, from the OpenBLAS ferry links, for
-// cholesky, lu_factor_ex, eigh, qr and svd; BLAS's trsm, which every BLAS has, for
+// LAPACK's potrf, getrf, syevd, geqrf with orgqr, gesdd and the least-squares drivers (gels,
+// gelsy, gelsd, gelss), from the OpenBLAS ferry links, for cholesky, lu_factor_ex, eigh, qr, svd
+// and lstsq; BLAS's trsm, which every BLAS has, for
 // solve_triangular; and the LU family's pivots turned into a row permutation, LAPACK's laswp order
 // (docs/kernel-contract.md, "cholesky", "lu_factor_ex", "eigh", "qr", "solve_triangular" and
 // "lu_pivots_to_permutation").
@@ -11,10 +12,11 @@
 // is a dispatch over a few hundred bytes, 30 to 400 times slower than LAPACK (docs/linalg.md).
 // OpenBLAS ships LAPACK; where the BLAS found at build time has it (CMake's
 // FERRY_BLAS_HAS_LAPACK), these kernels call it. The core runs cholesky's, lu_factor_ex's,
-// solve_triangular's, eigh's and qr's whether or not a gradient is recorded: their front-ends
-// run either path untracked and record the gradient in closed form (Note [Closed-form gradients
-// of the factorizations] in runtime/autograd/formulas_linalg.cpp; eigh's is attached after its
-// rotations; qr's complete mode with m > n alone differentiates through its Householder steps).
+// solve_triangular's, eigh's, qr's, svd's and lstsq's whether or not a gradient is recorded: their
+// front-ends run either path untracked and record the gradient in closed form (Note [Closed-form
+// gradients of the factorizations] in runtime/autograd/formulas_linalg.cpp; eigh's is attached
+// after its rotations; qr's complete mode with m > n alone differentiates through its Householder
+// steps; lstsq's is PyTorch's, through pinv).
 // Without LAPACK the compositions run (trsm and the pivots' permutation aside). LAPACK is
 // column-major and ferry row-major: a row-major matrix is its transpose to LAPACK. Cholesky of a
 // symmetric matrix needs no copy (the row-major lower triangle is the column-major upper one), LU
@@ -30,6 +32,8 @@
 #include <cstdint>
 #include <cstring>
 #include <limits>
+#include <string>
+#include <type_traits>
 #include <utility>
 #include <vector>
 
@@ -166,6 +170,30 @@ void sgesdd_(const char* jobz, const int* m, const int* n, float* a, const int* 
 void dgesdd_(const char* jobz, const int* m, const int* n, double* a, const int* lda, double* s,
              double* u, const int* ldu, double* vt, const int* ldvt, double* work, const int* lwork,
              int* iwork, int* info, std::size_t);
+void sgels_(const char* trans, const int* m, const int* n, const int* nrhs, float* a,
+            const int* lda, float* b, const int* ldb, float* work, const int* lwork, int* info,
+            std::size_t);
+void dgels_(const char* trans, const int* m, const int* n, const int* nrhs, double* a,
+            const int* lda, double* b, const int* ldb, double* work, const int* lwork, int* info,
+            std::size_t);
+void sgelsy_(const int* m, const int* n, const int* nrhs, float* a, const int* lda, float* b,
+             const int* ldb, int* jpvt, const float* rcond, int* rank, float* work,
+             const int* lwork, int* info);
+void dgelsy_(const int* m, const int* n, const int* nrhs, double* a, const int* lda, double* b,
+             const int* ldb, int* jpvt, const double* rcond, int* rank, double* work,
+             const int* lwork, int* info);
+void sgelsd_(const int* m, const int* n, const int* nrhs, float* a, const int* lda, float* b,
+             const int* ldb, float* s, const float* rcond, int* rank, float* work, const int* lwork,
+             int* iwork, int* info);
+void dgelsd_(const int* m, const int* n, const int* nrhs, double* a, const int* lda, double* b,
+             const int* ldb, double* s, const double* rcond, int* rank, double* work,
+             const int* lwork, int* iwork, int* info);
+void sgelss_(const int* m, const int* n, const int* nrhs, float* a, const int* lda, float* b,
+             const int* ldb, float* s, const float* rcond, int* rank, float* work, const int* lwork,
+             int* info);
+void dgelss_(const int* m, const int* n, const int* nrhs, double* a, const int* lda, double* b,
+             const int* ldb, double* s, const double* rcond, int* rank, double* work,
+             const int* lwork, int* info);
 }
 
 namespace ferry::cpu {
@@ -202,6 +230,49 @@ void gesdd(const char* jobz, int m, int n, float* a, float* s, float* u, int ldu
 void gesdd(const char* jobz, int m, int n, double* a, double* s, double* u, int ldu, double* vt,
            int ldvt, double* work, int lwork, int* iwork, int* info) {
   dgesdd_(jobz, &m, &n, a, &m, s, u, &ldu, vt, &ldvt, work, &lwork, iwork, info, 1);
+}
+
+// The four least-squares drivers on a column-major A [m, n] (lda m) and B [ldb, nrhs]; one
+// signature for all (jpvt for gelsy, s for gelsd and gelss, iwork for gelsd, each unused by the
+// others). lwork -1 asks for the sizes: work[0] (and, for gelsd, iwork[0]).
+enum class LstsqDriver { gels, gelsy, gelsd, gelss };
+struct LstsqArgs {
+  int m, n, nrhs, ldb;
+  double rcond;
+};
+template <typename T> void gelsx(LstsqDriver d, const LstsqArgs& x, T* a, T* b, int* jpvt, T* s,
+                                 int* rank, T* work, int lwork, int* iwork, int* info) {
+  constexpr bool f32 = std::is_same_v<T, float>;
+  const T rcond = T(x.rcond);
+  switch (d) {
+    case LstsqDriver::gels:
+      *rank = std::min(x.m, x.n);
+      if constexpr (f32)
+        sgels_("N", &x.m, &x.n, &x.nrhs, a, &x.m, b, &x.ldb, work, &lwork, info, 1);
+      else
+        dgels_("N", &x.m, &x.n, &x.nrhs, a, &x.m, b, &x.ldb, work, &lwork, info, 1);
+      return;
+    case LstsqDriver::gelsy:
+      if constexpr (f32)
+        sgelsy_(&x.m, &x.n, &x.nrhs, a, &x.m, b, &x.ldb, jpvt, &rcond, rank, work, &lwork, info);
+      else
+        dgelsy_(&x.m, &x.n, &x.nrhs, a, &x.m, b, &x.ldb, jpvt, &rcond, rank, work, &lwork, info);
+      return;
+    case LstsqDriver::gelsd:
+      if constexpr (f32)
+        sgelsd_(&x.m, &x.n, &x.nrhs, a, &x.m, b, &x.ldb, s, &rcond, rank, work, &lwork, iwork,
+                info);
+      else
+        dgelsd_(&x.m, &x.n, &x.nrhs, a, &x.m, b, &x.ldb, s, &rcond, rank, work, &lwork, iwork,
+                info);
+      return;
+    case LstsqDriver::gelss:
+      if constexpr (f32)
+        sgelss_(&x.m, &x.n, &x.nrhs, a, &x.m, b, &x.ldb, s, &rcond, rank, work, &lwork, info);
+      else
+        dgelss_(&x.m, &x.n, &x.nrhs, a, &x.m, b, &x.ldb, s, &rcond, rank, work, &lwork, info);
+      return;
+  }
 }
 
 // L with A = L L^T from A's lower triangle; L's upper triangle zero. Where the leading minor of
@@ -395,6 +466,75 @@ template <typename T> void svd_kernel(const OpCall& call) {
   });
 }
 
+// The least-squares solution of A X = B for each A [m, n] and B [m, k] (one batch: the core
+// broadcasts them) by the LAPACK driver the attribute `driver` names, PyTorch's drivers on the
+// CPU, with the attribute `rcond` (docs/kernel-contract.md, "lstsq"): X [n, k], the rank (gels:
+// min(m, n), A taken to have full rank) and, for gelsd and gelss, A's singular values
+// [min(m, n)] (zeros for the others). LAPACK takes A and B column-major, B in a [max(m, n), k]
+// buffer whose first n rows it overwrites with X: both are transposed in, X out. A matrix holding
+// a NaN or an inf is not handed to LAPACK; it, and one LAPACK fails on (gels: a zero on R's
+// diagonal; gelsd and gelss: an SVD that did not converge), get rank -1 and NaN in X (the core's
+// check words the error).
+template <typename T> void lstsq_kernel(const OpCall& call) {
+  const TensorArg& in = call.inputs.at(0);
+  const Matrices z = matrices_of(in, "lstsq");
+  const Matrices zb = matrices_of(call.inputs.at(1), "lstsq");
+  const std::string& name = call.attrs.s("driver");
+  const LstsqDriver d =
+      name == "gels"    ? LstsqDriver::gels
+      : name == "gelsy" ? LstsqDriver::gelsy
+      : name == "gelsd" ? LstsqDriver::gelsd
+      : name == "gelss"
+          ? LstsqDriver::gelss
+          : throw ValueError(fmt::format("lstsq: the cpu kernel has no driver '{}'", name));
+  const std::int64_t m = z.m, n = z.n, k = zb.n, rows = std::max(m, n), mn = std::min(m, n);
+  if (zb.m != m || zb.count != z.count || rows * k > std::numeric_limits<int>::max())
+    throw ShapeError("lstsq: the cpu kernel takes A [..., m, n] and B [..., m, k], one batch");
+  const LstsqArgs args{int(m), int(n), int(k), int(std::max<std::int64_t>(rows, 1)),
+                       call.attrs.f("rcond")};
+  const T* a = in.data<T>();
+  const T* b = call.inputs.at(1).data<T>();
+  T* x = call.outputs.at(0).data<T>();
+  std::int64_t* rank = call.outputs.at(1).data<std::int64_t>();
+  T* sv = call.outputs.at(2).data<T>();
+  parallel_range(z.count, grain(rows, n + k), [&](std::int64_t first, std::int64_t end) {
+    std::vector<T> sa(static_cast<std::size_t>(m * n)), sb(static_cast<std::size_t>(rows * k));
+    std::vector<T> s(static_cast<std::size_t>(mn) + 1);
+    std::vector<int> jpvt(static_cast<std::size_t>(n) + 1), iwork(1);
+    T work_size = 0;
+    int r = 0, info = 0;
+    gelsx(d, args, sa.data(), sb.data(), jpvt.data(), s.data(), &r, &work_size, -1, iwork.data(),
+          &info);
+    std::vector<T> work(static_cast<std::size_t>(work_size) + 1);
+    iwork.resize(static_cast<std::size_t>(std::max(iwork[0], 1)));
+    for (std::int64_t i = first; i < end; ++i) {
+      const T* ai = a + i * m * n;
+      const T* bi = b + i * m * k;
+      T* xi = x + i * n * k;
+      T* si = sv + i * mn;
+      const bool finite = std::all_of(ai, ai + m * n, [](T t) { return std::isfinite(t); });
+      info = 0;
+      if (finite) {
+        for (std::int64_t row = 0; row < m; ++row) {
+          for (std::int64_t c = 0; c < n; ++c) sa[std::size_t(c * m + row)] = ai[row * n + c];
+          for (std::int64_t c = 0; c < k; ++c) sb[std::size_t(c * rows + row)] = bi[row * k + c];
+        }
+        std::fill(jpvt.begin(), jpvt.end(), 0);  // every column free to pivot
+        gelsx(d, args, sa.data(), sb.data(), jpvt.data(), s.data(), &r, work.data(),
+              int(work.size()), iwork.data(), &info);
+      }
+      const bool solved = finite && info == 0;
+      rank[i] = solved ? r : -1;
+      for (std::int64_t row = 0; row < n; ++row)
+        for (std::int64_t c = 0; c < k; ++c)
+          xi[row * k + c] =
+              solved ? sb[std::size_t(c * rows + row)] : std::numeric_limits<T>::quiet_NaN();
+      const bool values = solved && (d == LstsqDriver::gelsd || d == LstsqDriver::gelss);
+      for (std::int64_t j = 0; j < mn; ++j) si[j] = values ? s[std::size_t(j)] : T(0);
+    }
+  });
+}
+
 }  // namespace
 }  // namespace ferry::cpu
 
@@ -418,6 +558,7 @@ void add_lapack_kernels(KernelTable& table) {
   table.emplace_back(OpId::eigh, f32_or_f64("eigh", eigh_kernel<float>, eigh_kernel<double>));
   table.emplace_back(OpId::qr, f32_or_f64("qr", qr_kernel<float>, qr_kernel<double>));
   table.emplace_back(OpId::svd, f32_or_f64("svd", svd_kernel<float>, svd_kernel<double>));
+  table.emplace_back(OpId::lstsq, f32_or_f64("lstsq", lstsq_kernel<float>, lstsq_kernel<double>));
 #endif
   // Without LAPACK in the BLAS found at build time, cholesky, lu_factor_ex and eigh run as
   // compositions.
