@@ -368,9 +368,10 @@ Lstsq lstsq(const Tensor& a, const Tensor& b, std::optional<double> rcond,
       x = zeros(with(batch, {n, b2.size(-1)}), {.dtype = af.dtype(), .device = af.device()});
       rank = zeros(batch_of(a, 2), {.dtype = DType::i64, .device = a.device()});
       values = zeros(with(batch_of(a, 2), {k}), like);
-    } else if (detail::use_fused_kernel(OpId::lstsq, af, af.dtype())) {
+    } else if (bf.numel() > 0 && detail::use_fused_kernel(OpId::lstsq, af, af.dtype())) {
       // LAPACK's driver itself (the CPU's), as PyTorch: one read checks that every matrix was
-      // solved.
+      // solved. (Where B is empty, the composition below gives A's rank and values: LAPACK's
+      // gelsd refuses no right-hand sides.)
       const Tensor ae = af.detach().expand(with(batch, {m, n})).contiguous();
       const Tensor be = bf.detach().expand(with(batch, {m, b2.size(-1)})).contiguous();
       DeviceImpl& impl = detail::impl_of(ae);

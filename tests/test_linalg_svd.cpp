@@ -398,6 +398,15 @@ TEST(LinalgSvd, LstsqDriversOnTheCpuAreTheComposition) {
         EXPECT_LT(max_abs(fused.residuals - composed.residuals), 1e-12);
     }
   }
+  // No right-hand sides, or none in B's batch: A's rank and singular values all the same.
+  const linalg::Lstsq none = linalg::lstsq(x, ferry::zeros({5, 0}, {.dtype = DType::f64}), {},
+                                           "gelsd");
+  EXPECT_EQ(none.solution.sizes(), (ferry::Shape{2, 0}));
+  EXPECT_EQ(none.rank.item<std::int64_t>(), 2);
+  EXPECT_LT(max_abs(none.singular_values - linalg::svdvals(x)), 1e-14);
+  EXPECT_EQ(linalg::lstsq(x.unsqueeze(0), ferry::zeros({0, 5, 2}, {.dtype = DType::f64}))
+                .solution.sizes(),
+            (ferry::Shape{0, 2, 2}));
   // gels on a column that is exactly zero: R's diagonal holds a zero.
   ferry_test::expect_error<ferry::LinAlgError>(
       [&] {
