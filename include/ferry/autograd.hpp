@@ -35,6 +35,18 @@
 // its own raise UnsupportedError, naming the kernel, when a second backward
 // reaches them (docs/autograd.md lists them; Note [Higher-order gradients]).
 //
+// Note [Gradient hooks]
+// Tensor::register_hook is PyTorch's (the autograd note's "Backward Hooks execution", PyTorch 2's
+// order). A result's hooks go on the node its gradient flows into (its grad_fn when registered:
+// an in-place write afterwards leaves them with the value before it); a leaf's are kept with the
+// leaf and run by its AccumulateGrad. The engine runs them when that node's gradient is whole
+// (the sum over every use), before anything sees it: grad() captures (autograd::grad's inputs,
+// leaves or not: their hooks run there too), retain_grad(), the node's formula or the leaf's
+// accumulation, then the post-accumulate hooks. Each runs on the last one's result; a defined
+// return replaces the gradient and must be its like (ShapeError, DTypeError or
+// DeviceMismatchError, naming the hook's tensor). Under create_graph a hook's ops are recorded
+// like the formulas', and a later pass through the same node runs the hook again, as in PyTorch.
+//
 // Thread-safety: grad mode is per thread (a NoGradGuard on one thread leaves
 // the others recording, as in PyTorch). Threads may run backward() and
 // grad() at the same time on graphs that share no node; a pass that reaches

@@ -12,6 +12,7 @@
 
 #include <atomic>
 #include <cstdint>
+#include <functional>
 #include <initializer_list>
 #include <iosfwd>
 #include <memory>
@@ -223,6 +224,24 @@ class Tensor {
   Tensor detach() const;
   // Makes backward() keep this non-leaf tensor's gradient in grad().
   void retain_grad() const;
+  // Gradient hooks (PyTorch's Tensor.register_hook, Note [Gradient hooks] in ferry/autograd.hpp):
+  // hook(gradient) runs each time a backward pass (backward() or autograd::grad()) has this
+  // tensor's whole gradient, before the gradient goes on. A hook that returns a defined tensor
+  // (of the gradient's shape, dtype and device) replaces the gradient; one that returns void or
+  // an undefined tensor leaves it. Returns an id for remove_hook. Error unless the tensor
+  // requires grad.
+  using GradHook = std::function<Tensor(const Tensor& grad)>;
+  template <typename F> std::uint64_t register_hook(F&& hook) const {
+    if constexpr (std::is_void_v<std::invoke_result_t<F&, const Tensor&>>)
+      return add_grad_hook([h = std::forward<F>(hook)](const Tensor& g) mutable {
+        h(g);
+        return Tensor();
+      });
+    else
+      return add_grad_hook(GradHook(std::forward<F>(hook)));
+  }
+  // Removes a hook this tensor's register_hook returned the id of; an unknown id does nothing.
+  void remove_hook(std::uint64_t id) const;
   // The backward node's name ("MatmulBackward"), or "" for a leaf.
   std::string grad_fn_name() const;
 
@@ -233,6 +252,7 @@ class Tensor {
   const std::shared_ptr<TensorImpl>& checked_impl() const;  // impl_; Error when undefined
   void read_bytes(void* dst, std::size_t bytes) const;      // contiguous CPU tensor -> host
   void check_single_element() const;
+  std::uint64_t add_grad_hook(GradHook hook) const;
   std::shared_ptr<TensorImpl> impl_;
 };
 

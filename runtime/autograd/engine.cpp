@@ -161,6 +161,41 @@ void check_gradient(const Node& n, std::size_t i, const Tensor& g) {
         shape_str(want.sizes), dtype_name(want.dtype), want.device.str()));
 }
 
+// Note [Gradient hooks] (ferry/autograd.hpp): the register_hook hooks of the tensor whose
+// gradient `node` receives (a leaf's, through its AccumulateGrad), in order, each on the last
+// one's result; a replacement must be the gradient's like.
+Tensor run_hooks(const Node& node, Tensor grad) {
+  const auto* acc = dynamic_cast<const AccumulateGrad*>(&node);
+  // A copy: a hook may remove itself, or another.
+  std::vector<std::pair<std::uint64_t, Tensor::GradHook>> hooks;
+  if (!acc)
+    hooks = node.hooks;
+  else if (const auto& meta = acc->leaf()->autograd)
+    hooks = meta->hooks;
+  for (const auto& [id, hook] : hooks) {
+    Tensor out = hook(grad);
+    if (!out.defined()) continue;
+    const std::string where = acc ? "a leaf's" : "the tensor " + node.name() + " made's";
+    if (out.sizes() != grad.sizes())
+      throw ShapeError(fmt::format(
+          "register_hook: a hook on {} gradient returned a tensor of shape {}, but the gradient "
+          "has shape {}; a hook returns the gradient's like, or nothing",
+          where, shape_str(out.sizes()), shape_str(grad.sizes())));
+    if (out.dtype() != grad.dtype())
+      throw DTypeError(fmt::format(
+          "register_hook: a hook on {} gradient returned a tensor of dtype {}, but the gradient "
+          "is {}; a hook returns the gradient's like, or nothing",
+          where, dtype_name(out.dtype()), dtype_name(grad.dtype())));
+    if (out.device() != grad.device())
+      throw DeviceMismatchError(fmt::format(
+          "register_hook: a hook on {} gradient returned a tensor on {}, but the gradient is on "
+          "{}; a hook returns the gradient's like, or nothing",
+          where, out.device().str(), grad.device().str()));
+    grad = std::move(out);
+  }
+  return grad;
+}
+
 void keep_retained(Node& n, const Tensor& g) {
   auto meta = n.retained.lock();
   if (!meta) return;
@@ -236,11 +271,13 @@ void execute(const std::vector<std::shared_ptr<Node>>& roots, const std::vector<
       grad = std::move(it->second.grad);
       buffers.erase(it);
     }
-    if (auto c = task.capture.find(node.get()); c != task.capture.end() && grad.defined())
-      add_into(task.captured[c->second], grad);  // a recorded op with create_graph
+    const auto c = task.capture.find(node.get());
+    const bool capture = c != task.capture.end() && grad.defined();
     const bool is_leaf = dynamic_cast<AccumulateGrad*>(node.get()) != nullptr;
     const bool apply =
         grad.defined() && (task.accumulate ? true : !is_leaf && run.count(node.get()));
+    if (capture || apply) grad = run_hooks(*node, std::move(grad));
+    if (capture) add_into(task.captured[c->second], grad);  // a recorded op with create_graph
     if (apply) {
       if (task.accumulate) keep_retained(*node, grad);
       // Note [Profiler]: each node's backward as a range around the kernels it runs.

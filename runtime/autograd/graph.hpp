@@ -59,6 +59,11 @@ struct AutogradMeta {
   std::uint64_t history = 0, base_history = 0;
   // Leaves: called with grad after AccumulateGrad adds into it, by id.
   std::vector<std::pair<std::uint64_t, std::function<void(const Tensor&)>>> post_accumulate_hooks;
+  // Note [Gradient hooks]: a leaf's register_hook hooks, by id, and, for a result, the nodes its
+  // hooks were put on (its grad_fn then: an in-place write since gives it another), for
+  // remove_hook.
+  std::vector<std::pair<std::uint64_t, Tensor::GradHook>> hooks;
+  std::vector<std::pair<std::uint64_t, std::weak_ptr<Node>>> hooked_nodes;
 };
 
 // What a node knows of one forward input, to check the gradient it returns.
@@ -89,6 +94,8 @@ class Node {
   std::vector<InputInfo> inputs;  // parallel to next
   // The output's metadata when the output retains its gradient.
   std::weak_ptr<AutogradMeta> retained;
+  // The output's register_hook hooks, by id (Note [Gradient hooks] in ferry/autograd.hpp).
+  std::vector<std::pair<std::uint64_t, Tensor::GradHook>> hooks;
   // Whether the output shares an input's memory (a view op), and whether the
   // memory is, through views, a leaf's that requires grad: the in-place ops'
   // checks (Note [In-place ops] in runtime/ops_inplace.cpp).

@@ -114,6 +114,38 @@ void Tensor::retain_grad() const {
   if (m->grad_fn) m->grad_fn->retained = m;  // a leaf keeps its gradient anyway
 }
 
+std::uint64_t Tensor::add_grad_hook(GradHook hook) const {
+  const auto& m = checked_impl()->autograd;
+  if (!m || (!m->requires_grad && !m->grad_fn))
+    throw Error(fmt::format(
+        "register_hook: cannot register a hook on a tensor that doesn't require gradient (shape "
+        "{}); call requires_grad_() on it, or on the inputs it is made from, first",
+        shape_str(sizes())));
+  static std::atomic<std::uint64_t> next_id{1};
+  const std::uint64_t id = next_id++;
+  if (is_leaf()) {
+    m->hooks.emplace_back(id, std::move(hook));
+    return id;
+  }
+  // A result's hooks go on the node its gradient flows into (a view's made again where its
+  // base was written in place since), as PyTorch's tensor pre-hooks go on its grad_fn.
+  const std::shared_ptr<autograd::Node> node = autograd::gradient_edge(*this);
+  node->hooks.emplace_back(id, std::move(hook));
+  std::erase_if(m->hooked_nodes, [](const auto& h) { return h.second.expired(); });
+  m->hooked_nodes.emplace_back(id, node);
+  return id;
+}
+
+void Tensor::remove_hook(std::uint64_t id) const {
+  const auto& m = checked_impl()->autograd;
+  if (!m) return;
+  std::erase_if(m->hooks, [id](const auto& h) { return h.first == id; });
+  for (const auto& [hook_id, weak] : m->hooked_nodes)
+    if (const auto node = weak.lock(); node && hook_id == id)
+      std::erase_if(node->hooks, [id](const auto& h) { return h.first == id; });
+  std::erase_if(m->hooked_nodes, [id](const auto& h) { return h.first == id; });
+}
+
 std::string Tensor::grad_fn_name() const {
   const auto& m = checked_impl()->autograd;
   return m && m->grad_fn ? m->grad_fn->name() : std::string();
