@@ -89,6 +89,10 @@ std::function<void()> linalg_step(const ferry::Device& device, const Case& c) {
     };
   } else if (op == "pinv") {
     call = [x] { return ferry::linalg::pinv(x); };
+  } else if (op == "svdvals") {
+    call = [x] { return ferry::linalg::svdvals(x); };
+  } else if (op == "matrix_exp") {
+    call = [x] { return ferry::linalg::matrix_exp(x); };
   } else if (op == "lstsq") {
     const ferry::Tensor a = x + eye * double(c.n);
     call = [a, b] { return ferry::linalg::lstsq(a, b).solution; };

@@ -13,7 +13,8 @@ namespace bench::linalg {
 // solve_triangular's B is [batch, n, rhs] (rhs columns: 1, or n as a gradient's or an inverse's
 // right-hand sides are). The inputs are made well-posed the same way on both
 // sides: a random matrix plus n I (solve, lu_factor, det, slogdet, solve_triangular, which
-// reads its lower triangle, lstsq), X X^T + I (cholesky), X + X^T (eigh), X (qr, svd, pinv).
+// reads its lower triangle, lstsq), X X^T + I (cholesky), X + X^T (eigh), X (qr, svd, pinv,
+// svdvals, matrix_exp).
 // "+backward": the op, then the backward of its result's sum to A (and B), the inputs leaves
 // that require grad (slogdet's: logabsdet's sum; svd's: sum(S) + sum(U Vh), reduced, which the
 // singular vectors' signs do not change).
@@ -40,7 +41,10 @@ inline constexpr Case kCases[] = {{"solve", 4096, 4},
                                   {"svd", 4096, 4},
                                   {"svd+backward", 0, 32},
                                   {"pinv", 0, 64},
-                                  {"lstsq", 0, 64, 8}};
+                                  {"lstsq", 0, 64, 8},
+                                  {"svdvals", 0, 64},
+                                  {"matrix_exp", 0, 64},
+                                  {"matrix_exp", 4096, 3}};
 // --quick: every case on a [4, 6, 6] batch (and a [4, 6, 6] B where B has more than a column).
 inline Case sized(const Case& c, bool quick) {
   return quick ? Case{c.op, 4, 6, c.rhs > 1 ? 6 : 1} : c;

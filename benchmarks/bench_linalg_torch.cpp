@@ -40,7 +40,8 @@ void torch_setup(const Case& c) {
     in.a = torch::matmul(x, x.transpose(-2, -1)) + eye;
   else if (op == "eigh")
     in.a = x + x.transpose(-2, -1);
-  else if (op == "qr" || op == "qr+backward" || op == "svd" || op == "svd+backward" || op == "pinv")
+  else if (op == "qr" || op == "qr+backward" || op == "svd" || op == "svd+backward" ||
+           op == "pinv" || op == "svdvals" || op == "matrix_exp")
     in.a = x;
   else
     in.a = x + eye * double(c.n);
@@ -87,6 +88,10 @@ void torch_step(const Case& c) {
     torch::linalg_pinv(in.a);
   else if (op == "lstsq")
     torch::linalg_lstsq(in.a, in.b, c10::nullopt, c10::nullopt);
+  else if (op == "svdvals")
+    torch::linalg_svdvals(in.a);
+  else if (op == "matrix_exp")
+    torch::linalg_matrix_exp(in.a);
   else
     torch::linalg_eigh(in.a);
 }

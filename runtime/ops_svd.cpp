@@ -85,8 +85,9 @@ Tensor complete(const Tensor& u, bool square) {
 }
 
 // The SVD of a ([..., m, n], m >= n, computing dtype, untracked) by one-sided Jacobi rotations:
-// U [..., m, n] (full: [..., m, m]), S [..., n] descending, V [..., n, n] (not transposed).
-linalg::SVD jacobi(const char* op, const Tensor& a0, bool full) {
+// U [..., m, n] (full: [..., m, m]), S [..., n] descending, V [..., n, n] (not transposed); S
+// alone (U and V undefined, the rotations not accumulated) where !vectors.
+linalg::SVD jacobi(const char* op, const Tensor& a0, bool full, bool vectors) {
   const std::int64_t m = a0.size(-2), n = a0.size(-1);
   const TensorOptions like{.dtype = a0.dtype(), .device = a0.device()};
   // Each matrix divided by its largest |entry| (the singular values scaled back at the end), so
@@ -94,7 +95,8 @@ linalg::SVD jacobi(const char* op, const Tensor& a0, bool full) {
   Tensor scale = amax(abs(a0), {-2, -1}, true);
   scale = where(eq(scale, 0.0), Scalar(1.0), scale);
   Tensor a = a0 / scale;
-  Tensor v = eye(n, std::nullopt, like).expand(with(batch_of(a0, 2), {n, n})).contiguous();
+  Tensor v = vectors ? eye(n, std::nullopt, like).expand(with(batch_of(a0, 2), {n, n})).contiguous()
+                     : Tensor();
   const double tol = double(m) * detail::machine_eps(a0.dtype());
   struct Round {
     Tensor partner, first, paired;
@@ -125,7 +127,7 @@ linalg::SVD jacobi(const char* op, const Tensor& a0, bool full) {
       // Column p becomes c a_p - s a_q, column q c a_q + s a_p.
       const Tensor across = where(r.first, -sn, sn);
       a = a * c + aq * across;
-      v = v * c + index_select(v, -1, r.partner) * across;
+      if (vectors) v = v * c + index_select(v, -1, r.partner) * across;
     }
     // One read a sweep: whether a pair was rotated (the sweeps end with one that rotates none:
     // the decision to stop is the rotations' own, on the same sums), whether a matrix holds a
@@ -143,6 +145,7 @@ linalg::SVD jacobi(const char* op, const Tensor& a0, bool full) {
   }
   const Tensor norm = sqrt(sum(a * a, {-2}));
   const ValuesIndices sorted = sort(norm, -1, true);
+  if (!vectors) return {Tensor(), sorted.values * scale.squeeze(-1), Tensor()};
   const Tensor by_value = sorted.indices.unsqueeze(-2);
   Tensor u = a / where(eq(norm, 0.0), Scalar(1.0), norm).unsqueeze(-2);
   u = gather_in_range(u, -1, by_value.expand(u.sizes()).contiguous());
@@ -153,7 +156,8 @@ linalg::SVD jacobi(const char* op, const Tensor& a0, bool full) {
 
 // The SVD of af ([..., m, n], computing dtype, untracked): gesdd where the device has the fused
 // kernel, else the rotations, on A^T where A is wide (A^T = U' S V'^T gives U = V', Vh = U'^T).
-linalg::SVD factor(const char* op, const Tensor& af, bool full) {
+// S alone (U and Vh undefined) where !vectors: gesdd's jobz 'N', rotations not accumulated.
+linalg::SVD factor(const char* op, const Tensor& af, bool full, bool vectors = true) {
   const std::int64_t m = af.size(-2), n = af.size(-1), k = std::min(m, n);
   const Shape batch = batch_of(af, 2);
   const TensorOptions like{.dtype = af.dtype(), .device = af.device()};
@@ -163,25 +167,29 @@ linalg::SVD factor(const char* op, const Tensor& af, bool full) {
       return full ? eye(size, std::nullopt, like).expand(with(batch, {size, size})).contiguous()
                   : zeros(with(batch, {rows, cols}), like);
     };
+    if (!vectors) return {Tensor(), zeros(with(batch, {k}), like), Tensor()};
     return {identity(m, m, k), zeros(with(batch, {k}), like), identity(n, k, n)};
   }
   if (detail::use_fused_kernel(OpId::svd, af, af.dtype())) {
     const Tensor in = af.contiguous();
     DeviceImpl& impl = detail::impl_of(in);
-    linalg::SVD f{detail::new_tensor(with(batch, {m, full ? m : k}), af.dtype(), impl),
+    const std::int64_t u = vectors ? (full ? m : k) : 0, v = vectors ? (full ? n : k) : 0;
+    linalg::SVD f{detail::new_tensor(with(batch, {m, u}), af.dtype(), impl),
                   detail::new_tensor(with(batch, {k}), af.dtype(), impl),
-                  detail::new_tensor(with(batch, {full ? n : k, n}), af.dtype(), impl)};
+                  detail::new_tensor(with(batch, {v, n}), af.dtype(), impl)};
     detail::run_kernel(OpId::svd, {in}, {f.U, f.S, f.Vh});
     // One read checks, as PyTorch's does; the input is scanned only to word the error.
     if (any(logical_not(isfinite(f.S))).item<bool>())
       throw not_converged(op, any(logical_not(isfinite(in))).item<bool>());
+    if (!vectors) return {Tensor(), f.S, Tensor()};
     return f;
   }
+  if (!vectors) return jacobi(op, m >= n ? af : transposed(af).contiguous(), full, false);
   if (m >= n) {
-    const linalg::SVD f = jacobi(op, af, full);
+    const linalg::SVD f = jacobi(op, af, full, true);
     return {f.U, f.S, transposed(f.Vh).contiguous()};
   }
-  const linalg::SVD f = jacobi(op, transposed(af).contiguous(), full);
+  const linalg::SVD f = jacobi(op, transposed(af).contiguous(), full, true);
   return {f.Vh, f.S, transposed(f.U).contiguous()};
 }
 
@@ -291,7 +299,17 @@ namespace linalg {
 
 SVD svd(const Tensor& a, bool full_matrices) { return svd_of("svd", a, full_matrices); }
 
-Tensor svdvals(const Tensor& a) { return svd_of("svdvals", a, false).S; }
+Tensor svdvals(const Tensor& a) {
+  check_defined("svdvals", {&a});
+  check_dtype(OpId::svd, a);
+  check_matrix("svdvals", "A", a);
+  const Tensor af = computing(a);
+  // Where no gradient is recorded, the values alone (PyTorch's compute_uv = false); the gradient
+  // needs the vectors: U diag(g) Vh.
+  if (autograd::should_record({&af})) return svd_of("svdvals", a, false).S;
+  NoGradGuard untracked;
+  return factor("svdvals", af.detach(), false, false).S.to(a.dtype());
+}
 
 Tensor pinv(const Tensor& a, Tolerance tol, bool hermitian) {
   check_float_matrix("pinv", OpId::pinv, a);
@@ -312,9 +330,11 @@ Tensor matrix_rank(const Tensor& a, Tolerance tol, bool hermitian) {
   if (hermitian) check_square("matrix_rank", "A", a);
   const Tensor af = computing(a);
   if (af.numel() == 0) return zeros(batch_of(a, 2), {.dtype = DType::i64, .device = a.device()});
-  const Spectrum s = spectrum("matrix_rank", af, hermitian);
   NoGradGuard untracked;
-  return sum(gt(s.magnitudes, cutoff(af, s.magnitudes, tol)), {-1}).to(DType::i64);
+  // The singular values alone (hermitian: the eigenvalues' magnitudes).
+  const Tensor magnitudes = hermitian ? spectrum("matrix_rank", af, true).magnitudes
+                                      : factor("matrix_rank", af.detach(), false, false).S;
+  return sum(gt(magnitudes, cutoff(af, magnitudes, tol)), {-1}).to(DType::i64);
 }
 
 Tensor matrix_norm(const Tensor& a, std::string_view ord,

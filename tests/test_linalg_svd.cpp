@@ -211,6 +211,33 @@ void check_pinv_rank_lstsq(const ferry::Device& dev) {
 }
 FERRY_TEST_ON_EACH_DEVICE(LinalgSvd, PinvRankLstsqNorms, check_pinv_rank_lstsq)
 
+// svdvals where no gradient is recorded computes the values alone (gesdd's jobz 'N' on the CPU,
+// rotations not accumulated elsewhere): they are svd's S, whatever the shape, rank or scale, and
+// matrix_rank counts from them; with a gradient recorded, the same values.
+void check_values_alone(const ferry::Device& dev) {
+  const Tensor x = random_matrix({6, 2}, 50, dev);
+  for (const Tensor& a : {random_matrix({5, 3}, 51, dev), random_matrix({3, 7}, 52, dev),
+                          random_matrix({2, 4, 4}, 53, dev) * 1e-200,
+                          ferry::matmul(x, random_matrix({2, 5}, 54, dev))}) {
+    SCOPED_TRACE(ferry::shape_str(a.sizes()));
+    const Tensor s = linalg::svd(a, false).S;
+    const double scale = max_abs(s);
+    EXPECT_LT(max_abs(linalg::svdvals(a) - s), 1e-14 * scale);
+    EXPECT_LT(max_abs(linalg::svdvals(a.detach().requires_grad_()) - s), 1e-14 * scale);
+  }
+  EXPECT_EQ(
+      linalg::matrix_rank(ferry::matmul(x, random_matrix({2, 5}, 54, dev))).item<std::int64_t>(),
+      2);
+  EXPECT_EQ(linalg::svdvals(ferry::zeros({2, 0, 3}, {.dtype = DType::f64, .device = dev})).sizes(),
+            (ferry::Shape{2, 0}));
+}
+FERRY_TEST_ON_EACH_DEVICE(LinalgSvd, ValuesAloneAreSvdsValues, check_values_alone)
+
+TEST(LinalgSvd, ValuesAloneOfTheRotationsOnTheCpu) {
+  ferry::debug::CompositesOnly composition;
+  check_values_alone(ferry::Device::cpu());
+}
+
 // The CPU's gesdd (Note [LAPACK through OpenBLAS]) and the Jacobi rotations every other device
 // runs (debug::CompositesOnly) give the same decomposition, sign-fixed, and the same gradient.
 TEST(LinalgSvd, FusedSvdAgreesWithTheComposition) {

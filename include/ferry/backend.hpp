@@ -387,7 +387,9 @@ inline constexpr std::size_t kSubBufferAlignment = 256;
 // 15: DeviceCapabilities gained blocked_linalg.
 // 16: the op table gained svd, svdvals, pinv, matrix_rank, matrix_norm and lstsq. DeviceImpl's
 //     kernel table is kOpCount long, so every new row of ops/ops.table is a new version.
-inline constexpr int kBackendAbiVersion = 16;
+// 17: the op table gained matrix_exp and matrix_power; lstsq became a kernel row (the CPU runs
+//     LAPACK's drivers: docs/kernel-contract.md).
+inline constexpr int kBackendAbiVersion = 17;
 
 }  // namespace ferry
 

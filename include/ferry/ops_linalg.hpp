@@ -1,12 +1,12 @@
 // ferry/ops_linalg.hpp — torch.linalg's factorizations and solvers for small and batched
 // square matrices, with PyTorch's names, shapes and errors: cholesky, solve_triangular, solve,
 // inv, det, slogdet, the LU family (lu_factor, lu_factor_ex, lu, lu_solve), qr, eigh, eigvalsh,
-// svd, svdvals, pinv, matrix_rank, matrix_norm, lstsq, and torch's cholesky_solve, logdet and
-// lu_unpack. Each is a composite op (Note [Composite ops] in ferry/op.hpp) composed in
-// runtime/ops_factorize.cpp, ops_lu.cpp and ops_orthogonal.cpp (Note [Linear algebra as
-// compositions]): a loop over the n columns of [..., n, n] matrices of batched matrix-vector
-// products and element-wise updates, so it runs on every device, on every matrix of a batch at
-// once. cholesky, solve_triangular, lu_factor_ex, det, slogdet and qr record closed-form
+// svd, svdvals, pinv, matrix_rank, matrix_norm, lstsq, matrix_exp, matrix_power, and torch's
+// cholesky_solve, logdet and lu_unpack. Each is a composite op (Note [Composite ops] in
+// ferry/op.hpp) composed in runtime/ops_factorize.cpp, ops_lu.cpp and ops_orthogonal.cpp (Note
+// [Linear algebra as compositions]): a loop over the n columns of [..., n, n] matrices of batched
+// matrix-vector products and element-wise updates, so it runs on every device, on every matrix of a
+// batch at once. cholesky, solve_triangular, lu_factor_ex, det, slogdet and qr record closed-form
 // gradients (PyTorch's, and so do the ops made of them); the others differentiate through their
 // parts. A composition costs
 // 9 to 41 op calls per column (docs/linalg.md), so off the CPU these are for the sizes models use
@@ -187,15 +187,29 @@ struct Lstsq {
 // torch.linalg.lstsq: the least-squares solution X of A X = B for A [..., m, n], B [..., m, k]
 // (or [..., m] where B has one dim fewer than A), batch dims broadcast: the one of least norm,
 // singular values of A at or below rcond times the largest taken as zero (rcond: eps(dtype) *
-// max(m, n) when not given). Every driver computes it by A's SVD, as gelsd does (for A of full
-// rank every driver's solution is the same; LAPACK's gels assumes full rank, gelsy decides the
-// rank on a pivoted QR's diagonal); the driver decides which of the other results are given, as
+// max(m, n) when not given). The CPU runs the LAPACK driver named, as PyTorch's CPU does (gels: QR,
+// A taken to have full rank, a LinAlgError where R is exactly singular; gelsy: QR with column
+// pivoting; gelsd, gelss: the SVD); other devices compute pinv(A) B from the SVD, every driver's
+// solution where A has full rank. The driver decides which of the other results are given, as
 // in PyTorch. "gelsy" (PyTorch's default on the CPU) is the default on every device. The
-// solution's gradient is PyTorch's (pinv's closed form, times B); the other results have none.
+// solution's gradient is PyTorch's (that of pinv(A) B); the other results have none.
 // A ValueError for another driver, a ShapeError where m does not match, a DTypeError where A and
 // B differ.
 Lstsq lstsq(const Tensor& a, const Tensor& b, std::optional<double> rcond = std::nullopt,
             std::string_view driver = "gelsy");
+
+// torch.linalg.matrix_exp: exp(A) of each square matrix of A [..., n, n], by scaling and squaring
+// with the [13/13] Pade approximant (Note [Matrix exponential by scaling and squaring] in
+// runtime/ops_matrix_functions.cpp): some six matmuls and a solve, then one squaring per power
+// of two by which A's 1-norm exceeds 5.4 (one host read). The gradient is PyTorch's (a block of
+// the exponential of a 2n x 2n matrix), second order included.
+Tensor matrix_exp(const Tensor& a);
+
+// torch.linalg.matrix_power: A^n for square A [..., m, m] and any integer n, by repeated
+// squaring (PyTorch's order of products); n = 0 gives the identity (of zero gradient), n < 0
+// powers inv(A) (a DTypeError for an integer A, which n >= 0 takes). Differentiates through its
+// products.
+Tensor matrix_power(const Tensor& a, std::int64_t n);
 
 }  // namespace linalg
 

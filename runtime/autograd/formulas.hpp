@@ -171,6 +171,9 @@ void record_pinv(const Tensor& a, const Tensor& p);
 // broadcast), computed untracked by whichever driver. PyTorch's gradient: that of pinv(a) b, pinv
 // at its default tolerances.
 void record_lstsq(const Tensor& a, const Tensor& b, const Tensor& x);
+// e: linalg.matrix_exp(a), computed untracked. PyTorch's gradient: the upper-right block of
+// matrix_exp([[a^T, g], [0, a^T]]).
+void record_matrix_exp(const Tensor& a, const Tensor& e);
 void record_stack(const std::vector<Tensor>& tensors, std::int64_t dim, const Tensor& out);
 
 }  // namespace ferry::autograd

@@ -383,6 +383,19 @@ void record_lstsq(const Tensor& a, const Tensor& b, const Tensor& x) {
          });
 }
 
+void record_matrix_exp(const Tensor& a, const Tensor& e) {
+  if (!should_record({&a})) return;
+  record("linalg_matrix_expBackward", {a}, e,
+         [a = Saved(a)](const Tensor& g, const Needs&) -> std::vector<Tensor> {
+           // The Frechet derivative's adjoint as a block of a larger exponential (PyTorch's
+           // backward_analytic_function_of_a_matrix), itself differentiable.
+           const Tensor at = mT(a.get());
+           const std::int64_t n = at.size(-1);
+           const Tensor block = cat({cat({at, g}, -1), cat({zeros_like(at), at}, -1)}, -2);
+           return {linalg::matrix_exp(block).narrow(-2, 0, n).narrow(-1, n, n)};
+         });
+}
+
 void record_slogdet(const Tensor& a, const Tensor& lu, const Tensor& pivots,
                     const Tensor& logabsdet) {
   if (!should_record({&a})) return;

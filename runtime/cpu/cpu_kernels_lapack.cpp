@@ -415,7 +415,8 @@ template <typename T> void eigh_kernel(const OpCall& call) {
 
 // U, S (descending) and Vh of each [m, n] by LAPACK's divide and conquer (gesdd, PyTorch's
 // driver on the CPU), k = min(m, n): U [m, m] and Vh [n, n] where the outputs are that large
-// (full_matrices), else U [m, k] and Vh [k, n]. No transposes: the row-major A is the column-major
+// (full_matrices), U [m, k] and Vh [k, n], or S alone where they have no columns and rows (gesdd's
+// jobz 'N', a third of the work). No transposes: the row-major A is the column-major
 // A^T = U' S V'^T, so A = V' S U'^T, and gesdd's column-major V'^T (k or m rows, m columns) is U
 // row-major, its U' (n rows, k or n columns) Vh row-major. A matrix holding a NaN or an inf is not
 // handed to LAPACK, and it or one LAPACK fails on gets NaN singular values (the core's check
@@ -427,12 +428,13 @@ template <typename T> void svd_kernel(const OpCall& call) {
   const TensorArg& u_out = call.outputs.at(0);
   const TensorArg& vh_out = call.outputs.at(2);
   const std::int64_t uc = u_out.sizes.back(), vr = vh_out.sizes[std::size_t(vh_out.ndim() - 2)];
-  const bool full = uc == m && vr == n;
-  if (!full && (uc != k || vr != k))
+  const bool full = uc == m && vr == n, none = uc == 0 && vr == 0;
+  if (!full && !none && (uc != k || vr != k))
     throw ShapeError(
-        "svd: the cpu kernel takes U [..., m, m] and Vh [..., n, n], or U [..., m, "
-        "k] and Vh [..., k, n]");
-  const char* jobz = full ? "A" : "S";
+        "svd: the cpu kernel takes U [..., m, m] and Vh [..., n, n], U [..., m, k] and Vh [..., "
+        "k, n], or U [..., m, 0] and Vh [..., 0, n] (the singular values alone)");
+  const char* jobz = full ? "A" : none ? "N" : "S";
+  const int ldu = int(std::max<std::int64_t>(uc, 1)), ldvh = int(std::max<std::int64_t>(n, 1));
   const T* a = in.data<T>();
   T* us = u_out.data<T>();
   T* ss = call.outputs.at(1).data<T>();
@@ -442,7 +444,7 @@ template <typename T> void svd_kernel(const OpCall& call) {
     std::vector<int> iwork(static_cast<std::size_t>(8 * k) + 1);
     T work_size = 0;
     int info = 0;
-    gesdd(jobz, int(n), int(m), scratch.data(), ss, vhs, int(n), us, int(uc), &work_size, -1,
+    gesdd(jobz, int(n), int(m), scratch.data(), ss, vhs, ldvh, us, ldu, &work_size, -1,
           iwork.data(), &info);
     std::vector<T> work(static_cast<std::size_t>(work_size) + 1);
     for (std::int64_t i = b; i < e; ++i) {
@@ -454,7 +456,7 @@ template <typename T> void svd_kernel(const OpCall& call) {
       info = 0;
       if (finite) {
         std::copy(x, x + m * n, scratch.begin());
-        gesdd(jobz, int(n), int(m), scratch.data(), si, vhi, int(n), ui, int(uc), work.data(),
+        gesdd(jobz, int(n), int(m), scratch.data(), si, vhi, ldvh, ui, ldu, work.data(),
               int(work.size()), iwork.data(), &info);
       }
       if (!finite || info != 0) {

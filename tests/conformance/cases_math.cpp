@@ -288,6 +288,23 @@ std::vector<FloatOpCase> math_ops() {
        "[3, 4] and the vector [3], wide",
        {{3, 4}, {3}},
        [](const Inputs& in) { return linalg::lstsq(rect_up(in[0]), in[1]).solution; }},
+      // matrix_exp: a batch whose 1-norms need no squaring, and some (x 4: up to 12, entries
+      // within f16's range); the gradient through the 2n x 2n exponential.
+      {"matrix_exp",
+       "[2, 3, 3], the second x 4: squarings for one matrix only",
+       {{2, 3, 3}},
+       [](const Inputs& in) {
+         const Tensor scale =
+             arange(2.0, {.dtype = in[0].dtype(), .device = in[0].device()}) * 3.0 + 1.0;
+         return linalg::matrix_exp(in[0] * scale.reshape({2, 1, 1}));
+       }},
+      {"matrix_power",
+       "[2, 3, 3] to the 5th, and to the -2nd of X + 2.5 I",
+       {{2, 3, 3}},
+       [](const Inputs& in) {
+         return cat({linalg::matrix_power(in[0], 5).flatten(),
+                     linalg::matrix_power(diag_up(in[0]), -2).flatten()});
+       }},
       // The LU family: the factorization's parts joined (the pivots as floats), rows reversed so
       // that every step swaps; lu_solve through a factorization made in the case, so that the
       // gradient reaches A through lu_factor; lu_unpack with pivots given.
