@@ -97,7 +97,8 @@ FERRY_TEST_ON_EACH_DEVICE(GradientHooks, OnLeavesRunBeforeAccumulation, check_ho
 // A hook's ops in a create_graph pass are recorded: with y = x^2 and a hook multiplying y's
 // gradient by y itself, dL/dx = y * 2x = 2x^3, whose derivative is 6x^2 once the hook is removed;
 // left in place, the second pass runs through y's node, and so the hook, again (PyTorch 1.13
-// gives the same: 13.5, 24 and 24.75, 72 at x = 1.5, -2).
+// gives the same: 13.5, 24 and 24.75, 72 at x = 1.5, -2). A hook that holds its own tensor keeps
+// that tensor's graph alive (a reference cycle) until it is removed, which the test does.
 TEST(GradientHooks, CreateGraphDifferentiatesThroughAHook) {
   for (const bool remove : {true, false}) {
     SCOPED_TRACE(remove ? "removed" : "kept");
@@ -110,6 +111,7 @@ TEST(GradientHooks, CreateGraphDifferentiatesThroughAHook) {
     ferry::sum(gx).backward();
     expect_close(as_double(x.grad()),
                  remove ? std::vector<double>{13.5, 24} : std::vector<double>{24.75, 72}, 1e-6, 0);
+    y.remove_hook(id);  // (again, where removed already: nothing)
   }
 }
 

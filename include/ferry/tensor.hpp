@@ -229,7 +229,8 @@ class Tensor {
   // tensor's whole gradient, before the gradient goes on. A hook that returns a defined tensor
   // (of the gradient's shape, dtype and device) replaces the gradient; one that returns void or
   // an undefined tensor leaves it. Returns an id for remove_hook. Error unless the tensor
-  // requires grad.
+  // requires grad. A hook that holds this tensor (or a tensor made from it) keeps the tensor and
+  // its graph alive until the hook is removed: a reference cycle, as in libtorch.
   using GradHook = std::function<Tensor(const Tensor& grad)>;
   template <typename F> std::uint64_t register_hook(F&& hook) const {
     if constexpr (std::is_void_v<std::invoke_result_t<F&, const Tensor&>>)
