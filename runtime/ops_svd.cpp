@@ -194,16 +194,20 @@ linalg::SVD factor(const char* op, const Tensor& af, bool full, bool vectors = t
 }
 
 // The decomposition's front-end: checks, the computing dtype, the gradient recorded.
-linalg::SVD svd_of(const char* op, const Tensor& a, bool full) {
+// values_only: S alone (U and Vh undefined) where no gradient is recorded (PyTorch's
+// compute_uv = false); the gradient needs the vectors (svdvals': U diag(g) Vh).
+linalg::SVD svd_of(const char* op, const Tensor& a, bool full, bool values_only = false) {
   check_defined(op, {&a});
   check_dtype(OpId::svd, a);
   check_matrix(op, "A", a);
   const Tensor af = computing(a);
+  const bool vectors = !values_only || autograd::should_record({&af});
   linalg::SVD f;
   {
     NoGradGuard untracked;
-    f = factor(op, af.detach(), full);
+    f = factor(op, af.detach(), full, vectors);
   }
+  if (!vectors) return {Tensor(), f.S.to(a.dtype()), Tensor()};
   if (af.numel() > 0) std::tie(f.U, f.S, f.Vh) = autograd::record_svd(af, f.U, f.S, f.Vh, full);
   return {f.U.to(a.dtype()), f.S.to(a.dtype()), f.Vh.to(a.dtype())};
 }
@@ -299,17 +303,7 @@ namespace linalg {
 
 SVD svd(const Tensor& a, bool full_matrices) { return svd_of("svd", a, full_matrices); }
 
-Tensor svdvals(const Tensor& a) {
-  check_defined("svdvals", {&a});
-  check_dtype(OpId::svd, a);
-  check_matrix("svdvals", "A", a);
-  const Tensor af = computing(a);
-  // Where no gradient is recorded, the values alone (PyTorch's compute_uv = false); the gradient
-  // needs the vectors: U diag(g) Vh.
-  if (autograd::should_record({&af})) return svd_of("svdvals", a, false).S;
-  NoGradGuard untracked;
-  return factor("svdvals", af.detach(), false, false).S.to(a.dtype());
-}
+Tensor svdvals(const Tensor& a) { return svd_of("svdvals", a, false, true).S; }
 
 Tensor pinv(const Tensor& a, Tolerance tol, bool hermitian) {
   check_float_matrix("pinv", OpId::pinv, a);
